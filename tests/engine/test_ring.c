@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "hourglass/ring.h"
+#include "hourglass/seqlock.h"
 
 /* ---- one table for both ring kinds ---- */
 
@@ -453,6 +454,31 @@ static void eventfd_signals_only_a_sleeper(void **state) {
   hg_waiter_destroy(w);
 }
 
+/* ---- seqlock, single thread ---- */
+
+static void seqlock_publishes_whole_value(void **state) {
+  (void)state;
+  hg_seqlock_t s;
+  hg_seqlock_init(&s);
+  hg_tob_t v;
+  memset(&v, 0xff, sizeof v);
+  assert_true(hg_seqlock_try_read(&s, &v));
+  assert_int_equal(v.bid_px, 0);
+  assert_int_equal(v.version, 0);
+  const hg_tob_t a = {.bid_px = 101, .bid_qty = 5, .ask_px = 103, .ask_qty = 7,
+                      .last_px = 102, .last_qty = -1, .version = UINT64_MAX};
+  hg_seqlock_write(&s, &a);
+  assert_int_equal(atomic_load(&s.seq), 2); /* one write: odd then even */
+  hg_seqlock_read(&s, &v);
+  assert_memory_equal(&v, &a, sizeof v);
+  /* a write in flight (odd sequence) makes a reader retry */
+  atomic_store(&s.seq, 3);
+  assert_false(hg_seqlock_try_read(&s, &v));
+  atomic_store(&s.seq, 4);
+  assert_true(hg_seqlock_try_read(&s, &v));
+  assert_int_equal(v.last_qty, -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_prestate(create_rejects_bad_params, (void *)&mpsc_ops),
@@ -477,6 +503,7 @@ int main(void) {
       cmocka_unit_test(wakes_a_sleeping_consumer),
       cmocka_unit_test(close_wakes_and_drains_first),
       cmocka_unit_test(eventfd_signals_only_a_sleeper),
+      cmocka_unit_test(seqlock_publishes_whole_value),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
