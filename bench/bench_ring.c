@@ -8,7 +8,8 @@
  *
  * Hand-off latency: the producer writes CLOCK_MONOTONIC into the message
  * just before the push, the consumer reads the clock right after the pop;
- * messages are spaced out so that each one meets an empty ring. Two
+ * the producer sends the next message only after the consumer took the
+ * previous one and a short gap, so each one meets an empty ring. Two
  * consumers: busy-polling (the headline ring.handoff_* figures) and blocking
  * on a spin-0 waiter (the default deployment; this adds a futex wake).
  *
@@ -41,10 +42,13 @@ static void pin(int cpu) {
   (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
 }
 
-static void relax(void) {
+/* Busy-wait step. The machine is shared: after a while give the CPU away so
+ * a descheduled peer can run, instead of burning our whole time slice. */
+static void relax_n(unsigned *n) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+  if (++*n % 1024 == 0) sched_yield();
 }
 
 typedef struct job {
@@ -54,6 +58,8 @@ typedef struct job {
   uint64_t n;
   int64_t gap_ns; /* latency runs: spacing between messages */
   _Atomic int go;
+  _Atomic uint64_t consumed; /* latency runs: the producer sends message i
+                                only after the consumer took i - 1 */
 } job_t;
 
 static int push(job_t *j, const void *m) {
@@ -66,16 +72,19 @@ static void *producer(void *arg) {
   unsigned char m[MSG];
   memset(m, 0x5a, sizeof m);
   /* acquire: start together with the consumer. */
-  while (!atomic_load_explicit(&j->go, memory_order_acquire)) relax();
+  unsigned spins = 0;
+  while (!atomic_load_explicit(&j->go, memory_order_acquire)) relax_n(&spins);
   for (uint64_t i = 0; i < j->n; i++) {
     if (j->gap_ns > 0) {
+      /* acquire: the consumer is done with the previous message. */
+      while (atomic_load_explicit(&j->consumed, memory_order_acquire) < i) relax_n(&spins);
       int64_t until = now_ns() + j->gap_ns;
-      while (now_ns() < until) relax();
+      while (now_ns() < until) relax_n(&spins);
     }
     int64_t ts = now_ns();
     memcpy(m, &ts, sizeof ts);
     memcpy(m + 8, &i, sizeof i);
-    while (push(j, m) == HG_EBUSY) relax();
+    while (push(j, m) == HG_EBUSY) relax_n(&spins);
     if (j->w != NULL) hg_waiter_notify(j->w);
   }
   return NULL;
@@ -92,13 +101,14 @@ static double throughput(int spsc, uint64_t n) {
   pin(1);
   static unsigned char buf[BATCH * MSG];
   uint64_t got = 0, sum = 0;
+  unsigned spins = 0;
   int64_t t0 = now_ns();
   atomic_store_explicit(&j.go, 1, memory_order_release); /* release: pairs with producer */
   while (got < n) {
     size_t k = spsc ? hg_spsc_ring_pop_batch(j.spsc, buf, BATCH, NULL)
                     : hg_mpsc_ring_pop_batch(j.mpsc, buf, BATCH, NULL);
     if (k == 0) {
-      relax();
+      relax_n(&spins);
       continue;
     }
     uint64_t idx;
@@ -134,12 +144,18 @@ static void latency(int blocking, uint64_t n, int64_t gap_ns, int64_t *p50, int6
   pin(1);
   atomic_store_explicit(&j.go, 1, memory_order_release); /* release: pairs with producer */
   unsigned char m[MSG];
+  unsigned spins = 0;
   for (uint64_t got = 0; got < n;) {
-    if (blocking) (void)hg_mpsc_ring_wait(j.mpsc, j.w, -1);
+    if (blocking)
+      (void)hg_mpsc_ring_wait(j.mpsc, j.w, -1);
+    else if (hg_mpsc_ring_empty(j.mpsc))
+      relax_n(&spins);
     while (got < n && hg_mpsc_ring_pop(j.mpsc, m, sizeof m, NULL) == 0) {
       int64_t ts;
       memcpy(&ts, m, sizeof ts);
       lat[got++] = now_ns() - ts;
+      /* release: lets the producer send the next message. */
+      atomic_store_explicit(&j.consumed, got, memory_order_release);
     }
   }
   pthread_join(t, NULL);
@@ -169,8 +185,8 @@ int main(int argc, char **argv) {
   double mpsc = throughput(0, n_tp);
   double spsc = throughput(1, n_tp);
   int64_t b50, b99, b999, k50, k99, k999;
-  latency(0, n_busy, 2000, &b50, &b99, &b999);
-  latency(1, n_block, 100000, &k50, &k99, &k999);
+  latency(0, n_busy, 1000, &b50, &b99, &b999);
+  latency(1, n_block, 50000, &k50, &k99, &k999);
 
   printf("# %llu x %d-byte messages, ring of %d slots, producer cpu0, consumer cpu1\n",
          (unsigned long long)n_tp, MSG, CAP);

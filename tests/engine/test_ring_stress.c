@@ -116,7 +116,7 @@ static void *mpsc_producer(void *arg) {
 
 static void mpsc_four_producers(void **state) {
   (void)state;
-  const uint64_t n = 20000 * scale;
+  const uint64_t n = 100000 * scale;
   hg_mpsc_ring_t *r;
   assert_int_equal(hg_mpsc_ring_create(256, SLOT, &r), 0);
   prod_arg_t a[NPROD];
@@ -198,7 +198,7 @@ static void *spsc_producer(void *arg) {
 
 static void spsc_one_to_one(void **state) {
   (void)state;
-  const uint64_t n = 100000 * scale;
+  const uint64_t n = 300000 * scale;
   hg_spsc_ring_t *r;
   assert_int_equal(hg_spsc_ring_create(128, SLOT, &r), 0);
   prod_arg_t a = {.spsc = r, .n = n};
@@ -241,7 +241,7 @@ static void spsc_one_to_one(void **state) {
 
 static void blocking_consumer_loses_no_wakeup(void **state) {
   (void)state;
-  const uint64_t n = 3000 * scale;
+  const uint64_t n = 10000 * scale;
   enum { BPROD = 2 };
   hg_mpsc_ring_t *r;
   hg_waiter_t *w;
@@ -350,7 +350,7 @@ static void seqlock_readers_never_see_torn_values(void **state) {
   static tob_shared_t s;
   hg_seqlock_init(&s.lock);
   atomic_store(&s.done, 0);
-  s.updates = 200000 * scale;
+  s.updates = 300000 * scale;
   enum { NREAD = 2 };
   reader_res_t res[NREAD];
   pthread_t rt[NREAD], wt;
