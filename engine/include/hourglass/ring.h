@@ -237,6 +237,11 @@ int hg_waiter_fd(const hg_waiter_t *w);
  * announcement. No-op without an eventfd. Consumer only. */
 void hg_waiter_fd_ack(hg_waiter_t *w);
 
+/* True while the consumer has announced sleep (between prepare and the end
+ * of its sleep or cancel) and no notify has taken the announcement yet. A
+ * snapshot, for metrics ("consumer idle") and tests. Any thread. */
+bool hg_waiter_sleeping(const hg_waiter_t *w);
+
 /* Number of times a producer found the consumer asleep and woke it (each
  * one a futex system call). For metrics and tests. Any thread. */
 uint64_t hg_waiter_wakeups(const hg_waiter_t *w);
