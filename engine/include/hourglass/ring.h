@@ -191,6 +191,9 @@ void hg_waiter_destroy(hg_waiter_t *w);
  * Wakes the consumer if it has announced sleep; otherwise does nothing but
  * one atomic read-modify-write. Call after a successful push (or once after
  * a batch of pushes). Any thread; never blocks.
+ * A producer that batches its notifies must notify before it retries a push
+ * that returned HG_EBUSY: the consumer may be asleep on a full ring, waiting
+ * for exactly the message not yet announced.
  */
 void hg_waiter_notify(hg_waiter_t *w);
 
