@@ -1,0 +1,549 @@
+/*
+ * Journal: append, group commit, durable_seq order, roll-over, read back,
+ * injected write failures, torn tails, mid-log corruption and repair, format
+ * versions. Most cases run on both the io_uring path and the pwritev
+ * fallback (the prestate selects the path).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "crc32c.h"
+#include "hourglass/journal.h"
+#include "journal_internal.h"
+
+#define SEG1 "journal-00000000000000000001.hgj"
+
+static int path_uring = 0;
+static int path_fallback = 1;
+
+/* Messages of the journal under test; owned by this file, reset per test. */
+static char logbuf[16384];
+
+static void capture(void *ctx, int level, const char *msg) {
+  (void)ctx;
+  size_t n = strlen(logbuf);
+  snprintf(logbuf + n, sizeof logbuf - n, "[%d] %s\n", level, msg);
+}
+
+typedef struct fixture {
+  char dir[64];
+  int fallback;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
+  f->fallback = *state != NULL ? *(int *)*state : 0;
+  strcpy(f->dir, "/tmp/hg_journal_test_XXXXXX");
+  if (mkdtemp(f->dir) == NULL) return -1;
+  logbuf[0] = '\0';
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  DIR *d = opendir(f->dir);
+  if (d != NULL) {
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+      if (de->d_name[0] == '.') continue;
+      unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+  }
+  rmdir(f->dir);
+  free(f);
+  return 0;
+}
+
+static hg_journal_options_t small_opts(const fixture_t *f) {
+  hg_journal_options_t o;
+  hg_journal_options_init(&o);
+  o.segment_size = 16384;
+  o.batch_bytes = 4096;
+  o.max_payload = 1000;
+  o.force_fallback = f->fallback;
+  o.log = capture;
+  return o;
+}
+
+static uint32_t payload_len(uint64_t seq) { return (uint32_t)(seq % 97u) + 3u; }
+
+static void make_payload(uint64_t seq, uint8_t *p, uint32_t len) {
+  for (uint32_t i = 0; i < len; i++) p[i] = (uint8_t)(seq * 31u + i);
+}
+
+/* Appends seqs [from, to] with the deterministic payloads, committing every
+ * 7 records and polling when the staging buffer is full. */
+static void append_range(hg_journal_t *j, uint64_t from, uint64_t to) {
+  uint8_t p[1000];
+  for (uint64_t s = from; s <= to; s++) {
+    uint32_t len = payload_len(s);
+    make_payload(s, p, len);
+    int rc;
+    while ((rc = hg_journal_append(j, s, s * 1000u, p, len)) == HG_EBUSY)
+      assert_int_equal(hg_journal_poll(j, -1), 0);
+    assert_int_equal(rc, 0);
+    if (s % 7 == 0) assert_int_equal(hg_journal_commit(j), 0);
+  }
+}
+
+/* Reads [from, to] back and checks every field, then expects the end. */
+static void expect_records(const char *dir, uint64_t from, uint64_t to) {
+  hg_journal_reader_t *r;
+  assert_int_equal(hg_journal_reader_open(dir, from, &r), 0);
+  uint8_t p[1000];
+  hg_journal_record_t rec;
+  for (uint64_t s = from; s <= to; s++) {
+    assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
+    assert_int_equal(rec.seq, s);
+    assert_int_equal(rec.ts, s * 1000u);
+    assert_int_equal(rec.len, payload_len(s));
+    make_payload(s, p, rec.len);
+    assert_memory_equal(rec.payload, p, rec.len);
+  }
+  assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), HG_ENOTFOUND);
+  hg_journal_reader_close(r);
+}
+
+static int count_segments(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL)
+    if (strncmp(de->d_name, "journal-0", 9) == 0) n++;
+  closedir(d);
+  return n;
+}
+
+static void patch(const char *dir, const char *name, long off, const void *bytes, size_t n) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  int fd = open(p, O_RDWR);
+  assert_true(fd >= 0);
+  assert_int_equal(pwrite(fd, bytes, n, off), (ssize_t)n);
+  close(fd);
+}
+
+static void read_at(const char *dir, const char *name, long off, void *bytes, size_t n) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  int fd = open(p, O_RDONLY);
+  assert_true(fd >= 0);
+  assert_int_equal(pread(fd, bytes, n, off), (ssize_t)n);
+  close(fd);
+}
+
+/* Fixed 40-byte payloads: each record takes 72 bytes, so record k (1-based)
+ * of the first segment starts at 64 + 72 * (k - 1). */
+static void append_fixed(hg_journal_t *j, uint64_t from, uint64_t to) {
+  uint8_t p[40];
+  for (uint64_t s = from; s <= to; s++) {
+    memset(p, (int)s, sizeof p);
+    assert_int_equal(hg_journal_append(j, s, s, p, sizeof p), 0);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void roundtrip_across_rollover(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_int_equal(hg_journal_uses_io_uring(j), !f->fallback);
+  assert_int_equal(hg_journal_next_seq(j), 1);
+  assert_int_equal(hg_journal_durable_seq(j), 0);
+  append_range(j, 1, 600);
+  assert_int_equal(hg_journal_sync(j), 0);
+  assert_int_equal(hg_journal_durable_seq(j), 600);
+  /* ~600 * 88 bytes over 16 KiB segments */
+  assert_true(count_segments(f->dir) >= 3);
+  expect_records(f->dir, 1, 600);
+  expect_records(f->dir, 333, 600);
+  assert_int_equal(hg_journal_close(j), 0);
+
+  /* reopen after a clean close and continue */
+  logbuf[0] = '\0';
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_string_equal(logbuf, ""); /* nothing torn, nothing repaired */
+  assert_int_equal(hg_journal_next_seq(j), 601);
+  assert_int_equal(hg_journal_durable_seq(j), 600);
+  assert_int_equal(hg_journal_append(j, 600, 0, "x", 1), HG_ERANGE);
+  append_range(j, 601, 700);
+  assert_int_equal(hg_journal_close(j), 0);
+  expect_records(f->dir, 1, 700);
+
+  /* a record before the first segment is gone */
+  hg_journal_reader_t *r;
+  assert_int_equal(hg_journal_reader_open(f->dir, 0, &r), HG_ENOTFOUND);
+}
+
+static void durable_seq_follows_batches_in_order(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_fixed(j, 1, 3);
+  assert_int_equal(hg_journal_commit(j), 0);
+  if (f->fallback) {
+    assert_int_equal(hg_journal_durable_seq(j), 3); /* synchronous */
+  } else {
+    assert_int_equal(hg_journal_durable_seq(j), 0); /* only poll releases */
+  }
+  append_fixed(j, 4, 6); /* accumulates while 1..3 is in flight */
+  assert_int_equal(hg_journal_commit(j), 0);
+  if (f->fallback) {
+    assert_int_equal(hg_journal_durable_seq(j), 6);
+  } else {
+    assert_int_equal(hg_journal_poll(j, -1), 0);
+    assert_int_equal(hg_journal_durable_seq(j), 3); /* exactly the first batch */
+    assert_int_equal(hg_journal_poll(j, -1), 0);    /* 4..6 went out on the reap */
+    assert_int_equal(hg_journal_durable_seq(j), 6);
+  }
+  /* polling with nothing in flight is harmless */
+  assert_int_equal(hg_journal_poll(j, 0), 0);
+  assert_int_equal(hg_journal_poll(j, 5), 0);
+
+  /* argument checks change nothing */
+  uint8_t big[1001] = {0};
+  assert_int_equal(hg_journal_append(j, 7, 0, big, 1001), HG_EINVAL);
+  assert_int_equal(hg_journal_append(j, 7, 0, NULL, 5), HG_EINVAL);
+  assert_int_equal(hg_journal_append(j, 8, 0, big, 5), HG_ERANGE);
+  assert_int_equal(hg_journal_append(j, 7, 0, NULL, 0), 0);
+  /* the staging buffer (4096 bytes) takes 3 records of 1032 bytes beside
+   * the empty one (32 bytes), then is full */
+  assert_int_equal(hg_journal_append(j, 8, 0, big, 1000), 0);
+  assert_int_equal(hg_journal_append(j, 9, 0, big, 1000), 0);
+  assert_int_equal(hg_journal_append(j, 10, 0, big, 1000), 0);
+  assert_int_equal(hg_journal_append(j, 11, 0, big, 1000), HG_EBUSY);
+  assert_int_equal(hg_journal_durable_seq(j), 6);
+  assert_int_equal(hg_journal_sync(j), 0);
+  assert_int_equal(hg_journal_durable_seq(j), 10);
+  assert_int_equal(hg_journal_append(j, 11, 0, big, 1000), 0);
+  assert_int_equal(hg_journal_close(j), 0);
+
+  hg_journal_reader_t *r;
+  hg_journal_record_t rec;
+  assert_int_equal(hg_journal_reader_open(f->dir, 7, &r), 0);
+  assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
+  assert_int_equal(rec.seq, 7);
+  assert_int_equal(rec.len, 0);
+  /* max_seq stops a reader short of data that is there */
+  assert_int_equal(hg_journal_reader_next(r, 7, &rec), HG_ENOTFOUND);
+  assert_int_equal(hg_journal_reader_next(r, 8, &rec), 0);
+  assert_int_equal(rec.seq, 8);
+  hg_journal_reader_close(r);
+}
+
+/* A reader follows a live writer up to durable_seq and picks up roll-over. */
+static void reader_follows_live_writer(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  hg_journal_reader_t *r;
+  hg_journal_record_t rec;
+  assert_int_equal(hg_journal_reader_open(f->dir, 1, &r), 0);
+  assert_int_equal(hg_journal_reader_next(r, hg_journal_durable_seq(j), &rec), HG_ENOTFOUND);
+  uint64_t got = 0;
+  for (uint64_t s = 1; s <= 400; s += 50) {
+    append_range(j, s, s + 49);
+    assert_int_equal(hg_journal_sync(j), 0);
+    while (hg_journal_reader_next(r, hg_journal_durable_seq(j), &rec) == 0) assert_int_equal(rec.seq, ++got);
+    assert_int_equal(got, s + 49);
+  }
+  hg_journal_reader_close(r);
+  assert_int_equal(hg_journal_close(j), 0);
+}
+
+static void fault_case(fixture_t *f, enum hg_journal_fault fault, int want_err, const char *want_msg) {
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_fixed(j, 1, 5);
+  assert_int_equal(hg_journal_sync(j), 0);
+  assert_int_equal(hg_journal_durable_seq(j), 5);
+
+  hg_journal__inject_fault(j, fault);
+  append_fixed(j, 6, 10);
+  int rc = hg_journal_commit(j);
+  if (rc == 0) rc = hg_journal_poll(j, -1);
+  assert_int_equal(rc, want_err);
+  assert_int_equal(hg_journal_durable_seq(j), 5); /* never acknowledged */
+  assert_int_equal(hg_journal_failed(j), want_err);
+  const char *msg;
+  assert_int_equal(hg_journal_error(j, &msg), want_err);
+  assert_non_null(strstr(msg, want_msg));
+  assert_non_null(strstr(msg, SEG1));
+  assert_non_null(strstr(logbuf, "intake stopped"));
+  /* intake stays stopped */
+  uint8_t p[40] = {0};
+  assert_int_equal(hg_journal_append(j, 11, 0, p, sizeof p), HG_EUNAVAIL);
+  assert_int_equal(hg_journal_commit(j), want_err);
+  assert_int_equal(hg_journal_poll(j, -1), want_err);
+  assert_int_equal(hg_journal_sync(j), want_err);
+  assert_int_equal(hg_journal_durable_seq(j), 5);
+  assert_int_equal(hg_journal_close(j), want_err);
+
+  /* Recovery: a short write left 180 of the batch's 360 bytes, i.e. seqs
+   * 6 and 7 whole (never acknowledged, but intact) and 36 torn bytes. */
+  logbuf[0] = '\0';
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  if (fault == HG_JOURNAL_FAULT_SHORT_WRITE) {
+    assert_int_equal(hg_journal_next_seq(j), 8);
+    assert_non_null(strstr(logbuf, "offset 568"));
+    if (strstr(logbuf, "36 bytes truncated") == NULL) fprintf(stderr, "%s", logbuf);
+    assert_non_null(strstr(logbuf, "36 bytes truncated"));
+  } else {
+    assert_int_equal(hg_journal_next_seq(j), 6);
+    assert_string_equal(logbuf, "");
+  }
+  assert_int_equal(hg_journal_close(j), 0);
+}
+
+static void fault_short_write(void **state) {
+  fixture_t *f = *state;
+  fault_case(f, HG_JOURNAL_FAULT_SHORT_WRITE, -EIO, "short write: 180 of 360 bytes");
+}
+
+static void fault_eio(void **state) {
+  fixture_t *f = *state;
+  /* on io_uring the kernel really cancels the linked fdatasync */
+  fault_case(f, HG_JOURNAL_FAULT_EIO, -EIO,
+             f->fallback ? "Input/output error" : "Input/output error; linked fdatasync cancelled");
+}
+
+static void fault_enospc(void **state) {
+  fixture_t *f = *state;
+  fault_case(f, HG_JOURNAL_FAULT_ENOSPC, -ENOSPC,
+             f->fallback ? "No space left on device" : "No space left on device; linked fdatasync cancelled");
+}
+
+static void write_ten_fixed(fixture_t *f) {
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_fixed(j, 1, 10);
+  assert_int_equal(hg_journal_close(j), 0);
+}
+
+static void torn_tail_is_truncated(void **state) {
+  fixture_t *f = *state;
+  write_ten_fixed(f);
+  /* a record header claiming 40 bytes whose payload never arrived; the end
+   * of data is at 64 + 10 * 72 = 784 */
+  uint8_t h[40];
+  read_at(f->dir, SEG1, 64, h, sizeof h);
+  h[16] = 11;
+  h[19] = 0xff; /* last torn byte nonzero, so all 20 count */
+  patch(f->dir, SEG1, 784, h, 20);
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_non_null(strstr(logbuf, "[1] "));
+  assert_non_null(strstr(logbuf, "torn record at the tail, offset 784"));
+  assert_non_null(strstr(logbuf, "20 bytes truncated"));
+  assert_int_equal(hg_journal_next_seq(j), 11);
+  uint8_t z[20];
+  read_at(f->dir, SEG1, 784, z, sizeof z);
+  static const uint8_t zeros[20];
+  assert_memory_equal(z, zeros, sizeof z);
+  append_fixed(j, 11, 12);
+  assert_int_equal(hg_journal_close(j), 0);
+
+  /* garbage after the end marker (a later page of a torn batch) */
+  logbuf[0] = '\0';
+  patch(f->dir, SEG1, 64 + 12 * 72 + 200, "garbage", 7);
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_non_null(strstr(logbuf, "torn write at the tail, offset 928"));
+  assert_non_null(strstr(logbuf, "207 bytes truncated"));
+  assert_int_equal(hg_journal_next_seq(j), 13);
+  assert_int_equal(hg_journal_close(j), 0);
+  logbuf[0] = '\0';
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_string_equal(logbuf, "");
+  assert_int_equal(hg_journal_close(j), 0);
+}
+
+static void bad_crc_mid_log_stops_and_repair_drops(void **state) {
+  fixture_t *f = *state;
+  write_ten_fixed(f);
+  /* one payload byte of seq 4, which starts at 64 + 3 * 72 = 280 */
+  patch(f->dir, SEG1, 280 + 32 + 5, "\x7f", 1);
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j = NULL;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_null(j);
+  assert_non_null(strstr(logbuf, SEG1 ": corrupt at offset 280 (bad record CRC)"));
+  assert_non_null(strstr(logbuf, "repair"));
+  /* the reader refuses it too */
+  hg_journal_reader_t *r;
+  hg_journal_record_t rec;
+  assert_int_equal(hg_journal_reader_open(f->dir, 1, &r), 0);
+  for (int k = 0; k < 3; k++) assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
+  assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), HG_ECORRUPT);
+  hg_journal_reader_close(r);
+
+  logbuf[0] = '\0';
+  o.repair = 1;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_non_null(strstr(logbuf, "dropped 7 records from seq 4"));
+  assert_int_equal(hg_journal_next_seq(j), 4);
+  append_fixed(j, 4, 5);
+  assert_int_equal(hg_journal_close(j), 0);
+  o.repair = 0;
+  logbuf[0] = '\0';
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_string_equal(logbuf, "");
+  assert_int_equal(hg_journal_next_seq(j), 6);
+  assert_int_equal(hg_journal_close(j), 0);
+}
+
+/* A bad record at the end of a non-last segment is corruption even though
+ * nothing follows it in its own file. */
+static void bad_record_in_earlier_segment(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_range(j, 1, 600);
+  assert_int_equal(hg_journal_close(j), 0);
+  /* the second segment's name gives the first segment's last seq */
+  DIR *d = opendir(f->dir);
+  uint64_t second = UINT64_MAX;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    unsigned long long s;
+    if (sscanf(de->d_name, "journal-%llu.hgj", &s) == 1 && s > 1 && s < second) second = s;
+  }
+  closedir(d);
+  assert_true(second < 600);
+  uint64_t last = second - 1;
+  long off = 64;
+  for (uint64_t s = 1; s < last; s++) off += (long)HG_JOURNAL_RECORD_SIZE(payload_len(s));
+  uint8_t b;
+  read_at(f->dir, SEG1, off + 32, &b, 1);
+  b ^= 1;
+  patch(f->dir, SEG1, off + 32, &b, 1);
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  char want[128];
+  snprintf(want, sizeof want, SEG1 ": corrupt at offset %ld", off);
+  assert_non_null(strstr(logbuf, want));
+
+  logbuf[0] = '\0';
+  o.repair = 1;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  snprintf(want, sizeof want, "dropped %llu records from seq %llu", (unsigned long long)(600 - last + 1),
+           (unsigned long long)last);
+  assert_non_null(strstr(logbuf, want));
+  assert_int_equal(count_segments(f->dir), 1);
+  assert_int_equal(hg_journal_next_seq(j), last);
+  append_range(j, last, 650);
+  assert_int_equal(hg_journal_close(j), 0);
+  expect_records(f->dir, 1, 650);
+}
+
+static void newer_version_is_rejected(void **state) {
+  fixture_t *f = *state;
+  write_ten_fixed(f);
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  /* a record of a newer version */
+  patch(f->dir, SEG1, 64 + 72 * 2 + 4, "\x02\x00", 2);
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_EVERSION);
+  assert_non_null(strstr(logbuf, SEG1 " offset 208: record format version 2 is newer"));
+  o.repair = 1; /* repair does not touch what it cannot read */
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_EVERSION);
+  /* a segment of a newer version */
+  logbuf[0] = '\0';
+  patch(f->dir, SEG1, 4, "\x03\x00", 2);
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_EVERSION);
+  assert_non_null(strstr(logbuf, SEG1 ": segment format version 3 is newer than this build reads (version 1)"));
+  hg_journal_reader_t *r;
+  assert_int_equal(hg_journal_reader_open(f->dir, 1, &r), HG_EVERSION);
+}
+
+static void missing_directory(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j = NULL;
+  char p[128];
+  snprintf(p, sizeof p, "%s/nope", f->dir);
+  assert_int_equal(hg_journal_open(p, &o, &j), -ENOENT);
+  assert_null(j);
+  assert_non_null(strstr(logbuf, "cannot open directory"));
+  assert_non_null(strstr(logbuf, "/nope: No such file or directory"));
+  o.batch_bytes = 100; /* smaller than one max-size record */
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_EINVAL);
+}
+
+static void falls_back_when_io_uring_init_fails(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  hg_journal__fail_next_uring_init(-ENOSYS);
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_int_equal(hg_journal_uses_io_uring(j), 0);
+  assert_non_null(strstr(logbuf, "io_uring unavailable (Function not implemented); falling back"));
+  append_range(j, 1, 50);
+  assert_int_equal(hg_journal_sync(j), 0);
+  assert_int_equal(hg_journal_durable_seq(j), 50);
+  assert_int_equal(hg_journal_close(j), 0);
+  /* one-shot: the next open uses io_uring again */
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_int_equal(hg_journal_uses_io_uring(j), 1);
+  assert_int_equal(hg_journal_close(j), 0);
+  expect_records(f->dir, 1, 50);
+}
+
+static void first_seq_option(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  o.first_seq = 1000;
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_int_equal(hg_journal_durable_seq(j), 999);
+  append_range(j, 1000, 1010);
+  assert_int_equal(hg_journal_close(j), 0);
+  expect_records(f->dir, 1000, 1010);
+  expect_records(f->dir, 1005, 1010);
+}
+
+#define BOTH(fn)                                                   \
+  cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, &path_uring), \
+      cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, &path_fallback)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      BOTH(roundtrip_across_rollover),
+      BOTH(durable_seq_follows_batches_in_order),
+      BOTH(reader_follows_live_writer),
+      BOTH(fault_short_write),
+      BOTH(fault_eio),
+      BOTH(fault_enospc),
+      BOTH(torn_tail_is_truncated),
+      BOTH(bad_crc_mid_log_stops_and_repair_drops),
+      BOTH(bad_record_in_earlier_segment),
+      cmocka_unit_test_prestate_setup_teardown(newer_version_is_rejected, setup, teardown, &path_uring),
+      cmocka_unit_test_prestate_setup_teardown(missing_directory, setup, teardown, &path_uring),
+      cmocka_unit_test_prestate_setup_teardown(falls_back_when_io_uring_init_fails, setup, teardown,
+                                               &path_uring),
+      cmocka_unit_test_prestate_setup_teardown(first_seq_option, setup, teardown, &path_uring),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
