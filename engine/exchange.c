@@ -403,7 +403,8 @@ static int do_list(hg_exchange_t *ex, const hg_cmd_list_instrument_t *c) {
     emit_reject(ex, HG_XREJ_INSTRUMENT_EXISTS, id, 0);
     return 0;
   }
-  if (ex->n_instr == ex->cfg.max_instruments || c->params.max_orders > ex->cfg.max_book_orders) {
+  if (ex->n_instr == ex->cfg.max_instruments || c->params.max_orders > ex->cfg.max_book_orders ||
+      c->params.max_accounts > ex->cfg.max_accounts) {
     emit_reject(ex, HG_XREJ_CAPACITY, id, 0);
     return 0;
   }
@@ -823,7 +824,8 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
     p.default_stp = r_u8(r);
     uint32_t n_orders = r_u32(r);
     if (r->bad) return HG_ECORRUPT;
-    if (p.max_orders > ex->cfg.max_book_orders) return HG_EFULL;
+    if (p.max_orders > ex->cfg.max_book_orders || p.max_accounts > ex->cfg.max_accounts)
+      return HG_EFULL;
     if (n_orders > p.max_orders) return HG_ECORRUPT;
     int rc = hg_book_create(&p, book_sink, ex, &inst->book);
     if (rc == -ENOMEM) return rc;

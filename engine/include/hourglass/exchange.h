@@ -39,7 +39,8 @@
  *  - LIST_INSTRUMENT: id 0 or an invalid symbol or book params
  *    (HG_XREJ_INVALID_PARAMS), id or symbol already listed
  *    (HG_XREJ_INSTRUMENT_EXISTS), max_orders above the configured
- *    max_book_orders or every instrument slot taken (HG_XREJ_CAPACITY).
+ *    max_book_orders, max_accounts above the configured max_accounts, or
+ *    every instrument slot taken (HG_XREJ_CAPACITY).
  *    Emits HG_XEV_LISTED. The instrument starts trading.
  *  - DELIST_INSTRUMENT: cancels every live order of the book in time
  *    priority (book HG_EV_CANCELLED events whose reason is HG_XCXL_DELISTED,
