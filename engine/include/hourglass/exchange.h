@@ -112,7 +112,8 @@ typedef struct hg_cmd_new_order {
   hg_account_t account;
   uint64_t client_order_id;
   uint32_t smp_group;       /* 0 = none */
-  hg_price_t price;         /* ticks; ignored (and 0 on the wire) for market */
+  hg_price_t price;         /* ticks; for market orders not journaled and
+                               treated as 0 by hg_exchange_apply() */
   hg_qty_t qty;
   uint8_t side;             /* hg_side_t */
   uint8_t type;             /* hg_ord_type_t */
@@ -342,6 +343,32 @@ uint32_t hg_exchange_instrument_count(const hg_exchange_t *ex);
 /* 0 and *cash (micro-USD) and *firm, or HG_ENOTFOUND. */
 int hg_exchange_account(const hg_exchange_t *ex, hg_account_t account, int64_t *cash,
                         uint32_t *firm);
+
+/* One listed instrument, as hg_exchange_foreach_instrument() reports it. */
+typedef struct hg_exchange_instrument_info {
+  uint32_t id;
+  uint8_t halted;
+  char symbol[HG_SYMBOL_MAX + 1];
+  hg_book_params_t params; /* ref_price as currently set */
+  uint32_t orders;         /* live resting orders */
+} hg_exchange_instrument_info_t;
+
+typedef struct hg_exchange_account_info {
+  hg_account_t id;
+  uint32_t firm;
+  int64_t cash; /* micro-USD */
+} hg_exchange_account_info_t;
+
+/* Calls fn for every listed instrument in id order; info is valid only
+ * during the call and fn must not change the exchange. */
+void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
+                                    void (*fn)(void *ctx,
+                                               const hg_exchange_instrument_info_t *info),
+                                    void *ctx);
+/* Calls fn for every account in id order; same rules. */
+void hg_exchange_foreach_account(const hg_exchange_t *ex,
+                                 void (*fn)(void *ctx, const hg_exchange_account_info_t *info),
+                                 void *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Canonical serialization, state hash, restore                              */
