@@ -31,11 +31,14 @@
  *    a book event HG_EV_REJECTED whose reason is an hg_xreject_t (numbers
  *    from 64 on, so they never collide with hg_reject_t).
  *  - REPLACE: as NEW_ORDER (a halted instrument rejects replaces).
- *  - CANCEL: unknown instrument is rejected; cancels are allowed while
- *    halted so that participants can always take risk off.
- *  - MASS_CANCEL: in one instrument (unknown: rejected) or, with
- *    instrument_id 0, in every instrument in id order; allowed while halted.
- *    No events when the account has nothing live.
+ *  - CANCEL: unknown instrument, then unknown account, are rejected as for
+ *    NEW_ORDER; cancels are allowed while halted so that participants can
+ *    always take risk off.
+ *  - MASS_CANCEL: sides out of range (HG_XREJ_INVALID_PARAMS), unknown
+ *    account, then, with an instrument_id, unknown instrument (each an
+ *    HG_XEV_REJECTED); cancels in that instrument or, with instrument_id 0,
+ *    in every instrument in id order; allowed while halted. No events when
+ *    the account has nothing live.
  *  - LIST_INSTRUMENT: id 0 or an invalid symbol or book params
  *    (HG_XREJ_INVALID_PARAMS), id or symbol already listed
  *    (HG_XREJ_INSTRUMENT_EXISTS), max_orders above the configured
@@ -58,6 +61,13 @@
  *    (HG_XREJ_INVALID_AMOUNT), a withdrawal that would leave equity below
  *    the account's initial margin (HG_XREJ_INSUFFICIENT_FUNDS); emits
  *    HG_XEV_DEPOSIT / HG_XEV_WITHDRAWAL with the new balance.
+ *
+ * Accounts. Today the exchange keeps a cash-only account table (equity =
+ * cash, initial margin 0, no positions). The clearing library
+ * (hourglass/clearing.h) takes over behind the seams named in exchange.c
+ * (risk_check_new_order, risk_check_replace, book_fills,
+ * risk_check_withdraw) once its state can be serialized into the snapshot;
+ * the commands and events above do not change when it does.
  *
  * Threads. An exchange is owned by one thread (the engine thread, or the
  * replaying thread); every function must be called from it, the sink runs on
@@ -254,16 +264,21 @@ typedef enum hg_xreject {
 const char *hg_xreject_str(int reason);
 
 typedef enum hg_xevent_type {
-  HG_XEV_BOOK = 1,         /* .book holds an order book event */
-  HG_XEV_REJECTED = 2,     /* a non-order command was refused; .reason */
+  HG_XEV_BOOK = 1,         /* .book holds an order book event; .instrument_id
+                              and .account are copied from it */
+  HG_XEV_REJECTED = 2,     /* a non-order command was refused: .reason, and
+                              .instrument_id / .account as the command gave
+                              them; for DEPOSIT and WITHDRAW also .amount
+                              and .balance (cash now, 0 for an unknown
+                              account) */
   HG_XEV_LISTED = 3,       /* .instrument_id */
   HG_XEV_DELISTED = 4,     /* .instrument_id; .amount = orders cancelled */
   HG_XEV_HALTED = 5,       /* .instrument_id */
   HG_XEV_RESUMED = 6,      /* .instrument_id */
   HG_XEV_SESSION_END = 7,  /* .amount = DAY orders expired in all books */
   HG_XEV_ACCOUNT_ADDED = 8,/* .account, .firm */
-  HG_XEV_DEPOSIT = 9,      /* .account, .amount, .balance (cash after) */
-  HG_XEV_WITHDRAWAL = 10   /* .account, .amount, .balance (cash after) */
+  HG_XEV_DEPOSIT = 9,      /* .account, .firm, .amount, .balance (cash after) */
+  HG_XEV_WITHDRAWAL = 10   /* .account, .firm, .amount, .balance (cash after) */
 } hg_xevent_type_t;
 
 /*
