@@ -560,6 +560,9 @@ int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd) {
   case HG_COMMAND_ADD_ACCOUNT: do_add_account(ex, &cmd->u.add_account); break;
   case HG_COMMAND_DEPOSIT: do_cash(ex, &cmd->u.cash, 1); break;
   case HG_COMMAND_WITHDRAW: do_cash(ex, &cmd->u.cash, 0); break;
+  /* Settlement commands (types 15..39: index fixing, daily cycle, expiry
+   * and final settlement) get their cases here, and their range in the
+   * type check above. */
   }
   if (rc != 0) return rc;
   ex->last_seq = cmd->seq;
