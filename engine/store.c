@@ -1,0 +1,618 @@
+/*
+ * The state store: one LMDB environment with five named databases (see
+ * store.h). LMDB gives what the store needs without code of ours: a
+ * copy-on-write B-tree whose write transactions commit atomically, so a
+ * snapshot is either entirely there or not at all, and readers see a
+ * consistent tree. Keys are big-endian integers so LMDB's byte order is
+ * numeric order (newest snapshot = last key).
+ *
+ * Every LMDB return value passes through from_mdb() at this boundary: LMDB
+ * returns positive errno values and its own negative MDB_* codes, Hourglass
+ * wants -errno and HG_E* codes. Every failure also writes a one-line message
+ * naming the data directory into s->msg.
+ */
+#include "hourglass/store.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+
+#include "hourglass/error.h"
+
+struct hg_store {
+  MDB_env *env; /* owned; NULL until opened */
+  MDB_dbi meta, instruments, accounts, snapshots, sessions;
+  size_t map_size;
+  char dir[PATH_MAX];
+  char msg[PATH_MAX + 256];
+};
+
+static const char META_VERSION_KEY[] = "format_version";
+
+static int from_mdb(int rc) {
+  switch (rc) {
+  case MDB_SUCCESS: return 0;
+  case MDB_MAP_FULL: return HG_EMAPFULL;
+  case MDB_NOTFOUND: return HG_ENOTFOUND;
+  case MDB_KEYEXIST: return HG_EEXISTS;
+  case MDB_INVALID:
+  case MDB_CORRUPTED:
+  case MDB_PAGE_NOTFOUND: return HG_ECORRUPT;
+  case MDB_VERSION_MISMATCH: return HG_EVERSION;
+  case MDB_DBS_FULL:
+  case MDB_READERS_FULL:
+  case MDB_TLS_FULL:
+  case MDB_TXN_FULL:
+  case MDB_CURSOR_FULL:
+  case MDB_PAGE_FULL: return HG_EFULL;
+  default: return rc > 0 ? -rc : -EIO;
+  }
+}
+
+__attribute__((format(printf, 2, 3))) static void set_msg(hg_store_t *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+  va_end(ap);
+}
+
+/* Converts rc, records "<what> in <dir>: <reason>" and returns the code. */
+static int fail(hg_store_t *s, int mdb_rc, const char *what) {
+  int rc = from_mdb(mdb_rc);
+  if (rc == HG_EMAPFULL)
+    set_msg(s, "state store %s: %s failed: LMDB map full (map size %zu bytes); raise the map size",
+            s->dir, what, s->map_size);
+  else
+    set_msg(s, "state store %s: %s failed: %s (%s)", s->dir, what, hg_strerror(rc),
+            mdb_strerror(mdb_rc));
+  return rc;
+}
+
+static void be64(uint8_t out[8], uint64_t v) {
+  for (int i = 0; i < 8; i++) out[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t from_be64(const uint8_t in[8]) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | in[i];
+  return v;
+}
+
+int hg_store_create(hg_store_t **out) {
+  hg_store_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return -ENOMEM;
+  *out = s;
+  return 0;
+}
+
+const char *hg_store_errmsg(const hg_store_t *s) { return s->msg; }
+
+/* Checks the directory ourselves first: LMDB's errors for these cases do
+ * not say which path was wrong. */
+static int check_dir(hg_store_t *s, const char *dir) {
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    int e = errno;
+    set_msg(s, "state store directory %s: %s", dir,
+            e == ENOENT ? "does not exist (create it first)" : strerror(e));
+    return -e;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    set_msg(s, "state store directory %s: not a directory", dir);
+    return -ENOTDIR;
+  }
+  if (access(dir, R_OK | W_OK | X_OK) != 0) {
+    int e = errno;
+    set_msg(s, "state store directory %s: not readable and writable: %s", dir, strerror(e));
+    return -e;
+  }
+  return 0;
+}
+
+static int open_tables(hg_store_t *s) {
+  MDB_txn *txn;
+  int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+  if (rc != 0) return fail(s, rc, "begin");
+  struct {
+    const char *name;
+    MDB_dbi *dbi;
+  } t[] = {{"meta", &s->meta},
+           {"instruments", &s->instruments},
+           {"accounts", &s->accounts},
+           {"snapshots", &s->snapshots},
+           {"sessions", &s->sessions}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    rc = mdb_dbi_open(txn, t[i].name, MDB_CREATE, t[i].dbi);
+    if (rc != 0) {
+      mdb_txn_abort(txn);
+      return fail(s, rc, "opening tables");
+    }
+  }
+  MDB_val k = {.mv_size = sizeof META_VERSION_KEY - 1, .mv_data = (void *)META_VERSION_KEY};
+  MDB_val v;
+  rc = mdb_get(txn, s->meta, &k, &v);
+  if (rc == MDB_NOTFOUND) {
+    uint8_t ver[4] = {HG_STORE_FORMAT_VERSION & 0xff, 0, 0, 0};
+    v = (MDB_val){.mv_size = sizeof ver, .mv_data = ver};
+    rc = mdb_put(txn, s->meta, &k, &v, 0);
+    if (rc != 0) {
+      mdb_txn_abort(txn);
+      return fail(s, rc, "writing the format version");
+    }
+  } else if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "reading the format version");
+  } else {
+    const uint8_t *p = v.mv_data;
+    if (v.mv_size != 4) {
+      mdb_txn_abort(txn);
+      set_msg(s, "state store %s: format version record is malformed", s->dir);
+      return HG_ECORRUPT;
+    }
+    uint32_t ver = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                   ((uint32_t)p[3] << 24);
+    if (ver > HG_STORE_FORMAT_VERSION || ver == 0) {
+      mdb_txn_abort(txn);
+      set_msg(s, "state store %s: format version %u, this build reads up to %u", s->dir, ver,
+              HG_STORE_FORMAT_VERSION);
+      return ver == 0 ? HG_ECORRUPT : HG_EVERSION;
+    }
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return fail(s, rc, "creating tables");
+  return 0;
+}
+
+int hg_store_open(hg_store_t *s, const char *dir, size_t map_size) {
+  s->msg[0] = '\0';
+  if (s->env != NULL) {
+    set_msg(s, "state store %s: already open", s->dir);
+    return HG_ESTATE;
+  }
+  if (dir == NULL || strlen(dir) >= sizeof s->dir) {
+    set_msg(s, "state store: directory name missing or too long");
+    return HG_EINVAL;
+  }
+  int rc = check_dir(s, dir);
+  if (rc != 0) return rc;
+  memcpy(s->dir, dir, strlen(dir) + 1);
+  MDB_env *env;
+  rc = mdb_env_create(&env);
+  if (rc != 0) return fail(s, rc, "creating the LMDB environment");
+  s->env = env;
+  rc = mdb_env_set_maxdbs(env, 8);
+  s->map_size = map_size ? map_size : HG_STORE_DEFAULT_MAP_SIZE;
+  if (rc == 0) rc = mdb_env_set_mapsize(env, s->map_size);
+  /* MDB_NOTLS: read transactions are not tied to the thread that made them,
+   * so a store handed from one owning thread to another keeps working. */
+  if (rc == 0) rc = mdb_env_open(env, dir, MDB_NOTLS, 0640);
+  if (rc != 0) {
+    rc = fail(s, rc, "opening the LMDB environment");
+    mdb_env_close(env);
+    s->env = NULL;
+    return rc;
+  }
+  rc = open_tables(s);
+  if (rc != 0) {
+    mdb_env_close(env);
+    s->env = NULL;
+  }
+  return rc;
+}
+
+void hg_store_close(hg_store_t *s) {
+  if (s == NULL) return;
+  if (s->env != NULL) mdb_env_close(s->env);
+  free(s);
+}
+
+static int need_open(hg_store_t *s) {
+  s->msg[0] = '\0';
+  if (s->env == NULL) {
+    set_msg(s, "state store: not open");
+    return HG_ESTATE;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Snapshots                                                                 */
+/* ------------------------------------------------------------------------ */
+
+int hg_store_load_latest_snapshot(hg_store_t *s,
+                                  int (*fn)(void *ctx, uint64_t seq, const uint8_t *blob,
+                                            size_t len),
+                                  void *ctx) {
+  int rc = need_open(s);
+  if (rc != 0) return rc;
+  MDB_txn *txn;
+  rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+  if (rc != 0) return fail(s, rc, "begin read");
+  MDB_cursor *cur;
+  rc = mdb_cursor_open(txn, s->snapshots, &cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "reading snapshots");
+  }
+  MDB_val k, v;
+  rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+  mdb_cursor_close(cur);
+  if (rc == MDB_NOTFOUND) {
+    mdb_txn_abort(txn);
+    set_msg(s, "state store %s: no snapshot", s->dir);
+    return HG_ENOTFOUND;
+  }
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "reading the latest snapshot");
+  }
+  if (k.mv_size != 8) {
+    mdb_txn_abort(txn);
+    set_msg(s, "state store %s: snapshot key is malformed", s->dir);
+    return HG_ECORRUPT;
+  }
+  rc = fn(ctx, from_be64(k.mv_data), v.mv_data, v.mv_size);
+  mdb_txn_abort(txn);
+  return rc;
+}
+
+int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n) {
+  int rc = need_open(s);
+  if (rc != 0) return rc;
+  MDB_txn *txn;
+  rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+  if (rc != 0) return fail(s, rc, "begin read");
+  MDB_cursor *cur;
+  rc = mdb_cursor_open(txn, s->snapshots, &cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "listing snapshots");
+  }
+  size_t count = 0;
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (count < cap && k.mv_size == 8) seqs[count] = from_be64(k.mv_data);
+    count++;
+  }
+  mdb_cursor_close(cur);
+  mdb_txn_abort(txn);
+  if (rc != MDB_NOTFOUND) return fail(s, rc, "listing snapshots");
+  *n = count;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Whole-exchange snapshots                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ref_writer {
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  int rc; /* first LMDB failure; later records are skipped */
+} ref_writer_t;
+
+static size_t put_le(uint8_t *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
+  return (size_t)bytes;
+}
+
+static void ref_put(ref_writer_t *w, uint64_t key, const uint8_t *val, size_t len) {
+  if (w->rc != 0) return;
+  uint8_t kb[8];
+  be64(kb, key);
+  MDB_val k = {.mv_size = 8, .mv_data = kb};
+  MDB_val v = {.mv_size = len, .mv_data = (void *)val};
+  w->rc = mdb_put(w->txn, w->dbi, &k, &v, 0);
+}
+
+static void put_instrument(void *ctx, const hg_exchange_instrument_info_t *in) {
+  uint8_t b[2 + HG_SYMBOL_MAX + 6 * 8 + 3 * 4 + 1];
+  size_t n = 0, sl = strlen(in->symbol);
+  b[n++] = in->halted;
+  b[n++] = (uint8_t)sl;
+  memcpy(b + n, in->symbol, sl);
+  n += sl;
+  n += put_le(b + n, (uint64_t)in->params.tick_size, 8);
+  n += put_le(b + n, (uint64_t)in->params.contract_unit, 8);
+  n += put_le(b + n, (uint64_t)in->params.min_price, 8);
+  n += put_le(b + n, (uint64_t)in->params.max_price, 8);
+  n += put_le(b + n, (uint64_t)in->params.max_order_qty, 8);
+  n += put_le(b + n, (uint64_t)in->params.ref_price, 8);
+  n += put_le(b + n, in->params.band_bps, 4);
+  n += put_le(b + n, in->params.max_orders, 4);
+  n += put_le(b + n, in->params.max_accounts, 4);
+  b[n++] = in->params.default_stp;
+  ref_put(ctx, in->id, b, n);
+}
+
+static void put_account(void *ctx, const hg_exchange_account_info_t *a) {
+  uint8_t b[12];
+  size_t n = put_le(b, a->firm, 4);
+  n += put_le(b + n, (uint64_t)a->cash, 8);
+  ref_put(ctx, a->id, b, n);
+}
+
+/* Refuses a seq older than the newest snapshot (cursor on snapshots). */
+static int check_newest(hg_store_t *s, MDB_cursor *cur, uint64_t seq) {
+  MDB_val k, v;
+  int rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc != 0) return fail(s, rc, "reading snapshots");
+  if (k.mv_size == 8 && from_be64(k.mv_data) > seq) {
+    set_msg(s, "state store %s: snapshot seq %llu is older than the newest stored (%llu)", s->dir,
+            (unsigned long long)seq, (unsigned long long)from_be64(k.mv_data));
+    return HG_ESTATE;
+  }
+  return 0;
+}
+
+/* Deletes the oldest snapshots until at most keep remain (0 = all stay). */
+static int prune(MDB_txn *txn, MDB_dbi dbi, MDB_cursor *cur, uint32_t keep) {
+  if (keep == 0) return 0;
+  MDB_stat st;
+  int rc = mdb_stat(txn, dbi, &st);
+  size_t extra = rc == 0 && st.ms_entries > keep ? st.ms_entries - keep : 0;
+  MDB_val k, v;
+  for (size_t i = 0; rc == 0 && i < extra; i++) {
+    rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    if (rc == 0) rc = mdb_cursor_del(cur, 0);
+  }
+  return rc;
+}
+
+int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t len,
+                           uint32_t keep) {
+  int rc = need_open(s);
+  if (rc != 0) return rc;
+  if (seq == 0 || (blob == NULL && len > 0)) {
+    set_msg(s, "state store %s: snapshot needs seq > 0 and data", s->dir);
+    return HG_EINVAL;
+  }
+  MDB_txn *txn;
+  rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+  if (rc != 0) return fail(s, rc, "begin snapshot");
+  MDB_cursor *cur;
+  rc = mdb_cursor_open(txn, s->snapshots, &cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "saving snapshot");
+  }
+  int hg = check_newest(s, cur, seq);
+  if (hg != 0) {
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    return hg;
+  }
+  uint8_t key[8];
+  be64(key, seq);
+  MDB_val k = {.mv_size = 8, .mv_data = key};
+  MDB_val v = {.mv_size = len, .mv_data = (void *)blob};
+  rc = mdb_put(txn, s->snapshots, &k, &v, 0);
+  if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
+  mdb_cursor_close(cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "saving snapshot");
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return fail(s, rc, "committing snapshot");
+  return 0;
+}
+
+int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep) {
+  int rc = need_open(s);
+  if (rc != 0) return rc;
+  uint64_t seq = hg_exchange_last_seq(ex);
+  if (seq == 0) {
+    set_msg(s, "state store %s: the exchange has applied no command; nothing to snapshot", s->dir);
+    return HG_EINVAL;
+  }
+  MDB_txn *txn;
+  rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+  if (rc != 0) return fail(s, rc, "begin snapshot");
+  MDB_cursor *cur;
+  rc = mdb_cursor_open(txn, s->snapshots, &cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "saving snapshot");
+  }
+  int hg = check_newest(s, cur, seq);
+  if (hg != 0) {
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    return hg;
+  }
+  /* MDB_RESERVE: LMDB makes room in the map and the exchange serializes
+   * into it directly. */
+  size_t len = hg_exchange_serialized_size(ex);
+  uint8_t kb[8];
+  be64(kb, seq);
+  MDB_val k = {.mv_size = 8, .mv_data = kb};
+  MDB_val v = {.mv_size = len, .mv_data = NULL};
+  rc = mdb_put(txn, s->snapshots, &k, &v, MDB_RESERVE);
+  if (rc == 0) {
+    size_t written = 0;
+    if (hg_exchange_serialize(ex, v.mv_data, len, &written) != 0 || written != len) rc = EIO;
+  }
+  if (rc == 0) rc = mdb_drop(txn, s->instruments, 0);
+  if (rc == 0) rc = mdb_drop(txn, s->accounts, 0);
+  if (rc == 0) {
+    ref_writer_t w = {.txn = txn, .dbi = s->instruments, .rc = 0};
+    hg_exchange_foreach_instrument(ex, put_instrument, &w);
+    w.dbi = s->accounts;
+    hg_exchange_foreach_account(ex, put_account, &w);
+    rc = w.rc;
+  }
+  if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
+  mdb_cursor_close(cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "saving the exchange snapshot");
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return fail(s, rc, "committing the exchange snapshot");
+  return 0;
+}
+
+typedef struct load_ctx {
+  hg_exchange_t *ex;
+  uint64_t seq;
+  int header_bad;
+} load_ctx_t;
+
+static int restore_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) {
+  load_ctx_t *l = ctx;
+  l->seq = seq;
+  /* The blob's own last seq (bytes 8..15, little-endian) must be the key's:
+   * checked before restoring so that a mismatch leaves ex empty. */
+  uint64_t inner = 0;
+  if (len >= 16)
+    for (int i = 7; i >= 0; i--) inner = (inner << 8) | blob[8 + i];
+  if (len < 16 || inner != seq) {
+    l->header_bad = 1;
+    return HG_ECORRUPT;
+  }
+  return hg_exchange_restore(l->ex, blob, len);
+}
+
+int hg_store_load_exchange(hg_store_t *s, hg_exchange_t *ex, uint64_t *seq) {
+  load_ctx_t l = {.ex = ex, .seq = 0, .header_bad = 0};
+  int rc = hg_store_load_latest_snapshot(s, restore_cb, &l);
+  if (rc == 0) {
+    *seq = l.seq;
+  } else if (s->msg[0] == '\0') {
+    set_msg(s, "state store %s: snapshot at seq %llu cannot be restored: %s%s", s->dir,
+            (unsigned long long)l.seq, hg_strerror(rc),
+            l.header_bad ? " (its seq does not match its key)" : "");
+  }
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reference records and sessions                                            */
+/* ------------------------------------------------------------------------ */
+
+static int table_dbi(hg_store_t *s, hg_store_table_t table, MDB_dbi *dbi) {
+  switch (table) {
+  case HG_STORE_INSTRUMENTS: *dbi = s->instruments; return 0;
+  case HG_STORE_ACCOUNTS: *dbi = s->accounts; return 0;
+  }
+  set_msg(s, "state store %s: unknown table %d", s->dir, (int)table);
+  return HG_EINVAL;
+}
+
+/* One put (val != NULL) or delete (val == NULL) in its own transaction. */
+static int write_one(hg_store_t *s, MDB_dbi dbi, MDB_val *k, MDB_val *v, const char *what) {
+  MDB_txn *txn;
+  int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+  if (rc != 0) return fail(s, rc, "begin");
+  rc = v != NULL ? mdb_put(txn, dbi, k, v, 0) : mdb_del(txn, dbi, k, NULL);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, what);
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return fail(s, rc, what);
+  return 0;
+}
+
+static int read_one(hg_store_t *s, MDB_dbi dbi, MDB_val *k, void *buf, size_t cap, size_t *len,
+                    const char *what) {
+  MDB_txn *txn;
+  int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+  if (rc != 0) return fail(s, rc, "begin read");
+  MDB_val v;
+  rc = mdb_get(txn, dbi, k, &v);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, what);
+  }
+  *len = v.mv_size;
+  memcpy(buf, v.mv_data, v.mv_size < cap ? v.mv_size : cap);
+  mdb_txn_abort(txn);
+  return v.mv_size <= cap ? 0 : HG_ERANGE;
+}
+
+int hg_store_put(hg_store_t *s, hg_store_table_t table, uint64_t key, const void *val,
+                 size_t len) {
+  MDB_dbi dbi;
+  int rc = need_open(s);
+  if (rc == 0) rc = table_dbi(s, table, &dbi);
+  if (rc != 0) return rc;
+  if (val == NULL && len > 0) return HG_EINVAL;
+  uint8_t kb[8];
+  be64(kb, key);
+  MDB_val k = {.mv_size = 8, .mv_data = kb};
+  MDB_val v = {.mv_size = len, .mv_data = (void *)val};
+  return write_one(s, dbi, &k, &v, "writing a record");
+}
+
+int hg_store_get(hg_store_t *s, hg_store_table_t table, uint64_t key, void *buf, size_t cap,
+                 size_t *len) {
+  MDB_dbi dbi;
+  int rc = need_open(s);
+  if (rc == 0) rc = table_dbi(s, table, &dbi);
+  if (rc != 0) return rc;
+  uint8_t kb[8];
+  be64(kb, key);
+  MDB_val k = {.mv_size = 8, .mv_data = kb};
+  return read_one(s, dbi, &k, buf, cap, len, "reading a record");
+}
+
+int hg_store_del(hg_store_t *s, hg_store_table_t table, uint64_t key) {
+  MDB_dbi dbi;
+  int rc = need_open(s);
+  if (rc == 0) rc = table_dbi(s, table, &dbi);
+  if (rc != 0) return rc;
+  uint8_t kb[8];
+  be64(kb, key);
+  MDB_val k = {.mv_size = 8, .mv_data = kb};
+  return write_one(s, dbi, &k, NULL, "deleting a record");
+}
+
+static int session_key(hg_store_t *s, const char *name, MDB_val *k) {
+  size_t n = name != NULL ? strnlen(name, HG_STORE_SESSION_MAX + 1) : 0;
+  if (n == 0 || n > HG_STORE_SESSION_MAX) {
+    set_msg(s, "state store %s: session name empty or longer than %d bytes", s->dir,
+            HG_STORE_SESSION_MAX);
+    return HG_EINVAL;
+  }
+  *k = (MDB_val){.mv_size = n, .mv_data = (void *)name};
+  return 0;
+}
+
+int hg_store_set_session_seq(hg_store_t *s, const char *name, uint64_t seq) {
+  MDB_val k;
+  int rc = need_open(s);
+  if (rc == 0) rc = session_key(s, name, &k);
+  if (rc != 0) return rc;
+  uint8_t vb[8];
+  be64(vb, seq);
+  MDB_val v = {.mv_size = 8, .mv_data = vb};
+  return write_one(s, s->sessions, &k, &v, "writing a session seq");
+}
+
+int hg_store_get_session_seq(hg_store_t *s, const char *name, uint64_t *seq) {
+  MDB_val k;
+  int rc = need_open(s);
+  if (rc == 0) rc = session_key(s, name, &k);
+  if (rc != 0) return rc;
+  uint8_t vb[8];
+  size_t len;
+  rc = read_one(s, s->sessions, &k, vb, sizeof vb, &len, "reading a session seq");
+  if (rc != 0) return rc;
+  if (len != 8) {
+    set_msg(s, "state store %s: session record is malformed", s->dir);
+    return HG_ECORRUPT;
+  }
+  *seq = from_be64(vb);
+  return 0;
+}

@@ -1,0 +1,137 @@
+/*
+ * clearing_int.h - the clearing state's layout, shared by clearing.c (tables,
+ * cash, order path, margin) and settle.c (settlement prices, daily cycle,
+ * final settlement, statements). Not installed.
+ */
+#ifndef HOURGLASS_CLEARING_INT_H
+#define HOURGLASS_CLEARING_INT_H
+
+#include <stdint.h>
+
+#include "hourglass/clearing.h"
+
+#define NIL32 UINT32_MAX
+#define NIL64 UINT64_MAX
+
+typedef __int128 i128;
+
+/* Open-addressing map, uint64 key -> uint32 value, linear probing with
+ * backward-shift deletion (no tombstones, so lookups stay short forever).
+ * Sized at create to at least twice its capacity; never grows. */
+typedef struct map_slot {
+  uint64_t key;
+  uint32_t val; /* NIL32 = empty */
+} map_slot_t;
+
+typedef struct map {
+  map_slot_t *slots;
+  uint64_t mask;
+} map_t;
+
+/* One (account, instrument) record. Linked into its account's list (margin
+ * walks it) and its instrument's list (cycle and final settlement walk it),
+ * both in creation order. Owned by the pool in hg_clearing. */
+typedef struct posrec {
+  i128 day_qp;        /* sum of q * p of fills since the last cycle */
+  int64_t pos;        /* current position */
+  int64_t pos_prev;   /* position at the last cycle */
+  int64_t open_buy;
+  int64_t open_sell;
+  int64_t day_q;      /* sum of signed q since the last cycle */
+  int64_t scratch;    /* VM or final payment between the check and apply passes */
+  uint32_t acct;      /* account slot */
+  uint32_t inst;      /* instrument slot */
+  uint32_t a_prev, a_next; /* account list (doubly linked: removal at expiry) */
+  uint32_t i_next;         /* instrument list (freed all at once) */
+  uint32_t fills;          /* 1 if any fill since the last cycle */
+} posrec_t;
+
+typedef struct account {
+  hg_account_t id;
+  uint32_t firm_id;
+  int64_t balance;
+  uint32_t rec_head, rec_tail; /* position records */
+  uint32_t nrec;
+  uint64_t led_first, led_last; /* this account's ledger chain */
+  i128 scratch;                 /* pending cash during cycle checks */
+} account_t;
+
+typedef struct instrument {
+  hg_clearing_instrument_t def;
+  uint32_t group;       /* group slot */
+  uint32_t live;        /* slot in use */
+  uint32_t settled;
+  int32_t dsp_tier;
+  hg_price_t fsp;
+  uint32_t rec_head, rec_tail;
+  uint64_t reg_order;   /* registration counter: iteration order */
+  /* tier-1 window sums of UTC day win_day */
+  uint64_t win_day;
+  int64_t win_q;
+  i128 win_qp;
+} instrument_t;
+
+typedef struct group {
+  uint32_t id;
+  int64_t fixing;       /* latest fixing, any status; 0 = none */
+  int64_t final_fixing; /* latest FINAL fixing; 0 = none */
+} group_t;
+
+typedef struct ledger_rec {
+  hg_ledger_entry_t e;
+  uint64_t next_same; /* next entry of the same account, NIL64 = last */
+} ledger_rec_t;
+
+struct hg_clearing {
+  hg_clearing_config_t cfg;
+
+  account_t *accounts;
+  uint32_t naccounts;
+  map_t acct_map;
+
+  instrument_t *insts;
+  uint32_t *inst_order; /* live instrument slots in registration order */
+  uint32_t ninst_order;
+  uint32_t *inst_free;  /* free instrument slots (stack) */
+  uint32_t ninst_free;
+  uint64_t inst_counter;
+  map_t inst_map;
+
+  group_t *groups;
+  uint32_t ngroups;
+  map_t group_map;
+
+  uint32_t nfirms;
+  map_t firm_map;
+
+  posrec_t *recs;
+  uint32_t rec_free;  /* free list through a_next */
+  uint32_t nrec_used;
+  map_t rec_map;      /* (acct slot << 32 | inst slot) -> record */
+
+  /* margin scratch: per group L and S, and the groups touched */
+  i128 *grp_l, *grp_s;
+  uint32_t *grp_touched;
+
+  /* daily-cycle scratch, per instrument slot */
+  hg_price_t *cyc_dsp, *top_bid, *top_ask;
+  int32_t *cyc_tier;
+  uint8_t *top_seen;
+
+  ledger_rec_t *ledger;
+  uint64_t ledger_len, ledger_cap;
+
+  int64_t tot_deposits, tot_withdrawals, tot_fees;
+};
+
+/* clearing.c helpers used by settle.c */
+uint32_t hg_clr__inst_slot(const hg_clearing_t *c, uint32_t id);
+uint32_t hg_clr__acct_slot(const hg_clearing_t *c, hg_account_t id);
+int hg_clr__ledger_reserve(hg_clearing_t *c, uint64_t n);
+/* Appends an entry (capacity reserved) and applies it to the balance. */
+void hg_clr__post(hg_clearing_t *c, uint32_t acct, uint32_t kind, uint32_t instrument,
+                  int64_t amount, hg_price_t price, int64_t qty, uint64_t seq, uint64_t ts);
+int64_t hg_clr__tv(const hg_clearing_t *c, const instrument_t *in);
+void hg_clr__rec_free_instrument(hg_clearing_t *c, uint32_t inst_slot);
+
+#endif

@@ -1,0 +1,522 @@
+/*
+ * hourglass/clearing.h - accounts, positions, cash ledger, pre-trade risk,
+ * daily settlement and final settlement (contract.md sections 1 and 4).
+ *
+ * The clearing state is a library on its own: create it with capacities,
+ * register accounts and instruments, then feed it what happens: deposits and
+ * withdrawals, orders that rest or leave the book, fills, index fixings, the
+ * daily settlement cycle and the final settlement of an expiring contract.
+ * It computes margin, variation margin and settlement cash exactly.
+ *
+ * Units. Prices are int64 ticks (one tick = 0.001 USD per GPU-hour = 1,000
+ * micro-USD per GPU-hour). Quantities are int64 contracts, signed for
+ * positions (+ long, - short). Money is int64 micro-USD. Index fixings are
+ * int64 micro-USD per GPU-hour. Timestamps are uint64 nanoseconds since the
+ * Unix epoch, UTC, supplied by the caller; seq is the caller's command
+ * sequence number, copied into ledger entries. No floating point anywhere;
+ * every product of two money-sized values is formed in __int128 and checked
+ * against the int64 range before it is stored (HG_EOVERFLOW otherwise).
+ *
+ * Determinism. Nothing reads a clock or a random source. Iteration orders
+ * (daily cycle, final settlement, ledger posting) are registration and
+ * creation orders, never hash layout, so the same calls give the same ledger,
+ * byte for byte.
+ *
+ * Threads. An hg_clearing_t is owned by exactly one thread (the exchange
+ * state machine's); every function taking one must be called from it.
+ * Nothing is locked. The pure functions (hg_clearing_dsp_compute,
+ * hg_clearing_fsp, hg_clearing_reject_str) may be called from any thread.
+ *
+ * Memory. hg_clearing_create() allocates the account, instrument, firm,
+ * product-group and position tables and the ledger's initial capacity. The
+ * order path (hg_clearing_check_order, hg_clearing_open_add/_remove,
+ * hg_clearing_fill) never allocates: position records come from a pool sized
+ * at create and an exhausted pool is a clean reject/error. Only calls that
+ * post ledger entries (deposit, withdraw, fee, daily cycle, final settlement)
+ * may grow the ledger with realloc, up to cfg.ledger_max_entries; they check
+ * and grow before changing anything, so a failure leaves the state as it was.
+ *
+ * Errors. Functions return 0 or a negative code (hourglass/error.h). A call
+ * that returns an error changes nothing. A refused order or withdrawal is not
+ * an error: the call returns 0 and the result's reason says why.
+ */
+#ifndef HOURGLASS_CLEARING_H
+#define HOURGLASS_CLEARING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Same types as hourglass/book.h (identical typedefs are legal C11). */
+typedef uint32_t hg_account_t;
+typedef int64_t hg_price_t; /* ticks */
+typedef int64_t hg_qty_t;   /* contracts */
+
+/* Order side: the same values as HG_SIDE_BUY / HG_SIDE_SELL of book.h. */
+#define HG_CLR_BUY 0
+#define HG_CLR_SELL 1
+
+/* Bounds that keep every intermediate inside __int128 with room to spare
+ * (|w| * ref * TV * rate < 2^109): prices and DSPs (ticks), positions and
+ * each side's open quantity (contracts), tick values (micro-USD) and index
+ * fixings (micro-USD per GPU-hour). */
+#define HG_CLR_PRICE_MAX ((int64_t)1000000000)      /* 1e9 ticks = 1M USD/GPU-hour */
+#define HG_CLR_QTY_MAX ((int64_t)1000000000)        /* 1e9 contracts */
+#define HG_CLR_TICK_VALUE_MAX ((int64_t)1000000000) /* 1e9 micro-USD */
+#define HG_CLR_FIXING_MAX ((int64_t)1000000000000)  /* 1e12 micro-USD = 1e9 ticks */
+/* instrument field of ledger entries that belong to no instrument */
+#define HG_CLR_NO_INSTRUMENT UINT32_MAX
+#define HG_CLR_NS_PER_DAY ((uint64_t)86400 * 1000000000u)
+
+typedef struct hg_clearing hg_clearing_t;
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+/* ------------------------------------------------------------------------ */
+typedef struct hg_clearing_config {
+  uint32_t max_accounts;     /* >= 1 */
+  uint32_t max_instruments;  /* live (registered, not removed) instruments, >= 1 */
+  uint32_t max_firms;        /* distinct firm ids, >= 1 */
+  uint32_t max_groups;       /* distinct product groups (GPU, grade), >= 1 */
+  uint32_t max_positions;    /* (account, instrument) records in the pool, >= 1 */
+  uint64_t ledger_initial;   /* ledger entries allocated at create, >= 1 */
+  uint64_t ledger_max_entries; /* growth bound; 0 = limited only by memory */
+  int64_t tick_value;        /* micro-USD per tick per contract, default 1,000,000 */
+  int64_t position_limit;          /* default 10,000 */
+  int64_t position_limit_delivery; /* default 1,000 */
+  int64_t max_order_qty;           /* default 1,000 */
+  uint32_t band_bps;               /* default 2000 (20%); 0 = no band */
+  uint32_t im_rate_bps;            /* default 1500 */
+  uint32_t im_rate_delivery_bps;   /* default 2000 */
+  int64_t dsp_max_spread;          /* tier-2 widest spread, ticks, default 10 */
+  uint64_t dsp_window_ns;          /* tier-1 window before the cycle, default 5 min */
+  uint64_t cycle_time_of_day_ns;   /* daily cycle time of day UTC, default 16:00 */
+} hg_clearing_config_t;
+
+/* Fills cfg with the contract.md defaults and modest capacities (1,024
+ * accounts, 64 instruments, 256 firms, 16 groups, 65,536 positions, 65,536
+ * ledger entries initially, unbounded growth). Cannot fail. */
+void hg_clearing_config_default(hg_clearing_config_t *cfg);
+
+/*
+ * Creates a clearing state. Returns 0 and sets *out; HG_EINVAL if cfg is NULL
+ * or a field is out of range (capacities 0, tick_value <= 0, limits <= 0,
+ * rates > 100000 bps, window >= one day, cycle time >= one day, window > cycle
+ * time of day); -ENOMEM. On failure nothing is allocated and *out untouched.
+ */
+int hg_clearing_create(const hg_clearing_config_t *cfg, hg_clearing_t **out);
+
+/* Frees everything. NULL is a no-op. */
+void hg_clearing_destroy(hg_clearing_t *c);
+
+/* ------------------------------------------------------------------------ */
+/* Accounts and cash                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Registers account id (any uint32 chosen by the caller) of firm firm_id.
+ * Balance starts at 0. HG_EEXISTS if id is registered; HG_EFULL if
+ * max_accounts accounts, or max_firms firms and firm_id is new. */
+int hg_clearing_account_add(hg_clearing_t *c, hg_account_t id, uint32_t firm_id);
+
+typedef struct hg_clearing_account_info {
+  uint32_t firm_id;
+  int64_t balance;        /* = equity: collateral plus every VM/final settlement, minus fees */
+  int64_t initial_margin; /* current, open orders counted (saturates at INT64_MAX) */
+  uint32_t positions;     /* position records held (open or not) */
+} hg_clearing_account_info_t;
+
+/* HG_ENOTFOUND if id is unknown. O(positions of the account). */
+int hg_clearing_account_info(const hg_clearing_t *c, hg_account_t id,
+                             hg_clearing_account_info_t *out);
+
+/* Credits amount (> 0, micro-USD) of collateral. HG_ENOTFOUND (account),
+ * HG_EINVAL (amount <= 0), HG_EOVERFLOW (balance would leave int64),
+ * HG_EFULL or -ENOMEM (ledger). Posts one HG_LEDGER_DEPOSIT entry. */
+int hg_clearing_deposit(hg_clearing_t *c, hg_account_t id, int64_t amount, uint64_t seq,
+                        uint64_t ts);
+
+/* Why an order or a withdrawal was refused. Numbered from 32 so that they
+ * never collide with hg_reject_t of book.h and can share its wire field. */
+#define HG_CLR_REJECT_MAP(XX)                                                        \
+  XX(NONE,                0, "accepted")                                             \
+  XX(UNKNOWN_ACCOUNT,    32, "unknown account")                                      \
+  XX(UNKNOWN_INSTRUMENT, 33, "unknown instrument")                                   \
+  XX(INSTRUMENT_CLOSED,  34, "instrument is finally settled")                        \
+  XX(INVALID_QTY,        35, "quantity must be positive")                            \
+  XX(QTY_TOO_LARGE,      36, "quantity above the maximum order size")                \
+  XX(INVALID_PRICE,      37, "price out of range")                                   \
+  XX(NO_REFERENCE,       38, "no reference price (no settlement price, no fixing)")  \
+  XX(PRICE_BAND,         39, "price outside the band around the reference price")    \
+  XX(POSITION_LIMIT,     40, "position limit would be exceeded")                     \
+  XX(INSUFFICIENT_MARGIN,41, "equity below initial margin")                          \
+  XX(POSITIONS_FULL,     42, "position table full")                                  \
+  XX(INVALID_AMOUNT,     43, "amount must be positive")                              \
+  XX(INVALID_SIDE,       44, "side must be buy or sell")
+
+typedef enum hg_clr_reject {
+#define HG_CLR_REJECT_ENUM(name, num, msg) HG_CLR_REJ_##name = num,
+  HG_CLR_REJECT_MAP(HG_CLR_REJECT_ENUM)
+#undef HG_CLR_REJECT_ENUM
+} hg_clr_reject_t;
+
+/* Static description of a reject reason ("unknown reason" if unknown). */
+const char *hg_clearing_reject_str(int reason);
+
+/*
+ * Outcome of a pre-trade or withdrawal check, with the numbers a reject text
+ * needs. Fields not meaningful for a reason are 0.
+ *  equity          the account's balance
+ *  initial_margin  initial margin with the order counted as open (order
+ *                  check) or current (withdrawal); INT64_MAX if it does not
+ *                  fit int64 (then always a reject)
+ *  amount          withdrawal amount (withdrawal only)
+ *  position        worst-case position on the order's side with the order
+ *                  (see hg_clearing_check_order), limit the limit applied
+ *  ref_price       the reference price used (ticks), band_low/band_high the
+ *                  inclusive band (ticks) when a band applies
+ */
+typedef struct hg_clearing_result {
+  int reason; /* hg_clr_reject_t; HG_CLR_REJ_NONE = accepted */
+  int64_t equity;
+  int64_t initial_margin;
+  int64_t amount;
+  int64_t position;
+  int64_t limit;
+  int64_t ref_price;
+  int64_t band_low, band_high;
+} hg_clearing_result_t;
+
+/*
+ * Withdraws amount (> 0) if equity - amount - IM >= 0, IM being the current
+ * initial margin (positions and open orders). Returns 0 with res->reason
+ * NONE (done, one HG_LEDGER_WITHDRAWAL entry) or a reason (nothing changed):
+ * UNKNOWN_ACCOUNT, INVALID_AMOUNT, INSUFFICIENT_MARGIN. Errors: HG_EINVAL
+ * (res NULL), HG_EFULL or -ENOMEM (ledger).
+ */
+int hg_clearing_withdraw(hg_clearing_t *c, hg_account_t id, int64_t amount, uint64_t seq,
+                         uint64_t ts, hg_clearing_result_t *res);
+
+/* Debits a fee (amount > 0) tied to instrument (or HG_CLR_NO_INSTRUMENT).
+ * No margin check: a fee may make the balance negative. Not for the fill
+ * path (it may grow the ledger). HG_ENOTFOUND, HG_EINVAL, HG_EOVERFLOW,
+ * HG_EFULL, -ENOMEM. */
+int hg_clearing_fee(hg_clearing_t *c, hg_account_t id, uint32_t instrument, int64_t amount,
+                    uint64_t seq, uint64_t ts);
+
+/* ------------------------------------------------------------------------ */
+/* Instruments and index fixings                                            */
+/* ------------------------------------------------------------------------ */
+typedef struct hg_clearing_instrument {
+  uint32_t id;          /* the book's instrument_id */
+  uint32_t group_id;    /* product group (GPU, grade); margin offsets within it */
+  uint16_t year;        /* delivery month */
+  uint8_t month;        /* 1..12 */
+  uint8_t in_delivery;  /* 1 while the contract is in its delivery month */
+  int64_t tick_value;   /* micro-USD per tick per contract; 0 = cfg.tick_value */
+  hg_price_t last_dsp;  /* last daily settlement price, ticks; 0 = none yet */
+} hg_clearing_instrument_t;
+
+/* Registers an instrument. HG_EEXISTS, HG_EINVAL (month, tick_value < 0,
+ * last_dsp < 0 or > HG_CLR_PRICE_MAX), HG_EFULL (max_instruments, or
+ * max_groups and group_id is new). */
+int hg_clearing_instrument_add(hg_clearing_t *c, const hg_clearing_instrument_t *inst);
+
+/* Sets the delivery-month flag (the state machine flips it when the delivery
+ * month starts). HG_ENOTFOUND. */
+int hg_clearing_set_delivery(hg_clearing_t *c, uint32_t instrument, int in_delivery);
+
+/* Records the latest index fixing of group_id (micro-USD per GPU-hour,
+ * 1..HG_CLR_FIXING_MAX). final != 0 also makes it the latest FINAL fixing.
+ * The latest fixing (any status) is the reference price of an instrument with
+ * no DSP; the latest FINAL one is DSP tier 4. "Latest" means the most recent
+ * call: the caller feeds fixings in day order. HG_ENOTFOUND (group never
+ * registered through an instrument), HG_EINVAL. */
+int hg_clearing_set_fixing(hg_clearing_t *c, uint32_t group_id, int64_t value_micro, int final);
+
+typedef struct hg_clearing_instrument_info {
+  hg_clearing_instrument_t inst; /* as registered, last_dsp and in_delivery current */
+  int last_dsp_tier;             /* hg_clr_dsp_tier_t of last_dsp; 0 if none/registered */
+  hg_price_t ref_price;          /* current reference price, 0 = none */
+  int settled;                   /* 1 after final settlement */
+  hg_price_t fsp;                /* final settlement price once settled */
+  int64_t open_interest;         /* sum of long positions */
+} hg_clearing_instrument_info_t;
+
+/* HG_ENOTFOUND. O(positions of the instrument) for open_interest. */
+int hg_clearing_instrument_info(const hg_clearing_t *c, uint32_t instrument,
+                                hg_clearing_instrument_info_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Order path                                                               */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Pre-trade check of a new order (contract.md sections 1 and 4), in this
+ * order, the first failure giving res->reason:
+ *   UNKNOWN_ACCOUNT, UNKNOWN_INSTRUMENT, INSTRUMENT_CLOSED, INVALID_SIDE,
+ *   INVALID_QTY (qty <= 0), QTY_TOO_LARGE (qty > max_order_qty),
+ *   INVALID_PRICE (price < 0 or > HG_CLR_PRICE_MAX; price 0 = market order,
+ *   no band check), NO_REFERENCE (no DSP and no fixing),
+ *   PRICE_BAND (|price - ref| * 10000 > ref * band_bps),
+ *   POSITION_LIMIT, INSUFFICIENT_MARGIN, POSITIONS_FULL.
+ * Position limit: x = pos + open_buy + qty for a buy, pos - open_sell - qty
+ * for a sell (every open order of that side and this one fill). Rejected iff
+ * |x| > limit and |x| > |x without this order| (an order that moves the
+ * worst case toward zero is always allowed, so an account above a lowered
+ * delivery-month limit can reduce). limit = position_limit, or
+ * position_limit_delivery while the instrument is in its delivery month.
+ * Margin: initial margin (see hg_clearing_initial_margin) computed with qty
+ * added to the order side's open quantity; accepted iff balance - IM >= 0.
+ * On acceptance the (account, instrument) position record is created if it
+ * did not exist, so that the fills and open-quantity calls that follow cannot
+ * run out of records (POSITIONS_FULL otherwise). Nothing else changes; the
+ * caller then calls hg_clearing_open_add for what rests and
+ * hg_clearing_fill for what trades. Returns 0, or HG_EINVAL if res is NULL.
+ */
+int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                            int side, hg_qty_t qty, hg_price_t price,
+                            hg_clearing_result_t *res);
+
+/* Resting quantity changes: add when an order (or a replace's increase)
+ * rests, remove when resting quantity leaves (cancel, expiry, replace
+ * decrease, or a fill of a resting order unless the fill call did it).
+ * HG_ENOTFOUND (account, instrument), HG_EINVAL (side, qty <= 0, removing
+ * more than is open), HG_EFULL (no position record and the pool is full),
+ * HG_EOVERFLOW. */
+int hg_clearing_open_add(hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                         int side, hg_qty_t qty);
+int hg_clearing_open_remove(hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                            int side, hg_qty_t qty);
+
+/* flags of hg_clearing_fill: the buyer's / seller's side of the trade was a
+ * resting order; its open quantity is reduced by qty in the same call. */
+#define HG_CLR_FILL_BUY_RESTING 1u
+#define HG_CLR_FILL_SELL_RESTING 2u
+
+/*
+ * One execution of qty (> 0) at price (1..HG_CLR_PRICE_MAX) between buyer and
+ * seller (equal for a self-trade: the position is unchanged). Updates both
+ * positions and today's sums (sum q, sum q*p) for variation margin, and,
+ * when ts falls in [cycle - window, cycle) of its UTC day, the instrument's
+ * tier-1 VWAP sums. No cash moves until the daily cycle. Never allocates.
+ * Errors (nothing changed): HG_ENOTFOUND (account, instrument), HG_ESTATE
+ * (instrument finally settled), HG_EINVAL (qty, price, flags, a resting
+ * side's open quantity below qty), HG_EFULL (a side has no position record
+ * and the pool is full; cannot happen when both sides passed
+ * hg_clearing_check_order or hg_clearing_open_add), HG_EOVERFLOW.
+ */
+int hg_clearing_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
+                     hg_account_t seller, hg_qty_t qty, hg_price_t price, uint64_t ts,
+                     unsigned flags);
+
+typedef struct hg_clearing_position {
+  int64_t pos;       /* current position, today's fills included */
+  int64_t pos_prev;  /* position at the last daily cycle (pos_{t-1}) */
+  int64_t open_buy;  /* resting buy quantity */
+  int64_t open_sell; /* resting sell quantity */
+  int64_t day_qty;   /* sum of signed fill quantities since the last cycle */
+} hg_clearing_position_t;
+
+/* HG_ENOTFOUND if the account or instrument is unknown; a known pair with no
+ * record gives all zeros and 0. */
+int hg_clearing_position(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                         hg_clearing_position_t *out);
+
+/* Current initial margin of account (positions and open orders), contract.md
+ * section 4: per instrument a = pos + open_buy, b = pos - open_sell, w the
+ * one with the larger |.| (a on a tie), margin = ceil(|w| * ref * TV * rate /
+ * 10000) (exact for the default TV), rate im_rate_bps or
+ * im_rate_delivery_bps in the delivery month; per group IM = L + S -
+ * floor(min(L, S) / 2); account IM = sum over groups. Saturates at INT64_MAX.
+ * HG_ENOTFOUND. */
+int hg_clearing_initial_margin(const hg_clearing_t *c, hg_account_t account, int64_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Daily settlement price and the daily cycle                               */
+/* ------------------------------------------------------------------------ */
+typedef enum hg_clr_dsp_tier {
+  HG_DSP_TIER_NONE = 0,     /* no price could be set */
+  HG_DSP_TIER_VWAP = 1,     /* VWAP of trades in [15:55, 16:00) */
+  HG_DSP_TIER_MID = 2,      /* midpoint of best bid and ask, spread <= 10 ticks */
+  HG_DSP_TIER_PREVIOUS = 3, /* previous DSP */
+  HG_DSP_TIER_INDEX = 4     /* latest FINAL index fixing, no DSP yet */
+} hg_clr_dsp_tier_t;
+
+typedef struct hg_clearing_dsp_input {
+  int64_t window_qty;     /* sum of traded quantities in the window */
+  __int128 window_qp;     /* sum of qty * price over the same trades */
+  hg_price_t best_bid;    /* 0 = no bid */
+  hg_price_t best_ask;    /* 0 = no ask */
+  int64_t max_spread;     /* ticks */
+  hg_price_t prev_dsp;    /* 0 = none */
+  int64_t final_fixing;   /* micro-USD per GPU-hour, 0 = none */
+} hg_clearing_dsp_input_t;
+
+/*
+ * The DSP rule alone (pure). Tier 1 if window_qty > 0: floor((2*qp + q) /
+ * (2*q)); tier 2 if bid > 0, ask > 0, ask - bid <= max_spread:
+ * floor((bid + ask + 1) / 2); tier 3 if prev_dsp > 0; tier 4 if
+ * final_fixing > 0: floor((fixing + 500) / 1000). Sets *tier (NONE and
+ * *dsp = 0 if nothing applies). HG_EINVAL on negative inputs or a window
+ * with qp <= 0; HG_ERANGE if the result exceeds HG_CLR_PRICE_MAX.
+ */
+int hg_clearing_dsp_compute(const hg_clearing_dsp_input_t *in, hg_price_t *dsp, int *tier);
+
+/* Best bid/ask of one instrument at the cycle (0 = side empty). */
+typedef struct hg_clearing_top {
+  uint32_t instrument;
+  hg_price_t best_bid;
+  hg_price_t best_ask;
+} hg_clearing_top_t;
+
+typedef struct hg_clearing_cycle_report {
+  uint32_t instruments_settled; /* got a DSP and were marked */
+  uint32_t instruments_skipped; /* no DSP could be set (tier NONE): carried over */
+  uint64_t entries_posted;      /* VM ledger entries */
+  int64_t vm_paid;              /* sum of negative VM (<= 0) */
+  int64_t vm_received;          /* sum of positive VM (>= 0); vm_paid + vm_received == 0 */
+} hg_clearing_cycle_report_t;
+
+/*
+ * The 16:00 cycle of UTC day ts / NS_PER_DAY (ts is the cycle command's
+ * timestamp). For every live instrument in registration order: DSP by
+ * hg_clearing_dsp_compute (window sums of that day, tops[] for tier 2 -
+ * instruments absent from tops have no bid/ask - previous DSP, group's latest
+ * final fixing). An instrument with tier NONE is skipped: its positions and
+ * today's sums carry over to the next cycle unchanged. For the others, every
+ * position record with pos_prev != 0 or fills since the last cycle gets one
+ * HG_LEDGER_VM entry (possibly of amount 0) of
+ *   VM = TV * (pos_prev * (DSP_t - DSP_{t-1}) + sum_q * DSP_t - sum_qp)
+ * which equals the contract's formula exactly; then pos_prev = pos, today's
+ * sums reset, last DSP = DSP_t. Checks that VM sums to exactly zero per
+ * instrument before changing anything: HG_ECORRUPT otherwise (never
+ * expected). Other errors, all leaving the state unchanged: HG_EINVAL (tops
+ * names an unknown instrument, or bad prices), HG_EOVERFLOW, HG_EFULL or
+ * -ENOMEM (ledger). report may be NULL.
+ */
+int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
+                            const hg_clearing_top_t *tops, size_t ntops,
+                            hg_clearing_cycle_report_t *report);
+
+/* ------------------------------------------------------------------------ */
+/* Final settlement                                                         */
+/* ------------------------------------------------------------------------ */
+typedef enum hg_clr_fixing_status {
+  HG_CLR_FIX_MISSING = 0,     /* no fixing published for the day */
+  HG_CLR_FIX_PROVISIONAL = 1, /* published, not yet FINAL */
+  HG_CLR_FIX_FINAL = 2,       /* FINAL (a finalized CARRIED fixing is FINAL) */
+  HG_CLR_FIX_NO_FIX = 3       /* the day has no fixing and needs an operator */
+} hg_clr_fixing_status_t;
+
+typedef struct hg_clearing_fixing {
+  uint8_t day;       /* day of the delivery month, 1..31 */
+  uint8_t status;    /* hg_clr_fixing_status_t */
+  int64_t value;     /* micro-USD per GPU-hour (FINAL: > 0) */
+} hg_clearing_fixing_t;
+
+typedef struct hg_clearing_fsp {
+  hg_price_t fsp;           /* ticks, when complete */
+  uint32_t days;            /* calendar days of the month */
+  uint32_t n_missing;       /* days that are not FINAL */
+  uint8_t missing_day[31];  /* ascending */
+  uint8_t missing_status[31]; /* MISSING, PROVISIONAL or NO_FIX for each */
+} hg_clearing_fsp_t;
+
+/*
+ * Final Settlement Price of delivery month (year, month) from the fixings
+ * given (any order, at most one per day): FSP = floor((2 * sum + n * 1000) /
+ * (2 * n * 1000)) over the n calendar days, the exact mean rounded half up to
+ * a tick in one step. Returns 0 with out->fsp set when every day is FINAL;
+ * HG_ESTATE with out->missing_* listing every day that is not (settlement
+ * must wait); HG_EINVAL (month, year 1..9999, a day outside the month, a day
+ * given twice, an unknown status, a FINAL value <= 0 or > HG_CLR_FIXING_MAX).
+ */
+int hg_clearing_fsp(unsigned year, unsigned month, const hg_clearing_fixing_t *fixings,
+                    size_t n, hg_clearing_fsp_t *out);
+
+/*
+ * Final settlement of instrument at fsp (ticks > 0): every open position pays
+ * or receives pos * (FSP - last DSP) * TV (one HG_LEDGER_FINAL entry per
+ * non-zero position) and closes; the instrument becomes settled (orders
+ * refused with INSTRUMENT_CLOSED, fills refused). Requires the instrument to
+ * have a DSP and no fills since the last daily cycle (run the cycle of the
+ * last trading day first) and no open orders: HG_ESTATE otherwise, or if
+ * already settled. HG_ECORRUPT if the payments do not sum to zero (never
+ * expected). HG_ENOTFOUND, HG_EINVAL, HG_EOVERFLOW, HG_EFULL, -ENOMEM. All
+ * errors leave the state unchanged. The position records stay (zero) until
+ * hg_clearing_instrument_remove.
+ */
+int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t fsp,
+                             uint64_t seq, uint64_t ts);
+
+/* Frees a settled instrument's slot and position records (its ledger entries
+ * stay). HG_ENOTFOUND, HG_ESTATE (not settled). */
+int hg_clearing_instrument_remove(hg_clearing_t *c, uint32_t instrument);
+
+/* ------------------------------------------------------------------------ */
+/* Ledger and statements                                                    */
+/* ------------------------------------------------------------------------ */
+typedef enum hg_ledger_kind {
+  HG_LEDGER_DEPOSIT = 1,
+  HG_LEDGER_WITHDRAWAL = 2,
+  HG_LEDGER_VM = 3,    /* variation margin; price = DSP_t, qty = position after */
+  HG_LEDGER_FINAL = 4, /* final settlement; price = FSP, qty = position closed */
+  HG_LEDGER_FEE = 5
+} hg_ledger_kind_t;
+
+typedef struct hg_ledger_entry {
+  uint64_t index;        /* position in the ledger, from 0 */
+  uint64_t seq;          /* caller's command sequence number */
+  uint64_t ts;
+  hg_account_t account;
+  uint32_t instrument;   /* HG_CLR_NO_INSTRUMENT for deposits/withdrawals */
+  uint32_t kind;         /* hg_ledger_kind_t */
+  int64_t amount;        /* signed: + credit, - debit */
+  int64_t balance;       /* account balance after this entry */
+  hg_price_t price;      /* see kinds; 0 otherwise */
+  int64_t qty;           /* see kinds; 0 otherwise */
+} hg_ledger_entry_t;
+
+/* Number of entries ever posted. */
+uint64_t hg_clearing_ledger_size(const hg_clearing_t *c);
+/* Copies entry index into *out. HG_ENOTFOUND if index >= size. */
+int hg_clearing_ledger_get(const hg_clearing_t *c, uint64_t index, hg_ledger_entry_t *out);
+
+/* Sums kept for conservation checks: balances == deposits - withdrawals -
+ * fees + vm (always 0) + final (always 0). */
+typedef struct hg_clearing_totals {
+  int64_t deposits, withdrawals, fees; /* all >= 0 */
+  int64_t balances;                    /* sum of every account balance */
+} hg_clearing_totals_t;
+void hg_clearing_totals(const hg_clearing_t *c, hg_clearing_totals_t *out);
+
+/*
+ * Statement of account for instrument (every ledger entry of that account
+ * naming the instrument, oldest first), as CSV with header
+ *   index,seq,ts,account,instrument,kind,amount,balance,price,qty
+ * (kind as DEPOSIT, WITHDRAWAL, VM, FINAL, FEE; amounts in micro-USD) or as
+ * JSON: {"account":A,"instrument":I,"entries":[{...same keys...}],"total":T}.
+ * instrument HG_CLR_NO_INSTRUMENT gives every entry of the account.
+ * Buffer variants write at most cap bytes including the NUL, like snprintf,
+ * and set *len to the full length without the NUL: 0 if it fit, HG_ERANGE if
+ * truncated (buf may be NULL with cap 0 to size it). FILE variants return
+ * -EIO on a write error. HG_ENOTFOUND (account).
+ */
+int hg_clearing_statement_csv(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                              char *buf, size_t cap, size_t *len);
+int hg_clearing_statement_json(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                               char *buf, size_t cap, size_t *len);
+int hg_clearing_statement_csv_file(const hg_clearing_t *c, hg_account_t account,
+                                   uint32_t instrument, FILE *f);
+int hg_clearing_statement_json_file(const hg_clearing_t *c, hg_account_t account,
+                                    uint32_t instrument, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HOURGLASS_CLEARING_H */

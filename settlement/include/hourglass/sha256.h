@@ -1,0 +1,45 @@
+/*
+ * hourglass/sha256.h - SHA-256 (FIPS 180-4).
+ *
+ * Used for the exchange state hash and, by the gateway, for HMAC. Streaming:
+ * init, update any number of times with any lengths, final. Pure functions of
+ * their inputs; a context is owned by whichever thread uses it, nothing is
+ * shared, so any thread may call these on its own context.
+ */
+#ifndef HOURGLASS_SHA256_H
+#define HOURGLASS_SHA256_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HG_SHA256_DIGEST_LEN 32
+#define HG_SHA256_BLOCK_LEN 64
+
+typedef struct hg_sha256 {
+  uint32_t h[8];
+  uint64_t total;                     /* bytes hashed so far */
+  uint8_t buf[HG_SHA256_BLOCK_LEN];   /* partial block */
+  uint32_t used;                      /* bytes in buf */
+} hg_sha256_t;
+
+/* Starts a new hash in ctx (caller-owned storage). */
+void hg_sha256_init(hg_sha256_t *ctx);
+
+/* Hashes data[0..len); data may be NULL when len is 0. */
+void hg_sha256_update(hg_sha256_t *ctx, const void *data, size_t len);
+
+/* Finishes: writes the 32-byte digest to out. ctx must be re-initialized
+ * before reuse. */
+void hg_sha256_final(hg_sha256_t *ctx, uint8_t out[HG_SHA256_DIGEST_LEN]);
+
+/* One-shot: out = SHA-256(data[0..len)). */
+void hg_sha256(const void *data, size_t len, uint8_t out[HG_SHA256_DIGEST_LEN]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HOURGLASS_SHA256_H */

@@ -1,0 +1,402 @@
+/*
+ * Settlement: the daily settlement price (four tiers), the daily cycle that
+ * pays variation margin, the Final Settlement Price, final settlement, and
+ * the per-account statements (CSV and JSON).
+ *
+ * Every cash-moving operation runs in two passes over the position records:
+ * the first computes each payment in __int128, checks it fits int64, checks
+ * the per-instrument sum is exactly zero and that every account balance stays
+ * inside int64 (payments parked in per-record and per-account scratch
+ * fields); then the ledger is reserved; only then the second pass posts and
+ * rolls. So every error leaves the state exactly as it was.
+ *
+ * Variation margin uses the per-record sums kept by the fill path:
+ *   pos_{t-1}(D_t - D_{t-1}) + sum_i q_i (D_t - p_i)
+ *     = pos_{t-1}(D_t - D_{t-1}) + D_t * sum q - sum q*p
+ * times TV, an identity, so no fill is stored. Summed over all records of an
+ * instrument it is zero: sum pos_{t-1} = 0, and every fill adds +q and -q,
+ * +qp and -qp to two records.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "clearing_int.h"
+#include "hourglass/error.h"
+
+/* ---------------------------------------------------------------- DSP -- */
+
+int hg_clearing_dsp_compute(const hg_clearing_dsp_input_t *in, hg_price_t *dsp, int *tier) {
+  if (in == NULL || dsp == NULL || tier == NULL) return HG_EINVAL;
+  if (in->window_qty < 0 || in->best_bid < 0 || in->best_ask < 0 || in->max_spread < 0 ||
+      in->prev_dsp < 0 || in->final_fixing < 0)
+    return HG_EINVAL;
+  if ((in->window_qty > 0) != (in->window_qp > 0) || (in->window_qty == 0 && in->window_qp != 0))
+    return HG_EINVAL;
+  i128 v;
+  int t;
+  if (in->window_qty > 0) {
+    i128 q = in->window_qty;
+    v = (2 * in->window_qp + q) / (2 * q); /* half up: floor(qp/q + 1/2) */
+    t = HG_DSP_TIER_VWAP;
+  } else if (in->best_bid > 0 && in->best_ask > 0 &&
+             (i128)in->best_ask - in->best_bid <= in->max_spread) {
+    v = ((i128)in->best_bid + in->best_ask + 1) / 2;
+    t = HG_DSP_TIER_MID;
+  } else if (in->prev_dsp > 0) {
+    v = in->prev_dsp;
+    t = HG_DSP_TIER_PREVIOUS;
+  } else if (in->final_fixing > 0 && (in->final_fixing + 500) / 1000 > 0) {
+    v = ((i128)in->final_fixing + 500) / 1000; /* 1 tick = 1000 micro-USD, half up */
+    t = HG_DSP_TIER_INDEX;
+  } else {
+    *dsp = 0;
+    *tier = HG_DSP_TIER_NONE;
+    return 0;
+  }
+  if (v < 1 || v > HG_CLR_PRICE_MAX) return HG_ERANGE;
+  *dsp = (hg_price_t)v;
+  *tier = t;
+  return 0;
+}
+
+/* ------------------------------------------------------- daily cycle -- */
+
+static int fits64(i128 v) { return v >= INT64_MIN && v <= INT64_MAX; }
+
+/* Clears the per-account scratch of every account. */
+static void clear_acct_scratch(hg_clearing_t *c) {
+  for (uint32_t i = 0; i < c->naccounts; i++) c->accounts[i].scratch = 0;
+}
+
+/* Every balance + pending scratch must stay inside int64. */
+static int balances_fit(const hg_clearing_t *c) {
+  for (uint32_t i = 0; i < c->naccounts; i++)
+    if (!fits64((i128)c->accounts[i].balance + c->accounts[i].scratch)) return 0;
+  return 1;
+}
+
+static int needs_vm(const posrec_t *p) { return p->pos_prev != 0 || p->fills; }
+
+int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
+                            const hg_clearing_top_t *tops, size_t ntops,
+                            hg_clearing_cycle_report_t *report) {
+  if (ntops > 0 && tops == NULL) return HG_EINVAL;
+  uint64_t day = ts / HG_CLR_NS_PER_DAY;
+  for (uint32_t k = 0; k < c->ninst_order; k++) {
+    uint32_t s = c->inst_order[k];
+    c->top_bid[s] = c->top_ask[s] = 0;
+    c->top_seen[s] = 0;
+  }
+  for (size_t i = 0; i < ntops; i++) {
+    uint32_t s = hg_clr__inst_slot(c, tops[i].instrument);
+    if (s == NIL32 || c->top_seen[s] || tops[i].best_bid < 0 ||
+        tops[i].best_bid > HG_CLR_PRICE_MAX || tops[i].best_ask < 0 ||
+        tops[i].best_ask > HG_CLR_PRICE_MAX)
+      return HG_EINVAL;
+    c->top_seen[s] = 1;
+    c->top_bid[s] = tops[i].best_bid;
+    c->top_ask[s] = tops[i].best_ask;
+  }
+
+  /* pass 1: prices, payments, checks */
+  clear_acct_scratch(c);
+  uint64_t entries = 0;
+  i128 paid = 0, received = 0;
+  uint32_t settled = 0, skipped = 0;
+  for (uint32_t k = 0; k < c->ninst_order; k++) {
+    uint32_t s = c->inst_order[k];
+    instrument_t *in = &c->insts[s];
+    c->cyc_tier[s] = HG_DSP_TIER_NONE;
+    if (in->settled) continue;
+    hg_clearing_dsp_input_t di = {
+        .window_qty = in->win_day == day ? in->win_q : 0,
+        .window_qp = in->win_day == day ? in->win_qp : 0,
+        .best_bid = c->top_bid[s],
+        .best_ask = c->top_ask[s],
+        .max_spread = c->cfg.dsp_max_spread,
+        .prev_dsp = in->def.last_dsp,
+        .final_fixing = c->groups[in->group].final_fixing,
+    };
+    hg_price_t d;
+    int tier;
+    int rc = hg_clearing_dsp_compute(&di, &d, &tier);
+    if (rc < 0) return rc == HG_ERANGE ? HG_EOVERFLOW : HG_ECORRUPT;
+    if (tier == HG_DSP_TIER_NONE) {
+      skipped++;
+      continue;
+    }
+    settled++;
+    c->cyc_dsp[s] = d;
+    c->cyc_tier[s] = tier;
+    hg_price_t dprev = in->def.last_dsp;
+    int64_t tv = hg_clr__tv(c, in);
+    i128 sum = 0;
+    for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
+      posrec_t *p = &c->recs[r];
+      if (!needs_vm(p)) continue;
+      /* a position held over a cycle implies a DSP existed at that cycle */
+      if (dprev == 0 && p->pos_prev != 0) return HG_ECORRUPT;
+      i128 inner = (i128)p->pos_prev * (d - dprev) + (i128)p->day_q * d - p->day_qp;
+      if (!fits64(inner)) return HG_EOVERFLOW;
+      i128 vm = inner * tv;
+      if (!fits64(vm)) return HG_EOVERFLOW;
+      p->scratch = (int64_t)vm;
+      c->accounts[p->acct].scratch += vm;
+      sum += vm;
+      if (vm < 0) paid += vm;
+      else received += vm;
+      entries++;
+    }
+    if (sum != 0) return HG_ECORRUPT;
+  }
+  if (!balances_fit(c)) return HG_EOVERFLOW;
+  int rc = hg_clr__ledger_reserve(c, entries);
+  if (rc < 0) return rc;
+
+  /* pass 2: post and roll; nothing below can fail */
+  for (uint32_t k = 0; k < c->ninst_order; k++) {
+    uint32_t s = c->inst_order[k];
+    instrument_t *in = &c->insts[s];
+    if (c->cyc_tier[s] == HG_DSP_TIER_NONE) continue;
+    hg_price_t d = c->cyc_dsp[s];
+    for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
+      posrec_t *p = &c->recs[r];
+      if (!needs_vm(p)) continue;
+      hg_clr__post(c, p->acct, HG_LEDGER_VM, in->def.id, p->scratch, d, p->pos, seq, ts);
+      p->pos_prev = p->pos;
+      p->day_q = 0;
+      p->day_qp = 0;
+      p->fills = 0;
+    }
+    in->def.last_dsp = d;
+    in->dsp_tier = c->cyc_tier[s];
+    in->win_day = NIL64;
+    in->win_q = 0;
+    in->win_qp = 0;
+  }
+  if (report != NULL) {
+    report->instruments_settled = settled;
+    report->instruments_skipped = skipped;
+    report->entries_posted = entries;
+    report->vm_paid = paid < INT64_MIN ? INT64_MIN : (int64_t)paid;
+    report->vm_received = received > INT64_MAX ? INT64_MAX : (int64_t)received;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- FSP -- */
+
+static unsigned days_in_month(unsigned y, unsigned m) {
+  static const unsigned char d[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return 29;
+  return d[m - 1];
+}
+
+int hg_clearing_fsp(unsigned year, unsigned month, const hg_clearing_fixing_t *fixings,
+                    size_t n, hg_clearing_fsp_t *out) {
+  if (out == NULL || (n > 0 && fixings == NULL)) return HG_EINVAL;
+  if (year < 1 || year > 9999 || month < 1 || month > 12) return HG_EINVAL;
+  unsigned days = days_in_month(year, month);
+  uint8_t status[32] = {0}, seen[32] = {0};
+  int64_t value[32] = {0};
+  for (size_t i = 0; i < n; i++) {
+    const hg_clearing_fixing_t *f = &fixings[i];
+    if (f->day < 1 || f->day > days || seen[f->day] || f->status > HG_CLR_FIX_NO_FIX)
+      return HG_EINVAL;
+    if (f->status == HG_CLR_FIX_FINAL && (f->value <= 0 || f->value > HG_CLR_FIXING_MAX))
+      return HG_EINVAL;
+    seen[f->day] = 1;
+    status[f->day] = f->status;
+    value[f->day] = f->value;
+  }
+  memset(out, 0, sizeof *out);
+  out->days = days;
+  int64_t sum = 0; /* at most 31 * 1e12 */
+  for (unsigned d = 1; d <= days; d++) {
+    if (status[d] != HG_CLR_FIX_FINAL) {
+      out->missing_day[out->n_missing] = (uint8_t)d;
+      out->missing_status[out->n_missing] = status[d];
+      out->n_missing++;
+    } else {
+      sum += value[d];
+    }
+  }
+  if (out->n_missing > 0) return HG_ESTATE;
+  /* mean in ticks = sum / (days * 1000), rounded half up in one step */
+  int64_t den = (int64_t)days * 1000;
+  int64_t fsp = (2 * sum + den) / (2 * den);
+  if (fsp < 1) return HG_ERANGE;
+  out->fsp = fsp;
+  return 0;
+}
+
+/* --------------------------------------------------- final settlement -- */
+
+int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t fsp,
+                             uint64_t seq, uint64_t ts) {
+  uint32_t s = hg_clr__inst_slot(c, instrument);
+  if (s == NIL32) return HG_ENOTFOUND;
+  if (fsp < 1 || fsp > HG_CLR_PRICE_MAX) return HG_EINVAL;
+  instrument_t *in = &c->insts[s];
+  if (in->settled || in->def.last_dsp == 0) return HG_ESTATE;
+  hg_price_t dsp = in->def.last_dsp;
+  int64_t tv = hg_clr__tv(c, in);
+  clear_acct_scratch(c);
+  i128 sum = 0;
+  uint64_t entries = 0;
+  for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
+    posrec_t *p = &c->recs[r];
+    if (p->fills || p->open_buy != 0 || p->open_sell != 0) return HG_ESTATE;
+    if (p->pos == 0) continue;
+    i128 pay = (i128)p->pos * (fsp - dsp) * tv;
+    if (!fits64(pay)) return HG_EOVERFLOW;
+    p->scratch = (int64_t)pay;
+    c->accounts[p->acct].scratch += pay;
+    sum += pay;
+    entries++;
+  }
+  if (sum != 0) return HG_ECORRUPT;
+  if (!balances_fit(c)) return HG_EOVERFLOW;
+  int rc = hg_clr__ledger_reserve(c, entries);
+  if (rc < 0) return rc;
+  for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
+    posrec_t *p = &c->recs[r];
+    if (p->pos == 0) continue;
+    hg_clr__post(c, p->acct, HG_LEDGER_FINAL, in->def.id, p->scratch, fsp, p->pos, seq, ts);
+    p->pos = 0;
+    p->pos_prev = 0;
+  }
+  in->settled = 1;
+  in->fsp = fsp;
+  return 0;
+}
+
+/* --------------------------------------------------------- statements -- */
+
+/* Output to a caller buffer (snprintf semantics) or a FILE. */
+typedef struct writer {
+  char *buf;
+  size_t cap;
+  size_t len;
+  FILE *f;
+  int err;
+} writer_t;
+
+__attribute__((format(printf, 2, 3))) static void wprintf(writer_t *w, const char *fmt, ...) {
+  char tmp[320];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof tmp) { /* our formats are far shorter */
+    w->err = HG_ECORRUPT;
+    return;
+  }
+  if (w->f != NULL) {
+    if (fwrite(tmp, 1, (size_t)n, w->f) != (size_t)n) w->err = -EIO;
+  } else if (w->len < w->cap) {
+    size_t room = w->cap - w->len;
+    memcpy(w->buf + w->len, tmp, (size_t)n < room ? (size_t)n : room);
+  }
+  w->len += (size_t)n;
+}
+
+static const char *kind_name(uint32_t k) {
+  switch (k) {
+  case HG_LEDGER_DEPOSIT: return "DEPOSIT";
+  case HG_LEDGER_WITHDRAWAL: return "WITHDRAWAL";
+  case HG_LEDGER_VM: return "VM";
+  case HG_LEDGER_FINAL: return "FINAL";
+  case HG_LEDGER_FEE: return "FEE";
+  default: return "UNKNOWN";
+  }
+}
+
+static int statement(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                     int json, writer_t *w) {
+  uint32_t s = hg_clr__acct_slot(c, account);
+  if (s == NIL32) return HG_ENOTFOUND;
+  int all = instrument == HG_CLR_NO_INSTRUMENT;
+  if (json) {
+    if (all) wprintf(w, "{\"account\":%" PRIu32 ",\"instrument\":null,\"entries\":[", account);
+    else
+      wprintf(w, "{\"account\":%" PRIu32 ",\"instrument\":%" PRIu32 ",\"entries\":[", account,
+              instrument);
+  } else {
+    wprintf(w, "index,seq,ts,account,instrument,kind,amount,balance,price,qty\n");
+  }
+  i128 total = 0;
+  int first = 1;
+  for (uint64_t i = c->accounts[s].led_first; i != NIL64; i = c->ledger[i].next_same) {
+    const hg_ledger_entry_t *e = &c->ledger[i].e;
+    if (!all && e->instrument != instrument) continue;
+    total += e->amount;
+    char inst[16] = "";
+    if (e->instrument != HG_CLR_NO_INSTRUMENT)
+      snprintf(inst, sizeof inst, "%" PRIu32, e->instrument);
+    if (json) {
+      wprintf(w,
+              "%s{\"index\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"ts\":%" PRIu64
+              ",\"account\":%" PRIu32 ",\"instrument\":%s,\"kind\":\"%s\",\"amount\":%" PRId64
+              ",\"balance\":%" PRId64 ",\"price\":%" PRId64 ",\"qty\":%" PRId64 "}",
+              first ? "" : ",", e->index, e->seq, e->ts, e->account, inst[0] ? inst : "null",
+              kind_name(e->kind), e->amount, e->balance, e->price, e->qty);
+    } else {
+      wprintf(w,
+              "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%s,%s,%" PRId64 ",%" PRId64
+              ",%" PRId64 ",%" PRId64 "\n",
+              e->index, e->seq, e->ts, e->account, inst, kind_name(e->kind), e->amount,
+              e->balance, e->price, e->qty);
+    }
+    first = 0;
+  }
+  if (json) {
+    /* the amounts of one account fit int64 since its balance does; the total
+     * of a subset may not, so print it from the 128-bit sum */
+    if (fits64(total)) wprintf(w, "],\"total\":%" PRId64 "}\n", (int64_t)total);
+    else return HG_EOVERFLOW;
+  }
+  return w->err;
+}
+
+static int statement_buf(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                         int json, char *buf, size_t cap, size_t *len) {
+  if ((buf == NULL && cap > 0) || len == NULL) return HG_EINVAL;
+  writer_t w = {.buf = buf, .cap = cap};
+  int rc = statement(c, account, instrument, json, &w);
+  if (rc < 0) return rc;
+  *len = w.len;
+  if (cap == 0) return HG_ERANGE;
+  if (w.len >= cap) {
+    buf[cap - 1] = '\0';
+    return HG_ERANGE;
+  }
+  buf[w.len] = '\0';
+  return 0;
+}
+
+int hg_clearing_statement_csv(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                              char *buf, size_t cap, size_t *len) {
+  return statement_buf(c, account, instrument, 0, buf, cap, len);
+}
+
+int hg_clearing_statement_json(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                               char *buf, size_t cap, size_t *len) {
+  return statement_buf(c, account, instrument, 1, buf, cap, len);
+}
+
+int hg_clearing_statement_csv_file(const hg_clearing_t *c, hg_account_t account,
+                                   uint32_t instrument, FILE *f) {
+  if (f == NULL) return HG_EINVAL;
+  writer_t w = {.f = f};
+  return statement(c, account, instrument, 0, &w);
+}
+
+int hg_clearing_statement_json_file(const hg_clearing_t *c, hg_account_t account,
+                                    uint32_t instrument, FILE *f) {
+  if (f == NULL) return HG_EINVAL;
+  writer_t w = {.f = f};
+  return statement(c, account, instrument, 1, &w);
+}

@@ -1,0 +1,410 @@
+/* Clearing state: accounts, cash, positions, open quantities, fills and the
+ * pre-trade checks of contract.md section 1 (band, max order, limits). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "hourglass/clearing.h"
+#include "hourglass/error.h"
+
+#define USD 1000000LL
+#define INST 7u  /* B200.A.2027-03 */
+#define INST2 8u /* B200.A.2027-04 */
+#define GROUP 1u
+
+static hg_clearing_t *make(uint32_t max_accounts, uint32_t max_positions) {
+  hg_clearing_config_t cfg;
+  hg_clearing_config_default(&cfg);
+  cfg.max_accounts = max_accounts;
+  cfg.max_positions = max_positions;
+  cfg.max_firms = 2;
+  cfg.ledger_initial = 2;
+  cfg.ledger_max_entries = 64;
+  hg_clearing_t *c = NULL;
+  assert_int_equal(hg_clearing_create(&cfg, &c), 0);
+  hg_clearing_instrument_t in = {.id = INST, .group_id = GROUP, .year = 2027, .month = 3,
+                                 .last_dsp = 2000};
+  assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
+  in.id = INST2;
+  in.month = 4;
+  assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
+  return c;
+}
+
+static void config_is_validated(void **state) {
+  (void)state;
+  hg_clearing_config_t cfg;
+  hg_clearing_t *c = NULL;
+  assert_int_equal(hg_clearing_create(NULL, &c), HG_EINVAL);
+  hg_clearing_config_default(&cfg);
+  cfg.max_accounts = 0;
+  assert_int_equal(hg_clearing_create(&cfg, &c), HG_EINVAL);
+  hg_clearing_config_default(&cfg);
+  cfg.tick_value = 0;
+  assert_int_equal(hg_clearing_create(&cfg, &c), HG_EINVAL);
+  hg_clearing_config_default(&cfg);
+  cfg.ledger_max_entries = cfg.ledger_initial - 1;
+  assert_int_equal(hg_clearing_create(&cfg, &c), HG_EINVAL);
+  hg_clearing_config_default(&cfg);
+  cfg.dsp_window_ns = cfg.cycle_time_of_day_ns + 1;
+  assert_int_equal(hg_clearing_create(&cfg, &c), HG_EINVAL);
+  assert_null(c);
+  hg_clearing_config_default(&cfg);
+  assert_int_equal(hg_clearing_create(&cfg, &c), 0);
+  hg_clearing_destroy(c);
+  hg_clearing_destroy(NULL);
+}
+
+static void accounts_and_firms_are_bounded(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 100, 1), 0);
+  assert_int_equal(hg_clearing_account_add(c, 100, 1), HG_EEXISTS);
+  assert_int_equal(hg_clearing_account_add(c, 200, 2), 0);
+  /* third firm: max_firms is 2 */
+  assert_int_equal(hg_clearing_account_add(c, 300, 3), HG_EFULL);
+  assert_int_equal(hg_clearing_account_add(c, 300, 2), 0);
+  assert_int_equal(hg_clearing_account_add(c, 400, 1), HG_EFULL);
+  hg_clearing_account_info_t ai;
+  assert_int_equal(hg_clearing_account_info(c, 300, &ai), 0);
+  assert_int_equal(ai.firm_id, 2);
+  assert_int_equal(ai.balance, 0);
+  assert_int_equal(hg_clearing_account_info(c, 400, &ai), HG_ENOTFOUND);
+  hg_clearing_destroy(c);
+}
+
+static void instruments_are_validated(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  hg_clearing_instrument_t in = {.id = INST, .group_id = GROUP, .year = 2027, .month = 3};
+  assert_int_equal(hg_clearing_instrument_add(c, &in), HG_EEXISTS);
+  in.id = 99;
+  in.month = 13;
+  assert_int_equal(hg_clearing_instrument_add(c, &in), HG_EINVAL);
+  in.month = 5;
+  in.last_dsp = -1;
+  assert_int_equal(hg_clearing_instrument_add(c, &in), HG_EINVAL);
+  in.last_dsp = 0;
+  assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
+  assert_int_equal(hg_clearing_set_delivery(c, 12345, 1), HG_ENOTFOUND);
+  assert_int_equal(hg_clearing_set_fixing(c, 555, 2000000, 1), HG_ENOTFOUND);
+  assert_int_equal(hg_clearing_set_fixing(c, GROUP, 0, 1), HG_EINVAL);
+  /* instrument 99 has no DSP: the reference is the latest fixing (any
+   * status), 2,100,499 micro-USD -> 2100.499 ticks -> 2100 */
+  assert_int_equal(hg_clearing_set_fixing(c, GROUP, 2100499, 0), 0);
+  hg_clearing_instrument_info_t ii;
+  assert_int_equal(hg_clearing_instrument_info(c, 99, &ii), 0);
+  assert_int_equal(ii.ref_price, 2100);
+  assert_int_equal(hg_clearing_set_fixing(c, GROUP, 2100500, 0), 0);
+  assert_int_equal(hg_clearing_instrument_info(c, 99, &ii), 0);
+  assert_int_equal(ii.ref_price, 2101);
+  /* instrument INST has a DSP: that is its reference */
+  assert_int_equal(hg_clearing_instrument_info(c, INST, &ii), 0);
+  assert_int_equal(ii.ref_price, 2000);
+  hg_clearing_destroy(c);
+}
+
+static void deposits_post_ledger_entries(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 100, 1), 0);
+  assert_int_equal(hg_clearing_deposit(c, 100, 5 * USD, 1, 11), 0);
+  assert_int_equal(hg_clearing_deposit(c, 100, 2 * USD, 2, 12), 0);
+  assert_int_equal(hg_clearing_deposit(c, 100, 0, 3, 13), HG_EINVAL);
+  assert_int_equal(hg_clearing_deposit(c, 100, -1, 3, 13), HG_EINVAL);
+  assert_int_equal(hg_clearing_deposit(c, 101, 1, 3, 13), HG_ENOTFOUND);
+  assert_int_equal(hg_clearing_deposit(c, 100, INT64_MAX, 3, 13), HG_EOVERFLOW);
+  assert_int_equal(hg_clearing_ledger_size(c), 2);
+  hg_ledger_entry_t e;
+  assert_int_equal(hg_clearing_ledger_get(c, 1, &e), 0);
+  assert_int_equal(e.kind, HG_LEDGER_DEPOSIT);
+  assert_int_equal(e.seq, 2);
+  assert_int_equal(e.ts, 12);
+  assert_int_equal(e.amount, 2 * USD);
+  assert_int_equal(e.balance, 7 * USD);
+  assert_int_equal(e.instrument, HG_CLR_NO_INSTRUMENT);
+  assert_int_equal(hg_clearing_ledger_get(c, 2, &e), HG_ENOTFOUND);
+  hg_clearing_totals_t t;
+  hg_clearing_totals(c, &t);
+  assert_int_equal(t.deposits, 7 * USD);
+  assert_int_equal(t.balances, 7 * USD);
+  hg_clearing_destroy(c);
+}
+
+static void ledger_full_is_a_clean_error(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16); /* ledger grows from 2 up to 64 entries */
+  assert_int_equal(hg_clearing_account_add(c, 100, 1), 0);
+  for (int i = 0; i < 64; i++) assert_int_equal(hg_clearing_deposit(c, 100, 1, (uint64_t)i, 0), 0);
+  assert_int_equal(hg_clearing_deposit(c, 100, 1, 64, 0), HG_EFULL);
+  assert_int_equal(hg_clearing_fee(c, 100, INST, 1, 64, 0), HG_EFULL);
+  hg_clearing_account_info_t ai;
+  assert_int_equal(hg_clearing_account_info(c, 100, &ai), 0);
+  assert_int_equal(ai.balance, 64);
+  assert_int_equal(hg_clearing_ledger_size(c), 64);
+  hg_clearing_destroy(c);
+}
+
+static void fees_debit_without_margin_check(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 100, 1), 0);
+  assert_int_equal(hg_clearing_deposit(c, 100, 10, 1, 0), 0);
+  assert_int_equal(hg_clearing_fee(c, 100, INST, 25, 2, 0), 0);
+  assert_int_equal(hg_clearing_fee(c, 100, 4242, 1, 2, 0), HG_ENOTFOUND);
+  assert_int_equal(hg_clearing_fee(c, 100, INST, 0, 2, 0), HG_EINVAL);
+  hg_ledger_entry_t e;
+  assert_int_equal(hg_clearing_ledger_get(c, 1, &e), 0);
+  assert_int_equal(e.kind, HG_LEDGER_FEE);
+  assert_int_equal(e.amount, -25);
+  assert_int_equal(e.balance, -15);
+  hg_clearing_totals_t t;
+  hg_clearing_totals(c, &t);
+  assert_int_equal(t.fees, 25);
+  assert_int_equal(t.balances, t.deposits - t.withdrawals - t.fees);
+  hg_clearing_destroy(c);
+}
+
+static void fills_move_positions_of_both_sides(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 1, 1), 0);
+  assert_int_equal(hg_clearing_account_add(c, 2, 1), 0);
+  assert_int_equal(hg_clearing_open_add(c, 2, INST, HG_CLR_SELL, 10), 0);
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 4, 2010, 0, HG_CLR_FILL_SELL_RESTING), 0);
+  hg_clearing_position_t p;
+  assert_int_equal(hg_clearing_position(c, 1, INST, &p), 0);
+  assert_int_equal(p.pos, 4);
+  assert_int_equal(p.day_qty, 4);
+  assert_int_equal(p.pos_prev, 0);
+  assert_int_equal(hg_clearing_position(c, 2, INST, &p), 0);
+  assert_int_equal(p.pos, -4);
+  assert_int_equal(p.open_sell, 6);
+  /* a self-trade leaves the position unchanged */
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 1, 3, 2010, 0, 0), 0);
+  assert_int_equal(hg_clearing_position(c, 1, INST, &p), 0);
+  assert_int_equal(p.pos, 4);
+  /* rejected fills change nothing */
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 7, 2010, 0, HG_CLR_FILL_SELL_RESTING),
+                   HG_EINVAL); /* only 6 open */
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1, 2010, 0, HG_CLR_FILL_BUY_RESTING),
+                   HG_EINVAL); /* buyer has no open buy */
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 0, 2010, 0, 0), HG_EINVAL);
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1, 0, 0, 0), HG_EINVAL);
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1, 2010, 0, 4u), HG_EINVAL);
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 9, 1, 2010, 0, 0), HG_ENOTFOUND);
+  assert_int_equal(hg_clearing_fill(c, 99, 1, 2, 1, 2010, 0, 0), HG_ENOTFOUND);
+  assert_int_equal(hg_clearing_position(c, 1, INST, &p), 0);
+  assert_int_equal(p.pos, 4);
+  assert_int_equal(hg_clearing_position(c, 2, INST, &p), 0);
+  assert_int_equal(p.pos, -4);
+  assert_int_equal(p.open_sell, 6);
+  /* a pair with no record reads as zero */
+  assert_int_equal(hg_clearing_position(c, 1, INST2, &p), 0);
+  assert_int_equal(p.pos, 0);
+  assert_int_equal(hg_clearing_position(c, 3, INST2, &p), HG_ENOTFOUND);
+  hg_clearing_instrument_info_t ii;
+  assert_int_equal(hg_clearing_instrument_info(c, INST, &ii), 0);
+  assert_int_equal(ii.open_interest, 4);
+  hg_clearing_destroy(c);
+}
+
+static void open_quantities_are_tracked(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 1, 1), 0);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST, HG_CLR_BUY, 5), 0);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST, HG_CLR_BUY, 3), 0);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST, HG_CLR_SELL, 2), 0);
+  assert_int_equal(hg_clearing_open_remove(c, 1, INST, HG_CLR_BUY, 6), 0);
+  assert_int_equal(hg_clearing_open_remove(c, 1, INST, HG_CLR_SELL, 3), HG_EINVAL);
+  assert_int_equal(hg_clearing_open_remove(c, 1, INST2, HG_CLR_SELL, 1), HG_EINVAL);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST, 2, 1), HG_EINVAL);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST, HG_CLR_BUY, 0), HG_EINVAL);
+  assert_int_equal(hg_clearing_open_add(c, 5, INST, HG_CLR_BUY, 1), HG_ENOTFOUND);
+  hg_clearing_position_t p;
+  assert_int_equal(hg_clearing_position(c, 1, INST, &p), 0);
+  assert_int_equal(p.open_buy, 2);
+  assert_int_equal(p.open_sell, 2);
+  hg_clearing_destroy(c);
+}
+
+static void position_pool_exhaustion_is_clean(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 2); /* two records in all */
+  assert_int_equal(hg_clearing_account_add(c, 1, 1), 0);
+  assert_int_equal(hg_clearing_account_add(c, 2, 1), 0);
+  assert_int_equal(hg_clearing_account_add(c, 3, 1), 0);
+  assert_int_equal(hg_clearing_deposit(c, 3, 1000 * USD, 1, 0), 0);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST, HG_CLR_BUY, 1), 0);
+  /* a fill needing two new records (account 3 and 2) with one free fails whole */
+  assert_int_equal(hg_clearing_fill(c, INST, 3, 2, 1, 2000, 0, 0), HG_EFULL);
+  hg_clearing_position_t p;
+  assert_int_equal(hg_clearing_position(c, 3, INST, &p), 0);
+  assert_int_equal(p.pos, 0);
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1, 2000, 0, HG_CLR_FILL_BUY_RESTING), 0);
+  hg_clearing_result_t r;
+  assert_int_equal(hg_clearing_check_order(c, 3, INST, HG_CLR_BUY, 1, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_POSITIONS_FULL);
+  assert_int_equal(hg_clearing_open_add(c, 3, INST, HG_CLR_BUY, 1), HG_EFULL);
+  hg_clearing_destroy(c);
+}
+
+/* Section 1: reasons in their documented order, band and max order size. */
+static void order_checks_band_and_size(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 1, 1), 0);
+  assert_int_equal(hg_clearing_deposit(c, 1, 1000000 * USD, 1, 0), 0);
+  hg_clearing_result_t r;
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 1, 2000, NULL), HG_EINVAL);
+  assert_int_equal(hg_clearing_check_order(c, 9, INST, HG_CLR_BUY, 1, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_UNKNOWN_ACCOUNT);
+  assert_int_equal(hg_clearing_check_order(c, 1, 99, HG_CLR_BUY, 1, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_UNKNOWN_INSTRUMENT);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, 5, 1, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_INVALID_SIDE);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 0, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_INVALID_QTY);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 1001, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_QTY_TOO_LARGE);
+  assert_int_equal(r.limit, 1000);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 1000, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 1, -1, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_INVALID_PRICE);
+  /* ref 2000, band 20%: [1600, 2400] inclusive */
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 1, 2400, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(r.band_low, 1600);
+  assert_int_equal(r.band_high, 2400);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 1, 2401, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_PRICE_BAND);
+  assert_int_equal(r.ref_price, 2000);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_SELL, 1, 1600, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_SELL, 1, 1599, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_PRICE_BAND);
+  /* price 0 is a market order: no band */
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_SELL, 1, 0, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  /* no DSP and no fixing: no reference */
+  hg_clearing_instrument_t in = {.id = 50, .group_id = 77, .year = 2027, .month = 9};
+  assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
+  assert_int_equal(hg_clearing_check_order(c, 1, 50, HG_CLR_SELL, 1, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NO_REFERENCE);
+  assert_string_equal(hg_clearing_reject_str(HG_CLR_REJ_NO_REFERENCE),
+                      "no reference price (no settlement price, no fixing)");
+  assert_string_equal(hg_clearing_reject_str(12345), "unknown reason");
+  hg_clearing_destroy(c);
+}
+
+/* Section 1 limits: 10,000 net; 1,000 in the delivery month; the worst case
+ * counts every open order of the order's side plus the order. */
+static void position_limits_count_the_worst_case(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 1, 1), 0);
+  assert_int_equal(hg_clearing_account_add(c, 2, 1), 0);
+  assert_int_equal(hg_clearing_deposit(c, 1, 1000000000 * USD, 1, 0), 0);
+  assert_int_equal(hg_clearing_deposit(c, 2, 1000000000 * USD, 1, 0), 0);
+  /* account 1: long 9,000 and 500 open buys */
+  for (int i = 0; i < 9; i++)
+    assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1000, 2000, 0, 0), 0);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST, HG_CLR_BUY, 500), 0);
+  hg_clearing_result_t r;
+  /* 9,000 + 500 + 500 = 10,000: at the limit, accepted */
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 500, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(r.position, 10000);
+  /* 9,000 + 500 + 501 = 10,001 > 10,000: rejected with the numbers */
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 501, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_POSITION_LIMIT);
+  assert_int_equal(r.position, 10001);
+  assert_int_equal(r.limit, 10000);
+  /* sells only reduce: 9,000 - 1,000 = 8,000 */
+  assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_SELL, 1000, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(r.position, 8000);
+  /* delivery month: limit 1,000. Account 2 is short 9,000 */
+  assert_int_equal(hg_clearing_set_delivery(c, INST, 1), 0);
+  assert_int_equal(hg_clearing_check_order(c, 2, INST, HG_CLR_SELL, 1, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_POSITION_LIMIT);
+  assert_int_equal(r.position, -9001);
+  assert_int_equal(r.limit, 1000);
+  /* ...but may buy back: -9,000 + 1,000 = -8,000 moves toward zero */
+  assert_int_equal(hg_clearing_check_order(c, 2, INST, HG_CLR_BUY, 1000, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(r.position, -8000);
+  /* account 1 in another contract: 0 + 1,000 open... then 1 more is 1,001 */
+  assert_int_equal(hg_clearing_set_delivery(c, INST2, 1), 0);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST2, HG_CLR_SELL, 1000), 0);
+  assert_int_equal(hg_clearing_check_order(c, 1, INST2, HG_CLR_SELL, 1, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_POSITION_LIMIT);
+  assert_int_equal(r.position, -1001);
+  /* a buy is checked on the buy side: 0 + 0 + 1,000 */
+  assert_int_equal(hg_clearing_check_order(c, 1, INST2, HG_CLR_BUY, 1000, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  hg_clearing_destroy(c);
+}
+
+static void withdrawal_respects_margin(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 1, 1), 0);
+  assert_int_equal(hg_clearing_account_add(c, 2, 1), 0);
+  assert_int_equal(hg_clearing_deposit(c, 1, 1000 * USD, 1, 0), 0);
+  /* long 1 at ref 2000: IM = 1 * 2000 * 1,000,000 * 1500 / 10000 = 300,000,000 */
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1, 2000, 0, 0), 0);
+  hg_clearing_result_t r;
+  /* 1,000 USD - 700.000001 USD - 300 USD < 0: rejected with the numbers */
+  assert_int_equal(hg_clearing_withdraw(c, 1, 700 * USD + 1, 2, 0, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_INSUFFICIENT_MARGIN);
+  assert_int_equal(r.equity, 1000 * USD);
+  assert_int_equal(r.initial_margin, 300 * USD);
+  assert_int_equal(r.amount, 700 * USD + 1);
+  /* exactly to zero excess is allowed */
+  assert_int_equal(hg_clearing_withdraw(c, 1, 700 * USD, 3, 0, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(hg_clearing_withdraw(c, 1, 0, 4, 0, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_INVALID_AMOUNT);
+  assert_int_equal(hg_clearing_withdraw(c, 77, 1, 4, 0, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_UNKNOWN_ACCOUNT);
+  assert_int_equal(hg_clearing_withdraw(c, 1, 1, 4, 0, NULL), HG_EINVAL);
+  hg_clearing_account_info_t ai;
+  assert_int_equal(hg_clearing_account_info(c, 1, &ai), 0);
+  assert_int_equal(ai.balance, 300 * USD);
+  assert_int_equal(ai.initial_margin, 300 * USD);
+  hg_clearing_totals_t t;
+  hg_clearing_totals(c, &t);
+  assert_int_equal(t.withdrawals, 700 * USD);
+  assert_int_equal(t.balances, 300 * USD);
+  hg_ledger_entry_t e;
+  assert_int_equal(hg_clearing_ledger_get(c, 1, &e), 0);
+  assert_int_equal(e.kind, HG_LEDGER_WITHDRAWAL);
+  assert_int_equal(e.amount, -700 * USD);
+  hg_clearing_destroy(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(config_is_validated),
+      cmocka_unit_test(accounts_and_firms_are_bounded),
+      cmocka_unit_test(instruments_are_validated),
+      cmocka_unit_test(deposits_post_ledger_entries),
+      cmocka_unit_test(ledger_full_is_a_clean_error),
+      cmocka_unit_test(fees_debit_without_margin_check),
+      cmocka_unit_test(fills_move_positions_of_both_sides),
+      cmocka_unit_test(open_quantities_are_tracked),
+      cmocka_unit_test(position_pool_exhaustion_is_clean),
+      cmocka_unit_test(order_checks_band_and_size),
+      cmocka_unit_test(position_limits_count_the_worst_case),
+      cmocka_unit_test(withdrawal_respects_margin),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
