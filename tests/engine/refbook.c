@@ -450,8 +450,8 @@ void ref_book_replace(ref_book_t *b, hg_oid_t id, hg_account_t acct, hg_price_t 
   else if (o->post_only && would_cross(b, o->side, new_price))
     reason = HG_REJ_POST_ONLY_WOULD_CROSS;
   if (reason != HG_REJ_NONE) {
-    emit_reject(b, HG_CMD_REPLACE, reason, id, o->client_order_id, acct, 0, new_price, new_qty,
-                ts);
+    /* Fields "as requested": a replace request carries no client order id. */
+    emit_reject(b, HG_CMD_REPLACE, reason, id, 0, acct, 0, new_price, new_qty, ts);
     return;
   }
 

@@ -443,11 +443,11 @@ static void replace_rules(void **state) {
   ref_book_replace(f.book, 1, 2, 100, 3, ++f.ts);
   EXPECT(&f, REJ(HG_CMD_REPLACE, HG_REJ_UNKNOWN_ORDER, 1, 0, 2, 0, 100, 3));
   ref_book_replace(f.book, 1, 1, 0, 0, ++f.ts);
-  EXPECT(&f, REJ(HG_CMD_REPLACE, HG_REJ_INVALID_QTY, 1, 1001, 1, 0, 0, 0));
+  EXPECT(&f, REJ(HG_CMD_REPLACE, HG_REJ_INVALID_QTY, 1, 0, 1, 0, 0, 0));
   ref_book_replace(f.book, 1, 1, 0, 1001, ++f.ts);
-  EXPECT(&f, REJ(HG_CMD_REPLACE, HG_REJ_QTY_TOO_LARGE, 1, 1001, 1, 0, 0, 1001));
+  EXPECT(&f, REJ(HG_CMD_REPLACE, HG_REJ_QTY_TOO_LARGE, 1, 0, 1, 0, 0, 1001));
   ref_book_replace(f.book, 1, 1, 0, 3, ++f.ts);
-  EXPECT(&f, REJ(HG_CMD_REPLACE, HG_REJ_PRICE_OUT_OF_RANGE, 1, 1001, 1, 0, 0, 3));
+  EXPECT(&f, REJ(HG_CMD_REPLACE, HG_REJ_PRICE_OUT_OF_RANGE, 1, 0, 1, 0, 0, 3));
   /* Growing loses priority: #1 goes behind #2. */
   ref_book_replace(f.book, 1, 1, 100, 4, ++f.ts);
   EXPECT(&f, REPL(1, 1, B, 100, 4, 0), LVL(B, 100, 5), LVL(B, 100, 9));
