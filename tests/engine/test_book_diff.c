@@ -301,7 +301,7 @@ static void refresh_live(run_t *r) {
 
 static hg_price_t clamp_mid(const run_t *r, hg_price_t p) {
   hg_price_t lo = r->params.min_price + 5, hi = r->params.max_price - 5;
-  if (lo > hi) lo = hi = (r->params.min_price + r->params.max_price) / 2;
+  if (lo > hi) lo = hi = r->params.min_price + (r->params.max_price - r->params.min_price) / 2;
   return p < lo ? lo : p > hi ? hi : p;
 }
 
@@ -316,7 +316,7 @@ static void step_regime(run_t *r) {
     r->regime_pos = 0;
     r->regime_from = r->mid;
     if (r->regime == 1) {
-      hg_price_t d = r->mid * 40 / 100;
+      hg_price_t d = r->mid / 100 * 40; /* no overflow near INT64_MAX */
       r->regime_to = clamp_mid(r, chance(&r->rng, 50) ? r->mid + d : r->mid - d);
     } else if (r->regime == 2) {
       r->regime_to = clamp_mid(r, r->mid / 2);
@@ -564,7 +564,14 @@ static void run_seed(uint64_t seed, uint64_t commands) {
   p->instrument_id = (uint32_t)range_i(&r.rng, 1, 1000);
   p->tick_size = 1000;
   p->contract_unit = 1000;
-  p->min_price = range_i(&r.rng, 1, 100);
+  /* Every fifth seed trades at huge prices, where ref * (10000 + band) no
+   * longer fits in 64 bits: the band arithmetic must not overflow. */
+  if (seed % 10 == 5)
+    p->min_price = INT64_MAX - 25000 - range_i(&r.rng, 0, 1000);
+  else if (seed % 10 == 0)
+    p->min_price = range_i(&r.rng, 1000000000, 2000000000);
+  else
+    p->min_price = range_i(&r.rng, 1, 100);
   /* mostly a wide range; sometimes a narrow one so the limits get hit */
   p->max_price = p->min_price + (chance(&r.rng, 25) ? range_i(&r.rng, 50, 400) : 20000);
   static const hg_qty_t max_qty[] = {1, 25, 100, 1000};
@@ -572,10 +579,12 @@ static void run_seed(uint64_t seed, uint64_t commands) {
   static const uint32_t max_orders[] = {8, 40, 150, 400};
   p->max_orders = max_orders[seed % 4]; /* consecutive seeds cycle the pool size */
   p->max_accounts = chance(&r.rng, 15) ? 1 : (uint32_t)range_i(&r.rng, 2, 8);
-  static const uint32_t bands[] = {0, 50, 500, 2000, 10000, 20000};
-  p->band_bps = bands[below(&r.rng, 6)];
+  /* Odd widths make ref * (10000 -+ band) land just past a multiple of 10000,
+   * where floor and ceiling differ by one. */
+  static const uint32_t bands[] = {0, 0, 1, 50, 333, 500, 2000, 9999, 10000, 20000};
+  p->band_bps = bands[below(&r.rng, 10)];
   p->default_stp = (uint8_t)below(&r.rng, 5);
-  r.mid = (p->min_price + p->max_price) / 2;
+  r.mid = p->min_price + (p->max_price - p->min_price) / 2;
   p->ref_price = chance(&r.rng, 50) ? r.mid : 0;
 
   r.n_accounts = (unsigned)range_i(&r.rng, 2, 9);

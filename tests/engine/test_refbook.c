@@ -332,6 +332,23 @@ static void market_orders_use_band_edge(void **state) {
   o.ts = ++f.ts;
   ref_book_submit(f.book, &o);
   EXPECT(&f, ACC(6, 2, S, 1, 1), CXL(6, 2, S, 1, 1, HG_CXL_IOC_REMAINDER));
+  /* Just past a multiple: 10001 * 1 / 10000 = 1.0001 -> ceil 2, and
+   * 10001 * 19999 / 10000 = 20000.9999 -> floor 20000. */
+  ref_book_destroy(f.book);
+  p.band_bps = 9999;
+  p.ref_price = 10001;
+  open_book(&f, &p);
+  o.order_id = 7;
+  o.client_order_id = 1007;
+  o.ts = ++f.ts;
+  ref_book_submit(f.book, &o);
+  EXPECT(&f, ACC(7, 2, S, 2, 1), CXL(7, 2, S, 2, 1, HG_CXL_IOC_REMAINDER));
+  o.order_id = 8;
+  o.client_order_id = 1008;
+  o.side = B;
+  o.ts = ++f.ts;
+  ref_book_submit(f.book, &o);
+  EXPECT(&f, ACC(8, 2, B, 20000, 1), CXL(8, 2, B, 20000, 1, HG_CXL_IOC_REMAINDER));
   ref_book_destroy(f.book);
 }
 
