@@ -581,7 +581,7 @@ static void run_seed(uint64_t seed, uint64_t commands) {
   p->max_accounts = chance(&r.rng, 15) ? 1 : (uint32_t)range_i(&r.rng, 2, 8);
   /* Odd widths make ref * (10000 -+ band) land just past a multiple of 10000,
    * where floor and ceiling differ by one. */
-  static const uint32_t bands[] = {0, 0, 1, 50, 333, 500, 2000, 9999, 10000, 20000};
+  static const uint32_t bands[] = {0, 0, 37, 50, 333, 500, 2000, 9999, 10000, 20000};
   p->band_bps = bands[below(&r.rng, 10)];
   p->default_stp = (uint8_t)below(&r.rng, 5);
   r.mid = p->min_price + (p->max_price - p->min_price) / 2;
