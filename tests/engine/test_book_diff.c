@@ -413,8 +413,9 @@ static void cmd_new(run_t *r) {
   }
 
   /* occasional invalid enum fields */
-  if (chance_pm(&r->rng, 6)) {
-    switch (below(&r->rng, 4)) {
+  if (chance_pm(&r->rng, 7)) {
+    switch (below(&r->rng, 5)) {
+    case 4: o.post_only = (uint8_t)(2 + below(&r->rng, 254)); break;
     case 0: o.side = (uint8_t)(2 + below(&r->rng, 254)); break;
     case 1: o.type = (uint8_t)(2 + below(&r->rng, 254)); break;
     case 2: o.tif = (uint8_t)(4 + below(&r->rng, 252)); break;
@@ -504,6 +505,7 @@ static void cmd_replace(run_t *r) {
 static void cmd_mass_cancel(run_t *r) {
   hg_account_t acct = gen_account(r);
   int sides = (int)below(&r->rng, 3);
+  if (chance(&r->rng, 3)) sides = chance(&r->rng, 50) ? -1 : 3; /* invalid: nothing happens */
   snprintf(r->desc, sizeof r->desc, "mass_cancel acct=%u sides=%d ts=%" PRIu64, acct, sides,
            r->ts);
   uint32_t a = hg_book_mass_cancel(r->book, acct, sides, r->ts);
