@@ -34,7 +34,8 @@
  *
  * New order, in this order:
  *  1. Validation. The first failing check gives the reject reason:
- *     side, type, TIF or STP out of range (HG_REJ_INVALID_FIELD);
+ *     side, type, TIF or STP out of range, or post_only not 0 or 1
+ *     (HG_REJ_INVALID_FIELD);
  *     market order with TIF GTC or DAY, or post-only with IOC, FOK or
  *     market (HG_REJ_INVALID_TIF); order_id 0 (HG_REJ_INVALID_FIELD);
  *     qty <= 0 (HG_REJ_INVALID_QTY); qty > max_order_qty
@@ -73,7 +74,8 @@
  *         reach 0 leaves the book (no separate event).
  *     When the walk leaves a level (level empty, incoming filled, or walk
  *     stopped), one HG_EV_LEVEL for that level's side and price gives its
- *     new aggregate quantity (0 when empty).
+ *     new aggregate quantity (0 when empty); this holds even when the walk
+ *     stopped at the level's first order and the quantity did not change.
  *  6. End: a walk stopped by STP gives HG_EV_CANCELLED of the incoming order
  *     with HG_CXL_SELF_TRADE for its leaves. Otherwise, leaves > 0 of an IOC,
  *     FOK or market order give HG_EV_CANCELLED with HG_CXL_IOC_REMAINDER;
@@ -103,7 +105,7 @@
  * account (and side) in this book, in time-priority order (oldest entry
  * first; an order re-entered by a replace counts from its re-entry), gets
  * HG_EV_CANCELLED (HG_CXL_MASS_CANCEL) followed by HG_EV_LEVEL. No events if
- * there are none.
+ * there are none, or if sides is not one of the three HG_SIDES_ values.
  *
  * Expire DAY orders (end of session): every live DAY order, both sides, in
  * time-priority order, gets HG_EV_CANCELLED (HG_CXL_EXPIRY) then HG_EV_LEVEL.
@@ -209,6 +211,8 @@ typedef enum hg_book_cmd {
  *             leaves (= qty).
  *  REJECTED:  cmd, reason (hg_reject_t), order_id, client_order_id,
  *             account, side (new only), price and qty as requested.
+ *             Cancel and replace carry no client_order_id, so theirs is 0
+ *             (for a replace, price and qty are new_price and new_qty).
  *  FILL:      order_id/client_order_id/account = taker's; maker_order_id,
  *             maker_client_order_id, maker_account; side = aggressor side;
  *             price = maker's price; qty = traded; leaves = taker's leaves
@@ -263,6 +267,8 @@ typedef struct hg_book_params {
   uint32_t max_accounts;  /* distinct accounts with live orders, >= 1 */
   uint8_t default_stp;    /* hg_stp_t used for HG_STP_DEFAULT; 0 = CANCEL_INCOMING */
 } hg_book_params_t;
+/* Also rejected by hg_book_create: ref_price < 0, default_stp > HG_STP_NONE, and
+ * max_order_qty * max_orders > INT64_MAX (so no aggregate quantity can overflow). */
 
 /* Widest price range a book accepts: max_price - min_price + 1 levels. */
 #define HG_BOOK_MAX_LEVELS (1u << 24)
@@ -334,7 +340,7 @@ uint32_t hg_book_mass_cancel(hg_book_t *book, hg_account_t account, int sides, u
 uint32_t hg_book_expire_day(hg_book_t *book, uint64_t ts);
 
 /* Queries. O(1) unless stated. */
-/* Best price of a side: 0 and *price/*qty set, or HG_ENOTFOUND if the side is empty. */
+/* Best price of a side: 0 and *price, *qty set, or HG_ENOTFOUND if the side is empty. */
 int hg_book_best(const hg_book_t *book, hg_side_t side, hg_price_t *price, hg_qty_t *qty);
 /* Aggregate resting quantity at (side, price); 0 if none or out of range. */
 hg_qty_t hg_book_qty_at(const hg_book_t *book, hg_side_t side, hg_price_t price);
@@ -360,6 +366,10 @@ void hg_book_foreach(const hg_book_t *book, void (*fn)(void *ctx, const hg_book_
  * Puts a resting order back without matching and without events (snapshot
  * restore). Returns 0, HG_EINVAL (bad fields, or it would cross the opposite
  * side), HG_EEXISTS (order id or client order id live) or HG_EFULL.
+ * Bad fields: order_id 0, side, STP or post_only out of range, TIF not GTC or
+ * DAY, leaves not in [1, qty], qty > max_order_qty, price outside
+ * [min_price, max_price]; the band is not checked (the reference may have
+ * moved since the order entered).
  */
 int hg_book_restore(hg_book_t *book, const hg_book_order_t *order);
 

@@ -1,0 +1,1194 @@
+/*
+ * book.c - price-time order book and matcher (contract: hourglass/book.h).
+ *
+ * Layout. Every byte is allocated in hg_book_create(); commands only move
+ * indices around.
+ *  - Price levels: one array per side indexed directly by price - min_price.
+ *    A level holds the head and tail of an intrusive FIFO of orders, its
+ *    aggregate quantity and its order count.
+ *  - Each side has a hierarchical bitmap of non-empty levels (64-bit words,
+ *    up to four levels for 2^24 prices). The best price of a side is cached;
+ *    when the best level empties, the next one is found with ctz/clz over
+ *    the bitmap in O(log64 L), so a book whose prices drift far or jump
+ *    costs the same as a static one, and depth walks are O(n log L).
+ *  - Orders live in a preallocated pool of compact structs addressed by
+ *    uint32 index, with a free list. An order is linked into three intrusive
+ *    doubly linked lists: its level's FIFO, its account's list (time order,
+ *    for mass cancel) and the global time list (for expire_day, foreach and
+ *    snapshots). Position in these lists is time priority.
+ *  - Accounts with live orders have a record in a fixed array (free list),
+ *    found through an open-addressing table keyed by account id. The record
+ *    is released when the account's last order leaves.
+ *  - order_id -> slot and (account, client_order_id) -> slot are
+ *    open-addressing tables with linear probing, a fixed multiplicative hash
+ *    and backward-shift deletion, capacity a power of two >= 2x the pool.
+ *    Tables are only probed, never iterated, so hash layout cannot leak into
+ *    any output.
+ *  - An incoming order is a local struct (struct taker) while it matches;
+ *    it takes a pool slot only if it rests.
+ *
+ * Ownership: the book (and everything it points to) belongs to the thread
+ * that created it; the sink context pointer is owned by the caller.
+ */
+#include "hourglass/book.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "book_internal.h"
+#include "hourglass/error.h"
+
+#define NIL UINT32_MAX
+#define BM_MAX_DEPTH 5
+#define HASH_MUL 0x9E3779B97F4A7C15ull
+#define HASH_MUL2 0xC2B2AE3D27D4EB4Full
+
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+typedef struct order {
+  hg_oid_t id;
+  uint64_t clid;
+  hg_qty_t leaves;
+  hg_qty_t qty;
+  uint64_t ts;
+  hg_account_t account;
+  uint32_t smp;
+  uint32_t lvl;          /* price - min_price */
+  uint32_t lprev, lnext; /* level FIFO */
+  uint32_t tprev, tnext; /* global time list; tnext also links the free list */
+  uint32_t aprev, anext; /* account list */
+  uint32_t acct;         /* account record index */
+  uint8_t side, tif, stp, post_only;
+} order_t;
+
+/* head and tail are meaningful only while count > 0, so the level arrays
+ * need no initialisation and calloc can hand out untouched zero pages. */
+typedef struct level {
+  hg_qty_t qty;
+  uint32_t head, tail;
+  uint32_t count;
+  uint32_t pad_;
+} level_t;
+
+typedef struct acct {
+  hg_account_t account;
+  uint32_t head, tail; /* time-ordered list of the account's orders */
+  uint32_t count;      /* live orders; 0 = record free, head links the free list */
+} acct_t;
+
+typedef struct oid_ent {
+  hg_oid_t id; /* 0 = empty (order id 0 is never live) */
+  uint32_t slot;
+  uint32_t pad_;
+} oid_ent_t;
+
+typedef struct clid_ent {
+  uint64_t clid;
+  hg_account_t account;
+  uint32_t slot; /* NIL = empty */
+} clid_ent_t;
+
+typedef struct acct_ent {
+  hg_account_t account;
+  uint32_t rec; /* NIL = empty */
+} acct_ent_t;
+
+typedef struct bitmap {
+  uint64_t *w[BM_MAX_DEPTH]; /* w[0] one bit per level, w[k+1] one bit per word of w[k] */
+  uint32_t nwords[BM_MAX_DEPTH];
+  int depth;
+} bitmap_t;
+
+struct hg_book {
+  hg_book_params_t params;
+  hg_book_sink_fn sink;
+  void *sink_ctx; /* owned by the caller */
+  uint8_t stp_default;
+  uint32_t nlevels;
+  int64_t best[2]; /* level index of the best price, -1 = side empty */
+  level_t *levels[2];
+  bitmap_t bm[2];
+
+  order_t *pool;
+  uint32_t free_head;
+  uint32_t count;
+  uint32_t thead, ttail; /* global time list */
+
+  oid_ent_t *oid_tab;
+  clid_ent_t *clid_tab;
+  uint64_t id_mask;
+  int id_shift;
+
+  acct_t *accts;
+  uint32_t acct_free;
+  uint32_t acct_count;
+  acct_ent_t *acct_tab;
+  uint64_t acct_mask;
+  int acct_shift;
+};
+
+/* The order being matched: a new order or a replaced one re-entering. */
+struct taker {
+  hg_oid_t id;
+  uint64_t clid;
+  hg_account_t account;
+  uint32_t smp;
+  hg_price_t price; /* limit (band edge for a market order) */
+  hg_qty_t qty;
+  hg_qty_t leaves;
+  uint64_t ts;
+  uint8_t side, tif, stp, post_only;
+  uint8_t mode; /* stp resolved against the book default */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Hierarchical bitmap                                                        */
+
+static int bm_layout(uint64_t nbits, uint32_t nwords[BM_MAX_DEPTH]) {
+  int depth = 0;
+  do {
+    uint64_t nw = (nbits + 63) / 64;
+    nwords[depth++] = (uint32_t)nw;
+    nbits = nw;
+  } while (nbits > 1 && depth < BM_MAX_DEPTH);
+  return depth;
+}
+
+static void bm_set(bitmap_t *b, uint64_t i) {
+  for (int k = 0; k < b->depth; k++) {
+    uint64_t *w = &b->w[k][i >> 6];
+    uint64_t old = *w;
+    *w = old | (1ull << (i & 63));
+    if (old != 0) return;
+    i >>= 6;
+  }
+}
+
+static void bm_clear(bitmap_t *b, uint64_t i) {
+  for (int k = 0; k < b->depth; k++) {
+    uint64_t *w = &b->w[k][i >> 6];
+    *w &= ~(1ull << (i & 63));
+    if (*w != 0) return;
+    i >>= 6;
+  }
+}
+
+static bool bm_test(const bitmap_t *b, uint64_t i) {
+  return (b->w[0][i >> 6] >> (i & 63)) & 1u;
+}
+
+/* Lowest set bit >= i, or -1. */
+static int64_t bm_next(const bitmap_t *b, uint64_t i) {
+  int k = 0;
+  uint64_t pos = i;
+  for (;;) {
+    uint64_t wi = pos >> 6;
+    if (wi >= b->nwords[k]) return -1;
+    uint64_t w = b->w[k][wi] & (~0ull << (pos & 63));
+    if (w != 0) {
+      pos = (wi << 6) | (uint64_t)__builtin_ctzll(w);
+      break;
+    }
+    pos = wi + 1;
+    if (++k == b->depth) return -1;
+  }
+  while (k > 0) {
+    k--;
+    pos = (pos << 6) | (uint64_t)__builtin_ctzll(b->w[k][pos]);
+  }
+  return (int64_t)pos;
+}
+
+/* Highest set bit <= i, or -1. */
+static int64_t bm_prev(const bitmap_t *b, uint64_t i) {
+  int k = 0;
+  uint64_t pos = i;
+  for (;;) {
+    uint64_t wi = pos >> 6;
+    unsigned bit = (unsigned)(pos & 63);
+    uint64_t mask = bit == 63 ? ~0ull : ((1ull << (bit + 1)) - 1);
+    uint64_t w = b->w[k][wi] & mask;
+    if (w != 0) {
+      pos = (wi << 6) | (uint64_t)(63 - __builtin_clzll(w));
+      break;
+    }
+    if (wi == 0 || ++k == b->depth) return -1;
+    pos = wi - 1;
+  }
+  while (k > 0) {
+    k--;
+    pos = (pos << 6) | (uint64_t)(63 - __builtin_clzll(b->w[k][pos]));
+  }
+  return (int64_t)pos;
+}
+
+/* Next level after idx going away from the best price of side, or -1. */
+static inline int64_t level_after(const hg_book_t *b, int side, int64_t idx) {
+  if (side == HG_SIDE_BUY) return idx == 0 ? -1 : bm_prev(&b->bm[0], (uint64_t)idx - 1);
+  if ((uint64_t)idx + 1 >= b->nlevels) return -1;
+  return bm_next(&b->bm[1], (uint64_t)idx + 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hash tables                                                                */
+
+static inline uint64_t oid_home(const hg_book_t *b, hg_oid_t id) {
+  return (id * HASH_MUL) >> b->id_shift;
+}
+
+static inline uint64_t clid_home(const hg_book_t *b, hg_account_t account, uint64_t clid) {
+  return ((clid * HASH_MUL) ^ ((uint64_t)account * HASH_MUL2)) * HASH_MUL >> b->id_shift;
+}
+
+static inline uint64_t acct_home(const hg_book_t *b, hg_account_t account) {
+  return ((uint64_t)account * HASH_MUL) >> b->acct_shift;
+}
+
+static inline uint32_t oid_find(const hg_book_t *b, hg_oid_t id) {
+  if (id == 0) return NIL;
+  for (uint64_t i = oid_home(b, id);; i = (i + 1) & b->id_mask) {
+    const oid_ent_t *e = &b->oid_tab[i];
+    if (e->id == id) return e->slot;
+    if (e->id == 0) return NIL;
+  }
+}
+
+static void oid_insert(hg_book_t *b, hg_oid_t id, uint32_t slot) {
+  uint64_t i = oid_home(b, id);
+  while (b->oid_tab[i].id != 0) i = (i + 1) & b->id_mask;
+  b->oid_tab[i].id = id;
+  b->oid_tab[i].slot = slot;
+}
+
+static void oid_erase(hg_book_t *b, hg_oid_t id) {
+  uint64_t mask = b->id_mask;
+  uint64_t i = oid_home(b, id);
+  while (b->oid_tab[i].id != id) i = (i + 1) & mask;
+  for (uint64_t j = (i + 1) & mask; b->oid_tab[j].id != 0; j = (j + 1) & mask) {
+    uint64_t h = oid_home(b, b->oid_tab[j].id);
+    /* The entry at j may fill the hole at i only if its probe path passed i. */
+    if (((j - h) & mask) >= ((j - i) & mask)) {
+      b->oid_tab[i] = b->oid_tab[j];
+      i = j;
+    }
+  }
+  b->oid_tab[i].id = 0;
+  b->oid_tab[i].slot = NIL;
+}
+
+static inline uint32_t clid_find(const hg_book_t *b, hg_account_t account, uint64_t clid) {
+  for (uint64_t i = clid_home(b, account, clid);; i = (i + 1) & b->id_mask) {
+    const clid_ent_t *e = &b->clid_tab[i];
+    if (e->slot == NIL) return NIL;
+    if (e->clid == clid && e->account == account) return e->slot;
+  }
+}
+
+static void clid_insert(hg_book_t *b, hg_account_t account, uint64_t clid, uint32_t slot) {
+  uint64_t i = clid_home(b, account, clid);
+  while (b->clid_tab[i].slot != NIL) i = (i + 1) & b->id_mask;
+  b->clid_tab[i].clid = clid;
+  b->clid_tab[i].account = account;
+  b->clid_tab[i].slot = slot;
+}
+
+static void clid_erase(hg_book_t *b, hg_account_t account, uint64_t clid) {
+  uint64_t mask = b->id_mask;
+  uint64_t i = clid_home(b, account, clid);
+  while (b->clid_tab[i].clid != clid || b->clid_tab[i].account != account ||
+         b->clid_tab[i].slot == NIL)
+    i = (i + 1) & mask;
+  for (uint64_t j = (i + 1) & mask; b->clid_tab[j].slot != NIL; j = (j + 1) & mask) {
+    uint64_t h = clid_home(b, b->clid_tab[j].account, b->clid_tab[j].clid);
+    if (((j - h) & mask) >= ((j - i) & mask)) {
+      b->clid_tab[i] = b->clid_tab[j];
+      i = j;
+    }
+  }
+  b->clid_tab[i].clid = 0;
+  b->clid_tab[i].account = 0;
+  b->clid_tab[i].slot = NIL;
+}
+
+static inline uint32_t acct_find(const hg_book_t *b, hg_account_t account) {
+  for (uint64_t i = acct_home(b, account);; i = (i + 1) & b->acct_mask) {
+    const acct_ent_t *e = &b->acct_tab[i];
+    if (e->rec == NIL) return NIL;
+    if (e->account == account) return e->rec;
+  }
+}
+
+/* Takes a free record for account (caller checked capacity) and indexes it. */
+static uint32_t acct_add(hg_book_t *b, hg_account_t account) {
+  uint32_t r = b->acct_free;
+  acct_t *a = &b->accts[r];
+  b->acct_free = a->head;
+  a->account = account;
+  a->head = a->tail = NIL;
+  a->count = 0;
+  b->acct_count++;
+  uint64_t i = acct_home(b, account);
+  while (b->acct_tab[i].rec != NIL) i = (i + 1) & b->acct_mask;
+  b->acct_tab[i].account = account;
+  b->acct_tab[i].rec = r;
+  return r;
+}
+
+static void acct_remove(hg_book_t *b, uint32_t r) {
+  hg_account_t account = b->accts[r].account;
+  uint64_t mask = b->acct_mask;
+  uint64_t i = acct_home(b, account);
+  while (b->acct_tab[i].rec != r) i = (i + 1) & mask;
+  for (uint64_t j = (i + 1) & mask; b->acct_tab[j].rec != NIL; j = (j + 1) & mask) {
+    uint64_t h = acct_home(b, b->acct_tab[j].account);
+    if (((j - h) & mask) >= ((j - i) & mask)) {
+      b->acct_tab[i] = b->acct_tab[j];
+      i = j;
+    }
+  }
+  b->acct_tab[i].account = 0;
+  b->acct_tab[i].rec = NIL;
+  b->accts[r].account = 0;
+  b->accts[r].head = b->acct_free;
+  b->accts[r].tail = NIL;
+  b->acct_free = r;
+  b->acct_count--;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Events                                                                     */
+
+static inline void ev_init(const hg_book_t *b, hg_book_event_t *ev, uint8_t type, uint64_t ts) {
+  memset(ev, 0, sizeof *ev);
+  ev->type = type;
+  ev->instrument_id = b->params.instrument_id;
+  ev->ts = ts;
+}
+
+static inline hg_price_t level_price(const hg_book_t *b, int64_t idx) {
+  return b->params.min_price + idx;
+}
+
+static void emit_level(hg_book_t *b, int side, uint32_t idx, uint64_t ts) {
+  hg_book_event_t ev;
+  ev_init(b, &ev, HG_EV_LEVEL, ts);
+  ev.side = (uint8_t)side;
+  ev.price = level_price(b, idx);
+  ev.qty = b->levels[side][idx].qty;
+  b->sink(b->sink_ctx, &ev);
+}
+
+static void emit_reject(hg_book_t *b, uint8_t cmd, int reason, hg_oid_t id, uint64_t clid,
+                        hg_account_t account, uint8_t side, hg_price_t price, hg_qty_t qty,
+                        uint64_t ts) {
+  hg_book_event_t ev;
+  ev_init(b, &ev, HG_EV_REJECTED, ts);
+  ev.cmd = cmd;
+  ev.reason = (uint16_t)reason;
+  ev.order_id = id;
+  ev.client_order_id = clid;
+  ev.account = account;
+  ev.side = side;
+  ev.price = price;
+  ev.qty = qty;
+  b->sink(b->sink_ctx, &ev);
+}
+
+static void emit_order_cancel(hg_book_t *b, const order_t *o, int reason, uint64_t ts) {
+  hg_book_event_t ev;
+  ev_init(b, &ev, HG_EV_CANCELLED, ts);
+  ev.reason = (uint16_t)reason;
+  ev.order_id = o->id;
+  ev.client_order_id = o->clid;
+  ev.account = o->account;
+  ev.side = o->side;
+  ev.price = level_price(b, o->lvl);
+  ev.qty = o->leaves;
+  b->sink(b->sink_ctx, &ev);
+}
+
+static void emit_taker_cancel(hg_book_t *b, const struct taker *t, int reason) {
+  hg_book_event_t ev;
+  ev_init(b, &ev, HG_EV_CANCELLED, t->ts);
+  ev.reason = (uint16_t)reason;
+  ev.order_id = t->id;
+  ev.client_order_id = t->clid;
+  ev.account = t->account;
+  ev.side = t->side;
+  ev.price = t->price;
+  ev.qty = t->leaves;
+  b->sink(b->sink_ctx, &ev);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Resting orders                                                             */
+
+/* Unlinks a resting order from every structure and frees its slot. */
+static void order_remove(hg_book_t *b, uint32_t s) {
+  order_t *o = &b->pool[s];
+  int side = o->side;
+  level_t *lv = &b->levels[side][o->lvl];
+
+  if (o->lprev != NIL) b->pool[o->lprev].lnext = o->lnext;
+  else lv->head = o->lnext;
+  if (o->lnext != NIL) b->pool[o->lnext].lprev = o->lprev;
+  else lv->tail = o->lprev;
+  lv->qty -= o->leaves;
+  if (--lv->count == 0) {
+    bm_clear(&b->bm[side], o->lvl);
+    if (b->best[side] == (int64_t)o->lvl) b->best[side] = level_after(b, side, o->lvl);
+  }
+
+  acct_t *a = &b->accts[o->acct];
+  if (o->aprev != NIL) b->pool[o->aprev].anext = o->anext;
+  else a->head = o->anext;
+  if (o->anext != NIL) b->pool[o->anext].aprev = o->aprev;
+  else a->tail = o->aprev;
+  if (--a->count == 0) acct_remove(b, o->acct);
+
+  if (o->tprev != NIL) b->pool[o->tprev].tnext = o->tnext;
+  else b->thead = o->tnext;
+  if (o->tnext != NIL) b->pool[o->tnext].tprev = o->tprev;
+  else b->ttail = o->tprev;
+
+  oid_erase(b, o->id);
+  clid_erase(b, o->account, o->clid);
+
+  o->id = 0;
+  o->leaves = 0;
+  o->tnext = b->free_head;
+  b->free_head = s;
+  b->count--;
+}
+
+/* Puts an order at the back of its level, its account's list and the time
+ * list. The caller checked that a slot (and an account record) is free. */
+static void order_rest(hg_book_t *b, const struct taker *t) {
+  uint32_t s = b->free_head;
+  order_t *o = &b->pool[s];
+  b->free_head = o->tnext;
+  b->count++;
+
+  uint32_t r = acct_find(b, t->account);
+  if (r == NIL) r = acct_add(b, t->account);
+
+  uint32_t idx = (uint32_t)(t->price - b->params.min_price);
+  int side = t->side;
+  o->id = t->id;
+  o->clid = t->clid;
+  o->leaves = t->leaves;
+  o->qty = t->qty;
+  o->ts = t->ts;
+  o->account = t->account;
+  o->smp = t->smp;
+  o->lvl = idx;
+  o->side = t->side;
+  o->tif = t->tif;
+  o->stp = t->stp;
+  o->post_only = t->post_only;
+  o->acct = r;
+
+  level_t *lv = &b->levels[side][idx];
+  o->lnext = NIL;
+  if (lv->count == 0) {
+    o->lprev = NIL;
+    lv->head = s;
+  } else {
+    o->lprev = lv->tail;
+    b->pool[lv->tail].lnext = s;
+  }
+  lv->tail = s;
+  lv->qty += t->leaves;
+  if (lv->count++ == 0) {
+    bm_set(&b->bm[side], idx);
+    int64_t best = b->best[side];
+    if (best < 0 || (side == HG_SIDE_BUY ? (int64_t)idx > best : (int64_t)idx < best))
+      b->best[side] = idx;
+  }
+
+  acct_t *a = &b->accts[r];
+  o->anext = NIL;
+  o->aprev = a->tail;
+  if (a->tail != NIL) b->pool[a->tail].anext = s;
+  else a->head = s;
+  a->tail = s;
+  a->count++;
+
+  o->tnext = NIL;
+  o->tprev = b->ttail;
+  if (b->ttail != NIL) b->pool[b->ttail].tnext = s;
+  else b->thead = s;
+  b->ttail = s;
+
+  oid_insert(b, t->id, s);
+  clid_insert(b, t->account, t->clid, s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Validation helpers                                                         */
+
+static bool out_of_band(const hg_book_t *b, hg_price_t p) {
+  hg_price_t ref = b->params.ref_price;
+  uint32_t bps = b->params.band_bps;
+  if (bps == 0 || ref <= 0) return false;
+  __int128 d = (__int128)p - ref;
+  if (d < 0) d = -d;
+  return d * 10000 > (__int128)ref * bps;
+}
+
+static int price_reject(const hg_book_t *b, hg_price_t p) {
+  if (p < b->params.min_price || p > b->params.max_price) return HG_REJ_PRICE_OUT_OF_RANGE;
+  if (out_of_band(b, p)) return HG_REJ_PRICE_BAND;
+  return HG_REJ_NONE;
+}
+
+/* Would a limit at p on side cross the best opposite price? p is in range. */
+static inline bool would_cross(const hg_book_t *b, int side, hg_price_t p) {
+  int64_t opp = b->best[side ^ 1];
+  if (opp < 0) return false;
+  hg_price_t op = level_price(b, opp);
+  return side == HG_SIDE_BUY ? p >= op : p <= op;
+}
+
+static hg_price_t market_limit(const hg_book_t *b, int side) {
+  hg_price_t ref = b->params.ref_price;
+  int64_t bps = b->params.band_bps;
+  hg_price_t lo = b->params.min_price, hi = b->params.max_price;
+  if (bps == 0 || ref <= 0) return side == HG_SIDE_BUY ? hi : lo;
+  __int128 v;
+  if (side == HG_SIDE_BUY) {
+    v = (__int128)ref * (10000 + bps) / 10000; /* positive, so truncation is floor */
+  } else {
+    __int128 n = (__int128)ref * (10000 - bps);
+    v = n <= 0 ? 0 : (n + 9999) / 10000;
+  }
+  if (v < lo) return lo;
+  if (v > hi) return hi;
+  return (hg_price_t)v;
+}
+
+static inline uint8_t resolve_stp(const hg_book_t *b, uint8_t stp) {
+  return stp == HG_STP_DEFAULT ? b->stp_default : stp;
+}
+
+static inline bool self_match(const struct taker *t, const order_t *o) {
+  return t->account == o->account || (t->smp != 0 && t->smp == o->smp);
+}
+
+static inline bool crosses_level(const hg_book_t *b, const struct taker *t, int64_t idx) {
+  hg_price_t p = level_price(b, idx);
+  return t->side == HG_SIDE_BUY ? p <= t->price : p >= t->price;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matching                                                                   */
+
+/* Quantity a FOK order could execute now, capped at its qty. */
+static hg_qty_t fok_available(const hg_book_t *b, const struct taker *t) {
+  int opp = t->side ^ 1;
+  hg_qty_t need = t->qty, got = 0;
+  for (int64_t idx = b->best[opp]; idx >= 0 && crosses_level(b, t, idx);
+       idx = level_after(b, opp, idx)) {
+    const level_t *lv = &b->levels[opp][idx];
+    if (t->mode == HG_STP_NONE) {
+      if (lv->qty >= need - got) return need;
+      got += lv->qty;
+      continue;
+    }
+    for (uint32_t s = lv->head; s != NIL; s = b->pool[s].lnext) {
+      const order_t *o = &b->pool[s];
+      if (self_match(t, o)) {
+        if (t->mode == HG_STP_CANCEL_RESTING) continue;
+        return got;
+      }
+      if (o->leaves >= need - got) return need;
+      got += o->leaves;
+    }
+  }
+  return got;
+}
+
+/* Steps 5 and 6 of book.h for an accepted (or re-entering) order. */
+static void process(hg_book_t *b, struct taker *t) {
+  int opp = t->side ^ 1;
+  bool stopped = false;
+  level_t *levels = b->levels[opp];
+
+  while (t->leaves > 0) {
+    int64_t idx = b->best[opp];
+    if (idx < 0 || !crosses_level(b, t, idx)) break;
+    level_t *lv = &levels[idx];
+    hg_price_t px = level_price(b, idx);
+    /* Every order the walk passes leaves the level, so it always works on
+     * the head; only a CANCEL_INCOMING stop leaves the head in place. */
+    while (t->leaves > 0 && lv->count > 0) {
+      uint32_t s = lv->head;
+      order_t *o = &b->pool[s];
+      if (UNLIKELY(self_match(t, o)) && t->mode != HG_STP_NONE) {
+        if (t->mode == HG_STP_CANCEL_INCOMING) {
+          stopped = true;
+          break;
+        }
+        emit_order_cancel(b, o, HG_CXL_SELF_TRADE, t->ts);
+        order_remove(b, s);
+        if (t->mode == HG_STP_CANCEL_BOTH) {
+          stopped = true;
+          break;
+        }
+        continue;
+      }
+      hg_qty_t q = t->leaves < o->leaves ? t->leaves : o->leaves;
+      t->leaves -= q;
+      o->leaves -= q;
+      lv->qty -= q;
+
+      hg_book_event_t ev;
+      ev_init(b, &ev, HG_EV_FILL, t->ts);
+      ev.side = t->side;
+      ev.order_id = t->id;
+      ev.client_order_id = t->clid;
+      ev.account = t->account;
+      ev.maker_order_id = o->id;
+      ev.maker_client_order_id = o->clid;
+      ev.maker_account = o->account;
+      ev.price = px;
+      ev.qty = q;
+      ev.leaves = t->leaves;
+      ev.maker_leaves = o->leaves;
+      b->sink(b->sink_ctx, &ev);
+
+      if (o->leaves == 0) order_remove(b, s);
+    }
+    emit_level(b, opp, (uint32_t)idx, t->ts);
+    if (stopped) break;
+  }
+
+  if (stopped) {
+    emit_taker_cancel(b, t, HG_CXL_SELF_TRADE);
+  } else if (t->leaves > 0) {
+    if (t->tif >= HG_TIF_IOC) {
+      emit_taker_cancel(b, t, HG_CXL_IOC_REMAINDER);
+    } else {
+      order_rest(b, t);
+      emit_level(b, t->side, (uint32_t)(t->price - b->params.min_price), t->ts);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Public API                                                                 */
+
+static uint64_t pow2_at_least(uint64_t n) {
+  uint64_t c = 16;
+  while (c < n) c <<= 1;
+  return c;
+}
+
+static int log2u64(uint64_t c) {
+  return 63 - __builtin_clzll(c);
+}
+
+static bool params_valid(const hg_book_params_t *p) {
+  if (p->min_price < 1 || p->max_price < p->min_price) return false;
+  if ((uint64_t)(p->max_price - p->min_price) >= HG_BOOK_MAX_LEVELS) return false;
+  if (p->max_order_qty < 1 || p->max_orders < 1 || p->max_accounts < 1) return false;
+  if (p->ref_price < 0 || p->default_stp > HG_STP_NONE) return false;
+  /* Aggregates (a level, a FOK count) must not overflow. */
+  if ((__int128)p->max_order_qty * p->max_orders > INT64_MAX) return false;
+  return true;
+}
+
+int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *sink_ctx,
+                   hg_book_t **out) {
+  if (params == NULL || sink == NULL || out == NULL || !params_valid(params)) return HG_EINVAL;
+
+  hg_book_t *b = calloc(1, sizeof *b);
+  if (b == NULL) return -ENOMEM;
+  b->params = *params;
+  b->sink = sink;
+  b->sink_ctx = sink_ctx;
+  b->stp_default = params->default_stp == HG_STP_DEFAULT ? HG_STP_CANCEL_INCOMING
+                                                         : params->default_stp;
+  b->nlevels = (uint32_t)(params->max_price - params->min_price + 1);
+  b->best[0] = b->best[1] = -1;
+
+  uint64_t id_cap = pow2_at_least(2 * (uint64_t)params->max_orders);
+  uint64_t acct_cap = pow2_at_least(2 * (uint64_t)params->max_accounts);
+  b->id_mask = id_cap - 1;
+  b->id_shift = 64 - log2u64(id_cap);
+  b->acct_mask = acct_cap - 1;
+  b->acct_shift = 64 - log2u64(acct_cap);
+
+  bool ok = true;
+  for (int side = 0; side < 2; side++) {
+    b->levels[side] = calloc(b->nlevels, sizeof(level_t));
+    bitmap_t *bm = &b->bm[side];
+    bm->depth = bm_layout(b->nlevels, bm->nwords);
+    for (int k = 0; k < bm->depth; k++) {
+      bm->w[k] = calloc(bm->nwords[k], sizeof(uint64_t));
+      ok = ok && bm->w[k] != NULL;
+    }
+    ok = ok && b->levels[side] != NULL;
+  }
+  b->pool = calloc(params->max_orders, sizeof(order_t));
+  b->oid_tab = calloc(id_cap, sizeof(oid_ent_t));
+  b->clid_tab = calloc(id_cap, sizeof(clid_ent_t));
+  b->accts = calloc(params->max_accounts, sizeof(acct_t));
+  b->acct_tab = calloc(acct_cap, sizeof(acct_ent_t));
+  ok = ok && b->pool && b->oid_tab && b->clid_tab && b->accts && b->acct_tab;
+  if (!ok) {
+    hg_book_destroy(b);
+    return -ENOMEM;
+  }
+
+  for (uint32_t i = 0; i < params->max_orders; i++) {
+    b->pool[i].tnext = i + 1 < params->max_orders ? i + 1 : NIL;
+    b->pool[i].lprev = b->pool[i].lnext = NIL;
+  }
+  b->free_head = 0;
+  b->thead = b->ttail = NIL;
+  for (uint64_t i = 0; i < id_cap; i++) {
+    b->oid_tab[i].slot = NIL;
+    b->clid_tab[i].slot = NIL;
+  }
+  for (uint32_t i = 0; i < params->max_accounts; i++) {
+    b->accts[i].head = i + 1 < params->max_accounts ? i + 1 : NIL;
+    b->accts[i].tail = NIL;
+  }
+  b->acct_free = 0;
+  for (uint64_t i = 0; i < acct_cap; i++) b->acct_tab[i].rec = NIL;
+
+  *out = b;
+  return 0;
+}
+
+void hg_book_destroy(hg_book_t *b) {
+  if (b == NULL) return;
+  for (int side = 0; side < 2; side++) {
+    free(b->levels[side]);
+    for (int k = 0; k < BM_MAX_DEPTH; k++) free(b->bm[side].w[k]);
+  }
+  free(b->pool);
+  free(b->oid_tab);
+  free(b->clid_tab);
+  free(b->accts);
+  free(b->acct_tab);
+  free(b);
+}
+
+void hg_book_set_sink(hg_book_t *b, hg_book_sink_fn sink, void *sink_ctx) {
+  b->sink = sink;
+  b->sink_ctx = sink_ctx;
+}
+
+void hg_book_set_reference(hg_book_t *b, hg_price_t ref_price) {
+  b->params.ref_price = ref_price;
+}
+
+const hg_book_params_t *hg_book_params(const hg_book_t *b) {
+  return &b->params;
+}
+
+static int validate_new(const hg_book_t *b, const hg_order_new_t *o) {
+  if (o->side > HG_SIDE_SELL || o->type > HG_ORD_MARKET || o->tif > HG_TIF_FOK ||
+      o->stp > HG_STP_NONE || o->post_only > 1)
+    return HG_REJ_INVALID_FIELD;
+  if (o->type == HG_ORD_MARKET && o->tif <= HG_TIF_DAY) return HG_REJ_INVALID_TIF;
+  if (o->post_only && (o->tif >= HG_TIF_IOC || o->type == HG_ORD_MARKET))
+    return HG_REJ_INVALID_TIF;
+  if (o->order_id == 0) return HG_REJ_INVALID_FIELD;
+  if (o->qty <= 0) return HG_REJ_INVALID_QTY;
+  if (o->qty > b->params.max_order_qty) return HG_REJ_QTY_TOO_LARGE;
+  if (o->type == HG_ORD_LIMIT) {
+    int r = price_reject(b, o->price);
+    if (r != HG_REJ_NONE) return r;
+  }
+  if (oid_find(b, o->order_id) != NIL) return HG_REJ_DUPLICATE_ORDER_ID;
+  if (clid_find(b, o->account, o->client_order_id) != NIL) return HG_REJ_DUPLICATE_CLORDID;
+  if (o->post_only && would_cross(b, o->side, o->price)) return HG_REJ_POST_ONLY_WOULD_CROSS;
+  if (o->tif <= HG_TIF_DAY) {
+    if (b->count >= b->params.max_orders) return HG_REJ_BOOK_FULL;
+    if (b->acct_count >= b->params.max_accounts && acct_find(b, o->account) == NIL)
+      return HG_REJ_BOOK_FULL;
+  }
+  return HG_REJ_NONE;
+}
+
+void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
+  int rej = validate_new(b, o);
+  if (rej != HG_REJ_NONE) {
+    emit_reject(b, HG_CMD_NEW, rej, o->order_id, o->client_order_id, o->account, o->side,
+                o->price, o->qty, o->ts);
+    return;
+  }
+  struct taker t;
+  t.id = o->order_id;
+  t.clid = o->client_order_id;
+  t.account = o->account;
+  t.smp = o->smp_group;
+  t.price = o->type == HG_ORD_MARKET ? market_limit(b, o->side) : o->price;
+  t.qty = t.leaves = o->qty;
+  t.ts = o->ts;
+  t.side = o->side;
+  t.tif = o->tif;
+  t.stp = o->stp;
+  t.post_only = o->post_only;
+  t.mode = resolve_stp(b, o->stp);
+
+  hg_book_event_t ev;
+  ev_init(b, &ev, HG_EV_ACCEPTED, t.ts);
+  ev.order_id = t.id;
+  ev.client_order_id = t.clid;
+  ev.account = t.account;
+  ev.side = t.side;
+  ev.price = t.price;
+  ev.qty = t.qty;
+  ev.leaves = t.qty;
+  b->sink(b->sink_ctx, &ev);
+
+  if (t.tif == HG_TIF_FOK && fok_available(b, &t) < t.qty) {
+    emit_taker_cancel(b, &t, HG_CXL_FOK_UNFILLED);
+    return;
+  }
+  process(b, &t);
+}
+
+/* The order slot of order_id if account owns it, else NIL. */
+static inline uint32_t owned(const hg_book_t *b, hg_oid_t id, hg_account_t account) {
+  uint32_t s = oid_find(b, id);
+  if (s == NIL || b->pool[s].account != account) return NIL;
+  return s;
+}
+
+void hg_book_cancel(hg_book_t *b, hg_oid_t id, hg_account_t account, uint64_t ts) {
+  uint32_t s = owned(b, id, account);
+  if (s == NIL) {
+    emit_reject(b, HG_CMD_CANCEL, HG_REJ_UNKNOWN_ORDER, id, 0, account, 0, 0, 0, ts);
+    return;
+  }
+  order_t *o = &b->pool[s];
+  int side = o->side;
+  uint32_t idx = o->lvl;
+  emit_order_cancel(b, o, HG_CXL_USER, ts);
+  order_remove(b, s);
+  emit_level(b, side, idx, ts);
+}
+
+static int replace_reject(const hg_book_t *b, uint32_t s, hg_price_t new_price,
+                          hg_qty_t new_qty) {
+  if (s == NIL) return HG_REJ_UNKNOWN_ORDER;
+  if (new_qty <= 0) return HG_REJ_INVALID_QTY;
+  if (new_qty > b->params.max_order_qty) return HG_REJ_QTY_TOO_LARGE;
+  int r = price_reject(b, new_price);
+  if (r != HG_REJ_NONE) return r;
+  if (b->pool[s].post_only && would_cross(b, b->pool[s].side, new_price))
+    return HG_REJ_POST_ONLY_WOULD_CROSS;
+  return HG_REJ_NONE;
+}
+
+void hg_book_replace(hg_book_t *b, hg_oid_t id, hg_account_t account, hg_price_t new_price,
+                     hg_qty_t new_qty, uint64_t ts) {
+  uint32_t s = owned(b, id, account);
+  int rej = replace_reject(b, s, new_price, new_qty);
+  if (rej != HG_REJ_NONE) {
+    emit_reject(b, HG_CMD_REPLACE, rej, id, 0, account, 0, new_price, new_qty, ts);
+    return;
+  }
+
+  order_t *o = &b->pool[s];
+  int side = o->side;
+  uint32_t old_idx = o->lvl;
+  hg_book_event_t ev;
+  ev_init(b, &ev, HG_EV_REPLACED, ts);
+  ev.order_id = o->id;
+  ev.client_order_id = o->clid;
+  ev.account = o->account;
+  ev.side = o->side;
+  ev.price = new_price;
+  ev.qty = new_qty;
+  ev.leaves = new_qty;
+
+  if (new_price == level_price(b, old_idx) && new_qty <= o->leaves) {
+    b->levels[side][old_idx].qty -= o->leaves - new_qty;
+    o->leaves = new_qty;
+    o->qty = new_qty;
+    ev.priority_kept = 1;
+    b->sink(b->sink_ctx, &ev);
+    emit_level(b, side, old_idx, ts);
+    return;
+  }
+
+  struct taker t;
+  t.id = o->id;
+  t.clid = o->clid;
+  t.account = o->account;
+  t.smp = o->smp;
+  t.price = new_price;
+  t.qty = t.leaves = new_qty;
+  t.ts = ts;
+  t.side = o->side;
+  t.tif = o->tif;
+  t.stp = o->stp;
+  t.post_only = o->post_only;
+  t.mode = resolve_stp(b, o->stp);
+  b->sink(b->sink_ctx, &ev);
+  /* Freeing the slot guarantees the re-entry a slot and an account record. */
+  order_remove(b, s);
+  emit_level(b, side, old_idx, ts);
+  process(b, &t);
+}
+
+uint32_t hg_book_mass_cancel(hg_book_t *b, hg_account_t account, int sides, uint64_t ts) {
+  if (sides < HG_SIDES_BUY || sides > HG_SIDES_BOTH) return 0;
+  uint32_t r = acct_find(b, account);
+  if (r == NIL) return 0;
+  uint32_t n = 0;
+  uint32_t s = b->accts[r].head;
+  while (s != NIL) {
+    order_t *o = &b->pool[s];
+    /* Captured first: removing the last order releases the account record. */
+    uint32_t next = o->anext;
+    if (sides == HG_SIDES_BOTH || sides == o->side) {
+      int side = o->side;
+      uint32_t idx = o->lvl;
+      emit_order_cancel(b, o, HG_CXL_MASS_CANCEL, ts);
+      order_remove(b, s);
+      emit_level(b, side, idx, ts);
+      n++;
+    }
+    s = next;
+  }
+  return n;
+}
+
+uint32_t hg_book_expire_day(hg_book_t *b, uint64_t ts) {
+  uint32_t n = 0;
+  uint32_t s = b->thead;
+  while (s != NIL) {
+    order_t *o = &b->pool[s];
+    uint32_t next = o->tnext;
+    if (o->tif == HG_TIF_DAY) {
+      int side = o->side;
+      uint32_t idx = o->lvl;
+      emit_order_cancel(b, o, HG_CXL_EXPIRY, ts);
+      order_remove(b, s);
+      emit_level(b, side, idx, ts);
+      n++;
+    }
+    s = next;
+  }
+  return n;
+}
+
+int hg_book_best(const hg_book_t *b, hg_side_t side, hg_price_t *price, hg_qty_t *qty) {
+  if ((unsigned)side > HG_SIDE_SELL || b->best[side] < 0) return HG_ENOTFOUND;
+  int64_t idx = b->best[side];
+  if (price != NULL) *price = level_price(b, idx);
+  if (qty != NULL) *qty = b->levels[side][idx].qty;
+  return 0;
+}
+
+hg_qty_t hg_book_qty_at(const hg_book_t *b, hg_side_t side, hg_price_t price) {
+  if ((unsigned)side > HG_SIDE_SELL || price < b->params.min_price || price > b->params.max_price)
+    return 0;
+  return b->levels[side][price - b->params.min_price].qty;
+}
+
+size_t hg_book_depth(const hg_book_t *b, hg_side_t side, hg_book_level_t *out, size_t n) {
+  if ((unsigned)side > HG_SIDE_SELL) return 0;
+  size_t k = 0;
+  for (int64_t idx = b->best[side]; idx >= 0 && k < n; idx = level_after(b, side, idx)) {
+    const level_t *lv = &b->levels[side][idx];
+    out[k].price = level_price(b, idx);
+    out[k].qty = lv->qty;
+    out[k].orders = lv->count;
+    k++;
+  }
+  return k;
+}
+
+static void order_export(const hg_book_t *b, const order_t *o, hg_book_order_t *out) {
+  memset(out, 0, sizeof *out);
+  out->order_id = o->id;
+  out->client_order_id = o->clid;
+  out->account = o->account;
+  out->smp_group = o->smp;
+  out->price = level_price(b, o->lvl);
+  out->qty = o->qty;
+  out->leaves = o->leaves;
+  out->ts = o->ts;
+  out->side = o->side;
+  out->tif = o->tif;
+  out->stp = o->stp;
+  out->post_only = o->post_only;
+}
+
+int hg_book_find(const hg_book_t *b, hg_oid_t id, hg_account_t account, hg_book_order_t *out) {
+  uint32_t s = owned(b, id, account);
+  if (s == NIL) return HG_ENOTFOUND;
+  if (out != NULL) order_export(b, &b->pool[s], out);
+  return 0;
+}
+
+uint32_t hg_book_order_count(const hg_book_t *b) {
+  return b->count;
+}
+
+void hg_book_foreach(const hg_book_t *b, void (*fn)(void *ctx, const hg_book_order_t *o),
+                     void *ctx) {
+  for (uint32_t s = b->thead; s != NIL;) {
+    uint32_t next = b->pool[s].tnext;
+    hg_book_order_t o;
+    order_export(b, &b->pool[s], &o);
+    fn(ctx, &o);
+    s = next;
+  }
+}
+
+int hg_book_restore(hg_book_t *b, const hg_book_order_t *o) {
+  if (o == NULL || o->order_id == 0 || o->side > HG_SIDE_SELL || o->tif > HG_TIF_DAY ||
+      o->stp > HG_STP_NONE || o->post_only > 1 || o->leaves <= 0 || o->leaves > o->qty ||
+      o->qty > b->params.max_order_qty || o->price < b->params.min_price ||
+      o->price > b->params.max_price)
+    return HG_EINVAL;
+  if (would_cross(b, o->side, o->price)) return HG_EINVAL;
+  if (oid_find(b, o->order_id) != NIL || clid_find(b, o->account, o->client_order_id) != NIL)
+    return HG_EEXISTS;
+  if (b->count >= b->params.max_orders) return HG_EFULL;
+  if (b->acct_count >= b->params.max_accounts && acct_find(b, o->account) == NIL) return HG_EFULL;
+  struct taker t;
+  t.id = o->order_id;
+  t.clid = o->client_order_id;
+  t.account = o->account;
+  t.smp = o->smp_group;
+  t.price = o->price;
+  t.qty = o->qty;
+  t.leaves = o->leaves;
+  t.ts = o->ts;
+  t.side = o->side;
+  t.tif = o->tif;
+  t.stp = o->stp;
+  t.post_only = o->post_only;
+  t.mode = resolve_stp(b, o->stp);
+  order_rest(b, &t);
+  return 0;
+}
+
+const char *hg_reject_str(int reason) {
+  switch (reason) {
+#define HG_REJECT_STR(name, num, msg) \
+  case num:                           \
+    return msg;
+    HG_REJECT_MAP(HG_REJECT_STR)
+#undef HG_REJECT_STR
+  default:
+    return "unknown";
+  }
+}
+
+const char *hg_cancel_reason_str(int reason) {
+  switch (reason) {
+#define HG_CANCEL_STR(name, num, msg) \
+  case num:                           \
+    return msg;
+    HG_CANCEL_MAP(HG_CANCEL_STR)
+#undef HG_CANCEL_STR
+  default:
+    return "unknown";
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Consistency check (tests)                                                  */
+
+int hg_book_check(const hg_book_t *b) {
+  uint32_t total = 0;
+  for (int side = 0; side < 2; side++) {
+    const bitmap_t *bm = &b->bm[side];
+    int64_t first = -1, last = -1;
+    /* Small books: every level. Wide ones: the levels the bitmap marks;
+     * orders outside them are caught by the time-list walk below. */
+    bool full = b->nlevels <= (1u << 16);
+    for (int64_t ii = full ? 0 : bm_next(bm, 0); ii >= 0 && ii < (int64_t)b->nlevels;
+         ii = full ? ii + 1 : ((uint64_t)ii + 1 < b->nlevels ? bm_next(bm, (uint64_t)ii + 1) : -1)) {
+      uint32_t i = (uint32_t)ii;
+      const level_t *lv = &b->levels[side][i];
+      hg_qty_t sum = 0;
+      uint32_t n = 0, prev = NIL;
+      for (uint32_t s = lv->count ? lv->head : NIL; s != NIL; s = b->pool[s].lnext) {
+        const order_t *o = &b->pool[s];
+        if (o->lprev != prev) return -1;
+        if (o->side != side || o->lvl != i || o->leaves <= 0 || o->leaves > o->qty) return -2;
+        if (n++ > b->params.max_orders) return -3;
+        sum += o->leaves;
+        prev = s;
+      }
+      if (n > 0 && lv->tail != prev) return -4;
+      if (sum != lv->qty || n != lv->count) return -5;
+      if (bm_test(bm, i) != (n > 0)) return -6;
+      if (n > 0) {
+        if (first < 0) first = i;
+        last = i;
+      }
+      total += n;
+    }
+    /* Upper bitmap levels: bit set exactly when the word below is non-zero. */
+    for (int k = 1; k < bm->depth; k++)
+      for (uint32_t w = 0; w < bm->nwords[k - 1]; w++) {
+        bool set = (bm->w[k][w >> 6] >> (w & 63)) & 1u;
+        if (set != (bm->w[k - 1][w] != 0)) return -7;
+      }
+    int64_t want = side == HG_SIDE_BUY ? last : first;
+    if (b->best[side] != want) return -8;
+  }
+  if (b->best[0] >= 0 && b->best[1] >= 0 && b->best[0] >= b->best[1]) return -9;
+  if (total != b->count) return -10;
+
+  uint32_t n = 0, prev = NIL;
+  for (uint32_t s = b->thead; s != NIL; s = b->pool[s].tnext) {
+    const order_t *o = &b->pool[s];
+    if (o->tprev != prev || ++n > b->count) return -11;
+    if (oid_find(b, o->id) != s || clid_find(b, o->account, o->clid) != s) return -12;
+    if (acct_find(b, o->account) != o->acct) return -13;
+    if (!bm_test(&b->bm[o->side], o->lvl)) return -6;
+    prev = s;
+  }
+  if (n != b->count || b->ttail != prev) return -14;
+
+  uint32_t accounts = 0, in_accounts = 0;
+  for (uint32_t r = 0; r < b->params.max_accounts; r++) {
+    const acct_t *a = &b->accts[r];
+    if (a->count == 0) continue;
+    accounts++;
+    if (acct_find(b, a->account) != r) return -15;
+    uint32_t c = 0;
+    prev = NIL;
+    for (uint32_t s = a->head; s != NIL; s = b->pool[s].anext) {
+      const order_t *o = &b->pool[s];
+      if (o->aprev != prev || o->acct != r || o->account != a->account) return -16;
+      if (++c > a->count) return -17;
+      prev = s;
+    }
+    if (c != a->count || a->tail != prev) return -17;
+    in_accounts += c;
+  }
+  if (accounts != b->acct_count || in_accounts != b->count) return -18;
+
+  uint32_t free_n = 0;
+  for (uint32_t s = b->free_head; s != NIL; s = b->pool[s].tnext)
+    if (++free_n > b->params.max_orders || b->pool[s].id != 0) return -19;
+  if (free_n + b->count != b->params.max_orders) return -20;
+
+  uint64_t used_oid = 0, used_clid = 0;
+  for (uint64_t i = 0; i <= b->id_mask; i++) {
+    used_oid += b->oid_tab[i].id != 0;
+    used_clid += b->clid_tab[i].slot != NIL;
+  }
+  if (used_oid != b->count || used_clid != b->count) return -21;
+  uint64_t used_acct = 0;
+  for (uint64_t i = 0; i <= b->acct_mask; i++) used_acct += b->acct_tab[i].rec != NIL;
+  if (used_acct != b->acct_count) return -22;
+  return 0;
+}

@@ -1,0 +1,18 @@
+/*
+ * book_internal.h - debugging hooks of the order book, for tests only.
+ */
+#ifndef HOURGLASS_BOOK_INTERNAL_H
+#define HOURGLASS_BOOK_INTERNAL_H
+
+#include "hourglass/book.h"
+
+/*
+ * Walks every internal structure of the book (levels, bitmaps, best prices,
+ * FIFOs, per-account and time lists, id tables, free list) and checks that
+ * they agree. Returns 0, or a negative number naming the first broken
+ * invariant (see book.c). Cost is linear in the price range and the pool.
+ * Same thread rules as every other book function.
+ */
+int hg_book_check(const hg_book_t *book);
+
+#endif /* HOURGLASS_BOOK_INTERNAL_H */
