@@ -79,6 +79,7 @@ typedef struct workload {
   msg_t *m;
   size_t n;
   uint32_t peak_live; /* most live resting orders at any time */
+  uint32_t pool;      /* max_orders of every book that runs it */
   uint32_t band_bps;
   hg_price_t ref0;
   size_t count[M_KINDS];
@@ -319,16 +320,20 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
   g.price = xcalloc(g.cap, sizeof *g.price);
   g.leaves = xcalloc(g.cap, sizeof *g.leaves);
   g.live = xcalloc(g.cap, sizeof *g.live);
-  hg_book_params_t bp = book_params(w, (uint32_t)(n + 1));
+  uint32_t target = sc->target_live;
+  if (target > n / 10) target = (uint32_t)(n / 10);
+  if (target < 100) target = 100;
+  /* Three times what the makers aim for: the pool never fills (the book's
+   * rejects are counted and would show it), and every book that replays this
+   * workload gets the same pool, so the same events. */
+  w->pool = 3 * target + 4096;
+  hg_book_params_t bp = book_params(w, w->pool);
   int rc = hg_book_create(&bp, gen_sink, &g, &g.book);
   if (rc != 0) {
     fprintf(stderr, "bench_engine: hg_book_create failed: %d\n", rc);
     return rc;
   }
 
-  uint32_t target = sc->target_live;
-  if (target > n / 10) target = (uint32_t)(n / 10);
-  if (target < 100) target = 100;
   const double dt = 1.0 / (double)n;
   const double theta = 2.0; /* the noise mean-reverts about twice a day */
   const double sig_step = sc->noise * sqrt(2.0 * theta) * sqrt(dt);
@@ -614,7 +619,7 @@ static hg_book_t *make_book(const workload_t *w, uint32_t max_orders, hg_book_si
   return b;
 }
 
-static uint32_t pool_size(const workload_t *w) { return w->peak_live + 1024; }
+static uint32_t pool_size(const workload_t *w) { return w->pool; }
 
 static double cpu_s(void) {
   struct timespec ts;
