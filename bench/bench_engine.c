@@ -79,7 +79,7 @@ typedef struct workload {
   msg_t *m;
   size_t n;
   uint32_t peak_live; /* most live resting orders at any time */
-  uint32_t pool;      /* max_orders of every book that runs it */
+  uint32_t pool;      /* max_orders of the books that replay it */
   uint32_t band_bps;
   hg_price_t ref0;
   size_t count[M_KINDS];
@@ -323,11 +323,11 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
   uint32_t target = sc->target_live;
   if (target > n / 10) target = (uint32_t)(n / 10);
   if (target < 100) target = 100;
-  /* Three times what the makers aim for: the pool never fills (the book's
-   * rejects are counted and would show it), and every book that replays this
-   * workload gets the same pool, so the same events. */
-  w->pool = 3 * target + 4096;
-  hg_book_params_t bp = book_params(w, w->pool);
+  /* The generator's pool: three times what the makers aim for, never full.
+   * The replaying books get the peak live count plus a quarter: as neither
+   * pool ever fills, both see the same events (HG_REJ_BOOK_FULL is the only
+   * outcome max_orders decides). */
+  hg_book_params_t bp = book_params(w, 3 * target + 4096);
   int rc = hg_book_create(&bp, gen_sink, &g, &g.book);
   if (rc != 0) {
     fprintf(stderr, "bench_engine: hg_book_create failed: %d\n", rc);
@@ -463,6 +463,7 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
   w->m[n - 1].kind = M_EXPIRE;
   w->count[M_EXPIRE]++;
   w->peak_live = g.peak_live;
+  w->pool = g.peak_live + g.peak_live / 4 + 1024;
 
   hg_book_destroy(g.book);
   free(g.state);
@@ -763,7 +764,7 @@ static void explain_difference(const workload_t *w, size_t prefix, uint64_t neve
 }
 
 /* The reference book on a prefix, stopped after budget_s; then the real book
- * on exactly that prefix, best of three. */
+ * on exactly that prefix, best of five. */
 static void run_reference(const workload_t *w, size_t max_prefix, double budget_s,
                           refcmp_t *out) {
   size_t n = w->n < max_prefix ? w->n : max_prefix;
@@ -789,7 +790,7 @@ static void run_reference(const workload_t *w, size_t max_prefix, double budget_
 
   double best = 0;
   hashsink_t hb = {0, 0};
-  for (int r = 0; r < 3; r++) {
+  for (int r = 0; r < 5; r++) {
     hb.h = hb.n = 0;
     hg_book_t *b = make_book(w, pool_size(w), hash_sink, &hb);
     double s0 = now_s();
