@@ -352,8 +352,10 @@ void ref_book_set_reference(ref_book_t *b, hg_price_t ref_price) { b->params.ref
 
 /* Step 1: the reject reason of a new order, or HG_REJ_NONE. */
 static int validate_new(const ref_book_t *b, const hg_order_new_t *o) {
+  /* post_only is documented as "0 or 1": any other value is a field out of
+   * range too, checked with the other enumerations. */
   if (o->side > HG_SIDE_SELL || o->type > HG_ORD_MARKET || o->tif > HG_TIF_FOK ||
-      o->stp > HG_STP_NONE)
+      o->stp > HG_STP_NONE || o->post_only > 1)
     return HG_REJ_INVALID_FIELD;
   if (o->type == HG_ORD_MARKET && (o->tif == HG_TIF_GTC || o->tif == HG_TIF_DAY))
     return HG_REJ_INVALID_TIF;

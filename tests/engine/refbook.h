@@ -52,6 +52,7 @@ void ref_book_submit(ref_book_t *book, const hg_order_new_t *order);
 void ref_book_cancel(ref_book_t *book, hg_oid_t order_id, hg_account_t account, uint64_t ts);
 void ref_book_replace(ref_book_t *book, hg_oid_t order_id, hg_account_t account,
                       hg_price_t new_price, hg_qty_t new_qty, uint64_t ts);
+/* A sides value other than HG_SIDES_BUY/SELL/BOTH cancels nothing (as book.c). */
 uint32_t ref_book_mass_cancel(ref_book_t *book, hg_account_t account, int sides, uint64_t ts);
 uint32_t ref_book_expire_day(ref_book_t *book, uint64_t ts);
 

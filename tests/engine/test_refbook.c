@@ -384,6 +384,7 @@ static void validation_order(void **state) {
   TRY((o.side = 2), HG_REJ_INVALID_FIELD);
   TRY((o.tif = 4), HG_REJ_INVALID_FIELD);
   TRY((o.type = 2), HG_REJ_INVALID_FIELD);
+  TRY((o.post_only = 2, o.type = HG_ORD_MARKET), HG_REJ_INVALID_FIELD);
   TRY((o.type = HG_ORD_MARKET, o.tif = HG_TIF_DAY, o.order_id = 0), HG_REJ_INVALID_TIF);
   TRY((o.post_only = 1, o.tif = HG_TIF_IOC), HG_REJ_INVALID_TIF);
   TRY((o.order_id = 0, o.qty = 0), HG_REJ_INVALID_FIELD);
@@ -505,6 +506,9 @@ static void mass_cancel_and_expiry_in_time_order(void **state) {
          CXL(6, 1, B, 98, 6, HG_CXL_MASS_CANCEL), LVL(B, 98, 0),
          CXL(1, 1, B, 100, 7, HG_CXL_MASS_CANCEL), LVL(B, 100, 3));
   assert_int_equal(ref_book_mass_cancel(f.book, 3, HG_SIDES_BOTH, ++f.ts), 0);
+  EXPECT_NONE(&f);
+  assert_int_equal(ref_book_mass_cancel(f.book, 2, 3, ++f.ts), 0); /* no such side filter */
+  assert_int_equal(ref_book_mass_cancel(f.book, 2, -1, ++f.ts), 0);
   EXPECT_NONE(&f);
   assert_int_equal(ref_book_expire_day(f.book, ++f.ts), 1);
   EXPECT(&f, CXL(5, 2, S, 111, 5, HG_CXL_EXPIRY), LVL(S, 111, 0));
