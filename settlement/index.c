@@ -435,6 +435,7 @@ static void compute_tier(work_t *w, int tier, hg_index_tier_stats_t *st) {
       cum += w->items[k].weight;
       if (2 * cum >= total) {
         st->bucket[h] = w->items[k].price;
+        st->bucket_sample[h] = w->items[k].idx;
         break;
       }
     }

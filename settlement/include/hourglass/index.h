@@ -274,6 +274,7 @@ typedef struct hg_index_tier_stats {
   int64_t value;      /* I_d of this tier (0 when no bucket) */
   int64_t bucket[HG_INDEX_HOURS];   /* bucket values; 0 where empty */
   uint32_t bucket_n[HG_INDEX_HOURS]; /* samples per bucket */
+  uint32_t bucket_sample[HG_INDEX_HOURS]; /* sample whose price is the bucket value */
   uint32_t reason_count[HG_INDEX_REASON_COUNT];
 } hg_index_tier_stats_t;
 
