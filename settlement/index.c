@@ -227,11 +227,19 @@ static bool in_window(const work_t *w, size_t i) {
   return ts >= w->day_start && ts < w->day_start + SECONDS_PER_DAY;
 }
 
-/* Interns the providers of in-window samples and ranks them by bytes. */
+/* Interns the providers of in-window samples and ranks them by bytes. The
+ * table grows with the number of distinct providers (hundreds, not the
+ * sample count), so it stays in cache. */
 static int intern_providers(work_t *w) {
-  size_t cap = pow2_at_least(w->n * 2 + 2);
+  size_t cap = 1024;
   uint32_t *slot = calloc(cap, sizeof *slot); /* id + 1, 0 = empty */
   if (slot == NULL) return -ENOMEM;
+  size_t names_cap = 256;
+  w->names = malloc(names_cap * sizeof *w->names);
+  if (w->names == NULL) {
+    free(slot);
+    return -ENOMEM;
+  }
   uint32_t n_prov = 0;
   for (size_t i = 0; i < w->n; i++) {
     if (!in_window(w, i)) continue;
@@ -239,8 +247,35 @@ static int intern_providers(work_t *w) {
     size_t h = (size_t)hash_str(p) & (cap - 1);
     while (slot[h] != 0 && strcmp(w->names[slot[h] - 1], p) != 0) h = (h + 1) & (cap - 1);
     if (slot[h] == 0) {
+      if (n_prov == names_cap) {
+        const char **nn = realloc(w->names, 2 * names_cap * sizeof *nn);
+        if (nn == NULL) {
+          free(slot);
+          return -ENOMEM;
+        }
+        w->names = nn;
+        names_cap *= 2;
+      }
       w->names[n_prov] = p;
       slot[h] = ++n_prov;
+      if ((size_t)n_prov * 2 > cap) { /* rehash at half load */
+        size_t ncap = cap * 2;
+        uint32_t *ns = calloc(ncap, sizeof *ns);
+        if (ns == NULL) {
+          free(slot);
+          return -ENOMEM;
+        }
+        for (uint32_t id = 0; id < n_prov; id++) {
+          size_t k = (size_t)hash_str(w->names[id]) & (ncap - 1);
+          while (ns[k] != 0) k = (k + 1) & (ncap - 1);
+          ns[k] = id + 1;
+        }
+        free(slot);
+        slot = ns;
+        cap = ncap;
+        w->prov[i] = n_prov - 1;
+        continue;
+      }
     }
     w->prov[i] = slot[h] - 1;
   }
@@ -536,21 +571,21 @@ int hg_index_fix(const hg_index_config_t *cfg, const hg_index_registry_t *reg,
   work_t w = {.s = samples, .n = n, .cfg = cfg, .day_start = (int64_t)day * SECONDS_PER_DAY};
   size_t m = n ? n : 1;
   w.prov = malloc(m * sizeof *w.prov);
-  w.names = malloc(m * sizeof *w.names);
-  w.graded = malloc(m);
   w.base = malloc(m);
   w.reason = malloc(m);
   w.weight = malloc(m * sizeof *w.weight);
   w.elig = malloc(m * sizeof *w.elig);
   w.keys = malloc(m * sizeof *w.keys);
   w.tmp = malloc(m * sizeof *w.tmp);
-  w.vprov = malloc(m * sizeof *w.vprov);
   w.items = malloc(m * sizeof *w.items);
   int rc = -ENOMEM;
-  if (!w.prov || !w.names || !w.graded || !w.base || !w.reason || !w.weight || !w.elig ||
-      !w.keys || !w.tmp || !w.vprov || !w.items)
+  if (!w.prov || !w.base || !w.reason || !w.weight || !w.elig || !w.keys || !w.tmp || !w.items)
     goto fail;
   if ((rc = intern_providers(&w))) goto fail;
+  rc = -ENOMEM;
+  w.graded = malloc(w.n_prov + 1);
+  w.vprov = malloc((w.n_prov + 1) * sizeof *w.vprov);
+  if (!w.graded || !w.vprov) goto fail;
   if ((rc = base_eligibility(&w, reg, gpu, grade, day))) goto fail;
 
   memcpy(out->methodology, HG_INDEX_METHODOLOGY, sizeof HG_INDEX_METHODOLOGY);
