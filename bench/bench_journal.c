@@ -285,15 +285,15 @@ int main(int argc, char **argv) {
   double raw50, raw99;
   run_raw(dir, raw_n, &raw50, &raw99);
 
-  printf("group commit (io_uring): %llu records, %.0f records/batch on average\n",
+  printf("group commit (io_uring): %llu records, %.0f records per writer wake-up on average\n",
          (unsigned long long)g.records, g.avg_batch);
-  printf("group commit (fallback): %llu records, %.0f records/batch on average\n",
+  printf("group commit (fallback): %llu records, %.0f records per writer wake-up on average\n",
          (unsigned long long)fb.records, fb.avg_batch);
   printf("RESULT journal.durable_cmds_per_s %.0f cmd/s\n", g.cmds_per_s);
   printf("RESULT journal.fallback_durable_cmds_per_s %.0f cmd/s\n", fb.cmds_per_s);
   printf("RESULT journal.single_cmds_per_s %.0f cmd/s\n", single);
   printf("RESULT journal.group_vs_single_ratio %.1f x\n", g.cmds_per_s / single);
-  printf("group commit at %u cmd/s offered: %llu records, %.0f records/batch on average\n", LAT_RATE,
+  printf("group commit at %u cmd/s offered: %llu records, %.0f records per writer wake-up on average\n", LAT_RATE,
          (unsigned long long)lr.records, lr.avg_batch);
   printf("RESULT journal.ack_saturated_p50_us %.0f us\n", sat50);
   printf("RESULT journal.ack_saturated_p99_us %.0f us\n", sat99);

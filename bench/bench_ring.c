@@ -4,7 +4,8 @@
  * Throughput: one producer thread pushes 64-byte messages as fast as it can
  * (retrying on HG_EBUSY), one consumer drains in batches; each pinned to
  * one of the first two CPUs. Reported for the MPSC ring (one producer) and
- * the SPSC ring.
+ * the SPSC ring, and for the MPSC ring with a blocking consumer (producer
+ * notifies a spin-0 waiter after every push: the cost of hg_waiter_notify).
  *
  * Hand-off latency: the producer writes CLOCK_MONOTONIC into the message
  * just before the push, the consumer reads the clock right after the pop;
@@ -90,10 +91,18 @@ static void *producer(void *arg) {
   return NULL;
 }
 
-static double throughput(int spsc, uint64_t n) {
+static uint64_t block_wakeups;
+
+/* blocking: the producer notifies a spin-0 waiter after every push and the
+ * consumer sleeps on it when the ring is empty (MPSC only). */
+static double throughput(int spsc, int blocking, uint64_t n) {
   job_t j = {.n = n};
   if (spsc ? hg_spsc_ring_create(CAP, MSG, &j.spsc) : hg_mpsc_ring_create(CAP, MSG, &j.mpsc)) {
     fprintf(stderr, "bench_ring: ring create failed\n");
+    exit(1);
+  }
+  if (blocking && hg_waiter_create(0, 0, &j.w) != 0) {
+    fprintf(stderr, "bench_ring: waiter create failed\n");
     exit(1);
   }
   pthread_t t;
@@ -108,7 +117,10 @@ static double throughput(int spsc, uint64_t n) {
     size_t k = spsc ? hg_spsc_ring_pop_batch(j.spsc, buf, BATCH, NULL)
                     : hg_mpsc_ring_pop_batch(j.mpsc, buf, BATCH, NULL);
     if (k == 0) {
-      relax_n(&spins);
+      if (j.w != NULL)
+        (void)hg_mpsc_ring_wait(j.mpsc, j.w, -1);
+      else
+        relax_n(&spins);
       continue;
     }
     uint64_t idx;
@@ -119,6 +131,8 @@ static double throughput(int spsc, uint64_t n) {
   int64_t t1 = now_ns();
   pthread_join(t, NULL);
   if (sum == 0 && n > BATCH) fprintf(stderr, "bench_ring: no data seen\n");
+  if (j.w != NULL) block_wakeups = hg_waiter_wakeups(j.w);
+  hg_waiter_destroy(j.w);
   hg_spsc_ring_destroy(j.spsc);
   hg_mpsc_ring_destroy(j.mpsc);
   return (double)n * 1e9 / (double)(t1 - t0);
@@ -182,14 +196,17 @@ int main(int argc, char **argv) {
   uint64_t n_busy = quick ? 50000 : 500000;
   uint64_t n_block = quick ? 5000 : 50000;
 
-  double mpsc = throughput(0, n_tp);
-  double spsc = throughput(1, n_tp);
+  double mpsc = throughput(0, 0, n_tp);
+  double spsc = throughput(1, 0, n_tp);
+  double mpsc_block = throughput(0, 1, n_tp);
   int64_t b50, b99, b999, k50, k99, k999;
   latency(0, n_busy, 1000, &b50, &b99, &b999);
   latency(1, n_block, 50000, &k50, &k99, &k999);
 
   printf("# %llu x %d-byte messages, ring of %d slots, producer cpu0, consumer cpu1\n",
          (unsigned long long)n_tp, MSG, CAP);
+  printf("# blocking-consumer throughput run: %llu futex wakes for %llu messages\n",
+         (unsigned long long)block_wakeups, (unsigned long long)n_tp);
   printf("# busy-poll hand-off: p50 %lld ns, p99 %lld ns, p99.9 %lld ns (%llu samples)\n",
          (long long)b50, (long long)b99, (long long)b999, (unsigned long long)n_busy);
   printf("# blocking hand-off (spin 0, futex): p50 %lld ns, p99 %lld ns, p99.9 %lld ns "
@@ -197,6 +214,7 @@ int main(int argc, char **argv) {
          (long long)k50, (long long)k99, (long long)k999, (unsigned long long)n_block);
   printf("RESULT ring.msgs_per_s %.0f msg/s\n", mpsc);
   printf("RESULT ring.spsc_msgs_per_s %.0f msg/s\n", spsc);
+  printf("RESULT ring.block_msgs_per_s %.0f msg/s\n", mpsc_block);
   printf("RESULT ring.handoff_p50_ns %lld ns\n", (long long)b50);
   printf("RESULT ring.handoff_p99_ns %lld ns\n", (long long)b99);
   printf("RESULT ring.handoff_block_p50_ns %lld ns\n", (long long)k50);

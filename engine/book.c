@@ -234,12 +234,24 @@ static inline int64_t level_after(const hg_book_t *b, int side, int64_t idx) {
 /* ------------------------------------------------------------------------ */
 /* Hash tables                                                                */
 
+/*
+ * Ids are hashed in blocks of ID_BLOCK consecutive values: the block number
+ * goes through the multiplicative hash, the low bits pick the entry inside
+ * the block. Ids are usually handed out in sequence, so the live orders'
+ * entries share cache lines (four 16-byte entries per line) instead of
+ * costing one miss each, while unrelated blocks still spread evenly.
+ */
+#define ID_BLOCK_BITS 2
+#define ID_BLOCK_MASK ((1u << ID_BLOCK_BITS) - 1)
+
 static inline uint64_t oid_home(const hg_book_t *b, hg_oid_t id) {
-  return (id * HASH_MUL) >> b->id_shift;
+  return (((id >> ID_BLOCK_BITS) * HASH_MUL) >> b->id_shift << ID_BLOCK_BITS) |
+         (id & ID_BLOCK_MASK);
 }
 
 static inline uint64_t clid_home(const hg_book_t *b, hg_account_t account, uint64_t clid) {
-  return ((clid * HASH_MUL) ^ ((uint64_t)account * HASH_MUL2)) * HASH_MUL >> b->id_shift;
+  uint64_t k = ((clid >> ID_BLOCK_BITS) * HASH_MUL) ^ ((uint64_t)account * HASH_MUL2);
+  return ((k * HASH_MUL) >> b->id_shift << ID_BLOCK_BITS) | (clid & ID_BLOCK_MASK);
 }
 
 static inline uint64_t acct_home(const hg_book_t *b, hg_account_t account) {
@@ -717,7 +729,7 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
   uint64_t id_cap = pow2_at_least(2 * (uint64_t)params->max_orders);
   uint64_t acct_cap = pow2_at_least(2 * (uint64_t)params->max_accounts);
   b->id_mask = id_cap - 1;
-  b->id_shift = 64 - log2u64(id_cap);
+  b->id_shift = 64 - (log2u64(id_cap) - ID_BLOCK_BITS);
   b->acct_mask = acct_cap - 1;
   b->acct_shift = 64 - log2u64(acct_cap);
 
@@ -817,6 +829,10 @@ static int validate_new(const hg_book_t *b, const hg_order_new_t *o) {
 }
 
 void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
+  /* Both id lookups usually miss the cache; start them together so the
+   * misses overlap instead of adding up. */
+  __builtin_prefetch(&b->oid_tab[oid_home(b, o->order_id)]);
+  __builtin_prefetch(&b->clid_tab[clid_home(b, o->account, o->client_order_id)]);
   int rej = validate_new(b, o);
   if (rej != HG_REJ_NONE) {
     emit_reject(b, HG_CMD_NEW, rej, o->order_id, o->client_order_id, o->account, o->side,

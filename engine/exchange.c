@@ -309,6 +309,9 @@ void hg_exchange_set_sink(hg_exchange_t *ex, hg_exchange_sink_fn sink, void *sin
 
 static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
   hg_oid_t oid = ex->cur.seq;
+  /* A market order's price means nothing and is not journaled; zero it so
+   * that applying the struct and replaying its encoding emit the same. */
+  hg_price_t price = c->type == HG_ORD_MARKET ? 0 : c->price;
   uint16_t rej = 0;
   instrument_t *inst = instr_find(ex, c->instrument_id);
   account_t *acct = NULL;
@@ -318,7 +321,7 @@ static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
   else rej = risk_check_new_order(ex, inst, acct, c);
   if (rej != 0) {
     emit_order_reject(ex, HG_CMD_NEW, rej, c->instrument_id, c->account, oid, c->client_order_id,
-                      c->side, c->price, c->qty);
+                      c->side, price, c->qty);
     return;
   }
   hg_order_new_t o = {
@@ -326,7 +329,7 @@ static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
       .client_order_id = c->client_order_id,
       .account = c->account,
       .smp_group = c->smp_group,
-      .price = c->price,
+      .price = price,
       .qty = c->qty,
       .side = c->side,
       .type = c->type,
@@ -403,7 +406,8 @@ static int do_list(hg_exchange_t *ex, const hg_cmd_list_instrument_t *c) {
     emit_reject(ex, HG_XREJ_INSTRUMENT_EXISTS, id, 0);
     return 0;
   }
-  if (ex->n_instr == ex->cfg.max_instruments || c->params.max_orders > ex->cfg.max_book_orders) {
+  if (ex->n_instr == ex->cfg.max_instruments || c->params.max_orders > ex->cfg.max_book_orders ||
+      c->params.max_accounts > ex->cfg.max_accounts) {
     emit_reject(ex, HG_XREJ_CAPACITY, id, 0);
     return 0;
   }
@@ -556,6 +560,9 @@ int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd) {
   case HG_COMMAND_ADD_ACCOUNT: do_add_account(ex, &cmd->u.add_account); break;
   case HG_COMMAND_DEPOSIT: do_cash(ex, &cmd->u.cash, 1); break;
   case HG_COMMAND_WITHDRAW: do_cash(ex, &cmd->u.cash, 0); break;
+  /* Settlement commands (types 15..39: index fixing, daily cycle, expiry
+   * and final settlement) get their cases here, and their range in the
+   * type check above. */
   }
   if (rc != 0) return rc;
   ex->last_seq = cmd->seq;
@@ -597,6 +604,32 @@ int hg_exchange_account(const hg_exchange_t *ex, hg_account_t account, int64_t *
   *cash = a->cash;
   *firm = a->firm;
   return 0;
+}
+
+void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
+                                    void (*fn)(void *ctx,
+                                               const hg_exchange_instrument_info_t *info),
+                                    void *ctx) {
+  for (uint32_t i = 0; i < ex->n_instr; i++) {
+    const instrument_t *inst = &ex->instr[i];
+    hg_exchange_instrument_info_t info;
+    memset(&info, 0, sizeof info);
+    info.id = inst->id;
+    info.halted = inst->halted;
+    memcpy(info.symbol, inst->symbol, sizeof info.symbol);
+    info.params = *hg_book_params(inst->book);
+    info.orders = hg_book_order_count(inst->book);
+    fn(ctx, &info);
+  }
+}
+
+void hg_exchange_foreach_account(const hg_exchange_t *ex,
+                                 void (*fn)(void *ctx, const hg_exchange_account_info_t *info),
+                                 void *ctx) {
+  for (uint32_t i = 0; i < ex->n_acct; i++) {
+    hg_exchange_account_info_t info = {ex->acct[i].id, ex->acct[i].firm, ex->acct[i].cash};
+    fn(ctx, &info);
+  }
 }
 
 const char *hg_xreject_str(int reason) {
@@ -823,7 +856,8 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
     p.default_stp = r_u8(r);
     uint32_t n_orders = r_u32(r);
     if (r->bad) return HG_ECORRUPT;
-    if (p.max_orders > ex->cfg.max_book_orders) return HG_EFULL;
+    if (p.max_orders > ex->cfg.max_book_orders || p.max_accounts > ex->cfg.max_accounts)
+      return HG_EFULL;
     if (n_orders > p.max_orders) return HG_ECORRUPT;
     int rc = hg_book_create(&p, book_sink, ex, &inst->book);
     if (rc == -ENOMEM) return rc;

@@ -512,6 +512,11 @@ void hg_waiter_fd_ack(hg_waiter_t *w) {
   hg_waiter_cancel(w);
 }
 
+bool hg_waiter_sleeping(const hg_waiter_t *w) {
+  /* relaxed: a snapshot that orders nothing. */
+  return (atomic_load_explicit(&w->word, memory_order_relaxed) & W_SLEEPING) != 0;
+}
+
 uint64_t hg_waiter_wakeups(const hg_waiter_t *w) {
   /* relaxed: a statistics counter. */
   return atomic_load_explicit(&w->wakeups, memory_order_relaxed);

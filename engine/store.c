@@ -226,57 +226,6 @@ static int need_open(hg_store_t *s) {
 /* Snapshots                                                                 */
 /* ------------------------------------------------------------------------ */
 
-int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t len,
-                           uint32_t keep) {
-  int rc = need_open(s);
-  if (rc != 0) return rc;
-  if (seq == 0 || (blob == NULL && len > 0)) {
-    set_msg(s, "state store %s: snapshot needs seq > 0 and data", s->dir);
-    return HG_EINVAL;
-  }
-  MDB_txn *txn;
-  rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-  if (rc != 0) return fail(s, rc, "begin snapshot");
-  MDB_cursor *cur = NULL;
-  rc = mdb_cursor_open(txn, s->snapshots, &cur);
-  MDB_val k, v;
-  if (rc == 0) {
-    rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
-    if (rc == 0 && k.mv_size == 8 && from_be64(k.mv_data) > seq) {
-      mdb_cursor_close(cur);
-      mdb_txn_abort(txn);
-      set_msg(s, "state store %s: snapshot seq %llu is older than the newest stored (%llu)",
-              s->dir, (unsigned long long)seq, (unsigned long long)from_be64(k.mv_data));
-      return HG_ESTATE;
-    }
-    if (rc == MDB_NOTFOUND) rc = 0;
-  }
-  uint8_t key[8];
-  be64(key, seq);
-  if (rc == 0) {
-    k = (MDB_val){.mv_size = 8, .mv_data = key};
-    v = (MDB_val){.mv_size = len, .mv_data = (void *)blob};
-    rc = mdb_put(txn, s->snapshots, &k, &v, 0);
-  }
-  if (rc == 0 && keep > 0) {
-    MDB_stat st;
-    rc = mdb_stat(txn, s->snapshots, &st);
-    size_t extra = rc == 0 && st.ms_entries > keep ? st.ms_entries - keep : 0;
-    for (size_t i = 0; rc == 0 && i < extra; i++) {
-      rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-      if (rc == 0) rc = mdb_cursor_del(cur, 0);
-    }
-  }
-  if (cur != NULL) mdb_cursor_close(cur);
-  if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, "saving snapshot");
-  }
-  rc = mdb_txn_commit(txn);
-  if (rc != 0) return fail(s, rc, "committing snapshot");
-  return 0;
-}
-
 int hg_store_load_latest_snapshot(hg_store_t *s,
                                   int (*fn)(void *ctx, uint64_t seq, const uint8_t *blob,
                                             size_t len),
@@ -338,6 +287,213 @@ int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n
   if (rc != MDB_NOTFOUND) return fail(s, rc, "listing snapshots");
   *n = count;
   return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Whole-exchange snapshots                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ref_writer {
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  int rc; /* first LMDB failure; later records are skipped */
+} ref_writer_t;
+
+static size_t put_le(uint8_t *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
+  return (size_t)bytes;
+}
+
+static void ref_put(ref_writer_t *w, uint64_t key, const uint8_t *val, size_t len) {
+  if (w->rc != 0) return;
+  uint8_t kb[8];
+  be64(kb, key);
+  MDB_val k = {.mv_size = 8, .mv_data = kb};
+  MDB_val v = {.mv_size = len, .mv_data = (void *)val};
+  w->rc = mdb_put(w->txn, w->dbi, &k, &v, 0);
+}
+
+static void put_instrument(void *ctx, const hg_exchange_instrument_info_t *in) {
+  uint8_t b[2 + HG_SYMBOL_MAX + 6 * 8 + 3 * 4 + 1];
+  size_t n = 0, sl = strlen(in->symbol);
+  b[n++] = in->halted;
+  b[n++] = (uint8_t)sl;
+  memcpy(b + n, in->symbol, sl);
+  n += sl;
+  n += put_le(b + n, (uint64_t)in->params.tick_size, 8);
+  n += put_le(b + n, (uint64_t)in->params.contract_unit, 8);
+  n += put_le(b + n, (uint64_t)in->params.min_price, 8);
+  n += put_le(b + n, (uint64_t)in->params.max_price, 8);
+  n += put_le(b + n, (uint64_t)in->params.max_order_qty, 8);
+  n += put_le(b + n, (uint64_t)in->params.ref_price, 8);
+  n += put_le(b + n, in->params.band_bps, 4);
+  n += put_le(b + n, in->params.max_orders, 4);
+  n += put_le(b + n, in->params.max_accounts, 4);
+  b[n++] = in->params.default_stp;
+  ref_put(ctx, in->id, b, n);
+}
+
+static void put_account(void *ctx, const hg_exchange_account_info_t *a) {
+  uint8_t b[12];
+  size_t n = put_le(b, a->firm, 4);
+  n += put_le(b + n, (uint64_t)a->cash, 8);
+  ref_put(ctx, a->id, b, n);
+}
+
+/* Refuses a seq older than the newest snapshot (cursor on snapshots). */
+static int check_newest(hg_store_t *s, MDB_cursor *cur, uint64_t seq) {
+  MDB_val k, v;
+  int rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc != 0) return fail(s, rc, "reading snapshots");
+  if (k.mv_size == 8 && from_be64(k.mv_data) > seq) {
+    set_msg(s, "state store %s: snapshot seq %llu is older than the newest stored (%llu)", s->dir,
+            (unsigned long long)seq, (unsigned long long)from_be64(k.mv_data));
+    return HG_ESTATE;
+  }
+  return 0;
+}
+
+/* Deletes the oldest snapshots until at most keep remain (0 = all stay). */
+static int prune(MDB_txn *txn, MDB_dbi dbi, MDB_cursor *cur, uint32_t keep) {
+  if (keep == 0) return 0;
+  MDB_stat st;
+  int rc = mdb_stat(txn, dbi, &st);
+  size_t extra = rc == 0 && st.ms_entries > keep ? st.ms_entries - keep : 0;
+  MDB_val k, v;
+  for (size_t i = 0; rc == 0 && i < extra; i++) {
+    rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    if (rc == 0) rc = mdb_cursor_del(cur, 0);
+  }
+  return rc;
+}
+
+int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t len,
+                           uint32_t keep) {
+  int rc = need_open(s);
+  if (rc != 0) return rc;
+  if (seq == 0 || (blob == NULL && len > 0)) {
+    set_msg(s, "state store %s: snapshot needs seq > 0 and data", s->dir);
+    return HG_EINVAL;
+  }
+  MDB_txn *txn;
+  rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+  if (rc != 0) return fail(s, rc, "begin snapshot");
+  MDB_cursor *cur;
+  rc = mdb_cursor_open(txn, s->snapshots, &cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "saving snapshot");
+  }
+  int hg = check_newest(s, cur, seq);
+  if (hg != 0) {
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    return hg;
+  }
+  uint8_t key[8];
+  be64(key, seq);
+  MDB_val k = {.mv_size = 8, .mv_data = key};
+  MDB_val v = {.mv_size = len, .mv_data = (void *)blob};
+  rc = mdb_put(txn, s->snapshots, &k, &v, 0);
+  if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
+  mdb_cursor_close(cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "saving snapshot");
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return fail(s, rc, "committing snapshot");
+  return 0;
+}
+
+int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep) {
+  int rc = need_open(s);
+  if (rc != 0) return rc;
+  uint64_t seq = hg_exchange_last_seq(ex);
+  if (seq == 0) {
+    set_msg(s, "state store %s: the exchange has applied no command; nothing to snapshot", s->dir);
+    return HG_EINVAL;
+  }
+  MDB_txn *txn;
+  rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+  if (rc != 0) return fail(s, rc, "begin snapshot");
+  MDB_cursor *cur;
+  rc = mdb_cursor_open(txn, s->snapshots, &cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "saving snapshot");
+  }
+  int hg = check_newest(s, cur, seq);
+  if (hg != 0) {
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    return hg;
+  }
+  /* MDB_RESERVE: LMDB makes room in the map and the exchange serializes
+   * into it directly. */
+  size_t len = hg_exchange_serialized_size(ex);
+  uint8_t kb[8];
+  be64(kb, seq);
+  MDB_val k = {.mv_size = 8, .mv_data = kb};
+  MDB_val v = {.mv_size = len, .mv_data = NULL};
+  rc = mdb_put(txn, s->snapshots, &k, &v, MDB_RESERVE);
+  if (rc == 0) {
+    size_t written = 0;
+    if (hg_exchange_serialize(ex, v.mv_data, len, &written) != 0 || written != len) rc = EIO;
+  }
+  if (rc == 0) rc = mdb_drop(txn, s->instruments, 0);
+  if (rc == 0) rc = mdb_drop(txn, s->accounts, 0);
+  if (rc == 0) {
+    ref_writer_t w = {.txn = txn, .dbi = s->instruments, .rc = 0};
+    hg_exchange_foreach_instrument(ex, put_instrument, &w);
+    w.dbi = s->accounts;
+    hg_exchange_foreach_account(ex, put_account, &w);
+    rc = w.rc;
+  }
+  if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
+  mdb_cursor_close(cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "saving the exchange snapshot");
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return fail(s, rc, "committing the exchange snapshot");
+  return 0;
+}
+
+typedef struct load_ctx {
+  hg_exchange_t *ex;
+  uint64_t seq;
+  int header_bad;
+} load_ctx_t;
+
+static int restore_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) {
+  load_ctx_t *l = ctx;
+  l->seq = seq;
+  /* The blob's own last seq (bytes 8..15, little-endian) must be the key's:
+   * checked before restoring so that a mismatch leaves ex empty. */
+  uint64_t inner = 0;
+  if (len >= 16)
+    for (int i = 7; i >= 0; i--) inner = (inner << 8) | blob[8 + i];
+  if (len < 16 || inner != seq) {
+    l->header_bad = 1;
+    return HG_ECORRUPT;
+  }
+  return hg_exchange_restore(l->ex, blob, len);
+}
+
+int hg_store_load_exchange(hg_store_t *s, hg_exchange_t *ex, uint64_t *seq) {
+  load_ctx_t l = {.ex = ex, .seq = 0, .header_bad = 0};
+  int rc = hg_store_load_latest_snapshot(s, restore_cb, &l);
+  if (rc == 0) {
+    *seq = l.seq;
+  } else if (s->msg[0] == '\0') {
+    set_msg(s, "state store %s: snapshot at seq %llu cannot be restored: %s%s", s->dir,
+            (unsigned long long)l.seq, hg_strerror(rc),
+            l.header_bad ? " (its seq does not match its key)" : "");
+  }
+  return rc;
 }
 
 /* ------------------------------------------------------------------------ */

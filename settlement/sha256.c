@@ -74,6 +74,7 @@ void hg_sha256_init(hg_sha256_t *ctx) {
 }
 
 void hg_sha256_update(hg_sha256_t *ctx, const void *data, size_t len) {
+  if (len == 0) return; /* data may be NULL then, and memcpy must not see it */
   const uint8_t *p = data;
   ctx->total += len;
   if (ctx->used > 0) {

@@ -295,8 +295,11 @@ static void notify_after_announce_is_not_lost(void **state) {
   (void)state;
   hg_waiter_t *w;
   assert_int_equal(hg_waiter_create(0, 0, &w), 0);
+  assert_false(hg_waiter_sleeping(w));
   uint32_t tok = hg_waiter_prepare(w);
+  assert_true(hg_waiter_sleeping(w));
   hg_waiter_notify(w); /* lands between the re-check and the sleep */
+  assert_false(hg_waiter_sleeping(w)); /* the notify took the announcement */
   hg_waiter_notify(w); /* the announcement was taken: no second wake */
   assert_int_equal(hg_waiter_wakeups(w), 1);
   int64_t t0 = mono_ns();
@@ -390,7 +393,11 @@ static void wakes_a_sleeping_consumer(void **state) {
   assert_int_equal(hg_waiter_create(0, 0, &s.w), 0);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, sleeper_main, &s), 0);
-  usleep(50000); /* long enough for the consumer to be asleep */
+  /* wait (bounded) until the consumer has announced sleep, so the notify
+   * below must take the wake path */
+  for (int i = 0; i < 10000 && !hg_waiter_sleeping(s.w); i++) usleep(1000);
+  assert_true(hg_waiter_sleeping(s.w));
+  usleep(10000); /* and very likely entered the futex */
   uint64_t v = 0xabcdef;
   int64_t t0 = mono_ns();
   assert_int_equal(hg_spsc_ring_try_push(s.ring, &v, sizeof v), 0);
@@ -400,6 +407,7 @@ static void wakes_a_sleeping_consumer(void **state) {
   assert_true(mono_ns() - t0 < 5000000000LL);
   assert_int_equal(s.got, 0xabcdef);
   assert_int_equal(hg_waiter_wakeups(s.w), 1); /* it was asleep: one syscall */
+  assert_false(hg_waiter_sleeping(s.w));
   hg_waiter_destroy(s.w);
   hg_spsc_ring_destroy(s.ring);
 }

@@ -101,6 +101,9 @@ static void *mpsc_producer(void *arg) {
       fill(&m, a->id, seq);
       int rc;
       while ((rc = hg_mpsc_ring_try_push(a->mpsc, &m, m.len)) == HG_EBUSY) {
+        /* a message published without a notify yet may be the one the
+         * consumer is missing: flush before waiting for room */
+        if (a->w != NULL) hg_waiter_notify(a->w);
         a->busy++;
         sched_yield();
       }

@@ -4,7 +4,9 @@
  * cases with their messages: missing directory, a file instead of a
  * directory, files that are not LMDB, a store from a newer format version,
  * and a full LMDB map (which must leave the earlier snapshot intact and the
- * store usable).
+ * store usable). Whole-exchange snapshots: saved with their reference
+ * records in one transaction, restored after a reopen to the same state
+ * hash, and refused when they do not match their key.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include <lmdb.h>
 
 #include "hourglass/error.h"
+#include "hourglass/exchange.h"
 #include "hourglass/store.h"
 
 typedef struct fixture {
@@ -219,6 +222,154 @@ static void test_map_full(void **state) {
   hg_store_close(s);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Whole-exchange snapshots                                                  */
+/* ------------------------------------------------------------------------ */
+
+static const hg_exchange_config_t XCFG = {
+    .max_instruments = 4, .max_accounts = 8, .max_book_orders = 4096};
+
+static void null_sink(void *ctx, const hg_exchange_event_t *ev) {
+  (void)ctx;
+  (void)ev;
+}
+
+static uint64_t xseq;
+
+static void apply(hg_exchange_t *ex, hg_command_t c) {
+  c.seq = ++xseq;
+  c.ts = 5000 + c.seq;
+  assert_int_equal(hg_exchange_apply(ex, &c), 0);
+}
+
+static hg_command_t cmd(uint32_t type) {
+  hg_command_t c;
+  memset(&c, 0, sizeof c);
+  c.type = type;
+  return c;
+}
+
+static void list(hg_exchange_t *ex, uint32_t id, const char *sym) {
+  hg_command_t c = cmd(HG_COMMAND_LIST_INSTRUMENT);
+  strcpy(c.u.list.symbol, sym);
+  c.u.list.params = (hg_book_params_t){.instrument_id = id, .tick_size = 1000,
+                                       .contract_unit = 1000, .min_price = 1,
+                                       .max_price = 10000, .max_order_qty = 1000,
+                                       .ref_price = 2500, .max_orders = 4096, .max_accounts = 8};
+  apply(ex, c);
+}
+
+static void rest(hg_exchange_t *ex, uint32_t inst, hg_account_t a, int side, hg_price_t px) {
+  hg_command_t c = cmd(HG_COMMAND_NEW_ORDER);
+  c.u.new_order = (hg_cmd_new_order_t){.instrument_id = inst, .account = a,
+                                       .client_order_id = xseq + 1, .price = px, .qty = 1,
+                                       .side = (uint8_t)side, .tif = HG_TIF_GTC};
+  apply(ex, c);
+}
+
+static hg_exchange_t *build_exchange(void) {
+  hg_exchange_t *ex = NULL;
+  assert_int_equal(hg_exchange_create(&XCFG, null_sink, NULL, &ex), 0);
+  list(ex, 1, "B200.A.2027-03");
+  list(ex, 2, "B200.A.2027-04");
+  hg_command_t c = cmd(HG_COMMAND_ADD_ACCOUNT);
+  c.u.add_account = (hg_cmd_add_account_t){10, 3};
+  apply(ex, c);
+  c = cmd(HG_COMMAND_DEPOSIT);
+  c.u.cash = (hg_cmd_cash_t){10, 7000000};
+  apply(ex, c);
+  rest(ex, 1, 10, HG_SIDE_BUY, 100);
+  rest(ex, 1, 10, HG_SIDE_SELL, 200);
+  rest(ex, 2, 10, HG_SIDE_BUY, 150);
+  c = cmd(HG_COMMAND_HALT);
+  c.u.instrument.instrument_id = 2;
+  apply(ex, c);
+  return ex;
+}
+
+static void test_save_and_load_exchange(void **state) {
+  fixture_t *f = *state;
+  hg_store_t *s = open_ok(f->dir, 0);
+  hg_exchange_t *ex = build_exchange();
+  hg_exchange_t *empty = NULL;
+  assert_int_equal(hg_exchange_create(&XCFG, null_sink, NULL, &empty), 0);
+  uint64_t seq = 0;
+  assert_int_equal(hg_store_load_exchange(s, empty, &seq), HG_ENOTFOUND);
+  assert_int_equal(hg_store_save_exchange(s, empty, 3), HG_EINVAL);
+  assert_int_equal(hg_store_save_exchange(s, ex, 3), 0);
+
+  /* Reference records written in the same transaction. */
+  uint8_t rec[128];
+  size_t len = 0;
+  assert_int_equal(hg_store_get(s, HG_STORE_INSTRUMENTS, 2, rec, sizeof rec, &len), 0);
+  assert_int_equal(rec[0], 1); /* halted */
+  assert_int_equal(rec[1], 14);
+  assert_memory_equal(rec + 2, "B200.A.2027-04", 14);
+  assert_int_equal(len, 2 + 14 + 48 + 12 + 1);
+  assert_int_equal(rec[2 + 14 + 40], 2500 & 0xff); /* ref_price, little-endian */
+  assert_int_equal(rec[2 + 14 + 41], 2500 >> 8);
+  assert_int_equal(hg_store_get(s, HG_STORE_ACCOUNTS, 10, rec, sizeof rec, &len), 0);
+  assert_int_equal(len, 12);
+  static const uint8_t acct[12] = {3, 0, 0, 0, 0xC0, 0xCF, 0x6A, 0, 0, 0, 0, 0}; /* 7,000,000 = 0x6ACFC0 */
+  assert_memory_equal(rec, acct, 12);
+  hg_store_close(s);
+
+  s = open_ok(f->dir, 0);
+  assert_int_equal(hg_store_load_exchange(s, empty, &seq), 0);
+  assert_int_equal(seq, hg_exchange_last_seq(ex));
+  uint8_t h1[32], h2[32];
+  hg_exchange_hash(ex, h1);
+  hg_exchange_hash(empty, h2);
+  assert_memory_equal(h1, h2, 32);
+  /* Not empty any more. */
+  assert_int_equal(hg_store_load_exchange(s, empty, &seq), HG_ESTATE);
+  assert_true(strlen(hg_store_errmsg(s)) > 0);
+
+  /* Delisting removes the instrument's record at the next snapshot. */
+  hg_command_t c = cmd(HG_COMMAND_DELIST_INSTRUMENT);
+  c.u.instrument.instrument_id = 1;
+  apply(ex, c);
+  assert_int_equal(hg_store_save_exchange(s, ex, 3), 0);
+  assert_int_equal(hg_store_get(s, HG_STORE_INSTRUMENTS, 1, rec, sizeof rec, &len), HG_ENOTFOUND);
+  assert_int_equal(hg_store_get(s, HG_STORE_INSTRUMENTS, 2, rec, sizeof rec, &len), 0);
+
+  /* A blob filed under the wrong seq is refused before anything is built. */
+  size_t need = hg_exchange_serialized_size(ex);
+  uint8_t *blob = malloc(need);
+  assert_int_equal(hg_exchange_serialize(ex, blob, need, &len), 0);
+  assert_int_equal(hg_store_save_snapshot(s, hg_exchange_last_seq(ex) + 10, blob, len, 3), 0);
+  free(blob);
+  hg_exchange_t *other = NULL;
+  assert_int_equal(hg_exchange_create(&XCFG, null_sink, NULL, &other), 0);
+  assert_int_equal(hg_store_load_exchange(s, other, &seq), HG_ECORRUPT);
+  assert_non_null(strstr(hg_store_errmsg(s), "does not match"));
+  assert_int_equal(hg_exchange_instrument_count(other), 0);
+
+  hg_exchange_destroy(other);
+  hg_exchange_destroy(empty);
+  hg_exchange_destroy(ex);
+  hg_store_close(s);
+}
+
+static void test_save_exchange_map_full(void **state) {
+  fixture_t *f = *state;
+  hg_store_t *s = open_ok(f->dir, 64 * 1024);
+  hg_exchange_t *ex = build_exchange();
+  assert_int_equal(hg_store_save_exchange(s, ex, 2), 0);
+  uint64_t small_seq = hg_exchange_last_seq(ex);
+  /* 3,000 resting orders: about 200 KB of snapshot. */
+  for (int i = 0; i < 3000; i++) rest(ex, 1, 10, HG_SIDE_BUY, 1 + i % 99);
+  assert_int_equal(hg_store_save_exchange(s, ex, 2), HG_EMAPFULL);
+  assert_non_null(strstr(hg_store_errmsg(s), "map full"));
+  uint64_t seqs[4];
+  size_t n = 0;
+  assert_int_equal(hg_store_list_snapshots(s, seqs, 4, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(seqs[0], small_seq);
+  hg_exchange_destroy(ex);
+  hg_store_close(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_snapshots_prune_and_reload, setup, teardown),
@@ -227,6 +378,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_not_an_lmdb_store, setup, teardown),
       cmocka_unit_test_setup_teardown(test_newer_format_version, setup, teardown),
       cmocka_unit_test_setup_teardown(test_map_full, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_save_and_load_exchange, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_save_exchange_map_full, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,15 +31,19 @@
  *    a book event HG_EV_REJECTED whose reason is an hg_xreject_t (numbers
  *    from 64 on, so they never collide with hg_reject_t).
  *  - REPLACE: as NEW_ORDER (a halted instrument rejects replaces).
- *  - CANCEL: unknown instrument is rejected; cancels are allowed while
- *    halted so that participants can always take risk off.
- *  - MASS_CANCEL: in one instrument (unknown: rejected) or, with
- *    instrument_id 0, in every instrument in id order; allowed while halted.
- *    No events when the account has nothing live.
+ *  - CANCEL: unknown instrument, then unknown account, are rejected as for
+ *    NEW_ORDER; cancels are allowed while halted so that participants can
+ *    always take risk off.
+ *  - MASS_CANCEL: sides out of range (HG_XREJ_INVALID_PARAMS), unknown
+ *    account, then, with an instrument_id, unknown instrument (each an
+ *    HG_XEV_REJECTED); cancels in that instrument or, with instrument_id 0,
+ *    in every instrument in id order; allowed while halted. No events when
+ *    the account has nothing live.
  *  - LIST_INSTRUMENT: id 0 or an invalid symbol or book params
  *    (HG_XREJ_INVALID_PARAMS), id or symbol already listed
  *    (HG_XREJ_INSTRUMENT_EXISTS), max_orders above the configured
- *    max_book_orders or every instrument slot taken (HG_XREJ_CAPACITY).
+ *    max_book_orders, max_accounts above the configured max_accounts, or
+ *    every instrument slot taken (HG_XREJ_CAPACITY).
  *    Emits HG_XEV_LISTED. The instrument starts trading.
  *  - DELIST_INSTRUMENT: cancels every live order of the book in time
  *    priority (book HG_EV_CANCELLED events whose reason is HG_XCXL_DELISTED,
@@ -57,6 +61,13 @@
  *    (HG_XREJ_INVALID_AMOUNT), a withdrawal that would leave equity below
  *    the account's initial margin (HG_XREJ_INSUFFICIENT_FUNDS); emits
  *    HG_XEV_DEPOSIT / HG_XEV_WITHDRAWAL with the new balance.
+ *
+ * Accounts. Today the exchange keeps a cash-only account table (equity =
+ * cash, initial margin 0, no positions). The clearing library
+ * (hourglass/clearing.h) takes over behind the seams named in exchange.c
+ * (risk_check_new_order, risk_check_replace, book_fills,
+ * risk_check_withdraw) once its state can be serialized into the snapshot;
+ * the commands and events above do not change when it does.
  *
  * Threads. An exchange is owned by one thread (the engine thread, or the
  * replaying thread); every function must be called from it, the sink runs on
@@ -111,7 +122,8 @@ typedef struct hg_cmd_new_order {
   hg_account_t account;
   uint64_t client_order_id;
   uint32_t smp_group;       /* 0 = none */
-  hg_price_t price;         /* ticks; ignored (and 0 on the wire) for market */
+  hg_price_t price;         /* ticks; for market orders not journaled and
+                               treated as 0 by hg_exchange_apply() */
   hg_qty_t qty;
   uint8_t side;             /* hg_side_t */
   uint8_t type;             /* hg_ord_type_t */
@@ -252,16 +264,21 @@ typedef enum hg_xreject {
 const char *hg_xreject_str(int reason);
 
 typedef enum hg_xevent_type {
-  HG_XEV_BOOK = 1,         /* .book holds an order book event */
-  HG_XEV_REJECTED = 2,     /* a non-order command was refused; .reason */
+  HG_XEV_BOOK = 1,         /* .book holds an order book event; .instrument_id
+                              and .account are copied from it */
+  HG_XEV_REJECTED = 2,     /* a non-order command was refused: .reason, and
+                              .instrument_id / .account as the command gave
+                              them; for DEPOSIT and WITHDRAW also .amount
+                              and .balance (cash now, 0 for an unknown
+                              account) */
   HG_XEV_LISTED = 3,       /* .instrument_id */
   HG_XEV_DELISTED = 4,     /* .instrument_id; .amount = orders cancelled */
   HG_XEV_HALTED = 5,       /* .instrument_id */
   HG_XEV_RESUMED = 6,      /* .instrument_id */
   HG_XEV_SESSION_END = 7,  /* .amount = DAY orders expired in all books */
   HG_XEV_ACCOUNT_ADDED = 8,/* .account, .firm */
-  HG_XEV_DEPOSIT = 9,      /* .account, .amount, .balance (cash after) */
-  HG_XEV_WITHDRAWAL = 10   /* .account, .amount, .balance (cash after) */
+  HG_XEV_DEPOSIT = 9,      /* .account, .firm, .amount, .balance (cash after) */
+  HG_XEV_WITHDRAWAL = 10   /* .account, .firm, .amount, .balance (cash after) */
 } hg_xevent_type_t;
 
 /*
@@ -341,6 +358,32 @@ uint32_t hg_exchange_instrument_count(const hg_exchange_t *ex);
 /* 0 and *cash (micro-USD) and *firm, or HG_ENOTFOUND. */
 int hg_exchange_account(const hg_exchange_t *ex, hg_account_t account, int64_t *cash,
                         uint32_t *firm);
+
+/* One listed instrument, as hg_exchange_foreach_instrument() reports it. */
+typedef struct hg_exchange_instrument_info {
+  uint32_t id;
+  uint8_t halted;
+  char symbol[HG_SYMBOL_MAX + 1];
+  hg_book_params_t params; /* ref_price as currently set */
+  uint32_t orders;         /* live resting orders */
+} hg_exchange_instrument_info_t;
+
+typedef struct hg_exchange_account_info {
+  hg_account_t id;
+  uint32_t firm;
+  int64_t cash; /* micro-USD */
+} hg_exchange_account_info_t;
+
+/* Calls fn for every listed instrument in id order; info is valid only
+ * during the call and fn must not change the exchange. */
+void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
+                                    void (*fn)(void *ctx,
+                                               const hg_exchange_instrument_info_t *info),
+                                    void *ctx);
+/* Calls fn for every account in id order; same rules. */
+void hg_exchange_foreach_account(const hg_exchange_t *ex,
+                                 void (*fn)(void *ctx, const hg_exchange_account_info_t *info),
+                                 void *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Canonical serialization, state hash, restore                              */

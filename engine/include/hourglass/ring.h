@@ -191,6 +191,9 @@ void hg_waiter_destroy(hg_waiter_t *w);
  * Wakes the consumer if it has announced sleep; otherwise does nothing but
  * one atomic read-modify-write. Call after a successful push (or once after
  * a batch of pushes). Any thread; never blocks.
+ * A producer that batches its notifies must notify before it retries a push
+ * that returned HG_EBUSY: the consumer may be asleep on a full ring, waiting
+ * for exactly the message not yet announced.
  */
 void hg_waiter_notify(hg_waiter_t *w);
 
@@ -236,6 +239,11 @@ int hg_waiter_fd(const hg_waiter_t *w);
 /* Resets the eventfd after it polled readable and withdraws the sleep
  * announcement. No-op without an eventfd. Consumer only. */
 void hg_waiter_fd_ack(hg_waiter_t *w);
+
+/* True while the consumer has announced sleep (between prepare and the end
+ * of its sleep or cancel) and no notify has taken the announcement yet. A
+ * snapshot, for metrics ("consumer idle") and tests. Any thread. */
+bool hg_waiter_sleeping(const hg_waiter_t *w);
 
 /* Number of times a producer found the consumer asleep and woke it (each
  * one a futex system call). For metrics and tests. Any thread. */

@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hourglass/exchange.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -99,6 +101,33 @@ int hg_store_load_latest_snapshot(hg_store_t *s,
 /* Seqs of the stored snapshots, oldest first: up to cap into seqs, total
  * count in *n. HG_ESTATE (not open), -errno. */
 int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n);
+
+/*
+ * Writes the whole state of ex in one transaction: the snapshot
+ * (hg_exchange_serialize(), written straight into the LMDB map, no copy) at
+ * seq hg_exchange_last_seq(ex), the instruments and accounts tables
+ * rewritten from ex (records below), and the pruning to keep snapshots as in
+ * hg_store_save_snapshot(). Errors (nothing written): HG_EINVAL (ex has
+ * applied no command), HG_ESTATE, HG_EMAPFULL, -errno. Call it on the thread
+ * that owns ex, between two commands.
+ *
+ * Record layouts (little-endian), for tools that read the tables:
+ *   instrument (key id): u8 halted, u8 symbol_len, symbol bytes, i64
+ *     tick_size, contract_unit, min_price, max_price, max_order_qty,
+ *     ref_price, u32 band_bps, max_orders, max_accounts, u8 default_stp.
+ *   account (key id): u32 firm, i64 cash (micro-USD).
+ */
+int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep);
+
+/*
+ * Restores the newest snapshot into ex (just created and empty, see
+ * hg_exchange_restore()) and sets *seq to the journal seq it covers: replay
+ * the journal from *seq + 1. HG_ENOTFOUND (no snapshot: start from an empty
+ * exchange and replay everything), HG_ECORRUPT (snapshot does not match its
+ * key or is malformed), and hg_exchange_restore()'s errors; on failure ex is
+ * empty. HG_ESTATE (store not open, or ex not empty), -errno.
+ */
+int hg_store_load_exchange(hg_store_t *s, hg_exchange_t *ex, uint64_t *seq);
 
 /*
  * Reference records (instruments, accounts): opaque bytes under a numeric

@@ -1,0 +1,1151 @@
+/*
+ * bench_engine - throughput and per-message latency of the order book
+ * (engine/book.c) on seeded, realistic one-day workloads, and its speed
+ * against the reference book (tests/engine/refbook.c).
+ *
+ * Design. A workload is a flat array of commands generated before anything is
+ * timed. The generator drives a private, untimed book of its own so that its
+ * cancels and replaces name orders that are really live, its takers cross the
+ * real best prices, and its quotes follow a scripted fair-value path; the book
+ * is deterministic, so replaying the same array into a fresh book reproduces
+ * the same events. Each scenario is then replayed:
+ *  - several times with only a clock read around the whole loop: throughput
+ *    (the median run is reported);
+ *  - once with every message timed by the TSC (lfence; rdtsc on both sides;
+ *    this CPU has no rdtscp), calibrated against CLOCK_MONOTONIC, with the
+ *    median cost of an empty timed region subtracted: latency percentiles;
+ *  - a prefix through the reference book and the same prefix through the real
+ *    book, both with a sink that hashes every event field: the speed ratio
+ *    and an event-for-event agreement check.
+ * Sinks count and touch every event so no work can be optimised away.
+ * Floating point and clocks are fine here: this is a benchmark, not state.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define HAVE_TSC 1
+#else
+#define HAVE_TSC 0
+#endif
+
+#include "hourglass/book.h"
+#include "refbook.h"
+
+/* ------------------------------------------------------------------------ */
+/* Instrument                                                               */
+
+#define MIN_PRICE 1
+#define MAX_PRICE 100000
+#define START_PRICE 3000.0 /* 3.000 USD per GPU-hour */
+#define MAX_ORDER_QTY 1000
+#define MAX_ACCOUNTS 64
+#define N_MAKERS 8      /* accounts 1..8 quote around the mid */
+#define N_TAKERS 40     /* accounts 101..140 cross the spread */
+#define TAKER_BASE 101u
+#define REF_MOVE 0.005  /* re-reference when the fair price moved 0.5% */
+
+/* ------------------------------------------------------------------------ */
+/* Commands                                                                 */
+
+enum { M_NEW, M_CANCEL, M_REPLACE, M_MASS, M_REF, M_EXPIRE, M_KINDS };
+static const char *const kind_name[M_KINDS] = {"new", "cancel", "replace", "mass cancel",
+                                               "reference", "expire day"};
+
+/* One command of a workload; 32 bytes so 2M of them are 64 MB. */
+typedef struct msg {
+  uint64_t oid;     /* new, cancel, replace */
+  int32_t price;    /* limit, new price, or reference price */
+  int32_t qty;      /* order qty or new qty */
+  uint32_t account; /* new, cancel, replace, mass cancel */
+  uint8_t kind;
+  uint8_t side;     /* hg_side_t; for a mass cancel HG_SIDES_* */
+  uint8_t type;
+  uint8_t tif;
+  uint8_t post_only;
+  uint8_t pad_[3];
+} msg_t;
+
+typedef struct workload {
+  msg_t *m;
+  size_t n;
+  uint32_t peak_live; /* most live resting orders at any time */
+  uint32_t pool;      /* max_orders of the books that replay it */
+  uint32_t band_bps;
+  hg_price_t ref0;
+  size_t count[M_KINDS];
+  size_t ioc, fok, market, post_only, day;
+} workload_t;
+
+/* Timestamps are synthetic and deterministic: 100 ns apart from 09:00. */
+static inline uint64_t msg_ts(size_t i) { return 32400000000000ull + (uint64_t)i * 100u; }
+
+#define DEFINE_APPLY(fn, book_type, pfx)                                             \
+  static inline void fn(book_type *b, const msg_t *m, uint64_t ts) {                 \
+    switch (m->kind) {                                                               \
+    case M_NEW: {                                                                    \
+      hg_order_new_t o = {.order_id = m->oid, .client_order_id = m->oid,             \
+                          .account = m->account, .price = m->price, .qty = m->qty,   \
+                          .side = m->side, .type = m->type, .tif = m->tif,           \
+                          .post_only = m->post_only, .ts = ts};                      \
+      pfx##_book_submit(b, &o);                                                      \
+      break;                                                                         \
+    }                                                                                \
+    case M_CANCEL: pfx##_book_cancel(b, m->oid, m->account, ts); break;              \
+    case M_REPLACE: pfx##_book_replace(b, m->oid, m->account, m->price, m->qty, ts); \
+      break;                                                                         \
+    case M_MASS: (void)pfx##_book_mass_cancel(b, m->account, m->side, ts); break;    \
+    case M_REF: pfx##_book_set_reference(b, m->price); break;                        \
+    case M_EXPIRE: (void)pfx##_book_expire_day(b, ts); break;                        \
+    default: break;                                                                  \
+    }                                                                                \
+  }
+DEFINE_APPLY(apply_hg, hg_book_t, hg)
+DEFINE_APPLY(apply_ref, ref_book_t, ref)
+
+/* ------------------------------------------------------------------------ */
+/* Randomness (seeded, for the generator only)                              */
+
+typedef struct rng { uint64_t s; } rng_t;
+
+static uint64_t rng_next(rng_t *r) { /* splitmix64 */
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+static uint32_t rng_below(rng_t *r, uint32_t n) { return (uint32_t)(((rng_next(r) >> 32) * n) >> 32); }
+static double rng_expo(rng_t *r, double mean) { return -mean * log(1.0 - rng_unit(r)); }
+static double rng_normal(rng_t *r) {
+  double u = rng_unit(r), v = rng_unit(r);
+  return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scenarios                                                                */
+
+enum { PATH_STATIC, PATH_REVERT, PATH_DRIFT, PATH_CRASH };
+
+typedef struct scenario {
+  const char *name;
+  const char *what;
+  int path;
+  uint32_t band_bps;
+  double noise;       /* stationary std-dev of the mean-reverting noise, ticks */
+  double quote_mean;  /* mean quote distance from fair, ticks */
+  double wide_frac;   /* share of quotes placed uniformly up to wide_max ticks out */
+  uint32_t wide_max;
+  uint32_t target_live; /* resting orders the makers aim to keep (2M-message run) */
+} scenario_t;
+
+static const scenario_t scenarios[] = {
+    {"deep_static", "deep book around a fixed 3.000, ~1000 levels, ~150 orders a level",
+     PATH_STATIC, 0, 0.0, 20.0, 0.4, 500, 150000},
+    {"normal_day", "mean-reverting walk around 3.000 (sd ~1.5%), band 20%", PATH_REVERT, 2000,
+     45.0, 8.0, 0.05, 200, 20000},
+    {"drift40", "price drifts up 40% over the day, band 20% re-referenced", PATH_DRIFT, 2000,
+     30.0, 8.0, 0.05, 200, 20000},
+    {"crash_recover", "crash 35% in a tenth of the day, then recover, band 20%", PATH_CRASH,
+     2000, 30.0, 8.0, 0.05, 200, 20000},
+};
+#define N_SCENARIOS (sizeof scenarios / sizeof scenarios[0])
+
+/* The scripted centre of the fair price at time t in [0, 1]. */
+static double path_mean(int path, double t) {
+  switch (path) {
+  case PATH_DRIFT: return START_PRICE * (1.0 + 0.4 * t);
+  case PATH_CRASH:
+    if (t < 0.2) return START_PRICE;
+    if (t < 0.3) return START_PRICE * (1.0 - 0.35 * (t - 0.2) / 0.1);
+    if (t < 0.5) return START_PRICE * 0.65;
+    if (t < 0.8) return START_PRICE * (0.65 + 0.35 * (t - 0.5) / 0.3);
+    return START_PRICE;
+  default: return START_PRICE;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Generator                                                                */
+
+enum { OS_NONE, OS_PENDING, OS_LIVE, OS_GONE };
+
+typedef struct gen {
+  rng_t rng;
+  hg_book_t *book;
+  size_t cap;       /* order ids below cap */
+  uint8_t *state;   /* OS_* by order id */
+  uint8_t *side;
+  uint32_t *pos;    /* index in live[] when OS_LIVE */
+  uint32_t *acct;
+  int32_t *price;
+  int32_t *leaves;
+  uint32_t *live;   /* live resting order ids, unordered */
+  uint32_t nlive, peak_live;
+  uint64_t next_oid;
+} gen_t;
+
+static void live_remove(gen_t *g, uint64_t oid) {
+  if (oid >= g->cap) return;
+  if (g->state[oid] == OS_LIVE) {
+    uint32_t p = g->pos[oid], last = g->live[--g->nlive];
+    g->live[p] = last;
+    g->pos[last] = p;
+  }
+  if (g->state[oid] != OS_NONE) g->state[oid] = OS_GONE;
+}
+
+static void gen_sink(void *ctx, const hg_book_event_t *ev) {
+  gen_t *g = ctx;
+  switch (ev->type) {
+  case HG_EV_ACCEPTED:
+    if (ev->order_id < g->cap) {
+      g->state[ev->order_id] = OS_PENDING;
+      g->leaves[ev->order_id] = (int32_t)ev->leaves;
+    }
+    break;
+  case HG_EV_FILL:
+    if (ev->maker_leaves == 0) live_remove(g, ev->maker_order_id);
+    else if (ev->maker_order_id < g->cap) g->leaves[ev->maker_order_id] = (int32_t)ev->maker_leaves;
+    if (ev->leaves == 0) live_remove(g, ev->order_id);
+    else if (ev->order_id < g->cap) g->leaves[ev->order_id] = (int32_t)ev->leaves;
+    break;
+  case HG_EV_CANCELLED: live_remove(g, ev->order_id); break;
+  case HG_EV_REPLACED:
+    if (ev->order_id < g->cap) {
+      g->price[ev->order_id] = (int32_t)ev->price;
+      g->leaves[ev->order_id] = (int32_t)ev->leaves;
+    }
+    break;
+  default: break;
+  }
+}
+
+static int32_t clamp_band(const workload_t *w, hg_price_t ref, int64_t p) {
+  if (w->band_bps && ref > 0) {
+    int64_t lo = (ref * (10000 - (int64_t)w->band_bps) + 9999) / 10000;
+    int64_t hi = ref * (10000 + (int64_t)w->band_bps) / 10000;
+    if (p < lo) p = lo;
+    if (p > hi) p = hi;
+  }
+  if (p < MIN_PRICE) p = MIN_PRICE;
+  if (p > MAX_PRICE) p = MAX_PRICE;
+  return (int32_t)p;
+}
+
+static hg_book_params_t book_params(const workload_t *w, uint32_t max_orders) {
+  hg_book_params_t p = {.instrument_id = 1, .tick_size = 1000, .contract_unit = 1000,
+                        .min_price = MIN_PRICE, .max_price = MAX_PRICE,
+                        .max_order_qty = MAX_ORDER_QTY, .ref_price = w->ref0,
+                        .band_bps = w->band_bps, .max_orders = max_orders,
+                        .max_accounts = MAX_ACCOUNTS, .default_stp = 0};
+  return p;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n, size);
+  if (!p) {
+    fprintf(stderr, "bench_engine: out of memory (%zu x %zu)\n", n, size);
+    exit(1);
+  }
+  return p;
+}
+
+/* A maker's quote distance from fair, in ticks (>= 1). */
+static int64_t quote_offset(gen_t *g, const scenario_t *sc) {
+  if (rng_unit(&g->rng) < sc->wide_frac) return 1 + (int64_t)rng_below(&g->rng, sc->wide_max);
+  return 1 + (int64_t)rng_expo(&g->rng, sc->quote_mean);
+}
+
+/* A maker's price on side: a distance from fair, kept passive (one tick inside
+ * the best opposite price at most), then inside the band. */
+static int32_t maker_price(gen_t *g, const scenario_t *sc, const workload_t *w, hg_price_t ref,
+                           int64_t mid, uint8_t side) {
+  int64_t off = quote_offset(g, sc);
+  hg_price_t best;
+  hg_qty_t q;
+  int64_t p;
+  if (side == HG_SIDE_BUY) {
+    p = mid - off;
+    if (hg_book_best(g->book, HG_SIDE_SELL, &best, &q) == 0 && p >= best) p = best - 1;
+  } else {
+    p = mid + off;
+    if (hg_book_best(g->book, HG_SIDE_BUY, &best, &q) == 0 && p <= best) p = best + 1;
+  }
+  return clamp_band(w, ref, p);
+}
+
+/* Mostly small; one in a hundred is a block of 50..500 that sweeps levels. */
+static int32_t taker_qty(gen_t *g) {
+  if (rng_below(&g->rng, 100) == 0) return 50 + (int32_t)rng_below(&g->rng, 451);
+  int64_t q = 1 + (int64_t)rng_expo(&g->rng, 6.0);
+  return (int32_t)(q > MAX_ORDER_QTY ? MAX_ORDER_QTY : q);
+}
+
+static int32_t maker_qty(gen_t *g) {
+  int64_t q = 1 + (int64_t)rng_expo(&g->rng, 10.0);
+  return (int32_t)(q > MAX_ORDER_QTY ? MAX_ORDER_QTY : q);
+}
+
+/*
+ * Builds the workload: n commands of one scenario, the last an end-of-day
+ * expiry. The mix aims at: new ~62% of commands, of which ~1/6 IOC, ~2%
+ * market, ~1% FOK, ~10% takers' resting limits and the rest makers' quotes
+ * (20% post-only, 10% DAY); cancels ~half as many as new orders (fed back on
+ * the live count, each cancelling the farther from fair of two random live
+ * orders; 2% name an order already gone, as races do); replaces ~a tenth of
+ * new orders (35% shrink in place, 65% re-price); ~20 mass cancels a day.
+ */
+static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w) {
+  memset(w, 0, sizeof *w);
+  w->n = n;
+  w->m = xcalloc(n, sizeof *w->m);
+  w->band_bps = sc->band_bps;
+  w->ref0 = sc->band_bps ? (hg_price_t)START_PRICE : 0;
+
+  gen_t g = {.rng = {seed * 0x2545f4914f6cdd1dull + 0x1234567u}, .cap = n + 2, .next_oid = 1};
+  g.state = xcalloc(g.cap, 1);
+  g.side = xcalloc(g.cap, 1);
+  g.pos = xcalloc(g.cap, sizeof *g.pos);
+  g.acct = xcalloc(g.cap, sizeof *g.acct);
+  g.price = xcalloc(g.cap, sizeof *g.price);
+  g.leaves = xcalloc(g.cap, sizeof *g.leaves);
+  g.live = xcalloc(g.cap, sizeof *g.live);
+  uint32_t target = sc->target_live;
+  if (target > n / 10) target = (uint32_t)(n / 10);
+  if (target < 100) target = 100;
+  /* The generator's pool: three times what the makers aim for, never full.
+   * The replaying books get the peak live count plus a quarter: as neither
+   * pool ever fills, both see the same events (HG_REJ_BOOK_FULL is the only
+   * outcome max_orders decides). */
+  hg_book_params_t bp = book_params(w, 3 * target + 4096);
+  int rc = hg_book_create(&bp, gen_sink, &g, &g.book);
+  if (rc != 0) {
+    fprintf(stderr, "bench_engine: hg_book_create failed: %d\n", rc);
+    return rc;
+  }
+
+  const double dt = 1.0 / (double)n;
+  const double theta = 2.0; /* the noise mean-reverts about twice a day */
+  const double sig_step = sc->noise * sqrt(2.0 * theta) * sqrt(dt);
+  const double p_mass = 6.0 / (double)n;
+  double noise = 0.0;
+  hg_price_t ref = w->ref0;
+  int opening = 1; /* makers build the book before takers arrive */
+
+  for (size_t i = 0; i + 1 < n; i++) {
+    msg_t *m = &w->m[i];
+    double t = (double)i * dt;
+    noise += -theta * noise * dt + sig_step * rng_normal(&g.rng);
+    double fair = path_mean(sc->path, t) + noise;
+    int64_t mid = llround(fair);
+    if (opening && (g.nlive >= target / 2 || i > n / 4)) opening = 0;
+
+    if (sc->band_bps && fabs(fair - (double)ref) > (double)ref * REF_MOVE) {
+      ref = mid;
+      m->kind = M_REF;
+      m->price = (int32_t)ref;
+    } else if (!opening && rng_unit(&g.rng) < p_mass) {
+      m->kind = M_MASS;
+      m->account = 1 + rng_below(&g.rng, N_MAKERS);
+      uint32_t r = rng_below(&g.rng, 10);
+      m->side = r < 6 ? HG_SIDES_BOTH : r < 8 ? HG_SIDES_BUY : HG_SIDES_SELL;
+    } else {
+      double ratio = (double)g.nlive / (double)target;
+      if (ratio < 0.3) ratio = 0.3;
+      if (ratio > 2.0) ratio = 2.0;
+      double p_cancel = opening ? 0.0 : 0.45 * ratio;
+      double p_replace = opening ? 0.0 : 0.07;
+      double u = rng_unit(&g.rng);
+      if (g.nlive > 0 && u < p_cancel) {
+        m->kind = M_CANCEL;
+        if (rng_below(&g.rng, 100) < 2) {
+          m->oid = 1 + rng_below(&g.rng, (uint32_t)g.next_oid);
+          m->account = m->oid < g.cap && g.acct[m->oid] ? g.acct[m->oid] : 1;
+        } else {
+          uint32_t a = g.live[rng_below(&g.rng, g.nlive)];
+          uint32_t b = g.live[rng_below(&g.rng, g.nlive)];
+          m->oid = fabs(g.price[a] - fair) >= fabs(g.price[b] - fair) ? a : b;
+          m->account = g.acct[m->oid];
+        }
+      } else if (g.nlive > 0 && u < p_cancel + p_replace) {
+        uint32_t o = g.live[rng_below(&g.rng, g.nlive)];
+        m->kind = M_REPLACE;
+        m->oid = o;
+        m->account = g.acct[o];
+        if (g.leaves[o] > 1 && rng_below(&g.rng, 100) < 35) {
+          m->price = g.price[o];
+          m->qty = 1 + (int32_t)rng_below(&g.rng, (uint32_t)g.leaves[o] - 1);
+        } else {
+          m->price = maker_price(&g, sc, w, ref, mid, g.side[o]);
+          m->qty = g.leaves[o] > 0 ? g.leaves[o] : maker_qty(&g);
+        }
+      } else {
+        m->kind = M_NEW;
+        m->oid = g.next_oid++;
+        m->tif = HG_TIF_GTC;
+        m->type = HG_ORD_LIMIT;
+        uint32_t r = opening ? 999 : rng_below(&g.rng, 1000);
+        if (r < 297) { /* takers lean towards the fair price, which moves the book */
+          hg_price_t bb, ba;
+          hg_qty_t q;
+          double lean = 0.0;
+          if (hg_book_best(g.book, HG_SIDE_BUY, &bb, &q) == 0 &&
+              hg_book_best(g.book, HG_SIDE_SELL, &ba, &q) == 0)
+            lean = (fair - 0.5 * (double)(bb + ba)) / 20.0;
+          lean = lean < -0.4 ? -0.4 : lean > 0.4 ? 0.4 : lean;
+          m->side = rng_unit(&g.rng) < 0.5 + lean ? HG_SIDE_BUY : HG_SIDE_SELL;
+          m->account = TAKER_BASE + rng_below(&g.rng, N_TAKERS);
+          m->qty = taker_qty(&g);
+        } else { /* makers quote both sides evenly */
+          m->side = (uint8_t)rng_below(&g.rng, 2);
+          m->account = 1 + rng_below(&g.rng, N_MAKERS);
+          m->qty = maker_qty(&g);
+        }
+        if (r < 167 + 10) { /* IOC or FOK: cross the best opposite price */
+          hg_price_t best;
+          hg_qty_t bq;
+          hg_side_t opp = m->side == HG_SIDE_BUY ? HG_SIDE_SELL : HG_SIDE_BUY;
+          int64_t k = rng_below(&g.rng, 4);
+          int64_t p;
+          if (hg_book_best(g.book, opp, &best, &bq) == 0)
+            p = m->side == HG_SIDE_BUY ? best + k : best - k;
+          else
+            p = m->side == HG_SIDE_BUY ? mid + 2 : mid - 2;
+          m->tif = r < 167 ? HG_TIF_IOC : HG_TIF_FOK;
+          m->price = clamp_band(w, ref, p);
+        } else if (r < 197) { /* market */
+          m->type = HG_ORD_MARKET;
+          m->tif = HG_TIF_IOC;
+        } else if (r < 297) { /* a taker's resting limit near the mid, may cross */
+          int64_t off = (int64_t)rng_below(&g.rng, 10) - 1;
+          m->price = clamp_band(w, ref, m->side == HG_SIDE_BUY ? mid - off : mid + off);
+          if (rng_below(&g.rng, 10) == 0) m->tif = HG_TIF_DAY;
+        } else { /* a maker's quote */
+          m->price = maker_price(&g, sc, w, ref, mid, m->side);
+          m->post_only = rng_below(&g.rng, 5) == 0;
+          if (rng_below(&g.rng, 10) == 0) m->tif = HG_TIF_DAY;
+        }
+        g.side[m->oid] = m->side;
+        g.acct[m->oid] = m->account;
+        g.price[m->oid] = m->price;
+      }
+    }
+    apply_hg(g.book, m, msg_ts(i));
+    if (m->kind == M_NEW && g.state[m->oid] == OS_PENDING) {
+      if (m->tif == HG_TIF_GTC || m->tif == HG_TIF_DAY) {
+        g.state[m->oid] = OS_LIVE;
+        g.pos[m->oid] = g.nlive;
+        g.live[g.nlive++] = (uint32_t)m->oid;
+        if (g.nlive > g.peak_live) g.peak_live = g.nlive;
+      } else {
+        g.state[m->oid] = OS_GONE;
+      }
+    }
+    w->count[m->kind]++;
+    if (m->kind == M_NEW) {
+      w->ioc += m->tif == HG_TIF_IOC;
+      w->fok += m->tif == HG_TIF_FOK;
+      w->market += m->type == HG_ORD_MARKET;
+      w->post_only += m->post_only;
+      w->day += m->tif == HG_TIF_DAY;
+    }
+  }
+  w->m[n - 1].kind = M_EXPIRE;
+  w->count[M_EXPIRE]++;
+  w->peak_live = g.peak_live;
+  w->pool = g.peak_live + g.peak_live / 4 + 1024;
+
+  hg_book_destroy(g.book);
+  free(g.state);
+  free(g.side);
+  free(g.pos);
+  free(g.acct);
+  free(g.price);
+  free(g.leaves);
+  free(g.live);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sinks                                                                    */
+
+typedef struct counts {
+  uint64_t ev[8];
+  uint64_t touch;   /* folds a few fields of every event */
+  uint64_t volume;  /* traded contracts */
+  uint64_t notional; /* sum of price * qty over fills, ticks x contracts */
+} counts_t;
+
+static void count_sink(void *ctx, const hg_book_event_t *ev) {
+  counts_t *c = ctx;
+  c->ev[ev->type & 7]++;
+  c->touch += ev->order_id ^ (uint64_t)ev->qty ^ (uint64_t)ev->price;
+  if (ev->type == HG_EV_FILL) {
+    c->volume += (uint64_t)ev->qty;
+    c->notional += (uint64_t)ev->qty * (uint64_t)ev->price;
+  }
+}
+
+typedef struct hashsink { uint64_t h, n; } hashsink_t;
+
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0x100000001b3ull;
+}
+
+static void hash_sink(void *ctx, const hg_book_event_t *ev) {
+  hashsink_t *s = ctx;
+  uint64_t h = s->h;
+  h = mix(h, (uint64_t)ev->type | (uint64_t)ev->side << 8 | (uint64_t)ev->cmd << 16 |
+                 (uint64_t)ev->priority_kept << 24 | (uint64_t)ev->reason << 32);
+  h = mix(h, (uint64_t)ev->instrument_id << 32 | ev->account);
+  h = mix(h, ev->maker_account);
+  h = mix(h, ev->order_id);
+  h = mix(h, ev->client_order_id);
+  h = mix(h, ev->maker_order_id);
+  h = mix(h, ev->maker_client_order_id);
+  h = mix(h, (uint64_t)ev->price);
+  h = mix(h, (uint64_t)ev->qty);
+  h = mix(h, (uint64_t)ev->leaves);
+  h = mix(h, (uint64_t)ev->maker_leaves);
+  h = mix(h, ev->ts);
+  s->h = h;
+  s->n++;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Clocks and memory                                                        */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline uint64_t tick(void) {
+#if HAVE_TSC
+  _mm_lfence();
+  uint64_t t = __rdtsc();
+  _mm_lfence();
+  return t;
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+static double ns_per_tick = 1.0;
+static double timer_overhead_ticks = 0.0;
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void calibrate_timer(void) {
+#if HAVE_TSC
+  double v[3];
+  for (int r = 0; r < 3; r++) { /* the middle of three 50 ms windows */
+    double s0 = now_s();
+    uint64_t t0 = tick();
+    while (now_s() - s0 < 0.05) {
+    }
+    double s1 = now_s();
+    uint64_t t1 = tick();
+    v[r] = (s1 - s0) * 1e9 / (double)(t1 - t0);
+  }
+  qsort(v, 3, sizeof v[0], cmp_double);
+  ns_per_tick = v[1];
+#endif
+  enum { N = 20000 };
+  static uint32_t d[N];
+  for (int i = 0; i < N; i++) {
+    uint64_t a = tick();
+    uint64_t b = tick();
+    d[i] = (uint32_t)(b - a);
+  }
+  qsort(d, N, sizeof d[0], cmp_u32);
+  timer_overhead_ticks = d[N / 2];
+}
+
+static long rss_kib_now(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long size = 0, res = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &size, &res) != 2) res = 0;
+    fclose(f);
+  }
+  return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static long maxrss_kib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+static size_t heap_in_use(void) {
+  struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Runs                                                                     */
+
+static hg_book_t *make_book(const workload_t *w, uint32_t max_orders, hg_book_sink_fn fn,
+                            void *ctx) {
+  hg_book_params_t p = book_params(w, max_orders);
+  hg_book_t *b = NULL;
+  int rc = hg_book_create(&p, fn, ctx, &b);
+  if (rc != 0) {
+    fprintf(stderr, "bench_engine: hg_book_create failed: %d\n", rc);
+    exit(1);
+  }
+  return b;
+}
+
+static uint32_t pool_size(const workload_t *w) { return w->pool; }
+
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Whole-loop timing; returns wall seconds and sets *cpu to the thread's CPU
+ * seconds over the same loop (which leaves out time other processes had the
+ * core: on a shared machine it is the steadier of the two). */
+static double run_throughput(const workload_t *w, counts_t *c, double *cpu) {
+  memset(c, 0, sizeof *c);
+  hg_book_t *b = make_book(w, pool_size(w), count_sink, c);
+  double c0 = cpu_s(), t0 = now_s();
+  for (size_t i = 0; i < w->n; i++) apply_hg(b, &w->m[i], msg_ts(i));
+  double t1 = now_s(), c1 = cpu_s();
+  hg_book_destroy(b);
+  *cpu = c1 - c0;
+  return t1 - t0;
+}
+
+typedef struct latency {
+  double p50, p99, p999, max, mean; /* ns, timer overhead subtracted */
+  size_t book_alloc;                /* bytes the book allocated at create */
+  long book_rss_kib;                /* resident growth over create + run */
+} latency_t;
+
+static double pct_ns(const uint32_t *sorted, size_t n, double q) {
+  size_t k = (size_t)(q * (double)(n - 1));
+  double t = (double)sorted[k] - timer_overhead_ticks;
+  return t < 0 ? 0 : t * ns_per_tick;
+}
+
+static void run_latency(const workload_t *w, latency_t *out) {
+  uint32_t *lat = xcalloc(w->n, sizeof *lat);
+  for (size_t i = 0; i < w->n; i += 1024) lat[i] = 1; /* fault the pages in now */
+  counts_t c = {0};
+  long rss0 = rss_kib_now();
+  size_t h0 = heap_in_use();
+  hg_book_t *b = make_book(w, pool_size(w), count_sink, &c);
+  out->book_alloc = heap_in_use() - h0;
+  double sum = 0;
+  for (size_t i = 0; i < w->n; i++) {
+    uint64_t t0 = tick();
+    apply_hg(b, &w->m[i], msg_ts(i));
+    uint64_t t1 = tick();
+    lat[i] = (uint32_t)(t1 - t0 > UINT32_MAX ? UINT32_MAX : t1 - t0);
+    sum += (double)(t1 - t0);
+  }
+  out->book_rss_kib = rss_kib_now() - rss0;
+  hg_book_destroy(b);
+  qsort(lat, w->n, sizeof *lat, cmp_u32);
+  out->p50 = pct_ns(lat, w->n, 0.50);
+  out->p99 = pct_ns(lat, w->n, 0.99);
+  out->p999 = pct_ns(lat, w->n, 0.999);
+  out->max = pct_ns(lat, w->n, 1.0);
+  out->mean = (sum / (double)w->n - timer_overhead_ticks) * ns_per_tick;
+  free(lat);
+}
+
+typedef struct refcmp {
+  size_t prefix;          /* messages both books ran */
+  double ref_ns, book_ns; /* per message */
+  int same;               /* identical event streams over the prefix */
+  uint64_t events;
+} refcmp_t;
+
+/* Records events with the index of the message that caused them. */
+typedef struct recsink {
+  hg_book_event_t *ev;
+  size_t *msg;
+  size_t n, cap, cur;
+} recsink_t;
+
+static void rec_sink(void *ctx, const hg_book_event_t *ev) {
+  recsink_t *r = ctx;
+  if (r->n == r->cap) return;
+  r->ev[r->n] = *ev;
+  r->msg[r->n++] = r->cur;
+}
+
+static int same_event(const hg_book_event_t *a, const hg_book_event_t *b) {
+  return a->type == b->type && a->side == b->side && a->cmd == b->cmd &&
+         a->priority_kept == b->priority_kept && a->reason == b->reason &&
+         a->instrument_id == b->instrument_id && a->account == b->account &&
+         a->maker_account == b->maker_account && a->order_id == b->order_id &&
+         a->client_order_id == b->client_order_id && a->maker_order_id == b->maker_order_id &&
+         a->maker_client_order_id == b->maker_client_order_id && a->price == b->price &&
+         a->qty == b->qty && a->leaves == b->leaves && a->maker_leaves == b->maker_leaves &&
+         a->ts == b->ts;
+}
+
+static void print_event(const char *who, const hg_book_event_t *e) {
+  printf("    %-9s type %u side %u cmd %u reason %u kept %u acct %u maker_acct %u oid %" PRIu64
+         " maker_oid %" PRIu64 " price %" PRId64 " qty %" PRId64 " leaves %" PRId64
+         " maker_leaves %" PRId64 "\n",
+         who, e->type, e->side, e->cmd, e->reason, e->priority_kept, e->account,
+         e->maker_account, e->order_id, e->maker_order_id, e->price, e->qty, e->leaves,
+         e->maker_leaves);
+}
+
+/* Reruns a prefix through both books, recording, and prints the first event
+ * where they part, with the message that caused it. */
+static void explain_difference(const workload_t *w, size_t prefix, uint64_t nevents) {
+  hg_book_params_t p = book_params(w, pool_size(w));
+  recsink_t a = {0}, b = {0};
+  a.cap = b.cap = (size_t)nevents + 16;
+  a.ev = xcalloc(a.cap, sizeof *a.ev);
+  a.msg = xcalloc(a.cap, sizeof *a.msg);
+  b.ev = xcalloc(b.cap, sizeof *b.ev);
+  b.msg = xcalloc(b.cap, sizeof *b.msg);
+  hg_book_t *hb = make_book(w, p.max_orders, rec_sink, &a);
+  ref_book_t *rb = NULL;
+  if (ref_book_create(&p, rec_sink, &b, &rb) == 0) {
+    for (size_t i = 0; i < prefix; i++) {
+      a.cur = b.cur = i;
+      apply_hg(hb, &w->m[i], msg_ts(i));
+      apply_ref(rb, &w->m[i], msg_ts(i));
+    }
+    size_t k = 0;
+    while (k < a.n && k < b.n && same_event(&a.ev[k], &b.ev[k])) k++;
+    if (k < a.n || k < b.n) {
+      size_t mi = k < a.n ? a.msg[k] : b.msg[k];
+      const msg_t *m = &w->m[mi];
+      printf("  first difference at event %zu, from message %zu (%s oid %" PRIu64
+             " acct %u side %u type %u tif %u price %d qty %d post_only %u):\n",
+             k, mi, kind_name[m->kind], m->oid, m->account, m->side, m->type, m->tif, m->price,
+             m->qty, m->post_only);
+      if (k < a.n) print_event("book", &a.ev[k]);
+      else printf("    book      (no more events)\n");
+      if (k < b.n) print_event("reference", &b.ev[k]);
+      else printf("    reference (no more events)\n");
+    }
+    ref_book_destroy(rb);
+  }
+  hg_book_destroy(hb);
+  free(a.ev);
+  free(a.msg);
+  free(b.ev);
+  free(b.msg);
+}
+
+/* The reference book on a prefix, stopped after budget_s; then the real book
+ * on exactly that prefix, best of five. */
+static void run_reference(const workload_t *w, size_t max_prefix, double budget_s,
+                          refcmp_t *out) {
+  size_t n = w->n < max_prefix ? w->n : max_prefix;
+  hg_book_params_t p = book_params(w, pool_size(w));
+  hashsink_t hr = {0, 0};
+  ref_book_t *rb = NULL;
+  int rc = ref_book_create(&p, hash_sink, &hr, &rb);
+  if (rc != 0) {
+    fprintf(stderr, "bench_engine: ref_book_create failed: %d\n", rc);
+    exit(1);
+  }
+  double t0 = now_s();
+  size_t i = 0;
+  while (i < n) {
+    apply_ref(rb, &w->m[i], msg_ts(i));
+    i++;
+    if ((i & 255) == 0 && now_s() - t0 > budget_s) break;
+  }
+  double t1 = now_s();
+  ref_book_destroy(rb);
+  out->prefix = i;
+  out->ref_ns = (t1 - t0) * 1e9 / (double)i;
+
+  double best = 0;
+  hashsink_t hb = {0, 0};
+  for (int r = 0; r < 5; r++) {
+    hb.h = hb.n = 0;
+    hg_book_t *b = make_book(w, pool_size(w), hash_sink, &hb);
+    double s0 = now_s();
+    for (size_t k = 0; k < out->prefix; k++) apply_hg(b, &w->m[k], msg_ts(k));
+    double s = now_s() - s0;
+    hg_book_destroy(b);
+    if (r == 0 || s < best) best = s;
+  }
+  out->book_ns = best * 1e9 / (double)out->prefix;
+  out->same = hb.h == hr.h && hb.n == hr.n;
+  out->events = hb.n;
+  if (!out->same) explain_difference(w, out->prefix, hb.n > hr.n ? hb.n : hr.n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Report                                                                   */
+
+typedef struct result {
+  const char *name;
+  double mmsgs, ns_msg, cpu_mmsgs;
+  latency_t lat;
+  refcmp_t ref;
+} result_t;
+
+typedef struct options {
+  int quick, demo;
+  const char *scenario;
+  size_t messages;
+  uint64_t seed;
+  int reps;
+  size_t ref_prefix;
+  double ref_budget;
+} options_t;
+
+static void print_mix(const workload_t *w, const counts_t *c) {
+  size_t nn = w->count[M_NEW];
+  printf("  mix: %zu new (IOC %.1f%%, FOK %.1f%%, market %.1f%%, post-only %.1f%%, DAY %.1f%%),"
+         " %zu cancel (%.0f%% of new), %zu replace (%.0f%% of new), %zu mass cancel,"
+         " %zu reference, %zu expiry\n",
+         nn, 100.0 * (double)w->ioc / (double)nn, 100.0 * (double)w->fok / (double)nn,
+         100.0 * (double)w->market / (double)nn, 100.0 * (double)w->post_only / (double)nn,
+         100.0 * (double)w->day / (double)nn, w->count[M_CANCEL],
+         100.0 * (double)w->count[M_CANCEL] / (double)nn, w->count[M_REPLACE],
+         100.0 * (double)w->count[M_REPLACE] / (double)nn, w->count[M_MASS], w->count[M_REF],
+         w->count[M_EXPIRE]);
+  printf("  events: %" PRIu64 " accepted, %" PRIu64 " rejected, %" PRIu64 " fills (%" PRIu64
+         " contracts), %" PRIu64 " cancelled, %" PRIu64 " replaced, %" PRIu64
+         " level updates; peak %u resting orders\n",
+         c->ev[HG_EV_ACCEPTED], c->ev[HG_EV_REJECTED], c->ev[HG_EV_FILL], c->volume,
+         c->ev[HG_EV_CANCELLED], c->ev[HG_EV_REPLACED], c->ev[HG_EV_LEVEL], w->peak_live);
+}
+
+static int run_scenario(const scenario_t *sc, const options_t *o, result_t *r) {
+  workload_t w;
+  double g0 = now_s();
+  int rc = generate(sc, o->messages, o->seed, &w);
+  if (rc != 0) return rc;
+  double gen_s = now_s() - g0;
+  printf("\n== %s: %s\n", sc->name, sc->what);
+  printf("  %zu messages, seed %" PRIu64 ", generated in %.2f s (not timed)\n", w.n, o->seed,
+         gen_s);
+
+  double secs[16], cpus[16];
+  counts_t c = {0};
+  for (int k = 0; k < o->reps; k++) secs[k] = run_throughput(&w, &c, &cpus[k]);
+  print_mix(&w, &c);
+  qsort(secs, (size_t)o->reps, sizeof secs[0], cmp_double);
+  qsort(cpus, (size_t)o->reps, sizeof cpus[0], cmp_double);
+  double med = secs[o->reps / 2];
+  r->name = sc->name;
+  r->mmsgs = (double)w.n / med / 1e6;
+  r->ns_msg = med * 1e9 / (double)w.n;
+  r->cpu_mmsgs = (double)w.n / cpus[o->reps / 2] / 1e6;
+  printf("  throughput: %.2f Mmsg/s, %.1f ns/msg (wall clock, median of %d runs; min %.1f,"
+         " max %.1f ns/msg); on-CPU time only: %.2f Mmsg/s\n",
+         r->mmsgs, r->ns_msg, o->reps, secs[0] * 1e9 / (double)w.n,
+         secs[o->reps - 1] * 1e9 / (double)w.n, r->cpu_mmsgs);
+
+  run_latency(&w, &r->lat);
+  printf("  latency per message: p50 %.0f ns, p99 %.0f ns, p99.9 %.0f ns, max %.0f ns,"
+         " mean %.0f ns\n",
+         r->lat.p50, r->lat.p99, r->lat.p999, r->lat.max, r->lat.mean);
+  printf("  memory: book allocated %.1f MiB for %u orders, resident growth %.1f MiB;"
+         " process peak RSS %.1f MiB (includes the %.0f MiB workload)\n",
+         (double)r->lat.book_alloc / 1048576.0, pool_size(&w),
+         (double)r->lat.book_rss_kib / 1024.0, (double)maxrss_kib() / 1024.0,
+         (double)(w.n * sizeof(msg_t)) / 1048576.0);
+
+  run_reference(&w, o->ref_prefix, o->ref_budget, &r->ref);
+  printf("  reference book: first %zu messages, %.0f ns/msg vs %.1f ns/msg: %.1fx faster;"
+         " events %s (%" PRIu64 ")\n",
+         r->ref.prefix, r->ref.ref_ns, r->ref.book_ns, r->ref.ref_ns / r->ref.book_ns,
+         r->ref.same ? "identical" : "DIFFER", r->ref.events);
+  printf("RESULT engine.%s_mmsgs %.2f Mmsg/s\n", sc->name, r->mmsgs);
+  free(w.m);
+  return r->ref.same ? 0 : 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Demo                                                                     */
+
+typedef struct demo {
+  counts_t c;
+  uint64_t seen;
+  int printed, want;
+  int64_t hi, lo;
+} demo_t;
+
+static void usd(char *buf, size_t len, int64_t ticks) {
+  snprintf(buf, len, "%" PRId64 ".%03" PRId64, ticks / 1000, ticks % 1000);
+}
+
+static void demo_sink(void *ctx, const hg_book_event_t *ev) {
+  demo_t *d = ctx;
+  count_sink(&d->c, ev);
+  d->seen++;
+  if (ev->type == HG_EV_FILL) {
+    if (d->hi == 0 || ev->price > d->hi) d->hi = ev->price;
+    if (d->lo == 0 || ev->price < d->lo) d->lo = ev->price;
+  }
+  /* The first ten events; then, every 30000 events, the next one of the
+   * type whose turn it is, so every kind of event shows up. */
+  static const uint8_t turn[] = {HG_EV_FILL, HG_EV_CANCELLED, HG_EV_REPLACED, HG_EV_FILL,
+                                 HG_EV_REJECTED, HG_EV_ACCEPTED};
+  if (d->seen > 10) {
+    if (d->seen % 30000 == 0 && d->printed < 24) d->want = 1;
+    if (!d->want || ev->type != turn[d->printed % sizeof turn]) return;
+    d->want = 0;
+    if (d->printed++ == 0) printf("  ...\n");
+  }
+  char p[32];
+  usd(p, sizeof p, ev->price);
+  const char *sd = ev->side == HG_SIDE_BUY ? "buy " : "sell";
+  printf("  %8" PRIu64 "  ", d->seen);
+  switch (ev->type) {
+  case HG_EV_ACCEPTED:
+    printf("ACCEPTED  order %" PRIu64 " acct %u %s %" PRId64 " @ %s\n", ev->order_id,
+           ev->account, sd, ev->qty, p);
+    break;
+  case HG_EV_REJECTED:
+    printf("REJECTED  order %" PRIu64 " acct %u: %s\n", ev->order_id, ev->account,
+           hg_reject_str(ev->reason));
+    break;
+  case HG_EV_FILL:
+    printf("FILL      %s %" PRId64 " @ %s  taker %" PRIu64 " (acct %u) maker %" PRIu64
+           " (acct %u)\n",
+           sd, ev->qty, p, ev->order_id, ev->account, ev->maker_order_id, ev->maker_account);
+    break;
+  case HG_EV_CANCELLED:
+    printf("CANCELLED order %" PRIu64 " acct %u %" PRId64 " @ %s: %s\n", ev->order_id,
+           ev->account, ev->qty, p, hg_cancel_reason_str(ev->reason));
+    break;
+  case HG_EV_REPLACED:
+    printf("REPLACED  order %" PRIu64 " -> %" PRId64 " @ %s (%s priority)\n", ev->order_id,
+           ev->leaves, p, ev->priority_kept ? "keeps" : "loses");
+    break;
+  case HG_EV_LEVEL:
+    printf("LEVEL     %s %s now %" PRId64 "\n", ev->side == HG_SIDE_BUY ? "bid" : "ask", p,
+           ev->qty);
+    break;
+  default: printf("event type %u\n", ev->type); break;
+  }
+}
+
+static void print_ladder(const hg_book_t *b, size_t after) {
+  hg_book_level_t bids[5], asks[5];
+  size_t nb = hg_book_depth(b, HG_SIDE_BUY, bids, 5);
+  size_t na = hg_book_depth(b, HG_SIDE_SELL, asks, 5);
+  char p[32];
+  printf("\n  book after %zu messages (%u resting orders):\n", after, hg_book_order_count(b));
+  printf("           price (USD/GPU-h)   contracts  orders\n");
+  for (size_t k = na; k-- > 0;) {
+    usd(p, sizeof p, asks[k].price);
+    printf("    ask    %10s          %9" PRId64 "  %6u\n", p, asks[k].qty, asks[k].orders);
+  }
+  if (nb && na)
+    printf("    ------ spread %" PRId64 " tick%s ------\n", asks[0].price - bids[0].price,
+           asks[0].price - bids[0].price == 1 ? "" : "s");
+  for (size_t k = 0; k < nb; k++) {
+    usd(p, sizeof p, bids[k].price);
+    printf("    bid    %10s          %9" PRId64 "  %6u\n", p, bids[k].qty, bids[k].orders);
+  }
+}
+
+static int run_demo(const options_t *o) {
+  const scenario_t *sc = &scenarios[1];
+  workload_t w;
+  printf("Hourglass matching engine demo: one seeded trading day of B200 GPU-hour futures\n");
+  printf("(%s: %s)\n", sc->name, sc->what);
+  if (generate(sc, o->messages, o->seed, &w) != 0) return 1;
+  printf("instrument: ticks of 0.001 USD/GPU-hour, prices 0.001..100.000, start 3.000,"
+         " band +-%u bps, max order %d contracts\n",
+         w.band_bps, MAX_ORDER_QTY);
+  printf("%zu messages (seed %" PRIu64 "): %zu new, %zu cancel, %zu replace, %zu mass cancel,"
+         " %zu reference updates, end-of-day expiry; %d makers, %d takers\n",
+         w.n, o->seed, w.count[M_NEW], w.count[M_CANCEL], w.count[M_REPLACE], w.count[M_MASS],
+         w.count[M_REF], N_MAKERS, N_TAKERS);
+
+  printf("\na sample of the event stream (event number, event):\n");
+  demo_t d;
+  memset(&d, 0, sizeof d);
+  hg_book_t *b = make_book(&w, pool_size(&w), demo_sink, &d);
+  for (size_t i = 0; i < w.n; i++) apply_hg(b, &w.m[i], msg_ts(i));
+  hg_book_destroy(b);
+
+  /* the ladders, on a quiet second pass so they are not lost in the events */
+  counts_t c2;
+  memset(&c2, 0, sizeof c2);
+  b = make_book(&w, pool_size(&w), count_sink, &c2);
+  size_t marks[4] = {w.n / 4, w.n / 2, 3 * w.n / 4, w.n - 1};
+  size_t next = 0;
+  for (size_t i = 0; i < w.n; i++) {
+    if (next < 4 && i == marks[next]) {
+      print_ladder(b, i);
+      if (next == 3) printf("    (then the end-of-day expiry cancels every DAY order)\n");
+      next++;
+    }
+    apply_hg(b, &w.m[i], msg_ts(i));
+  }
+  printf("  at the close: %u resting orders\n", hg_book_order_count(b));
+  hg_book_destroy(b);
+
+  char vw[32], hi[32], lo[32];
+  /* VWAP in 1/10 of a tick, rounded: USD per GPU-hour with four decimals */
+  uint64_t vwap10 = d.c.volume ? (d.c.notional * 10 + d.c.volume / 2) / d.c.volume : 0;
+  snprintf(vw, sizeof vw, "%" PRIu64 ".%04" PRIu64, vwap10 / 10000, vwap10 % 10000);
+  usd(hi, sizeof hi, d.hi);
+  usd(lo, sizeof lo, d.lo);
+  printf("\ntrades: %" PRIu64 " fills, %" PRIu64 " contracts, VWAP %s USD/GPU-hour"
+         " (high %s, low %s)\n",
+         d.c.ev[HG_EV_FILL], d.c.volume, vw, hi, lo);
+  printf("events: %" PRIu64 " in all (%" PRIu64 " rejected, %" PRIu64 " cancelled)\n", d.seen,
+         d.c.ev[HG_EV_REJECTED], d.c.ev[HG_EV_CANCELLED]);
+
+  double secs[5], cpu;
+  counts_t c;
+  for (int k = 0; k < 5; k++) secs[k] = run_throughput(&w, &c, &cpu);
+  qsort(secs, 5, sizeof secs[0], cmp_double);
+  latency_t lat;
+  run_latency(&w, &lat);
+  refcmp_t rc;
+  run_reference(&w, 100000, 1.0, &rc);
+  printf("\nfigures (this machine, now):\n");
+  printf("  throughput %.2f Mmsg/s (%.0f ns/msg, median of 5)\n", (double)w.n / secs[2] / 1e6,
+         secs[2] * 1e9 / (double)w.n);
+  printf("  latency per message p50 %.0f ns, p99 %.0f ns, p99.9 %.0f ns (timer cost %.0f ns"
+         " subtracted)\n",
+         lat.p50, lat.p99, lat.p999, timer_overhead_ticks * ns_per_tick);
+  printf("  book memory %.1f MiB allocated; reference book %.1fx slower on the first %zu"
+         " messages, events %s\n",
+         (double)lat.book_alloc / 1048576.0, rc.ref_ns / rc.book_ns, rc.prefix,
+         rc.same ? "identical" : "DIFFER");
+  printf("\nfull benchmark: bench/run engine\n");
+  free(w.m);
+  return rc.same ? 0 : 1;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: bench_engine [--quick] [--scenario NAME] [--messages N] [--seed S] [--demo]\n"
+          "  --quick         200k messages per scenario (a few seconds in all)\n"
+          "  --scenario NAME run one scenario:");
+  for (size_t i = 0; i < N_SCENARIOS; i++) fprintf(f, " %s", scenarios[i].name);
+  fprintf(f, "\n  --messages N    messages per scenario (default 2000000)\n"
+             "  --seed S        workload seed (default 1)\n"
+             "  --demo          a short human-readable tour of one trading day\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || s[0] == '-') return -1;
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  options_t o = {.messages = 0, .seed = 1, .reps = 5, .ref_prefix = 200000, .ref_budget = 4.0};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    uint64_t v;
+    if (!strcmp(a, "--quick")) {
+      o.quick = 1;
+    } else if (!strcmp(a, "--demo")) {
+      o.demo = 1;
+    } else if (!strcmp(a, "--scenario") && i + 1 < argc) {
+      o.scenario = argv[++i];
+    } else if (!strcmp(a, "--messages") && i + 1 < argc && !parse_u64(argv[++i], &v) &&
+               v >= 1000 && v < (1ull << 31)) {
+      o.messages = v;
+    } else if (!strcmp(a, "--seed") && i + 1 < argc && !parse_u64(argv[++i], &v)) {
+      o.seed = v;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "bench_engine: bad argument '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  calibrate_timer();
+  if (o.demo) {
+    if (!o.messages) o.messages = 300000;
+    return run_demo(&o);
+  }
+  if (o.quick) {
+    o.reps = 3;
+    o.ref_prefix = 50000;
+    o.ref_budget = 0.5;
+  }
+  if (!o.messages) o.messages = o.quick ? 200000 : 2000000;
+
+  printf("bench_engine: order book throughput and latency, %zu messages per scenario%s\n",
+         o.messages, o.quick ? " (--quick)" : "");
+  printf("timer: %s, %.4f ns/tick, overhead %.1f ns per timed region (subtracted)\n",
+         HAVE_TSC ? "TSC (lfence+rdtsc) calibrated against CLOCK_MONOTONIC" : "CLOCK_MONOTONIC",
+         ns_per_tick, timer_overhead_ticks * ns_per_tick);
+
+  result_t res[N_SCENARIOS];
+  size_t nres = 0;
+  int bad = 0;
+  for (size_t s = 0; s < N_SCENARIOS; s++) {
+    if (o.scenario && strcmp(o.scenario, scenarios[s].name)) continue;
+    bad |= run_scenario(&scenarios[s], &o, &res[nres++]);
+  }
+  if (!nres) {
+    fprintf(stderr, "bench_engine: no scenario named '%s'\n", o.scenario);
+    usage(stderr);
+    return 2;
+  }
+
+  size_t worst = 0;
+  double worst_p99 = 0, worst_ratio = 0;
+  printf("\n== summary (targets: worst >= 10 Mmsg/s, p99 < 1000 ns)\n");
+  printf("  %-14s %9s %8s %9s %8s %8s %9s %9s\n", "scenario", "Mmsg/s", "ns/msg", "cpu-only",
+         "p50 ns", "p99 ns", "p99.9 ns", "vs ref");
+  for (size_t k = 0; k < nres; k++) {
+    const result_t *r = &res[k];
+    double ratio = r->ref.ref_ns / r->ref.book_ns;
+    printf("  %-14s %9.2f %8.1f %9.2f %8.0f %8.0f %9.0f %8.1fx\n", r->name, r->mmsgs,
+           r->ns_msg, r->cpu_mmsgs, r->lat.p50, r->lat.p99, r->lat.p999, ratio);
+    if (r->mmsgs < res[worst].mmsgs) worst = k;
+    if (r->lat.p99 > worst_p99) worst_p99 = r->lat.p99;
+    if (k == 0 || ratio < worst_ratio) worst_ratio = ratio;
+  }
+  printf("  worst scenario: %s, %.2f Mmsg/s (%s); worst p99 %.0f ns (%s)\n", res[worst].name,
+         res[worst].mmsgs, res[worst].mmsgs >= 10.0 ? "meets target" : "BELOW target",
+         worst_p99, worst_p99 < 1000.0 ? "meets target" : "ABOVE target");
+  printf("RESULT engine.worst_mmsgs %.2f Mmsg/s\n", res[worst].mmsgs);
+  printf("RESULT engine.worst_p99_ns %.0f ns\n", worst_p99);
+  printf("RESULT engine.ref_speed_ratio %.1f x\n", worst_ratio);
+  if (bad) printf("bench_engine: the book and the reference book DISAGREE (see above)\n");
+  return bad ? 1 : 0;
+}

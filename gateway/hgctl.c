@@ -1,0 +1,407 @@
+/*
+ * hgctl: the operator's command line.
+ *
+ * Commands are found through a two-level table (group, verb) so that new
+ * groups (`hgctl order ...`, `hgctl settle ...`) are one table entry each.
+ * For now only `hgctl index fix` exists: it reads a samples CSV and a provider
+ * registry CSV, computes one day's fixing with the settlement library and
+ * prints it as JSON on stdout. It is offline: no history is loaded, so a day
+ * whose data are insufficient in both tiers is NO_FIX (nothing to carry).
+ *
+ * Exit status: 0 success, 1 input error (unreadable file, bad header, rejected
+ * lines without --allow-rejected, bad registry), 2 usage error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hourglass/error.h"
+#include "hourglass/index.h"
+
+#define EXIT_INPUT 1
+#define EXIT_USAGE 2
+
+typedef struct command {
+  const char *name;
+  const char *summary;
+  int (*run)(int argc, char **argv);
+} command_t;
+
+typedef struct group {
+  const char *name;
+  const command_t *cmds;
+  size_t n;
+} group_t;
+
+static const char *const SAMPLE_COLUMNS[] = {
+    "ts", "provider", "region", "gpu", "grade", "term_days", "price_usd_per_gpu_hour",
+    "volume_gpu_hours", "kind"};
+static const char *const REGISTRY_COLUMNS[] = {"provider", "gpu", "grade", "effective_from"};
+
+/* ------------------------------------------------------------ file input */
+
+static int read_file(const char *path, char **buf, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return -errno;
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap);
+  if (b == NULL) {
+    fclose(f);
+    return -ENOMEM;
+  }
+  for (;;) {
+    if (n == cap) {
+      char *nb = realloc(b, cap * 2);
+      if (nb == NULL) {
+        free(b);
+        fclose(f);
+        return -ENOMEM;
+      }
+      b = nb;
+      cap *= 2;
+    }
+    size_t r = fread(b + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int err = ferror(f) ? -EIO : 0;
+  fclose(f);
+  if (err) {
+    free(b);
+    return err;
+  }
+  *buf = b;
+  *len = n;
+  return 0;
+}
+
+/* ------------------------------------------------------------ JSON out */
+
+static void json_str(FILE *o, const char *s) {
+  fputc('"', o);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      fputc('\\', o);
+      fputc(c, o);
+    } else if (c < 0x20) {
+      fprintf(o, "\\u%04x", c);
+    } else {
+      fputc(c, o);
+    }
+  }
+  fputc('"', o);
+}
+
+static void json_micro(FILE *o, int64_t v) {
+  /* Decimal USD string with 6 places, from integers only. */
+  uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  fprintf(o, "\"%s%" PRIu64 ".%06" PRIu64 "\"", v < 0 ? "-" : "", a / 1000000, a % 1000000);
+}
+
+static void print_csv_errors_json(FILE *o, const char *file, const char *const *cols,
+                                  size_t ncols, const hg_index_csv_error_t *e, size_t n,
+                                  bool *first) {
+  for (size_t k = 0; k < n; k++) {
+    fprintf(o, "%s\n    {\"file\": ", *first ? "" : ",");
+    *first = false;
+    json_str(o, file);
+    fprintf(o, ", \"line\": %" PRIu32 ", \"column\": ", e[k].line);
+    if (e[k].column >= 0 && (size_t)e[k].column < ncols) {
+      json_str(o, cols[e[k].column]);
+    } else {
+      fputs("null", o);
+    }
+    fputs(", \"reason\": ", o);
+    json_str(o, hg_index_csv_reason_str(e[k].reason));
+    fputc('}', o);
+  }
+}
+
+static void print_csv_errors_stderr(const char *path, const char *const *cols, size_t ncols,
+                                    const hg_index_csv_error_t *e, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    if (e[k].column >= 0 && (size_t)e[k].column < ncols) {
+      fprintf(stderr, "hgctl: %s:%" PRIu32 ": %s: %s\n", path, e[k].line, cols[e[k].column],
+              hg_index_csv_reason_str(e[k].reason));
+    } else {
+      fprintf(stderr, "hgctl: %s:%" PRIu32 ": %s\n", path, e[k].line,
+              hg_index_csv_reason_str(e[k].reason));
+    }
+  }
+}
+
+static void print_tier_json(FILE *o, int tier, const hg_index_tier_stats_t *t) {
+  fprintf(o,
+          "{\"tier\": %d, \"tried\": %s, \"sufficient\": %s, \"eligible\": %" PRIu32
+          ", \"used_samples\": %" PRIu32 ", \"providers\": %" PRIu32 ", \"hours\": %" PRIu32
+          ", \"volume_gpu_hours\": %" PRId64 ", \"value_micro_usd\": %" PRId64 "}",
+          tier, t->tried ? "true" : "false", t->sufficient ? "true" : "false", t->eligible,
+          t->used, t->providers, t->hours, t->volume, t->value);
+}
+
+static void print_fix_json(FILE *o, const hg_index_result_t *r, const hg_index_sample_set_t *set,
+                           const char *samples_path, const hg_index_sample_set_t *errs_of,
+                           bool receipt) {
+  const hg_index_fixing_t *f = &r->fixing;
+  const hg_index_tier_stats_t *t = &r->tier[r->receipt_tier - 1];
+  char day[11];
+  hg_index_day_format(f->day, day);
+  fprintf(o, "{\n  \"index\": \"IGX-%s-%s\",\n  \"gpu\": ", r->gpu, r->grade);
+  json_str(o, r->gpu);
+  fputs(",\n  \"grade\": ", o);
+  json_str(o, r->grade);
+  fprintf(o, ",\n  \"day\": \"%s\",\n  \"methodology\": \"%s\",\n", day, r->methodology);
+  fprintf(o, "  \"status\": \"%s\",\n  \"kind\": \"%s\",\n  \"tier\": %u,\n",
+          hg_index_status_str(f->status), hg_index_kind_str(f->kind), f->tier);
+  if (f->status == HG_INDEX_NO_FIX) {
+    fputs("  \"value_micro_usd\": null,\n  \"value_usd\": null,\n", o);
+  } else {
+    fprintf(o, "  \"value_micro_usd\": %" PRId64 ",\n  \"value_usd\": ", f->value);
+    json_micro(o, f->value);
+    fputs(",\n", o);
+  }
+  fprintf(o, "  \"sample_count\": %" PRIu32 ",\n", r->input_count);
+  fprintf(o, "  \"receipt_tier\": %u,\n", r->receipt_tier);
+  fprintf(o, "  \"used_samples\": %" PRIu32 ",\n  \"providers\": %" PRIu32
+             ",\n  \"hours\": %" PRIu32 ",\n  \"volume_gpu_hours\": %" PRId64 ",\n",
+          t->used, t->providers, t->hours, t->volume);
+  fprintf(o, "  \"median_micro_usd\": %" PRId64 ",\n  \"mad_micro_usd\": %" PRId64 ",\n",
+          t->median, t->mad);
+  fprintf(o, "  \"provider_cap_applied\": %s,\n  \"cap_gpu_hours\": %" PRId64 ",\n",
+          t->cap_applied ? "true" : "false", t->cap);
+  fputs("  \"bucket_values\": [", o);
+  bool first = true;
+  for (int h = 0; h < HG_INDEX_HOURS; h++) {
+    if (t->bucket_n[h] == 0) continue;
+    fprintf(o, "%s\n    {\"hour\": %d, \"samples\": %" PRIu32 ", \"value_micro_usd\": %" PRId64 "}",
+            first ? "" : ",", h, t->bucket_n[h], t->bucket[h]);
+    first = false;
+  }
+  fputs(first ? "],\n" : "\n  ],\n", o);
+  fputs("  \"exclusions\": {", o);
+  for (int k = 1; k < HG_INDEX_REASON_COUNT; k++) {
+    fprintf(o, "%s\"%s\": %" PRIu32, k == 1 ? "" : ", ", hg_index_reason_str(k),
+            t->reason_count[k]);
+  }
+  fputs("},\n  \"tiers\": [", o);
+  print_tier_json(o, 1, &r->tier[0]);
+  if (r->tier[1].tried) {
+    fputs(", ", o);
+    print_tier_json(o, 2, &r->tier[1]);
+  }
+  fputs("],\n", o);
+  if (receipt) {
+    fputs("  \"excluded\": [", o);
+    for (size_t k = 0; k < r->n_exclusions; k++) {
+      fprintf(o, "%s\n    {\"line\": %" PRIu32 ", \"reason\": \"%s\"}", k ? "," : "",
+              set->lines[r->exclusions[k].sample], hg_index_reason_str((int)r->exclusions[k].reason));
+    }
+    fputs(r->n_exclusions ? "\n  ],\n" : "],\n", o);
+    fputs("  \"weights\": [", o);
+    for (size_t k = 0; k < r->n_weights; k++) {
+      fprintf(o, "%s\n    {\"line\": %" PRIu32 ", \"weight\": %" PRId64 "}", k ? "," : "",
+              set->lines[r->weights[k].sample], r->weights[k].weight);
+    }
+    fputs(r->n_weights ? "\n  ],\n" : "],\n", o);
+  }
+  fputs("  \"rejected_lines\": [", o);
+  first = true;
+  print_csv_errors_json(o, samples_path, SAMPLE_COLUMNS, 9, errs_of->errors, errs_of->n_errors,
+                        &first);
+  fputs(first ? "]\n}\n" : "\n  ]\n}\n", o);
+}
+
+/* ---------------------------------------------------------- index fix */
+
+static void index_fix_usage(FILE *o) {
+  fputs("usage: hgctl index fix --samples FILE.csv --providers FILE.csv --gpu GPU --grade G\n"
+        "                       --day YYYY-MM-DD [--allow-rejected] [--receipt]\n"
+        "  Computes the IGX-<GPU>-<GRADE> fixing of one UTC day (methodology v1) and\n"
+        "  prints it as JSON. Any rejected samples line fails the run (exit 1) unless\n"
+        "  --allow-rejected is given; --receipt adds every exclusion and weight.\n",
+        o);
+}
+
+static int cmd_index_fix(int argc, char **argv) {
+  const char *samples = NULL, *providers = NULL, *gpu = NULL, *grade = NULL, *day_s = NULL;
+  bool allow_rejected = false, receipt = false;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char **dst = NULL;
+    if (strcmp(a, "--samples") == 0) {
+      dst = &samples;
+    } else if (strcmp(a, "--providers") == 0) {
+      dst = &providers;
+    } else if (strcmp(a, "--gpu") == 0) {
+      dst = &gpu;
+    } else if (strcmp(a, "--grade") == 0) {
+      dst = &grade;
+    } else if (strcmp(a, "--day") == 0) {
+      dst = &day_s;
+    } else if (strcmp(a, "--allow-rejected") == 0) {
+      allow_rejected = true;
+      continue;
+    } else if (strcmp(a, "--receipt") == 0) {
+      receipt = true;
+      continue;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      index_fix_usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "hgctl index fix: unknown option '%s'\n", a);
+      index_fix_usage(stderr);
+      return EXIT_USAGE;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "hgctl index fix: option %s needs a value\n", a);
+      return EXIT_USAGE;
+    }
+    if (*dst != NULL) {
+      fprintf(stderr, "hgctl index fix: option %s given twice\n", a);
+      return EXIT_USAGE;
+    }
+    *dst = argv[++i];
+  }
+  const char *missing = !samples     ? "--samples"
+                        : !providers ? "--providers"
+                        : !gpu       ? "--gpu"
+                        : !grade     ? "--grade"
+                        : !day_s     ? "--day"
+                                     : NULL;
+  if (missing) {
+    fprintf(stderr, "hgctl index fix: missing %s\n", missing);
+    index_fix_usage(stderr);
+    return EXIT_USAGE;
+  }
+  int32_t day;
+  if (hg_index_day_parse(day_s, strlen(day_s), &day)) {
+    fprintf(stderr, "hgctl index fix: --day '%s' is not a valid YYYY-MM-DD date\n", day_s);
+    return EXIT_USAGE;
+  }
+  if (strlen(gpu) == 0 || strlen(gpu) >= HG_INDEX_GPU_MAX) {
+    fprintf(stderr, "hgctl index fix: --gpu must be 1 to %d characters\n", HG_INDEX_GPU_MAX - 1);
+    return EXIT_USAGE;
+  }
+  if (hg_index_grade_find(gpu, grade) == NULL) {
+    size_t ng;
+    const hg_grade_t *g = hg_index_grades_default(&ng);
+    fprintf(stderr, "hgctl index fix: no grade '%s' for GPU '%s' in the grade registry (known:", grade,
+            gpu);
+    for (size_t k = 0; k < ng; k++) fprintf(stderr, " %s.%s", g[k].gpu, g[k].code);
+    fputs(")\n", stderr);
+    return EXIT_USAGE;
+  }
+
+  int status = EXIT_INPUT;
+  char *sbuf = NULL, *pbuf = NULL;
+  size_t slen = 0, plen = 0;
+  hg_index_sample_set_t set = {0};
+  hg_index_registry_t reg = {0};
+  hg_index_result_t res = {0};
+  int rc;
+  if ((rc = read_file(samples, &sbuf, &slen))) {
+    fprintf(stderr, "hgctl index fix: cannot read samples '%s': %s\n", samples, hg_strerror(rc));
+    goto out;
+  }
+  if ((rc = read_file(providers, &pbuf, &plen))) {
+    fprintf(stderr, "hgctl index fix: cannot read providers '%s': %s\n", providers,
+            hg_strerror(rc));
+    goto out;
+  }
+  if ((rc = hg_index_registry_parse(pbuf, plen, &reg))) {
+    fprintf(stderr, "hgctl index fix: providers: %s\n", hg_strerror(rc));
+    goto out;
+  }
+  if (reg.n_errors) {
+    print_csv_errors_stderr(providers, REGISTRY_COLUMNS, 4, reg.errors, reg.n_errors);
+    fprintf(stderr, "hgctl index fix: %zu bad line(s) in the provider registry; nothing computed\n",
+            reg.n_errors);
+    goto out;
+  }
+  if ((rc = hg_index_samples_parse(sbuf, slen, &set))) {
+    fprintf(stderr, "hgctl index fix: samples: %s\n", hg_strerror(rc));
+    goto out;
+  }
+  print_csv_errors_stderr(samples, SAMPLE_COLUMNS, 9, set.errors, set.n_errors);
+  bool header_bad = set.n_errors > 0 && set.errors[0].reason == HG_INDEX_CSV_HEADER;
+  if (header_bad || (set.n_errors > 0 && !allow_rejected)) {
+    fprintf(stdout, "{\n  \"index\": \"IGX-%s-%s\",\n  \"day\": \"%s\",\n  \"error\": ", gpu, grade,
+            day_s);
+    json_str(stdout, header_bad ? "samples header is wrong; nothing parsed"
+                                : "rejected lines in the samples; fix them or pass --allow-rejected");
+    fputs(",\n  \"rejected_lines\": [", stdout);
+    bool first = true;
+    print_csv_errors_json(stdout, samples, SAMPLE_COLUMNS, 9, set.errors, set.n_errors, &first);
+    fputs("\n  ]\n}\n", stdout);
+    fprintf(stderr, "hgctl index fix: %zu rejected line(s)%s\n", set.n_errors,
+            header_bad ? "" : "; pass --allow-rejected to compute from the other lines");
+    goto out;
+  }
+  if ((rc = hg_index_fix(NULL, &reg, NULL, gpu, grade, day, set.samples, set.n, &res))) {
+    fprintf(stderr, "hgctl index fix: %s\n", hg_strerror(rc));
+    goto out;
+  }
+  print_fix_json(stdout, &res, &set, samples, &set, receipt);
+  status = fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+out:
+  hg_index_result_dispose(&res);
+  hg_index_samples_dispose(&set);
+  hg_index_registry_dispose(&reg);
+  free(sbuf);
+  free(pbuf);
+  return status;
+}
+
+/* ------------------------------------------------------------- tables */
+
+static const command_t INDEX_CMDS[] = {
+    {"fix", "compute one day's index fixing from CSV files", cmd_index_fix},
+};
+
+static const group_t GROUPS[] = {
+    {"index", INDEX_CMDS, sizeof INDEX_CMDS / sizeof INDEX_CMDS[0]},
+};
+
+static void usage(FILE *o) {
+  fputs("usage: hgctl <group> <command> [options]\n", o);
+  for (size_t g = 0; g < sizeof GROUPS / sizeof GROUPS[0]; g++) {
+    for (size_t c = 0; c < GROUPS[g].n; c++)
+      fprintf(o, "  hgctl %s %-6s %s\n", GROUPS[g].name, GROUPS[g].cmds[c].name,
+              GROUPS[g].cmds[c].summary);
+  }
+  fputs("Run 'hgctl <group> <command> --help' for a command's options.\n", o);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t g = 0; g < sizeof GROUPS / sizeof GROUPS[0]; g++) {
+    if (strcmp(argv[1], GROUPS[g].name) != 0) continue;
+    if (argc < 3) {
+      fprintf(stderr, "hgctl %s: missing command\n", argv[1]);
+      usage(stderr);
+      return EXIT_USAGE;
+    }
+    for (size_t c = 0; c < GROUPS[g].n; c++) {
+      if (strcmp(argv[2], GROUPS[g].cmds[c].name) == 0)
+        return GROUPS[g].cmds[c].run(argc - 3, argv + 3);
+    }
+    fprintf(stderr, "hgctl %s: unknown command '%s'\n", argv[1], argv[2]);
+    usage(stderr);
+    return EXIT_USAGE;
+  }
+  fprintf(stderr, "hgctl: unknown command group '%s'\n", argv[1]);
+  usage(stderr);
+  return EXIT_USAGE;
+}

@@ -1,0 +1,479 @@
+/*
+ * CSV readers for the rental index: the samples file and the provider
+ * registry file, plus UTC day numbers.
+ *
+ * The readers work on a caller-supplied buffer (no I/O here). A line is split
+ * on ',' only (no quoting), each field is checked and converted exactly
+ * (prices to micro-USD by integer arithmetic), and a line that fails any
+ * check becomes one error record naming its line, column and reason. Lines are
+ * never dropped without a record: that is what makes the rejected_lines list
+ * of the CLI complete. Arrays grow by doubling with realloc; this is offline
+ * input handling, not the order path.
+ */
+#include "hourglass/error.h"
+#include "hourglass/index.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char SAMPLES_HEADER[] =
+    "ts,provider,region,gpu,grade,term_days,price_usd_per_gpu_hour,volume_gpu_hours,kind";
+static const char REGISTRY_HEADER[] = "provider,gpu,grade,effective_from";
+
+#define MAX_FIELDS 16
+
+typedef struct field {
+  const char *p;
+  size_t len;
+} field_t;
+
+const char *hg_index_csv_reason_str(int reason) {
+  switch (reason) {
+  case HG_INDEX_CSV_OK:
+    return "ok";
+#define HG_INDEX_CSV_STR(name, msg) \
+  case HG_INDEX_CSV_##name:         \
+    return msg;
+    HG_INDEX_CSV_REASONS(HG_INDEX_CSV_STR)
+#undef HG_INDEX_CSV_STR
+  default:
+    return "unknown";
+  }
+}
+
+static int grow(void **arr, size_t *cap, size_t elem, size_t need) {
+  if (need <= *cap) return 0;
+  size_t nc = *cap ? *cap : 64;
+  while (nc < need) nc *= 2;
+  void *p = realloc(*arr, nc * elem);
+  if (p == NULL) return -ENOMEM;
+  *arr = p;
+  *cap = nc;
+  return 0;
+}
+
+static int add_error(hg_index_csv_error_t **errs, size_t *n, size_t *cap, uint32_t line,
+                     int32_t column, int reason) {
+  int rc = grow((void **)errs, cap, sizeof **errs, *n + 1);
+  if (rc) return rc;
+  (*errs)[*n] = (hg_index_csv_error_t){.line = line, .column = column, .reason = reason};
+  (*n)++;
+  return 0;
+}
+
+/* Splits [p, p+len) on ','. Returns the field count, or MAX_FIELDS+1 if more. */
+static size_t split(const char *p, size_t len, field_t *f) {
+  size_t nf = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= len; i++) {
+    if (i == len || p[i] == ',') {
+      if (nf == MAX_FIELDS) return MAX_FIELDS + 1;
+      f[nf].p = p + start;
+      f[nf].len = i - start;
+      nf++;
+      start = i + 1;
+    }
+  }
+  return nf;
+}
+
+static int parse_i64(const field_t *f, int64_t *out) {
+  size_t i = 0;
+  bool neg = false;
+  if (f->len > 0 && f->p[0] == '-') {
+    neg = true;
+    i = 1;
+  }
+  if (i == f->len) return HG_INDEX_CSV_BAD_NUMBER;
+  /* Accumulate as a negative number so INT64_MIN is representable. */
+  int64_t v = 0;
+  for (; i < f->len; i++) {
+    char c = f->p[i];
+    if (c < '0' || c > '9') return HG_INDEX_CSV_BAD_NUMBER;
+    int d = c - '0';
+    if (v < (INT64_MIN + d) / 10) return HG_INDEX_CSV_OVERFLOW;
+    v = v * 10 - d;
+  }
+  if (!neg) {
+    if (v == INT64_MIN) return HG_INDEX_CSV_OVERFLOW;
+    v = -v;
+  }
+  *out = v;
+  return 0;
+}
+
+/* [-]digits[.digits], at most 6 decimals, exactly to micro-units. */
+static int parse_micro(const field_t *f, int64_t *out) {
+  size_t i = 0;
+  bool neg = false;
+  if (f->len > 0 && f->p[0] == '-') {
+    neg = true;
+    i = 1;
+  }
+  size_t int_digits = 0, frac_digits = 0;
+  bool dot = false;
+  int64_t v = 0; /* negative accumulator, see parse_i64 */
+  for (; i < f->len; i++) {
+    char c = f->p[i];
+    if (c == '.') {
+      if (dot) return HG_INDEX_CSV_BAD_NUMBER;
+      dot = true;
+      continue;
+    }
+    if (c < '0' || c > '9') return HG_INDEX_CSV_BAD_NUMBER;
+    if (dot) {
+      if (++frac_digits > 6) return HG_INDEX_CSV_TOO_MANY_DECIMALS;
+    } else {
+      int_digits++;
+    }
+    int d = c - '0';
+    if (v < (INT64_MIN + d) / 10) return HG_INDEX_CSV_OVERFLOW;
+    v = v * 10 - d;
+  }
+  if (int_digits == 0 || (dot && frac_digits == 0)) return HG_INDEX_CSV_BAD_NUMBER;
+  for (size_t k = frac_digits; k < 6; k++) {
+    if (v < INT64_MIN / 10) return HG_INDEX_CSV_OVERFLOW;
+    v *= 10;
+  }
+  if (!neg) {
+    if (v == INT64_MIN) return HG_INDEX_CSV_OVERFLOW;
+    v = -v;
+  }
+  *out = v;
+  return 0;
+}
+
+static int copy_str(const field_t *f, char *dst, size_t cap) {
+  if (f->len == 0) return HG_INDEX_CSV_EMPTY_FIELD;
+  if (f->len >= cap) return HG_INDEX_CSV_TOO_LONG;
+  memcpy(dst, f->p, f->len);
+  dst[f->len] = '\0';
+  return 0;
+}
+
+/* Rejects control bytes (NUL included) and quotes anywhere in the line. */
+static int check_chars(const field_t *f, size_t nf, int32_t *col) {
+  for (size_t k = 0; k < nf; k++) {
+    for (size_t i = 0; i < f[k].len; i++) {
+      unsigned char c = (unsigned char)f[k].p[i];
+      if (c < 0x20 || c == 0x7f || c == '"') {
+        *col = (int32_t)k;
+        return HG_INDEX_CSV_BAD_CHAR;
+      }
+    }
+  }
+  return 0;
+}
+
+/* Iterates lines: returns false at end. A final line without '\n' counts;
+ * a buffer ending in '\n' has no extra empty line after it. */
+typedef struct line_iter {
+  const char *buf;
+  size_t len, pos;
+  uint32_t no;
+} line_iter_t;
+
+static bool next_line(line_iter_t *it, field_t *line) {
+  if (it->pos >= it->len) return false;
+  const char *s = it->buf + it->pos;
+  const char *nl = memchr(s, '\n', it->len - it->pos);
+  size_t l = nl ? (size_t)(nl - s) : it->len - it->pos;
+  it->pos += l + (nl ? 1 : 0);
+  if (l > 0 && s[l - 1] == '\r') l--;
+  line->p = s;
+  line->len = l;
+  it->no++;
+  return true;
+}
+
+static int sample_from_fields(const field_t *f, hg_index_sample_t *s, int32_t *col) {
+  int r;
+  memset(s, 0, sizeof *s);
+  for (int k = 0; k < 9; k++) {
+    if (f[k].len == 0) {
+      *col = k;
+      return HG_INDEX_CSV_EMPTY_FIELD;
+    }
+  }
+  *col = 0;
+  if ((r = parse_i64(&f[0], &s->ts))) return r;
+  *col = 1;
+  if ((r = copy_str(&f[1], s->provider, sizeof s->provider))) return r;
+  *col = 2;
+  if ((r = copy_str(&f[2], s->region, sizeof s->region))) return r;
+  *col = 3;
+  if ((r = copy_str(&f[3], s->gpu, sizeof s->gpu))) return r;
+  *col = 4;
+  if ((r = copy_str(&f[4], s->grade, sizeof s->grade))) return r;
+  *col = 5;
+  int64_t term;
+  if ((r = parse_i64(&f[5], &term))) return r;
+  if (term < INT32_MIN || term > INT32_MAX) return HG_INDEX_CSV_OVERFLOW;
+  s->term_days = (int32_t)term;
+  *col = 6;
+  if ((r = parse_micro(&f[6], &s->price))) return r;
+  *col = 7;
+  if ((r = parse_i64(&f[7], &s->volume))) return r;
+  if (s->volume > HG_INDEX_VOLUME_MAX) return HG_INDEX_CSV_RANGE;
+  *col = 8;
+  if (f[8].len == 5 && memcmp(f[8].p, "trade", 5) == 0) {
+    s->kind = HG_INDEX_TRADE;
+  } else if (f[8].len == 5 && memcmp(f[8].p, "quote", 5) == 0) {
+    s->kind = HG_INDEX_QUOTE;
+  } else {
+    return HG_INDEX_CSV_UNKNOWN_KIND;
+  }
+  return 0;
+}
+
+static bool is_header(const field_t *line, const char *hdr) {
+  size_t hl = strlen(hdr);
+  return line->len == hl && memcmp(line->p, hdr, hl) == 0;
+}
+
+int hg_index_samples_parse(const char *buf, size_t len, hg_index_sample_set_t *out) {
+  if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
+  memset(out, 0, sizeof *out);
+  line_iter_t it = {.buf = buf, .len = len};
+  field_t line;
+  int rc = 0;
+  if (!next_line(&it, &line) || !is_header(&line, SAMPLES_HEADER)) {
+    rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, 1, -1, HG_INDEX_CSV_HEADER);
+    if (rc) goto fail;
+    return 0;
+  }
+  while (next_line(&it, &line)) {
+    field_t f[MAX_FIELDS];
+    int32_t col = -1;
+    int reason = 0;
+    hg_index_sample_t s;
+    if (line.len == 0) {
+      reason = HG_INDEX_CSV_EMPTY_LINE;
+    } else {
+      size_t nf = split(line.p, line.len, f);
+      if (nf != 9) {
+        reason = HG_INDEX_CSV_FIELD_COUNT;
+      } else if ((reason = check_chars(f, nf, &col)) == 0) {
+        reason = sample_from_fields(f, &s, &col);
+      }
+    }
+    if (reason == 0 && out->n >= HG_INDEX_SAMPLES_MAX) {
+      reason = HG_INDEX_CSV_TOO_MANY;
+      col = -1;
+    }
+    if (reason) {
+      rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, it.no, col, reason);
+      if (rc) goto fail;
+      continue;
+    }
+    size_t cap = out->cap;
+    if ((rc = grow((void **)&out->samples, &cap, sizeof s, out->n + 1))) goto fail;
+    if (cap != out->cap) {
+      size_t lcap = out->cap;
+      if ((rc = grow((void **)&out->lines, &lcap, sizeof *out->lines, cap))) goto fail;
+      out->cap = cap;
+    }
+    out->samples[out->n] = s;
+    out->lines[out->n] = it.no;
+    out->n++;
+  }
+  return 0;
+fail:
+  hg_index_samples_dispose(out);
+  return rc;
+}
+
+void hg_index_samples_dispose(hg_index_sample_set_t *set) {
+  if (set == NULL) return;
+  free(set->samples);
+  free(set->lines);
+  free(set->errors);
+  memset(set, 0, sizeof *set);
+}
+
+/* ---------------------------------------------------------------- dates */
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), integer only. */
+static int32_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return (int32_t)(era * 146097 + doe - 719468);
+}
+
+static bool leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+int hg_index_day_parse(const char *s, size_t len, int32_t *day) {
+  if (s == NULL || day == NULL || len != 10 || s[4] != '-' || s[7] != '-') return HG_EPARSE;
+  int64_t v[3] = {0, 0, 0};
+  static const int start[3] = {0, 5, 8}, width[3] = {4, 2, 2};
+  for (int k = 0; k < 3; k++) {
+    for (int i = 0; i < width[k]; i++) {
+      char c = s[start[k] + i];
+      if (c < '0' || c > '9') return HG_EPARSE;
+      v[k] = v[k] * 10 + (c - '0');
+    }
+  }
+  static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (v[0] < 1970 || v[1] < 1 || v[1] > 12 || v[2] < 1) return HG_EPARSE;
+  int64_t dim = mdays[v[1] - 1] + (v[1] == 2 && leap(v[0]));
+  if (v[2] > dim) return HG_EPARSE;
+  *day = days_from_civil(v[0], v[1], v[2]);
+  return 0;
+}
+
+void hg_index_day_format(int32_t day, char buf[11]) {
+  int64_t z = (int64_t)day + 719468;
+  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  int64_t doe = z - era * 146097;
+  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t y = yoe + era * 400;
+  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  int64_t mp = (5 * doy + 2) / 153;
+  int64_t d = doy - (153 * mp + 2) / 5 + 1;
+  int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  y += m <= 2;
+  if (y < 0 || y > 9999) y = 0; /* outside the formattable range */
+  buf[0] = (char)('0' + y / 1000);
+  buf[1] = (char)('0' + y / 100 % 10);
+  buf[2] = (char)('0' + y / 10 % 10);
+  buf[3] = (char)('0' + y % 10);
+  buf[4] = '-';
+  buf[5] = (char)('0' + m / 10);
+  buf[6] = (char)('0' + m % 10);
+  buf[7] = '-';
+  buf[8] = (char)('0' + d / 10);
+  buf[9] = (char)('0' + d % 10);
+  buf[10] = '\0';
+}
+
+/* ------------------------------------------------------ provider registry */
+
+static int row_cmp(const hg_index_reg_row_t *a, const char *provider, const char *gpu,
+                   int32_t day) {
+  int c = strcmp(a->provider, provider);
+  if (c) return c;
+  c = strcmp(a->gpu, gpu);
+  if (c) return c;
+  return (a->effective_from > day) - (a->effective_from < day);
+}
+
+/* First row not less than (provider, gpu, day). */
+static size_t lower_bound(const hg_index_registry_t *reg, const char *provider, const char *gpu,
+                          int32_t day) {
+  size_t lo = 0, hi = reg->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (row_cmp(&reg->rows[mid], provider, gpu, day) < 0) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+static int reg_insert(hg_index_registry_t *reg, const hg_index_reg_row_t *row) {
+  size_t at = lower_bound(reg, row->provider, row->gpu, row->effective_from);
+  if (at < reg->n && row_cmp(&reg->rows[at], row->provider, row->gpu, row->effective_from) == 0)
+    return HG_EEXISTS;
+  int rc = grow((void **)&reg->rows, &reg->cap, sizeof *reg->rows, reg->n + 1);
+  if (rc) return rc;
+  memmove(&reg->rows[at + 1], &reg->rows[at], (reg->n - at) * sizeof *reg->rows);
+  reg->rows[at] = *row;
+  reg->n++;
+  return 0;
+}
+
+int hg_index_registry_add(hg_index_registry_t *reg, const char *provider, const char *gpu,
+                          const char *grade, int32_t effective_from) {
+  if (reg == NULL || provider == NULL || gpu == NULL || grade == NULL) return HG_EINVAL;
+  hg_index_reg_row_t row;
+  memset(&row, 0, sizeof row);
+  field_t f[3] = {{provider, strlen(provider)}, {gpu, strlen(gpu)}, {grade, strlen(grade)}};
+  if (copy_str(&f[0], row.provider, sizeof row.provider) ||
+      copy_str(&f[1], row.gpu, sizeof row.gpu) || copy_str(&f[2], row.grade, sizeof row.grade))
+    return HG_EINVAL;
+  row.effective_from = effective_from;
+  return reg_insert(reg, &row);
+}
+
+int hg_index_registry_parse(const char *buf, size_t len, hg_index_registry_t *out) {
+  if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
+  memset(out, 0, sizeof *out);
+  line_iter_t it = {.buf = buf, .len = len};
+  field_t line;
+  int rc = 0;
+  if (!next_line(&it, &line) || !is_header(&line, REGISTRY_HEADER)) {
+    rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, 1, -1, HG_INDEX_CSV_HEADER);
+    if (rc) goto fail;
+    return 0;
+  }
+  while (next_line(&it, &line)) {
+    field_t f[MAX_FIELDS];
+    int32_t col = -1;
+    int reason = 0;
+    hg_index_reg_row_t row;
+    memset(&row, 0, sizeof row);
+    if (line.len == 0) {
+      reason = HG_INDEX_CSV_EMPTY_LINE;
+    } else if (split(line.p, line.len, f) != 4) {
+      reason = HG_INDEX_CSV_FIELD_COUNT;
+    } else if ((reason = check_chars(f, 4, &col)) == 0) {
+      char *dst[3] = {row.provider, row.gpu, row.grade};
+      size_t cap[3] = {sizeof row.provider, sizeof row.gpu, sizeof row.grade};
+      for (int k = 0; k < 3 && !reason; k++) {
+        col = k;
+        reason = copy_str(&f[k], dst[k], cap[k]);
+      }
+      if (!reason) {
+        col = 3;
+        if (f[3].len == 0) {
+          reason = HG_INDEX_CSV_EMPTY_FIELD;
+        } else if (hg_index_day_parse(f[3].p, f[3].len, &row.effective_from)) {
+          reason = HG_INDEX_CSV_BAD_DATE;
+        }
+      }
+    }
+    if (!reason) {
+      rc = reg_insert(out, &row);
+      if (rc == HG_EEXISTS) {
+        reason = HG_INDEX_CSV_DUPLICATE_ROW;
+        col = -1;
+      } else if (rc) {
+        goto fail;
+      }
+    }
+    if (reason) {
+      rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, it.no, col, reason);
+      if (rc) goto fail;
+    }
+  }
+  return 0;
+fail:
+  hg_index_registry_dispose(out);
+  return rc;
+}
+
+const char *hg_index_registry_grade(const hg_index_registry_t *reg, const char *provider,
+                                    const char *gpu, int32_t day) {
+  if (reg == NULL || reg->n == 0 || provider == NULL || gpu == NULL) return NULL;
+  /* The last row <= (provider, gpu, day) applies if it is for this provider/gpu. */
+  size_t at = lower_bound(reg, provider, gpu, day);
+  if (at < reg->n && row_cmp(&reg->rows[at], provider, gpu, day) == 0) return reg->rows[at].grade;
+  if (at == 0) return NULL;
+  const hg_index_reg_row_t *r = &reg->rows[at - 1];
+  if (strcmp(r->provider, provider) != 0 || strcmp(r->gpu, gpu) != 0) return NULL;
+  return r->grade;
+}
+
+void hg_index_registry_dispose(hg_index_registry_t *reg) {
+  if (reg == NULL) return;
+  free(reg->rows);
+  free(reg->errors);
+  memset(reg, 0, sizeof *reg);
+}
