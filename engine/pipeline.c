@@ -48,6 +48,7 @@
 #include "hourglass/error.h"
 #include "hourglass/ring.h"
 #include "hourglass/store.h"
+#include "pipeline_internal.h"
 
 /* Free staging slots required before a new command is sequenced. */
 #define STAGE_RESERVE 1024u
@@ -820,3 +821,5 @@ void hg_pipeline_stats(const hg_pipeline_t *p, hg_pipeline_stats_t *out) {
 int hg_pipeline_failed(const hg_pipeline_t *p) {
   return atomic_load(&((hg_pipeline_t *)p)->failed);
 }
+
+hg_journal_t *hg_pipeline__journal(hg_pipeline_t *p) { return p->journal; }
