@@ -243,7 +243,6 @@ int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t f
   if (in->settled || in->def.last_dsp == 0) return HG_ESTATE;
   hg_price_t dsp = in->def.last_dsp;
   int64_t tv = hg_clr__tv(c, in);
-  clear_acct_scratch(c);
   i128 sum = 0;
   uint64_t entries = 0;
   for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
@@ -252,13 +251,13 @@ int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t f
     if (p->pos == 0) continue;
     i128 pay = (i128)p->pos * (fsp - dsp) * tv;
     if (!fits64(pay)) return HG_EOVERFLOW;
+    /* one record per (account, instrument): each balance moves once */
+    if (!fits64((i128)c->accounts[p->acct].balance + pay)) return HG_EOVERFLOW;
     p->scratch = (int64_t)pay;
-    c->accounts[p->acct].scratch += pay;
     sum += pay;
     entries++;
   }
   if (sum != 0) return HG_ECORRUPT;
-  if (!balances_fit(c)) return HG_EOVERFLOW;
   int rc = hg_clr__ledger_reserve(c, entries);
   if (rc < 0) return rc;
   for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
