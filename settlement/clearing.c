@@ -14,8 +14,9 @@
  *
  * Position records come from one pool (free list) sized by max_positions; a
  * record is created by the pre-trade check or the first open/fill of an
- * (account, instrument) pair and lives until its instrument is removed after
- * final settlement. Fills keep per record sum q and sum q*p (__int128) since
+ * (account, instrument) pair; the daily cycle returns records that hold
+ * nothing (no position, no open quantity) to the pool, and removing a settled
+ * instrument frees all of its records. Fills keep per record sum q and sum q*p (__int128) since
  * the last daily cycle, which is all variation margin needs.
  *
  * The ledger is an append-only array of entries, each chained to the next
@@ -140,25 +141,42 @@ static uint32_t rec_get_or_create(hg_clearing_t *c, uint32_t acct, uint32_t inst
   return r;
 }
 
+/* Unlinks record r (whose predecessor in its instrument's list is prev, NIL32
+ * if r is the head) from both lists and the map, and returns it to the pool. */
+static void rec_release(hg_clearing_t *c, uint32_t prev, uint32_t r) {
+  posrec_t *p = &c->recs[r];
+  account_t *a = &c->accounts[p->acct];
+  instrument_t *in = &c->insts[p->inst];
+  if (p->a_prev != NIL32) c->recs[p->a_prev].a_next = p->a_next;
+  else a->rec_head = p->a_next;
+  if (p->a_next != NIL32) c->recs[p->a_next].a_prev = p->a_prev;
+  else a->rec_tail = p->a_prev;
+  a->nrec--;
+  if (prev != NIL32) c->recs[prev].i_next = p->i_next;
+  else in->rec_head = p->i_next;
+  if (in->rec_tail == r) in->rec_tail = prev;
+  map_del(&c->rec_map, rec_key(p->acct, p->inst));
+  p->a_next = c->rec_free;
+  c->rec_free = r;
+  c->nrec_used--;
+}
+
 void hg_clr__rec_free_instrument(hg_clearing_t *c, uint32_t inst_slot) {
-  instrument_t *in = &c->insts[inst_slot];
-  uint32_t r = in->rec_head;
-  while (r != NIL32) {
-    posrec_t *p = &c->recs[r];
+  while (c->insts[inst_slot].rec_head != NIL32)
+    rec_release(c, NIL32, c->insts[inst_slot].rec_head);
+}
+
+void hg_clr__rec_sweep(hg_clearing_t *c, uint32_t inst_slot) {
+  uint32_t prev = NIL32;
+  for (uint32_t r = c->insts[inst_slot].rec_head; r != NIL32;) {
+    const posrec_t *p = &c->recs[r];
     uint32_t next = p->i_next;
-    account_t *a = &c->accounts[p->acct];
-    if (p->a_prev != NIL32) c->recs[p->a_prev].a_next = p->a_next;
-    else a->rec_head = p->a_next;
-    if (p->a_next != NIL32) c->recs[p->a_next].a_prev = p->a_prev;
-    else a->rec_tail = p->a_prev;
-    a->nrec--;
-    map_del(&c->rec_map, rec_key(p->acct, p->inst));
-    p->a_next = c->rec_free;
-    c->rec_free = r;
-    c->nrec_used--;
+    if (p->pos == 0 && p->pos_prev == 0 && p->open_buy == 0 && p->open_sell == 0 && !p->fills)
+      rec_release(c, prev, r);
+    else
+      prev = r;
     r = next;
   }
-  in->rec_head = in->rec_tail = NIL32;
 }
 
 /* Reference price in ticks: last DSP, else the group's latest fixing rounded

@@ -133,5 +133,8 @@ void hg_clr__post(hg_clearing_t *c, uint32_t acct, uint32_t kind, uint32_t instr
                   int64_t amount, hg_price_t price, int64_t qty, uint64_t seq, uint64_t ts);
 int64_t hg_clr__tv(const hg_clearing_t *c, const instrument_t *in);
 void hg_clr__rec_free_instrument(hg_clearing_t *c, uint32_t inst_slot);
+/* Frees the instrument's records that hold nothing: no position now or at the
+ * last cycle, no open quantity, no fills since the last cycle. */
+void hg_clr__rec_sweep(hg_clearing_t *c, uint32_t inst_slot);
 
 #endif

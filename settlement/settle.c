@@ -170,6 +170,7 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
       p->day_qp = 0;
       p->fills = 0;
     }
+    hg_clr__rec_sweep(c, s);
     in->def.last_dsp = d;
     in->dsp_tier = c->cyc_tier[s];
     in->win_day = NIL64;

@@ -474,6 +474,50 @@ static void final_settlement_waits_for_the_cycle(void **state) {
   hg_clearing_destroy(c);
 }
 
+/* The cycle returns records that hold nothing to the pool, after their VM. */
+static void cycle_frees_empty_records(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(0);
+  hg_clearing_result_t r;
+  assert_int_equal(hg_clearing_check_order(c, C, INST, HG_CLR_BUY, 1, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(hg_clearing_open_add(c, B, INST, HG_CLR_SELL, 2), 0);
+  /* A buys 2 @ 1995 and sells them back @ 2003: flat, with fills */
+  assert_int_equal(hg_clearing_fill(c, INST, A, B, 2, 1995, AT(D1, 10, 0, 0),
+                                    HG_CLR_FILL_SELL_RESTING), 0);
+  assert_int_equal(hg_clearing_fill(c, INST, B, A, 2, 2003, AT(D1, 11, 0, 0), 0), 0);
+  hg_clearing_account_info_t ai;
+  assert_int_equal(hg_clearing_account_info(c, C, &ai), 0);
+  assert_int_equal(ai.positions, 1);
+  hg_clearing_cycle_report_t rep;
+  assert_int_equal(hg_clearing_daily_cycle(c, 1, AT(D1, 16, 0, 0), NULL, 0, &rep), 0);
+  /* DSP 2000 (previous): A 2(2000-1995) - 2(2000-2003) = 10 + 6 = 16; B -16 */
+  assert_int_equal(rep.entries_posted, 2);
+  assert_int_equal(balance(c, A), 16 * USD);
+  assert_int_equal(balance(c, B), -16 * USD);
+  for (uint32_t a = A; a <= C; a++) {
+    assert_int_equal(hg_clearing_account_info(c, a, &ai), 0);
+    assert_int_equal(ai.positions, 0);
+  }
+  /* a record with resting quantity survives the sweep */
+  assert_int_equal(hg_clearing_open_add(c, C, INST, HG_CLR_BUY, 3), 0);
+  assert_int_equal(hg_clearing_daily_cycle(c, 2, AT(D1 + 1, 16, 0, 0), NULL, 0, &rep), 0);
+  assert_int_equal(hg_clearing_account_info(c, C, &ai), 0);
+  assert_int_equal(ai.positions, 1);
+  /* and the freed slots are reused */
+  assert_int_equal(hg_clearing_fill(c, INST, A, C, 1, 2000, AT(D1 + 2, 10, 0, 0),
+                                    HG_CLR_FILL_SELL_RESTING), HG_EINVAL);
+  assert_int_equal(hg_clearing_fill(c, INST, C, A, 1, 2000, AT(D1 + 2, 10, 0, 0),
+                                    HG_CLR_FILL_BUY_RESTING), 0);
+  hg_clearing_position_t p;
+  assert_int_equal(hg_clearing_position(c, A, INST, &p), 0);
+  assert_int_equal(p.pos, -1);
+  assert_int_equal(hg_clearing_position(c, C, INST, &p), 0);
+  assert_int_equal(p.pos, 1);
+  assert_int_equal(p.open_buy, 2);
+  hg_clearing_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dsp_tiers_and_rounding),
@@ -486,6 +530,7 @@ int main(void) {
       cmocka_unit_test(fsp_lists_missing_days),
       cmocka_unit_test(final_settlement_and_statements),
       cmocka_unit_test(final_settlement_waits_for_the_cycle),
+      cmocka_unit_test(cycle_frees_empty_records),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

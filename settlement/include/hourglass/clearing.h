@@ -392,7 +392,8 @@ typedef struct hg_clearing_cycle_report {
  * HG_LEDGER_VM entry (possibly of amount 0) of
  *   VM = TV * (pos_prev * (DSP_t - DSP_{t-1}) + sum_q * DSP_t - sum_qp)
  * which equals the contract's formula exactly; then pos_prev = pos, today's
- * sums reset, last DSP = DSP_t. Checks that VM sums to exactly zero per
+ * sums reset, last DSP = DSP_t; records that then hold nothing (no
+ * position, no open quantity) return to the pool. Checks that VM sums to exactly zero per
  * instrument before changing anything: HG_ECORRUPT otherwise (never
  * expected). Other errors, all leaving the state unchanged: HG_EINVAL (tops
  * names an unknown instrument, or bad prices), HG_EOVERFLOW, HG_EFULL or
@@ -447,8 +448,8 @@ int hg_clearing_fsp(unsigned year, unsigned month, const hg_clearing_fixing_t *f
  * last trading day first) and no open orders: HG_ESTATE otherwise, or if
  * already settled. HG_ECORRUPT if the payments do not sum to zero (never
  * expected). HG_ENOTFOUND, HG_EINVAL, HG_EOVERFLOW, HG_EFULL, -ENOMEM. All
- * errors leave the state unchanged. The position records stay (zero) until
- * hg_clearing_instrument_remove.
+ * errors leave the state unchanged. The (now empty) position records stay
+ * until hg_clearing_instrument_remove or the next daily cycle.
  */
 int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t fsp,
                              uint64_t seq, uint64_t ts);
