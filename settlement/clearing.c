@@ -340,6 +340,7 @@ void hg_clr__post(hg_clearing_t *c, uint32_t acct, uint32_t kind, uint32_t instr
                              .price = price,
                              .qty = qty};
   l->next_same = NIL64;
+  l->acct = acct;
   if (a->led_last != NIL64) c->ledger[a->led_last].next_same = idx;
   else a->led_first = idx;
   a->led_last = idx;

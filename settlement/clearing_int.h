@@ -54,6 +54,7 @@ typedef struct account {
   uint32_t nrec;
   uint64_t led_first, led_last; /* this account's ledger chain */
   i128 scratch;                 /* pending cash during cycle checks */
+  uint64_t mark;                /* == mark_gen: already listed by the current scan */
 } account_t;
 
 typedef struct instrument {
@@ -80,6 +81,7 @@ typedef struct group {
 typedef struct ledger_rec {
   hg_ledger_entry_t e;
   uint64_t next_same; /* next entry of the same account, NIL64 = last */
+  uint32_t acct;      /* account slot */
 } ledger_rec_t;
 
 struct hg_clearing {
@@ -122,6 +124,7 @@ struct hg_clearing {
   uint64_t ledger_len, ledger_cap;
 
   int64_t tot_deposits, tot_withdrawals, tot_fees;
+  uint64_t mark_gen;
 };
 
 /* clearing.c helpers used by settle.c */

@@ -361,6 +361,24 @@ static int statement(const hg_clearing_t *c, hg_account_t account, uint32_t inst
   return w->err;
 }
 
+int hg_clearing_statement_accounts(hg_clearing_t *c, uint32_t instrument, hg_account_t *out,
+                                   size_t cap, size_t *n) {
+  if (n == NULL || (out == NULL && cap > 0)) return HG_EINVAL;
+  uint64_t gen = ++c->mark_gen; /* marks of earlier scans are all smaller */
+  size_t count = 0;
+  for (uint64_t i = 0; i < c->ledger_len; i++) {
+    const ledger_rec_t *l = &c->ledger[i];
+    if (l->e.instrument != instrument) continue;
+    account_t *a = &c->accounts[l->acct];
+    if (a->mark == gen) continue;
+    a->mark = gen;
+    if (count < cap) out[count] = a->id;
+    count++;
+  }
+  *n = count;
+  return count > cap ? HG_ERANGE : 0;
+}
+
 static int statement_buf(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
                          int json, char *buf, size_t cap, size_t *len) {
   if ((buf == NULL && cap > 0) || len == NULL) return HG_EINVAL;

@@ -401,6 +401,23 @@ static void final_settlement_and_statements(void **state) {
   assert_int_equal(hg_clearing_daily_cycle(c, 500, AT(D1 + 41, 16, 0, 0), NULL, 0, &rep), 0);
   assert_int_equal(rep.entries_posted, 0);
 
+  /* who gets a statement: all three, in order of first entry; an account
+   * with only a deposit does not */
+  assert_int_equal(hg_clearing_account_add(c, 4, 1), 0);
+  assert_int_equal(hg_clearing_deposit(c, 4, 5, 450, 0), 0);
+  hg_account_t who[4];
+  size_t nwho = 0;
+  assert_int_equal(hg_clearing_statement_accounts(c, INST, who, 4, &nwho), 0);
+  assert_int_equal(nwho, 3);
+  assert_int_equal(who[0], A);
+  assert_int_equal(who[1], B);
+  assert_int_equal(who[2], C);
+  assert_int_equal(hg_clearing_statement_accounts(c, INST, who, 2, &nwho), HG_ERANGE);
+  assert_int_equal(nwho, 3);
+  assert_int_equal(hg_clearing_statement_accounts(c, HG_CLR_NO_INSTRUMENT, NULL, 0, &nwho),
+                   HG_ERANGE);
+  assert_int_equal(nwho, 4); /* deposits */
+
   /* C's statement: ledger entries 5, 8, 11 (VM) and 14 (FINAL) */
   char expect[1024];
   snprintf(expect, sizeof expect,

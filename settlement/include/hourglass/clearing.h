@@ -516,6 +516,17 @@ int hg_clearing_statement_csv_file(const hg_clearing_t *c, hg_account_t account,
 int hg_clearing_statement_json_file(const hg_clearing_t *c, hg_account_t account,
                                     uint32_t instrument, FILE *f);
 
+/*
+ * The accounts that get a statement for instrument: every account with at
+ * least one ledger entry naming it (VM, FINAL or fee; flat accounts that
+ * traded it earlier included), in the order of their first such entry.
+ * Writes at most cap ids to out (NULL with cap 0 to count) and sets *n to the
+ * full count: 0, or HG_ERANGE if cap < *n. HG_EINVAL. O(ledger size); not
+ * for the order path.
+ */
+int hg_clearing_statement_accounts(hg_clearing_t *c, uint32_t instrument, hg_account_t *out,
+                                   size_t cap, size_t *n);
+
 #ifdef __cplusplus
 }
 #endif
