@@ -4,7 +4,9 @@
  *  - total cash == deposits - withdrawals, exactly (conservation);
  *  - variation margin sums to zero in every cycle, and every account's
  *    balance equals the model's pos_{t-1}(D_t - D_{t-1}) + sum q (D_t - p);
- *  - positions sum to zero per contract; final settlement closes them all.
+ *  - positions sum to zero per contract; final settlement closes them all;
+ *  - mid-day, every third day, the state is replaced by its restored
+ *    snapshot (which must serialize to the same bytes) and the run goes on.
  * argv[1] = number of seeds (default 20; the slow variant runs 5000). The
  * generator is a fixed-seed xorshift, so every run is reproducible. */
 #include <setjmp.h>
@@ -237,12 +239,50 @@ static void do_final(hg_clearing_t *c, int i, uint64_t seq) {
   m.settled[i] = 1;
 }
 
+typedef struct blob {
+  unsigned char *p;
+  size_t len, cap;
+} blob_t;
+
+static int blob_write(void *ctx, const void *data, size_t len) {
+  blob_t *b = ctx;
+  if (b->len + len > b->cap) {
+    b->cap = (b->len + len) * 2;
+    b->p = realloc(b->p, b->cap);
+    assert_non_null(b->p);
+  }
+  memcpy(b->p + b->len, data, len);
+  b->len += len;
+  return 0;
+}
+
+/* Replaces c by a copy restored from its snapshot, after checking that the
+ * copy serializes to the same bytes. */
+static hg_clearing_t *swap_for_restored(hg_clearing_t *c) {
+  blob_t b1 = {0}, b2 = {0};
+  assert_int_equal(hg_clearing_serialize(c, blob_write, &b1), 0);
+  hg_clearing_t *r = NULL;
+  assert_int_equal(hg_clearing_restore(b1.p, b1.len, &r), 0);
+  assert_int_equal(hg_clearing_serialize(r, blob_write, &b2), 0);
+  assert_int_equal(b1.len, b2.len);
+  assert_memory_equal(b1.p, b2.p, b1.len);
+  free(b1.p);
+  free(b2.p);
+  hg_clearing_destroy(c);
+  return r;
+}
+
 static void one_seed(uint64_t seed) {
   memset(&m, 0, sizeof m);
   rng = seed * 0x9e3779b97f4a7c15ull + 1;
   hg_clearing_config_t cfg;
   hg_clearing_config_default(&cfg);
   cfg.ledger_initial = 16; /* exercise growth */
+  cfg.max_accounts = NACC;
+  cfg.max_instruments = NINST;
+  cfg.max_groups = 2;
+  cfg.max_firms = 4;
+  cfg.max_positions = NACC * NINST;
   hg_clearing_t *c = NULL;
   assert_int_equal(hg_clearing_create(&cfg, &c), 0);
   for (int i = 0; i < NINST; i++) {
@@ -269,6 +309,7 @@ static void one_seed(uint64_t seed) {
       default: do_fill(c, ts); break;
       }
       if (k % 16 == 0) check_invariants(c);
+      if (k == steps / 2 && d % 3 == 0) c = swap_for_restored(c);
     }
     do_cycle(c, day, seq++);
     check_invariants(c);

@@ -1,6 +1,7 @@
 /* Settlement, contract.md section 4, hand-computed: the four DSP tiers and
  * their rounding, variation margin over three days for three accounts, the
  * Final Settlement Price, final settlement and the statements. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -535,6 +536,112 @@ static void cycle_frees_empty_records(void **state) {
   hg_clearing_destroy(c);
 }
 
+typedef struct blob {
+  unsigned char *p;
+  size_t len, cap;
+  int fail_after; /* > 0: the n-th write fails */
+} blob_t;
+
+static int blob_write(void *ctx, const void *data, size_t len) {
+  blob_t *b = ctx;
+  if (b->fail_after > 0 && --b->fail_after == 0) return -EIO;
+  if (b->len + len > b->cap) {
+    size_t cap = (b->len + len) * 2;
+    unsigned char *p = realloc(b->p, cap);
+    assert_non_null(p);
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, data, len);
+  b->len += len;
+  return 0;
+}
+
+static blob_t snap(const hg_clearing_t *c) {
+  blob_t b = {0};
+  assert_int_equal(hg_clearing_serialize(c, blob_write, &b), 0);
+  return b;
+}
+
+/* Serialize after three days, restore, and check the copy: same bytes again,
+ * same positions and balances, same statements, and it settles the same. */
+static void snapshot_round_trip(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(0);
+  run_three_days(c);
+  assert_int_equal(hg_clearing_open_add(c, A, INST, HG_CLR_BUY, 4), 0);
+  /* a window trade and unsettled fills of the fourth day are state too */
+  assert_int_equal(hg_clearing_fill(c, INST, A, C, 1, 2070, AT(D1 + 3, 15, 58, 0), 0), 0);
+  blob_t b1 = snap(c);
+  hg_clearing_t *r = NULL;
+  assert_int_equal(hg_clearing_restore(b1.p, b1.len, &r), 0);
+  blob_t b2 = snap(r);
+  assert_int_equal(b1.len, b2.len);
+  assert_memory_equal(b1.p, b2.p, b1.len);
+  hg_clearing_position_t p;
+  assert_int_equal(hg_clearing_position(r, A, INST, &p), 0);
+  assert_int_equal(p.pos, 4);
+  assert_int_equal(p.pos_prev, 3);
+  assert_int_equal(p.open_buy, 4);
+  assert_int_equal(balance(r, B), (-221 - 219) * USD);
+  char s1[1024], s2[1024];
+  size_t l1, l2;
+  assert_int_equal(hg_clearing_statement_csv(c, C, INST, s1, sizeof s1, &l1), 0);
+  assert_int_equal(hg_clearing_statement_csv(r, C, INST, s2, sizeof s2, &l2), 0);
+  assert_string_equal(s1, s2);
+  hg_clearing_totals_t t1, t2;
+  hg_clearing_totals(c, &t1);
+  hg_clearing_totals(r, &t2);
+  assert_memory_equal(&t1, &t2, sizeof t1);
+  /* both run the same next cycle (VWAP 2070 from the window trade) */
+  hg_clearing_t *both[2] = {c, r};
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(hg_clearing_daily_cycle(both[k], 500, AT(D1 + 3, 16, 0, 0), NULL, 0, NULL), 0);
+    hg_clearing_instrument_info_t ii;
+    assert_int_equal(hg_clearing_instrument_info(both[k], INST, &ii), 0);
+    assert_int_equal(ii.inst.last_dsp, 2070);
+  }
+  blob_t b3 = snap(c), b4 = snap(r);
+  assert_int_equal(b3.len, b4.len);
+  assert_memory_equal(b3.p, b4.p, b3.len);
+
+  /* every truncation is refused cleanly */
+  for (size_t n = 0; n < b1.len; n++) {
+    hg_clearing_t *x = NULL;
+    int rc = hg_clearing_restore(b1.p, n, &x);
+    assert_true(rc == HG_ECORRUPT);
+    assert_null(x);
+  }
+  /* trailing bytes, a flipped magic, another version */
+  hg_clearing_t *x = NULL;
+  unsigned char *longer = malloc(b1.len + 1);
+  memcpy(longer, b1.p, b1.len);
+  longer[b1.len] = 0;
+  assert_int_equal(hg_clearing_restore(longer, b1.len + 1, &x), HG_ECORRUPT);
+  free(longer);
+  b1.p[0] ^= 1;
+  assert_int_equal(hg_clearing_restore(b1.p, b1.len, &x), HG_ECORRUPT);
+  b1.p[0] ^= 1;
+  b1.p[4] = 2;
+  assert_int_equal(hg_clearing_restore(b1.p, b1.len, &x), HG_EVERSION);
+  b1.p[4] = 1;
+  /* a balance that the ledger does not replay: the last 4 bytes are the end
+   * marker, before them the last entry's qty, price, balance */
+  b1.p[b1.len - 4 - 16 - 8] ^= 1;
+  assert_int_equal(hg_clearing_restore(b1.p, b1.len, &x), HG_ECORRUPT);
+  assert_null(x);
+  /* a failing writer stops the serialization with its error */
+  blob_t bf = {.fail_after = 1};
+  assert_int_equal(hg_clearing_serialize(c, blob_write, &bf), -EIO);
+  free(bf.p);
+  free(b1.p);
+  free(b2.p);
+  free(b3.p);
+  free(b4.p);
+  hg_clearing_destroy(r);
+  hg_clearing_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dsp_tiers_and_rounding),
@@ -548,6 +655,7 @@ int main(void) {
       cmocka_unit_test(final_settlement_and_statements),
       cmocka_unit_test(final_settlement_waits_for_the_cycle),
       cmocka_unit_test(cycle_frees_empty_records),
+      cmocka_unit_test(snapshot_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -527,6 +527,39 @@ int hg_clearing_statement_json_file(const hg_clearing_t *c, hg_account_t account
 int hg_clearing_statement_accounts(hg_clearing_t *c, uint32_t instrument, hg_account_t *out,
                                    size_t cap, size_t *n);
 
+/* ------------------------------------------------------------------------ */
+/* Snapshot                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Receives the next len bytes of a serialization; returns 0 or a negative
+ * code, which stops the serialization and is returned by it. */
+typedef int (*hg_clearing_write_fn)(void *ctx, const void *data, size_t len);
+
+/*
+ * Writes the whole clearing state (configuration, accounts, product groups
+ * and their fixings, instruments with DSP state, VWAP-window sums and every
+ * position record, and the whole ledger) as a canonical little-endian byte
+ * string through write, in chunks of at most 4 KiB: the same state always
+ * gives the same bytes, so the stream can feed a state hash. Returns 0, the
+ * first negative value write returned, HG_EINVAL or -ENOMEM (a 4 KiB staging
+ * buffer). Does not change the state.
+ */
+int hg_clearing_serialize(const hg_clearing_t *c, hg_clearing_write_fn write, void *ctx);
+
+/*
+ * Rebuilds a clearing state from a serialization (data, len). Everything is
+ * checked: HG_ECORRUPT for any malformed, truncated or inconsistent input
+ * (trailing bytes, unknown ids, out-of-range values, positions or today's
+ * sums not adding up to zero per instrument, ledger balances that do not
+ * replay), HG_EVERSION for another format version, -ENOMEM. On failure
+ * nothing is allocated and *out is untouched. Capacities come from the
+ * serialized configuration (the tables are allocated with calloc and only
+ * touched as used); verify the blob's integrity (checksum) before restoring
+ * it, since a corrupted capacity can ask for a large allocation.
+ * Serializing the restored state gives the same bytes.
+ */
+int hg_clearing_restore(const void *data, size_t len, hg_clearing_t **out);
+
 #ifdef __cplusplus
 }
 #endif
