@@ -28,7 +28,9 @@
  * hg_clearing_fsp, hg_clearing_reject_str) may be called from any thread.
  *
  * Memory. hg_clearing_create() allocates the account, instrument, firm,
- * product-group and position tables and the ledger's initial capacity. The
+ * product-group and position tables and the ledger's initial capacity, and
+ * touches every page of the account and position tables and the id maps so
+ * that no page fault happens later on the order path. The
  * order path (hg_clearing_check_order, hg_clearing_open_add/_remove,
  * hg_clearing_fill) never allocates: position records come from a pool sized
  * at create and an exhausted pool is a clean reject/error. Only calls that
@@ -553,9 +555,10 @@ int hg_clearing_serialize(const hg_clearing_t *c, hg_clearing_write_fn write, vo
  * sums not adding up to zero per instrument, ledger balances that do not
  * replay), HG_EVERSION for another format version, -ENOMEM. On failure
  * nothing is allocated and *out is untouched. Capacities come from the
- * serialized configuration (the tables are allocated with calloc and only
- * touched as used); verify the blob's integrity (checksum) before restoring
- * it, since a corrupted capacity can ask for a large allocation.
+ * serialized configuration and are allocated and touched as by
+ * hg_clearing_create (the ledger is sized from the entries present): verify
+ * the blob's integrity (checksum) before restoring it, since a corrupted
+ * capacity can ask for a large allocation.
  * Serializing the restored state gives the same bytes.
  */
 int hg_clearing_restore(const void *data, size_t len, hg_clearing_t **out);
