@@ -108,6 +108,7 @@ struct hg_pipeline {
   atomic_int engine_stop;
   atomic_int journal_stop;
   atomic_int failed;          /* journal error, sticky */
+  atomic_int threads_done;    /* set by stop() after joining the threads */
   atomic_uint_fast64_t stat_commands, stat_last, stat_released, stat_snapshots, stat_busy;
   uint64_t replayed;
 };
@@ -397,8 +398,11 @@ static void *engine_main(void *arg) {
       }
     }
     if (did) continue;
+    /* Stopping: done once everything sequenced is durable (or can never
+     * be). Records the consumer has no room for yet stay staged; after the
+     * threads are joined hg_pipeline_poll() takes them from the stage. */
     if (atomic_load(&p->engine_stop) && hg_mpsc_ring_empty(p->in) &&
-        (p->stage_head == p->stage_tail || atomic_load(&p->failed)))
+        (p->last_seq <= durable_limit(p) || atomic_load(&p->failed)))
       break;
     uint32_t tok = hg_waiter_prepare(p->engine_w);
     if (engine_has_work(p) || atomic_load(&p->engine_stop)) {
@@ -749,6 +753,14 @@ size_t hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max) {
     hg_spsc_ring_consume(p->out);
   }
   if (n) hg_waiter_notify(p->engine_w); /* the engine may wait for outbound room */
+  if (n < max && atomic_load(&p->threads_done)) {
+    /* The engine thread has exited: what it left staged is ours now (the
+     * join in hg_pipeline_stop() ordered its writes before threads_done). */
+    uint64_t durable = durable_limit(p);
+    while (n < max && p->stage_head != p->stage_tail &&
+           p->stage[p->stage_head & p->stage_mask].seq <= durable)
+      out[n++] = p->stage[p->stage_head++ & p->stage_mask];
+  }
   return n;
 }
 
@@ -773,6 +785,7 @@ int hg_pipeline_stop(hg_pipeline_t *p) {
     pthread_mutex_unlock(&p->snap_mu);
     pthread_join(p->snap_thr, NULL);
     p->running = 0;
+    atomic_store(&p->threads_done, 1);
   }
   p->stopped = 1;
   int rc = atomic_load(&p->failed);

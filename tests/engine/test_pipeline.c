@@ -184,6 +184,26 @@ static void backpressure_is_busy_not_loss(void **state) {
   hg_pipeline_close(p);
 }
 
+/* Stop with a consumer that has not read anything and an outbound ring far
+ * too small: stop still completes, and every result stays pollable. */
+static void stop_keeps_unpolled_results(void **state) {
+  fixture_t *f = *state;
+  f->cfg.outbound_capacity = 64;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  for (uint64_t i = 0; i < 500; i++) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    assert_int_equal(hg_pipeline_submit(p, i, &cmd), 0);
+  }
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  consumer_t c = {.next_done = 1};
+  consume(p, &c);
+  assert_int_equal(c.next_done, 501);
+  hg_pipeline_close(p);
+}
+
 /* A journal that fails never lets an undurable result out, stops intake, and
  * a restart holds only what was durable. */
 static void journal_failure_stops_intake(void **state) {
@@ -295,6 +315,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(lifecycle_restart_and_replay, setup, teardown),
       cmocka_unit_test_setup_teardown(backpressure_is_busy_not_loss, setup, teardown),
+      cmocka_unit_test_setup_teardown(stop_keeps_unpolled_results, setup, teardown),
       cmocka_unit_test_setup_teardown(journal_failure_stops_intake, setup, teardown),
       cmocka_unit_test_setup_teardown(ack_before_durable_mode_releases, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_data_dir_is_a_clear_error, setup, teardown),
