@@ -791,11 +791,9 @@ int hg_pipeline_stop(hg_pipeline_t *p) {
   int rc = atomic_load(&p->failed);
   if (rc == 0) rc = hg_journal_sync(p->journal);
   if (rc == 0 && p->last_seq > 0) {
-    /* Restart then needs no journal replay at all. */
-    size_t len = 0;
-    rc = serialize_state(p, &len);
-    if (rc == 0)
-      rc = hg_store_save_snapshot(p->store, p->last_seq, p->ser_buf, len, snapshot_keep(p));
+    /* Restart then needs no journal replay at all. This one also rewrites
+     * the store's instrument and account tables, for tools that read them. */
+    rc = hg_store_save_exchange(p->store, p->ex, snapshot_keep(p));
     if (rc != 0)
       logf_(p, HG_PIPE_LOG_ERROR, "final snapshot at seq %llu not written: %s %s",
             (unsigned long long)p->last_seq, hg_strerror(rc), hg_store_errmsg(p->store));
