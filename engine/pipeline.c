@@ -325,7 +325,7 @@ static int sequence_one(hg_pipeline_t *p, const inmsg_t *m) {
   size_t len = 0;
   if (hg_command_encode(&cmd, rec.bytes, sizeof rec.bytes, &len) != 0) {
     /* Not a command the journal can hold: refused before it gets a seq. */
-    stage_push(p, HG_PIPE_UNAVAILABLE, m->origin, p->last_seq, NULL);
+    stage_push(p, HG_PIPE_MALFORMED, m->origin, p->last_seq, NULL);
     return 0;
   }
   rec.seq = cmd.seq;

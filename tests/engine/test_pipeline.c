@@ -50,6 +50,7 @@ typedef struct consumer {
   uint64_t next_done;  /* seq the next DONE must carry */
   uint64_t events;
   uint64_t unavailable;
+  uint64_t malformed;
   uint64_t event_seq;  /* seq of the last EVENT seen */
 } consumer_t;
 
@@ -74,6 +75,10 @@ static void consume(hg_pipeline_t *p, consumer_t *c) {
         break;
       case HG_PIPE_UNAVAILABLE:
         c->unavailable++;
+        break;
+      case HG_PIPE_MALFORMED:
+        c->malformed++;
+        assert_int_equal(out[i].seq, c->next_done - 1);
         break;
       default:
         fail_msg("unknown record kind %u", out[i].kind);
@@ -108,9 +113,14 @@ static void lifecycle_restart_and_replay(void **state) {
   assert_int_equal(hg_pipeline_start(p), 0);
   consumer_t c = {.next_done = 1};
   const uint64_t n = 3000;
-  submit_range(p, 0, n, &c);
+  submit_range(p, 0, n / 2, &c);
+  /* A command the journal cannot hold is refused without a seq. */
+  hg_command_t bad = {.type = 999};
+  assert_int_equal(hg_pipeline_submit(p, 77, &bad), 0);
+  submit_range(p, n / 2, n, &c);
   wait_done(p, &c, n);
   assert_true(c.events >= n); /* every command here yields at least one event */
+  assert_int_equal(c.malformed, 1);
   assert_int_equal(hg_pipeline_stop(p), 0);
   assert_int_equal(hg_pipeline_submit(p, 0, &(hg_command_t){0}), HG_EUNAVAIL);
   hg_pipeline_stats_t st;

@@ -93,12 +93,15 @@ typedef struct hg_pipeline_config {
 typedef enum hg_pipe_kind {
   HG_PIPE_EVENT = 1,       /* .event is an event of command .seq */
   HG_PIPE_DONE = 2,        /* command .seq is fully processed (after its events) */
-  HG_PIPE_UNAVAILABLE = 3  /* the command was not processed: the journal failed */
+  HG_PIPE_UNAVAILABLE = 3, /* the command was not processed: the journal failed */
+  HG_PIPE_MALFORMED = 4    /* the command cannot be journaled (unknown type, bad
+                              symbol); it got no seq and changed nothing */
 } hg_pipe_kind_t;
 
 typedef struct hg_pipe_out {
   uint64_t origin;           /* the submitter's tag, as given to hg_pipeline_submit() */
-  uint64_t seq;              /* seq of the command (0 for UNAVAILABLE) */
+  uint64_t seq;              /* seq of the command; for UNAVAILABLE and MALFORMED
+                                the last seq sequenced before it */
   uint32_t kind;             /* hg_pipe_kind_t */
   uint32_t pad_;
   hg_exchange_event_t event; /* HG_PIPE_EVENT only */
