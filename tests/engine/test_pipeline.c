@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -194,6 +195,54 @@ static void backpressure_is_busy_not_loss(void **state) {
   hg_pipeline_close(p);
 }
 
+/* Two consumers (say the gateway and a market-data view) each receive every
+ * record in order, even when one of them is slow and its ring tiny. */
+typedef struct slow_consumer {
+  hg_pipeline_t *p;
+  consumer_t c;
+  uint64_t until;
+} slow_consumer_t;
+
+static void *slow_consumer_main(void *arg) {
+  slow_consumer_t *s = arg;
+  hg_pipe_out_t out[16];
+  while (s->c.next_done <= s->until) {
+    size_t n = hg_pipeline_poll_consumer(s->p, 1, out, 16);
+    for (size_t i = 0; i < n; i++)
+      if (out[i].kind == HG_PIPE_DONE) {
+        if (out[i].seq != s->c.next_done) return (void *)1;
+        s->c.next_done++;
+      }
+    if (n == 0 && hg_pipeline_wait_consumer(s->p, 1, 5000000000ll) != 0) return (void *)2;
+    usleep(50); /* slow on purpose */
+  }
+  return NULL;
+}
+
+static void two_consumers_each_get_everything(void **state) {
+  fixture_t *f = *state;
+  f->cfg.consumers = 2;
+  f->cfg.outbound_capacity = 64;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  slow_consumer_t sc = {.p = p, .c = {.next_done = 1}, .until = 2000};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, slow_consumer_main, &sc), 0);
+  consumer_t c = {.next_done = 1};
+  submit_range(p, 0, 2000, &c);
+  wait_done(p, &c, 2000);
+  void *ret = (void *)9;
+  pthread_join(th, &ret);
+  assert_null(ret);
+  assert_int_equal(sc.c.next_done, 2001);
+  assert_int_equal(hg_pipeline_wait_consumer(p, 2, 0), HG_EINVAL);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+  f->cfg.consumers = HG_PIPE_MAX_CONSUMERS + 1;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), HG_EINVAL);
+}
+
 /* Stop with a consumer that has not read anything and an outbound ring far
  * too small: stop still completes, and every result stays pollable. */
 static void stop_keeps_unpolled_results(void **state) {
@@ -326,6 +375,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(lifecycle_restart_and_replay, setup, teardown),
       cmocka_unit_test_setup_teardown(backpressure_is_busy_not_loss, setup, teardown),
       cmocka_unit_test_setup_teardown(stop_keeps_unpolled_results, setup, teardown),
+      cmocka_unit_test_setup_teardown(two_consumers_each_get_everything, setup, teardown),
       cmocka_unit_test_setup_teardown(journal_failure_stops_intake, setup, teardown),
       cmocka_unit_test_setup_teardown(ack_before_durable_mode_releases, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_data_dir_is_a_clear_error, setup, teardown),
