@@ -269,7 +269,16 @@ static void rest(hg_exchange_t *ex, uint32_t inst, hg_account_t a, int side, hg_
 
 static hg_exchange_t *build_exchange(void) {
   hg_exchange_t *ex = NULL;
-  assert_int_equal(hg_exchange_create(&XCFG, null_sink, NULL, &ex), 0);
+  /* These tests are about storage: no band and no margin, so that any
+   * order rests. */
+  hg_clearing_config_t ccfg;
+  hg_clearing_config_default(&ccfg);
+  ccfg.band_bps = 0;
+  ccfg.im_rate_bps = 0;
+  ccfg.im_rate_delivery_bps = 0;
+  hg_exchange_config_t xcfg = XCFG;
+  xcfg.clearing = &ccfg;
+  assert_int_equal(hg_exchange_create(&xcfg, null_sink, NULL, &ex), 0);
   list(ex, 1, "B200.A.2027-03");
   list(ex, 2, "B200.A.2027-04");
   hg_command_t c = cmd(HG_COMMAND_ADD_ACCOUNT);
