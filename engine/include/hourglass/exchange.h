@@ -62,12 +62,75 @@
  *    the account's initial margin (HG_XREJ_INSUFFICIENT_FUNDS); emits
  *    HG_XEV_DEPOSIT / HG_XEV_WITHDRAWAL with the new balance.
  *
- * Accounts. Today the exchange keeps a cash-only account table (equity =
- * cash, initial margin 0, no positions). The clearing library
- * (hourglass/clearing.h) takes over behind the seams named in exchange.c
- * (risk_check_new_order, risk_check_replace, book_fills,
- * risk_check_withdraw) once its state can be serialized into the snapshot;
- * the commands and events above do not change when it does.
+ *  - NEW_ORDER / REPLACE also refuse, after the halted check, a contract
+ *    whose last trading day has ended (command ts >= 16:00 UTC of the last
+ *    calendar day of the delivery month: HG_XREJ_TRADING_ENDED). The
+ *    pre-trade check (hg_clearing_check_order) runs after the account
+ *    check, except for orders the book refuses on its own field checks
+ *    (their reject is the book's): band, order size, position limits,
+ *    initial margin with every open order (delivery-month rate, calendar
+ *    spread credit). Its rejects are book-shaped HG_XEV_BOOK events whose
+ *    book.reason is the hg_clr_reject_t, numbers in the event (see
+ *    hg_exchange_event_t). A replace that raises the quantity is checked as
+ *    an order of the increase at the new price; otherwise only the band.
+ *  - LIST_INSTRUMENT also refuses (HG_XREJ_INVALID_PARAMS) a symbol that is
+ *    not a contract <GPU>.<GRADE>.<YYYY-MM> (GPU [A-Za-z0-9]{1,15}, grade
+ *    [A-Za-z0-9]{1,7}). The contract is registered with the clearing in the
+ *    product group (GPU, grade) and its delivery month; the listing's
+ *    ref_price (if > 0) is its initial settlement price (DSP tier 3 and the
+ *    reference price until a first daily settlement). A delisted contract
+ *    stays registered with the clearing, so relisting its id must name the
+ *    same contract (else HG_XREJ_INSTRUMENT_EXISTS).
+ *  - DELIST_INSTRUMENT: refused (HG_XREJ_NOT_IN_STATE) while any account
+ *    holds a position in it; positions close by EXPIRE only.
+ *
+ * Settlement commands (operator commands; rejects are HG_XEV_REJECTED with
+ * .group/.day where they apply; nothing changes on a reject):
+ *  - SET_PROVIDER_GRADE: bad strings or day (INVALID_PARAMS), an effective
+ *    day on or before the last day any index of that GPU has a fixing for
+ *    (NOT_IN_STATE: a grade change never rewrites past fixings), the same
+ *    (provider, gpu, day) twice (INVALID_PARAMS). Emits HG_XEV_GRADE_SET.
+ *  - PUBLISH_SAMPLES: stages the batch for (gpu, grade, day); bad strings,
+ *    kind or volume (INVALID_PARAMS), the day's fixing is FINAL
+ *    (FIXING_FINAL), staging full (CAPACITY). Emits HG_XEV_SAMPLES.
+ *  - DISCARD_SAMPLES: drops the staged samples of (gpu, grade, day); emits
+ *    HG_XEV_SAMPLES_DISCARDED with the count (0 if none).
+ *  - COMPUTE_FIXING: computes the day from the staged samples (contract.md
+ *    section 3 steps 1-6, carry-forward from the stored history), publishes
+ *    it (first publication, restatement, or UNCHANGED when it moves less
+ *    than a tick) and consumes the staged samples. Restating = publishing a
+ *    corrected full set and computing again. FINAL day: FIXING_FINAL. Emits
+ *    HG_XEV_FIXING with value, tier, status, kind and outcome.
+ *  - PUBLISH_FIXING: an external value (1..HG_CLR_FIXING_MAX, else
+ *    INVALID_AMOUNT) with its source, same publication rules; HG_XEV_FIXING.
+ *  - FINALIZE_FIXING: PROVISIONAL -> FINAL (again on a FINAL day is not an
+ *    error); no record (NO_FIXING), a NO_FIX day (NOT_IN_STATE).
+ *    HG_XEV_FIXING with outcome HG_XFIX_FINALIZED.
+ *  - DAILY_SETTLEMENT (day): refused (NOT_IN_STATE) unless day is after the
+ *    last settled day and the command's ts is at or after 16:00 UTC of day
+ *    (the cycle time is day's 16:00, never a clock). DSP per contract by the
+ *    tiers (HG_XEV_DSP each, in id order), variation margin for every
+ *    position (HG_XEV_VM each, in the clearing's ledger order), checked to
+ *    sum to exactly zero; then every DAY order expires, contracts whose last
+ *    trading day this is lose their resting orders (HG_XCXL_EXPIRED), the
+ *    delivery-month flags move to day + 1; HG_XEV_CYCLE last.
+ *  - EXPIRE (instrument): refused (NOT_IN_STATE) before the cycle of its
+ *    last trading day. If a day of the delivery month is not FINAL:
+ *    one HG_XEV_FIXING_MISSING per such day, then HG_XEV_REJECTED
+ *    FIXINGS_MISSING (.amount = count, .balance = bitmap, bit d-1 for day
+ *    d). Else FSP, one HG_XEV_FINAL_SETTLEMENT per open position (summing
+ *    to zero), the contract leaves the exchange and the clearing (its
+ *    ledger entries stay for statements), HG_XEV_EXPIRED, and, if the
+ *    (GPU, grade) has a curve, its next month is listed (HG_XEV_LISTED).
+ *  - LIST_CURVE: lists 12 consecutive months (all or nothing: an id or
+ *    symbol taken, or a curve already there, is INSTRUMENT_EXISTS) with book
+ *    parameters tick 1, prices 1..100,000 ticks, max order 1,000; each
+ *    EXPIRE of the group lists the next month with the next id.
+ *
+ * Accounts. Cash, positions, open quantities, margin and the ledger are the
+ * clearing library's (hourglass/clearing.h, hg_exchange_clearing() for
+ * reads and statements). Deposits that would overflow the balance or the
+ * clearing's deposit total are INVALID_AMOUNT.
  *
  * Threads. An exchange is owned by one thread (the engine thread, or the
  * replaying thread); every function must be called from it, the sink runs on
@@ -382,7 +445,8 @@ typedef enum hg_xevent_type {
   HG_XEV_WITHDRAWAL = 10,  /* .account, .firm, .amount, .balance (cash after) */
   HG_XEV_GRADE_SET = 11,   /* .day = effective day */
   HG_XEV_SAMPLES = 12,     /* .group, .day, .amount = samples in the command,
-                              .balance = samples now staged for that day */
+                              .balance = samples now staged (all indexes
+                              and days) */
   HG_XEV_SAMPLES_DISCARDED = 13, /* .group, .day, .amount = samples dropped */
   HG_XEV_FIXING = 14,      /* .group, .day, .price = value (micro-USD per
                               GPU-hour, 0 for NO_FIX), .tier, .status
@@ -592,9 +656,11 @@ size_t hg_exchange_serialized_size(const hg_exchange_t *ex);
 /*
  * Writes the whole state as the canonical byte stream (fixed field order,
  * explicit little-endian integers; instruments by id with each book's orders
- * in time priority, accounts by id, positions, counters). Returns 0 and
- * *len, or HG_EFULL (cap < hg_exchange_serialized_size(); *len is then set
- * to the size needed and buf is untouched).
+ * in time priority, accounts by id, indexes with their fixings and
+ * receipts, provider grades, staged samples, then the clearing state with
+ * its whole ledger). Returns 0 and *len, HG_EFULL (cap <
+ * hg_exchange_serialized_size(); *len is then set to the size needed and
+ * buf is untouched) or -ENOMEM (the clearing's 4 KiB staging buffer).
  */
 int hg_exchange_serialize(const hg_exchange_t *ex, uint8_t *buf, size_t cap, size_t *len);
 
@@ -606,9 +672,11 @@ void hg_exchange_hash(const hg_exchange_t *ex, uint8_t out[HG_SHA256_LEN]);
  * into ex, which must be empty (just created: no instruments, accounts or
  * applied commands; otherwise HG_ESTATE). Afterwards ex hashes equal to the
  * exchange that wrote blob and applies further commands identically.
- * Returns 0, HG_EVERSION (written by a newer format), HG_ECORRUPT (anything
+ * Returns 0, HG_EVERSION (another format version), HG_ECORRUPT (anything
  * malformed or inconsistent), HG_EFULL (blob needs more capacity than ex's
- * config has) or -ENOMEM. On failure ex is empty again. No events.
+ * config has; the clearing tables' capacities in the blob are checked
+ * against ex's before anything is allocated) or -ENOMEM. On failure ex is
+ * empty again. No events.
  */
 int hg_exchange_restore(hg_exchange_t *ex, const uint8_t *blob, size_t len);
 
