@@ -1674,6 +1674,23 @@ const hg_clearing_t *hg_exchange_clearing(const hg_exchange_t *ex) { return ex->
 
 int32_t hg_exchange_last_cycle_day(const hg_exchange_t *ex) { return ex->last_cycle_day; }
 
+void hg_exchange_foreach_fixing(const hg_exchange_t *ex,
+                                void (*fn)(void *ctx, const hg_exchange_fixing_info_t *info),
+                                void *ctx) {
+  for (uint32_t i = 0; i < ex->n_idx; i++) {
+    const index_t *x = &ex->idx[i];
+    for (size_t k = 0; k < x->hist.n; k++) {
+      hg_exchange_fixing_info_t info;
+      memset(&info, 0, sizeof info);
+      info.group = i + 1;
+      memcpy(info.gpu, x->gpu, sizeof info.gpu);
+      memcpy(info.grade, x->grade, sizeof info.grade);
+      info.fixing = x->hist.rec[k];
+      fn(ctx, &info);
+    }
+  }
+}
+
 int hg_exchange_fixing(const hg_exchange_t *ex, const char *gpu, const char *grade, int32_t day,
                        hg_index_fixing_t *out) {
   int slot = idx_find(ex, gpu, grade);

@@ -629,6 +629,21 @@ typedef struct hg_exchange_receipt {
 int hg_exchange_receipt(const hg_exchange_t *ex, const char *gpu, const char *grade, int32_t day,
                         hg_exchange_receipt_t *out);
 
+/* One stored fixing, as hg_exchange_foreach_fixing() reports it. */
+typedef struct hg_exchange_fixing_info {
+  uint32_t group; /* index / product group id */
+  char gpu[HG_INDEX_GPU_MAX];
+  char grade[HG_INDEX_GRADE_MAX];
+  hg_index_fixing_t fixing;
+} hg_exchange_fixing_info_t;
+
+/* Calls fn for every stored fixing, indexes in creation order, days
+ * ascending; info is valid only during the call and fn must not change the
+ * exchange. */
+void hg_exchange_foreach_fixing(const hg_exchange_t *ex,
+                                void (*fn)(void *ctx, const hg_exchange_fixing_info_t *info),
+                                void *ctx);
+
 /* Day of the last DAILY_SETTLEMENT applied, -1 if none. */
 int32_t hg_exchange_last_cycle_day(const hg_exchange_t *ex);
 
