@@ -2235,9 +2235,14 @@ static int restore_settlement(hg_exchange_t *ex, reader_t *r, hg_clearing_t **ou
   uint32_t ns = r_u32(r);
   if (r->bad) return HG_ECORRUPT;
   if (ns > ex->cfg.max_staged_samples) return HG_EFULL;
-  if (ns > 0) {
-    ex->staged = malloc((size_t)ns * sizeof *ex->staged);
-    if (ex->staged == NULL) return -ENOMEM;
+  /* A staged sample takes at least 41 bytes (u32, i32, 3 x i64, i32, u8 and
+   * four non-empty strings): a damaged count cannot ask for more room than
+   * the blob could fill. */
+  if (ns > r->left / 41) return HG_ECORRUPT;
+  if (ns > ex->cap_staged) {
+    staged_t *p = realloc(ex->staged, (size_t)ns * sizeof *p);
+    if (p == NULL) return -ENOMEM;
+    ex->staged = p;
     ex->cap_staged = ns;
   }
   for (uint32_t k = 0; k < ns; k++) {
