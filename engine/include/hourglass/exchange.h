@@ -561,7 +561,12 @@ void hg_exchange_set_sink(hg_exchange_t *ex, hg_exchange_sink_fn sink, void *sin
  * HG_ESTATE (cmd->seq is 0 or not greater than the last applied seq),
  * HG_EINVAL (unknown command type; a command that passed
  * hg_command_decode() never gets this) or -ENOMEM (a listing could not
- * allocate its book; the engine should stop).
+ * allocate its book, or a settlement command its working memory; the engine
+ * should stop). One exception to "change nothing": HG_ECORRUPT means a
+ * clearing call on the book path failed (never expected: the pre-trade
+ * check reserves what fills need) or a cycle's VM did not sum to zero; the
+ * command was applied and its events emitted, and every later call returns
+ * HG_ECORRUPT without applying anything (stop and investigate).
  */
 int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd);
 
