@@ -15,10 +15,11 @@
  *     which has no snapshot: journal recovery scan, then the replay; the
  *     pipeline's threads are never started.
  *
- * Usage: bench_replay [--quick] [--commands N] [--dir DIR] [--keep]
+ * Usage: bench_replay [--quick] [--commands N] [--dir DIR] [--keep] [--use DATADIR]
  *   default N = 10,000,000 (--quick: 1,000,000). Files go to a fresh
  *   directory under DIR (default: the current directory, on the real disk)
- *   and are removed afterwards unless --keep.
+ *   and are removed afterwards unless --keep; --use replays a kept directory
+ *   again (give the same --commands) without generating, e.g. under perf.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -208,14 +209,15 @@ static void pipe_log(void *ctx, int level, const char *msg) {
 int main(int argc, char **argv) {
   int quick = 0, keep = 0;
   uint64_t n = 0;
-  const char *base = ".";
+  const char *base = ".", *use = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = 1;
     else if (strcmp(argv[i], "--keep") == 0) keep = 1;
     else if (strcmp(argv[i], "--commands") == 0 && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) base = argv[++i];
+    else if (strcmp(argv[i], "--use") == 0 && i + 1 < argc) use = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_replay [--quick] [--commands N] [--dir DIR] [--keep]\n");
+      fprintf(stderr, "usage: bench_replay [--quick] [--commands N] [--dir DIR] [--keep] [--use DATADIR]\n");
       return 2;
     }
   }
@@ -223,6 +225,14 @@ int main(int argc, char **argv) {
   if (n <= SETUP) n = SETUP + 1;
 
   char dir[4096], jdir[4200];
+  int status = 1, rc;
+  uint64_t t0 = now_ns();
+  if (use != NULL) { /* a directory kept by an earlier --keep run, N as then */
+    snprintf(dir, sizeof dir, "%s", use);
+    snprintf(jdir, sizeof jdir, "%s/journal", dir);
+    keep = 1;
+    goto replay;
+  }
   snprintf(dir, sizeof dir, "%s/bench-replay-XXXXXX", base);
   if (mkdtemp(dir) == NULL) {
     perror("bench_replay: mkdtemp");
@@ -233,15 +243,14 @@ int main(int argc, char **argv) {
     perror("bench_replay: mkdir");
     return 1;
   }
-  int status = 1;
-  uint64_t t0 = now_ns();
-  int rc = generate(jdir, n);
+  rc = generate(jdir, n);
   if (rc != 0) {
     fprintf(stderr, "bench_replay: generating the journal: %s\n", hg_strerror(rc));
     goto out;
   }
   printf("generated %" PRIu64 " commands in %.2f s into %s\n", n, (double)(now_ns() - t0) / 1e9,
          dir);
+replay:;
 
   hg_exchange_config_t xcfg = {.max_instruments = INSTRUMENTS,
                                .max_accounts = ACCOUNTS,
