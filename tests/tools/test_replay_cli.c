@@ -100,12 +100,12 @@ static void dir_digest(const char *d, char out[65]) {
   hex(h, out);
 }
 
-static int setup(void **state) {
-  (void)state;
+/* Writes the scenario into directory d, account 4's last deposit being
+ * last_deposit micro-USD, and the final state hash (hex) into hx. */
+static void build(const char *d, int64_t last_deposit, char *hx) {
   util_log_t log = {0};
-  assert_non_null(util_tmpdir(dir, "tools"));
   hg_pipeline_config_t cfg;
-  util_config(&cfg, dir, &log);
+  util_config(&cfg, d, &log);
   static uint64_t clock_ns = 1806537600000000000ull; /* 2027-03-31 00:00 UTC */
   cfg.clock = fake_clock;
   cfg.clock_ctx = &clock_ns;
@@ -141,13 +141,19 @@ static int setup(void **state) {
   order(p, 2, HG_SIDE_SELL, 3000, 4);
   session_end(p, 20270301);
   order(p, 3, HG_SIDE_SELL, 2999, 6);
-  cash(p, HG_COMMAND_DEPOSIT, 4, 5000000);
+  cash(p, HG_COMMAND_DEPOSIT, 4, last_deposit);
   session_end(p, 20270302);
   assert_int_equal(hg_pipeline_stop(p), 0);
   uint8_t h[32];
   hg_pipeline_state_hash(p, h);
-  hex(h, hash_hex);
+  hex(h, hx);
   hg_pipeline_close(p);
+}
+
+static int setup(void **state) {
+  (void)state;
+  assert_non_null(util_tmpdir(dir, "tools"));
+  build(dir, 5000000, hash_hex);
   return 0;
 }
 
@@ -210,6 +216,27 @@ static void replay_hashes_and_snapshot(void **state) {
   snprintf(want, sizeof want, "end seq=16 commands=16 fills=2 cycles=2 hash=%s\n", hash_hex);
   expect(o, want);
   free(o);
+}
+
+/* A snapshot that is not the journal's state: the journal of the scenario
+ * with the state store of a run whose last deposit differed. */
+static void snapshot_mismatch_detected(void **state) {
+  (void)state;
+  char other[64], other_hash[65], args[1024], *o;
+  assert_non_null(util_tmpdir(other, "tools-other"));
+  build(other, 6000000, other_hash);
+  assert_string_not_equal(other_hash, hash_hex);
+  snprintf(args, sizeof args, "rm -rf %s/journal && cp -r %s/journal %s/journal", other, dir, other);
+  assert_int_equal(system(args), 0);
+  snprintf(args, sizeof args, "replay --data %s --max-accounts 64", other);
+  assert_int_equal(run(args, true, &o), 1);
+  char want[160];
+  snprintf(want, sizeof want, "snapshot seq=16 hash=%s MISMATCH", other_hash);
+  expect(o, want);
+  snprintf(want, sizeof want, "end seq=16 commands=16 fills=2 cycles=2 hash=%s", hash_hex);
+  expect(o, want);
+  free(o);
+  util_rm_rf(other);
 }
 
 static void statement_and_fills(void **state) {
@@ -323,6 +350,7 @@ int main(int argc, char **argv) {
   hgctl = argv[1];
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(replay_hashes_and_snapshot),
+      cmocka_unit_test(snapshot_mismatch_detected),
       cmocka_unit_test(statement_and_fills),
       cmocka_unit_test(statements_written_and_compared),
       cmocka_unit_test(errors_are_clear),
