@@ -22,10 +22,10 @@
 /* Stack arena for protobuf-c                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Comfortably above what a 256-byte message can unpack into (the Command,
- * one body message, a symbol), with room for protobuf-c's unknown-field
+/* Comfortably above what a 1 KiB message can unpack into (the Command, one
+ * body message, up to four samples with their strings), with room for protobuf-c's unknown-field
  * bookkeeping so that such input fails validation rather than allocation. */
-#define ARENA_BYTES 8192
+#define ARENA_BYTES 16384
 
 typedef struct arena {
   alignas(max_align_t) uint8_t mem[ARENA_BYTES];
@@ -50,6 +50,9 @@ static void arena_free(void *data, void *ptr) {
 /* Encode                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* A fixed-size string field holds its NUL. */
+#define STR_TERM(a) (memchr((a), '\0', sizeof(a)) != NULL)
+
 int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t *len) {
   Hourglass__V1__Command m = HOURGLASS__V1__COMMAND__INIT;
   Hourglass__V1__NewOrder no = HOURGLASS__V1__NEW_ORDER__INIT;
@@ -64,6 +67,15 @@ int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t 
   Hourglass__V1__AddAccount aa = HOURGLASS__V1__ADD_ACCOUNT__INIT;
   Hourglass__V1__Deposit de = HOURGLASS__V1__DEPOSIT__INIT;
   Hourglass__V1__Withdraw wi = HOURGLASS__V1__WITHDRAW__INIT;
+  Hourglass__V1__ProviderGrade pg = HOURGLASS__V1__PROVIDER_GRADE__INIT;
+  Hourglass__V1__PublishSamples ps = HOURGLASS__V1__PUBLISH_SAMPLES__INIT;
+  Hourglass__V1__IndexSample smp[HG_SAMPLES_PER_COMMAND];
+  Hourglass__V1__IndexSample *smp_ptr[HG_SAMPLES_PER_COMMAND];
+  Hourglass__V1__IndexDay idd = HOURGLASS__V1__INDEX_DAY__INIT;
+  Hourglass__V1__PublishFixing pf = HOURGLASS__V1__PUBLISH_FIXING__INIT;
+  Hourglass__V1__DailySettlement ds = HOURGLASS__V1__DAILY_SETTLEMENT__INIT;
+  Hourglass__V1__Expire ep = HOURGLASS__V1__EXPIRE__INIT;
+  Hourglass__V1__ListCurve lc = HOURGLASS__V1__LIST_CURVE__INIT;
 
   m.seq = cmd->seq;
   m.ts = cmd->ts;
@@ -175,6 +187,105 @@ int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t 
     m.body_case = HOURGLASS__V1__COMMAND__BODY_WITHDRAW;
     m.withdraw = &wi;
     break;
+  case HG_COMMAND_SET_PROVIDER_GRADE: {
+    const hg_cmd_provider_grade_t *c = &cmd->u.provider_grade;
+    if (!STR_TERM(c->provider) || !STR_TERM(c->gpu) || !STR_TERM(c->grade)) return HG_EINVAL;
+    pg.provider = (char *)c->provider;
+    pg.gpu = (char *)c->gpu;
+    pg.grade = (char *)c->grade;
+    pg.effective_day = c->effective_day;
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_SET_PROVIDER_GRADE;
+    m.set_provider_grade = &pg;
+    break;
+  }
+  case HG_COMMAND_PUBLISH_SAMPLES: {
+    const hg_cmd_samples_t *c = &cmd->u.samples;
+    if (!STR_TERM(c->gpu) || !STR_TERM(c->grade) || c->n > HG_SAMPLES_PER_COMMAND)
+      return HG_EINVAL;
+    for (uint32_t i = 0; i < c->n; i++) {
+      const hg_index_sample_t *x = &c->s[i];
+      if (!STR_TERM(x->provider) || !STR_TERM(x->region) || !STR_TERM(x->gpu) ||
+          !STR_TERM(x->grade))
+        return HG_EINVAL;
+      hourglass__v1__index_sample__init(&smp[i]);
+      smp[i].ts = x->ts;
+      smp[i].provider = (char *)x->provider;
+      smp[i].region = (char *)x->region;
+      smp[i].gpu = (char *)x->gpu;
+      smp[i].grade = (char *)x->grade;
+      smp[i].term_days = x->term_days;
+      smp[i].price = x->price;
+      smp[i].volume = x->volume;
+      smp[i].kind = (Hourglass__V1__SampleKind)x->kind;
+      smp_ptr[i] = &smp[i];
+    }
+    ps.gpu = (char *)c->gpu;
+    ps.grade = (char *)c->grade;
+    ps.day = c->day;
+    ps.n_samples = c->n;
+    ps.samples = smp_ptr;
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_PUBLISH_SAMPLES;
+    m.publish_samples = &ps;
+    break;
+  }
+  case HG_COMMAND_DISCARD_SAMPLES:
+  case HG_COMMAND_COMPUTE_FIXING:
+  case HG_COMMAND_FINALIZE_FIXING: {
+    const hg_cmd_index_day_t *c = &cmd->u.index_day;
+    if (!STR_TERM(c->gpu) || !STR_TERM(c->grade)) return HG_EINVAL;
+    idd.gpu = (char *)c->gpu;
+    idd.grade = (char *)c->grade;
+    idd.day = c->day;
+    if (cmd->type == HG_COMMAND_DISCARD_SAMPLES) {
+      m.body_case = HOURGLASS__V1__COMMAND__BODY_DISCARD_SAMPLES;
+      m.discard_samples = &idd;
+    } else if (cmd->type == HG_COMMAND_COMPUTE_FIXING) {
+      m.body_case = HOURGLASS__V1__COMMAND__BODY_COMPUTE_FIXING;
+      m.compute_fixing = &idd;
+    } else {
+      m.body_case = HOURGLASS__V1__COMMAND__BODY_FINALIZE_FIXING;
+      m.finalize_fixing = &idd;
+    }
+    break;
+  }
+  case HG_COMMAND_PUBLISH_FIXING: {
+    const hg_cmd_publish_fixing_t *c = &cmd->u.fixing;
+    if (!STR_TERM(c->gpu) || !STR_TERM(c->grade) || !STR_TERM(c->source)) return HG_EINVAL;
+    pf.gpu = (char *)c->gpu;
+    pf.grade = (char *)c->grade;
+    pf.day = c->day;
+    pf.value = c->value;
+    pf.source = (char *)c->source;
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_PUBLISH_FIXING;
+    m.publish_fixing = &pf;
+    break;
+  }
+  case HG_COMMAND_DAILY_SETTLEMENT:
+    ds.day = cmd->u.daily.day;
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_DAILY_SETTLEMENT;
+    m.daily_settlement = &ds;
+    break;
+  case HG_COMMAND_EXPIRE:
+    ep.instrument_id = cmd->u.expire.instrument_id;
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_EXPIRE;
+    m.expire = &ep;
+    break;
+  case HG_COMMAND_LIST_CURVE: {
+    const hg_cmd_list_curve_t *c = &cmd->u.curve;
+    if (!STR_TERM(c->gpu) || !STR_TERM(c->grade)) return HG_EINVAL;
+    lc.gpu = (char *)c->gpu;
+    lc.grade = (char *)c->grade;
+    lc.year = c->year;
+    lc.month = c->month;
+    lc.first_instrument_id = c->first_instrument_id;
+    lc.max_orders = c->max_orders;
+    lc.max_accounts = c->max_accounts;
+    lc.has_ref_price = c->ref_price != 0;
+    lc.ref_price = c->ref_price;
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_LIST_CURVE;
+    m.list_curve = &lc;
+    break;
+  }
   default:
     return HG_EINVAL;
   }
@@ -202,6 +313,84 @@ static int symbol_ok(const char *s) {
 
 /* Enum values arrive as raw ints: protobuf-c does not range-check them. */
 static int enum_ok(int v, int max) { return v >= 0 && v <= max; }
+
+/* GPU model or grade code of an index: [A-Za-z0-9]{1,cap-1}. */
+static int name_ok(const char *s, size_t cap) {
+  if (s == NULL) return 0;
+  size_t n = strlen(s);
+  if (n == 0 || n >= cap) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return 0;
+  }
+  return 1;
+}
+
+/* A free text field of a sample or fixing, as the CSV reader would accept
+ * it: 1..cap-1 printable ASCII bytes, no ',' and no '"'. */
+static int text_ok(const char *s, size_t cap) {
+  if (s == NULL) return 0;
+  size_t n = strlen(s);
+  if (n == 0 || n >= cap) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c > 0x7e || c == ',' || c == '"') return 0;
+  }
+  return 1;
+}
+
+static int day_ok(int32_t d) { return d >= 0 && d <= HG_DAY_MAX; }
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+  memset(dst, 0, cap);
+  memcpy(dst, src, strlen(src) + 1); /* length checked by name_ok/text_ok */
+}
+
+static int decode_index_day(const Hourglass__V1__IndexDay *b, uint32_t type, hg_command_t *out) {
+  if (b->base.n_unknown_fields) return HG_EPARSE;
+  if (!name_ok(b->gpu, HG_INDEX_GPU_MAX) || !name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
+      !day_ok(b->day))
+    return HG_ERANGE;
+  out->type = type;
+  copy_str(out->u.index_day.gpu, sizeof out->u.index_day.gpu, b->gpu);
+  copy_str(out->u.index_day.grade, sizeof out->u.index_day.grade, b->grade);
+  out->u.index_day.day = b->day;
+  return 0;
+}
+
+static int decode_samples(const Hourglass__V1__PublishSamples *b, hg_command_t *out) {
+  if (b->base.n_unknown_fields) return HG_EPARSE;
+  if (!name_ok(b->gpu, HG_INDEX_GPU_MAX) || !name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
+      !day_ok(b->day) || b->n_samples == 0 || b->n_samples > HG_SAMPLES_PER_COMMAND)
+    return HG_ERANGE;
+  hg_cmd_samples_t *c = &out->u.samples;
+  for (size_t i = 0; i < b->n_samples; i++) {
+    const Hourglass__V1__IndexSample *x = b->samples[i];
+    if (x->base.n_unknown_fields) return HG_EPARSE;
+    if (!text_ok(x->provider, HG_INDEX_PROVIDER_MAX) || !text_ok(x->region, HG_INDEX_REGION_MAX) ||
+        !text_ok(x->gpu, HG_INDEX_GPU_MAX) || !text_ok(x->grade, HG_INDEX_GRADE_MAX) ||
+        (x->kind != HOURGLASS__V1__SAMPLE_KIND__SAMPLE_TRADE &&
+         x->kind != HOURGLASS__V1__SAMPLE_KIND__SAMPLE_QUOTE) ||
+        x->volume > HG_INDEX_VOLUME_MAX)
+      return HG_ERANGE;
+    hg_index_sample_t *d = &c->s[i];
+    d->ts = x->ts;
+    d->price = x->price;
+    d->volume = x->volume;
+    d->term_days = x->term_days;
+    d->kind = x->kind == HOURGLASS__V1__SAMPLE_KIND__SAMPLE_TRADE ? HG_INDEX_TRADE : HG_INDEX_QUOTE;
+    copy_str(d->provider, sizeof d->provider, x->provider);
+    copy_str(d->region, sizeof d->region, x->region);
+    copy_str(d->gpu, sizeof d->gpu, x->gpu);
+    copy_str(d->grade, sizeof d->grade, x->grade);
+  }
+  out->type = HG_COMMAND_PUBLISH_SAMPLES;
+  copy_str(c->gpu, sizeof c->gpu, b->gpu);
+  copy_str(c->grade, sizeof c->grade, b->grade);
+  c->day = b->day;
+  c->n = (uint32_t)b->n_samples;
+  return 0;
+}
 
 static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
   switch (m->body_case) {
@@ -317,6 +506,72 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
     out->u.cash.account = m->withdraw->account;
     out->u.cash.amount = m->withdraw->amount;
     return 0;
+  case HOURGLASS__V1__COMMAND__BODY_SET_PROVIDER_GRADE: {
+    const Hourglass__V1__ProviderGrade *b = m->set_provider_grade;
+    if (b->base.n_unknown_fields) return HG_EPARSE;
+    if (!text_ok(b->provider, HG_INDEX_PROVIDER_MAX) || !name_ok(b->gpu, HG_INDEX_GPU_MAX) ||
+        !name_ok(b->grade, HG_INDEX_GRADE_MAX) || !day_ok(b->effective_day))
+      return HG_ERANGE;
+    hg_cmd_provider_grade_t *c = &out->u.provider_grade;
+    out->type = HG_COMMAND_SET_PROVIDER_GRADE;
+    copy_str(c->provider, sizeof c->provider, b->provider);
+    copy_str(c->gpu, sizeof c->gpu, b->gpu);
+    copy_str(c->grade, sizeof c->grade, b->grade);
+    c->effective_day = b->effective_day;
+    return 0;
+  }
+  case HOURGLASS__V1__COMMAND__BODY_PUBLISH_SAMPLES:
+    return decode_samples(m->publish_samples, out);
+  case HOURGLASS__V1__COMMAND__BODY_DISCARD_SAMPLES:
+    return decode_index_day(m->discard_samples, HG_COMMAND_DISCARD_SAMPLES, out);
+  case HOURGLASS__V1__COMMAND__BODY_COMPUTE_FIXING:
+    return decode_index_day(m->compute_fixing, HG_COMMAND_COMPUTE_FIXING, out);
+  case HOURGLASS__V1__COMMAND__BODY_FINALIZE_FIXING:
+    return decode_index_day(m->finalize_fixing, HG_COMMAND_FINALIZE_FIXING, out);
+  case HOURGLASS__V1__COMMAND__BODY_PUBLISH_FIXING: {
+    const Hourglass__V1__PublishFixing *b = m->publish_fixing;
+    if (b->base.n_unknown_fields) return HG_EPARSE;
+    if (!name_ok(b->gpu, HG_INDEX_GPU_MAX) || !name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
+        !day_ok(b->day) || !text_ok(b->source, HG_INDEX_SOURCE_MAX))
+      return HG_ERANGE;
+    hg_cmd_publish_fixing_t *c = &out->u.fixing;
+    out->type = HG_COMMAND_PUBLISH_FIXING;
+    copy_str(c->gpu, sizeof c->gpu, b->gpu);
+    copy_str(c->grade, sizeof c->grade, b->grade);
+    copy_str(c->source, sizeof c->source, b->source);
+    c->day = b->day;
+    c->value = b->value;
+    return 0;
+  }
+  case HOURGLASS__V1__COMMAND__BODY_DAILY_SETTLEMENT:
+    if (m->daily_settlement->base.n_unknown_fields) return HG_EPARSE;
+    if (!day_ok(m->daily_settlement->day)) return HG_ERANGE;
+    out->type = HG_COMMAND_DAILY_SETTLEMENT;
+    out->u.daily.day = m->daily_settlement->day;
+    return 0;
+  case HOURGLASS__V1__COMMAND__BODY_EXPIRE:
+    if (m->expire->base.n_unknown_fields) return HG_EPARSE;
+    out->type = HG_COMMAND_EXPIRE;
+    out->u.expire.instrument_id = m->expire->instrument_id;
+    return 0;
+  case HOURGLASS__V1__COMMAND__BODY_LIST_CURVE: {
+    const Hourglass__V1__ListCurve *b = m->list_curve;
+    if (b->base.n_unknown_fields) return HG_EPARSE;
+    if (!name_ok(b->gpu, HG_INDEX_GPU_MAX) || !name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
+        b->year < 1970 || b->year > 9998 || b->month < 1 || b->month > 12)
+      return HG_ERANGE;
+    hg_cmd_list_curve_t *c = &out->u.curve;
+    out->type = HG_COMMAND_LIST_CURVE;
+    copy_str(c->gpu, sizeof c->gpu, b->gpu);
+    copy_str(c->grade, sizeof c->grade, b->grade);
+    c->year = (uint16_t)b->year;
+    c->month = (uint8_t)b->month;
+    c->first_instrument_id = b->first_instrument_id;
+    c->max_orders = b->max_orders;
+    c->max_accounts = b->max_accounts;
+    c->ref_price = b->has_ref_price ? b->ref_price : 0;
+    return 0;
+  }
   default:
     return HG_EPARSE; /* no body, or one this build does not know */
   }
@@ -361,6 +616,15 @@ const char *hg_command_type_str(uint32_t type) {
   case HG_COMMAND_ADD_ACCOUNT: return "ADD_ACCOUNT";
   case HG_COMMAND_DEPOSIT: return "DEPOSIT";
   case HG_COMMAND_WITHDRAW: return "WITHDRAW";
+  case HG_COMMAND_SET_PROVIDER_GRADE: return "SET_PROVIDER_GRADE";
+  case HG_COMMAND_PUBLISH_SAMPLES: return "PUBLISH_SAMPLES";
+  case HG_COMMAND_DISCARD_SAMPLES: return "DISCARD_SAMPLES";
+  case HG_COMMAND_COMPUTE_FIXING: return "COMPUTE_FIXING";
+  case HG_COMMAND_PUBLISH_FIXING: return "PUBLISH_FIXING";
+  case HG_COMMAND_FINALIZE_FIXING: return "FINALIZE_FIXING";
+  case HG_COMMAND_DAILY_SETTLEMENT: return "DAILY_SETTLEMENT";
+  case HG_COMMAND_EXPIRE: return "EXPIRE";
+  case HG_COMMAND_LIST_CURVE: return "LIST_CURVE";
   default: return "UNKNOWN";
   }
 }

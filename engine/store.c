@@ -28,7 +28,7 @@
 
 struct hg_store {
   MDB_env *env; /* owned; NULL until opened */
-  MDB_dbi meta, instruments, accounts, snapshots, sessions;
+  MDB_dbi meta, instruments, accounts, snapshots, sessions, fixings, ledger;
   size_t map_size;
   char dir[PATH_MAX];
   char msg[PATH_MAX + 256];
@@ -127,7 +127,9 @@ static int open_tables(hg_store_t *s) {
            {"instruments", &s->instruments},
            {"accounts", &s->accounts},
            {"snapshots", &s->snapshots},
-           {"sessions", &s->sessions}};
+           {"sessions", &s->sessions},
+           {"fixings", &s->fixings},
+           {"ledger", &s->ledger}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     rc = mdb_dbi_open(txn, t[i].name, MDB_CREATE, t[i].dbi);
     if (rc != 0) {
@@ -340,6 +342,60 @@ static void put_account(void *ctx, const hg_exchange_account_info_t *a) {
   ref_put(ctx, a->id, b, n);
 }
 
+static size_t put_str(uint8_t *p, const char *str, size_t cap) {
+  const char *end = memchr(str, '\0', cap);
+  size_t n = end != NULL ? (size_t)(end - str) : cap;
+  p[0] = (uint8_t)n;
+  memcpy(p + 1, str, n);
+  return n + 1;
+}
+
+static void put_fixing(void *ctx, const hg_exchange_fixing_info_t *fi) {
+  uint8_t b[3 + HG_INDEX_GPU_MAX + HG_INDEX_GRADE_MAX + HG_INDEX_SOURCE_MAX + 8 + 4 + 3];
+  const hg_index_fixing_t *f = &fi->fixing;
+  size_t n = put_str(b, fi->gpu, sizeof fi->gpu);
+  n += put_str(b + n, fi->grade, sizeof fi->grade);
+  n += put_le(b + n, (uint64_t)f->value, 8);
+  n += put_le(b + n, (uint32_t)f->carried_from, 4);
+  b[n++] = f->status;
+  b[n++] = f->kind;
+  b[n++] = f->tier;
+  n += put_str(b + n, f->source, sizeof f->source);
+  ref_put(ctx, ((uint64_t)fi->group << 32) | (uint32_t)f->day, b, n);
+}
+
+/* Appends the ledger entries posted since the last save (rewrites the
+ * table if it holds more than the ledger: a store reused for another
+ * history). */
+static int put_ledger(MDB_txn *txn, MDB_dbi dbi, const hg_clearing_t *c) {
+  MDB_stat st;
+  int rc = mdb_stat(txn, dbi, &st);
+  if (rc != 0) return rc;
+  uint64_t size = hg_clearing_ledger_size(c), from = st.ms_entries;
+  if (from > size) {
+    rc = mdb_drop(txn, dbi, 0);
+    if (rc != 0) return rc;
+    from = 0;
+  }
+  ref_writer_t w = {.txn = txn, .dbi = dbi, .rc = 0};
+  for (uint64_t i = from; i < size && w.rc == 0; i++) {
+    hg_ledger_entry_t e;
+    if (hg_clearing_ledger_get(c, i, &e) != 0) return EIO;
+    uint8_t b[8 + 8 + 4 + 4 + 4 + 4 * 8];
+    size_t n = put_le(b, e.seq, 8);
+    n += put_le(b + n, e.ts, 8);
+    n += put_le(b + n, e.account, 4);
+    n += put_le(b + n, e.instrument, 4);
+    n += put_le(b + n, e.kind, 4);
+    n += put_le(b + n, (uint64_t)e.amount, 8);
+    n += put_le(b + n, (uint64_t)e.balance, 8);
+    n += put_le(b + n, (uint64_t)e.price, 8);
+    n += put_le(b + n, (uint64_t)e.qty, 8);
+    ref_put(&w, i, b, n);
+  }
+  return w.rc;
+}
+
 /* Refuses a seq older than the newest snapshot (cursor on snapshots). */
 static int check_newest(hg_store_t *s, MDB_cursor *cur, uint64_t seq) {
   MDB_val k, v;
@@ -451,6 +507,13 @@ int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep
     hg_exchange_foreach_account(ex, put_account, &w);
     rc = w.rc;
   }
+  if (rc == 0) rc = mdb_drop(txn, s->fixings, 0);
+  if (rc == 0) {
+    ref_writer_t w = {.txn = txn, .dbi = s->fixings, .rc = 0};
+    hg_exchange_foreach_fixing(ex, put_fixing, &w);
+    rc = w.rc;
+  }
+  if (rc == 0) rc = put_ledger(txn, s->ledger, hg_exchange_clearing(ex));
   if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
   mdb_cursor_close(cur);
   if (rc != 0) {
@@ -504,6 +567,8 @@ static int table_dbi(hg_store_t *s, hg_store_table_t table, MDB_dbi *dbi) {
   switch (table) {
   case HG_STORE_INSTRUMENTS: *dbi = s->instruments; return 0;
   case HG_STORE_ACCOUNTS: *dbi = s->accounts; return 0;
+  case HG_STORE_FIXINGS: *dbi = s->fixings; return 0;
+  case HG_STORE_LEDGER: *dbi = s->ledger; return 0;
   }
   set_msg(s, "state store %s: unknown table %d", s->dir, (int)table);
   return HG_EINVAL;

@@ -94,6 +94,70 @@ static size_t all_commands(hg_command_t *out) {
   c = base(HG_COMMAND_WITHDRAW, UINT64_MAX);
   c.u.cash = (hg_cmd_cash_t){.account = 42, .amount = -1};
   out[n++] = c;
+  c = base(HG_COMMAND_SET_PROVIDER_GRADE, 16);
+  strcpy(c.u.provider_grade.provider, "lambda labs");
+  strcpy(c.u.provider_grade.gpu, "B200");
+  strcpy(c.u.provider_grade.grade, "A");
+  c.u.provider_grade.effective_day = 20000;
+  out[n++] = c;
+  c = base(HG_COMMAND_PUBLISH_SAMPLES, 17); /* the largest command: 4 samples, long strings */
+  strcpy(c.u.samples.gpu, "B200");
+  strcpy(c.u.samples.grade, "A");
+  c.u.samples.day = HG_DAY_MAX;
+  c.u.samples.n = HG_SAMPLES_PER_COMMAND;
+  for (int i = 0; i < HG_SAMPLES_PER_COMMAND; i++) {
+    hg_index_sample_t *x = &c.u.samples.s[i];
+    x->ts = i == 0 ? INT64_MIN : INT64_MAX - i;
+    x->price = i == 1 ? -1 : INT64_MAX;
+    x->volume = HG_INDEX_VOLUME_MAX;
+    x->term_days = i == 2 ? INT32_MIN : 31;
+    x->kind = i % 2 ? HG_INDEX_QUOTE : HG_INDEX_TRADE;
+    memset(x->provider, 'p', sizeof x->provider - 1);
+    memset(x->region, 'r', sizeof x->region - 1);
+    memset(x->gpu, 'g', sizeof x->gpu - 1);
+    memset(x->grade, 'q', sizeof x->grade - 1);
+  }
+  out[n++] = c;
+  c = base(HG_COMMAND_DISCARD_SAMPLES, 18);
+  strcpy(c.u.index_day.gpu, "H100");
+  strcpy(c.u.index_day.grade, "B");
+  c.u.index_day.day = 0;
+  out[n++] = c;
+  c = base(HG_COMMAND_COMPUTE_FIXING, 19);
+  strcpy(c.u.index_day.gpu, "B200");
+  strcpy(c.u.index_day.grade, "C");
+  c.u.index_day.day = 20526;
+  out[n++] = c;
+  c = base(HG_COMMAND_PUBLISH_FIXING, 20);
+  strcpy(c.u.fixing.gpu, "B200");
+  strcpy(c.u.fixing.grade, "A");
+  c.u.fixing.day = 20526;
+  c.u.fixing.value = 3456789;
+  strcpy(c.u.fixing.source, "third-party index v2");
+  out[n++] = c;
+  c = base(HG_COMMAND_FINALIZE_FIXING, 21);
+  strcpy(c.u.index_day.gpu, "B200");
+  strcpy(c.u.index_day.grade, "A");
+  c.u.index_day.day = 20526;
+  out[n++] = c;
+  c = base(HG_COMMAND_DAILY_SETTLEMENT, 22);
+  c.u.daily.day = 20527;
+  out[n++] = c;
+  c = base(HG_COMMAND_EXPIRE, 23);
+  c.u.expire.instrument_id = 77;
+  out[n++] = c;
+  c = base(HG_COMMAND_LIST_CURVE, 24);
+  strcpy(c.u.curve.gpu, "B200");
+  strcpy(c.u.curve.grade, "A");
+  c.u.curve = (hg_cmd_list_curve_t){.gpu = "B200", .grade = "A", .year = 2027, .month = 3,
+                                    .first_instrument_id = 100, .max_orders = 4096,
+                                    .max_accounts = 64, .ref_price = 3000};
+  out[n++] = c;
+  c = base(HG_COMMAND_LIST_CURVE, 25); /* ref_price absent */
+  c.u.curve = (hg_cmd_list_curve_t){.gpu = "H100", .grade = "Z9", .year = 9998, .month = 12,
+                                    .first_instrument_id = 1, .max_orders = 1,
+                                    .max_accounts = 1};
+  out[n++] = c;
   return n;
 }
 
@@ -118,7 +182,8 @@ static void test_round_trip_every_type(void **state) {
     assert_memory_equal(buf2, buf, len);
     seen[cmds[i].type] = 1;
   }
-  for (int t = HG_COMMAND_NEW_ORDER; t <= HG_COMMAND_WITHDRAW; t++) assert_true(seen[t]);
+  for (int t = HG_COMMAND_NEW_ORDER; t <= HG_COMMAND_LAST; t++) assert_true(seen[t]);
+  assert_string_equal(hg_command_type_str(HG_COMMAND_EXPIRE), "EXPIRE");
   assert_string_equal(hg_command_type_str(HG_COMMAND_DEPOSIT), "DEPOSIT");
   assert_string_equal(hg_command_type_str(99), "UNKNOWN");
 }
@@ -220,6 +285,100 @@ static void test_bad_enums(void **state) {
   expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
 }
 
+/* Settlement commands: names, days, sample counts, kinds and volumes are
+ * range-checked before anything reaches the state machine. */
+static void test_settlement_ranges(void **state) {
+  (void)state;
+  uint8_t buf[HG_COMMAND_MAX_ENCODED];
+  Hourglass__V1__Command m = HOURGLASS__V1__COMMAND__INIT;
+  m.seq = 1;
+  Hourglass__V1__PublishSamples ps = HOURGLASS__V1__PUBLISH_SAMPLES__INIT;
+  Hourglass__V1__IndexSample smp[5];
+  Hourglass__V1__IndexSample *ptr[5];
+  for (int i = 0; i < 5; i++) {
+    hourglass__v1__index_sample__init(&smp[i]);
+    smp[i].provider = "p1";
+    smp[i].region = "eu";
+    smp[i].gpu = "B200";
+    smp[i].grade = "A";
+    smp[i].price = 3000000;
+    smp[i].volume = 10;
+    smp[i].kind = HOURGLASS__V1__SAMPLE_KIND__SAMPLE_TRADE;
+    ptr[i] = &smp[i];
+  }
+  m.body_case = HOURGLASS__V1__COMMAND__BODY_PUBLISH_SAMPLES;
+  m.publish_samples = &ps;
+  ps.gpu = "B200";
+  ps.grade = "A";
+  ps.day = 100;
+  ps.samples = ptr;
+  ps.n_samples = 4;
+  expect_decode(buf, pack(&m.base, buf), 0);
+  ps.n_samples = 0;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  ps.n_samples = 5;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  ps.n_samples = 1;
+  ps.day = -1;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  ps.day = HG_DAY_MAX + 1;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  ps.day = 100;
+  ps.gpu = "B200.X"; /* an index name cannot hold a dot */
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  ps.gpu = "B200";
+  smp[0].kind = HOURGLASS__V1__SAMPLE_KIND__SAMPLE_KIND_UNSPECIFIED;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  smp[0].kind = (Hourglass__V1__SampleKind)3;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  smp[0].kind = HOURGLASS__V1__SAMPLE_KIND__SAMPLE_QUOTE;
+  smp[0].volume = HG_INDEX_VOLUME_MAX + 1;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  smp[0].volume = 10;
+  smp[0].provider = "a,b"; /* not a CSV field */
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  smp[0].provider = "";
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  smp[0].provider = "0123456789012345678901234567890123"; /* 34 bytes */
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  smp[0].provider = "p1";
+  expect_decode(buf, pack(&m.base, buf), 0);
+
+  Hourglass__V1__ListCurve lc = HOURGLASS__V1__LIST_CURVE__INIT;
+  m.body_case = HOURGLASS__V1__COMMAND__BODY_LIST_CURVE;
+  m.list_curve = &lc;
+  lc.gpu = "B200";
+  lc.grade = "A";
+  lc.year = 2027;
+  lc.month = 13;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  lc.month = 0;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  lc.month = 12;
+  lc.year = 1969;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  lc.year = 2027;
+  expect_decode(buf, pack(&m.base, buf), 0);
+
+  Hourglass__V1__PublishFixing pf = HOURGLASS__V1__PUBLISH_FIXING__INIT;
+  m.body_case = HOURGLASS__V1__COMMAND__BODY_PUBLISH_FIXING;
+  m.publish_fixing = &pf;
+  pf.gpu = "B200";
+  pf.grade = "A";
+  pf.day = 5;
+  pf.value = 1;
+  pf.source = "";
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+  pf.source = "vendor";
+  expect_decode(buf, pack(&m.base, buf), 0);
+
+  Hourglass__V1__DailySettlement ds = HOURGLASS__V1__DAILY_SETTLEMENT__INIT;
+  m.body_case = HOURGLASS__V1__COMMAND__BODY_DAILY_SETTLEMENT;
+  m.daily_settlement = &ds;
+  ds.day = -5;
+  expect_decode(buf, pack(&m.base, buf), HG_ERANGE);
+}
+
 static void test_missing_fields_and_garbage(void **state) {
   (void)state;
   /* seq=1, ts=2, cancel{instrument_id=1, account=2} without order_id. */
@@ -298,6 +457,7 @@ int main(void) {
       cmocka_unit_test(test_round_trip_every_type),
       cmocka_unit_test(test_encode_errors),
       cmocka_unit_test(test_bad_enums),
+      cmocka_unit_test(test_settlement_ranges),
       cmocka_unit_test(test_missing_fields_and_garbage),
       cmocka_unit_test(test_mutations_never_crash),
   };

@@ -61,10 +61,34 @@ typedef struct fx {
   uint64_t seq;
 } fx_t;
 
+/* These tests are about the commands and the book behind the exchange:
+ * the clearing runs with no band and no margin so that any order passes
+ * (margin, limits and band are tested in test_settlement_flow.c). */
+static hg_exchange_config_t cfg_no_risk(hg_clearing_config_t *ccfg) {
+  hg_clearing_config_default(ccfg);
+  ccfg->band_bps = 0;
+  ccfg->im_rate_bps = 0;
+  ccfg->im_rate_delivery_bps = 0;
+  ccfg->max_positions = 512; /* small tables: restores are tried thousands of times */
+  ccfg->ledger_initial = 64;
+  ccfg->max_firms = 32;
+  hg_exchange_config_t c = CFG;
+  c.clearing = ccfg;
+  return c;
+}
+
+static int create_ex(rec_t *r, hg_exchange_t **ex) {
+  hg_clearing_config_t ccfg;
+  hg_exchange_config_t cfg = cfg_no_risk(&ccfg);
+  return hg_exchange_create(&cfg, rec_sink, r, ex);
+}
+
 static int setup(void **state) {
   fx_t *f = calloc(1, sizeof *f);
   rec_init(&f->rec);
-  if (hg_exchange_create(&CFG, rec_sink, &f->rec, &f->ex) != 0) return -1;
+  hg_clearing_config_t ccfg;
+  hg_exchange_config_t cfg = cfg_no_risk(&ccfg);
+  if (hg_exchange_create(&cfg, rec_sink, &f->rec, &f->ex) != 0) return -1;
   *state = f;
   return 0;
 }
@@ -95,7 +119,7 @@ static void run(fx_t *f, const hg_command_t *c) {
 static hg_book_params_t params(uint32_t id) {
   return (hg_book_params_t){.instrument_id = id, .tick_size = 1000, .contract_unit = 1000,
                             .min_price = 1, .max_price = 10000, .max_order_qty = 1000,
-                            .max_orders = 1024, .max_accounts = 32};
+                            .ref_price = 1000, .max_orders = 1024, .max_accounts = 32};
 }
 
 static void list(fx_t *f, uint32_t id, const char *sym) {
@@ -220,6 +244,13 @@ static void test_list_instrument(void **state) {
   expect_xreject(f, HG_XREJ_INVALID_PARAMS);
   list(f, 9, "");
   expect_xreject(f, HG_XREJ_INVALID_PARAMS);
+  /* Only contract symbols <GPU>.<GRADE>.<YYYY-MM> are listed. */
+  list(f, 9, "B200A");
+  expect_xreject(f, HG_XREJ_INVALID_PARAMS);
+  list(f, 9, "B200.A.2027-13");
+  expect_xreject(f, HG_XREJ_INVALID_PARAMS);
+  list(f, 9, "B200.A.27-03");
+  expect_xreject(f, HG_XREJ_INVALID_PARAMS);
 
   hg_command_t c = mk(f, HG_COMMAND_LIST_INSTRUMENT);
   strcpy(c.u.list.symbol, "BAD.PARAMS");
@@ -246,12 +277,12 @@ static void test_list_instrument(void **state) {
   /* Fill every slot (ids listed out of order stay sorted), then one more. */
   char s[16];
   for (uint32_t id = 20; id > 13; id--) {
-    snprintf(s, sizeof s, "X%u", id);
+    snprintf(s, sizeof s, "H100.B.2030-%02u", id - 12);
     list(f, id, s);
     only(f, HG_XEV_LISTED);
   }
   assert_int_equal(hg_exchange_instrument_count(f->ex), CFG.max_instruments);
-  list(f, 30, "X30");
+  list(f, 30, "H100.B.2031-01");
   expect_xreject(f, HG_XREJ_CAPACITY);
   assert_null(hg_exchange_book(f->ex, 30));
 }
@@ -297,12 +328,13 @@ static void test_accounts_and_cash(void **state) {
   expect_xreject(f, HG_XREJ_UNKNOWN_ACCOUNT);
   cash(f, HG_COMMAND_WITHDRAW, 99, 10);
   expect_xreject(f, HG_XREJ_UNKNOWN_ACCOUNT);
-  cash(f, HG_COMMAND_DEPOSIT, 42, INT64_MAX);
+  /* Deposits so far total 1,000,000: the clearing keeps that total too. */
+  cash(f, HG_COMMAND_DEPOSIT, 42, INT64_MAX - 1000000);
   only(f, HG_XEV_DEPOSIT);
   cash(f, HG_COMMAND_DEPOSIT, 42, 1); /* would overflow */
   expect_xreject(f, HG_XREJ_INVALID_AMOUNT);
   assert_int_equal(hg_exchange_account(f->ex, 42, &bal, &firm), 0);
-  assert_int_equal(bal, INT64_MAX);
+  assert_int_equal(bal, INT64_MAX - 1000000);
   assert_int_equal(hg_exchange_account(f->ex, 99, &bal, &firm), HG_ENOTFOUND);
 
   for (hg_account_t a = 100; a < 100 + CFG.max_accounts - 1; a++) add_account(f, a, 1);
@@ -477,8 +509,8 @@ static void test_delist_cancels_everything(void **state) {
 
 static void test_mass_cancel(void **state) {
   fx_t *f = *state;
-  list(f, 1, "A");
-  list(f, 2, "B");
+  list(f, 1, "B200.A.2027-03");
+  list(f, 2, "B200.B.2027-03");
   add_account(f, 10, 1);
   add_account(f, 20, 1);
   order(f, 1, 10, HG_SIDE_BUY, 100, 1, HG_TIF_GTC);
@@ -629,7 +661,7 @@ static void run_stream(uint64_t seed, int n, int via_journal, uint8_t ev_digest[
   rec_t r;
   rec_init(&r);
   hg_exchange_t *ex;
-  assert_int_equal(hg_exchange_create(&CFG, rec_sink, &r, &ex), 0);
+  assert_int_equal(create_ex(&r, &ex), 0);
   gen_t g = {.s = seed};
   for (int i = 0; i < n; i++) {
     hg_command_t c = gen_next(&g);
@@ -703,7 +735,7 @@ static void test_snapshot_restore_equivalence(void **state) {
   rec_init(&ra);
   rec_init(&rb);
   hg_exchange_t *a, *b;
-  assert_int_equal(hg_exchange_create(&CFG, rec_sink, &ra, &a), 0);
+  assert_int_equal(create_ex(&ra, &a), 0);
   gen_t g = {.s = 0xC0FFEEull};
   for (int i = 0; i < 6000; i++) {
     hg_command_t c = gen_next(&g);
@@ -711,7 +743,7 @@ static void test_snapshot_restore_equivalence(void **state) {
   }
   size_t len;
   uint8_t *blob = serialize(a, &len);
-  assert_int_equal(hg_exchange_create(&CFG, rec_sink, &rb, &b), 0);
+  assert_int_equal(create_ex(&rb, &b), 0);
   assert_int_equal(hg_exchange_restore(b, blob, len), 0);
   assert_int_equal(rb.n, 0); /* restore emits nothing */
   assert_int_equal(hg_exchange_last_seq(b), hg_exchange_last_seq(a));
@@ -818,7 +850,7 @@ static void test_restore_refuses_bad_blobs(void **state) {
   rec_t r;
   rec_init(&r);
   hg_exchange_t *b;
-  assert_int_equal(hg_exchange_create(&CFG, rec_sink, &r, &b), 0);
+  assert_int_equal(create_ex(&r, &b), 0);
   /* Every truncation is refused and leaves b empty and reusable. */
   for (size_t cut = 0; cut < len; cut++) {
     assert_int_equal(hg_exchange_restore(b, blob, cut), HG_ECORRUPT);
@@ -847,7 +879,7 @@ static void test_restore_refuses_bad_blobs(void **state) {
         assert_memory_equal(again, blob, len);
         free(again);
         hg_exchange_destroy(b);
-        assert_int_equal(hg_exchange_create(&CFG, rec_sink, &r, &b), 0);
+        assert_int_equal(create_ex(&r, &b), 0);
       } else {
         assert_true(rc == HG_ECORRUPT || rc == HG_EVERSION || rc == HG_EFULL);
         assert_int_equal(hg_exchange_instrument_count(b), 0);

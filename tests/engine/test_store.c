@@ -269,7 +269,16 @@ static void rest(hg_exchange_t *ex, uint32_t inst, hg_account_t a, int side, hg_
 
 static hg_exchange_t *build_exchange(void) {
   hg_exchange_t *ex = NULL;
-  assert_int_equal(hg_exchange_create(&XCFG, null_sink, NULL, &ex), 0);
+  /* These tests are about storage: no band and no margin, so that any
+   * order rests. */
+  hg_clearing_config_t ccfg;
+  hg_clearing_config_default(&ccfg);
+  ccfg.band_bps = 0;
+  ccfg.im_rate_bps = 0;
+  ccfg.im_rate_delivery_bps = 0;
+  hg_exchange_config_t xcfg = XCFG;
+  xcfg.clearing = &ccfg;
+  assert_int_equal(hg_exchange_create(&xcfg, null_sink, NULL, &ex), 0);
   list(ex, 1, "B200.A.2027-03");
   list(ex, 2, "B200.A.2027-04");
   hg_command_t c = cmd(HG_COMMAND_ADD_ACCOUNT);
@@ -281,6 +290,10 @@ static hg_exchange_t *build_exchange(void) {
   rest(ex, 1, 10, HG_SIDE_BUY, 100);
   rest(ex, 1, 10, HG_SIDE_SELL, 200);
   rest(ex, 2, 10, HG_SIDE_BUY, 150);
+  c = cmd(HG_COMMAND_PUBLISH_FIXING);
+  c.u.fixing = (hg_cmd_publish_fixing_t){.gpu = "B200", .grade = "A", .day = 20000,
+                                         .value = 3000000, .source = "ext"};
+  apply(ex, c);
   c = cmd(HG_COMMAND_HALT);
   c.u.instrument.instrument_id = 2;
   apply(ex, c);
@@ -312,6 +325,21 @@ static void test_save_and_load_exchange(void **state) {
   assert_int_equal(len, 12);
   static const uint8_t acct[12] = {3, 0, 0, 0, 0xC0, 0xCF, 0x6A, 0, 0, 0, 0, 0}; /* 7,000,000 = 0x6ACFC0 */
   assert_memory_equal(rec, acct, 12);
+  /* Fixings (key group << 32 | day) and the ledger (key entry index). */
+  assert_int_equal(hg_store_get(s, HG_STORE_FIXINGS, ((uint64_t)1 << 32) | 20000, rec, sizeof rec,
+                                &len),
+                   0);
+  assert_int_equal(len, 1 + 4 + 1 + 1 + 8 + 4 + 3 + 1 + 3);
+  assert_memory_equal(rec, "\x04" "B200" "\x01" "A", 7);
+  assert_int_equal(rec[7] | rec[8] << 8 | rec[9] << 16, 3000000);
+  assert_int_equal(rec[7 + 8 + 4], HG_INDEX_PROVISIONAL);
+  assert_int_equal(rec[7 + 8 + 4 + 1], HG_INDEX_EXTERNAL);
+  assert_int_equal(hg_store_get(s, HG_STORE_LEDGER, 0, rec, sizeof rec, &len), 0);
+  assert_int_equal(len, 60);
+  assert_int_equal(rec[16] | rec[17] << 8, 10);                   /* account */
+  assert_int_equal(rec[24], HG_LEDGER_DEPOSIT);                    /* kind */
+  assert_int_equal(rec[28] | rec[29] << 8 | rec[30] << 16, 7000000); /* amount */
+  assert_int_equal(hg_store_get(s, HG_STORE_LEDGER, 1, rec, sizeof rec, &len), HG_ENOTFOUND);
   hg_store_close(s);
 
   s = open_ok(f->dir, 0);

@@ -62,12 +62,75 @@
  *    the account's initial margin (HG_XREJ_INSUFFICIENT_FUNDS); emits
  *    HG_XEV_DEPOSIT / HG_XEV_WITHDRAWAL with the new balance.
  *
- * Accounts. Today the exchange keeps a cash-only account table (equity =
- * cash, initial margin 0, no positions). The clearing library
- * (hourglass/clearing.h) takes over behind the seams named in exchange.c
- * (risk_check_new_order, risk_check_replace, book_fills,
- * risk_check_withdraw) once its state can be serialized into the snapshot;
- * the commands and events above do not change when it does.
+ *  - NEW_ORDER / REPLACE also refuse, after the halted check, a contract
+ *    whose last trading day has ended (command ts >= 16:00 UTC of the last
+ *    calendar day of the delivery month: HG_XREJ_TRADING_ENDED). The
+ *    pre-trade check (hg_clearing_check_order) runs after the account
+ *    check, except for orders the book refuses on its own field checks
+ *    (their reject is the book's): band, order size, position limits,
+ *    initial margin with every open order (delivery-month rate, calendar
+ *    spread credit). Its rejects are book-shaped HG_XEV_BOOK events whose
+ *    book.reason is the hg_clr_reject_t, numbers in the event (see
+ *    hg_exchange_event_t). A replace that raises the quantity is checked as
+ *    an order of the increase at the new price; otherwise only the band.
+ *  - LIST_INSTRUMENT also refuses (HG_XREJ_INVALID_PARAMS) a symbol that is
+ *    not a contract <GPU>.<GRADE>.<YYYY-MM> (GPU [A-Za-z0-9]{1,15}, grade
+ *    [A-Za-z0-9]{1,7}). The contract is registered with the clearing in the
+ *    product group (GPU, grade) and its delivery month; the listing's
+ *    ref_price (if > 0) is its initial settlement price (DSP tier 3 and the
+ *    reference price until a first daily settlement). A delisted contract
+ *    stays registered with the clearing, so relisting its id must name the
+ *    same contract (else HG_XREJ_INSTRUMENT_EXISTS).
+ *  - DELIST_INSTRUMENT: refused (HG_XREJ_NOT_IN_STATE) while any account
+ *    holds a position in it; positions close by EXPIRE only.
+ *
+ * Settlement commands (operator commands; rejects are HG_XEV_REJECTED with
+ * .group/.day where they apply; nothing changes on a reject):
+ *  - SET_PROVIDER_GRADE: bad strings or day (INVALID_PARAMS), an effective
+ *    day on or before the last day any index of that GPU has a fixing for
+ *    (NOT_IN_STATE: a grade change never rewrites past fixings), the same
+ *    (provider, gpu, day) twice (INVALID_PARAMS). Emits HG_XEV_GRADE_SET.
+ *  - PUBLISH_SAMPLES: stages the batch for (gpu, grade, day); bad strings,
+ *    kind or volume (INVALID_PARAMS), the day's fixing is FINAL
+ *    (FIXING_FINAL), staging full (CAPACITY). Emits HG_XEV_SAMPLES.
+ *  - DISCARD_SAMPLES: drops the staged samples of (gpu, grade, day); emits
+ *    HG_XEV_SAMPLES_DISCARDED with the count (0 if none).
+ *  - COMPUTE_FIXING: computes the day from the staged samples (contract.md
+ *    section 3 steps 1-6, carry-forward from the stored history), publishes
+ *    it (first publication, restatement, or UNCHANGED when it moves less
+ *    than a tick) and consumes the staged samples. Restating = publishing a
+ *    corrected full set and computing again. FINAL day: FIXING_FINAL. Emits
+ *    HG_XEV_FIXING with value, tier, status, kind and outcome.
+ *  - PUBLISH_FIXING: an external value (1..HG_CLR_FIXING_MAX, else
+ *    INVALID_AMOUNT) with its source, same publication rules; HG_XEV_FIXING.
+ *  - FINALIZE_FIXING: PROVISIONAL -> FINAL (again on a FINAL day is not an
+ *    error); no record (NO_FIXING), a NO_FIX day (NOT_IN_STATE).
+ *    HG_XEV_FIXING with outcome HG_XFIX_FINALIZED.
+ *  - DAILY_SETTLEMENT (day): refused (NOT_IN_STATE) unless day is after the
+ *    last settled day and the command's ts is at or after 16:00 UTC of day
+ *    (the cycle time is day's 16:00, never a clock). DSP per contract by the
+ *    tiers (HG_XEV_DSP each, in id order), variation margin for every
+ *    position (HG_XEV_VM each, in the clearing's ledger order), checked to
+ *    sum to exactly zero; then every DAY order expires, contracts whose last
+ *    trading day this is lose their resting orders (HG_XCXL_EXPIRED), the
+ *    delivery-month flags move to day + 1; HG_XEV_CYCLE last.
+ *  - EXPIRE (instrument): refused (NOT_IN_STATE) before the cycle of its
+ *    last trading day. If a day of the delivery month is not FINAL:
+ *    one HG_XEV_FIXING_MISSING per such day, then HG_XEV_REJECTED
+ *    FIXINGS_MISSING (.amount = count, .balance = bitmap, bit d-1 for day
+ *    d). Else FSP, one HG_XEV_FINAL_SETTLEMENT per open position (summing
+ *    to zero), the contract leaves the exchange and the clearing (its
+ *    ledger entries stay for statements), HG_XEV_EXPIRED, and, if the
+ *    (GPU, grade) has a curve, its next month is listed (HG_XEV_LISTED).
+ *  - LIST_CURVE: lists 12 consecutive months (all or nothing: an id or
+ *    symbol taken, or a curve already there, is INSTRUMENT_EXISTS) with book
+ *    parameters tick 1, prices 1..100,000 ticks, max order 1,000; each
+ *    EXPIRE of the group lists the next month with the next id.
+ *
+ * Accounts. Cash, positions, open quantities, margin and the ledger are the
+ * clearing library's (hourglass/clearing.h, hg_exchange_clearing() for
+ * reads and statements). Deposits that would overflow the balance or the
+ * clearing's deposit total are INVALID_AMOUNT.
  *
  * Threads. An exchange is owned by one thread (the engine thread, or the
  * replaying thread); every function must be called from it, the sink runs on
@@ -84,6 +147,8 @@
 #include <stdint.h>
 
 #include "hourglass/book.h"
+#include "hourglass/clearing.h"
+#include "hourglass/index.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -113,9 +178,21 @@ typedef enum hg_command_type {
   HG_COMMAND_END_OF_SESSION = 11,
   HG_COMMAND_ADD_ACCOUNT = 12,
   HG_COMMAND_DEPOSIT = 13,
-  HG_COMMAND_WITHDRAW = 14
-  /* 15..39: settlement commands (index fixing, daily settlement, expiry). */
+  HG_COMMAND_WITHDRAW = 14,
+  /* Settlement commands (see "Settlement commands" below). 24..39 free. */
+  HG_COMMAND_SET_PROVIDER_GRADE = 15,
+  HG_COMMAND_PUBLISH_SAMPLES = 16,
+  HG_COMMAND_DISCARD_SAMPLES = 17,
+  HG_COMMAND_COMPUTE_FIXING = 18,
+  HG_COMMAND_PUBLISH_FIXING = 19,
+  HG_COMMAND_FINALIZE_FIXING = 20,
+  HG_COMMAND_DAILY_SETTLEMENT = 21,
+  HG_COMMAND_EXPIRE = 22,
+  HG_COMMAND_LIST_CURVE = 23
 } hg_command_type_t;
+
+/* Highest command type this build applies. */
+#define HG_COMMAND_LAST HG_COMMAND_LIST_CURVE
 
 typedef struct hg_cmd_new_order {
   uint32_t instrument_id;
@@ -177,6 +254,79 @@ typedef struct hg_cmd_cash {
   int64_t amount; /* micro-USD, > 0 */
 } hg_cmd_cash_t;
 
+/* ---- Settlement commands ------------------------------------------------ */
+/* Days are UTC day numbers (days since 1970-01-01, as in hourglass/index.h).
+ * An index is named by (gpu, grade): GPU model [A-Za-z0-9]{1,15} and grade
+ * code [A-Za-z0-9]{1,7}, NUL-terminated in their arrays; it is the product
+ * group of every contract <gpu>.<grade>.<YYYY-MM>. */
+
+/* SET_PROVIDER_GRADE: provider's grade for gpu from effective_day on. */
+typedef struct hg_cmd_provider_grade {
+  char provider[HG_INDEX_PROVIDER_MAX]; /* 1..31 printable bytes, no ',' */
+  char gpu[HG_INDEX_GPU_MAX];
+  char grade[HG_INDEX_GRADE_MAX];
+  int32_t effective_day;                /* 0..HG_DAY_MAX */
+} hg_cmd_provider_grade_t;
+
+/* Most samples one PUBLISH_SAMPLES command carries; a large file goes as
+ * several commands. */
+#define HG_SAMPLES_PER_COMMAND 4
+/* Highest day number accepted (9999-12-31). */
+#define HG_DAY_MAX 2932896
+
+/* PUBLISH_SAMPLES: stages samples for the fixing of (gpu, grade, day). The
+ * samples keep their own gpu, grade and ts: a sample of another GPU or
+ * outside the day is staged and then excluded with its reason. */
+typedef struct hg_cmd_samples {
+  char gpu[HG_INDEX_GPU_MAX];
+  char grade[HG_INDEX_GRADE_MAX];
+  int32_t day;
+  uint32_t n; /* 1..HG_SAMPLES_PER_COMMAND */
+  hg_index_sample_t s[HG_SAMPLES_PER_COMMAND];
+} hg_cmd_samples_t;
+
+/* DISCARD_SAMPLES, COMPUTE_FIXING, FINALIZE_FIXING. */
+typedef struct hg_cmd_index_day {
+  char gpu[HG_INDEX_GPU_MAX];
+  char grade[HG_INDEX_GRADE_MAX];
+  int32_t day;
+} hg_cmd_index_day_t;
+
+/* PUBLISH_FIXING: a fixing computed elsewhere. */
+typedef struct hg_cmd_publish_fixing {
+  char gpu[HG_INDEX_GPU_MAX];
+  char grade[HG_INDEX_GRADE_MAX];
+  int32_t day;
+  int64_t value;                      /* micro-USD per GPU-hour, 1..HG_CLR_FIXING_MAX */
+  char source[HG_INDEX_SOURCE_MAX];   /* 1..47 printable bytes */
+} hg_cmd_publish_fixing_t;
+
+/* DAILY_SETTLEMENT: the 16:00 UTC cycle of `day`. */
+typedef struct hg_cmd_daily_settlement {
+  int32_t day;
+} hg_cmd_daily_settlement_t;
+
+/* EXPIRE: final settlement of a contract after its last trading day. */
+typedef struct hg_cmd_expire {
+  uint32_t instrument_id;
+} hg_cmd_expire_t;
+
+/* LIST_CURVE: lists the 12 monthly contracts of (gpu, grade) from (year,
+ * month) on, ids first_instrument_id .. +11, and keeps the curve rolling: each
+ * EXPIRE of one of its contracts lists the next month with the next id. */
+typedef struct hg_cmd_list_curve {
+  char gpu[HG_INDEX_GPU_MAX];
+  char grade[HG_INDEX_GRADE_MAX];
+  uint16_t year;                /* 1970..9998 */
+  uint8_t month;                /* 1..12 */
+  uint8_t pad_;
+  uint32_t first_instrument_id; /* > 0 */
+  uint32_t max_orders;          /* book capacity of each contract */
+  uint32_t max_accounts;
+  hg_price_t ref_price;         /* initial settlement price, ticks; 0 = none
+                                   (the index fixings give the reference) */
+} hg_cmd_list_curve_t;
+
 /*
  * One command as the sequencer stamps it and the journal stores it. Plain
  * data, no pointers: copy it freely (into rings, arrays). Zero-initialize it
@@ -197,11 +347,18 @@ typedef struct hg_command {
     hg_cmd_end_of_session_t end_of_session;
     hg_cmd_add_account_t add_account;
     hg_cmd_cash_t cash;             /* deposit, withdraw */
+    hg_cmd_provider_grade_t provider_grade;
+    hg_cmd_samples_t samples;
+    hg_cmd_index_day_t index_day;   /* discard, compute, finalize */
+    hg_cmd_publish_fixing_t fixing;
+    hg_cmd_daily_settlement_t daily;
+    hg_cmd_expire_t expire;
+    hg_cmd_list_curve_t curve;
   } u;
 } hg_command_t;
 
 /* Upper bound of hg_command_encode()'s output, bytes. */
-#define HG_COMMAND_MAX_ENCODED 256
+#define HG_COMMAND_MAX_ENCODED 1024
 
 /*
  * Encodes cmd as a hourglass.v1.Command protobuf into buf[0..cap).
@@ -248,7 +405,12 @@ const char *hg_command_type_str(uint32_t type);
   XX(CAPACITY,             71, "configured capacity exhausted")                 \
   XX(INVALID_AMOUNT,       72, "amount must be positive and fit the balance")   \
   XX(INSUFFICIENT_FUNDS,   73, "equity would fall below initial margin")        \
-  XX(RISK,                 74, "pre-trade risk check failed")
+  XX(RISK,                 74, "pre-trade risk check failed")                 \
+  XX(TRADING_ENDED,        75, "the contract's last trading day has passed")  \
+  XX(FIXINGS_MISSING,      76, "final settlement waits for FINAL fixings")    \
+  XX(FIXING_FINAL,         77, "the fixing is FINAL and never changes")       \
+  XX(NO_FIXING,            78, "no fixing for that day")                      \
+  XX(SETTLEMENT_FAILED,    79, "settlement could not be applied")
 
 typedef enum hg_xreject {
 #define HG_XREJECT_ENUM(name, num, msg) HG_XREJ_##name = num,
@@ -259,6 +421,8 @@ typedef enum hg_xreject {
 
 /* Cancel reason of the orders a delisting removes (beyond hg_cancel_reason_t). */
 #define HG_XCXL_DELISTED 32
+/* Cancel reason of the orders still resting when a contract expires. */
+#define HG_XCXL_EXPIRED 33
 
 /* Static string for an hg_reject_t or hg_xreject_t ("unknown" otherwise). */
 const char *hg_xreject_str(int reason);
@@ -278,8 +442,42 @@ typedef enum hg_xevent_type {
   HG_XEV_SESSION_END = 7,  /* .amount = DAY orders expired in all books */
   HG_XEV_ACCOUNT_ADDED = 8,/* .account, .firm */
   HG_XEV_DEPOSIT = 9,      /* .account, .firm, .amount, .balance (cash after) */
-  HG_XEV_WITHDRAWAL = 10   /* .account, .firm, .amount, .balance (cash after) */
+  HG_XEV_WITHDRAWAL = 10,  /* .account, .firm, .amount, .balance (cash after) */
+  HG_XEV_GRADE_SET = 11,   /* .day = effective day */
+  HG_XEV_SAMPLES = 12,     /* .group, .day, .amount = samples in the command,
+                              .balance = samples now staged (all indexes
+                              and days) */
+  HG_XEV_SAMPLES_DISCARDED = 13, /* .group, .day, .amount = samples dropped */
+  HG_XEV_FIXING = 14,      /* .group, .day, .price = value (micro-USD per
+                              GPU-hour, 0 for NO_FIX), .tier, .status
+                              (HG_INDEX_PROVISIONAL/_FINAL/_NO_FIX), .kind
+                              (HG_INDEX_COMPUTED/...), .outcome
+                              (HG_INDEX_PUBLISHED/_RESTATED/_UNCHANGED, or
+                              HG_XFIX_FINALIZED), .amount = input samples
+                              (computed fixings) */
+  HG_XEV_DSP = 15,         /* .instrument_id, .group, .day, .price = DSP
+                              (ticks), .tier (hg_clr_dsp_tier_t; 0: no DSP
+                              could be set, the contract was not marked) */
+  HG_XEV_VM = 16,          /* .account, .firm, .instrument_id, .day, .amount
+                              = variation margin (signed), .balance = cash
+                              after, .price = DSP, .qty = position */
+  HG_XEV_CYCLE = 17,       /* .day, .amount = sum of VM over all accounts
+                              (always 0: checked), .lo = VM paid (<= 0), .hi
+                              = VM received, .qty = DAY orders expired,
+                              .balance = VM entries posted */
+  HG_XEV_FIXING_MISSING = 18, /* .instrument_id, .group, .day (the missing
+                              day), .status (hg_clr_fixing_status_t: MISSING,
+                              PROVISIONAL, NO_FIX) */
+  HG_XEV_FINAL_SETTLEMENT = 19, /* .account, .firm, .instrument_id, .amount =
+                              payment (signed), .balance = cash after, .price
+                              = FSP, .qty = position closed */
+  HG_XEV_EXPIRED = 20      /* .instrument_id, .group, .price = FSP (ticks),
+                              .amount = positions closed, .qty = orders
+                              cancelled */
 } hg_xevent_type_t;
+
+/* .outcome of an HG_XEV_FIXING caused by FINALIZE_FIXING. */
+#define HG_XFIX_FINALIZED 4
 
 /*
  * One exchange event. Flat and fixed-size so it can be copied into a ring;
@@ -291,7 +489,9 @@ typedef struct hg_exchange_event {
   uint64_t ts;
   uint16_t type;     /* hg_xevent_type_t */
   uint16_t command;  /* hg_command_type_t */
-  uint16_t reason;   /* HG_XEV_REJECTED: hg_xreject_t */
+  uint16_t reason;   /* HG_XEV_REJECTED: hg_xreject_t (settlement command
+                        failures: HG_XREJ_SETTLEMENT_FAILED with .amount =
+                        the HG_E* code) */
   uint16_t pad_;
   uint32_t instrument_id;
   hg_account_t account;
@@ -299,6 +499,22 @@ typedef struct hg_exchange_event {
   uint32_t pad2_;
   int64_t amount;
   int64_t balance;
+  /* Settlement events (above) and the numbers of risk rejects: an order or
+   * replace refused by the clearing check is an HG_XEV_BOOK whose
+   * book.reason is the hg_clr_reject_t (32..63), with .balance = equity,
+   * .margin = initial margin with the order counted, .price = reference
+   * price (ticks, 0 = none), .qty = worst-case position with the order and
+   * .lo/.hi = the inclusive price band (PRICE_BAND) or -limit/+limit
+   * (POSITION_LIMIT). A refused WITHDRAW has .margin = current initial
+   * margin and .balance = cash. */
+  int64_t price;
+  int64_t qty;
+  int64_t margin;
+  int64_t lo, hi;
+  int32_t day;
+  uint32_t group;   /* index / product group id (1.., order of creation) */
+  uint8_t tier, status, kind, outcome;
+  uint32_t pad3_;
   hg_book_event_t book; /* HG_XEV_BOOK only */
 } hg_exchange_event_t;
 
@@ -314,6 +530,13 @@ typedef struct hg_exchange_config {
   uint32_t max_instruments; /* listed at once, >= 1 */
   uint32_t max_accounts;    /* >= 1 */
   uint32_t max_book_orders; /* largest max_orders a listing may ask for, >= 1 */
+  /* Clearing parameters; NULL: hg_clearing_config_default(). Its
+   * max_accounts and max_instruments are replaced by the fields above. Read
+   * only by hg_exchange_create(); a restore takes them from the blob. */
+  const hg_clearing_config_t *clearing;
+  uint32_t max_indexes;        /* (GPU, grade) indexes; 0: 16 */
+  uint32_t max_fixing_days;    /* fixings kept per index; 0: 4096 */
+  uint32_t max_staged_samples; /* samples staged, all indexes; 0: 1 << 20 */
 } hg_exchange_config_t;
 
 typedef struct hg_exchange hg_exchange_t;
@@ -374,6 +597,56 @@ typedef struct hg_exchange_account_info {
   int64_t cash; /* micro-USD */
 } hg_exchange_account_info_t;
 
+/* The clearing state (accounts, positions, ledger, statements: see
+ * hourglass/clearing.h), read-only. Valid until the next hg_exchange_apply()
+ * or hg_exchange_restore() or until the exchange is destroyed. */
+const hg_clearing_t *hg_exchange_clearing(const hg_exchange_t *ex);
+
+/* The fixing of index (gpu, grade) for day: 0 and *out, or HG_ENOTFOUND. */
+int hg_exchange_fixing(const hg_exchange_t *ex, const char *gpu, const char *grade, int32_t day,
+                       hg_index_fixing_t *out);
+
+/* The receipt kept with a computed fixing (contract.md section 3 step 8):
+ * the counts of hg_index_result_t. The per-sample exclusions and weights are
+ * not kept in the state: they follow from the journaled samples (replay, or
+ * hgctl index fix on the same input). */
+typedef struct hg_exchange_receipt_tier {
+  uint8_t tried, sufficient, cap_applied, pad_;
+  uint32_t eligible, used, providers, hours;
+  int64_t volume, median, mad, cap, value;
+  uint32_t reason_count[HG_INDEX_REASON_COUNT];
+} hg_exchange_receipt_tier_t;
+
+typedef struct hg_exchange_receipt {
+  int32_t day;
+  uint32_t input_count;
+  uint8_t receipt_tier; /* 1 or 2: the tier whose exclusions the value used */
+  uint8_t pad_[7];
+  hg_exchange_receipt_tier_t tier[2];
+} hg_exchange_receipt_t;
+
+/* 0 and *out, or HG_ENOTFOUND (no computed fixing for that day). */
+int hg_exchange_receipt(const hg_exchange_t *ex, const char *gpu, const char *grade, int32_t day,
+                        hg_exchange_receipt_t *out);
+
+/* One stored fixing, as hg_exchange_foreach_fixing() reports it. */
+typedef struct hg_exchange_fixing_info {
+  uint32_t group; /* index / product group id */
+  char gpu[HG_INDEX_GPU_MAX];
+  char grade[HG_INDEX_GRADE_MAX];
+  hg_index_fixing_t fixing;
+} hg_exchange_fixing_info_t;
+
+/* Calls fn for every stored fixing, indexes in creation order, days
+ * ascending; info is valid only during the call and fn must not change the
+ * exchange. */
+void hg_exchange_foreach_fixing(const hg_exchange_t *ex,
+                                void (*fn)(void *ctx, const hg_exchange_fixing_info_t *info),
+                                void *ctx);
+
+/* Day of the last DAILY_SETTLEMENT applied, -1 if none. */
+int32_t hg_exchange_last_cycle_day(const hg_exchange_t *ex);
+
 /* Calls fn for every listed instrument in id order; info is valid only
  * during the call and fn must not change the exchange. */
 void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
@@ -389,7 +662,7 @@ void hg_exchange_foreach_account(const hg_exchange_t *ex,
 /* Canonical serialization, state hash, restore                              */
 /* ------------------------------------------------------------------------ */
 
-#define HG_EXCHANGE_FORMAT_VERSION 1u
+#define HG_EXCHANGE_FORMAT_VERSION 2u
 #define HG_SHA256_LEN 32
 
 /* Exact size, bytes, of the current serialization. */
@@ -398,9 +671,11 @@ size_t hg_exchange_serialized_size(const hg_exchange_t *ex);
 /*
  * Writes the whole state as the canonical byte stream (fixed field order,
  * explicit little-endian integers; instruments by id with each book's orders
- * in time priority, accounts by id, positions, counters). Returns 0 and
- * *len, or HG_EFULL (cap < hg_exchange_serialized_size(); *len is then set
- * to the size needed and buf is untouched).
+ * in time priority, accounts by id, indexes with their fixings and
+ * receipts, provider grades, staged samples, then the clearing state with
+ * its whole ledger). Returns 0 and *len, HG_EFULL (cap <
+ * hg_exchange_serialized_size(); *len is then set to the size needed and
+ * buf is untouched) or -ENOMEM (the clearing's 4 KiB staging buffer).
  */
 int hg_exchange_serialize(const hg_exchange_t *ex, uint8_t *buf, size_t cap, size_t *len);
 
@@ -412,9 +687,11 @@ void hg_exchange_hash(const hg_exchange_t *ex, uint8_t out[HG_SHA256_LEN]);
  * into ex, which must be empty (just created: no instruments, accounts or
  * applied commands; otherwise HG_ESTATE). Afterwards ex hashes equal to the
  * exchange that wrote blob and applies further commands identically.
- * Returns 0, HG_EVERSION (written by a newer format), HG_ECORRUPT (anything
+ * Returns 0, HG_EVERSION (another format version), HG_ECORRUPT (anything
  * malformed or inconsistent), HG_EFULL (blob needs more capacity than ex's
- * config has) or -ENOMEM. On failure ex is empty again. No events.
+ * config has; the clearing tables' capacities in the blob are checked
+ * against ex's before anything is allocated) or -ENOMEM. On failure ex is
+ * empty again. No events.
  */
 int hg_exchange_restore(hg_exchange_t *ex, const uint8_t *blob, size_t len);
 

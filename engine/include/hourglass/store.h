@@ -50,7 +50,9 @@ extern "C" {
 
 typedef enum hg_store_table {
   HG_STORE_INSTRUMENTS = 1,
-  HG_STORE_ACCOUNTS = 2
+  HG_STORE_ACCOUNTS = 2,
+  HG_STORE_FIXINGS = 3, /* index fixings, written by hg_store_save_exchange */
+  HG_STORE_LEDGER = 4   /* the clearing ledger (cash movements), same */
 } hg_store_table_t;
 
 typedef struct hg_store hg_store_t;
@@ -116,6 +118,14 @@ int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n
  *     tick_size, contract_unit, min_price, max_price, max_order_qty,
  *     ref_price, u32 band_bps, max_orders, max_accounts, u8 default_stp.
  *   account (key id): u32 firm, i64 cash (micro-USD).
+ *   fixing (key group << 32 | day, group the index id 1.., day the UTC day
+ *     number): u8 gpu_len, gpu, u8 grade_len, grade, i64 value (micro-USD
+ *     per GPU-hour), i32 carried_from, u8 status, u8 kind, u8 tier, u8
+ *     source_len, source (hourglass/index.h values). Rewritten each save.
+ *   ledger entry (key its index from 0): u64 seq, u64 ts, u32 account, u32
+ *     instrument, u32 kind, i64 amount, i64 balance, i64 price, i64 qty
+ *     (hg_ledger_entry_t). The ledger is append-only: each save appends
+ *     the entries posted since the previous one.
  */
 int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep);
 
