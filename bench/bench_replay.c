@@ -5,9 +5,11 @@
  *     (no pipeline, no fsync per batch) into a fresh data directory: 4
  *     instruments, 256 funded accounts, then a stream of new orders (limit
  *     GTC/DAY/IOC around a slowly moving mid, about half crossing), cancels of
- *     recent orders, replaces, mass cancels, deposits and withdrawals, and an
- *     END_OF_SESSION every 250,000 commands (the settlement cycle of plain
- *     trading). The stream is a pure function of the command index.
+ *     recent orders, replaces, mass cancels, deposits and withdrawals, each
+ *     checked by the clearing's pre-trade risk, and a DAILY_SETTLEMENT every
+ *     250,000 commands (one trading day each: DSP, variation margin for
+ *     every position, DAY orders expired). The stream is a pure function of
+ *     the command index.
  *  2. replay.cmds_per_s: hg_pipeline_replay_journal() from an empty exchange,
  *     i.e. read + CRC check + protobuf decode + apply of every record, timed
  *     with CLOCK_MONOTONIC; the best of 3 runs (1 with --quick) is reported.
@@ -40,6 +42,17 @@
 #define ACCOUNTS 256u
 #define SETUP (INSTRUMENTS + 2u * ACCOUNTS)
 #define SESSION_EVERY 250000u
+#define FIRST_DAY 20850 /* 2027-02-01 */
+#define NS_PER_HOUR 3600000000000ull
+
+/* Timestamp of command i: block b = i / SESSION_EVERY trades on day
+ * FIRST_DAY + b from 09:00, one command per microsecond; the block's first
+ * command is the previous day's 16:00 settlement cycle. */
+static uint64_t ts_of(uint64_t i) {
+  uint64_t b = i / SESSION_EVERY, k = i % SESSION_EVERY;
+  if (b > 0 && k == 0) return ((uint64_t)FIRST_DAY + b - 1) * 24 * NS_PER_HOUR + 16 * NS_PER_HOUR;
+  return ((uint64_t)FIRST_DAY + b) * 24 * NS_PER_HOUR + 9 * NS_PER_HOUR + k * 1000;
+}
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -91,9 +104,9 @@ static void gen(uint64_t i, hg_command_t *c) {
     c->u.cash.amount = 1000000000000000ll; /* 1e9 USD */
     return;
   }
-  if (i % SESSION_EVERY == 0) {
-    c->type = HG_COMMAND_END_OF_SESSION;
-    c->u.end_of_session.session_date = 20270301 + (uint32_t)(i / SESSION_EVERY) % 28;
+  if (i % SESSION_EVERY == 0) { /* the cycle of the previous block's day */
+    c->type = HG_COMMAND_DAILY_SETTLEMENT;
+    c->u.daily.day = FIRST_DAY + (int32_t)(i / SESSION_EVERY) - 1;
     return;
   }
   uint64_t r = mix(i);
@@ -165,12 +178,11 @@ static int generate(const char *jdir, uint64_t n) {
   int rc = hg_journal_open(jdir, &jo, &j);
   if (rc != 0) return rc;
   uint8_t buf[HG_COMMAND_MAX_ENCODED];
-  uint64_t ts = 1806537600000000000ull;
   for (uint64_t i = 0; i < n && rc == 0; i++) {
     hg_command_t c;
     gen(i, &c);
     c.seq = i + 1;
-    c.ts = ts + i * 1000;
+    c.ts = ts_of(i);
     size_t len;
     if ((rc = hg_command_encode(&c, buf, sizeof buf, &len)) != 0) break;
     while ((rc = hg_journal_append(j, c.seq, c.ts, buf, (uint32_t)len)) == HG_EBUSY) {
@@ -183,13 +195,15 @@ static int generate(const char *jdir, uint64_t n) {
 }
 
 typedef struct counts {
-  uint64_t events, fills, rejects;
+  uint64_t events, fills, rejects, cycles, vm;
 } counts_t;
 
 static void count_sink(void *ctx, const hg_exchange_event_t *ev) {
   counts_t *c = ctx;
   c->events++;
   if (ev->type == HG_XEV_BOOK && ev->book.type == HG_EV_FILL) c->fills++;
+  if (ev->type == HG_XEV_CYCLE) c->cycles++;
+  if (ev->type == HG_XEV_VM) c->vm++;
   if (ev->type == HG_XEV_REJECTED || (ev->type == HG_XEV_BOOK && ev->book.type == HG_EV_REJECTED))
     c->rejects++;
 }
@@ -277,11 +291,12 @@ replay:;
     double s = (double)(b - a) / 1e9, rate = (double)n / s;
     printf("replay run %d: %.3f s (cpu %.3f s), %.2f M cmd/s; setup (listings, accounts) %.3f s "
            "(cpu %.3f s); trading part %.2f M cmd/s (cpu-only %.2f M cmd/s); %" PRIu64
-           " events, %" PRIu64 " fills, %" PRIu64 " rejects\n",
+           " events, %" PRIu64 " fills, %" PRIu64 " rejects, %" PRIu64 " daily cycles, %" PRIu64
+           " VM payments\n",
            k + 1, s, (double)(cb - ca) / 1e9, rate / 1e6, (double)(m - a) / 1e9,
            (double)(cm - ca) / 1e9, (double)(n - SETUP) / ((double)(b - m) / 1e9) / 1e6,
            (double)(n - SETUP) / ((double)(cb - cm) / 1e9) / 1e6, cnt.events, cnt.fills,
-           cnt.rejects);
+           cnt.rejects, cnt.cycles, cnt.vm);
     if (rate > best) best = rate;
   }
 

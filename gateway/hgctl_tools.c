@@ -21,9 +21,9 @@
  * command line, which must match those of the exchange that wrote the
  * journal) and applies every journaled command in seq order, exactly as
  * recovery does, so its hashes are the live exchange's hashes. Statements are
- * written from the clearing ledger the replay rebuilt. A what-if changes the
- * command stream (fixings) or the final settlement payments (FSP) of this
- * private replay only.
+ * written from the clearing ledger inside that exchange
+ * (hg_exchange_clearing). A what-if changes the command stream (fixings) or
+ * the final settlement payments (FSP) of this private replay only.
  */
 #include "hgctl_tools.h"
 
@@ -413,14 +413,7 @@ typedef struct replay {
   FILE *fills; /* fills CSV, NULL: none */
   hg_exchange_t *ex;
 
-  /* The ledger that statements are written from. Until the exchange keeps
-   * its accounts in the clearing library, the cash events are posted into
-   * a clearing state owned here; it holds exactly the cash movements the
-   * exchange made. */
-  hg_clearing_t *shadow;
-  int shadow_err;
-
-  uint64_t commands, fills_n, cycles;
+  uint64_t commands, fills_n, cycles, rejects, dropped;
   bool cycle;              /* set by the sink, consumed after apply */
   char cycle_desc[192];
 
@@ -434,6 +427,13 @@ typedef struct replay {
 
   fsp_override_t *fsp;
   size_t n_fsp;
+
+  /* What-if fixings of one index: rows of the fixings file (owned) and how
+   * many journaled fixing commands of each row's day were rewritten. */
+  char wf_gpu[HG_INDEX_GPU_MAX], wf_grade[HG_INDEX_GRADE_MAX];
+  hg_hedge_obs_t *wf;
+  uint8_t *wf_used;
+  size_t n_wf;
 } replay_t;
 
 static int pos_add(replay_t *rp, uint32_t inst, hg_account_t acct, int64_t d) {
@@ -473,27 +473,7 @@ static int64_t pos_get(const replay_t *rp, uint32_t inst, hg_account_t acct) {
   return 0;
 }
 
-static void shadow_post(replay_t *rp, const hg_exchange_event_t *ev) {
-  int rc = 0;
-  hg_clearing_result_t res;
-  switch (ev->type) {
-  case HG_XEV_ACCOUNT_ADDED:
-    rc = hg_clearing_account_add(rp->shadow, ev->account, ev->firm);
-    break;
-  case HG_XEV_DEPOSIT:
-    rc = hg_clearing_deposit(rp->shadow, ev->account, ev->amount, ev->seq, ev->ts);
-    break;
-  case HG_XEV_WITHDRAWAL:
-    rc = hg_clearing_withdraw(rp->shadow, ev->account, ev->amount, ev->seq, ev->ts, &res);
-    if (rc == 0 && res.reason != HG_CLR_REJ_NONE) rc = HG_ESTATE;
-    break;
-  default:
-    return;
-  }
-  if (rc != 0 && rp->shadow_err == 0) rp->shadow_err = rc;
-}
-
-static const hg_clearing_t *ledger_of(const replay_t *rp) { return rp->shadow; }
+static const hg_clearing_t *ledger_of(const replay_t *rp) { return hg_exchange_clearing(rp->ex); }
 
 static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
   replay_t *rp = ctx;
@@ -516,16 +496,48 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
     }
     return;
   }
+  char day[11] = "";
+  if (ev->type == HG_XEV_DSP || ev->type == HG_XEV_CYCLE || ev->type == HG_XEV_FIXING_MISSING)
+    hg_index_day_format(ev->day, day);
   switch (ev->type) {
+  case HG_XEV_BOOK:
+    if (ev->book.type == HG_EV_REJECTED) rp->rejects++;
+    break;
+  case HG_XEV_REJECTED:
+    rp->rejects++;
+    break;
   case HG_XEV_SESSION_END:
     rp->cycle = true;
     snprintf(rp->cycle_desc, sizeof rp->cycle_desc, "SESSION_END expired_day_orders=%" PRId64,
              ev->amount);
     break;
-  case HG_XEV_ACCOUNT_ADDED:
-  case HG_XEV_DEPOSIT:
-  case HG_XEV_WITHDRAWAL:
-    shadow_post(rp, ev);
+  case HG_XEV_DSP:
+    if (rp->out)
+      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%" PRId64
+                       " tier=%u\n",
+              ev->seq, day, ev->instrument_id, ev->price, ev->tier);
+    break;
+  case HG_XEV_CYCLE:
+    rp->cycle = true;
+    snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
+             "DAILY_SETTLEMENT day=%s vm_sum=%" PRId64 " vm_paid=%" PRId64 " vm_received=%" PRId64
+             " vm_entries=%" PRId64 " orders_expired=%" PRId64,
+             day, ev->amount, ev->lo, ev->hi, ev->balance, ev->qty);
+    break;
+  case HG_XEV_FIXING_MISSING:
+    if (rp->out)
+      fprintf(rp->out, "expiry waits seq=%" PRIu64 " instrument=%" PRIu32 " day=%s status=%s\n",
+              ev->seq, ev->instrument_id, day,
+              ev->status == HG_CLR_FIX_PROVISIONAL ? "PROVISIONAL"
+              : ev->status == HG_CLR_FIX_NO_FIX    ? "NO_FIX"
+                                                   : "MISSING");
+    break;
+  case HG_XEV_EXPIRED:
+    rp->cycle = true;
+    snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
+             "EXPIRE instrument=%" PRIu32 " fsp=%" PRId64 " positions_closed=%" PRId64
+             " orders_cancelled=%" PRId64,
+             ev->instrument_id, ev->price, ev->amount, ev->qty);
     break;
   default:
     break;
@@ -629,6 +641,69 @@ static void check_snapshot(replay_t *rp) {
             rp->snap == 2 ? "matches" : "MISMATCH");
 }
 
+static bool index_is(const char *gpu, const char *grade, const replay_t *rp) {
+  return strcmp(gpu, rp->wf_gpu) == 0 && strcmp(grade, rp->wf_grade) == 0;
+}
+
+/*
+ * What-if fixings: the journaled fixing commands (COMPUTE_FIXING,
+ * PUBLISH_FIXING, FINALIZE_FIXING) of the chosen index for a day the file
+ * gives are rewritten in place, keeping their seq: the first becomes
+ * PUBLISH_FIXING of the file's value (source "what-if"), the second
+ * FINALIZE_FIXING if the file says FINAL; every other one, and all of them
+ * for a NO_FIX row, is dropped. Returns false to drop cmd.
+ */
+static bool whatif_rewrite(replay_t *rp, hg_command_t *cmd) {
+  const hg_cmd_index_day_t *d = NULL;
+  if (cmd->type == HG_COMMAND_COMPUTE_FIXING || cmd->type == HG_COMMAND_FINALIZE_FIXING)
+    d = &cmd->u.index_day;
+  if (d == NULL && cmd->type != HG_COMMAND_PUBLISH_FIXING) return true;
+  const char *gpu = d ? d->gpu : cmd->u.fixing.gpu;
+  const char *grade = d ? d->grade : cmd->u.fixing.grade;
+  int32_t day = d ? d->day : cmd->u.fixing.day;
+  if (!index_is(gpu, grade, rp)) return true;
+  size_t k = 0;
+  while (k < rp->n_wf && rp->wf[k].day != day) k++;
+  if (k == rp->n_wf) return true; /* the file says nothing about that day */
+  const hg_hedge_obs_t *w = &rp->wf[k];
+  uint8_t slot = rp->wf_used[k] < 255 ? rp->wf_used[k]++ : 255;
+  if (w->status == HG_HEDGE_NO_FIX || slot >= 2) return false;
+  if (slot == 1 && w->status != HG_HEDGE_FINAL) return false;
+  uint64_t seq = cmd->seq, ts = cmd->ts;
+  memset(&cmd->u, 0, sizeof cmd->u);
+  cmd->seq = seq;
+  cmd->ts = ts;
+  if (slot == 0) {
+    cmd->type = HG_COMMAND_PUBLISH_FIXING;
+    snprintf(cmd->u.fixing.gpu, sizeof cmd->u.fixing.gpu, "%s", rp->wf_gpu);
+    snprintf(cmd->u.fixing.grade, sizeof cmd->u.fixing.grade, "%s", rp->wf_grade);
+    cmd->u.fixing.day = day;
+    cmd->u.fixing.value = w->value;
+    snprintf(cmd->u.fixing.source, sizeof cmd->u.fixing.source, "what-if");
+  } else {
+    cmd->type = HG_COMMAND_FINALIZE_FIXING;
+    snprintf(cmd->u.index_day.gpu, sizeof cmd->u.index_day.gpu, "%s", rp->wf_gpu);
+    snprintf(cmd->u.index_day.grade, sizeof cmd->u.index_day.grade, "%s", rp->wf_grade);
+    cmd->u.index_day.day = day;
+  }
+  return true;
+}
+
+/* Reports what-if rows the journal gave no room for. */
+static void whatif_report(const replay_t *rp) {
+  if (rp->out == NULL) return;
+  for (size_t k = 0; k < rp->n_wf; k++) {
+    char day[11];
+    hg_index_day_format(rp->wf[k].day, day);
+    if (rp->wf_used[k] == 0)
+      fprintf(rp->out, "what-if fixing %s: the journal has no fixing command of that day to "
+                       "replace; not applied\n", day);
+    else if (rp->wf[k].status == HG_HEDGE_FINAL && rp->wf_used[k] < 2)
+      fprintf(rp->out, "what-if fixing %s: published but the journal never finalized that day; "
+                       "it stays PROVISIONAL\n", day);
+  }
+}
+
 static void replay_init(replay_t *rp) {
   memset(rp, 0, sizeof *rp);
   /* The pipeline's default capacities (hg_pipeline_config_init). */
@@ -639,11 +714,13 @@ static void replay_init(replay_t *rp) {
 
 static void replay_dispose(replay_t *rp) {
   hg_exchange_destroy(rp->ex);
-  hg_clearing_destroy(rp->shadow);
   free(rp->pos);
+  free(rp->wf);
+  free(rp->wf_used);
   rp->ex = NULL;
-  rp->shadow = NULL;
   rp->pos = NULL;
+  rp->wf = NULL;
+  rp->wf_used = NULL;
 }
 
 /* Runs the whole replay. Returns 0 or an error (printed). */
@@ -664,16 +741,6 @@ static int replay_run(replay_t *rp, bool check_snap) {
   int rc = hg_exchange_create(&rp->xcfg, replay_sink, rp, &rp->ex);
   if (rc != 0) {
     fprintf(stderr, "hgctl: exchange capacities rejected: %s\n", hg_strerror(rc));
-    return rc;
-  }
-  hg_clearing_config_t ccfg;
-  hg_clearing_config_default(&ccfg);
-  ccfg.max_accounts = rp->xcfg.max_accounts;
-  ccfg.max_firms = rp->xcfg.max_accounts;
-  ccfg.max_positions = 1;
-  ccfg.ledger_initial = 1024;
-  if ((rc = hg_clearing_create(&ccfg, &rp->shadow)) != 0) {
-    fprintf(stderr, "hgctl: cannot create the ledger: %s\n", hg_strerror(rc));
     return rc;
   }
   if (check_snap) {
@@ -721,6 +788,10 @@ static int replay_run(replay_t *rp, bool check_snap) {
       break;
     }
     cmd.ts = rec.ts;
+    if (rp->n_wf > 0 && !whatif_rewrite(rp, &cmd)) {
+      rp->dropped++;
+      continue;
+    }
     rp->cycle = false;
     rc = hg_exchange_apply(rp->ex, &cmd);
     if (rc != 0) {
@@ -729,9 +800,9 @@ static int replay_run(replay_t *rp, bool check_snap) {
       break;
     }
     rp->commands++;
-    if (rp->shadow_err != 0 || rp->pos_err != 0) {
-      rc = rp->shadow_err ? rp->shadow_err : rp->pos_err;
-      fprintf(stderr, "hgctl: seq %" PRIu64 ": cannot keep the ledger: %s\n", rec.seq,
+    if (rp->pos_err != 0) {
+      rc = rp->pos_err;
+      fprintf(stderr, "hgctl: seq %" PRIu64 ": cannot keep the position tally: %s\n", rec.seq,
               hg_strerror(rc));
       break;
     }
@@ -747,6 +818,27 @@ static int replay_run(replay_t *rp, bool check_snap) {
   }
   hg_journal_reader_close(rd);
   if (rc != 0) return rc;
+  if (rp->n_wf > 0) whatif_report(rp);
+  /* Every position the fills add up to must be the clearing's (contracts not
+   * yet finally settled; settlement closes the others). */
+  uint64_t checked = 0, bad = 0;
+  for (size_t i = 0; i < rp->pos_cap; i++) {
+    if (rp->pos[i].key == 0) continue;
+    uint32_t inst = (uint32_t)(rp->pos[i].key >> 32);
+    hg_account_t acct = (hg_account_t)rp->pos[i].key;
+    hg_clearing_instrument_info_t ii;
+    hg_clearing_position_t cp;
+    if (hg_clearing_instrument_info(ledger_of(rp), inst, &ii) != 0 || ii.settled) continue;
+    checked++;
+    if (hg_clearing_position(ledger_of(rp), acct, inst, &cp) != 0 || cp.pos != rp->pos[i].pos) {
+      fprintf(stderr, "hgctl: position of account %" PRIu32 " in instrument %" PRIu32
+                      ": fills add up to %" PRId64 ", the clearing holds %" PRId64 "\n",
+              acct, inst, rp->pos[i].pos, cp.pos);
+      bad++;
+    }
+  }
+  if (bad) return HG_ECORRUPT;
+  if (rp->out) fprintf(rp->out, "positions checked=%" PRIu64 " (fills agree with clearing)\n", checked);
   if (rp->snap == 1) {
     fprintf(stderr, "hgctl: the latest snapshot (seq %" PRIu64 ") is beyond the journal's end (seq %" PRIu64 ")\n",
             rp->snap_seq, hg_exchange_last_seq(rp->ex));
@@ -756,9 +848,10 @@ static int replay_run(replay_t *rp, bool check_snap) {
     hg_exchange_hash(rp->ex, h);
     hex32(h, hx);
     fprintf(rp->out,
-            "end seq=%" PRIu64 " commands=%" PRIu64 " fills=%" PRIu64 " cycles=%" PRIu64
-            " hash=%s\n",
-            hg_exchange_last_seq(rp->ex), rp->commands, rp->fills_n, rp->cycles, hx);
+            "end seq=%" PRIu64 " commands=%" PRIu64 " fills=%" PRIu64 " rejects=%" PRIu64
+            " cycles=%" PRIu64 " hash=%s%s\n",
+            hg_exchange_last_seq(rp->ex), rp->commands, rp->fills_n, rp->rejects, rp->cycles, hx,
+            rp->n_wf ? " (what-if)" : "");
   }
   return 0;
 }
@@ -929,6 +1022,10 @@ static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
   for (size_t k = 0; k < rp->n_fsp; k++) {
     fsp_override_t *o = &rp->fsp[k];
     int64_t tv = 1000000; /* contract.md: 1,000,000 micro-USD per tick per contract */
+    hg_clearing_instrument_info_t ii;
+    if (hg_clearing_instrument_info(ledger_of(rp), o->instrument, &ii) == 0 &&
+        ii.inst.tick_value > 0)
+      tv = ii.inst.tick_value;
     __int128 sum = 0;
     for (size_t i = 0; i < n; i++) {
       if (e[i].kind != HG_LEDGER_FINAL || e[i].instrument != o->instrument) continue;
@@ -1260,10 +1357,13 @@ static void replay_usage(FILE *o) {
         "                    [--fsp INSTRUMENT=TICKS[,INSTRUMENT=TICKS...]] [--quiet]\n"
         "                    [capacities]\n"
         "  Replays DIR's journal from an empty exchange, read-only, and prints:\n"
+        "    dsp seq=S day=D instrument=I price=P tier=T   each daily settlement price\n"
+        "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
         "    cycle seq=S <what> hash=H   after every settlement cycle (end of session,\n"
         "                                daily settlement, expiry)\n"
+        "    positions checked=N         positions from the fills equal the clearing's\n"
         "    snapshot seq=S hash=H matches|MISMATCH   the newest snapshot in DIR/state\n"
-        "    end seq=S commands=N fills=F cycles=C hash=H\n"
+        "    end seq=S commands=N fills=F rejects=R cycles=C hash=H\n"
         "  --out DIR      writes every statement: account-<A>.csv/.json (all entries)\n"
         "                 and account-<A>-instrument-<I>.csv/.json (per contract);\n"
         "                 DIR must not be inside the data directory\n"
@@ -1273,6 +1373,14 @@ static void replay_usage(FILE *o) {
         "                 buyer_position,seller_position (positions after the fill)\n"
         "  --fsp I=P      what-if: instrument I's final settlement paid at P ticks\n"
         "                 instead (later commands replay as journaled)\n"
+        "  --fixings FILE --index GPU.GRADE   what-if: the index's fixings of the days\n"
+        "                 in FILE (header day,value,status; value in USD per GPU-hour,\n"
+        "                 status FINAL, PROVISIONAL or NO_FIX with an empty value)\n"
+        "                 replace the journaled ones: a day's first journaled fixing\n"
+        "                 command becomes PUBLISH_FIXING of the file's value, its second\n"
+        "                 FINALIZE_FIXING if the file says FINAL, others are dropped\n"
+        "                 (all of them for NO_FIX); same seqs. The snapshot is not\n"
+        "                 compared. Nothing is written unless --out is given.\n"
         "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n" CAPS_HELP,
         o);
 }
@@ -1308,18 +1416,20 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
 
 int hgctl_replay(int argc, char **argv) {
   const char *data = NULL, *out_dir = NULL, *expect = NULL, *fills = NULL, *fsp = NULL,
-             *mi = NULL, *ma = NULL, *mo = NULL;
+             *mi = NULL, *ma = NULL, *mo = NULL, *fixings = NULL, *index = NULL;
   bool quiet = false;
   const opt_t opts[] = {{"--data", &data, NULL},
                         {"--out", &out_dir, NULL},
                         {"--expect", &expect, NULL},
                         {"--fills", &fills, NULL},
                         {"--fsp", &fsp, NULL},
+                        {"--fixings", &fixings, NULL},
+                        {"--index", &index, NULL},
                         {"--quiet", NULL, &quiet},
                         {"--max-instruments", &mi, NULL},
                         {"--max-accounts", &ma, NULL},
                         {"--max-book-orders", &mo, NULL}};
-  int rc = parse_opts("replay", argc, argv, opts, 9, replay_usage);
+  int rc = parse_opts("replay", argc, argv, opts, 11, replay_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if (!data) {
     fprintf(stderr, "hgctl replay: missing --data\n");
@@ -1339,6 +1449,26 @@ int hgctl_replay(int argc, char **argv) {
     status = EXIT_USAGE;
     goto out;
   }
+  if ((fixings == NULL) != (index == NULL)) {
+    fprintf(stderr, "hgctl replay: --fixings and --index go together\n");
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if (fixings) {
+    const char *dot = strchr(index, '.');
+    size_t gl = dot ? (size_t)(dot - index) : 0;
+    if (dot == NULL || gl == 0 || gl >= sizeof rp.wf_gpu || strlen(dot + 1) == 0 ||
+        strlen(dot + 1) >= sizeof rp.wf_grade) {
+      fprintf(stderr, "hgctl replay: --index must be GPU.GRADE, e.g. B200.A\n");
+      status = EXIT_USAGE;
+      goto out;
+    }
+    memcpy(rp.wf_gpu, index, gl);
+    snprintf(rp.wf_grade, sizeof rp.wf_grade, "%s", dot + 1);
+    if (load_series("fixings", fixings, true, &rp.wf, &rp.n_wf) != 0) goto out;
+    rp.wf_used = calloc(rp.n_wf, 1);
+    if (rp.wf_used == NULL) goto out;
+  }
   /* Refuse an output directory inside the live data before replaying. */
   if (out_dir) {
     struct stat st;
@@ -1357,9 +1487,12 @@ int hgctl_replay(int argc, char **argv) {
     }
     fputs("seq,instrument,price,qty,buyer,seller,buyer_position,seller_position\n", rp.fills);
   }
-  if (replay_run(&rp, true) != 0) goto out;
+  /* A what-if state differs from the snapshot's by design: not compared. */
+  if (rp.out && rp.n_wf) fprintf(rp.out, "what-if fixings of %s from %s: snapshot not compared\n",
+                                 index, fixings);
+  if (replay_run(&rp, rp.n_wf == 0) != 0) goto out;
   bool ok = rp.snap != 3;
-  if (out_dir || expect || rp.n_fsp) {
+  if (out_dir || expect || rp.n_fsp || rp.n_wf) {
     if ((rc = build_statements(&rp, &set)) != 0) {
       if (rc != HG_ENOTFOUND) fprintf(stderr, "hgctl replay: statements: %s\n", hg_strerror(rc));
       goto out;
