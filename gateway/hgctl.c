@@ -20,6 +20,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/index.h"
+#include "hgctl_tools.h"
 
 #define EXIT_INPUT 1
 #define EXIT_USAGE 2
@@ -362,16 +363,40 @@ static const command_t INDEX_CMDS[] = {
     {"fix", "compute one day's index fixing from CSV files", cmd_index_fix},
 };
 
+static const command_t HEDGE_CMDS[] = {
+    {"size", "contracts per delivery month to hedge a GPU fleet", hgctl_hedge_size},
+    {"ratio", "minimum-variance hedge ratio of your rent against the index", hgctl_hedge_ratio},
+};
+
+/* Groups whose only command has the name "" take their options directly
+ * (`hgctl convert --price ...`). */
+static const command_t CONVERT_CMDS[] = {
+    {"", "USD per GPU-hour <-> USD per million output tokens", hgctl_convert},
+};
+static const command_t STATEMENT_CMDS[] = {
+    {"", "an account's statement from a data directory", hgctl_statement},
+};
+static const command_t REPLAY_CMDS[] = {
+    {"", "replay a data directory: hashes, statements, what-if", hgctl_replay},
+};
+
 static const group_t GROUPS[] = {
     {"index", INDEX_CMDS, sizeof INDEX_CMDS / sizeof INDEX_CMDS[0]},
+    {"hedge", HEDGE_CMDS, sizeof HEDGE_CMDS / sizeof HEDGE_CMDS[0]},
+    {"convert", CONVERT_CMDS, 1},
+    {"statement", STATEMENT_CMDS, 1},
+    {"replay", REPLAY_CMDS, 1},
 };
 
 static void usage(FILE *o) {
   fputs("usage: hgctl <group> <command> [options]\n", o);
   for (size_t g = 0; g < sizeof GROUPS / sizeof GROUPS[0]; g++) {
-    for (size_t c = 0; c < GROUPS[g].n; c++)
-      fprintf(o, "  hgctl %s %-6s %s\n", GROUPS[g].name, GROUPS[g].cmds[c].name,
-              GROUPS[g].cmds[c].summary);
+    for (size_t c = 0; c < GROUPS[g].n; c++) {
+      char name[64];
+      snprintf(name, sizeof name, "%s%s%s", GROUPS[g].name, GROUPS[g].cmds[c].name[0] ? " " : "",
+               GROUPS[g].cmds[c].name);
+      fprintf(o, "  hgctl %-12s %s\n", name, GROUPS[g].cmds[c].summary);
+    }
   }
   fputs("Run 'hgctl <group> <command> --help' for a command's options.\n", o);
 }
@@ -388,6 +413,7 @@ int main(int argc, char **argv) {
   }
   for (size_t g = 0; g < sizeof GROUPS / sizeof GROUPS[0]; g++) {
     if (strcmp(argv[1], GROUPS[g].name) != 0) continue;
+    if (GROUPS[g].cmds[0].name[0] == '\0') return GROUPS[g].cmds[0].run(argc - 2, argv + 2);
     if (argc < 3) {
       fprintf(stderr, "hgctl %s: missing command\n", argv[1]);
       usage(stderr);

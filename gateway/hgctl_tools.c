@@ -1,0 +1,1525 @@
+/*
+ * hgctl_tools.c - hedger tools, account statements and journal replay for
+ * hgctl (declared in hgctl_tools.h).
+ *
+ *   hedge size / hedge ratio / convert   thin shells over hourglass/hedge.h.
+ *   statement                            replays a data directory and prints
+ *                                        one account's statement.
+ *   replay                               replays a data directory from an
+ *                                        empty exchange, prints the state hash
+ *                                        at every settlement cycle, checks the
+ *                                        latest snapshot, writes and compares
+ *                                        statements, and runs what-ifs.
+ *
+ * Read-only by construction. The journal is read with hg_journal_reader
+ * (read-only mappings); the LMDB state store is never opened in place: its
+ * data file is copied into a private temporary directory and the snapshot
+ * is read from the copy. Nothing is ever created or written under --data,
+ * and --out may not point into it.
+ *
+ * A replay owns one hg_exchange_t (created with the capacities given on the
+ * command line, which must match those of the exchange that wrote the
+ * journal) and applies every journaled command in seq order, exactly as
+ * recovery does, so its hashes are the live exchange's hashes. Statements are
+ * written from the clearing ledger inside that exchange
+ * (hg_exchange_clearing). A what-if changes the command stream (fixings) or
+ * the final settlement payments (FSP) of this private replay only.
+ */
+#include "hgctl_tools.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hourglass/clearing.h"
+#include "hourglass/error.h"
+#include "hourglass/exchange.h"
+#include "hourglass/hedge.h"
+#include "hourglass/index.h"
+#include "hourglass/journal.h"
+#include "hourglass/sha256.h"
+#include "hourglass/store.h"
+
+#define EXIT_INPUT 1
+#define EXIT_USAGE 2
+
+/* ------------------------------------------------------------ options */
+
+typedef struct opt {
+  const char *name;
+  const char **val; /* NULL for a flag */
+  bool *flag;
+} opt_t;
+
+/* Parses --name value pairs and flags. Returns 0, -1 for --help (usage
+ * printed on stdout) or EXIT_USAGE (message printed). */
+static int parse_opts(const char *cmd, int argc, char **argv, const opt_t *opts, size_t n,
+                      void (*usage)(FILE *)) {
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return -1;
+    }
+    const opt_t *o = NULL;
+    for (size_t k = 0; k < n; k++)
+      if (strcmp(a, opts[k].name) == 0) o = &opts[k];
+    if (o == NULL) {
+      fprintf(stderr, "hgctl %s: unknown option '%s'\n", cmd, a);
+      usage(stderr);
+      return EXIT_USAGE;
+    }
+    if (o->val == NULL) {
+      *o->flag = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "hgctl %s: option %s needs a value\n", cmd, a);
+      return EXIT_USAGE;
+    }
+    if (*o->val != NULL) {
+      fprintf(stderr, "hgctl %s: option %s given twice\n", cmd, a);
+      return EXIT_USAGE;
+    }
+    *o->val = argv[++i];
+  }
+  return 0;
+}
+
+/* Decimal integer in [lo, hi]; false otherwise. */
+static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  if (s == NULL || *s == '\0') return false;
+  errno = 0;
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+static int read_whole(const char *path, char **buf, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return -errno;
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap + 1);
+  if (b == NULL) {
+    fclose(f);
+    return -ENOMEM;
+  }
+  for (;;) {
+    if (n == cap) {
+      char *nb = realloc(b, cap * 2 + 1);
+      if (nb == NULL) {
+        free(b);
+        fclose(f);
+        return -ENOMEM;
+      }
+      b = nb;
+      cap *= 2;
+    }
+    size_t r = fread(b + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int err = ferror(f) ? -EIO : 0;
+  fclose(f);
+  if (err) {
+    free(b);
+    return err;
+  }
+  b[n] = '\0';
+  *buf = b;
+  *len = n;
+  return 0;
+}
+
+static void hex32(const uint8_t h[32], char out[65]) {
+  static const char d[] = "0123456789abcdef";
+  for (int i = 0; i < 32; i++) {
+    out[2 * i] = d[h[i] >> 4];
+    out[2 * i + 1] = d[h[i] & 15];
+  }
+  out[64] = '\0';
+}
+
+/* -------------------------------------------------------- hedge size */
+
+static void hedge_size_usage(FILE *o) {
+  fputs("usage: hgctl hedge size --gpus N --hours-per-month H|full --months YYYY-MM[,YYYY-MM...]\n"
+        "                        [--round nearest|down|up]\n"
+        "  Contracts to buy per delivery month to hedge N GPUs used H hours each per\n"
+        "  month ('full' = every calendar hour of the month). One contract is 1,000\n"
+        "  GPU-hours; contracts = N x H / 1000 rounded to the nearest whole contract\n"
+        "  (exactly half rounds up) by default, down (never over-hedge) or up (never\n"
+        "  under-hedge). residual = exposure - contracts x 1000 GPU-hours: positive is\n"
+        "  left unhedged, negative is over-hedged.\n",
+        o);
+}
+
+int hgctl_hedge_size(int argc, char **argv) {
+  const char *gpus_s = NULL, *hours_s = NULL, *months_s = NULL, *round_s = NULL;
+  const opt_t opts[] = {{"--gpus", &gpus_s, NULL},
+                        {"--hours-per-month", &hours_s, NULL},
+                        {"--months", &months_s, NULL},
+                        {"--round", &round_s, NULL}};
+  int rc = parse_opts("hedge size", argc, argv, opts, 4, hedge_size_usage);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  if (!gpus_s || !hours_s || !months_s) {
+    fprintf(stderr, "hgctl hedge size: missing %s\n",
+            !gpus_s ? "--gpus" : !hours_s ? "--hours-per-month" : "--months");
+    hedge_size_usage(stderr);
+    return EXIT_USAGE;
+  }
+  int64_t gpus, hours = 0;
+  if (!parse_i64(gpus_s, 1, INT64_MAX, &gpus)) {
+    fprintf(stderr, "hgctl hedge size: --gpus '%s' must be a whole number >= 1\n", gpus_s);
+    return EXIT_USAGE;
+  }
+  if (strcmp(hours_s, "full") != 0 && !parse_i64(hours_s, 1, 744, &hours)) {
+    fprintf(stderr,
+            "hgctl hedge size: --hours-per-month '%s' must be 'full' or a whole number of hours "
+            "per GPU, 1..744\n",
+            hours_s);
+    return EXIT_USAGE;
+  }
+  int round = HG_HEDGE_ROUND_NEAREST;
+  if (round_s != NULL) {
+    if (strcmp(round_s, "nearest") == 0) round = HG_HEDGE_ROUND_NEAREST;
+    else if (strcmp(round_s, "down") == 0) round = HG_HEDGE_ROUND_DOWN;
+    else if (strcmp(round_s, "up") == 0) round = HG_HEDGE_ROUND_UP;
+    else {
+      fprintf(stderr, "hgctl hedge size: --round must be nearest, down or up\n");
+      return EXIT_USAGE;
+    }
+  }
+  /* Validate every month before printing anything. */
+  size_t nm = 1;
+  for (const char *p = months_s; *p; p++) nm += *p == ',';
+  hg_hedge_month_t *rows = calloc(nm, sizeof *rows);
+  if (rows == NULL) return EXIT_INPUT;
+  const char *p = months_s;
+  for (size_t k = 0; k < nm; k++) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    unsigned y, m;
+    if (hg_hedge_month_parse(p, len, &y, &m) != 0) {
+      fprintf(stderr, "hgctl hedge size: month '%.*s' is not YYYY-MM\n", (int)len, p);
+      free(rows);
+      return EXIT_USAGE;
+    }
+    rc = hg_hedge_size(gpus, hours, y, m, round, &rows[k]);
+    if (rc == HG_ERANGE) {
+      fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %.*s has\n", hours,
+              (int)len, p);
+      free(rows);
+      return EXIT_USAGE;
+    }
+    if (rc != 0) {
+      fprintf(stderr, "hgctl hedge size: %.*s: %s\n", (int)len, p, hg_strerror(rc));
+      free(rows);
+      return EXIT_USAGE;
+    }
+    p = c ? c + 1 : p + len;
+  }
+  printf("# contracts = gpus x hours / %d GPU-hours, rounded %s; residual = exposure - hedged\n",
+         HG_HEDGE_CONTRACT_GPU_HOURS,
+         round == HG_HEDGE_ROUND_NEAREST ? "to nearest (half up)"
+         : round == HG_HEDGE_ROUND_DOWN  ? "down"
+                                         : "up");
+  printf("month,gpus,hours_per_gpu,exposure_gpu_hours,contracts,hedged_gpu_hours,"
+         "residual_gpu_hours\n");
+  __int128 te = 0, tc = 0, tr = 0;
+  for (size_t k = 0; k < nm; k++) {
+    const hg_hedge_month_t *r = &rows[k];
+    printf("%04u-%02u,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n",
+           r->year, r->month, gpus, r->hours_per_gpu, r->exposure, r->contracts, r->hedged,
+           r->residual);
+    te += r->exposure;
+    tc += r->contracts;
+    tr += r->residual;
+  }
+  if (te <= INT64_MAX)
+    printf("total,,,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", (int64_t)te, (int64_t)tc,
+           (int64_t)(tc * HG_HEDGE_CONTRACT_GPU_HOURS), (int64_t)tr);
+  free(rows);
+  return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+}
+
+/* ------------------------------------------------------- hedge ratio */
+
+static void hedge_ratio_usage(FILE *o) {
+  fputs("usage: hgctl hedge ratio --rent RENT.csv --index FIXINGS.csv\n"
+        "  Minimum-variance hedge ratio of your rent against the index:\n"
+        "  correlation x rent volatility / index volatility, over the day-to-day price\n"
+        "  CHANGES of the days present in both files (index NO_FIX days skipped), and\n"
+        "  the hedge effectiveness (correlation squared). Volatilities are sample\n"
+        "  standard deviations of those changes, USD per GPU-hour per interval.\n"
+        "  Computed in double precision, printed with 6 decimals (nearest).\n"
+        "  RENT.csv:     header 'day,price', lines YYYY-MM-DD,<USD per GPU-hour>\n"
+        "  FIXINGS.csv:  header 'day,value,status', lines YYYY-MM-DD,<USD>,FINAL|PROVISIONAL\n"
+        "                or YYYY-MM-DD,,NO_FIX\n"
+        "  Days strictly ascending; prices > 0 with at most 6 decimals.\n",
+        o);
+}
+
+static int load_series(const char *what, const char *path, bool fixings, hg_hedge_obs_t **v,
+                       size_t *n) {
+  char *buf;
+  size_t len;
+  int rc = read_whole(path, &buf, &len);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl: cannot read %s file '%s': %s\n", what, path, hg_strerror(rc));
+    return rc;
+  }
+  hg_hedge_csv_error_t e = {0};
+  rc = fixings ? hg_hedge_fixings_parse(buf, len, v, n, &e) : hg_hedge_rent_parse(buf, len, v, n, &e);
+  free(buf);
+  if (rc == HG_EPARSE) {
+    static const char *const rent_cols[] = {"day", "price"};
+    static const char *const fix_cols[] = {"day", "value", "status"};
+    const char *col = e.column < 0 ? NULL : fixings ? fix_cols[e.column] : rent_cols[e.column];
+    fprintf(stderr, "hgctl: %s:%" PRIu32 ":%s%s %s\n", path, e.line, col ? " " : "", col ? col : "",
+            e.what);
+  } else if (rc != 0) {
+    fprintf(stderr, "hgctl: %s file '%s': %s\n", what, path, hg_strerror(rc));
+  }
+  return rc;
+}
+
+int hgctl_hedge_ratio(int argc, char **argv) {
+  const char *rent_s = NULL, *index_s = NULL;
+  const opt_t opts[] = {{"--rent", &rent_s, NULL}, {"--index", &index_s, NULL}};
+  int rc = parse_opts("hedge ratio", argc, argv, opts, 2, hedge_ratio_usage);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  if (!rent_s || !index_s) {
+    fprintf(stderr, "hgctl hedge ratio: missing %s\n", !rent_s ? "--rent" : "--index");
+    hedge_ratio_usage(stderr);
+    return EXIT_USAGE;
+  }
+  hg_hedge_obs_t *rent = NULL, *idx = NULL;
+  size_t nr = 0, ni = 0;
+  int status = EXIT_INPUT;
+  if (load_series("rent", rent_s, false, &rent, &nr) != 0) goto out;
+  if (load_series("index", index_s, true, &idx, &ni) != 0) goto out;
+  hg_hedge_ratio_t r;
+  rc = hg_hedge_ratio(rent, nr, idx, ni, &r);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl hedge ratio: %s (%zu common days)\n", r.why, r.days);
+    goto out;
+  }
+  printf("days_aligned %zu\nchanges %zu\nrent_vol_usd %.6f\nindex_vol_usd %.6f\n"
+         "correlation %.6f\nhedge_ratio %.6f\nhedge_effectiveness %.6f\n",
+         r.days, r.changes, r.rent_vol, r.index_vol, r.correlation, r.ratio, r.effectiveness);
+  status = fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+out:
+  free(rent);
+  free(idx);
+  return status;
+}
+
+/* ----------------------------------------------------------- convert */
+
+static void convert_usage(FILE *o) {
+  fputs("usage: hgctl convert --price USD_PER_GPU_HOUR --tokens-per-second T [--places N]\n"
+        "       hgctl convert --usd-per-million-tokens X --tokens-per-second T [--places N]\n"
+        "  USD per million output tokens = price / (T x 3600) x 1,000,000, and back:\n"
+        "  price = X x T x 3600 / 1,000,000. T is output tokens per second per GPU.\n"
+        "  Prints the exact value (a repeating block in parentheses: 0.69(4) is\n"
+        "  0.694444...; omitted if longer than 64 digits) and the value rounded half\n"
+        "  up to N decimals (default 6). Inputs: positive decimals, at most 15\n"
+        "  significant digits and 12 decimals.\n",
+        o);
+}
+
+int hgctl_convert(int argc, char **argv) {
+  const char *price_s = NULL, *mtok_s = NULL, *tps_s = NULL, *places_s = NULL;
+  const opt_t opts[] = {{"--price", &price_s, NULL},
+                        {"--usd-per-million-tokens", &mtok_s, NULL},
+                        {"--tokens-per-second", &tps_s, NULL},
+                        {"--places", &places_s, NULL}};
+  int rc = parse_opts("convert", argc, argv, opts, 4, convert_usage);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  if ((price_s == NULL) == (mtok_s == NULL) || tps_s == NULL) {
+    fprintf(stderr, "hgctl convert: give --tokens-per-second and exactly one of --price and "
+                    "--usd-per-million-tokens\n");
+    convert_usage(stderr);
+    return EXIT_USAGE;
+  }
+  int64_t places = 6;
+  if (places_s && !parse_i64(places_s, 0, 18, &places)) {
+    fprintf(stderr, "hgctl convert: --places must be 0..18\n");
+    return EXIT_USAGE;
+  }
+  const char *in_s = price_s ? price_s : mtok_s;
+  const char *in_name = price_s ? "--price" : "--usd-per-million-tokens";
+  hg_hedge_decimal_t in, tps;
+  if ((rc = hg_hedge_decimal_parse(in_s, strlen(in_s), &in)) != 0) {
+    fprintf(stderr, "hgctl convert: %s '%s' must be a positive decimal (at most 15 digits, 12 "
+                    "decimals)\n", in_name, in_s);
+    return EXIT_USAGE;
+  }
+  if ((rc = hg_hedge_decimal_parse(tps_s, strlen(tps_s), &tps)) != 0) {
+    fprintf(stderr, "hgctl convert: --tokens-per-second '%s' must be a positive decimal (at most "
+                    "15 digits, 12 decimals)\n", tps_s);
+    return EXIT_USAGE;
+  }
+  hg_hedge_quote_t q;
+  rc = price_s ? hg_hedge_usd_per_mtok(&in, &tps, (unsigned)places, &q)
+               : hg_hedge_usd_per_gpu_hour(&in, &tps, (unsigned)places, &q);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl convert: %s\n", hg_strerror(rc));
+    return EXIT_INPUT;
+  }
+  const char *name = price_s ? "usd_per_million_tokens" : "usd_per_gpu_hour";
+  printf("%s %s\n", price_s ? "usd_per_gpu_hour" : "usd_per_million_tokens", in_s);
+  printf("tokens_per_second %s\n", tps_s);
+  printf("%s %s\n", name, q.exact[0] ? q.exact : "(repeating block longer than 64 digits)");
+  printf("%s_rounded %s\n", name, q.rounded);
+  printf("exact %s\n", q.terminating ? "yes" : "no (parenthesized digits repeat forever)");
+  return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+}
+
+/* ============================================================ replay */
+
+/* A FINAL price override of one instrument (what-if). */
+typedef struct fsp_override {
+  uint32_t instrument;
+  int64_t fsp;       /* ticks */
+  int64_t recorded;  /* FSP the journal's replay paid, 0 if never settled */
+} fsp_override_t;
+
+/* Position tally per (instrument, account), open addressing. */
+typedef struct pos_slot {
+  uint64_t key; /* instrument << 32 | account; 0 = empty (instrument ids are > 0) */
+  int64_t pos;
+} pos_slot_t;
+
+typedef struct replay {
+  const char *data_dir;
+  char journal_dir[PATH_MAX];
+  char state_file[PATH_MAX];
+  hg_exchange_config_t xcfg;
+  FILE *out;   /* progress lines, NULL: quiet */
+  FILE *fills; /* fills CSV, NULL: none */
+  hg_exchange_t *ex;
+
+  uint64_t commands, fills_n, cycles, rejects, dropped;
+  bool cycle;              /* set by the sink, consumed after apply */
+  char cycle_desc[192];
+
+  pos_slot_t *pos;
+  size_t pos_cap, pos_n;
+  int pos_err;
+
+  int snap;                /* 0 none, 1 pending, 2 matched, 3 mismatched */
+  uint64_t snap_seq;
+  uint8_t snap_hash[HG_SHA256_LEN];
+
+  fsp_override_t *fsp;
+  size_t n_fsp;
+
+  /* What-if fixings of one index: rows of the fixings file (owned) and how
+   * many journaled fixing commands of each row's day were rewritten. */
+  char wf_gpu[HG_INDEX_GPU_MAX], wf_grade[HG_INDEX_GRADE_MAX];
+  hg_hedge_obs_t *wf;
+  uint8_t *wf_used;
+  size_t n_wf;
+} replay_t;
+
+static int pos_add(replay_t *rp, uint32_t inst, hg_account_t acct, int64_t d) {
+  if (rp->pos_n * 2 >= rp->pos_cap) {
+    size_t ncap = rp->pos_cap ? rp->pos_cap * 2 : 1024;
+    pos_slot_t *n = calloc(ncap, sizeof *n);
+    if (n == NULL) return -ENOMEM;
+    for (size_t i = 0; i < rp->pos_cap; i++) {
+      if (rp->pos[i].key == 0) continue;
+      size_t h = (size_t)(rp->pos[i].key * 0x9e3779b97f4a7c15ull) & (ncap - 1);
+      while (n[h].key != 0) h = (h + 1) & (ncap - 1);
+      n[h] = rp->pos[i];
+    }
+    free(rp->pos);
+    rp->pos = n;
+    rp->pos_cap = ncap;
+  }
+  uint64_t key = (uint64_t)inst << 32 | acct;
+  size_t h = (size_t)(key * 0x9e3779b97f4a7c15ull) & (rp->pos_cap - 1);
+  while (rp->pos[h].key != 0 && rp->pos[h].key != key) h = (h + 1) & (rp->pos_cap - 1);
+  if (rp->pos[h].key == 0) {
+    rp->pos[h].key = key;
+    rp->pos_n++;
+  }
+  rp->pos[h].pos += d;
+  return 0;
+}
+
+static int64_t pos_get(const replay_t *rp, uint32_t inst, hg_account_t acct) {
+  if (rp->pos_cap == 0) return 0;
+  uint64_t key = (uint64_t)inst << 32 | acct;
+  size_t h = (size_t)(key * 0x9e3779b97f4a7c15ull) & (rp->pos_cap - 1);
+  while (rp->pos[h].key != 0) {
+    if (rp->pos[h].key == key) return rp->pos[h].pos;
+    h = (h + 1) & (rp->pos_cap - 1);
+  }
+  return 0;
+}
+
+static const hg_clearing_t *ledger_of(const replay_t *rp) { return hg_exchange_clearing(rp->ex); }
+
+static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
+  replay_t *rp = ctx;
+  if (ev->type == HG_XEV_BOOK && ev->book.type == HG_EV_FILL) {
+    const hg_book_event_t *b = &ev->book;
+    rp->fills_n++;
+    /* the taker's side is b->side; the maker is on the other side */
+    int64_t q = b->qty;
+    hg_account_t buyer = b->side == HG_SIDE_BUY ? b->account : b->maker_account;
+    hg_account_t seller = b->side == HG_SIDE_BUY ? b->maker_account : b->account;
+    int rc = pos_add(rp, b->instrument_id, buyer, q);
+    if (rc == 0) rc = pos_add(rp, b->instrument_id, seller, -q);
+    if (rc != 0) rp->pos_err = rc;
+    if (rp->fills != NULL) {
+      fprintf(rp->fills,
+              "%" PRIu64 ",%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 ",%" PRId64
+              ",%" PRId64 "\n",
+              ev->seq, b->instrument_id, b->price, q, buyer, seller,
+              pos_get(rp, b->instrument_id, buyer), pos_get(rp, b->instrument_id, seller));
+    }
+    return;
+  }
+  char day[11] = "";
+  if (ev->type == HG_XEV_DSP || ev->type == HG_XEV_CYCLE || ev->type == HG_XEV_FIXING_MISSING)
+    hg_index_day_format(ev->day, day);
+  switch (ev->type) {
+  case HG_XEV_BOOK:
+    if (ev->book.type == HG_EV_REJECTED) rp->rejects++;
+    break;
+  case HG_XEV_REJECTED:
+    rp->rejects++;
+    break;
+  case HG_XEV_SESSION_END:
+    rp->cycle = true;
+    snprintf(rp->cycle_desc, sizeof rp->cycle_desc, "SESSION_END expired_day_orders=%" PRId64,
+             ev->amount);
+    break;
+  case HG_XEV_DSP:
+    if (rp->out)
+      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%" PRId64
+                       " tier=%u\n",
+              ev->seq, day, ev->instrument_id, ev->price, ev->tier);
+    break;
+  case HG_XEV_CYCLE:
+    rp->cycle = true;
+    snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
+             "DAILY_SETTLEMENT day=%s vm_sum=%" PRId64 " vm_paid=%" PRId64 " vm_received=%" PRId64
+             " vm_entries=%" PRId64 " orders_expired=%" PRId64,
+             day, ev->amount, ev->lo, ev->hi, ev->balance, ev->qty);
+    break;
+  case HG_XEV_FIXING_MISSING:
+    if (rp->out)
+      fprintf(rp->out, "expiry waits seq=%" PRIu64 " instrument=%" PRIu32 " day=%s status=%s\n",
+              ev->seq, ev->instrument_id, day,
+              ev->status == HG_CLR_FIX_PROVISIONAL ? "PROVISIONAL"
+              : ev->status == HG_CLR_FIX_NO_FIX    ? "NO_FIX"
+                                                   : "MISSING");
+    break;
+  case HG_XEV_EXPIRED:
+    rp->cycle = true;
+    snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
+             "EXPIRE instrument=%" PRIu32 " fsp=%" PRId64 " positions_closed=%" PRId64
+             " orders_cancelled=%" PRId64,
+             ev->instrument_id, ev->price, ev->amount, ev->qty);
+    break;
+  default:
+    break;
+  }
+}
+
+/* Copies the LMDB data file of the state store into a fresh temporary
+ * directory and reads the newest snapshot's seq and hash from the copy. */
+typedef struct snap_cb {
+  uint64_t seq;
+  uint8_t hash[HG_SHA256_LEN];
+} snap_cb_t;
+
+static int snap_hash_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) {
+  snap_cb_t *s = ctx;
+  s->seq = seq;
+  hg_sha256(blob, len, s->hash);
+  return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+static int copy_file(const char *from, const char *to) {
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return -errno;
+  int outfd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (outfd < 0) {
+    int e = errno;
+    close(in);
+    return -e;
+  }
+  char buf[1 << 16];
+  int rc = 0;
+  for (;;) {
+    ssize_t r = read(in, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      rc = -errno;
+      break;
+    }
+    if (r == 0) break;
+    for (ssize_t off = 0; off < r;) {
+      ssize_t w = write(outfd, buf + off, (size_t)(r - off));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        rc = -errno;
+        break;
+      }
+      off += w;
+    }
+    if (rc) break;
+  }
+  close(in);
+  if (close(outfd) != 0 && rc == 0) rc = -errno;
+  return rc;
+}
+
+static int load_snapshot_hash(replay_t *rp) {
+  struct stat st;
+  if (stat(rp->state_file, &st) != 0) return errno == ENOENT ? HG_ENOTFOUND : -errno;
+  char tmp[] = "/tmp/hgreplay-XXXXXX";
+  if (mkdtemp(tmp) == NULL) return -errno;
+  char copy[PATH_MAX];
+  snprintf(copy, sizeof copy, "%s/data.mdb", tmp);
+  int rc = copy_file(rp->state_file, copy);
+  hg_store_t *s = NULL;
+  snap_cb_t cb = {0};
+  if (rc == 0) rc = hg_store_create(&s);
+  if (rc == 0) {
+    size_t map = HG_STORE_DEFAULT_MAP_SIZE;
+    if ((size_t)st.st_size > map) map = (size_t)st.st_size + ((size_t)1 << 20);
+    rc = hg_store_open(s, tmp, map);
+    if (rc != 0)
+      fprintf(stderr, "hgctl: state store copy: %s\n", hg_store_errmsg(s));
+  }
+  if (rc == 0) rc = hg_store_load_latest_snapshot(s, snap_hash_cb, &cb);
+  hg_store_close(s);
+  nftw(tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+  if (rc == 0) {
+    rp->snap = 1;
+    rp->snap_seq = cb.seq;
+    memcpy(rp->snap_hash, cb.hash, sizeof cb.hash);
+  }
+  return rc;
+}
+
+static void check_snapshot(replay_t *rp) {
+  if (rp->snap != 1 || hg_exchange_last_seq(rp->ex) != rp->snap_seq) return;
+  uint8_t h[HG_SHA256_LEN];
+  char hx[65];
+  hg_exchange_hash(rp->ex, h);
+  rp->snap = memcmp(h, rp->snap_hash, sizeof h) == 0 ? 2 : 3;
+  hex32(rp->snap_hash, hx);
+  if (rp->out)
+    fprintf(rp->out, "snapshot seq=%" PRIu64 " hash=%s %s\n", rp->snap_seq, hx,
+            rp->snap == 2 ? "matches" : "MISMATCH");
+}
+
+static bool index_is(const char *gpu, const char *grade, const replay_t *rp) {
+  return strcmp(gpu, rp->wf_gpu) == 0 && strcmp(grade, rp->wf_grade) == 0;
+}
+
+/*
+ * What-if fixings: the journaled fixing commands (COMPUTE_FIXING,
+ * PUBLISH_FIXING, FINALIZE_FIXING) of the chosen index for a day the file
+ * gives are rewritten in place, keeping their seq: the first becomes
+ * PUBLISH_FIXING of the file's value (source "what-if"), the second
+ * FINALIZE_FIXING if the file says FINAL; every other one, and all of them
+ * for a NO_FIX row, is dropped. Returns false to drop cmd.
+ */
+static bool whatif_rewrite(replay_t *rp, hg_command_t *cmd) {
+  const hg_cmd_index_day_t *d = NULL;
+  if (cmd->type == HG_COMMAND_COMPUTE_FIXING || cmd->type == HG_COMMAND_FINALIZE_FIXING)
+    d = &cmd->u.index_day;
+  if (d == NULL && cmd->type != HG_COMMAND_PUBLISH_FIXING) return true;
+  const char *gpu = d ? d->gpu : cmd->u.fixing.gpu;
+  const char *grade = d ? d->grade : cmd->u.fixing.grade;
+  int32_t day = d ? d->day : cmd->u.fixing.day;
+  if (!index_is(gpu, grade, rp)) return true;
+  size_t k = 0;
+  while (k < rp->n_wf && rp->wf[k].day != day) k++;
+  if (k == rp->n_wf) return true; /* the file says nothing about that day */
+  const hg_hedge_obs_t *w = &rp->wf[k];
+  uint8_t slot = rp->wf_used[k] < 255 ? rp->wf_used[k]++ : 255;
+  if (w->status == HG_HEDGE_NO_FIX || slot >= 2) return false;
+  if (slot == 1 && w->status != HG_HEDGE_FINAL) return false;
+  uint64_t seq = cmd->seq, ts = cmd->ts;
+  memset(&cmd->u, 0, sizeof cmd->u);
+  cmd->seq = seq;
+  cmd->ts = ts;
+  if (slot == 0) {
+    cmd->type = HG_COMMAND_PUBLISH_FIXING;
+    snprintf(cmd->u.fixing.gpu, sizeof cmd->u.fixing.gpu, "%s", rp->wf_gpu);
+    snprintf(cmd->u.fixing.grade, sizeof cmd->u.fixing.grade, "%s", rp->wf_grade);
+    cmd->u.fixing.day = day;
+    cmd->u.fixing.value = w->value;
+    snprintf(cmd->u.fixing.source, sizeof cmd->u.fixing.source, "what-if");
+  } else {
+    cmd->type = HG_COMMAND_FINALIZE_FIXING;
+    snprintf(cmd->u.index_day.gpu, sizeof cmd->u.index_day.gpu, "%s", rp->wf_gpu);
+    snprintf(cmd->u.index_day.grade, sizeof cmd->u.index_day.grade, "%s", rp->wf_grade);
+    cmd->u.index_day.day = day;
+  }
+  return true;
+}
+
+/* Reports what-if rows the journal gave no room for. */
+static void whatif_report(const replay_t *rp) {
+  if (rp->out == NULL) return;
+  for (size_t k = 0; k < rp->n_wf; k++) {
+    char day[11];
+    hg_index_day_format(rp->wf[k].day, day);
+    if (rp->wf_used[k] == 0)
+      fprintf(rp->out, "what-if fixing %s: the journal has no fixing command of that day to "
+                       "replace; not applied\n", day);
+    else if (rp->wf[k].status == HG_HEDGE_FINAL && rp->wf_used[k] < 2)
+      fprintf(rp->out, "what-if fixing %s: published but the journal never finalized that day; "
+                       "it stays PROVISIONAL\n", day);
+  }
+}
+
+static void replay_init(replay_t *rp) {
+  memset(rp, 0, sizeof *rp);
+  /* The pipeline's default capacities (hg_pipeline_config_init). */
+  rp->xcfg.max_instruments = 64;
+  rp->xcfg.max_accounts = 4096;
+  rp->xcfg.max_book_orders = 1u << 20;
+}
+
+static void replay_dispose(replay_t *rp) {
+  hg_exchange_destroy(rp->ex);
+  free(rp->pos);
+  free(rp->wf);
+  free(rp->wf_used);
+  rp->ex = NULL;
+  rp->pos = NULL;
+  rp->wf = NULL;
+  rp->wf_used = NULL;
+}
+
+/* Runs the whole replay. Returns 0 or an error (printed). */
+static int replay_run(replay_t *rp, bool check_snap) {
+  struct stat st;
+  if (stat(rp->data_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "hgctl: data directory '%s' does not exist or is not a directory\n",
+            rp->data_dir);
+    return -ENOENT;
+  }
+  if ((size_t)snprintf(rp->journal_dir, sizeof rp->journal_dir, "%s/journal", rp->data_dir) >=
+          sizeof rp->journal_dir ||
+      (size_t)snprintf(rp->state_file, sizeof rp->state_file, "%s/state/data.mdb", rp->data_dir) >=
+          sizeof rp->state_file) {
+    fprintf(stderr, "hgctl: data directory path too long\n");
+    return HG_EINVAL;
+  }
+  int rc = hg_exchange_create(&rp->xcfg, replay_sink, rp, &rp->ex);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl: exchange capacities rejected: %s\n", hg_strerror(rc));
+    return rc;
+  }
+  if (check_snap) {
+    rc = load_snapshot_hash(rp);
+    if (rc != 0 && rc != HG_ENOTFOUND) {
+      fprintf(stderr, "hgctl: cannot read the snapshot of '%s': %s\n", rp->data_dir,
+              hg_strerror(rc));
+      return rc;
+    }
+  }
+
+  hg_journal_reader_t *rd = NULL;
+  rc = hg_journal_reader_open(rp->journal_dir, 1, &rd);
+  if (rc == HG_ENOTFOUND) {
+    fprintf(stderr,
+            "hgctl: journal %s does not start at seq 1 (or is missing): a replay from an empty "
+            "exchange needs the whole journal\n",
+            rp->journal_dir);
+    return rc;
+  }
+  if (rc != 0) {
+    fprintf(stderr, "hgctl: cannot open journal %s: %s\n", rp->journal_dir, hg_strerror(rc));
+    return rc;
+  }
+  hg_journal_record_t rec;
+  char hx[65];
+  uint8_t h[HG_SHA256_LEN];
+  for (;;) {
+    rc = hg_journal_reader_next(rd, UINT64_MAX, &rec);
+    if (rc == HG_ENOTFOUND) {
+      rc = 0;
+      break;
+    }
+    if (rc != 0) {
+      fprintf(stderr, "hgctl: journal unreadable after seq %" PRIu64 ": %s\n",
+              hg_exchange_last_seq(rp->ex), hg_strerror(rc));
+      break;
+    }
+    hg_command_t cmd;
+    rc = hg_command_decode(rec.payload, rec.len, &cmd);
+    if (rc != 0 || cmd.seq != rec.seq) {
+      rc = rc ? rc : HG_ECORRUPT;
+      fprintf(stderr, "hgctl: journal record seq %" PRIu64 " does not decode: %s\n", rec.seq,
+              hg_strerror(rc));
+      break;
+    }
+    cmd.ts = rec.ts;
+    if (rp->n_wf > 0 && !whatif_rewrite(rp, &cmd)) {
+      rp->dropped++;
+      continue;
+    }
+    rp->cycle = false;
+    rc = hg_exchange_apply(rp->ex, &cmd);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl: journal record seq %" PRIu64 " (%s) cannot be applied: %s\n",
+              rec.seq, hg_command_type_str(cmd.type), hg_strerror(rc));
+      break;
+    }
+    rp->commands++;
+    if (rp->pos_err != 0) {
+      rc = rp->pos_err;
+      fprintf(stderr, "hgctl: seq %" PRIu64 ": cannot keep the position tally: %s\n", rec.seq,
+              hg_strerror(rc));
+      break;
+    }
+    if (rp->cycle) {
+      rp->cycles++;
+      if (rp->out) {
+        hg_exchange_hash(rp->ex, h);
+        hex32(h, hx);
+        fprintf(rp->out, "cycle seq=%" PRIu64 " %s hash=%s\n", rec.seq, rp->cycle_desc, hx);
+      }
+    }
+    check_snapshot(rp);
+  }
+  hg_journal_reader_close(rd);
+  if (rc != 0) return rc;
+  if (rp->n_wf > 0) whatif_report(rp);
+  /* Every position the fills add up to must be the clearing's (contracts not
+   * yet finally settled; settlement closes the others). */
+  uint64_t checked = 0, bad = 0;
+  for (size_t i = 0; i < rp->pos_cap; i++) {
+    if (rp->pos[i].key == 0) continue;
+    uint32_t inst = (uint32_t)(rp->pos[i].key >> 32);
+    hg_account_t acct = (hg_account_t)rp->pos[i].key;
+    hg_clearing_instrument_info_t ii;
+    hg_clearing_position_t cp;
+    if (hg_clearing_instrument_info(ledger_of(rp), inst, &ii) != 0 || ii.settled) continue;
+    checked++;
+    if (hg_clearing_position(ledger_of(rp), acct, inst, &cp) != 0 || cp.pos != rp->pos[i].pos) {
+      fprintf(stderr, "hgctl: position of account %" PRIu32 " in instrument %" PRIu32
+                      ": fills add up to %" PRId64 ", the clearing holds %" PRId64 "\n",
+              acct, inst, rp->pos[i].pos, cp.pos);
+      bad++;
+    }
+  }
+  if (bad) return HG_ECORRUPT;
+  if (rp->out) fprintf(rp->out, "positions checked=%" PRIu64 " (fills agree with clearing)\n", checked);
+  if (rp->snap == 1) {
+    fprintf(stderr, "hgctl: the latest snapshot (seq %" PRIu64 ") is beyond the journal's end (seq %" PRIu64 ")\n",
+            rp->snap_seq, hg_exchange_last_seq(rp->ex));
+    rp->snap = 3;
+  }
+  if (rp->out) {
+    hg_exchange_hash(rp->ex, h);
+    hex32(h, hx);
+    fprintf(rp->out,
+            "end seq=%" PRIu64 " commands=%" PRIu64 " fills=%" PRIu64 " rejects=%" PRIu64
+            " cycles=%" PRIu64 " hash=%s%s\n",
+            hg_exchange_last_seq(rp->ex), rp->commands, rp->fills_n, rp->rejects, rp->cycles, hx,
+            rp->n_wf ? " (what-if)" : "");
+  }
+  return 0;
+}
+
+/* Capacity options shared by statement and replay. */
+static int parse_caps(const char *cmd, const char *mi, const char *ma, const char *mo,
+                      hg_exchange_config_t *x) {
+  int64_t v;
+  if (mi) {
+    if (!parse_i64(mi, 1, UINT32_MAX, &v)) goto bad;
+    x->max_instruments = (uint32_t)v;
+  }
+  if (ma) {
+    if (!parse_i64(ma, 1, UINT32_MAX, &v)) goto bad;
+    x->max_accounts = (uint32_t)v;
+  }
+  if (mo) {
+    if (!parse_i64(mo, 1, UINT32_MAX, &v)) goto bad;
+    x->max_book_orders = (uint32_t)v;
+  }
+  return 0;
+bad:
+  fprintf(stderr, "hgctl %s: capacities must be whole numbers >= 1\n", cmd);
+  return EXIT_USAGE;
+}
+
+#define CAPS_HELP                                                                        \
+  "  --max-instruments N, --max-accounts N, --max-book-orders N: the capacities the\n" \
+  "  exchange ran with (defaults: the pipeline's, 64 / 4096 / 1048576).\n"
+
+/* ------------------------------------------------------- statements */
+
+/* One statement file produced in memory. */
+typedef struct stmt_file {
+  char name[96];
+  char *data;
+  size_t len;
+} stmt_file_t;
+
+typedef struct stmt_set {
+  stmt_file_t *f;
+  size_t n, cap;
+} stmt_set_t;
+
+static void stmt_set_free(stmt_set_t *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->f[i].data);
+  free(s->f);
+  memset(s, 0, sizeof *s);
+}
+
+/* Growable text buffer. */
+typedef struct sbuf {
+  char *p;
+  size_t len, cap;
+  int err;
+} sbuf_t;
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf_t *b, const char *fmt, ...) {
+  if (b->err) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->cap - b->len;
+    int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->err = -EIO;
+      return;
+    }
+    if ((size_t)n < room) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t ncap = b->cap ? b->cap * 2 : 4096;
+    while (ncap - b->len <= (size_t)n) ncap *= 2;
+    char *np = realloc(b->p, ncap);
+    if (np == NULL) {
+      b->err = -ENOMEM;
+      return;
+    }
+    b->p = np;
+    b->cap = ncap;
+  }
+}
+
+static const char *kind_name(uint32_t k) {
+  switch (k) {
+  case HG_LEDGER_DEPOSIT: return "DEPOSIT";
+  case HG_LEDGER_WITHDRAWAL: return "WITHDRAWAL";
+  case HG_LEDGER_VM: return "VM";
+  case HG_LEDGER_FINAL: return "FINAL";
+  case HG_LEDGER_FEE: return "FEE";
+  default: return "UNKNOWN";
+  }
+}
+
+/* Writes the statement of account (all instruments when instrument is
+ * HG_CLR_NO_INSTRUMENT) from entries e[0..n) in the clearing library's
+ * formats (hg_clearing_statement_csv/_json), so that a what-if that changed
+ * entries prints the same way. */
+static int write_statement(const hg_ledger_entry_t *e, size_t n, hg_account_t account,
+                           uint32_t instrument, bool json, sbuf_t *b) {
+  bool all = instrument == HG_CLR_NO_INSTRUMENT;
+  if (json) {
+    if (all) sb_printf(b, "{\"account\":%" PRIu32 ",\"instrument\":null,\"entries\":[", account);
+    else
+      sb_printf(b, "{\"account\":%" PRIu32 ",\"instrument\":%" PRIu32 ",\"entries\":[", account,
+                instrument);
+  } else {
+    sb_printf(b, "index,seq,ts,account,instrument,kind,amount,balance,price,qty\n");
+  }
+  __int128 total = 0;
+  bool first = true;
+  for (size_t i = 0; i < n; i++) {
+    const hg_ledger_entry_t *x = &e[i];
+    if (x->account != account || (!all && x->instrument != instrument)) continue;
+    total += x->amount;
+    char inst[16] = "";
+    if (x->instrument != HG_CLR_NO_INSTRUMENT) snprintf(inst, sizeof inst, "%" PRIu32, x->instrument);
+    if (json) {
+      sb_printf(b,
+                "%s{\"index\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"ts\":%" PRIu64
+                ",\"account\":%" PRIu32 ",\"instrument\":%s,\"kind\":\"%s\",\"amount\":%" PRId64
+                ",\"balance\":%" PRId64 ",\"price\":%" PRId64 ",\"qty\":%" PRId64 "}",
+                first ? "" : ",", x->index, x->seq, x->ts, x->account, inst[0] ? inst : "null",
+                kind_name(x->kind), x->amount, x->balance, x->price, x->qty);
+    } else {
+      sb_printf(b,
+                "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%s,%s,%" PRId64 ",%" PRId64
+                ",%" PRId64 ",%" PRId64 "\n",
+                x->index, x->seq, x->ts, x->account, inst, kind_name(x->kind), x->amount,
+                x->balance, x->price, x->qty);
+    }
+    first = false;
+  }
+  if (json) {
+    if (total > INT64_MAX || total < INT64_MIN) return HG_EOVERFLOW;
+    sb_printf(b, "],\"total\":%" PRId64 "}\n", (int64_t)total);
+  }
+  return b->err;
+}
+
+static int collect_ledger(const hg_clearing_t *c, hg_ledger_entry_t **out, size_t *n) {
+  uint64_t sz = hg_clearing_ledger_size(c);
+  hg_ledger_entry_t *e = malloc((sz ? sz : 1) * sizeof *e);
+  if (e == NULL) return -ENOMEM;
+  for (uint64_t i = 0; i < sz; i++) {
+    int rc = hg_clearing_ledger_get(c, i, &e[i]);
+    if (rc != 0) {
+      free(e);
+      return rc;
+    }
+  }
+  *out = e;
+  *n = (size_t)sz;
+  return 0;
+}
+
+/*
+ * What-if FSP: every FINAL entry of an overridden instrument is paid at the
+ * new price instead: amount += qty x (FSP' - FSP) x TV, and the balances of
+ * that account's later entries move by the same amount. The sum of the
+ * changes over accounts is (FSP' - FSP) x TV x (sum of positions closed) = 0.
+ * Commands after the expiry are replayed as journaled: a different FSP does
+ * not change which later orders or withdrawals would have passed.
+ */
+static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
+  for (size_t k = 0; k < rp->n_fsp; k++) {
+    fsp_override_t *o = &rp->fsp[k];
+    int64_t tv = 1000000; /* contract.md: 1,000,000 micro-USD per tick per contract */
+    hg_clearing_instrument_info_t ii;
+    if (hg_clearing_instrument_info(ledger_of(rp), o->instrument, &ii) == 0 &&
+        ii.inst.tick_value > 0)
+      tv = ii.inst.tick_value;
+    __int128 sum = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (e[i].kind != HG_LEDGER_FINAL || e[i].instrument != o->instrument) continue;
+      o->recorded = e[i].price;
+      __int128 d = (__int128)e[i].qty * (o->fsp - e[i].price) * tv;
+      __int128 na = (__int128)e[i].amount + d;
+      if (na > INT64_MAX || na < INT64_MIN) return HG_EOVERFLOW;
+      e[i].amount = (int64_t)na;
+      e[i].price = o->fsp;
+      sum += d;
+      for (size_t j = i; j < n; j++) {
+        if (e[j].account != e[i].account) continue;
+        __int128 nb = (__int128)e[j].balance + d;
+        if (nb > INT64_MAX || nb < INT64_MIN) return HG_EOVERFLOW;
+        e[j].balance = (int64_t)nb;
+      }
+    }
+    if (o->recorded == 0) {
+      fprintf(stderr, "hgctl replay: instrument %" PRIu32
+                      " was never finally settled in this journal; nothing to override\n",
+              o->instrument);
+      return HG_ENOTFOUND;
+    }
+    if (sum != 0) return HG_ECORRUPT;
+    if (rp->out)
+      fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%" PRId64 " (journal: %" PRId64 ")\n",
+              o->instrument, o->fsp, o->recorded);
+  }
+  return 0;
+}
+
+static int add_file(stmt_set_t *s, const char *name, sbuf_t *b) {
+  if (s->n == s->cap) {
+    size_t nc = s->cap ? s->cap * 2 : 16;
+    stmt_file_t *nf = realloc(s->f, nc * sizeof *nf);
+    if (nf == NULL) return -ENOMEM;
+    s->f = nf;
+    s->cap = nc;
+  }
+  stmt_file_t *f = &s->f[s->n++];
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->data = b->p ? b->p : calloc(1, 1);
+  f->len = b->len;
+  memset(b, 0, sizeof *b);
+  return f->data ? 0 : -ENOMEM;
+}
+
+typedef struct acct_list {
+  hg_account_t *id;
+  size_t n, cap;
+  int err;
+} acct_list_t;
+
+static void collect_account(void *ctx, const hg_exchange_account_info_t *info) {
+  acct_list_t *l = ctx;
+  if (l->n == l->cap) {
+    size_t nc = l->cap ? l->cap * 2 : 64;
+    hg_account_t *ni = realloc(l->id, nc * sizeof *ni);
+    if (ni == NULL) {
+      l->err = -ENOMEM;
+      return;
+    }
+    l->id = ni;
+    l->cap = nc;
+  }
+  l->id[l->n++] = info->id;
+}
+
+/*
+ * Every statement of the replayed ledger: for each account (id order)
+ * account-<A>.csv/.json with all its entries, and for each instrument it has
+ * entries of, account-<A>-instrument-<I>.csv/.json.
+ */
+static int build_statements(replay_t *rp, stmt_set_t *set) {
+  hg_ledger_entry_t *e = NULL;
+  size_t n = 0;
+  int rc = collect_ledger(ledger_of(rp), &e, &n);
+  if (rc != 0) return rc;
+  if ((rc = apply_fsp_overrides(rp, e, n)) != 0) goto out;
+  acct_list_t al = {0};
+  hg_exchange_foreach_account(rp->ex, collect_account, &al);
+  if ((rc = al.err) != 0) goto out_al;
+  uint32_t *insts = NULL;
+  for (size_t a = 0; a < al.n && rc == 0; a++) {
+    hg_account_t id = al.id[a];
+    char name[96];
+    for (int json = 0; json < 2 && rc == 0; json++) {
+      sbuf_t b = {0};
+      rc = write_statement(e, n, id, HG_CLR_NO_INSTRUMENT, json, &b);
+      snprintf(name, sizeof name, "account-%" PRIu32 ".%s", id, json ? "json" : "csv");
+      if (rc == 0) rc = add_file(set, name, &b);
+      free(b.p);
+    }
+    /* instruments of this account, in order of first entry */
+    size_t ni = 0;
+    free(insts);
+    insts = malloc((n ? n : 1) * sizeof *insts);
+    if (insts == NULL) {
+      rc = -ENOMEM;
+      break;
+    }
+    for (size_t i = 0; i < n; i++) {
+      if (e[i].account != id || e[i].instrument == HG_CLR_NO_INSTRUMENT) continue;
+      size_t k = 0;
+      while (k < ni && insts[k] != e[i].instrument) k++;
+      if (k == ni) insts[ni++] = e[i].instrument;
+    }
+    for (size_t k = 0; k < ni && rc == 0; k++) {
+      for (int json = 0; json < 2 && rc == 0; json++) {
+        sbuf_t b = {0};
+        rc = write_statement(e, n, id, insts[k], json, &b);
+        snprintf(name, sizeof name, "account-%" PRIu32 "-instrument-%" PRIu32 ".%s", id, insts[k],
+                 json ? "json" : "csv");
+        if (rc == 0) rc = add_file(set, name, &b);
+        free(b.p);
+      }
+    }
+  }
+  free(insts);
+out_al:
+  free(al.id);
+out:
+  free(e);
+  return rc;
+}
+
+/* Is path inside dir (or dir itself)? Both must exist. */
+static bool path_inside(const char *path, const char *dir) {
+  char rp[PATH_MAX], rd[PATH_MAX];
+  if (realpath(path, rp) == NULL || realpath(dir, rd) == NULL) return false;
+  size_t n = strlen(rd);
+  return strncmp(rp, rd, n) == 0 && (rp[n] == '\0' || rp[n] == '/');
+}
+
+static int write_statements(const stmt_set_t *set, const char *dir) {
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "hgctl replay: cannot create %s: %s\n", dir, strerror(errno));
+    return -errno;
+  }
+  for (size_t i = 0; i < set->n; i++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, set->f[i].name);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(set->f[i].data, 1, set->f[i].len, f) != set->f[i].len) {
+      fprintf(stderr, "hgctl replay: cannot write %s: %s\n", path, strerror(errno));
+      if (f) fclose(f);
+      return -EIO;
+    }
+    if (fclose(f) != 0) return -EIO;
+  }
+  return 0;
+}
+
+static bool is_statement_name(const char *n) {
+  size_t l = strlen(n);
+  return strncmp(n, "account-", 8) == 0 &&
+         ((l > 4 && strcmp(n + l - 4, ".csv") == 0) || (l > 5 && strcmp(n + l - 5, ".json") == 0));
+}
+
+/* Prints up to 5 differing lines of two texts. */
+static void print_line_diff(const char *name, const char *a, size_t al, const char *b, size_t bl) {
+  printf("DIFF %s\n", name);
+  const char *pa = a, *pb = b, *ea = a + al, *eb = b + bl;
+  unsigned line = 1, shown = 0;
+  while ((pa < ea || pb < eb) && shown < 5) {
+    const char *na = pa < ea ? memchr(pa, '\n', (size_t)(ea - pa)) : NULL;
+    const char *nb = pb < eb ? memchr(pb, '\n', (size_t)(eb - pb)) : NULL;
+    size_t la = pa < ea ? (size_t)((na ? na : ea) - pa) : 0;
+    size_t lb = pb < eb ? (size_t)((nb ? nb : eb) - pb) : 0;
+    bool ha = pa < ea, hb = pb < eb;
+    if (ha != hb || la != lb || memcmp(pa, pb, la) != 0) {
+      printf("  line %u\n    recorded: %s%.*s\n    replayed: %s%.*s\n", line,
+             ha ? "" : "(none)", (int)(la > 300 ? 300 : la), pa, hb ? "" : "(none)",
+             (int)(lb > 300 ? 300 : lb), pb);
+      shown++;
+    }
+    pa = ha ? (na ? na + 1 : ea) : ea;
+    pb = hb ? (nb ? nb + 1 : eb) : eb;
+    line++;
+  }
+}
+
+/* Compares the produced set with a directory of recorded statement files
+ * (account-*.csv / account-*.json). Returns the number of differences, or a
+ * negative error. */
+static long compare_statements(const stmt_set_t *set, const char *dir) {
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    fprintf(stderr, "hgctl replay: cannot open recorded statements %s: %s\n", dir,
+            strerror(errno));
+    return -errno;
+  }
+  long diffs = 0;
+  bool *seen = calloc(set->n ? set->n : 1, sizeof *seen);
+  if (seen == NULL) {
+    closedir(d);
+    return -ENOMEM;
+  }
+  /* readdir order is arbitrary: collect and sort names for stable output */
+  char **names = NULL;
+  size_t nn = 0, nc = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (!is_statement_name(de->d_name)) continue;
+    if (nn == nc) {
+      nc = nc ? nc * 2 : 32;
+      char **x = realloc(names, nc * sizeof *x);
+      if (x == NULL) break;
+      names = x;
+    }
+    names[nn++] = strdup(de->d_name);
+  }
+  closedir(d);
+  for (size_t i = 1; i < nn; i++)
+    for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+      char *t = names[j];
+      names[j] = names[j - 1];
+      names[j - 1] = t;
+    }
+  for (size_t i = 0; i < nn; i++) {
+    if (names[i] == NULL) continue;
+    size_t k = 0;
+    while (k < set->n && strcmp(set->f[k].name, names[i]) != 0) k++;
+    if (k == set->n) {
+      printf("MISSING %s: recorded, not produced by the replay\n", names[i]);
+      diffs++;
+      free(names[i]);
+      continue;
+    }
+    seen[k] = true;
+    char path[PATH_MAX], *buf = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    int rc = read_whole(path, &buf, &len);
+    if (rc != 0) {
+      printf("UNREADABLE %s: %s\n", names[i], hg_strerror(rc));
+      diffs++;
+    } else if (len != set->f[k].len || memcmp(buf, set->f[k].data, len) != 0) {
+      print_line_diff(names[i], buf, len, set->f[k].data, set->f[k].len);
+      diffs++;
+    }
+    free(buf);
+    free(names[i]);
+  }
+  free(names);
+  for (size_t k = 0; k < set->n; k++) {
+    if (!seen[k]) {
+      printf("EXTRA %s: produced by the replay, not recorded\n", set->f[k].name);
+      diffs++;
+    }
+  }
+  free(seen);
+  return diffs;
+}
+
+/* --------------------------------------------------------- statement */
+
+static void statement_usage(FILE *o) {
+  fputs("usage: hgctl statement --data DIR --account A [--instrument I] [--format csv|json]\n"
+        "                       [capacities]\n"
+        "  Replays the data directory's journal (read-only) and prints account A's\n"
+        "  statement: every cash movement (deposits, withdrawals, variation margin,\n"
+        "  final settlement, fees), oldest first, with the balance after each; only\n"
+        "  those of instrument I with --instrument. CSV (default) or JSON.\n" CAPS_HELP,
+        o);
+}
+
+int hgctl_statement(int argc, char **argv) {
+  const char *data = NULL, *acct_s = NULL, *inst_s = NULL, *fmt = NULL, *mi = NULL, *ma = NULL,
+             *mo = NULL;
+  const opt_t opts[] = {{"--data", &data, NULL},
+                        {"--account", &acct_s, NULL},
+                        {"--instrument", &inst_s, NULL},
+                        {"--format", &fmt, NULL},
+                        {"--max-instruments", &mi, NULL},
+                        {"--max-accounts", &ma, NULL},
+                        {"--max-book-orders", &mo, NULL}};
+  int rc = parse_opts("statement", argc, argv, opts, 7, statement_usage);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  if (!data || !acct_s) {
+    fprintf(stderr, "hgctl statement: missing %s\n", !data ? "--data" : "--account");
+    statement_usage(stderr);
+    return EXIT_USAGE;
+  }
+  int64_t acct, inst = HG_CLR_NO_INSTRUMENT;
+  if (!parse_i64(acct_s, 1, UINT32_MAX, &acct)) {
+    fprintf(stderr, "hgctl statement: --account '%s' must be an account id >= 1\n", acct_s);
+    return EXIT_USAGE;
+  }
+  if (inst_s && !parse_i64(inst_s, 1, UINT32_MAX - 1, &inst)) {
+    fprintf(stderr, "hgctl statement: --instrument '%s' must be an instrument id >= 1\n", inst_s);
+    return EXIT_USAGE;
+  }
+  bool json = false;
+  if (fmt && strcmp(fmt, "json") == 0) json = true;
+  else if (fmt && strcmp(fmt, "csv") != 0) {
+    fprintf(stderr, "hgctl statement: --format must be csv or json\n");
+    return EXIT_USAGE;
+  }
+  replay_t rp;
+  replay_init(&rp);
+  rp.data_dir = data;
+  if ((rc = parse_caps("statement", mi, ma, mo, &rp.xcfg)) != 0) return rc;
+  int status = EXIT_INPUT;
+  if (replay_run(&rp, false) != 0) goto out;
+  const hg_clearing_t *c = ledger_of(&rp);
+  hg_clearing_account_info_t ai;
+  if (hg_clearing_account_info(c, (hg_account_t)acct, &ai) != 0) {
+    fprintf(stderr, "hgctl statement: account %" PRId64 " does not exist in %s (replayed to seq %" PRIu64 ")\n",
+            acct, data, hg_exchange_last_seq(rp.ex));
+    goto out;
+  }
+  rc = json ? hg_clearing_statement_json_file(c, (hg_account_t)acct, (uint32_t)inst, stdout)
+            : hg_clearing_statement_csv_file(c, (hg_account_t)acct, (uint32_t)inst, stdout);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl statement: %s\n", hg_strerror(rc));
+    goto out;
+  }
+  status = fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+out:
+  replay_dispose(&rp);
+  return status;
+}
+
+/* ------------------------------------------------------------ replay */
+
+static void replay_usage(FILE *o) {
+  fputs("usage: hgctl replay --data DIR [--out DIR] [--expect DIR] [--fills FILE.csv]\n"
+        "                    [--fsp INSTRUMENT=TICKS[,INSTRUMENT=TICKS...]] [--quiet]\n"
+        "                    [capacities]\n"
+        "  Replays DIR's journal from an empty exchange, read-only, and prints:\n"
+        "    dsp seq=S day=D instrument=I price=P tier=T   each daily settlement price\n"
+        "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
+        "    cycle seq=S <what> hash=H   after every settlement cycle (end of session,\n"
+        "                                daily settlement, expiry)\n"
+        "    positions checked=N         positions from the fills equal the clearing's\n"
+        "    snapshot seq=S hash=H matches|MISMATCH   the newest snapshot in DIR/state\n"
+        "    end seq=S commands=N fills=F rejects=R cycles=C hash=H\n"
+        "  --out DIR      writes every statement: account-<A>.csv/.json (all entries)\n"
+        "                 and account-<A>-instrument-<I>.csv/.json (per contract);\n"
+        "                 DIR must not be inside the data directory\n"
+        "  --expect DIR   compares them with recorded statement files of those names:\n"
+        "                 prints DIFF/MISSING/EXTRA lines, exit 1 if any\n"
+        "  --fills FILE   writes every fill: seq,instrument,price,qty,buyer,seller,\n"
+        "                 buyer_position,seller_position (positions after the fill)\n"
+        "  --fsp I=P      what-if: instrument I's final settlement paid at P ticks\n"
+        "                 instead (later commands replay as journaled)\n"
+        "  --fixings FILE --index GPU.GRADE   what-if: the index's fixings of the days\n"
+        "                 in FILE (header day,value,status; value in USD per GPU-hour,\n"
+        "                 status FINAL, PROVISIONAL or NO_FIX with an empty value)\n"
+        "                 replace the journaled ones: a day's first journaled fixing\n"
+        "                 command becomes PUBLISH_FIXING of the file's value, its second\n"
+        "                 FINALIZE_FIXING if the file says FINAL, others are dropped\n"
+        "                 (all of them for NO_FIX); same seqs. The snapshot is not\n"
+        "                 compared. Nothing is written unless --out is given.\n"
+        "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n" CAPS_HELP,
+        o);
+}
+
+static int parse_fsp_list(const char *s, replay_t *rp) {
+  size_t n = 1;
+  for (const char *p = s; *p; p++) n += *p == ',';
+  rp->fsp = calloc(n, sizeof *rp->fsp);
+  if (rp->fsp == NULL) return -ENOMEM;
+  const char *p = s;
+  for (size_t k = 0; k < n; k++) {
+    char item[64];
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == 0 || len >= sizeof item) return HG_EPARSE;
+    memcpy(item, p, len);
+    item[len] = '\0';
+    char *eq = strchr(item, '=');
+    if (eq == NULL) return HG_EPARSE;
+    *eq = '\0';
+    int64_t id, px;
+    if (!parse_i64(item, 1, UINT32_MAX - 1, &id) || !parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px))
+      return HG_EPARSE;
+    for (size_t j = 0; j < rp->n_fsp; j++)
+      if (rp->fsp[j].instrument == (uint32_t)id) return HG_EPARSE;
+    rp->fsp[rp->n_fsp].instrument = (uint32_t)id;
+    rp->fsp[rp->n_fsp].fsp = px;
+    rp->n_fsp++;
+    p = c ? c + 1 : p + len;
+  }
+  return 0;
+}
+
+int hgctl_replay(int argc, char **argv) {
+  const char *data = NULL, *out_dir = NULL, *expect = NULL, *fills = NULL, *fsp = NULL,
+             *mi = NULL, *ma = NULL, *mo = NULL, *fixings = NULL, *index = NULL;
+  bool quiet = false;
+  const opt_t opts[] = {{"--data", &data, NULL},
+                        {"--out", &out_dir, NULL},
+                        {"--expect", &expect, NULL},
+                        {"--fills", &fills, NULL},
+                        {"--fsp", &fsp, NULL},
+                        {"--fixings", &fixings, NULL},
+                        {"--index", &index, NULL},
+                        {"--quiet", NULL, &quiet},
+                        {"--max-instruments", &mi, NULL},
+                        {"--max-accounts", &ma, NULL},
+                        {"--max-book-orders", &mo, NULL}};
+  int rc = parse_opts("replay", argc, argv, opts, 11, replay_usage);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  if (!data) {
+    fprintf(stderr, "hgctl replay: missing --data\n");
+    replay_usage(stderr);
+    return EXIT_USAGE;
+  }
+  replay_t rp;
+  replay_init(&rp);
+  rp.data_dir = data;
+  rp.out = quiet ? NULL : stdout;
+  if ((rc = parse_caps("replay", mi, ma, mo, &rp.xcfg)) != 0) return rc;
+  int status = EXIT_INPUT;
+  stmt_set_t set = {0};
+  if (fsp && parse_fsp_list(fsp, &rp) != 0) {
+    fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=TICKS[,...] with distinct ids >= 1 "
+                    "and 1 <= TICKS <= %" PRId64 "\n", HG_CLR_PRICE_MAX);
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if ((fixings == NULL) != (index == NULL)) {
+    fprintf(stderr, "hgctl replay: --fixings and --index go together\n");
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if (fixings) {
+    const char *dot = strchr(index, '.');
+    size_t gl = dot ? (size_t)(dot - index) : 0;
+    if (dot == NULL || gl == 0 || gl >= sizeof rp.wf_gpu || strlen(dot + 1) == 0 ||
+        strlen(dot + 1) >= sizeof rp.wf_grade) {
+      fprintf(stderr, "hgctl replay: --index must be GPU.GRADE, e.g. B200.A\n");
+      status = EXIT_USAGE;
+      goto out;
+    }
+    memcpy(rp.wf_gpu, index, gl);
+    snprintf(rp.wf_grade, sizeof rp.wf_grade, "%s", dot + 1);
+    if (load_series("fixings", fixings, true, &rp.wf, &rp.n_wf) != 0) goto out;
+    rp.wf_used = calloc(rp.n_wf, 1);
+    if (rp.wf_used == NULL) goto out;
+  }
+  /* Refuse an output directory inside the live data before replaying. */
+  if (out_dir) {
+    struct stat st;
+    if (stat(out_dir, &st) == 0 && path_inside(out_dir, data)) {
+      fprintf(stderr, "hgctl replay: --out %s is inside the data directory %s; refusing to write "
+                      "there\n", out_dir, data);
+      status = EXIT_USAGE;
+      goto out;
+    }
+  }
+  if (fills) {
+    rp.fills = fopen(fills, "w");
+    if (rp.fills == NULL) {
+      fprintf(stderr, "hgctl replay: cannot write %s: %s\n", fills, strerror(errno));
+      goto out;
+    }
+    fputs("seq,instrument,price,qty,buyer,seller,buyer_position,seller_position\n", rp.fills);
+  }
+  /* A what-if state differs from the snapshot's by design: not compared. */
+  if (rp.out && rp.n_wf) fprintf(rp.out, "what-if fixings of %s from %s: snapshot not compared\n",
+                                 index, fixings);
+  if (replay_run(&rp, rp.n_wf == 0) != 0) goto out;
+  bool ok = rp.snap != 3;
+  if (out_dir || expect || rp.n_fsp || rp.n_wf) {
+    if ((rc = build_statements(&rp, &set)) != 0) {
+      if (rc != HG_ENOTFOUND) fprintf(stderr, "hgctl replay: statements: %s\n", hg_strerror(rc));
+      goto out;
+    }
+  }
+  if (out_dir) {
+    if (mkdir(out_dir, 0755) == 0 || errno == EEXIST) {
+      if (path_inside(out_dir, data)) {
+        fprintf(stderr, "hgctl replay: --out %s is inside the data directory; refusing\n", out_dir);
+        goto out;
+      }
+    }
+    if (write_statements(&set, out_dir) != 0) goto out;
+    if (rp.out) fprintf(rp.out, "statements %zu files written to %s\n", set.n, out_dir);
+  }
+  if (expect) {
+    long d = compare_statements(&set, expect);
+    if (d < 0) goto out;
+    printf("statements compared with %s: %ld difference(s)\n", expect, d);
+    if (d > 0) ok = false;
+  }
+  status = ok ? 0 : EXIT_INPUT;
+out:
+  if (rp.fills && fclose(rp.fills) != 0) status = EXIT_INPUT;
+  stmt_set_free(&set);
+  free(rp.fsp);
+  replay_dispose(&rp);
+  if (fflush(stdout) != 0) status = EXIT_INPUT;
+  return status;
+}
