@@ -14,8 +14,9 @@
  *
  * Position records come from one pool (free list) sized by max_positions; a
  * record is created by the pre-trade check or the first open/fill of an
- * (account, instrument) pair and lives until its instrument is removed after
- * final settlement. Fills keep per record sum q and sum q*p (__int128) since
+ * (account, instrument) pair; the daily cycle returns records that hold
+ * nothing (no position, no open quantity) to the pool, and removing a settled
+ * instrument frees all of its records. Fills keep per record sum q and sum q*p (__int128) since
  * the last daily cycle, which is all variation margin needs.
  *
  * The ledger is an append-only array of entries, each chained to the next
@@ -42,20 +43,29 @@ static uint64_t mix64(uint64_t x) {
   return x;
 }
 
+/* Writes one byte per page so that the kernel maps every page now, at
+ * create, and never later on the order path (a first-touch page fault is
+ * kernel work per message). volatile: the stores must happen although the
+ * memory is already zero. */
+static void prefault(void *p, size_t n) {
+  volatile unsigned char *b = p;
+  for (size_t i = 0; i < n; i += 4096) b[i] = 0;
+}
+
 static int map_init(map_t *m, uint64_t capacity) {
   uint64_t n = 8;
   while (n < capacity * 2) n <<= 1;
-  m->slots = malloc(n * sizeof *m->slots);
+  m->slots = calloc(n, sizeof *m->slots); /* all zero = empty */
   if (m->slots == NULL) return -ENOMEM;
-  for (uint64_t i = 0; i < n; i++) m->slots[i].val = NIL32;
+  prefault(m->slots, n * sizeof *m->slots);
   m->mask = n - 1;
   return 0;
 }
 
 static uint32_t map_get(const map_t *m, uint64_t key) {
   for (uint64_t i = mix64(key) & m->mask;; i = (i + 1) & m->mask) {
-    if (m->slots[i].val == NIL32) return NIL32;
-    if (m->slots[i].key == key) return m->slots[i].val;
+    if (m->slots[i].val == 0) return NIL32;
+    if (m->slots[i].key == key) return m->slots[i].val - 1;
   }
 }
 
@@ -63,19 +73,19 @@ static uint32_t map_get(const map_t *m, uint64_t key) {
  * at most half the table). */
 static void map_put(map_t *m, uint64_t key, uint32_t val) {
   uint64_t i = mix64(key) & m->mask;
-  while (m->slots[i].val != NIL32) i = (i + 1) & m->mask;
+  while (m->slots[i].val != 0) i = (i + 1) & m->mask;
   m->slots[i].key = key;
-  m->slots[i].val = val;
+  m->slots[i].val = val + 1;
 }
 
 static void map_del(map_t *m, uint64_t key) {
   uint64_t i = mix64(key) & m->mask;
-  while (m->slots[i].val != NIL32 && m->slots[i].key != key) i = (i + 1) & m->mask;
-  if (m->slots[i].val == NIL32) return;
+  while (m->slots[i].val != 0 && m->slots[i].key != key) i = (i + 1) & m->mask;
+  if (m->slots[i].val == 0) return;
   /* Backward shift: pull later members of the probe run into the hole when
    * their home slot does not lie cyclically in (hole, j]. */
   uint64_t hole = i;
-  for (uint64_t j = (i + 1) & m->mask; m->slots[j].val != NIL32; j = (j + 1) & m->mask) {
+  for (uint64_t j = (i + 1) & m->mask; m->slots[j].val != 0; j = (j + 1) & m->mask) {
     uint64_t home = mix64(m->slots[j].key) & m->mask;
     int in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
     if (!in_range) {
@@ -83,7 +93,7 @@ static void map_del(map_t *m, uint64_t key) {
       hole = j;
     }
   }
-  m->slots[hole].val = NIL32;
+  m->slots[hole].val = 0;
 }
 
 /* ------------------------------------------------------------- helpers -- */
@@ -112,14 +122,23 @@ static uint32_t rec_free_count(const hg_clearing_t *c) {
   return c->cfg.max_positions - c->nrec_used;
 }
 
+uint32_t hg_clr__rec_find(const hg_clearing_t *c, uint32_t acct, uint32_t inst) {
+  return rec_find(c, acct, inst);
+}
+
 /* Returns the record of (acct, inst), creating it; NIL32 if the pool is full. */
-static uint32_t rec_get_or_create(hg_clearing_t *c, uint32_t acct, uint32_t inst) {
+uint32_t hg_clr__rec_get_or_create(hg_clearing_t *c, uint32_t acct, uint32_t inst) {
   uint32_t r = rec_find(c, acct, inst);
   if (r != NIL32) return r;
-  if (c->rec_free == NIL32) return NIL32;
-  r = c->rec_free;
+  if (c->rec_free != NIL32) {
+    r = c->rec_free;
+    c->rec_free = c->recs[r].a_next;
+  } else if (c->rec_hw < c->cfg.max_positions) {
+    r = c->rec_hw++; /* never used before: no free list to pre-link at create */
+  } else {
+    return NIL32;
+  }
   posrec_t *p = &c->recs[r];
-  c->rec_free = p->a_next;
   memset(p, 0, sizeof *p);
   p->acct = acct;
   p->inst = inst;
@@ -140,25 +159,42 @@ static uint32_t rec_get_or_create(hg_clearing_t *c, uint32_t acct, uint32_t inst
   return r;
 }
 
+/* Unlinks record r (whose predecessor in its instrument's list is prev, NIL32
+ * if r is the head) from both lists and the map, and returns it to the pool. */
+static void rec_release(hg_clearing_t *c, uint32_t prev, uint32_t r) {
+  posrec_t *p = &c->recs[r];
+  account_t *a = &c->accounts[p->acct];
+  instrument_t *in = &c->insts[p->inst];
+  if (p->a_prev != NIL32) c->recs[p->a_prev].a_next = p->a_next;
+  else a->rec_head = p->a_next;
+  if (p->a_next != NIL32) c->recs[p->a_next].a_prev = p->a_prev;
+  else a->rec_tail = p->a_prev;
+  a->nrec--;
+  if (prev != NIL32) c->recs[prev].i_next = p->i_next;
+  else in->rec_head = p->i_next;
+  if (in->rec_tail == r) in->rec_tail = prev;
+  map_del(&c->rec_map, rec_key(p->acct, p->inst));
+  p->a_next = c->rec_free;
+  c->rec_free = r;
+  c->nrec_used--;
+}
+
 void hg_clr__rec_free_instrument(hg_clearing_t *c, uint32_t inst_slot) {
-  instrument_t *in = &c->insts[inst_slot];
-  uint32_t r = in->rec_head;
-  while (r != NIL32) {
-    posrec_t *p = &c->recs[r];
+  while (c->insts[inst_slot].rec_head != NIL32)
+    rec_release(c, NIL32, c->insts[inst_slot].rec_head);
+}
+
+void hg_clr__rec_sweep(hg_clearing_t *c, uint32_t inst_slot) {
+  uint32_t prev = NIL32;
+  for (uint32_t r = c->insts[inst_slot].rec_head; r != NIL32;) {
+    const posrec_t *p = &c->recs[r];
     uint32_t next = p->i_next;
-    account_t *a = &c->accounts[p->acct];
-    if (p->a_prev != NIL32) c->recs[p->a_prev].a_next = p->a_next;
-    else a->rec_head = p->a_next;
-    if (p->a_next != NIL32) c->recs[p->a_next].a_prev = p->a_prev;
-    else a->rec_tail = p->a_prev;
-    a->nrec--;
-    map_del(&c->rec_map, rec_key(p->acct, p->inst));
-    p->a_next = c->rec_free;
-    c->rec_free = r;
-    c->nrec_used--;
+    if (p->pos == 0 && p->pos_prev == 0 && p->open_buy == 0 && p->open_sell == 0 && !p->fills)
+      rec_release(c, prev, r);
+    else
+      prev = r;
     r = next;
   }
-  in->rec_head = in->rec_tail = NIL32;
 }
 
 /* Reference price in ticks: last DSP, else the group's latest fixing rounded
@@ -248,13 +284,14 @@ int hg_clearing_create(const hg_clearing_config_t *cfg, hg_clearing_t **out) {
       (rc = map_init(&c->rec_map, cfg->max_positions)) < 0)
     goto fail;
   c->ledger_cap = cfg->ledger_initial;
+  prefault(c->accounts, cfg->max_accounts * sizeof *c->accounts);
+  prefault(c->recs, cfg->max_positions * sizeof *c->recs);
   /* free stack pops the lowest slot first */
   for (uint32_t i = 0; i < cfg->max_instruments; i++)
     c->inst_free[i] = cfg->max_instruments - 1 - i;
   c->ninst_free = cfg->max_instruments;
-  for (uint32_t i = 0; i < cfg->max_positions; i++)
-    c->recs[i].a_next = i + 1 < cfg->max_positions ? i + 1 : NIL32;
-  c->rec_free = 0;
+  c->rec_free = NIL32;
+  c->rec_hw = 0;
   *out = c;
   return 0;
 fail:
@@ -322,6 +359,7 @@ void hg_clr__post(hg_clearing_t *c, uint32_t acct, uint32_t kind, uint32_t instr
                              .price = price,
                              .qty = qty};
   l->next_same = NIL64;
+  l->acct = acct;
   if (a->led_last != NIL64) c->ledger[a->led_last].next_same = idx;
   else a->led_first = idx;
   a->led_last = idx;
@@ -515,6 +553,17 @@ int hg_clearing_withdraw(hg_clearing_t *c, hg_account_t id, int64_t amount, uint
 
 /* -------------------------------------------------------- instruments -- */
 
+uint32_t hg_clr__group_slot(const hg_clearing_t *c, uint32_t id) {
+  return map_get(&c->group_map, id);
+}
+
+uint32_t hg_clr__group_add(hg_clearing_t *c, uint32_t id) {
+  uint32_t g = c->ngroups++;
+  c->groups[g] = (group_t){.id = id};
+  map_put(&c->group_map, id, g);
+  return g;
+}
+
 int hg_clearing_instrument_add(hg_clearing_t *c, const hg_clearing_instrument_t *d) {
   if (d == NULL || d->month < 1 || d->month > 12 || d->tick_value < 0 ||
       d->tick_value > HG_CLR_TICK_VALUE_MAX || d->last_dsp < 0 ||
@@ -525,9 +574,7 @@ int hg_clearing_instrument_add(hg_clearing_t *c, const hg_clearing_instrument_t 
   uint32_t g = map_get(&c->group_map, d->group_id);
   if (g == NIL32) {
     if (c->ngroups == c->cfg.max_groups) return HG_EFULL;
-    g = c->ngroups++;
-    c->groups[g] = (group_t){.id = d->group_id};
-    map_put(&c->group_map, d->group_id, g);
+    g = hg_clr__group_add(c, d->group_id);
   }
   uint32_t s = c->inst_free[--c->ninst_free];
   instrument_t *in = &c->insts[s];
@@ -695,7 +742,7 @@ int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t ins
     res->reason = HG_CLR_REJ_INSUFFICIENT_MARGIN;
     return 0;
   }
-  if (r == NIL32 && rec_get_or_create(c, s, is) == NIL32) {
+  if (r == NIL32 && hg_clr__rec_get_or_create(c, s, is) == NIL32) {
     res->reason = HG_CLR_REJ_POSITIONS_FULL;
     return 0;
   }
@@ -722,7 +769,7 @@ int hg_clearing_open_add(hg_clearing_t *c, hg_account_t account, uint32_t instru
   int64_t cur = 0;
   if (r != NIL32) cur = side == HG_CLR_BUY ? c->recs[r].open_buy : c->recs[r].open_sell;
   if (cur + qty > HG_CLR_QTY_MAX) return HG_EOVERFLOW;
-  if (r == NIL32 && (r = rec_get_or_create(c, s, is)) == NIL32) return HG_EFULL;
+  if (r == NIL32 && (r = hg_clr__rec_get_or_create(c, s, is)) == NIL32) return HG_EFULL;
   if (side == HG_CLR_BUY) c->recs[r].open_buy += qty;
   else c->recs[r].open_sell += qty;
   return 0;
@@ -771,8 +818,8 @@ int hg_clearing_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
   int64_t wq = in->win_day == day ? in->win_q : 0;
   if (in_window && wq > INT64_MAX - qty) return HG_EOVERFLOW;
 
-  br = rec_get_or_create(c, bs, is);
-  sr = rec_get_or_create(c, ss, is);
+  br = hg_clr__rec_get_or_create(c, bs, is);
+  sr = hg_clr__rec_get_or_create(c, ss, is);
   i128 qp = (i128)qty * price;
   posrec_t *b = &c->recs[br], *sl = &c->recs[sr];
   b->pos += qty;

@@ -20,7 +20,7 @@ typedef __int128 i128;
  * Sized at create to at least twice its capacity; never grows. */
 typedef struct map_slot {
   uint64_t key;
-  uint32_t val; /* NIL32 = empty */
+  uint32_t val; /* value + 1; 0 = empty, so a calloc'ed table is empty */
 } map_slot_t;
 
 typedef struct map {
@@ -54,6 +54,7 @@ typedef struct account {
   uint32_t nrec;
   uint64_t led_first, led_last; /* this account's ledger chain */
   i128 scratch;                 /* pending cash during cycle checks */
+  uint64_t mark;                /* == mark_gen: already listed by the current scan */
 } account_t;
 
 typedef struct instrument {
@@ -80,6 +81,7 @@ typedef struct group {
 typedef struct ledger_rec {
   hg_ledger_entry_t e;
   uint64_t next_same; /* next entry of the same account, NIL64 = last */
+  uint32_t acct;      /* account slot */
 } ledger_rec_t;
 
 struct hg_clearing {
@@ -106,6 +108,7 @@ struct hg_clearing {
 
   posrec_t *recs;
   uint32_t rec_free;  /* free list through a_next */
+  uint32_t rec_hw;    /* records [rec_hw, max_positions) were never used */
   uint32_t nrec_used;
   map_t rec_map;      /* (acct slot << 32 | inst slot) -> record */
 
@@ -122,6 +125,7 @@ struct hg_clearing {
   uint64_t ledger_len, ledger_cap;
 
   int64_t tot_deposits, tot_withdrawals, tot_fees;
+  uint64_t mark_gen;
 };
 
 /* clearing.c helpers used by settle.c */
@@ -132,6 +136,15 @@ int hg_clr__ledger_reserve(hg_clearing_t *c, uint64_t n);
 void hg_clr__post(hg_clearing_t *c, uint32_t acct, uint32_t kind, uint32_t instrument,
                   int64_t amount, hg_price_t price, int64_t qty, uint64_t seq, uint64_t ts);
 int64_t hg_clr__tv(const hg_clearing_t *c, const instrument_t *in);
+uint32_t hg_clr__group_slot(const hg_clearing_t *c, uint32_t id);
+/* Adds group id (absent, with room) and returns its slot. */
+uint32_t hg_clr__group_add(hg_clearing_t *c, uint32_t id);
+uint32_t hg_clr__rec_find(const hg_clearing_t *c, uint32_t acct, uint32_t inst);
+/* Returns the record of (acct, inst), creating it; NIL32 if the pool is full. */
+uint32_t hg_clr__rec_get_or_create(hg_clearing_t *c, uint32_t acct, uint32_t inst);
 void hg_clr__rec_free_instrument(hg_clearing_t *c, uint32_t inst_slot);
+/* Frees the instrument's records that hold nothing: no position now or at the
+ * last cycle, no open quantity, no fills since the last cycle. */
+void hg_clr__rec_sweep(hg_clearing_t *c, uint32_t inst_slot);
 
 #endif

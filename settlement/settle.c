@@ -170,6 +170,7 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
       p->day_qp = 0;
       p->fills = 0;
     }
+    hg_clr__rec_sweep(c, s);
     in->def.last_dsp = d;
     in->dsp_tier = c->cyc_tier[s];
     in->win_day = NIL64;
@@ -243,7 +244,6 @@ int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t f
   if (in->settled || in->def.last_dsp == 0) return HG_ESTATE;
   hg_price_t dsp = in->def.last_dsp;
   int64_t tv = hg_clr__tv(c, in);
-  clear_acct_scratch(c);
   i128 sum = 0;
   uint64_t entries = 0;
   for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
@@ -252,13 +252,13 @@ int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t f
     if (p->pos == 0) continue;
     i128 pay = (i128)p->pos * (fsp - dsp) * tv;
     if (!fits64(pay)) return HG_EOVERFLOW;
+    /* one record per (account, instrument): each balance moves once */
+    if (!fits64((i128)c->accounts[p->acct].balance + pay)) return HG_EOVERFLOW;
     p->scratch = (int64_t)pay;
-    c->accounts[p->acct].scratch += pay;
     sum += pay;
     entries++;
   }
   if (sum != 0) return HG_ECORRUPT;
-  if (!balances_fit(c)) return HG_EOVERFLOW;
   int rc = hg_clr__ledger_reserve(c, entries);
   if (rc < 0) return rc;
   for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
@@ -359,6 +359,24 @@ static int statement(const hg_clearing_t *c, hg_account_t account, uint32_t inst
     else return HG_EOVERFLOW;
   }
   return w->err;
+}
+
+int hg_clearing_statement_accounts(hg_clearing_t *c, uint32_t instrument, hg_account_t *out,
+                                   size_t cap, size_t *n) {
+  if (n == NULL || (out == NULL && cap > 0)) return HG_EINVAL;
+  uint64_t gen = ++c->mark_gen; /* marks of earlier scans are all smaller */
+  size_t count = 0;
+  for (uint64_t i = 0; i < c->ledger_len; i++) {
+    const ledger_rec_t *l = &c->ledger[i];
+    if (l->e.instrument != instrument) continue;
+    account_t *a = &c->accounts[l->acct];
+    if (a->mark == gen) continue;
+    a->mark = gen;
+    if (count < cap) out[count] = a->id;
+    count++;
+  }
+  *n = count;
+  return count > cap ? HG_ERANGE : 0;
 }
 
 static int statement_buf(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,

@@ -391,6 +391,51 @@ static void withdrawal_respects_margin(void **state) {
   hg_clearing_destroy(c);
 }
 
+/* Records are created and freed (daily-cycle sweep) many times in a tiny
+ * pool whose id map has 16 slots, so lookups cross deletions constantly. The
+ * model: open buy quantity per (account, instrument). */
+static void record_churn_keeps_lookups_right(void **state) {
+  (void)state;
+  hg_clearing_config_t cfg;
+  hg_clearing_config_default(&cfg);
+  cfg.max_accounts = 4;
+  cfg.max_instruments = 2;
+  cfg.max_positions = 8;
+  hg_clearing_t *c = NULL;
+  assert_int_equal(hg_clearing_create(&cfg, &c), 0);
+  for (uint32_t i = 0; i < 2; i++) {
+    hg_clearing_instrument_t in = {.id = 40 + i, .group_id = 1, .year = 2027, .month = 3,
+                                   .last_dsp = 2000};
+    assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
+  }
+  for (uint32_t a = 0; a < 4; a++) assert_int_equal(hg_clearing_account_add(c, 500 + a * 97, 1), 0);
+  int64_t model[4][2] = {{0}};
+  uint64_t x = 88172645463325252ull;
+  for (int step = 0; step < 20000; step++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    uint32_t a = (uint32_t)(x % 4), i = (uint32_t)((x >> 8) % 2);
+    hg_account_t id = 500 + a * 97;
+    if ((x >> 16) % 5 == 0) {
+      assert_int_equal(hg_clearing_daily_cycle(c, (uint64_t)step, 0, NULL, 0, NULL), 0);
+    } else if (model[a][i] > 0 && (x >> 20) % 2) {
+      assert_int_equal(hg_clearing_open_remove(c, id, 40 + i, HG_CLR_BUY, model[a][i]), 0);
+      model[a][i] = 0;
+    } else {
+      assert_int_equal(hg_clearing_open_add(c, id, 40 + i, HG_CLR_BUY, 1), 0);
+      model[a][i]++;
+    }
+    for (uint32_t b = 0; b < 4; b++)
+      for (uint32_t j = 0; j < 2; j++) {
+        hg_clearing_position_t p;
+        assert_int_equal(hg_clearing_position(c, 500 + b * 97, 40 + j, &p), 0);
+        assert_int_equal(p.open_buy, model[b][j]);
+      }
+  }
+  hg_clearing_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_is_validated),
@@ -405,6 +450,7 @@ int main(void) {
       cmocka_unit_test(order_checks_band_and_size),
       cmocka_unit_test(position_limits_count_the_worst_case),
       cmocka_unit_test(withdrawal_respects_margin),
+      cmocka_unit_test(record_churn_keeps_lookups_right),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,7 +28,9 @@
  * hg_clearing_fsp, hg_clearing_reject_str) may be called from any thread.
  *
  * Memory. hg_clearing_create() allocates the account, instrument, firm,
- * product-group and position tables and the ledger's initial capacity. The
+ * product-group and position tables and the ledger's initial capacity, and
+ * touches every page of the account and position tables and the id maps so
+ * that no page fault happens later on the order path. The
  * order path (hg_clearing_check_order, hg_clearing_open_add/_remove,
  * hg_clearing_fill) never allocates: position records come from a pool sized
  * at create and an exhausted pool is a clean reject/error. Only calls that
@@ -392,7 +394,8 @@ typedef struct hg_clearing_cycle_report {
  * HG_LEDGER_VM entry (possibly of amount 0) of
  *   VM = TV * (pos_prev * (DSP_t - DSP_{t-1}) + sum_q * DSP_t - sum_qp)
  * which equals the contract's formula exactly; then pos_prev = pos, today's
- * sums reset, last DSP = DSP_t. Checks that VM sums to exactly zero per
+ * sums reset, last DSP = DSP_t; records that then hold nothing (no
+ * position, no open quantity) return to the pool. Checks that VM sums to exactly zero per
  * instrument before changing anything: HG_ECORRUPT otherwise (never
  * expected). Other errors, all leaving the state unchanged: HG_EINVAL (tops
  * names an unknown instrument, or bad prices), HG_EOVERFLOW, HG_EFULL or
@@ -447,8 +450,8 @@ int hg_clearing_fsp(unsigned year, unsigned month, const hg_clearing_fixing_t *f
  * last trading day first) and no open orders: HG_ESTATE otherwise, or if
  * already settled. HG_ECORRUPT if the payments do not sum to zero (never
  * expected). HG_ENOTFOUND, HG_EINVAL, HG_EOVERFLOW, HG_EFULL, -ENOMEM. All
- * errors leave the state unchanged. The position records stay (zero) until
- * hg_clearing_instrument_remove.
+ * errors leave the state unchanged. The (now empty) position records stay
+ * until hg_clearing_instrument_remove or the next daily cycle.
  */
 int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t fsp,
                              uint64_t seq, uint64_t ts);
@@ -514,6 +517,51 @@ int hg_clearing_statement_csv_file(const hg_clearing_t *c, hg_account_t account,
                                    uint32_t instrument, FILE *f);
 int hg_clearing_statement_json_file(const hg_clearing_t *c, hg_account_t account,
                                     uint32_t instrument, FILE *f);
+
+/*
+ * The accounts that get a statement for instrument: every account with at
+ * least one ledger entry naming it (VM, FINAL or fee; flat accounts that
+ * traded it earlier included), in the order of their first such entry.
+ * Writes at most cap ids to out (NULL with cap 0 to count) and sets *n to the
+ * full count: 0, or HG_ERANGE if cap < *n. HG_EINVAL. O(ledger size); not
+ * for the order path.
+ */
+int hg_clearing_statement_accounts(hg_clearing_t *c, uint32_t instrument, hg_account_t *out,
+                                   size_t cap, size_t *n);
+
+/* ------------------------------------------------------------------------ */
+/* Snapshot                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Receives the next len bytes of a serialization; returns 0 or a negative
+ * code, which stops the serialization and is returned by it. */
+typedef int (*hg_clearing_write_fn)(void *ctx, const void *data, size_t len);
+
+/*
+ * Writes the whole clearing state (configuration, accounts, product groups
+ * and their fixings, instruments with DSP state, VWAP-window sums and every
+ * position record, and the whole ledger) as a canonical little-endian byte
+ * string through write, in chunks of at most 4 KiB: the same state always
+ * gives the same bytes, so the stream can feed a state hash. Returns 0, the
+ * first negative value write returned, HG_EINVAL or -ENOMEM (a 4 KiB staging
+ * buffer). Does not change the state.
+ */
+int hg_clearing_serialize(const hg_clearing_t *c, hg_clearing_write_fn write, void *ctx);
+
+/*
+ * Rebuilds a clearing state from a serialization (data, len). Everything is
+ * checked: HG_ECORRUPT for any malformed, truncated or inconsistent input
+ * (trailing bytes, unknown ids, out-of-range values, positions or today's
+ * sums not adding up to zero per instrument, ledger balances that do not
+ * replay), HG_EVERSION for another format version, -ENOMEM. On failure
+ * nothing is allocated and *out is untouched. Capacities come from the
+ * serialized configuration and are allocated and touched as by
+ * hg_clearing_create (the ledger is sized from the entries present): verify
+ * the blob's integrity (checksum) before restoring it, since a corrupted
+ * capacity can ask for a large allocation.
+ * Serializing the restored state gives the same bytes.
+ */
+int hg_clearing_restore(const void *data, size_t len, hg_clearing_t **out);
 
 #ifdef __cplusplus
 }

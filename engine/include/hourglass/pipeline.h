@@ -1,0 +1,179 @@
+/*
+ * hourglass/pipeline.h - the exchange core: sequencer, journal writer, state
+ * machine, snapshots and crash recovery, wired together with lock-free rings.
+ *
+ *   producers --hg_pipeline_submit()--> inbound MPSC ring
+ *     engine thread: stamps seq + ts, encodes the command, hands the record
+ *     to the journal thread (SPSC ring), applies it to the state machine and
+ *     stages its events
+ *     journal thread: group commit (hg_journal), advances durable_seq, wakes
+ *     the engine thread
+ *     engine thread: releases staged events of commands <= durable_seq into
+ *     the outbound SPSC ring
+ *   consumer <--hg_pipeline_poll()-- outbound SPSC ring
+ *
+ * Durability. By default (HG_DURABILITY_DURABLE) no event of command N leaves
+ * the pipeline before the journal is durable up to N, so anything a client
+ * was told survives a crash. HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE releases
+ * events as soon as the state machine produced them: a crash may then lose
+ * commands whose results were already reported. Use it only if you accept
+ * that risk (for example a throwaway test market); the name says so on
+ * purpose.
+ *
+ * Recovery (hg_pipeline_open). The data directory holds `journal/` (segments,
+ * hourglass/journal.h) and `state/` (LMDB, hourglass/store.h). Open loads the
+ * latest snapshot, replays the journal after the snapshot's seq, and checks
+ * that the journal continues exactly where the replay stopped. The state
+ * hash after open equals that of a replay of the whole journal from an empty
+ * exchange. Snapshots are taken every snapshot_every commands on the engine
+ * thread (a serialization into a reusable buffer) and written to LMDB by a
+ * snapshot thread once the journal is durable past their seq, so a snapshot
+ * never holds a command the journal could lose. A final snapshot is written
+ * by hg_pipeline_stop().
+ *
+ * Journal failure. When the journal fails (EIO, ENOSPC, a short write) intake
+ * stops for good: hg_pipeline_submit() returns HG_EUNAVAIL, commands already
+ * queued come back as HG_PIPE_UNAVAILABLE records, and no event of a command
+ * that is not durable is ever released. Restart after fixing the disk;
+ * recovery keeps exactly the durable prefix.
+ *
+ * Threads. hg_pipeline_open/start/stop/close and the state queries are
+ * called by the owner thread. hg_pipeline_submit() may be called from any
+ * number of threads at once. hg_pipeline_poll() and hg_pipeline_wait() belong
+ * to one consumer thread. The exchange itself is owned by the engine thread
+ * while the pipeline runs and by the owner thread otherwise.
+ */
+#ifndef HOURGLASS_PIPELINE_H
+#define HOURGLASS_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hourglass/exchange.h"
+#include "hourglass/journal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hg_durability {
+  HG_DURABILITY_DURABLE = 0,                  /* default: release only durable results */
+  HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE = 1 /* release at once; a crash may lose acked commands */
+} hg_durability_t;
+
+enum { HG_PIPE_LOG_INFO = 0, HG_PIPE_LOG_WARN = 1, HG_PIPE_LOG_ERROR = 2 };
+
+typedef struct hg_pipeline_config {
+  const char *data_dir;         /* must exist; journal/ and state/ are created inside */
+  hg_exchange_config_t exchange;
+  hg_journal_options_t journal; /* dir-independent options; log fields are overridden */
+  uint32_t inbound_capacity;    /* commands, power of two; 0: 65536 */
+  uint32_t outbound_capacity;   /* records, power of two; 0: 262144 */
+  uint32_t staging_capacity;    /* events awaiting durability, power of two; 0: 262144 */
+  uint32_t spin;                /* waiter spin count before sleeping; 0: block at once */
+  int durability;               /* hg_durability_t */
+  uint64_t snapshot_every;      /* commands between snapshots; 0: only at stop */
+  uint32_t snapshot_keep;       /* snapshots kept in LMDB; 0: 2 */
+  size_t map_size;              /* LMDB map size, bytes; 0: 1 GiB */
+  /* Timestamp source of the sequencer (ns since the Unix epoch); NULL:
+   * CLOCK_REALTIME. Only the sequencer reads it, never the state machine. */
+  uint64_t (*clock)(void *ctx);
+  void *clock_ctx;
+  /* Called on the engine thread after it released records to the outbound
+   * ring (once per batch), e.g. to uv_async_send() the consumer's loop. Must
+   * be cheap and must not block; NULL: none (use hg_pipeline_wait()). */
+  void (*out_notify)(void *ctx);
+  void *out_notify_ctx;
+  /* Messages (recovery, snapshots, failures); NULL: stderr. No customer data. */
+  void (*log)(void *ctx, int level, const char *msg);
+  void *log_ctx;
+} hg_pipeline_config_t;
+
+/* What a consumer receives. */
+typedef enum hg_pipe_kind {
+  HG_PIPE_EVENT = 1,       /* .event is an event of command .seq */
+  HG_PIPE_DONE = 2,        /* command .seq is fully processed (after its events) */
+  HG_PIPE_UNAVAILABLE = 3  /* the command was not processed: the journal failed */
+} hg_pipe_kind_t;
+
+typedef struct hg_pipe_out {
+  uint64_t origin;           /* the submitter's tag, as given to hg_pipeline_submit() */
+  uint64_t seq;              /* seq of the command (0 for UNAVAILABLE) */
+  uint32_t kind;             /* hg_pipe_kind_t */
+  uint32_t pad_;
+  hg_exchange_event_t event; /* HG_PIPE_EVENT only */
+} hg_pipe_out_t;
+
+typedef struct hg_pipeline_stats {
+  uint64_t commands;      /* sequenced since start */
+  uint64_t last_seq;      /* last sequenced */
+  uint64_t durable_seq;   /* journal durable up to */
+  uint64_t released_seq;  /* events released up to */
+  uint64_t snapshots;     /* written since open */
+  uint64_t replayed;      /* commands replayed by recovery */
+  uint64_t busy_rejects;  /* submits refused because the inbound ring was full */
+} hg_pipeline_stats_t;
+
+typedef struct hg_pipeline hg_pipeline_t;
+
+/* Fills cfg with defaults (data_dir NULL, durable mode, small exchange). */
+void hg_pipeline_config_init(hg_pipeline_config_t *cfg);
+
+/*
+ * Opens the data directory and recovers: latest snapshot + journal tail.
+ * Threads are not started. Returns 0 and *out, or: -ENOENT/-ENOTDIR/-EACCES
+ * (data_dir), HG_ECORRUPT (bad journal or snapshot, or a journal that does
+ * not continue the snapshot), HG_EVERSION, HG_EMAPFULL, HG_EINVAL (config),
+ * -ENOMEM. Every failure is also logged with the reason.
+ */
+int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out);
+
+/* Starts the engine, journal and snapshot threads. 0, HG_ESTATE, -errno. */
+int hg_pipeline_start(hg_pipeline_t *p);
+
+/*
+ * Queues one command (its seq and ts are assigned by the sequencer). Any
+ * thread. Returns 0, HG_EBUSY (inbound ring full: nothing queued; back off
+ * or reject) or HG_EUNAVAIL (stopping, not started, or journal failed).
+ */
+int hg_pipeline_submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd);
+
+/* Pops up to max records into out. Consumer thread. Returns the count. */
+size_t hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max);
+
+/* Blocks until records are available, the pipeline stops, or timeout_ns
+ * passes (< 0: no limit). Consumer thread. 0, -ETIMEDOUT or -ECANCELED. */
+int hg_pipeline_wait(hg_pipeline_t *p, int64_t timeout_ns);
+
+/*
+ * Stops intake, processes everything queued, waits until it is durable and
+ * released, stops the threads and writes a final snapshot. Records not yet
+ * polled stay pollable. Returns 0 or the journal's / store's error.
+ */
+int hg_pipeline_stop(hg_pipeline_t *p);
+
+/* Stops if needed and frees everything. NULL is a no-op. */
+void hg_pipeline_close(hg_pipeline_t *p);
+
+/* Owner thread, while not running (before start or after stop). */
+const hg_exchange_t *hg_pipeline_exchange(const hg_pipeline_t *p);
+void hg_pipeline_state_hash(const hg_pipeline_t *p, uint8_t out[HG_SHA256_LEN]);
+
+/* Counters; any thread (values may be slightly stale). */
+void hg_pipeline_stats(const hg_pipeline_t *p, hg_pipeline_stats_t *out);
+
+/* 0 while the journal is healthy, its error once it failed. Any thread. */
+int hg_pipeline_failed(const hg_pipeline_t *p);
+
+/*
+ * Replays the journal in dir from an empty exchange (no snapshot) into ex,
+ * stopping after max_seq (UINT64_MAX: everything). For verification and the
+ * replay tools. Returns 0 and *last_seq, or the journal's / decoder's error.
+ */
+int hg_pipeline_replay_journal(const char *journal_dir, hg_exchange_t *ex, uint64_t max_seq,
+                               uint64_t *last_seq);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HOURGLASS_PIPELINE_H */

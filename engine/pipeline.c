@@ -1,0 +1,825 @@
+/*
+ * The exchange core: three threads and four rings around one state machine.
+ *
+ * Engine thread (owns the exchange, the staging FIFO and the sequence
+ * counter). It peeks commands from the inbound MPSC ring, stamps seq and ts,
+ * encodes each into a journal record pushed to the journal SPSC ring, applies
+ * the command, and appends its events (and a DONE marker) to the staging
+ * FIFO. Staged records whose seq is <= the journal's durable seq move to the
+ * outbound SPSC ring. The record is handed to the journal before the command
+ * is applied, so a command whose events are staged is always on its way to
+ * disk; in the default mode nothing leaves before it got there.
+ *
+ * Journal thread (owns the hg_journal_t while running). It moves records from
+ * its ring into the journal's staging buffer, commits them as one batch and
+ * waits for the batch; whatever arrived meanwhile forms the next batch (group
+ * commit). Each time durable_seq advances it wakes the engine thread.
+ *
+ * Snapshot thread (owns the LMDB store while running). The engine thread
+ * serializes the state every snapshot_every commands into a buffer it then
+ * swaps, under a mutex (not the order path), with the snapshot thread's
+ * buffer; the snapshot thread waits until the journal is durable past the
+ * snapshot's seq and writes it in one LMDB transaction. If a snapshot is
+ * still being written, the next one is skipped rather than queued.
+ *
+ * Idle threads sleep on futex waiters (hourglass/ring.h): the engine on
+ * engine_w (notified by producers, the journal thread and the consumer), the
+ * journal thread on journal_w, the consumer on out_w.
+ *
+ * The staging FIFO bounds the events that wait for durability. A command
+ * that produces more events than fit (a mass cancel of a large book) does
+ * not grow it: the sink waits, in place, for the journal to make the current
+ * command durable and for the consumer to make room, then carries on.
+ */
+#include "hourglass/pipeline.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "hourglass/error.h"
+#include "hourglass/ring.h"
+#include "hourglass/store.h"
+#include "pipeline_internal.h"
+
+/* Free staging slots required before a new command is sequenced. */
+#define STAGE_RESERVE 1024u
+/* Commands sequenced per engine iteration before events are released. */
+#define ENGINE_BATCH 256u
+
+typedef struct inmsg {
+  uint64_t origin;
+  hg_command_t cmd;
+} inmsg_t;
+
+typedef struct jrec {
+  uint64_t seq;
+  uint64_t ts;
+  uint32_t len;
+  uint32_t pad_;
+  uint8_t bytes[HG_COMMAND_MAX_ENCODED];
+} jrec_t;
+
+struct hg_pipeline {
+  hg_pipeline_config_t cfg;
+  char journal_dir[PATH_MAX];
+  char state_dir[PATH_MAX];
+
+  hg_exchange_t *ex;    /* owner thread, engine thread while running */
+  hg_journal_t *journal;/* owner thread, journal thread while running */
+  hg_store_t *store;    /* owner thread, snapshot thread while running */
+
+  hg_mpsc_ring_t *in;   /* producers -> engine */
+  hg_spsc_ring_t *jring;/* engine -> journal */
+  hg_spsc_ring_t *out;  /* engine -> consumer */
+  hg_waiter_t *engine_w, *journal_w, *out_w;
+
+  /* Staging FIFO, engine thread only. */
+  hg_pipe_out_t *stage;
+  uint64_t stage_mask, stage_head, stage_tail;
+  uint64_t cur_origin;
+  uint64_t last_seq;        /* last sequenced; engine thread while running */
+  uint64_t snap_seq_taken;  /* seq of the last snapshot taken; engine thread */
+
+  /* Engine-side serialization buffer, swapped with snap_buf. */
+  uint8_t *ser_buf;
+  size_t ser_cap;
+
+  pthread_mutex_t snap_mu;
+  pthread_cond_t snap_cv;
+  uint8_t *snap_buf; /* owned by the snapshot thread while snap_pending */
+  size_t snap_cap, snap_len;
+  uint64_t snap_seq;
+  int snap_pending, snap_stop;
+
+  pthread_t engine_thr, journal_thr, snap_thr;
+  int running, stopped;
+
+  atomic_int accepting;       /* submit allowed */
+  atomic_int inflight_submits;/* producers between the accepting check and the push */
+  atomic_int engine_stop;
+  atomic_int journal_stop;
+  atomic_int failed;          /* journal error, sticky */
+  atomic_uint_fast64_t stat_commands, stat_last, stat_released, stat_snapshots, stat_busy;
+  uint64_t replayed;
+};
+
+/* ------------------------------------------------------------------------ */
+
+static void logf_(hg_pipeline_t *p, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void logf_(hg_pipeline_t *p, int level, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (p->cfg.log != NULL) {
+    p->cfg.log(p->cfg.log_ctx, level, msg);
+  } else {
+    static const char *names[] = {"info", "warn", "error"};
+    fprintf(stderr, "hourglass pipeline %s: %s\n", names[level < 0 || level > 2 ? 2 : level], msg);
+  }
+}
+
+static uint64_t default_clock(void *ctx) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+void hg_pipeline_config_init(hg_pipeline_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->exchange.max_instruments = 64;
+  cfg->exchange.max_accounts = 4096;
+  cfg->exchange.max_book_orders = 1u << 20;
+  hg_journal_options_init(&cfg->journal);
+  cfg->durability = HG_DURABILITY_DURABLE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Staging and release (engine thread)                                       */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t stage_free(const hg_pipeline_t *p) {
+  return p->stage_mask + 1 - (p->stage_tail - p->stage_head);
+}
+
+static uint64_t durable_limit(const hg_pipeline_t *p) {
+  if (p->cfg.durability == HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE) return UINT64_MAX;
+  return hg_journal_durable_seq(p->journal);
+}
+
+/* Moves releasable staged records to the outbound ring. Returns how many. */
+static uint64_t release(hg_pipeline_t *p) {
+  uint64_t durable = durable_limit(p);
+  uint64_t n = 0;
+  while (p->stage_head != p->stage_tail) {
+    const hg_pipe_out_t *o = &p->stage[p->stage_head & p->stage_mask];
+    if (o->seq > durable) break;
+    if (hg_spsc_ring_try_push(p->out, o, sizeof *o) != 0) break;
+    if (o->kind == HG_PIPE_DONE)
+      atomic_store_explicit(&p->stat_released, o->seq, memory_order_relaxed); /* statistic */
+    p->stage_head++;
+    n++;
+  }
+  if (n) {
+    hg_waiter_notify(p->out_w);
+    if (p->cfg.out_notify != NULL) p->cfg.out_notify(p->cfg.out_notify_ctx);
+  }
+  return n;
+}
+
+static int stage_releasable(const hg_pipeline_t *p) {
+  if (p->stage_head == p->stage_tail) return 0;
+  return p->stage[p->stage_head & p->stage_mask].seq <= durable_limit(p);
+}
+
+/* The staging FIFO is full in the middle of a command: wait until the
+ * journal and the consumer make room. The command's record is already in
+ * the journal ring, so durability of everything staged will come. */
+static void stage_make_room(hg_pipeline_t *p) {
+  while (stage_free(p) == 0) {
+    hg_waiter_notify(p->journal_w);
+    if (release(p)) continue;
+    if (atomic_load(&p->failed)) {
+      /* Nothing staged will ever be released; drop the oldest undurable
+       * record so the command can finish. None of it is sent. */
+      p->stage_head++;
+      continue;
+    }
+    uint32_t tok = hg_waiter_prepare(p->engine_w);
+    if (stage_releasable(p)) {
+      hg_waiter_cancel(p->engine_w);
+      continue;
+    }
+    hg_waiter_sleep(p->engine_w, tok, 1000000);
+  }
+}
+
+static void stage_push(hg_pipeline_t *p, uint32_t kind, uint64_t origin, uint64_t seq,
+                       const hg_exchange_event_t *ev) {
+  if (stage_free(p) == 0) stage_make_room(p);
+  hg_pipe_out_t *o = &p->stage[p->stage_tail & p->stage_mask];
+  o->origin = origin;
+  o->seq = seq;
+  o->kind = kind;
+  o->pad_ = 0;
+  if (ev != NULL) o->event = *ev;
+  else memset(&o->event, 0, sizeof o->event);
+  p->stage_tail++;
+}
+
+static void stage_sink(void *ctx, const hg_exchange_event_t *ev) {
+  hg_pipeline_t *p = ctx;
+  stage_push(p, HG_PIPE_EVENT, p->cur_origin, ev->seq, ev);
+}
+
+static void discard_sink(void *ctx, const hg_exchange_event_t *ev) {
+  (void)ctx;
+  (void)ev;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Snapshots                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Serializes the exchange into p->ser_buf, growing it (snapshots are taken
+ * every snapshot_every commands, never per message). */
+static int serialize_state(hg_pipeline_t *p, size_t *len) {
+  size_t need = hg_exchange_serialized_size(p->ex);
+  if (need > p->ser_cap) {
+    size_t cap = need + need / 4 + 4096;
+    uint8_t *b = realloc(p->ser_buf, cap);
+    if (b == NULL) return -ENOMEM;
+    p->ser_buf = b;
+    p->ser_cap = cap;
+  }
+  return hg_exchange_serialize(p->ex, p->ser_buf, p->ser_cap, len);
+}
+
+static uint32_t snapshot_keep(const hg_pipeline_t *p) {
+  return p->cfg.snapshot_keep ? p->cfg.snapshot_keep : 2;
+}
+
+/* Engine thread: take a snapshot and hand it over, unless one is pending. */
+static void take_snapshot(hg_pipeline_t *p) {
+  pthread_mutex_lock(&p->snap_mu);
+  int busy = p->snap_pending;
+  pthread_mutex_unlock(&p->snap_mu);
+  if (busy) return;
+  size_t len = 0;
+  int rc = serialize_state(p, &len);
+  if (rc != 0) {
+    logf_(p, HG_PIPE_LOG_WARN, "snapshot at seq %llu skipped: %s",
+          (unsigned long long)p->last_seq, hg_strerror(rc));
+    return;
+  }
+  pthread_mutex_lock(&p->snap_mu);
+  uint8_t *b = p->snap_buf;
+  size_t cap = p->snap_cap;
+  p->snap_buf = p->ser_buf;
+  p->snap_cap = p->ser_cap;
+  p->snap_len = len;
+  p->snap_seq = p->last_seq;
+  p->snap_pending = 1;
+  p->ser_buf = b;
+  p->ser_cap = cap;
+  pthread_cond_signal(&p->snap_cv);
+  pthread_mutex_unlock(&p->snap_mu);
+  p->snap_seq_taken = p->last_seq;
+}
+
+static void *snapshot_main(void *arg) {
+  hg_pipeline_t *p = arg;
+  pthread_mutex_lock(&p->snap_mu);
+  for (;;) {
+    while (!p->snap_pending && !p->snap_stop) pthread_cond_wait(&p->snap_cv, &p->snap_mu);
+    if (!p->snap_pending) break;
+    uint64_t seq = p->snap_seq;
+    pthread_mutex_unlock(&p->snap_mu);
+    /* A snapshot may only cover durable commands. */
+    while (hg_journal_durable_seq(p->journal) < seq && !atomic_load(&p->failed)) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    int rc = atomic_load(&p->failed) ? HG_EUNAVAIL
+                                     : hg_store_save_snapshot(p->store, seq, p->snap_buf,
+                                                              p->snap_len, snapshot_keep(p));
+    if (rc == 0) {
+      atomic_fetch_add_explicit(&p->stat_snapshots, 1, memory_order_relaxed); /* statistic */
+    } else {
+      logf_(p, HG_PIPE_LOG_WARN, "snapshot at seq %llu not written: %s %s",
+            (unsigned long long)seq, hg_strerror(rc), hg_store_errmsg(p->store));
+    }
+    pthread_mutex_lock(&p->snap_mu);
+    p->snap_pending = 0;
+  }
+  pthread_mutex_unlock(&p->snap_mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Engine thread                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Sequences, journals and applies one command. Returns 0, or 1 when the
+ * journal ring is full (nothing done; retry after the journal drains). */
+static int sequence_one(hg_pipeline_t *p, const inmsg_t *m) {
+  jrec_t rec;
+  hg_command_t cmd = m->cmd;
+  cmd.seq = p->last_seq + 1;
+  cmd.ts = p->cfg.clock(p->cfg.clock_ctx);
+  size_t len = 0;
+  if (hg_command_encode(&cmd, rec.bytes, sizeof rec.bytes, &len) != 0) {
+    /* Not a command the journal can hold: refused before it gets a seq. */
+    stage_push(p, HG_PIPE_UNAVAILABLE, m->origin, p->last_seq, NULL);
+    return 0;
+  }
+  rec.seq = cmd.seq;
+  rec.ts = cmd.ts;
+  rec.len = (uint32_t)len;
+  rec.pad_ = 0;
+  if (hg_spsc_ring_try_push(p->jring, &rec, offsetof(jrec_t, bytes) + len) != 0) return 1;
+  p->last_seq = cmd.seq;
+  p->cur_origin = m->origin;
+  int rc = hg_exchange_apply(p->ex, &cmd);
+  if (rc != 0) {
+    /* Only a broken pipeline gets here (out of memory listing a book). */
+    logf_(p, HG_PIPE_LOG_ERROR, "command seq %llu failed to apply: %s; intake stopped",
+          (unsigned long long)cmd.seq, hg_strerror(rc));
+    atomic_store(&p->failed, rc);
+    atomic_store(&p->accepting, 0);
+  }
+  stage_push(p, HG_PIPE_DONE, m->origin, cmd.seq, NULL);
+  atomic_fetch_add_explicit(&p->stat_commands, 1, memory_order_relaxed); /* statistic */
+  atomic_store_explicit(&p->stat_last, cmd.seq, memory_order_relaxed);   /* statistic */
+  if (p->cfg.snapshot_every && p->last_seq - p->snap_seq_taken >= p->cfg.snapshot_every)
+    take_snapshot(p);
+  return 0;
+}
+
+/* Journal failed: every queued command comes back UNAVAILABLE. */
+static int refuse_queued(hg_pipeline_t *p) {
+  int did = 0;
+  const inmsg_t *m;
+  while (stage_free(p) > 0 && (m = hg_mpsc_ring_peek(p->in, NULL)) != NULL) {
+    hg_pipe_out_t o;
+    memset(&o, 0, sizeof o);
+    o.origin = m->origin;
+    o.kind = HG_PIPE_UNAVAILABLE;
+    if (hg_spsc_ring_try_push(p->out, &o, sizeof o) != 0) break;
+    hg_mpsc_ring_consume(p->in);
+    did = 1;
+  }
+  if (did) {
+    hg_waiter_notify(p->out_w);
+    if (p->cfg.out_notify != NULL) p->cfg.out_notify(p->cfg.out_notify_ctx);
+  }
+  return did;
+}
+
+static int engine_has_work(hg_pipeline_t *p) {
+  if (stage_releasable(p)) return 1;
+  if (!hg_mpsc_ring_empty(p->in) && stage_free(p) >= STAGE_RESERVE) return 1;
+  return 0;
+}
+
+static void *engine_main(void *arg) {
+  hg_pipeline_t *p = arg;
+  for (;;) {
+    int did = release(p) > 0;
+    if (atomic_load(&p->failed)) {
+      did |= refuse_queued(p);
+    } else {
+      int pushed = 0;
+      for (uint32_t k = 0; k < ENGINE_BATCH && stage_free(p) >= STAGE_RESERVE; k++) {
+        const inmsg_t *m = hg_mpsc_ring_peek(p->in, NULL);
+        if (m == NULL) break;
+        if (sequence_one(p, m) != 0) break; /* journal ring full */
+        hg_mpsc_ring_consume(p->in);
+        pushed = 1;
+      }
+      if (pushed) {
+        hg_waiter_notify(p->journal_w);
+        did = 1;
+      }
+    }
+    if (did) continue;
+    if (atomic_load(&p->engine_stop) && hg_mpsc_ring_empty(p->in) &&
+        (p->stage_head == p->stage_tail || atomic_load(&p->failed)))
+      break;
+    uint32_t tok = hg_waiter_prepare(p->engine_w);
+    if (engine_has_work(p) || atomic_load(&p->engine_stop)) {
+      hg_waiter_cancel(p->engine_w);
+      if (atomic_load(&p->engine_stop) && !engine_has_work(p)) {
+        /* Stopping but waiting for durability or the consumer: nap briefly. */
+        hg_waiter_sleep(p->engine_w, hg_waiter_prepare(p->engine_w), 1000000);
+      }
+      continue;
+    }
+    hg_waiter_sleep(p->engine_w, tok, -1);
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Journal thread                                                            */
+/* ------------------------------------------------------------------------ */
+
+static void journal_note_failure(hg_pipeline_t *p) {
+  int err = hg_journal_failed(p->journal);
+  if (err == 0 || atomic_load(&p->failed)) return;
+  const char *msg = "";
+  hg_journal_error(p->journal, &msg);
+  logf_(p, HG_PIPE_LOG_ERROR, "journal failed (%s): %s; intake stopped, nothing after seq %llu "
+        "is acknowledged", hg_strerror(err), msg,
+        (unsigned long long)hg_journal_durable_seq(p->journal));
+  atomic_store(&p->accepting, 0);
+  atomic_store(&p->failed, err);
+}
+
+static void *journal_main(void *arg) {
+  hg_pipeline_t *p = arg;
+  hg_journal_t *j = p->journal;
+  for (;;) {
+    int moved = 0;
+    size_t len;
+    const jrec_t *r;
+    while ((r = hg_spsc_ring_peek(p->jring, &len)) != NULL) {
+      int rc = hg_journal_append(j, r->seq, r->ts, r->bytes, r->len);
+      if (rc == HG_EBUSY) {
+        hg_journal_commit(j);
+        hg_journal_poll(j, -1);
+        if (!hg_journal_failed(j)) continue;
+        rc = hg_journal_failed(j);
+      }
+      if (rc != 0) journal_note_failure(p); /* the record is dropped: never acked */
+      hg_spsc_ring_consume(p->jring);
+      moved = 1;
+    }
+    uint64_t before = hg_journal_durable_seq(j);
+    if (moved) {
+      hg_waiter_notify(p->engine_w); /* journal ring has room again */
+      hg_journal_commit(j);
+    }
+    if (!hg_journal_failed(j) && hg_journal_durable_seq(j) + 1 < hg_journal_next_seq(j))
+      hg_journal_poll(j, -1);
+    journal_note_failure(p);
+    if (hg_journal_durable_seq(j) != before || atomic_load(&p->failed))
+      hg_waiter_notify(p->engine_w);
+    int caught_up = hg_journal_failed(j) || hg_journal_durable_seq(j) + 1 >= hg_journal_next_seq(j);
+    if (!moved && caught_up) {
+      if (atomic_load(&p->journal_stop) && hg_spsc_ring_empty(p->jring)) break;
+      uint32_t tok = hg_waiter_prepare(p->journal_w);
+      if (!hg_spsc_ring_empty(p->jring) || atomic_load(&p->journal_stop)) {
+        hg_waiter_cancel(p->journal_w);
+        continue;
+      }
+      hg_waiter_sleep(p->journal_w, tok, -1);
+    }
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Recovery                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void journal_log(void *ctx, int level, const char *msg) {
+  logf_(ctx, level, "journal: %s", msg);
+}
+
+static int restore_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) {
+  hg_pipeline_t *p = ctx;
+  int rc = hg_exchange_restore(p->ex, blob, len);
+  if (rc != 0) {
+    logf_(p, HG_PIPE_LOG_ERROR, "snapshot at seq %llu in %s cannot be restored: %s",
+          (unsigned long long)seq, p->state_dir, hg_strerror(rc));
+    return rc;
+  }
+  if (hg_exchange_last_seq(p->ex) != seq) {
+    logf_(p, HG_PIPE_LOG_ERROR, "snapshot keyed seq %llu holds state at seq %llu",
+          (unsigned long long)seq, (unsigned long long)hg_exchange_last_seq(p->ex));
+    return HG_ECORRUPT;
+  }
+  return 0;
+}
+
+/* Applies journal records from from_seq on to ex. */
+static int replay_into(const char *dir, hg_exchange_t *ex, uint64_t from_seq, uint64_t max_seq,
+                       uint64_t *count, char *why, size_t why_len) {
+  hg_journal_reader_t *rd = NULL;
+  int rc = hg_journal_reader_open(dir, from_seq, &rd);
+  if (rc != 0) {
+    snprintf(why, why_len, "cannot read journal %s from seq %llu: %s", dir,
+             (unsigned long long)from_seq, hg_strerror(rc));
+    return rc;
+  }
+  uint64_t n = 0;
+  hg_journal_record_t rec;
+  for (;;) {
+    rc = hg_journal_reader_next(rd, max_seq, &rec);
+    if (rc == HG_ENOTFOUND) {
+      rc = 0;
+      break;
+    }
+    if (rc != 0) {
+      snprintf(why, why_len, "journal %s unreadable after seq %llu: %s", dir,
+               (unsigned long long)(from_seq + n - 1), hg_strerror(rc));
+      break;
+    }
+    hg_command_t cmd;
+    rc = hg_command_decode(rec.payload, rec.len, &cmd);
+    if (rc != 0 || cmd.seq != rec.seq) {
+      snprintf(why, why_len, "journal record seq %llu does not decode: %s",
+               (unsigned long long)rec.seq, hg_strerror(rc ? rc : HG_ECORRUPT));
+      rc = rc ? rc : HG_ECORRUPT;
+      break;
+    }
+    cmd.ts = rec.ts;
+    rc = hg_exchange_apply(ex, &cmd);
+    if (rc != 0) {
+      snprintf(why, why_len, "journal record seq %llu cannot be applied: %s",
+               (unsigned long long)rec.seq, hg_strerror(rc));
+      break;
+    }
+    n++;
+  }
+  hg_journal_reader_close(rd);
+  *count = n;
+  return rc;
+}
+
+int hg_pipeline_replay_journal(const char *journal_dir, hg_exchange_t *ex, uint64_t max_seq,
+                               uint64_t *last_seq) {
+  char why[512];
+  uint64_t n = 0;
+  int rc = replay_into(journal_dir, ex, hg_exchange_last_seq(ex) + 1, max_seq, &n, why, sizeof why);
+  if (rc == HG_ENOTFOUND) rc = 0; /* empty journal */
+  *last_seq = hg_exchange_last_seq(ex);
+  return rc;
+}
+
+static int make_dir(hg_pipeline_t *p, const char *path) {
+  if (mkdir(path, 0750) != 0 && errno != EEXIST) {
+    int e = errno;
+    logf_(p, HG_PIPE_LOG_ERROR, "cannot create %s: %s", path, strerror(e));
+    return -e;
+  }
+  return 0;
+}
+
+static int recover(hg_pipeline_t *p) {
+  int rc;
+  const char *dir = p->cfg.data_dir;
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    int e = errno;
+    logf_(p, HG_PIPE_LOG_ERROR, "data directory %s: %s", dir, strerror(e));
+    return -e;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    logf_(p, HG_PIPE_LOG_ERROR, "data directory %s is not a directory", dir);
+    return -ENOTDIR;
+  }
+  if ((size_t)snprintf(p->journal_dir, sizeof p->journal_dir, "%s/journal", dir) >=
+          sizeof p->journal_dir ||
+      (size_t)snprintf(p->state_dir, sizeof p->state_dir, "%s/state", dir) >= sizeof p->state_dir) {
+    logf_(p, HG_PIPE_LOG_ERROR, "data directory path too long");
+    return HG_EINVAL;
+  }
+  if ((rc = make_dir(p, p->journal_dir)) != 0 || (rc = make_dir(p, p->state_dir)) != 0) return rc;
+
+  if ((rc = hg_store_create(&p->store)) != 0) return rc;
+  rc = hg_store_open(p->store, p->state_dir, p->cfg.map_size ? p->cfg.map_size : (size_t)1 << 30);
+  if (rc != 0) {
+    logf_(p, HG_PIPE_LOG_ERROR, "state store %s: %s", p->state_dir, hg_store_errmsg(p->store));
+    return rc;
+  }
+  rc = hg_exchange_create(&p->cfg.exchange, discard_sink, NULL, &p->ex);
+  if (rc != 0) {
+    logf_(p, HG_PIPE_LOG_ERROR, "exchange config rejected: %s", hg_strerror(rc));
+    return rc;
+  }
+  rc = hg_store_load_latest_snapshot(p->store, restore_cb, p);
+  if (rc == HG_ENOTFOUND) rc = 0;
+  if (rc != 0) return rc;
+  uint64_t snap_seq = hg_exchange_last_seq(p->ex);
+  p->snap_seq_taken = snap_seq;
+
+  hg_journal_options_t jo = p->cfg.journal;
+  jo.first_seq = snap_seq + 1;
+  jo.log = journal_log;
+  jo.log_ctx = p;
+  rc = hg_journal_open(p->journal_dir, &jo, &p->journal);
+  if (rc != 0) {
+    logf_(p, HG_PIPE_LOG_ERROR, "journal %s cannot be opened: %s", p->journal_dir, hg_strerror(rc));
+    return rc;
+  }
+  uint64_t jnext = hg_journal_next_seq(p->journal);
+  if (jnext > snap_seq + 1) {
+    char why[512] = "";
+    rc = replay_into(p->journal_dir, p->ex, snap_seq + 1, UINT64_MAX, &p->replayed, why,
+                     sizeof why);
+    if (rc != 0) {
+      logf_(p, HG_PIPE_LOG_ERROR, "recovery failed: %s", why);
+      return rc == HG_ENOTFOUND ? HG_ECORRUPT : rc;
+    }
+  }
+  p->last_seq = hg_exchange_last_seq(p->ex);
+  if (hg_journal_next_seq(p->journal) != p->last_seq + 1) {
+    logf_(p, HG_PIPE_LOG_ERROR,
+          "journal %s ends before seq %llu but the state is at seq %llu: the journal does not "
+          "continue the snapshot", p->journal_dir,
+          (unsigned long long)hg_journal_next_seq(p->journal), (unsigned long long)p->last_seq);
+    return HG_ECORRUPT;
+  }
+  logf_(p, HG_PIPE_LOG_INFO, "recovered to seq %llu (snapshot %llu + %llu journal records, %s)",
+        (unsigned long long)p->last_seq, (unsigned long long)snap_seq,
+        (unsigned long long)p->replayed,
+        hg_journal_uses_io_uring(p->journal) ? "io_uring" : "pwritev fallback");
+  atomic_store(&p->stat_last, p->last_seq);
+  atomic_store(&p->stat_released, p->last_seq);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lifecycle                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void free_all(hg_pipeline_t *p) {
+  if (p->journal != NULL) hg_journal_close(p->journal);
+  hg_store_close(p->store);
+  hg_exchange_destroy(p->ex);
+  hg_mpsc_ring_destroy(p->in);
+  hg_spsc_ring_destroy(p->jring);
+  hg_spsc_ring_destroy(p->out);
+  hg_waiter_destroy(p->engine_w);
+  hg_waiter_destroy(p->journal_w);
+  hg_waiter_destroy(p->out_w);
+  free(p->stage);
+  free(p->ser_buf);
+  free(p->snap_buf);
+  pthread_mutex_destroy(&p->snap_mu);
+  pthread_cond_destroy(&p->snap_cv);
+  free(p);
+}
+
+int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
+  if (cfg == NULL || out == NULL || cfg->data_dir == NULL) return HG_EINVAL;
+  hg_pipeline_config_t c = *cfg;
+  if (c.inbound_capacity == 0) c.inbound_capacity = 1u << 16;
+  if (c.outbound_capacity == 0) c.outbound_capacity = 1u << 18;
+  if (c.staging_capacity == 0) c.staging_capacity = 1u << 18;
+  if (!is_pow2(c.inbound_capacity) || !is_pow2(c.outbound_capacity) ||
+      !is_pow2(c.staging_capacity) || c.staging_capacity < 2 * STAGE_RESERVE ||
+      (c.durability != HG_DURABILITY_DURABLE &&
+       c.durability != HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE))
+    return HG_EINVAL;
+  if (c.clock == NULL) c.clock = default_clock;
+
+  hg_pipeline_t *p = calloc(1, sizeof *p);
+  if (p == NULL) return -ENOMEM;
+  p->cfg = c;
+  pthread_mutex_init(&p->snap_mu, NULL);
+  pthread_cond_init(&p->snap_cv, NULL);
+  int rc = 0;
+  p->stage = calloc(c.staging_capacity, sizeof *p->stage);
+  p->stage_mask = c.staging_capacity - 1;
+  if (p->stage == NULL) rc = -ENOMEM;
+  if (rc == 0) rc = hg_mpsc_ring_create(c.inbound_capacity, sizeof(inmsg_t), &p->in);
+  if (rc == 0) rc = hg_spsc_ring_create(c.inbound_capacity, sizeof(jrec_t), &p->jring);
+  if (rc == 0) rc = hg_spsc_ring_create(c.outbound_capacity, sizeof(hg_pipe_out_t), &p->out);
+  if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->engine_w);
+  if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->journal_w);
+  if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->out_w);
+  if (rc == 0) rc = recover(p);
+  if (rc != 0) {
+    free_all(p);
+    return rc;
+  }
+  hg_exchange_set_sink(p->ex, stage_sink, p);
+  *out = p;
+  return 0;
+}
+
+int hg_pipeline_start(hg_pipeline_t *p) {
+  if (p->running || p->stopped) return HG_ESTATE;
+  int rc = pthread_create(&p->snap_thr, NULL, snapshot_main, p);
+  if (rc != 0) return -rc;
+  rc = pthread_create(&p->journal_thr, NULL, journal_main, p);
+  if (rc == 0) {
+    rc = pthread_create(&p->engine_thr, NULL, engine_main, p);
+    if (rc != 0) {
+      atomic_store(&p->journal_stop, 1);
+      hg_waiter_notify(p->journal_w);
+      pthread_join(p->journal_thr, NULL);
+    }
+  }
+  if (rc != 0) {
+    pthread_mutex_lock(&p->snap_mu);
+    p->snap_stop = 1;
+    pthread_cond_signal(&p->snap_cv);
+    pthread_mutex_unlock(&p->snap_mu);
+    pthread_join(p->snap_thr, NULL);
+    return -rc;
+  }
+  p->running = 1;
+  atomic_store(&p->accepting, 1);
+  return 0;
+}
+
+int hg_pipeline_submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd) {
+  /* The in-flight count lets stop() wait for producers that passed the
+   * accepting check, so a command is either refused or processed. */
+  atomic_fetch_add(&p->inflight_submits, 1);
+  int rc;
+  if (!atomic_load(&p->accepting)) {
+    rc = HG_EUNAVAIL;
+  } else {
+    inmsg_t m;
+    m.origin = origin;
+    m.cmd = *cmd;
+    rc = hg_mpsc_ring_try_push(p->in, &m, sizeof m);
+    if (rc == 0) hg_waiter_notify(p->engine_w);
+    else atomic_fetch_add_explicit(&p->stat_busy, 1, memory_order_relaxed); /* statistic */
+  }
+  atomic_fetch_sub(&p->inflight_submits, 1);
+  return rc;
+}
+
+size_t hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max) {
+  size_t n = 0;
+  size_t len;
+  const void *m;
+  while (n < max && (m = hg_spsc_ring_peek(p->out, &len)) != NULL) {
+    memcpy(&out[n++], m, sizeof *out);
+    hg_spsc_ring_consume(p->out);
+  }
+  if (n) hg_waiter_notify(p->engine_w); /* the engine may wait for outbound room */
+  return n;
+}
+
+int hg_pipeline_wait(hg_pipeline_t *p, int64_t timeout_ns) {
+  return hg_spsc_ring_wait(p->out, p->out_w, timeout_ns);
+}
+
+int hg_pipeline_stop(hg_pipeline_t *p) {
+  if (p->stopped) return atomic_load(&p->failed);
+  if (p->running) {
+    atomic_store(&p->accepting, 0);
+    while (atomic_load(&p->inflight_submits) != 0) sched_yield();
+    atomic_store(&p->engine_stop, 1);
+    hg_waiter_notify(p->engine_w);
+    pthread_join(p->engine_thr, NULL);
+    atomic_store(&p->journal_stop, 1);
+    hg_waiter_notify(p->journal_w);
+    pthread_join(p->journal_thr, NULL);
+    pthread_mutex_lock(&p->snap_mu);
+    p->snap_stop = 1;
+    pthread_cond_signal(&p->snap_cv);
+    pthread_mutex_unlock(&p->snap_mu);
+    pthread_join(p->snap_thr, NULL);
+    p->running = 0;
+  }
+  p->stopped = 1;
+  int rc = atomic_load(&p->failed);
+  if (rc == 0) rc = hg_journal_sync(p->journal);
+  if (rc == 0 && p->last_seq > 0) {
+    /* Restart then needs no journal replay at all. */
+    size_t len = 0;
+    rc = serialize_state(p, &len);
+    if (rc == 0)
+      rc = hg_store_save_snapshot(p->store, p->last_seq, p->ser_buf, len, snapshot_keep(p));
+    if (rc != 0)
+      logf_(p, HG_PIPE_LOG_ERROR, "final snapshot at seq %llu not written: %s %s",
+            (unsigned long long)p->last_seq, hg_strerror(rc), hg_store_errmsg(p->store));
+    else
+      atomic_fetch_add(&p->stat_snapshots, 1);
+  }
+  hg_waiter_close(p->out_w);
+  return rc;
+}
+
+void hg_pipeline_close(hg_pipeline_t *p) {
+  if (p == NULL) return;
+  if (p->running) hg_pipeline_stop(p);
+  free_all(p);
+}
+
+const hg_exchange_t *hg_pipeline_exchange(const hg_pipeline_t *p) { return p->ex; }
+
+void hg_pipeline_state_hash(const hg_pipeline_t *p, uint8_t out[HG_SHA256_LEN]) {
+  hg_exchange_hash(p->ex, out);
+}
+
+void hg_pipeline_stats(const hg_pipeline_t *p, hg_pipeline_stats_t *out) {
+  hg_pipeline_t *q = (hg_pipeline_t *)p;
+  memset(out, 0, sizeof *out);
+  /* Relaxed loads: statistics, no ordering with other data needed. */
+  out->commands = atomic_load_explicit(&q->stat_commands, memory_order_relaxed);
+  out->last_seq = atomic_load_explicit(&q->stat_last, memory_order_relaxed);
+  out->durable_seq = hg_journal_durable_seq(p->journal);
+  out->released_seq = atomic_load_explicit(&q->stat_released, memory_order_relaxed);
+  out->snapshots = atomic_load_explicit(&q->stat_snapshots, memory_order_relaxed);
+  out->busy_rejects = atomic_load_explicit(&q->stat_busy, memory_order_relaxed);
+  out->replayed = p->replayed;
+}
+
+int hg_pipeline_failed(const hg_pipeline_t *p) {
+  return atomic_load(&((hg_pipeline_t *)p)->failed);
+}
+
+hg_journal_t *hg_pipeline__journal(hg_pipeline_t *p) { return p->journal; }

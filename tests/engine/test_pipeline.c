@@ -1,0 +1,304 @@
+/*
+ * The pipeline end to end on a real data directory: ordering of released
+ * records, restart equivalence, back-pressure, the durability gate when the
+ * journal fails, and clear errors for bad directories and a corrupt journal.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "cmdgen.h"
+#include "hourglass/error.h"
+#include "journal_internal.h"
+#include "pipeline_internal.h"
+#include "pipeline_util.h"
+
+#define SEED 42u
+
+typedef struct fixture {
+  char dir[64];
+  util_log_t log;
+  hg_pipeline_config_t cfg;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  if (f == NULL || util_tmpdir(f->dir, "pipe") == NULL) return -1;
+  util_config(&f->cfg, f->dir, &f->log);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  util_rm_rf(f->dir);
+  free(f);
+  return 0;
+}
+
+/* Submits commands [from, to) of the generated stream with origin = index,
+ * retrying on HG_EBUSY while draining outputs into a counter. */
+typedef struct consumer {
+  uint64_t next_done;  /* seq the next DONE must carry */
+  uint64_t events;
+  uint64_t unavailable;
+  uint64_t event_seq;  /* seq of the last EVENT seen */
+} consumer_t;
+
+static void consume(hg_pipeline_t *p, consumer_t *c) {
+  hg_pipe_out_t out[256];
+  size_t n;
+  while ((n = hg_pipeline_poll(p, out, 256)) > 0) {
+    for (size_t i = 0; i < n; i++) {
+      switch (out[i].kind) {
+      case HG_PIPE_EVENT:
+        /* Events of a command come after the previous command's DONE and
+         * carry the command's seq. */
+        assert_int_equal(out[i].seq, c->next_done);
+        assert_int_equal(out[i].event.seq, out[i].seq);
+        assert_int_equal(out[i].origin, out[i].seq - 1);
+        c->events++;
+        break;
+      case HG_PIPE_DONE:
+        assert_int_equal(out[i].seq, c->next_done);
+        assert_int_equal(out[i].origin, out[i].seq - 1);
+        c->next_done++;
+        break;
+      case HG_PIPE_UNAVAILABLE:
+        c->unavailable++;
+        break;
+      default:
+        fail_msg("unknown record kind %u", out[i].kind);
+      }
+    }
+  }
+}
+
+static void submit_range(hg_pipeline_t *p, uint64_t from, uint64_t to, consumer_t *c) {
+  for (uint64_t i = from; i < to; i++) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    int rc;
+    while ((rc = hg_pipeline_submit(p, i, &cmd)) == HG_EBUSY) consume(p, c);
+    assert_int_equal(rc, 0);
+  }
+}
+
+static void wait_done(hg_pipeline_t *p, consumer_t *c, uint64_t seq) {
+  while (c->next_done <= seq) {
+    consume(p, c);
+    if (c->next_done > seq) break;
+    assert_int_equal(hg_pipeline_wait(p, 5000000000ll), 0);
+  }
+}
+
+static void lifecycle_restart_and_replay(void **state) {
+  fixture_t *f = *state;
+  f->cfg.snapshot_every = 500;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c = {.next_done = 1};
+  const uint64_t n = 3000;
+  submit_range(p, 0, n, &c);
+  wait_done(p, &c, n);
+  assert_true(c.events >= n); /* every command here yields at least one event */
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  assert_int_equal(hg_pipeline_submit(p, 0, &(hg_command_t){0}), HG_EUNAVAIL);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(p, &st);
+  assert_int_equal(st.last_seq, n);
+  assert_int_equal(st.durable_seq, n);
+  assert_int_equal(st.released_seq, n);
+  assert_true(st.snapshots >= 2); /* periodic ones and the final one */
+  uint8_t h1[HG_SHA256_LEN];
+  hg_pipeline_state_hash(p, h1);
+  hg_pipeline_close(p);
+
+  /* Restart: the final snapshot covers everything. */
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  uint8_t h2[HG_SHA256_LEN];
+  hg_pipeline_state_hash(p, h2);
+  assert_memory_equal(h1, h2, sizeof h1);
+  hg_pipeline_stats(p, &st);
+  assert_int_equal(st.replayed, 0);
+  assert_int_equal(hg_exchange_last_seq(hg_pipeline_exchange(p)), n);
+
+  /* It carries on where it stopped. */
+  assert_int_equal(hg_pipeline_start(p), 0);
+  c.next_done = n + 1;
+  submit_range(p, n, n + 500, &c);
+  wait_done(p, &c, n + 500);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_state_hash(p, h1);
+  hg_pipeline_close(p);
+
+  /* A from-scratch replay of the journal reaches the same state. */
+  char jdir[128];
+  snprintf(jdir, sizeof jdir, "%s/journal", f->dir);
+  hg_exchange_t *ex = NULL;
+  assert_int_equal(hg_exchange_create(&f->cfg.exchange, util_null_sink, NULL, &ex), 0);
+  uint64_t last = 0;
+  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, UINT64_MAX, &last), 0);
+  assert_int_equal(last, n + 500);
+  hg_exchange_hash(ex, h2);
+  assert_memory_equal(h1, h2, sizeof h1);
+  hg_exchange_destroy(ex);
+}
+
+/* With the inbound ring tiny and nobody consuming, submit pushes back with
+ * HG_EBUSY; once the consumer drains, every accepted command completes. */
+static void backpressure_is_busy_not_loss(void **state) {
+  fixture_t *f = *state;
+  f->cfg.inbound_capacity = 64;
+  f->cfg.outbound_capacity = 64;
+  f->cfg.staging_capacity = 2048;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  uint64_t accepted = 0, busy = 0;
+  for (uint64_t i = 0; i < 200000 && busy == 0; i++) {
+    hg_command_t cmd;
+    cmdgen_command(accepted, SEED, &cmd);
+    int rc = hg_pipeline_submit(p, accepted, &cmd);
+    if (rc == 0) accepted++;
+    else if (rc == HG_EBUSY) busy++;
+    else fail_msg("submit: %s", hg_strerror(rc));
+  }
+  assert_true(busy > 0);
+  consumer_t c = {.next_done = 1};
+  wait_done(p, &c, accepted);
+  assert_int_equal(c.next_done, accepted + 1);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(p, &st);
+  assert_true(st.busy_rejects >= 1);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+}
+
+/* A journal that fails never lets an undurable result out, stops intake, and
+ * a restart holds only what was durable. */
+static void journal_failure_stops_intake(void **state) {
+  fixture_t *f = *state;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  hg_journal__inject_fault(hg_pipeline__journal(p), HG_JOURNAL_FAULT_EIO);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c = {.next_done = 1};
+  uint64_t sent = 0;
+  int rc = 0;
+  /* Up to ~10 s: the failure surfaces when the first batch completes. */
+  for (uint64_t i = 0, tries = 0; tries < 100000; tries++) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    rc = hg_pipeline_submit(p, i, &cmd);
+    if (rc == HG_EUNAVAIL) break;
+    if (rc == 0) {
+      sent++;
+      i++;
+    } else {
+      usleep(100);
+    }
+    consume(p, &c);
+  }
+  assert_int_equal(rc, HG_EUNAVAIL);
+  assert_int_equal(hg_pipeline_failed(p), -EIO);
+  consume(p, &c);
+  assert_int_equal(c.next_done, 1); /* no DONE, */
+  assert_int_equal(c.events, 0);    /* and no event, ever released */
+  assert_true(f->log.errors >= 1);
+  assert_non_null(strstr(f->log.last, "journal failed"));
+  assert_int_equal(hg_pipeline_stop(p), -EIO);
+  hg_pipeline_close(p);
+  (void)sent;
+
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_exchange_last_seq(hg_pipeline_exchange(p)), 0);
+  hg_pipeline_close(p);
+}
+
+static void ack_before_durable_mode_releases(void **state) {
+  fixture_t *f = *state;
+  f->cfg.durability = HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c = {.next_done = 1};
+  submit_range(p, 0, 100, &c);
+  wait_done(p, &c, 100);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+  f->cfg.durability = 7;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), HG_EINVAL);
+}
+
+static void bad_data_dir_is_a_clear_error(void **state) {
+  fixture_t *f = *state;
+  hg_pipeline_t *p = NULL;
+  char path[128];
+  snprintf(path, sizeof path, "%s/missing", f->dir);
+  f->cfg.data_dir = path;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), -ENOENT);
+  assert_non_null(strstr(f->log.last, path));
+  snprintf(path, sizeof path, "%s/file", f->dir);
+  FILE *fp = fopen(path, "w");
+  assert_non_null(fp);
+  fclose(fp);
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), -ENOTDIR);
+  assert_non_null(strstr(f->log.last, "not a directory"));
+}
+
+/* Flips one byte in the middle of the journal: start-up refuses with
+ * HG_ECORRUPT and names the file; nothing is silently dropped. */
+static void corrupt_journal_stops_startup(void **state) {
+  fixture_t *f = *state;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c = {.next_done = 1};
+  submit_range(p, 0, 200, &c);
+  wait_done(p, &c, 200);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+
+  char jdir[128], seg[400];
+  snprintf(jdir, sizeof jdir, "%s/journal", f->dir);
+  DIR *d = opendir(jdir);
+  assert_non_null(d);
+  struct dirent *e;
+  seg[0] = 0;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, "journal-00000000000000000001.hgj") == 0)
+      snprintf(seg, sizeof seg, "%s/%s", jdir, e->d_name);
+  closedir(d);
+  assert_true(seg[0] != 0);
+  int fd = open(seg, O_RDWR);
+  assert_true(fd >= 0);
+  uint8_t b;
+  assert_int_equal(pread(fd, &b, 1, 2000), 1);
+  b ^= 0x5a;
+  assert_int_equal(pwrite(fd, &b, 1, 2000), 1);
+  close(fd);
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), HG_ECORRUPT);
+  assert_non_null(strstr(f->log.last, "journal"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(lifecycle_restart_and_replay, setup, teardown),
+      cmocka_unit_test_setup_teardown(backpressure_is_busy_not_loss, setup, teardown),
+      cmocka_unit_test_setup_teardown(journal_failure_stops_intake, setup, teardown),
+      cmocka_unit_test_setup_teardown(ack_before_durable_mode_releases, setup, teardown),
+      cmocka_unit_test_setup_teardown(bad_data_dir_is_a_clear_error, setup, teardown),
+      cmocka_unit_test_setup_teardown(corrupt_journal_stops_startup, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
