@@ -780,7 +780,6 @@ static void conn_close(conn_t *c) {
   atomic_store_explicit(&gw->st_sessions, gw->n_sessions, memory_order_relaxed);
   atomic_store_explicit(&gw->st_unauth, gw->n_unauth, memory_order_relaxed);
   c->logged_in = 0;
-  c->gen++;
   uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
