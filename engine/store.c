@@ -28,7 +28,7 @@
 
 struct hg_store {
   MDB_env *env; /* owned; NULL until opened */
-  MDB_dbi meta, instruments, accounts, snapshots, sessions, fixings, ledger;
+  MDB_dbi meta, instruments, accounts, snapshots, sessions, api_keys, fixings, ledger;
   size_t map_size;
   char dir[PATH_MAX];
   char msg[PATH_MAX + 256];
@@ -128,6 +128,7 @@ static int open_tables(hg_store_t *s) {
            {"accounts", &s->accounts},
            {"snapshots", &s->snapshots},
            {"sessions", &s->sessions},
+           {"api_keys", &s->api_keys},
            {"fixings", &s->fixings},
            {"ledger", &s->ledger}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -189,7 +190,7 @@ int hg_store_open(hg_store_t *s, const char *dir, size_t map_size) {
   rc = mdb_env_create(&env);
   if (rc != 0) return fail(s, rc, "creating the LMDB environment");
   s->env = env;
-  rc = mdb_env_set_maxdbs(env, 8);
+  rc = mdb_env_set_maxdbs(env, 16);
   s->map_size = map_size ? map_size : HG_STORE_DEFAULT_MAP_SIZE;
   if (rc == 0) rc = mdb_env_set_mapsize(env, s->map_size);
   /* MDB_NOTLS: read transactions are not tied to the thread that made them,
@@ -567,6 +568,7 @@ static int table_dbi(hg_store_t *s, hg_store_table_t table, MDB_dbi *dbi) {
   switch (table) {
   case HG_STORE_INSTRUMENTS: *dbi = s->instruments; return 0;
   case HG_STORE_ACCOUNTS: *dbi = s->accounts; return 0;
+  case HG_STORE_API_KEYS: *dbi = s->api_keys; return 0;
   case HG_STORE_FIXINGS: *dbi = s->fixings; return 0;
   case HG_STORE_LEDGER: *dbi = s->ledger; return 0;
   }
