@@ -2365,6 +2365,13 @@ static void on_stop(uv_async_t *a) {
   }
   flush_dirty(gw);
   for (uint32_t i = 0; i < gw->n_conns; i++) conn_close(&gw->conns[i]);
+  /* Streams that sequenced frames while disconnected keep their numbering. */
+  for (uint32_t s = 0; s < gw->n_streams; s++) {
+    char name[20];
+    seq_name(name, gw->streams[s].key_id);
+    int rc = hg_store_set_session_seq(gw->store, name, gw->streams[s].next_seq - 1);
+    if (rc != 0) gw_log(gw, HG_PIPE_LOG_ERROR, "saving a stream seq: %s", hg_strerror(rc));
+  }
   uv_walk(&gw->loop, close_walk, NULL);
 }
 

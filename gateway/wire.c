@@ -111,6 +111,31 @@ int hg_wire_decode(hg_wire_arena_t *a, const uint8_t *body, size_t len,
   return 0;
 }
 
+int hg_wire_has_unknown(const ProtobufCMessage *m) {
+  if (m == NULL) return 0;
+  if (m->n_unknown_fields != 0) return 1;
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+    const uint8_t *base = (const uint8_t *)m;
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+      size_t n = *(const size_t *)(const void *)(base + f->quantifier_offset);
+      ProtobufCMessage *const *arr = *(ProtobufCMessage *const *const *)(const void *)(base + f->offset);
+      for (size_t k = 0; k < n; k++)
+        if (hg_wire_has_unknown(arr[k])) return 1;
+    } else {
+      /* A oneof member is stored only when it is the chosen case. */
+      if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+          *(const uint32_t *)(const void *)(base + f->quantifier_offset) != f->id)
+        continue;
+      const ProtobufCMessage *sub = *(ProtobufCMessage *const *)(const void *)(base + f->offset);
+      if (hg_wire_has_unknown(sub)) return 1;
+    }
+  }
+  return 0;
+}
+
 /* -------------------------------------------------------------- login proof */
 
 static void be64(uint8_t *p, uint64_t v) {

@@ -55,14 +55,9 @@ static inline void gt_quiet_log(void *ctx, int level, const char *msg) {
   if (getenv("GT_VERBOSE") != NULL) fprintf(stderr, "[gw %d] %s\n", level, msg);
 }
 
-/* Starts a pipeline (durable unless unsafe) and a gateway; tweak lets a test
- * change the gateway config before create, keys adds keys before start. */
-static inline int gt_start(gt_server_t *s, int unsafe, void (*tweak)(hg_gateway_config_t *cfg),
-                           void (*keys)(gt_server_t *s)) {
-  memset(s, 0, sizeof *s);
-  if (util_tmpdir(s->dir, "gw") == NULL) return -errno;
-  snprintf(s->keys, sizeof s->keys, "%s/keys", s->dir);
-  if (mkdir(s->keys, 0700) != 0) return -errno;
+/* Opens the pipeline on s->dir and a gateway on s->keys (both existing). */
+static inline int gt_open(gt_server_t *s, int unsafe, void (*tweak)(hg_gateway_config_t *cfg),
+                          void (*keys)(gt_server_t *s)) {
   hg_gateway_config_t gc;
   hg_gateway_config_init(&gc);
   gc.key_dir = s->keys;
@@ -92,6 +87,30 @@ static inline int gt_start(gt_server_t *s, int unsafe, void (*tweak)(hg_gateway_
   if (rc == 0) rc = hg_gateway_start(s->gw);
   s->port = hg_gateway_port(s->gw);
   return rc;
+}
+
+/* Starts a pipeline (durable unless unsafe) and a gateway on fresh
+ * directories; tweak lets a test change the gateway config before create,
+ * keys adds keys before start. */
+static inline int gt_start(gt_server_t *s, int unsafe, void (*tweak)(hg_gateway_config_t *cfg),
+                           void (*keys)(gt_server_t *s)) {
+  memset(s, 0, sizeof *s);
+  if (util_tmpdir(s->dir, "gw") == NULL) return -errno;
+  snprintf(s->keys, sizeof s->keys, "%s/keys", s->dir);
+  if (mkdir(s->keys, 0700) != 0) return -errno;
+  return gt_open(s, unsafe, tweak, keys);
+}
+
+/* Stops the gateway and the pipeline, keeping the directories. */
+static inline void gt_shutdown(gt_server_t *s) {
+  hg_gateway_stop(s->gw);
+  if (s->p != NULL) {
+    hg_pipeline_stop(s->p);
+    hg_pipeline_close(s->p);
+  }
+  hg_gateway_destroy(s->gw);
+  s->p = NULL;
+  s->gw = NULL;
 }
 
 static inline void gt_stop(gt_server_t *s) {

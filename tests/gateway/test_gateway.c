@@ -648,6 +648,71 @@ static void test_mass_quote_mmp(void **state) {
   gt_stop(&s);
 }
 
+/* ---------------------------------------------------------------- restart */
+
+static void test_restart(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 0, NULL);
+  gt_client_t a;
+  assert_int_equal(gt_login(&a, s.port, TA, 0, 0), 1);
+  gt_new_order(&a, 1, 55, 1, 700, 4, 0);
+  uint64_t oid = expect_er(&a, EXEC(NEW))->execution_report->order_id;
+  gt_new_order(&a, 1, 56, 1, 701, 1, 0);
+  expect_er(&a, EXEC(NEW));
+  gt_close(&a);
+  usleep(50 * 1000);
+  gt_shutdown(&s);
+  /* Same directories: keys, session ids and stream numbering survive; the
+   * mirror is seeded from the recovered exchange. */
+  assert_int_equal(gt_open(&s, 0, NULL, NULL), 0);
+  assert_int_equal(gt_login(&a, s.port, TA, 0, 0), 3);
+  gt_status(&a, 1, oid);
+  env_t *e = gt_expect(&a, BODY(ORDER_STATUS), 2000);
+  assert_non_null(e);
+  assert_true(e->order_status->live);
+  assert_int_equal(e->order_status->leaves, 4);
+  assert_int_equal(e->order_status->client_order_id, 55);
+  assert_int_equal(e->seq, 3);
+  /* Frames from before the restart are not retransmittable. */
+  Hourglass__V1__RetransmitRequest rr = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
+  rr.from_seq = 1;
+  rr.count = 1;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(RETRANSMIT_REQUEST);
+  q.retransmit_request = &rr;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(RETRANSMISSION), 2000);
+  assert_int_equal(e->retransmission->reason, REJ(RETRANSMIT_RANGE));
+  /* Market data seeded from the books. */
+  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
+  ms.instrument_id = 1;
+  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MD_SUBSCRIBE);
+  q.md_subscribe = &ms;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(MD_SNAPSHOT), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->md_snapshot->n_asks, 2);
+  assert_int_equal(e->md_snapshot->asks[0]->price, 700);
+  assert_int_equal(e->md_snapshot->asks[1]->price, 701);
+  /* The seeded order's events reach its account's key. */
+  gt_cancel(&a, 1, oid);
+  e = expect_er(&a, EXEC(CANCELLED));
+  assert_int_equal(e->execution_report->order_id, oid);
+  gt_close(&a);
+  /* A session id used before the restart is still refused. */
+  gt_client_t c;
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  memcpy(c.sid, a.sid, 16);
+  uint8_t sec[32];
+  gt_secret(TA, sec);
+  assert_int_equal(gt_send_login(&c, TA, sec, 0, 0, 0, 1), 0);
+  expect_login_reject(&c, LREJ(SESSION_ID_REUSED));
+  gt_close(&c);
+  gt_stop(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_login),
@@ -657,6 +722,7 @@ int main(void) {
       cmocka_unit_test(test_throttle),
       cmocka_unit_test(test_cancel_on_disconnect),
       cmocka_unit_test(test_mass_quote_mmp),
+      cmocka_unit_test(test_restart),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

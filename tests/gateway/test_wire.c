@@ -137,6 +137,24 @@ static void test_encode_decode(void **state) {
   assert_int_equal(hg_wire_decode(&a, buf + f.hdr_len, f.body_len - 1, &d), HG_EPARSE);
   const uint8_t junk[] = {0xff, 0xff, 0xff};
   assert_int_equal(hg_wire_decode(&a, junk, sizeof junk, &d), HG_EPARSE);
+  /* Unknown fields, top level or nested, are found. */
+  assert_false(hg_wire_has_unknown(&d->base));
+  uint8_t nested[64];
+  size_t nl = 0;
+  memcpy(nested, buf + f.hdr_len, f.body_len);
+  nl = f.body_len;
+  /* Append field 99 (varint 1) inside the NewOrderRequest: its length byte
+   * follows the 0xf2 0x01 tag of field 30. */
+  assert_int_equal(nested[0], 0x08); /* seq */
+  assert_int_equal(nested[2], 0xf2);
+  nested[4] = (uint8_t)(nested[4] + 3);
+  nested[nl++] = 0x98;
+  nested[nl++] = 0x06;
+  nested[nl++] = 0x01;
+  assert_int_equal(hg_wire_decode(&a, nested, nl, &d), 0);
+  assert_int_equal(d->base.n_unknown_fields, 0);
+  assert_int_equal(d->new_order->base.n_unknown_fields, 1);
+  assert_true(hg_wire_has_unknown(&d->base));
   /* An empty Envelope encodes to no bytes: not a frame. */
   Hourglass__V1__Envelope empty = HOURGLASS__V1__ENVELOPE__INIT;
   assert_int_equal(hg_wire_encode(&empty, buf, sizeof buf, &len), HG_ERANGE);

@@ -123,6 +123,14 @@ void hg_wire_arena_reset(hg_wire_arena_t *a);
 int hg_wire_decode(hg_wire_arena_t *a, const uint8_t *body, size_t len,
                    Hourglass__V1__Envelope **out);
 
+/*
+ * Nonzero if m or any message nested in it carries fields this schema does
+ * not define (protobuf-c keeps them as unknown fields). The gateway refuses
+ * such messages: it never forwards bytes it did not validate. The schema
+ * has no recursive messages, so the walk is bounded by its depth.
+ */
+int hg_wire_has_unknown(const ProtobufCMessage *m);
+
 /* -------------------------------------------------------------- login proof */
 
 /* Length of the signed login string: "HGv1" + 8 + 16 + 8. */
