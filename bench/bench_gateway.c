@@ -67,14 +67,14 @@ static void die(const char *what, int err) {
 typedef struct sess {
   hg_client_t *c;
   uint64_t due[RING]; /* due time of request seq (index seq % RING); 0: answered */
-  uint64_t sent, answered;
+  uint64_t sent, answered, rejected;
   uint64_t clid;
   bool dead;
 } sess_t;
 
 typedef struct run_result {
   double offered, achieved;
-  uint64_t sent, answered, late_unanswered;
+  uint64_t sent, answered, late_unanswered, rejected;
   double p50, p99, p999, max;
   uint32_t alive;
 } run_result_t;
@@ -108,6 +108,7 @@ static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
   o.max_book_orders = 1u << 16;
   o.throttle_rate = 1000000;
   o.ring_capacity = 65536;
+  o.segment_size = 256u << 20; /* no segment switch inside a run */
   int rc = ch_create(&b->s, &o);
   if (rc != 0) die("server create", rc);
   if ((rc = ch_add_key(&b->s, OP_KEY, HG_ROLE_OPERATOR, 0, 0)) != 0) die("add key", rc);
@@ -198,6 +199,7 @@ static void drain(sess_t *s, uint64_t *lat, size_t *nlat, size_t cap) {
     if (*nlat < cap) lat[(*nlat)++] = t > *d ? t - *d : 0;
     *d = 0;
     s->answered++;
+    if (e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED) s->rejected++;
   }
 }
 
@@ -210,7 +212,7 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
   int ep = epoll_create1(EPOLL_CLOEXEC);
   for (uint32_t i = 0; i < nsess; i++) {
     sess_t *s = &b->sess[i];
-    s->sent = s->answered = 0;
+    s->sent = s->answered = s->rejected = 0;
     memset(s->due, 0, sizeof s->due);
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
     epoll_ctl(ep, EPOLL_CTL_ADD, hg_client_fd(s->c), &ev);
@@ -291,6 +293,7 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
     epoll_ctl(ep, EPOLL_CTL_DEL, hg_client_fd(s->c), NULL);
     r.sent += s->sent;
     r.answered += s->answered;
+    r.rejected += s->rejected;
     if (!s->dead && hg_client_session(s->c) != NULL) r.alive++;
   }
   close(ep);
@@ -309,15 +312,19 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
 }
 
 static void print_run(const char *label, const run_result_t *r) {
-  printf("%-10s offered %8.0f/s achieved %8.0f/s sent %8" PRIu64 " unanswered %6" PRIu64
-         "  rtt us p50 %7.1f p99 %8.1f p99.9 %8.1f max %8.1f\n",
-         label, r->offered, r->achieved, r->sent, r->late_unanswered, r->p50, r->p99, r->p999,
-         r->max);
+  printf("%-10s offered %7.0f/s achieved %7.0f/s sent %7" PRIu64 " unanswered %5" PRIu64
+         " rejected %5" PRIu64 "  rtt us p50 %7.0f p99 %7.0f p99.9 %7.0f max %7.0f\n",
+         label, r->offered, r->achieved, r->sent, r->late_unanswered, r->rejected, r->p50, r->p99,
+         r->p999, r->max);
   fflush(stdout);
 }
 
+/* Throughput kept up: everything answered, nothing refused (busy,
+ * throttled), answers at >= 95% of the offered rate, and no runaway queue
+ * (p99 under a second). Latency is reported separately. */
 static bool sustained(const run_result_t *r) {
-  return r->late_unanswered == 0 && r->achieved >= 0.95 * r->offered && r->p99 < 10000.0;
+  return r->late_unanswered == 0 && r->rejected == 0 && r->achieved >= 0.95 * r->offered &&
+         r->p99 < 1000000.0;
 }
 
 /* ------------------------------------------------------ raw disk fdatasync */
@@ -402,9 +409,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nrates; i++) {
     run_result_t r = run(&b, nsess, rates[i], seconds);
     char label[32];
-    snprintf(label, sizeof label, "tmpfs %s", sustained(&r) ? "ok" : "--");
+    snprintf(label, sizeof label, "sweep %s", sustained(&r) ? "ok" : "--");
     print_run(label, &r);
     if (sustained(&r) && r.offered > best) best = r.offered;
+    if (quick && !sustained(&r)) break;
     if (rates[i] == 50000) {
       at50 = r;
       have50 = true;
@@ -414,7 +422,7 @@ int main(int argc, char **argv) {
   }
   if (!have50) {
     at50 = run(&b, nsess, 50000, seconds);
-    print_run("tmpfs 50k", &at50);
+    print_run("sweep 50k", &at50);
   }
   server_down(&b);
 

@@ -31,6 +31,7 @@ typedef struct ch_options {
   uint32_t max_book_orders;  /* 0: 1 << 16 */
   uint32_t throttle_rate;    /* per session; 0: gateway default */
   uint32_t ring_capacity;    /* pipeline rings, power of two; 0: 16384 */
+  uint64_t segment_size;     /* journal segment bytes; 0: 4 MiB (tests) */
   int verbose;               /* server logs to stderr */
 } ch_options_t;
 
@@ -93,6 +94,10 @@ static inline int ch_create(ch_server_t *s, const ch_options_t *o) {
     pc.inbound_capacity = o->ring_capacity;
     pc.outbound_capacity = o->ring_capacity * 4;
     pc.staging_capacity = o->ring_capacity * 4;
+  }
+  if (o->segment_size) {
+    pc.journal.segment_size = o->segment_size;
+    pc.journal.batch_bytes = 4u << 20;
   }
   pc.durability = o->durable ? HG_DURABILITY_DURABLE : HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE;
   pc.out_notify = hg_gateway_notify;
