@@ -13,8 +13,10 @@
  *   retx_left   frames still to come in the running Retransmission;
  * A gap (seq > rx_next, e.g. after a reconnect) drops the frame and asks for
  * [rx_next, rx_high] once no retransmission runs; the resent frames then
- * arrive in order. Dropping instead of buffering keeps memory fixed; the
- * server keeps the frames, so nothing is lost by asking again.
+ * arrive in order. Live frames may interleave with resent ones; a frame
+ * belongs to the retransmission only if its seq is inside the announced
+ * range. Dropping instead of buffering keeps memory fixed; the server keeps
+ * the frames, so nothing is lost by asking again.
  */
 #include "hourglass/client.h"
 
@@ -70,6 +72,8 @@ struct hg_client {
   bool retx_running;  /* request sent, header or frames still to come */
   bool retx_user;     /* the caller asked: deliver everything */
   bool retx_header;   /* header received */
+  uint64_t retx_from; /* the header's range: [retx_from, retx_from + retx_count) */
+  uint32_t retx_count;
   uint32_t retx_left;
 
   hg_client_stats_t stats;
@@ -505,6 +509,8 @@ static int classify(hg_client_t *c, const Hourglass__V1__Envelope *e) {
     bool user = c->retx_user;
     if (!c->retx_running) return 1; /* unasked: just show it */
     c->retx_header = true;
+    c->retx_from = r->from_seq;
+    c->retx_count = r->count;
     c->retx_left = r->count;
     if ((r->has_reason && r->reason != 0) || r->count == 0) {
       c->retx_running = false;
@@ -518,7 +524,10 @@ static int classify(hg_client_t *c, const Hourglass__V1__Envelope *e) {
     }
     return user ? 1 : 0;
   }
-  bool in_retx = c->retx_running && c->retx_header && c->retx_left > 0 && is_stream_frame(e);
+  /* Live frames may interleave with a retransmission: only seqs inside the
+   * announced range belong to it (live ones are newer than any resent one). */
+  bool in_retx = c->retx_running && c->retx_header && c->retx_left > 0 && is_stream_frame(e) &&
+                 e->seq >= c->retx_from && e->seq - c->retx_from < c->retx_count;
   if (in_retx) {
     c->retx_left--;
     bool user = c->retx_user;

@@ -10,6 +10,14 @@ Framing is written here from the protobuf "delimited" convention (a
 base-128 varint length, then one Envelope), independently of the C codec,
 so the interop test checks two implementations against each other.
 
+Generate the module by hand with
+    protoc --python_out=OUTDIR -Iproto proto/hourglass.proto
+(the build does this into build/<tree>/gateway/python/).
+
+This is an example, not the reference client: it drops repeated stream
+frames but does not fill gaps by retransmission (the C library,
+gateway/include/hourglass/client.h, does).
+
     python3 hgclient.py --port 7700 --key-id 10 --secret HEX instruments
     python3 hgclient.py ... order --instrument 1 --side buy --price 500 --qty 3
 """
