@@ -780,7 +780,6 @@ static void conn_close(conn_t *c) {
   atomic_store_explicit(&gw->st_sessions, gw->n_sessions, memory_order_relaxed);
   atomic_store_explicit(&gw->st_unauth, gw->n_unauth, memory_order_relaxed);
   c->logged_in = 0;
-  c->gen++;
   uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
@@ -2343,6 +2342,10 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   uv_tcp_nodelay(&c->tcp, 1);
+  if (gw->cfg.socket_sndbuf != 0) {
+    int v = (int)gw->cfg.socket_sndbuf;
+    uv_send_buffer_size((uv_handle_t *)&c->tcp, &v);
+  }
   hg_sess_init(&c->sess, now_mono(), (uint64_t)gw->cfg.login_timeout_ms * 1000000u);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
     conn_close(c);

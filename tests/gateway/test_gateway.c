@@ -648,6 +648,66 @@ static void test_mass_quote_mmp(void **state) {
   gt_stop(&s);
 }
 
+/* ---------------------------------------------------------- slow consumer */
+
+static void small_cap(hg_gateway_config_t *cfg) {
+  cfg->out_hard_cap = 128u << 10; /* the smallest allowed: two maximum frames */
+  cfg->out_high_water = 16u << 10;
+  cfg->socket_sndbuf = 8192;
+  cfg->throttle_rate = 1000000;
+}
+
+static void test_slow_consumer(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, small_cap);
+  /* S subscribes to market data with a tiny receive window and never reads. */
+  gt_client_t slow, a;
+  assert_int_equal(gt_connect(&slow, s.port), 0);
+  close(slow.fd);
+  slow.fd = socket(AF_INET, SOCK_STREAM, 0);
+  int small = 2048;
+  setsockopt(slow.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(s.port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(slow.fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  uint8_t sec[32];
+  gt_secret(TB, sec);
+  gt_send_login(&slow, TB, sec, 0, 0, 60000, 0);
+  assert_non_null(gt_expect(&slow, BODY(LOGIN_ACK), 2000));
+  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
+  ms.instrument_id = 1;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MD_SUBSCRIBE);
+  q.md_subscribe = &ms;
+  gt_send(&slow, &q);
+  assert_non_null(gt_expect(&slow, BODY(MD_SNAPSHOT), 2000));
+  /* A makes plenty of market data (each replace moves a level: two level
+   * messages), reading its own reports as it goes. */
+  assert_true(gt_login(&a, s.port, TA, 0, 60000) > 0);
+  gt_new_order(&a, 1, 1, 0, 100, 1, 0);
+  uint64_t oid = expect_er(&a, EXEC(NEW))->execution_report->order_id;
+  hg_gateway_stats_t st;
+  int rounds = 0;
+  for (; rounds < 200; rounds++) {
+    for (int i = 0; i < 100; i++) gt_replace(&a, 1, oid, 100 + (i % 2), 1);
+    for (int i = 0; i < 100; i++) expect_er(&a, EXEC(REPLACED));
+    hg_gateway_stats(s.gw, &st);
+    if (st.terminations > 0) break;
+  }
+  if (getenv("GT_VERBOSE"))
+    fprintf(stderr, "rounds %d frames_out %llu terminations %llu\n", rounds,
+            (unsigned long long)st.frames_out, (unsigned long long)st.terminations);
+  assert_true(st.terminations > 0);
+  /* The slow session is gone (after what was buffered), A is unaffected. */
+  assert_true(gt_wait_closed(&slow, 3000));
+  gt_new_order(&a, 1, 999999, 0, 5, 1, 0);
+  expect_er(&a, EXEC(NEW));
+  gt_close(&slow);
+  gt_close(&a);
+  gt_stop(&s);
+}
+
 /* ---------------------------------------------------------------- restart */
 
 static void test_restart(void **state) {
@@ -723,6 +783,7 @@ int main(void) {
       cmocka_unit_test(test_cancel_on_disconnect),
       cmocka_unit_test(test_mass_quote_mmp),
       cmocka_unit_test(test_restart),
+      cmocka_unit_test(test_slow_consumer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,8 @@ typedef struct hg_gateway_config {
   uint32_t throttle_burst;       /* 0: throttle_rate */
   uint32_t out_high_water;       /* queued bytes at which reading stops; 0: 256 KiB */
   uint32_t out_hard_cap;         /* queued bytes at which the session ends; 0: 4 MiB */
+  uint32_t socket_sndbuf;        /* SO_SNDBUF of client sockets, bytes; 0: the kernel's
+                                    (which may buffer megabytes before the queue counts) */
   uint32_t retransmit_bytes;     /* per key, bytes of past frames kept; 0: 256 KiB */
   uint32_t retransmit_frames;    /* per key, frames kept; 0: 4096 */
   uint32_t retransmit_max;       /* largest RetransmitRequest.count; 0: 1000 */
