@@ -20,6 +20,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/index.h"
+#include "hgctl_net.h"
 #include "hgctl_tools.h"
 
 #define EXIT_INPUT 1
@@ -380,12 +381,31 @@ static const command_t REPLAY_CMDS[] = {
     {"", "replay a data directory: hashes, statements, what-if", hgctl_replay},
 };
 
+/* Network commands (hgctl_net.c). A command named "" is its group's
+ * default: `hgctl instruments`, `hgctl ladder SYMBOL`. */
+static const command_t ORDER_CMDS[] = {
+    {"new", "place an order and print its execution reports", hgctl_order_new},
+    {"cancel", "cancel an order", hgctl_order_cancel},
+    {"replace", "change an order's price and quantity", hgctl_order_replace},
+    {"mass-cancel", "cancel all orders (of one instrument, one side)", hgctl_order_mass_cancel},
+};
+static const command_t INSTRUMENTS_CMDS[] = {{"", "list instruments", hgctl_instruments}};
+static const command_t LADDER_CMDS[] = {{"", "SYMBOL: live depth ladder", hgctl_ladder}};
+static const command_t POSITIONS_CMDS[] = {{"", "positions and cash", hgctl_positions}};
+static const command_t EXECUTIONS_CMDS[] = {
+    {"", "recent execution reports (--follow: tail)", hgctl_executions}};
+
 static const group_t GROUPS[] = {
     {"index", INDEX_CMDS, sizeof INDEX_CMDS / sizeof INDEX_CMDS[0]},
     {"hedge", HEDGE_CMDS, sizeof HEDGE_CMDS / sizeof HEDGE_CMDS[0]},
     {"convert", CONVERT_CMDS, 1},
     {"statement", STATEMENT_CMDS, 1},
     {"replay", REPLAY_CMDS, 1},
+    {"order", ORDER_CMDS, sizeof ORDER_CMDS / sizeof ORDER_CMDS[0]},
+    {"instruments", INSTRUMENTS_CMDS, 1},
+    {"ladder", LADDER_CMDS, 1},
+    {"positions", POSITIONS_CMDS, 1},
+    {"executions", EXECUTIONS_CMDS, 1},
 };
 
 static void usage(FILE *o) {
@@ -395,7 +415,7 @@ static void usage(FILE *o) {
       char name[64];
       snprintf(name, sizeof name, "%s%s%s", GROUPS[g].name, GROUPS[g].cmds[c].name[0] ? " " : "",
                GROUPS[g].cmds[c].name);
-      fprintf(o, "  hgctl %-12s %s\n", name, GROUPS[g].cmds[c].summary);
+      fprintf(o, "  hgctl %-17s %s\n", name, GROUPS[g].cmds[c].summary);
     }
   }
   fputs("Run 'hgctl <group> <command> --help' for a command's options.\n", o);
@@ -413,7 +433,8 @@ int main(int argc, char **argv) {
   }
   for (size_t g = 0; g < sizeof GROUPS / sizeof GROUPS[0]; g++) {
     if (strcmp(argv[1], GROUPS[g].name) != 0) continue;
-    if (GROUPS[g].cmds[0].name[0] == '\0') return GROUPS[g].cmds[0].run(argc - 2, argv + 2);
+    if (GROUPS[g].n == 1 && GROUPS[g].cmds[0].name[0] == '\0')
+      return GROUPS[g].cmds[0].run(argc - 2, argv + 2);
     if (argc < 3) {
       fprintf(stderr, "hgctl %s: missing command\n", argv[1]);
       usage(stderr);

@@ -1,0 +1,833 @@
+/*
+ * client.c - the gateway client library (hourglass/client.h).
+ *
+ * One object per connection slot, owned by one thread: a receive buffer of
+ * one maximal frame plus read-ahead, a decode arena sized for one frame
+ * (hg_wire), and a send buffer that frames are encoded straight into. The
+ * socket is non-blocking; blocking behaviour is poll() with a timeout, so a
+ * stuck server can never hang a caller forever.
+ *
+ * Stream tracking is a small state machine over the server's seq:
+ *   rx_next     the seq to deliver next;
+ *   rx_high     the highest seq seen ahead of rx_next (held back);
+ *   retx_left   frames still to come in the running Retransmission;
+ * A gap (seq > rx_next, e.g. after a reconnect) drops the frame and asks for
+ * [rx_next, rx_high] once no retransmission runs; the resent frames then
+ * arrive in order. Live frames may interleave with resent ones; a frame
+ * belongs to the retransmission only if its seq is inside the announced
+ * range. Dropping instead of buffering keeps memory fixed; the server keeps
+ * the frames, so nothing is lost by asking again.
+ */
+#include "hourglass/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hourglass/error.h"
+
+#define RX_SLACK 4096u /* read-ahead beyond one maximal frame */
+
+struct hg_client {
+  hg_client_config_t cfg; /* host and secret point into this object */
+  char host[256];
+  uint8_t secret[64];
+
+  int fd;
+  bool logged_in;
+  hg_client_session_t session;
+
+  /* refusal of the last connect */
+  bool rejected;
+  bool reject_terminated;
+  uint32_t reject_code;
+  char reject_text[128];
+
+  /* receive side */
+  uint8_t *rx;
+  size_t rx_cap, rx_len, rx_off;
+  hg_wire_arena_t arena;
+  uint8_t *arena_buf;
+
+  /* send side */
+  uint8_t *tx;
+  size_t tx_cap, tx_len, tx_off;
+  uint64_t tx_seq; /* next request seq of this login */
+  uint64_t last_tx_ns;
+
+  /* server stream */
+  bool have_rx;     /* rx_next is meaningful (a login happened) */
+  uint64_t rx_next;
+  uint64_t rx_high; /* 0: nothing held back */
+  bool retx_running;  /* request sent, header or frames still to come */
+  bool retx_user;     /* the caller asked: deliver everything */
+  bool retx_header;   /* header received */
+  uint64_t retx_from; /* the header's range: [retx_from, retx_from + retx_count) */
+  uint32_t retx_count;
+  uint32_t retx_left;
+
+  hg_client_stats_t stats;
+};
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t real_ns(void *ctx) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Milliseconds left until deadline (monotonic ns); -1 for no deadline. */
+static int ms_left(uint64_t deadline) {
+  if (deadline == UINT64_MAX) return -1;
+  uint64_t now = mono_ns();
+  if (now >= deadline) return 0;
+  uint64_t ms = (deadline - now + 999999u) / 1000000u;
+  return ms > 1000000000u ? 1000000000 : (int)ms;
+}
+
+static uint64_t deadline_of(int timeout_ms) {
+  if (timeout_ms < 0) return UINT64_MAX;
+  return mono_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
+void hg_client_config_init(hg_client_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->host = HG_CLIENT_DEFAULT_HOST;
+  cfg->port = HG_CLIENT_DEFAULT_PORT;
+  cfg->keepalive_ms = 1000;
+  cfg->max_frame = HG_WIRE_DEFAULT_MAX_FRAME;
+  cfg->tx_capacity = 256u * 1024u;
+  cfg->timeout_ms = 5000;
+  cfg->retransmit_max = 1000;
+}
+
+int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out) {
+  if (cfg == NULL || out == NULL || cfg->key_id == 0 || cfg->secret == NULL ||
+      cfg->secret_len == 0 || cfg->secret_len > 64 || cfg->max_frame > HG_WIRE_MAX_FRAME_LIMIT)
+    return HG_EINVAL;
+  const char *host = cfg->host ? cfg->host : HG_CLIENT_DEFAULT_HOST;
+  if (strlen(host) >= 256) return HG_EINVAL;
+  hg_client_t *c = calloc(1, sizeof *c);
+  if (c == NULL) return -ENOMEM;
+  c->cfg = *cfg;
+  snprintf(c->host, sizeof c->host, "%s", host);
+  c->cfg.host = c->host;
+  memcpy(c->secret, cfg->secret, cfg->secret_len);
+  c->cfg.secret = c->secret;
+  if (c->cfg.port == 0) c->cfg.port = HG_CLIENT_DEFAULT_PORT;
+  if (c->cfg.keepalive_ms == 0) c->cfg.keepalive_ms = 1000;
+  if (c->cfg.max_frame == 0) c->cfg.max_frame = HG_WIRE_DEFAULT_MAX_FRAME;
+  if (c->cfg.tx_capacity == 0) c->cfg.tx_capacity = 256u * 1024u;
+  if (c->cfg.timeout_ms == 0) c->cfg.timeout_ms = 5000;
+  if (c->cfg.retransmit_max == 0) c->cfg.retransmit_max = 1000;
+  if (c->cfg.wall_clock == NULL) c->cfg.wall_clock = real_ns;
+  c->fd = -1;
+  c->rx_cap = (size_t)c->cfg.max_frame + HG_WIRE_VARINT_MAX + RX_SLACK;
+  c->tx_cap = c->cfg.tx_capacity;
+  size_t arena_cap = HG_WIRE_ARENA_SIZE(c->cfg.max_frame);
+  c->rx = malloc(c->rx_cap);
+  c->tx = malloc(c->tx_cap);
+  c->arena_buf = malloc(arena_cap);
+  if (c->rx == NULL || c->tx == NULL || c->arena_buf == NULL) {
+    hg_client_destroy(c);
+    return -ENOMEM;
+  }
+  hg_wire_arena_init(&c->arena, c->arena_buf, arena_cap);
+  *out = c;
+  return 0;
+}
+
+void hg_client_close(hg_client_t *c) {
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  c->logged_in = false;
+  c->rx_len = c->rx_off = 0;
+  c->tx_len = c->tx_off = 0;
+  /* A retransmission in flight dies with the connection; the gap stays
+   * recorded in rx_next and is asked for again after the next login. */
+  c->retx_running = c->retx_user = c->retx_header = false;
+  c->retx_left = 0;
+}
+
+void hg_client_destroy(hg_client_t *c) {
+  if (c == NULL) return;
+  hg_client_close(c);
+  explicit_bzero(c->secret, sizeof c->secret);
+  free(c->rx);
+  free(c->tx);
+  free(c->arena_buf);
+  free(c);
+}
+
+int hg_client_fd(const hg_client_t *c) { return c->fd; }
+const hg_client_session_t *hg_client_session(const hg_client_t *c) {
+  return c->logged_in ? &c->session : NULL;
+}
+uint64_t hg_client_rx_next_seq(const hg_client_t *c) { return c->have_rx ? c->rx_next : 0; }
+uint64_t hg_client_tx_next_seq(const hg_client_t *c) { return c->tx_seq; }
+size_t hg_client_tx_pending(const hg_client_t *c) { return c->tx_len - c->tx_off; }
+void hg_client_stats(const hg_client_t *c, hg_client_stats_t *out) { *out = c->stats; }
+
+int hg_client_login_reject(const hg_client_t *c, uint32_t *code, bool *terminated, char *text,
+                           size_t text_cap) {
+  if (!c->rejected) return HG_ESTATE;
+  if (code) *code = c->reject_code;
+  if (terminated) *terminated = c->reject_terminated;
+  if (text && text_cap) snprintf(text, text_cap, "%s", c->reject_text);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ send */
+
+/* Writes what the socket takes now. 0, or -errno (not EAGAIN). */
+static int write_some(hg_client_t *c) {
+  while (c->tx_off < c->tx_len) {
+    ssize_t n = send(c->fd, c->tx + c->tx_off, c->tx_len - c->tx_off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      return -errno;
+    }
+    c->tx_off += (size_t)n;
+  }
+  c->tx_off = c->tx_len = 0;
+  return 0;
+}
+
+int hg_client_flush(hg_client_t *c, int timeout_ms) {
+  if (c->fd < 0) return -ENOTCONN;
+  uint64_t deadline = deadline_of(timeout_ms);
+  for (;;) {
+    int rc = write_some(c);
+    if (rc < 0) return rc;
+    if (c->tx_len == 0) return 0;
+    int left = ms_left(deadline);
+    if (left == 0) return -EAGAIN;
+    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+    rc = poll(&p, 1, left);
+    if (rc < 0 && errno != EINTR) return -errno;
+  }
+}
+
+static bool body_is_app(uint32_t body_case) { return body_case >= 30 && body_case < 80; }
+
+/* Encodes env into the send buffer (compacting it first if needed). */
+static int enqueue(hg_client_t *c, const Hourglass__V1__Envelope *env) {
+  if (c->tx_off > 0 && c->tx_off == c->tx_len) c->tx_off = c->tx_len = 0;
+  size_t len = 0;
+  int rc = hg_wire_encode(env, c->tx + c->tx_len, c->tx_cap - c->tx_len, &len);
+  if (rc == HG_EFULL && c->tx_off > 0) {
+    memmove(c->tx, c->tx + c->tx_off, c->tx_len - c->tx_off);
+    c->tx_len -= c->tx_off;
+    c->tx_off = 0;
+    rc = hg_wire_encode(env, c->tx + c->tx_len, c->tx_cap - c->tx_len, &len);
+  }
+  if (rc < 0) return rc;
+  c->tx_len += len;
+  c->stats.frames_out++;
+  c->last_tx_ns = mono_ns();
+  return 0;
+}
+
+/* Queues env and writes: at once, and for blocking clients until the frame
+ * is out (or the timeout). */
+static int send_env_q(hg_client_t *c, const Hourglass__V1__Envelope *env, bool *queued) {
+  *queued = false;
+  if (c->fd < 0) return -ENOTCONN;
+  int rc = enqueue(c, env);
+  if (rc == HG_EFULL && !c->cfg.nonblocking_send) {
+    rc = hg_client_flush(c, (int)c->cfg.timeout_ms);
+    if (rc == -EAGAIN) return -ETIMEDOUT;
+    if (rc < 0) return rc;
+    rc = enqueue(c, env);
+  }
+  if (rc < 0) return rc;
+  *queued = true;
+  if (c->cfg.nonblocking_send) return write_some(c);
+  rc = hg_client_flush(c, (int)c->cfg.timeout_ms);
+  return rc == -EAGAIN ? -ETIMEDOUT : rc;
+}
+
+static int send_env(hg_client_t *c, const Hourglass__V1__Envelope *env) {
+  bool queued;
+  return send_env_q(c, env, &queued);
+}
+
+int hg_client_send(hg_client_t *c, Hourglass__V1__Envelope *env, uint64_t *seq) {
+  if (env == NULL) return HG_EINVAL;
+  if (c->fd < 0 || !c->logged_in) return -ENOTCONN;
+  if (body_is_app(env->body_case)) {
+    env->has_seq = 1;
+    env->seq = c->tx_seq;
+  } else {
+    env->has_seq = 0;
+  }
+  bool queued;
+  int rc = send_env_q(c, env, &queued);
+  /* The seq is used once the frame is queued, even if writing it failed
+   * later: the server may have received it. */
+  if (body_is_app(env->body_case) && queued) {
+    if (seq) *seq = c->tx_seq;
+    c->tx_seq++;
+  }
+  return rc;
+}
+
+int hg_client_tick(hg_client_t *c) {
+  if (c->fd < 0 || !c->logged_in) return 0;
+  uint64_t ka = (uint64_t)c->session.keepalive_ms * 1000000u;
+  if (mono_ns() - c->last_tx_ns < ka) return 0;
+  Hourglass__V1__Heartbeat hb = HOURGLASS__V1__HEARTBEAT__INIT;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_HEARTBEAT;
+  env.heartbeat = &hb;
+  c->stats.heartbeats_out++;
+  return send_env(c, &env);
+}
+
+/* --------------------------------------------------------------- builders */
+
+int hg_client_new_order(hg_client_t *c, const hg_client_order_t *o, uint64_t *seq) {
+  if (o == NULL) return HG_EINVAL;
+  Hourglass__V1__NewOrderRequest m = HOURGLASS__V1__NEW_ORDER_REQUEST__INIT;
+  m.instrument_id = o->instrument_id;
+  m.client_order_id = o->client_order_id;
+  m.side = (Hourglass__V1__Side)o->side;
+  m.type = (Hourglass__V1__OrdType)o->type;
+  m.tif = (Hourglass__V1__TimeInForce)o->tif;
+  m.has_price = o->has_price;
+  m.price = o->price;
+  m.qty = o->qty;
+  if (o->stp != 0) {
+    m.has_stp = 1;
+    m.stp = (Hourglass__V1__StpMode)o->stp;
+  }
+  if (o->post_only) {
+    m.has_post_only = 1;
+    m.post_only = 1;
+  }
+  if (o->smp_group != 0) {
+    m.has_smp_group = 1;
+    m.smp_group = o->smp_group;
+  }
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_NEW_ORDER;
+  env.new_order = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_cancel(hg_client_t *c, uint32_t instrument_id, uint64_t order_id, uint64_t *seq) {
+  Hourglass__V1__CancelRequest m = HOURGLASS__V1__CANCEL_REQUEST__INIT;
+  m.instrument_id = instrument_id;
+  m.order_id = order_id;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_CANCEL;
+  env.cancel = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_replace(hg_client_t *c, uint32_t instrument_id, uint64_t order_id, int64_t new_price,
+                      int64_t new_qty, uint64_t *seq) {
+  Hourglass__V1__ReplaceRequest m = HOURGLASS__V1__REPLACE_REQUEST__INIT;
+  m.instrument_id = instrument_id;
+  m.order_id = order_id;
+  m.new_price = new_price;
+  m.new_qty = new_qty;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_REPLACE;
+  env.replace = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_mass_cancel(hg_client_t *c, uint32_t instrument_id, uint32_t sides, uint64_t *seq) {
+  Hourglass__V1__MassCancelRequest m = HOURGLASS__V1__MASS_CANCEL_REQUEST__INIT;
+  if (instrument_id != 0) {
+    m.has_instrument_id = 1;
+    m.instrument_id = instrument_id;
+  }
+  m.has_sides = 1;
+  m.sides = (Hourglass__V1__SideFilter)sides;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_MASS_CANCEL;
+  env.mass_cancel = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_order_status(hg_client_t *c, uint32_t instrument_id, uint64_t order_id,
+                           uint64_t *seq) {
+  Hourglass__V1__OrderStatusRequest m = HOURGLASS__V1__ORDER_STATUS_REQUEST__INIT;
+  m.instrument_id = instrument_id;
+  m.order_id = order_id;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_ORDER_STATUS_REQUEST;
+  env.order_status_request = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_positions(hg_client_t *c, uint32_t account, uint64_t *seq) {
+  Hourglass__V1__PositionsRequest m = HOURGLASS__V1__POSITIONS_REQUEST__INIT;
+  if (account != 0) {
+    m.has_account = 1;
+    m.account = account;
+  }
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_POSITIONS_REQUEST;
+  env.positions_request = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_instruments(hg_client_t *c, uint64_t *seq) {
+  Hourglass__V1__InstrumentsRequest m = HOURGLASS__V1__INSTRUMENTS_REQUEST__INIT;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_INSTRUMENTS_REQUEST;
+  env.instruments_request = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_md_subscribe(hg_client_t *c, uint32_t instrument_id, uint32_t depth, uint64_t *seq) {
+  Hourglass__V1__MarketDataSubscribe m = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
+  m.instrument_id = instrument_id;
+  if (depth != 0) {
+    m.has_depth = 1;
+    m.depth = depth;
+  }
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_MD_SUBSCRIBE;
+  env.md_subscribe = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_md_unsubscribe(hg_client_t *c, uint32_t instrument_id, uint64_t *seq) {
+  Hourglass__V1__MarketDataUnsubscribe m = HOURGLASS__V1__MARKET_DATA_UNSUBSCRIBE__INIT;
+  m.instrument_id = instrument_id;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_MD_UNSUBSCRIBE;
+  env.md_unsubscribe = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+static int send_retransmit(hg_client_t *c, uint64_t from, uint32_t count, bool user) {
+  Hourglass__V1__RetransmitRequest m = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
+  m.from_seq = from;
+  m.count = count;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_RETRANSMIT_REQUEST;
+  env.retransmit_request = &m;
+  int rc = send_env(c, &env);
+  if (rc < 0) return rc;
+  c->retx_running = true;
+  c->retx_user = user;
+  c->retx_header = false;
+  c->retx_left = 0;
+  c->stats.retransmit_requests++;
+  return 0;
+}
+
+int hg_client_retransmit(hg_client_t *c, uint64_t from_seq, uint32_t count) {
+  if (from_seq == 0 || count == 0 || count > c->cfg.retransmit_max) return HG_EINVAL;
+  if (c->fd < 0 || !c->logged_in) return -ENOTCONN;
+  if (c->retx_running) return HG_ESTATE;
+  return send_retransmit(c, from_seq, count, true);
+}
+
+/* Asks for the held-back range if there is one and nothing runs. */
+static int fill_gap(hg_client_t *c) {
+  if (c->retx_running || c->rx_high < c->rx_next || c->fd < 0) return 0;
+  uint64_t want = c->rx_high - c->rx_next + 1;
+  uint32_t count = want > c->cfg.retransmit_max ? c->cfg.retransmit_max : (uint32_t)want;
+  return send_retransmit(c, c->rx_next, count, false);
+}
+
+/* --------------------------------------------------------------- receive */
+
+/* Reads what has arrived. >0 bytes, 0 would block, -ECONNRESET on EOF. */
+static int read_some(hg_client_t *c) {
+  if (c->rx_off > 0) {
+    memmove(c->rx, c->rx + c->rx_off, c->rx_len - c->rx_off);
+    c->rx_len -= c->rx_off;
+    c->rx_off = 0;
+  }
+  if (c->rx_len == c->rx_cap) return HG_EPARSE; /* cannot happen: a frame fits */
+  for (;;) {
+    ssize_t n = recv(c->fd, c->rx + c->rx_len, c->rx_cap - c->rx_len, 0);
+    if (n > 0) {
+      c->rx_len += (size_t)n;
+      return (int)n;
+    }
+    if (n == 0) return -ECONNRESET;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -errno;
+  }
+}
+
+/* Decodes the next whole frame in the buffer: 1 and *env, 0 if incomplete,
+ * HG_EPARSE on a bad header or body. */
+static int next_frame(hg_client_t *c, Hourglass__V1__Envelope **env) {
+  hg_wire_frame_t f;
+  int rc = hg_wire_frame_parse(c->rx + c->rx_off, c->rx_len - c->rx_off, c->cfg.max_frame, &f);
+  if (rc == -EAGAIN) return 0;
+  if (rc < 0) return HG_EPARSE;
+  size_t total = (size_t)f.hdr_len + f.body_len;
+  if (c->rx_len - c->rx_off < total) return 0;
+  rc = hg_wire_decode(&c->arena, c->rx + c->rx_off + f.hdr_len, f.body_len, env);
+  c->rx_off += total;
+  if (rc < 0) return HG_EPARSE;
+  c->stats.frames_in++;
+  return 1;
+}
+
+static bool is_stream_frame(const Hourglass__V1__Envelope *e) {
+  return e->has_seq && e->seq > 0 && e->body_case >= 80 &&
+         e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_SNAPSHOT &&
+         e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_LEVEL &&
+         e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_TRADE &&
+         e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_STATUS;
+}
+
+/* Applies the stream rules to a decoded frame. Returns 1 to deliver, 0 to
+ * drop, or a send error of a gap-fill request. */
+static int classify(hg_client_t *c, const Hourglass__V1__Envelope *e) {
+  if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_RETRANSMISSION) {
+    const Hourglass__V1__Retransmission *r = e->retransmission;
+    bool user = c->retx_user;
+    if (!c->retx_running) return 1; /* unasked: just show it */
+    c->retx_header = true;
+    c->retx_from = r->from_seq;
+    c->retx_count = r->count;
+    c->retx_left = r->count;
+    if ((r->has_reason && r->reason != 0) || r->count == 0) {
+      c->retx_running = false;
+      if (!user && c->rx_high >= c->rx_next) {
+        /* The server cannot resend the gap: skip past it rather than ask forever. */
+        c->stats.lost += c->rx_high - c->rx_next + 1;
+        c->rx_next = c->rx_high + 1;
+        c->rx_high = 0;
+      }
+      return 1;
+    }
+    return user ? 1 : 0;
+  }
+  /* Live frames may interleave with a retransmission: only seqs inside the
+   * announced range belong to it (live ones are newer than any resent one). */
+  bool in_retx = c->retx_running && c->retx_header && c->retx_left > 0 && is_stream_frame(e) &&
+                 e->seq >= c->retx_from && e->seq - c->retx_from < c->retx_count;
+  if (in_retx) {
+    c->retx_left--;
+    bool user = c->retx_user;
+    int deliver = user ? 1 : 0;
+    if (e->seq == c->rx_next) {
+      c->rx_next++;
+      deliver = 1;
+    } else if (!user) {
+      c->stats.duplicates++;
+    }
+    if (c->retx_left == 0) {
+      c->retx_running = false;
+      if (c->rx_high < c->rx_next) c->rx_high = 0;
+      int rc = fill_gap(c);
+      if (rc < 0) return rc;
+    }
+    return deliver;
+  }
+  if (!is_stream_frame(e)) return 1;
+  if (!c->have_rx) { /* cannot happen after a login; be permissive */
+    c->have_rx = true;
+    c->rx_next = e->seq;
+  }
+  if (e->seq < c->rx_next) {
+    c->stats.duplicates++;
+    return 0;
+  }
+  if (e->seq == c->rx_next) {
+    c->rx_next++;
+    if (c->rx_high < c->rx_next) c->rx_high = 0;
+    return 1;
+  }
+  /* Ahead of a gap, or a gap is already being filled: hold back. */
+  c->stats.held_back++;
+  if (e->seq > c->rx_high) c->rx_high = e->seq;
+  int rc = fill_gap(c);
+  return rc < 0 ? rc : 0;
+}
+
+int hg_client_recv(hg_client_t *c, int timeout_ms, const Hourglass__V1__Envelope **out) {
+  if (c->fd < 0) return -ENOTCONN;
+  uint64_t deadline = deadline_of(timeout_ms);
+  for (;;) {
+    Hourglass__V1__Envelope *e = NULL;
+    int rc = next_frame(c, &e);
+    if (rc < 0) {
+      hg_client_close(c);
+      return rc;
+    }
+    if (rc == 1) {
+      if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_TERMINATE) {
+        /* Deliver it; the server closes next. Stop sending on this socket. */
+        c->logged_in = false;
+        *out = e;
+        return 1;
+      }
+      rc = c->logged_in ? classify(c, e) : 1;
+      if (rc < 0) return rc;
+      if (rc == 1) {
+        *out = e;
+        return 1;
+      }
+      continue;
+    }
+    rc = hg_client_tick(c);
+    if (rc < 0 && rc != -EAGAIN) {
+      hg_client_close(c);
+      return rc;
+    }
+    if (c->tx_len > c->tx_off) {
+      rc = write_some(c);
+      if (rc < 0) {
+        hg_client_close(c);
+        return rc;
+      }
+    }
+    rc = read_some(c);
+    if (rc < 0) {
+      hg_client_close(c);
+      return rc;
+    }
+    if (rc > 0) continue;
+    int left = ms_left(deadline);
+    if (left == 0) return 0;
+    /* Wake for heartbeats even when the caller waits long. */
+    if (c->logged_in) {
+      int ka = (int)c->session.keepalive_ms;
+      if (left < 0 || left > ka) left = ka;
+    }
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (c->tx_len > c->tx_off) p.events |= POLLOUT;
+    if (poll(&p, 1, left) < 0 && errno != EINTR) return -errno;
+  }
+}
+
+/* ----------------------------------------------------------------- login */
+
+static int set_nonblocking(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+  return 0;
+}
+
+static int do_login(hg_client_t *c) {
+  uint64_t deadline = deadline_of((int)c->cfg.timeout_ms);
+  c->rejected = false;
+  c->tx_seq = 1;
+  c->rx_len = c->rx_off = 0;
+  c->tx_len = c->tx_off = 0;
+  int one = 1;
+  (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* not TCP: harmless */
+  uint8_t sid[HG_WIRE_SESSION_ID_LEN];
+  if (getrandom(sid, sizeof sid, 0) != (ssize_t)sizeof sid) return errno ? -errno : -EIO;
+  uint64_t ts = c->cfg.wall_clock(c->cfg.clock_ctx);
+  uint8_t mac[HG_WIRE_MAC_LEN];
+  hg_wire_login_mac(c->secret, c->cfg.secret_len, ts, sid, c->cfg.key_id, mac);
+
+  Hourglass__V1__Login m = HOURGLASS__V1__LOGIN__INIT;
+  m.key_id = c->cfg.key_id;
+  m.session_id.data = sid;
+  m.session_id.len = sizeof sid;
+  m.timestamp_ns = ts;
+  m.hmac.data = mac;
+  m.hmac.len = sizeof mac;
+  m.has_cancel_on_disconnect = 1;
+  m.cancel_on_disconnect = c->cfg.cancel_on_disconnect;
+  m.has_keepalive_ms = 1;
+  m.keepalive_ms = c->cfg.keepalive_ms;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_LOGIN;
+  env.login = &m;
+  int rc = enqueue(c, &env);
+  explicit_bzero(mac, sizeof mac);
+  if (rc < 0) return rc;
+  rc = hg_client_flush(c, ms_left(deadline));
+  if (rc == -EAGAIN) return -ETIMEDOUT;
+  if (rc < 0) return rc;
+
+  for (;;) {
+    Hourglass__V1__Envelope *e = NULL;
+    rc = next_frame(c, &e);
+    if (rc < 0) return rc;
+    if (rc == 1) {
+      switch (e->body_case) {
+      case HOURGLASS__V1__ENVELOPE__BODY_LOGIN_ACK: {
+        const Hourglass__V1__LoginAck *a = e->login_ack;
+        hg_client_session_t *s = &c->session;
+        memset(s, 0, sizeof *s);
+        memcpy(s->session_id, sid, sizeof sid);
+        s->role = a->role;
+        s->account = a->account;
+        s->firm = a->firm;
+        s->keepalive_ms = a->keepalive_ms ? a->keepalive_ms : c->cfg.keepalive_ms;
+        s->server_time_ns = a->server_time_ns;
+        s->login_next_seq = a->next_seq;
+        s->cancel_on_disconnect = a->has_cancel_on_disconnect && a->cancel_on_disconnect;
+        c->logged_in = true;
+        if (!c->have_rx || a->next_seq < c->rx_next) {
+          /* First login, or a server whose stream restarted: start at its head. */
+          c->have_rx = true;
+          c->rx_next = a->next_seq;
+          c->rx_high = 0;
+        } else if (a->next_seq > c->rx_next) {
+          if (a->next_seq - 1 > c->rx_high) c->rx_high = a->next_seq - 1;
+          rc = fill_gap(c);
+          if (rc < 0) return rc;
+        }
+        return 0;
+      }
+      case HOURGLASS__V1__ENVELOPE__BODY_LOGIN_REJECT:
+      case HOURGLASS__V1__ENVELOPE__BODY_TERMINATE: {
+        bool term = e->body_case == HOURGLASS__V1__ENVELOPE__BODY_TERMINATE;
+        c->rejected = true;
+        c->reject_terminated = term;
+        c->reject_code = term ? e->terminate->code : e->login_reject->code;
+        const char *t = term ? e->terminate->text : e->login_reject->text;
+        snprintf(c->reject_text, sizeof c->reject_text, "%s", t ? t : "");
+        return HG_EAUTH;
+      }
+      default:
+        continue; /* nothing else is expected before the ack; ignore it */
+      }
+    }
+    rc = read_some(c);
+    if (rc < 0) return rc;
+    if (rc > 0) continue;
+    int left = ms_left(deadline);
+    if (left == 0) return -ETIMEDOUT;
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (poll(&p, 1, left) < 0 && errno != EINTR) return -errno;
+  }
+}
+
+int hg_client_login_fd(hg_client_t *c, int fd) {
+  hg_client_close(c);
+  c->fd = fd;
+  int rc = set_nonblocking(fd);
+  if (rc == 0) rc = do_login(c);
+  if (rc < 0) hg_client_close(c);
+  return rc;
+}
+
+static int tcp_connect(const hg_client_t *c, int *out) {
+  char port[8];
+  snprintf(port, sizeof port, "%u", (unsigned)c->cfg.port);
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *res = NULL;
+  if (getaddrinfo(c->host, port, &hints, &res) != 0 || res == NULL) return HG_EINVAL;
+  int rc = -ECONNREFUSED;
+  uint64_t deadline = deadline_of((int)c->cfg.timeout_ms);
+  for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      rc = -errno;
+      continue;
+    }
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      rc = 0;
+    } else if (errno != EINPROGRESS) {
+      rc = -errno;
+    } else {
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      int n;
+      do n = poll(&p, 1, ms_left(deadline));
+      while (n < 0 && errno == EINTR);
+      if (n == 0) {
+        rc = -ETIMEDOUT;
+      } else {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (n < 0) err = errno;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+        rc = -err;
+      }
+    }
+    if (rc == 0) {
+      *out = fd;
+      break;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return rc;
+}
+
+int hg_client_connect(hg_client_t *c) {
+  hg_client_close(c);
+  int fd = -1;
+  int rc = tcp_connect(c, &fd);
+  if (rc < 0) return rc;
+  return hg_client_login_fd(c, fd);
+}
+
+int hg_client_logout(hg_client_t *c, int timeout_ms) {
+  if (c->fd < 0) return -ENOTCONN;
+  Hourglass__V1__Logout m = HOURGLASS__V1__LOGOUT__INIT;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_LOGOUT;
+  env.logout = &m;
+  int rc = send_env(c, &env);
+  uint64_t deadline = deadline_of(timeout_ms);
+  while (rc == 0) {
+    const Hourglass__V1__Envelope *e = NULL;
+    int left = ms_left(deadline);
+    rc = hg_client_recv(c, left, &e);
+    if (rc == 0) {
+      rc = -ETIMEDOUT;
+      break;
+    }
+    if (rc < 0) {
+      rc = rc == -ECONNRESET ? 0 : rc; /* closed after the Terminate: done */
+      break;
+    }
+    if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_TERMINATE) {
+      rc = 0;
+      break;
+    }
+    rc = 0;
+  }
+  hg_client_close(c);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ misc */
+
+static int hexval(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+int hg_client_parse_hex(const char *hex, uint8_t *out, size_t cap) {
+  if (hex == NULL) return HG_EINVAL;
+  size_t n = strlen(hex);
+  if (n == 0 || n % 2 != 0 || n > 128 || n / 2 > cap) return HG_EINVAL;
+  for (size_t i = 0; i < n / 2; i++) {
+    int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return HG_EINVAL;
+    out[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return (int)(n / 2);
+}

@@ -1,0 +1,947 @@
+/*
+ * hgctl_net.c - hgctl's network commands: orders, instruments, a live depth
+ * ladder, positions and executions, over the gateway's wire protocol
+ * through the client library (hourglass/client.h).
+ *
+ * Each command opens one session (key from --key-id/--secret or the
+ * environment HG_KEY_ID/HG_SECRET, secret in hex), sends its request, prints
+ * the replies that carry its request seq (ref_seq) as one line each, and
+ * logs out. Output is plain "KEY=value" text, one event per line, so it
+ * greps and diffs well; the ladder redraws the terminal instead.
+ *
+ * Exit status: 0 done, 1 refused (reject, login failure, connection error,
+ * timeout), 2 usage error.
+ */
+#include "hgctl_net.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hourglass/client.h"
+#include "hourglass/error.h"
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+typedef Hourglass__V1__Envelope env_t;
+#define BODY(x) HOURGLASS__V1__ENVELOPE__BODY_##x
+
+/* ------------------------------------------------------------- options */
+
+typedef struct opt {
+  const char *name;  /* without "--" */
+  const char **val;  /* option with a value */
+  bool *flag;        /* option without one */
+} opt_t;
+
+typedef struct conn {
+  const char *host, *port, *key_id, *secret, *timeout;
+} conn_t;
+
+static conn_t g_conn;
+
+#define CONN_OPTS                                                                        \
+  {"host", &g_conn.host, NULL}, {"port", &g_conn.port, NULL},                            \
+      {"key-id", &g_conn.key_id, NULL}, {"secret", &g_conn.secret, NULL},                \
+      {"timeout", &g_conn.timeout, NULL}
+
+static const char CONN_HELP[] =
+    "connection: --host H (127.0.0.1) --port P (7700) --key-id ID --secret HEX\n"
+    "            (or HG_KEY_ID, HG_SECRET in the environment) --timeout MS (5000)\n";
+
+/* Parses --name value / --name=value / --flag; positional arguments go to
+ * pos[0..npos). Returns 0, or EXIT_USAGE after printing why. */
+static int parse(const char *cmd, int argc, char **argv, const opt_t *opts, size_t n,
+                 const char **pos, size_t npos, const char *usage) {
+  size_t got = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      printf("usage: hgctl %s\n%s", usage, CONN_HELP);
+      exit(0);
+    }
+    if (strncmp(a, "--", 2) != 0) {
+      if (got == npos) {
+        fprintf(stderr, "hgctl %s: unexpected argument '%s'\n", cmd, a);
+        goto bad;
+      }
+      pos[got++] = a;
+      continue;
+    }
+    const char *name = a + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const opt_t *o = NULL;
+    for (size_t k = 0; k < n; k++)
+      if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0) o = &opts[k];
+    if (o == NULL) {
+      fprintf(stderr, "hgctl %s: unknown option '%s'\n", cmd, a);
+      goto bad;
+    }
+    if (o->flag) {
+      if (eq) {
+        fprintf(stderr, "hgctl %s: --%s takes no value\n", cmd, o->name);
+        goto bad;
+      }
+      *o->flag = true;
+    } else if (eq) {
+      *o->val = eq + 1;
+    } else if (i + 1 < argc) {
+      *o->val = argv[++i];
+    } else {
+      fprintf(stderr, "hgctl %s: --%s needs a value\n", cmd, o->name);
+      goto bad;
+    }
+  }
+  return 0;
+bad:
+  fprintf(stderr, "usage: hgctl %s\n%s", usage, CONN_HELP);
+  return EXIT_USAGE;
+}
+
+/* Strict decimal parse into [lo, hi]. */
+static bool num(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  if (s == NULL || *s == '\0') return false;
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+static bool unum(const char *s, uint64_t hi, uint64_t *out) {
+  if (s == NULL || *s == '\0' || *s == '-') return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+static int need_num(const char *cmd, const char *name, const char *s, int64_t lo, int64_t hi,
+                    int64_t *out) {
+  if (s == NULL) {
+    fprintf(stderr, "hgctl %s: --%s is required\n", cmd, name);
+    return EXIT_USAGE;
+  }
+  if (!num(s, lo, hi, out)) {
+    fprintf(stderr, "hgctl %s: --%s '%s' is not a number in %" PRId64 "..%" PRId64 "\n", cmd,
+            name, s, lo, hi);
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* --------------------------------------------------------------- session */
+
+static int g_timeout_ms = 5000;
+
+/* Builds the client from the connection options and logs in. */
+static int open_session(const char *cmd, hg_client_t **out) {
+  const char *key = g_conn.key_id ? g_conn.key_id : getenv("HG_KEY_ID");
+  const char *sec = g_conn.secret ? g_conn.secret : getenv("HG_SECRET");
+  uint64_t key_id = 0, port = HG_CLIENT_DEFAULT_PORT, tmo = 5000;
+  if (key == NULL || sec == NULL) {
+    fprintf(stderr, "hgctl %s: no API key: give --key-id and --secret (or set HG_KEY_ID and "
+                    "HG_SECRET)\n", cmd);
+    return EXIT_USAGE;
+  }
+  if (!unum(key, UINT64_MAX, &key_id) || key_id == 0) {
+    fprintf(stderr, "hgctl %s: key id '%s' is not a positive number\n", cmd, key);
+    return EXIT_USAGE;
+  }
+  if (g_conn.port && (!unum(g_conn.port, 65535, &port) || port == 0)) {
+    fprintf(stderr, "hgctl %s: port '%s' is not in 1..65535\n", cmd, g_conn.port);
+    return EXIT_USAGE;
+  }
+  if (g_conn.timeout && (!unum(g_conn.timeout, 3600000, &tmo) || tmo == 0)) {
+    fprintf(stderr, "hgctl %s: timeout '%s' is not in 1..3600000 ms\n", cmd, g_conn.timeout);
+    return EXIT_USAGE;
+  }
+  g_timeout_ms = (int)tmo;
+  uint8_t secret[64];
+  int n = hg_client_parse_hex(sec, secret, sizeof secret);
+  if (n < 0) {
+    fprintf(stderr, "hgctl %s: the secret must be hex, 2 to 128 digits\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_config_t cfg;
+  hg_client_config_init(&cfg);
+  cfg.host = g_conn.host ? g_conn.host : HG_CLIENT_DEFAULT_HOST;
+  cfg.port = (uint16_t)port;
+  cfg.key_id = key_id;
+  cfg.secret = secret;
+  cfg.secret_len = (size_t)n;
+  cfg.timeout_ms = (uint32_t)tmo;
+  hg_client_t *c = NULL;
+  int rc = hg_client_create(&cfg, &c);
+  memset(secret, 0, sizeof secret);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  rc = hg_client_connect(c);
+  if (rc == HG_EAUTH) {
+    uint32_t code = 0;
+    bool term = false;
+    char text[128];
+    hg_client_login_reject(c, &code, &term, text, sizeof text);
+    static const char *const why[] = {"?", "authentication failed (unknown key or wrong secret)",
+                                      "clock skew above 5 s", "session id reused",
+                                      "this key already has a live session",
+                                      "the gateway's session limit is reached",
+                                      "invalid login", "key store unavailable"};
+    fprintf(stderr, "hgctl %s: login refused: %s%s%s\n", cmd,
+            !term && code < sizeof why / sizeof why[0] ? why[code] : "terminated",
+            text[0] ? ": " : "", text);
+    hg_client_destroy(c);
+    return EXIT_FAIL;
+  }
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: cannot connect to %s:%u: %s\n", cmd, cfg.host, (unsigned)port,
+            hg_strerror(rc));
+    hg_client_destroy(c);
+    return EXIT_FAIL;
+  }
+  *out = c;
+  return 0;
+}
+
+static void close_session(hg_client_t *c) {
+  hg_client_logout(c, 1000);
+  hg_client_destroy(c);
+}
+
+/* ---------------------------------------------------------------- names */
+
+static const char *reject_name(uint32_t r) {
+  switch (r) {
+  case 0: return "none";
+  case 1: return "invalid_field";
+  case 2: return "invalid_tif";
+  case 3: return "invalid_qty";
+  case 4: return "qty_too_large";
+  case 5: return "price_out_of_range";
+  case 6: return "price_band";
+  case 7: return "duplicate_order_id";
+  case 8: return "duplicate_clordid";
+  case 9: return "post_only_would_cross";
+  case 10: return "book_full";
+  case 11: return "unknown_order";
+  case 64: return "unknown_instrument";
+  case 65: return "instrument_halted";
+  case 66: return "unknown_account";
+  case 67: return "not_in_state";
+  case 70: return "invalid_params";
+  case 71: return "capacity";
+  case 73: return "insufficient_funds";
+  case 74: return "risk";
+  case 128: return "throttled";
+  case 129: return "busy";
+  case 130: return "unavailable";
+  case 131: return "not_permitted";
+  case 132: return "invalid_request";
+  case 133: return "mmp_tripped";
+  case 134: return "gateway_full";
+  case 135: return "retransmit_range";
+  default: return "other";
+  }
+}
+
+static const char *cancel_name(uint32_t r) {
+  switch (r) {
+  case 1: return "user";
+  case 2: return "ioc_remainder";
+  case 3: return "self_trade";
+  case 4: return "mass_cancel";
+  case 5: return "expiry";
+  case 6: return "fok_unfilled";
+  case 32: return "delisted";
+  default: return "other";
+  }
+}
+
+static const char *exec_name(uint32_t t) {
+  static const char *const n[] = {"?", "NEW", "REJECTED", "FILL", "CANCELLED", "REPLACED"};
+  return t < sizeof n / sizeof n[0] ? n[t] : "?";
+}
+
+static void print_exec(const env_t *e) {
+  const Hourglass__V1__ExecutionReport *r = e->execution_report;
+  printf("%s seq=%" PRIu64 " instrument=%u order_id=%" PRIu64 " clordid=%" PRIu64,
+         exec_name(r->exec_type), e->seq, r->instrument_id, r->order_id, r->client_order_id);
+  if (r->has_side) printf(" side=%s", r->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy");
+  printf(" price=%" PRId64 " qty=%" PRId64 " leaves=%" PRId64, r->price, r->qty, r->leaves);
+  if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED)
+    printf(" reason=%s(%u)", reject_name(r->reason), r->reason);
+  if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED)
+    printf(" reason=%s(%u)", cancel_name(r->reason), r->reason);
+  if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL) printf(" maker=%d", r->maker ? 1 : 0);
+  if (r->drop_copy) printf(" account=%u", r->account);
+  if (r->ref_seq) printf(" ref_seq=%" PRIu64, r->ref_seq);
+  printf("\n");
+  fflush(stdout);
+}
+
+/* Receives until a frame answers request seq (ExecutionReport or Response
+ * with that ref_seq, or the given body with that ref_seq). Returns 1 and *e,
+ * or EXIT_FAIL after printing why. */
+static int await_reply(const char *cmd, hg_client_t *c, uint64_t seq, const env_t **e) {
+  for (;;) {
+    int rc = hg_client_recv(c, g_timeout_ms, e);
+    if (rc == 0) {
+      fprintf(stderr, "hgctl %s: no reply within %d ms\n", cmd, g_timeout_ms);
+      return EXIT_FAIL;
+    }
+    if (rc < 0) {
+      fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(rc));
+      return EXIT_FAIL;
+    }
+    const env_t *f = *e;
+    uint64_t ref = 0;
+    switch (f->body_case) {
+    case BODY(EXECUTION_REPORT): ref = f->execution_report->ref_seq; break;
+    case BODY(RESPONSE): ref = f->response->ref_seq; break;
+    case BODY(POSITIONS): ref = f->positions->ref_seq; break;
+    case BODY(INSTRUMENT_LIST): ref = f->instrument_list->ref_seq; break;
+    case BODY(ORDER_STATUS): ref = f->order_status->ref_seq; break;
+    case BODY(MD_SNAPSHOT): ref = f->md_snapshot->ref_seq; break;
+    case BODY(TERMINATE):
+      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u%s%s)\n", cmd,
+              f->terminate->code, f->terminate->text ? ": " : "",
+              f->terminate->text ? f->terminate->text : "");
+      return EXIT_FAIL;
+    default: break;
+    }
+    if (ref == seq) return 1;
+  }
+}
+
+/* A Response's verdict; prints why on a refusal. */
+static int response_status(const char *cmd, const env_t *e) {
+  if (e->body_case != BODY(RESPONSE) || e->response->reason == 0) return 0;
+  fprintf(stderr, "hgctl %s: refused: %s (%u)%s%s\n", cmd, reject_name(e->response->reason),
+          e->response->reason, e->response->text ? ": " : "",
+          e->response->text ? e->response->text : "");
+  return EXIT_FAIL;
+}
+
+/* Prints every report of this order (or of this request) that follows
+ * within settle_ms, e.g. the fills after a NEW. */
+static void print_followers(hg_client_t *c, uint64_t seq, uint64_t order_id, int settle_ms) {
+  for (;;) {
+    const env_t *e = NULL;
+    if (hg_client_recv(c, settle_ms, &e) != 1) return;
+    if (e->body_case != BODY(EXECUTION_REPORT)) continue;
+    const Hourglass__V1__ExecutionReport *r = e->execution_report;
+    if (r->ref_seq == seq || (order_id && r->order_id == order_id)) print_exec(e);
+  }
+}
+
+/* ------------------------------------------------------------- commands */
+
+static int instrument_by_symbol(const char *cmd, hg_client_t *c, const char *sym, uint32_t *id);
+
+static int resolve_instrument(const char *cmd, hg_client_t *c, const char *val, uint32_t *id) {
+  int64_t v;
+  if (num(val, 1, UINT32_MAX, &v)) {
+    *id = (uint32_t)v;
+    return 0;
+  }
+  return instrument_by_symbol(cmd, c, val, id);
+}
+
+int hgctl_order_new(int argc, char **argv) {
+  const char *cmd = "order new";
+  const char *instr = NULL, *side = NULL, *qty = NULL, *price = NULL, *type = NULL, *tif = NULL,
+             *clordid = NULL, *stp = NULL;
+  bool post_only = false;
+  const opt_t opts[] = {CONN_OPTS,
+                        {"instrument", &instr, NULL},
+                        {"side", &side, NULL},
+                        {"qty", &qty, NULL},
+                        {"price", &price, NULL},
+                        {"type", &type, NULL},
+                        {"tif", &tif, NULL},
+                        {"clordid", &clordid, NULL},
+                        {"stp", &stp, NULL},
+                        {"post-only", NULL, &post_only}};
+  const char *usage = "order new --instrument ID|SYMBOL --side buy|sell --qty N [--price TICKS]\n"
+                      "  [--type limit|market] [--tif gtc|day|ioc|fok] [--post-only]\n"
+                      "  [--stp cancel_resting|cancel_incoming|cancel_both|none] [--clordid N]\n";
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
+  if (rc) return rc;
+  hg_client_order_t o = {0};
+  int64_t v;
+  if (side == NULL || (strcmp(side, "buy") != 0 && strcmp(side, "sell") != 0)) {
+    fprintf(stderr, "hgctl %s: --side must be buy or sell\n", cmd);
+    return EXIT_USAGE;
+  }
+  o.side = strcmp(side, "sell") == 0 ? HOURGLASS__V1__SIDE__SIDE_SELL : HOURGLASS__V1__SIDE__SIDE_BUY;
+  if ((rc = need_num(cmd, "qty", qty, 1, INT64_MAX, &v))) return rc;
+  o.qty = v;
+  o.type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT;
+  if (type && strcmp(type, "market") == 0) o.type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_MARKET;
+  else if (type && strcmp(type, "limit") != 0) {
+    fprintf(stderr, "hgctl %s: --type must be limit or market\n", cmd);
+    return EXIT_USAGE;
+  }
+  if (o.type == HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT) {
+    if ((rc = need_num(cmd, "price", price, INT64_MIN, INT64_MAX, &v))) return rc;
+    o.has_price = true;
+    o.price = v;
+  } else if (price) {
+    fprintf(stderr, "hgctl %s: a market order takes no --price\n", cmd);
+    return EXIT_USAGE;
+  }
+  static const char *const tifs[] = {"gtc", "day", "ioc", "fok"};
+  o.tif = o.type == HOURGLASS__V1__ORD_TYPE__ORD_TYPE_MARKET ? 2u : 0u;
+  if (tif) {
+    size_t k = 0;
+    while (k < 4 && strcmp(tif, tifs[k]) != 0) k++;
+    if (k == 4) {
+      fprintf(stderr, "hgctl %s: --tif must be gtc, day, ioc or fok\n", cmd);
+      return EXIT_USAGE;
+    }
+    o.tif = (uint32_t)k;
+  }
+  if (stp) {
+    static const char *const stps[] = {"default", "cancel_resting", "cancel_incoming",
+                                       "cancel_both", "none"};
+    size_t k = 0;
+    while (k < 5 && strcmp(stp, stps[k]) != 0) k++;
+    if (k == 5) {
+      fprintf(stderr, "hgctl %s: --stp must be cancel_resting, cancel_incoming, cancel_both or "
+                      "none\n", cmd);
+      return EXIT_USAGE;
+    }
+    o.stp = (uint32_t)k;
+  }
+  o.post_only = post_only;
+  if (clordid) {
+    uint64_t u;
+    if (!unum(clordid, INT64_MAX, &u)) {
+      fprintf(stderr, "hgctl %s: --clordid must be below 2^63\n", cmd);
+      return EXIT_USAGE;
+    }
+    o.client_order_id = u;
+  } else {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    o.client_order_id = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) >> 1;
+  }
+  if (instr == NULL) {
+    fprintf(stderr, "hgctl %s: --instrument is required\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  if ((rc = resolve_instrument(cmd, c, instr, &o.instrument_id))) {
+    close_session(c);
+    return rc;
+  }
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  rc = hg_client_new_order(c, &o, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    close_session(c);
+    return EXIT_FAIL;
+  }
+  if ((rc = await_reply(cmd, c, seq, &e)) != 1) {
+    close_session(c);
+    return rc;
+  }
+  int status = response_status(cmd, e);
+  if (e->body_case == BODY(EXECUTION_REPORT)) {
+    print_exec(e);
+    uint64_t oid = e->execution_report->order_id;
+    status = e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED ? EXIT_FAIL : 0;
+    print_followers(c, seq, oid, 200);
+  }
+  close_session(c);
+  return status;
+}
+
+/* Sends one order-id request, prints the reply, returns the status. */
+static int order_request(const char *cmd, hg_client_t *c, int kind, uint32_t instrument,
+                         uint64_t oid, int64_t px, int64_t qty) {
+  uint64_t seq = 0;
+  int rc = kind == 0 ? hg_client_cancel(c, instrument, oid, &seq)
+                     : hg_client_replace(c, instrument, oid, px, qty, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  const env_t *e = NULL;
+  if ((rc = await_reply(cmd, c, seq, &e)) != 1) return rc;
+  int status = response_status(cmd, e);
+  if (e->body_case == BODY(EXECUTION_REPORT)) {
+    print_exec(e);
+    status = e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED ? EXIT_FAIL : 0;
+    print_followers(c, seq, e->execution_report->order_id, 100);
+  }
+  return status;
+}
+
+static int cancel_or_replace(int argc, char **argv, int kind) {
+  const char *cmd = kind == 0 ? "order cancel" : "order replace";
+  const char *instr = NULL, *oid = NULL, *price = NULL, *qty = NULL;
+  const opt_t opts[] = {CONN_OPTS,
+                        {"instrument", &instr, NULL},
+                        {"order-id", &oid, NULL},
+                        {"price", &price, NULL},
+                        {"qty", &qty, NULL}};
+  const char *usage = kind == 0 ? "order cancel --instrument ID|SYMBOL --order-id N\n"
+                                : "order replace --instrument ID|SYMBOL --order-id N --price TICKS "
+                                  "--qty N\n";
+  int rc = parse(cmd, argc, argv, opts, kind == 0 ? 7 : 9, NULL, 0, usage);
+  if (rc) return rc;
+  int64_t id, px = 0, q = 0;
+  if (instr == NULL) {
+    fprintf(stderr, "hgctl %s: --instrument is required\n", cmd);
+    return EXIT_USAGE;
+  }
+  if ((rc = need_num(cmd, "order-id", oid, 1, INT64_MAX, &id))) return rc;
+  if (kind == 1) {
+    if ((rc = need_num(cmd, "price", price, INT64_MIN, INT64_MAX, &px))) return rc;
+    if ((rc = need_num(cmd, "qty", qty, 1, INT64_MAX, &q))) return rc;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint32_t iid = 0;
+  rc = resolve_instrument(cmd, c, instr, &iid);
+  if (rc == 0) rc = order_request(cmd, c, kind, iid, (uint64_t)id, px, q);
+  close_session(c);
+  return rc;
+}
+
+int hgctl_order_cancel(int argc, char **argv) { return cancel_or_replace(argc, argv, 0); }
+int hgctl_order_replace(int argc, char **argv) { return cancel_or_replace(argc, argv, 1); }
+
+int hgctl_order_mass_cancel(int argc, char **argv) {
+  const char *cmd = "order mass-cancel";
+  const char *instr = NULL, *side = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"instrument", &instr, NULL}, {"side", &side, NULL}};
+  const char *usage = "order mass-cancel [--instrument ID|SYMBOL] [--side buy|sell|both]\n";
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
+  if (rc) return rc;
+  uint32_t sides = HOURGLASS__V1__SIDE_FILTER__SIDES_BOTH;
+  if (side && strcmp(side, "buy") == 0) sides = HOURGLASS__V1__SIDE_FILTER__SIDES_BUY;
+  else if (side && strcmp(side, "sell") == 0) sides = HOURGLASS__V1__SIDE_FILTER__SIDES_SELL;
+  else if (side && strcmp(side, "both") != 0) {
+    fprintf(stderr, "hgctl %s: --side must be buy, sell or both\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint32_t iid = 0;
+  if (instr && (rc = resolve_instrument(cmd, c, instr, &iid))) {
+    close_session(c);
+    return rc;
+  }
+  uint64_t seq = 0;
+  rc = hg_client_mass_cancel(c, iid, sides, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    close_session(c);
+    return EXIT_FAIL;
+  }
+  /* The gateway answers with a Response after the cancels (which carry
+   * reason mass_cancel but may have no ref_seq); stop at that Response, or
+   * after a quiet spell if none comes. */
+  int status = 0, cancelled = 0;
+  for (;;) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, cancelled ? 300 : g_timeout_ms, &e);
+    if (r != 1) {
+      if (r < 0 || !cancelled) {
+        fprintf(stderr, "hgctl %s: no reply: %s\n", cmd, r < 0 ? hg_strerror(r) : "timeout");
+        status = EXIT_FAIL;
+      }
+      break;
+    }
+    if (e->body_case == BODY(TERMINATE)) {
+      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+              e->terminate->code);
+      status = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) {
+      status = response_status(cmd, e);
+      break;
+    }
+    if (e->body_case != BODY(EXECUTION_REPORT)) continue;
+    const Hourglass__V1__ExecutionReport *x = e->execution_report;
+    bool mine = x->ref_seq == seq ||
+                (x->ref_seq == 0 && x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED &&
+                 x->reason == HOURGLASS__V1__CANCEL_REASON__CXL_MASS_CANCEL);
+    if (!mine) continue;
+    print_exec(e);
+    if (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED) {
+      status = EXIT_FAIL;
+      break;
+    }
+    cancelled++;
+  }
+  printf("cancelled %d order%s\n", cancelled, cancelled == 1 ? "" : "s");
+  close_session(c);
+  return status;
+}
+
+/* Fetches the instrument list (caller's arena until the next recv). */
+static int fetch_instruments(const char *cmd, hg_client_t *c, const Hourglass__V1__InstrumentList **out) {
+  uint64_t seq = 0;
+  int rc = hg_client_instruments(c, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  const env_t *e = NULL;
+  if ((rc = await_reply(cmd, c, seq, &e)) != 1) return rc;
+  if ((rc = response_status(cmd, e))) return rc;
+  if (e->body_case != BODY(INSTRUMENT_LIST)) {
+    fprintf(stderr, "hgctl %s: unexpected reply to the instrument list request\n", cmd);
+    return EXIT_FAIL;
+  }
+  *out = e->instrument_list;
+  return 0;
+}
+
+static int instrument_by_symbol(const char *cmd, hg_client_t *c, const char *sym, uint32_t *id) {
+  const Hourglass__V1__InstrumentList *l = NULL;
+  int rc = fetch_instruments(cmd, c, &l);
+  if (rc) return rc;
+  for (size_t i = 0; i < l->n_instruments; i++) {
+    if (strcmp(l->instruments[i]->symbol, sym) == 0) {
+      *id = l->instruments[i]->instrument_id;
+      return 0;
+    }
+  }
+  fprintf(stderr, "hgctl %s: no instrument '%s' (hgctl instruments lists them)\n", cmd, sym);
+  return EXIT_FAIL;
+}
+
+static const char *state_name(uint32_t s) {
+  return s == 1 ? "trading" : s == 2 ? "halted" : s == 3 ? "delisted" : "?";
+}
+
+int hgctl_instruments(int argc, char **argv) {
+  const char *cmd = "instruments";
+  const opt_t opts[] = {CONN_OPTS};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, "instruments\n");
+  if (rc) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  const Hourglass__V1__InstrumentList *l = NULL;
+  if ((rc = fetch_instruments(cmd, c, &l)) == 0) {
+    printf("%-6s %-20s %-8s %-8s %10s %8s %10s %10s %12s %s\n", "id", "symbol", "grade", "month",
+           "tick", "unit", "min", "max", "max_qty", "state");
+    for (size_t i = 0; i < l->n_instruments; i++) {
+      const Hourglass__V1__InstrumentInfo *x = l->instruments[i];
+      printf("%-6u %-20s %-8s %-8s %10" PRId64 " %8" PRId64 " %10" PRId64 " %10" PRId64 " %12" PRId64
+             " %s\n",
+             x->instrument_id, x->symbol, x->grade ? x->grade : "-",
+             x->delivery_month ? x->delivery_month : "-", x->tick_size, x->contract_unit,
+             x->min_price, x->max_price, x->max_order_qty, state_name(x->state));
+    }
+  }
+  close_session(c);
+  return rc;
+}
+
+int hgctl_positions(int argc, char **argv) {
+  const char *cmd = "positions";
+  const char *account = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "positions [--account N (risk viewers: an account of the own firm)]\n");
+  if (rc) return rc;
+  int64_t acc = 0;
+  if (account && (rc = need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  rc = hg_client_positions(c, (uint32_t)acc, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    rc = EXIT_FAIL;
+  } else if ((rc = await_reply(cmd, c, seq, &e)) == 1 && (rc = response_status(cmd, e)) == 0) {
+    const Hourglass__V1__Positions *p = e->positions;
+    if (p->reason != 0) {
+      fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, reject_name(p->reason), p->reason);
+      rc = EXIT_FAIL;
+    } else {
+      printf("account %u cash %" PRId64 ".%06" PRId64 " USD\n", p->account, p->cash / 1000000,
+             (p->cash < 0 ? -p->cash : p->cash) % 1000000);
+      printf("%-10s %10s %10s %10s\n", "instrument", "net", "bought", "sold");
+      for (size_t i = 0; i < p->n_positions; i++)
+        printf("%-10u %10" PRId64 " %10" PRId64 " %10" PRId64 "\n", p->positions[i]->instrument_id,
+               p->positions[i]->net_qty, p->positions[i]->bought_qty, p->positions[i]->sold_qty);
+    }
+  }
+  close_session(c);
+  return rc;
+}
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+}
+
+int hgctl_executions(int argc, char **argv) {
+  const char *cmd = "executions";
+  const char *last = NULL;
+  bool follow = false;
+  const opt_t opts[] = {CONN_OPTS, {"last", &last, NULL}, {"follow", NULL, &follow}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "executions [--last N (default 20)] [--follow]\n");
+  if (rc) return rc;
+  int64_t n = 20;
+  if (last && (rc = need_num(cmd, "last", last, 0, 1000, &n))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  /* The last n frames of this key's stream, then (with --follow) live ones. */
+  uint64_t next = hg_client_session(c)->login_next_seq;
+  uint64_t from = next > (uint64_t)n ? next - (uint64_t)n : 1;
+  uint32_t count = (uint32_t)(next - from);
+  uint32_t left = 0;
+  if (count > 0) {
+    rc = hg_client_retransmit(c, from, count);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+      close_session(c);
+      return EXIT_FAIL;
+    }
+    left = count + 1; /* the header, then count frames */
+  }
+  rc = 0;
+  while (!g_stop && (follow || left > 0)) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, follow ? 500 : g_timeout_ms, &e);
+    if (r == 0) {
+      if (follow) continue;
+      fprintf(stderr, "hgctl %s: the gateway did not resend the history in time\n", cmd);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (r < 0) {
+      if (r == -EINTR) continue;
+      fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(r));
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(TERMINATE)) {
+      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+              e->terminate->code);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(RETRANSMISSION)) {
+      if (e->retransmission->reason != 0) {
+        fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd,
+                reject_name(e->retransmission->reason));
+        left = 0;
+      } else if (left > 0) {
+        left = e->retransmission->count;
+      }
+      continue;
+    }
+    if (e->has_seq && left > 0 && e->seq < next) left--;
+    if (e->body_case == BODY(EXECUTION_REPORT)) print_exec(e);
+  }
+  close_session(c);
+  return rc;
+}
+
+/* ----------------------------------------------------------------- ladder */
+
+#define LADDER_MAX 50
+
+typedef struct book_side {
+  int64_t px[LADDER_MAX], qty[LADDER_MAX];
+  int n;
+} book_side_t;
+
+/* Sets price's aggregate (0 removes); keeps best first (bids high, asks low). */
+static void side_set(book_side_t *s, bool bids, int64_t px, int64_t qty) {
+  int i = 0;
+  while (i < s->n && s->px[i] != px) i++;
+  if (i < s->n) {
+    if (qty > 0) {
+      s->qty[i] = qty;
+      return;
+    }
+    memmove(&s->px[i], &s->px[i + 1], (size_t)(s->n - i - 1) * sizeof s->px[0]);
+    memmove(&s->qty[i], &s->qty[i + 1], (size_t)(s->n - i - 1) * sizeof s->qty[0]);
+    s->n--;
+    return;
+  }
+  if (qty <= 0) return;
+  int at = 0;
+  while (at < s->n && (bids ? s->px[at] > px : s->px[at] < px)) at++;
+  if (at >= LADDER_MAX) return; /* beyond the depth shown */
+  int keep = s->n < LADDER_MAX ? s->n : LADDER_MAX - 1;
+  memmove(&s->px[at + 1], &s->px[at], (size_t)(keep - at) * sizeof s->px[0]);
+  memmove(&s->qty[at + 1], &s->qty[at], (size_t)(keep - at) * sizeof s->qty[0]);
+  s->px[at] = px;
+  s->qty[at] = qty;
+  s->n = keep + 1;
+}
+
+static void draw(const char *sym, uint32_t id, const book_side_t *b, const book_side_t *a,
+                 int depth, uint64_t md_seq, uint32_t state, int64_t last_px, int64_t last_qty,
+                 bool clear) {
+  if (clear) fputs("\033[H\033[2J", stdout);
+  printf("%s (id %u)  md_seq %" PRIu64 "  %s", sym, id, md_seq, state_name(state));
+  if (last_qty > 0) printf("  last %" PRId64 " x %" PRId64, last_qty, last_px);
+  printf("\n%12s %12s | %-12s %-12s\n", "bid qty", "bid", "ask", "ask qty");
+  for (int i = 0; i < depth; i++) {
+    char bq[24] = "", bp[24] = "", ap[24] = "", aq[24] = "";
+    if (i < b->n) {
+      snprintf(bq, sizeof bq, "%" PRId64, b->qty[i]);
+      snprintf(bp, sizeof bp, "%" PRId64, b->px[i]);
+    }
+    if (i < a->n) {
+      snprintf(ap, sizeof ap, "%" PRId64, a->px[i]);
+      snprintf(aq, sizeof aq, "%" PRId64, a->qty[i]);
+    }
+    if (i >= b->n && i >= a->n) break;
+    printf("%12s %12s | %-12s %-12s\n", bq, bp, ap, aq);
+  }
+  fflush(stdout);
+}
+
+int hgctl_ladder(int argc, char **argv) {
+  const char *cmd = "ladder";
+  const char *depth_s = NULL, *pos[1] = {NULL};
+  bool once = false;
+  const opt_t opts[] = {CONN_OPTS, {"depth", &depth_s, NULL}, {"once", NULL, &once}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1,
+                 "ladder SYMBOL|ID [--depth N (1..50, default 10)] [--once]\n");
+  if (rc) return rc;
+  if (pos[0] == NULL) {
+    fprintf(stderr, "hgctl %s: which instrument? (hgctl ladder SYMBOL)\n", cmd);
+    return EXIT_USAGE;
+  }
+  int64_t depth = 10;
+  if (depth_s && (rc = need_num(cmd, "depth", depth_s, 1, LADDER_MAX, &depth))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint32_t id = 0;
+  if ((rc = resolve_instrument(cmd, c, pos[0], &id))) {
+    close_session(c);
+    return rc;
+  }
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  bool tty = isatty(STDOUT_FILENO) && !once;
+  static book_side_t bids, asks;
+  uint64_t md_seq = 0, sub_seq = 0;
+  uint32_t state = 0;
+  int64_t last_px = 0, last_qty = 0;
+  bool have = false, dirty = false;
+  struct timespec last_draw = {0, 0};
+  rc = hg_client_md_subscribe(c, id, (uint32_t)depth, &sub_seq);
+  while (rc == 0 && !g_stop) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, 100, &e);
+    if (r < 0) {
+      if (r == -EINTR) continue;
+      fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(r));
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (r == 1) {
+      switch (e->body_case) {
+      case BODY(MD_SNAPSHOT): {
+        const Hourglass__V1__MarketDataSnapshot *s = e->md_snapshot;
+        if (s->instrument_id != id) break;
+        if (s->reason != 0) {
+          fprintf(stderr, "hgctl %s: subscription refused: %s (%u)\n", cmd, reject_name(s->reason),
+                  s->reason);
+          rc = EXIT_FAIL;
+          break;
+        }
+        bids.n = asks.n = 0;
+        for (size_t i = 0; i < s->n_bids && i < LADDER_MAX; i++)
+          side_set(&bids, true, s->bids[i]->price, s->bids[i]->qty);
+        for (size_t i = 0; i < s->n_asks && i < LADDER_MAX; i++)
+          side_set(&asks, false, s->asks[i]->price, s->asks[i]->qty);
+        md_seq = s->md_seq;
+        state = s->state;
+        have = dirty = true;
+        break;
+      }
+      case BODY(MD_LEVEL):
+      case BODY(MD_TRADE):
+      case BODY(MD_STATUS): {
+        uint32_t iid = e->body_case == BODY(MD_LEVEL)   ? e->md_level->instrument_id
+                       : e->body_case == BODY(MD_TRADE) ? e->md_trade->instrument_id
+                                                        : e->md_status->instrument_id;
+        uint64_t s = e->body_case == BODY(MD_LEVEL)   ? e->md_level->md_seq
+                     : e->body_case == BODY(MD_TRADE) ? e->md_trade->md_seq
+                                                      : e->md_status->md_seq;
+        if (iid != id || !have || s <= md_seq) break;
+        if (s != md_seq + 1) { /* a gap: start again from a fresh snapshot */
+          have = false;
+          rc = hg_client_md_subscribe(c, id, (uint32_t)depth, &sub_seq);
+          break;
+        }
+        md_seq = s;
+        if (e->body_case == BODY(MD_LEVEL))
+          side_set(e->md_level->side == HOURGLASS__V1__SIDE__SIDE_SELL ? &asks : &bids,
+                   e->md_level->side != HOURGLASS__V1__SIDE__SIDE_SELL, e->md_level->price,
+                   e->md_level->qty);
+        else if (e->body_case == BODY(MD_TRADE)) {
+          last_px = e->md_trade->price;
+          last_qty = e->md_trade->qty;
+        } else {
+          state = e->md_status->state;
+        }
+        dirty = true;
+        break;
+      }
+      case BODY(TERMINATE):
+        fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+                e->terminate->code);
+        rc = EXIT_FAIL;
+        break;
+      default: break;
+      }
+      if (rc != 0) break;
+    }
+    if (once && have) {
+      draw(pos[0], id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, false);
+      break;
+    }
+    /* Redraw at most 20 times a second. */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (now.tv_sec - last_draw.tv_sec) * 1000 + (now.tv_nsec - last_draw.tv_nsec) / 1000000;
+    if (dirty && have && ms >= 50) {
+      draw(pos[0], id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, tty);
+      if (!tty) puts("");
+      dirty = false;
+      last_draw = now;
+    }
+  }
+  if (rc < 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    rc = EXIT_FAIL;
+  }
+  close_session(c);
+  return rc;
+}

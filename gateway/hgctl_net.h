@@ -1,0 +1,19 @@
+/*
+ * hgctl_net.h (internal) - hgctl's network commands (hgctl_net.c), which
+ * talk to a running gateway through the client library. Each has the
+ * signature of an hgctl command: (argc, argv) after the group and verb, and
+ * returns the exit status (0 ok, 1 refused or failed, 2 usage).
+ */
+#ifndef HG_GATEWAY_HGCTL_NET_H
+#define HG_GATEWAY_HGCTL_NET_H
+
+int hgctl_order_new(int argc, char **argv);
+int hgctl_order_cancel(int argc, char **argv);
+int hgctl_order_replace(int argc, char **argv);
+int hgctl_order_mass_cancel(int argc, char **argv);
+int hgctl_instruments(int argc, char **argv);
+int hgctl_ladder(int argc, char **argv);
+int hgctl_positions(int argc, char **argv);
+int hgctl_executions(int argc, char **argv);
+
+#endif /* HG_GATEWAY_HGCTL_NET_H */

@@ -1,0 +1,238 @@
+/*
+ * hourglass/client.h - a small client library for the gateway's wire
+ * protocol (hourglass.v1 over varint-delimited frames, proto/README.md),
+ * used by hgctl, the tests and the load generator.
+ *
+ * What it does:
+ *  - connects over TCP (poll-based, with a timeout) or takes an already
+ *    connected socket, and logs in: a fresh random 16-byte session id, the
+ *    wall-clock timestamp and HMAC-SHA256 over them with the key's secret
+ *    (hg_wire_login_mac());
+ *  - sends application messages with the session's request sequence
+ *    numbers (1, 2, ... per login, as the server expects), and Heartbeats
+ *    whenever nothing was sent for one keepalive interval;
+ *  - receives and decodes frames (hg_wire.h's framing and per-frame arena:
+ *    no malloc per frame) and tracks the server's recoverable stream: every
+ *    sequenced frame is delivered once and in order. A frame whose seq is
+ *    below the next expected one (a duplicate) is dropped; one above it (a
+ *    gap, typically after a reconnect: LoginAck.next_seq is past the last
+ *    frame this client saw) is held back (dropped) and the library sends a
+ *    RetransmitRequest for the missing range (at most retransmit_max per
+ *    request, one request at a time, as the server requires), then delivers
+ *    the resent frames in order. Frames a range no longer holds are counted
+ *    in stats.lost and skipped.
+ *
+ * Storage. hg_client_create() allocates every buffer once (receive buffer,
+ * decode arena, send buffer); nothing else allocates. A decoded frame lives
+ * in the arena until the next hg_client_recv() or hg_client_connect().
+ *
+ * Blocking. Sockets are non-blocking underneath; the calls wait with poll()
+ * up to their timeouts. With config.nonblocking_send set, a send never
+ * waits: what the socket does not take stays in the send buffer (see
+ * hg_client_flush(), hg_client_tx_pending()), which is what an event loop
+ * (the load generator) wants.
+ *
+ * Threads. A client object is owned by one thread at a time; different
+ * clients are independent.
+ *
+ * Errors: 0 or a positive count on success; negative on failure: -errno of
+ * the socket calls (-ECONNREFUSED, -ECONNRESET for a peer that closed,
+ * -ETIMEDOUT, -ENOTCONN when not connected), HG_EINVAL (bad argument),
+ * HG_EAUTH (login rejected: hg_client_login_reject() says why), HG_EPARSE
+ * (the server sent a malformed frame; the connection is closed), HG_EFULL
+ * (the send buffer cannot take the frame), HG_ESTATE (not allowed now, e.g.
+ * a second retransmit request while one runs).
+ */
+#ifndef HOURGLASS_CLIENT_H
+#define HOURGLASS_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hourglass/wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HG_CLIENT_DEFAULT_HOST "127.0.0.1"
+#define HG_CLIENT_DEFAULT_PORT 7700
+
+typedef struct hg_client_config {
+  const char *host;            /* numeric address or name; NULL: 127.0.0.1 (copied) */
+  uint16_t port;               /* 0: 7700 */
+  uint64_t key_id;             /* > 0 */
+  const uint8_t *secret;       /* 1 .. 64 bytes; copied */
+  size_t secret_len;
+  bool cancel_on_disconnect;   /* asked for at login */
+  uint32_t keepalive_ms;       /* asked for at login (the server clamps); 0: 1000 */
+  uint32_t max_frame;          /* largest body accepted from the server; 0: 64 KiB */
+  uint32_t tx_capacity;        /* send buffer bytes; 0: 256 KiB */
+  uint32_t timeout_ms;         /* connect + login, and a blocking send; 0: 5000 */
+  uint32_t retransmit_max;     /* largest count per RetransmitRequest; 0: 1000 */
+  bool nonblocking_send;       /* sends never wait (event-loop use) */
+  /* Wall clock for the login timestamp, ns since the epoch; NULL: CLOCK_REALTIME. */
+  uint64_t (*wall_clock)(void *ctx);
+  void *clock_ctx;
+} hg_client_config_t;
+
+/* What the LoginAck said; valid until the next connect. */
+typedef struct hg_client_session {
+  uint8_t session_id[HG_WIRE_SESSION_ID_LEN];
+  uint32_t role;               /* hourglass.v1.Role */
+  uint32_t account;
+  uint32_t firm;
+  uint32_t keepalive_ms;       /* the interval in force */
+  uint64_t server_time_ns;
+  uint64_t login_next_seq;     /* the server's next stream seq at login */
+  bool cancel_on_disconnect;
+} hg_client_session_t;
+
+typedef struct hg_client_stats {
+  uint64_t frames_in;          /* decoded frames received */
+  uint64_t frames_out;         /* frames sent (queued) */
+  uint64_t heartbeats_out;
+  uint64_t duplicates;         /* sequenced frames dropped as already seen */
+  uint64_t held_back;          /* sequenced frames dropped because of a gap (re-requested) */
+  uint64_t retransmit_requests;/* sent by the library or the caller */
+  uint64_t lost;               /* stream frames the server could not resend */
+} hg_client_stats_t;
+
+/* A new order (NewOrderRequest). Enum fields take hourglass.v1 values. */
+typedef struct hg_client_order {
+  uint32_t instrument_id;
+  uint64_t client_order_id;    /* < 2^63 */
+  uint32_t side;               /* HOURGLASS__V1__SIDE__SIDE_BUY / _SELL */
+  uint32_t type;               /* ORD_TYPE_LIMIT / _MARKET */
+  uint32_t tif;                /* TIF_GTC / _DAY / _IOC / _FOK */
+  bool has_price;              /* required for limit orders */
+  int64_t price;               /* ticks */
+  int64_t qty;
+  uint32_t stp;                /* StpMode; STP_DEFAULT (0) is not sent */
+  bool post_only;
+  uint32_t smp_group;          /* 0 is not sent */
+} hg_client_order_t;
+
+typedef struct hg_client hg_client_t;
+
+/* Fills cfg with the defaults above (no key). */
+void hg_client_config_init(hg_client_config_t *cfg);
+
+/* Allocates a client (not connected). 0 and *out, HG_EINVAL (key_id 0, secret
+ * missing or longer than 64 bytes, max_frame above HG_WIRE_MAX_FRAME_LIMIT), -ENOMEM. */
+int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out);
+
+/* Closes the connection (no Logout) and frees everything. NULL is a no-op. */
+void hg_client_destroy(hg_client_t *c);
+
+/*
+ * Connects to config host:port and logs in; waits up to config.timeout_ms
+ * for the LoginAck. Closes a previous connection first (without Logout),
+ * keeping the stream position: a reconnect then recovers missed frames by
+ * retransmission. Returns 0, HG_EAUTH (LoginReject or a Terminate instead of
+ * an ack; see hg_client_login_reject), -ETIMEDOUT, the socket's -errno
+ * (-ECONNREFUSED, ...), HG_EINVAL (host does not resolve), HG_EPARSE.
+ */
+int hg_client_connect(hg_client_t *c);
+
+/* Like hg_client_connect over an already connected stream socket fd, which
+ * the client now owns (closed on failure too). For tests and Unix sockets. */
+int hg_client_login_fd(hg_client_t *c, int fd);
+
+/*
+ * After HG_EAUTH: the LoginRejectCode (or, with *terminated set, the
+ * TerminateCode) and the server's text ("" if none). text may be NULL.
+ * Returns 0 if the last connect was refused that way, HG_ESTATE otherwise.
+ */
+int hg_client_login_reject(const hg_client_t *c, uint32_t *code, bool *terminated,
+                           char *text, size_t text_cap);
+
+/* The current session (NULL when not logged in). */
+const hg_client_session_t *hg_client_session(const hg_client_t *c);
+
+/* The socket (-1 when not connected): poll it for POLLIN (and POLLOUT while
+ * hg_client_tx_pending()). */
+int hg_client_fd(const hg_client_t *c);
+
+/* Closes the socket without Logout (cancel-on-disconnect then applies).
+ * The stream position is kept for a later reconnect. */
+void hg_client_close(hg_client_t *c);
+
+/* Sends Logout and waits up to timeout_ms for the server's Terminate, then
+ * closes. 0, -ETIMEDOUT (closed anyway), -ENOTCONN. */
+int hg_client_logout(hg_client_t *c, int timeout_ms);
+
+/*
+ * Sends one Envelope. For a client application message (body case 30..79)
+ * the next request seq is put in env->seq (the caller's env is modified) and
+ * returned in *seq (may be NULL); session messages go without seq. Returns
+ * 0, -ENOTCONN, HG_EFULL, HG_ERANGE (encodes to more than the frame limit),
+ * a socket -errno, or -ETIMEDOUT (blocking send: the socket took nothing for
+ * timeout_ms; the frame stays queued).
+ */
+int hg_client_send(hg_client_t *c, Hourglass__V1__Envelope *env, uint64_t *seq);
+
+/* Builders: one application message each, sent with hg_client_send(). */
+int hg_client_new_order(hg_client_t *c, const hg_client_order_t *o, uint64_t *seq);
+int hg_client_cancel(hg_client_t *c, uint32_t instrument_id, uint64_t order_id, uint64_t *seq);
+int hg_client_replace(hg_client_t *c, uint32_t instrument_id, uint64_t order_id, int64_t new_price,
+                      int64_t new_qty, uint64_t *seq);
+/* instrument_id 0: every instrument; sides: hourglass.v1.SideFilter. */
+int hg_client_mass_cancel(hg_client_t *c, uint32_t instrument_id, uint32_t sides, uint64_t *seq);
+int hg_client_order_status(hg_client_t *c, uint32_t instrument_id, uint64_t order_id,
+                           uint64_t *seq);
+/* account 0: the own account. */
+int hg_client_positions(hg_client_t *c, uint32_t account, uint64_t *seq);
+int hg_client_instruments(hg_client_t *c, uint64_t *seq);
+/* depth 0: the server default (10). */
+int hg_client_md_subscribe(hg_client_t *c, uint32_t instrument_id, uint32_t depth, uint64_t *seq);
+int hg_client_md_unsubscribe(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
+
+/*
+ * Asks the server to resend its stream frames [from_seq, from_seq + count)
+ * (count 1 .. config.retransmit_max). The Retransmission header and the
+ * resent frames are all delivered by hg_client_recv(), even those seen
+ * before. Returns 0, HG_EINVAL, HG_ESTATE (one is already running), or
+ * hg_client_send's errors.
+ */
+int hg_client_retransmit(hg_client_t *c, uint64_t from_seq, uint32_t count);
+
+/* Sends a Heartbeat if nothing was sent for the keepalive interval. Call it
+ * at least that often from an event loop; hg_client_recv() calls it too. */
+int hg_client_tick(hg_client_t *c);
+
+/* Writes queued bytes, waiting up to timeout_ms (0: not at all, < 0: no
+ * limit). 0 when nothing is left, -EAGAIN if bytes remain, -errno. */
+int hg_client_flush(hg_client_t *c, int timeout_ms);
+
+/* Bytes queued but not yet written. */
+size_t hg_client_tx_pending(const hg_client_t *c);
+
+/*
+ * Receives the next frame to deliver, waiting up to timeout_ms (0: only what
+ * has arrived, < 0: no limit); sends due heartbeats meanwhile. Returns 1 and
+ * *env (valid until the next hg_client_recv or connect on c), 0 if nothing
+ * arrived in time, -ECONNRESET (the server closed; any Terminate it sent was
+ * delivered before), -ENOTCONN, HG_EPARSE (malformed frame: closed), or a
+ * gap-fill request's send error. Heartbeats from the server are delivered
+ * like any frame; the caller ignores what it does not need.
+ */
+int hg_client_recv(hg_client_t *c, int timeout_ms, const Hourglass__V1__Envelope **env);
+
+/* The seq the client expects next on the server's stream (0: none yet). */
+uint64_t hg_client_rx_next_seq(const hg_client_t *c);
+
+/* The seq the next application request will carry. */
+uint64_t hg_client_tx_next_seq(const hg_client_t *c);
+
+void hg_client_stats(const hg_client_t *c, hg_client_stats_t *out);
+
+/* Parses a hex string (even length, 2..128 digits) into out[0..cap);
+ * returns the byte count or HG_EINVAL. For secrets given on command lines. */
+int hg_client_parse_hex(const char *hex, uint8_t *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HOURGLASS_CLIENT_H */

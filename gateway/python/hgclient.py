@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""hgclient: an example Hourglass gateway client in Python.
+
+Speaks the hourglass.v1 wire protocol (proto/README.md) with Google's
+protobuf runtime (Debian's python3-protobuf) and code generated from the
+same proto/hourglass.proto by `protoc --python_out` at build time
+(hourglass_pb2.py in the build tree; put that directory on PYTHONPATH).
+
+Framing is written here from the protobuf "delimited" convention (a
+base-128 varint length, then one Envelope), independently of the C codec,
+so the interop test checks two implementations against each other.
+
+Generate the module by hand with
+    protoc --python_out=OUTDIR -Iproto proto/hourglass.proto
+(the build does this into build/<tree>/gateway/python/).
+
+This is an example, not the reference client: it drops repeated stream
+frames but does not fill gaps by retransmission (the C library,
+gateway/include/hourglass/client.h, does).
+
+    python3 hgclient.py --port 7700 --key-id 10 --secret HEX instruments
+    python3 hgclient.py ... order --instrument 1 --side buy --price 500 --qty 3
+"""
+
+import argparse
+import hashlib
+import hmac
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+import hourglass_pb2 as pb
+
+DEFAULT_MAX_FRAME = 64 * 1024
+
+# Body names of the oneof that are client application messages (need seq).
+APP_BODIES = {
+    "new_order", "cancel", "replace", "mass_cancel", "order_status_request",
+    "mass_quote", "quote_group_reset", "positions_request", "instruments_request",
+    "md_subscribe", "md_unsubscribe", "drop_copy_subscribe", "list_instrument",
+    "delist_instrument", "halt", "resume", "end_of_session", "add_account",
+    "deposit", "withdraw", "add_api_key",
+}
+
+
+class ProtocolError(Exception):
+    """The peer broke the framing rules."""
+
+
+class LoginRefused(Exception):
+    def __init__(self, code, text, terminated=False):
+        super().__init__("login refused: code %d%s%s" % (code, ": " if text else "", text))
+        self.code = code
+        self.text = text
+        self.terminated = terminated
+
+
+def encode_varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def decode_varint(buf, pos=0):
+    """Returns (value, bytes used) or None if incomplete; raises on a bad varint."""
+    value = 0
+    for i in range(10):
+        if pos + i >= len(buf):
+            return None
+        b = buf[pos + i]
+        value |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            if i > 0 and b == 0:
+                raise ProtocolError("non-minimal varint")
+            if value >= 1 << 64:
+                raise ProtocolError("varint above 64 bits")
+            return value, i + 1
+    raise ProtocolError("varint longer than 10 bytes")
+
+
+def frame(env):
+    body = env.SerializeToString()
+    return encode_varint(len(body)) + body
+
+
+def login_mac(secret, timestamp_ns, session_id, key_id):
+    msg = b"HGv1" + struct.pack(">Q", timestamp_ns) + session_id + struct.pack(">Q", key_id)
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+class Client:
+    """One session. Blocking socket calls with timeouts; one thread."""
+
+    def __init__(self, host="127.0.0.1", port=7700, key_id=0, secret=b"",
+                 cancel_on_disconnect=False, keepalive_ms=1000, max_frame=DEFAULT_MAX_FRAME):
+        self.host, self.port = host, port
+        self.key_id, self.secret = key_id, secret
+        self.cancel_on_disconnect = cancel_on_disconnect
+        self.keepalive_ms = keepalive_ms
+        self.max_frame = max_frame
+        self.sock = None
+        self.rx = bytearray()
+        self.tx_seq = 1
+        self.rx_next = None
+        self.ack = None
+        self.last_tx = 0.0
+
+    # -------------------------------------------------------------- session
+    def connect(self, timeout=5.0):
+        self.sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rx = bytearray()
+        self.tx_seq = 1
+        sid = os.urandom(16)
+        ts = time.time_ns()
+        env = pb.Envelope()
+        env.login.key_id = self.key_id
+        env.login.session_id = sid
+        env.login.timestamp_ns = ts
+        env.login.hmac = login_mac(self.secret, ts, sid, self.key_id)
+        env.login.cancel_on_disconnect = self.cancel_on_disconnect
+        env.login.keepalive_ms = self.keepalive_ms
+        self._write(env)
+        deadline = time.monotonic() + timeout
+        while True:
+            e = self._read_frame(deadline - time.monotonic())
+            if e is None:
+                raise TimeoutError("no login reply")
+            kind = e.WhichOneof("body")
+            if kind == "login_ack":
+                self.ack = e.login_ack
+                self.rx_next = e.login_ack.next_seq
+                return e.login_ack
+            if kind == "login_reject":
+                raise LoginRefused(e.login_reject.code, e.login_reject.text)
+            if kind == "terminate":
+                raise LoginRefused(e.terminate.code, e.terminate.text, terminated=True)
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def logout(self, timeout=2.0):
+        env = pb.Envelope()
+        env.logout.SetInParent()
+        self._write(env)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                e = self._read_frame(deadline - time.monotonic())
+                if e is None or e.WhichOneof("body") == "terminate":
+                    return e
+        except ConnectionError:
+            return None
+        finally:
+            self.close()
+
+    # ----------------------------------------------------------------- send
+    def send(self, env):
+        """Sends env; application messages get the next request seq, returned."""
+        kind = env.WhichOneof("body")
+        seq = None
+        if kind in APP_BODIES:
+            seq = self.tx_seq
+            env.seq = seq
+            self.tx_seq += 1
+        self._write(env)
+        return seq
+
+    def new_order(self, instrument_id, client_order_id, side, qty, price=None,
+                  ord_type=pb.ORD_TYPE_LIMIT, tif=pb.TIF_GTC, post_only=False):
+        env = pb.Envelope()
+        o = env.new_order
+        o.instrument_id = instrument_id
+        o.client_order_id = client_order_id
+        o.side = side
+        o.type = ord_type
+        o.tif = tif
+        o.qty = qty
+        if price is not None:
+            o.price = price
+        if post_only:
+            o.post_only = True
+        return self.send(env)
+
+    def cancel(self, instrument_id, order_id):
+        env = pb.Envelope()
+        env.cancel.instrument_id = instrument_id
+        env.cancel.order_id = order_id
+        return self.send(env)
+
+    def replace(self, instrument_id, order_id, new_price, new_qty):
+        env = pb.Envelope()
+        env.replace.instrument_id = instrument_id
+        env.replace.order_id = order_id
+        env.replace.new_price = new_price
+        env.replace.new_qty = new_qty
+        return self.send(env)
+
+    def mass_cancel(self, instrument_id=0, sides=pb.SIDES_BOTH):
+        env = pb.Envelope()
+        env.mass_cancel.instrument_id = instrument_id
+        env.mass_cancel.sides = sides
+        return self.send(env)
+
+    def instruments(self):
+        env = pb.Envelope()
+        env.instruments_request.SetInParent()
+        return self.send(env)
+
+    def positions(self):
+        env = pb.Envelope()
+        env.positions_request.SetInParent()
+        return self.send(env)
+
+    def heartbeat(self):
+        env = pb.Envelope()
+        env.heartbeat.SetInParent()
+        self._write(env)
+
+    # -------------------------------------------------------------- receive
+    def recv(self, timeout=5.0):
+        """Next frame (an Envelope) or None on timeout. Sends heartbeats while waiting."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ka = (self.ack.keepalive_ms if self.ack else self.keepalive_ms) / 1000.0
+            left = deadline - time.monotonic()
+            if time.monotonic() - self.last_tx >= ka:
+                self.heartbeat()
+            e = self._read_frame(min(left, ka))
+            if e is not None:
+                if e.HasField("seq") and e.WhichOneof("body") not in (
+                        "md_snapshot", "md_level", "md_trade", "md_status"):
+                    if self.rx_next is not None and e.seq < self.rx_next:
+                        continue  # already seen
+                    self.rx_next = e.seq + 1
+                return e
+            if time.monotonic() >= deadline:
+                return None
+
+    def expect(self, kind, timeout=5.0):
+        """Next frame whose body is `kind` (others skipped); raises on timeout or terminate."""
+        deadline = time.monotonic() + timeout
+        while True:
+            e = self.recv(deadline - time.monotonic())
+            if e is None:
+                raise TimeoutError("no %s" % kind)
+            body = e.WhichOneof("body")
+            if body == kind:
+                return e
+            if body == "terminate":
+                raise ConnectionError("terminated: code %d %s" % (e.terminate.code, e.terminate.text))
+
+    # ------------------------------------------------------------- framing
+    def _write(self, env):
+        self.sock.sendall(frame(env))
+        self.last_tx = time.monotonic()
+
+    def _read_frame(self, timeout):
+        """One decoded frame, or None when nothing complete arrived in time."""
+        deadline = time.monotonic() + max(timeout, 0)
+        while True:
+            got = decode_varint(self.rx)
+            if got is not None:
+                length, used = got
+                if length == 0:
+                    raise ProtocolError("zero-length frame")
+                if length > self.max_frame:
+                    raise ProtocolError("frame of %d bytes above the maximum" % length)
+                if len(self.rx) >= used + length:
+                    body = bytes(self.rx[used:used + length])
+                    del self.rx[:used + length]
+                    env = pb.Envelope()
+                    env.ParseFromString(body)
+                    return env
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.sock], [], [], left)
+            if not r:
+                return None
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed by the server")
+            self.rx += chunk
+
+
+def _main():
+    ap = argparse.ArgumentParser(description="Hourglass example client")
+    ap.add_argument("--host", default=os.environ.get("HG_HOST", "127.0.0.1"))
+    ap.add_argument("--port", type=int, default=7700)
+    ap.add_argument("--key-id", type=int, default=int(os.environ.get("HG_KEY_ID", "0")))
+    ap.add_argument("--secret", default=os.environ.get("HG_SECRET", ""), help="hex")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("instruments")
+    o = sub.add_parser("order")
+    o.add_argument("--instrument", type=int, required=True)
+    o.add_argument("--side", choices=["buy", "sell"], required=True)
+    o.add_argument("--price", type=int, required=True)
+    o.add_argument("--qty", type=int, required=True)
+    o.add_argument("--clordid", type=int, default=int(time.time()))
+    args = ap.parse_args()
+    c = Client(args.host, args.port, args.key_id, bytes.fromhex(args.secret))
+    c.connect()
+    if args.cmd == "instruments":
+        c.instruments()
+        for i in c.expect("instrument_list").instrument_list.instruments:
+            print("%u %s tick=%d unit=%d state=%u" % (i.instrument_id, i.symbol, i.tick_size,
+                                                      i.contract_unit, i.state))
+    else:
+        side = pb.SIDE_BUY if args.side == "buy" else pb.SIDE_SELL
+        c.new_order(args.instrument, args.clordid, side, args.qty, args.price)
+        print(c.expect("execution_report").execution_report)
+    c.logout()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,282 @@
+/*
+ * test_hgctl.c - hgctl's network commands as a user runs them: the real
+ * binary (path in argv[1]) against a gateway in this process. Checks the
+ * printed reports, exit statuses (0 done, 1 refused, 2 usage), symbol
+ * resolution, the ladder snapshot, positions, executions history and
+ * --follow (a fill made by another session while it tails), and the error
+ * messages for a bad secret, a refused connection and bad options.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "client_harness.h"
+
+#define OP 1u
+#define TA 10u
+#define TB 11u
+#define ACC_A 100u
+#define ACC_B 200u
+
+static const char *g_hgctl;
+static ch_server_t srv;
+static char g_port[16];
+
+typedef struct out {
+  char text[16384];
+  char err[4096];
+  int status;
+} out_t;
+
+static void read_all(int fd, char *buf, size_t cap) {
+  size_t n = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r <= 0) break;
+    n += (size_t)r;
+    if (n == cap - 1) break;
+  }
+  buf[n] = '\0';
+}
+
+/* Starts hgctl with args (NULL-terminated) as key; stdout and stderr piped. */
+static pid_t spawn(uint64_t key, const char *secret_hex, const char *const *args, int *out_fd,
+                   int *err_fd) {
+  int po[2], pe[2];
+  assert_int_equal(pipe(po), 0);
+  assert_int_equal(pipe(pe), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(po[1], 1);
+    dup2(pe[1], 2);
+    close(po[0]);
+    close(pe[0]);
+    char kid[24], sec[65];
+    snprintf(kid, sizeof kid, "%" PRIu64, key);
+    if (secret_hex == NULL) ch_secret_hex(key, sec);
+    setenv("HG_KEY_ID", kid, 1);
+    setenv("HG_SECRET", secret_hex ? secret_hex : sec, 1);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = g_hgctl;
+    bool port_given = false;
+    for (int i = 0; args[i] != NULL && n < 28; i++) {
+      port_given |= strcmp(args[i], "--port") == 0;
+      argv[n++] = args[i];
+    }
+    if (!port_given) {
+      argv[n++] = "--port";
+      argv[n++] = g_port;
+    }
+    argv[n] = NULL;
+    execv(g_hgctl, (char *const *)argv);
+    _exit(127);
+  }
+  close(po[1]);
+  close(pe[1]);
+  *out_fd = po[0];
+  *err_fd = pe[0];
+  return pid;
+}
+
+static void run_as(out_t *o, uint64_t key, const char *secret_hex, const char *const *args) {
+  int fo, fe;
+  pid_t pid = spawn(key, secret_hex, args, &fo, &fe);
+  read_all(fo, o->text, sizeof o->text);
+  read_all(fe, o->err, sizeof o->err);
+  close(fo);
+  close(fe);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  o->status = WEXITSTATUS(st);
+}
+
+#define RUN(o, ...)                                      \
+  do {                                                   \
+    const char *const a_[] = {__VA_ARGS__, NULL};        \
+    run_as((o), TA, NULL, a_);                           \
+  } while (0)
+
+static uint64_t field(const char *text, const char *name) {
+  const char *p = strstr(text, name);
+  assert_non_null(p);
+  return strtoull(p + strlen(name), NULL, 10);
+}
+
+static int setup(void **state) {
+  (void)state;
+  ch_options_t o = {0};
+  if (ch_create(&srv, &o) != 0) return -1;
+  if (ch_add_key(&srv, OP, HG_ROLE_OPERATOR, 0, 0) != 0) return -1;
+  if (ch_add_key(&srv, TA, HG_ROLE_TRADER, ACC_A, 1) != 0) return -1;
+  if (ch_add_key(&srv, TB, HG_ROLE_TRADER, ACC_B, 2) != 0) return -1;
+  if (ch_run(&srv) != 0) return -1;
+  snprintf(g_port, sizeof g_port, "%u", (unsigned)srv.port);
+  const uint32_t acc[] = {ACC_A, ACC_B}, firm[] = {1, 2};
+  return ch_setup_market(&srv, OP, 2, acc, firm, 2);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  ch_stop(&srv);
+  return 0;
+}
+
+static void test_orders_and_queries(void **state) {
+  (void)state;
+  static out_t o;
+  RUN(&o, "instruments");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01"));
+  assert_non_null(strstr(o.text, "B200.A.2027-02"));
+  assert_non_null(strstr(o.text, "trading"));
+
+  RUN(&o, "order", "new", "--instrument", "B200.A.2027-01", "--side", "buy", "--qty", "3",
+      "--price", "500", "--clordid", "77");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "NEW "));
+  assert_non_null(strstr(o.text, "clordid=77 side=buy price=500 qty=3 leaves=3"));
+  uint64_t oid = field(o.text, "order_id=");
+  char oid_s[24];
+  snprintf(oid_s, sizeof oid_s, "%" PRIu64, oid);
+
+  RUN(&o, "order", "replace", "--instrument", "1", "--order-id", oid_s, "--price", "510",
+      "--qty", "2");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "REPLACED"));
+  assert_non_null(strstr(o.text, "price=510"));
+
+  RUN(&o, "ladder", "B200.A.2027-01", "--once", "--depth", "3");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01 (id 1)"));
+  /* One bid level: qty 2 at 510, no asks. */
+  assert_non_null(strstr(o.text, "           2          510 |"));
+
+  RUN(&o, "order", "cancel", "--instrument", "1", "--order-id", oid_s);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "CANCELLED"));
+  assert_non_null(strstr(o.text, "reason=user(1)"));
+  RUN(&o, "order", "cancel", "--instrument", "1", "--order-id", oid_s);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.text, "REJECTED"));
+  assert_non_null(strstr(o.text, "reason=unknown_order(11)"));
+
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "900");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "901",
+      "--post-only", "--tif", "day");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "mass-cancel", "--instrument", "2", "--side", "buy");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "cancelled 0 orders"));
+  RUN(&o, "order", "mass-cancel");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "cancelled 2 orders"));
+
+  RUN(&o, "positions");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "account 100"));
+
+  RUN(&o, "executions", "--last", "50");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "NEW "));
+  assert_non_null(strstr(o.text, "REPLACED"));
+  assert_non_null(strstr(o.text, "reason=mass_cancel(4)"));
+
+  /* A rejected order: price outside the instrument's range. */
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
+      "999999999");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.text, "REJECTED"));
+}
+
+static void test_follow_sees_a_fill(void **state) {
+  (void)state;
+  static out_t o;
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "4", "--price", "600");
+  assert_int_equal(o.status, 0);
+  int fo, fe;
+  const char *const args[] = {"executions", "--last", "0", "--follow", NULL};
+  pid_t pid = spawn(TA, NULL, args, &fo, &fe);
+  usleep(300000); /* logged in and following */
+  hg_client_t *b = NULL;
+  assert_int_equal(ch_client(&srv, TB, &b), 0);
+  assert_int_equal(hg_client_connect(b), 0);
+  hg_client_order_t s = {.instrument_id = 1, .client_order_id = 5,
+                         .side = HOURGLASS__V1__SIDE__SIDE_SELL,
+                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_IOC, .has_price = true,
+                         .price = 600, .qty = 3};
+  assert_int_equal(hg_client_new_order(b, &s, NULL), 0);
+  usleep(400000);
+  kill(pid, SIGTERM);
+  read_all(fo, o.text, sizeof o.text);
+  read_all(fe, o.err, sizeof o.err);
+  close(fo);
+  close(fe);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  assert_non_null(strstr(o.text, "FILL "));
+  assert_non_null(strstr(o.text, "price=600 qty=3 leaves=1 maker=1"));
+  hg_client_logout(b, 1000);
+  hg_client_destroy(b);
+  RUN(&o, "order", "mass-cancel");
+  assert_non_null(strstr(o.text, "cancelled 1 order"));
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  static out_t o;
+  const char *const inst[] = {"instruments", NULL};
+  run_as(&o, TA, "00112233", inst);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "login refused: authentication failed"));
+  run_as(&o, TA, "xyz", inst);
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "secret must be hex"));
+
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "up", "--qty", "1", "--price", "1");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "--side must be buy or sell"));
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "x", "--price", "1");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "--qty 'x' is not a number"));
+  RUN(&o, "order", "cancel", "--bogus", "1");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "unknown option '--bogus'"));
+  RUN(&o, "ladder", "NO.SUCH");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "no instrument 'NO.SUCH'"));
+  RUN(&o, "ladder");
+  assert_int_equal(o.status, 2);
+  /* Nothing listens on port 1. */
+  RUN(&o, "positions", "--port", "1");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "cannot connect to 127.0.0.1:1"));
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
+    return 2;
+  }
+  g_hgctl = argv[1];
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_orders_and_queries),
+      cmocka_unit_test(test_follow_sees_a_fill),
+      cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Interop check run by test_python_interop (C): the Python client, on
+Google's protobuf runtime, against the C gateway on protobuf-c.
+
+Arguments: port key_a account_a key_b. Secrets follow the harness rule
+(byte i of key k's secret is (k * 31 + i) mod 256). Exits 0 when every
+check passed; prints the first failure otherwise.
+"""
+
+import sys
+import socket
+
+import hourglass_pb2 as pb
+from hgclient import Client, LoginRefused, encode_varint, decode_varint, ProtocolError
+
+
+def secret(key_id):
+    return bytes((key_id * 31 + i) % 256 for i in range(32))
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def main():
+    port, key_a, acc_a, key_b = (int(x) for x in sys.argv[1:5])
+
+    # Framing helpers agree with the rules (minimal varints only).
+    check(encode_varint(300) == b"\xac\x02", "varint 300")
+    check(decode_varint(b"\xac\x02") == (300, 2), "decode 300")
+    check(decode_varint(b"\xac") is None, "incomplete varint")
+    try:
+        decode_varint(b"\x80\x00")
+        check(False, "non-minimal varint accepted")
+    except ProtocolError:
+        pass
+
+    # A wrong secret is refused with LOGIN_AUTH_FAILED.
+    bad = Client(port=port, key_id=key_a, secret=b"\x01" * 32)
+    try:
+        bad.connect()
+        check(False, "login with a wrong secret succeeded")
+    except LoginRefused as e:
+        check(e.code == pb.LOGIN_AUTH_FAILED, "reject code %d" % e.code)
+    bad.close()
+
+    a = Client(port=port, key_id=key_a, secret=secret(key_a), keepalive_ms=200)
+    ack = a.connect()
+    check(ack.account == acc_a, "account %d" % ack.account)
+    check(ack.role == pb.ROLE_TRADER, "role")
+
+    seq = a.instruments()
+    lst = a.expect("instrument_list").instrument_list
+    check(lst.ref_seq == seq, "instrument list ref_seq")
+    syms = [i.symbol for i in lst.instruments]
+    check(syms[:2] == ["B200.A.2027-01", "B200.A.2027-02"], "symbols %r" % syms)
+
+    # Place and cancel; a client order id that needs a 9-byte varint.
+    clid = (1 << 62) + 12345
+    seq = a.new_order(1, clid, pb.SIDE_BUY, qty=10, price=500)
+    r = a.expect("execution_report").execution_report
+    check(r.exec_type == pb.EXEC_NEW, "exec_type %d" % r.exec_type)
+    check(r.ref_seq == seq and r.client_order_id == clid, "new ack fields")
+    check(r.leaves == 10 and r.price == 500 and r.side == pb.SIDE_BUY, "new ack values")
+    oid = r.order_id
+    seq = a.cancel(1, oid)
+    r = a.expect("execution_report").execution_report
+    check(r.exec_type == pb.EXEC_CANCELLED and r.order_id == oid, "cancelled")
+    check(r.ref_seq == seq and r.leaves == 0, "cancel fields")
+    seq = a.cancel(1, oid)
+    r = a.expect("execution_report").execution_report
+    check(r.exec_type == pb.EXEC_REJECTED and r.reason == pb.REJ_UNKNOWN_ORDER, "second cancel")
+    check(r.request == pb.REQ_CANCEL, "reject request kind")
+
+    # A trade between two Python sessions: fills on both sides.
+    b = Client(port=port, key_id=key_b, secret=secret(key_b))
+    b.connect()
+    b.new_order(2, 1, pb.SIDE_SELL, qty=3, price=700)
+    rb = b.expect("execution_report").execution_report
+    check(rb.exec_type == pb.EXEC_NEW, "b resting")
+    a.new_order(2, 2, pb.SIDE_BUY, qty=2, price=800)
+    fills = []
+    while len(fills) < 1:
+        r = a.expect("execution_report").execution_report
+        if r.exec_type == pb.EXEC_FILL:
+            fills.append(r)
+    check(fills[0].price == 700 and fills[0].qty == 2 and not fills[0].maker, "a fill %s" % fills[0])
+    r = b.expect("execution_report").execution_report
+    check(r.exec_type == pb.EXEC_FILL and r.maker and r.leaves == 1, "b fill %s" % r)
+    seq = a.positions()
+    pos = a.expect("positions").positions
+    check(pos.ref_seq == seq and pos.account == acc_a, "positions header")
+    net = {p.instrument_id: p.net_qty for p in pos.positions}
+    check(net.get(2) == 2, "position %r" % net)
+    b.mass_cancel()
+    r = b.expect("execution_report").execution_report
+    check(r.exec_type == pb.EXEC_CANCELLED and r.reason == pb.CXL_MASS_CANCEL, "mass cancel")
+
+    # Heartbeats keep an idle session alive past two keepalive intervals.
+    e = a.recv(timeout=0.6)
+    check(e is None or e.WhichOneof("body") in ("heartbeat", "warning"), "idle frame %s" % e)
+    a.positions()
+    a.expect("positions")
+
+    # A protocol violation from our side: the server's Terminate decodes here.
+    a.sock.sendall(b"\x00")
+    t = a.expect("terminate").terminate
+    check(t.code == pb.TERM_FRAME_ZERO_LENGTH, "terminate code %d" % t.code)
+    a.close()
+    b.logout()
+    print("python interop: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (AssertionError, ConnectionError, TimeoutError, socket.error) as e:
+        print("python interop FAILED: %s" % e, file=sys.stderr)
+        sys.exit(1)
