@@ -574,8 +574,6 @@ static void reload(daemon_t *d) {
   hg_daemon_config_diff(&d->cfg, &next, reload_key, &r);
   /* Apply the reloadable keys; keep the running value of every other key so
    * that later diffs keep reporting them. */
-  d->cfg.log_level = next.log_level;
-  hg_dlog_set_level(next.log_level);
   d->cfg.synthetic_rate = next.synthetic_rate;
   atomic_store(&d->synth_rate, d->synth_running ? next.synthetic_rate : 0);
   if (next.synthetic_rate > 0 && !d->synth_running)
@@ -584,7 +582,12 @@ static void reload(daemon_t *d) {
   d->cfg.http_idle_ms = next.http_idle_ms;
   if (d->http) hg_http_set_keepalive(d->http, next.http_keepalive, next.http_idle_ms);
   atomic_fetch_add(&d->reloads, 1);
-  hg_dlog(HG_LOG_INFO, "config", "reloaded", "applied=%d not_applied=%d", r.applied, r.skipped);
+  /* warn: a configuration change is worth seeing at any level. */
+  hg_dlog(HG_LOG_WARN, "config", "reloaded", "applied=%d not_applied=%d", r.applied, r.skipped);
+  /* Last, so that the lines above are written at the level they were
+   * asked under. */
+  d->cfg.log_level = next.log_level;
+  hg_dlog_set_level(next.log_level);
 }
 
 /* ------------------------------------------------------------------ tools */
