@@ -28,7 +28,7 @@
 
 struct hg_store {
   MDB_env *env; /* owned; NULL until opened */
-  MDB_dbi meta, instruments, accounts, snapshots, sessions;
+  MDB_dbi meta, instruments, accounts, snapshots, sessions, api_keys;
   size_t map_size;
   char dir[PATH_MAX];
   char msg[PATH_MAX + 256];
@@ -127,7 +127,8 @@ static int open_tables(hg_store_t *s) {
            {"instruments", &s->instruments},
            {"accounts", &s->accounts},
            {"snapshots", &s->snapshots},
-           {"sessions", &s->sessions}};
+           {"sessions", &s->sessions},
+           {"api_keys", &s->api_keys}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     rc = mdb_dbi_open(txn, t[i].name, MDB_CREATE, t[i].dbi);
     if (rc != 0) {
@@ -504,6 +505,7 @@ static int table_dbi(hg_store_t *s, hg_store_table_t table, MDB_dbi *dbi) {
   switch (table) {
   case HG_STORE_INSTRUMENTS: *dbi = s->instruments; return 0;
   case HG_STORE_ACCOUNTS: *dbi = s->accounts; return 0;
+  case HG_STORE_API_KEYS: *dbi = s->api_keys; return 0;
   }
   set_msg(s, "state store %s: unknown table %d", s->dir, (int)table);
   return HG_EINVAL;

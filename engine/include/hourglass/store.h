@@ -8,7 +8,8 @@
  *   snapshots    serializations of the whole exchange state machine (books
  *                included, hg_exchange_serialize()), keyed by the journal seq
  *                they cover, big-endian so that key order is seq order,
- *   sessions     the last sequence number of each gateway session, by name.
+ *   sessions     the last sequence number of each gateway session, by name,
+ *   api_keys     the gateway's API keys, by key id.
  * A restart loads the latest snapshot and replays the journal after its seq.
  *
  * Lifecycle, as LMDB's: hg_store_create -> hg_store_open -> ... ->
@@ -50,7 +51,8 @@ extern "C" {
 
 typedef enum hg_store_table {
   HG_STORE_INSTRUMENTS = 1,
-  HG_STORE_ACCOUNTS = 2
+  HG_STORE_ACCOUNTS = 2,
+  HG_STORE_API_KEYS = 3   /* the gateway's API keys, by key id (layout in gateway.h) */
 } hg_store_table_t;
 
 typedef struct hg_store hg_store_t;

@@ -1,0 +1,192 @@
+/*
+ * hourglass/gateway.h - the client gateway: a libuv TCP server that speaks
+ * the hourglass.v1 wire protocol (hourglass/wire.h, proto/README.md) and
+ * connects authenticated sessions to the exchange pipeline.
+ *
+ * What it does, on its own loop thread:
+ *  - accepts connections, reads varint-delimited frames (length checked
+ *    before buffering), decodes them through one per-frame arena, runs the
+ *    session layer (login with HMAC-SHA256, sequence numbers, heartbeats,
+ *    retransmission, terminate codes) and validates every field;
+ *  - turns requests into hg_command_t and hg_pipeline_submit()s them, with
+ *    the key's account (a client never names an account for trading);
+ *  - drains the pipeline's output after each out_notify (uv_async_send;
+ *    coalesced wake-ups, so it drains until the ring is empty) and routes
+ *    every event: execution reports to the stream of the key that owns the
+ *    order, drop copies to the firm's subscribed risk viewers, anonymous
+ *    market data to subscribers.
+ *
+ * State it keeps (all owned by the loop thread, sized at create, never
+ * allocated per message): a mirror of live orders (owner, leaves,
+ * cancel-on-disconnect flag), per-instrument price levels for market data
+ * snapshots, accounts (firm, cash) and positions (net of fills seen), all
+ * seeded from the exchange by hg_gateway_attach() (pipeline not yet
+ * started) and then maintained from the event stream. Queries are answered
+ * from this mirror, so the gateway never reads the engine's memory while
+ * the engine thread runs. Positions count fills seen since attach (the
+ * exchange's cash-only account table has no positions to seed from yet).
+ *
+ * API keys live in an LMDB store (hourglass/store.h, table
+ * HG_STORE_API_KEYS) in key_dir, separate from the pipeline's store. The
+ * record holds what HMAC verification needs: the secret itself (HMAC is a
+ * symmetric proof, so the verifier needs the key), plus role, account,
+ * firm. The secret is never logged, never sent and never leaves the
+ * process; used session ids and each key's last outbound seq are kept in the
+ * same store's sessions table.
+ *
+ * Lifecycle (owner thread):
+ *   hg_gateway_config_init -> hg_gateway_create -> (pipeline config:
+ *   out_notify = hg_gateway_notify, out_notify_ctx = gw) -> hg_pipeline_open
+ *   -> hg_gateway_attach -> hg_gateway_add_key / hg_gateway_load_keys ->
+ *   hg_pipeline_start -> hg_gateway_start -> ... -> hg_gateway_stop ->
+ *   hg_pipeline_stop / hg_pipeline_close -> hg_gateway_destroy.
+ */
+#ifndef HOURGLASS_GATEWAY_H
+#define HOURGLASS_GATEWAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hourglass/pipeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Roles (equal to hourglass.v1.Role). */
+enum {
+  HG_ROLE_TRADER = 1,
+  HG_ROLE_MARKET_MAKER = 2,
+  HG_ROLE_RISK_VIEWER = 3,
+  HG_ROLE_OPERATOR = 4
+};
+
+typedef struct hg_gateway_config {
+  const char *host;              /* listen address; NULL: "127.0.0.1" */
+  uint16_t port;                 /* 0: an ephemeral port (see hg_gateway_port) */
+  const char *key_dir;           /* existing directory for the key store (required) */
+  size_t key_map_size;           /* LMDB map size; 0: 64 MiB */
+  uint32_t max_frame;            /* largest body accepted, bytes; 0: 64 KiB */
+  uint32_t max_sessions;         /* logged-in sessions at once; 0: 1024 */
+  uint32_t max_unauthenticated;  /* connections not yet logged in; 0: 64 */
+  uint32_t max_streams;          /* distinct keys served since start; 0: 2 * max_sessions */
+  uint32_t login_timeout_ms;     /* 0: 5000 */
+  uint32_t login_skew_ms;        /* 0: 5000 */
+  uint32_t keepalive_min_ms;     /* 0: 50 */
+  uint32_t keepalive_max_ms;     /* 0: 60000 */
+  uint32_t tick_ms;              /* timer resolution; 0: 10 */
+  uint32_t throttle_rate;        /* new orders + replaces + quotes per second per session; 0: 10000 */
+  uint32_t throttle_burst;       /* 0: throttle_rate */
+  uint32_t out_high_water;       /* queued bytes at which reading stops; 0: 256 KiB */
+  uint32_t out_hard_cap;         /* queued bytes at which the session ends; 0: 4 MiB */
+  uint32_t retransmit_bytes;     /* per key, bytes of past frames kept; 0: 256 KiB */
+  uint32_t retransmit_frames;    /* per key, frames kept; 0: 4096 */
+  uint32_t retransmit_max;       /* largest RetransmitRequest.count; 0: 1000 */
+  uint32_t max_orders;           /* live orders tracked; 0: 1 << 18 */
+  uint32_t max_instruments;      /* 0: 64 */
+  uint32_t max_accounts;         /* 0: 4096 */
+  uint32_t max_positions;        /* (account, instrument) pairs; 0: 1 << 16 */
+  uint32_t pending_capacity;     /* commands in flight, power of two; 0: 16384 */
+  int64_t mmp_qty;               /* default quote-group protection qty; 0: 1000 */
+  uint32_t mmp_window_ms;        /* default window; 0: 1000 */
+  /* Wall clock for login timestamps (ns since the epoch); NULL: CLOCK_REALTIME. */
+  uint64_t (*wall_clock)(void *ctx);
+  void *clock_ctx;
+  /* Operational messages (no customer data, never secrets); NULL: stderr. */
+  void (*log)(void *ctx, int level, const char *msg);
+  void *log_ctx;
+} hg_gateway_config_t;
+
+typedef struct hg_gateway_key {
+  uint64_t key_id;        /* > 0 */
+  uint32_t role;          /* HG_ROLE_* */
+  uint32_t account;       /* trader, market maker: > 0; others: 0 */
+  uint32_t firm;          /* > 0 except for operators (may be 0) */
+  const uint8_t *secret;  /* 16..64 bytes; copied */
+  size_t secret_len;
+} hg_gateway_key_t;
+
+typedef struct hg_gateway_stats {
+  uint64_t connections;   /* accepted since start */
+  uint64_t logins;        /* successful */
+  uint64_t login_rejects;
+  uint64_t terminations;  /* sessions ended by a Terminate other than logout */
+  uint64_t frames_in;
+  uint64_t frames_out;
+  uint64_t submitted;     /* commands submitted to the pipeline */
+  uint64_t busy;          /* submits refused with HG_EBUSY */
+  uint64_t throttled;
+  uint32_t sessions;      /* logged in now */
+  uint32_t unauthenticated;
+} hg_gateway_stats_t;
+
+typedef struct hg_gateway hg_gateway_t;
+
+/* Fills cfg with the defaults above (key_dir NULL). */
+void hg_gateway_config_init(hg_gateway_config_t *cfg);
+
+/*
+ * Creates the gateway: opens the key store, allocates every table and binds
+ * the listening socket (not yet accepting). Owner thread. Returns 0 and
+ * *out, HG_EINVAL (config), the store's errors, -errno of bind/listen
+ * (e.g. -EADDRINUSE) or -ENOMEM. On failure nothing is left allocated.
+ */
+int hg_gateway_create(const hg_gateway_config_t *cfg, hg_gateway_t **out);
+
+/*
+ * Pipeline out_notify callback: ctx is the gateway. Any thread; cheap and
+ * non-blocking (an atomic check and uv_async_send). Does nothing once the
+ * gateway is stopping.
+ */
+void hg_gateway_notify(void *ctx);
+
+/*
+ * Binds the gateway to an opened, not yet started pipeline and seeds its
+ * mirror from the exchange (instruments, levels, live orders, accounts).
+ * Owner thread, before hg_gateway_start. 0, HG_ESTATE (already attached or
+ * started), HG_EFULL (the exchange holds more instruments, orders or
+ * accounts than the gateway's tables), -ENOMEM.
+ */
+int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p);
+
+/*
+ * Adds (or with replace != 0 overwrites) an API key in the key store. Owner
+ * thread before start (afterwards keys are added by operators over the
+ * wire). 0, HG_EINVAL (inconsistent key), HG_EEXISTS, store errors.
+ */
+int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replace);
+
+/*
+ * Bootstraps keys from a text file, one per line:
+ *   <key_id> <trader|market_maker|risk_viewer|operator> <account> <firm> <secret_hex>
+ * '#' starts a comment. Existing keys with the same id are replaced. Owner
+ * thread before start. 0, -errno (file), HG_EPARSE (a bad line; *line set,
+ * nothing added from the bad line on), or hg_gateway_add_key's errors.
+ */
+int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
+
+/* Starts accepting, on a new loop thread. 0, HG_ESTATE (not attached, or
+ * started before), -errno. */
+int hg_gateway_start(hg_gateway_t *gw);
+
+/* The bound port (useful with port 0). Any thread after create. */
+uint16_t hg_gateway_port(const hg_gateway_t *gw);
+
+/*
+ * Stops: every session gets Terminate(TERM_SERVER_SHUTDOWN), connections
+ * close, the loop thread exits (joined before returning). Submitting stops;
+ * pipeline output after this is not drained. Owner thread. Idempotent.
+ */
+void hg_gateway_stop(hg_gateway_t *gw);
+
+/* Stops if needed and frees everything. Call after the pipeline is stopped
+ * (it may still call hg_gateway_notify until then). NULL is a no-op. */
+void hg_gateway_destroy(hg_gateway_t *gw);
+
+/* Counters; any thread (relaxed reads, may be slightly stale). */
+void hg_gateway_stats(const hg_gateway_t *gw, hg_gateway_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HOURGLASS_GATEWAY_H */

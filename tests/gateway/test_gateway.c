@@ -1,0 +1,728 @@
+/*
+ * The gateway over loopback TCP with a real pipeline on a temporary data
+ * directory: login and each login failure, protocol violations and their
+ * terminate codes, the order lifecycle with execution reports routed to
+ * their owners, isolation of another account's order ids, positions,
+ * reference and market data, retransmission after reconnect, throttling,
+ * cancel-on-disconnect on close and on keepalive lapse, mass quotes and
+ * market-maker protection.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "gwtest.h"
+
+enum { OP = 1, TA = 10, TB = 11, MM = 12, RV1 = 13, TC = 14 };
+enum { ACC_A = 101, ACC_B = 102, ACC_M = 103, ACC_C = 104 };
+
+static void setup_keys(gt_server_t *s) {
+  assert_int_equal(gt_add_key(s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(gt_add_key(s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(gt_add_key(s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
+  assert_int_equal(gt_add_key(s, MM, HG_ROLE_MARKET_MAKER, ACC_M, 3), 0);
+  assert_int_equal(gt_add_key(s, RV1, HG_ROLE_RISK_VIEWER, 0, 1), 0);
+  assert_int_equal(gt_add_key(s, TC, HG_ROLE_TRADER, ACC_C, 1), 0);
+  assert_int_equal(gt_add_key(s, TA, HG_ROLE_TRADER, ACC_A, 1), HG_EEXISTS);
+}
+
+static void start_market(gt_server_t *s, int unsafe, void (*tweak)(hg_gateway_config_t *)) {
+  assert_int_equal(gt_start(s, unsafe, tweak, setup_keys), 0);
+  const uint32_t acc[] = {ACC_A, ACC_B, ACC_M, ACC_C};
+  const uint32_t firm[] = {1, 2, 3, 1};
+  assert_int_equal(gt_setup_market(s, OP, 2, acc, firm, 4), 0);
+}
+
+/* --------------------------------------------------------------- login */
+
+static void short_login(hg_gateway_config_t *cfg) { cfg->login_timeout_ms = 200; }
+
+static void expect_login_reject(gt_client_t *c, uint32_t code) {
+  if (getenv("GT_VERBOSE")) fprintf(stderr, "expect reject %u\n", code);
+  env_t *e = gt_expect(c, BODY(LOGIN_REJECT), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->login_reject->code, code);
+  assert_true(gt_wait_closed(c, 2000));
+}
+
+static void test_login(void **state) {
+  (void)state;
+  gt_server_t s;
+  assert_int_equal(gt_start(&s, 1, short_login, setup_keys), 0);
+  uint8_t sec[32], bad[32];
+  gt_secret(TA, sec);
+  gt_secret(TB, bad);
+  gt_client_t c;
+  /* Success. */
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  assert_int_equal(gt_send_login(&c, TA, sec, 0, 0, 0, 0), 0);
+  env_t *e = gt_expect(&c, BODY(LOGIN_ACK), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->login_ack->account, ACC_A);
+  assert_int_equal(e->login_ack->firm, 1);
+  assert_int_equal(e->login_ack->role, HG_ROLE_TRADER);
+  assert_int_equal(e->login_ack->next_seq, 1);
+  assert_int_equal(e->login_ack->session_id.len, 16);
+  assert_memory_equal(e->login_ack->session_id.data, c.sid, 16);
+  uint8_t used_sid[16];
+  memcpy(used_sid, c.sid, 16);
+  /* A second login on the same connection is a violation. */
+  assert_int_equal(gt_send_login(&c, TA, sec, 0, 0, 0, 0), 0);
+  e = gt_expect(&c, BODY(TERMINATE), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->terminate->code, TERMC(ALREADY_LOGGED_IN));
+  assert_true(gt_wait_closed(&c, 2000));
+  gt_close(&c);
+
+  /* Wrong secret and unknown key: the same code. */
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  assert_int_equal(gt_send_login(&c, TA, bad, 0, 0, 0, 0), 0);
+  expect_login_reject(&c, LREJ(AUTH_FAILED));
+  gt_close(&c);
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  assert_int_equal(gt_send_login(&c, 999, sec, 0, 0, 0, 0), 0);
+  expect_login_reject(&c, LREJ(AUTH_FAILED));
+  gt_close(&c);
+  /* Stale timestamp (6 s old). */
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  assert_int_equal(gt_send_login(&c, TA, sec, gt_now_ns() - 6000000000ull, 0, 0, 0), 0);
+  expect_login_reject(&c, LREJ(TIMESTAMP_SKEW));
+  gt_close(&c);
+  /* Reused session id. */
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  memcpy(c.sid, used_sid, 16);
+  assert_int_equal(gt_send_login(&c, TA, sec, 0, 0, 0, 1), 0);
+  expect_login_reject(&c, LREJ(SESSION_ID_REUSED));
+  gt_close(&c);
+  /* The same key while a session is live. */
+  gt_client_t live;
+  assert_true(gt_login(&live, s.port, TA, 0, 0) > 0);
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  assert_int_equal(gt_send_login(&c, TA, sec, 0, 0, 0, 0), 0);
+  expect_login_reject(&c, LREJ(ALREADY_ACTIVE));
+  gt_close(&c);
+  gt_close(&live);
+  /* Login timeout. */
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  e = gt_expect(&c, BODY(TERMINATE), 3000);
+  assert_non_null(e);
+  assert_int_equal(e->terminate->code, TERMC(LOGIN_TIMEOUT));
+  gt_close(&c);
+  hg_gateway_stats_t st;
+  hg_gateway_stats(s.gw, &st);
+  assert_int_equal(st.login_rejects, 5);
+  gt_stop(&s);
+}
+
+/* ------------------------------------------------------ protocol violations */
+
+static void expect_terminate_after(gt_server_t *s, const uint8_t *bytes, size_t n, int login,
+                                   uint32_t code) {
+  gt_client_t c;
+  if (login) {
+    assert_true(gt_login(&c, s->port, TB, 0, 0) > 0);
+  } else {
+    assert_int_equal(gt_connect(&c, s->port), 0);
+  }
+  assert_int_equal(gt_send_raw(&c, bytes, n), 0);
+  env_t *e = gt_expect(&c, BODY(TERMINATE), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->terminate->code, code);
+  assert_true(gt_wait_closed(&c, 2000));
+  gt_close(&c);
+}
+
+static void test_violations(void **state) {
+  (void)state;
+  gt_server_t s;
+  assert_int_equal(gt_start(&s, 1, NULL, setup_keys), 0);
+  const uint8_t zero[] = {0x00};
+  expect_terminate_after(&s, zero, 1, 0, TERMC(FRAME_ZERO_LENGTH));
+  const uint8_t nonmin[] = {0x81, 0x00};
+  expect_terminate_after(&s, nonmin, 2, 1, TERMC(FRAME_BAD_VARINT));
+  const uint8_t huge[] = {0x81, 0x80, 0x04}; /* 65537: one above the maximum */
+  expect_terminate_after(&s, huge, 3, 1, TERMC(FRAME_TOO_LARGE));
+  const uint8_t junk[] = {0x03, 0xff, 0xff, 0xff};
+  expect_terminate_after(&s, junk, 4, 1, TERMC(DECODE_FAILED));
+  /* Envelope with only field 99 (unknown body): 99 << 3 = 792 = 0x98 0x06. */
+  const uint8_t unknown[] = {0x03, 0x98, 0x06, 0x01};
+  expect_terminate_after(&s, unknown, 4, 1, TERMC(UNKNOWN_MESSAGE));
+  /* A cancel before login; the same cancel without seq after login. */
+  Hourglass__V1__CancelRequest cr = HOURGLASS__V1__CANCEL_REQUEST__INIT;
+  cr.instrument_id = 1;
+  cr.order_id = 1;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(CANCEL);
+  q.cancel = &cr;
+  uint8_t buf[64];
+  size_t n = 0;
+  assert_int_equal(hg_wire_encode(&q, buf, sizeof buf, &n), 0);
+  expect_terminate_after(&s, buf, n, 1, TERMC(MISSING_SEQ));
+  q.has_seq = 1;
+  q.seq = 1;
+  assert_int_equal(hg_wire_encode(&q, buf, sizeof buf, &n), 0);
+  expect_terminate_after(&s, buf, n, 0, TERMC(NOT_LOGGED_IN));
+  /* A server-to-client message from the client. */
+  Hourglass__V1__Heartbeat hb = HOURGLASS__V1__HEARTBEAT__INIT;
+  Hourglass__V1__Terminate tm = HOURGLASS__V1__TERMINATE__INIT;
+  tm.code = 1;
+  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(TERMINATE);
+  q.terminate = &tm;
+  assert_int_equal(hg_wire_encode(&q, buf, sizeof buf, &n), 0);
+  expect_terminate_after(&s, buf, n, 1, TERMC(WRONG_DIRECTION));
+  /* Heartbeat, then a frame split across writes, are fine. */
+  (void)hb;
+  /* The server is still healthy. */
+  gt_client_t c;
+  assert_true(gt_login(&c, s.port, TA, 0, 0) > 0);
+  gt_close(&c);
+  gt_stop(&s);
+}
+
+/* ------------------------------------------------------- order lifecycle */
+
+static env_t *expect_er(gt_client_t *c, uint32_t type) {
+  env_t *e = gt_expect(c, BODY(EXECUTION_REPORT), 3000);
+  assert_non_null(e);
+  if (e->execution_report->exec_type != type)
+    fprintf(stderr, "exec type %u reason %u, wanted %u\n", e->execution_report->exec_type,
+            e->execution_report->reason, type);
+  assert_int_equal(e->execution_report->exec_type, type);
+  return e;
+}
+
+static void test_order_lifecycle(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 0, NULL); /* durable mode */
+  gt_client_t a, b;
+  assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+
+  /* A buys 10 @ 500 GTC. */
+  assert_int_equal(gt_new_order(&a, 1, 7001, 0, 500, 10, 0), 0);
+  env_t *e = expect_er(&a, EXEC(NEW));
+  const Hourglass__V1__ExecutionReport *er = e->execution_report;
+  assert_int_equal(er->ref_seq, a.seq);
+  assert_int_equal(er->client_order_id, 7001);
+  assert_int_equal(er->leaves, 10);
+  assert_false(er->has_account); /* never on the owner's own reports */
+  uint64_t oid = er->order_id;
+  assert_true(oid > 0);
+  /* Status: live for the owner; for B exactly like an unknown id. */
+  gt_status(&a, 1, oid);
+  e = gt_expect(&a, BODY(ORDER_STATUS), 2000);
+  assert_non_null(e);
+  assert_true(e->order_status->live);
+  assert_int_equal(e->order_status->leaves, 10);
+  gt_status(&b, 1, oid);
+  e = gt_expect(&b, BODY(ORDER_STATUS), 2000);
+  assert_false(e->order_status->live);
+  assert_false(e->order_status->has_client_order_id);
+  /* B cancelling A's order and cancelling a never-used id get the same reply. */
+  gt_cancel(&b, 1, oid);
+  e = expect_er(&b, EXEC(REJECTED));
+  uint32_t r1 = e->execution_report->reason, q1 = e->execution_report->request;
+  int has_cl1 = e->execution_report->has_client_order_id;
+  gt_cancel(&b, 1, 999999);
+  e = expect_er(&b, EXEC(REJECTED));
+  assert_int_equal(e->execution_report->reason, r1);
+  assert_int_equal(e->execution_report->request, q1);
+  assert_int_equal(e->execution_report->has_client_order_id, has_cl1);
+  assert_int_equal(r1, REJ(UNKNOWN_ORDER));
+  gt_replace(&b, 1, oid, 501, 5);
+  e = expect_er(&b, EXEC(REJECTED));
+  assert_int_equal(e->execution_report->reason, REJ(UNKNOWN_ORDER));
+  /* A replaces: qty down at the same price keeps priority. */
+  gt_replace(&a, 1, oid, 500, 8);
+  e = expect_er(&a, EXEC(REPLACED));
+  assert_true(e->execution_report->priority_kept);
+  assert_int_equal(e->execution_report->leaves, 8);
+  assert_int_equal(e->execution_report->ref_seq, a.seq);
+  /* B sells 3 @ 499 IOC: fills at 500 against A. */
+  gt_new_order(&b, 1, 8001, 1, 499, 3, 2);
+  e = expect_er(&b, EXEC(NEW));
+  e = expect_er(&b, EXEC(FILL));
+  assert_int_equal(e->execution_report->price, 500);
+  assert_int_equal(e->execution_report->qty, 3);
+  assert_false(e->execution_report->maker);
+  assert_int_equal(e->execution_report->client_order_id, 8001);
+  e = expect_er(&a, EXEC(FILL));
+  assert_true(e->execution_report->maker);
+  assert_int_equal(e->execution_report->order_id, oid);
+  assert_int_equal(e->execution_report->leaves, 5);
+  assert_int_equal(e->execution_report->client_order_id, 7001);
+  assert_false(e->execution_report->has_ref_seq); /* unsolicited */
+  /* Positions. */
+  Hourglass__V1__PositionsRequest pr = HOURGLASS__V1__POSITIONS_REQUEST__INIT;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(POSITIONS_REQUEST);
+  q.positions_request = &pr;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(POSITIONS), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->positions->account, ACC_A);
+  assert_int_equal(e->positions->n_positions, 1);
+  assert_int_equal(e->positions->positions[0]->net_qty, 3);
+  /* Asking for another account's positions: like an unknown account. */
+  pr.has_account = 1;
+  pr.account = ACC_B;
+  q.has_seq = 0;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(POSITIONS), 2000);
+  assert_int_equal(e->positions->reason, REJ(UNKNOWN_ACCOUNT));
+  assert_int_equal(e->positions->n_positions, 0);
+  /* Instruments. */
+  Hourglass__V1__InstrumentsRequest ir = HOURGLASS__V1__INSTRUMENTS_REQUEST__INIT;
+  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(INSTRUMENTS_REQUEST);
+  q.instruments_request = &ir;
+  gt_send(&b, &q);
+  e = gt_expect(&b, BODY(INSTRUMENT_LIST), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->instrument_list->n_instruments, 2);
+  assert_string_equal(e->instrument_list->instruments[0]->symbol, "B200.A.2027-01");
+  assert_string_equal(e->instrument_list->instruments[0]->grade, "A");
+  assert_string_equal(e->instrument_list->instruments[0]->delivery_month, "2027-01");
+  /* Market data: snapshot shows A's remaining 5 @ 500, then increments. */
+  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
+  ms.instrument_id = 1;
+  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MD_SUBSCRIBE);
+  q.md_subscribe = &ms;
+  gt_send(&b, &q);
+  e = gt_recv(&b, 2000);
+  assert_non_null(e);
+  assert_int_equal(e->body_case, BODY(MD_SNAPSHOT));
+  assert_int_equal(e->md_snapshot->n_bids, 1);
+  assert_int_equal(e->md_snapshot->bids[0]->price, 500);
+  assert_int_equal(e->md_snapshot->bids[0]->qty, 5);
+  assert_int_equal(e->md_snapshot->n_asks, 0);
+  uint64_t mdseq = e->md_snapshot->md_seq;
+  /* A cancels: B sees the level go, next md seq; A gets CANCELLED. */
+  gt_cancel(&a, 1, oid);
+  e = expect_er(&a, EXEC(CANCELLED));
+  assert_int_equal(e->execution_report->ref_seq, a.seq);
+  assert_int_equal(e->execution_report->qty, 5);
+  e = gt_recv(&b, 2000);
+  assert_non_null(e);
+  assert_int_equal(e->body_case, BODY(MD_LEVEL));
+  assert_int_equal(e->md_level->md_seq, mdseq + 1);
+  assert_int_equal(e->md_level->qty, 0);
+  /* Role: a trader may not list instruments; operator messages refused. */
+  gt_list(&a, 9, "X.Y.2027-01");
+  assert_int_equal(gt_response_reason(&a), REJ(NOT_PERMITTED));
+  /* Mass cancel with nothing live: a plain OK. */
+  Hourglass__V1__MassCancelRequest mc = HOURGLASS__V1__MASS_CANCEL_REQUEST__INIT;
+  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MASS_CANCEL);
+  q.mass_cancel = &mc;
+  gt_send(&a, &q);
+  assert_int_equal(gt_response_reason(&a), 0);
+  /* Engine rejects carry the engine's code: qty 0. */
+  gt_new_order(&a, 1, 7002, 0, 500, 0, 0);
+  e = expect_er(&a, EXEC(REJECTED));
+  assert_int_equal(e->execution_report->reason, REJ(INVALID_QTY));
+  /* Client seq: a repeat is ignored, a gap is reported. */
+  Hourglass__V1__NewOrderRequest no = HOURGLASS__V1__NEW_ORDER_REQUEST__INIT;
+  no.instrument_id = 1;
+  no.client_order_id = 7003;
+  no.side = HOURGLASS__V1__SIDE__SIDE_BUY;
+  no.tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC;
+  no.has_price = 1;
+  no.price = 100;
+  no.qty = 1;
+  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(NEW_ORDER);
+  q.new_order = &no;
+  q.has_seq = 1;
+  q.seq = a.seq; /* repeated */
+  gt_send(&a, &q);
+  q.seq = a.seq + 3;
+  a.seq += 3;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(SEQUENCE_GAP), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->sequence_gap->expected, a.seq - 2);
+  assert_int_equal(e->sequence_gap->received, a.seq);
+  e = expect_er(&a, EXEC(NEW));
+  assert_int_equal(e->execution_report->ref_seq, a.seq);
+  assert_int_equal(e->execution_report->client_order_id, 7003);
+  /* Nothing else is pending for A (the repeat produced nothing). */
+  assert_null(gt_recv(&a, 200));
+  gt_close(&a);
+  gt_close(&b);
+  gt_stop(&s);
+}
+
+/* ------------------------------------------------------------ retransmit */
+
+static void small_queue(hg_gateway_config_t *cfg) {
+  cfg->out_high_water = 2048;
+  cfg->out_hard_cap = 1u << 18;
+}
+
+static void test_retransmit(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, small_queue);
+  gt_client_t a;
+  assert_int_equal(gt_login(&a, s.port, TA, 0, 0), 1);
+  for (int i = 0; i < 300; i++) gt_new_order(&a, 1, 100 + (uint64_t)i, 0, 100 + i, 1, 0);
+  for (int i = 0; i < 300; i++) {
+    env_t *e = expect_er(&a, EXEC(NEW));
+    assert_int_equal(e->seq, (uint64_t)i + 1);
+  }
+  /* Logout (clean) and reconnect with a new session id. */
+  Hourglass__V1__Logout lo = HOURGLASS__V1__LOGOUT__INIT;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(LOGOUT);
+  q.logout = &lo;
+  gt_send(&a, &q);
+  env_t *e = gt_expect(&a, BODY(TERMINATE), 2000);
+  assert_int_equal(e->terminate->code, TERMC(LOGOUT));
+  gt_close(&a);
+  assert_int_equal(gt_login(&a, s.port, TA, 0, 0), 301);
+  /* Ask for 250..300 and 1..200 again. */
+  Hourglass__V1__RetransmitRequest rr = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
+  rr.from_seq = 250;
+  rr.count = 51;
+  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(RETRANSMIT_REQUEST);
+  q.retransmit_request = &rr;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(RETRANSMISSION), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->retransmission->reason, 0);
+  for (uint64_t k = 250; k <= 300; k++) {
+    e = expect_er(&a, EXEC(NEW));
+    assert_int_equal(e->seq, k);
+    assert_int_equal(e->execution_report->client_order_id, 100 + k - 1);
+  }
+  /* Out of range: beyond what was sent. */
+  rr.from_seq = 300;
+  rr.count = 2;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(RETRANSMISSION), 2000);
+  assert_int_equal(e->retransmission->reason, REJ(RETRANSMIT_RANGE));
+  /* Too many at once. */
+  rr.from_seq = 1;
+  rr.count = 5000;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(RETRANSMISSION), 2000);
+  assert_int_equal(e->retransmission->reason, REJ(INVALID_REQUEST));
+  /* A second request while one is being served (the small queue makes the
+   * first take several writes; both go in one segment). */
+  rr.from_seq = 1;
+  rr.count = 300;
+  static uint8_t two[256];
+  size_t l1 = 0, l2 = 0;
+  assert_int_equal(hg_wire_encode(&q, two, sizeof two, &l1), 0);
+  assert_int_equal(hg_wire_encode(&q, two + l1, sizeof two - l1, &l2), 0);
+  assert_int_equal(gt_send_raw(&a, two, l1 + l2), 0);
+  e = gt_expect(&a, BODY(RETRANSMISSION), 2000);
+  assert_non_null(e);
+  int got_term = 0;
+  for (;;) {
+    e = gt_recv(&a, 2000);
+    if (e == NULL) break;
+    if (e->body_case == BODY(TERMINATE)) {
+      assert_int_equal(e->terminate->code, TERMC(RETRANSMIT_IN_PROGRESS));
+      got_term = 1;
+      break;
+    }
+  }
+  assert_true(got_term);
+  gt_close(&a);
+  gt_stop(&s);
+}
+
+/* ------------------------------------------------------------- throttle */
+
+static void tight_throttle(hg_gateway_config_t *cfg) {
+  cfg->throttle_rate = 5;
+  cfg->throttle_burst = 5;
+}
+
+static void test_throttle(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, tight_throttle);
+  gt_client_t a;
+  assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  for (int i = 0; i < 10; i++) gt_new_order(&a, 1, 200 + (uint64_t)i, 0, 100, 1, 0);
+  int news = 0, throttled = 0;
+  uint64_t first = 0;
+  for (int i = 0; i < 10; i++) {
+    env_t *e = gt_expect(&a, BODY(EXECUTION_REPORT), 2000);
+    assert_non_null(e);
+    if (e->execution_report->exec_type == EXEC(NEW)) {
+      news++;
+      if (first == 0) first = e->execution_report->order_id;
+    } else {
+      assert_int_equal(e->execution_report->exec_type, EXEC(REJECTED));
+      assert_int_equal(e->execution_report->reason, REJ(THROTTLED));
+      throttled++;
+    }
+  }
+  /* The burst passes (the refill during the burst is at most one token). */
+  assert_true(news >= 5 && news <= 6);
+  assert_int_equal(news + throttled, 10);
+  /* Cancels are never throttled. */
+  gt_cancel(&a, 1, first);
+  expect_er(&a, EXEC(CANCELLED));
+  /* The session stays up and the bucket refills. */
+  usleep(450 * 1000);
+  gt_new_order(&a, 1, 300, 0, 100, 1, 0);
+  expect_er(&a, EXEC(NEW));
+  gt_close(&a);
+  gt_stop(&s);
+}
+
+/* --------------------------------------------------- cancel-on-disconnect */
+
+static void test_cancel_on_disconnect(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t a, c, b;
+  /* A with COD rests two orders; C (same firm, no COD) rests one. */
+  assert_true(gt_login(&a, s.port, TA, 1, 0) > 0);
+  assert_true(gt_login(&c, s.port, TC, 0, 0) > 0);
+  gt_new_order(&a, 1, 1, 0, 400, 5, 0);
+  uint64_t a1 = expect_er(&a, EXEC(NEW))->execution_report->order_id;
+  gt_new_order(&a, 2, 2, 1, 900, 5, 1);
+  uint64_t a2 = expect_er(&a, EXEC(NEW))->execution_report->order_id;
+  gt_new_order(&c, 1, 3, 0, 401, 5, 0);
+  uint64_t c1 = expect_er(&c, EXEC(NEW))->execution_report->order_id;
+  /* A drops without logout. */
+  gt_close(&a);
+  usleep(100 * 1000);
+  /* A's orders are gone, C's stays: check via market data. */
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
+  ms.instrument_id = 1;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MD_SUBSCRIBE);
+  q.md_subscribe = &ms;
+  gt_send(&b, &q);
+  env_t *e = gt_expect(&b, BODY(MD_SNAPSHOT), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->md_snapshot->n_bids, 1);
+  assert_int_equal(e->md_snapshot->bids[0]->price, 401);
+  gt_status(&c, 1, c1);
+  assert_true(gt_expect(&c, BODY(ORDER_STATUS), 2000)->order_status->live);
+  /* A logs in again: its stream holds the two cancellations. */
+  assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  gt_status(&a, 1, a1);
+  e = gt_expect(&a, BODY(ORDER_STATUS), 2000);
+  assert_false(e->order_status->live);
+  gt_status(&a, 2, a2);
+  e = gt_expect(&a, BODY(ORDER_STATUS), 2000);
+  assert_false(e->order_status->live);
+  gt_close(&a);
+
+  /* Keepalive lapse: A (COD, keepalive 100 ms) goes silent. */
+  assert_true(gt_login(&a, s.port, TA, 1, 100) > 0);
+  gt_new_order(&a, 1, 10, 0, 402, 5, 0);
+  uint64_t a3 = expect_er(&a, EXEC(NEW))->execution_report->order_id;
+  int warned = 0, terminated = 0;
+  for (;;) {
+    e = gt_recv(&a, 1000);
+    if (e == NULL) break;
+    if (e->body_case == BODY(WARNING)) warned = 1;
+    if (e->body_case == BODY(TERMINATE)) {
+      assert_int_equal(e->terminate->code, TERMC(KEEPALIVE_LAPSED));
+      terminated = 1;
+      break;
+    }
+  }
+  assert_true(warned);
+  assert_true(terminated);
+  gt_close(&a);
+  usleep(50 * 1000);
+  assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  gt_status(&a, 1, a3);
+  assert_false(gt_expect(&a, BODY(ORDER_STATUS), 2000)->order_status->live);
+  gt_close(&a);
+  gt_close(&b);
+  gt_close(&c);
+  gt_stop(&s);
+}
+
+/* ----------------------------------------------------- mass quote and MMP */
+
+static void send_quote(gt_client_t *m, uint32_t group, int64_t bid, int64_t bq, int64_t ask,
+                       int64_t aq, int64_t mmp) {
+  Hourglass__V1__QuoteEntry qe = HOURGLASS__V1__QUOTE_ENTRY__INIT;
+  qe.instrument_id = 1;
+  qe.has_bid_price = qe.has_bid_qty = qe.has_ask_price = qe.has_ask_qty = 1;
+  qe.bid_price = bid;
+  qe.bid_qty = bq;
+  qe.ask_price = ask;
+  qe.ask_qty = aq;
+  Hourglass__V1__QuoteEntry *pe = &qe;
+  Hourglass__V1__MassQuote mq = HOURGLASS__V1__MASS_QUOTE__INIT;
+  mq.quote_group = group;
+  mq.n_entries = 1;
+  mq.entries = &pe;
+  if (mmp > 0) {
+    mq.has_mmp_qty = 1;
+    mq.mmp_qty = mmp;
+    mq.has_mmp_window_ms = 1;
+    mq.mmp_window_ms = 10000;
+  }
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MASS_QUOTE);
+  q.mass_quote = &mq;
+  gt_send(m, &q);
+}
+
+static void test_mass_quote_mmp(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t m, b;
+  assert_true(gt_login(&m, s.port, MM, 0, 0) > 0);
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+  /* A trader may not quote. */
+  send_quote(&b, 1, 100, 10, 110, 10, 0);
+  assert_int_equal(gt_response_reason(&b), REJ(NOT_PERMITTED));
+  send_quote(&m, 1, 100, 10, 110, 10, 15);
+  env_t *e = gt_expect(&m, BODY(MASS_QUOTE_ACK), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->mass_quote_ack->reason, 0);
+  assert_int_equal(e->mass_quote_ack->n_rejects, 0);
+  uint64_t bid1 = expect_er(&m, EXEC(NEW))->execution_report->order_id;
+  e = expect_er(&m, EXEC(NEW));
+  assert_int_equal(e->execution_report->quote_group, 1);
+  /* Requote: the previous quote is replaced. */
+  send_quote(&m, 1, 101, 10, 109, 10, 0);
+  assert_non_null(gt_expect(&m, BODY(MASS_QUOTE_ACK), 2000));
+  int cancelled = 0, news = 0;
+  for (int i = 0; i < 4; i++) {
+    e = gt_expect(&m, BODY(EXECUTION_REPORT), 2000);
+    assert_non_null(e);
+    if (e->execution_report->exec_type == EXEC(CANCELLED)) cancelled++;
+    if (e->execution_report->exec_type == EXEC(NEW)) news++;
+  }
+  assert_int_equal(cancelled, 2);
+  assert_int_equal(news, 2);
+  gt_status(&m, 1, bid1);
+  assert_false(gt_expect(&m, BODY(ORDER_STATUS), 2000)->order_status->live);
+  /* B hits the bid (10) and lifts the ask (10): 20 > 15 trips protection. */
+  gt_new_order(&b, 1, 1, 1, 101, 10, 2);
+  gt_new_order(&b, 1, 2, 0, 109, 10, 2);
+  int fills = 0, tripped = 0;
+  while (!tripped || fills < 2) {
+    e = gt_recv(&m, 2000);
+    assert_non_null(e);
+    if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->exec_type == EXEC(FILL))
+      fills++;
+    if (e->body_case == BODY(MMP_TRIGGERED)) {
+      tripped = 1;
+      assert_int_equal(e->mmp_triggered->quote_group, 1);
+      assert_int_equal(e->mmp_triggered->filled_qty, 20);
+    }
+  }
+  /* Stays pulled until reset. */
+  send_quote(&m, 1, 100, 5, 110, 5, 0);
+  e = gt_expect(&m, BODY(MASS_QUOTE_ACK), 2000);
+  assert_int_equal(e->mass_quote_ack->reason, REJ(MMP_TRIPPED));
+  Hourglass__V1__QuoteGroupReset rs = HOURGLASS__V1__QUOTE_GROUP_RESET__INIT;
+  rs.quote_group = 1;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(QUOTE_GROUP_RESET);
+  q.quote_group_reset = &rs;
+  gt_send(&m, &q);
+  assert_int_equal(gt_response_reason(&m), 0);
+  send_quote(&m, 1, 100, 5, 110, 5, 0);
+  e = gt_expect(&m, BODY(MASS_QUOTE_ACK), 2000);
+  assert_int_equal(e->mass_quote_ack->reason, 0);
+  gt_close(&m);
+  gt_close(&b);
+  gt_stop(&s);
+}
+
+/* ---------------------------------------------------------------- restart */
+
+static void test_restart(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 0, NULL);
+  gt_client_t a;
+  assert_int_equal(gt_login(&a, s.port, TA, 0, 0), 1);
+  gt_new_order(&a, 1, 55, 1, 700, 4, 0);
+  uint64_t oid = expect_er(&a, EXEC(NEW))->execution_report->order_id;
+  gt_new_order(&a, 1, 56, 1, 701, 1, 0);
+  expect_er(&a, EXEC(NEW));
+  gt_close(&a);
+  usleep(50 * 1000);
+  gt_shutdown(&s);
+  /* Same directories: keys, session ids and stream numbering survive; the
+   * mirror is seeded from the recovered exchange. */
+  assert_int_equal(gt_open(&s, 0, NULL, NULL), 0);
+  assert_int_equal(gt_login(&a, s.port, TA, 0, 0), 3);
+  gt_status(&a, 1, oid);
+  env_t *e = gt_expect(&a, BODY(ORDER_STATUS), 2000);
+  assert_non_null(e);
+  assert_true(e->order_status->live);
+  assert_int_equal(e->order_status->leaves, 4);
+  assert_int_equal(e->order_status->client_order_id, 55);
+  assert_int_equal(e->seq, 3);
+  /* Frames from before the restart are not retransmittable. */
+  Hourglass__V1__RetransmitRequest rr = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
+  rr.from_seq = 1;
+  rr.count = 1;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(RETRANSMIT_REQUEST);
+  q.retransmit_request = &rr;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(RETRANSMISSION), 2000);
+  assert_int_equal(e->retransmission->reason, REJ(RETRANSMIT_RANGE));
+  /* Market data seeded from the books. */
+  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
+  ms.instrument_id = 1;
+  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MD_SUBSCRIBE);
+  q.md_subscribe = &ms;
+  gt_send(&a, &q);
+  e = gt_expect(&a, BODY(MD_SNAPSHOT), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->md_snapshot->n_asks, 2);
+  assert_int_equal(e->md_snapshot->asks[0]->price, 700);
+  assert_int_equal(e->md_snapshot->asks[1]->price, 701);
+  /* The seeded order's events reach its account's key. */
+  gt_cancel(&a, 1, oid);
+  e = expect_er(&a, EXEC(CANCELLED));
+  assert_int_equal(e->execution_report->order_id, oid);
+  gt_close(&a);
+  /* A session id used before the restart is still refused. */
+  gt_client_t c;
+  assert_int_equal(gt_connect(&c, s.port), 0);
+  memcpy(c.sid, a.sid, 16);
+  uint8_t sec[32];
+  gt_secret(TA, sec);
+  assert_int_equal(gt_send_login(&c, TA, sec, 0, 0, 0, 1), 0);
+  expect_login_reject(&c, LREJ(SESSION_ID_REUSED));
+  gt_close(&c);
+  gt_stop(&s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_login),
+      cmocka_unit_test(test_violations),
+      cmocka_unit_test(test_order_lifecycle),
+      cmocka_unit_test(test_retransmit),
+      cmocka_unit_test(test_throttle),
+      cmocka_unit_test(test_cancel_on_disconnect),
+      cmocka_unit_test(test_mass_quote_mmp),
+      cmocka_unit_test(test_restart),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
