@@ -31,6 +31,7 @@
  *                         state hash; never on a directory a daemon is using;
  *   --backup-state DEST   consistent copy of the LMDB store (mdb_env_copy2,
  *                         safe while the daemon runs);
+ *   --backup-keys DEST    the same for the gateway's key store (data_dir/keys);
  *   --backup-journal DEST [--max-seq N]
  *                         copies the journal records up to N (the daemon's
  *                         durable seq) into a fresh journal in DEST.
@@ -108,18 +109,41 @@ static void set_health(daemon_t *d, int ready, const char *why) {
 
 /* ------------------------------------------------------------- consumer */
 
+/*
+ * The market-data tap. Whoever consumes the pipeline (the gateway's loop
+ * thread when the gateway is built in, the daemon's consumer thread
+ * otherwise, and only one at a time) calls hg_pipeline_poll(); the link
+ * option --wrap=hg_pipeline_poll (gateway/CMakeLists.txt) routes those calls
+ * through here, so every polled batch also feeds the view, on the consuming
+ * thread, without the gateway knowing. Applying a batch never allocates and
+ * publishing never blocks (mdview.h), so the gateway's loop is not slowed by
+ * HTTP readers. When the gateway grows an explicit per-batch callback this
+ * wrap becomes that callback.
+ */
+static _Atomic(hg_mdview_t *) g_tap_view;
+
+size_t __real_hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max);
+size_t __wrap_hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max);
+
+size_t __wrap_hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max) {
+  size_t n = __real_hg_pipeline_poll(p, out, max);
+  /* acquire: the view was fully built before the owner published it. */
+  hg_mdview_t *v = atomic_load_explicit(&g_tap_view, memory_order_acquire);
+  if (v != NULL) {
+    if (n > 0) hg_mdview_apply(v, out, n, now_ns());
+    hg_mdview_publish(v); /* also retries a publish a busy reader deferred */
+  }
+  return n;
+}
+
+/* The daemon's consumer: without the gateway, for the whole run; with it,
+ * only while hg_pipeline_stop() drains after the gateway has stopped. */
 static void *consumer_main(void *arg) {
   daemon_t *d = arg;
   enum { BATCH = 1024 };
   static hg_pipe_out_t recs[BATCH]; /* one consumer thread */
   for (;;) {
-    size_t n = hg_pipeline_poll(d->pipe, recs, BATCH);
-    if (n > 0) {
-      hg_mdview_apply(d->view, recs, n, now_ns());
-      hg_mdview_publish(d->view);
-      continue;
-    }
-    hg_mdview_publish(d->view); /* a publish skipped by a busy reader */
+    if (hg_pipeline_poll(d->pipe, recs, BATCH) > 0) continue;
     if (atomic_load(&d->stop_consumer)) break;
     hg_pipeline_wait(d->pipe, 50 * 1000000LL);
   }
@@ -641,9 +665,11 @@ static int tool_state_hash(const hg_daemon_config_t *cfg, int repair, uint64_t u
   return 0;
 }
 
-static int tool_backup_state(const hg_daemon_config_t *cfg, const char *dest) {
+/* Copies the LMDB environment data_dir/<sub> ("state": snapshots; "keys":
+ * the gateway's API keys and sessions) into dest. */
+static int tool_backup_lmdb(const hg_daemon_config_t *cfg, const char *sub, const char *dest) {
   char dir[HG_DCFG_PATH_MAX + 16];
-  snprintf(dir, sizeof dir, "%s/state", cfg->data_dir);
+  snprintf(dir, sizeof dir, "%s/%s", cfg->data_dir, sub);
   MDB_env *env;
   int rc = mdb_env_create(&env);
   if (rc == 0) rc = mdb_env_set_maxdbs(env, 8);
@@ -786,7 +812,15 @@ static int serve(daemon_t *d) {
   hg_gateway_config_init(&gc);
   gc.host = cfg->order_entry.host;
   gc.port = cfg->order_entry.port;
-  gc.key_dir = cfg->data_dir;
+  char key_dir[HG_DCFG_PATH_MAX + 8];
+  snprintf(key_dir, sizeof key_dir, "%s/keys", cfg->data_dir);
+  if ((rc = mkdir_p(key_dir)) != 0) {
+    hg_dlog(HG_LOG_ERROR, "gateway", "cannot create key directory", "dir=%s err=%s", key_dir,
+            hg_strerror(rc));
+    hg_http_stop(d->http);
+    return EXIT_START;
+  }
+  gc.key_dir = key_dir;
   gc.max_frame = cfg->max_frame;
   gc.max_sessions = cfg->max_sessions;
   gc.max_orders = cfg->max_orders;
@@ -855,6 +889,8 @@ static int serve(daemon_t *d) {
   }
 #endif
   if (cfg->synthetic_rate > 0) plan_synthetic(d);
+  /* release: pairs with the tap's acquire on the consuming thread. */
+  atomic_store_explicit(&g_tap_view, d->view, memory_order_release);
 
   rc = hg_pipeline_start(d->pipe);
   if (rc != 0) {
@@ -918,13 +954,16 @@ stop:
   atomic_store(&d->stop_synth, 1);
   if (d->synth_running) pthread_join(d->synth, NULL);
 #ifdef HG_WITH_GATEWAY
-  hg_gateway_stop(d->gw);
+  hg_gateway_stop(d->gw); /* its loop thread is joined: the consumer role is free */
+  if (!d->consumer_running && pthread_create(&d->consumer, NULL, consumer_main, d) == 0)
+    d->consumer_running = 1;
 #endif
   {
     uint64_t t1 = now_ns();
     int src = hg_pipeline_stop(d->pipe);
     atomic_store(&d->stop_consumer, 1);
     if (d->consumer_running) pthread_join(d->consumer, NULL);
+    atomic_store(&g_tap_view, NULL); /* no consumer runs any more */
     hg_pipeline_stats_t st;
     hg_pipeline_stats(d->pipe, &st);
     uint8_t h[HG_SHA256_LEN];
@@ -952,6 +991,7 @@ stop:
   return rc == 0 ? 0 : EXIT_START;
 
 fail:
+  atomic_store(&g_tap_view, NULL);
   hg_pipeline_close(d->pipe);
 #ifdef HG_WITH_GATEWAY
   hg_gateway_destroy(d->gw);
@@ -969,11 +1009,13 @@ static void usage(FILE *f) {
           "  -o key=value        override one key (after the file)\n"
           "modes (default: serve until SIGTERM/SIGINT; SIGHUP reloads):\n"
           "  --check-config      parse and exit: 0 valid, 2 invalid\n"
+          "  --print-data-dir    print data_dir as configured\n"
           "  --state-hash [--upto SEQ] [--repair]\n"
           "                      recover data_dir (stopped daemon only) and print\n"
           "                      last_seq and the state hash; --upto replays the journal\n"
           "                      from empty up to SEQ\n"
           "  --backup-state DEST copy the LMDB store (safe while running)\n"
+          "  --backup-keys DEST  copy the gateway's key store (safe while running)\n"
           "  --backup-journal DEST [--max-seq SEQ]\n"
           "                      copy journal records up to SEQ (the durable seq)\n"
           "  --version\n");
@@ -993,9 +1035,12 @@ int main(int argc, char **argv) {
       d.conf_path = argv[++i];
     } else if (strcmp(a, "-o") == 0 && has) {
       ovr[d.noverrides++] = argv[++i];
-    } else if (strcmp(a, "--check-config") == 0 || strcmp(a, "--state-hash") == 0) {
+    } else if (strcmp(a, "--check-config") == 0 || strcmp(a, "--state-hash") == 0 ||
+               strcmp(a, "--print-data-dir") == 0) {
       mode = a + 2;
-    } else if ((strcmp(a, "--backup-state") == 0 || strcmp(a, "--backup-journal") == 0) && has) {
+    } else if ((strcmp(a, "--backup-state") == 0 || strcmp(a, "--backup-journal") == 0 ||
+                strcmp(a, "--backup-keys") == 0) &&
+               has) {
       mode = a + 2;
       dest = argv[++i];
     } else if (strcmp(a, "--repair") == 0) {
@@ -1031,10 +1076,15 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "check-config") == 0) {
     printf("configuration ok\n");
     rc = 0;
+  } else if (strcmp(mode, "print-data-dir") == 0) {
+    printf("%s\n", d.cfg.data_dir);
+    rc = 0;
   } else if (strcmp(mode, "state-hash") == 0) {
     rc = tool_state_hash(&d.cfg, repair, upto);
   } else if (strcmp(mode, "backup-state") == 0) {
-    rc = tool_backup_state(&d.cfg, dest);
+    rc = tool_backup_lmdb(&d.cfg, "state", dest);
+  } else if (strcmp(mode, "backup-keys") == 0) {
+    rc = tool_backup_lmdb(&d.cfg, "keys", dest);
   } else if (strcmp(mode, "backup-journal") == 0) {
     rc = tool_backup_journal(&d.cfg, dest, max_seq);
   } else {
