@@ -94,6 +94,34 @@ static void deploy_rolls_back_a_version_that_fails_its_health_check(void **state
   assert_non_null(strstr(log, "no previous release to roll back to"));
   free(log);
 
+  /* Key rotation: only the named key's secret changes; mode 0600. */
+  char keys[700];
+  snprintf(keys, sizeof keys, "%s/keys", dir);
+  f = fopen(keys, "w");
+  fputs("# keys\n7 trader 1 1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
+        "8 operator 0 0 bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n",
+        f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, OPS "/rotate-key %s 7 >%s/secret 2>/dev/null", keys, dir);
+  assert_int_equal(du_system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/secret", dir);
+  char *secret = du_read(cmd);
+  assert_int_equal(strlen(secret), 65); /* 64 hex digits and a newline */
+  secret[64] = '\0';
+  char *kf = du_read(keys);
+  char want[200];
+  snprintf(want, sizeof want, "\n7 trader 1 1 %s\n", secret);
+  assert_non_null(strstr(kf, want));
+  assert_non_null(strstr(kf, "\n8 operator 0 0 bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n"));
+  assert_non_null(strstr(kf, "# keys\n"));
+  free(kf);
+  free(secret);
+  struct stat kst;
+  assert_int_equal(stat(keys, &kst), 0);
+  assert_int_equal(kst.st_mode & 0777, 0600);
+  snprintf(cmd, sizeof cmd, OPS "/rotate-key %s 9 >/dev/null 2>&1", keys);
+  assert_int_equal(du_system(cmd), 1); /* unknown key: nothing written */
+
   /* Stop what the deploy started. */
   char pidpath[700];
   snprintf(pidpath, sizeof pidpath, "%s/run/hourglassd.pid", prefix);
