@@ -88,6 +88,10 @@ typedef struct daemon {
   _Atomic uint32_t synth_rate;
   _Atomic uint64_t synth_submitted, synth_busy;
   int synth_setup;       /* setup commands the generator must send first */
+  /* Set (once, by main) after pipe, view, gw and http are assigned; the
+   * HTTP thread touches those pointers only after seeing it. They stay
+   * valid until the HTTP thread is joined. */
+  _Atomic int published;
   /* Health: the state and, when not ready, a static reason. */
   _Atomic int ready;
   _Atomic(const char *) reason;
@@ -260,7 +264,7 @@ static long query_u32(const char *query, const char *name) {
 static void health(daemon_t *d, hg_http_response_t *r) {
   hg_pipeline_stats_t st = {0};
   int ready = atomic_load(&d->ready);
-  if (ready && d->pipe) hg_pipeline_stats(d->pipe, &st);
+  if (ready && atomic_load(&d->published)) hg_pipeline_stats(d->pipe, &st);
   r->content_type = "application/json";
   if (ready) {
     hg_sbuf_printf(&r->body,
@@ -288,7 +292,8 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
   r->content_type = "text/plain; version=0.0.4; charset=utf-8";
   hg_pipeline_stats_t st = {0};
   int ready = atomic_load(&d->ready);
-  if (ready && d->pipe) hg_pipeline_stats(d->pipe, &st);
+  int pub = atomic_load(&d->published);
+  if (pub) hg_pipeline_stats(d->pipe, &st);
   hg_sbuf_printf(b, "# HELP hourglass_build_info Version of the running daemon.\n"
                     "# TYPE hourglass_build_info gauge\nhourglass_build_info{version=\"%s\"} 1\n",
                  HG_VERSION);
@@ -309,14 +314,14 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
   metric(b, "hourglass_busy_rejects_total", "counter",
          "Submits refused because the inbound ring was full.", st.busy_rejects);
   metric(b, "hourglass_journal_failed", "gauge", "1 once the journal failed (intake stopped).",
-         d->pipe && ready ? (uint64_t)(hg_pipeline_failed(d->pipe) != 0) : 0);
+         pub ? (uint64_t)(hg_pipeline_failed(d->pipe) != 0) : 0);
   metric(b, "hourglass_config_reloads_total", "counter", "SIGHUP reloads applied.",
          atomic_load(&d->reloads));
   metric(b, "hourglass_config_reload_failures_total", "counter", "SIGHUP reloads refused.",
          atomic_load(&d->reload_failures));
   uint64_t sessions = 0;
 #ifdef HG_WITH_GATEWAY
-  if (d->gw != NULL) {
+  if (pub && d->gw != NULL) {
     hg_gateway_stats_t gs;
     hg_gateway_stats(d->gw, &gs);
     sessions = gs.sessions;
@@ -333,7 +338,7 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
   }
 #endif
   metric(b, "hourglass_sessions", "gauge", "Logged-in client sessions.", sessions);
-  if (d->view != NULL) {
+  if (pub) {
     metric(b, "hourglass_events_total", "counter", "Pipeline records consumed by the daemon.",
            hg_mdview_records(d->view));
     hg_md_latency_t lat;
@@ -350,8 +355,9 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
                    "hourglass_release_latency_seconds_count %" PRIu64 "\n",
                    lat.bucket[HG_MD_LAT_BUCKETS], (double)lat.sum_ns / 1e9, lat.count);
     enum { MAXI = 1024 };
-    static _Thread_local hg_md_instrument_t ins[MAXI]; /* the HTTP thread's */
-    size_t n = hg_mdview_instruments(d->view, ins, MAXI);
+    hg_md_instrument_t *ins = malloc(MAXI * sizeof *ins);
+    size_t n = ins ? hg_mdview_instruments(d->view, ins, MAXI) : 0;
+    if (ins == NULL) b->oom = 1;
     if (n > MAXI) n = MAXI;
     static const struct {
       const char *name, *type, *help;
@@ -382,8 +388,9 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
       if (ins[i].listed)
         hg_sbuf_printf(b, "hourglass_instrument_halted{instrument=\"%s\",id=\"%u\"} %u\n",
                        ins[i].symbol, ins[i].id, ins[i].halted);
+    free(ins);
   }
-  if (d->http != NULL) {
+  if (pub) {
     hg_http_stats_t hs;
     hg_http_stats(d->http, &hs);
     metric(b, "hourglass_http_requests_total", "counter", "HTTP requests.", hs.requests);
@@ -441,7 +448,11 @@ static void market(daemon_t *d, const char *path, const char *query, hg_http_res
   hg_sbuf_t *b = &r->body;
   if (strcmp(path, "/api/v1/instruments") == 0) {
     enum { MAXI = 1024 };
-    static _Thread_local hg_md_instrument_t ins[MAXI];
+    hg_md_instrument_t *ins = malloc(MAXI * sizeof *ins);
+    if (ins == NULL) {
+      b->oom = 1;
+      return;
+    }
     size_t n = hg_mdview_instruments(d->view, ins, MAXI);
     if (n > MAXI) n = MAXI;
     hg_sbuf_puts(b, "{\"instruments\":[");
@@ -451,6 +462,7 @@ static void market(daemon_t *d, const char *path, const char *query, hg_http_res
       json_instrument(b, &ins[i], hg_mdview_tob(d->view, ins[i].id, &t) == 0 ? &t : NULL);
     }
     hg_sbuf_puts(b, "]}\n");
+    free(ins);
     return;
   }
   if (strcmp(path, "/api/v1/fixings") == 0) {
@@ -524,7 +536,7 @@ static void http_handler(void *ctx, const char *path, const char *query, hg_http
       return;
     }
   if (strncmp(path, "/api/v1/", 8) == 0) {
-    if (d->view == NULL) {
+    if (!atomic_load(&d->published)) {
       r->status = 503;
       r->content_type = "application/json";
       hg_sbuf_puts(&r->body, "{\"error\":\"starting\"}\n");
@@ -919,6 +931,7 @@ static int serve(daemon_t *d) {
     hg_dlog(HG_LOG_INFO, "daemon", "synthetic load on", "orders_per_sec=%u instrument=%u",
             cfg->synthetic_rate, SYN_INSTRUMENT);
   }
+  atomic_store(&d->published, 1);
   set_health(d, 1, "ready");
   hg_dlog(HG_LOG_INFO, "daemon", "ready", NULL);
 
@@ -980,23 +993,22 @@ stop:
             " ms=%" PRIu64 " state_hash=%s",
             st.last_seq, st.durable_seq, st.snapshots, (now_ns() - t1) / 1000000u, hx);
   }
+  /* The HTTP thread may hold the pointers it was given: join it first. */
+  hg_http_stop(d->http);
   hg_pipeline_close(d->pipe);
-  d->pipe = NULL;
 #ifdef HG_WITH_GATEWAY
   hg_gateway_destroy(d->gw);
-  d->gw = NULL;
 #endif
-  hg_http_stop(d->http);
   hg_mdview_destroy(d->view);
   return rc == 0 ? 0 : EXIT_START;
 
 fail:
   atomic_store(&g_tap_view, NULL);
+  hg_http_stop(d->http);
   hg_pipeline_close(d->pipe);
 #ifdef HG_WITH_GATEWAY
   hg_gateway_destroy(d->gw);
 #endif
-  hg_http_stop(d->http);
   hg_mdview_destroy(d->view);
   return EXIT_START;
 }
