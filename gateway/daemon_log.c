@@ -59,6 +59,7 @@ void hg_dlog(int level, const char *component, const char *msg, const char *kvfm
   for (size_t i = 0; i < pos; i++)
     if (line[i] == '\n') line[i] = ' ';
   line[pos++] = '\n';
+  /* relaxed: the fd is set once at start-up, before other threads exist. */
   ssize_t w = write(atomic_load_explicit(&log_fd, memory_order_relaxed), line, pos);
   (void)w; /* nowhere to report a failed log write */
 }
