@@ -65,14 +65,14 @@ static void deploy_rolls_back_a_version_that_fails_its_health_check(void **state
   struct stat st;
   assert_int_not_equal(lstat(link, &st), 0);
 
-  assert_int_equal(DEPLOY(g_bin, "v1", 20), 0);
+  assert_int_equal(DEPLOY(g_bin, "v1", 60), 0);
   current_is(prefix, "releases/v1");
   char *h = du_get(port, "/health");
   assert_int_equal(du_status(h), 200);
   free(h);
 
   /* The broken build: rolled back by itself, v1 serving again. */
-  assert_int_equal(DEPLOY(bad, "v2", 5), 1);
+  assert_int_equal(DEPLOY(bad, "v2", 60), 1); /* dies at once: no wait */
   current_is(prefix, "releases/v1");
   h = du_get(port, "/health");
   assert_int_equal(du_status(h), 200);
