@@ -24,6 +24,10 @@
 
 static const char *g_bin; /* hourglassd, from argv[1] */
 
+/* Children started by du_spawn and not yet reaped, so that a failed test
+ * never leaves a daemon running (du_kill_all in the teardown). */
+static pid_t g_children[16];
+
 static inline int du_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st;
   (void)flag;
@@ -65,6 +69,12 @@ static inline pid_t du_spawn(char *const argv[], const char *log) {
     }
     execv(argv[0], argv);
     _exit(127);
+  }
+  for (int i = 0; i < 16; i++) {
+    if (g_children[i] == 0) {
+      g_children[i] = pid;
+      break;
+    }
   }
   return pid;
 }
@@ -117,7 +127,9 @@ static inline int du_field(const char *text, const char *line_has, const char *k
 
 /* Sends raw bytes to 127.0.0.1:port and reads until the peer closes or
  * `want_responses` complete responses arrived (counted by "HTTP/1.1 "), or
- * 5 s pass. Returns a malloc'd reply ("" on connect failure). */
+ * 5 s pass. want_responses < 0: half-close after sending (the server sees
+ * the end of the request stream) and read until it closes. Returns a
+ * malloc'd reply ("" on connect failure). */
 static inline char *du_http_raw(int port, const char *req, size_t len, int want_responses) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {0};
@@ -138,6 +150,7 @@ static inline char *du_http_raw(int port, const char *req, size_t len, int want_
     if (w <= 0) break;
     off += (size_t)w;
   }
+  if (want_responses < 0) shutdown(fd, SHUT_WR);
   for (;;) {
     if (n + 4096 > cap) {
       cap *= 2;
@@ -183,7 +196,13 @@ static inline int du_status(const char *resp) {
 
 /* Sends sig and waits up to timeout_s; returns the exit status, -1 on
  * timeout (the child is then killed), -2 if it died of a signal. */
+static inline void du_forget(pid_t pid) {
+  for (int i = 0; i < 16; i++)
+    if (g_children[i] == pid) g_children[i] = 0;
+}
+
 static inline int du_stop(pid_t pid, int sig, double timeout_s) {
+  du_forget(pid);
   if (sig) kill(pid, sig);
   double end = du_now() + timeout_s;
   for (;;) {
@@ -197,6 +216,19 @@ static inline int du_stop(pid_t pid, int sig, double timeout_s) {
     }
     du_sleep_ms(10);
   }
+}
+
+/* Teardown: kills and reaps every child still running. */
+static inline int du_kill_all(void **state) {
+  (void)state;
+  for (int i = 0; i < 16; i++) {
+    if (g_children[i] > 0) {
+      kill(g_children[i], SIGKILL);
+      waitpid(g_children[i], NULL, 0);
+      g_children[i] = 0;
+    }
+  }
+  return 0;
 }
 
 /* A port that was free a moment ago on 127.0.0.1. */

@@ -155,6 +155,29 @@ static void daemon_serves_stops_and_recovers(void **state) {
   free(h);
   assert_true(metric(r.port, "hourglass_http_bad_requests_total") == 5);
 
+  /* Random bytes, some shaped like a request: every answer is a status
+   * line or nothing, and the server lives on. */
+  uint64_t x = 0x9e3779b97f4a7c15u;
+  for (int i = 0; i < 300; i++) {
+    char req[700];
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    size_t n = 8 + (size_t)(x >> 33) % 600;
+    for (size_t k = 0; k < n; k++) {
+      x = x * 6364136223846793005u + 1442695040888963407u;
+      req[k] = (char)(x >> 56);
+      if (i % 4 == 1 && (x >> 40) % 8 == 0) req[k] = (x >> 48) % 2 ? '\n' : ' ';
+    }
+    if (i % 3 == 0) memcpy(req, "GET /", 5);
+    if (i % 2 == 0) memcpy(req + n - 4, "\r\n\r\n", 4);
+    char *resp = du_http_raw(r.port, req, n, -1);
+    if (resp[0] != '\0' && strncmp(resp, "HTTP/1.1 ", 9) != 0)
+      fail_msg("request %d: reply is not HTTP: %.40s", i, resp);
+    free(resp);
+  }
+  h = du_get(r.port, "/health");
+  assert_int_equal(du_status(h), 200);
+  free(h);
+
   /* SIGHUP: one reloadable change, one that needs a restart. */
   write_file(r.conf, "log.level = warn\nthrottle.rate = 5\n");
   kill(r.pid, SIGHUP);
@@ -244,8 +267,8 @@ int main(int argc, char **argv) {
   }
   g_bin = argv[1];
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(daemon_serves_stops_and_recovers),
-      cmocka_unit_test(bad_configuration_stops_start_up),
+      cmocka_unit_test_teardown(daemon_serves_stops_and_recovers, du_kill_all),
+      cmocka_unit_test_teardown(bad_configuration_stops_start_up, du_kill_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,18 @@
 
 #define OPS HG_SOURCE_DIR "/ops"
 
+/* The pid file of the daemon ops/deploy started (not our child). */
+static char g_pidfile[700];
+
+static int kill_deployed(void **state) {
+  (void)state;
+  char *pid = du_read(g_pidfile);
+  pid_t p = (pid_t)atoi(pid);
+  free(pid);
+  if (p > 0 && kill(p, 0) == 0) kill(p, SIGKILL);
+  return 0;
+}
+
 static void write_exec(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
@@ -49,6 +61,7 @@ static void deploy_rolls_back_a_version_that_fails_its_health_check(void **state
           dir, port);
   fclose(f);
   /* A version that dies at once, and one that runs but never gets healthy. */
+  snprintf(g_pidfile, sizeof g_pidfile, "%s/run/hourglassd.pid", prefix);
   write_exec(bad, "#!/bin/sh\necho 'broken build' >&2\nexit 1\n");
   write_exec(hang, "#!/bin/sh\nexec sleep 30\n");
 #define DEPLOY(bin, ver, timeout)                                                              \
@@ -237,10 +250,11 @@ int main(int argc, char **argv) {
   }
   g_bin = argv[1];
   const struct CMUnitTest deploy[] = {
-      cmocka_unit_test(deploy_rolls_back_a_version_that_fails_its_health_check),
+      cmocka_unit_test_teardown(deploy_rolls_back_a_version_that_fails_its_health_check,
+                                kill_deployed),
   };
   const struct CMUnitTest backup[] = {
-      cmocka_unit_test(backup_while_running_restores_to_the_same_state_hash),
+      cmocka_unit_test_teardown(backup_while_running_restores_to_the_same_state_hash, du_kill_all),
   };
   if (strcmp(argv[2], "deploy") == 0) return cmocka_run_group_tests(deploy, NULL, NULL);
   return cmocka_run_group_tests(backup, NULL, NULL);
