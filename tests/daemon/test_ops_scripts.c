@@ -67,7 +67,7 @@ static void deploy_rolls_back_a_version_that_fails_its_health_check(void **state
 #define DEPLOY(bin, ver, timeout)                                                              \
   (snprintf(cmd, sizeof cmd,                                                                 \
             OPS "/deploy --prefix %s --no-systemd --config %s --health-url %s --timeout %d "   \
-                "--bin %s --version %s >>%s/deploy.log 2>&1",                                \
+                "--rollback-timeout 120 --bin %s --version %s >>%s/deploy.log 2>&1",         \
             prefix, conf, url, timeout, bin, ver, dir),                                      \
    du_system(cmd))
 
@@ -78,7 +78,7 @@ static void deploy_rolls_back_a_version_that_fails_its_health_check(void **state
   struct stat st;
   assert_int_not_equal(lstat(link, &st), 0);
 
-  assert_int_equal(DEPLOY(g_bin, "v1", 60), 0);
+  assert_int_equal(DEPLOY(g_bin, "v1", 120), 0);
   current_is(prefix, "releases/v1");
   char *h = du_get(port, "/health");
   assert_int_equal(du_status(h), 200);
@@ -143,7 +143,7 @@ static void deploy_rolls_back_a_version_that_fails_its_health_check(void **state
   free(pid);
   assert_true(p > 0);
   kill(p, SIGTERM);
-  double end = du_now() + 20;
+  double end = du_now() + 120;
   while (kill(p, 0) == 0 && du_now() < end) du_sleep_ms(20);
   assert_int_not_equal(kill(p, 0), 0);
   du_rm_rf(dir);
@@ -165,7 +165,7 @@ static void backup_while_running_restores_to_the_same_state_hash(void **state) {
                   "synthetic.orders_per_sec=4000", "-o", "snapshot.interval=700", DU_SMALL_OPTS,
                   NULL};
   pid_t pid = du_spawn(argv, log);
-  char *l = du_wait_log(log, "msg=\"ready\"", 20);
+  char *l = du_wait_log(log, "msg=\"ready\"", 120); /* slow under sanitizers */
   assert_non_null(l);
   free(l);
   du_sleep_ms(700); /* several snapshots and journal batches */
@@ -181,7 +181,7 @@ static void backup_while_running_restores_to_the_same_state_hash(void **state) {
   /* Still running and still taking commands after the copy. */
   du_sleep_ms(200);
   assert_int_equal(kill(pid, 0), 0);
-  assert_int_equal(du_stop(pid, SIGTERM, 20), 0);
+  assert_int_equal(du_stop(pid, SIGTERM, 120), 0);
 
   char mpath[700];
   snprintf(mpath, sizeof mpath, "%s/MANIFEST", bk);
