@@ -87,7 +87,7 @@ static void daemon_serves_stops_and_recovers(void **state) {
   assert_non_null(strstr(m, "# TYPE hourglass_durable_lag gauge\nhourglass_durable_lag "));
   assert_non_null(strstr(m, "# TYPE hourglass_release_latency_seconds histogram"));
   assert_non_null(strstr(m, "hourglass_release_latency_seconds_bucket{le=\"+Inf\"} "));
-  if (strstr(m, "hourglass_instrument_trades_total{instrument=\"#1\",id=\"1\"} ") == NULL) fail_msg("%s", m);
+  assert_non_null(strstr(m, "hourglass_instrument_trades_total{instrument=\"#1\",id=\"1\"} "));
   assert_non_null(strstr(m, "hourglass_snapshots_total "));
   assert_null(strstr(m, "account")); /* aggregates only */
   free(m);
@@ -96,7 +96,10 @@ static void daemon_serves_stops_and_recovers(void **state) {
   /* Market endpoints. */
   char *b = du_get(r.port, "/api/v1/book?instrument=1");
   assert_int_equal(du_status(b), 200);
-  assert_non_null(strstr(b, "\"bids\":[["));
+  /* Either side may be empty for a moment (the generator mass-cancels). */
+  assert_non_null(strstr(b, "\"bids\":["));
+  assert_non_null(strstr(b, "\"asks\":["));
+  assert_null(strstr(b, "\"seq\":0,"));
   free(b);
   b = du_get(r.port, "/api/v1/trades?instrument=1");
   assert_int_equal(du_status(b), 200);
