@@ -1,0 +1,117 @@
+/*
+ * daemon_config.h - hourglassd's configuration: the `key = value` file
+ * (ops/hourglass.conf documents every key), its defaults, and the mapping
+ * onto the pipeline's configuration. Internal to the daemon.
+ *
+ * Threads: a config is plain data owned by whoever filled it (the daemon's
+ * main thread); nothing here is shared.
+ */
+#ifndef HOURGLASS_DAEMON_CONFIG_H
+#define HOURGLASS_DAEMON_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hourglass/pipeline.h"
+
+#define HG_DCFG_ADDR_MAX 64
+#define HG_DCFG_PATH_MAX 1024
+
+/* Log levels, lowest first. */
+enum { HG_LOG_DEBUG = 0, HG_LOG_INFO = 1, HG_LOG_WARN = 2, HG_LOG_ERROR = 3 };
+
+/* One listen address, split; host is an IPv4 or IPv6 literal. */
+typedef struct hg_dcfg_addr {
+  char host[HG_DCFG_ADDR_MAX];
+  uint16_t port;
+} hg_dcfg_addr_t;
+
+typedef struct hg_daemon_config {
+  hg_dcfg_addr_t order_entry;  /* listen.order_entry, 127.0.0.1:7700 */
+  hg_dcfg_addr_t market_data;  /* listen.market_data, 127.0.0.1:7700 */
+  hg_dcfg_addr_t http;         /* listen.http, 127.0.0.1:7780 */
+  char data_dir[HG_DCFG_PATH_MAX]; /* data_dir, ./var */
+  char keys_file[HG_DCFG_PATH_MAX]; /* gateway.keys_file, "" = none */
+  int log_level;               /* log.level, info */
+  uint64_t journal_segment_size; /* journal.segment_size, 64M */
+  uint32_t journal_batch_bytes;  /* journal.batch_bytes, 4M */
+  int journal_force_fallback;    /* journal.force_fallback, no */
+  uint64_t snapshot_interval;  /* snapshot.interval (commands), 1000000 */
+  uint32_t snapshot_keep;      /* snapshot.keep, 2 */
+  uint64_t store_map_size;     /* store.map_size, 1G */
+  int durability;              /* durability, durable */
+  uint32_t wait_spin;          /* wait = block (0) | spin N */
+  uint32_t max_instruments;    /* limits.max_instruments, 64 */
+  uint32_t max_accounts;       /* limits.max_accounts, 4096 */
+  uint32_t max_book_orders;    /* limits.max_book_orders, 1048576 */
+  uint32_t max_orders;         /* limits.max_orders (gateway's live orders), 262144 */
+  uint32_t max_sessions;       /* limits.max_sessions, 1024 */
+  uint32_t max_frame;          /* limits.max_frame, 65536 */
+  uint32_t inbound_capacity;   /* pipeline.inbound_capacity, 65536 */
+  uint32_t outbound_capacity;  /* pipeline.outbound_capacity, 262144 */
+  uint32_t staging_capacity;   /* pipeline.staging_capacity, 262144 */
+  uint32_t throttle_rate;      /* throttle.rate, 10000 per session per second */
+  uint32_t throttle_burst;     /* throttle.burst, 0 = rate */
+  uint32_t http_max_connections; /* http.max_connections, 64 */
+  uint32_t http_max_request;   /* http.max_request, 8192 */
+  int http_keepalive;          /* http.keepalive, yes */
+  uint32_t http_idle_ms;       /* http.idle_timeout_ms, 10000 */
+  uint32_t md_depth;           /* market.depth_levels, 20 */
+  uint32_t md_trades;          /* market.recent_trades, 100 */
+  uint32_t synthetic_rate;     /* synthetic.orders_per_sec, 0 (off) */
+} hg_daemon_config_t;
+
+/* Where parsing failed: the line (1-based, 0 for a file-level error), the
+ * key ("" if none) and the reason. */
+typedef struct hg_dcfg_error {
+  unsigned line;
+  char key[64];
+  char reason[192];
+} hg_dcfg_error_t;
+
+/* Fills cfg with every default. Cannot fail. */
+void hg_daemon_config_defaults(hg_daemon_config_t *cfg);
+
+/*
+ * Applies the text text[0..len) (the file's contents) on top of cfg. Lines
+ * are `key = value`, `#` starts a comment (outside a value only at the
+ * start of a line or after whitespace), blank lines are ignored. Returns 0,
+ * or HG_EPARSE (a line without `=`, a duplicate key), HG_ENOTFOUND (unknown
+ * key) or HG_ERANGE / HG_EINVAL (bad value), with *err filled; cfg may then
+ * hold part of the file and must not be used. Rules that tie keys together
+ * are checked by hg_daemon_config_check(), not here, so that several texts
+ * (a file, then overrides) can be applied before it.
+ */
+int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len,
+                           hg_dcfg_error_t *err);
+
+/* Checks the rules that tie keys together (listen.market_data equals
+ * listen.order_entry, listen.http differs from it, journal.segment_size
+ * exceeds journal.batch_bytes + 64). 0 or HG_EINVAL with *err (line 0). */
+int hg_daemon_config_check(const hg_daemon_config_t *cfg, hg_dcfg_error_t *err);
+
+/* Reads path, parses it as above and checks it; -errno (with reason) if it
+ * cannot be read. */
+int hg_daemon_config_load(hg_daemon_config_t *cfg, const char *path, hg_dcfg_error_t *err);
+
+/* Fills the pipeline configuration (data_dir points into cfg; callbacks are
+ * left to the caller). */
+void hg_daemon_config_pipeline(const hg_daemon_config_t *cfg, hg_pipeline_config_t *out);
+
+/* Static name of a log level ("info"), and parse; -1 if unknown. */
+const char *hg_log_level_str(int level);
+int hg_log_level_parse(const char *s);
+
+/* Number of keys and the i-th key's name (for documentation checks). */
+size_t hg_daemon_config_key_count(void);
+const char *hg_daemon_config_key_name(size_t i);
+
+/*
+ * Compares two configs key by key; for each key whose value differs calls
+ * fn(ctx, key, reloadable). Reloadable keys are those SIGHUP applies:
+ * log.level, synthetic.orders_per_sec, http.keepalive, http.idle_timeout_ms.
+ */
+void hg_daemon_config_diff(const hg_daemon_config_t *a, const hg_daemon_config_t *b,
+                           void (*fn)(void *ctx, const char *key, int reloadable), void *ctx);
+
+#endif /* HOURGLASS_DAEMON_CONFIG_H */

@@ -1,0 +1,444 @@
+/*
+ * mdview.c - the public market-data view (see mdview.h).
+ *
+ * Structure. Slots, one per instrument id ever seen (ids are not dense, so a
+ * slot table scanned linearly; instrument counts are small and the last hit
+ * is cached). Each slot has two halves:
+ *  - work (consumer thread only): every price level the events reported,
+ *    per side in a sorted array (best first; a level is a binary search and
+ *    a memmove), a ring of recent trades and public counters;
+ *  - pub (under the mutex): the top `depth` levels per side, the recent
+ *    trades newest first and a copy of the counters.
+ * plus a seqlock carrying top of book for lock-free readers. The consumer
+ * marks slots dirty while applying and copies dirty work into pub once per
+ * batch; a reader copies pub out. Both halves are allocated at create.
+ *
+ * Slot ids are published to lock-free readers through an atomic id array
+ * and an atomic count: a slot's id is stored before the count that covers
+ * it, and never changes afterwards.
+ */
+#include "mdview.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hourglass/error.h"
+
+const uint64_t hg_md_lat_bounds_ns[HG_MD_LAT_BUCKETS] = {
+    10000,    25000,    50000,     100000,    250000,    500000,     1000000,
+    2500000,  5000000,  10000000,  25000000,  50000000,  100000000,  1000000000};
+
+typedef struct work {
+  hg_md_instrument_t info;
+  hg_md_level_t *lv[2]; /* [HG_SIDE_BUY] descending, [HG_SIDE_SELL] ascending */
+  uint32_t n[2];
+  hg_md_trade_t *tr;    /* ring of tcap */
+  uint32_t tr_head;     /* next write */
+  uint32_t tr_count;
+  uint8_t dirty;        /* pub copy out of date */
+  uint8_t tob_dirty;    /* seqlock out of date */
+} work_t;
+
+typedef struct pub {
+  hg_md_instrument_t info;
+  hg_md_level_t *lv[2]; /* up to depth, best first */
+  uint32_t n[2];
+  hg_md_trade_t *tr;    /* newest first */
+  uint32_t tr_count;
+} pub_t;
+
+struct hg_mdview {
+  uint32_t cap, depth, tcap;
+  /* consumer thread */
+  work_t *work;
+  uint32_t nslots;
+  uint32_t last_hit;
+  uint64_t lat_seq; /* last seq whose latency was recorded */
+  int any_dirty;
+  /* shared with readers */
+  pthread_mutex_t mu; /* guards pub */
+  pub_t *pub;
+  _Atomic uint32_t *ids;
+  _Atomic uint32_t nids;
+  hg_seqlock_t *tob; /* cap entries, cache-line aligned */
+  _Atomic uint64_t lat[HG_MD_LAT_BUCKETS + 1];
+  _Atomic uint64_t lat_count, lat_sum, records;
+};
+
+int hg_mdview_create(uint32_t max_instruments, uint32_t depth, uint32_t trades,
+                     hg_mdview_t **out) {
+  if (max_instruments == 0 || depth == 0 || trades == 0) return HG_EINVAL;
+  if (depth > HG_MD_WORK_LEVELS) depth = HG_MD_WORK_LEVELS;
+  hg_mdview_t *v = calloc(1, sizeof *v);
+  if (v == NULL) return -ENOMEM;
+  /* Room for delist-and-relist under new ids without running out at once. */
+  v->cap = max_instruments * 2;
+  v->depth = depth;
+  v->tcap = trades;
+  pthread_mutex_init(&v->mu, NULL);
+  v->work = calloc(v->cap, sizeof *v->work);
+  v->pub = calloc(v->cap, sizeof *v->pub);
+  v->ids = calloc(v->cap, sizeof *v->ids);
+  v->tob = aligned_alloc(64, sizeof(hg_seqlock_t) * v->cap);
+  int ok = v->work && v->pub && v->ids && v->tob;
+  for (uint32_t i = 0; ok && i < v->cap; i++) {
+    work_t *w = &v->work[i];
+    pub_t *p = &v->pub[i];
+    w->lv[0] = calloc(HG_MD_WORK_LEVELS, sizeof(hg_md_level_t));
+    w->lv[1] = calloc(HG_MD_WORK_LEVELS, sizeof(hg_md_level_t));
+    w->tr = calloc(trades, sizeof(hg_md_trade_t));
+    p->lv[0] = calloc(depth, sizeof(hg_md_level_t));
+    p->lv[1] = calloc(depth, sizeof(hg_md_level_t));
+    p->tr = calloc(trades, sizeof(hg_md_trade_t));
+    ok = w->lv[0] && w->lv[1] && w->tr && p->lv[0] && p->lv[1] && p->tr;
+    hg_seqlock_init(&v->tob[i]);
+  }
+  if (!ok) {
+    hg_mdview_destroy(v);
+    return -ENOMEM;
+  }
+  *out = v;
+  return 0;
+}
+
+void hg_mdview_destroy(hg_mdview_t *v) {
+  if (v == NULL) return;
+  for (uint32_t i = 0; i < v->cap; i++) {
+    if (v->work != NULL) {
+      free(v->work[i].lv[0]);
+      free(v->work[i].lv[1]);
+      free(v->work[i].tr);
+    }
+    if (v->pub != NULL) {
+      free(v->pub[i].lv[0]);
+      free(v->pub[i].lv[1]);
+      free(v->pub[i].tr);
+    }
+  }
+  free(v->work);
+  free(v->pub);
+  free((void *)v->ids);
+  free(v->tob);
+  pthread_mutex_destroy(&v->mu);
+  free(v);
+}
+
+uint32_t hg_mdview_depth(const hg_mdview_t *v) { return v->depth; }
+uint32_t hg_mdview_trade_cap(const hg_mdview_t *v) { return v->tcap; }
+
+/* ------------------------------------------------------------- consumer side */
+
+static work_t *slot(hg_mdview_t *v, uint32_t id, int create) {
+  if (v->last_hit < v->nslots && v->work[v->last_hit].info.id == id) return &v->work[v->last_hit];
+  for (uint32_t i = 0; i < v->nslots; i++) {
+    if (v->work[i].info.id == id) {
+      v->last_hit = i;
+      return &v->work[i];
+    }
+  }
+  if (!create || v->nslots == v->cap) return NULL;
+  uint32_t i = v->nslots++;
+  work_t *w = &v->work[i];
+  w->info.id = id;
+  w->info.listed = 1;
+  snprintf(w->info.symbol, sizeof w->info.symbol, "#%u", id);
+  /* relaxed: nids' release store below publishes it. */
+  atomic_store_explicit(&v->ids[i], id, memory_order_relaxed);
+  /* release: a reader that sees the new count sees the slot's id. */
+  atomic_store_explicit(&v->nids, v->nslots, memory_order_release);
+  v->last_hit = i;
+  return w;
+}
+
+static void reset_book(work_t *w) {
+  w->n[0] = w->n[1] = 0;
+  w->info.depth_truncated = 0;
+}
+
+/* Sort key: ascending key = best first on both sides. */
+static int64_t key_of(int side, int64_t price) { return side == HG_SIDE_BUY ? -price : price; }
+
+static void set_level(work_t *w, int side, int64_t price, int64_t qty) {
+  if (side != HG_SIDE_BUY && side != HG_SIDE_SELL) return;
+  hg_md_level_t *a = w->lv[side];
+  uint32_t n = w->n[side], lo = 0, hi = n;
+  int64_t k = key_of(side, price);
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (key_of(side, a[mid].price) < k)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < n && a[lo].price == price) {
+    if (qty > 0) {
+      a[lo].qty = qty;
+    } else {
+      memmove(&a[lo], &a[lo + 1], (n - lo - 1) * sizeof *a);
+      w->n[side] = n - 1;
+    }
+    return;
+  }
+  if (qty <= 0) return;
+  if (n == HG_MD_WORK_LEVELS) {
+    w->info.depth_truncated = 1;
+    if (lo == n) return; /* worse than everything kept */
+    n--;                 /* drop the worst level to make room */
+  }
+  memmove(&a[lo + 1], &a[lo], (n - lo) * sizeof *a);
+  a[lo].price = price;
+  a[lo].qty = qty;
+  w->n[side] = n + 1;
+}
+
+static void add_trade(hg_mdview_t *v, work_t *w, const hg_exchange_event_t *ev) {
+  const hg_book_event_t *b = &ev->book;
+  hg_md_trade_t *t = &w->tr[w->tr_head];
+  t->seq = ev->seq;
+  t->ts = ev->ts;
+  t->price = b->price;
+  t->qty = b->qty;
+  t->aggressor = b->side;
+  w->tr_head = (w->tr_head + 1) % v->tcap;
+  if (w->tr_count < v->tcap) w->tr_count++;
+  w->info.trades++;
+  w->info.volume += b->qty > 0 ? (uint64_t)b->qty : 0;
+  w->info.last_price = b->price;
+  w->info.last_qty = b->qty;
+}
+
+static void latency(hg_mdview_t *v, uint64_t now, uint64_t ts) {
+  uint64_t d = now > ts ? now - ts : 0;
+  size_t b = 0;
+  while (b < HG_MD_LAT_BUCKETS && d > hg_md_lat_bounds_ns[b]) b++;
+  /* relaxed (all): independent counters; readers accept slight skew. */
+  atomic_fetch_add_explicit(&v->lat[b], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&v->lat_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&v->lat_sum, d, memory_order_relaxed);
+}
+
+static void apply_one(hg_mdview_t *v, const hg_exchange_event_t *ev) {
+  work_t *w = slot(v, ev->instrument_id, ev->type == HG_XEV_LISTED || ev->type == HG_XEV_BOOK);
+  if (w == NULL) return; /* not an instrument event, or out of slots */
+  switch (ev->type) {
+    case HG_XEV_BOOK:
+      switch (ev->book.type) {
+        case HG_EV_ACCEPTED: w->info.orders++; break;
+        case HG_EV_CANCELLED: w->info.cancels++; break;
+        case HG_EV_FILL: add_trade(v, w, ev); w->tob_dirty = 1; break;
+        case HG_EV_LEVEL:
+          set_level(w, ev->book.side, ev->book.price, ev->book.qty);
+          w->tob_dirty = 1;
+          break;
+        default: break;
+      }
+      break;
+    case HG_XEV_LISTED:
+      reset_book(w);
+      w->tr_count = w->tr_head = 0;
+      w->info.listed = 1;
+      w->info.halted = 0;
+      w->tob_dirty = 1;
+      break;
+    case HG_XEV_DELISTED:
+      reset_book(w);
+      w->info.listed = 0;
+      w->tob_dirty = 1;
+      break;
+    case HG_XEV_HALTED: w->info.halted = 1; break;
+    case HG_XEV_RESUMED: w->info.halted = 0; break;
+    default: return;
+  }
+  w->info.seq = ev->seq;
+  w->dirty = 1;
+  v->any_dirty = 1;
+}
+
+void hg_mdview_apply(hg_mdview_t *v, const hg_pipe_out_t *recs, size_t n, uint64_t now_ns) {
+  for (size_t i = 0; i < n; i++) {
+    if (recs[i].kind != HG_PIPE_EVENT) continue;
+    const hg_exchange_event_t *ev = &recs[i].event;
+    if (ev->seq != v->lat_seq) {
+      v->lat_seq = ev->seq;
+      latency(v, now_ns, ev->ts);
+    }
+    if (ev->instrument_id != 0) apply_one(v, ev);
+  }
+  /* relaxed: a statistic. */
+  atomic_fetch_add_explicit(&v->records, n, memory_order_relaxed);
+}
+
+static void write_tob(hg_mdview_t *v, uint32_t i) {
+  const work_t *w = &v->work[i];
+  hg_tob_t t = {0};
+  if (w->n[HG_SIDE_BUY] > 0) {
+    t.bid_px = w->lv[HG_SIDE_BUY][0].price;
+    t.bid_qty = w->lv[HG_SIDE_BUY][0].qty;
+  }
+  if (w->n[HG_SIDE_SELL] > 0) {
+    t.ask_px = w->lv[HG_SIDE_SELL][0].price;
+    t.ask_qty = w->lv[HG_SIDE_SELL][0].qty;
+  }
+  t.last_px = w->info.last_price;
+  t.last_qty = w->info.last_qty;
+  t.version = w->info.seq;
+  hg_seqlock_write(&v->tob[i], &t);
+}
+
+static void copy_pub(hg_mdview_t *v, uint32_t i) {
+  const work_t *w = &v->work[i];
+  pub_t *p = &v->pub[i];
+  p->info = w->info;
+  for (int s = 0; s < 2; s++) {
+    uint32_t k = w->n[s] < v->depth ? w->n[s] : v->depth;
+    memcpy(p->lv[s], w->lv[s], k * sizeof(hg_md_level_t));
+    p->n[s] = k;
+  }
+  for (uint32_t j = 0; j < w->tr_count; j++)
+    p->tr[j] = w->tr[(w->tr_head + v->tcap - 1 - j) % v->tcap];
+  p->tr_count = w->tr_count;
+}
+
+static void publish(hg_mdview_t *v, int wait) {
+  if (!v->any_dirty) return;
+  for (uint32_t i = 0; i < v->nslots; i++) {
+    if (v->work[i].tob_dirty) {
+      write_tob(v, i);
+      v->work[i].tob_dirty = 0;
+    }
+  }
+  if (wait)
+    pthread_mutex_lock(&v->mu);
+  else if (pthread_mutex_trylock(&v->mu) != 0)
+    return; /* a reader holds it: publish after the next batch */
+  for (uint32_t i = 0; i < v->nslots; i++) {
+    if (v->work[i].dirty) {
+      copy_pub(v, i);
+      v->work[i].dirty = 0;
+    }
+  }
+  pthread_mutex_unlock(&v->mu);
+  v->any_dirty = 0;
+}
+
+void hg_mdview_publish(hg_mdview_t *v) { publish(v, 0); }
+
+typedef struct seed_ctx {
+  hg_mdview_t *v;
+  const hg_exchange_t *ex;
+  hg_book_level_t *tmp;
+  int full;
+} seed_ctx_t;
+
+static void seed_one(void *ctx, const hg_exchange_instrument_info_t *info) {
+  seed_ctx_t *c = ctx;
+  work_t *w = slot(c->v, info->id, 1);
+  if (w == NULL) {
+    c->full = 1;
+    return;
+  }
+  reset_book(w);
+  w->info.listed = 1;
+  w->info.halted = info->halted;
+  snprintf(w->info.symbol, sizeof w->info.symbol, "%s", info->symbol);
+  w->info.tick_size = info->params.tick_size;
+  w->info.contract_unit = info->params.contract_unit;
+  w->info.min_price = info->params.min_price;
+  w->info.max_price = info->params.max_price;
+  const hg_book_t *b = hg_exchange_book(c->ex, info->id);
+  for (int s = 0; b != NULL && s < 2; s++) {
+    size_t k = hg_book_depth(b, (hg_side_t)s, c->tmp, HG_MD_WORK_LEVELS);
+    for (size_t j = 0; j < k; j++) set_level(w, s, c->tmp[j].price, c->tmp[j].qty);
+  }
+  w->info.seq = hg_exchange_last_seq(c->ex);
+  w->dirty = w->tob_dirty = 1;
+  c->v->any_dirty = 1;
+}
+
+int hg_mdview_seed(hg_mdview_t *v, const hg_exchange_t *ex) {
+  seed_ctx_t c = {v, ex, malloc(HG_MD_WORK_LEVELS * sizeof(hg_book_level_t)), 0};
+  if (c.tmp == NULL) return -ENOMEM;
+  hg_exchange_foreach_instrument(ex, seed_one, &c);
+  free(c.tmp);
+  publish(v, 1);
+  return c.full ? HG_EFULL : 0;
+}
+
+/* --------------------------------------------------------------- readers */
+
+size_t hg_mdview_instruments(hg_mdview_t *v, hg_md_instrument_t *out, size_t cap) {
+  pthread_mutex_lock(&v->mu);
+  /* acquire: pairs with the consumer's release of the count. */
+  uint32_t n = atomic_load_explicit(&v->nids, memory_order_acquire);
+  size_t k = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (v->pub[i].info.id == 0) continue; /* created, not yet published */
+    if (k < cap) out[k] = v->pub[i].info;
+    k++;
+  }
+  pthread_mutex_unlock(&v->mu);
+  return k;
+}
+
+int hg_mdview_book(hg_mdview_t *v, uint32_t id, hg_md_instrument_t *info, hg_md_level_t *bids,
+                   size_t *nbids, hg_md_level_t *asks, size_t *nasks, hg_md_trade_t *trades,
+                   size_t *ntrades) {
+  int rc = HG_ENOTFOUND;
+  pthread_mutex_lock(&v->mu);
+  /* acquire: as in hg_mdview_instruments. */
+  uint32_t n = atomic_load_explicit(&v->nids, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++) {
+    const pub_t *p = &v->pub[i];
+    if (p->info.id != id || id == 0) continue;
+    if (info) *info = p->info;
+    if (bids) {
+      memcpy(bids, p->lv[0], p->n[0] * sizeof *bids);
+      *nbids = p->n[0];
+    }
+    if (asks) {
+      memcpy(asks, p->lv[1], p->n[1] * sizeof *asks);
+      *nasks = p->n[1];
+    }
+    if (trades) {
+      memcpy(trades, p->tr, p->tr_count * sizeof *trades);
+      *ntrades = p->tr_count;
+    }
+    rc = 0;
+    break;
+  }
+  pthread_mutex_unlock(&v->mu);
+  return rc;
+}
+
+int hg_mdview_tob(hg_mdview_t *v, uint32_t id, hg_tob_t *out) {
+  /* acquire: pairs with the consumer's release of the count. */
+  uint32_t n = atomic_load_explicit(&v->nids, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++) {
+    /* relaxed: ordered by the acquire of the count above. */
+    if (atomic_load_explicit(&v->ids[i], memory_order_relaxed) == id) {
+      hg_seqlock_read(&v->tob[i], out);
+      return 0;
+    }
+  }
+  return HG_ENOTFOUND;
+}
+
+void hg_mdview_latency(const hg_mdview_t *v, hg_md_latency_t *out) {
+  uint64_t cum = 0;
+  for (size_t b = 0; b <= HG_MD_LAT_BUCKETS; b++) {
+    /* relaxed (all): statistics, slight skew between counters is fine. */
+    cum += atomic_load_explicit(&v->lat[b], memory_order_relaxed);
+    out->bucket[b] = cum;
+  }
+  out->count = cum;
+  out->sum_ns = atomic_load_explicit(&v->lat_sum, memory_order_relaxed);
+}
+
+uint64_t hg_mdview_records(const hg_mdview_t *v) {
+  /* relaxed: a statistic. */
+  return atomic_load_explicit(&v->records, memory_order_relaxed);
+}

@@ -1,0 +1,126 @@
+/*
+ * mdview.h - the daemon's public market-data view: what the HTTP endpoints
+ * and /metrics show about instruments, books and trades, built from the
+ * pipeline's released event stream, never from the engine's memory.
+ * Internal to the daemon.
+ *
+ * Threads and ownership.
+ *  - The view's working state belongs to the consumer thread (the thread
+ *    that polls the pipeline): hg_mdview_apply() and hg_mdview_publish().
+ *    Before the pipeline starts, the owner thread seeds it from the
+ *    exchange with hg_mdview_seed() (the exchange is the owner's then).
+ *  - Readers (the HTTP thread) never touch the working state:
+ *      top of book: one hg_seqlock_t per instrument, written by
+ *        hg_mdview_publish() and read lock-free (hg_mdview_tob());
+ *      everything else (instrument list, depth, recent trades, counters): a
+ *        published copy guarded by a mutex. hg_mdview_publish() only
+ *        *tries* the lock: if a reader holds it, the copy stays dirty and is
+ *        published after the next batch, so the consumer never waits for a
+ *        reader. Readers copy out under the lock and format without it.
+ *  - Counters of the latency histogram are atomics.
+ *
+ * Only public data is kept: no accounts, no order ids, no client ids.
+ * Memory is allocated at create; applying events never allocates.
+ */
+#ifndef HOURGLASS_MDVIEW_H
+#define HOURGLASS_MDVIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hourglass/pipeline.h"
+#include "hourglass/seqlock.h"
+
+/* Working depth kept per side; levels past it are dropped (and flagged). */
+#define HG_MD_WORK_LEVELS 4096
+
+typedef struct hg_md_level {
+  int64_t price; /* ticks */
+  int64_t qty;   /* contracts */
+} hg_md_level_t;
+
+typedef struct hg_md_trade {
+  uint64_t seq; /* of the command that traded */
+  uint64_t ts;  /* ns since the epoch (sequencer) */
+  int64_t price;
+  int64_t qty;
+  uint8_t aggressor; /* hg_side_t of the taker */
+} hg_md_trade_t;
+
+/* One instrument as published. */
+typedef struct hg_md_instrument {
+  uint32_t id;
+  uint8_t listed; /* 0 once delisted */
+  uint8_t halted;
+  uint8_t depth_truncated; /* levels past HG_MD_WORK_LEVELS were dropped */
+  char symbol[HG_SYMBOL_MAX + 1]; /* "#<id>" if listed after start (the
+                                     listing event carries no symbol) */
+  int64_t tick_size, contract_unit, min_price, max_price; /* 0 if unknown */
+  uint64_t seq;        /* last command that changed it */
+  uint64_t trades;     /* since open of the view (start of the process) */
+  uint64_t volume;     /* contracts traded, same period */
+  uint64_t orders;     /* orders accepted, same period */
+  uint64_t cancels;    /* orders cancelled (any reason), same period */
+  int64_t last_price, last_qty;
+} hg_md_instrument_t;
+
+/* Latency buckets (upper bounds, ns) of the release-latency histogram. */
+#define HG_MD_LAT_BUCKETS 14
+extern const uint64_t hg_md_lat_bounds_ns[HG_MD_LAT_BUCKETS];
+
+typedef struct hg_md_latency {
+  uint64_t bucket[HG_MD_LAT_BUCKETS + 1]; /* cumulative counts; last is +Inf */
+  uint64_t count;
+  uint64_t sum_ns;
+} hg_md_latency_t;
+
+typedef struct hg_mdview hg_mdview_t;
+
+/* Allocates a view for up to max_instruments distinct instrument ids,
+ * publishing depth levels per side and recent trades per instrument.
+ * 0 and *out, HG_EINVAL (a zero argument) or -ENOMEM. Owner thread. */
+int hg_mdview_create(uint32_t max_instruments, uint32_t depth, uint32_t trades, hg_mdview_t **out);
+
+/* Frees the view; no thread may use it any more. NULL is a no-op. */
+void hg_mdview_destroy(hg_mdview_t *v);
+
+/* Seeds instruments and books from ex (not running) and publishes. Owner
+ * thread, before the consumer starts. 0 or HG_EFULL (too many instruments:
+ * the rest are left out, and logged by the caller). */
+int hg_mdview_seed(hg_mdview_t *v, const hg_exchange_t *ex);
+
+/* Applies n records polled from the pipeline. now_ns (CLOCK_REALTIME) is
+ * read once per batch by the caller; the first event of each command adds
+ * now_ns - ts to the release-latency histogram. Consumer thread. */
+void hg_mdview_apply(hg_mdview_t *v, const hg_pipe_out_t *recs, size_t n, uint64_t now_ns);
+
+/* Publishes what changed since the last publish (see above). Consumer
+ * thread, after each batch. Never blocks. */
+void hg_mdview_publish(hg_mdview_t *v);
+
+/* ---- readers: any thread ---- */
+
+/* Copies up to cap instruments (listed and delisted, by slot order) into
+ * out; returns the total number known. */
+size_t hg_mdview_instruments(hg_mdview_t *v, hg_md_instrument_t *out, size_t cap);
+
+/* One instrument with its published depth (best first; up to the view's
+ * depth each) and recent trades (newest first, up to the view's count).
+ * bids/asks/trades may be NULL to skip them. 0 or HG_ENOTFOUND. */
+int hg_mdview_book(hg_mdview_t *v, uint32_t id, hg_md_instrument_t *info, hg_md_level_t *bids,
+                   size_t *nbids, hg_md_level_t *asks, size_t *nasks, hg_md_trade_t *trades,
+                   size_t *ntrades);
+
+/* Lock-free top of book (seqlock). 0 or HG_ENOTFOUND. */
+int hg_mdview_tob(hg_mdview_t *v, uint32_t id, hg_tob_t *out);
+
+/* The view's published depth and trade counts (sizes for the arrays above). */
+uint32_t hg_mdview_depth(const hg_mdview_t *v);
+uint32_t hg_mdview_trade_cap(const hg_mdview_t *v);
+
+/* Release-latency histogram (sequencer stamp to consumer), and the number
+ * of records applied. */
+void hg_mdview_latency(const hg_mdview_t *v, hg_md_latency_t *out);
+uint64_t hg_mdview_records(const hg_mdview_t *v);
+
+#endif /* HOURGLASS_MDVIEW_H */

@@ -1,0 +1,275 @@
+/* hourglassd as a process: start on a temporary data directory, /health and
+ * /metrics and the market endpoints over loopback, bad HTTP input, SIGHUP
+ * reload, SIGTERM clean exit with a final snapshot, and a restart that
+ * recovers the same state hash. Usage: test_daemon_run <hourglassd>. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "daemon_util.h"
+
+typedef struct run {
+  char dir[512], data[600], log[600], conf[600], opt_data[700];
+  pid_t pid;
+  int port;
+} run_t;
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Starts the daemon with conf file r->conf and extra options; waits for
+ * "ready" and reads the HTTP port from the log. */
+static void start(run_t *r, const char *rate) {
+  char opt_rate[64];
+  snprintf(opt_rate, sizeof opt_rate, "synthetic.orders_per_sec=%s", rate);
+  char *argv[] = {(char *)g_bin, "-c", r->conf, "-o", r->opt_data, "-o", "listen.http=127.0.0.1:0",
+                  "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
+                  "-o", opt_rate, "-o", "snapshot.interval=500", DU_SMALL_OPTS, NULL};
+  remove(r->log);
+  r->pid = du_spawn(argv, r->log);
+  /* Generous: sanitizer builds on a loaded machine start slowly. */
+  char *log = du_wait_log(r->log, "msg=\"ready\"", 120);
+  if (log == NULL) fail_msg("daemon not ready after 120 s");
+  const char *l = strstr(log, "http msg=\"listening\" addr=127.0.0.1:");
+  assert_non_null(l);
+  r->port = atoi(l + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  assert_true(r->port > 0);
+  free(log);
+}
+
+static uint64_t metric(int port, const char *name) {
+  char *m = du_get(port, "/metrics");
+  char pat[128];
+  snprintf(pat, sizeof pat, "\n%s ", name);
+  const char *p = strstr(m, pat);
+  uint64_t v = p ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+  free(m);
+  return v;
+}
+
+static void daemon_serves_stops_and_recovers(void **state) {
+  (void)state;
+  run_t r = {0};
+  assert_non_null(du_tmpdir(r.dir, sizeof r.dir, "daemon"));
+  snprintf(r.data, sizeof r.data, "%s/var", r.dir);
+  snprintf(r.log, sizeof r.log, "%s/d.log", r.dir);
+  snprintf(r.conf, sizeof r.conf, "%s/h.conf", r.dir);
+  snprintf(r.opt_data, sizeof r.opt_data, "data_dir=%s", r.data);
+  write_file(r.conf, "# test\nlog.level = info\n");
+  start(&r, "3000");
+
+  /* /health */
+  char *h = du_get(r.port, "/health");
+  assert_int_equal(du_status(h), 200);
+  assert_non_null(strstr(h, "\"status\":\"ready\""));
+  free(h);
+
+  /* Commands flow: wait for some trades. */
+  double end = du_now() + 60;
+  uint64_t v;
+  while (((v = metric(r.port, "hourglass_snapshots_total")) == UINT64_MAX || v < 2) &&
+         du_now() < end)
+    du_sleep_ms(50);
+  assert_true(v >= 2 && v != UINT64_MAX); /* snapshot.interval=500: seq >= 1000 */
+  v = metric(r.port, "hourglass_last_seq");
+  assert_true(v >= 1000 && v != UINT64_MAX);
+
+  char *m = du_get(r.port, "/metrics");
+  assert_int_equal(du_status(m), 200);
+  assert_non_null(strstr(m, "Content-Type: text/plain; version=0.0.4"));
+  assert_non_null(strstr(m, "# TYPE hourglass_durable_lag gauge\nhourglass_durable_lag "));
+  assert_non_null(strstr(m, "# TYPE hourglass_release_latency_seconds histogram"));
+  assert_non_null(strstr(m, "hourglass_release_latency_seconds_bucket{le=\"+Inf\"} "));
+  assert_non_null(strstr(m, "hourglass_instrument_trades_total{instrument=\"#1\",id=\"1\"} "));
+  assert_non_null(strstr(m, "hourglass_snapshots_total "));
+  assert_null(strstr(m, "account")); /* aggregates only */
+  free(m);
+  assert_int_equal(metric(r.port, "hourglass_journal_failed"), 0);
+
+  /* Market endpoints. */
+  char *b = du_get(r.port, "/api/v1/book?instrument=1");
+  assert_int_equal(du_status(b), 200);
+  /* Either side may be empty for a moment (the generator mass-cancels). */
+  assert_non_null(strstr(b, "\"bids\":["));
+  assert_non_null(strstr(b, "\"asks\":["));
+  assert_null(strstr(b, "\"seq\":0,"));
+  free(b);
+  b = du_get(r.port, "/api/v1/trades?instrument=1");
+  assert_int_equal(du_status(b), 200);
+  assert_non_null(strstr(b, "\"aggressor\":"));
+  free(b);
+  b = du_get(r.port, "/api/v1/tob?instrument=1");
+  assert_int_equal(du_status(b), 200);
+  free(b);
+  b = du_get(r.port, "/api/v1/book?instrument=999");
+  assert_int_equal(du_status(b), 404);
+  free(b);
+  b = du_get(r.port, "/api/v1/book?instrument=abc");
+  assert_int_equal(du_status(b), 400);
+  free(b);
+  b = du_get(r.port, "/nope");
+  assert_int_equal(du_status(b), 404);
+  free(b);
+
+  /* Bad HTTP input: specific answers, and the server lives on. */
+  const char post[] = "POST /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  b = du_http_raw(r.port, post, sizeof post - 1, 0);
+  assert_int_equal(du_status(b), 405);
+  assert_non_null(strstr(b, "Allow: GET"));
+  free(b);
+  const char junk[] = "\x01\x02garbage\r\n\r\n";
+  b = du_http_raw(r.port, junk, sizeof junk - 1, 0);
+  assert_int_equal(du_status(b), 400);
+  free(b);
+  const char body[] = "GET /health HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+  b = du_http_raw(r.port, body, sizeof body - 1, 0);
+  assert_int_equal(du_status(b), 400);
+  free(b);
+  const char ver[] = "GET /health HTTP/2.0\r\n\r\n";
+  b = du_http_raw(r.port, ver, sizeof ver - 1, 0);
+  assert_int_equal(du_status(b), 400);
+  free(b);
+  char *big = malloc(20000);
+  memcpy(big, "GET /", 5);
+  memset(big + 5, 'a', 20000 - 5);
+  b = du_http_raw(r.port, big, 20000, 0);
+  assert_int_equal(du_status(b), 431);
+  free(b);
+  free(big);
+  /* Two pipelined requests on one kept-alive connection: two answers. */
+  const char two[] = "GET /health HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n";
+  b = du_http_raw(r.port, two, sizeof two - 1, 2);
+  const char *second = strstr(b + 1, "HTTP/1.1 200");
+  assert_int_equal(du_status(b), 200);
+  assert_non_null(second);
+  assert_non_null(strstr(second, "hourglass_ready 1"));
+  free(b);
+  h = du_get(r.port, "/health");
+  assert_int_equal(du_status(h), 200);
+  free(h);
+  assert_true(metric(r.port, "hourglass_http_bad_requests_total") == 5);
+
+  /* Random bytes, some shaped like a request: every answer is a status
+   * line or nothing, and the server lives on. */
+  uint64_t x = 0x9e3779b97f4a7c15u;
+  for (int i = 0; i < 300; i++) {
+    char req[700];
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    size_t n = 8 + (size_t)(x >> 33) % 600;
+    for (size_t k = 0; k < n; k++) {
+      x = x * 6364136223846793005u + 1442695040888963407u;
+      req[k] = (char)(x >> 56);
+      if (i % 4 == 1 && (x >> 40) % 8 == 0) req[k] = (x >> 48) % 2 ? '\n' : ' ';
+    }
+    if (i % 3 == 0) memcpy(req, "GET /", 5);
+    if (i % 2 == 0) memcpy(req + n - 4, "\r\n\r\n", 4);
+    char *resp = du_http_raw(r.port, req, n, -1);
+    if (resp[0] != '\0' && strncmp(resp, "HTTP/1.1 ", 9) != 0)
+      fail_msg("request %d: reply is not HTTP: %.40s", i, resp);
+    free(resp);
+  }
+  h = du_get(r.port, "/health");
+  assert_int_equal(du_status(h), 200);
+  free(h);
+
+  /* SIGHUP: one reloadable change, one that needs a restart. */
+  write_file(r.conf, "log.level = warn\nthrottle.rate = 5\n");
+  kill(r.pid, SIGHUP);
+  char *log = du_wait_log(r.log, "msg=\"reloaded\"", 60);
+  assert_non_null(log);
+  assert_non_null(strstr(log, "msg=\"applied changed key\" key=log.level"));
+  assert_non_null(strstr(log, "msg=\"changed key not applied: restart required\" key=throttle.rate"));
+  free(log);
+  /* A bad file is refused whole. */
+  write_file(r.conf, "log.level = shouty\n");
+  kill(r.pid, SIGHUP);
+  log = du_wait_log(r.log, "reload refused", 60);
+  assert_non_null(log);
+  assert_non_null(strstr(log, "line=1 key=log.level"));
+  free(log);
+  assert_int_equal(metric(r.port, "hourglass_config_reload_failures_total"), 1);
+  write_file(r.conf, "log.level = info\n");
+  kill(r.pid, SIGHUP);
+  end = du_now() + 60;
+  while (metric(r.port, "hourglass_config_reloads_total") != 2 && du_now() < end) du_sleep_ms(20);
+  assert_int_equal(metric(r.port, "hourglass_config_reloads_total"), 2);
+
+  /* SIGTERM: exit 0, final snapshot, hash logged. */
+  assert_int_equal(du_stop(r.pid, SIGTERM, 120), 0);
+  log = du_read(r.log);
+  char hash1[80], seq1[32];
+  assert_int_equal(du_field(log, "msg=\"stopped\"", "state_hash", hash1, sizeof hash1), 0);
+  assert_int_equal(du_field(log, "msg=\"stopped\"", "last_seq", seq1, sizeof seq1), 0);
+  char dur1[32];
+  assert_int_equal(du_field(log, "msg=\"stopped\"", "durable_seq", dur1, sizeof dur1), 0);
+  assert_string_equal(seq1, dur1); /* drained and durable */
+  free(log);
+  assert_true(strtoull(seq1, NULL, 10) >= 1000);
+
+  /* Restart without load: recovers from the final snapshot alone. */
+  start(&r, "0");
+  log = du_read(r.log);
+  char want[128];
+  snprintf(want, sizeof want, "recovered to seq %s (snapshot %s + 0 journal records", seq1, seq1);
+  assert_non_null(strstr(log, want));
+  char hash2[80];
+  assert_int_equal(du_field(log, "msg=\"recovered\"", "state_hash", hash2, sizeof hash2), 0);
+  assert_string_equal(hash1, hash2);
+  free(log);
+  /* The seeded view knows the symbol now. */
+  b = du_get(r.port, "/api/v1/instruments");
+  assert_non_null(strstr(b, "\"symbol\":\"SYN-1\""));
+  free(b);
+  assert_int_equal(du_stop(r.pid, SIGINT, 120), 0);
+
+  /* The offline tool agrees with the daemon. */
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s -o data_dir=%s --state-hash 2>/dev/null | grep -q 'state_hash=%s'",
+           g_bin, r.data, hash1);
+  assert_int_equal(du_system(cmd), 0);
+  du_rm_rf(r.dir);
+}
+
+static void bad_configuration_stops_start_up(void **state) {
+  (void)state;
+  char dir[512], log[600], conf[600];
+  assert_non_null(du_tmpdir(dir, sizeof dir, "badconf"));
+  snprintf(log, sizeof log, "%s/d.log", dir);
+  snprintf(conf, sizeof conf, "%s/h.conf", dir);
+  FILE *f = fopen(conf, "w");
+  fputs("# fine\nlog.level = info\nsnapshot.keep = lots\n", f);
+  fclose(f);
+  char *argv1[] = {(char *)g_bin, "-c", conf, NULL};
+  assert_int_equal(du_stop(du_spawn(argv1, log), 0, 60), 2);
+  char *b = du_read(log);
+  assert_non_null(strstr(b, "line=3 key=snapshot.keep"));
+  assert_non_null(strstr(b, "not a non-negative integer"));
+  free(b);
+  remove(log);
+  char *argv2[] = {(char *)g_bin, "-o", "no.such = 1", NULL};
+  assert_int_equal(du_stop(du_spawn(argv2, log), 0, 60), 2);
+  b = du_read(log);
+  assert_non_null(strstr(b, "key=no.such reason=\"unknown key\""));
+  free(b);
+  du_rm_rf(dir);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <hourglassd>\n", argv[0]);
+    return 2;
+  }
+  g_bin = argv[1];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(daemon_serves_stops_and_recovers, du_kill_all),
+      cmocka_unit_test_teardown(bad_configuration_stops_start_up, du_kill_all),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
