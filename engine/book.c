@@ -79,17 +79,13 @@ typedef struct acct {
   uint32_t count;      /* live orders; 0 = record free, head links the free list */
 } acct_t;
 
-typedef struct oid_ent {
-  hg_oid_t id; /* 0 = empty (order id 0 is never live) */
-  uint32_t slot;
-  uint32_t pad_;
-} oid_ent_t;
-
-typedef struct clid_ent {
-  uint64_t clid;
-  hg_account_t account;
+/* Entry of both id tables: the slot of the order and a 32-bit tag of its key.
+ * The tag alone decides the entry's home, so moving entries on erase never
+ * needs the order itself; a tag match is confirmed against the pool. */
+typedef struct id_ent {
+  uint32_t tag;
   uint32_t slot; /* NIL = empty */
-} clid_ent_t;
+} id_ent_t;
 
 typedef struct acct_ent {
   hg_account_t account;
@@ -117,8 +113,8 @@ struct hg_book {
   uint32_t count;
   uint32_t thead, ttail; /* global time list */
 
-  oid_ent_t *oid_tab;
-  clid_ent_t *clid_tab;
+  id_ent_t *oid_tab;
+  id_ent_t *clid_tab;
   uint64_t id_mask;
   int id_shift;
 
@@ -236,23 +232,30 @@ static inline int64_t level_after(const hg_book_t *b, int side, int64_t idx) {
 /* Hash tables                                                                */
 
 /*
- * Ids are hashed in blocks of ID_BLOCK consecutive values: the block number
- * goes through the multiplicative hash, the low bits pick the entry inside
- * the block. Ids are usually handed out in sequence, so the live orders'
- * entries share cache lines (four 16-byte entries per line) instead of
- * costing one miss each, while unrelated blocks still spread evenly.
+ * Both id tables map a key to a 32-bit tag, and the tag to a home entry in
+ * blocks of ID_BLOCK entries: the tag's block number goes through the
+ * multiplicative hash, its low bits pick the entry inside the block. Keys
+ * are usually handed out in sequence, so the low bits of the key are the
+ * low bits of the tag, and consecutive keys share a cache line (eight
+ * 8-byte entries) instead of costing one miss each, while unrelated blocks
+ * still spread evenly. 8-byte entries keep the tables small enough to stay
+ * in cache for pools of a few hundred thousand orders.
  */
-#define ID_BLOCK_BITS 2
+#define ID_BLOCK_BITS 3
 #define ID_BLOCK_MASK ((1u << ID_BLOCK_BITS) - 1)
 
-static inline uint64_t oid_home(const hg_book_t *b, hg_oid_t id) {
-  return (((id >> ID_BLOCK_BITS) * HASH_MUL) >> b->id_shift << ID_BLOCK_BITS) |
-         (id & ID_BLOCK_MASK);
+static inline uint32_t oid_tag(hg_oid_t id) {
+  return (uint32_t)id ^ (uint32_t)(id >> 32);
 }
 
-static inline uint64_t clid_home(const hg_book_t *b, hg_account_t account, uint64_t clid) {
+static inline uint32_t clid_tag(hg_account_t account, uint64_t clid) {
   uint64_t k = ((clid >> ID_BLOCK_BITS) * HASH_MUL) ^ ((uint64_t)account * HASH_MUL2);
-  return ((k * HASH_MUL) >> b->id_shift << ID_BLOCK_BITS) | (clid & ID_BLOCK_MASK);
+  return ((uint32_t)((k * HASH_MUL) >> 32) & ~ID_BLOCK_MASK) | ((uint32_t)clid & ID_BLOCK_MASK);
+}
+
+static inline uint64_t tag_home(const hg_book_t *b, uint32_t tag) {
+  return (((uint64_t)(tag >> ID_BLOCK_BITS) * HASH_MUL) >> b->id_shift << ID_BLOCK_BITS) |
+         (tag & ID_BLOCK_MASK);
 }
 
 static inline uint64_t acct_home(const hg_book_t *b, hg_account_t account) {
@@ -260,69 +263,46 @@ static inline uint64_t acct_home(const hg_book_t *b, hg_account_t account) {
 }
 
 static inline uint32_t oid_find(const hg_book_t *b, hg_oid_t id) {
-  if (id == 0) return NIL;
-  for (uint64_t i = oid_home(b, id);; i = (i + 1) & b->id_mask) {
-    const oid_ent_t *e = &b->oid_tab[i];
-    if (e->id == id) return e->slot;
-    if (e->id == 0) return NIL;
+  uint32_t tag = oid_tag(id);
+  for (uint64_t i = tag_home(b, tag);; i = (i + 1) & b->id_mask) {
+    const id_ent_t *e = &b->oid_tab[i];
+    if (e->slot == NIL) return NIL;
+    if (e->tag == tag && b->pool[e->slot].id == id) return e->slot;
   }
-}
-
-static void oid_insert(hg_book_t *b, hg_oid_t id, uint32_t slot) {
-  uint64_t i = oid_home(b, id);
-  while (b->oid_tab[i].id != 0) i = (i + 1) & b->id_mask;
-  b->oid_tab[i].id = id;
-  b->oid_tab[i].slot = slot;
-}
-
-static void oid_erase(hg_book_t *b, hg_oid_t id) {
-  uint64_t mask = b->id_mask;
-  uint64_t i = oid_home(b, id);
-  while (b->oid_tab[i].id != id) i = (i + 1) & mask;
-  for (uint64_t j = (i + 1) & mask; b->oid_tab[j].id != 0; j = (j + 1) & mask) {
-    uint64_t h = oid_home(b, b->oid_tab[j].id);
-    /* The entry at j may fill the hole at i only if its probe path passed i. */
-    if (((j - h) & mask) >= ((j - i) & mask)) {
-      b->oid_tab[i] = b->oid_tab[j];
-      i = j;
-    }
-  }
-  b->oid_tab[i].id = 0;
-  b->oid_tab[i].slot = NIL;
 }
 
 static inline uint32_t clid_find(const hg_book_t *b, hg_account_t account, uint64_t clid) {
-  for (uint64_t i = clid_home(b, account, clid);; i = (i + 1) & b->id_mask) {
-    const clid_ent_t *e = &b->clid_tab[i];
+  uint32_t tag = clid_tag(account, clid);
+  for (uint64_t i = tag_home(b, tag);; i = (i + 1) & b->id_mask) {
+    const id_ent_t *e = &b->clid_tab[i];
     if (e->slot == NIL) return NIL;
-    if (e->clid == clid && e->account == account) return e->slot;
+    if (e->tag == tag && b->pool[e->slot].clid == clid && b->pool[e->slot].account == account)
+      return e->slot;
   }
 }
 
-static void clid_insert(hg_book_t *b, hg_account_t account, uint64_t clid, uint32_t slot) {
-  uint64_t i = clid_home(b, account, clid);
-  while (b->clid_tab[i].slot != NIL) i = (i + 1) & b->id_mask;
-  b->clid_tab[i].clid = clid;
-  b->clid_tab[i].account = account;
-  b->clid_tab[i].slot = slot;
+static void tab_insert(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
+  uint64_t i = tag_home(b, tag);
+  while (tab[i].slot != NIL) i = (i + 1) & b->id_mask;
+  tab[i].tag = tag;
+  tab[i].slot = slot;
 }
 
-static void clid_erase(hg_book_t *b, hg_account_t account, uint64_t clid) {
+/* Removes the entry of slot (present, with this tag): backward-shift deletion. */
+static void tab_erase(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
   uint64_t mask = b->id_mask;
-  uint64_t i = clid_home(b, account, clid);
-  while (b->clid_tab[i].clid != clid || b->clid_tab[i].account != account ||
-         b->clid_tab[i].slot == NIL)
-    i = (i + 1) & mask;
-  for (uint64_t j = (i + 1) & mask; b->clid_tab[j].slot != NIL; j = (j + 1) & mask) {
-    uint64_t h = clid_home(b, b->clid_tab[j].account, b->clid_tab[j].clid);
+  uint64_t i = tag_home(b, tag);
+  while (tab[i].slot != slot) i = (i + 1) & mask;
+  for (uint64_t j = (i + 1) & mask; tab[j].slot != NIL; j = (j + 1) & mask) {
+    uint64_t h = tag_home(b, tab[j].tag);
+    /* The entry at j may fill the hole at i only if its probe path passed i. */
     if (((j - h) & mask) >= ((j - i) & mask)) {
-      b->clid_tab[i] = b->clid_tab[j];
+      tab[i] = tab[j];
       i = j;
     }
   }
-  b->clid_tab[i].clid = 0;
-  b->clid_tab[i].account = 0;
-  b->clid_tab[i].slot = NIL;
+  tab[i].tag = 0;
+  tab[i].slot = NIL;
 }
 
 static inline uint32_t acct_find(const hg_book_t *b, hg_account_t account) {
@@ -466,8 +446,8 @@ static void order_remove(hg_book_t *b, uint32_t s) {
   if (o->tnext != NIL) b->pool[o->tnext].tprev = o->tprev;
   else b->ttail = o->tprev;
 
-  oid_erase(b, o->id);
-  clid_erase(b, o->account, o->clid);
+  tab_erase(b, b->oid_tab, oid_tag(o->id), s);
+  tab_erase(b, b->clid_tab, clid_tag(o->account, o->clid), s);
 
   o->id = 0;
   o->leaves = 0;
@@ -535,8 +515,8 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
   else b->thead = s;
   b->ttail = s;
 
-  oid_insert(b, t->id, s);
-  clid_insert(b, t->account, t->clid, s);
+  tab_insert(b, b->oid_tab, oid_tag(t->id), s);
+  tab_insert(b, b->clid_tab, clid_tag(t->account, t->clid), s);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -749,7 +729,8 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
   b->nlevels = (uint32_t)(params->max_price - params->min_price + 1);
   b->best[0] = b->best[1] = -1;
 
-  uint64_t id_cap = pow2_at_least(2 * (uint64_t)params->max_orders);
+  /* Load at most 2/3 when the pool is full: short probes, small tables. */
+  uint64_t id_cap = pow2_at_least((uint64_t)params->max_orders * 3 / 2 + 1);
   uint64_t acct_cap = pow2_at_least(2 * (uint64_t)params->max_accounts);
   b->id_mask = id_cap - 1;
   b->id_shift = 64 - (log2u64(id_cap) - ID_BLOCK_BITS);
@@ -768,8 +749,8 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
     ok = ok && b->levels[side] != NULL;
   }
   b->pool = arr_alloc(params->max_orders, sizeof(order_t));
-  b->oid_tab = arr_alloc(id_cap, sizeof(oid_ent_t));
-  b->clid_tab = arr_alloc(id_cap, sizeof(clid_ent_t));
+  b->oid_tab = arr_alloc(id_cap, sizeof(id_ent_t));
+  b->clid_tab = arr_alloc(id_cap, sizeof(id_ent_t));
   b->accts = calloc(params->max_accounts, sizeof(acct_t));
   b->acct_tab = calloc(acct_cap, sizeof(acct_ent_t));
   ok = ok && b->pool && b->oid_tab && b->clid_tab && b->accts && b->acct_tab;
@@ -854,8 +835,8 @@ static int validate_new(const hg_book_t *b, const hg_order_new_t *o) {
 void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
   /* Both id lookups usually miss the cache; start them together so the
    * misses overlap instead of adding up. */
-  __builtin_prefetch(&b->oid_tab[oid_home(b, o->order_id)]);
-  __builtin_prefetch(&b->clid_tab[clid_home(b, o->account, o->client_order_id)]);
+  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(o->order_id))]);
+  __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->client_order_id))]);
   int rej = validate_new(b, o);
   if (rej != HG_REJ_NONE) {
     emit_reject(b, HG_CMD_NEW, rej, o->order_id, o->client_order_id, o->account, o->side,
@@ -1222,7 +1203,7 @@ int hg_book_check(const hg_book_t *b) {
 
   uint64_t used_oid = 0, used_clid = 0;
   for (uint64_t i = 0; i <= b->id_mask; i++) {
-    used_oid += b->oid_tab[i].id != 0;
+    used_oid += b->oid_tab[i].slot != NIL;
     used_clid += b->clid_tab[i].slot != NIL;
   }
   if (used_oid != b->count || used_clid != b->count) return -21;
