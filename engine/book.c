@@ -480,6 +480,17 @@ static void order_remove(hg_book_t *b, uint32_t s) {
   b->count--;
 }
 
+/* Starts loading what order_remove(o) will write, so that those misses
+ * overlap one another and whatever runs before the removal (usually the
+ * sink) instead of following one by one. */
+static inline void prefetch_remove(const hg_book_t *b, const order_t *o) {
+  if (o->lprev != NIL) __builtin_prefetch(&b->pool[o->lprev], 1);
+  if (o->lnext != NIL) __builtin_prefetch(&b->pool[o->lnext], 1);
+  if (o->aprev != NIL) __builtin_prefetch(&b->pool[o->aprev], 1);
+  if (o->anext != NIL) __builtin_prefetch(&b->pool[o->anext], 1);
+  __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->clid))], 1);
+}
+
 /* Puts an order at the back of its level, its account's list and the time
  * list. The caller checked that a slot (and an account record) is free. */
 static void order_rest(hg_book_t *b, const struct taker *t) {
@@ -639,6 +650,7 @@ static void process(hg_book_t *b, struct taker *t) {
     while (t->leaves > 0 && lv->count > 0) {
       uint32_t s = lv->head;
       order_t *o = &b->pool[s];
+      prefetch_remove(b, o);
       if (UNLIKELY(self_match(t, o)) && t->mode != HG_STP_NONE) {
         if (t->mode == HG_STP_CANCEL_INCOMING) {
           stopped = true;
@@ -867,11 +879,30 @@ static int validate_new(const hg_book_t *b, const hg_order_new_t *o) {
   return HG_REJ_NONE;
 }
 
-void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
-  /* Both id lookups usually miss the cache; start them together so the
-   * misses overlap instead of adding up. */
+/*
+ * Both id lookups of a new order usually miss the cache, and so do the
+ * order it will rest behind (its level's tail) and the first order it would
+ * trade with (the best opposite level's head): the level arrays are small
+ * and warm, the orders are not. Starting all of them at once makes the
+ * misses overlap instead of following one another.
+ */
+static inline void prefetch_submit(const hg_book_t *b, const hg_order_new_t *o) {
   __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(o->order_id))]);
   __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->client_order_id))]);
+  int side = o->side & 1;
+  bool in_range = o->price >= b->params.min_price && o->price <= b->params.max_price;
+  int64_t opp = b->best[side ^ 1];
+  if (opp >= 0 && (o->type == HG_ORD_MARKET || (in_range && would_cross(b, side, o->price)))) {
+    const level_t *ol = &b->levels[side ^ 1][opp];
+    __builtin_prefetch(&b->pool[ol->head], 1);
+  } else if (in_range && o->tif <= HG_TIF_DAY) {
+    const level_t *lv = &b->levels[side][o->price - b->params.min_price];
+    if (lv->count > 0) __builtin_prefetch(&b->pool[lv->tail], 1);
+  }
+}
+
+void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
+  prefetch_submit(b, o);
   int rej = validate_new(b, o);
   if (rej != HG_REJ_NONE) {
     emit_reject(b, HG_CMD_NEW, rej, o->order_id, o->client_order_id, o->account, o->side,
@@ -924,6 +955,7 @@ void hg_book_cancel(hg_book_t *b, hg_oid_t id, hg_account_t account, uint64_t ts
     return;
   }
   order_t *o = &b->pool[s];
+  prefetch_remove(b, o);
   int side = o->side;
   uint32_t idx = o->lvl;
   emit_order_cancel(b, o, HG_CXL_USER, ts);
@@ -975,6 +1007,7 @@ void hg_book_replace(hg_book_t *b, hg_oid_t id, hg_account_t account, hg_price_t
     return;
   }
 
+  prefetch_remove(b, o);
   struct taker t;
   t.id = o->id;
   t.clid = o->clid;
