@@ -145,7 +145,6 @@ struct hg_book {
   id_ent_t *oid_tab;
   id_ent_t *clid_tab;
   uint64_t id_mask;
-  int id_shift;
 
   acct_t *accts;
   uint32_t acct_free;
@@ -261,20 +260,22 @@ static inline int64_t level_after(const hg_book_t *b, int side, int64_t idx) {
 /* Hash tables                                                                */
 
 /*
- * Both id tables map a key to a 32-bit tag, and the tag to a home entry in
- * blocks of ID_BLOCK entries: the tag's block number goes through the
- * multiplicative hash, its low bits pick the entry inside the block. Keys
- * are usually handed out in sequence, so the low bits of the key are the
- * low bits of the tag, and consecutive keys share a cache line (eight
- * 8-byte entries) instead of costing one miss each, while unrelated blocks
- * still spread evenly. 8-byte entries keep the tables small enough to stay
- * in cache for pools of a few hundred thousand orders.
+ * Both id tables map a key to a 32-bit tag, a hash whose low bits are the
+ * home entry (tag & id_mask, so moving entries is cheap). Keys are hashed
+ * in blocks of ID_BLOCK consecutive values: the block number goes through
+ * the multiplicative hash, the key's low bits pick the entry inside the
+ * block. Keys are usually handed out in sequence, so consecutive keys share
+ * a cache line (eight 8-byte entries) instead of costing one miss each,
+ * while unrelated blocks still spread evenly. 8-byte entries keep the
+ * tables small enough to stay in cache for pools of a few hundred thousand
+ * orders.
  */
 #define ID_BLOCK_BITS 3
 #define ID_BLOCK_MASK ((1u << ID_BLOCK_BITS) - 1)
 
 static inline uint32_t oid_tag(hg_oid_t id) {
-  return (uint32_t)id ^ (uint32_t)(id >> 32);
+  return ((uint32_t)(((id >> ID_BLOCK_BITS) * HASH_MUL) >> 32) & ~ID_BLOCK_MASK) |
+         ((uint32_t)id & ID_BLOCK_MASK);
 }
 
 static inline uint32_t clid_tag(hg_account_t account, uint64_t clid) {
@@ -283,8 +284,7 @@ static inline uint32_t clid_tag(hg_account_t account, uint64_t clid) {
 }
 
 static inline uint64_t tag_home(const hg_book_t *b, uint32_t tag) {
-  return (((uint64_t)(tag >> ID_BLOCK_BITS) * HASH_MUL) >> b->id_shift << ID_BLOCK_BITS) |
-         (tag & ID_BLOCK_MASK);
+  return tag & b->id_mask;
 }
 
 static inline uint64_t acct_home(const hg_book_t *b, hg_account_t account) {
@@ -488,6 +488,7 @@ static inline void prefetch_remove(const hg_book_t *b, const order_t *o) {
   if (o->lnext != NIL) __builtin_prefetch(&b->pool[o->lnext], 1);
   if (o->aprev != NIL) __builtin_prefetch(&b->pool[o->aprev], 1);
   if (o->anext != NIL) __builtin_prefetch(&b->pool[o->anext], 1);
+  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(o->id))], 1);
   __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->clid))], 1);
 }
 
@@ -764,9 +765,10 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
 
   /* Load at most 2/3 when the pool is full: short probes, small tables. */
   uint64_t id_cap = pow2_at_least((uint64_t)params->max_orders * 3 / 2 + 1);
+  /* A home is 32 tag bits; max_orders < 2^32 still leaves a free entry. */
+  if (id_cap > ((uint64_t)1 << 32)) id_cap = (uint64_t)1 << 32;
   uint64_t acct_cap = pow2_at_least(2 * (uint64_t)params->max_accounts);
   b->id_mask = id_cap - 1;
-  b->id_shift = 64 - (log2u64(id_cap) - ID_BLOCK_BITS);
   b->acct_mask = acct_cap - 1;
   b->acct_shift = 64 - log2u64(acct_cap);
 
