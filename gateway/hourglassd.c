@@ -642,7 +642,9 @@ static int tool_state_hash(const hg_daemon_config_t *cfg, int repair, uint64_t u
   char hx[2 * HG_SHA256_LEN + 1];
   uint64_t last = 0;
   if (upto != 0) {
-    hg_exchange_config_t ec = {cfg->max_instruments, cfg->max_accounts, cfg->max_book_orders};
+    hg_exchange_config_t ec = {.max_instruments = cfg->max_instruments,
+                               .max_accounts = cfg->max_accounts,
+                               .max_book_orders = cfg->max_book_orders};
     hg_exchange_t *ex;
     int rc = hg_exchange_create(&ec, null_sink, NULL, &ex);
     char dir[HG_DCFG_PATH_MAX + 16];
