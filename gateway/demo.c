@@ -192,9 +192,9 @@ size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
       }
     }
   }
-  /* Hedgers: a strip of three months every few steps; some unwinds. */
+  /* Hedgers: a strip of three months every other step; some unwinds. */
   r = next_rand(d);
-  if (r % 5 == 0) {
+  if (r % 2 == 0) {
     uint32_t h = (uint32_t)(r >> 8) % HG_DEMO_HEDGERS;
     uint32_t k0 = (uint32_t)(r >> 16) % (HG_DEMO_MONTHS - 2);
     int sell = (r >> 24) % 4 == 0;

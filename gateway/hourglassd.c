@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,8 @@
 #ifdef HG_WITH_GATEWAY
 #include "hourglass/gateway.h"
 #endif
+#include "demo.h"
+#include "web_assets.h"
 
 #ifndef HG_VERSION
 #define HG_VERSION "dev"
@@ -81,8 +84,11 @@ typedef struct daemon {
 #ifdef HG_WITH_GATEWAY
   hg_gateway_t *gw;
 #endif
-  pthread_t consumer, synth;
-  int consumer_running, synth_running;
+  pthread_t consumer, synth, md, demo_thr;
+  int consumer_running, synth_running, md_running, demo_running;
+  hg_demo_t *demo;        /* --demo: owned by the demo thread while it runs */
+  int demo_setup;         /* the data dir was empty: the demo lists its market */
+  _Atomic int stop_demo;
   _Atomic int stop_consumer;
   _Atomic int stop_synth;
   _Atomic uint32_t synth_rate;
@@ -114,30 +120,31 @@ static void set_health(daemon_t *d, int ready, const char *why) {
 /* ------------------------------------------------------------- consumer */
 
 /*
- * The market-data tap. Whoever consumes the pipeline (the gateway's loop
- * thread when the gateway is built in, the daemon's consumer thread
- * otherwise, and only one at a time) calls hg_pipeline_poll(); the link
- * option --wrap=hg_pipeline_poll (gateway/CMakeLists.txt) routes those calls
- * through here, so every polled batch also feeds the view, on the consuming
- * thread, without the gateway knowing. Applying a batch never allocates and
- * publishing never blocks (mdview.h), so the gateway's loop is not slowed by
- * HTTP readers. When the gateway grows an explicit per-batch callback this
- * wrap becomes that callback.
+ * Pipeline consumers. Consumer 0 is the gateway's loop (or, without the
+ * gateway, consumer_main, which only drains). Consumer 1 is md_main, which
+ * feeds the public market view the HTTP thread serves: applying a batch never
+ * allocates and publishing never blocks (mdview.h). Consumer 2, with --demo,
+ * is the demo market's thread. Each has its own ring (pipeline.h), so a slow
+ * web reader or the demo never holds the gateway back.
  */
-static _Atomic(hg_mdview_t *) g_tap_view;
+enum { CONSUMER_CLIENTS = 0, CONSUMER_MARKET = 1, CONSUMER_DEMO = 2 };
 
-size_t __real_hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max);
-size_t __wrap_hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max);
-
-size_t __wrap_hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max) {
-  size_t n = __real_hg_pipeline_poll(p, out, max);
-  /* acquire: the view was fully built before the owner published it. */
-  hg_mdview_t *v = atomic_load_explicit(&g_tap_view, memory_order_acquire);
-  if (v != NULL) {
-    if (n > 0) hg_mdview_apply(v, out, n, now_ns());
-    hg_mdview_publish(v); /* also retries a publish a busy reader deferred */
+static void *md_main(void *arg) {
+  daemon_t *d = arg;
+  enum { BATCH = 1024 };
+  static hg_pipe_out_t recs[BATCH]; /* one market-data thread */
+  for (;;) {
+    size_t n = hg_pipeline_poll_consumer(d->pipe, CONSUMER_MARKET, recs, BATCH);
+    if (n > 0) {
+      hg_mdview_apply(d->view, recs, n, now_ns());
+      hg_mdview_publish(d->view);
+      continue;
+    }
+    hg_mdview_publish(d->view); /* retries a publish a busy reader deferred */
+    if (atomic_load(&d->stop_consumer)) break;
+    hg_pipeline_wait_consumer(d->pipe, CONSUMER_MARKET, 50 * 1000000LL);
   }
-  return n;
+  return NULL;
 }
 
 /* The daemon's consumer: without the gateway, for the whole run; with it,
@@ -153,6 +160,103 @@ static void *consumer_main(void *arg) {
   }
   return NULL;
 }
+
+/* ----------------------------------------------------------------- demo */
+
+static void hex(const uint8_t *h, size_t n, char *out);
+
+#define DEMO_ORIGIN (UINT64_C(0xde) << 56)
+#define DEMO_STEP_NS 250000000LL
+
+/* Submits n commands, waiting while the inbound ring is full. 0, or the
+ * first hard error (the pipeline stopping). */
+static int demo_submit(daemon_t *d, hg_command_t *c, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int rc;
+    while ((rc = hg_pipeline_submit(d->pipe, DEMO_ORIGIN, &c[i])) == HG_EBUSY) {
+      if (atomic_load(&d->stop_demo)) return rc;
+      nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* The demo thread: sets the market up (first run on an empty data dir),
+ * then every quarter second moves the makers' quotes and lets the hedgers
+ * trade, learning its order ids from its own consumer ring. */
+static void *demo_main(void *arg) {
+  daemon_t *d = arg;
+  enum { CAP = 2048 };
+  static hg_command_t cmds[CAP];     /* demo thread only */
+  static hg_pipe_out_t recs[1024];
+  size_t n;
+  if (d->demo_setup) {
+    n = hg_demo_setup(d->demo, cmds, CAP);
+  } else {
+    /* A restart: the makers' old quotes are unknown to this run; pull them. */
+    n = 0;
+    for (uint32_t m = 0; m < HG_DEMO_MAKERS; m++) {
+      memset(&cmds[n], 0, sizeof cmds[n]);
+      cmds[n].type = HG_COMMAND_MASS_CANCEL;
+      cmds[n].u.mass_cancel.account = HG_DEMO_MAKER_ACCOUNT(m);
+      cmds[n].u.mass_cancel.sides = HG_SIDES_BOTH;
+      n++;
+    }
+  }
+  if (demo_submit(d, cmds, n) != 0) return NULL;
+  while (!atomic_load(&d->stop_demo)) {
+    uint64_t until = now_ns() + DEMO_STEP_NS;
+    for (;;) {
+      size_t k = hg_pipeline_poll_consumer(d->pipe, CONSUMER_DEMO, recs, 1024);
+      for (size_t i = 0; i < k; i++) hg_demo_observe(d->demo, &recs[i]);
+      uint64_t t = now_ns();
+      if (k == 0 && t >= until) break;
+      if (k == 0) hg_pipeline_wait_consumer(d->pipe, CONSUMER_DEMO, (int64_t)(until - t));
+      if (atomic_load(&d->stop_demo)) return NULL;
+    }
+    n = hg_demo_step(d->demo, cmds, CAP);
+    if (demo_submit(d, cmds, n) != 0) return NULL;
+  }
+  return NULL;
+}
+
+#ifdef HG_WITH_GATEWAY
+/* Demo API keys, new random secrets at every start, printed once on stdout
+ * (a demo convenience: never logged). */
+static int demo_keys(daemon_t *d) {
+  static const struct {
+    uint64_t id;
+    uint32_t role, account, firm;
+    const char *what;
+  } keys[] = {
+      {HG_DEMO_USER_ACCOUNT, HG_ROLE_TRADER, HG_DEMO_USER_ACCOUNT, 300, "trader, account 3001"},
+      {HG_DEMO_USER_ACCOUNT + 1, HG_ROLE_RISK_VIEWER, 0, 300, "risk viewer, firm 300"},
+      {1, HG_ROLE_OPERATOR, 0, 0, "operator"},
+  };
+  printf("\nDemo market: %d monthly B200 grade-A contracts (%s .. %s), two market makers\n"
+         "quoting, two inference producers hedging. API keys (new at every start):\n",
+         HG_DEMO_MONTHS, hg_demo_instruments(d->demo)[0].symbol,
+         hg_demo_instruments(d->demo)[HG_DEMO_MONTHS - 1].symbol);
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    uint8_t secret[32];
+    if (getrandom(secret, sizeof secret, 0) != (ssize_t)sizeof secret) return -EIO;
+    hg_gateway_key_t k = {.key_id = keys[i].id, .role = keys[i].role, .account = keys[i].account,
+                          .firm = keys[i].firm, .secret = secret, .secret_len = sizeof secret};
+    int rc = hg_gateway_add_key(d->gw, &k, 1);
+    if (rc != 0) return rc;
+    char hx[2 * sizeof secret + 1];
+    hex(secret, sizeof secret, hx);
+    printf("  %-22s export HG_KEY_ID=%llu HG_SECRET=%s\n", keys[i].what,
+           (unsigned long long)keys[i].id, hx);
+  }
+  printf("Then: hgctl instruments; hgctl ladder %s; hgctl order new --help\n"
+         "Market page: http://%s:%u/\n\n",
+         hg_demo_instruments(d->demo)[0].symbol, d->cfg.http.host, d->cfg.http.port);
+  fflush(stdout);
+  return 0;
+}
+#endif
 
 /* ------------------------------------------------------------ synthetic */
 
@@ -547,10 +651,11 @@ static void http_handler(void *ctx, const char *path, const char *query, hg_http
       return;
     }
   }
-  if (strcmp(path, "/") == 0) {
-    hg_sbuf_puts(&r->body, "hourglassd " HG_VERSION "\n/health\n/metrics\n/api/v1/instruments\n"
-                           "/api/v1/book?instrument=ID\n/api/v1/tob?instrument=ID\n"
-                           "/api/v1/trades?instrument=ID\n/api/v1/fixings\n");
+  /* The market web page (gateway/web, compiled in): public data only. */
+  const hg_web_asset_t *asset = hg_web_asset_find(path);
+  if (asset != NULL) {
+    r->content_type = asset->content_type;
+    hg_sbuf_put(&r->body, asset->data, asset->len);
     return;
   }
   r->status = 404;
@@ -820,6 +925,7 @@ static int serve(daemon_t *d) {
   hg_daemon_config_pipeline(cfg, &pc);
   pc.log = hg_dlog_pipe_cb;
   pc.log_ctx = "pipeline";
+  pc.consumers = d->demo != NULL ? 3 : 2;
 #ifdef HG_WITH_GATEWAY
   /* GATEWAY: create before the pipeline so it can be the pipeline's consumer. */
   hg_gateway_config_t gc;
@@ -903,14 +1009,23 @@ static int serve(daemon_t *d) {
   }
 #endif
   if (cfg->synthetic_rate > 0) plan_synthetic(d);
-  /* release: pairs with the tap's acquire on the consuming thread. */
-  atomic_store_explicit(&g_tap_view, d->view, memory_order_release);
+  if (d->demo != NULL) {
+    d->demo_setup = hg_exchange_instrument_count(hg_pipeline_exchange(d->pipe)) == 0;
+#ifdef HG_WITH_GATEWAY
+    if ((rc = demo_keys(d)) != 0) {
+      hg_dlog(HG_LOG_ERROR, "daemon", "cannot add the demo keys", "err=%s", hg_strerror(rc));
+      goto fail;
+    }
+#endif
+  }
 
   rc = hg_pipeline_start(d->pipe);
   if (rc != 0) {
     hg_dlog(HG_LOG_ERROR, "daemon", "cannot start the pipeline", "err=%s", hg_strerror(rc));
     goto fail;
   }
+  if ((rc = -pthread_create(&d->md, NULL, md_main, d)) != 0) goto stop;
+  d->md_running = 1;
 #ifdef HG_WITH_GATEWAY
   rc = hg_gateway_start(d->gw);
   if (rc != 0) {
@@ -932,6 +1047,10 @@ static int serve(daemon_t *d) {
     d->synth_running = 1;
     hg_dlog(HG_LOG_INFO, "daemon", "synthetic load on", "orders_per_sec=%u instrument=%u",
             cfg->synthetic_rate, SYN_INSTRUMENT);
+  }
+  if (d->demo != NULL) {
+    if ((rc = -pthread_create(&d->demo_thr, NULL, demo_main, d)) != 0) goto stop;
+    d->demo_running = 1;
   }
   atomic_store(&d->published, 1);
   set_health(d, 1, "ready");
@@ -968,6 +1087,8 @@ stop:
   set_health(d, 0, "stopping");
   atomic_store(&d->stop_synth, 1);
   if (d->synth_running) pthread_join(d->synth, NULL);
+  atomic_store(&d->stop_demo, 1);
+  if (d->demo_running) pthread_join(d->demo_thr, NULL);
 #ifdef HG_WITH_GATEWAY
   hg_gateway_stop(d->gw); /* its loop thread is joined: the consumer role is free */
   if (!d->consumer_running && pthread_create(&d->consumer, NULL, consumer_main, d) == 0)
@@ -978,7 +1099,7 @@ stop:
     int src = hg_pipeline_stop(d->pipe);
     atomic_store(&d->stop_consumer, 1);
     if (d->consumer_running) pthread_join(d->consumer, NULL);
-    atomic_store(&g_tap_view, NULL); /* no consumer runs any more */
+    if (d->md_running) pthread_join(d->md, NULL);
     hg_pipeline_stats_t st;
     hg_pipeline_stats(d->pipe, &st);
     uint8_t h[HG_SHA256_LEN];
@@ -1005,7 +1126,6 @@ stop:
   return rc == 0 ? 0 : EXIT_START;
 
 fail:
-  atomic_store(&g_tap_view, NULL);
   hg_http_stop(d->http);
   hg_pipeline_close(d->pipe);
 #ifdef HG_WITH_GATEWAY
@@ -1021,6 +1141,8 @@ static void usage(FILE *f) {
           "  -c FILE             configuration (ops/hourglass.conf documents every key);\n"
           "                      without it every key has its default\n"
           "  -o key=value        override one key (after the file)\n"
+          "  --demo              serve with the demo market (twelve B200 months, makers,\n"
+          "                      hedgers, demo API keys printed at start)\n"
           "modes (default: serve until SIGTERM/SIGINT; SIGHUP reloads):\n"
           "  --check-config      parse and exit: 0 valid, 2 invalid\n"
           "  --print-data-dir    print data_dir as configured\n"
@@ -1057,6 +1179,15 @@ int main(int argc, char **argv) {
                has) {
       mode = a + 2;
       dest = argv[++i];
+    } else if (strcmp(a, "--demo") == 0) {
+      time_t now = time(NULL);
+      struct tm tm;
+      gmtime_r(&now, &tm);
+      if (d.demo == NULL && hg_demo_create(tm.tm_year + 1900, tm.tm_mon + 1, (uint64_t)now,
+                                           &d.demo) != 0) {
+        fprintf(stderr, "hourglassd: cannot create the demo market\n");
+        return EXIT_START;
+      }
     } else if (strcmp(a, "--repair") == 0) {
       repair = 1;
     } else if ((strcmp(a, "--upto") == 0 || strcmp(a, "--max-seq") == 0) && has) {
@@ -1114,6 +1245,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     rc = serve(&d);
   }
+  hg_demo_destroy(d.demo);
   free(ovr);
   return rc;
 }

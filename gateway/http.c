@@ -60,6 +60,13 @@ void hg_sbuf_puts(hg_sbuf_t *b, const char *s) {
   b->len += n;
 }
 
+void hg_sbuf_put(hg_sbuf_t *b, const void *data, size_t n) {
+  if (sb_reserve(b, n) != 0) return;
+  memcpy(b->p + b->len, data, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
 void hg_sbuf_json_str(hg_sbuf_t *b, const char *s) {
   hg_sbuf_puts(b, "\"");
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {

@@ -32,6 +32,8 @@ typedef struct hg_sbuf {
 
 void hg_sbuf_printf(hg_sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hg_sbuf_puts(hg_sbuf_t *b, const char *s);
+/* Appends n bytes (which may hold NULs); the buffer stays NUL-terminated. */
+void hg_sbuf_put(hg_sbuf_t *b, const void *data, size_t n);
 /* Appends s as a JSON string literal (with quotes). */
 void hg_sbuf_json_str(hg_sbuf_t *b, const char *s);
 void hg_sbuf_free(hg_sbuf_t *b);
