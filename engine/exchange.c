@@ -905,7 +905,12 @@ static int list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_
   inst->index = (uint32_t)slot;
   ex->n_instr++;
   idx_push_fixings(ex, (uint32_t)slot);
-  emit_simple(ex, HG_XEV_LISTED, id, 0);
+  hg_exchange_event_t ev;
+  event_init(ex, &ev, HG_XEV_LISTED);
+  ev.instrument_id = id;
+  memcpy(ev.listed.symbol, inst->symbol, sizeof ev.listed.symbol);
+  ev.listed.params = *params;
+  ex->sink(ex->sink_ctx, &ev);
   return 0;
 }
 

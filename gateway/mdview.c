@@ -242,6 +242,12 @@ static void apply_one(hg_mdview_t *v, const hg_exchange_event_t *ev) {
       w->tr_count = w->tr_head = 0;
       w->info.listed = 1;
       w->info.halted = 0;
+      memcpy(w->info.symbol, ev->listed.symbol, sizeof w->info.symbol);
+      w->info.symbol[sizeof w->info.symbol - 1] = '\0';
+      w->info.tick_size = ev->listed.params.tick_size;
+      w->info.contract_unit = ev->listed.params.contract_unit;
+      w->info.min_price = ev->listed.params.min_price;
+      w->info.max_price = ev->listed.params.max_price;
       w->tob_dirty = 1;
       break;
     case HG_XEV_DELISTED:

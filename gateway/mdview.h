@@ -53,8 +53,7 @@ typedef struct hg_md_instrument {
   uint8_t listed; /* 0 once delisted */
   uint8_t halted;
   uint8_t depth_truncated; /* levels past HG_MD_WORK_LEVELS were dropped */
-  char symbol[HG_SYMBOL_MAX + 1]; /* "#<id>" if listed after start (the
-                                     listing event carries no symbol) */
+  char symbol[HG_SYMBOL_MAX + 1];
   int64_t tick_size, contract_unit, min_price, max_price; /* 0 if unknown */
   uint64_t seq;        /* last command that changed it */
   uint64_t trades;     /* since open of the view (start of the process) */

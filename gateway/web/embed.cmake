@@ -2,7 +2,8 @@
 # serves them from its own binary (no files to install, nothing external).
 # Usage: cmake -DOUT=web_assets.c -DDIR=<gateway/web> -P embed.cmake
 set(files index.html app.js style.css)
-set(types "text/html; charset=utf-8" "text/javascript; charset=utf-8" "text/css; charset=utf-8")
+# (a ';' would split a CMake list item, so the charset is added below)
+set(types text/html text/javascript text/css)
 set(body "/* Generated from gateway/web by embed.cmake; do not edit. */\n#include \"web_assets.h\"\n\n")
 set(table "static const hg_web_asset_t assets[] = {\n")
 set(i 0)
@@ -14,7 +15,7 @@ foreach(f IN LISTS files)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
   string(REGEX REPLACE "(0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,)" "\\1\n" bytes "${bytes}")
   string(APPEND body "static const unsigned char asset${i}[${len}] = {\n${bytes}};\n")
-  string(APPEND table "    {\"/${f}\", \"${type}\", asset${i}, ${len}},\n")
+  string(APPEND table "    {\"/${f}\", \"${type}; charset=utf-8\", asset${i}, ${len}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
 string(APPEND table "};\n")

@@ -515,7 +515,13 @@ typedef struct hg_exchange_event {
   uint32_t group;   /* index / product group id (1.., order of creation) */
   uint8_t tier, status, kind, outcome;
   uint32_t pad3_;
-  hg_book_event_t book; /* HG_XEV_BOOK only */
+  union {
+    hg_book_event_t book; /* HG_XEV_BOOK */
+    struct {              /* HG_XEV_LISTED: what consumers need to show it */
+      char symbol[HG_SYMBOL_MAX + 1];
+      hg_book_params_t params;
+    } listed;
+  };
 } hg_exchange_event_t;
 
 /* Called once per event, in order, on the exchange's thread; ev is valid only
