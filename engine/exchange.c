@@ -660,12 +660,22 @@ int hg_exchange_create(const hg_exchange_config_t *cfg, hg_exchange_sink_fn sink
   ex->sink_ctx = sink_ctx;
   ex->last_cycle_day = -1;
   hg_index_config_default(&ex->icfg);
-  if (cfg->clearing != NULL) ex->ccfg = *cfg->clearing;
-  else hg_clearing_config_default(&ex->ccfg);
-  ex->ccfg.max_accounts = cfg->max_accounts;
   /* Delisted contracts stay registered with the clearing (their ledger and
    * any pending day sums), so it holds more than the listed ones. */
-  ex->ccfg.max_instruments = cfg->max_instruments * 2 + 16;
+  uint32_t clr_instruments = cfg->max_instruments * 2 + 16;
+  if (cfg->clearing != NULL) {
+    ex->ccfg = *cfg->clearing;
+  } else {
+    /* The defaults, with tables no larger than this exchange can fill (the
+     * clearing touches every page of them at create): at most one record
+     * per (account, instrument), and a ledger that starts small and grows. */
+    hg_clearing_config_default(&ex->ccfg);
+    uint64_t pairs = (uint64_t)cfg->max_accounts * clr_instruments;
+    if (pairs < ex->ccfg.max_positions) ex->ccfg.max_positions = (uint32_t)pairs;
+    if (ex->ccfg.ledger_initial > 4096) ex->ccfg.ledger_initial = 4096;
+  }
+  ex->ccfg.max_accounts = cfg->max_accounts;
+  ex->ccfg.max_instruments = clr_instruments;
   if (ex->ccfg.max_groups < ex->cfg.max_indexes) ex->ccfg.max_groups = ex->cfg.max_indexes;
   if (ex->ccfg.max_firms < cfg->max_accounts) ex->ccfg.max_firms = cfg->max_accounts;
   ex->instr = calloc(cfg->max_instruments, sizeof *ex->instr);

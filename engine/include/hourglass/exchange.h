@@ -536,9 +536,12 @@ typedef struct hg_exchange_config {
   uint32_t max_instruments; /* listed at once, >= 1 */
   uint32_t max_accounts;    /* >= 1 */
   uint32_t max_book_orders; /* largest max_orders a listing may ask for, >= 1 */
-  /* Clearing parameters; NULL: hg_clearing_config_default(). Its
-   * max_accounts and max_instruments are replaced by the fields above. Read
-   * only by hg_exchange_create(); a restore takes them from the blob. */
+  /* Clearing parameters; NULL: hg_clearing_config_default() with
+   * max_positions capped at max_accounts x its instruments and a 4,096-entry
+   * initial ledger. Its max_accounts is replaced by the field above and its
+   * max_instruments by 2 x max_instruments + 16 (delisted contracts stay
+   * registered). Read only by
+   * hg_exchange_create(); a restore takes them from the blob. */
   const hg_clearing_config_t *clearing;
   uint32_t max_indexes;        /* (GPU, grade) indexes; 0: 16 */
   uint32_t max_fixing_days;    /* fixings kept per index; 0: 4096 */
