@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -2721,12 +2722,14 @@ uint16_t hg_gateway_port(const hg_gateway_t *gw) { return gw->port; }
 void hg_gateway_stop(hg_gateway_t *gw) {
   if (gw == NULL || gw->stopped) return;
   gw->stopped = 1;
+  /* No notify may touch the wake handle once the loop starts closing it:
+   * turn notifies off and wait out any in progress first. */
+  atomic_store(&gw->live, 0);
+  while (atomic_load(&gw->notifying) != 0) sched_yield();
   if (gw->started) {
     uv_async_send(&gw->stop_async);
     pthread_join(gw->thread, NULL);
   }
-  atomic_store(&gw->live, 0);
-  while (atomic_load(&gw->notifying) != 0) sched_yield();
 }
 
 void hg_gateway_destroy(hg_gateway_t *gw) {
