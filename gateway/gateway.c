@@ -256,8 +256,10 @@ struct hg_gateway {
   _Atomic uint32_t st_sessions, st_unauth;
 };
 
-/* Counters are read by other threads for monitoring only: relaxed is enough. */
+/* Counters are read by other threads for monitoring only and order nothing
+ * else: relaxed is enough (for both macros). */
 #define STAT_ADD(gw, f) atomic_fetch_add_explicit(&(gw)->f, 1, memory_order_relaxed)
+#define STAT_SET(gw, f, v) atomic_store_explicit(&(gw)->f, (v), memory_order_relaxed)
 
 static void gw_log(hg_gateway_t *gw, int level, const char *fmt, ...) {
   char buf[256];
@@ -778,8 +780,8 @@ static void conn_close(conn_t *c) {
   } else {
     gw->n_unauth--;
   }
-  atomic_store_explicit(&gw->st_sessions, gw->n_sessions, memory_order_relaxed);
-  atomic_store_explicit(&gw->st_unauth, gw->n_unauth, memory_order_relaxed);
+  STAT_SET(gw, st_sessions, gw->n_sessions);
+  STAT_SET(gw, st_unauth, gw->n_unauth);
   c->logged_in = 0;
   uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
@@ -1012,8 +1014,8 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   st->conn_gen = c->gen;
   gw->n_unauth--;
   gw->n_sessions++;
-  atomic_store_explicit(&gw->st_sessions, gw->n_sessions, memory_order_relaxed);
-  atomic_store_explicit(&gw->st_unauth, gw->n_unauth, memory_order_relaxed);
+  STAT_SET(gw, st_sessions, gw->n_sessions);
+  STAT_SET(gw, st_unauth, gw->n_unauth);
   STAT_ADD(gw, st_logins);
 
   Hourglass__V1__LoginAck ack = HOURGLASS__V1__LOGIN_ACK__INIT;
@@ -2337,7 +2339,7 @@ static void on_connection(uv_stream_t *server, int status) {
   uv_tcp_init(&gw->loop, &c->tcp);
   c->tcp.data = c;
   gw->n_unauth++;
-  atomic_store_explicit(&gw->st_unauth, gw->n_unauth, memory_order_relaxed);
+  STAT_SET(gw, st_unauth, gw->n_unauth);
   if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
     conn_close(c);
     return;
