@@ -2748,6 +2748,7 @@ void hg_gateway_destroy(hg_gateway_t *gw) {
 }
 
 void hg_gateway_stats(const hg_gateway_t *gw, hg_gateway_stats_t *out) {
+  /* Monitoring reads: relaxed, as for STAT_ADD. */
 #define LD(f) atomic_load_explicit(&gw->f, memory_order_relaxed)
   out->connections = LD(st_connections);
   out->logins = LD(st_logins);
