@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -255,8 +256,10 @@ struct hg_gateway {
   _Atomic uint32_t st_sessions, st_unauth;
 };
 
-/* Counters are read by other threads for monitoring only: relaxed is enough. */
+/* Counters are read by other threads for monitoring only and order nothing
+ * else: relaxed is enough (for both macros). */
 #define STAT_ADD(gw, f) atomic_fetch_add_explicit(&(gw)->f, 1, memory_order_relaxed)
+#define STAT_SET(gw, f, v) atomic_store_explicit(&(gw)->f, (v), memory_order_relaxed)
 
 static void gw_log(hg_gateway_t *gw, int level, const char *fmt, ...) {
   char buf[256];
@@ -777,8 +780,8 @@ static void conn_close(conn_t *c) {
   } else {
     gw->n_unauth--;
   }
-  atomic_store_explicit(&gw->st_sessions, gw->n_sessions, memory_order_relaxed);
-  atomic_store_explicit(&gw->st_unauth, gw->n_unauth, memory_order_relaxed);
+  STAT_SET(gw, st_sessions, gw->n_sessions);
+  STAT_SET(gw, st_unauth, gw->n_unauth);
   c->logged_in = 0;
   uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
@@ -1011,8 +1014,8 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   st->conn_gen = c->gen;
   gw->n_unauth--;
   gw->n_sessions++;
-  atomic_store_explicit(&gw->st_sessions, gw->n_sessions, memory_order_relaxed);
-  atomic_store_explicit(&gw->st_unauth, gw->n_unauth, memory_order_relaxed);
+  STAT_SET(gw, st_sessions, gw->n_sessions);
+  STAT_SET(gw, st_unauth, gw->n_unauth);
   STAT_ADD(gw, st_logins);
 
   Hourglass__V1__LoginAck ack = HOURGLASS__V1__LOGIN_ACK__INIT;
@@ -2336,7 +2339,7 @@ static void on_connection(uv_stream_t *server, int status) {
   uv_tcp_init(&gw->loop, &c->tcp);
   c->tcp.data = c;
   gw->n_unauth++;
-  atomic_store_explicit(&gw->st_unauth, gw->n_unauth, memory_order_relaxed);
+  STAT_SET(gw, st_unauth, gw->n_unauth);
   if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
     conn_close(c);
     return;
@@ -2721,12 +2724,14 @@ uint16_t hg_gateway_port(const hg_gateway_t *gw) { return gw->port; }
 void hg_gateway_stop(hg_gateway_t *gw) {
   if (gw == NULL || gw->stopped) return;
   gw->stopped = 1;
+  /* No notify may touch the wake handle once the loop starts closing it:
+   * turn notifies off and wait out any in progress first. */
+  atomic_store(&gw->live, 0);
+  while (atomic_load(&gw->notifying) != 0) sched_yield();
   if (gw->started) {
     uv_async_send(&gw->stop_async);
     pthread_join(gw->thread, NULL);
   }
-  atomic_store(&gw->live, 0);
-  while (atomic_load(&gw->notifying) != 0) sched_yield();
 }
 
 void hg_gateway_destroy(hg_gateway_t *gw) {
@@ -2743,6 +2748,7 @@ void hg_gateway_destroy(hg_gateway_t *gw) {
 }
 
 void hg_gateway_stats(const hg_gateway_t *gw, hg_gateway_stats_t *out) {
+  /* Monitoring reads: relaxed, as for STAT_ADD. */
 #define LD(f) atomic_load_explicit(&gw->f, memory_order_relaxed)
   out->connections = LD(st_connections);
   out->logins = LD(st_logins);

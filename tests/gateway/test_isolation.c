@@ -186,12 +186,12 @@ static void test_isolation(void **state) {
     tr[i].account = 201 + (uint32_t)i;
     tr[i].firm = 1 + (uint32_t)i % 2;
     tr[i].next_clordid = base_of(tr[i].account) + 1;
-    assert_true(gt_login(&tr[i].c, s.port, 20 + (uint64_t)i, (int)(i % 2), 0) > 0);
+    assert_true(gt_login(&tr[i].c, s.port, 20 + (uint64_t)i, (int)(i % 2), 60000) > 0);
   }
   gt_client_t viewers[2];
   uint32_t vfirm[2] = {1, 2};
   for (int v = 0; v < 2; v++) {
-    assert_true(gt_login(&viewers[v], s.port, 30 + (uint64_t)v, 0, 0) > 0);
+    assert_true(gt_login(&viewers[v], s.port, 30 + (uint64_t)v, 0, 60000) > 0);
     Hourglass__V1__DropCopySubscribe dc = HOURGLASS__V1__DROP_COPY_SUBSCRIBE__INIT;
     env_t q = HOURGLASS__V1__ENVELOPE__INIT;
     q.body_case = BODY(DROP_COPY_SUBSCRIBE);
@@ -201,7 +201,7 @@ static void test_isolation(void **state) {
   }
   /* Market data subscriber (account 250, firm 9: trades nothing). */
   gt_client_t md;
-  assert_true(gt_login(&md, s.port, 32, 0, 0) > 0);
+  assert_true(gt_login(&md, s.port, 32, 0, 60000) > 0);
   for (uint32_t i = 1; i <= 2; i++) {
     Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
     ms.instrument_id = i;
