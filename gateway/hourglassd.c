@@ -286,8 +286,10 @@ static void synth_order(uint64_t i, hg_command_t *c) {
   hg_cmd_new_order_t *o = &c->u.new_order;
   c->type = HG_COMMAND_NEW_ORDER;
   o->instrument_id = SYN_INSTRUMENT;
+  /* Each account alternates buying and selling, so positions stay small
+   * (far from the position limit). */
   o->side = (uint8_t)(i % 2);
-  o->account = (hg_account_t)(1 + o->side);
+  o->account = (hg_account_t)(1 + ((i >> 1) & 1));
   o->client_order_id = i + 1;
   o->price = 1000 + (int64_t)((i * 7) % 9) - 4;
   o->qty = 1 + (int64_t)(i % 4);
@@ -301,7 +303,7 @@ static void *synth_main(void *arg) {
   if (d->synth_setup & 1) {
     memset(&c, 0, sizeof c);
     c.type = HG_COMMAND_LIST_INSTRUMENT;
-    snprintf(c.u.list.symbol, sizeof c.u.list.symbol, "SYN-1");
+    snprintf(c.u.list.symbol, sizeof c.u.list.symbol, "SYN.T.2099-12");
     hg_book_params_t *bp = &c.u.list.params;
     bp->instrument_id = SYN_INSTRUMENT;
     bp->tick_size = 1000;
@@ -309,6 +311,7 @@ static void *synth_main(void *arg) {
     bp->min_price = 1;
     bp->max_price = 100000;
     bp->max_order_qty = 1000;
+    bp->ref_price = 1000; /* the generator trades around 1000 ticks */
     bp->max_orders = d->cfg.max_book_orders < 65536 ? d->cfg.max_book_orders : 65536;
     bp->max_accounts = d->cfg.max_accounts < 16 ? d->cfg.max_accounts : 16;
     synth_submit(d, 0, &c);
@@ -319,6 +322,12 @@ static void *synth_main(void *arg) {
     c.type = HG_COMMAND_ADD_ACCOUNT;
     c.u.add_account.account = a;
     c.u.add_account.firm = a;
+    synth_submit(d, 0, &c);
+    /* Enough collateral that the pre-trade margin check never binds. */
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_DEPOSIT;
+    c.u.cash.account = a;
+    c.u.cash.amount = INT64_C(1000000000) * 1000000; /* 1e9 USD */
     synth_submit(d, 0, &c);
   }
   uint64_t i = 0, next = now_ns();

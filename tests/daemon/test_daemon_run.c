@@ -87,7 +87,9 @@ static void daemon_serves_stops_and_recovers(void **state) {
   assert_non_null(strstr(m, "# TYPE hourglass_durable_lag gauge\nhourglass_durable_lag "));
   assert_non_null(strstr(m, "# TYPE hourglass_release_latency_seconds histogram"));
   assert_non_null(strstr(m, "hourglass_release_latency_seconds_bucket{le=\"+Inf\"} "));
-  assert_non_null(strstr(m, "hourglass_instrument_trades_total{instrument=\"#1\",id=\"1\"} "));
+  /* The listing event names the contract, so the live listing shows its symbol. */
+  assert_non_null(
+      strstr(m, "hourglass_instrument_trades_total{instrument=\"SYN.T.2099-12\",id=\"1\"} "));
   assert_non_null(strstr(m, "hourglass_snapshots_total "));
   assert_null(strstr(m, "account")); /* aggregates only */
   free(m);
@@ -225,7 +227,7 @@ static void daemon_serves_stops_and_recovers(void **state) {
   free(log);
   /* The seeded view knows the symbol now. */
   b = du_get(r.port, "/api/v1/instruments");
-  assert_non_null(strstr(b, "\"symbol\":\"SYN-1\""));
+  assert_non_null(strstr(b, "\"symbol\":\"SYN.T.2099-12\""));
   free(b);
   assert_int_equal(du_stop(r.pid, SIGINT, 120), 0);
 

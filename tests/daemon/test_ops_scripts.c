@@ -172,7 +172,9 @@ static void backup_while_running_restores_to_the_same_state_hash(void **state) {
 
   const char *small =
       "-o journal.segment_size=1M -o journal.batch_bytes=256K -o pipeline.inbound_capacity=4096 "
-      "-o pipeline.outbound_capacity=16384 -o pipeline.staging_capacity=16384";
+      "-o pipeline.outbound_capacity=16384 -o pipeline.staging_capacity=16384 "
+      /* the capacities are part of the state (and of its hash): as the daemon ran */
+      "-o limits.max_book_orders=65536 -o limits.max_instruments=8 -o limits.max_accounts=64";
   snprintf(cmd, sizeof cmd,
            OPS "/backup --bin %s -o %s %s --metrics-url http://127.0.0.1:%d/metrics %s "
                ">%s/backup.out 2>>%s/backup.log",

@@ -87,6 +87,7 @@ static inline int ch_create(ch_server_t *s, const ch_options_t *o) {
   hg_pipeline_config_t pc;
   util_config(&pc, s->dir, &s->plog);
   s->plog.verbose = o->verbose;
+  pc.exchange.clearing = util_no_risk();
   pc.exchange.max_instruments = o->max_instruments ? o->max_instruments : 4;
   pc.exchange.max_accounts = o->max_accounts ? o->max_accounts : 64;
   pc.exchange.max_book_orders = o->max_book_orders ? o->max_book_orders : 1u << 16;
@@ -198,6 +199,8 @@ static inline int ch_setup_market(const ch_server_t *s, uint64_t op_key, uint32_
     l.max_order_qty = 1000000;
     l.max_orders = 1u << 16;
     l.max_accounts = (uint32_t)(n + 1);
+    l.has_ref_price = 1;
+    l.ref_price = 500; /* a first settlement price: the clearing needs a reference */
     Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
     env.body_case = HOURGLASS__V1__ENVELOPE__BODY_LIST_INSTRUMENT;
     env.list_instrument = &l;

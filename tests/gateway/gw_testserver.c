@@ -78,6 +78,13 @@ int main(int argc, char **argv) {
   pc.exchange.max_instruments = 64;
   pc.exchange.max_accounts = 4096;
   pc.exchange.max_book_orders = 1u << 16;
+  /* A development server: no band and no margin, any price passes. */
+  hg_clearing_config_t no_risk;
+  hg_clearing_config_default(&no_risk);
+  no_risk.band_bps = 0;
+  no_risk.im_rate_bps = 0;
+  no_risk.im_rate_delivery_bps = 0;
+  pc.exchange.clearing = &no_risk;
   pc.durability = unsafe ? HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE : HG_DURABILITY_DURABLE;
   pc.out_notify = hg_gateway_notify;
   pc.out_notify_ctx = gw;

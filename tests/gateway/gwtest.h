@@ -77,6 +77,7 @@ static inline int gt_open(gt_server_t *s, int unsafe, void (*tweak)(hg_gateway_c
   if (rc != 0) return rc;
   hg_pipeline_config_t pc;
   util_config(&pc, s->dir, &s->plog);
+  pc.exchange.clearing = util_no_risk();
   pc.durability = unsafe ? HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE : HG_DURABILITY_DURABLE;
   pc.out_notify = hg_gateway_notify;
   pc.out_notify_ctx = s->gw;
@@ -380,6 +381,8 @@ static inline int gt_list(gt_client_t *c, uint32_t id, const char *sym) {
   l.max_order_qty = 1000000;
   l.max_orders = 4096;
   l.max_accounts = 64;
+  l.has_ref_price = 1;
+  l.ref_price = 500; /* a first settlement price: the clearing needs a reference */
   env_t e = HOURGLASS__V1__ENVELOPE__INIT;
   e.body_case = BODY(LIST_INSTRUMENT);
   e.list_instrument = &l;
