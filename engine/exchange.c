@@ -660,12 +660,22 @@ int hg_exchange_create(const hg_exchange_config_t *cfg, hg_exchange_sink_fn sink
   ex->sink_ctx = sink_ctx;
   ex->last_cycle_day = -1;
   hg_index_config_default(&ex->icfg);
-  if (cfg->clearing != NULL) ex->ccfg = *cfg->clearing;
-  else hg_clearing_config_default(&ex->ccfg);
-  ex->ccfg.max_accounts = cfg->max_accounts;
   /* Delisted contracts stay registered with the clearing (their ledger and
    * any pending day sums), so it holds more than the listed ones. */
-  ex->ccfg.max_instruments = cfg->max_instruments * 2 + 16;
+  uint32_t clr_instruments = cfg->max_instruments * 2 + 16;
+  if (cfg->clearing != NULL) {
+    ex->ccfg = *cfg->clearing;
+  } else {
+    /* The defaults, with tables no larger than this exchange can fill (the
+     * clearing touches every page of them at create): at most one record
+     * per (account, instrument), and a ledger that starts small and grows. */
+    hg_clearing_config_default(&ex->ccfg);
+    uint64_t pairs = (uint64_t)cfg->max_accounts * clr_instruments;
+    if (pairs < ex->ccfg.max_positions) ex->ccfg.max_positions = (uint32_t)pairs;
+    if (ex->ccfg.ledger_initial > 4096) ex->ccfg.ledger_initial = 4096;
+  }
+  ex->ccfg.max_accounts = cfg->max_accounts;
+  ex->ccfg.max_instruments = clr_instruments;
   if (ex->ccfg.max_groups < ex->cfg.max_indexes) ex->ccfg.max_groups = ex->cfg.max_indexes;
   if (ex->ccfg.max_firms < cfg->max_accounts) ex->ccfg.max_firms = cfg->max_accounts;
   ex->instr = calloc(cfg->max_instruments, sizeof *ex->instr);
@@ -2235,9 +2245,14 @@ static int restore_settlement(hg_exchange_t *ex, reader_t *r, hg_clearing_t **ou
   uint32_t ns = r_u32(r);
   if (r->bad) return HG_ECORRUPT;
   if (ns > ex->cfg.max_staged_samples) return HG_EFULL;
-  if (ns > 0) {
-    ex->staged = malloc((size_t)ns * sizeof *ex->staged);
-    if (ex->staged == NULL) return -ENOMEM;
+  /* A staged sample takes at least 41 bytes (u32, i32, 3 x i64, i32, u8 and
+   * four non-empty strings): a damaged count cannot ask for more room than
+   * the blob could fill. */
+  if (ns > r->left / 41) return HG_ECORRUPT;
+  if (ns > ex->cap_staged) {
+    staged_t *p = realloc(ex->staged, (size_t)ns * sizeof *p);
+    if (p == NULL) return -ENOMEM;
+    ex->staged = p;
     ex->cap_staged = ns;
   }
   for (uint32_t k = 0; k < ns; k++) {

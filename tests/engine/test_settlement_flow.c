@@ -310,6 +310,30 @@ static void test_position_limit_reject(void **state) {
   assert_int_equal(f->ev[0].book.type, HG_EV_REJECTED);
 }
 
+/* The delivery month's rate (2000 bps) applies from its first day: the cycle
+ * of the day before moves the flag. */
+static void test_delivery_month_rate(void **state) {
+  fx_t *f = *state;
+  int32_t jan31 = dayn("2027-01-31");
+  f->ts = at(jan31, 10 * HOUR);
+  curve(f, "B200", "A", 2027, 2, 1, 3000);
+  account(f, 4, 1000000000);
+  order(f, 1, 4, HG_SIDE_BUY, 3000, 2); /* 2 x 450M = 900M */
+  expect_accepted(f);
+  f->ts = at(jan31, 16 * HOUR);
+  daily(f, jan31);
+  hg_clearing_account_info_t info;
+  assert_int_equal(hg_clearing_account_info(hg_exchange_clearing(f->ex), 4, &info), 0);
+  assert_int_equal(info.initial_margin, 1200000000); /* 2 x 3000 x 1e6 x 20% */
+  f->ts = at(jan31 + 1, 10 * HOUR);
+  cash(f, HG_COMMAND_WITHDRAW, 4, 1);
+  assert_int_equal(f->ev[0].reason, HG_XREJ_INSUFFICIENT_FUNDS);
+  assert_int_equal(f->ev[0].margin, 1200000000);
+  /* March is not in delivery: 450M more on top of 1,200M is refused. */
+  order(f, 2, 4, HG_SIDE_BUY, 3000, 1);
+  assert_int_equal(expect_order_reject(f, HG_CLR_REJ_INSUFFICIENT_MARGIN)->margin, 1650000000);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Daily cycle: DSP tiers and variation margin                               */
 /* ------------------------------------------------------------------------ */
@@ -822,6 +846,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_calendar_spread_credit_decides_acceptance, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_position_limit_reject, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_delivery_month_rate, setup, teardown),
       cmocka_unit_test_setup_teardown(test_daily_cycle_vm_and_every_tier, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fixing_compute_restate_finalize, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expiry_blocked_then_final_settlement, setup, teardown),

@@ -267,18 +267,25 @@ static void rest(hg_exchange_t *ex, uint32_t inst, hg_account_t a, int side, hg_
   apply(ex, c);
 }
 
-static hg_exchange_t *build_exchange(void) {
-  hg_exchange_t *ex = NULL;
-  /* These tests are about storage: no band and no margin, so that any
-   * order rests. */
+/* These tests are about storage: no band and no margin, so that any order
+ * rests; every exchange here has the same clearing configuration, so any
+ * snapshot fits any of them. */
+static int create_ex(hg_exchange_t **ex) {
   hg_clearing_config_t ccfg;
   hg_clearing_config_default(&ccfg);
   ccfg.band_bps = 0;
   ccfg.im_rate_bps = 0;
   ccfg.im_rate_delivery_bps = 0;
+  ccfg.max_positions = 1024;
+  ccfg.ledger_initial = 256;
   hg_exchange_config_t xcfg = XCFG;
   xcfg.clearing = &ccfg;
-  assert_int_equal(hg_exchange_create(&xcfg, null_sink, NULL, &ex), 0);
+  return hg_exchange_create(&xcfg, null_sink, NULL, ex);
+}
+
+static hg_exchange_t *build_exchange(void) {
+  hg_exchange_t *ex = NULL;
+  assert_int_equal(create_ex(&ex), 0);
   list(ex, 1, "B200.A.2027-03");
   list(ex, 2, "B200.A.2027-04");
   hg_command_t c = cmd(HG_COMMAND_ADD_ACCOUNT);
@@ -305,7 +312,7 @@ static void test_save_and_load_exchange(void **state) {
   hg_store_t *s = open_ok(f->dir, 0);
   hg_exchange_t *ex = build_exchange();
   hg_exchange_t *empty = NULL;
-  assert_int_equal(hg_exchange_create(&XCFG, null_sink, NULL, &empty), 0);
+  assert_int_equal(create_ex(&empty), 0);
   uint64_t seq = 0;
   assert_int_equal(hg_store_load_exchange(s, empty, &seq), HG_ENOTFOUND);
   assert_int_equal(hg_store_save_exchange(s, empty, 3), HG_EINVAL);
@@ -368,7 +375,7 @@ static void test_save_and_load_exchange(void **state) {
   assert_int_equal(hg_store_save_snapshot(s, hg_exchange_last_seq(ex) + 10, blob, len, 3), 0);
   free(blob);
   hg_exchange_t *other = NULL;
-  assert_int_equal(hg_exchange_create(&XCFG, null_sink, NULL, &other), 0);
+  assert_int_equal(create_ex(&other), 0);
   assert_int_equal(hg_store_load_exchange(s, other, &seq), HG_ECORRUPT);
   assert_non_null(strstr(hg_store_errmsg(s), "does not match"));
   assert_int_equal(hg_exchange_instrument_count(other), 0);

@@ -530,9 +530,12 @@ typedef struct hg_exchange_config {
   uint32_t max_instruments; /* listed at once, >= 1 */
   uint32_t max_accounts;    /* >= 1 */
   uint32_t max_book_orders; /* largest max_orders a listing may ask for, >= 1 */
-  /* Clearing parameters; NULL: hg_clearing_config_default(). Its
-   * max_accounts and max_instruments are replaced by the fields above. Read
-   * only by hg_exchange_create(); a restore takes them from the blob. */
+  /* Clearing parameters; NULL: hg_clearing_config_default() with
+   * max_positions capped at max_accounts x its instruments and a 4,096-entry
+   * initial ledger. Its max_accounts is replaced by the field above and its
+   * max_instruments by 2 x max_instruments + 16 (delisted contracts stay
+   * registered). Read only by
+   * hg_exchange_create(); a restore takes them from the blob. */
   const hg_clearing_config_t *clearing;
   uint32_t max_indexes;        /* (GPU, grade) indexes; 0: 16 */
   uint32_t max_fixing_days;    /* fixings kept per index; 0: 4096 */
@@ -561,7 +564,12 @@ void hg_exchange_set_sink(hg_exchange_t *ex, hg_exchange_sink_fn sink, void *sin
  * HG_ESTATE (cmd->seq is 0 or not greater than the last applied seq),
  * HG_EINVAL (unknown command type; a command that passed
  * hg_command_decode() never gets this) or -ENOMEM (a listing could not
- * allocate its book; the engine should stop).
+ * allocate its book, or a settlement command its working memory; the engine
+ * should stop). One exception to "change nothing": HG_ECORRUPT means a
+ * clearing call on the book path failed (never expected: the pre-trade
+ * check reserves what fills need) or a cycle's VM did not sum to zero; the
+ * command was applied and its events emitted, and every later call returns
+ * HG_ECORRUPT without applying anything (stop and investigate).
  */
 int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd);
 
