@@ -1381,7 +1381,11 @@ static void replay_usage(FILE *o) {
         "                 FINALIZE_FIXING if the file says FINAL, others are dropped\n"
         "                 (all of them for NO_FIX); same seqs. The snapshot is not\n"
         "                 compared. Nothing is written unless --out is given.\n"
-        "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n" CAPS_HELP,
+        "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n"
+        "  Nothing under DIR is written. Meant for a stopped exchange's directory (or a\n"
+        "  copy): on a running one the journal's in-flight tail may read as corrupt and\n"
+        "  the state store is copied with a plain file copy, which LMDB does not\n"
+        "  guarantee consistent while a writer commits.\n" CAPS_HELP,
         o);
 }
 
