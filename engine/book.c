@@ -11,17 +11,23 @@
  *    when the best level empties, the next one is found with ctz/clz over
  *    the bitmap in O(log64 L), so a book whose prices drift far or jump
  *    costs the same as a static one, and depth walks are O(n log L).
- *  - Orders live in a preallocated pool of compact structs addressed by
- *    uint32 index, with a free list. An order is linked into three intrusive
- *    doubly linked lists: its level's FIFO, its account's list (time order,
- *    for mass cancel) and the global time list (for expire_day, foreach and
- *    snapshots). Position in these lists is time priority.
+ *  - Orders live in a preallocated pool addressed by uint32 index, with a
+ *    free list. What matching and cancels read is one 64-byte line per
+ *    order; entry number, original quantity and timestamp sit in a parallel
+ *    cold array. An order is linked into two intrusive doubly linked lists:
+ *    its level's FIFO and its account's list (for mass cancel); position in
+ *    both is time priority. Time priority across the book (expire_day,
+ *    foreach, snapshots) is the entry number, a counter bumped each time an
+ *    order rests: those rare walks sort the live orders by it instead of
+ *    every order paying for a third list (two more random neighbours to
+ *    touch on each removal).
  *  - Accounts with live orders have a record in a fixed array (free list),
  *    found through an open-addressing table keyed by account id. The record
  *    is released when the account's last order leaves.
  *  - order_id -> slot and (account, client_order_id) -> slot are
- *    open-addressing tables with linear probing, a fixed multiplicative hash
- *    and backward-shift deletion, capacity a power of two >= 2x the pool.
+ *    open-addressing tables of 8-byte (tag, slot) entries with linear
+ *    probing, a fixed multiplicative hash and backward-shift deletion,
+ *    capacity a power of two >= 1.5x the pool.
  *    Tables are only probed, never iterated, so hash layout cannot leak into
  *    any output.
  *  - An incoming order is a local struct (struct taker) while it matches;
@@ -36,6 +42,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "book_internal.h"
 #include "hourglass/error.h"
@@ -47,24 +54,45 @@
 
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* What matching, cancel and replace read: one 64-byte line per order. */
 typedef struct order {
-  hg_oid_t id;
+  hg_oid_t id; /* 0 = free slot */
   uint64_t clid;
   hg_qty_t leaves;
-  hg_qty_t qty;
-  uint64_t ts;
   hg_account_t account;
   uint32_t smp;
   uint32_t lvl;          /* price - min_price */
-  uint32_t lprev, lnext; /* level FIFO */
-  uint32_t tprev, tnext; /* global time list; tnext also links the free list */
+  uint32_t lprev, lnext; /* level FIFO; lnext also links the free list */
   uint32_t aprev, anext; /* account list */
   uint32_t acct;         /* account record index */
   uint8_t side, tif, stp, post_only;
+  uint32_t pad_;
 } order_t;
 
+/* What only queries, snapshots and the daily expiry read, in a parallel array. */
+typedef struct order_cold {
+  uint64_t seq; /* entry number: time priority across the whole book */
+  hg_qty_t qty;
+  uint64_t ts;
+  uint64_t pad_;
+} order_cold_t;
+
+/* A live order and its time priority, for sorting. */
+typedef struct seq_slot {
+  uint64_t seq;
+  uint32_t slot;
+  uint32_t pad_;
+} seq_slot_t;
+
+/* Working memory of the time-ordered walks (expire_day, foreach), owned by
+ * the book but not part of its state, so the const foreach may use it. */
+typedef struct walk {
+  seq_slot_t *a, *b; /* max_orders entries each */
+  bool busy;         /* a walk is using a[] */
+} walk_t;
+
 /* head and tail are meaningful only while count > 0, so the level arrays
- * need no initialisation and calloc can hand out untouched zero pages. */
+ * need no initialisation beyond zero. */
 typedef struct level {
   hg_qty_t qty;
   uint32_t head, tail;
@@ -78,17 +106,13 @@ typedef struct acct {
   uint32_t count;      /* live orders; 0 = record free, head links the free list */
 } acct_t;
 
-typedef struct oid_ent {
-  hg_oid_t id; /* 0 = empty (order id 0 is never live) */
-  uint32_t slot;
-  uint32_t pad_;
-} oid_ent_t;
-
-typedef struct clid_ent {
-  uint64_t clid;
-  hg_account_t account;
+/* Entry of both id tables: the slot of the order and a 32-bit tag of its key.
+ * The tag alone decides the entry's home, so moving entries on erase never
+ * needs the order itself; a tag match is confirmed against the pool. */
+typedef struct id_ent {
+  uint32_t tag;
   uint32_t slot; /* NIL = empty */
-} clid_ent_t;
+} id_ent_t;
 
 typedef struct acct_ent {
   hg_account_t account;
@@ -112,14 +136,15 @@ struct hg_book {
   bitmap_t bm[2];
 
   order_t *pool;
+  order_cold_t *cold;
   uint32_t free_head;
   uint32_t count;
-  uint32_t thead, ttail; /* global time list */
+  uint64_t next_seq;
+  walk_t *walk;
 
-  oid_ent_t *oid_tab;
-  clid_ent_t *clid_tab;
+  id_ent_t *oid_tab;
+  id_ent_t *clid_tab;
   uint64_t id_mask;
-  int id_shift;
 
   acct_t *accts;
   uint32_t acct_free;
@@ -235,23 +260,31 @@ static inline int64_t level_after(const hg_book_t *b, int side, int64_t idx) {
 /* Hash tables                                                                */
 
 /*
- * Ids are hashed in blocks of ID_BLOCK consecutive values: the block number
- * goes through the multiplicative hash, the low bits pick the entry inside
- * the block. Ids are usually handed out in sequence, so the live orders'
- * entries share cache lines (four 16-byte entries per line) instead of
- * costing one miss each, while unrelated blocks still spread evenly.
+ * Both id tables map a key to a 32-bit tag, a hash whose low bits are the
+ * home entry (tag & id_mask, so moving entries is cheap). Keys are hashed
+ * in blocks of ID_BLOCK consecutive values: the block number goes through
+ * the multiplicative hash, the key's low bits pick the entry inside the
+ * block. Keys are usually handed out in sequence, so consecutive keys share
+ * a cache line (eight 8-byte entries) instead of costing one miss each,
+ * while unrelated blocks still spread evenly. 8-byte entries keep the
+ * tables small enough to stay in cache for pools of a few hundred thousand
+ * orders.
  */
-#define ID_BLOCK_BITS 2
+#define ID_BLOCK_BITS 3
 #define ID_BLOCK_MASK ((1u << ID_BLOCK_BITS) - 1)
 
-static inline uint64_t oid_home(const hg_book_t *b, hg_oid_t id) {
-  return (((id >> ID_BLOCK_BITS) * HASH_MUL) >> b->id_shift << ID_BLOCK_BITS) |
-         (id & ID_BLOCK_MASK);
+static inline uint32_t oid_tag(hg_oid_t id) {
+  return ((uint32_t)(((id >> ID_BLOCK_BITS) * HASH_MUL) >> 32) & ~ID_BLOCK_MASK) |
+         ((uint32_t)id & ID_BLOCK_MASK);
 }
 
-static inline uint64_t clid_home(const hg_book_t *b, hg_account_t account, uint64_t clid) {
+static inline uint32_t clid_tag(hg_account_t account, uint64_t clid) {
   uint64_t k = ((clid >> ID_BLOCK_BITS) * HASH_MUL) ^ ((uint64_t)account * HASH_MUL2);
-  return ((k * HASH_MUL) >> b->id_shift << ID_BLOCK_BITS) | (clid & ID_BLOCK_MASK);
+  return ((uint32_t)((k * HASH_MUL) >> 32) & ~ID_BLOCK_MASK) | ((uint32_t)clid & ID_BLOCK_MASK);
+}
+
+static inline uint64_t tag_home(const hg_book_t *b, uint32_t tag) {
+  return tag & b->id_mask;
 }
 
 static inline uint64_t acct_home(const hg_book_t *b, hg_account_t account) {
@@ -259,69 +292,46 @@ static inline uint64_t acct_home(const hg_book_t *b, hg_account_t account) {
 }
 
 static inline uint32_t oid_find(const hg_book_t *b, hg_oid_t id) {
-  if (id == 0) return NIL;
-  for (uint64_t i = oid_home(b, id);; i = (i + 1) & b->id_mask) {
-    const oid_ent_t *e = &b->oid_tab[i];
-    if (e->id == id) return e->slot;
-    if (e->id == 0) return NIL;
+  uint32_t tag = oid_tag(id);
+  for (uint64_t i = tag_home(b, tag);; i = (i + 1) & b->id_mask) {
+    const id_ent_t *e = &b->oid_tab[i];
+    if (e->slot == NIL) return NIL;
+    if (e->tag == tag && b->pool[e->slot].id == id) return e->slot;
   }
-}
-
-static void oid_insert(hg_book_t *b, hg_oid_t id, uint32_t slot) {
-  uint64_t i = oid_home(b, id);
-  while (b->oid_tab[i].id != 0) i = (i + 1) & b->id_mask;
-  b->oid_tab[i].id = id;
-  b->oid_tab[i].slot = slot;
-}
-
-static void oid_erase(hg_book_t *b, hg_oid_t id) {
-  uint64_t mask = b->id_mask;
-  uint64_t i = oid_home(b, id);
-  while (b->oid_tab[i].id != id) i = (i + 1) & mask;
-  for (uint64_t j = (i + 1) & mask; b->oid_tab[j].id != 0; j = (j + 1) & mask) {
-    uint64_t h = oid_home(b, b->oid_tab[j].id);
-    /* The entry at j may fill the hole at i only if its probe path passed i. */
-    if (((j - h) & mask) >= ((j - i) & mask)) {
-      b->oid_tab[i] = b->oid_tab[j];
-      i = j;
-    }
-  }
-  b->oid_tab[i].id = 0;
-  b->oid_tab[i].slot = NIL;
 }
 
 static inline uint32_t clid_find(const hg_book_t *b, hg_account_t account, uint64_t clid) {
-  for (uint64_t i = clid_home(b, account, clid);; i = (i + 1) & b->id_mask) {
-    const clid_ent_t *e = &b->clid_tab[i];
+  uint32_t tag = clid_tag(account, clid);
+  for (uint64_t i = tag_home(b, tag);; i = (i + 1) & b->id_mask) {
+    const id_ent_t *e = &b->clid_tab[i];
     if (e->slot == NIL) return NIL;
-    if (e->clid == clid && e->account == account) return e->slot;
+    if (e->tag == tag && b->pool[e->slot].clid == clid && b->pool[e->slot].account == account)
+      return e->slot;
   }
 }
 
-static void clid_insert(hg_book_t *b, hg_account_t account, uint64_t clid, uint32_t slot) {
-  uint64_t i = clid_home(b, account, clid);
-  while (b->clid_tab[i].slot != NIL) i = (i + 1) & b->id_mask;
-  b->clid_tab[i].clid = clid;
-  b->clid_tab[i].account = account;
-  b->clid_tab[i].slot = slot;
+static void tab_insert(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
+  uint64_t i = tag_home(b, tag);
+  while (tab[i].slot != NIL) i = (i + 1) & b->id_mask;
+  tab[i].tag = tag;
+  tab[i].slot = slot;
 }
 
-static void clid_erase(hg_book_t *b, hg_account_t account, uint64_t clid) {
+/* Removes the entry of slot (present, with this tag): backward-shift deletion. */
+static void tab_erase(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
   uint64_t mask = b->id_mask;
-  uint64_t i = clid_home(b, account, clid);
-  while (b->clid_tab[i].clid != clid || b->clid_tab[i].account != account ||
-         b->clid_tab[i].slot == NIL)
-    i = (i + 1) & mask;
-  for (uint64_t j = (i + 1) & mask; b->clid_tab[j].slot != NIL; j = (j + 1) & mask) {
-    uint64_t h = clid_home(b, b->clid_tab[j].account, b->clid_tab[j].clid);
+  uint64_t i = tag_home(b, tag);
+  while (tab[i].slot != slot) i = (i + 1) & mask;
+  for (uint64_t j = (i + 1) & mask; tab[j].slot != NIL; j = (j + 1) & mask) {
+    uint64_t h = tag_home(b, tab[j].tag);
+    /* The entry at j may fill the hole at i only if its probe path passed i. */
     if (((j - h) & mask) >= ((j - i) & mask)) {
-      b->clid_tab[i] = b->clid_tab[j];
+      tab[i] = tab[j];
       i = j;
     }
   }
-  b->clid_tab[i].clid = 0;
-  b->clid_tab[i].account = 0;
-  b->clid_tab[i].slot = NIL;
+  tab[i].tag = 0;
+  tab[i].slot = NIL;
 }
 
 static inline uint32_t acct_find(const hg_book_t *b, hg_account_t account) {
@@ -460,19 +470,26 @@ static void order_remove(hg_book_t *b, uint32_t s) {
   else a->tail = o->aprev;
   if (--a->count == 0) acct_remove(b, o->acct);
 
-  if (o->tprev != NIL) b->pool[o->tprev].tnext = o->tnext;
-  else b->thead = o->tnext;
-  if (o->tnext != NIL) b->pool[o->tnext].tprev = o->tprev;
-  else b->ttail = o->tprev;
-
-  oid_erase(b, o->id);
-  clid_erase(b, o->account, o->clid);
+  tab_erase(b, b->oid_tab, oid_tag(o->id), s);
+  tab_erase(b, b->clid_tab, clid_tag(o->account, o->clid), s);
 
   o->id = 0;
   o->leaves = 0;
-  o->tnext = b->free_head;
+  o->lnext = b->free_head;
   b->free_head = s;
   b->count--;
+}
+
+/* Starts loading what order_remove(o) will write, so that those misses
+ * overlap one another and whatever runs before the removal (usually the
+ * sink) instead of following one by one. */
+static inline void prefetch_remove(const hg_book_t *b, const order_t *o) {
+  if (o->lprev != NIL) __builtin_prefetch(&b->pool[o->lprev], 1);
+  if (o->lnext != NIL) __builtin_prefetch(&b->pool[o->lnext], 1);
+  if (o->aprev != NIL) __builtin_prefetch(&b->pool[o->aprev], 1);
+  if (o->anext != NIL) __builtin_prefetch(&b->pool[o->anext], 1);
+  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(o->id))], 1);
+  __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->clid))], 1);
 }
 
 /* Puts an order at the back of its level, its account's list and the time
@@ -480,7 +497,7 @@ static void order_remove(hg_book_t *b, uint32_t s) {
 static void order_rest(hg_book_t *b, const struct taker *t) {
   uint32_t s = b->free_head;
   order_t *o = &b->pool[s];
-  b->free_head = o->tnext;
+  b->free_head = o->lnext;
   b->count++;
 
   uint32_t r = acct_find(b, t->account);
@@ -491,8 +508,10 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
   o->id = t->id;
   o->clid = t->clid;
   o->leaves = t->leaves;
-  o->qty = t->qty;
-  o->ts = t->ts;
+  order_cold_t *c = &b->cold[s];
+  c->seq = b->next_seq++;
+  c->qty = t->qty;
+  c->ts = t->ts;
   o->account = t->account;
   o->smp = t->smp;
   o->lvl = idx;
@@ -528,14 +547,8 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
   a->tail = s;
   a->count++;
 
-  o->tnext = NIL;
-  o->tprev = b->ttail;
-  if (b->ttail != NIL) b->pool[b->ttail].tnext = s;
-  else b->thead = s;
-  b->ttail = s;
-
-  oid_insert(b, t->id, s);
-  clid_insert(b, t->account, t->clid, s);
+  tab_insert(b, b->oid_tab, oid_tag(t->id), s);
+  tab_insert(b, b->clid_tab, clid_tag(t->account, t->clid), s);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -638,6 +651,7 @@ static void process(hg_book_t *b, struct taker *t) {
     while (t->leaves > 0 && lv->count > 0) {
       uint32_t s = lv->head;
       order_t *o = &b->pool[s];
+      prefetch_remove(b, o);
       if (UNLIKELY(self_match(t, o)) && t->mode != HG_STP_NONE) {
         if (t->mode == HG_STP_CANCEL_INCOMING) {
           stopped = true;
@@ -692,6 +706,29 @@ static void process(hg_book_t *b, struct taker *t) {
 /* ------------------------------------------------------------------------ */
 /* Public API                                                                 */
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/*
+ * Zeroed array of n elements, aligned to a cache line (an order record is
+ * one line). The big arrays (pool, id tables, levels) are
+ * read at random addresses, one or two per order; on 4 KiB pages nearly every
+ * such read also misses the TLB, and on a virtualised host the page walk is
+ * two-dimensional. Arrays of 2 MiB and more are therefore aligned to 2 MiB
+ * and offered to the kernel as huge pages. madvise is only a hint: if it
+ * fails the book is merely slower. Freed with free().
+ */
+static void *arr_alloc(size_t n, size_t size) {
+  if (size != 0 && n > SIZE_MAX / size) return NULL;
+  size_t bytes = n * size;
+  size_t align = bytes < HUGE_PAGE ? 64 : HUGE_PAGE;
+  size_t rounded = ((bytes ? bytes : 1) + align - 1) & ~(align - 1);
+  void *p = aligned_alloc(align, rounded);
+  if (p == NULL) return NULL;
+  if (align == HUGE_PAGE) (void)madvise(p, rounded, MADV_HUGEPAGE);
+  memset(p, 0, rounded);
+  return p;
+}
+
 static uint64_t pow2_at_least(uint64_t n) {
   uint64_t c = 16;
   while (c < n) c <<= 1;
@@ -726,16 +763,18 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
   b->nlevels = (uint32_t)(params->max_price - params->min_price + 1);
   b->best[0] = b->best[1] = -1;
 
-  uint64_t id_cap = pow2_at_least(2 * (uint64_t)params->max_orders);
+  /* Load at most 2/3 when the pool is full: short probes, small tables. */
+  uint64_t id_cap = pow2_at_least((uint64_t)params->max_orders * 3 / 2 + 1);
+  /* A home is 32 tag bits; max_orders < 2^32 still leaves a free entry. */
+  if (id_cap > ((uint64_t)1 << 32)) id_cap = (uint64_t)1 << 32;
   uint64_t acct_cap = pow2_at_least(2 * (uint64_t)params->max_accounts);
   b->id_mask = id_cap - 1;
-  b->id_shift = 64 - (log2u64(id_cap) - ID_BLOCK_BITS);
   b->acct_mask = acct_cap - 1;
   b->acct_shift = 64 - log2u64(acct_cap);
 
   bool ok = true;
   for (int side = 0; side < 2; side++) {
-    b->levels[side] = calloc(b->nlevels, sizeof(level_t));
+    b->levels[side] = arr_alloc(b->nlevels, sizeof(level_t));
     bitmap_t *bm = &b->bm[side];
     bm->depth = bm_layout(b->nlevels, bm->nwords);
     for (int k = 0; k < bm->depth; k++) {
@@ -744,23 +783,31 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
     }
     ok = ok && b->levels[side] != NULL;
   }
-  b->pool = calloc(params->max_orders, sizeof(order_t));
-  b->oid_tab = calloc(id_cap, sizeof(oid_ent_t));
-  b->clid_tab = calloc(id_cap, sizeof(clid_ent_t));
+  b->pool = arr_alloc(params->max_orders, sizeof(order_t));
+  b->cold = arr_alloc(params->max_orders, sizeof(order_cold_t));
+  b->walk = calloc(1, sizeof *b->walk);
+  if (b->walk != NULL) {
+    /* Touched only by expire_day and foreach: plain calloc leaves the pages
+     * unmapped until then. */
+    b->walk->a = calloc(params->max_orders, sizeof(seq_slot_t));
+    b->walk->b = calloc(params->max_orders, sizeof(seq_slot_t));
+  }
+  b->oid_tab = arr_alloc(id_cap, sizeof(id_ent_t));
+  b->clid_tab = arr_alloc(id_cap, sizeof(id_ent_t));
   b->accts = calloc(params->max_accounts, sizeof(acct_t));
   b->acct_tab = calloc(acct_cap, sizeof(acct_ent_t));
-  ok = ok && b->pool && b->oid_tab && b->clid_tab && b->accts && b->acct_tab;
+  ok = ok && b->pool && b->cold && b->walk && b->walk->a && b->walk->b && b->oid_tab &&
+       b->clid_tab && b->accts && b->acct_tab;
   if (!ok) {
     hg_book_destroy(b);
     return -ENOMEM;
   }
 
   for (uint32_t i = 0; i < params->max_orders; i++) {
-    b->pool[i].tnext = i + 1 < params->max_orders ? i + 1 : NIL;
-    b->pool[i].lprev = b->pool[i].lnext = NIL;
+    b->pool[i].lnext = i + 1 < params->max_orders ? i + 1 : NIL;
+    b->pool[i].lprev = NIL;
   }
   b->free_head = 0;
-  b->thead = b->ttail = NIL;
   for (uint64_t i = 0; i < id_cap; i++) {
     b->oid_tab[i].slot = NIL;
     b->clid_tab[i].slot = NIL;
@@ -783,6 +830,12 @@ void hg_book_destroy(hg_book_t *b) {
     for (int k = 0; k < BM_MAX_DEPTH; k++) free(b->bm[side].w[k]);
   }
   free(b->pool);
+  free(b->cold);
+  if (b->walk != NULL) {
+    free(b->walk->a);
+    free(b->walk->b);
+    free(b->walk);
+  }
   free(b->oid_tab);
   free(b->clid_tab);
   free(b->accts);
@@ -828,11 +881,30 @@ static int validate_new(const hg_book_t *b, const hg_order_new_t *o) {
   return HG_REJ_NONE;
 }
 
+/*
+ * Both id lookups of a new order usually miss the cache, and so do the
+ * order it will rest behind (its level's tail) and the first order it would
+ * trade with (the best opposite level's head): the level arrays are small
+ * and warm, the orders are not. Starting all of them at once makes the
+ * misses overlap instead of following one another.
+ */
+static inline void prefetch_submit(const hg_book_t *b, const hg_order_new_t *o) {
+  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(o->order_id))]);
+  __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->client_order_id))]);
+  int side = o->side & 1;
+  bool in_range = o->price >= b->params.min_price && o->price <= b->params.max_price;
+  int64_t opp = b->best[side ^ 1];
+  if (opp >= 0 && (o->type == HG_ORD_MARKET || (in_range && would_cross(b, side, o->price)))) {
+    const level_t *ol = &b->levels[side ^ 1][opp];
+    __builtin_prefetch(&b->pool[ol->head], 1);
+  } else if (in_range && o->tif <= HG_TIF_DAY) {
+    const level_t *lv = &b->levels[side][o->price - b->params.min_price];
+    if (lv->count > 0) __builtin_prefetch(&b->pool[lv->tail], 1);
+  }
+}
+
 void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
-  /* Both id lookups usually miss the cache; start them together so the
-   * misses overlap instead of adding up. */
-  __builtin_prefetch(&b->oid_tab[oid_home(b, o->order_id)]);
-  __builtin_prefetch(&b->clid_tab[clid_home(b, o->account, o->client_order_id)]);
+  prefetch_submit(b, o);
   int rej = validate_new(b, o);
   if (rej != HG_REJ_NONE) {
     emit_reject(b, HG_CMD_NEW, rej, o->order_id, o->client_order_id, o->account, o->side,
@@ -885,6 +957,7 @@ void hg_book_cancel(hg_book_t *b, hg_oid_t id, hg_account_t account, uint64_t ts
     return;
   }
   order_t *o = &b->pool[s];
+  prefetch_remove(b, o);
   int side = o->side;
   uint32_t idx = o->lvl;
   emit_order_cancel(b, o, HG_CXL_USER, ts);
@@ -929,13 +1002,14 @@ void hg_book_replace(hg_book_t *b, hg_oid_t id, hg_account_t account, hg_price_t
   if (new_price == level_price(b, old_idx) && new_qty <= o->leaves) {
     b->levels[side][old_idx].qty -= o->leaves - new_qty;
     o->leaves = new_qty;
-    o->qty = new_qty;
+    b->cold[s].qty = new_qty;
     ev.priority_kept = 1;
     b->sink(b->sink_ctx, &ev);
     emit_level(b, side, old_idx, ts);
     return;
   }
 
+  prefetch_remove(b, o);
   struct taker t;
   t.id = o->id;
   t.clid = o->clid;
@@ -979,22 +1053,73 @@ uint32_t hg_book_mass_cancel(hg_book_t *b, hg_account_t account, int sides, uint
   return n;
 }
 
+/* The oldest live order (DAY only if day_only) entered after seq `after`
+ * (any, if first), or NIL. O(max_orders): for walks nested in walks only. */
+static uint32_t oldest_after(const hg_book_t *b, bool day_only, bool first, uint64_t after) {
+  uint32_t best = NIL;
+  for (uint32_t s = 0; s < b->params.max_orders; s++) {
+    const order_t *o = &b->pool[s];
+    if (o->id == 0 || (day_only && o->tif != HG_TIF_DAY)) continue;
+    uint64_t q = b->cold[s].seq;
+    if ((first || q > after) && (best == NIL || q < b->cold[best].seq)) best = s;
+  }
+  return best;
+}
+
+/*
+ * Live orders (DAY orders only if day_only) in time priority, oldest first,
+ * into walk->a; returns how many. Entry numbers are unique and every
+ * structure appends in entry order, so this is the order the book's lists
+ * would give. Bottom-up merge sort: O(n log n), no allocation.
+ */
+static uint32_t time_order(const hg_book_t *b, bool day_only) {
+  seq_slot_t *src = b->walk->a, *dst = b->walk->b;
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < b->params.max_orders; s++) {
+    const order_t *o = &b->pool[s];
+    if (o->id == 0 || (day_only && o->tif != HG_TIF_DAY)) continue;
+    src[n].seq = b->cold[s].seq;
+    src[n].slot = s;
+    src[n].pad_ = 0;
+    n++;
+  }
+  for (uint32_t width = 1; width < n; width *= 2) {
+    for (uint32_t lo = 0; lo < n; lo += 2 * width) {
+      uint32_t mid = lo + width < n ? lo + width : n;
+      uint32_t hi = mid + width < n ? mid + width : n;
+      uint32_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) dst[k++] = src[j].seq < src[i].seq ? src[j++] : src[i++];
+      while (i < mid) dst[k++] = src[i++];
+      while (j < hi) dst[k++] = src[j++];
+    }
+    seq_slot_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != b->walk->a) memcpy(b->walk->a, src, (size_t)n * sizeof *src);
+  return n;
+}
+
+static void expire_one(hg_book_t *b, uint32_t s, uint64_t ts) {
+  order_t *o = &b->pool[s];
+  int side = o->side;
+  uint32_t idx = o->lvl;
+  emit_order_cancel(b, o, HG_CXL_EXPIRY, ts);
+  order_remove(b, s);
+  emit_level(b, side, idx, ts);
+}
+
 uint32_t hg_book_expire_day(hg_book_t *b, uint64_t ts) {
   uint32_t n = 0;
-  uint32_t s = b->thead;
-  while (s != NIL) {
-    order_t *o = &b->pool[s];
-    uint32_t next = o->tnext;
-    if (o->tif == HG_TIF_DAY) {
-      int side = o->side;
-      uint32_t idx = o->lvl;
-      emit_order_cancel(b, o, HG_CXL_EXPIRY, ts);
-      order_remove(b, s);
-      emit_level(b, side, idx, ts);
-      n++;
-    }
-    s = next;
+  if (b->walk->busy) { /* called from inside a foreach */
+    for (uint32_t s; (s = oldest_after(b, true, true, 0)) != NIL; n++) expire_one(b, s, ts);
+    return n;
   }
+  n = time_order(b, true);
+  /* Removing an order never moves another, so the sorted slots stay valid. */
+  b->walk->busy = true;
+  for (uint32_t k = 0; k < n; k++) expire_one(b, b->walk->a[k].slot, ts);
+  b->walk->busy = false;
   return n;
 }
 
@@ -1025,16 +1150,17 @@ size_t hg_book_depth(const hg_book_t *b, hg_side_t side, hg_book_level_t *out, s
   return k;
 }
 
-static void order_export(const hg_book_t *b, const order_t *o, hg_book_order_t *out) {
+static void order_export(const hg_book_t *b, uint32_t s, hg_book_order_t *out) {
+  const order_t *o = &b->pool[s];
   memset(out, 0, sizeof *out);
   out->order_id = o->id;
   out->client_order_id = o->clid;
   out->account = o->account;
   out->smp_group = o->smp;
   out->price = level_price(b, o->lvl);
-  out->qty = o->qty;
+  out->qty = b->cold[s].qty;
   out->leaves = o->leaves;
-  out->ts = o->ts;
+  out->ts = b->cold[s].ts;
   out->side = o->side;
   out->tif = o->tif;
   out->stp = o->stp;
@@ -1044,7 +1170,7 @@ static void order_export(const hg_book_t *b, const order_t *o, hg_book_order_t *
 int hg_book_find(const hg_book_t *b, hg_oid_t id, hg_account_t account, hg_book_order_t *out) {
   uint32_t s = owned(b, id, account);
   if (s == NIL) return HG_ENOTFOUND;
-  if (out != NULL) order_export(b, &b->pool[s], out);
+  if (out != NULL) order_export(b, s, out);
   return 0;
 }
 
@@ -1054,13 +1180,24 @@ uint32_t hg_book_order_count(const hg_book_t *b) {
 
 void hg_book_foreach(const hg_book_t *b, void (*fn)(void *ctx, const hg_book_order_t *o),
                      void *ctx) {
-  for (uint32_t s = b->thead; s != NIL;) {
-    uint32_t next = b->pool[s].tnext;
-    hg_book_order_t o;
-    order_export(b, &b->pool[s], &o);
-    fn(ctx, &o);
-    s = next;
+  hg_book_order_t o;
+  if (b->walk->busy) { /* fn of an outer foreach walks the book again */
+    bool first = true;
+    uint64_t after = 0;
+    for (uint32_t s; (s = oldest_after(b, false, first, after)) != NIL; first = false) {
+      after = b->cold[s].seq;
+      order_export(b, s, &o);
+      fn(ctx, &o);
+    }
+    return;
   }
+  uint32_t n = time_order(b, false);
+  b->walk->busy = true;
+  for (uint32_t k = 0; k < n; k++) {
+    order_export(b, b->walk->a[k].slot, &o);
+    fn(ctx, &o);
+  }
+  b->walk->busy = false;
 }
 
 int hg_book_restore(hg_book_t *b, const hg_book_order_t *o) {
@@ -1125,7 +1262,7 @@ int hg_book_check(const hg_book_t *b) {
     const bitmap_t *bm = &b->bm[side];
     int64_t first = -1, last = -1;
     /* Small books: every level. Wide ones: the levels the bitmap marks;
-     * orders outside them are caught by the time-list walk below. */
+     * orders outside them are caught by the slot walk below. */
     bool full = b->nlevels <= (1u << 16);
     for (int64_t ii = full ? 0 : bm_next(bm, 0); ii >= 0 && ii < (int64_t)b->nlevels;
          ii = full ? ii + 1 : ((uint64_t)ii + 1 < b->nlevels ? bm_next(bm, (uint64_t)ii + 1) : -1)) {
@@ -1136,7 +1273,8 @@ int hg_book_check(const hg_book_t *b) {
       for (uint32_t s = lv->count ? lv->head : NIL; s != NIL; s = b->pool[s].lnext) {
         const order_t *o = &b->pool[s];
         if (o->lprev != prev) return -1;
-        if (o->side != side || o->lvl != i || o->leaves <= 0 || o->leaves > o->qty) return -2;
+        if (o->side != side || o->lvl != i || o->leaves <= 0 || o->leaves > b->cold[s].qty)
+          return -2;
         if (n++ > b->params.max_orders) return -3;
         sum += o->leaves;
         prev = s;
@@ -1162,16 +1300,21 @@ int hg_book_check(const hg_book_t *b) {
   if (b->best[0] >= 0 && b->best[1] >= 0 && b->best[0] >= b->best[1]) return -9;
   if (total != b->count) return -10;
 
+  /* Every live slot is indexed and on a marked level; entry numbers grow
+   * along every FIFO and account list (checked below), and are unique. */
   uint32_t n = 0, prev = NIL;
-  for (uint32_t s = b->thead; s != NIL; s = b->pool[s].tnext) {
+  for (uint32_t s = 0; s < b->params.max_orders; s++) {
     const order_t *o = &b->pool[s];
-    if (o->tprev != prev || ++n > b->count) return -11;
+    if (o->id == 0) continue;
+    n++;
+    if (b->cold[s].seq >= b->next_seq) return -11;
     if (oid_find(b, o->id) != s || clid_find(b, o->account, o->clid) != s) return -12;
     if (acct_find(b, o->account) != o->acct) return -13;
     if (!bm_test(&b->bm[o->side], o->lvl)) return -6;
-    prev = s;
+    if (o->lnext != NIL && b->cold[o->lnext].seq <= b->cold[s].seq) return -14;
+    if (o->anext != NIL && b->cold[o->anext].seq <= b->cold[s].seq) return -14;
   }
-  if (n != b->count || b->ttail != prev) return -14;
+  if (n != b->count) return -14;
 
   uint32_t accounts = 0, in_accounts = 0;
   for (uint32_t r = 0; r < b->params.max_accounts; r++) {
@@ -1193,13 +1336,13 @@ int hg_book_check(const hg_book_t *b) {
   if (accounts != b->acct_count || in_accounts != b->count) return -18;
 
   uint32_t free_n = 0;
-  for (uint32_t s = b->free_head; s != NIL; s = b->pool[s].tnext)
+  for (uint32_t s = b->free_head; s != NIL; s = b->pool[s].lnext)
     if (++free_n > b->params.max_orders || b->pool[s].id != 0) return -19;
   if (free_n + b->count != b->params.max_orders) return -20;
 
   uint64_t used_oid = 0, used_clid = 0;
   for (uint64_t i = 0; i <= b->id_mask; i++) {
-    used_oid += b->oid_tab[i].id != 0;
+    used_oid += b->oid_tab[i].slot != NIL;
     used_clid += b->clid_tab[i].slot != NIL;
   }
   if (used_oid != b->count || used_clid != b->count) return -21;

@@ -24,7 +24,13 @@
  *
  * Idle threads sleep on futex waiters (hourglass/ring.h): the engine on
  * engine_w (notified by producers, the journal thread and the consumer), the
- * journal thread on journal_w, the consumer on out_w.
+ * journal thread on journal_w, each consumer on its own waiter.
+ *
+ * Consumers. Each of the configured consumers (the gateway, the daemon's
+ * market-data view, ...) has its own outbound SPSC ring and its own release
+ * cursor into the staging FIFO; a staged record is freed once every consumer
+ * has it. A consumer whose ring is full holds back only itself until the
+ * stage fills, then everyone (bounded memory, no silent drop).
  *
  * The staging FIFO bounds the events that wait for durability. A command
  * that produces more events than fit (a mass cancel of a large book) does
@@ -68,6 +74,15 @@ typedef struct jrec {
   uint8_t bytes[HG_COMMAND_MAX_ENCODED];
 } jrec_t;
 
+typedef struct consumer {
+  hg_spsc_ring_t *ring; /* engine -> this consumer */
+  hg_waiter_t *w;       /* the consumer sleeps here */
+  uint64_t cursor;      /* next stage index to release; engine thread */
+  int blocked;          /* engine thread: the last push found the ring full */
+  void (*notify)(void *ctx);
+  void *notify_ctx;
+} consumer_t;
+
 struct hg_pipeline {
   hg_pipeline_config_t cfg;
   char journal_dir[PATH_MAX];
@@ -79,8 +94,9 @@ struct hg_pipeline {
 
   hg_mpsc_ring_t *in;   /* producers -> engine */
   hg_spsc_ring_t *jring;/* engine -> journal */
-  hg_spsc_ring_t *out;  /* engine -> consumer */
-  hg_waiter_t *engine_w, *journal_w, *out_w;
+  hg_waiter_t *engine_w, *journal_w;
+  consumer_t cons[HG_PIPE_MAX_CONSUMERS];
+  uint32_t ncons;
 
   /* Staging FIFO, engine thread only. */
   hg_pipe_out_t *stage;
@@ -108,6 +124,7 @@ struct hg_pipeline {
   atomic_int engine_stop;
   atomic_int journal_stop;
   atomic_int failed;          /* journal error, sticky */
+  atomic_int threads_done;    /* set by stop() after joining the threads */
   atomic_uint_fast64_t stat_commands, stat_last, stat_released, stat_snapshots, stat_busy;
   uint64_t replayed;
 };
@@ -161,29 +178,49 @@ static uint64_t durable_limit(const hg_pipeline_t *p) {
   return hg_journal_durable_seq(p->journal);
 }
 
-/* Moves releasable staged records to the outbound ring. Returns how many. */
+/* Moves releasable staged records to every consumer's ring and frees what
+ * all of them have. Returns how many records moved in all. */
 static uint64_t release(hg_pipeline_t *p) {
   uint64_t durable = durable_limit(p);
-  uint64_t n = 0;
-  while (p->stage_head != p->stage_tail) {
-    const hg_pipe_out_t *o = &p->stage[p->stage_head & p->stage_mask];
-    if (o->seq > durable) break;
-    if (hg_spsc_ring_try_push(p->out, o, sizeof *o) != 0) break;
-    if (o->kind == HG_PIPE_DONE)
-      atomic_store_explicit(&p->stat_released, o->seq, memory_order_relaxed); /* statistic */
-    p->stage_head++;
-    n++;
+  uint64_t n = 0, low = p->stage_tail;
+  for (uint32_t k = 0; k < p->ncons; k++) {
+    consumer_t *c = &p->cons[k];
+    uint64_t moved = 0;
+    c->blocked = 0;
+    while (c->cursor != p->stage_tail) {
+      const hg_pipe_out_t *o = &p->stage[c->cursor & p->stage_mask];
+      if (o->seq > durable) break;
+      if (hg_spsc_ring_try_push(c->ring, o, sizeof *o) != 0) {
+        c->blocked = 1;
+        break;
+      }
+      if (k == 0 && o->kind == HG_PIPE_DONE)
+        atomic_store_explicit(&p->stat_released, o->seq, memory_order_relaxed); /* statistic */
+      c->cursor++;
+      moved++;
+    }
+    if (moved) {
+      hg_waiter_notify(c->w);
+      if (c->notify != NULL) c->notify(c->notify_ctx);
+    }
+    if (c->cursor < low) low = c->cursor;
+    n += moved;
   }
-  if (n) {
-    hg_waiter_notify(p->out_w);
-    if (p->cfg.out_notify != NULL) p->cfg.out_notify(p->cfg.out_notify_ctx);
-  }
+  p->stage_head = low;
   return n;
 }
 
+/* Something could be released now: a consumer not known to be full has a
+ * durable record waiting. */
 static int stage_releasable(const hg_pipeline_t *p) {
-  if (p->stage_head == p->stage_tail) return 0;
-  return p->stage[p->stage_head & p->stage_mask].seq <= durable_limit(p);
+  uint64_t durable = durable_limit(p);
+  for (uint32_t k = 0; k < p->ncons; k++) {
+    const consumer_t *c = &p->cons[k];
+    if (!c->blocked && c->cursor != p->stage_tail &&
+        p->stage[c->cursor & p->stage_mask].seq <= durable)
+      return 1;
+  }
+  return 0;
 }
 
 /* The staging FIFO is full in the middle of a command: wait until the
@@ -197,6 +234,8 @@ static void stage_make_room(hg_pipeline_t *p) {
       /* Nothing staged will ever be released; drop the oldest undurable
        * record so the command can finish. None of it is sent. */
       p->stage_head++;
+      for (uint32_t k = 0; k < p->ncons; k++)
+        if (p->cons[k].cursor < p->stage_head) p->cons[k].cursor = p->stage_head;
       continue;
     }
     uint32_t tok = hg_waiter_prepare(p->engine_w);
@@ -204,6 +243,8 @@ static void stage_make_room(hg_pipeline_t *p) {
       hg_waiter_cancel(p->engine_w);
       continue;
     }
+    /* Woken by the journal or by a consumer making room; the timeout only
+     * bounds the cost of a missed notification. */
     hg_waiter_sleep(p->engine_w, tok, 1000000);
   }
 }
@@ -324,7 +365,7 @@ static int sequence_one(hg_pipeline_t *p, const inmsg_t *m) {
   size_t len = 0;
   if (hg_command_encode(&cmd, rec.bytes, sizeof rec.bytes, &len) != 0) {
     /* Not a command the journal can hold: refused before it gets a seq. */
-    stage_push(p, HG_PIPE_UNAVAILABLE, m->origin, p->last_seq, NULL);
+    stage_push(p, HG_PIPE_MALFORMED, m->origin, p->last_seq, NULL);
     return 0;
   }
   rec.seq = cmd.seq;
@@ -359,13 +400,13 @@ static int refuse_queued(hg_pipeline_t *p) {
     memset(&o, 0, sizeof o);
     o.origin = m->origin;
     o.kind = HG_PIPE_UNAVAILABLE;
-    if (hg_spsc_ring_try_push(p->out, &o, sizeof o) != 0) break;
+    if (hg_spsc_ring_try_push(p->cons[0].ring, &o, sizeof o) != 0) break;
     hg_mpsc_ring_consume(p->in);
     did = 1;
   }
   if (did) {
-    hg_waiter_notify(p->out_w);
-    if (p->cfg.out_notify != NULL) p->cfg.out_notify(p->cfg.out_notify_ctx);
+    hg_waiter_notify(p->cons[0].w);
+    if (p->cons[0].notify != NULL) p->cons[0].notify(p->cons[0].notify_ctx);
   }
   return did;
 }
@@ -397,8 +438,11 @@ static void *engine_main(void *arg) {
       }
     }
     if (did) continue;
+    /* Stopping: done once everything sequenced is durable (or can never
+     * be). Records the consumer has no room for yet stay staged; after the
+     * threads are joined hg_pipeline_poll() takes them from the stage. */
     if (atomic_load(&p->engine_stop) && hg_mpsc_ring_empty(p->in) &&
-        (p->stage_head == p->stage_tail || atomic_load(&p->failed)))
+        (p->last_seq <= durable_limit(p) || atomic_load(&p->failed)))
       break;
     uint32_t tok = hg_waiter_prepare(p->engine_w);
     if (engine_has_work(p) || atomic_load(&p->engine_stop)) {
@@ -409,7 +453,12 @@ static void *engine_main(void *arg) {
       }
       continue;
     }
-    hg_waiter_sleep(p->engine_w, tok, -1);
+    /* A consumer that was full frees room and notifies; if that notify
+     * came between its pop and our prepare it is not seen, so while any
+     * consumer is blocked the sleep is bounded (1 ms) instead of endless. */
+    int blocked = 0;
+    for (uint32_t k = 0; k < p->ncons; k++) blocked |= p->cons[k].blocked;
+    hg_waiter_sleep(p->engine_w, tok, blocked ? 1000000 : -1);
   }
   return NULL;
 }
@@ -645,10 +694,12 @@ static void free_all(hg_pipeline_t *p) {
   hg_exchange_destroy(p->ex);
   hg_mpsc_ring_destroy(p->in);
   hg_spsc_ring_destroy(p->jring);
-  hg_spsc_ring_destroy(p->out);
+  for (uint32_t k = 0; k < HG_PIPE_MAX_CONSUMERS; k++) {
+    hg_spsc_ring_destroy(p->cons[k].ring);
+    hg_waiter_destroy(p->cons[k].w);
+  }
   hg_waiter_destroy(p->engine_w);
   hg_waiter_destroy(p->journal_w);
-  hg_waiter_destroy(p->out_w);
   free(p->stage);
   free(p->ser_buf);
   free(p->snap_buf);
@@ -663,6 +714,8 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
   if (c.inbound_capacity == 0) c.inbound_capacity = 1u << 16;
   if (c.outbound_capacity == 0) c.outbound_capacity = 1u << 18;
   if (c.staging_capacity == 0) c.staging_capacity = 1u << 18;
+  if (c.consumers == 0) c.consumers = 1;
+  if (c.consumers > HG_PIPE_MAX_CONSUMERS) return HG_EINVAL;
   if (!is_pow2(c.inbound_capacity) || !is_pow2(c.outbound_capacity) ||
       !is_pow2(c.staging_capacity) || c.staging_capacity < 2 * STAGE_RESERVE ||
       (c.durability != HG_DURABILITY_DURABLE &&
@@ -681,10 +734,16 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
   if (p->stage == NULL) rc = -ENOMEM;
   if (rc == 0) rc = hg_mpsc_ring_create(c.inbound_capacity, sizeof(inmsg_t), &p->in);
   if (rc == 0) rc = hg_spsc_ring_create(c.inbound_capacity, sizeof(jrec_t), &p->jring);
-  if (rc == 0) rc = hg_spsc_ring_create(c.outbound_capacity, sizeof(hg_pipe_out_t), &p->out);
+  p->ncons = c.consumers;
+  for (uint32_t k = 0; rc == 0 && k < p->ncons; k++) {
+    consumer_t *cn = &p->cons[k];
+    rc = hg_spsc_ring_create(c.outbound_capacity, sizeof(hg_pipe_out_t), &cn->ring);
+    if (rc == 0) rc = hg_waiter_create(c.spin, 0, &cn->w);
+    cn->notify = k == 0 ? c.out_notify : c.consumer_notify[k];
+    cn->notify_ctx = k == 0 ? c.out_notify_ctx : c.consumer_notify_ctx[k];
+  }
   if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->engine_w);
   if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->journal_w);
-  if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->out_w);
   if (rc == 0) rc = recover(p);
   if (rc != 0) {
     free_all(p);
@@ -740,20 +799,41 @@ int hg_pipeline_submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cm
   return rc;
 }
 
-size_t hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max) {
+size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_out_t *out,
+                                  size_t max) {
+  if (consumer >= p->ncons) return 0;
+  consumer_t *c = &p->cons[consumer];
   size_t n = 0;
   size_t len;
   const void *m;
-  while (n < max && (m = hg_spsc_ring_peek(p->out, &len)) != NULL) {
+  while (n < max && (m = hg_spsc_ring_peek(c->ring, &len)) != NULL) {
     memcpy(&out[n++], m, sizeof *out);
-    hg_spsc_ring_consume(p->out);
+    hg_spsc_ring_consume(c->ring);
   }
   if (n) hg_waiter_notify(p->engine_w); /* the engine may wait for outbound room */
+  if (n < max && atomic_load(&p->threads_done)) {
+    /* The engine thread has exited: what it left staged is read from here
+     * (the join in hg_pipeline_stop() ordered its writes before
+     * threads_done). Each consumer reads through its own cursor. */
+    uint64_t durable = durable_limit(p);
+    while (n < max && c->cursor != p->stage_tail &&
+           p->stage[c->cursor & p->stage_mask].seq <= durable)
+      out[n++] = p->stage[c->cursor++ & p->stage_mask];
+  }
   return n;
 }
 
+size_t hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max) {
+  return hg_pipeline_poll_consumer(p, 0, out, max);
+}
+
+int hg_pipeline_wait_consumer(hg_pipeline_t *p, uint32_t consumer, int64_t timeout_ns) {
+  if (consumer >= p->ncons) return HG_EINVAL;
+  return hg_spsc_ring_wait(p->cons[consumer].ring, p->cons[consumer].w, timeout_ns);
+}
+
 int hg_pipeline_wait(hg_pipeline_t *p, int64_t timeout_ns) {
-  return hg_spsc_ring_wait(p->out, p->out_w, timeout_ns);
+  return hg_pipeline_wait_consumer(p, 0, timeout_ns);
 }
 
 int hg_pipeline_stop(hg_pipeline_t *p) {
@@ -773,23 +853,22 @@ int hg_pipeline_stop(hg_pipeline_t *p) {
     pthread_mutex_unlock(&p->snap_mu);
     pthread_join(p->snap_thr, NULL);
     p->running = 0;
+    atomic_store(&p->threads_done, 1);
   }
   p->stopped = 1;
   int rc = atomic_load(&p->failed);
   if (rc == 0) rc = hg_journal_sync(p->journal);
   if (rc == 0 && p->last_seq > 0) {
-    /* Restart then needs no journal replay at all. */
-    size_t len = 0;
-    rc = serialize_state(p, &len);
-    if (rc == 0)
-      rc = hg_store_save_snapshot(p->store, p->last_seq, p->ser_buf, len, snapshot_keep(p));
+    /* Restart then needs no journal replay at all. This one also rewrites
+     * the store's instrument and account tables, for tools that read them. */
+    rc = hg_store_save_exchange(p->store, p->ex, snapshot_keep(p));
     if (rc != 0)
       logf_(p, HG_PIPE_LOG_ERROR, "final snapshot at seq %llu not written: %s %s",
             (unsigned long long)p->last_seq, hg_strerror(rc), hg_store_errmsg(p->store));
     else
       atomic_fetch_add(&p->stat_snapshots, 1);
   }
-  hg_waiter_close(p->out_w);
+  for (uint32_t k = 0; k < p->ncons; k++) hg_waiter_close(p->cons[k].w);
   return rc;
 }
 

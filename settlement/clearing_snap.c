@@ -304,6 +304,12 @@ int hg_clearing_restore(const void *data, size_t len, hg_clearing_t **out) {
   in_t r = {.p = data, .left = len};
   if (g32(&r) != SNAP_MAGIC || r.bad) return HG_ECORRUPT;
   if (g32(&r) != SNAP_VERSION) return r.bad ? HG_ECORRUPT : HG_EVERSION;
+  /* A truncated blob is refused before anything is allocated for it. */
+  if (len < 12) return HG_ECORRUPT;
+  const unsigned char *tail = (const unsigned char *)data + len - 4;
+  if (((uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 |
+       (uint32_t)tail[3] << 24) != SNAP_END)
+    return HG_ECORRUPT;
   hg_clearing_config_t g;
   memset(&g, 0, sizeof g);
   g.max_accounts = g32(&r);

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,6 +51,7 @@ typedef struct consumer {
   uint64_t next_done;  /* seq the next DONE must carry */
   uint64_t events;
   uint64_t unavailable;
+  uint64_t malformed;
   uint64_t event_seq;  /* seq of the last EVENT seen */
 } consumer_t;
 
@@ -74,6 +76,10 @@ static void consume(hg_pipeline_t *p, consumer_t *c) {
         break;
       case HG_PIPE_UNAVAILABLE:
         c->unavailable++;
+        break;
+      case HG_PIPE_MALFORMED:
+        c->malformed++;
+        assert_int_equal(out[i].seq, c->next_done - 1);
         break;
       default:
         fail_msg("unknown record kind %u", out[i].kind);
@@ -108,9 +114,14 @@ static void lifecycle_restart_and_replay(void **state) {
   assert_int_equal(hg_pipeline_start(p), 0);
   consumer_t c = {.next_done = 1};
   const uint64_t n = 3000;
-  submit_range(p, 0, n, &c);
+  submit_range(p, 0, n / 2, &c);
+  /* A command the journal cannot hold is refused without a seq. */
+  hg_command_t bad = {.type = 999};
+  assert_int_equal(hg_pipeline_submit(p, 77, &bad), 0);
+  submit_range(p, n / 2, n, &c);
   wait_done(p, &c, n);
   assert_true(c.events >= n); /* every command here yields at least one event */
+  assert_int_equal(c.malformed, 1);
   assert_int_equal(hg_pipeline_stop(p), 0);
   assert_int_equal(hg_pipeline_submit(p, 0, &(hg_command_t){0}), HG_EUNAVAIL);
   hg_pipeline_stats_t st;
@@ -181,6 +192,74 @@ static void backpressure_is_busy_not_loss(void **state) {
   hg_pipeline_stats(p, &st);
   assert_true(st.busy_rejects >= 1);
   assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+}
+
+/* Two consumers (say the gateway and a market-data view) each receive every
+ * record in order, even when one of them is slow and its ring tiny. */
+typedef struct slow_consumer {
+  hg_pipeline_t *p;
+  consumer_t c;
+  uint64_t until;
+} slow_consumer_t;
+
+static void *slow_consumer_main(void *arg) {
+  slow_consumer_t *s = arg;
+  hg_pipe_out_t out[16];
+  while (s->c.next_done <= s->until) {
+    size_t n = hg_pipeline_poll_consumer(s->p, 1, out, 16);
+    for (size_t i = 0; i < n; i++)
+      if (out[i].kind == HG_PIPE_DONE) {
+        if (out[i].seq != s->c.next_done) return (void *)1;
+        s->c.next_done++;
+      }
+    if (n == 0 && hg_pipeline_wait_consumer(s->p, 1, 5000000000ll) != 0) return (void *)2;
+    usleep(50); /* slow on purpose */
+  }
+  return NULL;
+}
+
+static void two_consumers_each_get_everything(void **state) {
+  fixture_t *f = *state;
+  f->cfg.consumers = 2;
+  f->cfg.outbound_capacity = 64;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  slow_consumer_t sc = {.p = p, .c = {.next_done = 1}, .until = 2000};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, slow_consumer_main, &sc), 0);
+  consumer_t c = {.next_done = 1};
+  submit_range(p, 0, 2000, &c);
+  wait_done(p, &c, 2000);
+  void *ret = (void *)9;
+  pthread_join(th, &ret);
+  assert_null(ret);
+  assert_int_equal(sc.c.next_done, 2001);
+  assert_int_equal(hg_pipeline_wait_consumer(p, 2, 0), HG_EINVAL);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+  f->cfg.consumers = HG_PIPE_MAX_CONSUMERS + 1;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), HG_EINVAL);
+}
+
+/* Stop with a consumer that has not read anything and an outbound ring far
+ * too small: stop still completes, and every result stays pollable. */
+static void stop_keeps_unpolled_results(void **state) {
+  fixture_t *f = *state;
+  f->cfg.outbound_capacity = 64;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  for (uint64_t i = 0; i < 500; i++) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    assert_int_equal(hg_pipeline_submit(p, i, &cmd), 0);
+  }
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  consumer_t c = {.next_done = 1};
+  consume(p, &c);
+  assert_int_equal(c.next_done, 501);
   hg_pipeline_close(p);
 }
 
@@ -295,6 +374,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(lifecycle_restart_and_replay, setup, teardown),
       cmocka_unit_test_setup_teardown(backpressure_is_busy_not_loss, setup, teardown),
+      cmocka_unit_test_setup_teardown(stop_keeps_unpolled_results, setup, teardown),
+      cmocka_unit_test_setup_teardown(two_consumers_each_get_everything, setup, teardown),
       cmocka_unit_test_setup_teardown(journal_failure_stops_intake, setup, teardown),
       cmocka_unit_test_setup_teardown(ack_before_durable_mode_releases, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_data_dir_is_a_clear_error, setup, teardown),

@@ -63,6 +63,9 @@ typedef enum hg_durability {
 
 enum { HG_PIPE_LOG_INFO = 0, HG_PIPE_LOG_WARN = 1, HG_PIPE_LOG_ERROR = 2 };
 
+/* Most consumers of the outbound record stream (gateway, market-data view, ...). */
+#define HG_PIPE_MAX_CONSUMERS 4
+
 typedef struct hg_pipeline_config {
   const char *data_dir;         /* must exist; journal/ and state/ are created inside */
   hg_exchange_config_t exchange;
@@ -84,6 +87,15 @@ typedef struct hg_pipeline_config {
    * be cheap and must not block; NULL: none (use hg_pipeline_wait()). */
   void (*out_notify)(void *ctx);
   void *out_notify_ctx;
+  /* Number of consumers, each with its own outbound ring of
+   * outbound_capacity records and its own release cursor; 0: 1. Consumer 0
+   * is the one hg_pipeline_poll() serves and out_notify wakes; consumer k > 0
+   * uses hg_pipeline_poll_consumer(p, k, ...) and consumer_notify[k]. Every
+   * consumer receives every record, except UNAVAILABLE records, which go to
+   * consumer 0 (the submitters' side) only. */
+  uint32_t consumers;
+  void (*consumer_notify[HG_PIPE_MAX_CONSUMERS])(void *ctx);
+  void *consumer_notify_ctx[HG_PIPE_MAX_CONSUMERS];
   /* Messages (recovery, snapshots, failures); NULL: stderr. No customer data. */
   void (*log)(void *ctx, int level, const char *msg);
   void *log_ctx;
@@ -93,12 +105,15 @@ typedef struct hg_pipeline_config {
 typedef enum hg_pipe_kind {
   HG_PIPE_EVENT = 1,       /* .event is an event of command .seq */
   HG_PIPE_DONE = 2,        /* command .seq is fully processed (after its events) */
-  HG_PIPE_UNAVAILABLE = 3  /* the command was not processed: the journal failed */
+  HG_PIPE_UNAVAILABLE = 3, /* the command was not processed: the journal failed */
+  HG_PIPE_MALFORMED = 4    /* the command cannot be journaled (unknown type, bad
+                              symbol); it got no seq and changed nothing */
 } hg_pipe_kind_t;
 
 typedef struct hg_pipe_out {
   uint64_t origin;           /* the submitter's tag, as given to hg_pipeline_submit() */
-  uint64_t seq;              /* seq of the command (0 for UNAVAILABLE) */
+  uint64_t seq;              /* seq of the command; for UNAVAILABLE and MALFORMED
+                                the last seq sequenced before it */
   uint32_t kind;             /* hg_pipe_kind_t */
   uint32_t pad_;
   hg_exchange_event_t event; /* HG_PIPE_EVENT only */
@@ -138,12 +153,20 @@ int hg_pipeline_start(hg_pipeline_t *p);
  */
 int hg_pipeline_submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd);
 
-/* Pops up to max records into out. Consumer thread. Returns the count. */
+/* Pops up to max records of consumer 0 into out. Consumer 0's thread.
+ * Returns the count. After hg_pipeline_stop() keep polling until it returns
+ * 0: records the ring had no room for are served from the stage. */
 size_t hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max);
 
 /* Blocks until records are available, the pipeline stops, or timeout_ns
- * passes (< 0: no limit). Consumer thread. 0, -ETIMEDOUT or -ECANCELED. */
+ * passes (< 0: no limit). Consumer 0's thread. 0, -ETIMEDOUT or -ECANCELED. */
 int hg_pipeline_wait(hg_pipeline_t *p, int64_t timeout_ns);
+
+/* The same for consumer k (0 <= k < consumers), on that consumer's thread.
+ * poll returns 0 and wait HG_EINVAL for a k out of range. */
+size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_out_t *out,
+                                  size_t max);
+int hg_pipeline_wait_consumer(hg_pipeline_t *p, uint32_t consumer, int64_t timeout_ns);
 
 /*
  * Stops intake, processes everything queued, waits until it is durable and

@@ -1,0 +1,248 @@
+/*
+ * The demo market. Two makers keep two levels a side in each of the twelve
+ * monthly contracts, around a fair curve in contango (later months dearer,
+ * as a rising rent market would price them) whose front end wanders with a
+ * mean-reverting random walk. Two hedgers (inference producers locking in
+ * rent) now and then buy a three-month strip with IOC orders that cross the
+ * makers' offers, and sometimes sell part of it back; makers replenish what
+ * was filled on the next step.
+ *
+ * Each maker order sits in a fixed slot (maker, contract, side, level); its
+ * client order id encodes the slot, so the ACCEPTED event tells which slot an
+ * exchange order id belongs to, and fills and cancels free the slot again.
+ * A slot with an order in flight is "pending" until the exchange answers.
+ */
+#include "demo.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hourglass/error.h"
+
+#define LEVELS 2
+#define SLOTS (HG_DEMO_MAKERS * HG_DEMO_MONTHS * 2 * LEVELS)
+#define FRONT_FAIR 3400   /* ticks: 3.400 USD per GPU-hour */
+#define CONTANGO 9        /* ticks per month further out */
+
+typedef struct slot {
+  hg_oid_t order_id; /* live order, 0 = none */
+  hg_price_t price;
+  hg_qty_t qty;
+  int pending;       /* a new order is in flight */
+} slot_t;
+
+struct hg_demo {
+  hg_demo_instrument_t inst[HG_DEMO_MONTHS];
+  slot_t slots[SLOTS];
+  uint64_t rng;
+  int64_t walk;      /* front-month deviation from FRONT_FAIR, ticks */
+  uint64_t steps;
+  uint64_t next_clid;/* hedgers' client order ids */
+};
+
+static uint64_t next_rand(hg_demo_t *d) {
+  d->rng += 0x9e3779b97f4a7c15ull;
+  uint64_t x = d->rng;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static size_t slot_index(uint32_t maker, uint32_t k, uint32_t side, uint32_t level) {
+  return ((maker * HG_DEMO_MONTHS + k) * 2 + side) * LEVELS + level;
+}
+
+/* Slot s's client order id: 1 << 40 marks a maker quote. */
+static uint64_t slot_clid(size_t s) { return (1ull << 40) | s; }
+
+int hg_demo_create(int year, int month, uint64_t seed, hg_demo_t **out) {
+  if (out == NULL || month < 1 || month > 12 || year < 2000 || year > 9000) return HG_EINVAL;
+  hg_demo_t *d = calloc(1, sizeof *d);
+  if (d == NULL) return -ENOMEM;
+  d->rng = seed;
+  d->next_clid = 1;
+  for (int k = 0; k < HG_DEMO_MONTHS; k++) {
+    int m = month + 1 + k;
+    int y = year + (m - 1) / 12;
+    m = (m - 1) % 12 + 1;
+    hg_demo_instrument_t *in = &d->inst[k];
+    in->id = HG_DEMO_FIRST_INSTRUMENT + (uint32_t)k;
+    in->year = y;
+    in->month = m;
+    snprintf(in->symbol, sizeof in->symbol, "B200.A.%04d-%02d", y, m);
+  }
+  *out = d;
+  return 0;
+}
+
+void hg_demo_destroy(hg_demo_t *d) { free(d); }
+
+const hg_demo_instrument_t *hg_demo_instruments(const hg_demo_t *d) { return d->inst; }
+
+int64_t hg_demo_fair(const hg_demo_t *d, size_t k) {
+  return FRONT_FAIR + d->walk + (int64_t)k * CONTANGO;
+}
+
+size_t hg_demo_setup(hg_demo_t *d, hg_command_t *out, size_t cap) {
+  size_t n = 0;
+#define EMIT(c)                  \
+  do {                           \
+    if (n < cap) out[n] = (c);   \
+    n++;                         \
+  } while (0)
+  for (int k = 0; k < HG_DEMO_MONTHS; k++) {
+    hg_command_t c;
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_LIST_INSTRUMENT;
+    memcpy(c.u.list.symbol, d->inst[k].symbol, sizeof c.u.list.symbol);
+    hg_book_params_t *bp = &c.u.list.params;
+    bp->instrument_id = d->inst[k].id;
+    bp->tick_size = 1000;     /* micro-USD per GPU-hour */
+    bp->contract_unit = 1000; /* GPU-hours */
+    bp->min_price = 1;
+    bp->max_price = 100000;   /* 100 USD per GPU-hour */
+    bp->max_order_qty = 1000;
+    bp->ref_price = hg_demo_fair(d, (size_t)k);
+    bp->band_bps = 2000;
+    bp->max_orders = 1u << 14;
+    bp->max_accounts = 64;
+    EMIT(c);
+  }
+  static const struct {
+    hg_account_t account;
+    uint32_t firm;
+    int64_t usd;
+  } accounts[] = {
+      {HG_DEMO_MAKER_ACCOUNT(0), 100, 50000000}, {HG_DEMO_MAKER_ACCOUNT(1), 101, 50000000},
+      {HG_DEMO_HEDGER_ACCOUNT(0), 200, 20000000}, {HG_DEMO_HEDGER_ACCOUNT(1), 201, 20000000},
+      {HG_DEMO_USER_ACCOUNT, 300, 1000000},
+  };
+  for (size_t i = 0; i < sizeof accounts / sizeof accounts[0]; i++) {
+    hg_command_t c;
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_ADD_ACCOUNT;
+    c.u.add_account.account = accounts[i].account;
+    c.u.add_account.firm = accounts[i].firm;
+    EMIT(c);
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_DEPOSIT;
+    c.u.cash.account = accounts[i].account;
+    c.u.cash.amount = accounts[i].usd * 1000000;
+    EMIT(c);
+  }
+#undef EMIT
+  return n;
+}
+
+static void order(hg_command_t *c, uint32_t instrument, hg_account_t account, uint64_t clid,
+                  int side, hg_price_t price, hg_qty_t qty, int tif) {
+  memset(c, 0, sizeof *c);
+  c->type = HG_COMMAND_NEW_ORDER;
+  hg_cmd_new_order_t *o = &c->u.new_order;
+  o->instrument_id = instrument;
+  o->account = account;
+  o->client_order_id = clid;
+  o->side = (uint8_t)side;
+  o->type = HG_ORD_LIMIT;
+  o->tif = (uint8_t)tif;
+  o->price = price;
+  o->qty = qty;
+}
+
+size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
+  size_t n = 0;
+  d->steps++;
+  /* Mean-reverting walk of the front month, one tick at a time. */
+  uint64_t r = next_rand(d);
+  int64_t pull = d->walk > 30 ? -1 : d->walk < -30 ? 1 : 0;
+  d->walk += (int64_t)(r % 3) - 1 + pull;
+  for (uint32_t mk = 0; mk < HG_DEMO_MAKERS; mk++) {
+    for (uint32_t k = 0; k < HG_DEMO_MONTHS; k++) {
+      int64_t fair = hg_demo_fair(d, k);
+      for (uint32_t side = 0; side < 2; side++) {
+        for (uint32_t lv = 0; lv < LEVELS; lv++) {
+          size_t s = slot_index(mk, k, side, lv);
+          slot_t *sl = &d->slots[s];
+          int64_t off = 2 + (int64_t)mk + 3 * (int64_t)lv;
+          hg_price_t px = side == HG_SIDE_BUY ? fair - off : fair + off;
+          hg_qty_t qty = 10 + (hg_qty_t)((s * 7 + d->steps / 8) % 5) * 10;
+          if (n >= cap) return n;
+          if (sl->order_id != 0) {
+            if (sl->price == px) continue;
+            hg_command_t *c = &out[n++];
+            memset(c, 0, sizeof *c);
+            c->type = HG_COMMAND_REPLACE;
+            c->u.replace.instrument_id = d->inst[k].id;
+            c->u.replace.account = HG_DEMO_MAKER_ACCOUNT(mk);
+            c->u.replace.order_id = sl->order_id;
+            c->u.replace.new_price = px;
+            c->u.replace.new_qty = qty;
+            sl->price = px;
+            sl->qty = qty;
+          } else if (!sl->pending) {
+            order(&out[n++], d->inst[k].id, HG_DEMO_MAKER_ACCOUNT(mk), slot_clid(s), (int)side, px,
+                  qty, HG_TIF_GTC);
+            sl->pending = 1;
+            sl->price = px;
+            sl->qty = qty;
+          }
+        }
+      }
+    }
+  }
+  /* Hedgers: a strip of three months every few steps; some unwinds. */
+  r = next_rand(d);
+  if (r % 5 == 0) {
+    uint32_t h = (uint32_t)(r >> 8) % HG_DEMO_HEDGERS;
+    uint32_t k0 = (uint32_t)(r >> 16) % (HG_DEMO_MONTHS - 2);
+    int sell = (r >> 24) % 4 == 0;
+    hg_qty_t q = 5 + (hg_qty_t)((r >> 32) % 16);
+    for (uint32_t k = k0; k < k0 + 3 && n < cap; k++) {
+      int64_t fair = hg_demo_fair(d, k);
+      order(&out[n++], d->inst[k].id, HG_DEMO_HEDGER_ACCOUNT(h), d->next_clid++,
+            sell ? HG_SIDE_SELL : HG_SIDE_BUY, sell ? fair - 6 : fair + 6, q, HG_TIF_IOC);
+    }
+  }
+  return n;
+}
+
+static slot_t *slot_of(hg_demo_t *d, hg_oid_t order_id) {
+  for (size_t s = 0; s < SLOTS; s++)
+    if (d->slots[s].order_id == order_id) return &d->slots[s];
+  return NULL;
+}
+
+static int is_maker(hg_account_t a) {
+  return a >= HG_DEMO_MAKER_ACCOUNT(0) && a < HG_DEMO_MAKER_ACCOUNT(HG_DEMO_MAKERS);
+}
+
+void hg_demo_observe(hg_demo_t *d, const hg_pipe_out_t *rec) {
+  if (rec->kind != HG_PIPE_EVENT || rec->event.type != HG_XEV_BOOK) return;
+  const hg_book_event_t *e = &rec->event.book;
+  slot_t *sl;
+  switch (e->type) {
+  case HG_EV_ACCEPTED:
+  case HG_EV_REJECTED:
+    if (!is_maker(e->account) || e->cmd == HG_CMD_CANCEL || e->cmd == HG_CMD_REPLACE) break;
+    if ((e->client_order_id >> 40) != 1 || (e->client_order_id & 0xffffffffu) >= SLOTS) break;
+    sl = &d->slots[e->client_order_id & 0xffffffffu];
+    sl->pending = 0;
+    if (e->type == HG_EV_ACCEPTED) sl->order_id = e->order_id;
+    break;
+  case HG_EV_FILL:
+    if (is_maker(e->maker_account) && e->maker_leaves == 0 &&
+        (sl = slot_of(d, e->maker_order_id)) != NULL)
+      sl->order_id = 0;
+    /* An aggressive maker replace that trades away fully. */
+    if (is_maker(e->account) && e->leaves == 0 && (sl = slot_of(d, e->order_id)) != NULL)
+      sl->order_id = 0;
+    break;
+  case HG_EV_CANCELLED:
+    if (is_maker(e->account) && (sl = slot_of(d, e->order_id)) != NULL) sl->order_id = 0;
+    break;
+  default:
+    break;
+  }
+}

@@ -1,0 +1,65 @@
+/*
+ * demo.h - the demo market a newcomer sees on `ops/run`: a year of monthly
+ * B200 grade-A contracts, two market makers quoting the curve and two
+ * inference producers hedging rent with strips of futures.
+ *
+ * The demo is a client like any other: it produces hg_command_t values that
+ * the daemon submits to the pipeline, and learns its own order ids from the
+ * released records (hg_demo_observe). It may read the wall clock (to pick
+ * the listed months) and uses its own seeded generator; the state machine
+ * sees only the commands. Owned by one thread (the daemon's demo thread).
+ */
+#ifndef HOURGLASS_DEMO_H
+#define HOURGLASS_DEMO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hourglass/pipeline.h"
+
+#define HG_DEMO_MONTHS 12
+#define HG_DEMO_FIRST_INSTRUMENT 1
+#define HG_DEMO_MAKERS 2
+#define HG_DEMO_HEDGERS 2
+/* Accounts: makers 1001, 1002 (firm 100, 101); hedgers 2001, 2002 (firm 200,
+ * 201); a free account 3001 (firm 300) for the person trying it out. */
+#define HG_DEMO_MAKER_ACCOUNT(i) (1001u + (i))
+#define HG_DEMO_HEDGER_ACCOUNT(i) (2001u + (i))
+#define HG_DEMO_USER_ACCOUNT 3001u
+
+typedef struct hg_demo hg_demo_t;
+
+typedef struct hg_demo_instrument {
+  uint32_t id;
+  char symbol[HG_SYMBOL_MAX + 1];
+  int year, month;
+} hg_demo_instrument_t;
+
+/*
+ * Creates the demo. year/month: the current UTC month; the first listed
+ * contract is the next month. seed makes the flow reproducible.
+ * 0, HG_EINVAL or -ENOMEM.
+ */
+int hg_demo_create(int year, int month, uint64_t seed, hg_demo_t **out);
+void hg_demo_destroy(hg_demo_t *d);
+
+/* The listed contracts (HG_DEMO_MONTHS of them). */
+const hg_demo_instrument_t *hg_demo_instruments(const hg_demo_t *d);
+
+/* The commands that set the market up on an empty exchange: listings,
+ * accounts, deposits. Writes at most cap, returns how many there are. */
+size_t hg_demo_setup(hg_demo_t *d, hg_command_t *out, size_t cap);
+
+/* One step of simulated flow (call every few hundred milliseconds): quotes
+ * moved with the fair curve, fills replenished, now and then a hedger's
+ * strip. Writes at most cap commands, returns how many were written. */
+size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap);
+
+/* Feeds a released record back, so the makers know their live orders. */
+void hg_demo_observe(hg_demo_t *d, const hg_pipe_out_t *rec);
+
+/* Fair value of contract k (0-based) now, ticks; for tests and the index
+ * history the daemon publishes with the demo. */
+int64_t hg_demo_fair(const hg_demo_t *d, size_t k);
+
+#endif /* HOURGLASS_DEMO_H */
