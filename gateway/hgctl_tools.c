@@ -880,7 +880,9 @@ bad:
 
 #define CAPS_HELP                                                                        \
   "  --max-instruments N, --max-accounts N, --max-book-orders N: the capacities the\n" \
-  "  exchange ran with (defaults: the pipeline's, 64 / 4096 / 1048576).\n"
+  "  exchange ran with (defaults: the pipeline's, 64 / 4096 / 1048576). Clearing\n" \
+  "  and index parameters are the defaults; a state written with others shows as\n" \
+  "  a snapshot MISMATCH.\n"
 
 /* ------------------------------------------------------- statements */
 
@@ -1354,8 +1356,8 @@ out:
 
 static void replay_usage(FILE *o) {
   fputs("usage: hgctl replay --data DIR [--out DIR] [--expect DIR] [--fills FILE.csv]\n"
-        "                    [--fsp INSTRUMENT=TICKS[,INSTRUMENT=TICKS...]] [--quiet]\n"
-        "                    [capacities]\n"
+        "                    [--fsp INSTRUMENT=TICKS[,INSTRUMENT=TICKS...]]\n"
+        "                    [--fixings FILE --index GPU.GRADE] [--quiet] [capacities]\n"
         "  Replays DIR's journal from an empty exchange, read-only, and prints:\n"
         "    dsp seq=S day=D instrument=I price=P tier=T   each daily settlement price\n"
         "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
@@ -1381,7 +1383,11 @@ static void replay_usage(FILE *o) {
         "                 FINALIZE_FIXING if the file says FINAL, others are dropped\n"
         "                 (all of them for NO_FIX); same seqs. The snapshot is not\n"
         "                 compared. Nothing is written unless --out is given.\n"
-        "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n" CAPS_HELP,
+        "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n"
+        "  Nothing under DIR is written. Meant for a stopped exchange's directory (or a\n"
+        "  copy): on a running one the journal's in-flight tail may read as corrupt and\n"
+        "  the state store is copied with a plain file copy, which LMDB does not\n"
+        "  guarantee consistent while a writer commits.\n" CAPS_HELP,
         o);
 }
 
