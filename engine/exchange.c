@@ -547,9 +547,9 @@ static uint16_t risk_check_replace(hg_exchange_t *ex, const instrument_t *inst,
     if (rc != 0) return HG_XREJ_RISK;
     return (uint16_t)res->reason;
   }
-  hg_clearing_instrument_info_t info;
-  if (hg_clearing_instrument_info(ex->clr, inst->id, &info) != 0) return HG_XREJ_RISK;
-  int64_t ref = info.ref_price;
+  /* A replace that does not grow the order adds no risk: only the band. */
+  hg_price_t ref = 0;
+  if (hg_clearing_ref_price(ex->clr, inst->id, &ref) != 0) return HG_XREJ_RISK;
   uint32_t bps = ex->ccfg.band_bps;
   if (ref > 0 && bps > 0) {
     __int128 dev = (__int128)(c->new_price > ref ? c->new_price - ref : ref - c->new_price);

@@ -609,6 +609,13 @@ int hg_clearing_set_fixing(hg_clearing_t *c, uint32_t group_id, int64_t value_mi
   return 0;
 }
 
+int hg_clearing_ref_price(const hg_clearing_t *c, uint32_t instrument, hg_price_t *out) {
+  uint32_t s = map_get(&c->inst_map, instrument);
+  if (s == NIL32) return HG_ENOTFOUND;
+  *out = ref_price(c, &c->insts[s]);
+  return 0;
+}
+
 int hg_clearing_instrument_info(const hg_clearing_t *c, uint32_t instrument,
                                 hg_clearing_instrument_info_t *out) {
   uint32_t s = map_get(&c->inst_map, instrument);

@@ -106,6 +106,13 @@ static void instruments_are_validated(void **state) {
   /* instrument INST has a DSP: that is its reference */
   assert_int_equal(hg_clearing_instrument_info(c, INST, &ii), 0);
   assert_int_equal(ii.ref_price, 2000);
+  /* the O(1) accessor the order path uses agrees */
+  hg_price_t ref = -1;
+  assert_int_equal(hg_clearing_ref_price(c, 99, &ref), 0);
+  assert_int_equal(ref, 2101);
+  assert_int_equal(hg_clearing_ref_price(c, INST, &ref), 0);
+  assert_int_equal(ref, 2000);
+  assert_int_equal(hg_clearing_ref_price(c, 12345, &ref), HG_ENOTFOUND);
   hg_clearing_destroy(c);
 }
 

@@ -248,6 +248,11 @@ typedef struct hg_clearing_instrument_info {
   int64_t open_interest;         /* sum of long positions */
 } hg_clearing_instrument_info_t;
 
+/* The reference price of an instrument in ticks (last DSP, else the latest
+ * fixing rounded to a tick; 0 = none), in O(1): the order path's band check
+ * uses it. 0 and *out, or HG_ENOTFOUND. */
+int hg_clearing_ref_price(const hg_clearing_t *c, uint32_t instrument, hg_price_t *out);
+
 /* HG_ENOTFOUND. O(positions of the instrument) for open_interest. */
 int hg_clearing_instrument_info(const hg_clearing_t *c, uint32_t instrument,
                                 hg_clearing_instrument_info_t *out);
