@@ -40,7 +40,17 @@ struct hg_demo {
   int64_t walk;      /* front-month deviation from FRONT_FAIR, ticks */
   uint64_t steps;
   uint64_t next_clid;/* hedgers' client order ids */
+  int32_t today;     /* UTC day number, 0 = unknown */
 };
+
+void hg_demo_set_today(hg_demo_t *d, int32_t day) { d->today = day; }
+
+/* The demo's index history: rent drifting up towards the front month's fair
+ * value with a little day-to-day noise, micro-USD per GPU-hour. */
+static int64_t demo_fixing(int32_t days_ago, int32_t day) {
+  int64_t noise = (int64_t)(((uint32_t)day * 2654435761u) >> 27) - 16; /* -16..15 */
+  return (FRONT_FAIR - 2 * (int64_t)days_ago) * 1000 + noise * 250;
+}
 
 static uint64_t next_rand(hg_demo_t *d) {
   d->rng += 0x9e3779b97f4a7c15ull;
@@ -131,6 +141,25 @@ size_t hg_demo_setup(hg_demo_t *d, hg_command_t *out, size_t cap) {
     c.u.cash.account = accounts[i].account;
     c.u.cash.amount = accounts[i].usd * 1000000;
     EMIT(c);
+  }
+  for (int32_t ago = 30; d->today > 0 && ago >= 1; ago--) {
+    hg_command_t c;
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_PUBLISH_FIXING;
+    snprintf(c.u.fixing.gpu, sizeof c.u.fixing.gpu, "B200");
+    snprintf(c.u.fixing.grade, sizeof c.u.fixing.grade, "A");
+    c.u.fixing.day = d->today - ago;
+    c.u.fixing.value = demo_fixing(ago, c.u.fixing.day);
+    snprintf(c.u.fixing.source, sizeof c.u.fixing.source, "demo index history");
+    EMIT(c);
+    if (ago > 3) { /* the last three days are still provisional */
+      memset(&c, 0, sizeof c);
+      c.type = HG_COMMAND_FINALIZE_FIXING;
+      snprintf(c.u.index_day.gpu, sizeof c.u.index_day.gpu, "B200");
+      snprintf(c.u.index_day.grade, sizeof c.u.index_day.grade, "A");
+      c.u.index_day.day = d->today - ago;
+      EMIT(c);
+    }
   }
 #undef EMIT
   return n;

@@ -58,6 +58,11 @@ size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap);
 /* Feeds a released record back, so the makers know their live orders. */
 void hg_demo_observe(hg_demo_t *d, const hg_pipe_out_t *rec);
 
+/* The current UTC day number (days since 1970-01-01). When set (> 0) the
+ * setup also publishes the index's last 30 daily fixings (external, the
+ * older ones finalized) so the curve has its history. */
+void hg_demo_set_today(hg_demo_t *d, int32_t day);
+
 /* Fair value of contract k (0-based) now, ticks; for tests and the index
  * history the daemon publishes with the demo. */
 int64_t hg_demo_fair(const hg_demo_t *d, size_t k);

@@ -579,9 +579,24 @@ static void market(daemon_t *d, const char *path, const char *query, hg_http_res
     return;
   }
   if (strcmp(path, "/api/v1/fixings") == 0) {
-    /* SETTLEMENT: index fixings become events with the settlement commands;
-     * until then the list is empty and says so. */
-    hg_sbuf_puts(b, "{\"available\":false,\"fixings\":[]}\n");
+    static _Thread_local hg_md_fixing_t fx[HG_MD_FIXINGS];
+    size_t n = hg_mdview_fixings(d->view, fx, HG_MD_FIXINGS);
+    static const char *const status[] = {"", "PROVISIONAL", "FINAL", "NO_FIX"};
+    static const char *const kind[] = {"", "computed", "carried", "external"};
+    hg_sbuf_printf(b, "{\"available\":%s,\"fixings\":[", n ? "true" : "false");
+    for (size_t i = 0; i < n; i++) {
+      /* day number -> civil date (UTC) */
+      time_t t = (time_t)fx[i].day * 86400;
+      struct tm tm;
+      gmtime_r(&t, &tm);
+      hg_sbuf_printf(b,
+                     "%s{\"index\":\"IGX #%u\",\"day\":\"%04d-%02d-%02d\",\"value_micro_usd\":%" PRId64
+                     ",\"tier\":%u,\"status\":\"%s\",\"source\":\"%s\",\"inputs\":%" PRIu64 "}",
+                     i ? "," : "", fx[i].group, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     fx[i].value, fx[i].tier, fx[i].status < 4 ? status[fx[i].status] : "",
+                     fx[i].kind < 4 ? kind[fx[i].kind] : "", fx[i].inputs);
+    }
+    hg_sbuf_puts(b, "]}\n");
     return;
   }
   long id = query_u32(query, "instrument");
@@ -1197,6 +1212,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hourglassd: cannot create the demo market\n");
         return EXIT_START;
       }
+      hg_demo_set_today(d.demo, (int32_t)(now / 86400));
     } else if (strcmp(a, "--repair") == 0) {
       repair = 1;
     } else if ((strcmp(a, "--upto") == 0 || strcmp(a, "--max-seq") == 0) && has) {

@@ -59,7 +59,12 @@ struct hg_mdview {
   uint32_t last_hit;
   uint64_t lat_seq; /* last seq whose latency was recorded */
   int any_dirty;
+  hg_md_fixing_t fx[HG_MD_FIXINGS]; /* working copy, by (group, day) */
+  uint32_t nfx;
+  int fx_dirty;
   /* shared with readers */
+  hg_md_fixing_t fx_pub[HG_MD_FIXINGS]; /* guarded by mu */
+  uint32_t nfx_pub;
   pthread_mutex_t mu; /* guards pub */
   pub_t *pub;
   _Atomic uint32_t *ids;
@@ -221,6 +226,35 @@ static void latency(hg_mdview_t *v, uint64_t now, uint64_t ts) {
   atomic_fetch_add_explicit(&v->lat_sum, d, memory_order_relaxed);
 }
 
+/* Keeps the latest state of each (index, day) fixing; when full, the oldest
+ * day makes room. */
+static void apply_fixing(hg_mdview_t *v, const hg_exchange_event_t *ev) {
+  uint32_t i = 0;
+  while (i < v->nfx && !(v->fx[i].group == ev->group && v->fx[i].day == ev->day)) i++;
+  if (i == v->nfx) {
+    if (v->nfx == HG_MD_FIXINGS) {
+      uint32_t old = 0;
+      for (uint32_t k = 1; k < v->nfx; k++)
+        if (v->fx[k].day < v->fx[old].day) old = k;
+      i = old;
+    } else {
+      v->nfx++;
+    }
+  }
+  hg_md_fixing_t *f = &v->fx[i];
+  f->group = ev->group;
+  f->day = ev->day;
+  if (ev->outcome != HG_XFIX_FINALIZED) {
+    f->value = ev->price;
+    f->tier = ev->tier;
+    f->kind = ev->kind;
+    f->inputs = (uint64_t)ev->amount;
+  }
+  f->status = ev->status;
+  v->fx_dirty = 1;
+  v->any_dirty = 1;
+}
+
 static void apply_one(hg_mdview_t *v, const hg_exchange_event_t *ev) {
   work_t *w = slot(v, ev->instrument_id, ev->type == HG_XEV_LISTED || ev->type == HG_XEV_BOOK);
   if (w == NULL) return; /* not an instrument event, or out of slots */
@@ -272,7 +306,8 @@ void hg_mdview_apply(hg_mdview_t *v, const hg_pipe_out_t *recs, size_t n, uint64
       v->lat_seq = ev->seq;
       latency(v, now_ns, ev->ts);
     }
-    if (ev->instrument_id != 0) apply_one(v, ev);
+    if (ev->type == HG_XEV_FIXING) apply_fixing(v, ev);
+    else if (ev->instrument_id != 0) apply_one(v, ev);
   }
   /* relaxed: a statistic. */
   atomic_fetch_add_explicit(&v->records, n, memory_order_relaxed);
@@ -326,6 +361,11 @@ static void publish(hg_mdview_t *v, int wait) {
       copy_pub(v, i);
       v->work[i].dirty = 0;
     }
+  }
+  if (v->fx_dirty) {
+    memcpy(v->fx_pub, v->fx, sizeof v->fx);
+    v->nfx_pub = v->nfx;
+    v->fx_dirty = 0;
   }
   pthread_mutex_unlock(&v->mu);
   v->any_dirty = 0;
@@ -447,4 +487,19 @@ void hg_mdview_latency(const hg_mdview_t *v, hg_md_latency_t *out) {
 uint64_t hg_mdview_records(const hg_mdview_t *v) {
   /* relaxed: a statistic. */
   return atomic_load_explicit(&v->records, memory_order_relaxed);
+}
+
+static int fixing_cmp(const void *a, const void *b) {
+  const hg_md_fixing_t *x = a, *y = b;
+  if (x->day != y->day) return x->day < y->day ? -1 : 1;
+  return x->group < y->group ? -1 : x->group > y->group;
+}
+
+size_t hg_mdview_fixings(hg_mdview_t *v, hg_md_fixing_t *out, size_t cap) {
+  pthread_mutex_lock(&v->mu);
+  size_t n = v->nfx_pub < cap ? v->nfx_pub : cap;
+  memcpy(out, v->fx_pub, n * sizeof *out);
+  pthread_mutex_unlock(&v->mu);
+  qsort(out, n, sizeof *out, fixing_cmp);
+  return n;
 }

@@ -63,6 +63,18 @@ typedef struct hg_md_instrument {
   int64_t last_price, last_qty;
 } hg_md_instrument_t;
 
+/* One published index fixing (public data: the index, not who traded). */
+typedef struct hg_md_fixing {
+  uint32_t group;   /* the exchange's index (GPU, grade) number */
+  int32_t day;      /* UTC day number */
+  int64_t value;    /* micro-USD per GPU-hour; 0 for NO_FIX */
+  uint8_t tier, status, kind;
+  uint64_t inputs;  /* samples behind a computed fixing */
+} hg_md_fixing_t;
+
+/* Fixings the view keeps (the most recent days). */
+#define HG_MD_FIXINGS 64
+
 /* Latency buckets (upper bounds, ns) of the release-latency histogram. */
 #define HG_MD_LAT_BUCKETS 14
 extern const uint64_t hg_md_lat_bounds_ns[HG_MD_LAT_BUCKETS];
@@ -121,5 +133,9 @@ uint32_t hg_mdview_trade_cap(const hg_mdview_t *v);
  * of records applied. */
 void hg_mdview_latency(const hg_mdview_t *v, hg_md_latency_t *out);
 uint64_t hg_mdview_records(const hg_mdview_t *v);
+
+/* Copies the kept fixings, oldest day first, into out (cap entries);
+ * returns how many. Any thread. */
+size_t hg_mdview_fixings(hg_mdview_t *v, hg_md_fixing_t *out, size_t cap);
 
 #endif /* HOURGLASS_MDVIEW_H */

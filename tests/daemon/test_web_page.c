@@ -136,6 +136,10 @@ static void page_shows_the_demo_market(void **state) {
     if (got < want - 0.05 || got > want + 0.05)
       fail_msg("%s: page shows bid %.3f, exchange %.3f", sym, got, want);
   }
+  /* The index history the demo publishes: finalized days and the last
+   * three provisional ones, in the fixings table. */
+  assert_true(count(dom, "<td>FINAL</td>") >= 10);
+  assert_true(count(dom, "<td>PROVISIONAL</td>") >= 1);
   /* The ladder: price rows on both sides around a spread row. */
   assert_non_null(strstr(dom, "spread "));
   assert_true(count(dom, "<td class=\"ask\">") >= 8);

@@ -83,6 +83,30 @@ static void setup_lists_a_year_of_months(void **state) {
   assert_int_equal(hg_demo_create(2026, 13, 1, &d), HG_EINVAL);
 }
 
+/* With today's date the setup also publishes a month of index history: 30
+ * external fixings, all but the last three finalized, all accepted. */
+static void setup_publishes_an_index_history(void **state) {
+  (void)state;
+  run_t r;
+  memset(&r, 0, sizeof r);
+  assert_int_equal(hg_demo_create(2026, 12, 1, &r.demo), 0);
+  hg_demo_set_today(r.demo, 20424); /* 2025-12-02 */
+  hg_exchange_config_t cfg = {.max_instruments = 16, .max_accounts = 64, .max_book_orders = 1u << 14};
+  assert_int_equal(hg_exchange_create(&cfg, sink, &r, &r.ex), 0);
+  hg_command_t cmds[256];
+  size_t n = hg_demo_setup(r.demo, cmds, 256);
+  assert_int_equal(n, HG_DEMO_MONTHS + 10 + 30 + 27);
+  apply(&r, cmds, n);
+  assert_int_equal(r.rejects, 0);
+  hg_index_fixing_t f;
+  assert_int_equal(hg_exchange_fixing(r.ex, "B200", "A", 20424 - 4, &f), 0);
+  assert_int_equal(f.status, HG_INDEX_FINAL);
+  assert_int_equal(hg_exchange_fixing(r.ex, "B200", "A", 20424 - 1, &f), 0);
+  assert_int_equal(f.status, HG_INDEX_PROVISIONAL);
+  hg_exchange_destroy(r.ex);
+  hg_demo_destroy(r.demo);
+}
+
 static void makers_keep_every_book_two_sided(void **state) {
   (void)state;
   run_t r;
@@ -124,6 +148,7 @@ static void the_flow_is_reproducible(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(setup_lists_a_year_of_months),
+      cmocka_unit_test(setup_publishes_an_index_history),
       cmocka_unit_test(makers_keep_every_book_two_sided),
       cmocka_unit_test(the_flow_is_reproducible),
   };
