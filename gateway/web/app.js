@@ -106,7 +106,8 @@ function drawCurve() {
   // index history: the latest fixings as a band on the left ("spot")
   if (idx.length) {
     const pts = idx.slice(-30);
-    const x0 = pad.l + 4, x1 = x(0) - 20;
+    const slot = (w - pad.l - pad.r) / n; /* the index gets the first slot */
+    const x0 = pad.l + 6, x1 = pad.l + slot - 10;
     g.strokeStyle = col("--idx");
     g.lineWidth = 2;
     g.beginPath();
