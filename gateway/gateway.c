@@ -2155,21 +2155,17 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
       op_response(gw, p, ev, ev->reason);
     }
     break;
-  case HG_XEV_LISTED:
-    if (p != NULL && p->cmd.type == HG_COMMAND_LIST_INSTRUMENT) {
-      in = instr_add(gw, ev->instrument_id, p->cmd.u.list.symbol, &p->cmd.u.list.params,
-                     ISTATE(TRADING));
-    } else {
-      /* Listed by another submitter: the event does not carry the params. */
-      hg_book_params_t bp;
-      memset(&bp, 0, sizeof bp);
-      bp.instrument_id = ev->instrument_id;
-      bp.max_orders = 1024;
-      in = instr_add(gw, ev->instrument_id, "", &bp, ISTATE(TRADING));
-    }
+  case HG_XEV_LISTED: {
+    /* The event carries the symbol and parameters, whoever listed it (an
+     * operator session, the curve roll at expiry, the demo). */
+    char sym[HG_SYMBOL_MAX + 1];
+    memcpy(sym, ev->listed.symbol, sizeof sym);
+    sym[HG_SYMBOL_MAX] = '\0';
+    in = instr_add(gw, ev->instrument_id, sym, &ev->listed.params, ISTATE(TRADING));
     if (in == NULL) gw_log(gw, HG_PIPE_LOG_WARN, "instrument table full; market data missing");
     op_response(gw, p, ev, 0);
     break;
+  }
   case HG_XEV_DELISTED:
   case HG_XEV_HALTED:
   case HG_XEV_RESUMED:
