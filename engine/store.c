@@ -425,6 +425,26 @@ static int prune(MDB_txn *txn, MDB_dbi dbi, MDB_cursor *cur, uint32_t keep) {
   return rc;
 }
 
+/* Opens the write transaction of a snapshot at seq and a cursor on the
+ * snapshots table, refusing a seq below the newest stored one. On failure
+ * nothing is left open and the store's message says why. */
+static int snapshot_begin(hg_store_t *s, uint64_t seq, MDB_txn **txn, MDB_cursor **cur) {
+  int rc = mdb_txn_begin(s->env, NULL, 0, txn);
+  if (rc != 0) return fail(s, rc, "begin snapshot");
+  rc = mdb_cursor_open(*txn, s->snapshots, cur);
+  if (rc != 0) {
+    mdb_txn_abort(*txn);
+    return fail(s, rc, "saving snapshot");
+  }
+  int hg = check_newest(s, *cur, seq);
+  if (hg != 0) {
+    mdb_cursor_close(*cur);
+    mdb_txn_abort(*txn);
+    return hg;
+  }
+  return 0;
+}
+
 int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t len,
                            uint32_t keep) {
   int rc = need_open(s);
@@ -434,20 +454,9 @@ int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t
     return HG_EINVAL;
   }
   MDB_txn *txn;
-  rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-  if (rc != 0) return fail(s, rc, "begin snapshot");
   MDB_cursor *cur;
-  rc = mdb_cursor_open(txn, s->snapshots, &cur);
-  if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, "saving snapshot");
-  }
-  int hg = check_newest(s, cur, seq);
-  if (hg != 0) {
-    mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
-    return hg;
-  }
+  rc = snapshot_begin(s, seq, &txn, &cur);
+  if (rc != 0) return rc;
   uint8_t key[8];
   be64(key, seq);
   MDB_val k = {.mv_size = 8, .mv_data = key};
@@ -473,20 +482,9 @@ int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep
     return HG_EINVAL;
   }
   MDB_txn *txn;
-  rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-  if (rc != 0) return fail(s, rc, "begin snapshot");
   MDB_cursor *cur;
-  rc = mdb_cursor_open(txn, s->snapshots, &cur);
-  if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, "saving snapshot");
-  }
-  int hg = check_newest(s, cur, seq);
-  if (hg != 0) {
-    mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
-    return hg;
-  }
+  rc = snapshot_begin(s, seq, &txn, &cur);
+  if (rc != 0) return rc;
   /* MDB_RESERVE: LMDB makes room in the map and the exchange serializes
    * into it directly. */
   size_t len = hg_exchange_serialized_size(ex);
