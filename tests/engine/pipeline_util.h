@@ -56,12 +56,16 @@ static inline void util_null_sink(void *ctx, const hg_exchange_event_t *ev) {
 /* For tests about sessions, routing, isolation or tooling, not money: the
  * clearing runs with no band and no margin so that any price passes the
  * pre-trade check (the money rules have their own tests). */
+static inline void util_no_risk_config(hg_clearing_config_t *c) {
+  hg_clearing_config_default(c);
+  c->band_bps = 0;
+  c->im_rate_bps = 0;
+  c->im_rate_delivery_bps = 0;
+}
+
 static inline const hg_clearing_config_t *util_no_risk(void) {
   static hg_clearing_config_t c;
-  hg_clearing_config_default(&c);
-  c.band_bps = 0;
-  c.im_rate_bps = 0;
-  c.im_rate_delivery_bps = 0;
+  util_no_risk_config(&c);
   return &c;
 }
 

@@ -19,6 +19,7 @@
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
 #include "hourglass/sha256.h"
+#include "pipeline_util.h"
 
 /* ------------------------------------------------------------------------ */
 /* Event recorder and command builders                                       */
@@ -65,10 +66,7 @@ typedef struct fx {
  * the clearing runs with no band and no margin so that any order passes
  * (margin, limits and band are tested in test_settlement_flow.c). */
 static hg_exchange_config_t cfg_no_risk(hg_clearing_config_t *ccfg) {
-  hg_clearing_config_default(ccfg);
-  ccfg->band_bps = 0;
-  ccfg->im_rate_bps = 0;
-  ccfg->im_rate_delivery_bps = 0;
+  util_no_risk_config(ccfg);
   ccfg->max_positions = 512; /* small tables: restores are tried thousands of times */
   ccfg->ledger_initial = 64;
   ccfg->max_firms = 32;

@@ -23,6 +23,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/gateway.h"
+#include "pipeline_util.h"
 
 static int mkdir_p(const char *d) { return mkdir(d, 0700) == 0 || errno == EEXIST ? 0 : -errno; }
 
@@ -79,12 +80,7 @@ int main(int argc, char **argv) {
   pc.exchange.max_accounts = 4096;
   pc.exchange.max_book_orders = 1u << 16;
   /* A development server: no band and no margin, any price passes. */
-  hg_clearing_config_t no_risk;
-  hg_clearing_config_default(&no_risk);
-  no_risk.band_bps = 0;
-  no_risk.im_rate_bps = 0;
-  no_risk.im_rate_delivery_bps = 0;
-  pc.exchange.clearing = &no_risk;
+  pc.exchange.clearing = util_no_risk();
   pc.durability = unsafe ? HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE : HG_DURABILITY_DURABLE;
   pc.out_notify = hg_gateway_notify;
   pc.out_notify_ctx = gw;
