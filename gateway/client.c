@@ -831,3 +831,212 @@ int hg_client_parse_hex(const char *hex, uint8_t *out, size_t cap) {
   }
   return (int)(n / 2);
 }
+
+/* ------------------------------------------------- operator and quotes */
+
+#define ENV_SEND(c, field, BODY, msg, seq)                    \
+  do {                                                        \
+    Hourglass__V1__Envelope env_ = HOURGLASS__V1__ENVELOPE__INIT; \
+    env_.body_case = HOURGLASS__V1__ENVELOPE__BODY_##BODY;    \
+    env_.field = (msg);                                       \
+    return hg_client_send((c), &env_, (seq));                 \
+  } while (0)
+
+int hg_client_provider_grade(hg_client_t *c, const char *provider, const char *gpu,
+                             const char *grade, int32_t effective_day, uint64_t *seq) {
+  if (provider == NULL || gpu == NULL || grade == NULL) return HG_EINVAL;
+  Hourglass__V1__ProviderGrade m = HOURGLASS__V1__PROVIDER_GRADE__INIT;
+  m.provider = (char *)provider;
+  m.gpu = (char *)gpu;
+  m.grade = (char *)grade;
+  m.effective_day = effective_day;
+  ENV_SEND(c, set_provider_grade, SET_PROVIDER_GRADE, &m, seq);
+}
+
+/* Encoded size of a length-delimited field with a body of n bytes. */
+static size_t field_size(size_t n) {
+  size_t v = 1;
+  for (size_t x = n; x >= 0x80; x >>= 7) v++;
+  return 1 + v + n;
+}
+
+int hg_client_publish_samples(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                              const hg_index_sample_t *s, size_t n, size_t *taken,
+                              uint64_t *seq) {
+  if (gpu == NULL || grade == NULL || s == NULL || n == 0 || taken == NULL) return HG_EINVAL;
+  size_t cap = n < HG_CLIENT_SAMPLES_MAX ? n : HG_CLIENT_SAMPLES_MAX;
+  /* The one allocation outside create: this request's message, freed here. */
+  Hourglass__V1__IndexSample *xs = malloc(cap * sizeof *xs);
+  Hourglass__V1__IndexSample **xp = malloc(cap * sizeof *xp);
+  if (xs == NULL || xp == NULL) {
+    free(xs);
+    free(xp);
+    return -ENOMEM;
+  }
+  Hourglass__V1__PublishSamples m = HOURGLASS__V1__PUBLISH_SAMPLES__INIT;
+  m.gpu = (char *)gpu;
+  m.grade = (char *)grade;
+  m.day = day;
+  m.samples = xp;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_PUBLISH_SAMPLES;
+  env.publish_samples = &m;
+  /* Room for the envelope's seq and the message header besides the samples. */
+  size_t budget = c->cfg.max_frame - 64, used = hourglass__v1__publish_samples__get_packed_size(&m);
+  size_t k = 0;
+  for (; k < cap; k++) {
+    Hourglass__V1__IndexSample *x = &xs[k];
+    hourglass__v1__index_sample__init(x);
+    x->ts = s[k].ts;
+    x->provider = (char *)s[k].provider;
+    x->region = (char *)s[k].region;
+    x->gpu = (char *)s[k].gpu;
+    x->grade = (char *)s[k].grade;
+    x->term_days = s[k].term_days;
+    x->price = s[k].price;
+    x->volume = s[k].volume;
+    x->kind = s[k].kind == HG_INDEX_QUOTE ? HOURGLASS__V1__SAMPLE_KIND__SAMPLE_QUOTE
+                                          : HOURGLASS__V1__SAMPLE_KIND__SAMPLE_TRADE;
+    size_t add = field_size(hourglass__v1__index_sample__get_packed_size(x));
+    if (used + add > budget) break;
+    used += add;
+    xp[k] = x;
+  }
+  int rc = HG_EINVAL;
+  if (k > 0) {
+    m.n_samples = k;
+    rc = hg_client_send(c, &env, seq);
+    if (rc == 0) *taken = k;
+  }
+  free(xs);
+  free(xp);
+  return rc;
+}
+
+static int index_day(hg_client_t *c, uint32_t body, const char *gpu, const char *grade,
+                     int32_t day, uint64_t *seq) {
+  if (gpu == NULL || grade == NULL) return HG_EINVAL;
+  Hourglass__V1__IndexDay m = HOURGLASS__V1__INDEX_DAY__INIT;
+  m.gpu = (char *)gpu;
+  m.grade = (char *)grade;
+  m.day = day;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = (Hourglass__V1__Envelope__BodyCase)body;
+  /* The three IndexDay bodies share the oneof's storage. */
+  env.discard_samples = &m;
+  return hg_client_send(c, &env, seq);
+}
+
+int hg_client_discard_samples(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                              uint64_t *seq) {
+  return index_day(c, HOURGLASS__V1__ENVELOPE__BODY_DISCARD_SAMPLES, gpu, grade, day, seq);
+}
+
+int hg_client_compute_fixing(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                             uint64_t *seq) {
+  return index_day(c, HOURGLASS__V1__ENVELOPE__BODY_COMPUTE_FIXING, gpu, grade, day, seq);
+}
+
+int hg_client_finalize_fixing(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                              uint64_t *seq) {
+  return index_day(c, HOURGLASS__V1__ENVELOPE__BODY_FINALIZE_FIXING, gpu, grade, day, seq);
+}
+
+int hg_client_publish_fixing(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                             int64_t value, const char *source, uint64_t *seq) {
+  if (gpu == NULL || grade == NULL || source == NULL) return HG_EINVAL;
+  Hourglass__V1__PublishFixing m = HOURGLASS__V1__PUBLISH_FIXING__INIT;
+  m.gpu = (char *)gpu;
+  m.grade = (char *)grade;
+  m.day = day;
+  m.value = value;
+  m.source = (char *)source;
+  ENV_SEND(c, publish_fixing, PUBLISH_FIXING, &m, seq);
+}
+
+int hg_client_daily_settlement(hg_client_t *c, int32_t day, uint64_t *seq) {
+  Hourglass__V1__DailySettlement m = HOURGLASS__V1__DAILY_SETTLEMENT__INIT;
+  m.day = day;
+  ENV_SEND(c, daily_settlement, DAILY_SETTLEMENT, &m, seq);
+}
+
+int hg_client_expire(hg_client_t *c, uint32_t instrument_id, uint64_t *seq) {
+  Hourglass__V1__Expire m = HOURGLASS__V1__EXPIRE__INIT;
+  m.instrument_id = instrument_id;
+  ENV_SEND(c, expire, EXPIRE, &m, seq);
+}
+
+int hg_client_list_curve(hg_client_t *c, const char *gpu, const char *grade, uint32_t year,
+                         uint32_t month, uint32_t first_id, uint32_t max_orders,
+                         uint32_t max_accounts, int64_t ref_price, uint64_t *seq) {
+  if (gpu == NULL || grade == NULL) return HG_EINVAL;
+  Hourglass__V1__ListCurve m = HOURGLASS__V1__LIST_CURVE__INIT;
+  m.gpu = (char *)gpu;
+  m.grade = (char *)grade;
+  m.year = year;
+  m.month = month;
+  m.first_instrument_id = first_id;
+  m.max_orders = max_orders;
+  m.max_accounts = max_accounts;
+  m.has_ref_price = ref_price != 0;
+  m.ref_price = ref_price;
+  ENV_SEND(c, list_curve, LIST_CURVE, &m, seq);
+}
+
+int hg_client_halt(hg_client_t *c, uint32_t instrument_id, bool resume, uint64_t *seq) {
+  if (resume) {
+    Hourglass__V1__Resume m = HOURGLASS__V1__RESUME__INIT;
+    m.instrument_id = instrument_id;
+    ENV_SEND(c, resume, RESUME, &m, seq);
+  }
+  Hourglass__V1__Halt m = HOURGLASS__V1__HALT__INIT;
+  m.instrument_id = instrument_id;
+  ENV_SEND(c, halt, HALT, &m, seq);
+}
+
+int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint64_t *seq) {
+  Hourglass__V1__AddAccount m = HOURGLASS__V1__ADD_ACCOUNT__INIT;
+  m.account = account;
+  m.firm = firm;
+  ENV_SEND(c, add_account, ADD_ACCOUNT, &m, seq);
+}
+
+int hg_client_cash(hg_client_t *c, uint32_t account, int64_t amount, bool withdraw,
+                   uint64_t *seq) {
+  if (withdraw) {
+    Hourglass__V1__Withdraw m = HOURGLASS__V1__WITHDRAW__INIT;
+    m.account = account;
+    m.amount = amount;
+    ENV_SEND(c, withdraw, WITHDRAW, &m, seq);
+  }
+  Hourglass__V1__Deposit m = HOURGLASS__V1__DEPOSIT__INIT;
+  m.account = account;
+  m.amount = amount;
+  ENV_SEND(c, deposit, DEPOSIT, &m, seq);
+}
+
+int hg_client_mass_quote(hg_client_t *c, uint32_t quote_group,
+                         const Hourglass__V1__QuoteEntry *const *entries, size_t n,
+                         int64_t mmp_qty, uint32_t mmp_window_ms, uint64_t *seq) {
+  if (entries == NULL || n == 0) return HG_EINVAL;
+  Hourglass__V1__MassQuote m = HOURGLASS__V1__MASS_QUOTE__INIT;
+  m.quote_group = quote_group;
+  m.n_entries = n;
+  m.entries = (Hourglass__V1__QuoteEntry **)entries;
+  m.has_mmp_qty = mmp_qty != 0;
+  m.mmp_qty = mmp_qty;
+  m.has_mmp_window_ms = mmp_window_ms != 0;
+  m.mmp_window_ms = mmp_window_ms;
+  ENV_SEND(c, mass_quote, MASS_QUOTE, &m, seq);
+}
+
+int hg_client_quote_group_reset(hg_client_t *c, uint32_t quote_group, uint64_t *seq) {
+  Hourglass__V1__QuoteGroupReset m = HOURGLASS__V1__QUOTE_GROUP_RESET__INIT;
+  m.quote_group = quote_group;
+  ENV_SEND(c, quote_group_reset, QUOTE_GROUP_RESET, &m, seq);
+}
+
+int hg_client_drop_copy(hg_client_t *c, uint64_t *seq) {
+  Hourglass__V1__DropCopySubscribe m = HOURGLASS__V1__DROP_COPY_SUBSCRIBE__INIT;
+  ENV_SEND(c, drop_copy_subscribe, DROP_COPY_SUBSCRIBE, &m, seq);
+}

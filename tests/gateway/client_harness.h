@@ -33,6 +33,8 @@ typedef struct ch_options {
   uint32_t ring_capacity;    /* pipeline rings, power of two; 0: 16384 */
   uint64_t segment_size;     /* journal segment bytes; 0: 4 MiB (tests) */
   int verbose;               /* server logs to stderr */
+  uint64_t (*clock)(void *ctx); /* the sequencer's clock; NULL: the wall clock */
+  void *clock_ctx;
 } ch_options_t;
 
 typedef struct ch_server {
@@ -101,6 +103,8 @@ static inline int ch_create(ch_server_t *s, const ch_options_t *o) {
     pc.journal.batch_bytes = 4u << 20;
   }
   pc.durability = o->durable ? HG_DURABILITY_DURABLE : HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE;
+  pc.clock = o->clock;
+  pc.clock_ctx = o->clock_ctx;
   pc.out_notify = hg_gateway_notify;
   pc.out_notify_ctx = s->gw;
   rc = hg_pipeline_open(&pc, &s->p);

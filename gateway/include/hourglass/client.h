@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hourglass/index.h"
 #include "hourglass/wire.h"
 
 #ifdef __cplusplus
@@ -188,6 +189,57 @@ int hg_client_instruments(hg_client_t *c, uint64_t *seq);
 /* depth 0: the server default (10). */
 int hg_client_md_subscribe(hg_client_t *c, uint32_t instrument_id, uint32_t depth, uint64_t *seq);
 int hg_client_md_unsubscribe(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
+
+/*
+ * Operator settlement commands (proto/README.md, "Settlement commands").
+ * Each is one request answered by one SettlementResult with its ref_seq;
+ * days are UTC day numbers (hg_index_day_parse()). Strings are copied into
+ * the frame; they are checked by the server (REJ_INVALID_REQUEST).
+ */
+int hg_client_provider_grade(hg_client_t *c, const char *provider, const char *gpu,
+                             const char *grade, int32_t effective_day, uint64_t *seq);
+/*
+ * Sends one PublishSamples with samples s[0 .. *taken) of s[0..n): as many
+ * as fit one frame (config.max_frame, less a margin) and at most
+ * HG_CLIENT_SAMPLES_MAX. Call again with s + *taken for the rest. Returns
+ * 0, HG_EINVAL (n 0, or one sample alone does not fit a frame) or
+ * hg_client_send's errors.
+ */
+#define HG_CLIENT_SAMPLES_MAX 1024
+int hg_client_publish_samples(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                              const hg_index_sample_t *s, size_t n, size_t *taken,
+                              uint64_t *seq);
+/* DISCARD_SAMPLES, COMPUTE_FIXING, FINALIZE_FIXING of (gpu, grade, day). */
+int hg_client_discard_samples(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                              uint64_t *seq);
+int hg_client_compute_fixing(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                             uint64_t *seq);
+int hg_client_finalize_fixing(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                              uint64_t *seq);
+/* An externally computed fixing: value micro-USD per GPU-hour, source 1..47 bytes. */
+int hg_client_publish_fixing(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
+                             int64_t value, const char *source, uint64_t *seq);
+int hg_client_daily_settlement(hg_client_t *c, int32_t day, uint64_t *seq);
+int hg_client_expire(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
+/* Twelve monthly contracts from (year, month), ids first_id .. first_id + 11;
+ * ref_price 0: none. */
+int hg_client_list_curve(hg_client_t *c, const char *gpu, const char *grade, uint32_t year,
+                         uint32_t month, uint32_t first_id, uint32_t max_orders,
+                         uint32_t max_accounts, int64_t ref_price, uint64_t *seq);
+/* Existing operator commands. */
+int hg_client_halt(hg_client_t *c, uint32_t instrument_id, bool resume, uint64_t *seq);
+int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint64_t *seq);
+/* withdraw false: Deposit; true: Withdraw. amount micro-USD > 0. */
+int hg_client_cash(hg_client_t *c, uint32_t account, int64_t amount, bool withdraw,
+                   uint64_t *seq);
+/* Market makers: a MassQuote of n entries (1..64) in quote_group; mmp_qty 0
+ * and mmp_window_ms 0 leave the gateway's protection defaults. */
+int hg_client_mass_quote(hg_client_t *c, uint32_t quote_group,
+                         const Hourglass__V1__QuoteEntry *const *entries, size_t n,
+                         int64_t mmp_qty, uint32_t mmp_window_ms, uint64_t *seq);
+int hg_client_quote_group_reset(hg_client_t *c, uint32_t quote_group, uint64_t *seq);
+/* Risk viewers: start the firm's drop copy. */
+int hg_client_drop_copy(hg_client_t *c, uint64_t *seq);
 
 /*
  * Asks the server to resend its stream frames [from_seq, from_seq + count)

@@ -1,0 +1,363 @@
+/*
+ * test_operator.c - the operator's settlement commands end to end over
+ * loopback TCP: the client library against a real gateway and pipeline
+ * whose sequencer clock the test sets. An operator grades providers,
+ * publishes samples (split over several frames by the client), computes,
+ * publishes and finalizes fixings, runs two daily cycles and expires the
+ * contract; every number is worked out by hand below. Traders get the role
+ * reject for each settlement command.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "client_harness.h"
+
+#define OP 1u
+#define OP2 2u
+#define TA 10u
+#define TB 11u
+#define ACC_A 100u
+#define ACC_B 200u
+#define TV 1000000 /* tick value per contract, micro-USD */
+
+typedef Hourglass__V1__Envelope env_t;
+typedef Hourglass__V1__SettlementResult sres_t;
+#define BODY(x) HOURGLASS__V1__ENVELOPE__BODY_##x
+
+static _Atomic uint64_t g_now; /* the sequencer's clock, ns */
+static uint64_t test_clock(void *ctx) {
+  (void)ctx;
+  return atomic_load(&g_now);
+}
+
+static int32_t day_of(const char *s) {
+  int32_t d = 0;
+  assert_int_equal(hg_index_day_parse(s, 10, &d), 0);
+  return d;
+}
+
+/* Sets the clock to day + secs. */
+static void set_time(int32_t day, int64_t secs) {
+  atomic_store(&g_now, ((uint64_t)day * 86400u + (uint64_t)secs) * 1000000000ull);
+}
+
+/* The SettlementResult answering seq (NULL on anything else). Valid until
+ * the next receive on c. */
+static const sres_t *await_result(hg_client_t *c, uint64_t seq) {
+  for (;;) {
+    const env_t *e = NULL;
+    if (hg_client_recv(c, 5000, &e) <= 0) return NULL;
+    if (e->body_case == BODY(SETTLEMENT_RESULT) && e->settlement_result->ref_seq == seq)
+      return e->settlement_result;
+    if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) return NULL;
+    if (e->body_case == BODY(TERMINATE)) return NULL;
+  }
+}
+
+static int ok_result(hg_client_t *c, uint64_t seq) {
+  const sres_t *r = await_result(c, seq);
+  if (r == NULL) return -1;
+  return (int)r->reason;
+}
+
+static hg_client_t *login(ch_server_t *s, uint64_t key, uint32_t max_frame) {
+  uint8_t sec[32];
+  ch_secret(key, sec);
+  hg_client_config_t cfg;
+  hg_client_config_init(&cfg);
+  cfg.port = s->port;
+  cfg.key_id = key;
+  cfg.secret = sec;
+  cfg.secret_len = 32;
+  cfg.max_frame = max_frame;
+  hg_client_t *c = NULL;
+  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  assert_int_equal(hg_client_connect(c), 0);
+  return c;
+}
+
+static void order(hg_client_t *c, uint32_t side, int64_t price, int64_t qty, uint64_t clordid) {
+  hg_client_order_t o = {.instrument_id = 1, .client_order_id = clordid, .side = side,
+                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
+                         .price = price, .qty = qty};
+  uint64_t seq = 0;
+  assert_int_equal(hg_client_new_order(c, &o, &seq), 0);
+  for (;;) { /* the NEW (or a reject) answers it */
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
+    if (e->body_case != BODY(EXECUTION_REPORT) || e->execution_report->ref_seq != seq) continue;
+    assert_int_equal(e->execution_report->exec_type, HOURGLASS__V1__EXEC_TYPE__EXEC_NEW);
+    return;
+  }
+}
+
+/* 5 providers x 12 hours of day, one trade each: hour h at 0.500000 +
+ * h x 0.001000 USD, 20 GPU-hours. Median M = 505000 (the 30th of 60),
+ * MAD = 3000, nothing is an outlier (|p - M| <= 6000 < 13343), no provider
+ * exceeds the cap (240 of 1200 = C), each hour's median is its price, so
+ * the fixing is round-half-up(mean(500000..511000)) = 505500. */
+static size_t make_samples(int32_t day, hg_index_sample_t *out) {
+  size_t n = 0;
+  for (int h = 0; h < 12; h++) {
+    for (int p = 1; p <= 5; p++) {
+      hg_index_sample_t *x = &out[n++];
+      memset(x, 0, sizeof *x);
+      x->ts = (int64_t)day * 86400 + h * 3600 + 60 + p;
+      x->price = 500000 + h * 1000;
+      x->volume = 20;
+      x->term_days = 30;
+      x->kind = HG_INDEX_TRADE;
+      snprintf(x->provider, sizeof x->provider, "prov%d", p);
+      snprintf(x->region, sizeof x->region, "us-east");
+      snprintf(x->gpu, sizeof x->gpu, "B200");
+      snprintf(x->grade, sizeof x->grade, "A");
+    }
+  }
+  return n;
+}
+
+static void list_contract(hg_client_t *op) {
+  Hourglass__V1__ListInstrument l = HOURGLASS__V1__LIST_INSTRUMENT__INIT;
+  l.instrument_id = 1;
+  l.symbol = "B200.A.2027-02";
+  l.tick_size = 1000;
+  l.contract_unit = 1000;
+  l.min_price = 1;
+  l.max_price = 100000;
+  l.max_order_qty = 1000;
+  l.max_orders = 1024;
+  l.max_accounts = 64;
+  l.has_ref_price = 1;
+  l.ref_price = 500;
+  env_t e = HOURGLASS__V1__ENVELOPE__INIT;
+  e.body_case = BODY(LIST_INSTRUMENT);
+  e.list_instrument = &l;
+  uint64_t seq = 0;
+  assert_int_equal(hg_client_send(op, &e, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+}
+
+static void test_settlement_through_gateway(void **state) {
+  (void)state;
+  const int32_t d1 = day_of("2027-02-01"), d3 = day_of("2027-02-03"), d10 = day_of("2027-02-10"),
+                d27 = day_of("2027-02-27"), d28 = day_of("2027-02-28");
+  set_time(d10, 12 * 3600);
+  ch_server_t s;
+  ch_options_t o = {.clock = test_clock};
+  assert_int_equal(ch_create(&s, &o), 0);
+  assert_int_equal(ch_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ch_add_key(&s, OP2, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ch_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ch_add_key(&s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
+  assert_int_equal(ch_run(&s), 0);
+  hg_client_t *op = login(&s, OP, 0);
+  uint64_t seq = 0;
+  list_contract(op);
+  assert_int_equal(hg_client_add_account(op, ACC_A, 1, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_add_account(op, ACC_B, 2, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_cash(op, ACC_A, 1000000000, false, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_cash(op, ACC_B, 1000000000, false, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+
+  /* A buys 2 from B at 510; then a resting bid 505 (A) and ask 509 (B). */
+  hg_client_t *ta = login(&s, TA, 0), *tb = login(&s, TB, 0);
+  order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 510, 2, 1);
+  order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 510, 2, 1);
+  order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 505, 1, 2);
+  order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 509, 1, 2);
+
+  /* Providers graded A from 2027-01-01. */
+  for (int p = 1; p <= 5; p++) {
+    char name[16];
+    snprintf(name, sizeof name, "prov%d", p);
+    assert_int_equal(hg_client_provider_grade(op, name, "B200", "A", day_of("2027-01-01"), &seq), 0);
+    assert_int_equal(ok_result(op, seq), 0);
+  }
+
+  /* A batch with one bad sample (empty provider) is refused whole. */
+  hg_index_sample_t smp[60];
+  size_t n = make_samples(d3, smp);
+  hg_index_sample_t bad[8];
+  memcpy(bad, smp, sizeof bad);
+  bad[5].provider[0] = '\0';
+  size_t taken = 0;
+  assert_int_equal(hg_client_publish_samples(op, "B200", "A", d3, bad, 8, &taken, &seq), 0);
+  assert_int_equal(taken, 8);
+  const sres_t *r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, HOURGLASS__V1__REJECT_REASON__REJ_INVALID_REQUEST);
+  assert_non_null(r->text);
+  assert_non_null(strstr(r->text, "samples 4..7"));
+
+  /* The 60 samples through a client whose frames hold fewer: several
+   * messages, every sample staged once. */
+  hg_client_t *small = NULL;
+  {
+    uint8_t sec[32];
+    ch_secret(OP2, sec);
+    hg_client_config_t cfg;
+    hg_client_config_init(&cfg);
+    cfg.port = s.port;
+    cfg.key_id = OP2;
+    cfg.secret = sec;
+    cfg.secret_len = 32;
+    cfg.max_frame = 1024;
+    assert_int_equal(hg_client_create(&cfg, &small), 0);
+  }
+  assert_int_equal(hg_client_connect(small), 0);
+  size_t sent = 0, msgs = 0;
+  uint32_t staged = 0;
+  while (sent < n) {
+    assert_int_equal(hg_client_publish_samples(small, "B200", "A", d3, smp + sent, n - sent,
+                                               &taken, &seq), 0);
+    r = await_result(small, seq);
+    assert_non_null(r);
+    assert_int_equal(r->reason, 0);
+    assert_int_equal(r->samples_accepted, taken);
+    sent += taken;
+    staged = r->samples_staged;
+    msgs++;
+  }
+  assert_true(msgs >= 3);
+  assert_int_equal(staged, 60);
+  hg_client_logout(small, 1000);
+  hg_client_destroy(small);
+
+  assert_int_equal(hg_client_compute_fixing(op, "B200", "A", d3, &seq), 0);
+  r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, 0);
+  assert_int_equal(r->fixing_value, 505500);
+  assert_int_equal(r->fixing_tier, 1);
+  assert_int_equal(r->fixing_status, HOURGLASS__V1__FIXING_STATUS__FIXING_PROVISIONAL);
+  assert_int_equal(r->fixing_kind, 1);     /* computed */
+  assert_int_equal(r->fixing_outcome, 1);  /* published */
+  assert_int_equal(r->fixing_inputs, 60);
+  assert_int_equal(r->day, d3);
+
+  /* Every other day of February: an external 0.500000. */
+  for (int32_t d = d1; d <= d28; d++) {
+    if (d == d3) continue;
+    assert_int_equal(hg_client_publish_fixing(op, "B200", "A", d, 500000, "ext-index", &seq), 0);
+    assert_int_equal(ok_result(op, seq), 0);
+  }
+
+  /* Day cycle of the 10th at 16:00:01: DSP tier 2 = (505 + 509) / 2 = 507.
+   * VM: A bought 2 at 510: 2 x (507 - 510) x TV = -6,000,000; B +6,000,000. */
+  set_time(d10, 16 * 3600 + 1);
+  assert_int_equal(hg_client_daily_settlement(op, d10, &seq), 0);
+  r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, 0);
+  assert_int_equal(r->day, d10);
+  assert_int_equal(r->contracts_settled, 1);
+  assert_int_equal(r->n_contracts, 1);
+  assert_int_equal(r->contracts[0]->instrument_id, 1);
+  assert_int_equal(r->contracts[0]->dsp, 507);
+  assert_int_equal(r->contracts[0]->tier, 2);
+  assert_true(r->has_vm_sum);
+  assert_int_equal(r->vm_sum, 0);
+  assert_int_equal(r->vm_paid, -6 * TV);
+  assert_int_equal(r->vm_received, 6 * TV);
+  assert_int_equal(r->vm_entries, 2);
+  /* The same day again is refused: NOT_IN_STATE. */
+  assert_int_equal(hg_client_daily_settlement(op, d10, &seq), 0);
+  assert_int_equal(ok_result(op, seq), HOURGLASS__V1__REJECT_REASON__REJ_NOT_IN_STATE);
+
+  /* Expiry before the last trading day's cycle: NOT_IN_STATE. */
+  assert_int_equal(hg_client_expire(op, 1, &seq), 0);
+  assert_int_equal(ok_result(op, seq), HOURGLASS__V1__REJECT_REASON__REJ_NOT_IN_STATE);
+
+  /* Finalize every day but the 27th. */
+  for (int32_t d = d1; d <= d28; d++) {
+    if (d == d27) continue;
+    assert_int_equal(hg_client_finalize_fixing(op, "B200", "A", d, &seq), 0);
+    r = await_result(op, seq);
+    assert_non_null(r);
+    assert_int_equal(r->reason, 0);
+    assert_int_equal(r->fixing_status, HOURGLASS__V1__FIXING_STATUS__FIXING_FINAL);
+    assert_int_equal(r->fixing_outcome, 4);
+  }
+  /* FINAL never changes. */
+  assert_int_equal(hg_client_publish_fixing(op, "B200", "A", d3, 600000, "late", &seq), 0);
+  assert_int_equal(ok_result(op, seq), HOURGLASS__V1__REJECT_REASON__REJ_FIXING_FINAL);
+
+  /* Last trading day's cycle: the book is unchanged (507), no VM. */
+  set_time(d28, 16 * 3600 + 1);
+  assert_int_equal(hg_client_daily_settlement(op, d28, &seq), 0);
+  r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, 0);
+  assert_int_equal(r->contracts[0]->dsp, 507);
+  assert_int_equal(r->vm_sum, 0);
+  assert_int_equal(r->vm_paid, 0);
+
+  /* Expiry waits for the 27th, and says so. */
+  assert_int_equal(hg_client_expire(op, 1, &seq), 0);
+  r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, HOURGLASS__V1__REJECT_REASON__REJ_FIXINGS_MISSING);
+  assert_int_equal(r->n_missing, 1);
+  assert_int_equal(r->missing[0]->day, d27);
+  assert_int_equal(r->missing[0]->status, HOURGLASS__V1__FIXING_STATUS__FIXING_PROVISIONAL);
+  assert_false(r->has_fsp);
+
+  assert_int_equal(hg_client_finalize_fixing(op, "B200", "A", d27, &seq), 0);
+  assert_int_equal(ok_result(op, seq), 0);
+  /* FSP = (27 x 500000 + 505500) / 28 = 500196.4 micro-USD -> 500 ticks.
+   * A: 2 x (500 - 507) x TV = -14,000,000; B: +14,000,000. */
+  assert_int_equal(hg_client_expire(op, 1, &seq), 0);
+  r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, 0);
+  assert_int_equal(r->instrument_id, 1);
+  assert_int_equal(r->fsp, 500);
+  assert_int_equal(r->positions_closed, 2);
+  assert_int_equal(r->final_sum, 0);
+
+  /* Cash: 1e9 - 6e6 - 14e6 for A, 1e9 + 6e6 + 14e6 for B (the mirror). */
+  assert_int_equal(hg_client_positions(ta, 0, &seq), 0);
+  for (;;) {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(ta, 5000, &e), 1);
+    if (e->body_case != BODY(POSITIONS) || e->positions->ref_seq != seq) continue;
+    assert_int_equal(e->positions->cash, 1000000000 - 20 * TV);
+    break;
+  }
+
+  /* Trader A tries every settlement command: each gets the role reject. */
+  uint64_t seqs[9];
+  assert_int_equal(hg_client_provider_grade(ta, "prov9", "B200", "A", d28 + 5, &seqs[0]), 0);
+  assert_int_equal(hg_client_publish_samples(ta, "B200", "A", d28, smp, 4, &taken, &seqs[1]), 0);
+  assert_int_equal(hg_client_discard_samples(ta, "B200", "A", d28, &seqs[2]), 0);
+  assert_int_equal(hg_client_compute_fixing(ta, "B200", "A", d28, &seqs[3]), 0);
+  assert_int_equal(hg_client_publish_fixing(ta, "B200", "A", d28, 1, "x", &seqs[4]), 0);
+  assert_int_equal(hg_client_finalize_fixing(ta, "B200", "A", d28, &seqs[5]), 0);
+  assert_int_equal(hg_client_daily_settlement(ta, d28 + 1, &seqs[6]), 0);
+  assert_int_equal(hg_client_expire(ta, 1, &seqs[7]), 0);
+  assert_int_equal(hg_client_list_curve(ta, "B200", "A", 2027, 3, 20, 64, 64, 0, &seqs[8]), 0);
+  for (int i = 0; i < 9; i++)
+    assert_int_equal(ch_response(ta, seqs[i]), HOURGLASS__V1__REJECT_REASON__REJ_NOT_PERMITTED);
+
+  hg_client_destroy(ta);
+  hg_client_destroy(tb);
+  hg_client_destroy(op);
+  ch_stop(&s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_settlement_through_gateway),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
