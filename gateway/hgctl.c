@@ -395,6 +395,18 @@ static const command_t POSITIONS_CMDS[] = {{"", "positions and cash", hgctl_posi
 static const command_t EXECUTIONS_CMDS[] = {
     {"", "recent execution reports (--follow: tail)", hgctl_executions}};
 
+static const command_t OP_CMDS[] = {
+    {"samples", "stage a samples CSV for a day's fixing", hgctl_op_samples},
+    {"fixing", "compute|finalize|publish|discard a day's fixing", hgctl_op_fixing},
+    {"settle", "run the daily settlement cycle of a day", hgctl_op_settle},
+    {"expire", "final settlement of a contract", hgctl_op_expire},
+    {"list", "list instruments", hgctl_instruments},
+    {"halt", "halt an instrument", hgctl_op_halt},
+    {"resume", "resume a halted instrument", hgctl_op_resume},
+    {"add-account", "add an account to a firm", hgctl_op_add_account},
+    {"deposit", "deposit collateral", hgctl_op_deposit},
+};
+
 static const group_t GROUPS[] = {
     {"index", INDEX_CMDS, sizeof INDEX_CMDS / sizeof INDEX_CMDS[0]},
     {"hedge", HEDGE_CMDS, sizeof HEDGE_CMDS / sizeof HEDGE_CMDS[0]},
@@ -406,6 +418,7 @@ static const group_t GROUPS[] = {
     {"ladder", LADDER_CMDS, 1},
     {"positions", POSITIONS_CMDS, 1},
     {"executions", EXECUTIONS_CMDS, 1},
+    {"op", OP_CMDS, sizeof OP_CMDS / sizeof OP_CMDS[0]},
 };
 
 static void usage(FILE *o) {

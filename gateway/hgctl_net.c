@@ -26,6 +26,7 @@
 
 #include "hourglass/client.h"
 #include "hourglass/error.h"
+#include "hourglass/index.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
@@ -314,6 +315,7 @@ static int await_reply(const char *cmd, hg_client_t *c, uint64_t seq, const env_
     case BODY(INSTRUMENT_LIST): ref = f->instrument_list->ref_seq; break;
     case BODY(ORDER_STATUS): ref = f->order_status->ref_seq; break;
     case BODY(MD_SNAPSHOT): ref = f->md_snapshot->ref_seq; break;
+    case BODY(SETTLEMENT_RESULT): ref = f->settlement_result->ref_seq; break;
     case BODY(TERMINATE):
       fprintf(stderr, "hgctl %s: the gateway ended the session (code %u%s%s)\n", cmd,
               f->terminate->code, f->terminate->text ? ": " : "",
@@ -945,3 +947,290 @@ int hgctl_ladder(int argc, char **argv) {
   close_session(c);
   return rc;
 }
+
+/* ------------------------------------------------------ operator (op) */
+
+/* Waits for the SettlementResult of seq and prints it as KEY=value; a
+ * refusal (or a role reject Response) also goes to stderr. 0 or EXIT_FAIL. */
+static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
+  const env_t *e = NULL;
+  for (;;) {
+    int rc = await_reply(cmd, c, seq, &e);
+    if (rc != 1) return rc;
+    if (e->body_case == BODY(RESPONSE)) return response_status(cmd, e);
+    if (e->body_case == BODY(SETTLEMENT_RESULT) && e->settlement_result->ref_seq == seq) break;
+  }
+  const Hourglass__V1__SettlementResult *r = e->settlement_result;
+  char day[11] = "";
+  if (r->has_day) hg_index_day_format(r->day, day);
+  printf("RESULT command=%u reason=%s(%u) engine_seq=%" PRIu64, r->command,
+         reject_name(r->reason), r->reason, r->engine_seq);
+  if (r->has_day) printf(" day=%s", day);
+  if (r->has_samples_accepted)
+    printf(" samples_accepted=%u samples_staged=%u", r->samples_accepted, r->samples_staged);
+  if (r->has_samples_discarded) printf(" samples_discarded=%u", r->samples_discarded);
+  if (r->has_fixing_value)
+    printf(" fixing=%" PRId64 " tier=%u status=%u kind=%u outcome=%u inputs=%u", r->fixing_value,
+           r->fixing_tier, r->fixing_status, r->fixing_kind, r->fixing_outcome, r->fixing_inputs);
+  if (r->has_contracts_settled)
+    printf(" contracts=%u vm_sum=%" PRId64 " vm_paid=%" PRId64 " vm_received=%" PRId64
+           " vm_entries=%u day_orders_expired=%" PRId64,
+           r->contracts_settled, r->vm_sum, r->vm_paid, r->vm_received, r->vm_entries,
+           r->day_orders_expired);
+  if (r->has_fsp)
+    printf(" instrument=%u fsp=%" PRId64 " positions_closed=%u final_sum=%" PRId64,
+           r->instrument_id, r->fsp, r->positions_closed, r->final_sum);
+  if (r->error) printf(" error=%d", r->error);
+  printf("\n");
+  for (size_t i = 0; i < r->n_contracts; i++)
+    printf("DSP instrument=%u dsp=%" PRId64 " tier=%u\n", r->contracts[i]->instrument_id,
+           r->contracts[i]->dsp, r->contracts[i]->tier);
+  for (size_t i = 0; i < r->n_missing; i++) {
+    hg_index_day_format(r->missing[i]->day, day);
+    printf("MISSING day=%s status=%u\n", day, r->missing[i]->status);
+  }
+  for (size_t i = 0; i < r->n_listed; i++) printf("LISTED instrument=%u\n", r->listed[i]);
+  fflush(stdout);
+  if (r->reason != 0) {
+    fprintf(stderr, "hgctl %s: refused: %s (%u)%s%s\n", cmd, reject_name(r->reason), r->reason,
+            r->text ? ": " : "", r->text ? r->text : "");
+    return EXIT_FAIL;
+  }
+  return 0;
+}
+
+static int parse_day(const char *cmd, const char *s, int32_t *day) {
+  if (s == NULL || strlen(s) != 10 || hg_index_day_parse(s, 10, day) != 0) {
+    fprintf(stderr, "hgctl %s: --day must be YYYY-MM-DD\n", cmd);
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+int hgctl_op_settle(int argc, char **argv) {
+  const char *cmd = "op settle", *day_s = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"day", &day_s, NULL}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "op settle --day YYYY-MM-DD   (the 16:00 UTC daily cycle of that day)\n");
+  int32_t day = 0;
+  if (rc || (rc = parse_day(cmd, day_s, &day))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  rc = hg_client_daily_settlement(c, day, &seq);
+  rc = rc == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  close_session(c);
+  return rc;
+}
+
+int hgctl_op_expire(int argc, char **argv) {
+  const char *cmd = "op expire", *pos[1] = {NULL};
+  const opt_t opts[] = {CONN_OPTS};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1,
+                 "op expire ID|SYMBOL   (final settlement after the last trading day)\n");
+  if (rc) return rc;
+  if (pos[0] == NULL) {
+    fprintf(stderr, "hgctl %s: which instrument?\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint32_t id = 0;
+  uint64_t seq = 0;
+  rc = resolve_instrument(cmd, c, pos[0], &id);
+  if (rc == 0) rc = hg_client_expire(c, id, &seq) == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  close_session(c);
+  return rc;
+}
+
+int hgctl_op_fixing(int argc, char **argv) {
+  const char *cmd = "op fixing", *pos[1] = {NULL}, *gpu = NULL, *grade = NULL, *day_s = NULL,
+             *value = NULL, *source = NULL;
+  const opt_t opts[] = {CONN_OPTS,          {"gpu", &gpu, NULL},       {"grade", &grade, NULL},
+                        {"day", &day_s, NULL}, {"value", &value, NULL}, {"source", &source, NULL}};
+  const char *usage =
+      "op fixing compute|finalize|publish|discard --gpu GPU --grade G --day YYYY-MM-DD\n"
+      "  publish also: --value MICRO_USD_PER_GPU_HOUR --source NAME (an external fixing)\n";
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
+  int32_t day = 0;
+  if (rc || (rc = parse_day(cmd, day_s, &day))) return rc;
+  const char *verb = pos[0] ? pos[0] : "";
+  int64_t v = 0;
+  bool publish = strcmp(verb, "publish") == 0;
+  if (!publish && strcmp(verb, "compute") != 0 && strcmp(verb, "finalize") != 0 &&
+      strcmp(verb, "discard") != 0) {
+    fprintf(stderr, "usage: hgctl %s", usage);
+    return EXIT_USAGE;
+  }
+  if (gpu == NULL || grade == NULL) {
+    fprintf(stderr, "hgctl %s: --gpu and --grade are required\n", cmd);
+    return EXIT_USAGE;
+  }
+  if (publish && ((rc = need_num(cmd, "value", value, 1, INT64_MAX, &v)) != 0)) return rc;
+  if (publish && source == NULL) {
+    fprintf(stderr, "hgctl %s: publish needs --source\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  if (publish) rc = hg_client_publish_fixing(c, gpu, grade, day, v, source, &seq);
+  else if (verb[0] == 'c') rc = hg_client_compute_fixing(c, gpu, grade, day, &seq);
+  else if (verb[0] == 'f') rc = hg_client_finalize_fixing(c, gpu, grade, day, &seq);
+  else rc = hg_client_discard_samples(c, gpu, grade, day, &seq);
+  rc = rc == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  close_session(c);
+  return rc;
+}
+
+static int slurp(const char *path, char **buf, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return -errno;
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap);
+  while (b != NULL) {
+    if (n == cap) {
+      char *nb = realloc(b, cap * 2);
+      if (nb == NULL) break;
+      b = nb;
+      cap *= 2;
+    }
+    size_t r = fread(b + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) {
+      fclose(f);
+      *buf = b;
+      *len = n;
+      return 0;
+    }
+  }
+  free(b);
+  fclose(f);
+  return -ENOMEM;
+}
+
+int hgctl_op_samples(int argc, char **argv) {
+  const char *cmd = "op samples", *file = NULL, *gpu = NULL, *grade = NULL, *day_s = NULL;
+  bool allow = false;
+  const opt_t opts[] = {CONN_OPTS,           {"file", &file, NULL},
+                        {"gpu", &gpu, NULL}, {"grade", &grade, NULL},
+                        {"day", &day_s, NULL}, {"allow-rejected", NULL, &allow}};
+  const char *usage =
+      "op samples --file SAMPLES.csv --gpu GPU --grade G --day YYYY-MM-DD [--allow-rejected]\n"
+      "  stages the file's samples for that day's fixing (several messages if needed);\n"
+      "  rejected CSV lines are listed with line numbers and nothing is sent, unless\n"
+      "  --allow-rejected sends the good lines.\n";
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
+  int32_t day = 0;
+  if (rc || (rc = parse_day(cmd, day_s, &day))) return rc;
+  if (file == NULL || gpu == NULL || grade == NULL) {
+    fprintf(stderr, "hgctl %s: --file, --gpu and --grade are required\n", cmd);
+    return EXIT_USAGE;
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  if ((rc = slurp(file, &buf, &len)) != 0) {
+    fprintf(stderr, "hgctl %s: %s: %s\n", cmd, file, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  hg_index_sample_set_t set;
+  memset(&set, 0, sizeof set);
+  rc = hg_index_samples_parse(buf, len, &set);
+  free(buf);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  for (size_t k = 0; k < set.n_errors; k++)
+    fprintf(stderr, "hgctl %s: %s:%" PRIu32 ": %s\n", cmd, file, set.errors[k].line,
+            hg_index_csv_reason_str(set.errors[k].reason));
+  int status = 0;
+  if ((set.n_errors > 0 && !allow) || set.n == 0) {
+    fprintf(stderr, "hgctl %s: %zu line(s) rejected, %zu good; nothing sent\n", cmd,
+            set.n_errors, set.n);
+    hg_index_samples_dispose(&set);
+    return EXIT_FAIL;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) {
+    hg_index_samples_dispose(&set);
+    return rc;
+  }
+  size_t sent = 0;
+  while (sent < set.n && status == 0) {
+    size_t taken = 0;
+    uint64_t seq = 0;
+    rc = hg_client_publish_samples(c, gpu, grade, day, set.samples + sent, set.n - sent, &taken,
+                                   &seq);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+      status = EXIT_FAIL;
+      break;
+    }
+    printf("MESSAGE lines=%" PRIu32 "..%" PRIu32 " samples=%zu\n", set.lines[sent],
+           set.lines[sent + taken - 1], taken);
+    status = settle_reply(cmd, c, seq);
+    sent += taken;
+  }
+  close_session(c);
+  hg_index_samples_dispose(&set);
+  return status;
+}
+
+/* halt, resume, add-account, deposit: one operator command, one Response. */
+static int op_simple(const char *verb, int argc, char **argv) {
+  char cmd[32];
+  snprintf(cmd, sizeof cmd, "op %s", verb);
+  const char *pos[1] = {NULL}, *account = NULL, *firm = NULL, *amount = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"firm", &firm, NULL},
+                        {"amount", &amount, NULL}};
+  char usage[160];
+  bool instr = strcmp(verb, "halt") == 0 || strcmp(verb, "resume") == 0;
+  snprintf(usage, sizeof usage, "%s %s\n", cmd,
+           instr ? "ID|SYMBOL"
+           : strcmp(verb, "add-account") == 0 ? "--account N --firm N"
+                                              : "--account N --amount MICRO_USD");
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
+  if (rc) return rc;
+  int64_t a = 0, b = 0;
+  if (instr && pos[0] == NULL) {
+    fprintf(stderr, "usage: hgctl %s", usage);
+    return EXIT_USAGE;
+  }
+  if (!instr) {
+    if ((rc = need_num(cmd, "account", account, 1, UINT32_MAX, &a))) return rc;
+    if (strcmp(verb, "add-account") == 0) rc = need_num(cmd, "firm", firm, 1, UINT32_MAX, &b);
+    else rc = need_num(cmd, "amount", amount, 1, INT64_MAX, &b);
+    if (rc) return rc;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  uint32_t id = 0;
+  if (instr) {
+    rc = resolve_instrument(cmd, c, pos[0], &id);
+    if (rc == 0) rc = hg_client_halt(c, id, verb[0] == 'r', &seq);
+  } else if (strcmp(verb, "add-account") == 0) {
+    rc = hg_client_add_account(c, (uint32_t)a, (uint32_t)b, &seq);
+  } else {
+    rc = hg_client_cash(c, (uint32_t)a, b, false, &seq);
+  }
+  if (rc == 0) {
+    const env_t *e = NULL;
+    rc = await_reply(cmd, c, seq, &e);
+    if (rc == 1) {
+      rc = response_status(cmd, e);
+      if (rc == 0) printf("OK %s engine_seq=%" PRIu64 "\n", verb, e->response->engine_seq);
+    }
+  } else if (rc != EXIT_FAIL && rc != EXIT_USAGE) {
+    rc = EXIT_FAIL;
+  }
+  close_session(c);
+  return rc;
+}
+int hgctl_op_halt(int argc, char **argv) { return op_simple("halt", argc, argv); }
+int hgctl_op_resume(int argc, char **argv) { return op_simple("resume", argc, argv); }
+int hgctl_op_add_account(int argc, char **argv) {
+  return op_simple("add-account", argc, argv);
+}
+int hgctl_op_deposit(int argc, char **argv) { return op_simple("deposit", argc, argv); }

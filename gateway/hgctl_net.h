@@ -15,5 +15,14 @@ int hgctl_instruments(int argc, char **argv);
 int hgctl_ladder(int argc, char **argv);
 int hgctl_positions(int argc, char **argv);
 int hgctl_executions(int argc, char **argv);
+/* Operator commands (`hgctl op ...`). */
+int hgctl_op_settle(int argc, char **argv);
+int hgctl_op_expire(int argc, char **argv);
+int hgctl_op_fixing(int argc, char **argv);
+int hgctl_op_samples(int argc, char **argv);
+int hgctl_op_halt(int argc, char **argv);
+int hgctl_op_resume(int argc, char **argv);
+int hgctl_op_add_account(int argc, char **argv);
+int hgctl_op_deposit(int argc, char **argv);
 
 #endif /* HG_GATEWAY_HGCTL_NET_H */
