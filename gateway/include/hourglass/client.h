@@ -23,7 +23,8 @@
  *    in stats.lost and skipped.
  *
  * Storage. hg_client_create() allocates every buffer once (receive buffer,
- * decode arena, send buffer); nothing else allocates. A decoded frame lives
+ * decode arena, send buffer); nothing else allocates, except
+ * hg_client_publish_samples() (its message, freed before it returns). A decoded frame lives
  * in the arena until the next hg_client_recv() or hg_client_connect().
  *
  * Blocking. Sockets are non-blocking underneath; the calls wait with poll()
