@@ -356,6 +356,8 @@ static void emit_fixing(hg_exchange_t *ex, uint32_t slot, const hg_index_fixing_
   ev.kind = f->kind;
   ev.outcome = outcome;
   ev.amount = inputs;
+  memcpy(ev.index.gpu, ex->idx[slot].gpu, sizeof ev.index.gpu);
+  memcpy(ev.index.grade, ex->idx[slot].grade, sizeof ev.index.grade);
   ex->sink(ex->sink_ctx, &ev);
 }
 

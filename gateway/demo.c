@@ -35,6 +35,7 @@ typedef struct slot {
 
 struct hg_demo {
   hg_demo_instrument_t inst[HG_DEMO_MONTHS];
+  uint32_t months;   /* listed: 1..HG_DEMO_MONTHS */
   slot_t slots[SLOTS];
   uint64_t rng;
   int64_t walk;      /* front-month deviation from FRONT_FAIR, ticks */
@@ -68,12 +69,19 @@ static size_t slot_index(uint32_t maker, uint32_t k, uint32_t side, uint32_t lev
 static uint64_t slot_clid(size_t s) { return (1ull << 40) | s; }
 
 int hg_demo_create(int year, int month, uint64_t seed, hg_demo_t **out) {
-  if (out == NULL || month < 1 || month > 12 || year < 2000 || year > 9000) return HG_EINVAL;
+  return hg_demo_create_months(year, month, HG_DEMO_MONTHS, seed, out);
+}
+
+int hg_demo_create_months(int year, int month, int months, uint64_t seed, hg_demo_t **out) {
+  if (out == NULL || month < 1 || month > 12 || year < 2000 || year > 9000 || months < 1 ||
+      months > HG_DEMO_MONTHS)
+    return HG_EINVAL;
   hg_demo_t *d = calloc(1, sizeof *d);
   if (d == NULL) return -ENOMEM;
   d->rng = seed;
   d->next_clid = 1;
-  for (int k = 0; k < HG_DEMO_MONTHS; k++) {
+  d->months = (uint32_t)months;
+  for (int k = 0; k < months; k++) {
     int m = month + 1 + k;
     int y = year + (m - 1) / 12;
     m = (m - 1) % 12 + 1;
@@ -91,6 +99,8 @@ void hg_demo_destroy(hg_demo_t *d) { free(d); }
 
 const hg_demo_instrument_t *hg_demo_instruments(const hg_demo_t *d) { return d->inst; }
 
+size_t hg_demo_months(const hg_demo_t *d) { return d->months; }
+
 int64_t hg_demo_fair(const hg_demo_t *d, size_t k) {
   return FRONT_FAIR + d->walk + (int64_t)k * CONTANGO;
 }
@@ -102,7 +112,7 @@ size_t hg_demo_setup(hg_demo_t *d, hg_command_t *out, size_t cap) {
     if (n < cap) out[n] = (c);   \
     n++;                         \
   } while (0)
-  for (int k = 0; k < HG_DEMO_MONTHS; k++) {
+  for (uint32_t k = 0; k < d->months; k++) {
     hg_command_t c;
     memset(&c, 0, sizeof c);
     c.type = HG_COMMAND_LIST_INSTRUMENT;
@@ -188,7 +198,7 @@ size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
   int64_t pull = d->walk > 30 ? -1 : d->walk < -30 ? 1 : 0;
   d->walk += (int64_t)(r % 3) - 1 + pull;
   for (uint32_t mk = 0; mk < HG_DEMO_MAKERS; mk++) {
-    for (uint32_t k = 0; k < HG_DEMO_MONTHS; k++) {
+    for (uint32_t k = 0; k < d->months; k++) {
       int64_t fair = hg_demo_fair(d, k);
       for (uint32_t side = 0; side < 2; side++) {
         for (uint32_t lv = 0; lv < LEVELS; lv++) {
@@ -221,14 +231,16 @@ size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
       }
     }
   }
-  /* Hedgers: a strip of three months every other step; some unwinds. */
+  /* Hedgers: a strip of three months (fewer if fewer are listed) every
+   * other step; some unwinds. */
   r = next_rand(d);
   if (r % 2 == 0) {
+    uint32_t width = d->months < 3 ? d->months : 3;
     uint32_t h = (uint32_t)(r >> 8) % HG_DEMO_HEDGERS;
-    uint32_t k0 = (uint32_t)(r >> 16) % (HG_DEMO_MONTHS - 2);
+    uint32_t k0 = (uint32_t)(r >> 16) % (d->months - width + 1);
     int sell = (r >> 24) % 4 == 0;
     hg_qty_t q = 5 + (hg_qty_t)((r >> 32) % 16);
-    for (uint32_t k = k0; k < k0 + 3 && n < cap; k++) {
+    for (uint32_t k = k0; k < k0 + width && n < cap; k++) {
       int64_t fair = hg_demo_fair(d, k);
       order(&out[n++], d->inst[k].id, HG_DEMO_HEDGER_ACCOUNT(h), d->next_clid++,
             sell ? HG_SIDE_SELL : HG_SIDE_BUY, sell ? fair - 6 : fair + 6, q, HG_TIF_IOC);
@@ -274,4 +286,16 @@ void hg_demo_observe(hg_demo_t *d, const hg_pipe_out_t *rec) {
   default:
     break;
   }
+}
+
+/* The cycle of day D may run from D 16:00 UTC on (exchange.h), so the
+ * latest day a cycle can settle at time t is the day of t - 16 h. */
+int hg_demo_daily_settlement(uint64_t now_ns, int32_t last_cycle_day, hg_command_t *out) {
+  int64_t s = (int64_t)(now_ns / 1000000000u) - 16 * 3600;
+  int32_t day = (int32_t)((s >= 0 ? s : s - 86399) / 86400);
+  if (day <= last_cycle_day) return last_cycle_day;
+  memset(out, 0, sizeof *out);
+  out->type = HG_COMMAND_DAILY_SETTLEMENT;
+  out->u.daily.day = day;
+  return day;
 }

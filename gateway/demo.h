@@ -41,10 +41,15 @@ typedef struct hg_demo_instrument {
  * 0, HG_EINVAL or -ENOMEM.
  */
 int hg_demo_create(int year, int month, uint64_t seed, hg_demo_t **out);
+/* The same with only the first `months` (1..HG_DEMO_MONTHS) contracts listed
+ * (the month scenario lists one). The flow is that of hg_demo_create for
+ * months = HG_DEMO_MONTHS; hedgers' strips are min(3, months) wide. */
+int hg_demo_create_months(int year, int month, int months, uint64_t seed, hg_demo_t **out);
 void hg_demo_destroy(hg_demo_t *d);
 
-/* The listed contracts (HG_DEMO_MONTHS of them). */
+/* The listed contracts (hg_demo_months() of them). */
 const hg_demo_instrument_t *hg_demo_instruments(const hg_demo_t *d);
+size_t hg_demo_months(const hg_demo_t *d);
 
 /* The commands that set the market up on an empty exchange: listings,
  * accounts, deposits. Writes at most cap, returns how many there are. */
@@ -66,5 +71,16 @@ void hg_demo_set_today(hg_demo_t *d, int32_t day);
 /* Fair value of contract k (0-based) now, ticks; for tests and the index
  * history the daemon publishes with the demo. */
 int64_t hg_demo_fair(const hg_demo_t *d, size_t k);
+
+/*
+ * The demo's daily settlement: a DAILY_SETTLEMENT command may settle day D
+ * only from D 16:00 UTC on (the command's timestamp) and only after the
+ * last settled day, so a demo on wall-clock time settles at most once per
+ * UTC day. Given the time now (ns since the epoch) and the last settled day
+ * (-1: none), writes the cycle of the latest day whose 16:00 has passed into
+ * *out and returns that day, or returns last_cycle_day and writes nothing
+ * when that day is already settled. Any thread; no state.
+ */
+int hg_demo_daily_settlement(uint64_t now_ns, int32_t last_cycle_day, hg_command_t *out);
 
 #endif /* HOURGLASS_DEMO_H */

@@ -34,7 +34,10 @@
  *   --backup-keys DEST    the same for the gateway's key store (data_dir/keys);
  *   --backup-journal DEST [--max-seq N]
  *                         copies the journal records up to N (the daemon's
- *                         durable seq) into a fresh journal in DEST.
+ *                         durable seq) into a fresh journal in DEST;
+ *   --scenario month [--scenario-dir DIR]
+ *                         runs a contract's whole life in simulated time on
+ *                         a fresh data directory (scenario.h) and exits.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -62,6 +65,7 @@
 #include "hourglass/gateway.h"
 #endif
 #include "demo.h"
+#include "scenario.h"
 #include "web_assets.h"
 
 #ifndef HG_VERSION
@@ -88,6 +92,7 @@ typedef struct daemon {
   int consumer_running, synth_running, md_running, demo_running;
   hg_demo_t *demo;        /* --demo: owned by the demo thread while it runs */
   int demo_setup;         /* the data dir was empty: the demo lists its market */
+  int32_t demo_cycle_day; /* last settled day, -1: none (demo thread once it runs) */
   _Atomic int stop_demo;
   _Atomic int stop_consumer;
   _Atomic int stop_synth;
@@ -167,6 +172,12 @@ static void hex(const uint8_t *h, size_t n, char *out);
 
 #define DEMO_ORIGIN (UINT64_C(0xde) << 56)
 #define DEMO_STEP_NS 250000000LL
+/* How often the demo looks for a daily cycle to run. A cycle settles day D
+ * only from D 16:00 UTC on and only once, so on wall-clock time there is at
+ * most one a day: the first look (after the first quotes, so the DSP is
+ * their midpoint) settles the latest day whose 16:00 has passed, later
+ * looks catch each 16:00 within this period. */
+#define DEMO_CYCLE_CHECK_NS 10000000000LL
 
 /* Submits n commands, waiting while the inbound ring is full. 0, or the
  * first hard error (the pipeline stopping). */
@@ -205,6 +216,7 @@ static void *demo_main(void *arg) {
     }
   }
   if (demo_submit(d, cmds, n) != 0) return NULL;
+  uint64_t next_cycle_check = 0; /* right after the first step */
   while (!atomic_load(&d->stop_demo)) {
     uint64_t until = now_ns() + DEMO_STEP_NS;
     for (;;) {
@@ -216,6 +228,15 @@ static void *demo_main(void *arg) {
       if (atomic_load(&d->stop_demo)) return NULL;
     }
     n = hg_demo_step(d->demo, cmds, CAP);
+    uint64_t t = now_ns();
+    if (t >= next_cycle_check && n < CAP) {
+      next_cycle_check = t + DEMO_CYCLE_CHECK_NS;
+      int32_t day = hg_demo_daily_settlement(t, d->demo_cycle_day, &cmds[n]);
+      if (day != d->demo_cycle_day) {
+        d->demo_cycle_day = day;
+        n++;
+      }
+    }
     if (demo_submit(d, cmds, n) != 0) return NULL;
   }
   return NULL;
@@ -526,6 +547,7 @@ static void json_instrument(hg_sbuf_t *b, const hg_md_instrument_t *in, const hg
                  in->listed ? "true" : "false", in->halted ? "true" : "false", in->tick_size,
                  in->contract_unit, in->min_price, in->max_price, in->seq, in->trades, in->volume,
                  in->last_price, in->last_qty);
+  if (in->dsp > 0) hg_sbuf_printf(b, ",\"dsp\":%" PRId64, in->dsp);
   if (t != NULL) {
     hg_sbuf_puts(b, ",\"bid\":");
     if (t->bid_qty > 0)
@@ -590,9 +612,9 @@ static void market(daemon_t *d, const char *path, const char *query, hg_http_res
       struct tm tm;
       gmtime_r(&t, &tm);
       hg_sbuf_printf(b,
-                     "%s{\"index\":\"IGX #%u\",\"day\":\"%04d-%02d-%02d\",\"value_micro_usd\":%" PRId64
+                     "%s{\"index\":\"IGX %s.%s\",\"day\":\"%04d-%02d-%02d\",\"value_micro_usd\":%" PRId64
                      ",\"tier\":%u,\"status\":\"%s\",\"source\":\"%s\",\"inputs\":%" PRIu64 "}",
-                     i ? "," : "", fx[i].group, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     i ? "," : "", fx[i].gpu, fx[i].grade, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                      fx[i].value, fx[i].tier, fx[i].status < 4 ? status[fx[i].status] : "",
                      fx[i].kind < 4 ? kind[fx[i].kind] : "", fx[i].inputs);
     }
@@ -1035,6 +1057,7 @@ static int serve(daemon_t *d) {
   if (cfg->synthetic_rate > 0) plan_synthetic(d);
   if (d->demo != NULL) {
     d->demo_setup = hg_exchange_instrument_count(hg_pipeline_exchange(d->pipe)) == 0;
+    d->demo_cycle_day = hg_exchange_last_cycle_day(hg_pipeline_exchange(d->pipe));
 #ifdef HG_WITH_GATEWAY
     if ((rc = demo_keys(d)) != 0) {
       hg_dlog(HG_LOG_ERROR, "daemon", "cannot add the demo keys", "err=%s", hg_strerror(rc));
@@ -1159,6 +1182,39 @@ fail:
   return EXIT_START;
 }
 
+/* --scenario: a fresh data directory (given, or a new one under $TMPDIR),
+ * named on stderr so that stdout is the scenario's alone. */
+static int run_scenario(const hg_daemon_config_t *cfg, const char *name, const char *dir) {
+  if (strcmp(name, "month") != 0) {
+    fprintf(stderr, "hourglassd: unknown scenario '%s' (known: month)\n", name);
+    return EXIT_CONFIG;
+  }
+  char path[HG_DCFG_PATH_MAX];
+  if (dir != NULL) {
+    snprintf(path, sizeof path, "%s", dir);
+    int rc = mkdir_p(path);
+    if (rc != 0) {
+      fprintf(stderr, "hourglassd: cannot create %s: %s\n", path, hg_strerror(rc));
+      return EXIT_START;
+    }
+  } else {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/hourglass-month-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(path) == NULL) {
+      fprintf(stderr, "hourglassd: cannot create a data directory: %s\n", strerror(errno));
+      return EXIT_START;
+    }
+  }
+  fprintf(stderr, "hourglassd: scenario %s, data dir %s\n", name, path);
+  hg_pipeline_config_t pc;
+  hg_daemon_config_pipeline(cfg, &pc);
+  pc.log = hg_dlog_pipe_cb;
+  pc.log_ctx = "pipeline";
+  int rc = hg_scenario_month(&pc, path, stdout, stderr);
+  if (rc == HG_SCENARIO_OK) fprintf(stderr, "hourglassd: statements in %s/statements\n", path);
+  return rc;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hourglassd [-c FILE] [-o key=value]... [MODE]\n"
@@ -1166,7 +1222,8 @@ static void usage(FILE *f) {
           "                      without it every key has its default\n"
           "  -o key=value        override one key (after the file)\n"
           "  --demo              serve with the demo market (twelve B200 months, makers,\n"
-          "                      hedgers, demo API keys printed at start)\n"
+          "                      hedgers, demo API keys printed at start; a daily\n"
+          "                      settlement cycle at start and at each 16:00 UTC)\n"
           "modes (default: serve until SIGTERM/SIGINT; SIGHUP reloads):\n"
           "  --check-config      parse and exit: 0 valid, 2 invalid\n"
           "  --print-data-dir    print data_dir as configured\n"
@@ -1178,12 +1235,19 @@ static void usage(FILE *f) {
           "  --backup-keys DEST  copy the gateway's key store (safe while running)\n"
           "  --backup-journal DEST [--max-seq SEQ]\n"
           "                      copy journal records up to SEQ (the durable seq)\n"
+          "  --scenario month [--scenario-dir DIR]\n"
+          "                      run one contract (B200.A.2027-03) from listing through\n"
+          "                      expiry in simulated time on the full pipeline, print\n"
+          "                      its settlement summary and exit: 0 when the cash sums\n"
+          "                      to zero, 1 when a check fails; DIR (default: a new\n"
+          "                      directory under $TMPDIR) must be empty and receives\n"
+          "                      the journal, the state and the statements\n"
           "  --version\n");
 }
 
 int main(int argc, char **argv) {
   static daemon_t d; /* large; lives for the process */
-  const char *mode = "serve", *dest = NULL;
+  const char *mode = "serve", *dest = NULL, *scenario = NULL, *scenario_dir = NULL;
   int repair = 0;
   uint64_t upto = 0, max_seq = UINT64_MAX;
   char **ovr = calloc((size_t)argc, sizeof *ovr);
@@ -1213,6 +1277,11 @@ int main(int argc, char **argv) {
         return EXIT_START;
       }
       hg_demo_set_today(d.demo, (int32_t)(now / 86400));
+    } else if (strcmp(a, "--scenario") == 0 && has) {
+      mode = "scenario";
+      scenario = argv[++i];
+    } else if (strcmp(a, "--scenario-dir") == 0 && has) {
+      scenario_dir = argv[++i];
     } else if (strcmp(a, "--repair") == 0) {
       repair = 1;
     } else if ((strcmp(a, "--upto") == 0 || strcmp(a, "--max-seq") == 0) && has) {
@@ -1257,6 +1326,8 @@ int main(int argc, char **argv) {
     rc = tool_backup_lmdb(&d.cfg, "keys", dest);
   } else if (strcmp(mode, "backup-journal") == 0) {
     rc = tool_backup_journal(&d.cfg, dest, max_seq);
+  } else if (strcmp(mode, "scenario") == 0) {
+    rc = run_scenario(&d.cfg, scenario, scenario_dir);
   } else {
     /* Block the signals in every thread (they inherit the mask); main
      * takes them with sigtimedwait. SIGPIPE: a closed socket is an error

@@ -243,6 +243,10 @@ static void apply_fixing(hg_mdview_t *v, const hg_exchange_event_t *ev) {
   }
   hg_md_fixing_t *f = &v->fx[i];
   f->group = ev->group;
+  memcpy(f->gpu, ev->index.gpu, sizeof f->gpu);
+  f->gpu[sizeof f->gpu - 1] = '\0';
+  memcpy(f->grade, ev->index.grade, sizeof f->grade);
+  f->grade[sizeof f->grade - 1] = '\0';
   f->day = ev->day;
   if (ev->outcome != HG_XFIX_FINALIZED) {
     f->value = ev->price;
@@ -291,6 +295,11 @@ static void apply_one(hg_mdview_t *v, const hg_exchange_event_t *ev) {
       break;
     case HG_XEV_HALTED: w->info.halted = 1; break;
     case HG_XEV_RESUMED: w->info.halted = 0; break;
+    case HG_XEV_DSP:
+      if (ev->tier == 0) return; /* no price could be set: keep the last one */
+      w->info.dsp = ev->price;
+      w->info.dsp_day = ev->day;
+      break;
     default: return;
   }
   w->info.seq = ev->seq;
@@ -400,15 +409,38 @@ static void seed_one(void *ctx, const hg_exchange_instrument_info_t *info) {
     size_t k = hg_book_depth(b, (hg_side_t)s, c->tmp, HG_MD_WORK_LEVELS);
     for (size_t j = 0; j < k; j++) set_level(w, s, c->tmp[j].price, c->tmp[j].qty);
   }
+  /* The last DSP a cycle set (a listing's initial price is not one). */
+  hg_clearing_instrument_info_t ci;
+  if (hg_clearing_instrument_info(hg_exchange_clearing(c->ex), info->id, &ci) == 0 &&
+      ci.last_dsp_tier != 0)
+    w->info.dsp = ci.inst.last_dsp;
   w->info.seq = hg_exchange_last_seq(c->ex);
   w->dirty = w->tob_dirty = 1;
   c->v->any_dirty = 1;
+}
+
+/* Stored fixings come in day order, so the view keeps the latest ones. */
+static void seed_fixing(void *ctx, const hg_exchange_fixing_info_t *info) {
+  seed_ctx_t *c = ctx;
+  hg_exchange_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.type = HG_XEV_FIXING;
+  ev.group = info->group;
+  ev.day = info->fixing.day;
+  ev.price = info->fixing.value;
+  ev.tier = info->fixing.tier;
+  ev.status = info->fixing.status;
+  ev.kind = info->fixing.kind;
+  memcpy(ev.index.gpu, info->gpu, sizeof ev.index.gpu);
+  memcpy(ev.index.grade, info->grade, sizeof ev.index.grade);
+  apply_fixing(c->v, &ev);
 }
 
 int hg_mdview_seed(hg_mdview_t *v, const hg_exchange_t *ex) {
   seed_ctx_t c = {v, ex, malloc(HG_MD_WORK_LEVELS * sizeof(hg_book_level_t)), 0};
   if (c.tmp == NULL) return -ENOMEM;
   hg_exchange_foreach_instrument(ex, seed_one, &c);
+  hg_exchange_foreach_fixing(ex, seed_fixing, &c);
   free(c.tmp);
   publish(v, 1);
   return c.full ? HG_EFULL : 0;

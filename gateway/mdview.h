@@ -61,11 +61,15 @@ typedef struct hg_md_instrument {
   uint64_t orders;     /* orders accepted, same period */
   uint64_t cancels;    /* orders cancelled (any reason), same period */
   int64_t last_price, last_qty;
+  int64_t dsp;         /* last daily settlement price, ticks; 0 = no cycle set one yet */
+  int32_t dsp_day;     /* its UTC day number */
 } hg_md_instrument_t;
 
 /* One published index fixing (public data: the index, not who traded). */
 typedef struct hg_md_fixing {
   uint32_t group;   /* the exchange's index (GPU, grade) number */
+  char gpu[HG_INDEX_GPU_MAX];     /* the index's GPU and grade, NUL-terminated */
+  char grade[HG_INDEX_GRADE_MAX];
   int32_t day;      /* UTC day number */
   int64_t value;    /* micro-USD per GPU-hour; 0 for NO_FIX */
   uint8_t tier, status, kind;

@@ -119,7 +119,7 @@ function drawCurve() {
     });
     g.stroke();
     g.fillStyle = col("--dim");
-    g.fillText("index", x0, h - 12);
+    g.fillText(pts[pts.length - 1].index || "index", x0, h - 12); // e.g. "IGX B200.A"
   }
   const off = idx.length ? 1 : 0;
   ins.forEach((i, k) => {

@@ -57,6 +57,28 @@ static double dom_bid(const char *dom, const char *symbol) {
   return p == NULL ? 0 : atof(p + 4);
 }
 
+/* The settle cell of the curve-table row of `symbol`, USD (0 if empty). */
+static double dom_settle(const char *dom, const char *symbol) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "<td>%s</td>", symbol);
+  const char *p = strstr(dom, pat);
+  if (p == NULL) return 0;
+  p = strstr(p + strlen(pat), "<td>");
+  return p == NULL ? 0 : atof(p + 4);
+}
+
+/* The "dsp" of instrument `symbol` in /api/v1/instruments JSON, USD (0 if none). */
+static double json_dsp(const char *json, const char *symbol) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"symbol\":\"%s\"", symbol);
+  const char *p = strstr(json, pat);
+  if (p == NULL) return 0;
+  const char *b = strstr(p, "\"dsp\":");
+  const char *next = strstr(p + 1, "\"symbol\":");
+  if (b == NULL || (next != NULL && b > next)) return 0;
+  return atof(b + strlen("\"dsp\":")) / 1000.0;
+}
+
 static void page_shows_the_demo_market(void **state) {
   (void)state;
   if (access(CHROMIUM, X_OK) != 0) {
@@ -91,7 +113,8 @@ static void page_shows_the_demo_market(void **state) {
       du_sleep_ms(100);
       continue;
     }
-    if (ins != NULL && count(ins, "\"bid\":{") == 12) break;
+    /* The demo's first daily cycle follows its first quotes. */
+    if (ins != NULL && count(ins, "\"bid\":{") == 12 && count(ins, "\"dsp\":") == 12) break;
     du_sleep_ms(100);
   }
   assert_non_null(ins);
@@ -135,11 +158,20 @@ static void page_shows_the_demo_market(void **state) {
     assert_true(want > 1.0);
     if (got < want - 0.05 || got > want + 0.05)
       fail_msg("%s: page shows bid %.3f, exchange %.3f", sym, got, want);
+    /* The settle column: the DSP of the demo's start-up cycle (the makers'
+     * midpoint, near the bid), the same on the page as on the exchange
+     * (only a 16:00 UTC cycle between the two reads could move it). */
+    double dsp = json_dsp(ins, sym), shown = dom_settle(dom, sym);
+    assert_true(dsp > want - 0.05 && dsp < want + 0.05);
+    if (shown < dsp - 0.0005 || shown > dsp + 0.0005) fail_msg("%s: page shows settle %.3f, exchange %.3f", sym, shown, dsp);
   }
   /* The index history the demo publishes: finalized days and the last
    * three provisional ones, in the fixings table. */
   assert_true(count(dom, "<td>FINAL</td>") >= 10);
   assert_true(count(dom, "<td>PROVISIONAL</td>") >= 1);
+  /* The index by name, not by the exchange's internal number. */
+  assert_true(count(dom, "<td>IGX B200.A</td>") >= 10);
+  assert_null(strstr(dom, "IGX #"));
   /* The ladder: price rows on both sides around a spread row. */
   assert_non_null(strstr(dom, "spread "));
   assert_true(count(dom, "<td class=\"ask\">") >= 8);

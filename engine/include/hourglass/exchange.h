@@ -454,7 +454,8 @@ typedef enum hg_xevent_type {
                               (HG_INDEX_COMPUTED/...), .outcome
                               (HG_INDEX_PUBLISHED/_RESTATED/_UNCHANGED, or
                               HG_XFIX_FINALIZED), .amount = input samples
-                              (computed fixings) */
+                              (computed fixings), .index.gpu/.grade = the
+                              index's GPU and grade */
   HG_XEV_DSP = 15,         /* .instrument_id, .group, .day, .price = DSP
                               (ticks), .tier (hg_clr_dsp_tier_t; 0: no DSP
                               could be set, the contract was not marked) */
@@ -521,6 +522,11 @@ typedef struct hg_exchange_event {
       char symbol[HG_SYMBOL_MAX + 1];
       hg_book_params_t params;
     } listed;
+    struct {              /* HG_XEV_FIXING: the index .group names, so that
+                             consumers can show it without a lookup */
+      char gpu[HG_INDEX_GPU_MAX];
+      char grade[HG_INDEX_GRADE_MAX];
+    } index;
   };
 } hg_exchange_event_t;
 
