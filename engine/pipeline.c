@@ -425,6 +425,34 @@ static int engine_has_work(hg_pipeline_t *p) {
   return 0;
 }
 
+static inline void cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* The configured wait strategy ("wait = spin N"): re-check up to cfg.spin
+ * times before announcing sleep. The default (0) blocks at once, which is
+ * what a machine with fewer cores than busy threads needs. Returns 1 when
+ * work turned up. */
+static int spin_for(hg_pipeline_t *p, int (*ready)(hg_pipeline_t *p)) {
+  for (uint32_t i = 0; i < p->cfg.spin; i++) {
+    cpu_pause();
+    if (ready(p)) return 1;
+  }
+  return 0;
+}
+
+static int engine_spin_ready(hg_pipeline_t *p) {
+  return engine_has_work(p) || atomic_load(&p->engine_stop);
+}
+
+static int journal_spin_ready(hg_pipeline_t *p) {
+  return !hg_spsc_ring_empty(p->jring) || atomic_load(&p->journal_stop);
+}
+
 static void *engine_main(void *arg) {
   hg_pipeline_t *p = arg;
   for (;;) {
@@ -452,6 +480,7 @@ static void *engine_main(void *arg) {
     if (atomic_load(&p->engine_stop) && hg_mpsc_ring_empty(p->in) &&
         (p->last_seq <= durable_limit(p) || atomic_load(&p->failed)))
       break;
+    if (spin_for(p, engine_spin_ready)) continue;
     uint32_t tok = hg_waiter_prepare(p->engine_w);
     if (engine_has_work(p) || atomic_load(&p->engine_stop)) {
       hg_waiter_cancel(p->engine_w);
@@ -522,6 +551,7 @@ static void *journal_main(void *arg) {
     int caught_up = hg_journal_failed(j) || hg_journal_durable_seq(j) + 1 >= hg_journal_next_seq(j);
     if (!moved && caught_up) {
       if (atomic_load(&p->journal_stop) && hg_spsc_ring_empty(p->jring)) break;
+      if (spin_for(p, journal_spin_ready)) continue;
       uint32_t tok = hg_waiter_prepare(p->journal_w);
       if (!hg_spsc_ring_empty(p->jring) || atomic_load(&p->journal_stop)) {
         hg_waiter_cancel(p->journal_w);
