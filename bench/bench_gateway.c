@@ -311,11 +311,15 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
   return r;
 }
 
+/* The machine is shared: each line carries the 1-minute load average, since
+ * on two cores every other runnable task delays one of the hops measured. */
 static void print_run(const char *label, const run_result_t *r) {
+  double load[1] = {0};
+  if (getloadavg(load, 1) != 1) load[0] = -1;
   printf("%-10s offered %7.0f/s achieved %7.0f/s sent %7" PRIu64 " unanswered %5" PRIu64
-         " rejected %5" PRIu64 "  rtt us p50 %7.0f p99 %7.0f p99.9 %7.0f max %7.0f\n",
+         " rejected %5" PRIu64 "  rtt us p50 %7.0f p99 %7.0f p99.9 %7.0f max %7.0f  load %.2f\n",
          label, r->offered, r->achieved, r->sent, r->late_unanswered, r->rejected, r->p50, r->p99,
-         r->p999, r->max);
+         r->p999, r->max, load[0]);
   fflush(stdout);
 }
 

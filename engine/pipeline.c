@@ -79,6 +79,8 @@ typedef struct consumer {
   hg_waiter_t *w;       /* the consumer sleeps here */
   uint64_t cursor;      /* next stage index to release; engine thread */
   int blocked;          /* engine thread: the last push found the ring full */
+  _Atomic int want_room;/* set by the engine when blocked; the consumer's next
+                           poll clears it and wakes the engine (only then) */
   void (*notify)(void *ctx);
   void *notify_ctx;
 } consumer_t;
@@ -125,6 +127,8 @@ struct hg_pipeline {
   atomic_int journal_stop;
   atomic_int failed;          /* journal error, sticky */
   atomic_int threads_done;    /* set by stop() after joining the threads */
+  atomic_int jring_full;      /* engine found the journal ring full; the journal
+                                 thread clears it and wakes the engine */
   atomic_uint_fast64_t stat_commands, stat_last, stat_released, stat_snapshots, stat_busy;
   uint64_t replayed;
 };
@@ -192,6 +196,7 @@ static uint64_t release(hg_pipeline_t *p) {
       if (o->seq > durable) break;
       if (hg_spsc_ring_try_push(c->ring, o, sizeof *o) != 0) {
         c->blocked = 1;
+        atomic_store(&c->want_room, 1);
         break;
       }
       if (k == 0 && o->kind == HG_PIPE_DONE)
@@ -372,7 +377,10 @@ static int sequence_one(hg_pipeline_t *p, const inmsg_t *m) {
   rec.ts = cmd.ts;
   rec.len = (uint32_t)len;
   rec.pad_ = 0;
-  if (hg_spsc_ring_try_push(p->jring, &rec, offsetof(jrec_t, bytes) + len) != 0) return 1;
+  if (hg_spsc_ring_try_push(p->jring, &rec, offsetof(jrec_t, bytes) + len) != 0) {
+    atomic_store(&p->jring_full, 1);
+    return 1;
+  }
   p->last_seq = cmd.seq;
   p->cur_origin = m->origin;
   int rc = hg_exchange_apply(p->ex, &cmd);
@@ -417,6 +425,34 @@ static int engine_has_work(hg_pipeline_t *p) {
   return 0;
 }
 
+static inline void cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* The configured wait strategy ("wait = spin N"): re-check up to cfg.spin
+ * times before announcing sleep. The default (0) blocks at once, which is
+ * what a machine with fewer cores than busy threads needs. Returns 1 when
+ * work turned up. */
+static int spin_for(hg_pipeline_t *p, int (*ready)(hg_pipeline_t *p)) {
+  for (uint32_t i = 0; i < p->cfg.spin; i++) {
+    cpu_pause();
+    if (ready(p)) return 1;
+  }
+  return 0;
+}
+
+static int engine_spin_ready(hg_pipeline_t *p) {
+  return engine_has_work(p) || atomic_load(&p->engine_stop);
+}
+
+static int journal_spin_ready(hg_pipeline_t *p) {
+  return !hg_spsc_ring_empty(p->jring) || atomic_load(&p->journal_stop);
+}
+
 static void *engine_main(void *arg) {
   hg_pipeline_t *p = arg;
   for (;;) {
@@ -444,6 +480,7 @@ static void *engine_main(void *arg) {
     if (atomic_load(&p->engine_stop) && hg_mpsc_ring_empty(p->in) &&
         (p->last_seq <= durable_limit(p) || atomic_load(&p->failed)))
       break;
+    if (spin_for(p, engine_spin_ready)) continue;
     uint32_t tok = hg_waiter_prepare(p->engine_w);
     if (engine_has_work(p) || atomic_load(&p->engine_stop)) {
       hg_waiter_cancel(p->engine_w);
@@ -500,7 +537,10 @@ static void *journal_main(void *arg) {
     }
     uint64_t before = hg_journal_durable_seq(j);
     if (moved) {
-      hg_waiter_notify(p->engine_w); /* journal ring has room again */
+      /* The engine waits for room only when it found the ring full; any other
+       * wake here would only make it run once more before durability moves. */
+      if (atomic_load(&p->jring_full) && atomic_exchange(&p->jring_full, 0))
+        hg_waiter_notify(p->engine_w);
       hg_journal_commit(j);
     }
     if (!hg_journal_failed(j) && hg_journal_durable_seq(j) + 1 < hg_journal_next_seq(j))
@@ -511,6 +551,7 @@ static void *journal_main(void *arg) {
     int caught_up = hg_journal_failed(j) || hg_journal_durable_seq(j) + 1 >= hg_journal_next_seq(j);
     if (!moved && caught_up) {
       if (atomic_load(&p->journal_stop) && hg_spsc_ring_empty(p->jring)) break;
+      if (spin_for(p, journal_spin_ready)) continue;
       uint32_t tok = hg_waiter_prepare(p->journal_w);
       if (!hg_spsc_ring_empty(p->jring) || atomic_load(&p->journal_stop)) {
         hg_waiter_cancel(p->journal_w);
@@ -810,7 +851,12 @@ size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_ou
     memcpy(&out[n++], m, sizeof *out);
     hg_spsc_ring_consume(c->ring);
   }
-  if (n) hg_waiter_notify(p->engine_w); /* the engine may wait for outbound room */
+  /* Only an engine that found this ring full waits for room; waking it on
+   * every poll would cost it a futex wake-up and a context switch per batch.
+   * A flag set between our pop and this load is caught by the engine's
+   * bounded (1 ms) sleep while a consumer is blocked. */
+  if (n && atomic_load(&c->want_room) && atomic_exchange(&c->want_room, 0))
+    hg_waiter_notify(p->engine_w);
   if (n < max && atomic_load(&p->threads_done)) {
     /* The engine thread has exited: what it left staged is read from here
      * (the join in hg_pipeline_stop() ordered its writes before

@@ -749,10 +749,29 @@ static void process_input(conn_t *c);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 
+/* One write per connection per loop iteration (flush_dirty). The common case
+ * goes straight to the socket with uv_try_write: a uv_write that completes at
+ * once still costs a deferred callback and, in libuv, an epoll_ctl to drop
+ * the POLLOUT interest it never needed - a syscall per flush. Only what the
+ * socket does not take, and connections whose write completion drives more
+ * (closing, retransmitting, reading paused), take the uv_write path. */
 static void conn_flush(conn_t *c) {
   if (c->writing || c->out_len[c->fill] == 0) return;
   int w = c->fill;
   uv_buf_t b = uv_buf_init((char *)c->out[w], (unsigned)c->out_len[w]);
+  if (c->reading && !c->closing && !c->sess.retransmitting) {
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == (int)b.len) {
+      c->out_len[w] = 0;
+      return;
+    }
+    if (n < 0 && n != UV_EAGAIN) {
+      c->out_len[w] = 0;
+      conn_close(c);
+      return;
+    }
+    if (n > 0) b = uv_buf_init(b.base + n, b.len - (unsigned)n);
+  }
   c->fill ^= 1;
   int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write);
   if (rc != 0) {
