@@ -1033,7 +1033,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
     if (rc == HG_EUNAVAIL) rc = 0; /* remembered; written once the disk takes it */
   }
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: %s", hg_strerror(rc));
+    gw_log(gw, HG_PIPE_LOG_ERROR, "session id check: %s", hg_strerror(rc));
     login_reject(c, LREJ(UNAVAILABLE), "key store unavailable");
     return;
   }

@@ -526,7 +526,8 @@ static int win(hg_outlog_t *l, int si, uint64_t off, size_t need, const uint8_t 
     *p = l->rbuf + (off - l->roff);
     return 0;
   }
-  size_t want = s->size - off < l->rcap ? (size_t)(s->size - off) : l->rcap;
+  size_t want = need > READ_CHUNK ? need : READ_CHUNK; /* need <= rcap: checked by callers */
+  if (want > s->size - off) want = (size_t)(s->size - off);
   size_t got = 0;
   while (got < want) {
     ssize_t n = pread(s->fd, l->rbuf + got, want - got, (off_t)(off + got));

@@ -142,10 +142,14 @@ typedef struct hg_gateway hg_gateway_t;
 void hg_gateway_config_init(hg_gateway_config_t *cfg);
 
 /*
- * Creates the gateway: opens the key store, allocates every table and binds
- * the listening socket (not yet accepting). Owner thread. Returns 0 and
- * *out, HG_EINVAL (config), the store's errors, -errno of bind/listen
- * (e.g. -EADDRINUSE) or -ENOMEM. On failure nothing is left allocated.
+ * Creates the gateway: opens the key store and the outbound journal (its
+ * start-up scan restores each key's seq and the used session ids; bad
+ * records are logged and skipped), allocates every table and binds the
+ * listening socket (not yet accepting). Owner thread. Returns 0 and *out,
+ * HG_EINVAL (config), the store's errors, HG_EVERSION (a journal segment of
+ * a newer format), -errno of the journal's directory and files or of
+ * bind/listen (e.g. -EADDRINUSE), or -ENOMEM. On failure nothing is left
+ * allocated.
  */
 int hg_gateway_create(const hg_gateway_config_t *cfg, hg_gateway_t **out);
 
