@@ -56,6 +56,9 @@ static const keydef_t KEYS[] = {
     {"listen.http", K_ADDR, OFF(http), 0, 0, 0, 0},
     {"data_dir", K_PATH, OFF(data_dir), 0, 0, 0, 0},
     {"gateway.keys_file", K_OPTPATH, OFF(keys_file), 0, 0, 0, 0},
+    {"gateway.outlog_segment_size", K_SIZE64, OFF(outlog_segment_size), 64 * KB, 4 * GB, 0, 0},
+    {"gateway.outlog_segments_kept", K_U32, OFF(outlog_segments_kept), 1, 100000, 0, 0},
+    {"gateway.outlog_max_session_ids", K_U32, OFF(outlog_max_session_ids), 1, 1u << 28, 0, 0},
     {"log.level", K_LEVEL, OFF(log_level), 0, 0, 1, 0},
     {"journal.segment_size", K_SIZE64, OFF(journal_segment_size), 1 * MB, 64 * GB, 0, 0},
     {"journal.batch_bytes", K_SIZE32, OFF(journal_batch_bytes), 64 * KB, 1 * GB, 0, 0},
@@ -139,6 +142,9 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->md_depth = 20;
   cfg->md_trades = 100;
   cfg->synthetic_rate = 0;
+  cfg->outlog_segment_size = 64 * MB;
+  cfg->outlog_segments_kept = 8;
+  cfg->outlog_max_session_ids = 1u << 18;
 }
 
 /* ------------------------------------------------------------------ values */

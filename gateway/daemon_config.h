@@ -59,6 +59,9 @@ typedef struct hg_daemon_config {
   uint32_t md_depth;           /* market.depth_levels, 20 */
   uint32_t md_trades;          /* market.recent_trades, 100 */
   uint32_t synthetic_rate;     /* synthetic.orders_per_sec, 0 (off) */
+  uint64_t outlog_segment_size; /* gateway.outlog_segment_size, 64M */
+  uint32_t outlog_segments_kept; /* gateway.outlog_segments_kept, 8 */
+  uint32_t outlog_max_session_ids; /* gateway.outlog_max_session_ids, 262144 */
 } hg_daemon_config_t;
 
 /* Where parsing failed: the line (1-based, 0 for a file-level error), the

@@ -14,7 +14,10 @@
  *    reconnects, holds the retransmission log (a byte ring of encoded
  *    frames with an index ring by seq), the key's quote and market-maker
  *    protection state and the list of its live orders. Frames for a key
- *    with no connection are still sequenced and logged.
+ *    with no connection are still sequenced and logged. Every sequenced
+ *    frame also goes to the outbound journal (outlog.c), written once per
+ *    flush before any socket write; a retransmission older than the byte
+ *    ring is read back from it, and it restores seqs after a restart.
  *  - pending: a ring of commands in flight, indexed by the origin tag given
  *    to hg_pipeline_submit(). The pipeline answers our commands in submit
  *    order (one producer thread, a FIFO sequencer), so the DONE markers
@@ -49,6 +52,7 @@
 #include "hourglass/error.h"
 #include "hourglass/store.h"
 #include "hourglass/wire.h"
+#include "outlog.h"
 #include "session.h"
 
 /* Short names for the generated protobuf-c identifiers. */
@@ -237,6 +241,7 @@ struct hg_gateway {
   hg_gateway_config_t cfg;
   char host[64];
   hg_store_t *store;
+  hg_outlog_t *outlog;     /* owned; loop thread once started */
   hg_pipeline_t *pipe;
   uv_loop_t loop;
   uv_tcp_t listener;
@@ -585,6 +590,7 @@ static void mark_dirty(conn_t *c) {
 }
 
 static void flush_dirty(hg_gateway_t *gw) {
+  hg_outlog_flush(gw->outlog); /* first: a frame on the wire is in the journal */
   while (gw->dirty_head != NONE32) {
     conn_t *c = &gw->conns[gw->dirty_head];
     gw->dirty_head = c->dirty_next;
@@ -705,6 +711,7 @@ static void stream_send(hg_gateway_t *gw, stream_t *st, env_t *env) {
   size_t n = encode(gw, env);
   if (n == 0) return;
   log_append(gw, st, gw->scratch, n);
+  hg_outlog_append(gw->outlog, st->key_id, env->seq, gw->scratch, (uint32_t)n);
   conn_t *c = stream_conn(gw, st);
   if (c != NULL) conn_send_raw(c, gw->scratch, n);
 }
@@ -712,6 +719,27 @@ static void stream_send(hg_gateway_t *gw, stream_t *st, env_t *env) {
 static void stream_send_idx(hg_gateway_t *gw, uint32_t s, env_t *env) {
   if (s != NONE32 && s < gw->cfg.max_streams && gw->streams[s].key_id != 0)
     stream_send(gw, &gw->streams[s], env);
+}
+
+/* Reads frame rt_next from the journal into the connection. 1: done, 0:
+ * no room yet, -1: cannot be read (logged). */
+static int rt_from_file(conn_t *c, stream_t *st) {
+  hg_gateway_t *gw = c->gw;
+  size_t len = 0;
+  size_t room = gw->cfg.out_hard_cap - conn_queued(c);
+  int rc = hg_outlog_read(gw->outlog, st->key_id, c->rt_next, c->out[c->fill] + c->out_len[c->fill],
+                          room, &len);
+  if (rc == -ENOBUFS) return 0;
+  if (rc != 0) {
+    gw_log(gw, HG_PIPE_LOG_WARN, "retransmission from the outbound journal ended: %s",
+           hg_strerror(rc));
+    return -1;
+  }
+  c->out_len[c->fill] += len;
+  STAT_ADD(gw, st_frames_out);
+  mark_dirty(c);
+  c->rt_next++;
+  return 1;
 }
 
 /* Copies log frames [rt_next, rt_end) into the connection while it has room
@@ -723,8 +751,10 @@ static void rt_pump(conn_t *c) {
   uint64_t cap = gw->cfg.retransmit_bytes;
   while (c->rt_next < c->rt_end && c->used && !c->closing &&
          conn_queued(c) < gw->cfg.out_high_water / 2) {
-    if (c->rt_next < st->first_seq) { /* evicted meanwhile: the client asks again */
-      c->rt_next = c->rt_end;
+    if (c->rt_next < st->first_seq) { /* older than the ring: from the journal */
+      int r = rt_from_file(c, st);
+      if (r > 0) continue;
+      if (r < 0) c->rt_next = c->rt_end; /* lost meanwhile: the client asks again */
       break;
     }
     logent_t *e = &st->ent[c->rt_next % gw->cfg.retransmit_frames];
@@ -970,8 +1000,12 @@ static stream_t *stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t
     seq_name(name, k->key_id);
     uint64_t last = 0;
     if (hg_store_get_session_seq(gw->store, name, &last) != 0) last = 0;
+    int rc = hg_outlog_key_add(gw->outlog, k->key_id);
+    if (rc != 0) /* the key still trades; only its durable retransmission is lost */
+      gw_log(gw, HG_PIPE_LOG_ERROR, "outbound journal: key table: %s", hg_strerror(rc));
+    uint64_t jn = hg_outlog_next_seq(gw->outlog, k->key_id);
     st->key_id = k->key_id;
-    st->next_seq = last + 1;
+    st->next_seq = last + 1 > jn ? last + 1 : jn;
     st->first_seq = st->next_seq;
     st->orders = NONE32;
     st->next_quote_id = 1;
@@ -1036,17 +1070,24 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
     login_reject(c, LREJ(ALREADY_ACTIVE), "key already has a live session");
     return;
   }
+  /* Used ids: the journal's in-memory set, then (read only, no commit) ids
+   * an earlier version recorded in the key store. */
   char name[1 + 16 + 32 + 1];
   used_name(name, lg->key_id, lg->session_id.data);
   uint64_t dummy;
-  rc = hg_store_get_session_seq(gw->store, name, &dummy);
+  rc = hg_outlog_sid_used(gw->outlog, lg->key_id, lg->session_id.data)
+           ? 0
+           : hg_store_get_session_seq(gw->store, name, &dummy);
   if (rc == 0) {
     login_reject(c, LREJ(SESSION_ID_REUSED), "session id used before");
     return;
   }
-  if (rc == HG_ENOTFOUND) rc = hg_store_set_session_seq(gw->store, name, 1);
+  if (rc == HG_ENOTFOUND) {
+    rc = hg_outlog_sid_add(gw->outlog, lg->key_id, lg->session_id.data);
+    if (rc == HG_EUNAVAIL) rc = 0; /* remembered; written once the disk takes it */
+  }
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: %s", hg_strerror(rc));
+    gw_log(gw, HG_PIPE_LOG_ERROR, "session id check: %s", hg_strerror(rc));
     login_reject(c, LREJ(UNAVAILABLE), "key store unavailable");
     return;
   }
@@ -1208,11 +1249,7 @@ static void release_stream_side(conn_t *c) {
     st->cod_gen = c->gen;
     st->cod_retry = cod_cancel(gw, st, c->gen);
   }
-  st->conn = 0;
-  char name[20];
-  seq_name(name, st->key_id);
-  int rc = hg_store_set_session_seq(gw->store, name, st->next_seq - 1);
-  if (rc != 0) gw_log(gw, HG_PIPE_LOG_ERROR, "saving a stream seq: %s", hg_strerror(rc));
+  st->conn = 0; /* the seq needs no commit: the journal holds it */
   c->stream = NONE32;
 }
 
@@ -2235,6 +2272,28 @@ static void settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o) 
 
 /* ------------------------------------------------------------- dispatch */
 
+/* A range (partly) older than the byte ring: every journal frame of it must
+ * read back intact before the Retransmission promises `count` frames. The
+ * count is bounded (retransmit_max), so these preads on the loop are too. */
+static uint32_t rt_check_file(hg_gateway_t *gw, stream_t *st, uint64_t from, uint32_t count) {
+  uint64_t oldest = hg_outlog_oldest(gw->outlog, st->key_id);
+  if (oldest == 0 || from < oldest) return REJ(RETRANSMIT_EXPIRED);
+  uint64_t end = from + count;
+  if (st->n_ent > 0 && end > st->first_seq) end = st->first_seq;
+  for (uint64_t s = from; s < end; s++) {
+    size_t len;
+    int rc = hg_outlog_read(gw->outlog, st->key_id, s, NULL, 0, &len);
+    if (rc == HG_ECORRUPT) return REJ(RETRANSMIT_CORRUPT);
+    if (rc == HG_ERANGE) return REJ(RETRANSMIT_EXPIRED);
+    if (rc != 0) {
+      gw_log(gw, HG_PIPE_LOG_WARN, "retransmission: frame missing from the outbound journal: %s",
+             hg_strerror(rc));
+      return REJ(RETRANSMIT_RANGE);
+    }
+  }
+  return 0;
+}
+
 static void handle_retransmit(conn_t *c, stream_t *st, const Hourglass__V1__RetransmitRequest *r) {
   hg_gateway_t *gw = c->gw;
   Hourglass__V1__Retransmission m = HOURGLASS__V1__RETRANSMISSION__INIT;
@@ -2244,9 +2303,10 @@ static void handle_retransmit(conn_t *c, stream_t *st, const Hourglass__V1__Retr
   if (r->base.n_unknown_fields != 0 || r->count == 0 || r->count > gw->cfg.retransmit_max ||
       r->from_seq == 0) {
     reason = REJ(INVALID_REQUEST);
-  } else if (st->n_ent == 0 || r->from_seq < st->first_seq ||
-             r->from_seq + r->count > st->next_seq) {
+  } else if (r->from_seq + r->count > st->next_seq) {
     reason = REJ(RETRANSMIT_RANGE);
+  } else if (st->n_ent == 0 || r->from_seq < st->first_seq) {
+    reason = rt_check_file(gw, st, r->from_seq, r->count);
   }
   if (reason != 0) {
     m.has_reason = 1;
@@ -2898,6 +2958,7 @@ static void free_all(hg_gateway_t *gw) {
   map_free(&gw->position_map);
   free(gw->arena_buf);
   free(gw->scratch);
+  hg_outlog_close(gw->outlog);
   hg_store_close(gw->store);
   free(gw);
 }
@@ -2922,6 +2983,24 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   if (rc == 0) rc = hg_store_open(gw->store, cfg.key_dir, cfg.key_map_size);
   if (rc != 0) {
     gw_log(gw, HG_PIPE_LOG_ERROR, "key store: %s", hg_store_errmsg(gw->store));
+    free_all(gw);
+    return rc;
+  }
+  char odir[4096];
+  snprintf(odir, sizeof odir, "%s/outlog", cfg_in->key_dir);
+  hg_outlog_options_t oo = {
+      .segment_size = cfg.outlog_segment_size,
+      .segments_kept = cfg.outlog_segments_kept,
+      .max_frame = SCRATCH_SIZE,
+      .max_keys = cfg.max_streams,
+      .max_session_ids = cfg.outlog_max_session_ids,
+      .log = cfg.log,
+      .log_ctx = cfg.log_ctx,
+  };
+  rc = hg_outlog_open(cfg.outlog_dir != NULL ? cfg.outlog_dir : odir, &oo, &gw->outlog);
+  gw->cfg.outlog_dir = NULL; /* not kept: the caller's string */
+  if (rc != 0) {
+    gw_log(gw, HG_PIPE_LOG_ERROR, "outbound journal: %s", hg_strerror(rc));
     free_all(gw);
     return rc;
   }
@@ -3206,4 +3285,11 @@ void hg_gateway_stats(const hg_gateway_t *gw, hg_gateway_stats_t *out) {
   out->sessions = LD(st_sessions);
   out->unauthenticated = LD(st_unauth);
 #undef LD
+  hg_outlog_stats_t os = {0};
+  if (gw->outlog != NULL) hg_outlog_stats(gw->outlog, &os);
+  out->outlog_write_errors = os.write_errors;
+  out->outlog_dropped = os.dropped;
+  out->outlog_corrupt = os.corrupt;
+  out->outlog_segments = os.segments;
+  out->outlog_failing = os.last_error != 0;
 }

@@ -469,6 +469,16 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
     metric(b, "hourglass_gateway_throttled_total", "counter", "Requests throttled.",
            gs.throttled);
     metric(b, "hourglass_gateway_busy_total", "counter", "Submits refused as busy.", gs.busy);
+    metric(b, "hourglass_gateway_outlog_write_errors_total", "counter",
+           "Failed writes to the outbound journal (e.g. disk full).", gs.outlog_write_errors);
+    metric(b, "hourglass_gateway_outlog_dropped_total", "counter",
+           "Outbound journal records never written.", gs.outlog_dropped);
+    metric(b, "hourglass_gateway_outlog_corrupt_total", "counter",
+           "Bad outbound journal records met.", gs.outlog_corrupt);
+    metric(b, "hourglass_gateway_outlog_segments", "gauge", "Outbound journal segments on disk.",
+           gs.outlog_segments);
+    metric(b, "hourglass_gateway_outlog_failing", "gauge",
+           "1 while writes to the outbound journal fail.", (uint64_t)gs.outlog_failing);
   }
 #endif
   metric(b, "hourglass_sessions", "gauge", "Logged-in client sessions.", sessions);
@@ -994,6 +1004,9 @@ static int serve(daemon_t *d) {
   gc.max_accounts = cfg->max_accounts;
   gc.throttle_rate = cfg->throttle_rate;
   gc.throttle_burst = cfg->throttle_burst;
+  gc.outlog_segment_size = cfg->outlog_segment_size;
+  gc.outlog_segments_kept = cfg->outlog_segments_kept;
+  gc.outlog_max_session_ids = cfg->outlog_max_session_ids;
   gc.log = hg_dlog_pipe_cb;
   gc.log_ctx = "gateway";
   rc = hg_gateway_create(&gc, &d->gw);

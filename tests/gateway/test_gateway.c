@@ -734,7 +734,7 @@ static void test_restart(void **state) {
   assert_int_equal(e->order_status->leaves, 4);
   assert_int_equal(e->order_status->client_order_id, 55);
   assert_int_equal(e->seq, 3);
-  /* Frames from before the restart are not retransmittable. */
+  /* Frames from before the restart come back from the outbound journal. */
   Hourglass__V1__RetransmitRequest rr = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
   rr.from_seq = 1;
   rr.count = 1;
@@ -743,7 +743,11 @@ static void test_restart(void **state) {
   q.retransmit_request = &rr;
   gt_send(&a, &q);
   e = gt_expect(&a, BODY(RETRANSMISSION), 2000);
-  assert_int_equal(e->retransmission->reason, REJ(RETRANSMIT_RANGE));
+  assert_int_equal(e->retransmission->reason, 0);
+  e = gt_expect(&a, BODY(EXECUTION_REPORT), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->seq, 1);
+  assert_int_equal(e->execution_report->client_order_id, 55);
   /* Market data seeded from the books. */
   Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
   ms.instrument_id = 1;

@@ -31,8 +31,10 @@
  * record holds what HMAC verification needs: the secret itself (HMAC is a
  * symmetric proof, so the verifier needs the key), plus role, account,
  * firm. The secret is never logged, never sent and never leaves the
- * process; used session ids and each key's last outbound seq are kept in the
- * same store's sessions table.
+ * process. Used session ids and every sequenced outbound frame go to the
+ * outbound journal (outlog_dir), which also restores each key's next seq at
+ * create; the key store's sessions table keeps each key's last seq at a
+ * clean stop and, read only, session ids recorded by earlier versions.
  *
  * Lifecycle (owner thread):
  *   hg_gateway_config_init -> hg_gateway_create -> (pipeline config:
@@ -91,6 +93,12 @@ typedef struct hg_gateway_config {
   uint32_t pending_capacity;     /* commands in flight, power of two; 0: 16384 */
   int64_t mmp_qty;               /* default quote-group protection qty; 0: 1000 */
   uint32_t mmp_window_ms;        /* default window; 0: 1000 */
+  /* Outbound journal (every sequenced frame and used session id, for
+   * retransmission across restarts; see proto/README.md). */
+  const char *outlog_dir;        /* created if missing; NULL: <key_dir>/outlog */
+  uint64_t outlog_segment_size;  /* a segment rolls before passing it; 0: 64 MiB */
+  uint32_t outlog_segments_kept; /* older segments are deleted; 0: 8 */
+  uint32_t outlog_max_session_ids; /* logins remembered beyond those found at start; 0: 1 << 18 */
   /* Wall clock for login timestamps (ns since the epoch); NULL: CLOCK_REALTIME. */
   uint64_t (*wall_clock)(void *ctx);
   void *clock_ctx;
@@ -120,6 +128,12 @@ typedef struct hg_gateway_stats {
   uint64_t throttled;
   uint32_t sessions;      /* logged in now */
   uint32_t unauthenticated;
+  /* Outbound journal health (no customer data). */
+  uint64_t outlog_write_errors;  /* failed writes (e.g. disk full); frames are still sent */
+  uint64_t outlog_dropped;       /* records never written (staging full while failing) */
+  uint64_t outlog_corrupt;       /* bad records met at start-up or by a retransmission */
+  uint32_t outlog_segments;
+  int outlog_failing;            /* 1 while the last write failed */
 } hg_gateway_stats_t;
 
 typedef struct hg_gateway hg_gateway_t;
@@ -128,10 +142,14 @@ typedef struct hg_gateway hg_gateway_t;
 void hg_gateway_config_init(hg_gateway_config_t *cfg);
 
 /*
- * Creates the gateway: opens the key store, allocates every table and binds
- * the listening socket (not yet accepting). Owner thread. Returns 0 and
- * *out, HG_EINVAL (config), the store's errors, -errno of bind/listen
- * (e.g. -EADDRINUSE) or -ENOMEM. On failure nothing is left allocated.
+ * Creates the gateway: opens the key store and the outbound journal (its
+ * start-up scan restores each key's seq and the used session ids; bad
+ * records are logged and skipped), allocates every table and binds the
+ * listening socket (not yet accepting). Owner thread. Returns 0 and *out,
+ * HG_EINVAL (config), the store's errors, HG_EVERSION (a journal segment of
+ * a newer format), -errno of the journal's directory and files or of
+ * bind/listen (e.g. -EADDRINUSE), or -ENOMEM. On failure nothing is left
+ * allocated.
  */
 int hg_gateway_create(const hg_gateway_config_t *cfg, hg_gateway_t **out);
 
