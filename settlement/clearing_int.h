@@ -111,6 +111,11 @@ struct hg_clearing {
   uint32_t rec_hw;    /* records [rec_hw, max_positions) were never used */
   uint32_t nrec_used;
   map_t rec_map;      /* (acct slot << 32 | inst slot) -> record */
+  /* owned: record of (acct slot, inst slot) at [acct * max_instruments +
+   * inst], NIL32 for none; a dense table is a handful of KiB where the map
+   * is hundreds, so the order path's lookups stay in cache. NULL when the
+   * configured product is too large (then rec_map is used). */
+  uint32_t *rec_dir;
 
   /* margin scratch: per group L and S, and the groups touched */
   i128 *grp_l, *grp_s;
