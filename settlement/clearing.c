@@ -268,7 +268,10 @@ int hg_clearing_create(const hg_clearing_config_t *cfg, hg_clearing_t **out) {
   c->inst_order = calloc(cfg->max_instruments, sizeof *c->inst_order);
   c->inst_free = calloc(cfg->max_instruments, sizeof *c->inst_free);
   c->groups = calloc(cfg->max_groups, sizeof *c->groups);
-  c->recs = calloc(cfg->max_positions, sizeof *c->recs);
+  /* cache-line aligned: see posrec_t */
+  size_t recs_bytes = ((size_t)cfg->max_positions * sizeof *c->recs + 63u) & ~(size_t)63u;
+  c->recs = aligned_alloc(64, recs_bytes);
+  if (c->recs != NULL) memset(c->recs, 0, recs_bytes);
   c->grp_l = calloc(cfg->max_groups, sizeof *c->grp_l);
   c->grp_s = calloc(cfg->max_groups, sizeof *c->grp_s);
   c->grp_touched = calloc(cfg->max_groups, sizeof *c->grp_touched);
