@@ -8,7 +8,9 @@
  * a fixed stack arena (so a crafted message can exhaust only the arena, never
  * the heap), then every check protobuf-c does not make itself: unknown
  * fields, a body present, enum values in range, symbol syntax, seq > 0.
- * Only fully validated values reach *out.
+ * Only fully validated values reach *out. In front of protobuf-c sits a
+ * direct reader of the wire bytes for the frequent commands (see "Fast
+ * path"), which hands everything but the plain case to protobuf-c.
  */
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
@@ -16,6 +18,7 @@
 #include <stdalign.h>
 #include <string.h>
 
+#include "command_internal.h"
 #include "hourglass.pb-c.h"
 
 /* ------------------------------------------------------------------------ */
@@ -577,9 +580,260 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
   }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Fast path                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Journal replay decodes millions of commands, nearly all of them orders,
+ * cancels, replaces, mass cancels, cash movements and daily cycles. For
+ * those, a direct reading of the same protobuf wire bytes. It only accepts
+ * the plain case: each known field at most once with its declared wire type,
+ * every required field present, varints no longer than their type needs,
+ * values inside the ranges decode_body() checks. Anything else (unknown or
+ * repeated fields, merged or several bodies, other commands, any error)
+ * returns 0 and the caller runs the protobuf-c path, which then gives the
+ * exact result or error. So on what it accepts it must agree with protobuf-c
+ * plus decode_body() bit for bit (tests/engine/test_command.c checks that
+ * over random and mutated messages).
+ */
+
+typedef struct wire {
+  const uint8_t *p, *end;
+} wire_t;
+
+/* A varint of at most max_bytes bytes (10: any 64-bit value; a 10th byte
+ * above 1 would set bits protobuf-c drops, so it is refused too). */
+static int w_varint(wire_t *w, unsigned max_bytes, uint64_t *v) {
+  uint64_t r = 0;
+  for (unsigned i = 0; i < max_bytes; i++) {
+    if (w->p == w->end) return 0;
+    uint8_t b = *w->p++;
+    if (i == 9 && b > 1) return 0;
+    r |= (uint64_t)(b & 0x7fu) << (7u * i);
+    if ((b & 0x80u) == 0) {
+      *v = r;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Field number and wire type; tags of the fields read here fit 2 bytes. */
+static int w_tag(wire_t *w, uint32_t *field, uint32_t *wt) {
+  uint64_t t;
+  if (!w_varint(w, 2, &t)) return 0;
+  *field = (uint32_t)(t >> 3);
+  *wt = (uint32_t)(t & 7u);
+  return *field != 0;
+}
+
+static int w_u32(wire_t *w, uint32_t *v) {
+  uint64_t x;
+  if (!w_varint(w, 5, &x) || x > UINT32_MAX) return 0;
+  *v = (uint32_t)x;
+  return 1;
+}
+
+/* An enum value in [0, max] (negative values take 10 bytes: refused). */
+static int w_enum(wire_t *w, uint32_t max, uint8_t *v) {
+  uint64_t x;
+  if (!w_varint(w, 5, &x) || x > max) return 0;
+  *v = (uint8_t)x;
+  return 1;
+}
+
+static int w_u64(wire_t *w, uint64_t *v) { return w_varint(w, 10, v); }
+
+static int w_i64(wire_t *w, int64_t *v) {
+  uint64_t x;
+  if (!w_varint(w, 10, &x)) return 0;
+  *v = (int64_t)x;
+  return 1;
+}
+
+/* Walks the fields of one body message. Each field number 1..max_field may
+ * appear once, as a varint; read(field) consumes its value. Returns the bit
+ * set of the fields seen (bit f), or 0 on anything else. */
+#define BODY_LOOP(w, max_field, seen, READ)                                    \
+  do {                                                                         \
+    while ((w)->p < (w)->end) {                                                \
+      uint32_t f_, wt_;                                                        \
+      if (!w_tag((w), &f_, &wt_) || wt_ != 0 || f_ > (max_field) ||            \
+          ((seen) & (1u << f_)))                                               \
+        return 0;                                                              \
+      (seen) |= 1u << f_;                                                      \
+      int ok_ = 0;                                                             \
+      READ                                                                     \
+      if (!ok_) return 0;                                                      \
+    }                                                                          \
+  } while (0)
+
+static int fast_new_order(wire_t *w, hg_command_t *out) {
+  hg_cmd_new_order_t *c = &out->u.new_order;
+  uint32_t seen = 0;
+  int64_t price = 0;
+  uint8_t post_only = 0;
+  BODY_LOOP(w, 11, seen, {
+    switch (f_) {
+    case 1: ok_ = w_u32(w, &c->instrument_id); break;
+    case 2: ok_ = w_u32(w, &c->account); break;
+    case 3: ok_ = w_u64(w, &c->client_order_id); break;
+    case 4: ok_ = w_enum(w, HG_SIDE_SELL, &c->side); break;
+    case 5: ok_ = w_enum(w, HG_ORD_MARKET, &c->type); break;
+    case 6: ok_ = w_enum(w, HG_TIF_FOK, &c->tif); break;
+    case 7: ok_ = w_i64(w, &price); break;
+    case 8: ok_ = w_i64(w, &c->qty); break;
+    case 9: ok_ = w_enum(w, HG_STP_NONE, &c->stp); break;
+    case 10: ok_ = w_enum(w, 1, &post_only); break;
+    case 11: ok_ = w_u32(w, &c->smp_group); break;
+    default: break;
+    }
+  });
+  const uint32_t req = 1u << 1 | 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 8;
+  if ((seen & req) != req) return 0;
+  if (c->type == HG_ORD_LIMIT && !(seen & 1u << 7)) return 0;
+  c->price = c->type == HG_ORD_LIMIT ? price : 0;
+  c->post_only = post_only;
+  out->type = HG_COMMAND_NEW_ORDER;
+  return 1;
+}
+
+static int fast_cancel(wire_t *w, hg_command_t *out) {
+  hg_cmd_cancel_t *c = &out->u.cancel;
+  uint32_t seen = 0;
+  BODY_LOOP(w, 3, seen, {
+    switch (f_) {
+    case 1: ok_ = w_u32(w, &c->instrument_id); break;
+    case 2: ok_ = w_u32(w, &c->account); break;
+    case 3: ok_ = w_u64(w, &c->order_id); break;
+    default: break;
+    }
+  });
+  if (seen != (1u << 1 | 1u << 2 | 1u << 3)) return 0;
+  out->type = HG_COMMAND_CANCEL;
+  return 1;
+}
+
+static int fast_replace(wire_t *w, hg_command_t *out) {
+  hg_cmd_replace_t *c = &out->u.replace;
+  uint32_t seen = 0;
+  BODY_LOOP(w, 5, seen, {
+    switch (f_) {
+    case 1: ok_ = w_u32(w, &c->instrument_id); break;
+    case 2: ok_ = w_u32(w, &c->account); break;
+    case 3: ok_ = w_u64(w, &c->order_id); break;
+    case 4: ok_ = w_i64(w, &c->new_price); break;
+    case 5: ok_ = w_i64(w, &c->new_qty); break;
+    default: break;
+    }
+  });
+  if (seen != (1u << 1 | 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5)) return 0;
+  out->type = HG_COMMAND_REPLACE;
+  return 1;
+}
+
+static int fast_mass_cancel(wire_t *w, hg_command_t *out) {
+  hg_cmd_mass_cancel_t *c = &out->u.mass_cancel;
+  uint32_t seen = 0;
+  c->sides = HG_SIDES_BOTH;
+  BODY_LOOP(w, 3, seen, {
+    switch (f_) {
+    case 1: ok_ = w_u32(w, &c->account); break;
+    case 2: ok_ = w_u32(w, &c->instrument_id); break;
+    case 3: ok_ = w_enum(w, HG_SIDES_BOTH, &c->sides); break;
+    default: break;
+    }
+  });
+  if (!(seen & 1u << 1)) return 0;
+  out->type = HG_COMMAND_MASS_CANCEL;
+  return 1;
+}
+
+static int fast_cash(wire_t *w, uint32_t type, hg_command_t *out) {
+  uint32_t seen = 0;
+  BODY_LOOP(w, 2, seen, {
+    switch (f_) {
+    case 1: ok_ = w_u32(w, &out->u.cash.account); break;
+    case 2: ok_ = w_i64(w, &out->u.cash.amount); break;
+    default: break;
+    }
+  });
+  if (seen != (1u << 1 | 1u << 2)) return 0;
+  out->type = type;
+  return 1;
+}
+
+static int fast_daily(wire_t *w, hg_command_t *out) {
+  uint32_t seen = 0, day = 0;
+  BODY_LOOP(w, 1, seen, {
+    if (f_ == 1) ok_ = w_u32(w, &day);
+  });
+  if (seen != 1u << 1 || day > (uint32_t)HG_DAY_MAX) return 0;
+  out->u.daily.day = (int32_t)day;
+  out->type = HG_COMMAND_DAILY_SETTLEMENT;
+  return 1;
+}
+
+static int decode_full(const uint8_t *buf, size_t len, hg_command_t *out);
+
+/* 1: *out holds the decoded command; 0: use the protobuf-c path. */
+static int decode_fast(const uint8_t *buf, size_t len, hg_command_t *out) {
+  wire_t w = {buf, buf + len};
+  uint64_t seq = 0, ts = 0;
+  uint32_t seen = 0;
+  wire_t body = {NULL, NULL};
+  uint32_t body_field = 0;
+  while (w.p < w.end) {
+    uint32_t f, wt;
+    if (!w_tag(&w, &f, &wt) || f > 31 || (seen & 1u << f)) return 0;
+    seen |= 1u << f;
+    if (f == 1 || f == 2) {
+      if (wt != 0 || !w_u64(&w, f == 1 ? &seq : &ts)) return 0;
+      continue;
+    }
+    if (wt != 2 || body_field != 0) return 0;
+    uint64_t n;
+    if (!w_varint(&w, 5, &n) || n > (uint64_t)(w.end - w.p)) return 0;
+    body = (wire_t){w.p, w.p + n};
+    body_field = f;
+    w.p += n;
+  }
+  if (!(seen & 1u << 1) || !(seen & 1u << 2) || seq == 0) return 0;
+  int ok;
+  switch (body_field) {
+  case 3: ok = fast_new_order(&body, out); break;
+  case 4: ok = fast_cancel(&body, out); break;
+  case 5: ok = fast_replace(&body, out); break;
+  case 6: ok = fast_mass_cancel(&body, out); break;
+  case 13: ok = fast_cash(&body, HG_COMMAND_DEPOSIT, out); break;
+  case 14: ok = fast_cash(&body, HG_COMMAND_WITHDRAW, out); break;
+  case 21: ok = fast_daily(&body, out); break;
+  default: ok = 0; break;
+  }
+  if (!ok) return 0;
+  out->seq = seq;
+  out->ts = ts;
+  return 1;
+}
+
 int hg_command_decode(const uint8_t *buf, size_t len, hg_command_t *out) {
   memset(out, 0, sizeof *out);
   if (buf == NULL || len == 0 || len > HG_COMMAND_MAX_ENCODED) return HG_EPARSE;
+  if (decode_fast(buf, len, out)) return 0;
+  memset(out, 0, sizeof *out); /* the fast path may have written some fields */
+  return decode_full(buf, len, out);
+}
+
+int hg_command__decode_full(const uint8_t *buf, size_t len, hg_command_t *out) {
+  memset(out, 0, sizeof *out);
+  if (buf == NULL || len == 0 || len > HG_COMMAND_MAX_ENCODED) return HG_EPARSE;
+  return decode_full(buf, len, out);
+}
+
+/* The protobuf-c path: any command, any valid encoding, every error. out is
+ * zeroed. */
+static int decode_full(const uint8_t *buf, size_t len, hg_command_t *out) {
   arena_t arena;
   arena.used = 0;
   ProtobufCAllocator alloc = {.alloc = arena_alloc, .free = arena_free, .allocator_data = &arena};

@@ -43,6 +43,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdalign.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -587,48 +588,219 @@ static int restore_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) 
   return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Journal replay                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Replay runs on two threads: a feeder reads, CRC-checks and decodes
+ * records into batches of hg_command_t, and the calling thread applies them
+ * in order. The batches form a bounded single-producer, single-consumer
+ * ring; the commands are applied in journal order by one thread, so the
+ * state is exactly that of a sequential replay. A decode or read error ends
+ * the feed after the last good record; the applier applies everything before
+ * it and reports the same error and message the sequential loop would. If
+ * the feeder thread cannot be started, the same code runs sequentially.
+ */
+#define FEED_BATCH 64u  /* commands per batch: one wake-up per batch at most */
+#define FEED_SLOTS 16u  /* batches in the ring (16 x 64 x ~0.5 KiB) */
+#define FEED_SPIN 200u  /* waiter re-checks before sleeping */
+
+typedef struct feed_batch {
+  uint32_t n;   /* commands in cmd[] */
+  int end;      /* 0: more follow; 1: the feed ends after this batch */
+  hg_command_t cmd[FEED_BATCH];
+} feed_batch_t;
+
+/* Shared by the feeder and the applier. The reader, rc and why belong to
+ * the feeder until it publishes its last batch (end = 1); the release store
+ * of head hands them to the applier. */
+typedef struct feed {
+  const char *dir;
+  hg_journal_reader_t *rd;
+  uint64_t from_seq, max_seq;
+  uint64_t decoded; /* feeder: records decoded */
+  int rc;           /* feeder's result, read by the applier after end */
+  char why[512];
+  feed_batch_t *b;  /* FEED_SLOTS batches; owned by the replay call */
+  hg_waiter_t *feeder_w, *applier_w;
+  alignas(64) _Atomic uint64_t head; /* batches published by the feeder */
+  alignas(64) _Atomic uint64_t tail; /* batches released by the applier */
+  alignas(64) atomic_int stop;       /* the applier gave up: the feeder stops */
+} feed_t;
+
+/* Reads and decodes up to FEED_BATCH records into b. Returns 1 at the end
+ * of the journal or on an error (f->rc, f->why set), else 0. */
+static int feed_fill(feed_t *f, feed_batch_t *b) {
+  uint32_t n = 0;
+  int end = 0;
+  hg_journal_record_t rec;
+  while (n < FEED_BATCH) {
+    int rc = hg_journal_reader_next(f->rd, f->max_seq, &rec);
+    if (rc == HG_ENOTFOUND) {
+      end = 1;
+      break;
+    }
+    if (rc != 0) {
+      snprintf(f->why, sizeof f->why, "journal %s unreadable after seq %llu: %s", f->dir,
+               (unsigned long long)(f->from_seq + f->decoded - 1), hg_strerror(rc));
+      f->rc = rc;
+      end = 1;
+      break;
+    }
+    hg_command_t *cmd = &b->cmd[n];
+    rc = hg_command_decode(rec.payload, rec.len, cmd);
+    if (rc != 0 || cmd->seq != rec.seq) {
+      snprintf(f->why, sizeof f->why, "journal record seq %llu does not decode: %s",
+               (unsigned long long)rec.seq, hg_strerror(rc ? rc : HG_ECORRUPT));
+      f->rc = rc ? rc : HG_ECORRUPT;
+      end = 1;
+      break;
+    }
+    cmd->ts = rec.ts;
+    n++;
+    f->decoded++;
+  }
+  b->n = n;
+  b->end = end;
+  return end;
+}
+
+static bool feed_has_room(void *ctx) {
+  feed_t *f = ctx;
+  /* acquire: the applier is done reading the slots it released */
+  uint64_t tail = atomic_load_explicit(&f->tail, memory_order_acquire);
+  uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* feeder's own */
+  /* Half the ring free before the feeder resumes, so a fast feeder sleeps
+   * and wakes once per FEED_SLOTS / 2 batches, not once per batch. */
+  return head - tail <= FEED_SLOTS / 2 || atomic_load(&f->stop);
+}
+
+static void *feeder_main(void *arg) {
+  feed_t *f = arg;
+  for (;;) {
+    uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* feeder's own */
+    if (head - atomic_load_explicit(&f->tail, memory_order_acquire) == FEED_SLOTS &&
+        hg_waiter_wait(f->feeder_w, feed_has_room, f, -1) != 0)
+      break;
+    if (atomic_load(&f->stop)) break;
+    int end = feed_fill(f, &f->b[head % FEED_SLOTS]);
+    /* release: the batch (and on the last one rc and why) before its index */
+    atomic_store_explicit(&f->head, head + 1, memory_order_release);
+    hg_waiter_notify(f->applier_w);
+    if (end) break;
+  }
+  return NULL;
+}
+
+static bool feed_has_batch(void *ctx) {
+  feed_t *f = ctx;
+  /* acquire: pairs with the feeder's release of head */
+  return atomic_load_explicit(&f->head, memory_order_acquire) !=
+         atomic_load_explicit(&f->tail, memory_order_relaxed); /* applier's own */
+}
+
+/* Applies batch b; returns 0, or the apply error with why set. */
+static int apply_batch(hg_exchange_t *ex, const feed_batch_t *b, uint64_t *count, char *why,
+                       size_t why_len) {
+  for (uint32_t i = 0; i < b->n; i++) {
+    int rc = hg_exchange_apply(ex, &b->cmd[i]);
+    if (rc != 0) {
+      snprintf(why, why_len, "journal record seq %llu cannot be applied: %s",
+               (unsigned long long)b->cmd[i].seq, hg_strerror(rc));
+      return rc;
+    }
+    (*count)++;
+  }
+  return 0;
+}
+
+static int replay_sequential(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *why,
+                             size_t why_len) {
+  for (;;) {
+    int end = feed_fill(f, &f->b[0]);
+    int rc = apply_batch(ex, &f->b[0], count, why, why_len);
+    if (rc != 0) return rc;
+    if (end) break;
+  }
+  if (f->rc != 0) snprintf(why, why_len, "%s", f->why);
+  return f->rc;
+}
+
+static int replay_threaded(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *why,
+                           size_t why_len, int *started) {
+  *started = 0;
+  if (hg_waiter_create(FEED_SPIN, 0, &f->feeder_w) != 0) return 0;
+  if (hg_waiter_create(FEED_SPIN, 0, &f->applier_w) != 0) {
+    hg_waiter_destroy(f->feeder_w);
+    return 0;
+  }
+  pthread_t thr;
+  if (pthread_create(&thr, NULL, feeder_main, f) != 0) {
+    hg_waiter_destroy(f->feeder_w);
+    hg_waiter_destroy(f->applier_w);
+    return 0;
+  }
+  *started = 1;
+  int rc = 0, end = 0;
+  while (!end) {
+    hg_waiter_wait(f->applier_w, feed_has_batch, f, -1); /* never closed: returns ready */
+    uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed); /* applier's own */
+    const feed_batch_t *b = &f->b[tail % FEED_SLOTS];
+    end = b->end;
+    rc = apply_batch(ex, b, count, why, why_len);
+    /* release: done with the slot before the feeder may refill it */
+    atomic_store_explicit(&f->tail, tail + 1, memory_order_release);
+    if (rc != 0) {
+      atomic_store(&f->stop, 1);
+      hg_waiter_notify(f->feeder_w);
+      break;
+    }
+    hg_waiter_notify(f->feeder_w);
+  }
+  pthread_join(thr, NULL);
+  hg_waiter_destroy(f->feeder_w);
+  hg_waiter_destroy(f->applier_w);
+  if (rc != 0) return rc;
+  if (f->rc != 0) snprintf(why, why_len, "%s", f->why);
+  return f->rc;
+}
+
 /* Applies journal records from from_seq on to ex. */
 static int replay_into(const char *dir, hg_exchange_t *ex, uint64_t from_seq, uint64_t max_seq,
                        uint64_t *count, char *why, size_t why_len) {
-  hg_journal_reader_t *rd = NULL;
-  int rc = hg_journal_reader_open(dir, from_seq, &rd);
+  *count = 0;
+  feed_t *f = aligned_alloc(alignof(feed_t), sizeof *f);
+  if (f == NULL) return -ENOMEM;
+  memset(f, 0, sizeof *f);
+  f->dir = dir;
+  f->from_seq = from_seq;
+  f->max_seq = max_seq;
+  int rc = hg_journal_reader_open(dir, from_seq, &f->rd);
   if (rc != 0) {
     snprintf(why, why_len, "cannot read journal %s from seq %llu: %s", dir,
              (unsigned long long)from_seq, hg_strerror(rc));
+    free(f);
     return rc;
   }
-  uint64_t n = 0;
-  hg_journal_record_t rec;
-  for (;;) {
-    rc = hg_journal_reader_next(rd, max_seq, &rec);
-    if (rc == HG_ENOTFOUND) {
-      rc = 0;
-      break;
+  f->b = malloc(FEED_SLOTS * sizeof *f->b);
+  if (f->b == NULL) {
+    /* one batch is enough for the sequential loop */
+    f->b = malloc(sizeof *f->b);
+    if (f->b == NULL) {
+      hg_journal_reader_close(f->rd);
+      free(f);
+      return -ENOMEM;
     }
-    if (rc != 0) {
-      snprintf(why, why_len, "journal %s unreadable after seq %llu: %s", dir,
-               (unsigned long long)(from_seq + n - 1), hg_strerror(rc));
-      break;
-    }
-    hg_command_t cmd;
-    rc = hg_command_decode(rec.payload, rec.len, &cmd);
-    if (rc != 0 || cmd.seq != rec.seq) {
-      snprintf(why, why_len, "journal record seq %llu does not decode: %s",
-               (unsigned long long)rec.seq, hg_strerror(rc ? rc : HG_ECORRUPT));
-      rc = rc ? rc : HG_ECORRUPT;
-      break;
-    }
-    cmd.ts = rec.ts;
-    rc = hg_exchange_apply(ex, &cmd);
-    if (rc != 0) {
-      snprintf(why, why_len, "journal record seq %llu cannot be applied: %s",
-               (unsigned long long)rec.seq, hg_strerror(rc));
-      break;
-    }
-    n++;
+    rc = replay_sequential(f, ex, count, why, why_len);
+  } else {
+    int started;
+    rc = replay_threaded(f, ex, count, why, why_len, &started);
+    if (!started) rc = replay_sequential(f, ex, count, why, why_len);
   }
-  hg_journal_reader_close(rd);
-  *count = n;
+  hg_journal_reader_close(f->rd);
+  free(f->b);
+  free(f);
   return rc;
 }
 

@@ -114,7 +114,12 @@ static uint64_t rec_key(uint32_t acct, uint32_t inst) {
   return ((uint64_t)acct << 32) | inst;
 }
 
+/* Largest max_accounts * max_instruments given a dense record table
+ * (16 MiB); beyond it records are found through rec_map. */
+#define REC_DIR_MAX (1u << 22)
+
 static uint32_t rec_find(const hg_clearing_t *c, uint32_t acct, uint32_t inst) {
+  if (c->rec_dir != NULL) return c->rec_dir[(size_t)acct * c->cfg.max_instruments + inst];
   return map_get(&c->rec_map, rec_key(acct, inst));
 }
 
@@ -154,7 +159,8 @@ uint32_t hg_clr__rec_get_or_create(hg_clearing_t *c, uint32_t acct, uint32_t ins
   if (in->rec_tail != NIL32) c->recs[in->rec_tail].i_next = r;
   else in->rec_head = r;
   in->rec_tail = r;
-  map_put(&c->rec_map, rec_key(acct, inst), r);
+  if (c->rec_dir != NULL) c->rec_dir[(size_t)acct * c->cfg.max_instruments + inst] = r;
+  else map_put(&c->rec_map, rec_key(acct, inst), r);
   c->nrec_used++;
   return r;
 }
@@ -173,7 +179,8 @@ static void rec_release(hg_clearing_t *c, uint32_t prev, uint32_t r) {
   if (prev != NIL32) c->recs[prev].i_next = p->i_next;
   else in->rec_head = p->i_next;
   if (in->rec_tail == r) in->rec_tail = prev;
-  map_del(&c->rec_map, rec_key(p->acct, p->inst));
+  if (c->rec_dir != NULL) c->rec_dir[(size_t)p->acct * c->cfg.max_instruments + p->inst] = NIL32;
+  else map_del(&c->rec_map, rec_key(p->acct, p->inst));
   p->a_next = c->rec_free;
   c->rec_free = r;
   c->nrec_used--;
@@ -261,7 +268,10 @@ int hg_clearing_create(const hg_clearing_config_t *cfg, hg_clearing_t **out) {
   c->inst_order = calloc(cfg->max_instruments, sizeof *c->inst_order);
   c->inst_free = calloc(cfg->max_instruments, sizeof *c->inst_free);
   c->groups = calloc(cfg->max_groups, sizeof *c->groups);
-  c->recs = calloc(cfg->max_positions, sizeof *c->recs);
+  /* cache-line aligned: see posrec_t */
+  size_t recs_bytes = ((size_t)cfg->max_positions * sizeof *c->recs + 63u) & ~(size_t)63u;
+  c->recs = aligned_alloc(64, recs_bytes);
+  if (c->recs != NULL) memset(c->recs, 0, recs_bytes);
   c->grp_l = calloc(cfg->max_groups, sizeof *c->grp_l);
   c->grp_s = calloc(cfg->max_groups, sizeof *c->grp_s);
   c->grp_touched = calloc(cfg->max_groups, sizeof *c->grp_touched);
@@ -281,8 +291,20 @@ int hg_clearing_create(const hg_clearing_config_t *cfg, hg_clearing_t **out) {
       (rc = map_init(&c->inst_map, cfg->max_instruments)) < 0 ||
       (rc = map_init(&c->group_map, cfg->max_groups)) < 0 ||
       (rc = map_init(&c->firm_map, cfg->max_firms)) < 0 ||
-      (rc = map_init(&c->rec_map, cfg->max_positions)) < 0)
+      (rc = map_init(&c->rec_map,
+                     (uint64_t)cfg->max_accounts * cfg->max_instruments <= REC_DIR_MAX
+                         ? 1
+                         : cfg->max_positions)) < 0)
     goto fail;
+  if ((uint64_t)cfg->max_accounts * cfg->max_instruments <= REC_DIR_MAX) {
+    size_t n = (size_t)cfg->max_accounts * cfg->max_instruments;
+    c->rec_dir = malloc(n * sizeof *c->rec_dir);
+    if (c->rec_dir == NULL) {
+      rc = -ENOMEM;
+      goto fail;
+    }
+    memset(c->rec_dir, 0xff, n * sizeof *c->rec_dir); /* all NIL32 */
+  }
   c->ledger_cap = cfg->ledger_initial;
   prefault(c->accounts, cfg->max_accounts * sizeof *c->accounts);
   prefault(c->recs, cfg->max_positions * sizeof *c->recs);
@@ -321,6 +343,7 @@ void hg_clearing_destroy(hg_clearing_t *c) {
   free(c->group_map.slots);
   free(c->firm_map.slots);
   free(c->rec_map.slots);
+  free(c->rec_dir);
   free(c);
 }
 
@@ -440,6 +463,13 @@ int hg_clearing_fee(hg_clearing_t *c, hg_account_t id, uint32_t instrument, int6
 /* ceil(|w| * ref * tv * rate / 10000); every factor is bounded (header) so
  * the product stays below 2^109. */
 static i128 contract_margin(int64_t w, hg_price_t ref, int64_t tv, uint32_t rate) {
+  /* The same integer result in 64 bits whenever the product fits, which is
+   * every realistic order: a 128-bit division is a library call. */
+  uint64_t n, uw = w < 0 ? -(uint64_t)w : (uint64_t)w;
+  if (ref >= 0 && tv >= 0 && !__builtin_mul_overflow(uw, (uint64_t)ref, &n) &&
+      !__builtin_mul_overflow(n, (uint64_t)tv, &n) &&
+      !__builtin_mul_overflow(n, (uint64_t)rate, &n) && n <= UINT64_MAX - 9999)
+    return (i128)((n + 9999) / 10000);
   i128 aw = w < 0 ? -(i128)w : (i128)w;
   i128 num = aw * ref * tv * rate;
   return (num + 9999) / 10000;
@@ -714,9 +744,16 @@ int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t ins
   uint32_t bps = c->cfg.band_bps;
   if (bps > 0) {
     /* inclusive band: |p - ref| * 10000 <= ref * bps */
-    i128 lo_num = (i128)ref * (10000 - (int64_t)bps);
-    res->band_low = lo_num <= 0 ? 1 : (int64_t)((lo_num + 9999) / 10000);
-    res->band_high = (int64_t)((i128)ref * (10000 + (int64_t)bps) / 10000);
+    int64_t lo64, hi64; /* ref > 0 here; 64-bit whenever the products fit */
+    if (!__builtin_mul_overflow(ref, 10000 - (int64_t)bps, &lo64) &&
+        !__builtin_mul_overflow(ref, 10000 + (int64_t)bps, &hi64)) {
+      res->band_low = lo64 <= 0 ? 1 : (lo64 - 1) / 10000 + 1;
+      res->band_high = hi64 / 10000;
+    } else {
+      i128 lo_num = (i128)ref * (10000 - (int64_t)bps);
+      res->band_low = lo_num <= 0 ? 1 : (int64_t)((lo_num + 9999) / 10000);
+      res->band_high = (int64_t)((i128)ref * (10000 + (int64_t)bps) / 10000);
+    }
     if (price > 0 && (i128)abs64(price - ref) * 10000 > (i128)ref * bps) {
       res->reason = HG_CLR_REJ_PRICE_BAND;
       return 0;

@@ -1,0 +1,195 @@
+/*
+ * test_replay: hg_pipeline_replay_journal() (a feeder thread decodes while
+ * the caller applies) reproduces exactly what applying the same commands
+ * directly produces: the same state hash and the same event stream, also
+ * when stopped at a max_seq inside a batch and resumed, and when the journal
+ * holds a bad record (everything before it is applied, nothing after, and
+ * the error is the reader's or the decoder's).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include "cmdgen.h"
+#include "hourglass/error.h"
+#include "hourglass/journal.h"
+#include "pipeline_util.h"
+
+#define N_CMDS 20000u /* a few hundred feeder batches */
+#define SEED 7u
+
+typedef struct evhash {
+  uint64_t h, n;
+} evhash_t;
+
+/* FNV-1a over every event's bytes (events are built from a zeroed struct). */
+static void hash_sink(void *ctx, const hg_exchange_event_t *ev) {
+  evhash_t *e = ctx;
+  const uint8_t *p = (const uint8_t *)ev;
+  for (size_t i = 0; i < sizeof *ev; i++) e->h = (e->h ^ p[i]) * 0x100000001b3ull;
+  e->n++;
+}
+
+static const hg_exchange_config_t XCFG = {
+    .max_instruments = 4, .max_accounts = 64, .max_book_orders = 1u << 16};
+
+static void command_at(uint64_t i, hg_command_t *c) {
+  cmdgen_command(i, SEED, c);
+  c->seq = i + 1;
+  c->ts = 1800000000000000000ull + i * 1000u;
+}
+
+/* Writes commands 0..n-1; command bad (if < n) is written as bytes that
+ * pass the record CRC but do not decode. */
+static void write_journal(const char *jdir, uint64_t n, uint64_t bad) {
+  assert_int_equal(mkdir(jdir, 0750), 0);
+  hg_journal_options_t jo;
+  hg_journal_options_init(&jo);
+  jo.force_fallback = 1;
+  hg_journal_t *j = NULL;
+  assert_int_equal(hg_journal_open(jdir, &jo, &j), 0);
+  uint8_t buf[HG_COMMAND_MAX_ENCODED];
+  for (uint64_t i = 0; i < n; i++) {
+    hg_command_t c;
+    command_at(i, &c);
+    size_t len;
+    assert_int_equal(hg_command_encode(&c, buf, sizeof buf, &len), 0);
+    if (i == bad) {
+      buf[0] = 0xff; /* field 31, wire type 7: not protobuf */
+      len = 3;
+    }
+    int rc;
+    while ((rc = hg_journal_append(j, c.seq, c.ts, buf, (uint32_t)len)) == HG_EBUSY) {
+      assert_int_equal(hg_journal_commit(j), 0);
+      assert_int_equal(hg_journal_poll(j, -1), 0);
+    }
+    assert_int_equal(rc, 0);
+  }
+  assert_int_equal(hg_journal_close(j), 0);
+}
+
+/* The reference: commands 0..n-1 applied directly, in order. */
+static void direct(uint64_t n, uint8_t hash[HG_SHA256_LEN], evhash_t *ev) {
+  hg_exchange_t *ex = NULL;
+  assert_int_equal(hg_exchange_create(&XCFG, hash_sink, ev, &ex), 0);
+  for (uint64_t i = 0; i < n; i++) {
+    hg_command_t c;
+    command_at(i, &c);
+    assert_int_equal(hg_exchange_apply(ex, &c), 0);
+  }
+  hg_exchange_hash(ex, hash);
+  hg_exchange_destroy(ex);
+}
+
+static void test_replay_equals_direct_apply(void **state) {
+  (void)state;
+  char dir[64], jdir[128];
+  assert_non_null(util_tmpdir(dir, "replay"));
+  snprintf(jdir, sizeof jdir, "%s/journal", dir);
+  write_journal(jdir, N_CMDS, UINT64_MAX);
+
+  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
+  evhash_t ew = {0xcbf29ce484222325ull, 0}, eg = {0xcbf29ce484222325ull, 0};
+  direct(N_CMDS, want, &ew);
+
+  hg_exchange_t *ex = NULL;
+  assert_int_equal(hg_exchange_create(&XCFG, hash_sink, &eg, &ex), 0);
+  uint64_t last = 0;
+  /* Stop inside a feeder batch, then resume from there: 1000 % 64 != 0. */
+  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, 1000, &last), 0);
+  assert_int_equal(last, 1000);
+  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, UINT64_MAX, &last), 0);
+  assert_int_equal(last, N_CMDS);
+  /* Nothing left: a second full replay applies nothing. */
+  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, UINT64_MAX, &last), 0);
+  assert_int_equal(last, N_CMDS);
+  hg_exchange_hash(ex, got);
+  hg_exchange_destroy(ex);
+  assert_memory_equal(got, want, sizeof want);
+  assert_int_equal(eg.n, ew.n);
+  assert_true(eg.h == ew.h);
+  assert_true(ew.n > N_CMDS); /* the stream did trade */
+  util_rm_rf(dir);
+}
+
+/* A record that passes its CRC but does not decode: the replay stops right
+ * before it with the decoder's error and the state of the commands before. */
+static void test_replay_stops_at_undecodable_record(void **state) {
+  (void)state;
+  char dir[64], jdir[128];
+  assert_non_null(util_tmpdir(dir, "replay"));
+  snprintf(jdir, sizeof jdir, "%s/journal", dir);
+  const uint64_t bad = 5000; /* seq 5001 */
+  write_journal(jdir, 6000, bad);
+
+  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
+  evhash_t ew = {0xcbf29ce484222325ull, 0}, eg = {0xcbf29ce484222325ull, 0};
+  direct(bad, want, &ew);
+
+  hg_exchange_t *ex = NULL;
+  assert_int_equal(hg_exchange_create(&XCFG, hash_sink, &eg, &ex), 0);
+  uint64_t last = 0;
+  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, UINT64_MAX, &last), HG_EPARSE);
+  assert_int_equal(last, bad);
+  hg_exchange_hash(ex, got);
+  hg_exchange_destroy(ex);
+  assert_memory_equal(got, want, sizeof want);
+  assert_true(eg.h == ew.h);
+  util_rm_rf(dir);
+}
+
+/* A record whose bytes changed after it was written (bad CRC): the reader's
+ * HG_ECORRUPT, with every record before it applied. */
+static void test_replay_stops_at_corrupt_record(void **state) {
+  (void)state;
+  char dir[64], jdir[128], seg[256];
+  assert_non_null(util_tmpdir(dir, "replay"));
+  snprintf(jdir, sizeof jdir, "%s/journal", dir);
+  write_journal(jdir, 6000, UINT64_MAX);
+  /* Walk the segment to the record of seq 3001 and flip a payload byte. */
+  snprintf(seg, sizeof seg, "%s/journal-%020u.hgj", jdir, 1u);
+  FILE *fp = fopen(seg, "r+b");
+  assert_non_null(fp);
+  uint64_t off = HG_JOURNAL_SEGMENT_HEADER_SIZE;
+  for (uint64_t s = 1; s < 3001; s++) {
+    uint32_t len;
+    assert_int_equal(fseek(fp, (long)(off + 8), SEEK_SET), 0);
+    assert_int_equal(fread(&len, sizeof len, 1, fp), 1);
+    off += HG_JOURNAL_RECORD_SIZE(len);
+  }
+  uint8_t b;
+  assert_int_equal(fseek(fp, (long)(off + HG_JOURNAL_RECORD_HEADER_SIZE + 1), SEEK_SET), 0);
+  assert_int_equal(fread(&b, 1, 1, fp), 1);
+  b ^= 0x40;
+  assert_int_equal(fseek(fp, (long)(off + HG_JOURNAL_RECORD_HEADER_SIZE + 1), SEEK_SET), 0);
+  assert_int_equal(fwrite(&b, 1, 1, fp), 1);
+  assert_int_equal(fclose(fp), 0);
+
+  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
+  evhash_t ew = {0xcbf29ce484222325ull, 0}, eg = {0xcbf29ce484222325ull, 0};
+  direct(3000, want, &ew);
+  hg_exchange_t *ex = NULL;
+  assert_int_equal(hg_exchange_create(&XCFG, hash_sink, &eg, &ex), 0);
+  uint64_t last = 0;
+  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, UINT64_MAX, &last), HG_ECORRUPT);
+  assert_int_equal(last, 3000);
+  hg_exchange_hash(ex, got);
+  hg_exchange_destroy(ex);
+  assert_memory_equal(got, want, sizeof want);
+  assert_true(eg.h == ew.h);
+  util_rm_rf(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_replay_equals_direct_apply),
+      cmocka_unit_test(test_replay_stops_at_undecodable_record),
+      cmocka_unit_test(test_replay_stops_at_corrupt_record),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
