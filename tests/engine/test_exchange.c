@@ -774,7 +774,7 @@ static void test_snapshot_restore_equivalence(void **state) {
 static void hash_differs(void (*variant)(fx_t *f, int which)) {
   uint8_t h[2][32];
   for (int which = 0; which < 2; which++) {
-    fx_t *f;
+    fx_t *f = NULL;
     assert_int_equal(setup((void **)&f), 0);
     list(f, 1, "B200.A.2027-03");
     list(f, 2, "B200.A.2027-04");
