@@ -457,9 +457,10 @@ static void emit_taker_cancel(hg_book_t *b, const struct taker *t, int reason) {
 
 /*
  * The slot an order id would like: its low bits. Ids are usually handed out
- * in sequence, so this is where an order most often lives, and a cancel can
- * start loading the order at the same time as the id table instead of after
- * it (the table stays the authority for orders placed elsewhere).
+ * in sequence, so this is where an order most often lives, and then a
+ * cancel finds it with one load instead of a table probe followed by a
+ * load. Only orders placed elsewhere (their preferred slot was taken) are
+ * in the order-id table.
  */
 static inline uint32_t pref_slot(const hg_book_t *b, hg_oid_t id) {
   return (uint32_t)id & b->slot_mask;
@@ -523,7 +524,7 @@ static void order_remove(hg_book_t *b, uint32_t s) {
   else a->tail = o->aprev;
   if (--a->count == 0) acct_remove(b, o->acct);
 
-  tab_erase(b, b->oid_tab, oid_tag(o->id), s);
+  if (s != pref_slot(b, o->id)) tab_erase(b, b->oid_tab, oid_tag(o->id), s);
   tab_erase(b, b->clid_tab, clid_tag(o->account, o->clid), s);
 
   o->id = 0;
@@ -540,7 +541,6 @@ static inline void prefetch_remove(const hg_book_t *b, const order_t *o) {
   if (o->lnext != NIL) __builtin_prefetch(&b->pool[o->lnext], 1);
   if (o->aprev != NIL) __builtin_prefetch(&b->pool[o->aprev], 1);
   if (o->anext != NIL) __builtin_prefetch(&b->pool[o->anext], 1);
-  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(o->id))], 1);
   __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->clid))], 1);
 }
 
@@ -600,7 +600,7 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
   a->tail = s;
   a->count++;
 
-  tab_insert(b, b->oid_tab, oid_tag(t->id), s);
+  if (s != pref_slot(b, t->id)) tab_insert(b, b->oid_tab, oid_tag(t->id), s);
   tab_insert(b, b->clid_tab, clid_tag(t->account, t->clid), s);
 }
 
@@ -968,7 +968,6 @@ static int validate_new(const hg_book_t *b, const hg_order_new_t *o) {
 static inline void prefetch_submit(const hg_book_t *b, const hg_order_new_t *o) {
   if (o->tif <= HG_TIF_DAY) {
     __builtin_prefetch(&b->pool[pref_slot(b, o->order_id)], 1);
-    __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(o->order_id))], 1);
     __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->client_order_id))], 1);
   }
   int side = o->side & 1;
@@ -1031,8 +1030,9 @@ static inline uint32_t owned(const hg_book_t *b, hg_oid_t id, hg_account_t accou
 }
 
 void hg_book_cancel(hg_book_t *b, hg_oid_t id, hg_account_t account, uint64_t ts) {
-  /* The removal erases the id's table entry: load it alongside the order. */
-  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(id))], 1);
+  /* If the order is not at its preferred slot, the table names it: start
+   * loading that too. */
+  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(id))]);
   uint32_t s = owned(b, id, account);
   if (s == NIL) {
     emit_reject(b, HG_CMD_CANCEL, HG_REJ_UNKNOWN_ORDER, id, 0, account, 0, 0, 0, ts);
@@ -1061,7 +1061,7 @@ static int replace_reject(const hg_book_t *b, uint32_t s, hg_price_t new_price,
 
 void hg_book_replace(hg_book_t *b, hg_oid_t id, hg_account_t account, hg_price_t new_price,
                      hg_qty_t new_qty, uint64_t ts) {
-  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(id))], 1);
+  __builtin_prefetch(&b->oid_tab[tag_home(b, oid_tag(id))]);
   uint32_t s = owned(b, id, account);
   int rej = replace_reject(b, s, new_price, new_qty);
   if (rej != HG_REJ_NONE) {
@@ -1290,7 +1290,7 @@ int hg_book_restore(hg_book_t *b, const hg_book_order_t *o) {
       o->price > b->params.max_price)
     return HG_EINVAL;
   if (would_cross(b, o->side, o->price)) return HG_EINVAL;
-  if (oid_find(b, o->order_id) != NIL || clid_find(b, o->account, o->client_order_id) != NIL)
+  if (order_find(b, o->order_id) != NIL || clid_find(b, o->account, o->client_order_id) != NIL)
     return HG_EEXISTS;
   if (b->count >= b->params.max_orders) return HG_EFULL;
   if (b->acct_count >= b->params.max_accounts && acct_find(b, o->account) == NIL) return HG_EFULL;
@@ -1385,13 +1385,14 @@ int hg_book_check(const hg_book_t *b) {
 
   /* Every live slot is indexed and on a marked level; entry numbers grow
    * along every FIFO and account list (checked below), and are unique. */
-  uint32_t n = 0, prev = NIL;
+  uint32_t n = 0, prev = NIL, displaced = 0;
   for (uint32_t s = 0; s < b->nslots; s++) {
     const order_t *o = &b->pool[s];
     if (o->id == 0) continue;
     n++;
     if (b->cold[s].seq >= b->next_seq) return -11;
-    if (oid_find(b, o->id) != s || clid_find(b, o->account, o->clid) != s) return -12;
+    if (order_find(b, o->id) != s || clid_find(b, o->account, o->clid) != s) return -12;
+    if (s != pref_slot(b, o->id)) displaced++;
     if (acct_find(b, o->account) != o->acct) return -13;
     if (o->id > b->oid_hi || o->clid > b->accts[o->acct].clid_hi) return -13;
     if (!bm_test(&b->bm[o->side], o->lvl)) return -6;
@@ -1436,7 +1437,7 @@ int hg_book_check(const hg_book_t *b) {
     used_oid += b->oid_tab[i].slot != NIL;
     used_clid += b->clid_tab[i].slot != NIL;
   }
-  if (used_oid != b->count || used_clid != b->count) return -21;
+  if (used_oid != displaced || used_clid != b->count) return -21;
   uint64_t used_acct = 0;
   for (uint64_t i = 0; i <= b->acct_mask; i++) used_acct += b->acct_tab[i].rec != NIL;
   if (used_acct != b->acct_count) return -22;
