@@ -105,7 +105,7 @@ typedef struct acct {
   hg_account_t account;
   uint32_t head, tail; /* time-ordered list of the account's orders */
   uint32_t count;      /* live orders; 0 = record free, head links the free list */
-  uint32_t pad_;
+  uint32_t indexed;    /* 1 = its orders are in the client-order-id table */
   uint64_t clid_hi;    /* >= every live order's client_order_id (see clid_live) */
 } acct_t;
 
@@ -357,6 +357,7 @@ static uint32_t acct_add(hg_book_t *b, hg_account_t account) {
   a->account = account;
   a->head = a->tail = NIL;
   a->count = 0;
+  a->indexed = 0;
   a->clid_hi = 0;
   b->acct_count++;
   uint64_t i = acct_home(b, account);
@@ -522,10 +523,10 @@ static void order_remove(hg_book_t *b, uint32_t s) {
   else a->head = o->anext;
   if (o->anext != NIL) b->pool[o->anext].aprev = o->aprev;
   else a->tail = o->aprev;
+  if (a->indexed) tab_erase(b, b->clid_tab, clid_tag(o->account, o->clid), s);
   if (--a->count == 0) acct_remove(b, o->acct);
 
   if (s != pref_slot(b, o->id)) tab_erase(b, b->oid_tab, oid_tag(o->id), s);
-  tab_erase(b, b->clid_tab, clid_tag(o->account, o->clid), s);
 
   o->id = 0;
   o->leaves = 0;
@@ -541,7 +542,8 @@ static inline void prefetch_remove(const hg_book_t *b, const order_t *o) {
   if (o->lnext != NIL) __builtin_prefetch(&b->pool[o->lnext], 1);
   if (o->aprev != NIL) __builtin_prefetch(&b->pool[o->aprev], 1);
   if (o->anext != NIL) __builtin_prefetch(&b->pool[o->anext], 1);
-  __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->clid))], 1);
+  if (b->accts[o->acct].indexed)
+    __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->clid))], 1);
 }
 
 /* Puts an order at the back of its level, its account's list and the time
@@ -601,7 +603,7 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
   a->count++;
 
   if (s != pref_slot(b, t->id)) tab_insert(b, b->oid_tab, oid_tag(t->id), s);
-  tab_insert(b, b->clid_tab, clid_tag(t->account, t->clid), s);
+  if (a->indexed) tab_insert(b, b->clid_tab, clid_tag(t->account, t->clid), s);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -926,13 +928,29 @@ static inline bool oid_live(const hg_book_t *b, hg_oid_t id) {
   return id <= b->oid_hi && order_find(b, id) != NIL;
 }
 
-static inline bool clid_live(const hg_book_t *b, hg_account_t account, uint64_t clid) {
+/*
+ * The client-order-id table is built lazily, per account: an account whose
+ * client order ids only grow never needs it (clid_hi answers), so its
+ * orders never pay for a table entry (a random cache line to write on rest
+ * and again on removal). The first time a lower id has to be checked, the
+ * account's live orders are indexed, and from then on every order of the
+ * account is, until its record is released (no live orders left). Each
+ * order is indexed at most once, so the cost stays O(1) amortised; the
+ * one-off walk is linear in that account's live orders.
+ */
+static bool clid_live(hg_book_t *b, hg_account_t account, uint64_t clid) {
   uint32_t r = acct_find(b, account);
   if (r == NIL || clid > b->accts[r].clid_hi) return false;
+  acct_t *a = &b->accts[r];
+  if (!a->indexed) {
+    for (uint32_t s = a->head; s != NIL; s = b->pool[s].anext)
+      tab_insert(b, b->clid_tab, clid_tag(account, b->pool[s].clid), s);
+    a->indexed = 1;
+  }
   return clid_find(b, account, clid) != NIL;
 }
 
-static int validate_new(const hg_book_t *b, const hg_order_new_t *o) {
+static int validate_new(hg_book_t *b, const hg_order_new_t *o) {
   if (o->side > HG_SIDE_SELL || o->type > HG_ORD_MARKET || o->tif > HG_TIF_FOK ||
       o->stp > HG_STP_NONE || o->post_only > 1)
     return HG_REJ_INVALID_FIELD;
@@ -968,7 +986,6 @@ static int validate_new(const hg_book_t *b, const hg_order_new_t *o) {
 static inline void prefetch_submit(const hg_book_t *b, const hg_order_new_t *o) {
   if (o->tif <= HG_TIF_DAY) {
     __builtin_prefetch(&b->pool[pref_slot(b, o->order_id)], 1);
-    __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->client_order_id))], 1);
   }
   int side = o->side & 1;
   bool in_range = o->price >= b->params.min_price && o->price <= b->params.max_price;
@@ -1290,7 +1307,7 @@ int hg_book_restore(hg_book_t *b, const hg_book_order_t *o) {
       o->price > b->params.max_price)
     return HG_EINVAL;
   if (would_cross(b, o->side, o->price)) return HG_EINVAL;
-  if (order_find(b, o->order_id) != NIL || clid_find(b, o->account, o->client_order_id) != NIL)
+  if (order_find(b, o->order_id) != NIL || clid_live(b, o->account, o->client_order_id))
     return HG_EEXISTS;
   if (b->count >= b->params.max_orders) return HG_EFULL;
   if (b->acct_count >= b->params.max_accounts && acct_find(b, o->account) == NIL) return HG_EFULL;
@@ -1385,15 +1402,18 @@ int hg_book_check(const hg_book_t *b) {
 
   /* Every live slot is indexed and on a marked level; entry numbers grow
    * along every FIFO and account list (checked below), and are unique. */
-  uint32_t n = 0, prev = NIL, displaced = 0;
+  uint32_t n = 0, prev = NIL, displaced = 0, clid_indexed = 0;
   for (uint32_t s = 0; s < b->nslots; s++) {
     const order_t *o = &b->pool[s];
     if (o->id == 0) continue;
     n++;
     if (b->cold[s].seq >= b->next_seq) return -11;
-    if (order_find(b, o->id) != s || clid_find(b, o->account, o->clid) != s) return -12;
-    if (s != pref_slot(b, o->id)) displaced++;
     if (acct_find(b, o->account) != o->acct) return -13;
+    bool indexed = b->accts[o->acct].indexed;
+    if (order_find(b, o->id) != s || (indexed && clid_find(b, o->account, o->clid) != s))
+      return -12;
+    if (s != pref_slot(b, o->id)) displaced++;
+    if (indexed) clid_indexed++;
     if (o->id > b->oid_hi || o->clid > b->accts[o->acct].clid_hi) return -13;
     if (!bm_test(&b->bm[o->side], o->lvl)) return -6;
     if (o->lnext != NIL && b->cold[o->lnext].seq <= b->cold[s].seq) return -14;
@@ -1437,7 +1457,7 @@ int hg_book_check(const hg_book_t *b) {
     used_oid += b->oid_tab[i].slot != NIL;
     used_clid += b->clid_tab[i].slot != NIL;
   }
-  if (used_oid != displaced || used_clid != b->count) return -21;
+  if (used_oid != displaced || used_clid != clid_indexed) return -21;
   uint64_t used_acct = 0;
   for (uint64_t i = 0; i <= b->acct_mask; i++) used_acct += b->acct_tab[i].rec != NIL;
   if (used_acct != b->acct_count) return -22;
