@@ -8,7 +8,7 @@
 
 /*
  * Walks every internal structure of the book (levels, bitmaps, best prices,
- * FIFOs, per-account and time lists, id tables, free list) and checks that
+ * FIFOs, per-account lists, id tables, free-slot stack) and checks that
  * they agree. Returns 0, or a negative number naming the first broken
  * invariant (see book.c). Cost is linear in the price range and the pool.
  * Same thread rules as every other book function.
