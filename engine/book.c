@@ -1008,6 +1008,21 @@ static inline void prefetch_submit(const hg_book_t *b, const hg_order_new_t *o) 
   }
 }
 
+void hg_book_prefetch_order(const hg_book_t *b, hg_oid_t id) {
+  __builtin_prefetch(&b->pool[pref_slot(b, id)], 1);
+}
+
+void hg_book_prefetch_links(const hg_book_t *b, hg_oid_t id) {
+  const order_t *o = &b->pool[pref_slot(b, id)];
+  if (o->id != id || id == 0) return;
+  __builtin_prefetch(&b->levels[o->side][o->lvl], 1);
+  prefetch_remove(b, o);
+}
+
+void hg_book_prefetch_new(const hg_book_t *b, const hg_order_new_t *o) {
+  prefetch_submit(b, o);
+}
+
 void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
   prefetch_submit(b, o);
   int rej = validate_new(b, o);

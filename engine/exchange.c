@@ -1598,6 +1598,32 @@ static int do_expire(hg_exchange_t *ex, const hg_cmd_expire_t *c) {
   return roll_curve(ex, slot);
 }
 
+void hg_exchange_prefetch(const hg_exchange_t *ex, const hg_command_t *cmd, int stage) {
+  uint32_t instrument_id;
+  hg_oid_t oid;
+  switch (cmd->type) {
+  case HG_COMMAND_NEW_ORDER: instrument_id = cmd->u.new_order.instrument_id; oid = cmd->seq; break;
+  case HG_COMMAND_CANCEL: instrument_id = cmd->u.cancel.instrument_id; oid = cmd->u.cancel.order_id; break;
+  case HG_COMMAND_REPLACE:
+    instrument_id = cmd->u.replace.instrument_id;
+    oid = cmd->u.replace.order_id;
+    break;
+  default: return;
+  }
+  const instrument_t *in = instr_find(ex, instrument_id);
+  if (in == NULL || in->book == NULL) return;
+  if (stage == 0) {
+    hg_book_prefetch_order(in->book, oid);
+  } else if (cmd->type == HG_COMMAND_NEW_ORDER) {
+    const hg_cmd_new_order_t *c = &cmd->u.new_order;
+    hg_order_new_t o = {.order_id = oid, .account = c->account, .price = c->price,
+                        .qty = c->qty, .side = c->side, .type = c->type, .tif = c->tif};
+    hg_book_prefetch_new(in->book, &o);
+  } else {
+    hg_book_prefetch_links(in->book, oid);
+  }
+}
+
 int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd) {
   if (cmd->seq == 0 || cmd->seq <= ex->last_seq) return HG_ESTATE;
   if (cmd->type < HG_COMMAND_NEW_ORDER || cmd->type > HG_COMMAND_LAST) return HG_EINVAL;

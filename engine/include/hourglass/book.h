@@ -339,6 +339,28 @@ uint32_t hg_book_mass_cancel(hg_book_t *book, hg_account_t account, int sides, u
 /* Cancels every DAY order (end of session). Returns orders cancelled. */
 uint32_t hg_book_expire_day(hg_book_t *book, uint64_t ts);
 
+/*
+ * Prefetch hints for a caller that holds several commands at once (the
+ * engine's batch from its ring, a journal replay, a benchmark). A resting
+ * order in a deep book is a cache miss, and the lines it links to are a
+ * second, dependent miss; a command's own work cannot hide them. Calling
+ * hg_book_prefetch_order() for the command after next and
+ * hg_book_prefetch_links() for the next one lets those misses overlap the
+ * current command. They read but never change the book: no state, no
+ * events, no effect on results, and a stale or wrong id is harmless (an id
+ * that is not live at its preferred slot is ignored). Owner thread only.
+ *   hg_book_prefetch_order: the line of order_id (a cancel or replace), or
+ *     the slot a new order_id would rest in. Reads nothing itself.
+ *   hg_book_prefetch_links: what a cancel or replace of order_id will write
+ *     (its level and account neighbours); reads the order's line, so call it
+ *     once hg_book_prefetch_order() has had a command's time to land.
+ *   hg_book_prefetch_new: what submitting order will touch first (the tail
+ *     of its level, or the head of the best opposite level it would cross).
+ */
+void hg_book_prefetch_order(const hg_book_t *book, hg_oid_t order_id);
+void hg_book_prefetch_links(const hg_book_t *book, hg_oid_t order_id);
+void hg_book_prefetch_new(const hg_book_t *book, const hg_order_new_t *order);
+
 /* Queries. O(1) unless stated. */
 /* Best price of a side: 0 and *price, *qty set, or HG_ENOTFOUND if the side is empty. */
 int hg_book_best(const hg_book_t *book, hg_side_t side, hg_price_t *price, hg_qty_t *qty);

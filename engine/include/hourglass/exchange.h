@@ -585,6 +585,17 @@ void hg_exchange_set_sink(hg_exchange_t *ex, hg_exchange_sink_fn sink, void *sin
  */
 int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd);
 
+/*
+ * Prefetch hint for a caller holding several commands (a replay batch, the
+ * engine's batch from its ring): call it with stage 0 for the command after
+ * next and stage 1 for the next one, before applying the current one, so the
+ * book's cache misses for those orders overlap the current command (see
+ * hg_book_prefetch_order). It reads but changes nothing: no state, no
+ * events, same results with or without it. cmd->seq must be the seq the
+ * command will be applied with (a new order's id). Owner thread only.
+ */
+void hg_exchange_prefetch(const hg_exchange_t *ex, const hg_command_t *cmd, int stage);
+
 /* Seq of the last applied command, 0 if none. */
 uint64_t hg_exchange_last_seq(const hg_exchange_t *ex);
 
