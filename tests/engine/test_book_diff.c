@@ -436,6 +436,10 @@ static void cmd_new(run_t *r) {
            "stp=%u post=%u px=%" PRId64 " qty=%" PRId64 " ts=%" PRIu64,
            o.order_id, o.client_order_id, o.account, o.smp_group, o.side, o.type, o.tif, o.stp,
            o.post_only, o.price, o.qty, o.ts);
+  /* The prefetch hints must change nothing, whatever they are given
+   * (invalid fields included): the comparison with the reference says so. */
+  hg_book_prefetch_order(r->book, o.order_id);
+  hg_book_prefetch_new(r->book, &o);
   hg_book_submit(r->book, &o);
   ref_book_submit(r->ref, &o);
 }
@@ -465,6 +469,9 @@ static void cmd_cancel(run_t *r) {
   pick_target(r, &id, &acct);
   snprintf(r->desc, sizeof r->desc, "cancel oid=%" PRIu64 " acct=%u ts=%" PRIu64, id, acct,
            r->ts);
+  hg_book_prefetch_order(r->book, id);
+  hg_book_prefetch_links(r->book, id);
+  hg_book_prefetch_links(r->book, r->next_oid - below(&r->rng, 3)); /* often stale */
   hg_book_cancel(r->book, id, acct, r->ts);
   ref_book_cancel(r->ref, id, acct, r->ts);
 }
@@ -506,6 +513,7 @@ static void cmd_replace(run_t *r) {
   snprintf(r->desc, sizeof r->desc,
            "replace oid=%" PRIu64 " acct=%u px=%" PRId64 " qty=%" PRId64 " ts=%" PRIu64, id,
            acct, px, qty, r->ts);
+  hg_book_prefetch_links(r->book, id);
   hg_book_replace(r->book, id, acct, px, qty, r->ts);
   ref_book_replace(r->ref, id, acct, px, qty, r->ts);
 }
