@@ -30,12 +30,16 @@
  *     rate and heartbeating, for a few seconds: RESULT gateway.sessions is
  *     the count still logged in and fully answered at the end.
  *
- * Batching: by default each session is corked (hg_client_cork) and all
- * requests due at one generator tick leave in one write per session, as a
- * real client sending a burst would; --no-batch sends each on its own.
+ * Batching: by default each session is corked (hg_client_cork), sessions
+ * take turns per generator tick instead of per request, and the requests
+ * due at one tick (up to BATCH_MAX, then the next session) leave in one
+ * write, as a real client sending a burst would; the round trip still
+ * counts from each request's own due time. --no-batch: one send per
+ * request, sessions taking turns per request (the earlier generator).
  *
- * Usage: bench_gateway [--quick] [--no-batch] [--dir DIR] [--sessions N]
- *        [--rates a,b,c] [--seconds S]. Loopback only. The machine is shared: figures vary.
+ * Usage: bench_gateway [--quick] [--no-batch] [--sweep-only] [--dir DIR]
+ *        [--sessions N] [--rates a,b,c] [--seconds S]. --sweep-only stops
+ *        after phase 1 (for perf stat over a fixed load). Loopback only. The machine is shared: figures vary.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +64,7 @@
 /* Batch sends (hg_client_cork): each session writes all the requests due
  * at one generator tick in one send; --no-batch sends each on its own. */
 static bool g_batch = true;
+#define BATCH_MAX 64u /* requests one session sends in one tick at most */
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -231,7 +236,7 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
   uint64_t total = (uint64_t)(rate * seconds);
   double gap = 1e9 / rate;
   uint64_t t0 = now_ns() + 1000000, k = 0, last_tick = 0;
-  uint32_t rr = 0;
+  uint32_t rr = 0, in_batch = 0;
   struct epoll_event evs[256];
   for (;;) {
     uint64_t now = now_ns();
@@ -240,7 +245,12 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
       uint64_t due = t0 + (uint64_t)((double)k * gap);
       if (due > now) break;
       sess_t *s = &b->sess[rr];
-      rr = (rr + 1) % nsess;
+      /* Unbatched, sessions take turns per request; batched, per tick (up
+       * to BATCH_MAX requests), so a tick's requests share one write. */
+      if (!g_batch || ++in_batch == BATCH_MAX) {
+        rr = (rr + 1) % nsess;
+        in_batch = 0;
+      }
       if (s->dead) {
         k++;
         continue;
@@ -261,6 +271,10 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
         s->dead = true;
       }
       k++;
+    }
+    if (in_batch != 0) {
+      rr = (rr + 1) % nsess;
+      in_batch = 0;
     }
     /* Corked sessions: one write each for what this tick queued (due times
      * were taken per request above, so batching delay counts). */
@@ -382,7 +396,7 @@ static double fdatasync_p99(const char *dir, int n) {
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
-  bool quick = false;
+  bool quick = false, sweep_only = false;
   const char *disk_dir = ".";
   const char *shm_dir = "/dev/shm";
   uint32_t many = 1000, nsess = 16;
@@ -392,6 +406,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
     else if (strcmp(argv[i], "--no-batch") == 0) g_batch = false;
+    else if (strcmp(argv[i], "--sweep-only") == 0) sweep_only = true;
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) disk_dir = argv[++i];
     else if (strcmp(argv[i], "--shm") == 0 && i + 1 < argc) shm_dir = argv[++i];
     else if (strcmp(argv[i], "--sessions") == 0 && i + 1 < argc) many = (uint32_t)atoi(argv[++i]);
@@ -401,7 +416,7 @@ int main(int argc, char **argv) {
         rates[nrates++] = atof(p);
     } else {
       fprintf(stderr,
-              "usage: bench_gateway [--quick] [--no-batch] [--dir DIR] [--shm DIR] "
+              "usage: bench_gateway [--quick] [--no-batch] [--sweep-only] [--dir DIR] [--shm DIR] "
               "[--sessions N] [--rates a,b,...] [--seconds S]\n");
       return 2;
     }
@@ -446,6 +461,11 @@ int main(int argc, char **argv) {
     }
     failures_in_a_row = sustained(&r) ? 0 : failures_in_a_row + 1;
     if (failures_in_a_row >= 2) break; /* past saturation */
+  }
+  if (sweep_only) {
+    server_down(&b);
+    printf("RESULT gateway.max_orders_per_s %.0f orders/s\n", best);
+    return 0;
   }
   if (!have50) {
     at50 = run(&b, nsess, 50000, seconds);
