@@ -30,8 +30,16 @@
  *     rate and heartbeating, for a few seconds: RESULT gateway.sessions is
  *     the count still logged in and fully answered at the end.
  *
- * Usage: bench_gateway [--quick] [--dir DIR] [--sessions N] [--rates a,b,c]
- *        [--seconds S]. Loopback only. The machine is shared: figures vary.
+ * Batching: by default each session is corked (hg_client_cork), sessions
+ * take turns per generator tick instead of per request, and the requests
+ * due at one tick (up to BATCH_MAX, then the next session) leave in one
+ * write, as a real client sending a burst would; the round trip still
+ * counts from each request's own due time. --no-batch: one send per
+ * request, sessions taking turns per request (the earlier generator).
+ *
+ * Usage: bench_gateway [--quick] [--no-batch] [--sweep-only] [--dir DIR]
+ *        [--sessions N] [--rates a,b,c] [--seconds S]. --sweep-only stops
+ *        after phase 1 (for perf stat over a fixed load). Loopback only. The machine is shared: figures vary.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +60,11 @@
 #define OP_KEY 1u
 #define KEY_BASE 1000u
 #define RING 8192u /* outstanding requests per session tracked */
+
+/* Batch sends (hg_client_cork): each session writes all the requests due
+ * at one generator tick in one send; --no-batch sends each on its own. */
+static bool g_batch = true;
+#define BATCH_MAX 64u /* requests one session sends in one tick at most */
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -216,13 +229,14 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
     memset(s->due, 0, sizeof s->due);
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
     epoll_ctl(ep, EPOLL_CTL_ADD, hg_client_fd(s->c), &ev);
+    if (g_batch) hg_client_cork(s->c);
   }
   size_t cap = (size_t)(rate * seconds * 1.1) + 1024, nlat = 0;
   uint64_t *lat = malloc(cap * sizeof *lat);
   uint64_t total = (uint64_t)(rate * seconds);
   double gap = 1e9 / rate;
   uint64_t t0 = now_ns() + 1000000, k = 0, last_tick = 0;
-  uint32_t rr = 0;
+  uint32_t rr = 0, in_batch = 0;
   struct epoll_event evs[256];
   for (;;) {
     uint64_t now = now_ns();
@@ -231,7 +245,12 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
       uint64_t due = t0 + (uint64_t)((double)k * gap);
       if (due > now) break;
       sess_t *s = &b->sess[rr];
-      rr = (rr + 1) % nsess;
+      /* Unbatched, sessions take turns per request; batched, per tick (up
+       * to BATCH_MAX requests), so a tick's requests share one write. */
+      if (!g_batch || ++in_batch == BATCH_MAX) {
+        rr = (rr + 1) % nsess;
+        in_batch = 0;
+      }
       if (s->dead) {
         k++;
         continue;
@@ -252,6 +271,21 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
         s->dead = true;
       }
       k++;
+    }
+    if (in_batch != 0) {
+      rr = (rr + 1) % nsess;
+      in_batch = 0;
+    }
+    /* Corked sessions: one write each for what this tick queued (due times
+     * were taken per request above, so batching delay counts). */
+    for (uint32_t i = 0; g_batch && i < nsess; i++) {
+      sess_t *s = &b->sess[i];
+      if (s->dead || hg_client_tx_pending(s->c) == 0) continue;
+      int rc = hg_client_flush(s->c, 0);
+      if (rc < 0 && rc != -EAGAIN) {
+        fprintf(stderr, "session send: %s\n", hg_strerror(rc));
+        s->dead = true;
+      }
     }
     bool done_sending = k >= total;
     uint64_t answered = 0, sent = 0;
@@ -291,6 +325,7 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
   for (uint32_t i = 0; i < nsess; i++) {
     sess_t *s = &b->sess[i];
     epoll_ctl(ep, EPOLL_CTL_DEL, hg_client_fd(s->c), NULL);
+    if (g_batch && !s->dead) (void)hg_client_uncork(s->c);
     r.sent += s->sent;
     r.answered += s->answered;
     r.rejected += s->rejected;
@@ -361,7 +396,7 @@ static double fdatasync_p99(const char *dir, int n) {
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
-  bool quick = false;
+  bool quick = false, sweep_only = false;
   const char *disk_dir = ".";
   const char *shm_dir = "/dev/shm";
   uint32_t many = 1000, nsess = 16;
@@ -370,6 +405,8 @@ int main(int argc, char **argv) {
   int nrates = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (strcmp(argv[i], "--no-batch") == 0) g_batch = false;
+    else if (strcmp(argv[i], "--sweep-only") == 0) sweep_only = true;
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) disk_dir = argv[++i];
     else if (strcmp(argv[i], "--shm") == 0 && i + 1 < argc) shm_dir = argv[++i];
     else if (strcmp(argv[i], "--sessions") == 0 && i + 1 < argc) many = (uint32_t)atoi(argv[++i]);
@@ -379,8 +416,8 @@ int main(int argc, char **argv) {
         rates[nrates++] = atof(p);
     } else {
       fprintf(stderr,
-              "usage: bench_gateway [--quick] [--dir DIR] [--shm DIR] [--sessions N] "
-              "[--rates a,b,...] [--seconds S]\n");
+              "usage: bench_gateway [--quick] [--no-batch] [--sweep-only] [--dir DIR] [--shm DIR] "
+              "[--sessions N] [--rates a,b,...] [--seconds S]\n");
       return 2;
     }
   }
@@ -399,8 +436,9 @@ int main(int argc, char **argv) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
-  printf("bench_gateway: %s, %u sessions for the rate runs, %.1f s per rate, loopback\n",
-         quick ? "quick" : "full", nsess, seconds);
+  printf("bench_gateway: %s, %u sessions for the rate runs, %.1f s per rate, loopback, %s\n",
+         quick ? "quick" : "full", nsess, seconds,
+         g_batch ? "batched sends (cork)" : "one send per request");
 
   /* 1. rate sweep, journal on tmpfs. */
   bench_server_t b;
@@ -423,6 +461,11 @@ int main(int argc, char **argv) {
     }
     failures_in_a_row = sustained(&r) ? 0 : failures_in_a_row + 1;
     if (failures_in_a_row >= 2) break; /* past saturation */
+  }
+  if (sweep_only) {
+    server_down(&b);
+    printf("RESULT gateway.max_orders_per_s %.0f orders/s\n", best);
+    return 0;
   }
   if (!have50) {
     at50 = run(&b, nsess, 50000, seconds);

@@ -996,7 +996,7 @@ int hg_pipeline_start(hg_pipeline_t *p) {
   return 0;
 }
 
-int hg_pipeline_submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd) {
+static int submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd, int wake) {
   /* The in-flight count lets stop() wait for producers that passed the
    * accepting check, so a command is either refused or processed. */
   atomic_fetch_add(&p->inflight_submits, 1);
@@ -1008,12 +1008,31 @@ int hg_pipeline_submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cm
     m.origin = origin;
     m.cmd = *cmd;
     rc = hg_mpsc_ring_try_push(p->in, &m, sizeof m);
-    if (rc == 0) hg_waiter_notify(p->engine_w);
-    else atomic_fetch_add_explicit(&p->stat_busy, 1, memory_order_relaxed); /* statistic */
+    if (rc == 0) {
+      if (wake) hg_waiter_notify(p->engine_w);
+    } else {
+      atomic_fetch_add_explicit(&p->stat_busy, 1, memory_order_relaxed); /* statistic */
+    }
   }
   atomic_fetch_sub(&p->inflight_submits, 1);
   return rc;
 }
+
+int hg_pipeline_submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd) {
+  return submit(p, origin, cmd, 1);
+}
+
+/* The push above published the command (the ring's release store); the kick
+ * is the same notify hg_pipeline_submit() makes, only later: its RMW reads
+ * the waiter word's newest value, so an engine that announced sleep before
+ * it is woken, and one that announces after it re-checks the ring and sees
+ * every command pushed before the kick. Deferring the notify therefore
+ * delays the engine at most until the kick, never loses the command. */
+int hg_pipeline_submit_nowake(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd) {
+  return submit(p, origin, cmd, 0);
+}
+
+void hg_pipeline_kick(hg_pipeline_t *p) { hg_waiter_notify(p->engine_w); }
 
 size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_out_t *out,
                                   size_t max) {
@@ -1123,3 +1142,7 @@ int hg_pipeline_failed(const hg_pipeline_t *p) {
 }
 
 hg_journal_t *hg_pipeline__journal(hg_pipeline_t *p) { return p->journal; }
+
+int hg_pipeline__threads_asleep(hg_pipeline_t *p) {
+  return hg_waiter_sleeping(p->engine_w) && hg_waiter_sleeping(p->journal_w);
+}

@@ -63,6 +63,7 @@ struct hg_client {
   uint8_t *tx;
   size_t tx_cap, tx_len, tx_off;
   uint64_t tx_seq; /* next request seq of this login */
+  bool corked;     /* sends only queue; hg_client_flush/uncork write */
   uint64_t last_tx_ns;
 
   /* server stream */
@@ -225,6 +226,16 @@ int hg_client_flush(hg_client_t *c, int timeout_ms) {
   }
 }
 
+void hg_client_cork(hg_client_t *c) { c->corked = true; }
+
+int hg_client_uncork(hg_client_t *c) {
+  c->corked = false;
+  if (c->fd < 0) return c->tx_len > c->tx_off ? -ENOTCONN : 0;
+  if (c->cfg.nonblocking_send) return write_some(c);
+  int rc = hg_client_flush(c, (int)c->cfg.timeout_ms);
+  return rc == -EAGAIN ? -ETIMEDOUT : rc;
+}
+
 static bool body_is_app(uint32_t body_case) { return body_case >= 30 && body_case < 80; }
 
 /* Encodes env into the send buffer (compacting it first if needed). */
@@ -251,6 +262,19 @@ static int send_env_q(hg_client_t *c, const Hourglass__V1__Envelope *env, bool *
   *queued = false;
   if (c->fd < 0) return -ENOTCONN;
   int rc = enqueue(c, env);
+  if (c->corked) {
+    /* A full buffer is written out (what the socket takes, or all of it for
+     * a blocking client) to make room; otherwise nothing is written now. */
+    if (rc == HG_EFULL) {
+      rc = c->cfg.nonblocking_send ? write_some(c) : hg_client_flush(c, (int)c->cfg.timeout_ms);
+      if (rc == -EAGAIN) return -ETIMEDOUT;
+      if (rc < 0) return rc;
+      rc = enqueue(c, env);
+    }
+    if (rc < 0) return rc;
+    *queued = true;
+    return 0;
+  }
   if (rc == HG_EFULL && !c->cfg.nonblocking_send) {
     rc = hg_client_flush(c, (int)c->cfg.timeout_ms);
     if (rc == -EAGAIN) return -ETIMEDOUT;
@@ -597,7 +621,7 @@ int hg_client_recv(hg_client_t *c, int timeout_ms, const Hourglass__V1__Envelope
       hg_client_close(c);
       return rc;
     }
-    if (c->tx_len > c->tx_off) {
+    if (c->tx_len > c->tx_off && !c->corked) {
       rc = write_some(c);
       if (rc < 0) {
         hg_client_close(c);
@@ -789,6 +813,11 @@ int hg_client_logout(hg_client_t *c, int timeout_ms) {
   env.logout = &m;
   int rc = send_env(c, &env);
   uint64_t deadline = deadline_of(timeout_ms);
+  if (rc == 0 && c->corked) {
+    /* The Logout and everything queued before it must leave now. */
+    rc = hg_client_flush(c, timeout_ms);
+    if (rc == -EAGAIN) rc = -ETIMEDOUT;
+  }
   while (rc == 0) {
     const Hourglass__V1__Envelope *e = NULL;
     int left = ms_left(deadline);

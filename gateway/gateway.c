@@ -250,6 +250,10 @@ struct hg_gateway {
   uv_timer_t timer;
   pthread_t thread;
   int attached, started, stopped, loop_open;
+  /* Loop thread: inside on_read, submits defer the engine's wake-up to one
+   * hg_pipeline_kick() at the end of the read (kick_due says one is owed),
+   * so the frames of one read cost one engine wake-up, not one each. */
+  int in_read, kick_due;
   uint16_t port;
   atomic_int live;         /* notify may call uv_async_send */
   atomic_int notifying;    /* notifies in progress */
@@ -911,7 +915,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     conn_close(c);
   } else {
     c->in_len += (size_t)nread;
+    gw->in_read = 1;
     process_input(c);
+    gw->in_read = 0;
+    if (gw->kick_due) {
+      gw->kick_due = 0;
+      hg_pipeline_kick(gw->pipe);
+    }
   }
   flush_dirty(gw);
 }
@@ -1144,7 +1154,9 @@ static uint32_t submit(hg_gateway_t *gw, const hg_command_t *cmd, uint32_t kind,
     return REJ(BUSY);
   }
   uint64_t origin = ORIGIN_TAG | (gw->pend_next & ORIGIN_MASK);
-  int rc = hg_pipeline_submit(gw->pipe, origin, cmd);
+  int rc = gw->in_read ? hg_pipeline_submit_nowake(gw->pipe, origin, cmd)
+                       : hg_pipeline_submit(gw->pipe, origin, cmd);
+  if (rc == 0 && gw->in_read) gw->kick_due = 1;
   if (rc == HG_EBUSY) {
     STAT_ADD(gw, st_busy);
     return REJ(BUSY);

@@ -219,6 +219,77 @@ static void *slow_consumer_main(void *arg) {
   return NULL;
 }
 
+/* Waits until the engine and journal threads have both been asleep for a
+ * while, i.e. nothing is left that would wake the engine by itself. */
+static void wait_asleep(hg_pipeline_t *p) {
+  for (int stable = 0; stable < 2;) {
+    usleep(2000);
+    stable = hg_pipeline__threads_asleep(p) ? stable + 1 : 0;
+  }
+}
+
+static void submit_nowake_range(hg_pipeline_t *p, uint64_t from, uint64_t to) {
+  for (uint64_t i = from; i < to; i++) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    assert_int_equal(hg_pipeline_submit_nowake(p, i, &cmd), 0);
+  }
+}
+
+/* A deferred submit really leaves a sleeping engine asleep, and the kick
+ * then gets every deferred command processed. */
+static void nowake_waits_for_kick(void **state) {
+  fixture_t *f = *state;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c = {.next_done = 1};
+  submit_range(p, 0, 10, &c);
+  wait_done(p, &c, 10);
+  wait_asleep(p);
+  submit_nowake_range(p, 10, 13);
+  usleep(30000);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(p, &st);
+  assert_int_equal(st.commands, 10);
+  assert_true(hg_pipeline__threads_asleep(p));
+  consume(p, &c);
+  assert_int_equal(c.next_done, 11);
+  hg_pipeline_kick(p);
+  wait_done(p, &c, 13);
+  hg_pipeline_stats(p, &st);
+  assert_int_equal(st.commands, 13);
+  /* A kick with nothing queued is harmless. */
+  hg_pipeline_kick(p);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  consume(p, &c);
+  assert_int_equal(c.next_done, 14);
+  hg_pipeline_close(p);
+}
+
+/* No lost wake-up: batches submitted without waking and then kicked are
+ * always processed, whether the engine was asleep for certain (even rounds)
+ * or racing towards sleep as the batch arrived (odd rounds). wait_done fails
+ * the test after 5 s without progress. */
+static void kick_after_nowake_always_wakes(void **state) {
+  fixture_t *f = *state;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c = {.next_done = 1};
+  uint64_t next = 0;
+  for (int round = 0; round < 120; round++) {
+    uint64_t k = 1 + (uint64_t)round % 4;
+    if (round % 2 == 0) wait_asleep(p);
+    submit_nowake_range(p, next, next + k);
+    hg_pipeline_kick(p);
+    next += k;
+    wait_done(p, &c, next);
+  }
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+}
+
 static void two_consumers_each_get_everything(void **state) {
   fixture_t *f = *state;
   f->cfg.consumers = 2;
@@ -376,6 +447,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(backpressure_is_busy_not_loss, setup, teardown),
       cmocka_unit_test_setup_teardown(stop_keeps_unpolled_results, setup, teardown),
       cmocka_unit_test_setup_teardown(two_consumers_each_get_everything, setup, teardown),
+      cmocka_unit_test_setup_teardown(nowake_waits_for_kick, setup, teardown),
+      cmocka_unit_test_setup_teardown(kick_after_nowake_always_wakes, setup, teardown),
       cmocka_unit_test_setup_teardown(journal_failure_stops_intake, setup, teardown),
       cmocka_unit_test_setup_teardown(ack_before_durable_mode_releases, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_data_dir_is_a_clear_error, setup, teardown),

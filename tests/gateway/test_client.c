@@ -3,7 +3,7 @@
  * socketpair: the login frame and its proof, login refusal, every request
  * builder and its seq, framing split across reads, a malformed frame,
  * duplicate and gap handling with retransmission, recovery after a
- * reconnect, heartbeats, and the hex parser.
+ * reconnect, heartbeats, corked (batched) sends, and the hex parser.
  *
  * The socketpair buffers, so the "server" writes its replies (LoginAck ...)
  * before the client call that waits for them, then reads what the client
@@ -353,6 +353,58 @@ static void test_builders_and_seq(void **state) {
   assert_int_equal(seq, 1);
 }
 
+static bool srv_readable(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  return poll(&p, 1, 0) == 1;
+}
+
+/* Corked, requests get their seqs but stay queued (recv writes nothing
+ * either) until flush writes them all at once; uncork restores immediate
+ * sends. */
+static void test_cork_batches_until_flush(void **state) {
+  fixture_t *fx = *state;
+  login(fx, 1, 250);
+  hg_client_cork(fx->c);
+  hg_client_order_t o = {.instrument_id = 3, .client_order_id = 1, .type = 0, .tif = 2,
+                         .has_price = true, .price = 1000, .qty = 1};
+  uint64_t seq = 0;
+  for (uint64_t i = 1; i <= 3; i++) {
+    o.client_order_id = i;
+    assert_int_equal(hg_client_new_order(fx->c, &o, &seq), 0);
+    assert_int_equal(seq, i);
+  }
+  assert_false(srv_readable(fx->srv));
+  size_t queued = hg_client_tx_pending(fx->c);
+  assert_true(queued > 0);
+  const Hourglass__V1__Envelope *e = NULL;
+  assert_int_equal(hg_client_recv(fx->c, 0, &e), 0);
+  assert_false(srv_readable(fx->srv));
+  assert_int_equal(hg_client_tx_pending(fx->c), queued);
+
+  assert_int_equal(hg_client_flush(fx->c, 0), 0);
+  assert_int_equal(hg_client_tx_pending(fx->c), 0);
+  uint8_t peek[4096];
+  assert_int_equal(recv(fx->srv, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT), (ssize_t)queued);
+  for (uint64_t i = 1; i <= 3; i++) {
+    Hourglass__V1__Envelope *r = srv_recv(fx->srv);
+    assert_int_equal(r->seq, i);
+    assert_int_equal(r->new_order->client_order_id, i);
+  }
+
+  /* Still corked: the next one waits; uncork writes it, later sends go at once. */
+  assert_int_equal(hg_client_cancel(fx->c, 3, 777, &seq), 0);
+  assert_int_equal(seq, 4);
+  assert_false(srv_readable(fx->srv));
+  assert_int_equal(hg_client_uncork(fx->c), 0);
+  Hourglass__V1__Envelope *r = srv_recv(fx->srv);
+  assert_int_equal(r->seq, 4);
+  assert_int_equal(hg_client_cancel(fx->c, 3, 778, &seq), 0);
+  assert_true(srv_readable(fx->srv));
+  r = srv_recv(fx->srv);
+  assert_int_equal(r->seq, 5);
+  assert_int_equal(r->cancel->order_id, 778);
+}
+
 /* Frames split into single bytes, and several in one write, decode alike. */
 static void test_framing_split_and_batched(void **state) {
   fixture_t *fx = *state;
@@ -546,6 +598,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_login_rejected, setup, teardown),
       cmocka_unit_test_setup_teardown(test_builders_and_seq, setup, teardown),
       cmocka_unit_test_setup_teardown(test_framing_split_and_batched, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cork_batches_until_flush, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicate_and_gap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reconnect_recovers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_heartbeat_and_terminate, setup, teardown),

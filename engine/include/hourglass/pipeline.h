@@ -153,6 +153,25 @@ int hg_pipeline_start(hg_pipeline_t *p);
  */
 int hg_pipeline_submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd);
 
+/*
+ * Batched submission: the same as hg_pipeline_submit() (same returns, any
+ * thread) except that a sleeping engine thread is not woken. The command
+ * waits in the inbound ring until this thread (or any other submitter) calls
+ * hg_pipeline_kick() or hg_pipeline_submit(), or until the engine wakes for
+ * another reason. A producer that queues several commands at once (the
+ * gateway, for the frames of one socket read) submits them with this and
+ * kicks once, so the batch costs one wake-up instead of one per command.
+ * Every successful hg_pipeline_submit_nowake() must be followed by a
+ * hg_pipeline_kick() from the same thread; otherwise the command may wait
+ * indefinitely (hg_pipeline_stop() still processes it).
+ */
+int hg_pipeline_submit_nowake(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd);
+
+/* Wakes the engine thread if it sleeps; it then sees every command pushed
+ * before the call (no lost wake-up). One atomic read-modify-write when the
+ * engine is awake, a futex wake when it sleeps. Any thread; cannot fail. */
+void hg_pipeline_kick(hg_pipeline_t *p);
+
 /* Pops up to max records of consumer 0 into out. Consumer 0's thread.
  * Returns the count. After hg_pipeline_stop() keep polling until it returns
  * 0: records the ring had no room for are served from the stage. */

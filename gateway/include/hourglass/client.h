@@ -259,6 +259,29 @@ int hg_client_tick(hg_client_t *c);
  * limit). 0 when nothing is left, -EAGAIN if bytes remain, -errno. */
 int hg_client_flush(hg_client_t *c, int timeout_ms);
 
+/*
+ * Batching. After hg_client_cork(c), sends (requests, heartbeats) are only
+ * encoded into the send buffer; nothing is written until hg_client_flush()
+ * or hg_client_uncork(), so a burst of requests leaves in one write (one
+ * system call, one TCP segment where it fits) instead of one each. The seq
+ * of each request is assigned when it is queued, as without corking.
+ * hg_client_recv() does not write while corked. If a frame does not fit in
+ * the send buffer (config.tx_capacity), what is queued is written first: as
+ * much as the socket takes for a nonblocking_send client (HG_EFULL if that
+ * still leaves no room), all of it within timeout_ms otherwise (-ETIMEDOUT).
+ * A corked client that never flushes sends nothing: call hg_client_flush()
+ * at the end of every burst (hg_client_logout() writes everything queued,
+ * corked or not). Cork is kept across reconnects until
+ * hg_client_uncork(). Owner thread; cannot fail.
+ */
+void hg_client_cork(hg_client_t *c);
+
+/* Ends corking and writes what is queued like an uncorked send would: what
+ * the socket takes for a nonblocking_send client, all of it within
+ * config.timeout_ms otherwise. 0, -ETIMEDOUT, -ENOTCONN (bytes queued but no
+ * connection), -errno of the socket. Owner thread. */
+int hg_client_uncork(hg_client_t *c);
+
 /* Bytes queued but not yet written. */
 size_t hg_client_tx_pending(const hg_client_t *c);
 
