@@ -1473,8 +1473,8 @@ int hgctl_quote(int argc, char **argv) {
         rc = EXIT_FAIL;
         break;
       }
+      rc = a->n_rejects > 0 ? EXIT_FAIL : 0; /* a is gone after the next receive */
       print_followers(c, seq, 0, 200);
-      rc = a->n_rejects > 0 ? EXIT_FAIL : 0;
       break;
     } else if (e->body_case == BODY(TERMINATE)) {
       fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
