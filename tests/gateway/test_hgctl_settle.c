@@ -8,6 +8,8 @@
  * data directory (CSV and JSON, all entries and one instrument's, and an
  * account whose ledger spans several pages), and an account out of a
  * session's reach must get exactly the answer an unknown account gets.
+ * After a restart on the same data directory the statements are the same
+ * (the gateway seeds its ledger copy from the recovered state).
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -337,6 +339,27 @@ static void test_settle_expire_statements(void **state) {
 
   hg_client_logout(op, 1000);
   hg_client_destroy(op);
+
+  /* Restart on the same data directory: the gateway's copy of the ledger
+   * is seeded from the recovered state (the same statements), and entries
+   * appended after the restart continue its indexes. */
+  static out_t before, after;
+  RUN(&before, TB, "statement", "--remote", "--format", "json");
+  assert_int_equal(before.status, 0);
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s", s.dir);
+  ch_halt(&s);
+  o.data_dir = dir;
+  assert_int_equal(ch_create(&s, &o), 0);
+  assert_int_equal(ch_run(&s), 0); /* the keys are in the reopened key store */
+  snprintf(g_port, sizeof g_port, "%u", (unsigned)s.port);
+  RUN(&after, TB, "statement", "--remote", "--format", "json");
+  assert_int_equal(after.status, 0);
+  assert_string_equal(after.text, before.text);
+  RUN(&r, OPC, "op", "deposit", "--account", "200", "--amount", "7");
+  assert_int_equal(r.status, 0);
+  same_statement(&s, TB, "200", NULL, "csv", 1 + 1 + B_DEPOSITS + 3 + 1);
+  same_statement(&s, TA, "100", NULL, "csv", 6);
   ch_stop(&s);
 }
 
