@@ -24,6 +24,9 @@
  *    (sorted arrays, one slot per possible resting order, so they cannot
  *    overflow), accounts and positions. Maintained from the event stream;
  *    queries read it, never the engine.
+ *  - ledger: a copy of the clearing ledger for statements (an array in
+ *    ledger order, each account's entries chained through ledger_next),
+ *    seeded at attach and appended from cash and settlement events.
  *
  * Routing: an order's events go to the stream that entered it (seeded and
  * foreign orders: the first stream of that account), a reject to the

@@ -1,7 +1,8 @@
 /*
  * hgctl_net.c - hgctl's network commands: orders, instruments, a live depth
- * ladder, positions and executions, over the gateway's wire protocol
- * through the client library (hourglass/client.h).
+ * ladder, positions and executions, mass quotes, the drop copy tail,
+ * statements (--remote) and the operator's commands, over the gateway's
+ * wire protocol through the client library (hourglass/client.h).
  *
  * Each command opens one session (key from --key-id/--secret or the
  * environment HG_KEY_ID/HG_SECRET, secret in hex), sends its request, prints
@@ -1283,7 +1284,8 @@ int hgctl_op_delist(int argc, char **argv) {
   uint32_t id = 0;
   uint64_t seq = 0;
   rc = resolve_instrument(cmd, c, pos[0], &id);
-  if (rc == 0) rc = hg_client_delist(c, id, &seq) == 0 ? op_reply(cmd, "delist", c, seq) : EXIT_FAIL;
+  if (rc == 0)
+    rc = hg_client_delist(c, id, &seq) == 0 ? op_reply(cmd, "delist", c, seq) : EXIT_FAIL;
   close_session(c);
   return rc;
 }
@@ -1402,6 +1404,9 @@ int hgctl_quote(int argc, char **argv) {
       quotes[nq++] = v;
     } else if (nr < 64) {
       rest[nr++] = argv[i];
+    } else {
+      fprintf(stderr, "hgctl %s: too many arguments\n", cmd);
+      return EXIT_USAGE;
     }
   }
   const char *group = NULL, *mmp_qty = NULL, *mmp_win = NULL;
