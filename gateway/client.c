@@ -1023,6 +1023,31 @@ int hg_client_halt(hg_client_t *c, uint32_t instrument_id, bool resume, uint64_t
   ENV_SEND(c, halt, HALT, &m, seq);
 }
 
+int hg_client_delist(hg_client_t *c, uint32_t instrument_id, uint64_t *seq) {
+  Hourglass__V1__DelistInstrument m = HOURGLASS__V1__DELIST_INSTRUMENT__INIT;
+  m.instrument_id = instrument_id;
+  ENV_SEND(c, delist_instrument, DELIST_INSTRUMENT, &m, seq);
+}
+
+int hg_client_end_of_session(hg_client_t *c, uint32_t session_date, uint64_t *seq) {
+  Hourglass__V1__EndOfSession m = HOURGLASS__V1__END_OF_SESSION__INIT;
+  m.has_session_date = session_date != 0;
+  m.session_date = session_date;
+  ENV_SEND(c, end_of_session, END_OF_SESSION, &m, seq);
+}
+
+int hg_client_statement(hg_client_t *c, uint32_t account, uint32_t instrument_id,
+                        uint64_t from_index, uint64_t *seq) {
+  Hourglass__V1__StatementRequest m = HOURGLASS__V1__STATEMENT_REQUEST__INIT;
+  m.has_account = account != 0;
+  m.account = account;
+  m.has_instrument_id = instrument_id != 0;
+  m.instrument_id = instrument_id;
+  m.has_from_index = from_index != 0;
+  m.from_index = from_index;
+  ENV_SEND(c, statement_request, STATEMENT_REQUEST, &m, seq);
+}
+
 int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint64_t *seq) {
   Hourglass__V1__AddAccount m = HOURGLASS__V1__ADD_ACCOUNT__INIT;
   m.account = account;

@@ -27,6 +27,9 @@
  *    (sorted arrays, one slot per possible resting order, so they cannot
  *    overflow), accounts and positions. Maintained from the event stream;
  *    queries read it, never the engine.
+ *  - ledger: a copy of the clearing ledger for statements (an array in
+ *    ledger order, each account's entries chained through ledger_next),
+ *    seeded at attach and appended from cash and settlement events.
  *
  * Routing: an order's events go to the stream that entered it (seeded and
  * foreign orders: the first stream of that account), a reject to the
@@ -139,6 +142,7 @@ typedef struct account {
   uint32_t firm;
   int64_t cash;
   uint32_t stream;         /* first stream of this account; NONE32 */
+  uint64_t lhead, ltail;   /* its ledger entries (index + 1 in gw->ledger; 0: none) */
 } account_t;
 
 typedef struct position {
@@ -289,6 +293,15 @@ struct hg_gateway {
   uint32_t n_positions;
 
   settle_acc_t sacc;       /* the settlement request whose events are arriving */
+
+  /* The gateway's copy of the clearing ledger (statements): seeded at attach,
+   * appended from the cash, VM and final-settlement events. Owned by the
+   * loop thread; grows by doubling, only on those (settlement) events. */
+  hg_ledger_entry_t *ledger;
+  uint64_t *ledger_next;   /* per entry: the account's next entry, index + 1; 0 ends */
+  uint64_t n_ledger, cap_ledger;
+  uint64_t cycle_tod_ns;   /* time of day the daily cycle stamps VM entries with */
+  int ledger_lost;         /* an entry could not be kept: statements unavailable */
 
   hg_wire_arena_t arena;
   uint8_t *arena_buf;
@@ -1351,6 +1364,7 @@ static bool role_allows(uint32_t role, uint32_t body) {
   case B(QUOTE_GROUP_RESET):
     return role == HG_ROLE_MARKET_MAKER;
   case B(POSITIONS_REQUEST):
+  case B(STATEMENT_REQUEST):
     return role != HG_ROLE_OPERATOR;
   case B(INSTRUMENTS_REQUEST):
   case B(MD_SUBSCRIBE):
@@ -1712,6 +1726,189 @@ static void handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *
   env_t out = HOURGLASS__V1__ENVELOPE__INIT;
   out.body_case = B(POSITIONS);
   out.positions = &m;
+  stream_send_idx(gw, si, &out);
+}
+
+/* -------------------------------------------------------------- statements */
+
+/* Entries of one Statement page: bounded so that a page with every position
+ * fits the default frame (an entry encodes in at most 104 bytes, a
+ * position in 48). */
+#define STMT_PAGE_MAX 256u
+#define STMT_POS_MAX 256u
+
+/* Appends e to the ledger copy and to its account's chain. */
+static void ledger_append(hg_gateway_t *gw, const hg_ledger_entry_t *e) {
+  if (gw->ledger_lost) return;
+  if (gw->n_ledger == gw->cap_ledger) {
+    uint64_t ncap = gw->cap_ledger ? gw->cap_ledger * 2 : 4096;
+    hg_ledger_entry_t *nl = realloc(gw->ledger, ncap * sizeof *nl);
+    if (nl != NULL) gw->ledger = nl;
+    uint64_t *nn = nl != NULL ? realloc(gw->ledger_next, ncap * sizeof *nn) : NULL;
+    if (nn == NULL) {
+      gw->ledger_lost = 1;
+      gw_log(gw, HG_PIPE_LOG_WARN, "ledger copy: out of memory; statements unavailable");
+      return;
+    }
+    gw->ledger_next = nn;
+    gw->cap_ledger = ncap;
+  }
+  uint64_t i = gw->n_ledger++;
+  gw->ledger[i] = *e;
+  gw->ledger[i].index = i;
+  gw->ledger_next[i] = 0;
+  account_t *a = account_find(gw, e->account);
+  if (a == NULL) return; /* not in the account table: kept, never shown */
+  if (a->ltail != 0) gw->ledger_next[a->ltail - 1] = i + 1;
+  else a->lhead = i + 1;
+  a->ltail = i + 1;
+}
+
+/* The events that post ledger entries, one entry each and in the order the
+ * clearing posted them, so the copy's indexes are the ledger's. */
+static void ledger_event(hg_gateway_t *gw, const hg_exchange_event_t *ev) {
+  hg_ledger_entry_t e;
+  memset(&e, 0, sizeof e);
+  e.seq = ev->seq;
+  e.ts = ev->ts;
+  e.account = ev->account;
+  e.balance = ev->balance;
+  switch (ev->type) {
+  case HG_XEV_DEPOSIT:
+  case HG_XEV_WITHDRAWAL:
+    e.kind = ev->type == HG_XEV_DEPOSIT ? HG_LEDGER_DEPOSIT : HG_LEDGER_WITHDRAWAL;
+    e.instrument = HG_CLR_NO_INSTRUMENT;
+    e.amount = ev->type == HG_XEV_DEPOSIT ? ev->amount : -ev->amount;
+    break;
+  case HG_XEV_VM:
+  case HG_XEV_FINAL_SETTLEMENT:
+    e.kind = ev->type == HG_XEV_VM ? HG_LEDGER_VM : HG_LEDGER_FINAL;
+    e.instrument = ev->instrument_id;
+    e.amount = ev->amount;
+    e.price = ev->price;
+    e.qty = ev->qty;
+    /* The cycle posts VM at the 16:00 of its day, not at the command's ts. */
+    if (ev->type == HG_XEV_VM) e.ts = (uint64_t)ev->day * HG_CLR_NS_PER_DAY + gw->cycle_tod_ns;
+    break;
+  default:
+    return;
+  }
+  ledger_append(gw, &e);
+}
+
+/* Copies the recovered ledger; before the pipeline threads start. */
+static int seed_ledger(hg_gateway_t *gw, const hg_clearing_t *clr) {
+  hg_clearing_config_t d;
+  hg_clearing_config_default(&d);
+  gw->cycle_tod_ns = d.cycle_time_of_day_ns;
+  uint64_t n = hg_clearing_ledger_size(clr);
+  for (uint64_t i = 0; i < n; i++) {
+    hg_ledger_entry_t e;
+    int rc = hg_clearing_ledger_get(clr, i, &e);
+    if (rc != 0) return rc;
+    /* A recovered cycle shows the time of day this exchange was set up with. */
+    if (e.kind == HG_LEDGER_VM) gw->cycle_tod_ns = e.ts % HG_CLR_NS_PER_DAY;
+    ledger_append(gw, &e);
+    if (gw->ledger_lost) return -ENOMEM;
+  }
+  return 0;
+}
+
+static void handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
+  hg_gateway_t *gw = c->gw;
+  const Hourglass__V1__StatementRequest *r = env->statement_request;
+  Hourglass__V1__Statement m = HOURGLASS__V1__STATEMENT__INIT;
+  env_t out = HOURGLASS__V1__ENVELOPE__INIT;
+  out.body_case = B(STATEMENT);
+  out.statement = &m;
+  m.ref_seq = env->seq;
+  uint32_t acct = st->account;
+  if (st->role == HG_ROLE_RISK_VIEWER) acct = r->has_account ? r->account : 0;
+  else if (r->has_account && r->account != 0 && r->account != acct) acct = 0;
+  account_t *a = acct != 0 ? account_find(gw, acct) : NULL;
+  /* Another firm's account, or another account of a trader, answers like
+   * one that does not exist. */
+  if (a == NULL || (st->role == HG_ROLE_RISK_VIEWER && a->firm != st->firm)) {
+    m.has_reason = 1;
+    m.reason = REJ(UNKNOWN_ACCOUNT);
+    stream_send_idx(gw, si, &out);
+    return;
+  }
+  if (r->base.n_unknown_fields != 0 || r->instrument_id == HG_CLR_NO_INSTRUMENT ||
+      gw->ledger_lost) {
+    m.has_reason = 1;
+    m.reason = gw->ledger_lost ? REJ(UNAVAILABLE) : REJ(INVALID_REQUEST);
+    stream_send_idx(gw, si, &out);
+    return;
+  }
+  /* A smaller configured frame gets smaller pages (never below one entry). */
+  uint32_t page = STMT_PAGE_MAX, fixed = 512 + STMT_POS_MAX * 48;
+  if (gw->cfg.max_frame < fixed + STMT_PAGE_MAX * 104)
+    page = gw->cfg.max_frame > fixed + 104 ? (gw->cfg.max_frame - fixed) / 104 : 1;
+  size_t per = sizeof(Hourglass__V1__LedgerEntry) + sizeof(void *);
+  size_t pos_need = STMT_POS_MAX * (sizeof(Hourglass__V1__Position) + sizeof(void *));
+  /* Taken from the frame arena after the request it answers. */
+  uint8_t *mem = gw->arena.allocator.alloc(gw->arena.allocator.allocator_data,
+                                           pos_need + page * per);
+  if (mem == NULL) {
+    m.has_reason = 1;
+    m.reason = REJ(GATEWAY_FULL);
+    stream_send_idx(gw, si, &out);
+    return;
+  }
+  Hourglass__V1__Position *pos = (void *)mem;
+  Hourglass__V1__Position **pp = (void *)(pos + STMT_POS_MAX);
+  Hourglass__V1__LedgerEntry *le = (void *)(pp + STMT_POS_MAX);
+  Hourglass__V1__LedgerEntry **lp = (void *)(le + page);
+  size_t n = 0;
+  uint32_t inst = r->instrument_id;
+  for (uint64_t k = a->lhead; k != 0; k = gw->ledger_next[k - 1]) {
+    const hg_ledger_entry_t *x = &gw->ledger[k - 1];
+    if (x->index < r->from_index || (inst != 0 && x->instrument != inst)) continue;
+    if (n == page) {
+      m.has_next_index = 1;
+      m.next_index = x->index;
+      break;
+    }
+    hourglass__v1__ledger_entry__init(&le[n]);
+    le[n].index = x->index;
+    le[n].seq = x->seq;
+    le[n].ts = x->ts;
+    le[n].kind = x->kind;
+    le[n].has_instrument_id = x->instrument != HG_CLR_NO_INSTRUMENT;
+    le[n].instrument_id = le[n].has_instrument_id ? x->instrument : 0;
+    le[n].amount = x->amount;
+    le[n].balance = x->balance;
+    le[n].has_price = x->price != 0;
+    le[n].price = x->price;
+    le[n].has_qty = x->qty != 0;
+    le[n].qty = x->qty;
+    lp[n] = &le[n];
+    n++;
+  }
+  size_t np = 0;
+  for (uint32_t i = 0; i < gw->cfg.max_instruments && np < STMT_POS_MAX; i++) {
+    if (gw->instr[i].id == 0) continue;
+    uint32_t k = map_get(&gw->position_map, (uint64_t)acct << 32 | gw->instr[i].id);
+    if (k == NONE32 || gw->positions[k].bought == gw->positions[k].sold) continue;
+    hourglass__v1__position__init(&pos[np]);
+    pos[np].instrument_id = gw->instr[i].id;
+    pos[np].bought_qty = gw->positions[k].bought;
+    pos[np].sold_qty = gw->positions[k].sold;
+    pos[np].net_qty = gw->positions[k].bought - gw->positions[k].sold;
+    pp[np] = &pos[np];
+    np++;
+  }
+  m.has_account = 1;
+  m.account = acct;
+  m.has_instrument_id = inst != 0;
+  m.instrument_id = inst;
+  m.n_entries = n;
+  m.entries = lp;
+  m.has_cash = 1;
+  m.cash = a->cash;
+  m.n_positions = np;
+  m.positions = pp;
   stream_send_idx(gw, si, &out);
 }
 
@@ -2404,6 +2601,7 @@ static void handle_frame(conn_t *c, const uint8_t *body, size_t len) {
   case B(MD_SUBSCRIBE): handle_md_subscribe(c, si, env); break;
   case B(MD_UNSUBSCRIBE): handle_md_unsubscribe(c, si, env); break;
   case B(DROP_COPY_SUBSCRIBE): handle_drop_copy(c, si, env); break;
+  case B(STATEMENT_REQUEST): handle_statement(c, st, si, env); break;
   default: handle_operator(c, si, env); break;
   }
 }
@@ -2655,6 +2853,7 @@ static void settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o);
 
 static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p) {
   instr_t *in;
+  ledger_event(gw, ev);
   settle_event(gw, ev, p);
   switch (ev->type) {
   case HG_XEV_BOOK:
@@ -2962,6 +3161,8 @@ static void free_all(hg_gateway_t *gw) {
   free(gw->orders);
   free(gw->accounts);
   free(gw->positions);
+  free(gw->ledger);
+  free(gw->ledger_next);
   free(gw->sacc.dsp);
   free(gw->sacc.dspp);
   map_free(&gw->stream_map);
@@ -3165,6 +3366,7 @@ int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
   seed_ctx_t s = {.gw = gw, .ex = ex, .rc = 0};
   hg_exchange_foreach_account(ex, seed_account, &s);
   if (s.rc == 0) hg_exchange_foreach_instrument(ex, seed_instrument, &s);
+  if (s.rc == 0) s.rc = seed_ledger(gw, hg_exchange_clearing(ex));
   if (s.rc != 0) return s.rc;
   gw->pipe = p;
   gw->attached = 1;

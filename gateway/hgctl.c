@@ -375,7 +375,7 @@ static const command_t CONVERT_CMDS[] = {
     {"", "USD per GPU-hour <-> USD per million output tokens", hgctl_convert},
 };
 static const command_t STATEMENT_CMDS[] = {
-    {"", "an account's statement from a data directory", hgctl_statement},
+    {"", "an account's statement (--data DIR, or --remote from the gateway)", hgctl_statement},
 };
 static const command_t REPLAY_CMDS[] = {
     {"", "replay a data directory: hashes, statements, what-if", hgctl_replay},
@@ -405,7 +405,15 @@ static const command_t OP_CMDS[] = {
     {"resume", "resume a halted instrument", hgctl_op_resume},
     {"add-account", "add an account to a firm", hgctl_op_add_account},
     {"deposit", "deposit collateral", hgctl_op_deposit},
+    {"withdraw", "withdraw collateral", hgctl_op_withdraw},
+    {"end-of-session", "expire every DAY order", hgctl_op_end_of_session},
+    {"delist", "delist an instrument (its orders are cancelled)", hgctl_op_delist},
+    {"list-curve", "list twelve monthly contracts of an index", hgctl_op_list_curve},
 };
+static const command_t QUOTE_CMDS[] = {
+    {"", "mass quote (--quote ... --group G), or reset --group G", hgctl_quote}};
+static const command_t DROPCOPY_CMDS[] = {
+    {"", "tail the firm's drop copy (risk viewers)", hgctl_dropcopy}};
 
 static const group_t GROUPS[] = {
     {"index", INDEX_CMDS, sizeof INDEX_CMDS / sizeof INDEX_CMDS[0]},
@@ -419,6 +427,8 @@ static const group_t GROUPS[] = {
     {"positions", POSITIONS_CMDS, 1},
     {"executions", EXECUTIONS_CMDS, 1},
     {"op", OP_CMDS, sizeof OP_CMDS / sizeof OP_CMDS[0]},
+    {"quote", QUOTE_CMDS, 1},
+    {"dropcopy", DROPCOPY_CMDS, 1},
 };
 
 static void usage(FILE *o) {

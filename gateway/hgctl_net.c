@@ -1,7 +1,8 @@
 /*
  * hgctl_net.c - hgctl's network commands: orders, instruments, a live depth
- * ladder, positions and executions, over the gateway's wire protocol
- * through the client library (hourglass/client.h).
+ * ladder, positions and executions, mass quotes, the drop copy tail,
+ * statements (--remote) and the operator's commands, over the gateway's
+ * wire protocol through the client library (hourglass/client.h).
  *
  * Each command opens one session (key from --key-id/--secret or the
  * environment HG_KEY_ID/HG_SECRET, secret in hex), sends its request, prints
@@ -13,6 +14,7 @@
  * timeout), 2 usage error.
  */
 #include "hgctl_net.h"
+#include "hgctl_tools.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -316,6 +318,7 @@ static int await_reply(const char *cmd, hg_client_t *c, uint64_t seq, const env_
     case BODY(ORDER_STATUS): ref = f->order_status->ref_seq; break;
     case BODY(MD_SNAPSHOT): ref = f->md_snapshot->ref_seq; break;
     case BODY(SETTLEMENT_RESULT): ref = f->settlement_result->ref_seq; break;
+    case BODY(STATEMENT): ref = f->statement->ref_seq; break;
     case BODY(TERMINATE):
       fprintf(stderr, "hgctl %s: the gateway ended the session (code %u%s%s)\n", cmd,
               f->terminate->code, f->terminate->text ? ": " : "",
@@ -1234,3 +1237,410 @@ int hgctl_op_add_account(int argc, char **argv) {
   return op_simple("add-account", argc, argv);
 }
 int hgctl_op_deposit(int argc, char **argv) { return op_simple("deposit", argc, argv); }
+
+/* end-of-session, delist, withdraw: one operator command, one Response. */
+static int op_reply(const char *cmd, const char *verb, hg_client_t *c, uint64_t seq) {
+  const env_t *e = NULL;
+  int rc = await_reply(cmd, c, seq, &e);
+  if (rc != 1) return rc;
+  if ((rc = response_status(cmd, e)) != 0) return rc;
+  if (e->body_case == BODY(RESPONSE)) {
+    printf("OK %s engine_seq=%" PRIu64, verb, e->response->engine_seq);
+    if (e->response->amount) printf(" amount=%" PRId64, e->response->amount);
+    if (e->response->has_balance) printf(" balance=%" PRId64, e->response->balance);
+    printf("\n");
+  }
+  return 0;
+}
+
+int hgctl_op_end_of_session(int argc, char **argv) {
+  const char *cmd = "op end-of-session", *date = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"date", &date, NULL}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "op end-of-session [--date YYYYMMDD]   (every DAY order expires)\n");
+  int64_t d = 0;
+  if (rc || (date && (rc = need_num(cmd, "date", date, 19700101, 99991231, &d)))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  rc = hg_client_end_of_session(c, (uint32_t)d, &seq);
+  rc = rc == 0 ? op_reply(cmd, "end-of-session", c, seq) : EXIT_FAIL;
+  close_session(c);
+  return rc;
+}
+
+int hgctl_op_delist(int argc, char **argv) {
+  const char *cmd = "op delist", *pos[1] = {NULL};
+  const opt_t opts[] = {CONN_OPTS};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1,
+                 "op delist ID|SYMBOL   (cancels its orders and removes it)\n");
+  if (rc) return rc;
+  if (pos[0] == NULL) {
+    fprintf(stderr, "hgctl %s: which instrument?\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint32_t id = 0;
+  uint64_t seq = 0;
+  rc = resolve_instrument(cmd, c, pos[0], &id);
+  if (rc == 0)
+    rc = hg_client_delist(c, id, &seq) == 0 ? op_reply(cmd, "delist", c, seq) : EXIT_FAIL;
+  close_session(c);
+  return rc;
+}
+
+int hgctl_op_withdraw(int argc, char **argv) {
+  const char *cmd = "op withdraw", *account = NULL, *amount = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"amount", &amount, NULL}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "op withdraw --account N --amount MICRO_USD\n");
+  int64_t a = 0, b = 0;
+  if (rc || (rc = need_num(cmd, "account", account, 1, UINT32_MAX, &a)) ||
+      (rc = need_num(cmd, "amount", amount, 1, INT64_MAX, &b)))
+    return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  rc = hg_client_cash(c, (uint32_t)a, b, true, &seq);
+  rc = rc == 0 ? op_reply(cmd, "withdraw", c, seq) : EXIT_FAIL;
+  close_session(c);
+  return rc;
+}
+
+int hgctl_op_list_curve(int argc, char **argv) {
+  const char *cmd = "op list-curve", *gpu = NULL, *grade = NULL, *from = NULL, *first = NULL,
+             *mo = NULL, *ma = NULL, *ref = NULL;
+  const opt_t opts[] = {CONN_OPTS,
+                        {"gpu", &gpu, NULL},
+                        {"grade", &grade, NULL},
+                        {"from", &from, NULL},
+                        {"first-id", &first, NULL},
+                        {"max-orders", &mo, NULL},
+                        {"max-accounts", &ma, NULL},
+                        {"ref-price", &ref, NULL}};
+  const char *usage = "op list-curve --gpu GPU --grade G --from YYYY-MM --first-id ID\n"
+                      "              [--max-orders N (65536)] [--max-accounts N (1024)]\n"
+                      "              [--ref-price TICKS]   (twelve monthly contracts)\n";
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
+  if (rc) return rc;
+  if (gpu == NULL || grade == NULL) {
+    fprintf(stderr, "hgctl %s: --gpu and --grade are required\n", cmd);
+    return EXIT_USAGE;
+  }
+  unsigned y = 0, m = 0;
+  char tail;
+  if (from == NULL || sscanf(from, "%4u-%2u%c", &y, &m, &tail) != 2 || y < 1970 || y > 9998 ||
+      m < 1 || m > 12) {
+    fprintf(stderr, "hgctl %s: --from must be YYYY-MM\n", cmd);
+    return EXIT_USAGE;
+  }
+  int64_t id = 0, no = 65536, na = 1024, rp = 0;
+  if ((rc = need_num(cmd, "first-id", first, 1, UINT32_MAX - 12, &id)) ||
+      (mo && (rc = need_num(cmd, "max-orders", mo, 1, UINT32_MAX, &no))) ||
+      (ma && (rc = need_num(cmd, "max-accounts", ma, 1, UINT32_MAX, &na))) ||
+      (ref && (rc = need_num(cmd, "ref-price", ref, 0, INT64_MAX, &rp))))
+    return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  rc = hg_client_list_curve(c, gpu, grade, y, m, (uint32_t)id, (uint32_t)no, (uint32_t)na, rp,
+                            &seq);
+  rc = rc == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  close_session(c);
+  return rc;
+}
+
+/* ------------------------------------------------------------ quotes */
+
+/* "SYMBOL:BIDQTY@BID/ASKQTY@ASK" (either side may be "0@0": unquoted). */
+static int parse_quote(const char *cmd, hg_client_t *c, const char *s,
+                       Hourglass__V1__QuoteEntry *q) {
+  const char *colon = strrchr(s, ':');
+  char sym[64];
+  long long bq, bp, aq, ap;
+  int used = 0;
+  if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof sym ||
+      sscanf(colon + 1, "%lld@%lld/%lld@%lld%n", &bq, &bp, &aq, &ap, &used) != 4 ||
+      colon[1 + used] != '\0' || bq < 0 || aq < 0 || bp < 0 || ap < 0 || bq + aq == 0) {
+    fprintf(stderr, "hgctl %s: --quote '%s' must be SYMBOL:BIDQTY@BID/ASKQTY@ASK\n", cmd, s);
+    return EXIT_USAGE;
+  }
+  snprintf(sym, sizeof sym, "%.*s", (int)(colon - s), s);
+  hourglass__v1__quote_entry__init(q);
+  int rc = resolve_instrument(cmd, c, sym, &q->instrument_id);
+  if (rc) return rc;
+  q->has_bid_qty = q->has_bid_price = bq > 0;
+  q->bid_qty = bq;
+  q->bid_price = bp;
+  q->has_ask_qty = q->has_ask_price = aq > 0;
+  q->ask_qty = aq;
+  q->ask_price = ap;
+  return 0;
+}
+
+#define QUOTES_MAX 64
+
+int hgctl_quote(int argc, char **argv) {
+  bool reset = argc > 0 && strcmp(argv[0], "reset") == 0;
+  const char *cmd = reset ? "quote reset" : "quote";
+  if (reset) {
+    argc--;
+    argv++;
+  }
+  /* --quote repeats: taken out before the common parser sees the rest. */
+  const char *quotes[QUOTES_MAX];
+  char *rest[64];
+  int nq = 0, nr = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *v = NULL;
+    if (strcmp(argv[i], "--quote") == 0 && i + 1 < argc) v = argv[++i];
+    else if (strncmp(argv[i], "--quote=", 8) == 0) v = argv[i] + 8;
+    if (v != NULL && !reset) {
+      if (nq == QUOTES_MAX) {
+        fprintf(stderr, "hgctl %s: at most %d --quote\n", cmd, QUOTES_MAX);
+        return EXIT_USAGE;
+      }
+      quotes[nq++] = v;
+    } else if (nr < 64) {
+      rest[nr++] = argv[i];
+    } else {
+      fprintf(stderr, "hgctl %s: too many arguments\n", cmd);
+      return EXIT_USAGE;
+    }
+  }
+  const char *group = NULL, *mmp_qty = NULL, *mmp_win = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"group", &group, NULL}, {"mmp-qty", &mmp_qty, NULL},
+                        {"mmp-window-ms", &mmp_win, NULL}};
+  const char *usage =
+      "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]\n"
+      "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
+      "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
+  int rc = parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
+  int64_t g = 0, mq = 0, mw = 0;
+  if (rc || (rc = need_num(cmd, "group", group, 1, UINT32_MAX, &g)) ||
+      (mmp_qty && (rc = need_num(cmd, "mmp-qty", mmp_qty, 1, INT64_MAX, &mq))) ||
+      (mmp_win && (rc = need_num(cmd, "mmp-window-ms", mmp_win, 1, UINT32_MAX, &mw))))
+    return rc;
+  if (!reset && nq == 0) {
+    fprintf(stderr, "hgctl %s: give at least one --quote\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  if (reset) {
+    rc = hg_client_quote_group_reset(c, (uint32_t)g, &seq);
+    if (rc == 0) rc = op_reply(cmd, "quote-reset", c, seq);
+    else rc = EXIT_FAIL;
+    close_session(c);
+    return rc;
+  }
+  Hourglass__V1__QuoteEntry q[QUOTES_MAX];
+  const Hourglass__V1__QuoteEntry *qp[QUOTES_MAX];
+  for (int i = 0; i < nq && rc == 0; i++) {
+    rc = parse_quote(cmd, c, quotes[i], &q[i]);
+    qp[i] = &q[i];
+  }
+  if (rc == 0) {
+    rc = hg_client_mass_quote(c, (uint32_t)g, qp, (size_t)nq, mq, (uint32_t)mw, &seq);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+      rc = EXIT_FAIL;
+    }
+  }
+  /* The MassQuoteAck, then the quotes' reports (NEW, fills) for a moment. */
+  while (rc == 0) {
+    int r = hg_client_recv(c, g_timeout_ms, &e);
+    if (r <= 0) {
+      fprintf(stderr, "hgctl %s: no acknowledgement within %d ms\n", cmd, g_timeout_ms);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->ref_seq == seq) {
+      print_exec(e);
+    } else if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) {
+      rc = response_status(cmd, e);
+      break;
+    } else if (e->body_case == BODY(MASS_QUOTE_ACK) && e->mass_quote_ack->ref_seq == seq) {
+      const Hourglass__V1__MassQuoteAck *a = e->mass_quote_ack;
+      printf("ACK group=%u reason=%s(%u) rejects=%zu\n", a->quote_group, reject_name(a->reason),
+             a->reason, a->n_rejects);
+      for (size_t k = 0; k < a->n_rejects; k++)
+        printf("REJECT quote=%s reason=%s(%u)\n", quotes[a->rejects[k]->index < (uint32_t)nq
+                                                             ? a->rejects[k]->index
+                                                             : 0],
+               reject_name(a->rejects[k]->reason), a->rejects[k]->reason);
+      fflush(stdout);
+      if (a->reason != 0) {
+        fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, reject_name(a->reason), a->reason);
+        rc = EXIT_FAIL;
+        break;
+      }
+      rc = a->n_rejects > 0 ? EXIT_FAIL : 0; /* a is gone after the next receive */
+      print_followers(c, seq, 0, 200);
+      break;
+    } else if (e->body_case == BODY(TERMINATE)) {
+      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+              e->terminate->code);
+      rc = EXIT_FAIL;
+    }
+  }
+  close_session(c);
+  return rc;
+}
+
+/* ---------------------------------------------------------- drop copy */
+
+int hgctl_dropcopy(int argc, char **argv) {
+  const char *cmd = "dropcopy", *count_s = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"count", &count_s, NULL}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "dropcopy [--count N]   (risk viewers: the firm's order events, one line\n"
+                 "          each, until interrupted or N events)\n");
+  int64_t count = 0;
+  if (rc || (count_s && (rc = need_num(cmd, "count", count_s, 1, INT64_MAX, &count)))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  rc = hg_client_drop_copy(c, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    close_session(c);
+    return EXIT_FAIL;
+  }
+  if ((rc = await_reply(cmd, c, seq, &e)) != 1 || (rc = response_status(cmd, e)) != 0) {
+    close_session(c);
+    return rc;
+  }
+  printf("SUBSCRIBED\n");
+  fflush(stdout);
+  int64_t seen = 0;
+  while (!g_stop && (count == 0 || seen < count)) {
+    int r = hg_client_recv(c, 500, &e);
+    if (r == 0 || r == -EINTR) continue;
+    if (r < 0) {
+      fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(r));
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(TERMINATE)) {
+      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+              e->terminate->code);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->drop_copy) {
+      print_exec(e);
+      seen++;
+    }
+  }
+  close_session(c);
+  return rc;
+}
+
+/* ---------------------------------------------------------- statement */
+
+/* Fetches every page of the account's statement and prints it with the
+ * same writer as `hgctl statement --data`. */
+int hgctl_statement_remote(int argc, char **argv) {
+  const char *cmd = "statement", *account = NULL, *instr = NULL, *fmt = NULL;
+  bool remote = false;
+  const opt_t opts[] = {CONN_OPTS,
+                        {"remote", NULL, &remote},
+                        {"account", &account, NULL},
+                        {"instrument", &instr, NULL},
+                        {"format", &fmt, NULL}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "statement --remote [--account N] [--instrument I] [--format csv|json]\n"
+                 "  the statement of the own account (risk viewers: --account of the own\n"
+                 "  firm) from the gateway, in the format of `hgctl statement --data`\n");
+  int64_t acc = 0, inst = 0;
+  if (rc || (account && (rc = need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) ||
+      (instr && (rc = need_num(cmd, "instrument", instr, 1, UINT32_MAX - 1, &inst))))
+    return rc;
+  bool json = fmt != NULL && strcmp(fmt, "json") == 0;
+  if (fmt != NULL && !json && strcmp(fmt, "csv") != 0) {
+    fprintf(stderr, "hgctl %s: --format must be csv or json\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  hg_ledger_entry_t *ent = NULL;
+  size_t n = 0, cap = 0;
+  uint64_t from = 0;
+  uint32_t who = 0;
+  for (;;) {
+    uint64_t seq = 0;
+    const env_t *e = NULL;
+    if (hg_client_statement(c, (uint32_t)acc, (uint32_t)inst, from, &seq) != 0) {
+      fprintf(stderr, "hgctl %s: send failed\n", cmd);
+      rc = EXIT_FAIL;
+      break;
+    }
+    /* The Statement, or a Response (role reject) with this ref_seq. */
+    if ((rc = await_reply(cmd, c, seq, &e)) != 1) break;
+    if (e->body_case != BODY(STATEMENT)) {
+      rc = response_status(cmd, e);
+      if (rc == 0) rc = EXIT_FAIL;
+      break;
+    }
+    rc = 0;
+    const Hourglass__V1__Statement *s = e->statement;
+    if (s->reason != 0) {
+      fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, reject_name(s->reason), s->reason);
+      rc = EXIT_FAIL;
+      break;
+    }
+    who = s->account;
+    if (n + s->n_entries > cap) {
+      size_t ncap = cap ? cap * 2 : 1024;
+      while (ncap < n + s->n_entries) ncap *= 2;
+      hg_ledger_entry_t *ne = realloc(ent, ncap * sizeof *ne);
+      if (ne == NULL) {
+        fprintf(stderr, "hgctl %s: out of memory\n", cmd);
+        rc = EXIT_FAIL;
+        break;
+      }
+      ent = ne;
+      cap = ncap;
+    }
+    for (size_t k = 0; k < s->n_entries; k++) {
+      const Hourglass__V1__LedgerEntry *x = s->entries[k];
+      hg_ledger_entry_t *y = &ent[n++];
+      memset(y, 0, sizeof *y);
+      y->index = x->index;
+      y->seq = x->seq;
+      y->ts = x->ts;
+      y->account = s->account;
+      y->instrument = x->has_instrument_id ? x->instrument_id : HG_CLR_NO_INSTRUMENT;
+      y->kind = x->kind;
+      y->amount = x->amount;
+      y->balance = x->balance;
+      y->price = x->price;
+      y->qty = x->qty;
+    }
+    if (s->next_index == 0) break;
+    if (s->next_index <= from) {
+      fprintf(stderr, "hgctl %s: the gateway's pages do not advance\n", cmd);
+      rc = EXIT_FAIL;
+      break;
+    }
+    from = s->next_index;
+  }
+  close_session(c);
+  if (rc == 0) {
+    rc = hgctl_statement_print(ent, n, who, inst ? (uint32_t)inst : HG_CLR_NO_INSTRUMENT, json,
+                               stdout);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+      rc = EXIT_FAIL;
+    }
+  }
+  free(ent);
+  return rc;
+}

@@ -24,5 +24,13 @@ int hgctl_op_halt(int argc, char **argv);
 int hgctl_op_resume(int argc, char **argv);
 int hgctl_op_add_account(int argc, char **argv);
 int hgctl_op_deposit(int argc, char **argv);
+int hgctl_op_end_of_session(int argc, char **argv);
+int hgctl_op_delist(int argc, char **argv);
+int hgctl_op_withdraw(int argc, char **argv);
+int hgctl_op_list_curve(int argc, char **argv);
+int hgctl_quote(int argc, char **argv);
+int hgctl_dropcopy(int argc, char **argv);
+/* hgctl statement --remote: the statement fetched from the gateway. */
+int hgctl_statement_remote(int argc, char **argv);
 
 #endif /* HG_GATEWAY_HGCTL_NET_H */

@@ -26,6 +26,7 @@
  * the final settlement payments (FSP) of this private replay only.
  */
 #include "hgctl_tools.h"
+#include "hgctl_net.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -996,6 +997,16 @@ static int write_statement(const hg_ledger_entry_t *e, size_t n, hg_account_t ac
   return b->err;
 }
 
+int hgctl_statement_print(const hg_ledger_entry_t *e, size_t n, uint32_t account,
+                          uint32_t instrument, bool json, FILE *out) {
+  sbuf_t b = {0};
+  int rc = write_statement(e, n, account, instrument, json, &b);
+  if (rc == 0 && b.len > 0 && fwrite(b.p, 1, b.len, out) != b.len) rc = -EIO;
+  if (rc == 0 && fflush(out) != 0) rc = -EIO;
+  free(b.p);
+  return rc;
+}
+
 static int collect_ledger(const hg_clearing_t *c, hg_ledger_entry_t **out, size_t *n) {
   uint64_t sz = hg_clearing_ledger_size(c);
   hg_ledger_entry_t *e = malloc((sz ? sz : 1) * sizeof *e);
@@ -1296,6 +1307,8 @@ static void statement_usage(FILE *o) {
 }
 
 int hgctl_statement(int argc, char **argv) {
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--remote") == 0) return hgctl_statement_remote(argc, argv);
   const char *data = NULL, *acct_s = NULL, *inst_s = NULL, *fmt = NULL, *mi = NULL, *ma = NULL,
              *mo = NULL;
   const opt_t opts[] = {{"--data", &data, NULL},

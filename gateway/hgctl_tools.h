@@ -10,10 +10,21 @@
 #ifndef HOURGLASS_HGCTL_TOOLS_H
 #define HOURGLASS_HGCTL_TOOLS_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "hourglass/clearing.h"
+
 int hgctl_hedge_size(int argc, char **argv);
 int hgctl_hedge_ratio(int argc, char **argv);
 int hgctl_convert(int argc, char **argv);
 int hgctl_statement(int argc, char **argv);
 int hgctl_replay(int argc, char **argv);
+
+/* Prints account's statement from entries e[0..n) (instrument
+ * HG_CLR_NO_INSTRUMENT: all of them) in the format of
+ * hg_clearing_statement_csv/_json. 0, HG_EOVERFLOW, -ENOMEM or -EIO. */
+int hgctl_statement_print(const hg_ledger_entry_t *e, size_t n, uint32_t account,
+                          uint32_t instrument, bool json, FILE *out);
 
 #endif /* HOURGLASS_HGCTL_TOOLS_H */

@@ -34,6 +34,7 @@ typedef struct ch_options {
   uint64_t segment_size;     /* journal segment bytes; 0: 4 MiB (tests) */
   int verbose;               /* server logs to stderr */
   uint64_t (*clock)(void *ctx); /* the sequencer's clock; NULL: the wall clock */
+  const char *data_dir;      /* reopen this data directory (ch_halt left it); NULL: a new one */
   void *clock_ctx;
 } ch_options_t;
 
@@ -66,10 +67,15 @@ static inline void ch_gw_log(void *ctx, int level, const char *msg) {
 static inline int ch_create(ch_server_t *s, const ch_options_t *o) {
   memset(s, 0, sizeof *s);
   s->verbose = o->verbose;
-  snprintf(s->dir, sizeof s->dir, "%s/hgclient-XXXXXX", o->base_dir ? o->base_dir : ".");
-  if (mkdtemp(s->dir) == NULL) return -errno;
-  snprintf(s->keys, sizeof s->keys, "%s/keys", s->dir);
-  if (mkdir(s->keys, 0700) != 0) return -errno;
+  if (o->data_dir != NULL) {
+    snprintf(s->dir, sizeof s->dir, "%s", o->data_dir);
+    snprintf(s->keys, sizeof s->keys, "%s/keys", s->dir);
+  } else {
+    snprintf(s->dir, sizeof s->dir, "%s/hgclient-XXXXXX", o->base_dir ? o->base_dir : ".");
+    if (mkdtemp(s->dir) == NULL) return -errno;
+    snprintf(s->keys, sizeof s->keys, "%s/keys", s->dir);
+    if (mkdir(s->keys, 0700) != 0) return -errno;
+  }
   hg_gateway_config_t gc;
   hg_gateway_config_init(&gc);
   gc.key_dir = s->keys;
@@ -126,6 +132,19 @@ static inline int ch_run(ch_server_t *s) {
   if (rc == 0) rc = hg_gateway_start(s->gw);
   s->port = hg_gateway_port(s->gw);
   return rc;
+}
+
+/* Stops and closes the server but keeps its data directory (and key store)
+ * for a ch_create with data_dir. */
+static inline void ch_halt(ch_server_t *s) {
+  if (s->gw != NULL) hg_gateway_stop(s->gw);
+  if (s->p != NULL) {
+    hg_pipeline_stop(s->p);
+    hg_pipeline_close(s->p);
+  }
+  hg_gateway_destroy(s->gw);
+  s->gw = NULL;
+  s->p = NULL;
 }
 
 static inline void ch_stop(ch_server_t *s) {

@@ -3,7 +3,8 @@
  * binary (path in argv[1]) against a gateway in this process. Checks the
  * printed reports, exit statuses (0 done, 1 refused, 2 usage), symbol
  * resolution, the ladder snapshot, positions, executions history and
- * --follow (a fill made by another session while it tails), and the error
+ * --follow (a fill made by another session while it tails), mass quotes,
+ * the quote group reset and the drop copy tail, and the error
  * messages for a bad secret, a refused connection and bad options.
  */
 #include <fcntl.h>
@@ -22,6 +23,8 @@
 #define OP 1u
 #define TA 10u
 #define TB 11u
+#define MM 12u /* market maker on ACC_B */
+#define RV 13u /* risk viewer of firm 1 (ACC_A) */
 #define ACC_A 100u
 #define ACC_B 200u
 
@@ -119,6 +122,8 @@ static int setup(void **state) {
   if (ch_add_key(&srv, OP, HG_ROLE_OPERATOR, 0, 0) != 0) return -1;
   if (ch_add_key(&srv, TA, HG_ROLE_TRADER, ACC_A, 1) != 0) return -1;
   if (ch_add_key(&srv, TB, HG_ROLE_TRADER, ACC_B, 2) != 0) return -1;
+  if (ch_add_key(&srv, MM, HG_ROLE_MARKET_MAKER, ACC_B, 2) != 0) return -1;
+  if (ch_add_key(&srv, RV, HG_ROLE_RISK_VIEWER, 0, 1) != 0) return -1;
   if (ch_run(&srv) != 0) return -1;
   snprintf(g_port, sizeof g_port, "%u", (unsigned)srv.port);
   const uint32_t acc[] = {ACC_A, ACC_B}, firm[] = {1, 2};
@@ -235,6 +240,81 @@ static void test_follow_sees_a_fill(void **state) {
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }
 
+#define RUN_AS(o, key, ...)                       \
+  do {                                            \
+    const char *const a_[] = {__VA_ARGS__, NULL}; \
+    run_as((o), (key), NULL, a_);                 \
+  } while (0)
+
+/* A mass quote, a drop copy tail that sees the fill against it, the
+ * protection pull that fill causes, and the group's reset. */
+static void test_quotes_and_drop_copy(void **state) {
+  (void)state;
+  static out_t o;
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "B200.A.2027-02:5@400/5@600", "--quote",
+         "1:2@410/0@0", "--mmp-qty", "1", "--mmp-window-ms", "60000");
+  if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+  RUN(&o, "ladder", "B200.A.2027-02", "--once", "--depth", "1");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "           5          400 | 600          5"));
+
+  int fo, fe;
+  const char *const args[] = {"dropcopy", NULL};
+  pid_t pid = spawn(RV, NULL, args, &fo, &fe);
+  usleep(300000); /* logged in and subscribed */
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "2", "--price", "400",
+      "--tif", "ioc");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "FILL "));
+  usleep(400000);
+  kill(pid, SIGTERM);
+  read_all(fo, o.text, sizeof o.text);
+  read_all(fe, o.err, sizeof o.err);
+  close(fo);
+  close(fe);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  assert_non_null(strstr(o.text, "SUBSCRIBED\n"));
+  const char *fill = strstr(o.text, "FILL ");
+  assert_non_null(fill);
+  assert_non_null(strstr(fill, "side=sell price=400 qty=2 leaves=0 maker=0 account=100"));
+  /* Firm 1's drop copy never shows the market maker's (firm 2) side. */
+  assert_null(strstr(o.text, "account=200"));
+
+  /* 2 filled > mmp-qty 1: the group's quotes are pulled; reset re-enables. */
+  RUN(&o, "ladder", "B200.A.2027-02", "--once", "--depth", "1");
+  assert_null(strstr(o.text, "| 600          5"));
+  RUN_AS(&o, MM, "quote", "reset", "--group", "7");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "OK quote-reset"));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@390/1@610");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+
+  /* Refusals and usage errors. */
+  RUN(&o, "quote", "--group", "7", "--quote", "2:1@390/1@610");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "not_permitted"));
+  RUN(&o, "quote", "reset", "--group", "7");
+  assert_int_equal(o.status, 1);
+  RUN(&o, "dropcopy");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "not_permitted"));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@390");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
+  RUN_AS(&o, MM, "quote", "--quote", "2:1@390/1@610");
+  assert_int_equal(o.status, 2);
+  RUN_AS(&o, MM, "quote", "--group", "7");
+  assert_int_equal(o.status, 2);
+  RUN_AS(&o, MM, "order", "mass-cancel");
+  assert_int_equal(o.status, 0);
+}
+
 static void test_errors(void **state) {
   (void)state;
   static out_t o;
@@ -276,6 +356,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_orders_and_queries),
       cmocka_unit_test(test_follow_sees_a_fill),
+      cmocka_unit_test(test_quotes_and_drop_copy),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,7 +1,8 @@
 /*
  * Isolation property test: many accounts in two firms trade at random over
  * the gateway (new orders of every TIF, cancels, replaces and status queries
- * aimed at anyone's order ids, mass cancels, position queries), with a drop
+ * aimed at anyone's order ids, mass cancels, position and statement
+ * queries for anyone's account), with a drop
  * copy risk viewer per firm and a market data subscriber. Every frame every
  * session receives is checked: a trader's frames concern only its own
  * account (client order ids come from per-account ranges, so any foreign
@@ -59,6 +60,8 @@ static uint32_t owner_of(uint64_t oid) {
   return 0;
 }
 
+static int n_own_statements, n_refused_statements;
+
 static void check_trader_frame(trader_t *t, env_t *e) {
   t->frames++;
   switch (e->body_case) {
@@ -107,6 +110,24 @@ static void check_trader_frame(trader_t *t, env_t *e) {
       assert_int_equal(e->positions->n_positions, 0);
     }
     break;
+  case BODY(STATEMENT): {
+    /* Own statement, or for any other account exactly the unknown-account
+     * reply: no account, no cash, no entries, no positions. */
+    const Hourglass__V1__Statement *st = e->statement;
+    if (st->reason == 0) {
+      assert_int_equal(st->account, t->account);
+      n_own_statements++;
+    } else {
+      assert_int_equal(st->reason, REJ(UNKNOWN_ACCOUNT));
+      assert_false(st->has_account);
+      assert_false(st->has_cash);
+      assert_int_equal(st->n_entries, 0);
+      assert_int_equal(st->n_positions, 0);
+      assert_false(st->has_next_index);
+      n_refused_statements++;
+    }
+    break;
+  }
   case BODY(RESPONSE):
   case BODY(HEARTBEAT):
   case BODY(SEQUENCE_GAP):
@@ -241,6 +262,20 @@ static void test_isolation(void **state) {
       gt_send(&t->c, &q);
       break;
     }
+    case 9:
+      if (rnd() % 2) {
+        Hourglass__V1__StatementRequest sr = HOURGLASS__V1__STATEMENT_REQUEST__INIT;
+        if (rnd() % 4 != 0) {
+          sr.has_account = 1;
+          sr.account = 201 + (uint32_t)(rnd() % (N_TRADERS + 1)); /* 207: no such account */
+        }
+        env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+        q.body_case = BODY(STATEMENT_REQUEST);
+        q.statement_request = &sr;
+        gt_send(&t->c, &q);
+        break;
+      }
+      /* fall through */
     default: {
       Hourglass__V1__PositionsRequest pr = HOURGLASS__V1__POSITIONS_REQUEST__INIT;
       if (rnd() % 2) {
@@ -267,6 +302,8 @@ static void test_isolation(void **state) {
   assert_true(foreign > 10);
   assert_true(md_frames > 100);
   assert_true(frames > N_STEPS);
+  assert_true(n_own_statements > 5);
+  assert_true(n_refused_statements > 5);
   for (int i = 0; i < N_TRADERS; i++) gt_close(&tr[i].c);
   gt_close(&viewers[0]);
   gt_close(&viewers[1]);

@@ -229,6 +229,10 @@ int hg_client_list_curve(hg_client_t *c, const char *gpu, const char *grade, uin
                          uint32_t max_accounts, int64_t ref_price, uint64_t *seq);
 /* Existing operator commands. */
 int hg_client_halt(hg_client_t *c, uint32_t instrument_id, bool resume, uint64_t *seq);
+/* DelistInstrument: cancels the instrument's orders and removes it. */
+int hg_client_delist(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
+/* EndOfSession: every DAY order expires; session_date YYYYMMDD or 0 (informational). */
+int hg_client_end_of_session(hg_client_t *c, uint32_t session_date, uint64_t *seq);
 int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint64_t *seq);
 /* withdraw false: Deposit; true: Withdraw. amount micro-USD > 0. */
 int hg_client_cash(hg_client_t *c, uint32_t account, int64_t amount, bool withdraw,
@@ -241,6 +245,16 @@ int hg_client_mass_quote(hg_client_t *c, uint32_t quote_group,
 int hg_client_quote_group_reset(hg_client_t *c, uint32_t quote_group, uint64_t *seq);
 /* Risk viewers: start the firm's drop copy. */
 int hg_client_drop_copy(hg_client_t *c, uint64_t *seq);
+/*
+ * StatementRequest: one page of an account's ledger entries (oldest first,
+ * those with ledger index >= from_index; instrument_id 0: every entry),
+ * answered by one Statement with this request's ref_seq. account 0: the own
+ * account (traders, market makers); risk viewers name an account of their
+ * firm. A Statement with next_index != 0 has more: ask again with
+ * from_index = next_index. Returns hg_client_send's errors.
+ */
+int hg_client_statement(hg_client_t *c, uint32_t account, uint32_t instrument_id,
+                        uint64_t from_index, uint64_t *seq);
 
 /*
  * Asks the server to resend its stream frames [from_seq, from_seq + count)

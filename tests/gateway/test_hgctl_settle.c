@@ -1,0 +1,377 @@
+/*
+ * test_hgctl_settle.c - hgctl's settlement and statement commands as a user
+ * runs them: the real binary (path in argv[1]) against a gateway in this
+ * process whose sequencer clock the test sets. The operator runs two daily
+ * cycles (`op settle`), expires the contract (`op expire`), withdraws,
+ * ends the session, lists a curve and delists one of it; then `statement
+ * --remote` must print exactly what `statement --data` prints from the
+ * data directory (CSV and JSON, all entries and one instrument's, and an
+ * account whose ledger spans several pages), and an account out of a
+ * session's reach must get exactly the answer an unknown account gets.
+ * After a restart on the same data directory the statements are the same
+ * (the gateway seeds its ledger copy from the recovered state).
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "client_harness.h"
+
+#define OP 1u
+#define OPC 2u /* the operator key hgctl uses (one session per key) */
+#define TA 10u
+#define TB 11u
+#define RV1 20u /* risk viewer of firm 1 */
+#define ACC_A 100u
+#define ACC_B 200u
+#define TV 1000000 /* tick value per contract, micro-USD */
+#define B_DEPOSITS 300 /* more than one Statement page */
+
+typedef Hourglass__V1__Envelope env_t;
+#define BODY(x) HOURGLASS__V1__ENVELOPE__BODY_##x
+
+static const char *g_hgctl;
+static char g_port[16];
+
+static _Atomic uint64_t g_now; /* the sequencer's clock, ns */
+static uint64_t test_clock(void *ctx) {
+  (void)ctx;
+  return atomic_load(&g_now);
+}
+
+static int32_t day_of(const char *s) {
+  int32_t d = 0;
+  assert_int_equal(hg_index_day_parse(s, 10, &d), 0);
+  return d;
+}
+
+static void set_time(int32_t day, int64_t secs) {
+  atomic_store(&g_now, ((uint64_t)day * 86400u + (uint64_t)secs) * 1000000000ull);
+}
+
+typedef struct out {
+  char text[65536];
+  char err[4096];
+  int status;
+} out_t;
+
+static void read_all(int fd, char *buf, size_t cap) {
+  size_t n = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r <= 0) break;
+    n += (size_t)r;
+    if (n == cap - 1) break;
+  }
+  buf[n] = '\0';
+}
+
+/* Runs hgctl with args (NULL-terminated) as key (0: no key, no port). */
+static void run_as(out_t *o, uint64_t key, const char *const *args) {
+  int po[2], pe[2];
+  assert_int_equal(pipe(po), 0);
+  assert_int_equal(pipe(pe), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(po[1], 1);
+    dup2(pe[1], 2);
+    close(po[0]);
+    close(pe[0]);
+    const char *argv[40];
+    int n = 0;
+    argv[n++] = g_hgctl;
+    for (int i = 0; args[i] != NULL && n < 36; i++) argv[n++] = args[i];
+    if (key != 0) {
+      char kid[24], sec[65];
+      snprintf(kid, sizeof kid, "%" PRIu64, key);
+      ch_secret_hex(key, sec);
+      setenv("HG_KEY_ID", kid, 1);
+      setenv("HG_SECRET", sec, 1);
+      argv[n++] = "--port";
+      argv[n++] = g_port;
+    }
+    argv[n] = NULL;
+    execv(g_hgctl, (char *const *)argv);
+    _exit(127);
+  }
+  close(po[1]);
+  close(pe[1]);
+  read_all(po[0], o->text, sizeof o->text);
+  read_all(pe[0], o->err, sizeof o->err);
+  close(po[0]);
+  close(pe[0]);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  o->status = WEXITSTATUS(st);
+}
+
+#define RUN(o, key, ...)                          \
+  do {                                            \
+    const char *const a_[] = {__VA_ARGS__, NULL}; \
+    run_as((o), (key), a_);                       \
+  } while (0)
+
+static hg_client_t *login(ch_server_t *s, uint64_t key) {
+  hg_client_t *c = NULL;
+  assert_int_equal(ch_client(s, key, &c), 0);
+  assert_int_equal(hg_client_connect(c), 0);
+  return c;
+}
+
+static int ok_result(hg_client_t *c, uint64_t seq) {
+  for (;;) {
+    const env_t *e = NULL;
+    if (hg_client_recv(c, 5000, &e) <= 0) return -1;
+    if (e->body_case == BODY(SETTLEMENT_RESULT) && e->settlement_result->ref_seq == seq)
+      return (int)e->settlement_result->reason;
+    if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) return -1;
+  }
+}
+
+static void order(hg_client_t *c, uint32_t side, int64_t price, int64_t qty, uint64_t clordid) {
+  hg_client_order_t o = {.instrument_id = 1, .client_order_id = clordid, .side = side,
+                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
+                         .price = price, .qty = qty};
+  uint64_t seq = 0;
+  assert_int_equal(hg_client_new_order(c, &o, &seq), 0);
+  for (;;) {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
+    if (e->body_case != BODY(EXECUTION_REPORT) || e->execution_report->ref_seq != seq) continue;
+    assert_int_equal(e->execution_report->exec_type, HOURGLASS__V1__EXEC_TYPE__EXEC_NEW);
+    return;
+  }
+}
+
+static void list_contract(hg_client_t *op) {
+  Hourglass__V1__ListInstrument l = HOURGLASS__V1__LIST_INSTRUMENT__INIT;
+  l.instrument_id = 1;
+  l.symbol = "B200.A.2027-02";
+  l.tick_size = 1000;
+  l.contract_unit = 1000;
+  l.min_price = 1;
+  l.max_price = 100000;
+  l.max_order_qty = 1000;
+  l.max_orders = 1024;
+  l.max_accounts = 64;
+  l.has_ref_price = 1;
+  l.ref_price = 500;
+  env_t e = HOURGLASS__V1__ENVELOPE__INIT;
+  e.body_case = BODY(LIST_INSTRUMENT);
+  e.list_instrument = &l;
+  uint64_t seq = 0;
+  assert_int_equal(hg_client_send(op, &e, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+}
+
+static size_t count_lines(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* `statement --remote` as key equals `statement --data` for account. */
+static void same_statement(ch_server_t *s, uint64_t key, const char *account, const char *inst,
+                           const char *fmt, size_t want_lines) {
+  static out_t remote, local;
+  const char *ra[12] = {"statement", "--remote", "--format", fmt}, *la[12] = {
+      "statement", "--data", s->dir, "--format", fmt, "--account", account};
+  int nr = 4, nl = 7;
+  if (key == RV1 || strcmp(fmt, "json") == 0) { /* the own account named: allowed */
+    ra[nr++] = "--account";
+    ra[nr++] = account;
+  }
+  if (inst != NULL) {
+    ra[nr++] = "--instrument";
+    ra[nr++] = inst;
+    la[nl++] = "--instrument";
+    la[nl++] = inst;
+  }
+  ra[nr] = la[nl] = NULL;
+  run_as(&remote, key, ra);
+  if (remote.status != 0) fprintf(stderr, "%s", remote.err);
+  assert_int_equal(remote.status, 0);
+  run_as(&local, 0, la);
+  if (local.status != 0) fprintf(stderr, "%s", local.err);
+  assert_int_equal(local.status, 0);
+  assert_string_equal(remote.text, local.text);
+  if (want_lines) assert_int_equal(count_lines(remote.text), want_lines);
+}
+
+static void test_settle_expire_statements(void **state) {
+  (void)state;
+  const int32_t d1 = day_of("2027-02-01"), d10 = day_of("2027-02-10"),
+                d28 = day_of("2027-02-28");
+  set_time(d10, 12 * 3600);
+  ch_server_t s;
+  ch_options_t o = {.clock = test_clock, .durable = 1, .max_instruments = 16};
+  assert_int_equal(ch_create(&s, &o), 0);
+  assert_int_equal(ch_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ch_add_key(&s, OPC, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ch_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ch_add_key(&s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
+  assert_int_equal(ch_add_key(&s, RV1, HG_ROLE_RISK_VIEWER, 0, 1), 0);
+  assert_int_equal(ch_run(&s), 0);
+  snprintf(g_port, sizeof g_port, "%u", (unsigned)s.port);
+  hg_client_t *op = login(&s, OP);
+  uint64_t seq = 0, first = 0;
+  list_contract(op);
+  assert_int_equal(hg_client_add_account(op, ACC_A, 1, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_add_account(op, ACC_B, 2, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_cash(op, ACC_A, 1000000000, false, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  /* B: 1e9, then B_DEPOSITS deposits of 1 micro-USD (several pages). */
+  assert_int_equal(hg_client_cash(op, ACC_B, 1000000000, false, &first), 0);
+  for (int i = 0; i < B_DEPOSITS; i++)
+    assert_int_equal(hg_client_cash(op, ACC_B, 1, false, &seq), 0);
+  assert_int_equal(ch_responses(op, first, seq), 0);
+
+  /* A buys 2 from B at 510; then a resting bid 505 (A) and ask 509 (B). */
+  hg_client_t *ta = login(&s, TA), *tb = login(&s, TB);
+  order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 510, 2, 1);
+  order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 510, 2, 1);
+  order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 505, 1, 2);
+  order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 509, 1, 2);
+  hg_client_logout(ta, 1000);
+  hg_client_destroy(ta);
+  hg_client_logout(tb, 1000);
+  hg_client_destroy(tb);
+  /* Every day of February: an external 0.500000, FINAL. */
+  for (int32_t d = d1; d <= d28; d++) {
+    assert_int_equal(hg_client_publish_fixing(op, "B200", "A", d, 500000, "ext", &seq), 0);
+    assert_int_equal(ok_result(op, seq), 0);
+    assert_int_equal(hg_client_finalize_fixing(op, "B200", "A", d, &seq), 0);
+    assert_int_equal(ok_result(op, seq), 0);
+  }
+
+  static out_t r;
+  RUN(&r, OPC, "op", "withdraw", "--account", "100", "--amount", "1000000");
+  if (r.status != 0) fprintf(stderr, "%s%s", r.text, r.err);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "OK withdraw engine_seq="));
+  /* More than the cash: refused, exit 1. */
+  RUN(&r, OPC, "op", "withdraw", "--account", "100", "--amount", "999000000000");
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.err, "refused: insufficient_funds"));
+
+  /* Cycle of the 10th: DSP tier 2 = (505 + 509) / 2 = 507; A bought 2 at
+   * 510: VM 2 x (507 - 510) x TV = -6,000,000, B +6,000,000. */
+  set_time(d10, 16 * 3600 + 1);
+  RUN(&r, OPC, "op", "settle", "--day", "2027-02-10");
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "RESULT command=21 reason=none(0)"));
+  assert_non_null(strstr(r.text, "vm_sum=0 vm_paid=-6000000 vm_received=6000000 vm_entries=2"));
+  assert_non_null(strstr(r.text, "DSP instrument=1 dsp=507 tier=2"));
+  RUN(&r, OPC, "op", "settle", "--day", "2027-02-10"); /* once per day */
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.err, "refused: not_in_state"));
+
+  /* Last trading day's cycle (no VM: unchanged DSP), then expiry at FSP
+   * 500000 / 1000 = 500: A 2 x (500 - 507) x TV = -14,000,000. */
+  set_time(d28, 16 * 3600 + 1);
+  RUN(&r, OPC, "op", "settle", "--day", "2027-02-28");
+  assert_int_equal(r.status, 0);
+  RUN(&r, OPC, "op", "end-of-session", "--date", "20270228");
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "OK end-of-session engine_seq="));
+  RUN(&r, OPC, "op", "expire", "B200.A.2027-02");
+  if (r.status != 0) fprintf(stderr, "%s%s", r.text, r.err);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "instrument=1 fsp=500 positions_closed=2 final_sum=0"));
+
+  /* Statements: A has DEPOSIT, WITHDRAWAL, VM -6e6, VM 0, FINAL -14e6. */
+  same_statement(&s, TA, "100", NULL, "csv", 6);
+  same_statement(&s, TA, "100", NULL, "json", 1);
+  same_statement(&s, TA, "100", "1", "csv", 4);
+  same_statement(&s, RV1, "100", NULL, "csv", 6);
+  RUN(&r, TA, "statement", "--remote");
+  assert_non_null(strstr(r.text, ",WITHDRAWAL,-1000000,999000000,0,0\n"));
+  assert_non_null(strstr(r.text, ",1,VM,-6000000,993000000,507,2\n"));
+  assert_non_null(strstr(r.text, ",1,FINAL,-14000000,979000000,500,2\n"));
+  /* B: 1 + B_DEPOSITS + 3 entries, over two pages. */
+  same_statement(&s, TB, "200", NULL, "csv", 1 + 1 + B_DEPOSITS + 3);
+  same_statement(&s, TB, "200", NULL, "json", 1);
+
+  /* Out of reach = unknown: the other firm's account, another trader's. */
+  static out_t unknown, other;
+  RUN(&unknown, RV1, "statement", "--remote", "--account", "999");
+  assert_int_equal(unknown.status, 1);
+  assert_non_null(strstr(unknown.err, "refused: unknown_account (66)"));
+  RUN(&other, RV1, "statement", "--remote", "--account", "200");
+  assert_int_equal(other.status, 1);
+  assert_string_equal(other.err, unknown.err);
+  assert_string_equal(other.text, "");
+  RUN(&other, TA, "statement", "--remote", "--account", "200");
+  assert_int_equal(other.status, 1);
+  assert_string_equal(other.err, unknown.err);
+  RUN(&r, OPC, "statement", "--remote", "--account", "100");
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.err, "not_permitted"));
+
+  /* A curve of twelve contracts from March, then one delisted. */
+  RUN(&r, OPC, "op", "list-curve", "--gpu", "B200", "--grade", "A", "--from", "2027-03",
+      "--first-id", "20", "--max-orders", "64", "--max-accounts", "8");
+  if (r.status != 0) fprintf(stderr, "%s%s", r.text, r.err);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "LISTED instrument=20\n"));
+  assert_non_null(strstr(r.text, "LISTED instrument=31\n"));
+  RUN(&r, OPC, "op", "delist", "31");
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "OK delist engine_seq="));
+  RUN(&r, OPC, "op", "delist", "31");
+  assert_int_equal(r.status, 1);
+  RUN(&r, OPC, "op", "list-curve", "--gpu", "B200", "--grade", "A", "--from", "2027-3x",
+      "--first-id", "20");
+  assert_int_equal(r.status, 2);
+
+  hg_client_logout(op, 1000);
+  hg_client_destroy(op);
+
+  /* Restart on the same data directory: the gateway's copy of the ledger
+   * is seeded from the recovered state (the same statements), and entries
+   * appended after the restart continue its indexes. */
+  static out_t before, after;
+  RUN(&before, TB, "statement", "--remote", "--format", "json");
+  assert_int_equal(before.status, 0);
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s", s.dir);
+  ch_halt(&s);
+  o.data_dir = dir;
+  assert_int_equal(ch_create(&s, &o), 0);
+  assert_int_equal(ch_run(&s), 0); /* the keys are in the reopened key store */
+  snprintf(g_port, sizeof g_port, "%u", (unsigned)s.port);
+  RUN(&after, TB, "statement", "--remote", "--format", "json");
+  assert_int_equal(after.status, 0);
+  assert_string_equal(after.text, before.text);
+  RUN(&r, OPC, "op", "deposit", "--account", "200", "--amount", "7");
+  assert_int_equal(r.status, 0);
+  same_statement(&s, TB, "200", NULL, "csv", 1 + 1 + B_DEPOSITS + 3 + 1);
+  same_statement(&s, TA, "100", NULL, "csv", 6);
+  ch_stop(&s);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
+    return 2;
+  }
+  g_hgctl = argv[1];
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_settle_expire_statements),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
