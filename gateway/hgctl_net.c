@@ -765,7 +765,10 @@ int hgctl_executions(int argc, char **argv) {
       continue;
     }
     if (e->has_seq && left > 0 && e->seq < next) left--;
-    if (e->body_case == BODY(EXECUTION_REPORT)) print_exec(e);
+    if (e->body_case == BODY(EXECUTION_REPORT)) {
+      print_exec(e);
+      if (follow) fflush(stdout); /* a tail is read as it happens, often through a pipe */
+    }
   }
   close_session(c);
   return rc;

@@ -8,6 +8,7 @@
  * messages for a bad secret, a refused connection and bad options.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -47,6 +48,23 @@ static void read_all(int fd, char *buf, size_t cap) {
     if (n == cap - 1) break;
   }
   buf[n] = '\0';
+}
+
+/* Reads fd into buf (appending at *len) until needle appears or timeout_ms
+ * passes; true if it appeared. For a child that prints as things happen. */
+static bool read_until(int fd, char *buf, size_t cap, size_t *len, const char *needle,
+                       int timeout_ms) {
+  for (int waited = 0;; waited += 20) {
+    buf[*len] = '\0';
+    if (strstr(buf, needle) != NULL) return true;
+    if (waited >= timeout_ms) return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 20) == 1) {
+      ssize_t r = read(fd, buf + *len, cap - 1 - *len);
+      if (r <= 0) return false;
+      *len += (size_t)r;
+    }
+  }
 }
 
 /* Starts hgctl with args (NULL-terminated) as key; stdout and stderr piped. */
@@ -210,9 +228,12 @@ static void test_follow_sees_a_fill(void **state) {
   RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "4", "--price", "600");
   assert_int_equal(o.status, 0);
   int fo, fe;
-  const char *const args[] = {"executions", "--last", "0", "--follow", NULL};
+  /* --last 1 resends the buy's report: once it is printed, the follower is
+   * logged in and anything after it is live. */
+  const char *const args[] = {"executions", "--last", "1", "--follow", NULL};
   pid_t pid = spawn(TA, NULL, args, &fo, &fe);
-  usleep(300000); /* logged in and following */
+  size_t got = 0;
+  assert_true(read_until(fo, o.text, sizeof o.text, &got, "\n", 10000));
   hg_client_t *b = NULL;
   assert_int_equal(ch_client(&srv, TB, &b), 0);
   assert_int_equal(hg_client_connect(b), 0);
@@ -222,9 +243,8 @@ static void test_follow_sees_a_fill(void **state) {
                          .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_IOC, .has_price = true,
                          .price = 600, .qty = 3};
   assert_int_equal(hg_client_new_order(b, &s, NULL), 0);
-  usleep(400000);
+  assert_true(read_until(fo, o.text, sizeof o.text, &got, "maker=1", 10000));
   kill(pid, SIGTERM);
-  read_all(fo, o.text, sizeof o.text);
   read_all(fe, o.err, sizeof o.err);
   close(fo);
   close(fe);
