@@ -1029,11 +1029,15 @@ int hgctl_op_settle(int argc, char **argv) {
   return rc;
 }
 
-int hgctl_op_expire(int argc, char **argv) {
-  const char *cmd = "op expire", *pos[1] = {NULL};
+/* op expire, op delist: one instrument, by id or symbol, one request. */
+typedef int (*instrument_send_fn)(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
+typedef int (*instrument_reply_fn)(const char *cmd, hg_client_t *c, uint64_t seq);
+
+static int op_on_instrument(int argc, char **argv, const char *cmd, const char *usage,
+                            instrument_send_fn send, instrument_reply_fn reply) {
+  const char *pos[1] = {NULL};
   const opt_t opts[] = {CONN_OPTS};
-  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1,
-                 "op expire ID|SYMBOL   (final settlement after the last trading day)\n");
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
   if (rc) return rc;
   if (pos[0] == NULL) {
     fprintf(stderr, "hgctl %s: which instrument?\n", cmd);
@@ -1044,9 +1048,15 @@ int hgctl_op_expire(int argc, char **argv) {
   uint32_t id = 0;
   uint64_t seq = 0;
   rc = resolve_instrument(cmd, c, pos[0], &id);
-  if (rc == 0) rc = hg_client_expire(c, id, &seq) == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  if (rc == 0) rc = send(c, id, &seq) == 0 ? reply(cmd, c, seq) : EXIT_FAIL;
   close_session(c);
   return rc;
+}
+
+int hgctl_op_expire(int argc, char **argv) {
+  return op_on_instrument(argc, argv, "op expire",
+                          "op expire ID|SYMBOL   (final settlement after the last trading day)\n",
+                          hg_client_expire, settle_reply);
 }
 
 int hgctl_op_fixing(int argc, char **argv) {
@@ -1272,25 +1282,14 @@ int hgctl_op_end_of_session(int argc, char **argv) {
   return rc;
 }
 
+static int delist_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
+  return op_reply(cmd, "delist", c, seq);
+}
+
 int hgctl_op_delist(int argc, char **argv) {
-  const char *cmd = "op delist", *pos[1] = {NULL};
-  const opt_t opts[] = {CONN_OPTS};
-  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1,
-                 "op delist ID|SYMBOL   (cancels its orders and removes it)\n");
-  if (rc) return rc;
-  if (pos[0] == NULL) {
-    fprintf(stderr, "hgctl %s: which instrument?\n", cmd);
-    return EXIT_USAGE;
-  }
-  hg_client_t *c = NULL;
-  if ((rc = open_session(cmd, &c))) return rc;
-  uint32_t id = 0;
-  uint64_t seq = 0;
-  rc = resolve_instrument(cmd, c, pos[0], &id);
-  if (rc == 0)
-    rc = hg_client_delist(c, id, &seq) == 0 ? op_reply(cmd, "delist", c, seq) : EXIT_FAIL;
-  close_session(c);
-  return rc;
+  return op_on_instrument(argc, argv, "op delist",
+                          "op delist ID|SYMBOL   (cancels its orders and removes it)\n",
+                          hg_client_delist, delist_reply);
 }
 
 int hgctl_op_withdraw(int argc, char **argv) {
