@@ -8,7 +8,6 @@
  * messages for a bad secret, a refused connection and bad options.
  */
 #include <fcntl.h>
-#include <poll.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -20,6 +19,7 @@
 #include <cmocka.h>
 
 #include "client_harness.h"
+#include "hgctl_run.h"
 
 #define OP 1u
 #define TA 10u
@@ -29,97 +29,7 @@
 #define ACC_A 100u
 #define ACC_B 200u
 
-static const char *g_hgctl;
 static ch_server_t srv;
-static char g_port[16];
-
-typedef struct out {
-  char text[16384];
-  char err[4096];
-  int status;
-} out_t;
-
-static void read_all(int fd, char *buf, size_t cap) {
-  size_t n = 0;
-  for (;;) {
-    ssize_t r = read(fd, buf + n, cap - 1 - n);
-    if (r <= 0) break;
-    n += (size_t)r;
-    if (n == cap - 1) break;
-  }
-  buf[n] = '\0';
-}
-
-/* Reads fd into buf (appending at *len) until needle appears or timeout_ms
- * passes; true if it appeared. For a child that prints as things happen. */
-static bool read_until(int fd, char *buf, size_t cap, size_t *len, const char *needle,
-                       int timeout_ms) {
-  for (int waited = 0;; waited += 20) {
-    buf[*len] = '\0';
-    if (strstr(buf, needle) != NULL) return true;
-    if (waited >= timeout_ms) return false;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 20) == 1) {
-      ssize_t r = read(fd, buf + *len, cap - 1 - *len);
-      if (r <= 0) return false;
-      *len += (size_t)r;
-    }
-  }
-}
-
-/* Starts hgctl with args (NULL-terminated) as key; stdout and stderr piped. */
-static pid_t spawn(uint64_t key, const char *secret_hex, const char *const *args, int *out_fd,
-                   int *err_fd) {
-  int po[2], pe[2];
-  assert_int_equal(pipe(po), 0);
-  assert_int_equal(pipe(pe), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(po[1], 1);
-    dup2(pe[1], 2);
-    close(po[0]);
-    close(pe[0]);
-    char kid[24], sec[65];
-    snprintf(kid, sizeof kid, "%" PRIu64, key);
-    if (secret_hex == NULL) ch_secret_hex(key, sec);
-    setenv("HG_KEY_ID", kid, 1);
-    setenv("HG_SECRET", secret_hex ? secret_hex : sec, 1);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = g_hgctl;
-    bool port_given = false;
-    for (int i = 0; args[i] != NULL && n < 28; i++) {
-      port_given |= strcmp(args[i], "--port") == 0;
-      argv[n++] = args[i];
-    }
-    if (!port_given) {
-      argv[n++] = "--port";
-      argv[n++] = g_port;
-    }
-    argv[n] = NULL;
-    execv(g_hgctl, (char *const *)argv);
-    _exit(127);
-  }
-  close(po[1]);
-  close(pe[1]);
-  *out_fd = po[0];
-  *err_fd = pe[0];
-  return pid;
-}
-
-static void run_as(out_t *o, uint64_t key, const char *secret_hex, const char *const *args) {
-  int fo, fe;
-  pid_t pid = spawn(key, secret_hex, args, &fo, &fe);
-  read_all(fo, o->text, sizeof o->text);
-  read_all(fe, o->err, sizeof o->err);
-  close(fo);
-  close(fe);
-  int st = 0;
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st));
-  o->status = WEXITSTATUS(st);
-}
 
 #define RUN(o, ...)                                      \
   do {                                                   \

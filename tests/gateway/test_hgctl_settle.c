@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "client_harness.h"
+#include "hgctl_run.h"
 
 #define OP 1u
 #define OPC 2u /* the operator key hgctl uses (one session per key) */
@@ -38,8 +39,6 @@
 typedef Hourglass__V1__Envelope env_t;
 #define BODY(x) HOURGLASS__V1__ENVELOPE__BODY_##x
 
-static const char *g_hgctl;
-static char g_port[16];
 
 static _Atomic uint64_t g_now; /* the sequencer's clock, ns */
 static uint64_t test_clock(void *ctx) {
@@ -57,68 +56,10 @@ static void set_time(int32_t day, int64_t secs) {
   atomic_store(&g_now, ((uint64_t)day * 86400u + (uint64_t)secs) * 1000000000ull);
 }
 
-typedef struct out {
-  char text[65536];
-  char err[4096];
-  int status;
-} out_t;
-
-static void read_all(int fd, char *buf, size_t cap) {
-  size_t n = 0;
-  for (;;) {
-    ssize_t r = read(fd, buf + n, cap - 1 - n);
-    if (r <= 0) break;
-    n += (size_t)r;
-    if (n == cap - 1) break;
-  }
-  buf[n] = '\0';
-}
-
-/* Runs hgctl with args (NULL-terminated) as key (0: no key, no port). */
-static void run_as(out_t *o, uint64_t key, const char *const *args) {
-  int po[2], pe[2];
-  assert_int_equal(pipe(po), 0);
-  assert_int_equal(pipe(pe), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(po[1], 1);
-    dup2(pe[1], 2);
-    close(po[0]);
-    close(pe[0]);
-    const char *argv[40];
-    int n = 0;
-    argv[n++] = g_hgctl;
-    for (int i = 0; args[i] != NULL && n < 36; i++) argv[n++] = args[i];
-    if (key != 0) {
-      char kid[24], sec[65];
-      snprintf(kid, sizeof kid, "%" PRIu64, key);
-      ch_secret_hex(key, sec);
-      setenv("HG_KEY_ID", kid, 1);
-      setenv("HG_SECRET", sec, 1);
-      argv[n++] = "--port";
-      argv[n++] = g_port;
-    }
-    argv[n] = NULL;
-    execv(g_hgctl, (char *const *)argv);
-    _exit(127);
-  }
-  close(po[1]);
-  close(pe[1]);
-  read_all(po[0], o->text, sizeof o->text);
-  read_all(pe[0], o->err, sizeof o->err);
-  close(po[0]);
-  close(pe[0]);
-  int st = 0;
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st));
-  o->status = WEXITSTATUS(st);
-}
-
 #define RUN(o, key, ...)                          \
   do {                                            \
     const char *const a_[] = {__VA_ARGS__, NULL}; \
-    run_as((o), (key), a_);                       \
+    run_as((o), (key), NULL, a_);                       \
   } while (0)
 
 static hg_client_t *login(ch_server_t *s, uint64_t key) {
@@ -199,10 +140,10 @@ static void same_statement(ch_server_t *s, uint64_t key, const char *account, co
     la[nl++] = inst;
   }
   ra[nr] = la[nl] = NULL;
-  run_as(&remote, key, ra);
+  run_as(&remote, key, NULL, ra);
   if (remote.status != 0) fprintf(stderr, "%s", remote.err);
   assert_int_equal(remote.status, 0);
-  run_as(&local, 0, la);
+  run_as(&local, 0, NULL, la);
   if (local.status != 0) fprintf(stderr, "%s", local.err);
   assert_int_equal(local.status, 0);
   assert_string_equal(remote.text, local.text);
