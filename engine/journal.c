@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "hourglass/bytes.h"
 #include "journal_internal.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -63,24 +64,6 @@ static _Atomic int fail_next_uring_init;
 /* Little helpers                                                            */
 /* ------------------------------------------------------------------------ */
 
-static uint16_t ld16(const uint8_t *p) {
-  uint16_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint32_t ld32(const uint8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint64_t ld64(const uint8_t *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static void st16(uint8_t *p, uint16_t v) { memcpy(p, &v, sizeof v); }
-static void st32(uint8_t *p, uint32_t v) { memcpy(p, &v, sizeof v); }
-static void st64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }
 
 static void seg_name(char out[NAME_LEN], uint64_t first_seq) {
   snprintf(out, NAME_LEN, "journal-%020" PRIu64 ".hgj", first_seq);
@@ -123,11 +106,11 @@ static uint32_t record_crc(const uint8_t *hdr, const uint8_t *payload, uint32_t 
 
 static void build_seg_header(uint8_t out[SHDR], uint64_t first_seq) {
   memset(out, 0, SHDR);
-  st32(out, HG_JOURNAL_SEGMENT_MAGIC);
-  st16(out + 4, HG_JOURNAL_FORMAT_VERSION);
-  st16(out + 6, SHDR);
-  st64(out + 8, first_seq);
-  st32(out + 60, hg_crc32c(0, out, 60));
+  hg_st32(out, HG_JOURNAL_SEGMENT_MAGIC);
+  hg_st16(out + 4, HG_JOURNAL_FORMAT_VERSION);
+  hg_st16(out + 6, SHDR);
+  hg_st64(out + 8, first_seq);
+  hg_st32(out + 60, hg_crc32c(0, out, 60));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -186,21 +169,21 @@ static int check_seg_header(const seg_map_t *m, const char **why, unsigned *vers
     *why = "segment shorter than its header";
     return HDR_BAD;
   }
-  if (ld32(m->base) != HG_JOURNAL_SEGMENT_MAGIC) {
+  if (hg_ld32(m->base) != HG_JOURNAL_SEGMENT_MAGIC) {
     *why = "bad segment magic";
     return HDR_BAD;
   }
-  *version = ld16(m->base + 4);
+  *version = hg_ld16(m->base + 4);
   if (*version > HG_JOURNAL_FORMAT_VERSION) return HDR_NEWER;
-  if (*version == 0 || ld16(m->base + 6) != SHDR) {
+  if (*version == 0 || hg_ld16(m->base + 6) != SHDR) {
     *why = "bad segment header fields";
     return HDR_BAD;
   }
-  if (hg_crc32c(0, m->base, 60) != ld32(m->base + 60)) {
+  if (hg_crc32c(0, m->base, 60) != hg_ld32(m->base + 60)) {
     *why = "bad segment header CRC";
     return HDR_BAD;
   }
-  if (ld64(m->base + 8) != m->first_seq) {
+  if (hg_ld64(m->base + 8) != m->first_seq) {
     *why = "segment header seq differs from the file name";
     return HDR_BAD;
   }
@@ -222,25 +205,25 @@ typedef struct rec_view {
 static int check_record(const uint8_t *base, uint64_t size, uint64_t off, rec_view_t *v) {
   if (size - off < RHDR) return REC_END;
   const uint8_t *h = base + off;
-  uint32_t magic = ld32(h);
+  uint32_t magic = hg_ld32(h);
   if (magic == 0) return REC_END;
   if (magic != HG_JOURNAL_RECORD_MAGIC) {
     v->why = "bad record magic";
     return REC_BAD;
   }
-  v->version = ld16(h + 4);
+  v->version = hg_ld16(h + 4);
   if (v->version > HG_JOURNAL_FORMAT_VERSION) return REC_NEWER;
-  v->len = ld32(h + 8);
+  v->len = hg_ld32(h + 8);
   if (v->version == 0 || v->len > size - off - RHDR) {
     v->why = "bad record header";
     return REC_BAD;
   }
-  if (record_crc(h, h + RHDR, v->len) != ld32(h + 12)) {
+  if (record_crc(h, h + RHDR, v->len) != hg_ld32(h + 12)) {
     v->why = "bad record CRC";
     return REC_BAD;
   }
-  v->seq = ld64(h + 16);
-  v->ts = ld64(h + 24);
+  v->seq = hg_ld64(h + 16);
+  v->ts = hg_ld64(h + 24);
   v->payload = h + RHDR;
   return REC_OK;
 }
@@ -252,7 +235,7 @@ static uint64_t count_valid_from(const uint8_t *base, uint64_t size, uint64_t of
   off = (off + 7u) & ~(uint64_t)7u;
   while (off < size && size - off >= RHDR) {
     rec_view_t v;
-    if (ld32(base + off) == HG_JOURNAL_RECORD_MAGIC && check_record(base, size, off, &v) == REC_OK) {
+    if (hg_ld32(base + off) == HG_JOURNAL_RECORD_MAGIC && check_record(base, size, off, &v) == REC_OK) {
       n++;
       off += HG_JOURNAL_RECORD_SIZE(v.len);
     } else {
@@ -269,7 +252,7 @@ static uint64_t nonzero_end(const uint8_t *base, uint64_t size, uint64_t off) {
   for (; i < size && (i & 7u) != 0; i++)
     if (base[i] != 0) end = i + 1;
   for (; i + 8 <= size; i += 8) {
-    uint64_t w = ld64(base + i);
+    uint64_t w = hg_ld64(base + i);
     if (w != 0) end = i + 8 - (uint64_t)(__builtin_clzll(w) / 8); /* last nonzero byte (LE) */
   }
   for (; i < size; i++)
@@ -537,15 +520,15 @@ int hg_journal_append(hg_journal_t *j, uint64_t seq, uint64_t ts, const void *pa
   size_t need = (size_t)HG_JOURNAL_RECORD_SIZE(len);
   if (need > j->opt.batch_bytes - b->len) return HG_EBUSY;
   uint8_t *h = b->buf + b->len;
-  st32(h, HG_JOURNAL_RECORD_MAGIC);
-  st16(h + 4, HG_JOURNAL_FORMAT_VERSION);
-  st16(h + 6, 0);
-  st32(h + 8, len);
-  st64(h + 16, seq);
-  st64(h + 24, ts);
+  hg_st32(h, HG_JOURNAL_RECORD_MAGIC);
+  hg_st16(h + 4, HG_JOURNAL_FORMAT_VERSION);
+  hg_st16(h + 6, 0);
+  hg_st32(h + 8, len);
+  hg_st64(h + 16, seq);
+  hg_st64(h + 24, ts);
   if (len > 0) memcpy(h + RHDR, payload, len);
   memset(h + RHDR + len, 0, need - RHDR - len);
-  st32(h + 12, record_crc(h, h + RHDR, len));
+  hg_st32(h + 12, record_crc(h, h + RHDR, len));
   if (b->len == 0) b->first_seq = seq;
   b->last_seq = seq;
   b->len += need;
@@ -754,7 +737,7 @@ static int recover(hg_journal_t *j) {
     if (bad_off == 0) {
       dropped = m.size >= SHDR ? count_valid_from(m.base, m.size, SHDR) : 0;
     } else {
-      int bad_is_record = ld32(m.base + bad_off) == HG_JOURNAL_RECORD_MAGIC;
+      int bad_is_record = hg_ld32(m.base + bad_off) == HG_JOURNAL_RECORD_MAGIC;
       rec_view_t v;
       if (bad_is_record && check_record(m.base, m.size, bad_off, &v) == REC_OK)
         dropped = count_valid_from(m.base, m.size, bad_off);

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "hourglass/bytes.h"
 #include "hourglass/error.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -129,18 +130,6 @@ static void olog(hg_outlog_t *l, int level, const char *fmt, ...) {
   }
 }
 
-static uint32_t ld32(const uint8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint64_t ld64(const uint8_t *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static void st32(uint8_t *p, uint32_t v) { memcpy(p, &v, sizeof v); }
-static void st64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }
 
 static uint64_t mix64(uint64_t x) {
   x ^= x >> 33;
@@ -168,26 +157,26 @@ static void rec_put(uint8_t *dst, uint32_t type, uint64_t key, uint64_t seq, con
                     uint32_t len) {
   size_t rs = HG_OUTLOG_RECORD_SIZE(len);
   memset(dst, 0, rs);
-  st32(dst, HG_OUTLOG_RECORD_MAGIC);
+  hg_st32(dst, HG_OUTLOG_RECORD_MAGIC);
   dst[4] = (uint8_t)type;
-  st32(dst + 8, len);
-  st64(dst + 16, key);
-  st64(dst + 24, seq);
+  hg_st32(dst + 8, len);
+  hg_st64(dst + 16, key);
+  hg_st64(dst + 24, seq);
   if (len > 0) memcpy(dst + RHDR, p, len);
-  st32(dst + 12, rec_crc(dst, dst + RHDR, len));
+  hg_st32(dst + 12, rec_crc(dst, dst + RHDR, len));
 }
 
 /* Checks the record at p with avail bytes up to the end of the data.
  * 0 and *r; HG_ECORRUPT; HG_EVERSION (a type this version does not know). */
 static int rec_check(const hg_outlog_t *l, const uint8_t *p, uint64_t avail, rec_t *r) {
-  if (avail < RHDR || ld32(p) != HG_OUTLOG_RECORD_MAGIC) return HG_ECORRUPT;
-  uint32_t len = ld32(p + 8);
+  if (avail < RHDR || hg_ld32(p) != HG_OUTLOG_RECORD_MAGIC) return HG_ECORRUPT;
+  uint32_t len = hg_ld32(p + 8);
   if (len > l->o.max_frame || HG_OUTLOG_RECORD_SIZE(len) > avail) return HG_ECORRUPT;
-  if (rec_crc(p, p + RHDR, len) != ld32(p + 12)) return HG_ECORRUPT;
+  if (rec_crc(p, p + RHDR, len) != hg_ld32(p + 12)) return HG_ECORRUPT;
   r->type = p[4];
   r->len = len;
-  r->key = ld64(p + 16);
-  r->seq = ld64(p + 24);
+  r->key = hg_ld64(p + 16);
+  r->seq = hg_ld64(p + 24);
   r->payload = p + RHDR;
   if (r->type < HG_OUTLOG_FRAME || r->type > HG_OUTLOG_SEQ_MARK) return HG_EVERSION;
   if (r->key == 0 || (r->type == HG_OUTLOG_SESSION_ID && len != HG_OUTLOG_SID_LEN))
@@ -270,7 +259,7 @@ static void ix_add(hg_outlog_t *l, okey_t *k, uint64_t seq, uint64_t seg, uint64
 /* --------------------------------------------------------- session ids */
 
 static sident_t *sid_find(const hg_outlog_t *l, uint64_t key, const uint8_t *sid) {
-  uint64_t h = mix64(key ^ ld64(sid) ^ mix64(ld64(sid + 8)));
+  uint64_t h = mix64(key ^ hg_ld64(sid) ^ mix64(hg_ld64(sid + 8)));
   for (uint32_t i = (uint32_t)h & l->sid_mask;; i = (i + 1) & l->sid_mask) {
     sident_t *e = &l->sids[i];
     if (e->key == 0) return e;
@@ -346,7 +335,7 @@ static int write_stage(hg_outlog_t *l) {
   if (rc != 0) {
     size_t off = 0;
     while (off < done) {
-      size_t rs = off == 0 && s->size == 0 ? SHDR : HG_OUTLOG_RECORD_SIZE(ld32(l->stage + off + 8));
+      size_t rs = off == 0 && s->size == 0 ? SHDR : HG_OUTLOG_RECORD_SIZE(hg_ld32(l->stage + off + 8));
       if (off + rs > done) break;
       off += rs;
     }
@@ -427,12 +416,12 @@ static int seg_create(hg_outlog_t *l, uint64_t no) {
   }
   uint8_t *h = l->stage + l->staged;
   memset(h, 0, SHDR);
-  st32(h, HG_OUTLOG_SEGMENT_MAGIC);
+  hg_st32(h, HG_OUTLOG_SEGMENT_MAGIC);
   uint16_t v = HG_OUTLOG_VERSION, hs = SHDR;
   memcpy(h + 4, &v, 2);
   memcpy(h + 6, &hs, 2);
-  st64(h + 8, no);
-  st32(h + 28, hg_crc32c(0, h, 28));
+  hg_st64(h + 8, no);
+  hg_st32(h + 28, hg_crc32c(0, h, 28));
   l->staged += SHDR;
   return 0;
 }
@@ -600,9 +589,9 @@ int hg_outlog_read(hg_outlog_t *l, uint64_t key, uint64_t seq, uint8_t *buf, siz
     const uint8_t *p;
     int rc = win(l, si, off, RHDR, &p);
     if (rc < 0 && rc != HG_ECORRUPT) return rc;
-    uint32_t rlen = rc == 0 ? ld32(p + 8) : 0;
-    if (rc == 0 && ld32(p) == HG_OUTLOG_RECORD_MAGIC && rlen <= l->o.max_frame &&
-        ld64(p + 16) != key && off + HG_OUTLOG_RECORD_SIZE(rlen) <= s->size) {
+    uint32_t rlen = rc == 0 ? hg_ld32(p + 8) : 0;
+    if (rc == 0 && hg_ld32(p) == HG_OUTLOG_RECORD_MAGIC && rlen <= l->o.max_frame &&
+        hg_ld64(p + 16) != key && off + HG_OUTLOG_RECORD_SIZE(rlen) <= s->size) {
       off += HG_OUTLOG_RECORD_SIZE(rlen); /* another key's: its CRC is its reader's business */
       continue;
     }
@@ -649,12 +638,12 @@ void hg_outlog_stats(const hg_outlog_t *l, hg_outlog_stats_t *out) {
 /* ------------------------------------------------------------ open, scan */
 
 static int seg_header_ok(const uint8_t *h, uint64_t size, uint64_t no) {
-  if (size < SHDR || ld32(h) != HG_OUTLOG_SEGMENT_MAGIC) return HG_ECORRUPT;
+  if (size < SHDR || hg_ld32(h) != HG_OUTLOG_SEGMENT_MAGIC) return HG_ECORRUPT;
   uint16_t v;
   memcpy(&v, h + 4, 2);
-  if (hg_crc32c(0, h, 28) != ld32(h + 28)) return HG_ECORRUPT;
+  if (hg_crc32c(0, h, 28) != hg_ld32(h + 28)) return HG_ECORRUPT;
   if (v != HG_OUTLOG_VERSION) return HG_EVERSION;
-  if (ld64(h + 8) != no) return HG_ECORRUPT;
+  if (hg_ld64(h + 8) != no) return HG_ECORRUPT;
   return 0;
 }
 
@@ -695,12 +684,12 @@ static int scan_seg(hg_outlog_t *l, uint32_t si, int newest) {
     l->staged = 0;
     uint8_t *h = l->stage;
     memset(h, 0, SHDR);
-    st32(h, HG_OUTLOG_SEGMENT_MAGIC);
+    hg_st32(h, HG_OUTLOG_SEGMENT_MAGIC);
     uint16_t v = HG_OUTLOG_VERSION, hs = SHDR;
     memcpy(h + 4, &v, 2);
     memcpy(h + 6, &hs, 2);
-    st64(h + 8, s->no);
-    st32(h + 28, hg_crc32c(0, h, 28));
+    hg_st64(h + 8, s->no);
+    hg_st32(h + 28, hg_crc32c(0, h, 28));
     l->staged = SHDR;
     return 0;
   }
