@@ -663,6 +663,34 @@ int hgctl_instruments(int argc, char **argv) {
   return rc;
 }
 
+/* Symbols of the listed instruments, fetched before a reply that names
+ * instruments by id (a reply lives only until the next receive). */
+#define SYMS_MAX 1024
+typedef struct syms {
+  uint32_t n;
+  uint32_t id[SYMS_MAX];
+  char sym[SYMS_MAX][40];
+} syms_t;
+
+static int fetch_symbols(const char *cmd, hg_client_t *c, syms_t *t) {
+  const Hourglass__V1__InstrumentList *l = NULL;
+  int rc = fetch_instruments(cmd, c, &l);
+  if (rc) return rc;
+  t->n = 0;
+  for (size_t i = 0; i < l->n_instruments && t->n < SYMS_MAX; i++, t->n++) {
+    t->id[t->n] = l->instruments[i]->instrument_id;
+    snprintf(t->sym[t->n], sizeof t->sym[t->n], "%s",
+             l->instruments[i]->symbol ? l->instruments[i]->symbol : "-");
+  }
+  return 0;
+}
+
+static const char *symbol_of(const syms_t *t, uint32_t id) {
+  for (uint32_t i = 0; i < t->n; i++)
+    if (t->id[i] == id) return t->sym[i];
+  return "-";
+}
+
 int hgctl_positions(int argc, char **argv) {
   const char *cmd = "positions";
   const char *account = NULL;
@@ -674,6 +702,11 @@ int hgctl_positions(int argc, char **argv) {
   if (account && (rc = need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) return rc;
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
+  static syms_t syms;
+  if ((rc = fetch_symbols(cmd, c, &syms))) {
+    close_session(c);
+    return rc;
+  }
   uint64_t seq = 0;
   const env_t *e = NULL;
   rc = hg_client_positions(c, (uint32_t)acc, &seq);
@@ -686,12 +719,15 @@ int hgctl_positions(int argc, char **argv) {
       fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, reject_name(p->reason), p->reason);
       rc = EXIT_FAIL;
     } else {
-      printf("account %u cash %" PRId64 ".%06" PRId64 " USD\n", p->account, p->cash / 1000000,
-             (p->cash < 0 ? -p->cash : p->cash) % 1000000);
-      printf("%-10s %10s %10s %10s\n", "instrument", "net", "bought", "sold");
-      for (size_t i = 0; i < p->n_positions; i++)
-        printf("%-10u %10" PRId64 " %10" PRId64 " %10" PRId64 "\n", p->positions[i]->instrument_id,
-               p->positions[i]->net_qty, p->positions[i]->bought_qty, p->positions[i]->sold_qty);
+      uint64_t a = p->cash < 0 ? (uint64_t)0 - (uint64_t)p->cash : (uint64_t)p->cash;
+      printf("account %u cash %s%" PRIu64 ".%06" PRIu64 " USD\n", p->account,
+             p->cash < 0 ? "-" : "", a / 1000000, a % 1000000);
+      printf("%-10s %-20s %10s %10s %10s\n", "instrument", "symbol", "net", "bought", "sold");
+      for (size_t i = 0; i < p->n_positions; i++) {
+        const Hourglass__V1__Position *x = p->positions[i];
+        printf("%-10u %-20s %10" PRId64 " %10" PRId64 " %10" PRId64 "\n", x->instrument_id,
+               symbol_of(&syms, x->instrument_id), x->net_qty, x->bought_qty, x->sold_qty);
+      }
     }
   }
   close_session(c);

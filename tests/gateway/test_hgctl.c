@@ -166,6 +166,10 @@ static void test_follow_sees_a_fill(void **state) {
   assert_non_null(strstr(o.text, "price=600 qty=3 leaves=1 maker=1"));
   hg_client_logout(b, 1000);
   hg_client_destroy(b);
+  /* The 3 bought show under the instrument's symbol. */
+  RUN(&o, "positions");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01"));
   RUN(&o, "order", "mass-cancel");
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }
