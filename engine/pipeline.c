@@ -513,8 +513,10 @@ static void journal_note_failure(hg_pipeline_t *p) {
   logf_(p, HG_PIPE_LOG_ERROR, "journal failed (%s): %s; intake stopped, nothing after seq %llu "
         "is acknowledged", hg_strerror(err), msg,
         (unsigned long long)hg_journal_durable_seq(p->journal));
-  atomic_store(&p->accepting, 0);
+  /* failed before accepting (both seq_cst): a submitter refused with
+   * HG_EUNAVAIL then always reads the reason in hg_pipeline_failed(). */
   atomic_store(&p->failed, err);
+  atomic_store(&p->accepting, 0);
 }
 
 static void *journal_main(void *arg) {
