@@ -1155,6 +1155,23 @@ static int is_final(const hg_exchange_t *ex, uint32_t slot, int32_t day) {
   return f != NULL && f->status == HG_INDEX_FINAL;
 }
 
+/* The index of (gpu, grade), added if new, for a command that would change
+ * day's fixing: the slot (>= 0); -ENOMEM; or -1 once the reject is emitted
+ * (no room for another index, or the day's fixing is FINAL). */
+static int idx_open_day(hg_exchange_t *ex, const char *gpu, const char *grade, int32_t day) {
+  int slot = idx_get(ex, gpu, grade);
+  if (slot == -ENOMEM) return slot;
+  if (slot < 0) {
+    emit_reject_day(ex, HG_XREJ_CAPACITY, 0, day);
+    return -1;
+  }
+  if (is_final(ex, (uint32_t)slot, day)) {
+    emit_reject_day(ex, HG_XREJ_FIXING_FINAL, (uint32_t)slot + 1, day);
+    return -1;
+  }
+  return slot;
+}
+
 static int do_samples(hg_exchange_t *ex, const hg_cmd_samples_t *c) {
   int ok = index_day_ok(c->gpu, c->grade, c->day) && c->n >= 1 && c->n <= HG_SAMPLES_PER_COMMAND;
   for (uint32_t i = 0; ok && i < c->n; i++) ok = sample_ok(&c->s[i]);
@@ -1162,16 +1179,8 @@ static int do_samples(hg_exchange_t *ex, const hg_cmd_samples_t *c) {
     emit_reject_day(ex, HG_XREJ_INVALID_PARAMS, 0, c->day);
     return 0;
   }
-  int slot = idx_get(ex, c->gpu, c->grade);
-  if (slot == -ENOMEM) return slot;
-  if (slot < 0) {
-    emit_reject_day(ex, HG_XREJ_CAPACITY, 0, c->day);
-    return 0;
-  }
-  if (is_final(ex, (uint32_t)slot, c->day)) {
-    emit_reject_day(ex, HG_XREJ_FIXING_FINAL, (uint32_t)slot + 1, c->day);
-    return 0;
-  }
+  int slot = idx_open_day(ex, c->gpu, c->grade, c->day);
+  if (slot < 0) return slot == -ENOMEM ? slot : 0;
   if (c->n > ex->cfg.max_staged_samples - ex->n_staged) {
     emit_reject_day(ex, HG_XREJ_CAPACITY, (uint32_t)slot + 1, c->day);
     return 0;
@@ -1220,17 +1229,9 @@ static int do_compute(hg_exchange_t *ex, const hg_cmd_index_day_t *c) {
     emit_reject_day(ex, HG_XREJ_INVALID_PARAMS, 0, c->day);
     return 0;
   }
-  int slot = idx_get(ex, c->gpu, c->grade);
-  if (slot == -ENOMEM) return slot;
-  if (slot < 0) {
-    emit_reject_day(ex, HG_XREJ_CAPACITY, 0, c->day);
-    return 0;
-  }
+  int slot = idx_open_day(ex, c->gpu, c->grade, c->day);
+  if (slot < 0) return slot == -ENOMEM ? slot : 0;
   index_t *x = &ex->idx[slot];
-  if (is_final(ex, (uint32_t)slot, c->day)) {
-    emit_reject_day(ex, HG_XREJ_FIXING_FINAL, (uint32_t)slot + 1, c->day);
-    return 0;
-  }
   size_t n = 0;
   for (uint32_t i = 0; i < ex->n_staged; i++)
     if (ex->staged[i].index == (uint32_t)slot && ex->staged[i].day == c->day) n++;
@@ -1275,17 +1276,9 @@ static int do_publish_fixing(hg_exchange_t *ex, const hg_cmd_publish_fixing_t *c
     emit_reject_day(ex, HG_XREJ_INVALID_AMOUNT, 0, c->day);
     return 0;
   }
-  int slot = idx_get(ex, c->gpu, c->grade);
-  if (slot == -ENOMEM) return slot;
-  if (slot < 0) {
-    emit_reject_day(ex, HG_XREJ_CAPACITY, 0, c->day);
-    return 0;
-  }
+  int slot = idx_open_day(ex, c->gpu, c->grade, c->day);
+  if (slot < 0) return slot == -ENOMEM ? slot : 0;
   index_t *x = &ex->idx[slot];
-  if (is_final(ex, (uint32_t)slot, c->day)) {
-    emit_reject_day(ex, HG_XREJ_FIXING_FINAL, (uint32_t)slot + 1, c->day);
-    return 0;
-  }
   hg_index_fixing_t f;
   int outcome = 0;
   int rc = hg_index_fixing_external(c->day, c->value, c->source, &f);
