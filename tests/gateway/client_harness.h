@@ -12,6 +12,8 @@
 #define HOURGLASS_TESTS_CLIENT_HARNESS_H
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +183,62 @@ static inline int ch_response(hg_client_t *c, uint64_t seq) {
     if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_RESPONSE && e->response->ref_seq == seq)
       return (int)e->response->reason;
     if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_TERMINATE) return -1;
+  }
+}
+
+/* A sequencer clock the test sets: pass ch_clock_read as ch_options_t.clock
+ * and the test's _Atomic uint64_t (ns since the epoch) as clock_ctx. */
+static inline uint64_t ch_clock_read(void *ctx) { return atomic_load((_Atomic uint64_t *)ctx); }
+
+/* Sets that clock to day (days since the epoch) + secs. */
+static inline void ch_clock_set(_Atomic uint64_t *now, int32_t day, int64_t secs) {
+  atomic_store(now, ((uint64_t)day * 86400u + (uint64_t)secs) * 1000000000ull);
+}
+
+/* Operator op lists instrument 1, "B200.A.2027-02" (tick size 1000, unit
+ * 1000, ticks 1..100000, at most 1000 per order, 1024 orders, 64 accounts,
+ * reference price 500), and waits for the Response. Returns its reason (0:
+ * listed), or -1 if it could not be sent or no Response came. */
+static inline int ch_list_contract(hg_client_t *op) {
+  Hourglass__V1__ListInstrument l = HOURGLASS__V1__LIST_INSTRUMENT__INIT;
+  l.instrument_id = 1;
+  l.symbol = "B200.A.2027-02";
+  l.tick_size = 1000;
+  l.contract_unit = 1000;
+  l.min_price = 1;
+  l.max_price = 100000;
+  l.max_order_qty = 1000;
+  l.max_orders = 1024;
+  l.max_accounts = 64;
+  l.has_ref_price = 1;
+  l.ref_price = 500;
+  Hourglass__V1__Envelope e = HOURGLASS__V1__ENVELOPE__INIT;
+  e.body_case = HOURGLASS__V1__ENVELOPE__BODY_LIST_INSTRUMENT;
+  e.list_instrument = &l;
+  uint64_t seq = 0;
+  if (hg_client_send(op, &e, &seq) != 0) return -1;
+  return ch_response(op, seq);
+}
+
+/* Sends a GTC limit order on instrument 1 and waits for the execution
+ * report answering it (other messages are skipped). 0 if that report is
+ * NEW; -1 if it is anything else, the order could not be sent, or the
+ * receive failed or timed out (5 s). */
+static inline int ch_order(hg_client_t *c, uint32_t side, int64_t price, int64_t qty,
+                           uint64_t clordid) {
+  hg_client_order_t o = {.instrument_id = 1, .client_order_id = clordid, .side = side,
+                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
+                         .price = price, .qty = qty};
+  uint64_t seq = 0;
+  if (hg_client_new_order(c, &o, &seq) != 0) return -1;
+  for (;;) {
+    const Hourglass__V1__Envelope *e = NULL;
+    if (hg_client_recv(c, 5000, &e) != 1) return -1;
+    if (e->body_case != HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT ||
+        e->execution_report->ref_seq != seq)
+      continue;
+    return e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW ? 0 : -1;
   }
 }
 

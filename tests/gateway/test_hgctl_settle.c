@@ -39,21 +39,12 @@
 typedef Hourglass__V1__Envelope env_t;
 #define BODY(x) HOURGLASS__V1__ENVELOPE__BODY_##x
 
-
 static _Atomic uint64_t g_now; /* the sequencer's clock, ns */
-static uint64_t test_clock(void *ctx) {
-  (void)ctx;
-  return atomic_load(&g_now);
-}
 
 static int32_t day_of(const char *s) {
   int32_t d = 0;
   assert_int_equal(hg_index_day_parse(s, 10, &d), 0);
   return d;
-}
-
-static void set_time(int32_t day, int64_t secs) {
-  atomic_store(&g_now, ((uint64_t)day * 86400u + (uint64_t)secs) * 1000000000ull);
 }
 
 #define RUN(o, key, ...)                          \
@@ -77,43 +68,6 @@ static int ok_result(hg_client_t *c, uint64_t seq) {
       return (int)e->settlement_result->reason;
     if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) return -1;
   }
-}
-
-static void order(hg_client_t *c, uint32_t side, int64_t price, int64_t qty, uint64_t clordid) {
-  hg_client_order_t o = {.instrument_id = 1, .client_order_id = clordid, .side = side,
-                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
-                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
-                         .price = price, .qty = qty};
-  uint64_t seq = 0;
-  assert_int_equal(hg_client_new_order(c, &o, &seq), 0);
-  for (;;) {
-    const env_t *e = NULL;
-    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
-    if (e->body_case != BODY(EXECUTION_REPORT) || e->execution_report->ref_seq != seq) continue;
-    assert_int_equal(e->execution_report->exec_type, HOURGLASS__V1__EXEC_TYPE__EXEC_NEW);
-    return;
-  }
-}
-
-static void list_contract(hg_client_t *op) {
-  Hourglass__V1__ListInstrument l = HOURGLASS__V1__LIST_INSTRUMENT__INIT;
-  l.instrument_id = 1;
-  l.symbol = "B200.A.2027-02";
-  l.tick_size = 1000;
-  l.contract_unit = 1000;
-  l.min_price = 1;
-  l.max_price = 100000;
-  l.max_order_qty = 1000;
-  l.max_orders = 1024;
-  l.max_accounts = 64;
-  l.has_ref_price = 1;
-  l.ref_price = 500;
-  env_t e = HOURGLASS__V1__ENVELOPE__INIT;
-  e.body_case = BODY(LIST_INSTRUMENT);
-  e.list_instrument = &l;
-  uint64_t seq = 0;
-  assert_int_equal(hg_client_send(op, &e, &seq), 0);
-  assert_int_equal(ch_response(op, seq), 0);
 }
 
 static size_t count_lines(const char *s) {
@@ -154,9 +108,10 @@ static void test_settle_expire_statements(void **state) {
   (void)state;
   const int32_t d1 = day_of("2027-02-01"), d10 = day_of("2027-02-10"),
                 d28 = day_of("2027-02-28");
-  set_time(d10, 12 * 3600);
+  ch_clock_set(&g_now, d10, 12 * 3600);
   ch_server_t s;
-  ch_options_t o = {.clock = test_clock, .durable = 1, .max_instruments = 16};
+  ch_options_t o = {
+      .clock = ch_clock_read, .clock_ctx = &g_now, .durable = 1, .max_instruments = 16};
   assert_int_equal(ch_create(&s, &o), 0);
   assert_int_equal(ch_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
   assert_int_equal(ch_add_key(&s, OPC, HG_ROLE_OPERATOR, 0, 0), 0);
@@ -167,7 +122,7 @@ static void test_settle_expire_statements(void **state) {
   snprintf(g_port, sizeof g_port, "%u", (unsigned)s.port);
   hg_client_t *op = login(&s, OP);
   uint64_t seq = 0, first = 0;
-  list_contract(op);
+  assert_int_equal(ch_list_contract(op), 0);
   assert_int_equal(hg_client_add_account(op, ACC_A, 1, &seq), 0);
   assert_int_equal(ch_response(op, seq), 0);
   assert_int_equal(hg_client_add_account(op, ACC_B, 2, &seq), 0);
@@ -182,10 +137,10 @@ static void test_settle_expire_statements(void **state) {
 
   /* A buys 2 from B at 510; then a resting bid 505 (A) and ask 509 (B). */
   hg_client_t *ta = login(&s, TA), *tb = login(&s, TB);
-  order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 510, 2, 1);
-  order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 510, 2, 1);
-  order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 505, 1, 2);
-  order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 509, 1, 2);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 510, 2, 1), 0);
+  assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 510, 2, 1), 0);
+  assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 505, 1, 2), 0);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 509, 1, 2), 0);
   hg_client_logout(ta, 1000);
   hg_client_destroy(ta);
   hg_client_logout(tb, 1000);
@@ -210,7 +165,7 @@ static void test_settle_expire_statements(void **state) {
 
   /* Cycle of the 10th: DSP tier 2 = (505 + 509) / 2 = 507; A bought 2 at
    * 510: VM 2 x (507 - 510) x TV = -6,000,000, B +6,000,000. */
-  set_time(d10, 16 * 3600 + 1);
+  ch_clock_set(&g_now, d10, 16 * 3600 + 1);
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-10");
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.text, "RESULT command=21 reason=none(0)"));
@@ -222,7 +177,7 @@ static void test_settle_expire_statements(void **state) {
 
   /* Last trading day's cycle (no VM: unchanged DSP), then expiry at FSP
    * 500000 / 1000 = 500: A 2 x (500 - 507) x TV = -14,000,000. */
-  set_time(d28, 16 * 3600 + 1);
+  ch_clock_set(&g_now, d28, 16 * 3600 + 1);
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-28");
   assert_int_equal(r.status, 0);
   RUN(&r, OPC, "op", "end-of-session", "--date", "20270228");

@@ -31,20 +31,11 @@ typedef Hourglass__V1__SettlementResult sres_t;
 #define BODY(x) HOURGLASS__V1__ENVELOPE__BODY_##x
 
 static _Atomic uint64_t g_now; /* the sequencer's clock, ns */
-static uint64_t test_clock(void *ctx) {
-  (void)ctx;
-  return atomic_load(&g_now);
-}
 
 static int32_t day_of(const char *s) {
   int32_t d = 0;
   assert_int_equal(hg_index_day_parse(s, 10, &d), 0);
   return d;
-}
-
-/* Sets the clock to day + secs. */
-static void set_time(int32_t day, int64_t secs) {
-  atomic_store(&g_now, ((uint64_t)day * 86400u + (uint64_t)secs) * 1000000000ull);
 }
 
 /* The SettlementResult answering seq (NULL on anything else). Valid until
@@ -82,22 +73,6 @@ static hg_client_t *login(ch_server_t *s, uint64_t key, uint32_t max_frame) {
   return c;
 }
 
-static void order(hg_client_t *c, uint32_t side, int64_t price, int64_t qty, uint64_t clordid) {
-  hg_client_order_t o = {.instrument_id = 1, .client_order_id = clordid, .side = side,
-                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
-                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
-                         .price = price, .qty = qty};
-  uint64_t seq = 0;
-  assert_int_equal(hg_client_new_order(c, &o, &seq), 0);
-  for (;;) { /* the NEW (or a reject) answers it */
-    const env_t *e = NULL;
-    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
-    if (e->body_case != BODY(EXECUTION_REPORT) || e->execution_report->ref_seq != seq) continue;
-    assert_int_equal(e->execution_report->exec_type, HOURGLASS__V1__EXEC_TYPE__EXEC_NEW);
-    return;
-  }
-}
-
 /* 5 providers x 12 hours of day, one trade each: hour h at 0.500000 +
  * h x 0.001000 USD, 20 GPU-hours. Median M = 505000 (the 30th of 60),
  * MAD = 3000, nothing is an outlier (|p - M| <= 6000 < 13343), no provider
@@ -123,34 +98,13 @@ static size_t make_samples(int32_t day, hg_index_sample_t *out) {
   return n;
 }
 
-static void list_contract(hg_client_t *op) {
-  Hourglass__V1__ListInstrument l = HOURGLASS__V1__LIST_INSTRUMENT__INIT;
-  l.instrument_id = 1;
-  l.symbol = "B200.A.2027-02";
-  l.tick_size = 1000;
-  l.contract_unit = 1000;
-  l.min_price = 1;
-  l.max_price = 100000;
-  l.max_order_qty = 1000;
-  l.max_orders = 1024;
-  l.max_accounts = 64;
-  l.has_ref_price = 1;
-  l.ref_price = 500;
-  env_t e = HOURGLASS__V1__ENVELOPE__INIT;
-  e.body_case = BODY(LIST_INSTRUMENT);
-  e.list_instrument = &l;
-  uint64_t seq = 0;
-  assert_int_equal(hg_client_send(op, &e, &seq), 0);
-  assert_int_equal(ch_response(op, seq), 0);
-}
-
 static void test_settlement_through_gateway(void **state) {
   (void)state;
   const int32_t d1 = day_of("2027-02-01"), d3 = day_of("2027-02-03"), d10 = day_of("2027-02-10"),
                 d27 = day_of("2027-02-27"), d28 = day_of("2027-02-28");
-  set_time(d10, 12 * 3600);
+  ch_clock_set(&g_now, d10, 12 * 3600);
   ch_server_t s;
-  ch_options_t o = {.clock = test_clock};
+  ch_options_t o = {.clock = ch_clock_read, .clock_ctx = &g_now};
   assert_int_equal(ch_create(&s, &o), 0);
   assert_int_equal(ch_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
   assert_int_equal(ch_add_key(&s, OP2, HG_ROLE_OPERATOR, 0, 0), 0);
@@ -159,7 +113,7 @@ static void test_settlement_through_gateway(void **state) {
   assert_int_equal(ch_run(&s), 0);
   hg_client_t *op = login(&s, OP, 0);
   uint64_t seq = 0;
-  list_contract(op);
+  assert_int_equal(ch_list_contract(op), 0);
   assert_int_equal(hg_client_add_account(op, ACC_A, 1, &seq), 0);
   assert_int_equal(ch_response(op, seq), 0);
   assert_int_equal(hg_client_add_account(op, ACC_B, 2, &seq), 0);
@@ -171,10 +125,10 @@ static void test_settlement_through_gateway(void **state) {
 
   /* A buys 2 from B at 510; then a resting bid 505 (A) and ask 509 (B). */
   hg_client_t *ta = login(&s, TA, 0), *tb = login(&s, TB, 0);
-  order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 510, 2, 1);
-  order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 510, 2, 1);
-  order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 505, 1, 2);
-  order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 509, 1, 2);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 510, 2, 1), 0);
+  assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 510, 2, 1), 0);
+  assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 505, 1, 2), 0);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 509, 1, 2), 0);
 
   /* Providers graded A from 2027-01-01. */
   for (int p = 1; p <= 5; p++) {
@@ -254,7 +208,7 @@ static void test_settlement_through_gateway(void **state) {
 
   /* Day cycle of the 10th at 16:00:01: DSP tier 2 = (505 + 509) / 2 = 507.
    * VM: A bought 2 at 510: 2 x (507 - 510) x TV = -6,000,000; B +6,000,000. */
-  set_time(d10, 16 * 3600 + 1);
+  ch_clock_set(&g_now, d10, 16 * 3600 + 1);
   assert_int_equal(hg_client_daily_settlement(op, d10, &seq), 0);
   r = await_result(op, seq);
   assert_non_null(r);
@@ -293,7 +247,7 @@ static void test_settlement_through_gateway(void **state) {
   assert_int_equal(ok_result(op, seq), HOURGLASS__V1__REJECT_REASON__REJ_FIXING_FINAL);
 
   /* Last trading day's cycle: the book is unchanged (507), no VM. */
-  set_time(d28, 16 * 3600 + 1);
+  ch_clock_set(&g_now, d28, 16 * 3600 + 1);
   assert_int_equal(hg_client_daily_settlement(op, d28, &seq), 0);
   r = await_result(op, seq);
   assert_non_null(r);

@@ -22,37 +22,10 @@
 
 #include <cmocka.h>
 
+#include "../cli_run.h"
+
 static const char *hgctl;
 static const char *data;
-
-/* Runs hgctl with args; returns its exit status and its stdout (or stderr
- * when want_stderr) in a malloc'd string. */
-static int run(const char *args, bool want_stderr, char **out) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s %s %s", hgctl, args, want_stderr ? "2>&1 >/dev/null" : "2>/dev/null");
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  size_t r;
-  while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-    n += r;
-    if (n + 1 == cap) {
-      cap *= 2;
-      buf = realloc(buf, cap);
-      assert_non_null(buf);
-    }
-  }
-  buf[n] = '\0';
-  int st = pclose(p);
-  *out = buf;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void expect(const char *hay, const char *needle) {
-  if (strstr(hay, needle) == NULL) fail_msg("missing %s in:\n%s", needle, hay);
-}
 
 static char *fix_args(const char *samples, const char *day, const char *extra) {
   static char a[2048];
@@ -66,39 +39,42 @@ static char *fix_args(const char *samples, const char *day, const char *extra) {
 static void fixture_json(void **state) {
   (void)state;
   char *o;
-  assert_int_equal(run(fix_args("index_samples.csv", "2027-03-14", ""), false, &o), 0);
-  expect(o, "\"index\": \"IGX-B200-A\"");
-  expect(o, "\"methodology\": \"v1\"");
-  expect(o, "\"status\": \"PROVISIONAL\"");
-  expect(o, "\"kind\": \"COMPUTED\"");
-  expect(o, "\"tier\": 1,");
-  expect(o, "\"value_micro_usd\": 2055000,");
-  expect(o, "\"value_usd\": \"2.055000\"");
-  expect(o, "\"sample_count\": 69,");
-  expect(o, "\"used_samples\": 60,");
-  expect(o, "\"providers\": 5,");
-  expect(o, "\"hours\": 12,");
-  expect(o, "\"volume_gpu_hours\": 1440,");
-  expect(o, "\"median_micro_usd\": 2060000,");
-  expect(o, "\"mad_micro_usd\": 30000,");
-  expect(o, "\"provider_cap_applied\": true,");
-  expect(o, "\"cap_gpu_hours\": 288,");
-  expect(o, "{\"hour\": 0, \"samples\": 5, \"value_micro_usd\": 2000000}");
-  expect(o, "{\"hour\": 11, \"samples\": 5, \"value_micro_usd\": 2110000}");
+  assert_int_equal(cli_run(hgctl, fix_args("index_samples.csv", "2027-03-14", ""), CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "\"index\": \"IGX-B200-A\"");
+  cli_expect(o, "\"methodology\": \"v1\"");
+  cli_expect(o, "\"status\": \"PROVISIONAL\"");
+  cli_expect(o, "\"kind\": \"COMPUTED\"");
+  cli_expect(o, "\"tier\": 1,");
+  cli_expect(o, "\"value_micro_usd\": 2055000,");
+  cli_expect(o, "\"value_usd\": \"2.055000\"");
+  cli_expect(o, "\"sample_count\": 69,");
+  cli_expect(o, "\"used_samples\": 60,");
+  cli_expect(o, "\"providers\": 5,");
+  cli_expect(o, "\"hours\": 12,");
+  cli_expect(o, "\"volume_gpu_hours\": 1440,");
+  cli_expect(o, "\"median_micro_usd\": 2060000,");
+  cli_expect(o, "\"mad_micro_usd\": 30000,");
+  cli_expect(o, "\"provider_cap_applied\": true,");
+  cli_expect(o, "\"cap_gpu_hours\": 288,");
+  cli_expect(o, "{\"hour\": 0, \"samples\": 5, \"value_micro_usd\": 2000000}");
+  cli_expect(o, "{\"hour\": 11, \"samples\": 5, \"value_micro_usd\": 2110000}");
   assert_null(strstr(o, "\"hour\": 12"));
-  expect(o, "\"exclusions\": {\"OUT_OF_WINDOW\": 1, \"WRONG_GPU\": 1, \"INVALID\": 1, "
-            "\"WRONG_GRADE\": 1, \"NOT_GRADED\": 1, \"TERM_TOO_LONG\": 1, \"DUPLICATE\": 1, "
-            "\"QUOTE_NOT_USED\": 1, \"OUTLIER\": 1}");
-  expect(o, "\"rejected_lines\": []");
+  cli_expect(o,
+             "\"exclusions\": {\"OUT_OF_WINDOW\": 1, \"WRONG_GPU\": 1, \"INVALID\": 1, "
+             "\"WRONG_GRADE\": 1, \"NOT_GRADED\": 1, \"TERM_TOO_LONG\": 1, \"DUPLICATE\": 1, "
+             "\"QUOTE_NOT_USED\": 1, \"OUTLIER\": 1}");
+  cli_expect(o, "\"rejected_lines\": []");
   free(o);
 
   /* The receipt names lines: the first line (p1, 40) and the second (p2, 20). */
-  assert_int_equal(run(fix_args("index_samples.csv", "2027-03-14", "--receipt"), false, &o), 0);
-  expect(o, "{\"line\": 2, \"weight\": 25165824}");
-  expect(o, "{\"line\": 3, \"weight\": 20971520}");
-  expect(o, "{\"line\": 70, \"reason\": \"OUTLIER\"}");
-  expect(o, "{\"line\": 62, \"reason\": \"QUOTE_NOT_USED\"}");
-  expect(o, "{\"line\": 65, \"reason\": \"DUPLICATE\"}");
+  assert_int_equal(
+      cli_run(hgctl, fix_args("index_samples.csv", "2027-03-14", "--receipt"), CLI_STDOUT, &o), 0);
+  cli_expect(o, "{\"line\": 2, \"weight\": 25165824}");
+  cli_expect(o, "{\"line\": 3, \"weight\": 20971520}");
+  cli_expect(o, "{\"line\": 70, \"reason\": \"OUTLIER\"}");
+  cli_expect(o, "{\"line\": 62, \"reason\": \"QUOTE_NOT_USED\"}");
+  cli_expect(o, "{\"line\": 65, \"reason\": \"DUPLICATE\"}");
   free(o);
 }
 
@@ -106,72 +82,83 @@ static void fixture_json(void **state) {
 static void insufficient_day_is_no_fix(void **state) {
   (void)state;
   char *o;
-  assert_int_equal(run(fix_args("index_samples.csv", "2027-03-15", ""), false, &o), 0);
-  expect(o, "\"status\": \"NO_FIX\"");
-  expect(o, "\"tier\": 0,");
-  expect(o, "\"value_micro_usd\": null");
-  expect(o, "\"OUT_OF_WINDOW\": 69");
+  assert_int_equal(cli_run(hgctl, fix_args("index_samples.csv", "2027-03-15", ""), CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "\"status\": \"NO_FIX\"");
+  cli_expect(o, "\"tier\": 0,");
+  cli_expect(o, "\"value_micro_usd\": null");
+  cli_expect(o, "\"OUT_OF_WINDOW\": 69");
   free(o);
 }
 
 static void rejected_lines(void **state) {
   (void)state;
   char *o;
-  assert_int_equal(run(fix_args("index_samples_bad.csv", "2027-03-14", ""), false, &o), 1);
-  expect(o, "\"line\": 71, \"column\": \"price_usd_per_gpu_hour\", \"reason\": \"more than 6 "
-            "decimal places\"");
-  expect(o, "\"line\": 72, \"column\": \"kind\"");
+  assert_int_equal(
+      cli_run(hgctl, fix_args("index_samples_bad.csv", "2027-03-14", ""), CLI_STDOUT, &o), 1);
+  cli_expect(o,
+             "\"line\": 71, \"column\": \"price_usd_per_gpu_hour\", \"reason\": \"more than 6 "
+             "decimal places\"");
+  cli_expect(o, "\"line\": 72, \"column\": \"kind\"");
   assert_null(strstr(o, "value_micro_usd"));
   free(o);
-  assert_int_equal(run(fix_args("index_samples_bad.csv", "2027-03-14", ""), true, &o), 1);
-  expect(o, "index_samples_bad.csv:71: price_usd_per_gpu_hour: more than 6 decimal places");
-  expect(o, "index_samples_bad.csv:72: kind: kind is neither 'trade' nor 'quote'");
+  assert_int_equal(
+      cli_run(hgctl, fix_args("index_samples_bad.csv", "2027-03-14", ""), CLI_STDERR, &o), 1);
+  cli_expect(o, "index_samples_bad.csv:71: price_usd_per_gpu_hour: more than 6 decimal places");
+  cli_expect(o, "index_samples_bad.csv:72: kind: kind is neither 'trade' nor 'quote'");
   free(o);
   assert_int_equal(
-      run(fix_args("index_samples_bad.csv", "2027-03-14", "--allow-rejected"), false, &o), 0);
-  expect(o, "\"value_micro_usd\": 2055000,");
-  expect(o, "\"line\": 71");
-  expect(o, "\"line\": 72");
+      cli_run(hgctl, fix_args("index_samples_bad.csv", "2027-03-14", "--allow-rejected"),
+              CLI_STDOUT, &o),
+      0);
+  cli_expect(o, "\"value_micro_usd\": 2055000,");
+  cli_expect(o, "\"line\": 71");
+  cli_expect(o, "\"line\": 72");
   free(o);
 }
 
 static void usage_errors(void **state) {
   (void)state;
   char *o;
-  assert_int_equal(run("", true, &o), 2);
+  assert_int_equal(cli_run(hgctl, "", CLI_STDERR, &o), 2);
   free(o);
-  assert_int_equal(run("index", true, &o), 2);
+  assert_int_equal(cli_run(hgctl, "index", CLI_STDERR, &o), 2);
   free(o);
-  assert_int_equal(run("index nope", true, &o), 2);
+  assert_int_equal(cli_run(hgctl, "index nope", CLI_STDERR, &o), 2);
   free(o);
-  assert_int_equal(run("index fix --samples x.csv", true, &o), 2);
-  expect(o, "missing --providers");
+  assert_int_equal(cli_run(hgctl, "index fix --samples x.csv", CLI_STDERR, &o), 2);
+  cli_expect(o, "missing --providers");
   free(o);
-  assert_int_equal(run(fix_args("index_samples.csv", "2027-02-30", ""), true, &o), 2);
-  expect(o, "not a valid YYYY-MM-DD");
+  assert_int_equal(cli_run(hgctl, fix_args("index_samples.csv", "2027-02-30", ""), CLI_STDERR, &o),
+                   2);
+  cli_expect(o, "not a valid YYYY-MM-DD");
   free(o);
-  assert_int_equal(run(fix_args("index_samples.csv", "2027-03-14", "--bogus"), true, &o), 2);
+  assert_int_equal(
+      cli_run(hgctl, fix_args("index_samples.csv", "2027-03-14", "--bogus"), CLI_STDERR, &o), 2);
   free(o);
-  assert_int_equal(run(fix_args("index_samples.csv", "2027-03-14", "--day"), true, &o), 2);
+  assert_int_equal(
+      cli_run(hgctl, fix_args("index_samples.csv", "2027-03-14", "--day"), CLI_STDERR, &o), 2);
   free(o);
   char a[2048];
   snprintf(a, sizeof a,
            "index fix --samples %s/index_samples.csv --providers %s/index_providers.csv "
            "--gpu B200 --grade Z --day 2027-03-14",
            data, data);
-  assert_int_equal(run(a, true, &o), 2);
-  expect(o, "no grade 'Z'");
+  assert_int_equal(cli_run(hgctl, a, CLI_STDERR, &o), 2);
+  cli_expect(o, "no grade 'Z'");
   free(o);
-  assert_int_equal(run(fix_args("no_such_file.csv", "2027-03-14", ""), true, &o), 1);
-  expect(o, "cannot read samples");
+  assert_int_equal(cli_run(hgctl, fix_args("no_such_file.csv", "2027-03-14", ""), CLI_STDERR, &o),
+                   1);
+  cli_expect(o, "cannot read samples");
   free(o);
   /* The registry as samples: wrong header, exit 1. */
-  assert_int_equal(run(fix_args("index_providers.csv", "2027-03-14", "--allow-rejected"), false, &o),
+  assert_int_equal(cli_run(hgctl, fix_args("index_providers.csv", "2027-03-14", "--allow-rejected"),
+                           CLI_STDOUT, &o),
                    1);
-  expect(o, "header");
+  cli_expect(o, "header");
   free(o);
-  assert_int_equal(run("--help", false, &o), 0);
-  expect(o, "hgctl index fix");
+  assert_int_equal(cli_run(hgctl, "--help", CLI_STDOUT, &o), 0);
+  cli_expect(o, "hgctl index fix");
   free(o);
 }
 

@@ -16,28 +16,10 @@
 
 #include <cmocka.h>
 
+#include "../cli_run.h"
+
 static const char *hgctl;
 static char tmp[64];
-
-static int run(const char *args, bool both, char **out) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s %s %s", hgctl, args, both ? "2>&1" : "2>/dev/null");
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  size_t r;
-  while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) n += r;
-  buf[n] = '\0';
-  int st = pclose(p);
-  *out = buf;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void expect(const char *hay, const char *needle) {
-  if (strstr(hay, needle) == NULL) fail_msg("missing '%s' in:\n%s", needle, hay);
-}
 
 static void put(const char *name, const char *text) {
   char path[128];
@@ -51,41 +33,51 @@ static void put(const char *name, const char *text) {
 static void hedge_size(void **state) {
   (void)state;
   char *o;
-  assert_int_equal(run("hedge size --gpus 11 --hours-per-month 700 --months 2027-03,2027-04", false,
-                       &o),
-                   0);
-  expect(o, "month,gpus,hours_per_gpu,exposure_gpu_hours,contracts,hedged_gpu_hours,"
-            "residual_gpu_hours\n");
-  expect(o, "2027-03,11,700,7700,8,8000,-300\n2027-04,11,700,7700,8,8000,-300\n");
-  expect(o, "total,,,15400,16,16000,-600\n");
+  assert_int_equal(
+      cli_run(hgctl, "hedge size --gpus 11 --hours-per-month 700 --months 2027-03,2027-04",
+              CLI_STDOUT, &o),
+      0);
+  cli_expect(o,
+             "month,gpus,hours_per_gpu,exposure_gpu_hours,contracts,hedged_gpu_hours,"
+             "residual_gpu_hours\n");
+  cli_expect(o, "2027-03,11,700,7700,8,8000,-300\n2027-04,11,700,7700,8,8000,-300\n");
+  cli_expect(o, "total,,,15400,16,16000,-600\n");
   free(o);
-  assert_int_equal(run("hedge size --gpus 8 --hours-per-month full --months 2028-02 --round up",
-                       false, &o),
-                   0);
-  expect(o, "2028-02,8,696,5568,6,6000,-432\n");
+  assert_int_equal(
+      cli_run(hgctl, "hedge size --gpus 8 --hours-per-month full --months 2028-02 --round up",
+              CLI_STDOUT, &o),
+      0);
+  cli_expect(o, "2028-02,8,696,5568,6,6000,-432\n");
   free(o);
-  assert_int_equal(run("hedge size --gpus 10 --hours-per-month 730 --months 2027-04 --round down",
-                       true, &o),
-                   2);
-  expect(o, "730 hours per GPU is more than 2027-04 has"); /* 30 days = 720 h */
+  assert_int_equal(
+      cli_run(hgctl, "hedge size --gpus 10 --hours-per-month 730 --months 2027-04 --round down",
+              CLI_BOTH, &o),
+      2);
+  cli_expect(o, "730 hours per GPU is more than 2027-04 has"); /* 30 days = 720 h */
   free(o);
-  assert_int_equal(run("hedge size --gpus 10 --hours-per-month 730 --months 2027-03 --round down",
-                       false, &o),
-                   0);
-  expect(o, "2027-03,10,730,7300,7,7000,300\n");
+  assert_int_equal(
+      cli_run(hgctl, "hedge size --gpus 10 --hours-per-month 730 --months 2027-03 --round down",
+              CLI_STDOUT, &o),
+      0);
+  cli_expect(o, "2027-03,10,730,7300,7,7000,300\n");
   free(o);
   /* Errors: a month that cannot hold the hours, a bad month, a bad count. */
-  assert_int_equal(run("hedge size --gpus 1 --hours-per-month 700 --months 2027-02", true, &o), 2);
-  expect(o, "700 hours per GPU is more than 2027-02 has");
+  assert_int_equal(
+      cli_run(hgctl, "hedge size --gpus 1 --hours-per-month 700 --months 2027-02", CLI_BOTH, &o),
+      2);
+  cli_expect(o, "700 hours per GPU is more than 2027-02 has");
   free(o);
-  assert_int_equal(run("hedge size --gpus 1 --hours-per-month 10 --months 2027-3", true, &o), 2);
-  expect(o, "month '2027-3' is not YYYY-MM");
+  assert_int_equal(
+      cli_run(hgctl, "hedge size --gpus 1 --hours-per-month 10 --months 2027-3", CLI_BOTH, &o), 2);
+  cli_expect(o, "month '2027-3' is not YYYY-MM");
   free(o);
-  assert_int_equal(run("hedge size --gpus -4 --hours-per-month 10 --months 2027-03", true, &o), 2);
-  expect(o, "--gpus '-4' must be a whole number >= 1");
+  assert_int_equal(
+      cli_run(hgctl, "hedge size --gpus -4 --hours-per-month 10 --months 2027-03", CLI_BOTH, &o),
+      2);
+  cli_expect(o, "--gpus '-4' must be a whole number >= 1");
   free(o);
-  assert_int_equal(run("hedge size --gpus 4 --months 2027-03", true, &o), 2);
-  expect(o, "missing --hours-per-month");
+  assert_int_equal(cli_run(hgctl, "hedge size --gpus 4 --months 2027-03", CLI_BOTH, &o), 2);
+  cli_expect(o, "missing --hours-per-month");
   free(o);
 }
 
@@ -98,51 +90,55 @@ static void hedge_ratio(void **state) {
                    "2027-03-07,5,FINAL\n");
   char args[512], *o;
   snprintf(args, sizeof args, "hedge ratio --rent %s/rent.csv --index %s/index.csv", tmp, tmp);
-  assert_int_equal(run(args, false, &o), 0);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
   /* 115/140 = 0.8214286; 11.5/sqrt(133) = 0.9971765; 132.25/133 = 0.9943609 */
-  expect(o, "days_aligned 4\nchanges 3\n");
-  expect(o, "rent_vol_usd 0.125831\nindex_vol_usd 0.152753\n");
-  expect(o, "correlation 0.997176\nhedge_ratio 0.821429\nhedge_effectiveness 0.994361\n");
+  cli_expect(o, "days_aligned 4\nchanges 3\n");
+  cli_expect(o, "rent_vol_usd 0.125831\nindex_vol_usd 0.152753\n");
+  cli_expect(o, "correlation 0.997176\nhedge_ratio 0.821429\nhedge_effectiveness 0.994361\n");
   free(o);
 
   put("bad.csv", "day,price\n2027-03-01,2.000\n2027-03-01,2.100\n");
   snprintf(args, sizeof args, "hedge ratio --rent %s/bad.csv --index %s/index.csv", tmp, tmp);
-  assert_int_equal(run(args, true, &o), 1);
-  expect(o, "bad.csv:3: day days must be strictly ascending");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "bad.csv:3: day days must be strictly ascending");
   free(o);
   put("few.csv", "day,price\n2027-03-01,2.000\n2027-03-02,2.100\n");
   snprintf(args, sizeof args, "hedge ratio --rent %s/few.csv --index %s/index.csv", tmp, tmp);
-  assert_int_equal(run(args, true, &o), 1);
-  expect(o, "fewer than 3 days present in both");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "fewer than 3 days present in both");
   free(o);
   snprintf(args, sizeof args, "hedge ratio --rent %s/none.csv --index %s/index.csv", tmp, tmp);
-  assert_int_equal(run(args, true, &o), 1);
-  expect(o, "cannot read rent file");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "cannot read rent file");
   free(o);
 }
 
 static void convert(void **state) {
   (void)state;
   char *o;
-  assert_int_equal(run("convert --price 2.50 --tokens-per-second 1000", false, &o), 0);
-  expect(o, "usd_per_million_tokens 0.69(4)\nusd_per_million_tokens_rounded 0.694444\n");
-  expect(o, "exact no");
-  free(o);
-  assert_int_equal(run("convert --price 3 --tokens-per-second 7 --places 5", false, &o), 0);
-  expect(o, "usd_per_million_tokens 119.(047619)\nusd_per_million_tokens_rounded 119.04762\n");
+  assert_int_equal(cli_run(hgctl, "convert --price 2.50 --tokens-per-second 1000", CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "usd_per_million_tokens 0.69(4)\nusd_per_million_tokens_rounded 0.694444\n");
+  cli_expect(o, "exact no");
   free(o);
   assert_int_equal(
-      run("convert --usd-per-million-tokens 1.1106 --tokens-per-second 250 --places 3", false, &o),
+      cli_run(hgctl, "convert --price 3 --tokens-per-second 7 --places 5", CLI_STDOUT, &o), 0);
+  cli_expect(o, "usd_per_million_tokens 119.(047619)\nusd_per_million_tokens_rounded 119.04762\n");
+  free(o);
+  assert_int_equal(
+      cli_run(hgctl, "convert --usd-per-million-tokens 1.1106 --tokens-per-second 250 --places 3",
+              CLI_STDOUT, &o),
       0);
-  expect(o, "usd_per_gpu_hour 0.99954\nusd_per_gpu_hour_rounded 1.000\nexact yes\n");
+  cli_expect(o, "usd_per_gpu_hour 0.99954\nusd_per_gpu_hour_rounded 1.000\nexact yes\n");
   free(o);
-  assert_int_equal(run("convert --price 2 --usd-per-million-tokens 1 --tokens-per-second 5", true,
-                       &o),
-                   2);
-  expect(o, "exactly one of");
+  assert_int_equal(
+      cli_run(hgctl, "convert --price 2 --usd-per-million-tokens 1 --tokens-per-second 5", CLI_BOTH,
+              &o),
+      2);
+  cli_expect(o, "exactly one of");
   free(o);
-  assert_int_equal(run("convert --price 0 --tokens-per-second 5", true, &o), 2);
-  expect(o, "--price '0' must be a positive decimal");
+  assert_int_equal(cli_run(hgctl, "convert --price 0 --tokens-per-second 5", CLI_BOTH, &o), 2);
+  cli_expect(o, "--price '0' must be a positive decimal");
   free(o);
 }
 

@@ -42,6 +42,8 @@
 
 #include <cmocka.h>
 
+#include "../cli_run.h"
+
 #include "hourglass/error.h"
 #include "hourglass/pipeline.h"
 #include "hourglass/sha256.h"
@@ -258,35 +260,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* Runs hgctl with args; returns its exit status and its stdout (with stderr
- * when both) in a malloc'd string. */
-static int run(const char *args, bool both, char **out) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s %s %s", hgctl, args, both ? "2>&1" : "2>/dev/null");
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  size_t r;
-  while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-    n += r;
-    if (n + 1 == cap) {
-      cap *= 2;
-      buf = realloc(buf, cap);
-      assert_non_null(buf);
-    }
-  }
-  buf[n] = '\0';
-  int st = pclose(p);
-  *out = buf;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void expect(const char *hay, const char *needle) {
-  if (strstr(hay, needle) == NULL) fail_msg("missing '%s' in:\n%s", needle, hay);
-}
-
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) fail_msg("cannot open %s", path);
@@ -302,22 +275,25 @@ static void replay_hashes_and_snapshot(void **state) {
   (void)state;
   char *o, args[512], want[256];
   snprintf(args, sizeof args, "replay --data %s " CAPS "", dir);
-  assert_int_equal(run(args, true, &o), 0);
-  expect(o, "cycle seq=13 SESSION_END expired_day_orders=0 hash=");
-  expect(o, "dsp seq=16 day=2027-03-30 instrument=1 price=3020 tier=1\n"
-            "cycle seq=16 DAILY_SETTLEMENT day=2027-03-30 vm_sum=0 vm_paid=-80000000 "
-            "vm_received=80000000 vm_entries=4 orders_expired=0 hash=");
-  expect(o, "dsp seq=19 day=2027-03-31 instrument=1 price=3004 tier=2\n"
-            "cycle seq=19 DAILY_SETTLEMENT day=2027-03-31 vm_sum=0 vm_paid=-96000000 "
-            "vm_received=96000000 vm_entries=4 orders_expired=3 hash=");
-  expect(o, "cycle seq=82 EXPIRE instrument=1 fsp=3010 positions_closed=4 orders_cancelled=0 hash=");
-  expect(o, "cycle seq=87 SESSION_END");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "cycle seq=13 SESSION_END expired_day_orders=0 hash=");
+  cli_expect(o,
+             "dsp seq=16 day=2027-03-30 instrument=1 price=3020 tier=1\n"
+             "cycle seq=16 DAILY_SETTLEMENT day=2027-03-30 vm_sum=0 vm_paid=-80000000 "
+             "vm_received=80000000 vm_entries=4 orders_expired=0 hash=");
+  cli_expect(o,
+             "dsp seq=19 day=2027-03-31 instrument=1 price=3004 tier=2\n"
+             "cycle seq=19 DAILY_SETTLEMENT day=2027-03-31 vm_sum=0 vm_paid=-96000000 "
+             "vm_received=96000000 vm_entries=4 orders_expired=3 hash=");
+  cli_expect(
+      o, "cycle seq=82 EXPIRE instrument=1 fsp=3010 positions_closed=4 orders_cancelled=0 hash=");
+  cli_expect(o, "cycle seq=87 SESSION_END");
   snprintf(want, sizeof want, "snapshot seq=87 hash=%s matches", hash_hex);
-  expect(o, want);
-  expect(o, "positions checked=2 (fills agree with clearing)\n");
+  cli_expect(o, want);
+  cli_expect(o, "positions checked=2 (fills agree with clearing)\n");
   snprintf(want, sizeof want, "end seq=87 commands=87 fills=4 rejects=0 cycles=5 hash=%s\n",
            hash_hex);
-  expect(o, want);
+  cli_expect(o, want);
   free(o);
 }
 
@@ -332,12 +308,12 @@ static void snapshot_mismatch_detected(void **state) {
   snprintf(args, sizeof args, "rm -rf %s/journal && cp -r %s/journal %s/journal", other, dir, other);
   assert_int_equal(system(args), 0);
   snprintf(args, sizeof args, "replay --data %s " CAPS "", other);
-  assert_int_equal(run(args, true, &o), 1);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
   char want[160];
   snprintf(want, sizeof want, "snapshot seq=87 hash=%s MISMATCH", other_hash);
-  expect(o, want);
+  cli_expect(o, want);
   snprintf(want, sizeof want, "end seq=87 commands=87 fills=4 rejects=0 cycles=5 hash=%s", hash_hex);
-  expect(o, want);
+  cli_expect(o, want);
   free(o);
   util_rm_rf(other);
 }
@@ -346,36 +322,37 @@ static void statement_and_fills(void **state) {
   (void)state;
   char *o, args[512];
   snprintf(args, sizeof args, "statement --data %s " CAPS " --account 1", dir);
-  assert_int_equal(run(args, false, &o), 0);
-  expect(o, "index,seq,ts,account,instrument,kind,amount,balance,price,qty\n0,6,");
-  expect(o, ",1,,DEPOSIT,1000000000000,1000000000000,0,0\n");
-  expect(o, ",16,1806422400000000000,1,1,VM,80000000,1000080000000,3020,4\n");
-  expect(o, ",19,1806508800000000000,1,1,VM,-64000000,1000016000000,3004,4\n");
-  expect(o, ",82,");
-  expect(o, ",1,1,FINAL,24000000,1000040000000,3010,4\n");
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "index,seq,ts,account,instrument,kind,amount,balance,price,qty\n0,6,");
+  cli_expect(o, ",1,,DEPOSIT,1000000000000,1000000000000,0,0\n");
+  cli_expect(o, ",16,1806422400000000000,1,1,VM,80000000,1000080000000,3020,4\n");
+  cli_expect(o, ",19,1806508800000000000,1,1,VM,-64000000,1000016000000,3004,4\n");
+  cli_expect(o, ",82,");
+  cli_expect(o, ",1,1,FINAL,24000000,1000040000000,3010,4\n");
   assert_null(strstr(o, ",2,,DEPOSIT")); /* only account 1 */
   free(o);
   snprintf(args, sizeof args, "statement --data %s " CAPS " --account 2", dir);
-  assert_int_equal(run(args, false, &o), 0);
-  expect(o, ",2,,WITHDRAWAL,-250000000,999750000000,0,0\n");
-  expect(o, ",2,1,VM,-80000000,999670000000,3020,-4\n");
-  expect(o, ",2,1,VM,16000000,999686000000,3004,-1\n");
-  expect(o, ",2,1,FINAL,-6000000,999680000000,3010,-1\n");
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, ",2,,WITHDRAWAL,-250000000,999750000000,0,0\n");
+  cli_expect(o, ",2,1,VM,-80000000,999670000000,3020,-4\n");
+  cli_expect(o, ",2,1,VM,16000000,999686000000,3004,-1\n");
+  cli_expect(o, ",2,1,FINAL,-6000000,999680000000,3010,-1\n");
   free(o);
   snprintf(args, sizeof args,
            "statement --data %s " CAPS " --account 4 --instrument 1 --format json", dir);
-  assert_int_equal(run(args, false, &o), 0);
-  expect(o, "{\"account\":4,\"instrument\":1,\"entries\":[");
-  expect(o, "\"kind\":\"FINAL\",\"amount\":12000000,\"balance\":999980000000,\"price\":3010,"
-            "\"qty\":2}");
-  expect(o, "],\"total\":-20000000}\n"); /* 0 - 32 + 12 USD */
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "{\"account\":4,\"instrument\":1,\"entries\":[");
+  cli_expect(o,
+             "\"kind\":\"FINAL\",\"amount\":12000000,\"balance\":999980000000,\"price\":3010,"
+             "\"qty\":2}");
+  cli_expect(o, "],\"total\":-20000000}\n"); /* 0 - 32 + 12 USD */
   assert_null(strstr(o, "DEPOSIT"));
   free(o);
 
   char fills[128];
   snprintf(fills, sizeof fills, "%s.fills.csv", dir);
   snprintf(args, sizeof args, "replay --quiet --data %s " CAPS " --fills %s", dir, fills);
-  assert_int_equal(run(args, true, &o), 0);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   free(o);
   o = slurp(fills);
   assert_string_equal(o, "seq,instrument,price,qty,buyer,seller,buyer_position,seller_position\n"
@@ -394,15 +371,15 @@ static void statements_written_and_compared(void **state) {
   char rec[128], args[1024], path[256], *o;
   snprintf(rec, sizeof rec, "%s.rec", dir);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --out %s", dir, rec);
-  assert_int_equal(run(args, true, &o), 0);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   /* 4 accounts x (all, instrument 1) x csv/json */
-  expect(o, "statements 16 files written to");
+  cli_expect(o, "statements 16 files written to");
   free(o);
   /* The replay's files are the statement command's output byte for byte. */
   snprintf(path, sizeof path, "%s/account-2.csv", rec);
   char *file = slurp(path);
   snprintf(args, sizeof args, "statement --data %s " CAPS " --account 2", dir);
-  assert_int_equal(run(args, false, &o), 0);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
   assert_string_equal(file, o);
   free(o);
   free(file);
@@ -410,14 +387,14 @@ static void statements_written_and_compared(void **state) {
   file = slurp(path);
   snprintf(args, sizeof args,
            "statement --data %s " CAPS " --account 3 --instrument 1 --format json", dir);
-  assert_int_equal(run(args, false, &o), 0);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
   assert_string_equal(file, o);
   free(o);
   free(file);
 
   snprintf(args, sizeof args, "replay --data %s " CAPS " --expect %s", dir, rec);
-  assert_int_equal(run(args, true, &o), 0);
-  expect(o, "0 difference(s)");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "0 difference(s)");
   free(o);
 
   /* Tamper: change an amount, drop one file, add one the replay cannot make. */
@@ -427,13 +404,13 @@ static void statements_written_and_compared(void **state) {
            rec, rec, rec, rec);
   assert_int_equal(system(args), 0);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --expect %s", dir, rec);
-  assert_int_equal(run(args, true, &o), 1);
-  expect(o, "DIFF account-2.csv\n  line 3\n    recorded: 4,10,");
-  expect(o, "    replayed: 4,10,");
-  expect(o, "WITHDRAWAL,-250000001,");
-  expect(o, "MISSING account-99.csv");
-  expect(o, "EXTRA account-3.json");
-  expect(o, "3 difference(s)");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "DIFF account-2.csv\n  line 3\n    recorded: 4,10,");
+  cli_expect(o, "    replayed: 4,10,");
+  cli_expect(o, "WITHDRAWAL,-250000001,");
+  cli_expect(o, "MISSING account-99.csv");
+  cli_expect(o, "EXTRA account-3.json");
+  cli_expect(o, "3 difference(s)");
   free(o);
 
   snprintf(args, sizeof args, "rm -rf %s", rec);
@@ -465,23 +442,24 @@ static void whatif_changes_statements_not_data(void **state) {
    * receives 384 USD; account 4 (+2) 192, and its later deposit's balance
    * moves with it. The exchange state itself is the journal's. */
   snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 1=3100 --out %s", dir, w);
-  assert_int_equal(run(args, true, &o), 0);
-  expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)");
   snprintf(want, sizeof want, "snapshot seq=87 hash=%s matches", hash_hex);
-  expect(o, want);
+  cli_expect(o, want);
   free(o);
   snprintf(path, sizeof path, "%s/account-1-instrument-1.csv", w);
   file = slurp(path);
-  expect(file, ",1,1,FINAL,384000000,1000400000000,3100,4\n");
+  cli_expect(file, ",1,1,FINAL,384000000,1000400000000,3100,4\n");
   free(file);
   snprintf(path, sizeof path, "%s/account-4.csv", w);
   file = slurp(path);
-  expect(file, ",4,1,FINAL,192000000,1000160000000,3100,2\n");
-  expect(file, ",4,,DEPOSIT,5000000,1000165000000,0,0\n");
+  cli_expect(file, ",4,1,FINAL,192000000,1000160000000,3100,2\n");
+  cli_expect(file, ",4,,DEPOSIT,5000000,1000165000000,0,0\n");
   free(file);
   snprintf(path, sizeof path, "%s/account-3.json", w);
   file = slurp(path);
-  expect(file, "\"kind\":\"FINAL\",\"amount\":-480000000,\"balance\":999600000000,\"price\":3100");
+  cli_expect(file,
+             "\"kind\":\"FINAL\",\"amount\":-480000000,\"balance\":999600000000,\"price\":3100");
   free(file);
 
   /* A fixings file at 3.000 every day: FSP 3000, account 1 pays 4 x 4 USD. */
@@ -489,24 +467,24 @@ static void whatif_changes_statements_not_data(void **state) {
   fixings_file(fx, "3.000", 0);
   snprintf(args, sizeof args,
            "replay --data %s " CAPS " --fixings %s --index B200.A --out %s", dir, fx, w);
-  assert_int_equal(run(args, true, &o), 0);
-  expect(o, "snapshot not compared");
-  expect(o, "cycle seq=82 EXPIRE instrument=1 fsp=3000 positions_closed=4");
-  expect(o, "(what-if)\n");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "snapshot not compared");
+  cli_expect(o, "cycle seq=82 EXPIRE instrument=1 fsp=3000 positions_closed=4");
+  cli_expect(o, "(what-if)\n");
   snprintf(want, sizeof want, "hash=%s", hash_hex);
   assert_null(strstr(o, want)); /* another state */
   free(o);
   snprintf(path, sizeof path, "%s/account-1.csv", w);
   file = slurp(path);
-  expect(file, ",1,1,FINAL,-16000000,1000000000000,3000,4\n");
+  cli_expect(file, ",1,1,FINAL,-16000000,1000000000000,3000,4\n");
   free(file);
 
   /* One day NO_FIX: the expiry waits and says which day; nothing is paid. */
   fixings_file(fx, "3.000", 15);
   snprintf(args, sizeof args,
            "replay --data %s " CAPS " --fixings %s --index B200.A --out %s", dir, fx, w);
-  assert_int_equal(run(args, true, &o), 0);
-  expect(o, "expiry waits seq=82 instrument=1 day=2027-03-15 status=MISSING\n");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "expiry waits seq=82 instrument=1 day=2027-03-15 status=MISSING\n");
   assert_null(strstr(o, "EXPIRE instrument=1"));
   free(o);
   snprintf(path, sizeof path, "%s/account-1.csv", w);
@@ -518,10 +496,10 @@ static void whatif_changes_statements_not_data(void **state) {
   dir_digest(dir, after);
   assert_string_equal(before, after);
   snprintf(args, sizeof args, "replay --data %s " CAPS, dir);
-  assert_int_equal(run(args, true, &o), 0);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   snprintf(want, sizeof want, "end seq=87 commands=87 fills=4 rejects=0 cycles=5 hash=%s\n",
            hash_hex);
-  expect(o, want);
+  cli_expect(o, want);
   free(o);
   snprintf(args, sizeof args, "rm -rf %s %s", w, fx);
   assert_int_equal(system(args), 0);
@@ -531,34 +509,34 @@ static void errors_are_clear(void **state) {
   (void)state;
   char args[512], *o;
   snprintf(args, sizeof args, "statement --data %s " CAPS " --account 9", dir);
-  assert_int_equal(run(args, true, &o), 1);
-  expect(o, "account 9 does not exist");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "account 9 does not exist");
   free(o);
-  assert_int_equal(run("statement --data /nonexistent/x --account 1", true, &o), 1);
-  expect(o, "does not exist or is not a directory");
+  assert_int_equal(cli_run(hgctl, "statement --data /nonexistent/x --account 1", CLI_BOTH, &o), 1);
+  cli_expect(o, "does not exist or is not a directory");
   free(o);
   snprintf(args, sizeof args, "replay --data %s --out %s/journal", dir, dir);
-  assert_int_equal(run(args, true, &o), 2);
-  expect(o, "inside the data directory");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  cli_expect(o, "inside the data directory");
   free(o);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 2=3100", dir);
-  assert_int_equal(run(args, true, &o), 1);
-  expect(o, "instrument 2 was never finally settled");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "instrument 2 was never finally settled");
   free(o);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --fixings x.csv", dir);
-  assert_int_equal(run(args, true, &o), 2);
-  expect(o, "--fixings and --index go together");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  cli_expect(o, "--fixings and --index go together");
   free(o);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --fixings /nonexistent.csv --index B200.A",
            dir);
-  assert_int_equal(run(args, true, &o), 1);
-  expect(o, "cannot read fixings file");
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "cannot read fixings file");
   free(o);
   snprintf(args, sizeof args, "replay --data %s --fsp 1=x", dir);
-  assert_int_equal(run(args, true, &o), 2);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
   free(o);
-  assert_int_equal(run("statement --account 1", true, &o), 2);
-  expect(o, "missing --data");
+  assert_int_equal(cli_run(hgctl, "statement --account 1", CLI_BOTH, &o), 2);
+  cli_expect(o, "missing --data");
   free(o);
 }
 
