@@ -1162,6 +1162,95 @@ static uint64_t rnd(uint64_t n) {
   return rng_state % n;
 }
 
+/*
+ * Mass cancel walks an account's log, which cancels and replaces only mark
+ * dead and compaction later drops. After many rounds of both (several
+ * compactions, chunks freed and reused, a replace re-entering at the back),
+ * a mass cancel must still name exactly the live orders of that side, oldest
+ * entry first.
+ */
+static void mass_cancel_after_log_compactions(void **state) {
+  (void)state;
+  hg_book_params_t p = default_params();
+  p.max_orders = 60;
+  p.max_accounts = 3;
+  open_book(&p);
+  /* Account 1 rests ids 1..50 (buys at 100 + id % 5, sells on odd ids at
+   * 600), then cancels every id not divisible by 7 except 49, in three
+   * passes, interleaved with account 2's orders so the chunk pool is shared. */
+  for (hg_oid_t id = 1; id <= 50; id++) {
+    int side = id % 2 ? S_ : B_;
+    hg_book_submit(book, &(hg_order_new_t){.order_id = id, .client_order_id = CL(id),
+                                            .account = 1, .side = (uint8_t)side,
+                                            .price = side == B_ ? 100 + (hg_price_t)(id % 5) : 600,
+                                            .qty = 1, .type = HG_ORD_LIMIT, .tif = HG_TIF_GTC,
+                                            .ts = ++now});
+    submit(ord(100 + id, 2, B_, 50, 1));
+    hg_book_cancel(book, 100 + id, 2, ++now);
+  }
+  for (int pass = 0; pass < 3; pass++)
+    for (hg_oid_t id = 1 + (hg_oid_t)pass; id <= 50; id += 3)
+      if (id % 7 != 0 && id != 49) hg_book_cancel(book, id, 1, ++now);
+  assert_int_equal(hg_book_check(book), 0);
+  /* Live: 7 14 21 28 35 42 49. 14 re-enters (loses priority) at the back. */
+  hg_book_replace(book, 14, 1, 101, 2, ++now);
+  /* Fresh orders after the compactions: 51 (buy), 52 (sell). */
+  submit(ord(51, 1, B_, 103, 1));
+  submit(ord(52, 1, S_, 601, 1));
+  assert_int_equal(hg_book_check(book), 0);
+  nrec = 0;
+  /* Buys of account 1 in entry order: 28, 42, 14 (re-entered), 51. */
+  assert_int_equal(hg_book_mass_cancel(book, 1, HG_SIDES_BUY, ++now), 4);
+  assert_int_equal(nrec, 8);
+  const hg_oid_t want_buy[] = {28, 42, 14, 51};
+  for (size_t k = 0; k < 4; k++) {
+    assert_int_equal(rec[2 * k].type, HG_EV_CANCELLED);
+    assert_int_equal(rec[2 * k].reason, HG_CXL_MASS_CANCEL);
+    assert_int_equal(rec[2 * k].order_id, want_buy[k]);
+    assert_int_equal(rec[2 * k + 1].type, HG_EV_LEVEL);
+  }
+  assert_int_equal(hg_book_check(book), 0);
+  nrec = 0;
+  /* Then the sells: 7, 21, 35, 49, 52. */
+  assert_int_equal(hg_book_mass_cancel(book, 1, HG_SIDES_BOTH, ++now), 5);
+  const hg_oid_t want_sell[] = {7, 21, 35, 49, 52};
+  for (size_t k = 0; k < 5; k++) assert_int_equal(rec[2 * k].order_id, want_sell[k]);
+  assert_int_equal(hg_book_order_count(book), 0);
+  assert_int_equal(hg_book_check(book), 0);
+  assert_int_equal(hg_book_mass_cancel(book, 1, HG_SIDES_BOTH, ++now), 0);
+}
+
+/*
+ * The log chunks are sized for the worst case: every account at once with
+ * the pool full and logs at their longest. Filling the pool over all
+ * accounts, churning it, then asking for one more order must end in a clean
+ * HG_REJ_BOOK_FULL, with the book intact.
+ */
+static void full_pool_over_many_accounts(void **state) {
+  (void)state;
+  hg_book_params_t p = default_params();
+  p.max_orders = 40;
+  p.max_accounts = 8;
+  open_book(&p);
+  hg_oid_t id = 1;
+  for (int round = 0; round < 20; round++) {
+    /* Refill to capacity, spread over the accounts. */
+    while (hg_book_order_count(book) < p.max_orders) {
+      submit(ord(id, 1 + (hg_account_t)(id % 8), B_, 10 + (hg_price_t)(id % 13), 1));
+      id++;
+    }
+    assert_int_equal(hg_book_check(book), 0);
+    nrec = 0;
+    submit(ord(id, 3, B_, 10, 1));
+    EXPECT(REJ(HG_CMD_NEW, HG_REJ_BOOK_FULL, id, CL(id), 3, B_, 10, 1));
+    id++;
+    /* Cancel three quarters, oldest accounts' orders first. */
+    for (hg_oid_t k = id - 60 > 0 ? id - 60 : 1; k < id && hg_book_order_count(book) > 10; k++)
+      hg_book_cancel(book, k, 1 + (hg_account_t)(k % 8), ++now);
+    assert_int_equal(hg_book_check(book), 0);
+  }
+}
+
 static void random_commands_keep_invariants(void **state) {
   (void)state;
   hg_book_params_t p = default_params();
@@ -1258,6 +1347,8 @@ int main(void) {
       T(foreach_restore_round_trip),
       T(restore_rejects),
       T(extreme_prices_far_apart),
+      T(mass_cancel_after_log_compactions),
+      T(full_pool_over_many_accounts),
       T(random_commands_keep_invariants),
 #undef T
   };
