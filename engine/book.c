@@ -1,8 +1,9 @@
 /*
  * book.c - price-time order book and matcher (contract: hourglass/book.h).
  *
- * Layout. Every byte is allocated in hg_book_create(); commands only move
- * indices around.
+ * Layout. Every byte is allocated in hg_book_create() (the big arrays as
+ * zero-filled mappings, backed as they are first touched: see arr_alloc);
+ * commands only move indices around.
  *  - Price levels: one array per side indexed directly by price - min_price.
  *    A level holds the head and tail of an intrusive FIFO of orders, its
  *    aggregate quantity and its order count.
@@ -122,7 +123,7 @@ typedef struct acct {
  * needs the order itself; a tag match is confirmed against the pool. */
 typedef struct id_ent {
   uint32_t tag;
-  uint32_t slot; /* NIL = empty */
+  uint32_t slot1; /* slot + 1; 0 = empty, so a fresh zero page is an empty table */
 } id_ent_t;
 
 typedef struct acct_ent {
@@ -135,6 +136,13 @@ typedef struct bitmap {
   uint32_t nwords[BM_MAX_DEPTH];
   int depth;
 } bitmap_t;
+
+/* A big array of the book: mapped (len > 0) or from aligned_alloc (len 0). */
+typedef struct region {
+  void *base;
+  size_t len;
+} region_t;
+#define MAX_REGIONS 8
 
 struct hg_book {
   hg_book_params_t params;
@@ -150,8 +158,9 @@ struct hg_book {
   order_cold_t *cold;
   uint32_t nslots;      /* pool: a power of two >= 2 * max_orders (max_orders if > 2^30) */
   uint32_t slot_mask;   /* preferred slot = order id & slot_mask */
-  uint32_t *free_stack; /* nslots entries: every free slot, and some live ones */
+  uint32_t *free_stack; /* nslots entries: every free slot below fresh, and some live ones */
   uint32_t free_top;
+  uint32_t fresh; /* see pool_take */
   uint32_t count;
   uint64_t next_seq;
   hg_oid_t oid_hi; /* >= every live order id (see oid_live) */
@@ -167,6 +176,9 @@ struct hg_book {
   acct_ent_t *acct_tab;
   uint64_t acct_mask;
   int acct_shift;
+
+  region_t regions[MAX_REGIONS]; /* the arrays from arr_alloc */
+  int nregions;
 };
 
 /* The order being matched: a new order or a replaced one re-entering. */
@@ -310,8 +322,8 @@ static inline uint32_t oid_find(const hg_book_t *b, hg_oid_t id) {
   uint32_t tag = oid_tag(id);
   for (uint64_t i = tag_home(b, tag);; i = (i + 1) & b->id_mask) {
     const id_ent_t *e = &b->oid_tab[i];
-    if (e->slot == NIL) return NIL;
-    if (e->tag == tag && b->pool[e->slot].id == id) return e->slot;
+    if (e->slot1 == 0) return NIL;
+    if (e->tag == tag && b->pool[e->slot1 - 1].id == id) return e->slot1 - 1;
   }
 }
 
@@ -319,25 +331,25 @@ static inline uint32_t clid_find(const hg_book_t *b, hg_account_t account, uint6
   uint32_t tag = clid_tag(account, clid);
   for (uint64_t i = tag_home(b, tag);; i = (i + 1) & b->id_mask) {
     const id_ent_t *e = &b->clid_tab[i];
-    if (e->slot == NIL) return NIL;
-    if (e->tag == tag && b->pool[e->slot].clid == clid && b->pool[e->slot].account == account)
-      return e->slot;
+    if (e->slot1 == 0) return NIL;
+    const order_t *o = &b->pool[e->slot1 - 1];
+    if (e->tag == tag && o->clid == clid && o->account == account) return e->slot1 - 1;
   }
 }
 
 static void tab_insert(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
   uint64_t i = tag_home(b, tag);
-  while (tab[i].slot != NIL) i = (i + 1) & b->id_mask;
+  while (tab[i].slot1 != 0) i = (i + 1) & b->id_mask;
   tab[i].tag = tag;
-  tab[i].slot = slot;
+  tab[i].slot1 = slot + 1;
 }
 
 /* Removes the entry of slot (present, with this tag): backward-shift deletion. */
 static void tab_erase(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
   uint64_t mask = b->id_mask;
   uint64_t i = tag_home(b, tag);
-  while (tab[i].slot != slot) i = (i + 1) & mask;
-  for (uint64_t j = (i + 1) & mask; tab[j].slot != NIL; j = (j + 1) & mask) {
+  while (tab[i].slot1 != slot + 1) i = (i + 1) & mask;
+  for (uint64_t j = (i + 1) & mask; tab[j].slot1 != 0; j = (j + 1) & mask) {
     uint64_t h = tag_home(b, tab[j].tag);
     /* The entry at j may fill the hole at i only if its probe path passed i. */
     if (((j - h) & mask) >= ((j - i) & mask)) {
@@ -346,7 +358,7 @@ static void tab_erase(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t 
     }
   }
   tab[i].tag = 0;
-  tab[i].slot = NIL;
+  tab[i].slot1 = 0;
 }
 
 static inline uint32_t acct_find(const hg_book_t *b, hg_account_t account) {
@@ -483,25 +495,31 @@ static inline uint32_t order_find(const hg_book_t *b, hg_oid_t id) {
 }
 
 /*
- * Free slots are kept on a stack (LIFO: a slot freed recently is likely
- * still in cache). A slot taken because it was an order's preferred slot
- * stays on the stack, marked, and is skipped when popped; so every free
- * slot is on the stack, each slot at most once, and taking one is amortised
- * O(1). The caller checked that fewer than max_orders orders are live.
+ * Slots from `fresh` on have never been handed out other than as a
+ * preferred slot; below it, every free slot is on a stack (LIFO: a slot
+ * freed recently is likely still in cache). A slot taken because it was an
+ * order's preferred slot stays on the stack, marked, and is skipped when
+ * popped; so each slot is on the stack at most once, and taking one is
+ * amortised O(1). `fresh` only grows, skipping live slots, so the pool
+ * needs no initialisation: its pages are mapped as orders first use them.
+ * The caller checked that fewer than max_orders orders are live, so when
+ * the stack holds no free slot there is one at or above `fresh`.
  */
 static uint32_t pool_take(hg_book_t *b, hg_oid_t id) {
   uint32_t s = pref_slot(b, id);
   if (b->pool[s].id == 0) return s;
-  for (;;) {
+  while (b->free_top > 0) {
     s = b->free_stack[--b->free_top];
     b->pool[s].stacked = 0;
     if (b->pool[s].id == 0) return s;
   }
+  while (b->pool[b->fresh].id != 0) b->fresh++;
+  return b->fresh++;
 }
 
 static inline void pool_give(hg_book_t *b, uint32_t s) {
   order_t *o = &b->pool[s];
-  if (!o->stacked) {
+  if (s < b->fresh && !o->stacked) {
     o->stacked = 1;
     b->free_stack[b->free_top++] = s;
   }
@@ -773,22 +791,43 @@ static void process(hg_book_t *b, struct taker *t) {
 
 /*
  * Zeroed array of n elements, aligned to a cache line (an order record is
- * one line). The big arrays (pool, id tables, levels) are
- * read at random addresses, one or two per order; on 4 KiB pages nearly every
- * such read also misses the TLB, and on a virtualised host the page walk is
- * two-dimensional. Arrays of 2 MiB and more are therefore aligned to 2 MiB
- * and offered to the kernel as huge pages. madvise is only a hint: if it
- * fails the book is merely slower. Freed with free().
+ * one line), recorded in the book's region list (freed by hg_book_destroy).
+ * The big arrays (pool, id tables, levels) are read at random addresses, one
+ * or two per order; on 4 KiB pages nearly every such read also misses the
+ * TLB, and on a virtualised host the page walk is two-dimensional. Arrays of
+ * 2 MiB and more are therefore their own anonymous mapping, aligned to
+ * 2 MiB and offered to the kernel as huge pages (madvise is only a hint: if
+ * it fails the book is merely slower). They are not written here: the
+ * kernel maps zero pages as they are first touched, so creating a book (one
+ * per instrument, also on recovery) costs microseconds instead of clearing
+ * tens of MiB, and memory a book never uses is never backed. Every array is
+ * laid out so that all-zero bytes are its initial state.
  */
-static void *arr_alloc(size_t n, size_t size) {
+static void *arr_alloc(hg_book_t *b, size_t n, size_t size) {
   if (size != 0 && n > SIZE_MAX / size) return NULL;
+  if (b->nregions == MAX_REGIONS) return NULL;
   size_t bytes = n * size;
-  size_t align = bytes < HUGE_PAGE ? 64 : HUGE_PAGE;
-  size_t rounded = ((bytes ? bytes : 1) + align - 1) & ~(align - 1);
-  void *p = aligned_alloc(align, rounded);
-  if (p == NULL) return NULL;
-  if (align == HUGE_PAGE) (void)madvise(p, rounded, MADV_HUGEPAGE);
-  memset(p, 0, rounded);
+  region_t *r = &b->regions[b->nregions];
+  void *p;
+  if (bytes < HUGE_PAGE) {
+    size_t rounded = ((bytes ? bytes : 1) + 63) & ~(size_t)63;
+    p = aligned_alloc(64, rounded);
+    if (p == NULL) return NULL;
+    memset(p, 0, rounded);
+    r->base = p;
+    r->len = 0;
+  } else {
+    size_t rounded = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if (rounded > SIZE_MAX - HUGE_PAGE) return NULL;
+    size_t len = rounded + HUGE_PAGE; /* room to align the start */
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    p = (void *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    (void)madvise(p, rounded, MADV_HUGEPAGE);
+    r->base = m;
+    r->len = len;
+  }
+  b->nregions++;
   return p;
 }
 
@@ -837,7 +876,7 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
 
   bool ok = true;
   for (int side = 0; side < 2; side++) {
-    b->levels[side] = arr_alloc(b->nlevels, sizeof(level_t));
+    b->levels[side] = arr_alloc(b, b->nlevels, sizeof(level_t));
     bitmap_t *bm = &b->bm[side];
     bm->depth = bm_layout(b->nlevels, bm->nwords);
     for (int k = 0; k < bm->depth; k++) {
@@ -852,9 +891,9 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
   if (nslots <= pref_range) nslots = pref_range = pow2_at_least(2 * nslots);
   b->nslots = (uint32_t)nslots;
   b->slot_mask = (uint32_t)(pref_range - 1);
-  b->pool = arr_alloc(b->nslots, sizeof(order_t));
-  b->cold = arr_alloc(b->nslots, sizeof(order_cold_t));
-  b->free_stack = arr_alloc(b->nslots, sizeof(uint32_t));
+  b->pool = arr_alloc(b, b->nslots, sizeof(order_t));
+  b->cold = arr_alloc(b, b->nslots, sizeof(order_cold_t));
+  b->free_stack = arr_alloc(b, b->nslots, sizeof(uint32_t));
   b->walk = calloc(1, sizeof *b->walk);
   if (b->walk != NULL) {
     /* Touched only by expire_day and foreach: plain calloc leaves the pages
@@ -862,8 +901,8 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
     b->walk->a = calloc(params->max_orders, sizeof(seq_slot_t));
     b->walk->b = calloc(params->max_orders, sizeof(seq_slot_t));
   }
-  b->oid_tab = arr_alloc(id_cap, sizeof(id_ent_t));
-  b->clid_tab = arr_alloc(id_cap, sizeof(id_ent_t));
+  b->oid_tab = arr_alloc(b, id_cap, sizeof(id_ent_t));
+  b->clid_tab = arr_alloc(b, id_cap, sizeof(id_ent_t));
   b->accts = calloc(params->max_accounts, sizeof(acct_t));
   b->acct_tab = calloc(acct_cap, sizeof(acct_ent_t));
   ok = ok && b->pool && b->cold && b->free_stack && b->walk && b->walk->a && b->walk->b &&
@@ -873,16 +912,6 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
     return -ENOMEM;
   }
 
-  for (uint32_t i = 0; i < b->nslots; i++) {
-    b->pool[i].lnext = b->pool[i].lprev = NIL;
-    b->pool[i].stacked = 1;
-    b->free_stack[i] = b->nslots - 1 - i;
-  }
-  b->free_top = b->nslots;
-  for (uint64_t i = 0; i < id_cap; i++) {
-    b->oid_tab[i].slot = NIL;
-    b->clid_tab[i].slot = NIL;
-  }
   for (uint32_t i = 0; i < params->max_accounts; i++) {
     b->accts[i].head = i + 1 < params->max_accounts ? i + 1 : NIL;
     b->accts[i].tail = NIL;
@@ -896,20 +925,17 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
 
 void hg_book_destroy(hg_book_t *b) {
   if (b == NULL) return;
-  for (int side = 0; side < 2; side++) {
-    free(b->levels[side]);
+  for (int side = 0; side < 2; side++)
     for (int k = 0; k < BM_MAX_DEPTH; k++) free(b->bm[side].w[k]);
+  for (int i = 0; i < b->nregions; i++) {
+    if (b->regions[i].len > 0) (void)munmap(b->regions[i].base, b->regions[i].len);
+    else free(b->regions[i].base);
   }
-  free(b->pool);
-  free(b->cold);
-  free(b->free_stack);
   if (b->walk != NULL) {
     free(b->walk->a);
     free(b->walk->b);
     free(b->walk);
   }
-  free(b->oid_tab);
-  free(b->clid_tab);
   free(b->accts);
   free(b->acct_tab);
   free(b);
@@ -1465,12 +1491,18 @@ int hg_book_check(const hg_book_t *b) {
   if (accounts != b->acct_count || in_accounts != b->count) return -18;
 
   uint32_t free_n = 0;
-  /* Every free slot is on the free stack, and the marks match the stack. */
+  /* Every free slot below fresh is on the free stack, and the marks match
+   * the stack. */
   uint32_t marked = 0;
+  if (b->fresh > b->nslots) return -19;
   for (uint32_t s = 0; s < b->nslots; s++) {
     if (b->pool[s].id == 0) free_n++;
-    if (b->pool[s].stacked) marked++;
-    else if (b->pool[s].id == 0) return -19;
+    if (b->pool[s].stacked) {
+      marked++;
+      if (s >= b->fresh) return -19;
+    } else if (b->pool[s].id == 0 && s < b->fresh) {
+      return -19;
+    }
   }
   if (free_n + b->count != b->nslots || marked != b->free_top) return -20;
   for (uint32_t k = 0; k < b->free_top; k++)
@@ -1478,8 +1510,8 @@ int hg_book_check(const hg_book_t *b) {
 
   uint64_t used_oid = 0, used_clid = 0;
   for (uint64_t i = 0; i <= b->id_mask; i++) {
-    used_oid += b->oid_tab[i].slot != NIL;
-    used_clid += b->clid_tab[i].slot != NIL;
+    used_oid += b->oid_tab[i].slot1 != 0;
+    used_clid += b->clid_tab[i].slot1 != 0;
   }
   if (used_oid != displaced || used_clid != clid_indexed) return -21;
   uint64_t used_acct = 0;

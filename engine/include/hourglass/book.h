@@ -313,6 +313,11 @@ typedef struct hg_book hg_book_t;
  * Creates a book. Validates params (ranges above) and allocates all memory.
  * Returns 0 and sets *out, or HG_EINVAL (bad params) or -ENOMEM. On failure
  * *out is untouched and nothing is allocated. sink may not be NULL.
+ * The large arrays are reserved, not written: the kernel backs their pages
+ * with zeroes as the book first uses them, so creating a book costs about a
+ * millisecond whatever max_orders is, and a book with few orders uses little
+ * memory. (Under memory overcommit limits a first touch can still fail as
+ * any page fault can; size max_orders for the instrument.)
  */
 int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *sink_ctx,
                    hg_book_t **out);
