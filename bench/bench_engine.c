@@ -115,14 +115,14 @@ DEFINE_APPLY(apply_ref, ref_book_t, ref)
 /* What the engine does with the batch it holds (see hg_book_prefetch_order
  * in book.h): before message i, start loading the line of the order that
  * message i + HINT_ORDER names, the neighbours of the one message
- * i + HINT_LINKS names (its line has had two commands' time to land), and
+ * i + HINT_LINKS names (its line has had a command's time to land), and
  * what message i + 1 will touch if it is a new order. Hints only: same
- * events. In a deep book one command's time (~100 ns) is less than a miss
- * to memory on a busy host; two commands' lead time hides more of it
- * (deep_static ~1.1-1.2x over distances 2 and 1, alternated in one process;
- * 6/3 and 8/4 were no better). */
-#define HINT_ORDER 4
-#define HINT_LINKS 2
+ * events. Distances 4/2 (and 6/3, 8/4) were tried again on 2026-12-02 with
+ * both books in one process, alternating 50k-message blocks: deep_static
+ * 0.86-1.07x, normal_day 0.89-0.94x (block medians) against 2/1, so 2/1
+ * stays. */
+#define HINT_ORDER 2
+#define HINT_LINKS 1
 static inline void hint_hg(const hg_book_t *b, const msg_t *m, size_t i, size_t n) {
   if (i + HINT_ORDER < n && m[i + HINT_ORDER].kind <= M_REPLACE)
     hg_book_prefetch_order(b, m[i + HINT_ORDER].oid);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -1251,6 +1252,44 @@ static void full_pool_over_many_accounts(void **state) {
   }
 }
 
+/* Resident memory of this process, in KiB (0 if unknown). */
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long size = 0, res = 0;
+  if (f == NULL) return 0;
+  if (fscanf(f, "%ld %ld", &size, &res) != 2) res = 0;
+  fclose(f);
+  return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/*
+ * Creating a book reserves its arrays but does not write them: a book for
+ * 1M orders (about 250 MiB of arrays) must not make the process resident in
+ * proportion, and must work as usual, including a full consistency walk.
+ */
+static void create_leaves_arrays_untouched(void **state) {
+  (void)state;
+  hg_book_params_t p = default_params();
+  p.max_orders = 1u << 20;
+  p.max_price = 100000;
+  long before = rss_kib();
+  hg_book_t *big = NULL;
+  assert_int_equal(hg_book_create(&p, rec_sink, NULL, &big), 0);
+  long grown = rss_kib() - before;
+  if (before > 0 && grown > 64 * 1024) fail_msg("create made %ld KiB resident", grown);
+  hg_order_new_t o = ord(5, 1, B_, 100, 3);
+  nrec = 0;
+  hg_book_submit(big, &o);
+  hg_book_cancel(big, 5, 1, ++now);
+  o.order_id = 6;
+  o.client_order_id = CL(6);
+  hg_book_submit(big, &o);
+  assert_int_equal(hg_book_order_count(big), 1);
+  assert_int_equal(hg_book_qty_at(big, B_, 100), 3);
+  assert_int_equal(hg_book_check(big), 0);
+  hg_book_destroy(big);
+}
+
 static void random_commands_keep_invariants(void **state) {
   (void)state;
   hg_book_params_t p = default_params();
@@ -1349,6 +1388,7 @@ int main(void) {
       T(extreme_prices_far_apart),
       T(mass_cancel_after_log_compactions),
       T(full_pool_over_many_accounts),
+      T(create_leaves_arrays_untouched),
       T(random_commands_keep_invariants),
 #undef T
   };
