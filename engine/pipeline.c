@@ -5,15 +5,23 @@
  * counter). It peeks commands from the inbound MPSC ring, stamps seq and ts,
  * encodes each into a journal record pushed to the journal SPSC ring, applies
  * the command, and appends its events (and a DONE marker) to the staging
- * FIFO. Staged records whose seq is <= the journal's durable seq move to the
- * outbound SPSC ring. The record is handed to the journal before the command
- * is applied, so a command whose events are staged is always on its way to
- * disk; in the default mode nothing leaves before it got there.
+ * FIFO, and moves staged records to the outbound SPSC rings at once. The
+ * record is handed to the journal before the command is applied, so a
+ * command whose events are staged is always on its way to disk.
+ *
+ * The durability gate is the consumer's read: hg_pipeline_poll_consumer()
+ * takes a ring's records only while their seq is <= the journal's durable
+ * seq, so in the default mode nothing leaves before it got to disk. Putting
+ * the gate there (rather than having the engine release durable records)
+ * takes the engine off the way back: a durable batch costs one wake-up
+ * (journal -> consumer) instead of two (journal -> engine -> consumer).
  *
  * Journal thread (owns the hg_journal_t while running). It moves records from
  * its ring into the journal's staging buffer, commits them as one batch and
  * waits for the batch; whatever arrived meanwhile forms the next batch (group
- * commit). Each time durable_seq advances it wakes the engine thread.
+ * commit). Each time durable_seq advances it wakes the consumers that hold
+ * records; it wakes the engine only when the engine waits for ring room or
+ * the journal failed.
  *
  * Snapshot thread (owns the LMDB store while running). The engine thread
  * serializes the state every snapshot_every commands into a buffer it then
@@ -23,7 +31,8 @@
  * still being written, the next one is skipped rather than queued.
  *
  * Idle threads sleep on futex waiters (hourglass/ring.h): the engine on
- * engine_w (notified by producers, the journal thread and the consumer), the
+ * engine_w (notified by producers, the consumer and, for ring room or a
+ * failure, the journal thread), the
  * journal thread on journal_w, each consumer on its own waiter.
  *
  * Consumers. Each of the configured consumers (the gateway, the daemon's
@@ -32,7 +41,8 @@
  * has it. A consumer whose ring is full holds back only itself until the
  * stage fills, then everyone (bounded memory, no silent drop).
  *
- * The staging FIFO bounds the events that wait for durability. A command
+ * The staging FIFO and the outbound rings bound the events that wait for
+ * durability (or for a slow consumer). A command
  * that produces more events than fit (a mass cancel of a large book) does
  * not grow it: the sink waits, in place, for the journal to make the current
  * command durable and for the consumer to make room, then carries on.
@@ -76,6 +86,7 @@ typedef struct jrec {
 } jrec_t;
 
 typedef struct consumer {
+  struct hg_pipeline *p;/* back pointer for the wait predicate */
   hg_spsc_ring_t *ring; /* engine -> this consumer */
   hg_waiter_t *w;       /* the consumer sleeps here */
   uint64_t cursor;      /* next stage index to release; engine thread */
@@ -130,6 +141,8 @@ struct hg_pipeline {
   atomic_int threads_done;    /* set by stop() after joining the threads */
   atomic_int jring_full;      /* engine found the journal ring full; the journal
                                  thread clears it and wakes the engine */
+  atomic_int hold_journal;    /* test hook: the journal thread parks */
+  atomic_int journal_parked;  /* test hook: it is parked (owns nothing in flight) */
   atomic_uint_fast64_t stat_commands, stat_last, stat_released, stat_snapshots, stat_busy;
   uint64_t replayed;
 };
@@ -183,31 +196,42 @@ static uint64_t durable_limit(const hg_pipeline_t *p) {
   return hg_journal_durable_seq(p->journal);
 }
 
-/* Moves releasable staged records to every consumer's ring and frees what
- * all of them have. Returns how many records moved in all. */
+static void wake_consumer(consumer_t *c) {
+  hg_waiter_notify(c->w);
+  if (c->notify != NULL) c->notify(c->notify_ctx);
+}
+
+/* Moves staged records to every consumer's ring, durable or not, and frees
+ * what all of them have. Returns how many records moved in all.
+ *
+ * The durability gate is on the consumer's side (poll_consumer reads a ring
+ * only up to the journal's durable seq), so a batch becoming durable needs
+ * no engine wake-up: the journal thread wakes the consumers itself. The
+ * engine wakes a consumer only when what it just pushed is already durable
+ * (a consumer that was full catching up, or the unsafe mode). The two sides
+ * form a store-buffering pair: engine "push; fence; load durable" against
+ * journal "store durable; fence; load ring tail" (wake_durable), so at least
+ * one of them sees the other and wakes the consumer. */
 static uint64_t release(hg_pipeline_t *p) {
-  uint64_t durable = durable_limit(p);
   uint64_t n = 0, low = p->stage_tail;
   for (uint32_t k = 0; k < p->ncons; k++) {
     consumer_t *c = &p->cons[k];
-    uint64_t moved = 0;
+    uint64_t moved = 0, last = 0;
     c->blocked = 0;
     while (c->cursor != p->stage_tail) {
       const hg_pipe_out_t *o = &p->stage[c->cursor & p->stage_mask];
-      if (o->seq > durable) break;
       if (hg_spsc_ring_try_push(c->ring, o, sizeof *o) != 0) {
         c->blocked = 1;
         atomic_store(&c->want_room, 1);
         break;
       }
-      if (k == 0 && o->kind == HG_PIPE_DONE)
-        atomic_store_explicit(&p->stat_released, o->seq, memory_order_relaxed); /* statistic */
+      last = o->seq;
       c->cursor++;
       moved++;
     }
     if (moved) {
-      hg_waiter_notify(c->w);
-      if (c->notify != NULL) c->notify(c->notify_ctx);
+      atomic_thread_fence(memory_order_seq_cst);
+      if (last <= durable_limit(p)) wake_consumer(c);
     }
     if (c->cursor < low) low = c->cursor;
     n += moved;
@@ -217,14 +241,11 @@ static uint64_t release(hg_pipeline_t *p) {
 }
 
 /* Something could be released now: a consumer not known to be full has a
- * durable record waiting. */
+ * staged record waiting. */
 static int stage_releasable(const hg_pipeline_t *p) {
-  uint64_t durable = durable_limit(p);
   for (uint32_t k = 0; k < p->ncons; k++) {
     const consumer_t *c = &p->cons[k];
-    if (!c->blocked && c->cursor != p->stage_tail &&
-        p->stage[c->cursor & p->stage_mask].seq <= durable)
-      return 1;
+    if (!c->blocked && c->cursor != p->stage_tail) return 1;
   }
   return 0;
 }
@@ -249,7 +270,8 @@ static void stage_make_room(hg_pipeline_t *p) {
       hg_waiter_cancel(p->engine_w);
       continue;
     }
-    /* Woken by the journal or by a consumer making room; the timeout only
+    /* Woken by a consumer making room (it polls once the journal made its
+     * ring's records durable) or by a failure; the timeout only
      * bounds the cost of a missed notification. */
     hg_waiter_sleep(p->engine_w, tok, 1000000);
   }
@@ -519,10 +541,26 @@ static void journal_note_failure(hg_pipeline_t *p) {
   atomic_store(&p->accepting, 0);
 }
 
+/* Durability moved: wake every consumer that holds records (the engine wakes
+ * those it pushes to later; see release()). */
+static void wake_durable(hg_pipeline_t *p) {
+  atomic_thread_fence(memory_order_seq_cst);
+  for (uint32_t k = 0; k < p->ncons; k++)
+    if (!hg_spsc_ring_empty(p->cons[k].ring)) wake_consumer(&p->cons[k]);
+}
+
 static void *journal_main(void *arg) {
   hg_pipeline_t *p = arg;
   hg_journal_t *j = p->journal;
   for (;;) {
+    if (atomic_load_explicit(&p->hold_journal, memory_order_relaxed)) { /* test hook; re-read below */
+      atomic_store(&p->journal_parked, 1);
+      while (atomic_load(&p->hold_journal) && !atomic_load(&p->journal_stop)) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+      }
+      atomic_store(&p->journal_parked, 0);
+    }
     int moved = 0;
     size_t len;
     const jrec_t *r;
@@ -549,14 +587,18 @@ static void *journal_main(void *arg) {
     if (!hg_journal_failed(j) && hg_journal_durable_seq(j) + 1 < hg_journal_next_seq(j))
       hg_journal_poll(j, -1);
     journal_note_failure(p);
-    if (hg_journal_durable_seq(j) != before || atomic_load(&p->failed))
-      hg_waiter_notify(p->engine_w);
+    if (hg_journal_durable_seq(j) != before) wake_durable(p);
+    if (atomic_load(&p->failed)) {
+      hg_waiter_notify(p->engine_w); /* to refuse what is queued */
+      wake_durable(p);               /* to drop what never will be durable */
+    }
     int caught_up = hg_journal_failed(j) || hg_journal_durable_seq(j) + 1 >= hg_journal_next_seq(j);
     if (!moved && caught_up) {
       if (atomic_load(&p->journal_stop) && hg_spsc_ring_empty(p->jring)) break;
       if (spin_for(p, journal_spin_ready)) continue;
       uint32_t tok = hg_waiter_prepare(p->journal_w);
-      if (!hg_spsc_ring_empty(p->jring) || atomic_load(&p->journal_stop)) {
+      if (!hg_spsc_ring_empty(p->jring) || atomic_load(&p->journal_stop) ||
+          atomic_load(&p->hold_journal)) {
         hg_waiter_cancel(p->journal_w);
         continue;
       }
@@ -940,6 +982,7 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
        c.durability != HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE))
     return HG_EINVAL;
   if (c.clock == NULL) c.clock = default_clock;
+  if (!c.journal_io_uring) c.journal.force_fallback = 1; /* see journal_io_uring */
 
   hg_pipeline_t *p = calloc(1, sizeof *p);
   if (p == NULL) return -ENOMEM;
@@ -955,6 +998,7 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
   p->ncons = c.consumers;
   for (uint32_t k = 0; rc == 0 && k < p->ncons; k++) {
     consumer_t *cn = &p->cons[k];
+    cn->p = p;
     rc = hg_spsc_ring_create(c.outbound_capacity, sizeof(hg_pipe_out_t), &cn->ring);
     if (rc == 0) rc = hg_waiter_create(c.spin, 0, &cn->w);
     cn->notify = k == 0 ? c.out_notify : c.consumer_notify[k];
@@ -1040,27 +1084,48 @@ size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_ou
                                   size_t max) {
   if (consumer >= p->ncons) return 0;
   consumer_t *c = &p->cons[consumer];
-  size_t n = 0;
+  size_t n = 0, dropped = 0;
   size_t len;
-  const void *m;
+  const hg_pipe_out_t *m;
+  uint64_t durable = durable_limit(p);
   while (n < max && (m = hg_spsc_ring_peek(c->ring, &len)) != NULL) {
-    memcpy(&out[n++], m, sizeof *out);
+    if (m->seq > durable) {
+      /* The durability gate (release() pushes records before they are
+       * durable). Once the journal failed its durable seq is final and what
+       * lies beyond it is dropped unsent; UNAVAILABLE records (seq 0) behind
+       * it then come through. */
+      if (!hg_journal_failed(p->journal)) break;
+      durable = durable_limit(p);
+      if (m->seq > durable) {
+        hg_spsc_ring_consume(c->ring);
+        dropped++;
+        continue;
+      }
+    }
+    memcpy(&out[n], m, sizeof *out);
     hg_spsc_ring_consume(c->ring);
+    if (consumer == 0 && out[n].kind == HG_PIPE_DONE)
+      atomic_store_explicit(&p->stat_released, out[n].seq, memory_order_relaxed); /* statistic */
+    n++;
   }
   /* Only an engine that found this ring full waits for room; waking it on
    * every poll would cost it a futex wake-up and a context switch per batch.
    * A flag set between our pop and this load is caught by the engine's
    * bounded (1 ms) sleep while a consumer is blocked. */
-  if (n && atomic_load(&c->want_room) && atomic_exchange(&c->want_room, 0))
+  if ((n || dropped) && atomic_load(&c->want_room) && atomic_exchange(&c->want_room, 0))
     hg_waiter_notify(p->engine_w);
-  if (n < max && atomic_load(&p->threads_done)) {
+  if (n < max && atomic_load(&p->threads_done) && hg_spsc_ring_empty(c->ring)) {
     /* The engine thread has exited: what it left staged is read from here
      * (the join in hg_pipeline_stop() ordered its writes before
      * threads_done). Each consumer reads through its own cursor. */
-    uint64_t durable = durable_limit(p);
+    durable = durable_limit(p);
     while (n < max && c->cursor != p->stage_tail &&
-           p->stage[c->cursor & p->stage_mask].seq <= durable)
-      out[n++] = p->stage[c->cursor++ & p->stage_mask];
+           p->stage[c->cursor & p->stage_mask].seq <= durable) {
+      out[n] = p->stage[c->cursor++ & p->stage_mask];
+      if (consumer == 0 && out[n].kind == HG_PIPE_DONE)
+        atomic_store_explicit(&p->stat_released, out[n].seq, memory_order_relaxed); /* statistic */
+      n++;
+    }
   }
   return n;
 }
@@ -1069,9 +1134,22 @@ size_t hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max) {
   return hg_pipeline_poll_consumer(p, 0, out, max);
 }
 
+/* A poll would return something: the ring's head is durable (or the journal
+ * failed, so it will be dropped), or the engine has exited and left records
+ * staged. Consumer thread. */
+static bool consumer_ready(void *ctx) {
+  consumer_t *c = ctx;
+  hg_pipeline_t *p = c->p;
+  size_t len;
+  const hg_pipe_out_t *m = hg_spsc_ring_peek(c->ring, &len);
+  if (m != NULL) return m->seq <= durable_limit(p) || hg_journal_failed(p->journal) != 0;
+  return atomic_load(&p->threads_done) && c->cursor != p->stage_tail &&
+         p->stage[c->cursor & p->stage_mask].seq <= durable_limit(p);
+}
+
 int hg_pipeline_wait_consumer(hg_pipeline_t *p, uint32_t consumer, int64_t timeout_ns) {
   if (consumer >= p->ncons) return HG_EINVAL;
-  return hg_spsc_ring_wait(p->cons[consumer].ring, p->cons[consumer].w, timeout_ns);
+  return hg_waiter_wait(p->cons[consumer].w, consumer_ready, &p->cons[consumer], timeout_ns);
 }
 
 int hg_pipeline_wait(hg_pipeline_t *p, int64_t timeout_ns) {
@@ -1144,6 +1222,23 @@ int hg_pipeline_failed(const hg_pipeline_t *p) {
 }
 
 hg_journal_t *hg_pipeline__journal(hg_pipeline_t *p) { return p->journal; }
+
+void hg_pipeline__hold_journal(hg_pipeline_t *p, int hold) {
+  atomic_store(&p->hold_journal, hold);
+  if (!hold) {
+    hg_waiter_notify(p->journal_w);
+    return;
+  }
+  hg_waiter_notify(p->journal_w);
+  while (!atomic_load(&p->journal_parked)) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+int hg_pipeline__outbound_empty(hg_pipeline_t *p, uint32_t consumer) {
+  return hg_spsc_ring_empty(p->cons[consumer].ring);
+}
 
 int hg_pipeline__threads_asleep(hg_pipeline_t *p) {
   return hg_waiter_sleeping(p->engine_w) && hg_waiter_sleeping(p->journal_w);

@@ -10,6 +10,16 @@
  * (the owner thread owns it until then). */
 hg_journal_t *hg_pipeline__journal(hg_pipeline_t *p);
 
+/* hold nonzero: parks the journal thread at the top of its loop and returns
+ * once it is parked (it then takes no record and touches no journal state,
+ * so the caller may inject a journal fault); call only when everything
+ * committed so far is durable. hold 0: lets it go on. Owner thread. */
+void hg_pipeline__hold_journal(hg_pipeline_t *p, int hold);
+
+/* True when consumer's outbound ring holds no record, released or not.
+ * Any thread; a snapshot. */
+int hg_pipeline__outbound_empty(hg_pipeline_t *p, uint32_t consumer);
+
 /* True while both the engine and the journal thread sleep on their waiters
  * (announced sleep). Any thread; a snapshot that may be stale at once. */
 int hg_pipeline__threads_asleep(hg_pipeline_t *p);

@@ -375,6 +375,79 @@ static void journal_failure_stops_intake(void **state) {
   hg_pipeline_close(p);
 }
 
+/* Waits until the engine has pushed records to consumer 0's ring. */
+static void wait_outbound(hg_pipeline_t *p) {
+  for (int i = 0; i < 50000 && hg_pipeline__outbound_empty(p, 0); i++) usleep(100);
+  assert_false(hg_pipeline__outbound_empty(p, 0));
+}
+
+/* The engine hands records to the consumer's ring before they are durable;
+ * the consumer side must not see them until the journal says so, must be
+ * woken when it does (without the engine), and must never see them if the
+ * journal fails instead. */
+static void events_wait_for_durability(void **state) {
+  fixture_t *f = *state;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  /* Direct pwritev + fdatasync unless io_uring was asked for. */
+  assert_int_equal(hg_journal_uses_io_uring(hg_pipeline__journal(p)), f->cfg.journal_io_uring);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c = {.next_done = 1};
+  hg_pipe_out_t out[16];
+
+  hg_pipeline__hold_journal(p, 1);
+  submit_range(p, 0, 10, &c);
+  wait_outbound(p);
+  /* Sequenced, applied and in the ring, but not durable: invisible. */
+  assert_int_equal(hg_pipeline_poll(p, out, 16), 0);
+  assert_int_equal(hg_pipeline_wait(p, 20000000), -ETIMEDOUT);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(p, &st);
+  assert_int_equal(st.last_seq, 10);
+  assert_int_equal(st.durable_seq, 0);
+  assert_int_equal(st.released_seq, 0);
+  /* Durable: the journal thread's wake alone must get them out. */
+  hg_pipeline__hold_journal(p, 0);
+  wait_done(p, &c, 10);
+  assert_int_equal(c.next_done, 11);
+  hg_pipeline_stats(p, &st);
+  assert_true(st.durable_seq >= 10);
+  assert_int_equal(st.released_seq, 10);
+
+  /* The next batch fails: its records, already in the ring, are dropped. */
+  uint64_t events = c.events;
+  hg_pipeline__hold_journal(p, 1);
+  submit_range(p, 10, 15, &c);
+  wait_outbound(p);
+  hg_journal__inject_fault(hg_pipeline__journal(p), HG_JOURNAL_FAULT_EIO);
+  hg_pipeline__hold_journal(p, 0);
+  for (int i = 0; i < 50000 && hg_pipeline_failed(p) == 0; i++) usleep(100);
+  assert_int_equal(hg_pipeline_failed(p), -EIO);
+  /* The wait wakes for the drop (it does not spin: a second wait times out). */
+  assert_int_equal(hg_pipeline_wait(p, 5000000000ll), 0);
+  consume(p, &c);
+  assert_true(hg_pipeline__outbound_empty(p, 0));
+  assert_int_equal(hg_pipeline_wait(p, 20000000), -ETIMEDOUT);
+  assert_int_equal(c.next_done, 11);
+  assert_int_equal(c.events, events);
+  assert_int_equal(hg_pipeline_stop(p), -EIO);
+  assert_int_equal(hg_pipeline_poll(p, out, 16), 0);
+  hg_pipeline_close(p);
+
+  /* Recovery keeps exactly the durable prefix. */
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_exchange_last_seq(hg_pipeline_exchange(p)), 10);
+  hg_pipeline_close(p);
+}
+
+/* The same through io_uring (writev linked to fdatasync, completion reaped
+ * by the journal thread) instead of the direct pwritev + fdatasync. */
+static void events_wait_for_durability_io_uring(void **state) {
+  fixture_t *f = *state;
+  f->cfg.journal_io_uring = 1;
+  events_wait_for_durability(state);
+}
+
 static void ack_before_durable_mode_releases(void **state) {
   fixture_t *f = *state;
   f->cfg.durability = HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE;
@@ -450,6 +523,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(nowake_waits_for_kick, setup, teardown),
       cmocka_unit_test_setup_teardown(kick_after_nowake_always_wakes, setup, teardown),
       cmocka_unit_test_setup_teardown(journal_failure_stops_intake, setup, teardown),
+      cmocka_unit_test_setup_teardown(events_wait_for_durability, setup, teardown),
+      cmocka_unit_test_setup_teardown(events_wait_for_durability_io_uring, setup, teardown),
       cmocka_unit_test_setup_teardown(ack_before_durable_mode_releases, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_data_dir_is_a_clear_error, setup, teardown),
       cmocka_unit_test_setup_teardown(corrupt_journal_stops_startup, setup, teardown),
