@@ -37,7 +37,7 @@
  * counts from each request's own due time. --no-batch: one send per
  * request, sessions taking turns per request (the earlier generator).
  *
- * Usage: bench_gateway [--quick] [--no-batch] [--journal-uring] [--sweep-only] [--dir DIR]
+ * Usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--sweep-only] [--dir DIR]
  *        [--sessions N] [--rates a,b,c] [--seconds S]. --sweep-only stops
  *        after phase 1 (for perf stat over a fixed load). Loopback only. The machine is shared: figures vary.
  */
@@ -64,9 +64,10 @@
 /* Batch sends (hg_client_cork): each session writes all the requests due
  * at one generator tick in one send; --no-batch sends each on its own. */
 static bool g_batch = true;
-/* --journal-uring: the pipeline's journal commits through io_uring instead
- * of calling pwritev + fdatasync itself (hg_pipeline_config_t). */
-static int g_journal_uring = 0;
+/* --journal-direct: the journal thread calls pwritev + fdatasync itself
+ * (journal.force_fallback) instead of committing through io_uring, whose
+ * linked fdatasync runs on a kernel io-wq worker. */
+static int g_journal_direct = 0;
 #define BATCH_MAX 64u /* requests one session sends in one tick at most */
 
 static uint64_t now_ns(void) {
@@ -118,7 +119,7 @@ static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
   ch_options_t o = {0};
   o.base_dir = dir;
   o.durable = 1;
-  o.journal_io_uring = g_journal_uring;
+  o.journal_direct = g_journal_direct;
   o.max_sessions = n_sessions + 8;
   o.max_instruments = 4;
   o.max_accounts = n_sessions + 8;
@@ -410,7 +411,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
     else if (strcmp(argv[i], "--no-batch") == 0) g_batch = false;
-    else if (strcmp(argv[i], "--journal-uring") == 0) g_journal_uring = 1;
+    else if (strcmp(argv[i], "--journal-direct") == 0) g_journal_direct = 1;
     else if (strcmp(argv[i], "--sweep-only") == 0) sweep_only = true;
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) disk_dir = argv[++i];
     else if (strcmp(argv[i], "--shm") == 0 && i + 1 < argc) shm_dir = argv[++i];
@@ -421,7 +422,7 @@ int main(int argc, char **argv) {
         rates[nrates++] = atof(p);
     } else {
       fprintf(stderr,
-              "usage: bench_gateway [--quick] [--no-batch] [--journal-uring] [--sweep-only] [--dir DIR] [--shm DIR] "
+              "usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--sweep-only] [--dir DIR] [--shm DIR] "
               "[--sessions N] [--rates a,b,...] [--seconds S]\n");
       return 2;
     }

@@ -982,7 +982,6 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
        c.durability != HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE))
     return HG_EINVAL;
   if (c.clock == NULL) c.clock = default_clock;
-  if (!c.journal_io_uring) c.journal.force_fallback = 1; /* see journal_io_uring */
 
   hg_pipeline_t *p = calloc(1, sizeof *p);
   if (p == NULL) return -ENOMEM;

@@ -389,8 +389,9 @@ static void events_wait_for_durability(void **state) {
   fixture_t *f = *state;
   hg_pipeline_t *p = NULL;
   assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
-  /* Direct pwritev + fdatasync unless io_uring was asked for. */
-  assert_int_equal(hg_journal_uses_io_uring(hg_pipeline__journal(p)), f->cfg.journal_io_uring);
+  /* io_uring unless the direct pwritev + fdatasync was asked for. */
+  if (f->cfg.journal.force_fallback)
+    assert_int_equal(hg_journal_uses_io_uring(hg_pipeline__journal(p)), 0);
   assert_int_equal(hg_pipeline_start(p), 0);
   consumer_t c = {.next_done = 1};
   hg_pipe_out_t out[16];
@@ -440,11 +441,11 @@ static void events_wait_for_durability(void **state) {
   hg_pipeline_close(p);
 }
 
-/* The same through io_uring (writev linked to fdatasync, completion reaped
- * by the journal thread) instead of the direct pwritev + fdatasync. */
-static void events_wait_for_durability_io_uring(void **state) {
+/* The same with the journal thread calling pwritev + fdatasync itself
+ * instead of io_uring (writev linked to fdatasync). */
+static void events_wait_for_durability_direct(void **state) {
   fixture_t *f = *state;
-  f->cfg.journal_io_uring = 1;
+  f->cfg.journal.force_fallback = 1;
   events_wait_for_durability(state);
 }
 
@@ -524,7 +525,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(kick_after_nowake_always_wakes, setup, teardown),
       cmocka_unit_test_setup_teardown(journal_failure_stops_intake, setup, teardown),
       cmocka_unit_test_setup_teardown(events_wait_for_durability, setup, teardown),
-      cmocka_unit_test_setup_teardown(events_wait_for_durability_io_uring, setup, teardown),
+      cmocka_unit_test_setup_teardown(events_wait_for_durability_direct, setup, teardown),
       cmocka_unit_test_setup_teardown(ack_before_durable_mode_releases, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_data_dir_is_a_clear_error, setup, teardown),
       cmocka_unit_test_setup_teardown(corrupt_journal_stops_startup, setup, teardown),

@@ -38,7 +38,7 @@ typedef struct ch_options {
   uint64_t (*clock)(void *ctx); /* the sequencer's clock; NULL: the wall clock */
   const char *data_dir;      /* reopen this data directory (ch_halt left it); NULL: a new one */
   void *clock_ctx;
-  int journal_io_uring;      /* hg_pipeline_config_t.journal_io_uring */
+  int journal_direct;        /* journal.force_fallback: pwritev + fdatasync, no io_uring */
 } ch_options_t;
 
 typedef struct ch_server {
@@ -111,7 +111,7 @@ static inline int ch_create(ch_server_t *s, const ch_options_t *o) {
     pc.journal.segment_size = o->segment_size;
     pc.journal.batch_bytes = 4u << 20;
   }
-  pc.journal_io_uring = o->journal_io_uring;
+  pc.journal.force_fallback = o->journal_direct;
   pc.durability = o->durable ? HG_DURABILITY_DURABLE : HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE;
   pc.clock = o->clock;
   pc.clock_ctx = o->clock_ctx;

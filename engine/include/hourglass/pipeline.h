@@ -76,14 +76,6 @@ typedef struct hg_pipeline_config {
   uint32_t staging_capacity;    /* events awaiting durability, power of two; 0: 262144 */
   uint32_t spin;                /* waiter spin count before sleeping; 0: block at once */
   int durability;               /* hg_durability_t */
-  /* Nonzero: the journal thread commits through io_uring (writev linked to
-   * fdatasync). 0 (default): it calls pwritev + fdatasync itself. The
-   * journal thread waits for each batch either way (group commit: what
-   * arrives meanwhile is the next batch), so io_uring buys no overlap here,
-   * while its fdatasync always runs on a kernel io-wq worker: one more
-   * thread wake-up per batch and, measured at 50k orders/s on 2 cores,
-   * 3-4x the journal's CPU. journal.force_fallback still forces pwritev. */
-  int journal_io_uring;
   uint64_t snapshot_every;      /* commands between snapshots; 0: only at stop */
   uint32_t snapshot_keep;       /* snapshots kept in LMDB; 0: 2 */
   size_t map_size;              /* LMDB map size, bytes; 0: 1 GiB */
