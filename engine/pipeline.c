@@ -761,7 +761,12 @@ static int replay_threaded(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *
       hg_waiter_notify(f->feeder_w);
       break;
     }
-    hg_waiter_notify(f->feeder_w);
+    /* A sleeping feeder resumes only with half the ring free (feed_has_room);
+     * waking it earlier just puts it back to sleep, a futex round trip per
+     * batch. A stale head only makes the gap look smaller, i.e. wakes more,
+     * never fewer. acquire: pairs with the feeder's release of head. */
+    if (atomic_load_explicit(&f->head, memory_order_acquire) - (tail + 1) <= FEED_SLOTS / 2)
+      hg_waiter_notify(f->feeder_w);
   }
   pthread_join(thr, NULL);
   hg_waiter_destroy(f->feeder_w);
