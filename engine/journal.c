@@ -631,7 +631,10 @@ static void position_at(hg_journal_t *j, seg_map_t *m, uint64_t off) {
   memcpy(j->seg_name, m->name, NAME_LEN);
 }
 
-static int recover(hg_journal_t *j) {
+/* Records between two progress reports of the recovery scan. */
+#define PROGRESS_EVERY 4096u
+
+static int recover(hg_journal_t *j, hg_journal_progress_fn progress, void *progress_ctx) {
   uint64_t *firsts;
   size_t n;
   int rc = list_segments(j->dirfd, &firsts, &n);
@@ -677,7 +680,12 @@ static int recover(hg_journal_t *j) {
       if (r != REC_OK || v.seq != expected) break;
       expected++;
       off += HG_JOURNAL_RECORD_SIZE(v.len);
+      if (progress != NULL && (expected & (PROGRESS_EVERY - 1)) == 0)
+        progress(progress_ctx, expected - 1);
     }
+    /* Whatever follows (end marker, torn tail, corruption) is cut after
+     * these records at the earliest. */
+    if (progress != NULL) progress(progress_ctx, expected - 1);
     if (r == REC_NEWER) {
       jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
            "journal: %s/%s offset %" PRIu64 ": record format version %u is newer than this build "
@@ -788,6 +796,7 @@ static int recover(hg_journal_t *j) {
   }
   j->next_seq = expected;
   atomic_store_explicit(&j->durable_seq, expected - 1, memory_order_relaxed); /* not yet shared */
+  if (progress != NULL) progress(progress_ctx, expected - 1);
   rc = 0;
   goto out;
 zero_failed:
@@ -813,6 +822,12 @@ static void destroy(hg_journal_t *j) {
 }
 
 int hg_journal_open(const char *dir, const hg_journal_options_t *opt, hg_journal_t **out) {
+  return hg_journal__open_progress(dir, opt, NULL, NULL, out);
+}
+
+int hg_journal__open_progress(const char *dir, const hg_journal_options_t *opt,
+                              hg_journal_progress_fn progress, void *progress_ctx,
+                              hg_journal_t **out) {
   hg_journal_options_t o;
   hg_journal_options_init(&o);
   if (opt != NULL) {
@@ -851,7 +866,7 @@ int hg_journal_open(const char *dir, const hg_journal_options_t *opt, hg_journal
     memset(j->b[k].buf, 0, o.batch_bytes); /* fault the pages in now, not on the hot path */
   }
   unlinkat(j->dirfd, SPARE_NAME, 0); /* a spare left by a crash; a new one is made below */
-  if ((rc = recover(j)) != 0) goto fail;
+  if ((rc = recover(j, progress, progress_ctx)) != 0) goto fail;
   if (j->fd < 0) {
     if ((rc = activate_spare(j, j->next_seq)) != 0) {
       jlog(&o, HG_JOURNAL_LOG_ERROR, "journal: cannot create the first segment in %s: %s", dir,
