@@ -51,4 +51,13 @@ int hg_journal__open_progress(const char *dir, const hg_journal_options_t *opt,
                               hg_journal_progress_fn progress, void *progress_ctx,
                               hg_journal_t **out);
 
+/*
+ * Lets reader r skip the CRC of the records up to through_seq, which the
+ * caller has seen pass the recovery scan (the progress of
+ * hg_journal__open_progress); everything else is still checked (magic,
+ * version, length, seq order). Never lowers an earlier value. Reader's
+ * thread.
+ */
+void hg_journal__reader_trust(hg_journal_reader_t *r, uint64_t through_seq);
+
 #endif /* HOURGLASS_ENGINE_JOURNAL_INTERNAL_H */

@@ -671,6 +671,8 @@ static int feed_fill(feed_t *f, feed_batch_t *b) {
       scanning = !atomic_load_explicit(&f->bound->done, memory_order_acquire);
       seen = atomic_load_explicit(&f->bound->seq, memory_order_acquire);
       if (seen < limit) limit = seen;
+      /* The scan has checked their CRCs; once is enough. */
+      hg_journal__reader_trust(f->rd, seen);
     }
     int rc = hg_journal_reader_next(f->rd, limit, &rec);
     if (rc == HG_ENOTFOUND && scanning && limit < f->max_seq) {

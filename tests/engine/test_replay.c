@@ -22,6 +22,7 @@
 #include "cmdgen.h"
 #include "hourglass/error.h"
 #include "hourglass/journal.h"
+#include "journal_internal.h"
 #include "pipeline_util.h"
 
 #define N_CMDS 20000u /* a few hundred feeder batches */
@@ -374,6 +375,40 @@ static void test_recovery_stops_at_undecodable_record(void **state) {
 }
 
 
+/* hg_journal__reader_trust: CRCs up to the trusted seq are skipped (the
+ * recovery scan has checked them), any later one is still checked. */
+static void test_reader_trust_skips_only_trusted_crcs(void **state) {
+  (void)state;
+  char dir[64], jdir[128], seg[256];
+  assert_non_null(util_tmpdir(dir, "trust"));
+  snprintf(jdir, sizeof jdir, "%s/journal", dir);
+  write_journal(jdir, 4000, UINT64_MAX);
+  snprintf(seg, sizeof seg, "%s/journal-%020u.hgj", jdir, 1u);
+  flip_record(seg, 1, 3001);
+  for (uint64_t trust = 2999; trust <= 3001; trust++) {
+    hg_journal_reader_t *r = NULL;
+    assert_int_equal(hg_journal_reader_open(jdir, 1, &r), 0);
+    hg_journal__reader_trust(r, trust);
+    hg_journal__reader_trust(r, 5); /* never lowers it */
+    hg_journal_record_t rec;
+    for (uint64_t s = 1; s <= 3000; s++) {
+      assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
+      assert_int_equal(rec.seq, s);
+    }
+    int rc = hg_journal_reader_next(r, UINT64_MAX, &rec);
+    if (trust < 3001) {
+      assert_int_equal(rc, HG_ECORRUPT);
+    } else {
+      assert_int_equal(rc, 0);
+      assert_int_equal(rec.seq, 3001);
+      assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
+      assert_int_equal(rec.seq, 3002);
+    }
+    hg_journal_reader_close(r);
+  }
+  util_rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_replay_equals_direct_apply),
@@ -383,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_recovery_cuts_torn_tail),
       cmocka_unit_test(test_recovery_stops_at_corrupt_record_or_repairs),
       cmocka_unit_test(test_recovery_stops_at_undecodable_record),
+      cmocka_unit_test(test_reader_trust_skips_only_trusted_crcs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
