@@ -121,6 +121,14 @@ struct hg_exchange {
   uint32_t n_instr;
   account_t *acct;     /* owned; cfg.max_accounts slots, n_acct used, by id */
   uint32_t n_acct;
+  /* Owned; direct-indexed position hints: instr_dir[id] = position + 1 for
+   * ids below instr_dir_n (acct_dir likewise). A hint is trusted only when
+   * the array holds that id at that position, and any other case falls back
+   * to the binary search, so a stale or missing hint costs time, never a
+   * wrong answer. Orders name their instrument and account on every
+   * command; this keeps those lookups to one load and one compare. */
+  uint32_t *instr_dir, instr_dir_n;
+  uint32_t *acct_dir, acct_dir_n;
   order_ref_t *scratch; /* owned; cfg.max_book_orders slots, delisting only */
   uint32_t scratch_n;
   hg_clearing_t *clr;   /* owned */
@@ -247,9 +255,20 @@ static uint32_t instr_pos(const hg_exchange_t *ex, uint32_t id, int *found) {
 }
 
 static instrument_t *instr_find(const hg_exchange_t *ex, uint32_t id) {
+  if (id < ex->instr_dir_n) {
+    uint32_t h = ex->instr_dir[id];
+    if (h != 0 && h <= ex->n_instr && ex->instr[h - 1].id == id) return &ex->instr[h - 1];
+  }
   int found;
   uint32_t i = instr_pos(ex, id, &found);
   return found ? &ex->instr[i] : NULL;
+}
+
+/* Refreshes the hints of the instruments at positions [from, n_instr),
+ * which an insertion or a removal at from has moved. */
+static void instr_dir_refresh(hg_exchange_t *ex, uint32_t from) {
+  for (uint32_t i = from; i < ex->n_instr; i++)
+    if (ex->instr[i].id < ex->instr_dir_n) ex->instr_dir[ex->instr[i].id] = i + 1;
 }
 
 static uint32_t acct_pos(const hg_exchange_t *ex, hg_account_t id, int *found) {
@@ -264,9 +283,18 @@ static uint32_t acct_pos(const hg_exchange_t *ex, hg_account_t id, int *found) {
 }
 
 static account_t *acct_find(const hg_exchange_t *ex, hg_account_t id) {
+  if (id < ex->acct_dir_n) {
+    uint32_t h = ex->acct_dir[id];
+    if (h != 0 && h <= ex->n_acct && ex->acct[h - 1].id == id) return &ex->acct[h - 1];
+  }
   int found;
   uint32_t i = acct_pos(ex, id, &found);
   return found ? &ex->acct[i] : NULL;
+}
+
+static void acct_dir_refresh(hg_exchange_t *ex, uint32_t from) {
+  for (uint32_t i = from; i < ex->n_acct; i++)
+    if (ex->acct[i].id < ex->acct_dir_n) ex->acct_dir[ex->acct[i].id] = i + 1;
 }
 
 static int symbol_ok(const char *s, size_t cap) {
@@ -642,6 +670,9 @@ static void free_indexes(hg_exchange_t *ex) {
   ex->n_idx = 0;
 }
 
+/* Hint table length for a capacity of cap ids (bounded: 16 MiB at most). */
+static uint32_t dir_size(uint32_t cap) { return cap > (1u << 20) ? (1u << 22) : cap * 4 + 1024; }
+
 static void free_all(hg_exchange_t *ex) {
   for (uint32_t i = 0; i < ex->n_instr; i++) hg_book_destroy(ex->instr[i].book);
   if (ex->idx != NULL) free_indexes(ex);
@@ -650,6 +681,8 @@ static void free_all(hg_exchange_t *ex) {
   free(ex->staged);
   free(ex->instr);
   free(ex->acct);
+  free(ex->instr_dir);
+  free(ex->acct_dir);
   free(ex->scratch);
   free(ex->tops);
   free(ex->idx);
@@ -697,8 +730,15 @@ int hg_exchange_create(const hg_exchange_config_t *cfg, hg_exchange_sink_fn sink
   ex->scratch = calloc(cfg->max_book_orders, sizeof *ex->scratch);
   ex->tops = calloc(cfg->max_instruments, sizeof *ex->tops);
   ex->idx = calloc(ex->cfg.max_indexes, sizeof *ex->idx);
+  /* Hints cover ids up to a few times the capacity plus a fixed margin:
+   * operators number accounts and instruments from 1 upwards. Ids beyond
+   * are found by binary search. */
+  ex->instr_dir_n = dir_size(cfg->max_instruments);
+  ex->acct_dir_n = dir_size(cfg->max_accounts);
+  ex->instr_dir = calloc(ex->instr_dir_n, sizeof *ex->instr_dir);
+  ex->acct_dir = calloc(ex->acct_dir_n, sizeof *ex->acct_dir);
   if (ex->instr == NULL || ex->acct == NULL || ex->scratch == NULL || ex->tops == NULL ||
-      ex->idx == NULL) {
+      ex->idx == NULL || ex->instr_dir == NULL || ex->acct_dir == NULL) {
     free_all(ex);
     return -ENOMEM;
   }
@@ -928,6 +968,7 @@ static int list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_
   inst->book = book;
   inst->index = (uint32_t)slot;
   ex->n_instr++;
+  instr_dir_refresh(ex, pos);
   idx_push_fixings(ex, (uint32_t)slot);
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_LISTED);
@@ -974,6 +1015,7 @@ static void remove_instrument(hg_exchange_t *ex, uint32_t pos) {
           (size_t)(ex->n_instr - pos - 1) * sizeof *ex->instr);
   ex->n_instr--;
   memset(&ex->instr[ex->n_instr], 0, sizeof *ex->instr);
+  instr_dir_refresh(ex, pos);
 }
 
 static void do_delist(hg_exchange_t *ex, uint32_t id) {
@@ -1054,6 +1096,7 @@ static int do_add_account(hg_exchange_t *ex, const hg_cmd_add_account_t *c) {
   memmove(&ex->acct[pos + 1], &ex->acct[pos], (size_t)(ex->n_acct - pos) * sizeof *ex->acct);
   ex->acct[pos] = (account_t){.id = c->account, .firm = c->firm};
   ex->n_acct++;
+  acct_dir_refresh(ex, pos);
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_ACCOUNT_ADDED);
   ev.account = c->account;
@@ -2125,6 +2168,7 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
     if (rc == -ENOMEM) return rc;
     if (rc != 0) return HG_ECORRUPT;
     ex->n_instr = i + 1; /* from here on reset() frees the book */
+    instr_dir_refresh(ex, i);
     for (uint32_t k = 0; k < n_orders; k++) {
       hg_book_order_t o;
       memset(&o, 0, sizeof o);
@@ -2159,6 +2203,7 @@ static int restore_accounts(hg_exchange_t *ex, reader_t *r) {
     if (i > 0 && a.id <= ex->acct[i - 1].id) return HG_ECORRUPT;
     ex->acct[i] = a;
     ex->n_acct = i + 1;
+    acct_dir_refresh(ex, i);
   }
   return 0;
 }

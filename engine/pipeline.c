@@ -65,6 +65,7 @@
 #include "hourglass/error.h"
 #include "hourglass/ring.h"
 #include "hourglass/store.h"
+#include "journal_internal.h"
 #include "pipeline_internal.h"
 
 /* Free staging slots required before a new command is sequenced. */
@@ -659,9 +660,20 @@ typedef struct feed_batch {
 /* Shared by the feeder and the applier. The reader, rc and why belong to
  * the feeder until it publishes its last batch (end = 1); the release store
  * of head hands them to the applier. */
+/* How far a journal that is still being scanned may be read: records up to
+ * seq have passed the recovery scan (hg_journal__open_progress); done is
+ * set once the scan ended, successfully or not, and seq is then final.
+ * Written by the scanning thread, read by the feeder; owned by recover(). */
+typedef struct scan_bound {
+  alignas(64) _Atomic uint64_t seq;
+  atomic_int done;
+  hg_waiter_t *w; /* the feeder sleeps here while it waits for the scan */
+} scan_bound_t;
+
 typedef struct feed {
   const char *dir;
   hg_journal_reader_t *rd;
+  scan_bound_t *bound; /* NULL: the journal was scanned before the replay */
   uint64_t from_seq, max_seq;
   uint64_t decoded; /* feeder: records decoded */
   int rc;           /* feeder's result, read by the applier after end */
@@ -673,6 +685,18 @@ typedef struct feed {
   alignas(64) atomic_int stop;       /* the applier gave up: the feeder stops */
 } feed_t;
 
+typedef struct bound_wait {
+  scan_bound_t *b;
+  uint64_t seen;
+} bound_wait_t;
+
+static bool bound_moved(void *ctx) {
+  bound_wait_t *bw = ctx;
+  /* acquire: pairs with the scanner's release stores of done and seq */
+  return atomic_load_explicit(&bw->b->done, memory_order_acquire) ||
+         atomic_load_explicit(&bw->b->seq, memory_order_acquire) != bw->seen;
+}
+
 /* Reads and decodes up to FEED_BATCH records into b. Returns 1 at the end
  * of the journal or on an error (f->rc, f->why set), else 0. */
 static int feed_fill(feed_t *f, feed_batch_t *b) {
@@ -680,7 +704,26 @@ static int feed_fill(feed_t *f, feed_batch_t *b) {
   int end = 0;
   hg_journal_record_t rec;
   while (n < FEED_BATCH) {
-    int rc = hg_journal_reader_next(f->rd, f->max_seq, &rec);
+    uint64_t limit = f->max_seq;
+    int scanning = 0;
+    uint64_t seen = 0;
+    if (f->bound != NULL) {
+      /* done before seq: once done is seen, seq is final. acquire (both):
+       * the scanner's checks of the records up to seq happened before. */
+      scanning = !atomic_load_explicit(&f->bound->done, memory_order_acquire);
+      seen = atomic_load_explicit(&f->bound->seq, memory_order_acquire);
+      if (seen < limit) limit = seen;
+      /* The scan has checked their CRCs; once is enough. */
+      hg_journal__reader_trust(f->rd, seen);
+    }
+    int rc = hg_journal_reader_next(f->rd, limit, &rec);
+    if (rc == HG_ENOTFOUND && scanning && limit < f->max_seq) {
+      /* Caught up with the scan: wait for it to check more. The scan ends
+       * in any case, so this wait does too. */
+      bound_wait_t bw = {f->bound, seen};
+      (void)hg_waiter_wait(f->bound->w, bound_moved, &bw, -1);
+      continue;
+    }
     if (rc == HG_ENOTFOUND) {
       end = 1;
       break;
@@ -803,7 +846,12 @@ static int replay_threaded(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *
       hg_waiter_notify(f->feeder_w);
       break;
     }
-    hg_waiter_notify(f->feeder_w);
+    /* A sleeping feeder resumes only with half the ring free (feed_has_room);
+     * waking it earlier just puts it back to sleep, a futex round trip per
+     * batch. A stale head only makes the gap look smaller, i.e. wakes more,
+     * never fewer. acquire: pairs with the feeder's release of head. */
+    if (atomic_load_explicit(&f->head, memory_order_acquire) - (tail + 1) <= FEED_SLOTS / 2)
+      hg_waiter_notify(f->feeder_w);
   }
   pthread_join(thr, NULL);
   hg_waiter_destroy(f->feeder_w);
@@ -813,16 +861,27 @@ static int replay_threaded(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *
   return f->rc;
 }
 
-/* Applies journal records from from_seq on to ex. */
+/* Applies journal records from from_seq on to ex; with bound, only those
+ * the concurrent recovery scan has checked (see scan_bound_t). */
 static int replay_into(const char *dir, hg_exchange_t *ex, uint64_t from_seq, uint64_t max_seq,
-                       uint64_t *count, char *why, size_t why_len) {
+                       scan_bound_t *bound, uint64_t *count, char *why, size_t why_len) {
   *count = 0;
   feed_t *f = aligned_alloc(alignof(feed_t), sizeof *f);
   if (f == NULL) return -ENOMEM;
   memset(f, 0, sizeof *f);
   f->dir = dir;
+  f->bound = bound;
   f->from_seq = from_seq;
   f->max_seq = max_seq;
+  if (bound != NULL) {
+    /* Open the reader only once the scan has checked the segment it starts
+     * in (or has ended). */
+    for (;;) {
+      bound_wait_t bw = {bound, atomic_load_explicit(&bound->seq, memory_order_acquire)};
+      if (bw.seen >= from_seq || atomic_load_explicit(&bound->done, memory_order_acquire)) break;
+      (void)hg_waiter_wait(bound->w, bound_moved, &bw, -1);
+    }
+  }
   int rc = hg_journal_reader_open(dir, from_seq, &f->rd);
   if (rc != 0) {
     snprintf(why, why_len, "cannot read journal %s from seq %llu: %s", dir,
@@ -855,7 +914,8 @@ int hg_pipeline_replay_journal(const char *journal_dir, hg_exchange_t *ex, uint6
                                uint64_t *last_seq) {
   char why[512];
   uint64_t n = 0;
-  int rc = replay_into(journal_dir, ex, hg_exchange_last_seq(ex) + 1, max_seq, &n, why, sizeof why);
+  int rc = replay_into(journal_dir, ex, hg_exchange_last_seq(ex) + 1, max_seq, NULL, &n, why,
+                       sizeof why);
   if (rc == HG_ENOTFOUND) rc = 0; /* empty journal */
   *last_seq = hg_exchange_last_seq(ex);
   return rc;
@@ -868,6 +928,89 @@ static int make_dir(hg_pipeline_t *p, const char *path) {
     return -e;
   }
   return 0;
+}
+
+/*
+ * Recovery scan and replay overlapped: a thread opens the journal (its
+ * recovery scan checks every record's CRC and the sequence, and cuts a torn
+ * tail) while this thread replays the records the scan has already passed
+ * (scan_bound_t). Without the repair option the scan changes nothing but a
+ * torn tail after the last record it reports, so the replay reads exactly
+ * what it would read after the scan; any other finding stops start-up
+ * exactly as before. With repair, which may delete segments, the scan runs
+ * first (recover()).
+ */
+typedef struct scan_job {
+  hg_pipeline_t *p;
+  const hg_journal_options_t *jo;
+  scan_bound_t bound;
+  hg_journal_t *journal; /* the scanning thread's result, read after join */
+  int rc;
+} scan_job_t;
+
+static void scan_progress(void *ctx, uint64_t seq) {
+  scan_job_t *job = ctx;
+  /* release: the scan's checks of the records up to seq before seq */
+  atomic_store_explicit(&job->bound.seq, seq, memory_order_release);
+  hg_waiter_notify(job->bound.w);
+}
+
+static void *scan_main(void *arg) {
+  scan_job_t *job = arg;
+  job->rc = hg_journal__open_progress(job->p->journal_dir, job->jo, scan_progress, job,
+                                      &job->journal);
+  /* release: the final seq (and the journal, for the joiner) before done */
+  atomic_store_explicit(&job->bound.done, 1, memory_order_release);
+  hg_waiter_notify(job->bound.w);
+  return NULL;
+}
+
+static int recover_finish(hg_pipeline_t *p, uint64_t snap_seq);
+
+/* Returns 1 if the scanning thread could not be started (nothing done),
+ * else recover()'s result. */
+static int recover_overlapped(hg_pipeline_t *p, const hg_journal_options_t *jo,
+                              uint64_t snap_seq) {
+  scan_job_t *job = aligned_alloc(alignof(scan_job_t), sizeof *job);
+  if (job == NULL) return 1;
+  memset(job, 0, sizeof *job);
+  job->p = p;
+  job->jo = jo;
+  if (hg_waiter_create(FEED_SPIN, 0, &job->bound.w) != 0) {
+    free(job);
+    return 1;
+  }
+  pthread_t thr;
+  if (pthread_create(&thr, NULL, scan_main, job) != 0) {
+    hg_waiter_destroy(job->bound.w);
+    free(job);
+    return 1;
+  }
+  char why[512] = "";
+  int rrc = replay_into(p->journal_dir, p->ex, snap_seq + 1, UINT64_MAX, &job->bound,
+                        &p->replayed, why, sizeof why);
+  pthread_join(thr, NULL);
+  hg_waiter_destroy(job->bound.w);
+  int rc = job->rc;
+  p->journal = job->journal;
+  free(job);
+  if (rc != 0) {
+    /* The scan's finding, as a scan-then-replay start-up reports it. */
+    logf_(p, HG_PIPE_LOG_ERROR, "journal %s cannot be opened: %s", p->journal_dir, hg_strerror(rc));
+    return rc;
+  }
+  if (hg_journal_next_seq(p->journal) > snap_seq + 1) {
+    if (rrc != 0) {
+      logf_(p, HG_PIPE_LOG_ERROR, "recovery failed: %s", why);
+      return rrc == HG_ENOTFOUND ? HG_ECORRUPT : rrc;
+    }
+  } else if (p->replayed != 0) {
+    /* Cannot happen: the replay reads only records the scan kept. */
+    logf_(p, HG_PIPE_LOG_ERROR, "recovery failed: replayed past the end of journal %s",
+          p->journal_dir);
+    return HG_ECORRUPT;
+  }
+  return recover_finish(p, snap_seq);
 }
 
 static int recover(hg_pipeline_t *p) {
@@ -912,6 +1055,11 @@ static int recover(hg_pipeline_t *p) {
   jo.first_seq = snap_seq + 1;
   jo.log = journal_log;
   jo.log_ctx = p;
+  if (!jo.repair) {
+    rc = recover_overlapped(p, &jo, snap_seq);
+    if (rc != 1) return rc;
+    /* 1: no scanning thread; scan first, then replay */
+  }
   rc = hg_journal_open(p->journal_dir, &jo, &p->journal);
   if (rc != 0) {
     logf_(p, HG_PIPE_LOG_ERROR, "journal %s cannot be opened: %s", p->journal_dir, hg_strerror(rc));
@@ -920,13 +1068,17 @@ static int recover(hg_pipeline_t *p) {
   uint64_t jnext = hg_journal_next_seq(p->journal);
   if (jnext > snap_seq + 1) {
     char why[512] = "";
-    rc = replay_into(p->journal_dir, p->ex, snap_seq + 1, UINT64_MAX, &p->replayed, why,
+    rc = replay_into(p->journal_dir, p->ex, snap_seq + 1, UINT64_MAX, NULL, &p->replayed, why,
                      sizeof why);
     if (rc != 0) {
       logf_(p, HG_PIPE_LOG_ERROR, "recovery failed: %s", why);
       return rc == HG_ENOTFOUND ? HG_ECORRUPT : rc;
     }
   }
+  return recover_finish(p, snap_seq);
+}
+
+static int recover_finish(hg_pipeline_t *p, uint64_t snap_seq) {
   p->last_seq = hg_exchange_last_seq(p->ex);
   if (hg_journal_next_seq(p->journal) != p->last_seq + 1) {
     logf_(p, HG_PIPE_LOG_ERROR,

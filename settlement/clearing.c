@@ -98,13 +98,30 @@ static void map_del(map_t *m, uint64_t key) {
 
 /* ------------------------------------------------------------- helpers -- */
 
-uint32_t hg_clr__acct_slot(const hg_clearing_t *c, hg_account_t id) {
+static inline uint32_t acct_lookup(const hg_clearing_t *c, hg_account_t id) {
+  if (id < c->acct_hint_n) {
+    uint32_t h = c->acct_hint[id];
+    if (h != 0 && h <= c->naccounts && c->accounts[h - 1].id == id) return h - 1;
+  }
   return map_get(&c->acct_map, id);
 }
 
-uint32_t hg_clr__inst_slot(const hg_clearing_t *c, uint32_t id) {
+static inline uint32_t inst_lookup(const hg_clearing_t *c, uint32_t id) {
+  if (id < c->inst_hint_n) {
+    uint32_t h = c->inst_hint[id];
+    if (h != 0 && h <= c->cfg.max_instruments && c->insts[h - 1].live &&
+        c->insts[h - 1].def.id == id)
+      return h - 1;
+  }
   return map_get(&c->inst_map, id);
 }
+
+/* Hint table length for a capacity of cap ids (bounded: 16 MiB at most). */
+static uint32_t hint_size(uint32_t cap) { return cap > (1u << 20) ? (1u << 22) : cap * 4 + 1024; }
+
+uint32_t hg_clr__acct_slot(const hg_clearing_t *c, hg_account_t id) { return acct_lookup(c, id); }
+
+uint32_t hg_clr__inst_slot(const hg_clearing_t *c, uint32_t id) { return inst_lookup(c, id); }
 
 int64_t hg_clr__tv(const hg_clearing_t *c, const instrument_t *in) {
   return in->def.tick_value > 0 ? in->def.tick_value : c->cfg.tick_value;
@@ -281,7 +298,12 @@ int hg_clearing_create(const hg_clearing_config_t *cfg, hg_clearing_t **out) {
   c->cyc_tier = calloc(cfg->max_instruments, sizeof *c->cyc_tier);
   c->top_seen = calloc(cfg->max_instruments, sizeof *c->top_seen);
   c->ledger = malloc(cfg->ledger_initial * sizeof *c->ledger);
-  if (c->cyc_dsp == NULL || c->top_bid == NULL || c->top_ask == NULL || c->cyc_tier == NULL ||
+  c->acct_hint_n = hint_size(cfg->max_accounts);
+  c->inst_hint_n = hint_size(cfg->max_instruments);
+  c->acct_hint = calloc(c->acct_hint_n, sizeof *c->acct_hint);
+  c->inst_hint = calloc(c->inst_hint_n, sizeof *c->inst_hint);
+  if (c->acct_hint == NULL || c->inst_hint == NULL ||
+      c->cyc_dsp == NULL || c->top_bid == NULL || c->top_ask == NULL || c->cyc_tier == NULL ||
       c->top_seen == NULL ||
       c->accounts == NULL || c->insts == NULL || c->inst_order == NULL ||
       c->inst_free == NULL || c->groups == NULL || c->recs == NULL || c->grp_l == NULL ||
@@ -340,6 +362,8 @@ void hg_clearing_destroy(hg_clearing_t *c) {
   free(c->ledger);
   free(c->acct_map.slots);
   free(c->inst_map.slots);
+  free(c->acct_hint);
+  free(c->inst_hint);
   free(c->group_map.slots);
   free(c->firm_map.slots);
   free(c->rec_map.slots);
@@ -408,7 +432,7 @@ void hg_clearing_totals(const hg_clearing_t *c, hg_clearing_totals_t *out) {
 /* ----------------------------------------------------------- accounts -- */
 
 int hg_clearing_account_add(hg_clearing_t *c, hg_account_t id, uint32_t firm_id) {
-  if (map_get(&c->acct_map, id) != NIL32) return HG_EEXISTS;
+  if (acct_lookup(c, id) != NIL32) return HG_EEXISTS;
   if (c->naccounts == c->cfg.max_accounts) return HG_EFULL;
   int new_firm = map_get(&c->firm_map, firm_id) == NIL32;
   if (new_firm && c->nfirms == c->cfg.max_firms) return HG_EFULL;
@@ -421,12 +445,13 @@ int hg_clearing_account_add(hg_clearing_t *c, hg_account_t id, uint32_t firm_id)
   a->rec_head = a->rec_tail = NIL32;
   a->led_first = a->led_last = NIL64;
   map_put(&c->acct_map, id, s);
+  if (id < c->acct_hint_n) c->acct_hint[id] = s + 1;
   return 0;
 }
 
 int hg_clearing_deposit(hg_clearing_t *c, hg_account_t id, int64_t amount, uint64_t seq,
                         uint64_t ts) {
-  uint32_t s = map_get(&c->acct_map, id);
+  uint32_t s = acct_lookup(c, id);
   if (s == NIL32) return HG_ENOTFOUND;
   if (amount <= 0) return HG_EINVAL;
   int64_t nb, nt;
@@ -442,9 +467,9 @@ int hg_clearing_deposit(hg_clearing_t *c, hg_account_t id, int64_t amount, uint6
 
 int hg_clearing_fee(hg_clearing_t *c, hg_account_t id, uint32_t instrument, int64_t amount,
                     uint64_t seq, uint64_t ts) {
-  uint32_t s = map_get(&c->acct_map, id);
+  uint32_t s = acct_lookup(c, id);
   if (s == NIL32) return HG_ENOTFOUND;
-  if (instrument != HG_CLR_NO_INSTRUMENT && map_get(&c->inst_map, instrument) == NIL32)
+  if (instrument != HG_CLR_NO_INSTRUMENT && inst_lookup(c, instrument) == NIL32)
     return HG_ENOTFOUND;
   if (amount <= 0) return HG_EINVAL;
   int64_t nb, nt;
@@ -530,7 +555,7 @@ static i128 account_im(hg_clearing_t *c, uint32_t s, uint32_t extra_inst, int si
 static int64_t sat64(i128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
 
 int hg_clearing_initial_margin(const hg_clearing_t *c, hg_account_t account, int64_t *out) {
-  uint32_t s = map_get(&c->acct_map, account);
+  uint32_t s = acct_lookup(c, account);
   if (s == NIL32) return HG_ENOTFOUND;
   /* the scratch arrays are restored to zero before returning, so the state
    * is logically unchanged */
@@ -540,7 +565,7 @@ int hg_clearing_initial_margin(const hg_clearing_t *c, hg_account_t account, int
 
 int hg_clearing_account_info(const hg_clearing_t *c, hg_account_t id,
                              hg_clearing_account_info_t *out) {
-  uint32_t s = map_get(&c->acct_map, id);
+  uint32_t s = acct_lookup(c, id);
   if (s == NIL32) return HG_ENOTFOUND;
   const account_t *a = &c->accounts[s];
   out->firm_id = a->firm_id;
@@ -555,7 +580,7 @@ int hg_clearing_withdraw(hg_clearing_t *c, hg_account_t id, int64_t amount, uint
   if (res == NULL) return HG_EINVAL;
   memset(res, 0, sizeof *res);
   res->amount = amount;
-  uint32_t s = map_get(&c->acct_map, id);
+  uint32_t s = acct_lookup(c, id);
   if (s == NIL32) {
     res->reason = HG_CLR_REJ_UNKNOWN_ACCOUNT;
     return 0;
@@ -599,7 +624,7 @@ int hg_clearing_instrument_add(hg_clearing_t *c, const hg_clearing_instrument_t 
       d->tick_value > HG_CLR_TICK_VALUE_MAX || d->last_dsp < 0 ||
       d->last_dsp > HG_CLR_PRICE_MAX)
     return HG_EINVAL;
-  if (map_get(&c->inst_map, d->id) != NIL32) return HG_EEXISTS;
+  if (inst_lookup(c, d->id) != NIL32) return HG_EEXISTS;
   if (c->ninst_free == 0) return HG_EFULL;
   uint32_t g = map_get(&c->group_map, d->group_id);
   if (g == NIL32) {
@@ -619,11 +644,12 @@ int hg_clearing_instrument_add(hg_clearing_t *c, const hg_clearing_instrument_t 
   in->win_day = NIL64;
   c->inst_order[c->ninst_order++] = s;
   map_put(&c->inst_map, d->id, s);
+  if (d->id < c->inst_hint_n) c->inst_hint[d->id] = s + 1;
   return 0;
 }
 
 int hg_clearing_set_delivery(hg_clearing_t *c, uint32_t instrument, int in_delivery) {
-  uint32_t s = map_get(&c->inst_map, instrument);
+  uint32_t s = inst_lookup(c, instrument);
   if (s == NIL32) return HG_ENOTFOUND;
   c->insts[s].def.in_delivery = in_delivery ? 1 : 0;
   return 0;
@@ -640,7 +666,7 @@ int hg_clearing_set_fixing(hg_clearing_t *c, uint32_t group_id, int64_t value_mi
 }
 
 int hg_clearing_ref_price(const hg_clearing_t *c, uint32_t instrument, hg_price_t *out) {
-  uint32_t s = map_get(&c->inst_map, instrument);
+  uint32_t s = inst_lookup(c, instrument);
   if (s == NIL32) return HG_ENOTFOUND;
   *out = ref_price(c, &c->insts[s]);
   return 0;
@@ -648,7 +674,7 @@ int hg_clearing_ref_price(const hg_clearing_t *c, uint32_t instrument, hg_price_
 
 int hg_clearing_instrument_info(const hg_clearing_t *c, uint32_t instrument,
                                 hg_clearing_instrument_info_t *out) {
-  uint32_t s = map_get(&c->inst_map, instrument);
+  uint32_t s = inst_lookup(c, instrument);
   if (s == NIL32) return HG_ENOTFOUND;
   const instrument_t *in = &c->insts[s];
   memset(out, 0, sizeof *out);
@@ -663,7 +689,7 @@ int hg_clearing_instrument_info(const hg_clearing_t *c, uint32_t instrument,
 }
 
 int hg_clearing_instrument_remove(hg_clearing_t *c, uint32_t instrument) {
-  uint32_t s = map_get(&c->inst_map, instrument);
+  uint32_t s = inst_lookup(c, instrument);
   if (s == NIL32) return HG_ENOTFOUND;
   if (!c->insts[s].settled) return HG_ESTATE;
   hg_clr__rec_free_instrument(c, s);
@@ -702,13 +728,13 @@ int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t ins
                             hg_clearing_result_t *res) {
   if (res == NULL) return HG_EINVAL;
   memset(res, 0, sizeof *res);
-  uint32_t s = map_get(&c->acct_map, account);
+  uint32_t s = acct_lookup(c, account);
   if (s == NIL32) {
     res->reason = HG_CLR_REJ_UNKNOWN_ACCOUNT;
     return 0;
   }
   res->equity = c->accounts[s].balance;
-  uint32_t is = map_get(&c->inst_map, instrument);
+  uint32_t is = inst_lookup(c, instrument);
   if (is == NIL32) {
     res->reason = HG_CLR_REJ_UNKNOWN_INSTRUMENT;
     return 0;
@@ -795,8 +821,8 @@ int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t ins
 
 static int open_args(hg_clearing_t *c, hg_account_t account, uint32_t instrument, int side,
                      hg_qty_t qty, uint32_t *s, uint32_t *is) {
-  *s = map_get(&c->acct_map, account);
-  *is = map_get(&c->inst_map, instrument);
+  *s = acct_lookup(c, account);
+  *is = inst_lookup(c, instrument);
   if (*s == NIL32 || *is == NIL32) return HG_ENOTFOUND;
   if ((side != HG_CLR_BUY && side != HG_CLR_SELL) || qty <= 0) return HG_EINVAL;
   return 0;
@@ -835,8 +861,8 @@ int hg_clearing_open_remove(hg_clearing_t *c, hg_account_t account, uint32_t ins
 int hg_clearing_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
                      hg_account_t seller, hg_qty_t qty, hg_price_t price, uint64_t ts,
                      unsigned flags) {
-  uint32_t bs = map_get(&c->acct_map, buyer), ss = map_get(&c->acct_map, seller);
-  uint32_t is = map_get(&c->inst_map, instrument);
+  uint32_t bs = acct_lookup(c, buyer), ss = acct_lookup(c, seller);
+  uint32_t is = inst_lookup(c, instrument);
   if (bs == NIL32 || ss == NIL32 || is == NIL32) return HG_ENOTFOUND;
   instrument_t *in = &c->insts[is];
   if (in->settled) return HG_ESTATE;
@@ -890,7 +916,7 @@ int hg_clearing_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
 
 int hg_clearing_position(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
                          hg_clearing_position_t *out) {
-  uint32_t s = map_get(&c->acct_map, account), is = map_get(&c->inst_map, instrument);
+  uint32_t s = acct_lookup(c, account), is = inst_lookup(c, instrument);
   if (s == NIL32 || is == NIL32) return HG_ENOTFOUND;
   memset(out, 0, sizeof *out);
   uint32_t r = rec_find(c, s, is);

@@ -95,6 +95,15 @@ struct hg_clearing {
   uint32_t naccounts;
   map_t acct_map;
 
+  /* owned: direct-indexed slot hints, acct_hint[id] = slot + 1 for ids
+   * below acct_hint_n (inst_hint likewise). A hint is used only when the
+   * slot it names holds that id (and, for instruments, is live); anything
+   * else falls back to the map. The order path names an account and an
+   * instrument several times per command; a hint is one load and one
+   * compare where the map hashes and probes. */
+  uint32_t *acct_hint, acct_hint_n;
+  uint32_t *inst_hint, inst_hint_n;
+
   instrument_t *insts;
   uint32_t *inst_order; /* live instrument slots in registration order */
   uint32_t ninst_order;

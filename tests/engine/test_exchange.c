@@ -901,6 +901,89 @@ static void test_restore_refuses_bad_blobs(void **state) {
   free(blob);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Id lookup: the direct-indexed hints agree with the sorted arrays          */
+/* ------------------------------------------------------------------------ */
+
+/* With CFG (32 accounts, 8 instruments) the hint tables cover account ids
+ * below 32 * 4 + 1024 = 1152 and instrument ids below 8 * 4 + 1024 = 1056;
+ * ids at and past those bounds take the binary search. */
+static const hg_account_t PROBE_ACCTS[] = {0, 1, 2, 3, 6, 7, 8, 599, 600, 601, 1150, 1151, 1152,
+                                          1153, 4000000000u, 4000000001u, UINT32_MAX};
+static const uint32_t PROBE_INSTS[] = {0, 1, 2, 3, 4, 1054, 1055, 1056, 1057, 70000, UINT32_MAX};
+
+static int in_set(const uint32_t *set, size_t n, uint32_t v) {
+  for (size_t i = 0; i < n; i++)
+    if (set[i] == v) return 1;
+  return 0;
+}
+
+/* Every probed id is found exactly when the model holds it. */
+static void check_lookups(const hg_exchange_t *ex, const uint32_t *accts, size_t na,
+                          const uint32_t *insts, size_t ni) {
+  for (size_t i = 0; i < sizeof PROBE_ACCTS / sizeof *PROBE_ACCTS; i++) {
+    int64_t cash;
+    uint32_t firm;
+    int rc = hg_exchange_account(ex, PROBE_ACCTS[i], &cash, &firm);
+    assert_int_equal(rc == 0, in_set(accts, na, PROBE_ACCTS[i]));
+    if (rc == 0) assert_int_equal(firm, PROBE_ACCTS[i] % 7 + 1);
+  }
+  for (size_t i = 0; i < sizeof PROBE_INSTS / sizeof *PROBE_INSTS; i++)
+    assert_int_equal(hg_exchange_book(ex, PROBE_INSTS[i]) != NULL,
+                     in_set(insts, ni, PROBE_INSTS[i]));
+}
+
+static void test_lookup_hints_agree_with_search(void **state) {
+  fx_t *f = *state;
+  /* Inserted out of order so that later ones shift earlier ones. */
+  const uint32_t accts[] = {1151, 1152, 7, 4000000000u, 1, 600, 2, UINT32_MAX};
+  const uint32_t insts[] = {1055, 1056, 3, 1, 70000, 2};
+  const char *syms[] = {"B200.A.2027-03", "B200.A.2027-04", "B200.A.2027-05",
+                        "B200.A.2027-06", "B200.A.2027-07", "B200.A.2027-08"};
+  for (size_t i = 0; i < 8; i++) {
+    add_account(f, accts[i], accts[i] % 7 + 1);
+    check_lookups(f->ex, accts, i + 1, insts, 0);
+  }
+  for (size_t i = 0; i < 6; i++) {
+    list(f, insts[i], syms[i]);
+    check_lookups(f->ex, accts, 8, insts, i + 1);
+  }
+  /* The order path finds both: a hinted and an unhinted account and
+   * instrument trade with each other. */
+  order(f, 1056, 1152, HG_SIDE_SELL, 1000, 5, HG_TIF_GTC);
+  order(f, 1056, 1151, HG_SIDE_BUY, 1000, 2, HG_TIF_GTC);
+  int fills = 0;
+  for (size_t i = 0; i < f->rec.n; i++)
+    if (f->rec.ev[i].type == HG_XEV_BOOK && f->rec.ev[i].book.type == HG_EV_FILL) {
+      assert_int_equal(f->rec.ev[i].book.maker_account, 1152);
+      fills++;
+    }
+  assert_int_equal(fills, 1);
+  hg_oid_t o = order(f, 1055, UINT32_MAX, HG_SIDE_BUY, 900, 1, HG_TIF_GTC);
+  cancel(f, 1055, UINT32_MAX, o);
+  assert_int_equal(f->rec.ev[0].book.type, HG_EV_CANCELLED);
+  /* Delisting shifts the ids after it; one of them carries the hint. */
+  instrument_cmd(f, HG_COMMAND_DELIST_INSTRUMENT, 3);
+  const uint32_t left[] = {1055, 1056, 1, 70000, 2};
+  check_lookups(f->ex, accts, 8, left, 5);
+  instrument_cmd(f, HG_COMMAND_DELIST_INSTRUMENT, 1);
+  const uint32_t left2[] = {1055, 1056, 70000, 2};
+  check_lookups(f->ex, accts, 8, left2, 4);
+  /* A restored exchange builds its own hints. */
+  size_t len;
+  uint8_t *blob = serialize(f->ex, &len);
+  rec_t rb;
+  rec_init(&rb);
+  hg_exchange_t *b;
+  assert_int_equal(create_ex(&rb, &b), 0);
+  assert_int_equal(hg_exchange_restore(b, blob, len), 0);
+  check_lookups(b, accts, 8, left2, 4);
+  assert_same_state(f->ex, b);
+  free(blob);
+  hg_exchange_destroy(b);
+  rec_free(&rb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_list_instrument, setup, teardown),
@@ -915,6 +998,7 @@ int main(void) {
       cmocka_unit_test(test_snapshot_restore_equivalence),
       cmocka_unit_test(test_hash_moves_with_every_part_of_the_state),
       cmocka_unit_test_setup_teardown(test_restore_refuses_bad_blobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lookup_hints_agree_with_search, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,11 @@
  * directly produces: the same state hash and the same event stream, also
  * when stopped at a max_seq inside a batch and resumed, and when the journal
  * holds a bad record (everything before it is applied, nothing after, and
- * the error is the reader's or the decoder's).
+ * the error is the reader's or the decoder's). Recovery (hg_pipeline_open,
+ * which replays while the journal's recovery scan is still running) reaches
+ * the same state, and keeps the scan's verdicts: a torn tail is cut with a
+ * warning, a bad record elsewhere stops start-up naming file and offset,
+ * and the repair option truncates there.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +22,7 @@
 #include "cmdgen.h"
 #include "hourglass/error.h"
 #include "hourglass/journal.h"
+#include "journal_internal.h"
 #include "pipeline_util.h"
 
 #define N_CMDS 20000u /* a few hundred feeder batches */
@@ -44,13 +49,19 @@ static void command_at(uint64_t i, hg_command_t *c) {
   c->ts = 1800000000000000000ull + i * 1000u;
 }
 
-/* Writes commands 0..n-1; command bad (if < n) is written as bytes that
- * pass the record CRC but do not decode. */
-static void write_journal(const char *jdir, uint64_t n, uint64_t bad) {
+/* Writes commands 0..n-1 into segments of seg_size bytes (0: default);
+ * command bad (if < n) is written as bytes that pass the record CRC but do
+ * not decode. */
+static void write_journal_seg(const char *jdir, uint64_t n, uint64_t bad, uint64_t seg_size) {
   assert_int_equal(mkdir(jdir, 0750), 0);
   hg_journal_options_t jo;
   hg_journal_options_init(&jo);
   jo.force_fallback = 1;
+  if (seg_size != 0) {
+    jo.segment_size = seg_size;
+    jo.batch_bytes = 64u << 10;
+    jo.max_payload = 8192;
+  }
   hg_journal_t *j = NULL;
   assert_int_equal(hg_journal_open(jdir, &jo, &j), 0);
   uint8_t buf[HG_COMMAND_MAX_ENCODED];
@@ -71,6 +82,10 @@ static void write_journal(const char *jdir, uint64_t n, uint64_t bad) {
     assert_int_equal(rc, 0);
   }
   assert_int_equal(hg_journal_close(j), 0);
+}
+
+static void write_journal(const char *jdir, uint64_t n, uint64_t bad) {
+  write_journal_seg(jdir, n, bad, 0);
 }
 
 /* The reference: commands 0..n-1 applied directly, in order. */
@@ -185,11 +200,225 @@ static void test_replay_stops_at_corrupt_record(void **state) {
   util_rm_rf(dir);
 }
 
+/* Flips one payload byte of the record of seq in the segment file seg
+ * whose first record is first. */
+static void flip_record(const char *seg, uint64_t first, uint64_t seq) {
+  FILE *fp = fopen(seg, "r+b");
+  assert_non_null(fp);
+  uint64_t off = HG_JOURNAL_SEGMENT_HEADER_SIZE;
+  for (uint64_t s = first; s < seq; s++) {
+    uint32_t len;
+    assert_int_equal(fseek(fp, (long)(off + 8), SEEK_SET), 0);
+    assert_int_equal(fread(&len, sizeof len, 1, fp), 1);
+    off += HG_JOURNAL_RECORD_SIZE(len);
+  }
+  uint8_t b;
+  assert_int_equal(fseek(fp, (long)(off + HG_JOURNAL_RECORD_HEADER_SIZE + 1), SEEK_SET), 0);
+  assert_int_equal(fread(&b, 1, 1, fp), 1);
+  b ^= 0x40;
+  assert_int_equal(fseek(fp, (long)(off + HG_JOURNAL_RECORD_HEADER_SIZE + 1), SEEK_SET), 0);
+  assert_int_equal(fwrite(&b, 1, 1, fp), 1);
+  assert_int_equal(fclose(fp), 0);
+}
+
+/* Every message of a pipeline, one per line. */
+typedef struct loglines {
+  char text[8192];
+  size_t len;
+  int warns, errors;
+} loglines_t;
+
+static void lines_fn(void *ctx, int level, const char *msg) {
+  loglines_t *l = ctx;
+  if (level == HG_PIPE_LOG_WARN) l->warns++;
+  if (level >= HG_PIPE_LOG_ERROR) l->errors++;
+  int n = snprintf(l->text + l->len, sizeof l->text - l->len, "%s\n", msg);
+  if (n > 0 && (size_t)n < sizeof l->text - l->len) l->len += (size_t)n;
+}
+
+#define REC_CMDS 30000u /* several progress reports and segments */
+#define REC_SEG (256u << 10)
+
+/* Opens a pipeline on dir (no snapshot): its result, and on success the
+ * state hash and the records replayed. */
+static int open_pipeline(const char *dir, int repair, loglines_t *log,
+                         uint8_t hash[HG_SHA256_LEN], uint64_t *replayed) {
+  hg_pipeline_config_t cfg;
+  util_log_t unused;
+  util_config(&cfg, dir, &unused);
+  cfg.log = lines_fn;
+  cfg.log_ctx = log;
+  cfg.journal.repair = repair;
+  cfg.journal.force_fallback = 1;
+  cfg.journal.segment_size = REC_SEG;
+  cfg.journal.batch_bytes = 64u << 10;
+  cfg.journal.max_payload = 8192;
+  hg_pipeline_t *p = NULL;
+  int rc = hg_pipeline_open(&cfg, &p);
+  if (rc != 0) return rc;
+  hg_pipeline_state_hash(p, hash);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(p, &st);
+  *replayed = st.replayed;
+  hg_pipeline_close(p);
+  return 0;
+}
+
+static void make_recovery_dir(char dir[64], char jdir[128], uint64_t bad) {
+  assert_non_null(util_tmpdir(dir, "recover"));
+  snprintf(jdir, 128, "%s/journal", dir);
+  write_journal_seg(jdir, REC_CMDS, bad, REC_SEG);
+}
+
+/* Segment file holding seq: the one with the largest first seq <= seq. */
+static void segment_of(const char *jdir, uint64_t seq, char *out, size_t cap, uint64_t *first) {
+  *first = 0;
+  for (uint64_t f = seq; f >= 1 && *first == 0; f--) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/journal-%020llu.hgj", jdir, (unsigned long long)f);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+      snprintf(out, cap, "%s", path);
+      *first = f;
+    }
+  }
+  assert_true(*first != 0);
+}
+
+static void test_recovery_equals_direct_apply(void **state) {
+  (void)state;
+  char dir[64], jdir[128];
+  make_recovery_dir(dir, jdir, UINT64_MAX);
+  char seg[256];
+  uint64_t first;
+  segment_of(jdir, REC_CMDS, seg, sizeof seg, &first);
+  assert_true(first > 1); /* the journal spans several segments */
+  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
+  evhash_t ew = {0xcbf29ce484222325ull, 0};
+  direct(REC_CMDS, want, &ew);
+  loglines_t log = {0};
+  uint64_t replayed = 0;
+  assert_int_equal(open_pipeline(dir, 0, &log, got, &replayed), 0);
+  assert_int_equal(replayed, REC_CMDS);
+  assert_memory_equal(got, want, sizeof want);
+  assert_int_equal(log.warns + log.errors, 0);
+  util_rm_rf(dir);
+}
+
+/* The last record is damaged and nothing valid follows: a torn tail. It is
+ * cut with a warning and recovery ends one record earlier. */
+static void test_recovery_cuts_torn_tail(void **state) {
+  (void)state;
+  char dir[64], jdir[128], seg[256];
+  make_recovery_dir(dir, jdir, UINT64_MAX);
+  uint64_t first;
+  segment_of(jdir, REC_CMDS, seg, sizeof seg, &first);
+  flip_record(seg, first, REC_CMDS);
+  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
+  evhash_t ew = {0xcbf29ce484222325ull, 0};
+  direct(REC_CMDS - 1, want, &ew);
+  loglines_t log = {0};
+  uint64_t replayed = 0;
+  assert_int_equal(open_pipeline(dir, 0, &log, got, &replayed), 0);
+  assert_int_equal(replayed, REC_CMDS - 1);
+  assert_memory_equal(got, want, sizeof want);
+  assert_int_equal(log.warns, 1);
+  assert_non_null(strstr(log.text, "torn record at the tail"));
+  util_rm_rf(dir);
+}
+
+/* A bad record in the middle stops start-up, naming file and offset, even
+ * though the replay had applied the records before it meanwhile; with the
+ * repair option the journal is cut there and recovery reaches the state
+ * just before it. */
+static void test_recovery_stops_at_corrupt_record_or_repairs(void **state) {
+  (void)state;
+  char dir[64], jdir[128], seg[256];
+  make_recovery_dir(dir, jdir, UINT64_MAX);
+  const uint64_t bad_seq = 12001;
+  uint64_t first;
+  segment_of(jdir, bad_seq, seg, sizeof seg, &first);
+  flip_record(seg, first, bad_seq);
+  loglines_t log = {0};
+  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
+  uint64_t replayed = 0;
+  assert_int_equal(open_pipeline(dir, 0, &log, got, &replayed), HG_ECORRUPT);
+  const char *name = strrchr(seg, '/') + 1;
+  assert_non_null(strstr(log.text, name));
+  assert_non_null(strstr(log.text, "corrupt at offset"));
+  assert_non_null(strstr(log.text, "bad record CRC"));
+  assert_non_null(strstr(log.text, "after seq 12000"));
+  assert_null(strstr(log.text, "recovery failed"));
+
+  evhash_t ew = {0xcbf29ce484222325ull, 0};
+  direct(bad_seq - 1, want, &ew);
+  memset(&log, 0, sizeof log);
+  assert_int_equal(open_pipeline(dir, 1, &log, got, &replayed), 0);
+  assert_int_equal(replayed, bad_seq - 1);
+  assert_memory_equal(got, want, sizeof want);
+  assert_non_null(strstr(log.text, "repair: truncated"));
+  util_rm_rf(dir);
+}
+
+/* A record that passes the scan but does not decode: the scan succeeds, the
+ * replay stops there and start-up fails with the decoder's error. */
+static void test_recovery_stops_at_undecodable_record(void **state) {
+  (void)state;
+  char dir[64], jdir[128];
+  make_recovery_dir(dir, jdir, 20000);
+  loglines_t log = {0};
+  uint8_t got[HG_SHA256_LEN];
+  uint64_t replayed = 0;
+  assert_int_equal(open_pipeline(dir, 0, &log, got, &replayed), HG_EPARSE);
+  assert_non_null(strstr(log.text, "recovery failed: journal record seq 20001 does not decode"));
+  util_rm_rf(dir);
+}
+
+
+/* hg_journal__reader_trust: CRCs up to the trusted seq are skipped (the
+ * recovery scan has checked them), any later one is still checked. */
+static void test_reader_trust_skips_only_trusted_crcs(void **state) {
+  (void)state;
+  char dir[64], jdir[128], seg[256];
+  assert_non_null(util_tmpdir(dir, "trust"));
+  snprintf(jdir, sizeof jdir, "%s/journal", dir);
+  write_journal(jdir, 4000, UINT64_MAX);
+  snprintf(seg, sizeof seg, "%s/journal-%020u.hgj", jdir, 1u);
+  flip_record(seg, 1, 3001);
+  for (uint64_t trust = 2999; trust <= 3001; trust++) {
+    hg_journal_reader_t *r = NULL;
+    assert_int_equal(hg_journal_reader_open(jdir, 1, &r), 0);
+    hg_journal__reader_trust(r, trust);
+    hg_journal__reader_trust(r, 5); /* never lowers it */
+    hg_journal_record_t rec;
+    for (uint64_t s = 1; s <= 3000; s++) {
+      assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
+      assert_int_equal(rec.seq, s);
+    }
+    int rc = hg_journal_reader_next(r, UINT64_MAX, &rec);
+    if (trust < 3001) {
+      assert_int_equal(rc, HG_ECORRUPT);
+    } else {
+      assert_int_equal(rc, 0);
+      assert_int_equal(rec.seq, 3001);
+      assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
+      assert_int_equal(rec.seq, 3002);
+    }
+    hg_journal_reader_close(r);
+  }
+  util_rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_replay_equals_direct_apply),
       cmocka_unit_test(test_replay_stops_at_undecodable_record),
       cmocka_unit_test(test_replay_stops_at_corrupt_record),
+      cmocka_unit_test(test_recovery_equals_direct_apply),
+      cmocka_unit_test(test_recovery_cuts_torn_tail),
+      cmocka_unit_test(test_recovery_stops_at_corrupt_record_or_repairs),
+      cmocka_unit_test(test_recovery_stops_at_undecodable_record),
+      cmocka_unit_test(test_reader_trust_skips_only_trusted_crcs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -443,10 +443,78 @@ static void record_churn_keeps_lookups_right(void **state) {
   hg_clearing_destroy(c);
 }
 
+/* Accounts and instruments are found through direct-indexed hints for ids
+ * below 4 * capacity + 1024 and through the maps past that; both kinds must
+ * resolve to the right slot on every path (queries, cash, order path). With
+ * 8 accounts the account bound is 1056; with the default 64 instruments the
+ * instrument bound is 1280. */
+static void ids_resolve_on_both_sides_of_the_hint_bound(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(8, 64);
+  const hg_account_t accts[] = {1055, 1056, 5, 4000000000u, UINT32_MAX, 1};
+  for (size_t i = 0; i < 6; i++) {
+    assert_int_equal(hg_clearing_account_add(c, accts[i], (uint32_t)(i % 2) + 1), 0);
+    assert_int_equal(hg_clearing_account_add(c, accts[i], 1), HG_EEXISTS);
+    assert_int_equal(hg_clearing_deposit(c, accts[i], (int64_t)(i + 1) * 1000000 * USD, i + 1, 1), 0);
+  }
+  const hg_account_t absent[] = {0, 2, 1054, 1057, 4000000001u};
+  for (size_t i = 0; i < 5; i++) {
+    hg_clearing_account_info_t ai;
+    assert_int_equal(hg_clearing_account_info(c, absent[i], &ai), HG_ENOTFOUND);
+  }
+  for (size_t i = 0; i < 6; i++) {
+    hg_clearing_account_info_t ai;
+    assert_int_equal(hg_clearing_account_info(c, accts[i], &ai), 0);
+    assert_int_equal(ai.balance, (int64_t)(i + 1) * 1000000 * USD);
+    assert_int_equal(ai.firm_id, (uint32_t)(i % 2) + 1);
+  }
+  const uint32_t insts[] = {1279, 1280, 99999};
+  for (size_t i = 0; i < 3; i++) {
+    hg_clearing_instrument_t in = {.id = insts[i], .group_id = GROUP, .year = 2027,
+                                   .month = (uint8_t)(5 + i), .last_dsp = 3000 + (int64_t)i};
+    assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
+    assert_int_equal(hg_clearing_instrument_add(c, &in), HG_EEXISTS);
+  }
+  for (size_t i = 0; i < 3; i++) {
+    hg_price_t ref = 0;
+    assert_int_equal(hg_clearing_ref_price(c, insts[i], &ref), 0);
+    assert_int_equal(ref, 3000 + (int64_t)i);
+  }
+  hg_price_t ref;
+  assert_int_equal(hg_clearing_ref_price(c, 1278, &ref), HG_ENOTFOUND);
+  assert_int_equal(hg_clearing_ref_price(c, 1281, &ref), HG_ENOTFOUND);
+  /* Order path: a hinted buyer rests, an unhinted seller rests, they fill
+   * on the unhinted instrument; then the reverse on the hinted one. */
+  for (size_t k = 0; k < 2; k++) {
+    uint32_t inst = k == 0 ? 1280 : 1279;
+    hg_account_t buyer = k == 0 ? 1055 : 4000000000u, seller = k == 0 ? 1056 : 5;
+    hg_clearing_result_t res;
+    assert_int_equal(hg_clearing_check_order(c, buyer, inst, HG_CLR_BUY, 3, 3000, &res), 0);
+    assert_int_equal(res.reason, 0);
+    assert_int_equal(hg_clearing_open_add(c, buyer, inst, HG_CLR_BUY, 3), 0);
+    assert_int_equal(hg_clearing_open_add(c, seller, inst, HG_CLR_SELL, 2), 0);
+    assert_int_equal(hg_clearing_fill(c, inst, buyer, seller, 2, 3000, 5,
+                                      HG_CLR_FILL_BUY_RESTING | HG_CLR_FILL_SELL_RESTING), 0);
+    assert_int_equal(hg_clearing_open_remove(c, buyer, inst, HG_CLR_BUY, 1), 0);
+    hg_clearing_position_t pb, ps;
+    assert_int_equal(hg_clearing_position(c, buyer, inst, &pb), 0);
+    assert_int_equal(hg_clearing_position(c, seller, inst, &ps), 0);
+    assert_int_equal(pb.pos, 2);
+    assert_int_equal(ps.pos, -2);
+    assert_int_equal(pb.open_buy, 0);
+    assert_int_equal(ps.open_sell, 0);
+  }
+  hg_clearing_position_t p;
+  assert_int_equal(hg_clearing_position(c, 1055, 1279, &p), 0);
+  assert_int_equal(p.pos, 0); /* nothing crossed into the other instrument */
+  hg_clearing_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_is_validated),
       cmocka_unit_test(accounts_and_firms_are_bounded),
+      cmocka_unit_test(ids_resolve_on_both_sides_of_the_hint_bound),
       cmocka_unit_test(instruments_are_validated),
       cmocka_unit_test(deposits_post_ledger_entries),
       cmocka_unit_test(ledger_full_is_a_clean_error),
