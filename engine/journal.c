@@ -13,6 +13,19 @@
  * flight) and the spare segment, preallocated ahead of time, is activated
  * by writing its header, syncing it and renaming it into place.
  *
+ * Zero-filled segments. fallocate alone leaves "unwritten" extents (ext4,
+ * XFS): the first write into each block must convert its extent, a
+ * metadata change, so every fdatasync would also commit the filesystem's
+ * own journal. Segments are therefore written with zeros before they take
+ * records (as database write-ahead logs do), and fdatasync then only
+ * flushes data: measured at 50k orders/s on this project's test disk, the
+ * durable round trip's median fell from 1.8-3.5 ms to 1.5-1.8 ms and its
+ * tail stopped swinging (bench/README.md). The first segment of a new
+ * journal is zero-filled when it is created; each spare a little at a
+ * time (ZERO_PACE), after each batch is handed to the kernel (while
+ * io_uring works on it), with writeback started at once so activation
+ * finds little left to sync.
+ *
  * Why one batch in flight: chains do not span submit calls and separate
  * chains may complete out of order; with one chain at a time there is no
  * reordering to undo, and the batch size adapts to the sync latency on its
@@ -57,6 +70,11 @@
 #define DEFAULT_SEGMENT_SIZE (64u * 1024u * 1024u)
 #define DEFAULT_MAX_PAYLOAD (64u * 1024u)
 #define DEFAULT_BATCH_BYTES (4u * 1024u * 1024u)
+#define ZERO_CHUNK (128u * 1024u) /* largest zero-fill write */
+/* Spare bytes zero-filled after a batch of len bytes: twice the journal's
+ * own pace, so the spare is ready when the current segment is half full,
+ * without a burst of writeback competing with the batches' syncs. */
+#define ZERO_PACE(len) (2u * (uint64_t)(len) + 4096u)
 
 static _Atomic int fail_next_uring_init;
 
@@ -352,6 +370,7 @@ struct hg_journal {
   uint64_t write_off;
   char seg_name[NAME_LEN];
   int spare_fd;      /* preallocated next segment, or -1; owned here */
+  uint64_t spare_zeroed; /* spare bytes written with zeros so far (see top) */
   batch_t b[2];
   int fill;          /* index of the filling batch */
   int inflight;      /* nonzero when b[fill ^ 1] is with the kernel */
@@ -402,7 +421,34 @@ static int create_spare(hg_journal_t *j) {
     }
   }
   j->spare_fd = fd;
+  j->spare_zeroed = j->opt.no_zero_fill ? j->opt.segment_size : 0;
   return 0;
+}
+
+/* Writes zeros over the next len bytes at most of the spare and starts
+ * their writeback. Only an optimisation (the space is already allocated
+ * and reads as zeros either way), so a failure just ends it, with a log
+ * line, and the spare stays merely preallocated. */
+static void zero_spare_step(hg_journal_t *j, uint64_t len) {
+  static const uint8_t zeros[ZERO_CHUNK];
+  while (len > 0 && j->spare_fd >= 0 && j->spare_zeroed < j->opt.segment_size) {
+    uint64_t off = j->spare_zeroed;
+    size_t n = ZERO_CHUNK;
+    if (j->opt.segment_size - off < n) n = (size_t)(j->opt.segment_size - off);
+    if (len < n) n = (size_t)len;
+    ssize_t w = pwrite(j->spare_fd, zeros, n, (off_t)off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      jlog(&j->opt, HG_JOURNAL_LOG_WARN, "journal: %s/%s: cannot zero-fill at offset %" PRIu64
+           " (%s); the segment stays preallocated only", j->dir, SPARE_NAME, off,
+           hg_strerror(w < 0 ? -errno : -EIO));
+      j->spare_zeroed = j->opt.segment_size;
+      return;
+    }
+    (void)sync_file_range(j->spare_fd, (off_t)off, w, SYNC_FILE_RANGE_WRITE);
+    j->spare_zeroed += (uint64_t)w;
+    len -= (uint64_t)w;
+  }
 }
 
 /* Makes the spare the current segment, starting at first_seq. Called only
@@ -410,6 +456,7 @@ static int create_spare(hg_journal_t *j) {
 static int activate_spare(hg_journal_t *j, uint64_t first_seq) {
   int rc;
   if (j->spare_fd < 0 && (rc = create_spare(j)) != 0) return rc;
+  zero_spare_step(j, UINT64_MAX); /* what the batches have not done yet */
   uint8_t hdr[SHDR];
   build_seg_header(hdr, first_seq);
   char name[NAME_LEN];
@@ -498,6 +545,7 @@ static int submit(hg_journal_t *j) {
     }
     j->inflight = 1;
     j->fill ^= 1;
+    zero_spare_step(j, ZERO_PACE(b->len));
     return 0;
   }
 
@@ -514,7 +562,9 @@ static int submit(hg_journal_t *j) {
   b->write_res = (int)w;
   b->sync_res = 0;
   if ((size_t)w == b->len && fdatasync(b->fd) != 0) b->sync_res = -errno;
+  size_t done = b->len; /* finish_batch clears it */
   finish_batch(j, b);
+  zero_spare_step(j, ZERO_PACE(done));
   return atomic_load_explicit(&j->err, memory_order_relaxed); /* own thread */
 }
 

@@ -135,6 +135,10 @@ typedef struct hg_journal_options {
   uint64_t first_seq;
   /* Nonzero: never use io_uring; commit with pwritev + fdatasync. */
   int force_fallback;
+  /* Nonzero: segments are only preallocated (fallocate), not also written
+   * with zeros before use; every fdatasync may then commit filesystem
+   * metadata too (see journal.c). For comparisons; the default zero-fills. */
+  int no_zero_fill;
   /* Nonzero: truncate a corrupt journal at the first bad record instead of
    * failing open with HG_ECORRUPT. */
   int repair;
