@@ -3360,12 +3360,31 @@ static void seed_account(void *ctx, const hg_exchange_account_info_t *info) {
   if (account_add(s->gw, info->id, info->firm, info->cash) == NULL) s->rc = HG_EFULL;
 }
 
+/* The position each account holds at attach (recovered state), carried as
+ * bought (long) or sold (short): the mirror otherwise counts only fills it
+ * sees, and a restarted gateway must not answer a position query with
+ * nothing for an account that holds contracts. */
+static void seed_positions(hg_gateway_t *gw, const hg_clearing_t *clr) {
+  for (uint32_t a = 0; a < gw->cfg.max_accounts; a++) {
+    if (gw->accounts[a].id == 0) continue;
+    for (uint32_t i = 0; i < gw->cfg.max_instruments; i++) {
+      if (gw->instr[i].id == 0) continue;
+      hg_clearing_position_t cp;
+      if (hg_clearing_position(clr, gw->accounts[a].id, gw->instr[i].id, &cp) != 0 || cp.pos == 0)
+        continue;
+      position_add(gw, gw->accounts[a].id, gw->instr[i].id, cp.pos > 0 ? HG_SIDE_BUY : HG_SIDE_SELL,
+                   cp.pos > 0 ? cp.pos : -cp.pos);
+    }
+  }
+}
+
 int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
   if (gw->pipe != NULL || gw->started || p == NULL) return HG_ESTATE;
   const hg_exchange_t *ex = hg_pipeline_exchange(p);
   seed_ctx_t s = {.gw = gw, .ex = ex, .rc = 0};
   hg_exchange_foreach_account(ex, seed_account, &s);
   if (s.rc == 0) hg_exchange_foreach_instrument(ex, seed_instrument, &s);
+  if (s.rc == 0) seed_positions(gw, hg_exchange_clearing(ex));
   if (s.rc == 0) s.rc = seed_ledger(gw, hg_exchange_clearing(ex));
   if (s.rc != 0) return s.rc;
   gw->pipe = p;

@@ -236,9 +236,26 @@ static void test_settle_expire_statements(void **state) {
   hg_client_logout(op, 1000);
   hg_client_destroy(op);
 
+  /* An open position on the curve, to be seen again after the restart. */
+  RUN(&r, TA, "order", "new", "--instrument", "20", "--side", "sell", "--qty", "2", "--price",
+      "500");
+  if (r.status != 0) fprintf(stderr, "%s%s", r.text, r.err);
+  assert_int_equal(r.status, 0);
+  RUN(&r, TB, "order", "new", "--instrument", "20", "--side", "buy", "--qty", "2", "--price", "500",
+      "--tif", "ioc");
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "FILL "));
+  static out_t pos_a, pos_b;
+  RUN(&pos_a, TA, "positions");
+  RUN(&pos_b, TB, "positions");
+  assert_int_equal(pos_b.status, 0);
+  assert_non_null(strstr(pos_b.text, "B200.A.2027-03                2          2          0"));
+  assert_non_null(strstr(pos_a.text, "B200.A.2027-03               -2          0          2"));
+
   /* Restart on the same data directory: the gateway's copy of the ledger
    * is seeded from the recovered state (the same statements), and entries
-   * appended after the restart continue its indexes. */
+   * appended after the restart continue its indexes. Positions are seeded
+   * too (net, carried as bought or sold), so they answer as before. */
   static out_t before, after;
   RUN(&before, TB, "statement", "--remote", "--format", "json");
   assert_int_equal(before.status, 0);
@@ -252,6 +269,10 @@ static void test_settle_expire_statements(void **state) {
   RUN(&after, TB, "statement", "--remote", "--format", "json");
   assert_int_equal(after.status, 0);
   assert_string_equal(after.text, before.text);
+  RUN(&after, TB, "positions");
+  assert_string_equal(after.text, pos_b.text);
+  RUN(&after, TA, "positions");
+  assert_string_equal(after.text, pos_a.text);
   RUN(&r, OPC, "op", "deposit", "--account", "200", "--amount", "7");
   assert_int_equal(r.status, 0);
   same_statement(&s, TB, "200", NULL, "csv", 1 + 1 + B_DEPOSITS + 3 + 1);
