@@ -38,6 +38,7 @@
  * so the size, the blob and the hash can never disagree.
  */
 #include "hourglass/exchange.h"
+#include "hourglass/idhint.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -121,14 +122,9 @@ struct hg_exchange {
   uint32_t n_instr;
   account_t *acct;     /* owned; cfg.max_accounts slots, n_acct used, by id */
   uint32_t n_acct;
-  /* Owned; direct-indexed position hints: instr_dir[id] = position + 1 for
-   * ids below instr_dir_n (acct_dir likewise). A hint is trusted only when
-   * the array holds that id at that position, and any other case falls back
-   * to the binary search, so a stale or missing hint costs time, never a
-   * wrong answer. Orders name their instrument and account on every
-   * command; this keeps those lookups to one load and one compare. */
-  uint32_t *instr_dir, instr_dir_n;
-  uint32_t *acct_dir, acct_dir_n;
+  /* Owned; position hints by id for instr[] and acct[] (hourglass/idhint.h),
+   * confirmed against the array and backed by the binary search. */
+  hg_idhint_t instr_dir, acct_dir;
   order_ref_t *scratch; /* owned; cfg.max_book_orders slots, delisting only */
   uint32_t scratch_n;
   hg_clearing_t *clr;   /* owned */
@@ -255,10 +251,8 @@ static uint32_t instr_pos(const hg_exchange_t *ex, uint32_t id, int *found) {
 }
 
 static instrument_t *instr_find(const hg_exchange_t *ex, uint32_t id) {
-  if (id < ex->instr_dir_n) {
-    uint32_t h = ex->instr_dir[id];
-    if (h != 0 && h <= ex->n_instr && ex->instr[h - 1].id == id) return &ex->instr[h - 1];
-  }
+  uint32_t h = hg_idhint_get(&ex->instr_dir, id);
+  if (h < ex->n_instr && ex->instr[h].id == id) return &ex->instr[h];
   int found;
   uint32_t i = instr_pos(ex, id, &found);
   return found ? &ex->instr[i] : NULL;
@@ -267,8 +261,7 @@ static instrument_t *instr_find(const hg_exchange_t *ex, uint32_t id) {
 /* Refreshes the hints of the instruments at positions [from, n_instr),
  * which an insertion or a removal at from has moved. */
 static void instr_dir_refresh(hg_exchange_t *ex, uint32_t from) {
-  for (uint32_t i = from; i < ex->n_instr; i++)
-    if (ex->instr[i].id < ex->instr_dir_n) ex->instr_dir[ex->instr[i].id] = i + 1;
+  for (uint32_t i = from; i < ex->n_instr; i++) hg_idhint_set(&ex->instr_dir, ex->instr[i].id, i);
 }
 
 static uint32_t acct_pos(const hg_exchange_t *ex, hg_account_t id, int *found) {
@@ -283,18 +276,15 @@ static uint32_t acct_pos(const hg_exchange_t *ex, hg_account_t id, int *found) {
 }
 
 static account_t *acct_find(const hg_exchange_t *ex, hg_account_t id) {
-  if (id < ex->acct_dir_n) {
-    uint32_t h = ex->acct_dir[id];
-    if (h != 0 && h <= ex->n_acct && ex->acct[h - 1].id == id) return &ex->acct[h - 1];
-  }
+  uint32_t h = hg_idhint_get(&ex->acct_dir, id);
+  if (h < ex->n_acct && ex->acct[h].id == id) return &ex->acct[h];
   int found;
   uint32_t i = acct_pos(ex, id, &found);
   return found ? &ex->acct[i] : NULL;
 }
 
 static void acct_dir_refresh(hg_exchange_t *ex, uint32_t from) {
-  for (uint32_t i = from; i < ex->n_acct; i++)
-    if (ex->acct[i].id < ex->acct_dir_n) ex->acct_dir[ex->acct[i].id] = i + 1;
+  for (uint32_t i = from; i < ex->n_acct; i++) hg_idhint_set(&ex->acct_dir, ex->acct[i].id, i);
 }
 
 static int symbol_ok(const char *s, size_t cap) {
@@ -670,9 +660,6 @@ static void free_indexes(hg_exchange_t *ex) {
   ex->n_idx = 0;
 }
 
-/* Hint table length for a capacity of cap ids (bounded: 16 MiB at most). */
-static uint32_t dir_size(uint32_t cap) { return cap > (1u << 20) ? (1u << 22) : cap * 4 + 1024; }
-
 static void free_all(hg_exchange_t *ex) {
   for (uint32_t i = 0; i < ex->n_instr; i++) hg_book_destroy(ex->instr[i].book);
   if (ex->idx != NULL) free_indexes(ex);
@@ -681,8 +668,8 @@ static void free_all(hg_exchange_t *ex) {
   free(ex->staged);
   free(ex->instr);
   free(ex->acct);
-  free(ex->instr_dir);
-  free(ex->acct_dir);
+  hg_idhint_free(&ex->instr_dir);
+  hg_idhint_free(&ex->acct_dir);
   free(ex->scratch);
   free(ex->tops);
   free(ex->idx);
@@ -730,15 +717,10 @@ int hg_exchange_create(const hg_exchange_config_t *cfg, hg_exchange_sink_fn sink
   ex->scratch = calloc(cfg->max_book_orders, sizeof *ex->scratch);
   ex->tops = calloc(cfg->max_instruments, sizeof *ex->tops);
   ex->idx = calloc(ex->cfg.max_indexes, sizeof *ex->idx);
-  /* Hints cover ids up to a few times the capacity plus a fixed margin:
-   * operators number accounts and instruments from 1 upwards. Ids beyond
-   * are found by binary search. */
-  ex->instr_dir_n = dir_size(cfg->max_instruments);
-  ex->acct_dir_n = dir_size(cfg->max_accounts);
-  ex->instr_dir = calloc(ex->instr_dir_n, sizeof *ex->instr_dir);
-  ex->acct_dir = calloc(ex->acct_dir_n, sizeof *ex->acct_dir);
+  int hints = hg_idhint_init(&ex->instr_dir, cfg->max_instruments) |
+              hg_idhint_init(&ex->acct_dir, cfg->max_accounts);
   if (ex->instr == NULL || ex->acct == NULL || ex->scratch == NULL || ex->tops == NULL ||
-      ex->idx == NULL || ex->instr_dir == NULL || ex->acct_dir == NULL) {
+      ex->idx == NULL || hints != 0) {
     free_all(ex);
     return -ENOMEM;
   }

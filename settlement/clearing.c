@@ -99,25 +99,16 @@ static void map_del(map_t *m, uint64_t key) {
 /* ------------------------------------------------------------- helpers -- */
 
 static inline uint32_t acct_lookup(const hg_clearing_t *c, hg_account_t id) {
-  if (id < c->acct_hint_n) {
-    uint32_t h = c->acct_hint[id];
-    if (h != 0 && h <= c->naccounts && c->accounts[h - 1].id == id) return h - 1;
-  }
+  uint32_t h = hg_idhint_get(&c->acct_hint, id);
+  if (h < c->naccounts && c->accounts[h].id == id) return h;
   return map_get(&c->acct_map, id);
 }
 
 static inline uint32_t inst_lookup(const hg_clearing_t *c, uint32_t id) {
-  if (id < c->inst_hint_n) {
-    uint32_t h = c->inst_hint[id];
-    if (h != 0 && h <= c->cfg.max_instruments && c->insts[h - 1].live &&
-        c->insts[h - 1].def.id == id)
-      return h - 1;
-  }
+  uint32_t h = hg_idhint_get(&c->inst_hint, id);
+  if (h < c->cfg.max_instruments && c->insts[h].live && c->insts[h].def.id == id) return h;
   return map_get(&c->inst_map, id);
 }
-
-/* Hint table length for a capacity of cap ids (bounded: 16 MiB at most). */
-static uint32_t hint_size(uint32_t cap) { return cap > (1u << 20) ? (1u << 22) : cap * 4 + 1024; }
 
 uint32_t hg_clr__acct_slot(const hg_clearing_t *c, hg_account_t id) { return acct_lookup(c, id); }
 
@@ -298,11 +289,9 @@ int hg_clearing_create(const hg_clearing_config_t *cfg, hg_clearing_t **out) {
   c->cyc_tier = calloc(cfg->max_instruments, sizeof *c->cyc_tier);
   c->top_seen = calloc(cfg->max_instruments, sizeof *c->top_seen);
   c->ledger = malloc(cfg->ledger_initial * sizeof *c->ledger);
-  c->acct_hint_n = hint_size(cfg->max_accounts);
-  c->inst_hint_n = hint_size(cfg->max_instruments);
-  c->acct_hint = calloc(c->acct_hint_n, sizeof *c->acct_hint);
-  c->inst_hint = calloc(c->inst_hint_n, sizeof *c->inst_hint);
-  if (c->acct_hint == NULL || c->inst_hint == NULL ||
+  int hints = hg_idhint_init(&c->acct_hint, cfg->max_accounts) |
+              hg_idhint_init(&c->inst_hint, cfg->max_instruments);
+  if (hints != 0 ||
       c->cyc_dsp == NULL || c->top_bid == NULL || c->top_ask == NULL || c->cyc_tier == NULL ||
       c->top_seen == NULL ||
       c->accounts == NULL || c->insts == NULL || c->inst_order == NULL ||
@@ -362,8 +351,8 @@ void hg_clearing_destroy(hg_clearing_t *c) {
   free(c->ledger);
   free(c->acct_map.slots);
   free(c->inst_map.slots);
-  free(c->acct_hint);
-  free(c->inst_hint);
+  hg_idhint_free(&c->acct_hint);
+  hg_idhint_free(&c->inst_hint);
   free(c->group_map.slots);
   free(c->firm_map.slots);
   free(c->rec_map.slots);
@@ -445,7 +434,7 @@ int hg_clearing_account_add(hg_clearing_t *c, hg_account_t id, uint32_t firm_id)
   a->rec_head = a->rec_tail = NIL32;
   a->led_first = a->led_last = NIL64;
   map_put(&c->acct_map, id, s);
-  if (id < c->acct_hint_n) c->acct_hint[id] = s + 1;
+  hg_idhint_set(&c->acct_hint, id, s);
   return 0;
 }
 
@@ -644,7 +633,7 @@ int hg_clearing_instrument_add(hg_clearing_t *c, const hg_clearing_instrument_t 
   in->win_day = NIL64;
   c->inst_order[c->ninst_order++] = s;
   map_put(&c->inst_map, d->id, s);
-  if (d->id < c->inst_hint_n) c->inst_hint[d->id] = s + 1;
+  hg_idhint_set(&c->inst_hint, d->id, s);
   return 0;
 }
 

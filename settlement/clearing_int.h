@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "hourglass/clearing.h"
+#include "hourglass/idhint.h"
 
 #define NIL32 UINT32_MAX
 #define NIL64 UINT64_MAX
@@ -95,14 +96,9 @@ struct hg_clearing {
   uint32_t naccounts;
   map_t acct_map;
 
-  /* owned: direct-indexed slot hints, acct_hint[id] = slot + 1 for ids
-   * below acct_hint_n (inst_hint likewise). A hint is used only when the
-   * slot it names holds that id (and, for instruments, is live); anything
-   * else falls back to the map. The order path names an account and an
-   * instrument several times per command; a hint is one load and one
-   * compare where the map hashes and probes. */
-  uint32_t *acct_hint, acct_hint_n;
-  uint32_t *inst_hint, inst_hint_n;
+  /* owned: slot hints by id (hourglass/idhint.h), used only when the slot
+   * holds that id (and, for instruments, is live); else the maps answer. */
+  hg_idhint_t acct_hint, inst_hint;
 
   instrument_t *insts;
   uint32_t *inst_order; /* live instrument slots in registration order */
