@@ -132,74 +132,6 @@ static void test_replay_equals_direct_apply(void **state) {
   util_rm_rf(dir);
 }
 
-/* A record that passes its CRC but does not decode: the replay stops right
- * before it with the decoder's error and the state of the commands before. */
-static void test_replay_stops_at_undecodable_record(void **state) {
-  (void)state;
-  char dir[64], jdir[128];
-  assert_non_null(util_tmpdir(dir, "replay"));
-  snprintf(jdir, sizeof jdir, "%s/journal", dir);
-  const uint64_t bad = 5000; /* seq 5001 */
-  write_journal(jdir, 6000, bad);
-
-  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
-  evhash_t ew = {0xcbf29ce484222325ull, 0}, eg = {0xcbf29ce484222325ull, 0};
-  direct(bad, want, &ew);
-
-  hg_exchange_t *ex = NULL;
-  assert_int_equal(hg_exchange_create(&XCFG, hash_sink, &eg, &ex), 0);
-  uint64_t last = 0;
-  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, UINT64_MAX, &last), HG_EPARSE);
-  assert_int_equal(last, bad);
-  hg_exchange_hash(ex, got);
-  hg_exchange_destroy(ex);
-  assert_memory_equal(got, want, sizeof want);
-  assert_true(eg.h == ew.h);
-  util_rm_rf(dir);
-}
-
-/* A record whose bytes changed after it was written (bad CRC): the reader's
- * HG_ECORRUPT, with every record before it applied. */
-static void test_replay_stops_at_corrupt_record(void **state) {
-  (void)state;
-  char dir[64], jdir[128], seg[256];
-  assert_non_null(util_tmpdir(dir, "replay"));
-  snprintf(jdir, sizeof jdir, "%s/journal", dir);
-  write_journal(jdir, 6000, UINT64_MAX);
-  /* Walk the segment to the record of seq 3001 and flip a payload byte. */
-  snprintf(seg, sizeof seg, "%s/journal-%020u.hgj", jdir, 1u);
-  FILE *fp = fopen(seg, "r+b");
-  assert_non_null(fp);
-  uint64_t off = HG_JOURNAL_SEGMENT_HEADER_SIZE;
-  for (uint64_t s = 1; s < 3001; s++) {
-    uint32_t len;
-    assert_int_equal(fseek(fp, (long)(off + 8), SEEK_SET), 0);
-    assert_int_equal(fread(&len, sizeof len, 1, fp), 1);
-    off += HG_JOURNAL_RECORD_SIZE(len);
-  }
-  uint8_t b;
-  assert_int_equal(fseek(fp, (long)(off + HG_JOURNAL_RECORD_HEADER_SIZE + 1), SEEK_SET), 0);
-  assert_int_equal(fread(&b, 1, 1, fp), 1);
-  b ^= 0x40;
-  assert_int_equal(fseek(fp, (long)(off + HG_JOURNAL_RECORD_HEADER_SIZE + 1), SEEK_SET), 0);
-  assert_int_equal(fwrite(&b, 1, 1, fp), 1);
-  assert_int_equal(fclose(fp), 0);
-
-  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
-  evhash_t ew = {0xcbf29ce484222325ull, 0}, eg = {0xcbf29ce484222325ull, 0};
-  direct(3000, want, &ew);
-  hg_exchange_t *ex = NULL;
-  assert_int_equal(hg_exchange_create(&XCFG, hash_sink, &eg, &ex), 0);
-  uint64_t last = 0;
-  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, UINT64_MAX, &last), HG_ECORRUPT);
-  assert_int_equal(last, 3000);
-  hg_exchange_hash(ex, got);
-  hg_exchange_destroy(ex);
-  assert_memory_equal(got, want, sizeof want);
-  assert_true(eg.h == ew.h);
-  util_rm_rf(dir);
-}
-
 /* Flips one payload byte of the record of seq in the segment file seg
  * whose first record is first. */
 static void flip_record(const char *seg, uint64_t first, uint64_t seq) {
@@ -219,6 +151,51 @@ static void flip_record(const char *seg, uint64_t first, uint64_t seq) {
   assert_int_equal(fseek(fp, (long)(off + HG_JOURNAL_RECORD_HEADER_SIZE + 1), SEEK_SET), 0);
   assert_int_equal(fwrite(&b, 1, 1, fp), 1);
   assert_int_equal(fclose(fp), 0);
+}
+
+/* Replays the journal in jdir from empty and expects it to stop with rc
+ * after seq `upto`, in the state (and having emitted the events) of
+ * applying the first `upto` commands directly. */
+static void expect_replay_stops(const char *jdir, uint64_t upto, int rc) {
+  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
+  evhash_t ew = {0xcbf29ce484222325ull, 0}, eg = {0xcbf29ce484222325ull, 0};
+  direct(upto, want, &ew);
+  hg_exchange_t *ex = NULL;
+  assert_int_equal(hg_exchange_create(&XCFG, hash_sink, &eg, &ex), 0);
+  uint64_t last = 0;
+  assert_int_equal(hg_pipeline_replay_journal(jdir, ex, UINT64_MAX, &last), rc);
+  assert_int_equal(last, upto);
+  hg_exchange_hash(ex, got);
+  hg_exchange_destroy(ex);
+  assert_memory_equal(got, want, sizeof want);
+  assert_true(eg.h == ew.h);
+}
+
+/* A record that passes its CRC but does not decode: the replay stops right
+ * before it with the decoder's error and the state of the commands before. */
+static void test_replay_stops_at_undecodable_record(void **state) {
+  (void)state;
+  char dir[64], jdir[128];
+  assert_non_null(util_tmpdir(dir, "replay"));
+  snprintf(jdir, sizeof jdir, "%s/journal", dir);
+  const uint64_t bad = 5000; /* seq 5001 */
+  write_journal(jdir, 6000, bad);
+  expect_replay_stops(jdir, bad, HG_EPARSE);
+  util_rm_rf(dir);
+}
+
+/* A record whose bytes changed after it was written (bad CRC): the reader's
+ * HG_ECORRUPT, with every record before it applied. */
+static void test_replay_stops_at_corrupt_record(void **state) {
+  (void)state;
+  char dir[64], jdir[128], seg[256];
+  assert_non_null(util_tmpdir(dir, "replay"));
+  snprintf(jdir, sizeof jdir, "%s/journal", dir);
+  write_journal(jdir, 6000, UINT64_MAX);
+  snprintf(seg, sizeof seg, "%s/journal-%020u.hgj", jdir, 1u);
+  flip_record(seg, 1, 3001);
+  expect_replay_stops(jdir, 3000, HG_ECORRUPT);
+  util_rm_rf(dir);
 }
 
 /* Every message of a pipeline, one per line. */
