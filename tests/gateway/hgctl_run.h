@@ -100,12 +100,11 @@ static inline pid_t spawn(uint64_t key, const char *secret_hex, const char *cons
   return pid;
 }
 
-/* Runs hgctl to the end (see spawn) and keeps its output and exit status. */
-static inline void run_as(out_t *o, uint64_t key, const char *secret_hex,
-                          const char *const *args) {
-  int fo, fe;
-  pid_t pid = spawn(key, secret_hex, args, &fo, &fe);
-  read_all(fo, o->text, sizeof o->text);
+/* Reads the rest of a spawned hgctl's output into o (after the len bytes
+ * of o->text already read, e.g. by read_until), reaps it and keeps its exit
+ * status. To stop one that runs until told, kill it with SIGTERM first. */
+static inline void collect(pid_t pid, int fo, int fe, out_t *o, size_t len) {
+  read_all(fo, o->text + len, sizeof o->text - len);
   read_all(fe, o->err, sizeof o->err);
   close(fo);
   close(fe);
@@ -113,6 +112,14 @@ static inline void run_as(out_t *o, uint64_t key, const char *secret_hex,
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_true(WIFEXITED(st));
   o->status = WEXITSTATUS(st);
+}
+
+/* Runs hgctl to the end (see spawn) and keeps its output and exit status. */
+static inline void run_as(out_t *o, uint64_t key, const char *secret_hex,
+                          const char *const *args) {
+  int fo, fe;
+  pid_t pid = spawn(key, secret_hex, args, &fo, &fe);
+  collect(pid, fo, fe, o, 0);
 }
 
 #endif
