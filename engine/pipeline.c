@@ -1231,6 +1231,12 @@ int hg_pipeline_submit_nowake(hg_pipeline_t *p, uint64_t origin, const hg_comman
 
 void hg_pipeline_kick(hg_pipeline_t *p) { hg_waiter_notify(p->engine_w); }
 
+/* Consumer 0's DONE records count as released (a statistic). */
+static inline void note_released(hg_pipeline_t *p, uint32_t consumer, const hg_pipe_out_t *o) {
+  if (consumer == 0 && o->kind == HG_PIPE_DONE)
+    atomic_store_explicit(&p->stat_released, o->seq, memory_order_relaxed); /* statistic */
+}
+
 size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_out_t *out,
                                   size_t max) {
   if (consumer >= p->ncons) return 0;
@@ -1255,9 +1261,7 @@ size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_ou
     }
     memcpy(&out[n], m, sizeof *out);
     hg_spsc_ring_consume(c->ring);
-    if (consumer == 0 && out[n].kind == HG_PIPE_DONE)
-      atomic_store_explicit(&p->stat_released, out[n].seq, memory_order_relaxed); /* statistic */
-    n++;
+    note_released(p, consumer, &out[n++]);
   }
   /* Only an engine that found this ring full waits for room; waking it on
    * every poll would cost it a futex wake-up and a context switch per batch.
@@ -1273,9 +1277,7 @@ size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_ou
     while (n < max && c->cursor != p->stage_tail &&
            p->stage[c->cursor & p->stage_mask].seq <= durable) {
       out[n] = p->stage[c->cursor++ & p->stage_mask];
-      if (consumer == 0 && out[n].kind == HG_PIPE_DONE)
-        atomic_store_explicit(&p->stat_released, out[n].seq, memory_order_relaxed); /* statistic */
-      n++;
+      note_released(p, consumer, &out[n++]);
     }
   }
   return n;
@@ -1376,12 +1378,8 @@ hg_journal_t *hg_pipeline__journal(hg_pipeline_t *p) { return p->journal; }
 
 void hg_pipeline__hold_journal(hg_pipeline_t *p, int hold) {
   atomic_store(&p->hold_journal, hold);
-  if (!hold) {
-    hg_waiter_notify(p->journal_w);
-    return;
-  }
   hg_waiter_notify(p->journal_w);
-  while (!atomic_load(&p->journal_parked)) {
+  while (hold && !atomic_load(&p->journal_parked)) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }
