@@ -1679,6 +1679,29 @@ static void mmp_fill(hg_gateway_t *gw, order_t *o, int64_t qty, uint64_t ts) {
   stream_send(gw, st, &env);
 }
 
+/* The account's positions as messages, in instrument order, at most cap
+ * (pos holds them, pp points at them); open_only skips flat ones. */
+static size_t fill_positions(const hg_gateway_t *gw, uint32_t acct, int open_only,
+                             Hourglass__V1__Position *pos, Hourglass__V1__Position **pp,
+                             size_t cap) {
+  size_t n = 0;
+  for (uint32_t i = 0; i < gw->cfg.max_instruments && n < cap; i++) {
+    if (gw->instr[i].id == 0) continue;
+    uint32_t k = map_get(&gw->position_map, (uint64_t)acct << 32 | gw->instr[i].id);
+    if (k == NONE32) continue;
+    const position_t *q = &gw->positions[k];
+    if (open_only && q->bought == q->sold) continue;
+    hourglass__v1__position__init(&pos[n]);
+    pos[n].instrument_id = gw->instr[i].id;
+    pos[n].bought_qty = q->bought;
+    pos[n].sold_qty = q->sold;
+    pos[n].net_qty = q->bought - q->sold;
+    pp[n] = &pos[n];
+    n++;
+  }
+  return n;
+}
+
 static void handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
   hg_gateway_t *gw = c->gw;
   const Hourglass__V1__PositionsRequest *r = env->positions_request;
@@ -1700,21 +1723,7 @@ static void handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *
   }
   Hourglass__V1__Position pos[256];
   Hourglass__V1__Position *pp[256];
-  size_t n = 0;
-  if (reason == 0) {
-    for (uint32_t i = 0; i < gw->cfg.max_instruments && n < 256; i++) {
-      if (gw->instr[i].id == 0) continue;
-      uint32_t k = map_get(&gw->position_map, (uint64_t)acct << 32 | gw->instr[i].id);
-      if (k == NONE32) continue;
-      hourglass__v1__position__init(&pos[n]);
-      pos[n].instrument_id = gw->instr[i].id;
-      pos[n].bought_qty = gw->positions[k].bought;
-      pos[n].sold_qty = gw->positions[k].sold;
-      pos[n].net_qty = gw->positions[k].bought - gw->positions[k].sold;
-      pp[n] = &pos[n];
-      n++;
-    }
-  }
+  size_t n = reason == 0 ? fill_positions(gw, acct, 0, pos, pp, 256) : 0;
   Hourglass__V1__Positions m = HOURGLASS__V1__POSITIONS__INIT;
   m.ref_seq = env->seq;
   m.account = reason == 0 ? acct : 0;
@@ -1886,19 +1895,7 @@ static void handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *
     lp[n] = &le[n];
     n++;
   }
-  size_t np = 0;
-  for (uint32_t i = 0; i < gw->cfg.max_instruments && np < STMT_POS_MAX; i++) {
-    if (gw->instr[i].id == 0) continue;
-    uint32_t k = map_get(&gw->position_map, (uint64_t)acct << 32 | gw->instr[i].id);
-    if (k == NONE32 || gw->positions[k].bought == gw->positions[k].sold) continue;
-    hourglass__v1__position__init(&pos[np]);
-    pos[np].instrument_id = gw->instr[i].id;
-    pos[np].bought_qty = gw->positions[k].bought;
-    pos[np].sold_qty = gw->positions[k].sold;
-    pos[np].net_qty = gw->positions[k].bought - gw->positions[k].sold;
-    pp[np] = &pos[np];
-    np++;
-  }
+  size_t np = fill_positions(gw, acct, 1, pos, pp, STMT_POS_MAX);
   m.has_account = 1;
   m.account = acct;
   m.has_instrument_id = inst != 0;
