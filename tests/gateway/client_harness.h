@@ -22,6 +22,7 @@
 #include "hourglass/client.h"
 #include "hourglass/error.h"
 #include "hourglass/gateway.h"
+#include "hourglass/index.h"
 #include "pipeline_util.h"
 
 typedef struct ch_options {
@@ -151,15 +152,9 @@ static inline void ch_halt(ch_server_t *s) {
   s->p = NULL;
 }
 
+/* Stops and closes the server and removes its data directory. */
 static inline void ch_stop(ch_server_t *s) {
-  if (s->gw != NULL) hg_gateway_stop(s->gw);
-  if (s->p != NULL) {
-    hg_pipeline_stop(s->p);
-    hg_pipeline_close(s->p);
-  }
-  hg_gateway_destroy(s->gw);
-  s->gw = NULL;
-  s->p = NULL;
+  ch_halt(s);
   util_rm_rf(s->dir);
 }
 
@@ -186,6 +181,17 @@ static inline int ch_response(hg_client_t *c, uint64_t seq) {
       return (int)e->response->reason;
     if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_TERMINATE) return -1;
   }
+}
+
+/* The day number of "YYYY-MM-DD"; the test's own dates, so one that does
+ * not parse is a bug in the test and aborts it. */
+static inline int32_t ch_day(const char *s) {
+  int32_t d = 0;
+  if (hg_index_day_parse(s, strlen(s), &d) != 0) {
+    fprintf(stderr, "ch_day: bad date %s\n", s);
+    abort();
+  }
+  return d;
 }
 
 /* A sequencer clock the test sets: pass ch_clock_read as ch_options_t.clock

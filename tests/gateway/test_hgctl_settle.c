@@ -41,12 +41,6 @@ typedef Hourglass__V1__Envelope env_t;
 
 static _Atomic uint64_t g_now; /* the sequencer's clock, ns */
 
-static int32_t day_of(const char *s) {
-  int32_t d = 0;
-  assert_int_equal(hg_index_day_parse(s, 10, &d), 0);
-  return d;
-}
-
 #define RUN(o, key, ...)                          \
   do {                                            \
     const char *const a_[] = {__VA_ARGS__, NULL}; \
@@ -106,8 +100,8 @@ static void same_statement(ch_server_t *s, uint64_t key, const char *account, co
 
 static void test_settle_expire_statements(void **state) {
   (void)state;
-  const int32_t d1 = day_of("2027-02-01"), d10 = day_of("2027-02-10"),
-                d28 = day_of("2027-02-28");
+  const int32_t d1 = ch_day("2027-02-01"), d10 = ch_day("2027-02-10"),
+                d28 = ch_day("2027-02-28");
   ch_clock_set(&g_now, d10, 12 * 3600);
   ch_server_t s;
   ch_options_t o = {

@@ -32,12 +32,6 @@ typedef Hourglass__V1__SettlementResult sres_t;
 
 static _Atomic uint64_t g_now; /* the sequencer's clock, ns */
 
-static int32_t day_of(const char *s) {
-  int32_t d = 0;
-  assert_int_equal(hg_index_day_parse(s, 10, &d), 0);
-  return d;
-}
-
 /* The SettlementResult answering seq (NULL on anything else). Valid until
  * the next receive on c. */
 static const sres_t *await_result(hg_client_t *c, uint64_t seq) {
@@ -100,8 +94,8 @@ static size_t make_samples(int32_t day, hg_index_sample_t *out) {
 
 static void test_settlement_through_gateway(void **state) {
   (void)state;
-  const int32_t d1 = day_of("2027-02-01"), d3 = day_of("2027-02-03"), d10 = day_of("2027-02-10"),
-                d27 = day_of("2027-02-27"), d28 = day_of("2027-02-28");
+  const int32_t d1 = ch_day("2027-02-01"), d3 = ch_day("2027-02-03"), d10 = ch_day("2027-02-10"),
+                d27 = ch_day("2027-02-27"), d28 = ch_day("2027-02-28");
   ch_clock_set(&g_now, d10, 12 * 3600);
   ch_server_t s;
   ch_options_t o = {.clock = ch_clock_read, .clock_ctx = &g_now};
@@ -134,7 +128,7 @@ static void test_settlement_through_gateway(void **state) {
   for (int p = 1; p <= 5; p++) {
     char name[16];
     snprintf(name, sizeof name, "prov%d", p);
-    assert_int_equal(hg_client_provider_grade(op, name, "B200", "A", day_of("2027-01-01"), &seq), 0);
+    assert_int_equal(hg_client_provider_grade(op, name, "B200", "A", ch_day("2027-01-01"), &seq), 0);
     assert_int_equal(ok_result(op, seq), 0);
   }
 
