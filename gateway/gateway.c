@@ -53,6 +53,7 @@
 #include <uv.h>
 
 #include "hourglass/error.h"
+#include "hourglass/index.h"
 #include "hourglass/store.h"
 #include "hourglass/wire.h"
 #include "outlog.h"
@@ -2410,6 +2411,13 @@ static void settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o) 
   case HG_COMMAND_DAILY_SETTLEMENT:
     r.has_day = 1;
     r.day = p->cmd.u.daily.day;
+    if (a->reason == REJ(NOT_IN_STATE)) {
+      char d[11];
+      hg_index_day_format(p->cmd.u.daily.day, d);
+      snprintf(text, sizeof text,
+               "%s is not the next cycle: one per day, in day order, from 16:00 UTC that day", d);
+      r.text = text;
+    }
     if (a->cycle) {
       r.has_contracts_settled = 1;
       r.contracts_settled = a->dsp_total;

@@ -1303,12 +1303,27 @@ static int op_reply(const char *cmd, const char *verb, hg_client_t *c, uint64_t 
 }
 
 int hgctl_op_end_of_session(int argc, char **argv) {
-  const char *cmd = "op end-of-session", *date = NULL;
-  const opt_t opts[] = {CONN_OPTS, {"date", &date, NULL}};
+  const char *cmd = "op end-of-session", *day_s = NULL, *date = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"day", &day_s, NULL}, {"date", &date, NULL}};
   int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                 "op end-of-session [--date YYYYMMDD]   (every DAY order expires)\n");
+                 "op end-of-session [--day YYYY-MM-DD]   (every DAY order expires)\n");
+  if (rc) return rc;
+  /* The engine keeps the session date as YYYYMMDD; --day takes the form
+   * every other operator command uses, --date the engine's own (kept for
+   * scripts written against it). */
   int64_t d = 0;
-  if (rc || (date && (rc = need_num(cmd, "date", date, 19700101, 99991231, &d)))) return rc;
+  if (day_s != NULL && date != NULL) {
+    fprintf(stderr, "hgctl %s: give --day or --date, not both\n", cmd);
+    return EXIT_USAGE;
+  }
+  if (day_s != NULL) {
+    int32_t day = 0;
+    if ((rc = parse_day(cmd, day_s, &day))) return rc;
+    d = strtol(day_s, NULL, 10) * 10000 + strtol(day_s + 5, NULL, 10) * 100 +
+        strtol(day_s + 8, NULL, 10);
+  } else if (date != NULL && (rc = need_num(cmd, "date", date, 19700101, 99991231, &d))) {
+    return rc;
+  }
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
   uint64_t seq = 0;

@@ -168,13 +168,21 @@ static void test_settle_expire_statements(void **state) {
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-10"); /* once per day */
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.err, "refused: not_in_state"));
+  assert_non_null(strstr(r.err, "2027-02-10 is not the next cycle"));
 
   /* Last trading day's cycle (no VM: unchanged DSP), then expiry at FSP
    * 500000 / 1000 = 500: A 2 x (500 - 507) x TV = -14,000,000. */
   ch_clock_set(&g_now, d28, 16 * 3600 + 1);
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-28");
   assert_int_equal(r.status, 0);
-  RUN(&r, OPC, "op", "end-of-session", "--date", "20270228");
+  /* The session date takes the YYYY-MM-DD form of every other operator
+   * command; an impossible day or both forms at once are usage errors. */
+  RUN(&r, OPC, "op", "end-of-session", "--day", "2027-02-30");
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "--day must be YYYY-MM-DD"));
+  RUN(&r, OPC, "op", "end-of-session", "--day", "2027-02-28", "--date", "20270228");
+  assert_int_equal(r.status, 2);
+  RUN(&r, OPC, "op", "end-of-session", "--day", "2027-02-28");
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.text, "OK end-of-session engine_seq="));
   RUN(&r, OPC, "op", "expire", "B200.A.2027-02");
