@@ -71,6 +71,10 @@ static bool g_batch = true;
  * (journal.force_fallback) instead of committing through io_uring, whose
  * linked fdatasync runs on a kernel io-wq worker. */
 static int g_journal_direct = 0;
+/* --rt N: the exchange's engine, journal and gateway threads run under
+ * SCHED_FIFO at priority N (threads.realtime_priority); the load generator,
+ * which stands for clients on other machines, stays at normal priority. */
+static int g_rt = 0;
 #define BATCH_MAX 64u /* requests one session sends in one tick at most */
 
 static uint64_t now_ns(void) {
@@ -123,6 +127,7 @@ static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
   o.base_dir = dir;
   o.durable = 1;
   o.journal_direct = g_journal_direct;
+  o.rt_priority = g_rt;
   o.max_sessions = n_sessions + 8;
   o.max_instruments = 4;
   o.max_accounts = n_sessions + 8;
@@ -447,6 +452,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
     else if (strcmp(argv[i], "--no-batch") == 0) g_batch = false;
     else if (strcmp(argv[i], "--journal-direct") == 0) g_journal_direct = 1;
+    else if (strcmp(argv[i], "--rt") == 0 && i + 1 < argc) g_rt = atoi(argv[++i]);
     else if (strcmp(argv[i], "--sweep-only") == 0) sweep_only = true;
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) disk_dir = argv[++i];
     else if (strcmp(argv[i], "--shm") == 0 && i + 1 < argc) shm_dir = argv[++i];
@@ -457,7 +463,7 @@ int main(int argc, char **argv) {
         rates[nrates++] = atof(p);
     } else {
       fprintf(stderr,
-              "usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--sweep-only] [--dir DIR] [--shm DIR] "
+              "usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--rt N] [--sweep-only] [--dir DIR] [--shm DIR] "
               "[--sessions N] [--rates a,b,...] [--seconds S]\n");
       return 2;
     }

@@ -64,6 +64,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/ring.h"
+#include "hourglass/thread.h"
 #include "hourglass/store.h"
 #include "journal_internal.h"
 #include "pipeline_internal.h"
@@ -826,7 +827,7 @@ static int replay_threaded(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *
     return 0;
   }
   pthread_t thr;
-  if (pthread_create(&thr, NULL, feeder_main, f) != 0) {
+  if (hg_thread_start("hg-replay-feed", 0, feeder_main, f, &thr) != 0) {
     hg_waiter_destroy(f->feeder_w);
     hg_waiter_destroy(f->applier_w);
     return 0;
@@ -981,7 +982,7 @@ static int recover_overlapped(hg_pipeline_t *p, const hg_journal_options_t *jo,
     return 1;
   }
   pthread_t thr;
-  if (pthread_create(&thr, NULL, scan_main, job) != 0) {
+  if (hg_thread_start("hg-recov-scan", 0, scan_main, job, &thr) != 0) {
     hg_waiter_destroy(job->bound.w);
     free(job);
     return 1;
@@ -1127,7 +1128,9 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
   if (c.outbound_capacity == 0) c.outbound_capacity = 1u << 18;
   if (c.staging_capacity == 0) c.staging_capacity = 1u << 18;
   if (c.consumers == 0) c.consumers = 1;
-  if (c.consumers > HG_PIPE_MAX_CONSUMERS) return HG_EINVAL;
+  if (c.consumers > HG_PIPE_MAX_CONSUMERS || c.rt_priority < 0 ||
+      c.rt_priority > HG_THREAD_RT_MAX)
+    return HG_EINVAL;
   if (!is_pow2(c.inbound_capacity) || !is_pow2(c.outbound_capacity) ||
       !is_pow2(c.staging_capacity) || c.staging_capacity < 2 * STAGE_RESERVE ||
       (c.durability != HG_DURABILITY_DURABLE &&
@@ -1169,11 +1172,11 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
 
 int hg_pipeline_start(hg_pipeline_t *p) {
   if (p->running || p->stopped) return HG_ESTATE;
-  int rc = pthread_create(&p->snap_thr, NULL, snapshot_main, p);
-  if (rc != 0) return -rc;
-  rc = pthread_create(&p->journal_thr, NULL, journal_main, p);
+  int rc = hg_thread_start("hg-snapshot", 0, snapshot_main, p, &p->snap_thr);
+  if (rc != 0) return rc;
+  rc = hg_thread_start("hg-journal", p->cfg.rt_priority, journal_main, p, &p->journal_thr);
   if (rc == 0) {
-    rc = pthread_create(&p->engine_thr, NULL, engine_main, p);
+    rc = hg_thread_start("hg-engine", p->cfg.rt_priority, engine_main, p, &p->engine_thr);
     if (rc != 0) {
       atomic_store(&p->journal_stop, 1);
       hg_waiter_notify(p->journal_w);
@@ -1186,7 +1189,7 @@ int hg_pipeline_start(hg_pipeline_t *p) {
     pthread_cond_signal(&p->snap_cv);
     pthread_mutex_unlock(&p->snap_mu);
     pthread_join(p->snap_thr, NULL);
-    return -rc;
+    return rc;
   }
   p->running = 1;
   atomic_store(&p->accepting, 1);

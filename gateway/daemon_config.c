@@ -68,6 +68,7 @@ static const keydef_t KEYS[] = {
     {"store.map_size", K_SIZE64, OFF(store_map_size), 1 * MB, 1024 * GB, 0, 0},
     {"durability", K_DURABILITY, OFF(durability), 0, 1, 0, 0},
     {"wait", K_WAIT, OFF(wait_spin), 0, 100000000, 0, 0},
+    {"threads.realtime_priority", K_U32, OFF(rt_priority), 0, 99, 0, 0},
     {"limits.max_instruments", K_U32, OFF(max_instruments), 1, 100000, 0, 0},
     {"limits.max_accounts", K_U32, OFF(max_accounts), 1, 10000000, 0, 0},
     {"limits.max_book_orders", K_U32, OFF(max_book_orders), 1, 1u << 26, 0, 0},
@@ -124,6 +125,7 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->store_map_size = 1 * GB;
   cfg->durability = HG_DURABILITY_DURABLE;
   cfg->wait_spin = 0;
+  cfg->rt_priority = 0;
   cfg->max_instruments = 64;
   cfg->max_accounts = 4096;
   cfg->max_book_orders = 1u << 20;
@@ -441,6 +443,7 @@ void hg_daemon_config_pipeline(const hg_daemon_config_t *cfg, hg_pipeline_config
   out->outbound_capacity = cfg->outbound_capacity;
   out->staging_capacity = cfg->staging_capacity;
   out->spin = cfg->wait_spin;
+  out->rt_priority = (int)cfg->rt_priority;
   out->durability = cfg->durability;
   out->snapshot_every = cfg->snapshot_interval;
   out->snapshot_keep = cfg->snapshot_keep;

@@ -41,6 +41,7 @@ typedef struct hg_daemon_config {
   uint64_t store_map_size;     /* store.map_size, 1G */
   int durability;              /* durability, durable */
   uint32_t wait_spin;          /* wait = block (0) | spin N */
+  uint32_t rt_priority;        /* threads.realtime_priority, 0 = off; 1..99 SCHED_FIFO */
   uint32_t max_instruments;    /* limits.max_instruments, 64 */
   uint32_t max_accounts;       /* limits.max_accounts, 4096 */
   uint32_t max_book_orders;    /* limits.max_book_orders, 1048576 */

@@ -55,6 +55,7 @@
 #include "hourglass/error.h"
 #include "hourglass/index.h"
 #include "hourglass/store.h"
+#include "hourglass/thread.h"
 #include "hourglass/wire.h"
 #include "outlog.h"
 #include "session.h"
@@ -3189,7 +3190,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
       cfg.out_high_water >= cfg.out_hard_cap || cfg.out_hard_cap < cfg.max_frame * 2u ||
       cfg.keepalive_min_ms > cfg.keepalive_max_ms || cfg.retransmit_bytes < 1024 ||
       cfg.max_orders > (1u << 28) || cfg.max_accounts > (1u << 28) ||
-      cfg.max_positions > (1u << 28))
+      cfg.max_positions > (1u << 28) || cfg.rt_priority < 0 || cfg.rt_priority > HG_THREAD_RT_MAX)
     return HG_EINVAL;
   hg_gateway_t *gw = calloc(1, sizeof *gw);
   if (gw == NULL) return -ENOMEM;
@@ -3472,8 +3473,11 @@ int hg_gateway_start(hg_gateway_t *gw) {
   if (gw->pipe == NULL || gw->started) return HG_ESTATE;
   int rc = uv_timer_start(&gw->timer, on_tick, gw->cfg.tick_ms, gw->cfg.tick_ms);
   if (rc != 0) return rc;
-  rc = pthread_create(&gw->thread, NULL, loop_main, gw);
-  if (rc != 0) return -rc;
+  rc = hg_thread_start("hg-gateway", gw->cfg.rt_priority, loop_main, gw, &gw->thread);
+  if (rc != 0) {
+    uv_timer_stop(&gw->timer);
+    return rc;
+  }
   gw->started = 1;
   /* Output released before the loop ran (notify coalesced into nothing). */
   uv_async_send(&gw->wake);

@@ -58,6 +58,7 @@
 #include "hourglass/error.h"
 #include "hourglass/journal.h"
 #include "hourglass/pipeline.h"
+#include "hourglass/thread.h"
 #include "http.h"
 #include "mdview.h"
 
@@ -67,6 +68,11 @@
 #include "demo.h"
 #include "scenario.h"
 #include "web_assets.h"
+
+/* Appended to the start failure when threads.realtime_priority was refused. */
+#define RT_HINT                                                                  \
+  " hint=\"threads.realtime_priority needs root, CAP_SYS_NICE or LimitRTPRIO= (with" \
+  " RestrictRealtime=no) in the unit; 0 runs without real-time scheduling\""
 
 #ifndef HG_VERSION
 #define HG_VERSION "dev"
@@ -1004,6 +1010,7 @@ static int serve(daemon_t *d) {
   gc.max_accounts = cfg->max_accounts;
   gc.throttle_rate = cfg->throttle_rate;
   gc.throttle_burst = cfg->throttle_burst;
+  gc.rt_priority = (int)cfg->rt_priority;
   gc.outlog_segment_size = cfg->outlog_segment_size;
   gc.outlog_segments_kept = cfg->outlog_segments_kept;
   gc.outlog_max_session_ids = cfg->outlog_max_session_ids;
@@ -1081,35 +1088,37 @@ static int serve(daemon_t *d) {
 
   rc = hg_pipeline_start(d->pipe);
   if (rc != 0) {
-    hg_dlog(HG_LOG_ERROR, "daemon", "cannot start the pipeline", "err=%s", hg_strerror(rc));
+    hg_dlog(HG_LOG_ERROR, "daemon", "cannot start the pipeline", "err=%s%s", hg_strerror(rc),
+            rc == -EPERM ? RT_HINT : "");
     goto fail;
   }
-  if ((rc = -pthread_create(&d->md, NULL, md_main, d)) != 0) goto stop;
+  if ((rc = hg_thread_start("hg-marketdata", 0, md_main, d, &d->md)) != 0) goto stop;
   d->md_running = 1;
 #ifdef HG_WITH_GATEWAY
   rc = hg_gateway_start(d->gw);
   if (rc != 0) {
-    hg_dlog(HG_LOG_ERROR, "gateway", "cannot start", "err=%s", hg_strerror(rc));
+    hg_dlog(HG_LOG_ERROR, "gateway", "cannot start", "err=%s%s", hg_strerror(rc),
+            rc == -EPERM ? RT_HINT : "");
     goto stop;
   }
   hg_dlog(HG_LOG_INFO, "gateway", "listening", "addr=%s:%u", cfg->order_entry.host,
           hg_gateway_port(d->gw));
 #else
   /* Without the gateway the daemon is the pipeline's consumer. */
-  if ((rc = -pthread_create(&d->consumer, NULL, consumer_main, d)) != 0) goto stop;
+  if ((rc = hg_thread_start("hg-consumer", 0, consumer_main, d, &d->consumer)) != 0) goto stop;
   d->consumer_running = 1;
   hg_dlog(HG_LOG_WARN, "daemon", "built without the gateway: no client intake on order_entry",
           NULL);
 #endif
   if (cfg->synthetic_rate > 0) {
     atomic_store(&d->synth_rate, cfg->synthetic_rate);
-    if ((rc = -pthread_create(&d->synth, NULL, synth_main, d)) != 0) goto stop;
+    if ((rc = hg_thread_start("hg-synthetic", 0, synth_main, d, &d->synth)) != 0) goto stop;
     d->synth_running = 1;
     hg_dlog(HG_LOG_INFO, "daemon", "synthetic load on", "orders_per_sec=%u instrument=%u",
             cfg->synthetic_rate, SYN_INSTRUMENT);
   }
   if (d->demo != NULL) {
-    if ((rc = -pthread_create(&d->demo_thr, NULL, demo_main, d)) != 0) goto stop;
+    if ((rc = hg_thread_start("hg-demo", 0, demo_main, d, &d->demo_thr)) != 0) goto stop;
     d->demo_running = 1;
   }
   atomic_store(&d->published, 1);

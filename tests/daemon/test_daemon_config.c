@@ -37,6 +37,7 @@ static void defaults_are_documented_values(void **state) {
   assert_int_equal(c.snapshot_keep, 2);
   assert_int_equal(c.durability, HG_DURABILITY_DURABLE);
   assert_int_equal(c.wait_spin, 0);
+  assert_int_equal(c.rt_priority, 0);
   assert_int_equal(c.max_instruments, 64);
   assert_int_equal(c.http_keepalive, 1);
   assert_int_equal(c.synthetic_rate, 0);
@@ -61,6 +62,7 @@ static void every_key_is_set(void **state) {
       "store.map_size = 2G\n"
       "durability = ack_before_durable_unsafe\n"
       "wait = spin 500\n"
+      "threads.realtime_priority = 20\n"
       "limits.max_instruments = 12\n"
       "limits.max_accounts = 99\n"
       "limits.max_book_orders = 1000\n"
@@ -97,6 +99,7 @@ static void every_key_is_set(void **state) {
   assert_int_equal(c.store_map_size, 2147483648u);
   assert_int_equal(c.durability, HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE);
   assert_int_equal(c.wait_spin, 500);
+  assert_int_equal(c.rt_priority, 20);
   assert_int_equal(c.max_instruments, 12);
   assert_int_equal(c.max_accounts, 99);
   assert_int_equal(c.max_book_orders, 1000);
@@ -179,6 +182,8 @@ static void bad_input_names_line_key_and_reason(void **state) {
       {"wait = spin\n", HG_EINVAL, 1, "wait", "block or spin N"},
       {"wait = spin 0\n", HG_ERANGE, 1, "wait", "spin count"},
       {"wait = busy\n", HG_EINVAL, 1, "wait", "block or spin N"},
+      {"threads.realtime_priority = 100\n", HG_ERANGE, 1, "threads.realtime_priority",
+       "out of range"},
       {"pipeline.inbound_capacity = 1000\n", HG_EINVAL, 1, "pipeline.inbound_capacity",
        "power of two"},
       {"data_dir =\n", HG_EINVAL, 1, "data_dir", "missing value"},

@@ -7,10 +7,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -18,6 +21,7 @@
 
 #include "cmdgen.h"
 #include "hourglass/error.h"
+#include "hourglass/thread.h"
 #include "journal_internal.h"
 #include "pipeline_internal.h"
 #include "pipeline_util.h"
@@ -515,6 +519,48 @@ static void corrupt_journal_stops_startup(void **state) {
   assert_non_null(strstr(f->log.last, "journal"));
 }
 
+/* Scheduling policy of this process's thread named `name`; -1: none. */
+static int policy_of(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  assert_non_null(d);
+  int policy = -1;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) continue;
+    if (fgets(comm, sizeof comm, f) != NULL) comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+    if (strcmp(comm, name) == 0) policy = sched_getscheduler((pid_t)atoi(e->d_name));
+  }
+  closedir(d);
+  return policy;
+}
+
+/* rt_priority puts exactly the order path's threads (engine, journal) under
+ * SCHED_FIFO; the snapshot writer stays ordinary. Out of range is refused
+ * at open. */
+static void rt_priority_reaches_engine_and_journal(void **state) {
+  fixture_t *f = *state;
+  hg_pipeline_t *p = NULL;
+  f->cfg.rt_priority = HG_THREAD_RT_MAX + 1;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), HG_EINVAL);
+  f->cfg.rt_priority = 3;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  int rc = hg_pipeline_start(p);
+  if (rc == -EPERM) { /* real-time scheduling not permitted here */
+    hg_pipeline_close(p);
+    skip();
+  }
+  assert_int_equal(rc, 0);
+  assert_int_equal(policy_of("hg-engine"), SCHED_FIFO);
+  assert_int_equal(policy_of("hg-journal"), SCHED_FIFO);
+  assert_int_equal(policy_of("hg-snapshot"), SCHED_OTHER);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(lifecycle_restart_and_replay, setup, teardown),
@@ -522,6 +568,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(stop_keeps_unpolled_results, setup, teardown),
       cmocka_unit_test_setup_teardown(two_consumers_each_get_everything, setup, teardown),
       cmocka_unit_test_setup_teardown(nowake_waits_for_kick, setup, teardown),
+      cmocka_unit_test_setup_teardown(rt_priority_reaches_engine_and_journal, setup, teardown),
       cmocka_unit_test_setup_teardown(kick_after_nowake_always_wakes, setup, teardown),
       cmocka_unit_test_setup_teardown(journal_failure_stops_intake, setup, teardown),
       cmocka_unit_test_setup_teardown(events_wait_for_durability, setup, teardown),

@@ -40,6 +40,7 @@ typedef struct ch_options {
   const char *data_dir;      /* reopen this data directory (ch_halt left it); NULL: a new one */
   void *clock_ctx;
   int journal_direct;        /* journal.force_fallback: pwritev + fdatasync, no io_uring */
+  int rt_priority;           /* SCHED_FIFO for the engine, journal and gateway threads; 0: off */
 } ch_options_t;
 
 typedef struct ch_server {
@@ -94,6 +95,7 @@ static inline int ch_create(ch_server_t *s, const ch_options_t *o) {
   }
   gc.log = ch_gw_log;
   gc.log_ctx = s;
+  gc.rt_priority = o->rt_priority;
   int rc = hg_gateway_create(&gc, &s->gw);
   if (rc != 0) return rc;
   hg_pipeline_config_t pc;
@@ -113,6 +115,7 @@ static inline int ch_create(ch_server_t *s, const ch_options_t *o) {
     pc.journal.batch_bytes = 4u << 20;
   }
   pc.journal.force_fallback = o->journal_direct;
+  pc.rt_priority = o->rt_priority;
   pc.durability = o->durable ? HG_DURABILITY_DURABLE : HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE;
   pc.clock = o->clock;
   pc.clock_ctx = o->clock_ctx;

@@ -75,6 +75,10 @@ typedef struct hg_pipeline_config {
   uint32_t outbound_capacity;   /* records, power of two; 0: 262144 */
   uint32_t staging_capacity;    /* events awaiting durability, power of two; 0: 262144 */
   uint32_t spin;                /* waiter spin count before sleeping; 0: block at once */
+  int rt_priority;              /* 0: default scheduling; 1..99: the engine and journal
+                                   threads run under SCHED_FIFO at this priority
+                                   (hourglass/thread.h; start fails with -EPERM if the
+                                   process may not) */
   int durability;               /* hg_durability_t */
   uint64_t snapshot_every;      /* commands between snapshots; 0: only at stop */
   uint32_t snapshot_keep;       /* snapshots kept in LMDB; 0: 2 */
@@ -147,7 +151,8 @@ void hg_pipeline_config_init(hg_pipeline_config_t *cfg);
  */
 int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out);
 
-/* Starts the engine, journal and snapshot threads. 0, HG_ESTATE, -errno. */
+/* Starts the engine, journal and snapshot threads. 0, HG_ESTATE, -EPERM (cfg.rt_priority
+ * set and real-time scheduling not permitted), other -errno. */
 int hg_pipeline_start(hg_pipeline_t *p);
 
 /*

@@ -93,6 +93,9 @@ typedef struct hg_gateway_config {
   uint32_t pending_capacity;     /* commands in flight, power of two; 0: 16384 */
   int64_t mmp_qty;               /* default quote-group protection qty; 0: 1000 */
   uint32_t mmp_window_ms;        /* default window; 0: 1000 */
+  int rt_priority;               /* 0: default scheduling; 1..99: the loop thread runs
+                                    under SCHED_FIFO at this priority (hourglass/thread.h;
+                                    hg_gateway_start fails with -EPERM if not permitted) */
   /* Outbound journal (every sequenced frame and used session id, for
    * retransmission across restarts; see proto/README.md). */
   const char *outlog_dir;        /* created if missing; NULL: <key_dir>/outlog */
@@ -186,7 +189,8 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
 int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
 
 /* Starts accepting, on a new loop thread. 0, HG_ESTATE (not attached, or
- * started before), -errno. */
+ * started before), -EPERM (cfg.rt_priority set and real-time scheduling not
+ * permitted), -errno. */
 int hg_gateway_start(hg_gateway_t *gw);
 
 /* The bound port (useful with port 0). Any thread after create. */
