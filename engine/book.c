@@ -19,8 +19,9 @@
  *    from a stack; so a cancel usually finds its order with a single load,
  *    not a table probe followed by a load. What matching and cancels read
  *    is one 64-byte line per order; entry number, original quantity,
- *    timestamp and the session-scoped flag sit in a parallel cold array. An order is linked into two intrusive doubly linked lists:
- *    its level's FIFO and its account's list (for mass cancel); position in
+ *    timestamp and the session-scoped flag sit in a parallel cold array.
+ *    An order is linked into two intrusive doubly linked lists: its
+ *    level's FIFO and its account's list (for mass cancel); position in
  *    both is time priority. Time priority across the book (expire_day,
  *    foreach, snapshots) is the entry number, a counter bumped each time an
  *    order rests: those rare walks sort the live orders by it instead of
@@ -1384,8 +1385,7 @@ void hg_book_foreach(const hg_book_t *b, void (*fn)(void *ctx, const hg_book_ord
 int hg_book_restore(hg_book_t *b, const hg_book_order_t *o) {
   if (o == NULL || o->order_id == 0 || o->side > HG_SIDE_SELL || o->tif > HG_TIF_DAY ||
       o->stp > HG_STP_NONE || o->post_only > 1 || o->session_scoped > 1 || o->leaves <= 0 ||
-      o->leaves > o->qty ||
-      o->qty > b->params.max_order_qty || o->price < b->params.min_price ||
+      o->leaves > o->qty || o->qty > b->params.max_order_qty || o->price < b->params.min_price ||
       o->price > b->params.max_price)
     return HG_EINVAL;
   if (would_cross(b, o->side, o->price)) return HG_EINVAL;
