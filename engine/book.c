@@ -18,9 +18,10 @@
  *    sequence: in the bench workloads 95% do), otherwise at a free slot
  *    from a stack; so a cancel usually finds its order with a single load,
  *    not a table probe followed by a load. What matching and cancels read
- *    is one 64-byte line per order; entry number, original quantity and
- *    timestamp sit in a parallel cold array. An order is linked into two intrusive doubly linked lists:
- *    its level's FIFO and its account's list (for mass cancel); position in
+ *    is one 64-byte line per order; entry number, original quantity,
+ *    timestamp and the session-scoped flag sit in a parallel cold array.
+ *    An order is linked into two intrusive doubly linked lists: its
+ *    level's FIFO and its account's list (for mass cancel); position in
  *    both is time priority. Time priority across the book (expire_day,
  *    foreach, snapshots) is the entry number, a counter bumped each time an
  *    order rests: those rare walks sort the live orders by it instead of
@@ -84,7 +85,9 @@ typedef struct order_cold {
   uint64_t seq; /* entry number: time priority across the whole book */
   hg_qty_t qty;
   uint64_t ts;
-  uint64_t pad_;
+  uint32_t scoped; /* 1: session-scoped (hg_book_cancel_scoped); cold because
+                      only that sweep, replace re-entry and exports read it */
+  uint32_t pad_;
 } order_cold_t;
 
 /* A live order and its time priority, for sorting. */
@@ -192,7 +195,8 @@ struct taker {
   hg_qty_t leaves;
   uint64_t ts;
   uint8_t side, tif, stp, post_only;
-  uint8_t mode; /* stp resolved against the book default */
+  uint8_t mode;   /* stp resolved against the book default */
+  uint8_t scoped; /* 0 or 1, stored in the cold record if it rests */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -591,6 +595,7 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
   c->seq = b->next_seq++;
   c->qty = t->qty;
   c->ts = t->ts;
+  c->scoped = t->scoped;
   o->account = t->account;
   o->smp = t->smp;
   o->lvl = idx;
@@ -1070,6 +1075,7 @@ void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
   t.stp = o->stp;
   t.post_only = o->post_only;
   t.mode = resolve_stp(b, o->stp);
+  t.scoped = o->session_scoped != 0;
 
   hg_book_event_t ev;
   ev_init(b, &ev, HG_EV_ACCEPTED, t.ts);
@@ -1173,6 +1179,7 @@ void hg_book_replace(hg_book_t *b, hg_oid_t id, hg_account_t account, hg_price_t
   t.stp = o->stp;
   t.post_only = o->post_only;
   t.mode = resolve_stp(b, o->stp);
+  t.scoped = (uint8_t)b->cold[s].scoped;
   b->sink(b->sink_ctx, &ev);
   /* Freeing the slot guarantees the re-entry a slot and an account record. */
   order_remove(b, s);
@@ -1203,13 +1210,23 @@ uint32_t hg_book_mass_cancel(hg_book_t *b, hg_account_t account, int sides, uint
   return n;
 }
 
-/* The oldest live order (DAY only if day_only) entered after seq `after`
- * (any, if first), or NIL. O(max_orders): for walks nested in walks only. */
-static uint32_t oldest_after(const hg_book_t *b, bool day_only, bool first, uint64_t after) {
+/* Which live orders a time-ordered walk visits. */
+typedef enum walk_filter { WALK_ALL, WALK_DAY, WALK_SCOPED } walk_filter_t;
+
+static inline bool walk_skips(const hg_book_t *b, uint32_t s, walk_filter_t f) {
+  const order_t *o = &b->pool[s];
+  if (o->id == 0) return true;
+  if (f == WALK_DAY) return o->tif != HG_TIF_DAY;
+  if (f == WALK_SCOPED) return b->cold[s].scoped == 0;
+  return false;
+}
+
+/* The oldest live order passing filter f entered after seq `after` (any, if
+ * first), or NIL. O(max_orders): for walks nested in walks only. */
+static uint32_t oldest_after(const hg_book_t *b, walk_filter_t f, bool first, uint64_t after) {
   uint32_t best = NIL;
   for (uint32_t s = 0; s < b->nslots; s++) {
-    const order_t *o = &b->pool[s];
-    if (o->id == 0 || (day_only && o->tif != HG_TIF_DAY)) continue;
+    if (walk_skips(b, s, f)) continue;
     uint64_t q = b->cold[s].seq;
     if ((first || q > after) && (best == NIL || q < b->cold[best].seq)) best = s;
   }
@@ -1217,17 +1234,16 @@ static uint32_t oldest_after(const hg_book_t *b, bool day_only, bool first, uint
 }
 
 /*
- * Live orders (DAY orders only if day_only) in time priority, oldest first,
+ * Live orders passing filter f in time priority, oldest first,
  * into walk->a; returns how many. Entry numbers are unique and every
  * structure appends in entry order, so this is the order the book's lists
  * would give. Bottom-up merge sort: O(n log n), no allocation.
  */
-static uint32_t time_order(const hg_book_t *b, bool day_only) {
+static uint32_t time_order(const hg_book_t *b, walk_filter_t f) {
   seq_slot_t *src = b->walk->a, *dst = b->walk->b;
   uint32_t n = 0;
   for (uint32_t s = 0; s < b->nslots; s++) {
-    const order_t *o = &b->pool[s];
-    if (o->id == 0 || (day_only && o->tif != HG_TIF_DAY)) continue;
+    if (walk_skips(b, s, f)) continue;
     src[n].seq = b->cold[s].seq;
     src[n].slot = s;
     src[n].pad_ = 0;
@@ -1250,26 +1266,41 @@ static uint32_t time_order(const hg_book_t *b, bool day_only) {
   return n;
 }
 
-static void expire_one(hg_book_t *b, uint32_t s, uint64_t ts) {
+static void sweep_one(hg_book_t *b, uint32_t s, int reason, uint64_t ts) {
   order_t *o = &b->pool[s];
   int side = o->side;
   uint32_t idx = o->lvl;
-  emit_order_cancel(b, o, HG_CXL_EXPIRY, ts);
+  emit_order_cancel(b, o, reason, ts);
   order_remove(b, s);
   emit_level(b, side, idx, ts);
 }
 
-uint32_t hg_book_expire_day(hg_book_t *b, uint64_t ts) {
+/* Cancels every live order passing f, in time priority, with reason. */
+static uint32_t sweep(hg_book_t *b, walk_filter_t f, int reason, uint64_t ts) {
   uint32_t n = 0;
   if (b->walk->busy) { /* called from inside a foreach */
-    for (uint32_t s; (s = oldest_after(b, true, true, 0)) != NIL; n++) expire_one(b, s, ts);
+    for (uint32_t s; (s = oldest_after(b, f, true, 0)) != NIL; n++) sweep_one(b, s, reason, ts);
     return n;
   }
-  n = time_order(b, true);
+  n = time_order(b, f);
   /* Removing an order never moves another, so the sorted slots stay valid. */
   b->walk->busy = true;
-  for (uint32_t k = 0; k < n; k++) expire_one(b, b->walk->a[k].slot, ts);
+  for (uint32_t k = 0; k < n; k++) sweep_one(b, b->walk->a[k].slot, reason, ts);
   b->walk->busy = false;
+  return n;
+}
+
+uint32_t hg_book_expire_day(hg_book_t *b, uint64_t ts) {
+  return sweep(b, WALK_DAY, HG_CXL_EXPIRY, ts);
+}
+
+uint32_t hg_book_cancel_scoped(hg_book_t *b, uint64_t ts) {
+  return sweep(b, WALK_SCOPED, HG_CXL_MASS_CANCEL, ts);
+}
+
+uint32_t hg_book_scoped_count(const hg_book_t *b) {
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < b->nslots; s++) n += !walk_skips(b, s, WALK_SCOPED);
   return n;
 }
 
@@ -1315,6 +1346,7 @@ static void order_export(const hg_book_t *b, uint32_t s, hg_book_order_t *out) {
   out->tif = o->tif;
   out->stp = o->stp;
   out->post_only = o->post_only;
+  out->session_scoped = (uint8_t)b->cold[s].scoped;
 }
 
 int hg_book_find(const hg_book_t *b, hg_oid_t id, hg_account_t account, hg_book_order_t *out) {
@@ -1334,14 +1366,14 @@ void hg_book_foreach(const hg_book_t *b, void (*fn)(void *ctx, const hg_book_ord
   if (b->walk->busy) { /* fn of an outer foreach walks the book again */
     bool first = true;
     uint64_t after = 0;
-    for (uint32_t s; (s = oldest_after(b, false, first, after)) != NIL; first = false) {
+    for (uint32_t s; (s = oldest_after(b, WALK_ALL, first, after)) != NIL; first = false) {
       after = b->cold[s].seq;
       order_export(b, s, &o);
       fn(ctx, &o);
     }
     return;
   }
-  uint32_t n = time_order(b, false);
+  uint32_t n = time_order(b, WALK_ALL);
   b->walk->busy = true;
   for (uint32_t k = 0; k < n; k++) {
     order_export(b, b->walk->a[k].slot, &o);
@@ -1352,8 +1384,8 @@ void hg_book_foreach(const hg_book_t *b, void (*fn)(void *ctx, const hg_book_ord
 
 int hg_book_restore(hg_book_t *b, const hg_book_order_t *o) {
   if (o == NULL || o->order_id == 0 || o->side > HG_SIDE_SELL || o->tif > HG_TIF_DAY ||
-      o->stp > HG_STP_NONE || o->post_only > 1 || o->leaves <= 0 || o->leaves > o->qty ||
-      o->qty > b->params.max_order_qty || o->price < b->params.min_price ||
+      o->stp > HG_STP_NONE || o->post_only > 1 || o->session_scoped > 1 || o->leaves <= 0 ||
+      o->leaves > o->qty || o->qty > b->params.max_order_qty || o->price < b->params.min_price ||
       o->price > b->params.max_price)
     return HG_EINVAL;
   if (would_cross(b, o->side, o->price)) return HG_EINVAL;
@@ -1375,6 +1407,7 @@ int hg_book_restore(hg_book_t *b, const hg_book_order_t *o) {
   t.stp = o->stp;
   t.post_only = o->post_only;
   t.mode = resolve_stp(b, o->stp);
+  t.scoped = o->session_scoped;
   order_rest(b, &t);
   return 0;
 }

@@ -79,6 +79,7 @@ int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t 
   Hourglass__V1__DailySettlement ds = HOURGLASS__V1__DAILY_SETTLEMENT__INIT;
   Hourglass__V1__Expire ep = HOURGLASS__V1__EXPIRE__INIT;
   Hourglass__V1__ListCurve lc = HOURGLASS__V1__LIST_CURVE__INIT;
+  Hourglass__V1__SessionsEnded se = HOURGLASS__V1__SESSIONS_ENDED__INIT;
 
   m.seq = cmd->seq;
   m.ts = cmd->ts;
@@ -100,6 +101,8 @@ int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t 
     no.post_only = c->post_only != 0;
     no.has_smp_group = c->smp_group != 0;
     no.smp_group = c->smp_group;
+    no.has_session_scoped = c->session_scoped != 0;
+    no.session_scoped = c->session_scoped != 0;
     m.body_case = HOURGLASS__V1__COMMAND__BODY_NEW_ORDER;
     m.new_order = &no;
     break;
@@ -289,6 +292,10 @@ int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t 
     m.list_curve = &lc;
     break;
   }
+  case HG_COMMAND_SESSIONS_ENDED:
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_SESSIONS_ENDED;
+    m.sessions_ended = &se;
+    break;
   default:
     return HG_EINVAL;
   }
@@ -417,6 +424,7 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
     c->tif = (uint8_t)b->tif;
     c->stp = b->has_stp ? (uint8_t)b->stp : HG_STP_DEFAULT;
     c->post_only = b->has_post_only && b->post_only ? 1 : 0;
+    c->session_scoped = b->has_session_scoped && b->session_scoped ? 1 : 0;
     return 0;
   }
   case HOURGLASS__V1__COMMAND__BODY_CANCEL: {
@@ -575,6 +583,10 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
     c->ref_price = b->has_ref_price ? b->ref_price : 0;
     return 0;
   }
+  case HOURGLASS__V1__COMMAND__BODY_SESSIONS_ENDED:
+    if (m->sessions_ended->base.n_unknown_fields) return HG_EPARSE;
+    out->type = HG_COMMAND_SESSIONS_ENDED;
+    return 0;
   default:
     return HG_EPARSE; /* no body, or one this build does not know */
   }
@@ -673,8 +685,8 @@ static int fast_new_order(wire_t *w, hg_command_t *out) {
   hg_cmd_new_order_t *c = &out->u.new_order;
   uint32_t seen = 0;
   int64_t price = 0;
-  uint8_t post_only = 0;
-  BODY_LOOP(w, 11, seen, {
+  uint8_t post_only = 0, scoped = 0;
+  BODY_LOOP(w, 12, seen, {
     switch (f_) {
     case 1: ok_ = w_u32(w, &c->instrument_id); break;
     case 2: ok_ = w_u32(w, &c->account); break;
@@ -687,6 +699,7 @@ static int fast_new_order(wire_t *w, hg_command_t *out) {
     case 9: ok_ = w_enum(w, HG_STP_NONE, &c->stp); break;
     case 10: ok_ = w_enum(w, 1, &post_only); break;
     case 11: ok_ = w_u32(w, &c->smp_group); break;
+    case 12: ok_ = w_enum(w, 1, &scoped); break;
     default: break;
     }
   });
@@ -695,6 +708,7 @@ static int fast_new_order(wire_t *w, hg_command_t *out) {
   if (c->type == HG_ORD_LIMIT && !(seen & 1u << 7)) return 0;
   c->price = c->type == HG_ORD_LIMIT ? price : 0;
   c->post_only = post_only;
+  c->session_scoped = scoped;
   out->type = HG_COMMAND_NEW_ORDER;
   return 1;
 }
@@ -879,6 +893,7 @@ const char *hg_command_type_str(uint32_t type) {
   case HG_COMMAND_DAILY_SETTLEMENT: return "DAILY_SETTLEMENT";
   case HG_COMMAND_EXPIRE: return "EXPIRE";
   case HG_COMMAND_LIST_CURVE: return "LIST_CURVE";
+  case HG_COMMAND_SESSIONS_ENDED: return "SESSIONS_ENDED";
   default: return "UNKNOWN";
   }
 }

@@ -800,6 +800,7 @@ static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
       .tif = c->tif,
       .stp = c->stp,
       .post_only = c->post_only,
+      .session_scoped = c->session_scoped != 0,
       .ts = ex->cur.ts,
   };
   hg_book_submit(inst->book, &o);
@@ -1051,6 +1052,18 @@ static void do_end_of_session(hg_exchange_t *ex, const hg_cmd_end_of_session_t *
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_SESSION_END);
   ev.amount = expired;
+  ex->sink(ex->sink_ctx, &ev);
+}
+
+/* The sessions that entered the session-scoped orders are gone (a restart):
+ * their orders go, book by book in instrument id order. */
+static void do_sessions_ended(hg_exchange_t *ex) {
+  int64_t cancelled = 0;
+  for (uint32_t i = 0; i < ex->n_instr; i++)
+    cancelled += hg_book_cancel_scoped(ex->instr[i].book, ex->cur.ts);
+  hg_exchange_event_t ev;
+  event_init(ex, &ev, HG_XEV_SESSIONS_ENDED);
+  ev.amount = cancelled;
   ex->sink(ex->sink_ctx, &ev);
 }
 
@@ -1644,7 +1657,9 @@ void hg_exchange_prefetch(const hg_exchange_t *ex, const hg_command_t *cmd, int 
 
 int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd) {
   if (cmd->seq == 0 || cmd->seq <= ex->last_seq) return HG_ESTATE;
-  if (cmd->type < HG_COMMAND_NEW_ORDER || cmd->type > HG_COMMAND_LAST) return HG_EINVAL;
+  if (cmd->type < HG_COMMAND_NEW_ORDER || cmd->type > HG_COMMAND_LAST ||
+      (cmd->type > HG_COMMAND_LAST_SETTLEMENT && cmd->type < HG_COMMAND_SESSIONS_ENDED))
+    return HG_EINVAL;
   if (ex->fault != 0) return HG_ECORRUPT;
   ex->cur = (current_t){.seq = cmd->seq, .ts = cmd->ts, .type = cmd->type};
   int rc = 0;
@@ -1670,6 +1685,7 @@ int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd) {
   case HG_COMMAND_DAILY_SETTLEMENT: rc = do_daily(ex, &cmd->u.daily); break;
   case HG_COMMAND_EXPIRE: rc = do_expire(ex, &cmd->u.expire); break;
   case HG_COMMAND_LIST_CURVE: rc = do_list_curve(ex, &cmd->u.curve); break;
+  case HG_COMMAND_SESSIONS_ENDED: do_sessions_ended(ex); break;
   }
   if (rc != 0) return rc;
   ex->last_seq = cmd->seq;
@@ -1746,6 +1762,12 @@ void hg_exchange_foreach_account(const hg_exchange_t *ex,
 const hg_clearing_t *hg_exchange_clearing(const hg_exchange_t *ex) { return ex->clr; }
 
 int32_t hg_exchange_last_cycle_day(const hg_exchange_t *ex) { return ex->last_cycle_day; }
+
+uint64_t hg_exchange_session_scoped_orders(const hg_exchange_t *ex) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < ex->n_instr; i++) n += hg_book_scoped_count(ex->instr[i].book);
+  return n;
+}
 
 void hg_exchange_foreach_fixing(const hg_exchange_t *ex,
                                 void (*fn)(void *ctx, const hg_exchange_fixing_info_t *info),
@@ -1960,6 +1982,7 @@ static void w_order(void *ctx, const hg_book_order_t *o) {
   w_u8(w, o->tif);
   w_u8(w, o->stp);
   w_u8(w, o->post_only);
+  w_u8(w, o->session_scoped);
 }
 
 /*
@@ -1974,6 +1997,7 @@ static void w_order(void *ctx, const hg_book_order_t *o) {
  *     u32 n_orders, then per order in time priority: u64 order_id,
  *       u64 client_order_id, u32 account, u32 smp_group, i64 price, i64 qty,
  *       i64 leaves, u64 ts, u8 side, tif, stp, post_only,
+ *       (version 3) u8 session_scoped,
  *   u32 n_accounts, then per account by id: u32 id, u32 firm,
  *   (version 2) i32 last_cycle_day, u64 cycle_time_of_day_ns, u32 band_bps,
  *   u32 n_indexes, per index in creation order: str gpu, str grade, u8
@@ -2111,7 +2135,9 @@ static int r_str(reader_t *r, char *dst, size_t cap) {
   return !r->bad && memchr(dst, '\0', n) == NULL;
 }
 
-static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
+/* version: of the blob; a version 2 order has no session_scoped byte and is
+ * read as an ordinary order (flag 0), as its gateway never set one. */
+static int restore_instruments(hg_exchange_t *ex, reader_t *r, uint32_t version) {
   uint32_t n = r_u32(r);
   if (r->bad) return HG_ECORRUPT;
   if (n > ex->cfg.max_instruments) return HG_EFULL;
@@ -2166,6 +2192,7 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
       o.tif = r_u8(r);
       o.stp = r_u8(r);
       o.post_only = r_u8(r);
+      o.session_scoped = version >= 3 ? r_u8(r) : 0;
       if (r->bad || o.order_id == 0 || o.order_id > ex->last_seq) return HG_ECORRUPT;
       if (hg_book_restore(inst->book, &o) != 0) return HG_ECORRUPT;
     }
@@ -2377,13 +2404,14 @@ static int restore_all(hg_exchange_t *ex, reader_t *r) {
   uint32_t magic = r_u32(r);
   uint32_t version = r_u32(r);
   if (r->bad || magic != FORMAT_MAGIC || version == 0) return HG_ECORRUPT;
-  if (version != HG_EXCHANGE_FORMAT_VERSION) return HG_EVERSION;
+  if (version != HG_EXCHANGE_FORMAT_VERSION && version != HG_EXCHANGE_FORMAT_OLDEST)
+    return HG_EVERSION;
   ex->last_seq = r_u64(r);
   ex->last_ts = r_u64(r);
   ex->sessions = r_u64(r);
   ex->last_session_date = r_u32(r);
   if (r->bad) return HG_ECORRUPT;
-  int rc = restore_instruments(ex, r);
+  int rc = restore_instruments(ex, r, version);
   if (rc == 0) rc = restore_accounts(ex, r);
   hg_clearing_t *clr = NULL;
   if (rc == 0) rc = restore_settlement(ex, r, &clr);

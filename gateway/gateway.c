@@ -286,6 +286,10 @@ struct hg_gateway {
   uint32_t free_order;     /* free list through next */
   uint32_t n_orders;
   uint32_t orders_reserved;/* new orders in flight (may each need a slot) */
+  /* Session-scoped orders the recovered books held at attach: their sessions
+   * died with the previous process, so hg_gateway_start() journals one
+   * SESSIONS_ENDED for them. Owner thread until start. */
+  uint64_t scoped_at_attach;
 
   instr_t *instr;
   account_t *accounts;
@@ -1420,6 +1424,9 @@ static void handle_new_order(conn_t *c, stream_t *st, uint32_t si, const env_t *
   const Hourglass__V1__NewOrderRequest *r = env->new_order;
   hg_command_t cmd;
   uint32_t rej = build_new_order(r, st->account, &cmd);
+  /* A cancel-on-disconnect session's order dies with the session, also
+   * across a restart (see hg_gateway_start). */
+  if (rej == 0) cmd.u.new_order.session_scoped = c->cod ? 1 : 0;
   if (rej == 0 && !hg_throttle_take(&c->thr, now_mono())) {
     rej = REJ(THROTTLED);
     STAT_ADD(gw, st_throttled);
@@ -1617,6 +1624,7 @@ static void handle_mass_quote(conn_t *c, stream_t *st, uint32_t si, const env_t 
           n->type = HG_ORD_LIMIT;
           n->tif = HG_TIF_GTC;
           n->post_only = 1;
+          n->session_scoped = 1; /* a quote never outlives the process */
           pending_t *p = NULL;
           er = submit(gw, &cmd, P_QUOTE, si, c, env->seq, &p);
           if (er == 0) {
@@ -3317,10 +3325,18 @@ typedef struct seed_ctx {
   const hg_exchange_t *ex;
   uint32_t instrument; /* being seeded */
   int rc;
+  uint64_t orders;     /* live unscoped orders seen */
+  int orders_full;     /* the mirror could not hold them all */
 } seed_ctx_t;
 
+/* A recovered resting order. Session-scoped ones (COD orders, quotes) are
+ * not mirrored: their sessions are gone and hg_gateway_start() cancels them;
+ * their cancels then route like those of any order the mirror never saw. */
 static void seed_order(void *ctx, const hg_book_order_t *o) {
   seed_ctx_t *s = ctx;
+  if (o->session_scoped) return;
+  s->orders++;
+  if (s->orders_full) return;
   hg_book_event_t be;
   memset(&be, 0, sizeof be);
   be.order_id = o->order_id;
@@ -3331,7 +3347,10 @@ static void seed_order(void *ctx, const hg_book_order_t *o) {
   be.leaves = o->leaves;
   be.side = o->side;
   be.instrument_id = s->instrument;
-  if (order_add(s->gw, &be, owner_stream(s->gw, NULL, o->account)) == NULL) s->rc = HG_EFULL;
+  if (order_add(s->gw, &be, owner_stream(s->gw, NULL, o->account)) == NULL) {
+    s->orders_full = 1;
+    s->rc = HG_EFULL;
+  }
 }
 
 static void seed_instrument(void *ctx, const hg_exchange_instrument_info_t *info) {
@@ -3392,7 +3411,13 @@ int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
   if (s.rc == 0) hg_exchange_foreach_instrument(ex, seed_instrument, &s);
   if (s.rc == 0) seed_positions(gw, hg_exchange_clearing(ex));
   if (s.rc == 0) s.rc = seed_ledger(gw, hg_exchange_clearing(ex));
+  if (s.orders_full)
+    gw_log(gw, HG_PIPE_LOG_ERROR,
+           "the recovered books hold %" PRIu64 " live orders but the order mirror holds at "
+           "most %" PRIu32 " (max_orders): refusing to start rather than not track some",
+           s.orders, gw->cfg.max_orders);
   if (s.rc != 0) return s.rc;
+  gw->scoped_at_attach = hg_exchange_session_scoped_orders(ex);
   gw->pipe = p;
   gw->attached = 1;
   return 0;
@@ -3471,6 +3496,25 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line) {
 
 int hg_gateway_start(hg_gateway_t *gw) {
   if (gw->pipe == NULL || gw->started) return HG_ESTATE;
+  if (gw->scoped_at_attach > 0) {
+    /* Sequenced before anything a client can send: no new quote can meet a
+     * quote of the previous process, no order a dead COD session's order. */
+    hg_command_t cmd;
+    memset(&cmd, 0, sizeof cmd);
+    cmd.type = HG_COMMAND_SESSIONS_ENDED;
+    if (submit(gw, &cmd, P_INTERNAL, NONE32, NULL, 0, NULL) != 0) {
+      gw_log(gw, HG_PIPE_LOG_ERROR,
+             "cannot submit SESSIONS_ENDED for %" PRIu64 " recovered session-scoped orders",
+             gw->scoped_at_attach);
+      return HG_EBUSY;
+    }
+    gw_log(gw, HG_PIPE_LOG_INFO,
+           "restart: cancelling %" PRIu64
+           " session-scoped orders (cancel-on-disconnect orders and quotes) of sessions "
+           "that ended with the previous process",
+           gw->scoped_at_attach);
+    gw->scoped_at_attach = 0;
+  }
   int rc = uv_timer_start(&gw->timer, on_tick, gw->cfg.tick_ms, gw->cfg.tick_ms);
   if (rc != 0) return rc;
   rc = hg_thread_start("hg-gateway", gw->cfg.rt_priority, loop_main, gw, &gw->thread);

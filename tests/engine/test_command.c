@@ -35,7 +35,7 @@ static size_t all_commands(hg_command_t *out) {
                                        .smp_group = 3, .price = 123456, .qty = 17,
                                        .side = HG_SIDE_SELL, .type = HG_ORD_LIMIT,
                                        .tif = HG_TIF_DAY, .stp = HG_STP_CANCEL_BOTH,
-                                       .post_only = 1};
+                                       .post_only = 1, .session_scoped = 1};
   out[n++] = c;
   c = base(HG_COMMAND_NEW_ORDER, 2); /* market, defaults */
   c.u.new_order = (hg_cmd_new_order_t){.instrument_id = 7, .account = 42, .client_order_id = 1,
@@ -158,6 +158,8 @@ static size_t all_commands(hg_command_t *out) {
                                     .first_instrument_id = 1, .max_orders = 1,
                                     .max_accounts = 1};
   out[n++] = c;
+  c = base(HG_COMMAND_SESSIONS_ENDED, 26);
+  out[n++] = c;
   return n;
 }
 
@@ -182,7 +184,9 @@ static void test_round_trip_every_type(void **state) {
     assert_memory_equal(buf2, buf, len);
     seen[cmds[i].type] = 1;
   }
-  for (int t = HG_COMMAND_NEW_ORDER; t <= HG_COMMAND_LAST; t++) assert_true(seen[t]);
+  for (int t = HG_COMMAND_NEW_ORDER; t <= HG_COMMAND_LAST; t++)
+    assert_int_equal(seen[t], t <= HG_COMMAND_LAST_SETTLEMENT || t == HG_COMMAND_SESSIONS_ENDED);
+  assert_string_equal(hg_command_type_str(HG_COMMAND_SESSIONS_ENDED), "SESSIONS_ENDED");
   assert_string_equal(hg_command_type_str(HG_COMMAND_EXPIRE), "EXPIRE");
   assert_string_equal(hg_command_type_str(HG_COMMAND_DEPOSIT), "DEPOSIT");
   assert_string_equal(hg_command_type_str(99), "UNKNOWN");
@@ -394,10 +398,10 @@ static void test_missing_fields_and_garbage(void **state) {
   expect_decode(ok + 2, sizeof ok - 2, HG_EPARSE);
   /* No body at all. */
   expect_decode(ok, 4, HG_EPARSE);
-  /* An unknown field (number 40, varint) on the Command. */
+  /* An unknown field (number 41, varint) on the Command. */
   uint8_t unk[sizeof ok + 3];
   memcpy(unk, ok, sizeof ok);
-  unk[sizeof ok] = 0xC0; /* (40 << 3) | 0 = 320 = 0xC0 0x02 */
+  unk[sizeof ok] = 0xC8; /* (41 << 3) | 0 = 328 = 0xC8 0x02 */
   unk[sizeof ok + 1] = 0x02;
   unk[sizeof ok + 2] = 0x01;
   expect_decode(unk, sizeof unk, HG_EPARSE);

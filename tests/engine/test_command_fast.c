@@ -61,6 +61,7 @@ static void random_command(hg_command_t *c) {
     o->tif = small_enum() % 5;
     o->stp = small_enum();
     o->post_only = (uint8_t)(next() % 3);
+    o->session_scoped = (uint8_t)(next() % 3);
     break;
   }
   case 2:
@@ -215,7 +216,29 @@ static void test_hand_written_new_order(void **state) {
   assert_int_equal(c.u.new_order.qty, 9);
   assert_int_equal(c.u.new_order.stp, HG_STP_DEFAULT);
   assert_int_equal(c.u.new_order.post_only, 1);
+  /* No field 12, as in every journal written before it existed. */
+  assert_int_equal(c.u.new_order.session_scoped, 0);
   check_same(m, sizeof m);
+
+  /* session_scoped = true (field 12, varint 1) on both paths; a bool sent as
+   * 2 is true as well (protobuf-c; the fast path leaves it to that path). */
+  uint8_t sc[sizeof m + 2];
+  memcpy(sc, m, sizeof m);
+  sc[6] = 28 + 2;
+  sc[sizeof m] = 0x60; /* (12 << 3) | 0 */
+  sc[sizeof m + 1] = 1;
+  assert_int_equal(hg_command_decode(sc, sizeof sc, &c), 0);
+  assert_int_equal(c.u.new_order.session_scoped, 1);
+  assert_int_equal(c.u.new_order.post_only, 1);
+  check_same(sc, sizeof sc);
+  sc[sizeof m + 1] = 2;
+  assert_int_equal(hg_command_decode(sc, sizeof sc, &c), 0);
+  assert_int_equal(c.u.new_order.session_scoped, 1);
+  check_same(sc, sizeof sc);
+  sc[sizeof m + 1] = 0; /* explicitly false */
+  assert_int_equal(hg_command_decode(sc, sizeof sc, &c), 0);
+  assert_int_equal(c.u.new_order.session_scoped, 0);
+  check_same(sc, sizeof sc);
 
   /* Without the price a limit order is out of range (decode_body's rule). */
   uint8_t np[sizeof m];
@@ -258,11 +281,33 @@ static void test_hand_written_daily(void **state) {
   check_same(m, n);
 }
 
+/* SessionsEnded: field 40 of Command, an empty message. */
+static void test_hand_written_sessions_ended(void **state) {
+  (void)state;
+  uint8_t m[] = {0x08, 3, 0x10, 4, 0xc2, 0x02, 0, 0x08, 1};
+  hg_command_t c;
+  assert_int_equal(hg_command_decode(m, 7, &c), 0);
+  assert_int_equal(c.type, HG_COMMAND_SESSIONS_ENDED);
+  assert_int_equal(c.seq, 3);
+  assert_int_equal(c.ts, 4);
+  check_same(m, 7);
+  uint8_t out[16];
+  size_t len = 0;
+  assert_int_equal(hg_command_encode(&c, out, sizeof out, &len), 0);
+  assert_int_equal(len, 7);
+  assert_memory_equal(out, m, 7);
+  /* A field inside it is unknown to this build. */
+  m[6] = 2;
+  assert_int_equal(hg_command_decode(m, sizeof m, &c), HG_EPARSE);
+  check_same(m, sizeof m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_and_mutated_commands_agree),
       cmocka_unit_test(test_hand_written_new_order),
       cmocka_unit_test(test_hand_written_daily),
+      cmocka_unit_test(test_hand_written_sessions_ended),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -157,6 +157,23 @@ static hg_oid_t order(fx_t *f, uint32_t inst, hg_account_t a, int side, hg_price
   return c.seq;
 }
 
+/* A GTC or DAY limit order entered by a session that it must not outlive. */
+static hg_oid_t scoped_order(fx_t *f, uint32_t inst, hg_account_t a, int side, hg_price_t px,
+                             hg_qty_t qty, int tif) {
+  hg_command_t c = mk(f, HG_COMMAND_NEW_ORDER);
+  c.u.new_order = (hg_cmd_new_order_t){.instrument_id = inst, .account = a,
+                                       .client_order_id = c.seq * 10, .price = px, .qty = qty,
+                                       .side = (uint8_t)side, .type = HG_ORD_LIMIT,
+                                       .tif = (uint8_t)tif, .session_scoped = 1};
+  run(f, &c);
+  return c.seq;
+}
+
+static void sessions_ended(fx_t *f) {
+  hg_command_t c = mk(f, HG_COMMAND_SESSIONS_ENDED);
+  run(f, &c);
+}
+
 static void cancel(fx_t *f, uint32_t inst, hg_account_t a, hg_oid_t oid) {
   hg_command_t c = mk(f, HG_COMMAND_CANCEL);
   c.u.cancel = (hg_cmd_cancel_t){inst, a, oid};
@@ -467,6 +484,108 @@ static void test_end_of_session_expires_day_orders(void **state) {
   assert_int_equal(hg_book_order_count(hg_exchange_book(f->ex, 2)), 0);
   end_of_session(f, 20270316);
   assert_int_equal(only(f, HG_XEV_SESSION_END)->amount, 0);
+}
+
+/* The live order oid of account a in instrument inst, which must exist. */
+static hg_book_order_t live(fx_t *f, uint32_t inst, hg_account_t a, hg_oid_t oid) {
+  hg_book_order_t o;
+  assert_int_equal(hg_book_find(hg_exchange_book(f->ex, inst), oid, a, &o), 0);
+  return o;
+}
+
+static void test_sessions_ended_cancels_scoped_orders(void **state) {
+  fx_t *f = *state;
+  list(f, 2, "B200.A.2027-04");
+  list(f, 1, "B200.A.2027-03");
+  add_account(f, 10, 1);
+  add_account(f, 20, 2);
+  hg_oid_t s2 = scoped_order(f, 2, 10, HG_SIDE_BUY, 100, 1, HG_TIF_GTC);
+  hg_oid_t g1 = order(f, 1, 10, HG_SIDE_BUY, 100, 2, HG_TIF_GTC);
+  hg_oid_t s1a = scoped_order(f, 1, 20, HG_SIDE_SELL, 200, 3, HG_TIF_DAY);
+  hg_oid_t s1b = scoped_order(f, 1, 10, HG_SIDE_BUY, 100, 4, HG_TIF_GTC);
+  hg_oid_t g2 = order(f, 2, 20, HG_SIDE_SELL, 300, 5, HG_TIF_GTC);
+  assert_int_equal(live(f, 1, 10, g1).session_scoped, 0);
+  assert_int_equal(live(f, 1, 10, s1b).session_scoped, 1);
+  /* A replace that loses priority keeps the flag and re-enters behind s1b. */
+  replace(f, 1, 20, s1a, 210, 3);
+  assert_int_equal(live(f, 1, 20, s1a).session_scoped, 1);
+  assert_int_equal(hg_exchange_session_scoped_orders(f->ex), 3);
+  instrument_cmd(f, HG_COMMAND_HALT, 2); /* halted books are swept too */
+
+  sessions_ended(f);
+  /* Instrument 1 first (id order): s1b (entry 4) before s1a (re-entered at
+   * the replace), each followed by its level; then instrument 2; then the
+   * summary event. g1 and g2 stay. */
+  assert_int_equal(f->rec.n, 7);
+  const hg_book_event_t *b = book_ev(f, 0, HG_EV_CANCELLED);
+  assert_int_equal(b->order_id, s1b);
+  assert_int_equal(b->reason, HG_CXL_MASS_CANCEL);
+  assert_int_equal(b->instrument_id, 1);
+  assert_int_equal(b->account, 10);
+  assert_int_equal(b->qty, 4);
+  assert_int_equal(f->rec.ev[0].command, HG_COMMAND_SESSIONS_ENDED);
+  b = book_ev(f, 1, HG_EV_LEVEL);
+  assert_int_equal(b->side, HG_SIDE_BUY);
+  assert_int_equal(b->price, 100);
+  assert_int_equal(b->qty, 2); /* g1 alone */
+  b = book_ev(f, 2, HG_EV_CANCELLED);
+  assert_int_equal(b->order_id, s1a);
+  assert_int_equal(b->price, 210);
+  assert_int_equal(b->qty, 3);
+  assert_int_equal(b->reason, HG_CXL_MASS_CANCEL);
+  b = book_ev(f, 3, HG_EV_LEVEL);
+  assert_int_equal(b->side, HG_SIDE_SELL);
+  assert_int_equal(b->price, 210);
+  assert_int_equal(b->qty, 0);
+  b = book_ev(f, 4, HG_EV_CANCELLED);
+  assert_int_equal(b->order_id, s2);
+  assert_int_equal(b->instrument_id, 2);
+  b = book_ev(f, 5, HG_EV_LEVEL);
+  assert_int_equal(b->price, 100);
+  assert_int_equal(b->qty, 0);
+  assert_int_equal(f->rec.ev[6].type, HG_XEV_SESSIONS_ENDED);
+  assert_int_equal(f->rec.ev[6].seq, f->seq);
+  assert_int_equal(f->rec.ev[6].amount, 3);
+  live(f, 1, 10, g1);
+  live(f, 2, 20, g2);
+  assert_int_equal(hg_book_order_count(hg_exchange_book(f->ex, 1)), 1);
+  assert_int_equal(hg_book_order_count(hg_exchange_book(f->ex, 2)), 1);
+  assert_int_equal(hg_exchange_session_scoped_orders(f->ex), 0);
+  /* Nothing left to cancel: only the summary. */
+  sessions_ended(f);
+  assert_int_equal(only(f, HG_XEV_SESSIONS_ENDED)->amount, 0);
+  /* The free type numbers around it are not commands. */
+  uint32_t gaps[] = {HG_COMMAND_LAST_SETTLEMENT + 1, HG_COMMAND_SESSIONS_ENDED - 1,
+                     HG_COMMAND_SESSIONS_ENDED + 1};
+  for (size_t i = 0; i < sizeof gaps / sizeof *gaps; i++) {
+    hg_command_t c = mk(f, gaps[i]);
+    assert_int_equal(hg_exchange_apply(f->ex, &c), HG_EINVAL);
+    f->seq--;
+  }
+}
+
+/* A scoped order keeps its flag through fills and matching like any other. */
+static void test_scoped_order_trades_normally(void **state) {
+  fx_t *f = *state;
+  list(f, 1, "B200.A.2027-03");
+  add_account(f, 10, 1);
+  add_account(f, 20, 2);
+  hg_oid_t s = scoped_order(f, 1, 10, HG_SIDE_SELL, 150, 5, HG_TIF_GTC);
+  order(f, 1, 20, HG_SIDE_BUY, 150, 2, HG_TIF_IOC);
+  assert_int_equal(book_ev(f, 1, HG_EV_FILL)->maker_order_id, s);
+  hg_book_order_t o = live(f, 1, 10, s);
+  assert_int_equal(o.leaves, 3);
+  assert_int_equal(o.session_scoped, 1);
+  /* A scoped taker that rests keeps the flag; one that fills in full is gone. */
+  hg_oid_t t = scoped_order(f, 1, 20, HG_SIDE_BUY, 150, 4, HG_TIF_GTC);
+  o = live(f, 1, 20, t);
+  assert_int_equal(o.leaves, 1);
+  assert_int_equal(o.session_scoped, 1);
+  assert_int_equal(hg_exchange_session_scoped_orders(f->ex), 1);
+  sessions_ended(f);
+  assert_int_equal(f->rec.n, 3);
+  assert_int_equal(book_ev(f, 0, HG_EV_CANCELLED)->order_id, t);
+  assert_int_equal(f->rec.ev[2].amount, 1);
 }
 
 static void test_delist_cancels_everything(void **state) {
@@ -809,6 +928,10 @@ static void v_order_time(fx_t *f, int w) {
   order(f, 1, w ? 20 : 10, HG_SIDE_BUY, 100, 1, HG_TIF_GTC);
   order(f, 1, w ? 10 : 20, HG_SIDE_BUY, 100, 1, HG_TIF_GTC);
 }
+static void v_scoped(fx_t *f, int w) {
+  if (w) scoped_order(f, 1, 10, HG_SIDE_BUY, 100, 1, HG_TIF_GTC);
+  else order(f, 1, 10, HG_SIDE_BUY, 100, 1, HG_TIF_GTC);
+}
 static void v_listing(fx_t *f, int w) {
   hg_command_t c = mk(f, HG_COMMAND_LIST_INSTRUMENT);
   strcpy(c.u.list.symbol, "B200.A.2027-05");
@@ -830,6 +953,77 @@ static void test_hash_moves_with_every_part_of_the_state(void **state) {
   hash_differs(v_ts);
   hash_differs(v_order_time);
   hash_differs(v_listing);
+  hash_differs(v_scoped);
+}
+
+/* Offset of the session_scoped byte of the only order of the only
+ * instrument "B200.A.2027-03" (14 bytes), per the layout in exchange.c:
+ * header 36, n_instruments 4, id 4, halted 1, symbol length 1 + 14, params
+ * 6 x 8 + 3 x 4 + 1, n_orders 4, the order's 56 bytes of integers and its
+ * four u8 fields. */
+#define SCOPED_AT (36 + 4 + 4 + 1 + 1 + 14 + 48 + 12 + 1 + 4 + 56 + 4)
+
+static void test_scoped_flag_in_snapshots(void **state) {
+  fx_t *f = *state;
+  list(f, 1, "B200.A.2027-03");
+  add_account(f, 10, 1);
+  hg_oid_t s = scoped_order(f, 1, 10, HG_SIDE_BUY, 100, 7, HG_TIF_GTC);
+  size_t len;
+  uint8_t *blob = serialize(f->ex, &len);
+  assert_int_equal(blob[4], HG_EXCHANGE_FORMAT_VERSION);
+  assert_int_equal(blob[SCOPED_AT], 1);
+  assert_int_equal(blob[SCOPED_AT - 4], HG_SIDE_BUY); /* the layout is as counted */
+
+  /* Round trip: the flag survives and still decides what SESSIONS_ENDED does. */
+  rec_t r;
+  rec_init(&r);
+  hg_exchange_t *b;
+  assert_int_equal(create_ex(&r, &b), 0);
+  assert_int_equal(hg_exchange_restore(b, blob, len), 0);
+  assert_same_state(f->ex, b);
+  hg_book_order_t o;
+  assert_int_equal(hg_book_find(hg_exchange_book(b, 1), s, 10, &o), 0);
+  assert_int_equal(o.session_scoped, 1);
+  assert_int_equal(hg_exchange_session_scoped_orders(b), 1);
+  hg_command_t c = mk(f, HG_COMMAND_SESSIONS_ENDED);
+  assert_int_equal(hg_exchange_apply(b, &c), 0);
+  assert_int_equal(r.n, 3);
+  assert_int_equal(r.ev[0].book.order_id, s);
+  assert_int_equal(r.ev[0].book.reason, HG_CXL_MASS_CANCEL);
+  hg_exchange_destroy(b);
+
+  /* A flag byte other than 0 or 1 is corruption. */
+  blob[SCOPED_AT] = 2;
+  assert_int_equal(create_ex(&r, &b), 0);
+  assert_int_equal(hg_exchange_restore(b, blob, len), HG_ECORRUPT);
+  blob[SCOPED_AT] = 1;
+
+  /* The same state as version 2 wrote it (no flag byte) is read with the
+   * order unscoped, and serializes as the current version. */
+  uint8_t *v2 = malloc(len - 1);
+  memcpy(v2, blob, SCOPED_AT);
+  memcpy(v2 + SCOPED_AT, blob + SCOPED_AT + 1, len - SCOPED_AT - 1);
+  v2[4] = 2;
+  assert_int_equal(hg_exchange_restore(b, v2, len - 1), 0);
+  assert_int_equal(hg_book_find(hg_exchange_book(b, 1), s, 10, &o), 0);
+  assert_int_equal(o.session_scoped, 0);
+  assert_int_equal(o.leaves, 7);
+  assert_int_equal(hg_exchange_session_scoped_orders(b), 0);
+  size_t l2;
+  uint8_t *again = serialize(b, &l2);
+  blob[SCOPED_AT] = 0;
+  assert_int_equal(l2, len);
+  assert_memory_equal(again, blob, len);
+  free(again);
+  hg_exchange_destroy(b);
+  /* Version 1 is still refused. */
+  v2[4] = 1;
+  assert_int_equal(create_ex(&r, &b), 0);
+  assert_int_equal(hg_exchange_restore(b, v2, len - 1), HG_EVERSION);
+  hg_exchange_destroy(b);
+  free(v2);
+  free(blob);
+  rec_free(&r);
 }
 
 static void test_restore_refuses_bad_blobs(void **state) {
@@ -991,6 +1185,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_orders_fill_cancel_replace, setup, teardown),
       cmocka_unit_test_setup_teardown(test_halt_and_resume, setup, teardown),
       cmocka_unit_test_setup_teardown(test_end_of_session_expires_day_orders, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sessions_ended_cancels_scoped_orders, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_scoped_order_trades_normally, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_scoped_flag_in_snapshots, setup, teardown),
       cmocka_unit_test_setup_teardown(test_delist_cancels_everything, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mass_cancel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_seq_rule, setup, teardown),

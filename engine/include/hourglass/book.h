@@ -110,6 +110,12 @@
  * Expire DAY orders (end of session): every live DAY order, both sides, in
  * time-priority order, gets HG_EV_CANCELLED (HG_CXL_EXPIRY) then HG_EV_LEVEL.
  *
+ * Cancel session-scoped orders (the sessions that entered them are gone):
+ * every live order entered with session_scoped = 1, both sides, every
+ * account, in time-priority order, gets HG_EV_CANCELLED (HG_CXL_MASS_CANCEL)
+ * then HG_EV_LEVEL. The flag changes nothing else: a scoped order matches,
+ * rests, is replaced (keeping the flag) and cancelled like any other.
+ *
  * Price band: a limit price p is outside the band when band_bps > 0, the
  * reference price ref > 0 and |p - ref| * 10000 > ref * band_bps.
  */
@@ -285,6 +291,9 @@ typedef struct hg_order_new {
   uint8_t tif;              /* hg_tif_t */
   uint8_t stp;              /* hg_stp_t */
   uint8_t post_only;        /* 0 or 1 */
+  uint8_t session_scoped;   /* non-zero: the order lives only as long as the
+                               session that entered it (stored as 1); see
+                               hg_book_cancel_scoped() */
   uint64_t ts;              /* command timestamp, copied into events */
 } hg_order_new_t;
 
@@ -299,6 +308,7 @@ typedef struct hg_book_order {
   hg_qty_t leaves;   /* open quantity */
   uint64_t ts;       /* timestamp of entry (or of the replace that re-entered it) */
   uint8_t side, tif, stp, post_only;
+  uint8_t session_scoped; /* 0 or 1, as entered (a replace keeps it) */
 } hg_book_order_t;
 
 typedef struct hg_book_level {
@@ -343,6 +353,12 @@ void hg_book_replace(hg_book_t *book, hg_oid_t order_id, hg_account_t account,
 uint32_t hg_book_mass_cancel(hg_book_t *book, hg_account_t account, int sides, uint64_t ts);
 /* Cancels every DAY order (end of session). Returns orders cancelled. */
 uint32_t hg_book_expire_day(hg_book_t *book, uint64_t ts);
+/* Cancels every session-scoped order (entered with session_scoped = 1), in
+ * time priority, reason HG_CXL_MASS_CANCEL. Returns orders cancelled. O(n log
+ * n) in the live orders: for restarts, never the order path. */
+uint32_t hg_book_cancel_scoped(hg_book_t *book, uint64_t ts);
+/* Number of live session-scoped orders. O(max_orders): a scan, not a count. */
+uint32_t hg_book_scoped_count(const hg_book_t *book);
 
 /*
  * Prefetch hints for a caller that holds several commands at once (the
@@ -393,7 +409,8 @@ void hg_book_foreach(const hg_book_t *book, void (*fn)(void *ctx, const hg_book_
  * Puts a resting order back without matching and without events (snapshot
  * restore). Returns 0, HG_EINVAL (bad fields, or it would cross the opposite
  * side), HG_EEXISTS (order id or client order id live) or HG_EFULL.
- * Bad fields: order_id 0, side, STP or post_only out of range, TIF not GTC or
+ * Bad fields: order_id 0, side, STP, post_only or session_scoped out of
+ * range, TIF not GTC or
  * DAY, leaves not in [1, qty], qty > max_order_qty, price outside
  * [min_price, max_price]; the band is not checked (the reference may have
  * moved since the order entered).

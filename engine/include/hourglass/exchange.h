@@ -53,6 +53,13 @@
  *    resuming a trading instrument is HG_XREJ_NOT_IN_STATE.
  *  - END_OF_SESSION: every DAY order in every book (halted ones too, in
  *    instrument id order) expires (HG_CXL_EXPIRY), then HG_XEV_SESSION_END.
+ *  - SESSIONS_ENDED: the sessions that entered the session-scoped orders
+ *    (NEW_ORDER with session_scoped = 1: cancel-on-disconnect orders and
+ *    quotes) are gone, as after a restart. Every such order in every book
+ *    (halted ones too; instrument id order, then time priority within a
+ *    book) gets a book HG_EV_CANCELLED with HG_CXL_MASS_CANCEL followed by
+ *    its HG_EV_LEVEL; then HG_XEV_SESSIONS_ENDED with .amount = orders
+ *    cancelled (also when 0). Orders without the flag are untouched.
  *  - ADD_ACCOUNT: account or firm 0 (HG_XREJ_INVALID_PARAMS), account
  *    exists (HG_XREJ_ACCOUNT_EXISTS), no slot (HG_XREJ_CAPACITY); emits
  *    HG_XEV_ACCOUNT_ADDED.
@@ -164,7 +171,10 @@ extern "C" {
 /*
  * Command types. Each value equals the field number of the command in the
  * `body` oneof of hourglass.v1.Command, so the C and wire numbering never
- * drift. 15..39 are reserved for the settlement commands.
+ * drift. 15..39 are reserved for the settlement commands (24..39 unused),
+ * 40..63 for further non-settlement commands (40 used). Values in the gaps
+ * are not commands: hg_exchange_apply() and hg_command_encode() refuse
+ * them like any unknown type.
  */
 typedef enum hg_command_type {
   HG_COMMAND_NEW_ORDER = 3,
@@ -188,11 +198,15 @@ typedef enum hg_command_type {
   HG_COMMAND_FINALIZE_FIXING = 20,
   HG_COMMAND_DAILY_SETTLEMENT = 21,
   HG_COMMAND_EXPIRE = 22,
-  HG_COMMAND_LIST_CURVE = 23
+  HG_COMMAND_LIST_CURVE = 23,
+  /* Non-settlement commands added later. 41..63 free. */
+  HG_COMMAND_SESSIONS_ENDED = 40
 } hg_command_type_t;
 
-/* Highest command type this build applies. */
-#define HG_COMMAND_LAST HG_COMMAND_LIST_CURVE
+/* Highest command type this build applies (the range has gaps: see above). */
+#define HG_COMMAND_LAST HG_COMMAND_SESSIONS_ENDED
+/* Last of the settlement commands (24..39 are not commands yet). */
+#define HG_COMMAND_LAST_SETTLEMENT HG_COMMAND_LIST_CURVE
 
 typedef struct hg_cmd_new_order {
   uint32_t instrument_id;
@@ -207,6 +221,11 @@ typedef struct hg_cmd_new_order {
   uint8_t tif;              /* hg_tif_t */
   uint8_t stp;              /* hg_stp_t */
   uint8_t post_only;        /* 0 or 1 */
+  uint8_t session_scoped;   /* 1: the order lives only as long as the session
+                               that entered it (a cancel-on-disconnect order
+                               or a quote); cancelled by
+                               HG_COMMAND_SESSIONS_ENDED. 0: an ordinary
+                               order. Non-zero values are stored as 1. */
 } hg_cmd_new_order_t;
 
 typedef struct hg_cmd_cancel {
@@ -472,9 +491,11 @@ typedef enum hg_xevent_type {
   HG_XEV_FINAL_SETTLEMENT = 19, /* .account, .firm, .instrument_id, .amount =
                               payment (signed), .balance = cash after, .price
                               = FSP, .qty = position closed */
-  HG_XEV_EXPIRED = 20      /* .instrument_id, .group, .price = FSP (ticks),
+  HG_XEV_EXPIRED = 20,     /* .instrument_id, .group, .price = FSP (ticks),
                               .amount = positions closed, .qty = orders
                               cancelled */
+  HG_XEV_SESSIONS_ENDED = 21 /* .amount = session-scoped orders cancelled in
+                              all books */
 } hg_xevent_type_t;
 
 /* .outcome of an HG_XEV_FIXING caused by FINALIZE_FIXING. */
@@ -678,6 +699,12 @@ void hg_exchange_foreach_fixing(const hg_exchange_t *ex,
 /* Day of the last DAILY_SETTLEMENT applied, -1 if none. */
 int32_t hg_exchange_last_cycle_day(const hg_exchange_t *ex);
 
+/* Number of live session-scoped orders (entered with session_scoped = 1) in
+ * all books: when it is not 0 after a restart, the gateway submits one
+ * HG_COMMAND_SESSIONS_ENDED. Computed by a scan of every book's order pool
+ * (O(sum of max_orders)): start-up and tests, not the order path. */
+uint64_t hg_exchange_session_scoped_orders(const hg_exchange_t *ex);
+
 /* Calls fn for every listed instrument in id order; info is valid only
  * during the call and fn must not change the exchange. */
 void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
@@ -693,7 +720,11 @@ void hg_exchange_foreach_account(const hg_exchange_t *ex,
 /* Canonical serialization, state hash, restore                              */
 /* ------------------------------------------------------------------------ */
 
-#define HG_EXCHANGE_FORMAT_VERSION 2u
+/* Version 3 added each resting order's session_scoped flag. hg_exchange_restore()
+ * also reads version 2 (HG_EXCHANGE_FORMAT_OLDEST), every order unscoped, so a
+ * data directory written before the flag existed still recovers. */
+#define HG_EXCHANGE_FORMAT_VERSION 3u
+#define HG_EXCHANGE_FORMAT_OLDEST 2u
 #define HG_SHA256_LEN 32
 
 /* Exact size, bytes, of the current serialization. */
@@ -717,8 +748,11 @@ void hg_exchange_hash(const hg_exchange_t *ex, uint8_t out[HG_SHA256_LEN]);
  * Rebuilds the state held in blob[0..len) (a hg_exchange_serialize() output)
  * into ex, which must be empty (just created: no instruments, accounts or
  * applied commands; otherwise HG_ESTATE). Afterwards ex hashes equal to the
- * exchange that wrote blob and applies further commands identically.
- * Returns 0, HG_EVERSION (another format version), HG_ECORRUPT (anything
+ * exchange that wrote blob and applies further commands identically. A
+ * version 2 blob (HG_EXCHANGE_FORMAT_OLDEST) is read with every order's
+ * session_scoped 0; it then serializes, and hashes, in the current version.
+ * Returns 0, HG_EVERSION (a version other than the current one and
+ * HG_EXCHANGE_FORMAT_OLDEST), HG_ECORRUPT (anything
  * malformed or inconsistent), HG_EFULL (blob needs more capacity than ex's
  * config has; the clearing tables' capacities in the blob are checked
  * against ex's before anything is allocated) or -ENOMEM. On failure ex is

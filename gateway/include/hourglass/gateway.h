@@ -166,9 +166,12 @@ void hg_gateway_notify(void *ctx);
 /*
  * Binds the gateway to an opened, not yet started pipeline and seeds its
  * mirror from the exchange (instruments, levels, live orders, accounts).
- * Owner thread, before hg_gateway_start. 0, HG_ESTATE (already attached or
- * started), HG_EFULL (the exchange holds more instruments, orders or
- * accounts than the gateway's tables), -ENOMEM.
+ * Session-scoped orders (cancel-on-disconnect orders and quotes of a previous
+ * process) are not mirrored: hg_gateway_start() cancels them. Owner thread,
+ * before hg_gateway_start. 0, HG_ESTATE (already attached or started),
+ * HG_EFULL (the exchange holds more instruments, orders or accounts than the
+ * gateway's tables; for orders an error is logged with both numbers: raise
+ * max_orders, the gateway does not start with orders it cannot track), -ENOMEM.
  */
 int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p);
 
@@ -188,9 +191,13 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
  */
 int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
 
-/* Starts accepting, on a new loop thread. 0, HG_ESTATE (not attached, or
- * started before), -EPERM (cfg.rt_priority set and real-time scheduling not
- * permitted), -errno. */
+/* Starts accepting, on a new loop thread. If the exchange held
+ * session-scoped orders at attach (their sessions ended with the previous
+ * process), first submits one HG_COMMAND_SESSIONS_ENDED, so that it is
+ * sequenced before any client request, and logs the count. The pipeline must
+ * be started. 0, HG_ESTATE (not attached, or started before), HG_EBUSY (that
+ * command could not be submitted: nothing started), -EPERM (cfg.rt_priority
+ * set and real-time scheduling not permitted), -errno. */
 int hg_gateway_start(hg_gateway_t *gw);
 
 /* The bound port (useful with port 0). Any thread after create. */
