@@ -18,8 +18,9 @@
  *    sequence: in the bench workloads 95% do), otherwise at a free slot
  *    from a stack; so a cancel usually finds its order with a single load,
  *    not a table probe followed by a load. What matching and cancels read
- *    is one 64-byte line per order; entry number, original quantity,
- *    timestamp and the session-scoped flag sit in a parallel cold array.
+ *    is one 64-byte line per order (the session-scoped flag included);
+ *    entry number, original quantity and timestamp sit in a parallel cold
+ *    array.
  *    An order is linked into two intrusive doubly linked lists: its
  *    level's FIFO and its account's list (for mass cancel); position in
  *    both is time priority. Time priority across the book (expire_day,
@@ -77,7 +78,9 @@ typedef struct order {
   uint32_t acct;         /* account record index */
   uint8_t side, tif, stp, post_only;
   uint8_t stacked; /* the slot is on the free stack (live orders too: see pool_take) */
-  uint8_t pad_[3];
+  uint8_t scoped;  /* 1: session-scoped (hg_book_cancel_scoped); in a spare byte of
+                      the hot line, which resting and replacing write and read anyway */
+  uint8_t pad_[2];
 } order_t;
 
 /* What only queries, snapshots and the daily expiry read, in a parallel array. */
@@ -85,9 +88,7 @@ typedef struct order_cold {
   uint64_t seq; /* entry number: time priority across the whole book */
   hg_qty_t qty;
   uint64_t ts;
-  uint32_t scoped; /* 1: session-scoped (hg_book_cancel_scoped); cold because
-                      only that sweep, replace re-entry and exports read it */
-  uint32_t pad_;
+  uint64_t pad_;
 } order_cold_t;
 
 /* A live order and its time priority, for sorting. */
@@ -196,7 +197,7 @@ struct taker {
   uint64_t ts;
   uint8_t side, tif, stp, post_only;
   uint8_t mode;   /* stp resolved against the book default */
-  uint8_t scoped; /* 0 or 1, stored in the cold record if it rests */
+  uint8_t scoped; /* 0 or 1, stored in the order if it rests */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -595,7 +596,7 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
   c->seq = b->next_seq++;
   c->qty = t->qty;
   c->ts = t->ts;
-  c->scoped = t->scoped;
+  o->scoped = t->scoped;
   o->account = t->account;
   o->smp = t->smp;
   o->lvl = idx;
@@ -1179,7 +1180,7 @@ void hg_book_replace(hg_book_t *b, hg_oid_t id, hg_account_t account, hg_price_t
   t.stp = o->stp;
   t.post_only = o->post_only;
   t.mode = resolve_stp(b, o->stp);
-  t.scoped = (uint8_t)b->cold[s].scoped;
+  t.scoped = o->scoped;
   b->sink(b->sink_ctx, &ev);
   /* Freeing the slot guarantees the re-entry a slot and an account record. */
   order_remove(b, s);
@@ -1217,7 +1218,7 @@ static inline bool walk_skips(const hg_book_t *b, uint32_t s, walk_filter_t f) {
   const order_t *o = &b->pool[s];
   if (o->id == 0) return true;
   if (f == WALK_DAY) return o->tif != HG_TIF_DAY;
-  if (f == WALK_SCOPED) return b->cold[s].scoped == 0;
+  if (f == WALK_SCOPED) return o->scoped == 0;
   return false;
 }
 
@@ -1346,7 +1347,7 @@ static void order_export(const hg_book_t *b, uint32_t s, hg_book_order_t *out) {
   out->tif = o->tif;
   out->stp = o->stp;
   out->post_only = o->post_only;
-  out->session_scoped = (uint8_t)b->cold[s].scoped;
+  out->session_scoped = o->scoped;
 }
 
 int hg_book_find(const hg_book_t *b, hg_oid_t id, hg_account_t account, hg_book_order_t *out) {
