@@ -2741,6 +2741,16 @@ static void on_book_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
                                                  : REQ(NEW_ORDER);
     er.has_quote_group = p != NULL && p->quote_group != 0;
     er.quote_group = p != NULL ? p->quote_group : 0;
+    if (be->reason >= 32 && be->reason < 64) { /* the clearing's check: its numbers */
+      er.has_risk_equity = er.has_risk_initial_margin = er.has_risk_ref_price = 1;
+      er.has_risk_position = er.has_risk_low = er.has_risk_high = 1;
+      er.risk_equity = ev->balance;
+      er.risk_initial_margin = ev->margin;
+      er.risk_ref_price = ev->price;
+      er.risk_position = ev->qty;
+      er.risk_low = ev->lo;
+      er.risk_high = ev->hi;
+    }
     if (p != NULL && p->kind == P_INTERNAL) break; /* our own cancel raced a fill */
     set_ref(&er, p);
     route_er(gw, p != NULL ? p->stream : owner_stream(gw, NULL, be->account), be->account, &er);

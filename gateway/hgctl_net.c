@@ -239,6 +239,19 @@ static const char *reject_name(uint32_t r) {
   case 9: return "post_only_would_cross";
   case 10: return "book_full";
   case 11: return "unknown_order";
+  case 32: return "risk_unknown_account";
+  case 33: return "risk_unknown_instrument";
+  case 34: return "instrument_closed";
+  case 35: return "risk_invalid_qty";
+  case 36: return "risk_qty_too_large";
+  case 37: return "risk_invalid_price";
+  case 38: return "no_reference_price";
+  case 39: return "outside_price_band";
+  case 40: return "position_limit";
+  case 41: return "insufficient_margin";
+  case 42: return "positions_full";
+  case 43: return "invalid_amount";
+  case 44: return "invalid_side";
   case 64: return "unknown_instrument";
   case 65: return "instrument_halted";
   case 66: return "unknown_account";
@@ -285,6 +298,11 @@ static void print_exec(const env_t *e) {
   printf(" price=%" PRId64 " qty=%" PRId64 " leaves=%" PRId64, r->price, r->qty, r->leaves);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED)
     printf(" reason=%s(%u)", reject_name(r->reason), r->reason);
+  if (r->has_risk_equity)
+    printf(" equity=%" PRId64 " initial_margin=%" PRId64 " ref_price=%" PRId64
+           " position=%" PRId64 " low=%" PRId64 " high=%" PRId64,
+           r->risk_equity, r->risk_initial_margin, r->risk_ref_price, r->risk_position,
+           r->risk_low, r->risk_high);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED)
     printf(" reason=%s(%u)", cancel_name(r->reason), r->reason);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL) printf(" maker=%d", r->maker ? 1 : 0);

@@ -41,6 +41,7 @@ typedef struct ch_options {
   void *clock_ctx;
   int journal_direct;        /* journal.force_fallback: pwritev + fdatasync, no io_uring */
   int rt_priority;           /* SCHED_FIFO for the engine, journal and gateway threads; 0: off */
+  const hg_clearing_config_t *clearing; /* NULL: no band and no margin (util_no_risk) */
 } ch_options_t;
 
 typedef struct ch_server {
@@ -101,7 +102,7 @@ static inline int ch_create(ch_server_t *s, const ch_options_t *o) {
   hg_pipeline_config_t pc;
   util_config(&pc, s->dir, &s->plog);
   s->plog.verbose = o->verbose;
-  pc.exchange.clearing = util_no_risk();
+  pc.exchange.clearing = o->clearing != NULL ? o->clearing : util_no_risk();
   pc.exchange.max_instruments = o->max_instruments ? o->max_instruments : 4;
   pc.exchange.max_accounts = o->max_accounts ? o->max_accounts : 64;
   pc.exchange.max_book_orders = o->max_book_orders ? o->max_book_orders : 1u << 16;

@@ -282,6 +282,48 @@ static void test_settle_expire_statements(void **state) {
   ch_stop(&s);
 }
 
+/* A pre-trade risk reject reaches the client with the check's numbers,
+ * and hgctl names the reason and prints them. Default clearing: band 20%
+ * around the listing's reference price 500. */
+static void test_risk_reject_numbers(void **state) {
+  (void)state;
+  ch_clock_set(&g_now, ch_day("2027-02-10"), 12 * 3600);
+  hg_clearing_config_t clr;
+  hg_clearing_config_default(&clr);
+  ch_server_t s;
+  ch_options_t o = {.clock = ch_clock_read, .clock_ctx = &g_now, .clearing = &clr};
+  assert_int_equal(ch_create(&s, &o), 0);
+  assert_int_equal(ch_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ch_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ch_run(&s), 0);
+  snprintf(g_port, sizeof g_port, "%u", (unsigned)s.port);
+  hg_client_t *op = login(&s, OP);
+  uint64_t seq = 0;
+  assert_int_equal(ch_list_contract(op), 0);
+  assert_int_equal(hg_client_add_account(op, ACC_A, 1, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_cash(op, ACC_A, 50000000, false, &seq), 0); /* 50 USD */
+  assert_int_equal(ch_response(op, seq), 0);
+  static out_t r;
+  /* Band: 500 +- 500 * 2000 / 10000 = [400, 600]; 601 is outside. */
+  RUN(&r, TA, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
+      "601");
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.text, "reason=outside_price_band(39)"));
+  assert_non_null(strstr(r.text, "ref_price=500 position=0 low=400 high=600"));
+  /* Margin: the listed contract is February 2027 and today is 2027-02-10,
+   * its delivery month, so the delivery rate applies: 1 contract x 500 ticks
+   * x 1,000,000 micro-USD x 20% = 100,000,000 against equity 50,000,000. */
+  RUN(&r, TA, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
+      "500");
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.text, "reason=insufficient_margin(41) equity=50000000 "
+                                 "initial_margin=100000000 ref_price=500 position=1"));
+  hg_client_logout(op, 1000);
+  hg_client_destroy(op);
+  ch_stop(&s);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
@@ -291,6 +333,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_settle_expire_statements),
+      cmocka_unit_test(test_risk_reject_numbers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
