@@ -16,6 +16,7 @@
 #include "hgctl_net.h"
 #include "hgctl_tools.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -225,64 +226,32 @@ static void close_session(hg_client_t *c) {
 
 /* ---------------------------------------------------------------- names */
 
+/* The wire name of value v of enum d without its prefix, lower case
+ * ("REJ_PRICE_BAND" -> "price_band"), in buf; "other" if the schema has no
+ * such value. One table (hourglass.proto) names every code. */
+static const char *enum_name(const ProtobufCEnumDescriptor *d, const char *prefix, uint32_t v,
+                             char *buf, size_t len) {
+  const ProtobufCEnumValue *e = v <= INT32_MAX ? protobuf_c_enum_descriptor_get_value(d, (int)v) : NULL;
+  if (e == NULL) return "other";
+  const char *n = e->name;
+  size_t pl = strlen(prefix);
+  if (strncmp(n, prefix, pl) == 0) n += pl;
+  size_t i = 0;
+  for (; n[i] != '\0' && i + 1 < len; i++) buf[i] = (char)tolower((unsigned char)n[i]);
+  buf[i] = '\0';
+  return buf;
+}
+
+/* Each returns its own static buffer: valid until its next call, so one
+ * printf may show one reject and one cancel name. */
 static const char *reject_name(uint32_t r) {
-  switch (r) {
-  case 0: return "none";
-  case 1: return "invalid_field";
-  case 2: return "invalid_tif";
-  case 3: return "invalid_qty";
-  case 4: return "qty_too_large";
-  case 5: return "price_out_of_range";
-  case 6: return "price_band";
-  case 7: return "duplicate_order_id";
-  case 8: return "duplicate_clordid";
-  case 9: return "post_only_would_cross";
-  case 10: return "book_full";
-  case 11: return "unknown_order";
-  case 32: return "risk_unknown_account";
-  case 33: return "risk_unknown_instrument";
-  case 34: return "instrument_closed";
-  case 35: return "risk_invalid_qty";
-  case 36: return "risk_qty_too_large";
-  case 37: return "risk_invalid_price";
-  case 38: return "no_reference_price";
-  case 39: return "outside_price_band";
-  case 40: return "position_limit";
-  case 41: return "insufficient_margin";
-  case 42: return "positions_full";
-  case 43: return "invalid_amount";
-  case 44: return "invalid_side";
-  case 64: return "unknown_instrument";
-  case 65: return "instrument_halted";
-  case 66: return "unknown_account";
-  case 67: return "not_in_state";
-  case 70: return "invalid_params";
-  case 71: return "capacity";
-  case 73: return "insufficient_funds";
-  case 74: return "risk";
-  case 128: return "throttled";
-  case 129: return "busy";
-  case 130: return "unavailable";
-  case 131: return "not_permitted";
-  case 132: return "invalid_request";
-  case 133: return "mmp_tripped";
-  case 134: return "gateway_full";
-  case 135: return "retransmit_range";
-  default: return "other";
-  }
+  static char buf[48];
+  return enum_name(&hourglass__v1__reject_reason__descriptor, "REJ_", r, buf, sizeof buf);
 }
 
 static const char *cancel_name(uint32_t r) {
-  switch (r) {
-  case 1: return "user";
-  case 2: return "ioc_remainder";
-  case 3: return "self_trade";
-  case 4: return "mass_cancel";
-  case 5: return "expiry";
-  case 6: return "fok_unfilled";
-  case 32: return "delisted";
-  default: return "other";
-  }
+  static char buf[48];
+  return enum_name(&hourglass__v1__cancel_reason__descriptor, "CXL_", r, buf, sizeof buf);
 }
 
 static const char *exec_name(uint32_t t) {

@@ -309,7 +309,7 @@ static void test_risk_reject_numbers(void **state) {
   RUN(&r, TA, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
       "601");
   assert_int_equal(r.status, 1);
-  assert_non_null(strstr(r.text, "reason=outside_price_band(39)"));
+  assert_non_null(strstr(r.text, "reason=risk_price_band(39)"));
   assert_non_null(strstr(r.text, "ref_price=500 position=0 low=400 high=600"));
   /* Margin: the listed contract is February 2027 and today is 2027-02-10,
    * its delivery month, so the delivery rate applies: 1 contract x 500 ticks
@@ -317,7 +317,7 @@ static void test_risk_reject_numbers(void **state) {
   RUN(&r, TA, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
       "500");
   assert_int_equal(r.status, 1);
-  assert_non_null(strstr(r.text, "reason=insufficient_margin(41) equity=50000000 "
+  assert_non_null(strstr(r.text, "reason=risk_insufficient_margin(41) equity=50000000 "
                                  "initial_margin=100000000 ref_price=500 position=1"));
   hg_client_logout(op, 1000);
   hg_client_destroy(op);
