@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "hourglass/clearing.h"
 #include "hourglass/error.h"
 #include "hourglass/wire.h"
 
@@ -244,8 +245,34 @@ static void test_login_mac_vector(void **state) {
   assert_string_equal(h, "f19fdbd37f635775290783febcc99dce736261cb7c83fccdf7d069bc4c71a992");
 }
 
+/* The clearing's reject codes and the wire's REJ_RISK_* values are one
+ * table in two places: every clearing code has the wire value of the same
+ * number and name, so clients and hgctl name exactly what the engine sent. */
+static void test_risk_codes_match_clearing(void **state) {
+  (void)state;
+  const ProtobufCEnumDescriptor *d = &hourglass__v1__reject_reason__descriptor;
+  int n = 0;
+#define CHECK(code, num, msg)                                                       \
+  if ((num) != 0) {                                                                 \
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(d, (num));    \
+    if (v == NULL || strcmp(v->name, "REJ_RISK_" #code) != 0)                         \
+      fail_msg("clearing code %d (%s) is %s on the wire", (num), #code,             \
+               v != NULL ? v->name : "missing");                                     \
+    n++;                                                                            \
+  }
+  HG_CLR_REJECT_MAP(CHECK)
+#undef CHECK
+  assert_int_equal(n, 13);
+  /* And no wire value in 32..63 that the clearing does not have. */
+  for (int c = 32; c < 64; c++) {
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(d, c);
+    if (v != NULL) assert_string_not_equal(hg_clearing_reject_str(c), "unknown reason");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_risk_codes_match_clearing),
       cmocka_unit_test(test_frame_header),    cmocka_unit_test(test_varint),
       cmocka_unit_test(test_encode_decode),   cmocka_unit_test(test_arena_bounds),
       cmocka_unit_test(test_arena_worst_case), cmocka_unit_test(test_login_mac_vector),
