@@ -1299,12 +1299,6 @@ uint32_t hg_book_cancel_scoped(hg_book_t *b, uint64_t ts) {
   return sweep(b, WALK_SCOPED, HG_CXL_MASS_CANCEL, ts);
 }
 
-uint32_t hg_book_scoped_count(const hg_book_t *b) {
-  uint32_t n = 0;
-  for (uint32_t s = 0; s < b->nslots; s++) n += !walk_skips(b, s, WALK_SCOPED);
-  return n;
-}
-
 int hg_book_best(const hg_book_t *b, hg_side_t side, hg_price_t *price, hg_qty_t *qty) {
   if ((unsigned)side > HG_SIDE_SELL || b->best[side] < 0) return HG_ENOTFOUND;
   int64_t idx = b->best[side];

@@ -1763,12 +1763,6 @@ const hg_clearing_t *hg_exchange_clearing(const hg_exchange_t *ex) { return ex->
 
 int32_t hg_exchange_last_cycle_day(const hg_exchange_t *ex) { return ex->last_cycle_day; }
 
-uint64_t hg_exchange_session_scoped_orders(const hg_exchange_t *ex) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < ex->n_instr; i++) n += hg_book_scoped_count(ex->instr[i].book);
-  return n;
-}
-
 void hg_exchange_foreach_fixing(const hg_exchange_t *ex,
                                 void (*fn)(void *ctx, const hg_exchange_fixing_info_t *info),
                                 void *ctx) {

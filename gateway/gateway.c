@@ -3336,6 +3336,7 @@ typedef struct seed_ctx {
   uint32_t instrument; /* being seeded */
   int rc;
   uint64_t orders;     /* live unscoped orders seen */
+  uint64_t scoped;     /* live session-scoped orders seen */
   int orders_full;     /* the mirror could not hold them all */
 } seed_ctx_t;
 
@@ -3344,7 +3345,10 @@ typedef struct seed_ctx {
  * their cancels then route like those of any order the mirror never saw. */
 static void seed_order(void *ctx, const hg_book_order_t *o) {
   seed_ctx_t *s = ctx;
-  if (o->session_scoped) return;
+  if (o->session_scoped) {
+    s->scoped++;
+    return;
+  }
   s->orders++;
   if (s->orders_full) return;
   hg_book_event_t be;
@@ -3427,7 +3431,7 @@ int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
            "most %" PRIu32 " (max_orders): refusing to start rather than not track some",
            s.orders, gw->cfg.max_orders);
   if (s.rc != 0) return s.rc;
-  gw->scoped_at_attach = hg_exchange_session_scoped_orders(ex);
+  gw->scoped_at_attach = s.scoped;
   gw->pipe = p;
   gw->attached = 1;
   return 0;

@@ -357,8 +357,6 @@ uint32_t hg_book_expire_day(hg_book_t *book, uint64_t ts);
  * time priority, reason HG_CXL_MASS_CANCEL. Returns orders cancelled. O(n log
  * n) in the live orders: for restarts, never the order path. */
 uint32_t hg_book_cancel_scoped(hg_book_t *book, uint64_t ts);
-/* Number of live session-scoped orders. O(max_orders): a scan, not a count. */
-uint32_t hg_book_scoped_count(const hg_book_t *book);
 
 /*
  * Prefetch hints for a caller that holds several commands at once (the

@@ -699,12 +699,6 @@ void hg_exchange_foreach_fixing(const hg_exchange_t *ex,
 /* Day of the last DAILY_SETTLEMENT applied, -1 if none. */
 int32_t hg_exchange_last_cycle_day(const hg_exchange_t *ex);
 
-/* Number of live session-scoped orders (entered with session_scoped = 1) in
- * all books: when it is not 0 after a restart, the gateway submits one
- * HG_COMMAND_SESSIONS_ENDED. Computed by a scan of every book's order pool
- * (O(sum of max_orders)): start-up and tests, not the order path. */
-uint64_t hg_exchange_session_scoped_orders(const hg_exchange_t *ex);
-
 /* Calls fn for every listed instrument in id order; info is valid only
  * during the call and fn must not change the exchange. */
 void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
