@@ -658,9 +658,6 @@ typedef struct feed_batch {
   hg_command_t cmd[FEED_BATCH];
 } feed_batch_t;
 
-/* Shared by the feeder and the applier. The reader, rc and why belong to
- * the feeder until it publishes its last batch (end = 1); the release store
- * of head hands them to the applier. */
 /* How far a journal that is still being scanned may be read: records up to
  * seq have passed the recovery scan (hg_journal__open_progress); done is
  * set once the scan ended, successfully or not, and seq is then final.
@@ -671,6 +668,9 @@ typedef struct scan_bound {
   hg_waiter_t *w; /* the feeder sleeps here while it waits for the scan */
 } scan_bound_t;
 
+/* Shared by the feeder and the applier. The reader, rc and why belong to
+ * the feeder until it publishes its last batch (end = 1); the release store
+ * of head hands them to the applier. */
 typedef struct feed {
   const char *dir;
   hg_journal_reader_t *rd;
