@@ -58,25 +58,17 @@ static uint64_t ts_of(uint64_t i) {
   return ((uint64_t)FIRST_DAY + b) * 24 * NS_PER_HOUR + 9 * NS_PER_HOUR + k * 1000;
 }
 
-static uint64_t now_ns(void) {
+static uint64_t clock_ns(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* CPU time of the calling thread, i.e. the applier's alone (the replay's
- * feeder runs on a thread of its own). */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* Wall time, the process's CPU time, and the calling thread's CPU time
+ * (the applier's alone: the replay's feeder runs on a thread of its own). */
+static uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+static uint64_t cpu_ns(void) { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
+static uint64_t thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 static uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
