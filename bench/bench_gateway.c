@@ -40,7 +40,7 @@
  * counts from each request's own due time. --no-batch: one send per
  * request, sessions taking turns per request (the earlier generator).
  *
- * Usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--sweep-only] [--dir DIR]
+ * Usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--rt N] [--sweep-only] [--dir DIR]
  *        [--sessions N] [--rates a,b,c] [--seconds S]. --sweep-only stops
  *        after phase 1 (for perf stat over a fixed load). Loopback only. The machine is shared: figures vary.
  */

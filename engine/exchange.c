@@ -1809,7 +1809,7 @@ const char *hg_xreject_str(int reason) {
     HG_XREJECT_MAP(HG_XREJECT_STR)
 #undef HG_XREJECT_STR
   default:
-    if (reason >= 32 && reason < 64) return hg_clearing_reject_str(reason);
+    if (HG_CLR_IS_REJECT(reason)) return hg_clearing_reject_str(reason);
     return hg_reject_str(reason);
   }
 }

@@ -2741,7 +2741,7 @@ static void on_book_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
                                                  : REQ(NEW_ORDER);
     er.has_quote_group = p != NULL && p->quote_group != 0;
     er.quote_group = p != NULL ? p->quote_group : 0;
-    if (be->reason >= 32 && be->reason < 64) { /* the clearing's check: its numbers */
+    if (HG_CLR_IS_REJECT(be->reason)) { /* the clearing's check: its numbers */
       er.has_risk_equity = er.has_risk_initial_margin = er.has_risk_ref_price = 1;
       er.has_risk_position = er.has_risk_low = er.has_risk_high = 1;
       er.risk_equity = ev->balance;

@@ -159,6 +159,11 @@ int hg_clearing_deposit(hg_clearing_t *c, hg_account_t id, int64_t amount, uint6
   XX(INVALID_AMOUNT,     43, "amount must be positive")                              \
   XX(INVALID_SIDE,       44, "side must be buy or sell")
 
+/* The clearing's share of the reason number space: [FIRST, END). */
+#define HG_CLR_REJECT_FIRST 32
+#define HG_CLR_REJECT_END 64
+#define HG_CLR_IS_REJECT(r) ((r) >= HG_CLR_REJECT_FIRST && (r) < HG_CLR_REJECT_END)
+
 typedef enum hg_clr_reject {
 #define HG_CLR_REJECT_ENUM(name, num, msg) HG_CLR_REJ_##name = num,
   HG_CLR_REJECT_MAP(HG_CLR_REJECT_ENUM)
