@@ -43,6 +43,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -3118,6 +3119,14 @@ static void on_stop(uv_async_t *a) {
 
 static void *loop_main(void *arg) {
   hg_gateway_t *gw = arg;
+  /* Every socket write happens on this thread. A client that closes while we
+   * write to it must cost that write an EPIPE, never the process a SIGPIPE,
+   * whatever the embedding program does with the signal; blocked here, the
+   * synchronous SIGPIPE of a write stays pending on this thread, unseen. */
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
   uv_run(&gw->loop, UV_RUN_DEFAULT);
   return NULL;
 }

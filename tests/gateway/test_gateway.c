@@ -7,10 +7,14 @@
  * cancel-on-disconnect on close and on keepalive lapse, mass quotes and
  * market-maker protection.
  */
+#include <dirent.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -777,6 +781,42 @@ static void test_restart(void **state) {
   gt_stop(&s);
 }
 
+/* ------------------------------------------------------------- SIGPIPE */
+
+/* The loop thread writes every socket; a client closing while it writes must
+ * not kill the process, and this test program (like any embedder) leaves
+ * SIGPIPE at its default. So the thread blocks it: checked in its mask. */
+static void test_loop_thread_blocks_sigpipe(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, NULL);
+  DIR *d = opendir("/proc/self/task");
+  assert_non_null(d);
+  int found = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], line[256], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) continue;
+    if (fgets(comm, sizeof comm, f) == NULL) comm[0] = '\0';
+    fclose(f);
+    if (strncmp(comm, "hg-gateway", 10) != 0) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    unsigned long long blk = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+      if (sscanf(line, "SigBlk: %llx", &blk) == 1) break;
+    fclose(f);
+    assert_true(blk & (1ull << (SIGPIPE - 1)));
+    found = 1;
+  }
+  closedir(d);
+  assert_true(found);
+  gt_stop(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_login),
@@ -786,6 +826,7 @@ int main(void) {
       cmocka_unit_test(test_throttle),
       cmocka_unit_test(test_cancel_on_disconnect),
       cmocka_unit_test(test_mass_quote_mmp),
+      cmocka_unit_test(test_loop_thread_blocks_sigpipe),
       cmocka_unit_test(test_restart),
       cmocka_unit_test(test_slow_consumer),
   };
