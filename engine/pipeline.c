@@ -1388,6 +1388,8 @@ void hg_pipeline__hold_journal(hg_pipeline_t *p, int hold) {
   }
 }
 
+int hg_pipeline__engine_asleep(hg_pipeline_t *p) { return hg_waiter_sleeping(p->engine_w); }
+
 int hg_pipeline__outbound_empty(hg_pipeline_t *p, uint32_t consumer) {
   return hg_spsc_ring_empty(p->cons[consumer].ring);
 }

@@ -24,4 +24,10 @@ int hg_pipeline__outbound_empty(hg_pipeline_t *p, uint32_t consumer);
  * (announced sleep). Any thread; a snapshot that may be stale at once. */
 int hg_pipeline__threads_asleep(hg_pipeline_t *p);
 
+/* True while the engine thread sleeps on its waiter. It announces sleep only
+ * after a pass that released nothing with no command waiting, so once
+ * last_seq covers what was submitted, every record staged so far is in the
+ * consumers' rings (unless a ring is full). Any thread; a snapshot. */
+int hg_pipeline__engine_asleep(hg_pipeline_t *p);
+
 #endif

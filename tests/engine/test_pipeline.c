@@ -379,9 +379,19 @@ static void journal_failure_stops_intake(void **state) {
   hg_pipeline_close(p);
 }
 
-/* Waits until the engine has pushed records to consumer 0's ring. */
-static void wait_outbound(hg_pipeline_t *p) {
-  for (int i = 0; i < 50000 && hg_pipeline__outbound_empty(p, 0); i++) usleep(100);
+/* Waits until the engine has sequenced every command up to seq and pushed
+ * all their records to consumer 0's ring: it sleeps only after a pass that
+ * moved nothing, and the records of one command may reach the ring over
+ * several passes. */
+static void wait_outbound(hg_pipeline_t *p, uint64_t seq) {
+  hg_pipeline_stats_t st;
+  for (int i = 0; i < 50000; i++) {
+    hg_pipeline_stats(p, &st);
+    if (st.last_seq >= seq && hg_pipeline__engine_asleep(p)) break;
+    usleep(100);
+  }
+  assert_int_equal(st.last_seq, seq);
+  assert_true(hg_pipeline__engine_asleep(p));
   assert_false(hg_pipeline__outbound_empty(p, 0));
 }
 
@@ -402,7 +412,7 @@ static void events_wait_for_durability(void **state) {
 
   hg_pipeline__hold_journal(p, 1);
   submit_range(p, 0, 10, &c);
-  wait_outbound(p);
+  wait_outbound(p, 10);
   /* Sequenced, applied and in the ring, but not durable: invisible. */
   assert_int_equal(hg_pipeline_poll(p, out, 16), 0);
   assert_int_equal(hg_pipeline_wait(p, 20000000), -ETIMEDOUT);
@@ -423,7 +433,7 @@ static void events_wait_for_durability(void **state) {
   uint64_t events = c.events;
   hg_pipeline__hold_journal(p, 1);
   submit_range(p, 10, 15, &c);
-  wait_outbound(p);
+  wait_outbound(p, 15);
   hg_journal__inject_fault(hg_pipeline__journal(p), HG_JOURNAL_FAULT_EIO);
   hg_pipeline__hold_journal(p, 0);
   for (int i = 0; i < 50000 && hg_pipeline_failed(p) == 0; i++) usleep(100);
