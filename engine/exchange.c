@@ -577,23 +577,8 @@ static uint16_t risk_check_replace(hg_exchange_t *ex, const instrument_t *inst,
     return (uint16_t)res->reason;
   }
   /* A replace that does not grow the order adds no risk: only the band. */
-  hg_price_t ref = 0;
-  if (hg_clearing_ref_price(ex->clr, inst->id, &ref) != 0) return HG_XREJ_RISK;
-  uint32_t bps = ex->ccfg.band_bps;
-  if (ref > 0 && bps > 0) {
-    __int128 dev = (__int128)(c->new_price > ref ? c->new_price - ref : ref - c->new_price);
-    if (dev * 10000 > (__int128)ref * bps) {
-      memset(res, 0, sizeof *res);
-      res->reason = HG_CLR_REJ_PRICE_BAND;
-      res->ref_price = ref;
-      /* inclusive band: |p - ref| * 10000 <= ref * bps */
-      int64_t w = (int64_t)(((__int128)ref * bps) / 10000);
-      res->band_low = ref - w;
-      res->band_high = ref + w;
-      return HG_CLR_REJ_PRICE_BAND;
-    }
-  }
-  return 0;
+  if (hg_clearing_check_band(ex->clr, inst->id, c->new_price, res) != 0) return HG_XREJ_RISK;
+  return (uint16_t)res->reason;
 }
 
 /* Books one fill the book just emitted: both positions, both sides' open

@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -712,6 +713,43 @@ const char *hg_clearing_reject_str(int reason) {
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
+/* The price band around ref (> 0): sets res->band_low / band_high and, for
+ * a price (> 0; 0 = market, never banded) outside it, res->reason =
+ * PRICE_BAND. False iff rejected. band_bps 0 disables the band. */
+static bool band_ok(const hg_clearing_t *c, hg_price_t ref, hg_price_t price,
+                    hg_clearing_result_t *res) {
+  uint32_t bps = c->cfg.band_bps;
+  if (bps == 0) return true;
+  /* inclusive band: |p - ref| * 10000 <= ref * bps */
+  int64_t lo64, hi64; /* 64-bit whenever the products fit */
+  if (!__builtin_mul_overflow(ref, 10000 - (int64_t)bps, &lo64) &&
+      !__builtin_mul_overflow(ref, 10000 + (int64_t)bps, &hi64)) {
+    res->band_low = lo64 <= 0 ? 1 : (lo64 - 1) / 10000 + 1;
+    res->band_high = hi64 / 10000;
+  } else {
+    i128 lo_num = (i128)ref * (10000 - (int64_t)bps);
+    res->band_low = lo_num <= 0 ? 1 : (int64_t)((lo_num + 9999) / 10000);
+    res->band_high = (int64_t)((i128)ref * (10000 + (int64_t)bps) / 10000);
+  }
+  if (price > 0 && (i128)abs64(price - ref) * 10000 > (i128)ref * bps) {
+    res->reason = HG_CLR_REJ_PRICE_BAND;
+    return false;
+  }
+  return true;
+}
+
+int hg_clearing_check_band(const hg_clearing_t *c, uint32_t instrument, hg_price_t price,
+                           hg_clearing_result_t *res) {
+  if (res == NULL) return HG_EINVAL;
+  memset(res, 0, sizeof *res);
+  uint32_t s = inst_lookup(c, instrument);
+  if (s == NIL32) return HG_ENOTFOUND;
+  hg_price_t ref = ref_price(c, &c->insts[s]);
+  res->ref_price = ref;
+  if (ref > 0) (void)band_ok(c, ref, price, res);
+  return 0;
+}
+
 int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t instrument,
                             int side, hg_qty_t qty, hg_price_t price,
                             hg_clearing_result_t *res) {
@@ -756,24 +794,7 @@ int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t ins
     res->reason = HG_CLR_REJ_NO_REFERENCE;
     return 0;
   }
-  uint32_t bps = c->cfg.band_bps;
-  if (bps > 0) {
-    /* inclusive band: |p - ref| * 10000 <= ref * bps */
-    int64_t lo64, hi64; /* ref > 0 here; 64-bit whenever the products fit */
-    if (!__builtin_mul_overflow(ref, 10000 - (int64_t)bps, &lo64) &&
-        !__builtin_mul_overflow(ref, 10000 + (int64_t)bps, &hi64)) {
-      res->band_low = lo64 <= 0 ? 1 : (lo64 - 1) / 10000 + 1;
-      res->band_high = hi64 / 10000;
-    } else {
-      i128 lo_num = (i128)ref * (10000 - (int64_t)bps);
-      res->band_low = lo_num <= 0 ? 1 : (int64_t)((lo_num + 9999) / 10000);
-      res->band_high = (int64_t)((i128)ref * (10000 + (int64_t)bps) / 10000);
-    }
-    if (price > 0 && (i128)abs64(price - ref) * 10000 > (i128)ref * bps) {
-      res->reason = HG_CLR_REJ_PRICE_BAND;
-      return 0;
-    }
-  }
+  if (!band_ok(c, ref, price, res)) return 0;
   uint32_t r = rec_find(c, s, is);
   int64_t pos = 0, ob = 0, os = 0;
   if (r != NIL32) {

@@ -249,6 +249,7 @@ static void test_margin_reject_carries_the_numbers(void **state) {
   account(f, 1, 2 * IM1);
   order(f, 1, 1, HG_SIDE_BUY, 3000, 2); /* IM exactly equal to equity: accepted */
   expect_accepted(f);
+  const uint64_t resting = f->ev[0].book.order_id;
   order(f, 1, 1, HG_SIDE_BUY, 2990, 1);
   const hg_exchange_event_t *e = expect_order_reject(f, HG_CLR_REJ_INSUFFICIENT_MARGIN);
   assert_int_equal(e->balance, 2 * IM1);
@@ -265,6 +266,19 @@ static void test_margin_reject_carries_the_numbers(void **state) {
   e = expect_order_reject(f, HG_CLR_REJ_PRICE_BAND);
   assert_int_equal(e->lo, 2400);
   assert_int_equal(e->hi, 3600);
+  /* A replace that shrinks the order adds no risk, but the band still holds,
+   * with the same figures. */
+  hg_command_t c = mk(f, HG_COMMAND_REPLACE);
+  c.u.replace = (hg_cmd_replace_t){1, 1, resting, 2399, 1};
+  run(f, &c);
+  e = expect_order_reject(f, HG_CLR_REJ_PRICE_BAND);
+  assert_int_equal(e->price, 3000);
+  assert_int_equal(e->lo, 2400);
+  assert_int_equal(e->hi, 3600);
+  c = mk(f, HG_COMMAND_REPLACE);
+  c.u.replace = (hg_cmd_replace_t){1, 1, resting, 2400, 1};
+  run(f, &c);
+  assert_int_equal(find(f, HG_XEV_BOOK, 0)->book.type, HG_EV_REPLACED);
 }
 
 static void test_calendar_spread_credit_decides_acceptance(void **state) {

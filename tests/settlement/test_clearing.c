@@ -17,9 +17,11 @@
 #define INST2 8u /* B200.A.2027-04 */
 #define GROUP 1u
 
-static hg_clearing_t *make(uint32_t max_accounts, uint32_t max_positions) {
-  hg_clearing_config_t cfg;
-  hg_clearing_config_default(&cfg);
+/* A clearing with instruments INST and INST2 (last DSP 2000) on cfg (its
+ * sizes are set here). */
+static hg_clearing_t *make_cfg(hg_clearing_config_t *cfg0, uint32_t max_accounts,
+                               uint32_t max_positions) {
+  hg_clearing_config_t cfg = *cfg0;
   cfg.max_accounts = max_accounts;
   cfg.max_positions = max_positions;
   cfg.max_firms = 2;
@@ -34,6 +36,12 @@ static hg_clearing_t *make(uint32_t max_accounts, uint32_t max_positions) {
   in.month = 4;
   assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
   return c;
+}
+
+static hg_clearing_t *make(uint32_t max_accounts, uint32_t max_positions) {
+  hg_clearing_config_t cfg;
+  hg_clearing_config_default(&cfg);
+  return make_cfg(&cfg, max_accounts, max_positions);
 }
 
 static void config_is_validated(void **state) {
@@ -311,6 +319,47 @@ static void order_checks_band_and_size(void **state) {
   hg_clearing_destroy(c);
 }
 
+/* The band step alone (a replace that does not grow its order): the same
+ * figures as check_order; no reference is not a refusal here. */
+static void band_check_alone_matches_check_order(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  hg_clearing_result_t r;
+  assert_int_equal(hg_clearing_check_band(c, INST, 2400, NULL), HG_EINVAL);
+  assert_int_equal(hg_clearing_check_band(c, 99, 2400, &r), HG_ENOTFOUND);
+  /* ref 2000, band 20%: [1600, 2400] inclusive */
+  assert_int_equal(hg_clearing_check_band(c, INST, 2400, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(r.ref_price, 2000);
+  assert_int_equal(r.band_low, 1600);
+  assert_int_equal(r.band_high, 2400);
+  assert_int_equal(hg_clearing_check_band(c, INST, 2401, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_PRICE_BAND);
+  assert_int_equal(hg_clearing_check_band(c, INST, 1599, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_PRICE_BAND);
+  assert_int_equal(r.band_low, 1600);
+  hg_clearing_instrument_t in = {.id = 50, .group_id = 77, .year = 2027, .month = 9};
+  assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
+  assert_int_equal(hg_clearing_check_band(c, 50, 2000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(r.ref_price, 0);
+  hg_clearing_destroy(c);
+
+  /* A band over 100% (150%): ref 2000 * (1 - 1.5) < 0, so the low end is
+   * the lowest price, 1; the high end 2000 * 2.5 = 5000. */
+  hg_clearing_config_t cfg;
+  hg_clearing_config_default(&cfg);
+  cfg.band_bps = 15000;
+  c = make_cfg(&cfg, 3, 16);
+  assert_int_equal(hg_clearing_check_band(c, INST, 5000, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_NONE);
+  assert_int_equal(r.band_low, 1);
+  assert_int_equal(r.band_high, 5000);
+  assert_int_equal(hg_clearing_check_band(c, INST, 5001, &r), 0);
+  assert_int_equal(r.reason, HG_CLR_REJ_PRICE_BAND);
+  hg_clearing_destroy(c);
+}
+
 /* Section 1 limits: 10,000 net; 1,000 in the delivery month; the worst case
  * counts every open order of the order's side plus the order. */
 static void position_limits_count_the_worst_case(void **state) {
@@ -523,6 +572,7 @@ int main(void) {
       cmocka_unit_test(open_quantities_are_tracked),
       cmocka_unit_test(position_pool_exhaustion_is_clean),
       cmocka_unit_test(order_checks_band_and_size),
+      cmocka_unit_test(band_check_alone_matches_check_order),
       cmocka_unit_test(position_limits_count_the_worst_case),
       cmocka_unit_test(withdrawal_respects_margin),
       cmocka_unit_test(record_churn_keeps_lookups_right),

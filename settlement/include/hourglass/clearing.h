@@ -293,6 +293,16 @@ int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t ins
                             int side, hg_qty_t qty, hg_price_t price,
                             hg_clearing_result_t *res);
 
+/* The price-band step of hg_clearing_check_order alone, for a replace that
+ * does not grow its order (it adds no position or margin risk). Sets
+ * res->ref_price and, when a band applies, res->band_low / band_high, the
+ * same figures check_order reports; res->reason = HG_CLR_REJ_PRICE_BAND if
+ * price lies outside, else 0 (also with no reference price: a resting
+ * order's replace is not refused for that). Returns 0, HG_EINVAL (res
+ * NULL) or HG_ENOTFOUND (instrument). */
+int hg_clearing_check_band(const hg_clearing_t *c, uint32_t instrument, hg_price_t price,
+                           hg_clearing_result_t *res);
+
 /* Resting quantity changes: add when an order (or a replace's increase)
  * rests, remove when resting quantity leaves (cancel, expiry, replace
  * decrease, or a fill of a resting order unless the fill call did it).
