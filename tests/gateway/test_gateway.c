@@ -458,7 +458,14 @@ static void test_throttle(void **state) {
   start_market(&s, 1, tight_throttle);
   gt_client_t a;
   assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  /* Corked, the ten orders leave in one segment when uncorked, so the
+   * burst reaches the gateway at once however late this thread runs
+   * between two sends (a 400 ms stall here would otherwise refill two
+   * tokens mid-burst). */
+  int on = 1, off = 0;
+  assert_int_equal(setsockopt(a.fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on), 0);
   for (int i = 0; i < 10; i++) gt_new_order(&a, 1, 200 + (uint64_t)i, 0, 100, 1, 0);
+  assert_int_equal(setsockopt(a.fd, IPPROTO_TCP, TCP_CORK, &off, sizeof off), 0);
   int news = 0, throttled = 0;
   uint64_t first = 0;
   for (int i = 0; i < 10; i++) {
