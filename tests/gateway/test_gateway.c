@@ -458,7 +458,14 @@ static void test_throttle(void **state) {
   start_market(&s, 1, tight_throttle);
   gt_client_t a;
   assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  /* Corked, the ten orders leave in one segment when uncorked, so the
+   * burst reaches the gateway at once however late this thread runs
+   * between two sends (a 400 ms stall here would otherwise refill two
+   * tokens mid-burst). */
+  int on = 1, off = 0;
+  assert_int_equal(setsockopt(a.fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on), 0);
   for (int i = 0; i < 10; i++) gt_new_order(&a, 1, 200 + (uint64_t)i, 0, 100, 1, 0);
+  assert_int_equal(setsockopt(a.fd, IPPROTO_TCP, TCP_CORK, &off, sizeof off), 0);
   int news = 0, throttled = 0;
   uint64_t first = 0;
   for (int i = 0; i < 10; i++) {
@@ -489,6 +496,50 @@ static void test_throttle(void **state) {
 
 /* --------------------------------------------------- cancel-on-disconnect */
 
+static void md_subscribe(gt_client_t *c, uint32_t instrument_id) {
+  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
+  ms.instrument_id = instrument_id;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MD_SUBSCRIBE);
+  q.md_subscribe = &ms;
+  gt_send(c, &q);
+}
+
+typedef struct level {
+  uint32_t instrument_id;
+  int side;
+  int64_t price;
+} level_t;
+
+/* Reads c's frames until market data has said, for each of the n levels,
+ * that it is gone (in any order). A disconnect's cancels go through the
+ * engine like any other command, so how long they take depends on the
+ * machine's load: wait for them to land, not for a fixed time. Fails after
+ * 10 s. */
+static void wait_levels_gone(gt_client_t *c, const level_t *lv, int n) {
+  enum { MAX_LEVELS = 4 };
+  assert_true(n <= MAX_LEVELS);
+  bool gone[MAX_LEVELS] = {0};
+  int left = n;
+  uint64_t end = gt_now_ns() + 10000000000ull;
+  for (uint64_t now; left > 0 && (now = gt_now_ns()) < end;) {
+    env_t *e = gt_recv(c, (int)((end - now) / 1000000u) + 1);
+    if (e == NULL) break;
+    if (e->body_case != BODY(MD_LEVEL) || e->md_level->qty != 0) continue;
+    for (int i = 0; i < n; i++) {
+      if (!gone[i] && e->md_level->instrument_id == lv[i].instrument_id &&
+          (int)e->md_level->side == lv[i].side && e->md_level->price == lv[i].price) {
+        gone[i] = true;
+        left--;
+      }
+    }
+  }
+  for (int i = 0; i < n; i++)
+    if (!gone[i])
+      fail_msg("level %d@%lld of instrument %u still there after 10 s", lv[i].side,
+               (long long)lv[i].price, lv[i].instrument_id);
+}
+
 static void test_cancel_on_disconnect(void **state) {
   (void)state;
   gt_server_t s;
@@ -503,17 +554,19 @@ static void test_cancel_on_disconnect(void **state) {
   uint64_t a2 = expect_er(&a, EXEC(NEW))->execution_report->order_id;
   gt_new_order(&c, 1, 3, 0, 401, 5, 0);
   uint64_t c1 = expect_er(&c, EXEC(NEW))->execution_report->order_id;
+  /* B watches both books to see when the cancels have landed. */
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+  md_subscribe(&b, 1);
+  assert_non_null(gt_expect(&b, BODY(MD_SNAPSHOT), 2000));
+  md_subscribe(&b, 2);
+  assert_non_null(gt_expect(&b, BODY(MD_SNAPSHOT), 2000));
   /* A drops without logout. */
   gt_close(&a);
-  usleep(100 * 1000);
-  /* A's orders are gone, C's stays: check via market data. */
+  wait_levels_gone(&b, (const level_t[]){{1, 0, 400}, {2, 1, 900}}, 2);
+  gt_close(&b);
+  /* A's orders are gone, C's stays: check via a fresh snapshot. */
   assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
-  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
-  ms.instrument_id = 1;
-  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(MD_SUBSCRIBE);
-  q.md_subscribe = &ms;
-  gt_send(&b, &q);
+  md_subscribe(&b, 1);
   env_t *e = gt_expect(&b, BODY(MD_SNAPSHOT), 2000);
   assert_non_null(e);
   assert_int_equal(e->md_snapshot->n_bids, 1);
@@ -548,7 +601,7 @@ static void test_cancel_on_disconnect(void **state) {
   assert_true(warned);
   assert_true(terminated);
   gt_close(&a);
-  usleep(50 * 1000);
+  wait_levels_gone(&b, (const level_t[]){{1, 0, 402}}, 1); /* B still watches it */
   assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
   gt_status(&a, 1, a3);
   assert_false(gt_expect(&a, BODY(ORDER_STATUS), 2000)->order_status->live);

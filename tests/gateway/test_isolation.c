@@ -39,6 +39,12 @@ typedef struct trader {
   size_t n_own;
   int frames;
   int foreign_unknown_replies; /* UNKNOWN_ORDER replies to ids of others */
+  /* Every request gets a direct reply naming its client seq (ref_seq);
+   * requests are seqs first_seq+1 .. c.seq. replied[] marks the answered
+   * ones, so the test can wait for all of them. */
+  uint64_t first_seq;
+  int answered;
+  bool replied[N_STEPS + 1];
 } trader_t;
 
 static trader_t tr[N_TRADERS];
@@ -62,11 +68,30 @@ static uint32_t owner_of(uint64_t oid) {
 
 static int n_own_statements, n_refused_statements;
 
+static void note_reply(trader_t *t, uint64_t ref_seq) {
+  if (ref_seq == 0) return; /* not a direct reply (a fill of a resting order) */
+  /* A reply only ever names a request this session sent. */
+  assert_true(ref_seq > t->first_seq && ref_seq <= t->c.seq);
+  uint64_t i = ref_seq - t->first_seq;
+  assert_true(i <= N_STEPS);
+  if (!t->replied[i]) {
+    t->replied[i] = true;
+    t->answered++;
+  }
+}
+
+static bool all_answered(void) {
+  for (int i = 0; i < N_TRADERS; i++)
+    if ((uint64_t)tr[i].answered != tr[i].c.seq - tr[i].first_seq) return false;
+  return true;
+}
+
 static void check_trader_frame(trader_t *t, env_t *e) {
   t->frames++;
   switch (e->body_case) {
   case BODY(EXECUTION_REPORT): {
     const Hourglass__V1__ExecutionReport *er = e->execution_report;
+    note_reply(t, er->ref_seq);
     assert_false(er->drop_copy);
     assert_false(er->has_account);
     if (er->client_order_id != 0) {
@@ -91,6 +116,7 @@ static void check_trader_frame(trader_t *t, env_t *e) {
     break;
   }
   case BODY(ORDER_STATUS):
+    note_reply(t, e->order_status->ref_seq);
     if (e->order_status->live) {
       assert_true(owns(t, e->order_status->order_id));
     } else {
@@ -99,6 +125,7 @@ static void check_trader_frame(trader_t *t, env_t *e) {
     }
     break;
   case BODY(POSITIONS):
+    note_reply(t, e->positions->ref_seq);
     /* Own positions, or for another account exactly the unknown-account
      * reply: no account, no cash, no positions. */
     if (e->positions->reason == 0) {
@@ -114,6 +141,7 @@ static void check_trader_frame(trader_t *t, env_t *e) {
     /* Own statement, or for any other account exactly the unknown-account
      * reply: no account, no cash, no entries, no positions. */
     const Hourglass__V1__Statement *st = e->statement;
+    note_reply(t, st->ref_seq);
     if (st->reason == 0) {
       assert_int_equal(st->account, t->account);
       n_own_statements++;
@@ -129,6 +157,8 @@ static void check_trader_frame(trader_t *t, env_t *e) {
     break;
   }
   case BODY(RESPONSE):
+    note_reply(t, e->response->ref_seq);
+    break;
   case BODY(HEARTBEAT):
   case BODY(SEQUENCE_GAP):
     break;
@@ -180,6 +210,21 @@ static void drain_all(gt_client_t *viewers, uint32_t *viewer_firm, int n_viewers
   }
 }
 
+/* Drains until every request sent so far has its reply. The walk picks the
+ * ids it cancels, replaces and asks about from the acknowledgements it has
+ * read, and the checks at the end count replies: neither may depend on how
+ * far behind a loaded machine is, so wait for the replies themselves (at
+ * most 30 s), not for a fixed time. */
+static void wait_answered(gt_client_t *viewers, uint32_t *viewer_firm, int n_viewers,
+                          gt_client_t *md, int *md_frames) {
+  for (uint64_t end = gt_now_ns() + 30000000000ull; !all_answered() && gt_now_ns() < end;)
+    drain_all(viewers, viewer_firm, n_viewers, md, md_frames, 5);
+  for (int i = 0; i < N_TRADERS; i++)
+    if ((uint64_t)tr[i].answered != tr[i].c.seq - tr[i].first_seq)
+      fail_msg("trader %d: %d of %llu requests answered after 30 s", i, tr[i].answered,
+               (unsigned long long)(tr[i].c.seq - tr[i].first_seq));
+}
+
 static void keys(gt_server_t *s) {
   assert_int_equal(gt_add_key(s, 1, HG_ROLE_OPERATOR, 0, 0), 0);
   for (int i = 0; i < N_TRADERS; i++)
@@ -208,6 +253,7 @@ static void test_isolation(void **state) {
     tr[i].firm = 1 + (uint32_t)i % 2;
     tr[i].next_clordid = base_of(tr[i].account) + 1;
     assert_true(gt_login(&tr[i].c, s.port, 20 + (uint64_t)i, (int)(i % 2), 60000) > 0);
+    tr[i].first_seq = tr[i].c.seq;
   }
   gt_client_t viewers[2];
   uint32_t vfirm[2] = {1, 2};
@@ -289,9 +335,10 @@ static void test_isolation(void **state) {
       break;
     }
     }
-    if (step % 20 == 19) drain_all(viewers, vfirm, 2, &md, &md_frames, 20);
+    if (step % 20 == 19) wait_answered(viewers, vfirm, 2, &md, &md_frames);
   }
-  drain_all(viewers, vfirm, 2, &md, &md_frames, 300);
+  wait_answered(viewers, vfirm, 2, &md, &md_frames);
+  drain_all(viewers, vfirm, 2, &md, &md_frames, 300); /* and what trails the replies */
   int foreign = 0, frames = 0;
   for (int i = 0; i < N_TRADERS; i++) {
     foreign += tr[i].foreign_unknown_replies;
