@@ -40,6 +40,16 @@ static void start_market(gt_server_t *s, int unsafe, void (*tweak)(hg_gateway_co
   assert_int_equal(gt_setup_market(s, OP, 2, acc, firm, 4), 0);
 }
 
+/* Subscribes c to an instrument's market data (the snapshot follows). */
+static void md_subscribe(gt_client_t *c, uint32_t instrument_id) {
+  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
+  ms.instrument_id = instrument_id;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MD_SUBSCRIBE);
+  q.md_subscribe = &ms;
+  gt_send(c, &q);
+}
+
 /* --------------------------------------------------------------- login */
 
 static void short_login(hg_gateway_config_t *cfg) { cfg->login_timeout_ms = 200; }
@@ -293,12 +303,7 @@ static void test_order_lifecycle(void **state) {
   assert_string_equal(e->instrument_list->instruments[0]->grade, "A");
   assert_string_equal(e->instrument_list->instruments[0]->delivery_month, "2027-01");
   /* Market data: snapshot shows A's remaining 5 @ 500, then increments. */
-  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
-  ms.instrument_id = 1;
-  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(MD_SUBSCRIBE);
-  q.md_subscribe = &ms;
-  gt_send(&b, &q);
+  md_subscribe(&b, 1);
   e = gt_recv(&b, 2000);
   assert_non_null(e);
   assert_int_equal(e->body_case, BODY(MD_SNAPSHOT));
@@ -495,15 +500,6 @@ static void test_throttle(void **state) {
 }
 
 /* --------------------------------------------------- cancel-on-disconnect */
-
-static void md_subscribe(gt_client_t *c, uint32_t instrument_id) {
-  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
-  ms.instrument_id = instrument_id;
-  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(MD_SUBSCRIBE);
-  q.md_subscribe = &ms;
-  gt_send(c, &q);
-}
 
 typedef struct level {
   uint32_t instrument_id;
@@ -732,12 +728,7 @@ static void test_slow_consumer(void **state) {
   gt_secret(TB, sec);
   gt_send_login(&slow, TB, sec, 0, 0, 60000, 0);
   assert_non_null(gt_expect(&slow, BODY(LOGIN_ACK), 2000));
-  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
-  ms.instrument_id = 1;
-  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(MD_SUBSCRIBE);
-  q.md_subscribe = &ms;
-  gt_send(&slow, &q);
+  md_subscribe(&slow, 1);
   assert_non_null(gt_expect(&slow, BODY(MD_SNAPSHOT), 2000));
   /* A makes plenty of market data (each replace moves a level: two level
    * messages), reading its own reports as it goes. */
@@ -806,12 +797,7 @@ static void test_restart(void **state) {
   assert_int_equal(e->seq, 1);
   assert_int_equal(e->execution_report->client_order_id, 55);
   /* Market data seeded from the books. */
-  Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
-  ms.instrument_id = 1;
-  q = (env_t)HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(MD_SUBSCRIBE);
-  q.md_subscribe = &ms;
-  gt_send(&a, &q);
+  md_subscribe(&a, 1);
   e = gt_expect(&a, BODY(MD_SNAPSHOT), 2000);
   assert_non_null(e);
   assert_int_equal(e->md_snapshot->n_asks, 2);
