@@ -338,6 +338,19 @@ static void band_check_alone_matches_check_order(void **state) {
   assert_int_equal(hg_clearing_check_band(c, INST, 1599, &r), 0);
   assert_int_equal(r.reason, HG_CLR_REJ_PRICE_BAND);
   assert_int_equal(r.band_low, 1600);
+  /* Every price around the band: the same verdict and figures as the full
+   * check for an order that passes every other step. */
+  assert_int_equal(hg_clearing_account_add(c, 1, 1), 0);
+  assert_int_equal(hg_clearing_deposit(c, 1, 1000000 * USD, 1, 0), 0);
+  for (hg_price_t px = 1500; px <= 2500; px++) {
+    hg_clearing_result_t full;
+    assert_int_equal(hg_clearing_check_band(c, INST, px, &r), 0);
+    assert_int_equal(hg_clearing_check_order(c, 1, INST, HG_CLR_BUY, 1, px, &full), 0);
+    assert_int_equal(r.reason, full.reason);
+    assert_int_equal(r.ref_price, full.ref_price);
+    assert_int_equal(r.band_low, full.band_low);
+    assert_int_equal(r.band_high, full.band_high);
+  }
   hg_clearing_instrument_t in = {.id = 50, .group_id = 77, .year = 2027, .month = 9};
   assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
   assert_int_equal(hg_clearing_check_band(c, 50, 2000, &r), 0);
