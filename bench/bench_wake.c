@@ -39,7 +39,6 @@ typedef struct pingpong {
   _Atomic uint32_t to_pong; /* round number the pong thread may answer */
   _Atomic uint32_t to_ping; /* round number the pong thread has answered */
   uint32_t rounds;
-  int pong_cpu;
 } pingpong_t;
 
 static uint64_t now_ns(void) {
@@ -48,11 +47,11 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int pin(int cpu) {
+static cpu_set_t one_cpu(int cpu) {
   cpu_set_t s;
   CPU_ZERO(&s);
   CPU_SET(cpu, &s);
-  return pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+  return s;
 }
 
 /* Sleeps while *w == v (seq_cst loads: the token is the only data). */
@@ -67,7 +66,6 @@ static void post(_Atomic uint32_t *w, uint32_t v) {
 
 static void *pong_main(void *arg) {
   pingpong_t *pp = arg;
-  if (pin(pp->pong_cpu) != 0) return NULL;
   for (uint32_t i = 1; i <= pp->rounds; i++) {
     wait_while(&pp->to_pong, i - 1);
     post(&pp->to_ping, i);
@@ -87,10 +85,18 @@ typedef struct pct {
 /* One case: rounds round trips with the pong thread on pong_cpu, gap_ns of
  * untimed sleep before each. Returns 0, or -1 if a CPU is not available. */
 static int run_case(int pong_cpu, uint64_t gap_ns, uint32_t rounds, pct_t *out) {
-  if (pin(0) != 0) return -1;
-  pingpong_t pp = {.rounds = rounds, .pong_cpu = pong_cpu};
+  cpu_set_t ping_set = one_cpu(0), pong_set = one_cpu(pong_cpu);
+  if (pthread_setaffinity_np(pthread_self(), sizeof ping_set, &ping_set) != 0) return -1;
+  /* The pong thread starts on its CPU, so a CPU we may not use fails here,
+   * before either side waits for the other. */
+  pingpong_t pp = {.rounds = rounds};
+  pthread_attr_t attr;
   pthread_t t;
-  if (pthread_create(&t, NULL, pong_main, &pp) != 0) return -1;
+  if (pthread_attr_init(&attr) != 0) return -1;
+  int rc = pthread_attr_setaffinity_np(&attr, sizeof pong_set, &pong_set);
+  if (rc == 0) rc = pthread_create(&t, &attr, pong_main, &pp);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) return -1;
   uint64_t *rtt = malloc(rounds * sizeof *rtt);
   if (rtt == NULL) {
     fprintf(stderr, "bench_wake: out of memory\n");
