@@ -152,6 +152,7 @@ struct hg_book {
   hg_book_params_t params;
   hg_book_sink_fn sink;
   void *sink_ctx; /* owned by the caller */
+  hg_book_event_t *evbuf; /* where events are built; NULL: on the stack */
   uint8_t stp_default;
   uint32_t nlevels;
   int64_t best[2]; /* level index of the best price, -1 = side empty */
@@ -416,11 +417,17 @@ static void acct_remove(hg_book_t *b, uint32_t r) {
 /* ------------------------------------------------------------------------ */
 /* Events                                                                     */
 
-static inline void ev_init(const hg_book_t *b, hg_book_event_t *ev, uint8_t type, uint64_t ts) {
+/* The event being built: in the caller's buffer (hg_book_set_event_buffer)
+ * or else in `local`, on the emitter's stack. One at a time: each is handed
+ * to the sink before the next is begun. */
+static inline hg_book_event_t *ev_begin(const hg_book_t *b, hg_book_event_t *local, uint8_t type,
+                                        uint64_t ts) {
+  hg_book_event_t *ev = b->evbuf != NULL ? b->evbuf : local;
   memset(ev, 0, sizeof *ev);
   ev->type = type;
   ev->instrument_id = b->params.instrument_id;
   ev->ts = ts;
+  return ev;
 }
 
 static inline hg_price_t level_price(const hg_book_t *b, int64_t idx) {
@@ -428,54 +435,54 @@ static inline hg_price_t level_price(const hg_book_t *b, int64_t idx) {
 }
 
 static void emit_level(hg_book_t *b, int side, uint32_t idx, uint64_t ts) {
-  hg_book_event_t ev;
-  ev_init(b, &ev, HG_EV_LEVEL, ts);
-  ev.side = (uint8_t)side;
-  ev.price = level_price(b, idx);
-  ev.qty = b->levels[side][idx].qty;
-  b->sink(b->sink_ctx, &ev);
+  hg_book_event_t local;
+  hg_book_event_t *ev = ev_begin(b, &local, HG_EV_LEVEL, ts);
+  ev->side = (uint8_t)side;
+  ev->price = level_price(b, idx);
+  ev->qty = b->levels[side][idx].qty;
+  b->sink(b->sink_ctx, ev);
 }
 
 static void emit_reject(hg_book_t *b, uint8_t cmd, int reason, hg_oid_t id, uint64_t clid,
                         hg_account_t account, uint8_t side, hg_price_t price, hg_qty_t qty,
                         uint64_t ts) {
-  hg_book_event_t ev;
-  ev_init(b, &ev, HG_EV_REJECTED, ts);
-  ev.cmd = cmd;
-  ev.reason = (uint16_t)reason;
-  ev.order_id = id;
-  ev.client_order_id = clid;
-  ev.account = account;
-  ev.side = side;
-  ev.price = price;
-  ev.qty = qty;
-  b->sink(b->sink_ctx, &ev);
+  hg_book_event_t local;
+  hg_book_event_t *ev = ev_begin(b, &local, HG_EV_REJECTED, ts);
+  ev->cmd = cmd;
+  ev->reason = (uint16_t)reason;
+  ev->order_id = id;
+  ev->client_order_id = clid;
+  ev->account = account;
+  ev->side = side;
+  ev->price = price;
+  ev->qty = qty;
+  b->sink(b->sink_ctx, ev);
 }
 
 static void emit_order_cancel(hg_book_t *b, const order_t *o, int reason, uint64_t ts) {
-  hg_book_event_t ev;
-  ev_init(b, &ev, HG_EV_CANCELLED, ts);
-  ev.reason = (uint16_t)reason;
-  ev.order_id = o->id;
-  ev.client_order_id = o->clid;
-  ev.account = o->account;
-  ev.side = o->side;
-  ev.price = level_price(b, o->lvl);
-  ev.qty = o->leaves;
-  b->sink(b->sink_ctx, &ev);
+  hg_book_event_t local;
+  hg_book_event_t *ev = ev_begin(b, &local, HG_EV_CANCELLED, ts);
+  ev->reason = (uint16_t)reason;
+  ev->order_id = o->id;
+  ev->client_order_id = o->clid;
+  ev->account = o->account;
+  ev->side = o->side;
+  ev->price = level_price(b, o->lvl);
+  ev->qty = o->leaves;
+  b->sink(b->sink_ctx, ev);
 }
 
 static void emit_taker_cancel(hg_book_t *b, const struct taker *t, int reason) {
-  hg_book_event_t ev;
-  ev_init(b, &ev, HG_EV_CANCELLED, t->ts);
-  ev.reason = (uint16_t)reason;
-  ev.order_id = t->id;
-  ev.client_order_id = t->clid;
-  ev.account = t->account;
-  ev.side = t->side;
-  ev.price = t->price;
-  ev.qty = t->leaves;
-  b->sink(b->sink_ctx, &ev);
+  hg_book_event_t local;
+  hg_book_event_t *ev = ev_begin(b, &local, HG_EV_CANCELLED, t->ts);
+  ev->reason = (uint16_t)reason;
+  ev->order_id = t->id;
+  ev->client_order_id = t->clid;
+  ev->account = t->account;
+  ev->side = t->side;
+  ev->price = t->price;
+  ev->qty = t->leaves;
+  b->sink(b->sink_ctx, ev);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -757,20 +764,21 @@ static void process(hg_book_t *b, struct taker *t) {
       o->leaves -= q;
       lv->qty -= q;
 
-      hg_book_event_t ev;
-      ev_init(b, &ev, HG_EV_FILL, t->ts);
-      ev.side = t->side;
-      ev.order_id = t->id;
-      ev.client_order_id = t->clid;
-      ev.account = t->account;
-      ev.maker_order_id = o->id;
-      ev.maker_client_order_id = o->clid;
-      ev.maker_account = o->account;
-      ev.price = px;
-      ev.qty = q;
-      ev.leaves = t->leaves;
-      ev.maker_leaves = o->leaves;
-      b->sink(b->sink_ctx, &ev);
+      hg_book_event_t local;
+
+      hg_book_event_t *ev = ev_begin(b, &local, HG_EV_FILL, t->ts);
+      ev->side = t->side;
+      ev->order_id = t->id;
+      ev->client_order_id = t->clid;
+      ev->account = t->account;
+      ev->maker_order_id = o->id;
+      ev->maker_client_order_id = o->clid;
+      ev->maker_account = o->account;
+      ev->price = px;
+      ev->qty = q;
+      ev->leaves = t->leaves;
+      ev->maker_leaves = o->leaves;
+      b->sink(b->sink_ctx, ev);
 
       if (o->leaves == 0) order_remove(b, s);
     }
@@ -952,6 +960,10 @@ void hg_book_set_sink(hg_book_t *b, hg_book_sink_fn sink, void *sink_ctx) {
   b->sink_ctx = sink_ctx;
 }
 
+void hg_book_set_event_buffer(hg_book_t *b, hg_book_event_t *buf) {
+  b->evbuf = buf;
+}
+
 void hg_book_set_reference(hg_book_t *b, hg_price_t ref_price) {
   b->params.ref_price = ref_price;
 }
@@ -1078,16 +1090,17 @@ void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
   t.mode = resolve_stp(b, o->stp);
   t.scoped = o->session_scoped != 0;
 
-  hg_book_event_t ev;
-  ev_init(b, &ev, HG_EV_ACCEPTED, t.ts);
-  ev.order_id = t.id;
-  ev.client_order_id = t.clid;
-  ev.account = t.account;
-  ev.side = t.side;
-  ev.price = t.price;
-  ev.qty = t.qty;
-  ev.leaves = t.qty;
-  b->sink(b->sink_ctx, &ev);
+  hg_book_event_t local;
+
+  hg_book_event_t *ev = ev_begin(b, &local, HG_EV_ACCEPTED, t.ts);
+  ev->order_id = t.id;
+  ev->client_order_id = t.clid;
+  ev->account = t.account;
+  ev->side = t.side;
+  ev->price = t.price;
+  ev->qty = t.qty;
+  ev->leaves = t.qty;
+  b->sink(b->sink_ctx, ev);
 
   if (t.tif == HG_TIF_FOK && fok_available(b, &t) < t.qty) {
     emit_taker_cancel(b, &t, HG_CXL_FOK_UNFILLED);
@@ -1146,22 +1159,22 @@ void hg_book_replace(hg_book_t *b, hg_oid_t id, hg_account_t account, hg_price_t
   order_t *o = &b->pool[s];
   int side = o->side;
   uint32_t old_idx = o->lvl;
-  hg_book_event_t ev;
-  ev_init(b, &ev, HG_EV_REPLACED, ts);
-  ev.order_id = o->id;
-  ev.client_order_id = o->clid;
-  ev.account = o->account;
-  ev.side = o->side;
-  ev.price = new_price;
-  ev.qty = new_qty;
-  ev.leaves = new_qty;
+  hg_book_event_t local;
+  hg_book_event_t *ev = ev_begin(b, &local, HG_EV_REPLACED, ts);
+  ev->order_id = o->id;
+  ev->client_order_id = o->clid;
+  ev->account = o->account;
+  ev->side = o->side;
+  ev->price = new_price;
+  ev->qty = new_qty;
+  ev->leaves = new_qty;
 
   if (new_price == level_price(b, old_idx) && new_qty <= o->leaves) {
     b->levels[side][old_idx].qty -= o->leaves - new_qty;
     o->leaves = new_qty;
     b->cold[s].qty = new_qty;
-    ev.priority_kept = 1;
-    b->sink(b->sink_ctx, &ev);
+    ev->priority_kept = 1;
+    b->sink(b->sink_ctx, ev);
     emit_level(b, side, old_idx, ts);
     return;
   }
@@ -1181,7 +1194,7 @@ void hg_book_replace(hg_book_t *b, hg_oid_t id, hg_account_t account, hg_price_t
   t.post_only = o->post_only;
   t.mode = resolve_stp(b, o->stp);
   t.scoped = o->scoped;
-  b->sink(b->sink_ctx, &ev);
+  b->sink(b->sink_ctx, ev);
   /* Freeing the slot guarantees the re-entry a slot and an account record. */
   order_remove(b, s);
   emit_level(b, side, old_idx, ts);

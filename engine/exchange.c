@@ -626,7 +626,10 @@ static void book_sink(void *ctx, const hg_book_event_t *bev) {
   ev->command = (uint16_t)ex->cur.type;
   ev->instrument_id = bev->instrument_id;
   ev->account = bev->account;
-  ev->book = *bev;
+  /* The exchange's books build their events in ev->book already
+   * (hg_book_set_event_buffer): copying an event just written would stall on
+   * store forwarding. */
+  if (bev != &ev->book) ev->book = *bev;
   if (ex->cur.relabel != 0 && bev->type == HG_EV_CANCELLED && bev->reason == HG_CXL_USER)
     ev->book.reason = ex->cur.relabel;
   ex->sink(ex->sink_ctx, ev);
@@ -912,6 +915,7 @@ static int list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_
     emit_reject(ex, HG_XREJ_INVALID_PARAMS, id, 0);
     return 0;
   }
+  hg_book_set_event_buffer(book, &ex->bev.book);
   instrument_t tmp;
   memset(&tmp, 0, sizeof tmp);
   set_month(ex, &tmp, year, month);
@@ -2154,6 +2158,7 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r, uint32_t version)
     int rc = hg_book_create(&p, book_sink, ex, &inst->book);
     if (rc == -ENOMEM) return rc;
     if (rc != 0) return HG_ECORRUPT;
+    hg_book_set_event_buffer(inst->book, &ex->bev.book);
     ex->n_instr = i + 1; /* from here on reset() frees the book */
     instr_dir_refresh(ex, i);
     for (uint32_t k = 0; k < n_orders; k++) {

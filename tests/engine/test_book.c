@@ -1290,6 +1290,101 @@ static void create_leaves_arrays_untouched(void **state) {
   hg_book_destroy(big);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Events built in the caller's buffer                                        */
+
+typedef struct ev_log {
+  hg_book_event_t ev[64];
+  size_t n;
+  const hg_book_event_t *buf; /* the buffer every event must arrive in, or NULL */
+} ev_log_t;
+
+static void log_sink(void *ctx, const hg_book_event_t *ev) {
+  ev_log_t *l = ctx;
+  assert_true(l->n < 64);
+  if (l->buf != NULL) assert_ptr_equal(ev, l->buf);
+  l->ev[l->n++] = *ev;
+  /* The book must not read an event back once handed over. */
+  if (l->buf != NULL) memset((void *)(uintptr_t)l->buf, 0xA5, sizeof *l->buf);
+}
+
+/* Two books fed the same random commands, one building its events in a
+ * caller's buffer (hg_book_set_event_buffer, as the exchange does): the same
+ * events, every event in the buffer, and none read back after the sink. */
+static void event_buffer_gives_same_events(void **state) {
+  (void)state;
+  hg_book_params_t p = default_params();
+  p.min_price = 100;
+  p.max_price = 119;
+  p.max_order_qty = 20;
+  p.max_orders = 24;
+  p.max_accounts = 4;
+  p.ref_price = 110;
+  p.band_bps = 800;
+  static ev_log_t plain, inbuf;
+  static hg_book_event_t buf;
+  memset(&plain, 0, sizeof plain);
+  memset(&inbuf, 0, sizeof inbuf);
+  inbuf.buf = &buf;
+  hg_book_t *a = NULL, *b = NULL;
+  assert_int_equal(hg_book_create(&p, log_sink, &plain, &a), 0);
+  assert_int_equal(hg_book_create(&p, log_sink, &inbuf, &b), 0);
+  hg_book_set_event_buffer(b, &buf);
+  rng_state = 0x2545F4914F6CDD1Dull;
+  uint32_t types = 0;
+  for (int step = 0; step < 20000; step++) {
+    uint64_t ts = (uint64_t)step + 1, kind = rnd(100);
+    hg_oid_t id = 1 + rnd(40);
+    hg_account_t acct = 1 + (hg_account_t)rnd(6);
+    hg_price_t px = 97 + (hg_price_t)rnd(26);
+    hg_qty_t q = (hg_qty_t)rnd(23) - 1;
+    plain.n = inbuf.n = 0;
+    if (kind < 55) {
+      hg_order_new_t o = ord(id, acct, (int)rnd(2), px, q);
+      o.client_order_id = rnd(8);
+      o.smp_group = (uint32_t)rnd(3);
+      o.type = rnd(10) == 0 ? HG_ORD_MARKET : HG_ORD_LIMIT;
+      o.tif = (uint8_t)rnd(4);
+      o.stp = (uint8_t)rnd(5);
+      o.post_only = rnd(6) == 0;
+      o.ts = ts;
+      hg_book_submit(a, &o);
+      hg_book_submit(b, &o);
+    } else if (kind < 70) {
+      hg_book_cancel(a, id, acct, ts);
+      hg_book_cancel(b, id, acct, ts);
+    } else if (kind < 92) {
+      hg_book_replace(a, id, acct, px, q, ts);
+      hg_book_replace(b, id, acct, px, q, ts);
+    } else if (kind < 97) {
+      int sides = (int)rnd(3) + HG_SIDES_BUY;
+      hg_book_mass_cancel(a, acct, sides, ts);
+      hg_book_mass_cancel(b, acct, sides, ts);
+    } else {
+      hg_book_expire_day(a, ts);
+      hg_book_expire_day(b, ts);
+    }
+    assert_int_equal(plain.n, inbuf.n);
+    if (memcmp(plain.ev, inbuf.ev, plain.n * sizeof plain.ev[0]) != 0)
+      fail_msg("step %d: events differ", step);
+    for (size_t i = 0; i < plain.n; i++) types |= 1u << plain.ev[i].type;
+  }
+  /* Every kind of event went through the buffer. */
+  uint32_t all = 1u << HG_EV_ACCEPTED | 1u << HG_EV_REJECTED | 1u << HG_EV_FILL |
+                 1u << HG_EV_CANCELLED | 1u << HG_EV_REPLACED | 1u << HG_EV_LEVEL;
+  assert_int_equal(types & all, all);
+  /* NULL goes back to the book's own buffer. */
+  hg_book_set_event_buffer(b, NULL);
+  inbuf.buf = NULL;
+  inbuf.n = 0;
+  hg_order_new_t o = ord(99, 1, B_, 100, 1);
+  o.ts = 30000;
+  hg_book_submit(b, &o);
+  assert_true(inbuf.n >= 1);
+  hg_book_destroy(a);
+  hg_book_destroy(b);
+}
+
 static void random_commands_keep_invariants(void **state) {
   (void)state;
   hg_book_params_t p = default_params();
@@ -1364,6 +1459,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(create_validates_params),
       cmocka_unit_test(reason_strings),
+      cmocka_unit_test(event_buffer_gives_same_events),
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
       T(new_order_rejects_in_order),
       T(post_only_rests_when_not_crossing),

@@ -338,6 +338,13 @@ void hg_book_destroy(hg_book_t *book);
 /* Replaces the sink (e.g. a replay that discards events). */
 void hg_book_set_sink(hg_book_t *book, hg_book_sink_fn sink, void *sink_ctx);
 
+/* Makes the book build each event in *buf (the caller's, alive as long as
+ * the book) and hand buf to the sink, instead of its own buffer; NULL goes
+ * back to the book's own. For a sink that keeps the event inside a larger
+ * record: it finds the event already in place. As always, the sink must not
+ * call back into the book, and buf's contents change with every event. */
+void hg_book_set_event_buffer(hg_book_t *book, hg_book_event_t *buf);
+
 /* Sets the band reference price (ticks, 0 = none). Resting orders stay. */
 void hg_book_set_reference(hg_book_t *book, hg_price_t ref_price);
 
