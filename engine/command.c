@@ -839,6 +839,27 @@ int hg_command_decode(const uint8_t *buf, size_t len, hg_command_t *out) {
   return decode_full(buf, len, out);
 }
 
+/* The fast path writes nothing past the first FAST_BYTES of a command. */
+#define FAST_BYTES 128u
+_Static_assert(offsetof(hg_command_t, u) + sizeof(hg_cmd_new_order_t) <= FAST_BYTES &&
+                   offsetof(hg_command_t, u) + sizeof(hg_cmd_cancel_t) <= FAST_BYTES &&
+                   offsetof(hg_command_t, u) + sizeof(hg_cmd_replace_t) <= FAST_BYTES &&
+                   offsetof(hg_command_t, u) + sizeof(hg_cmd_mass_cancel_t) <= FAST_BYTES &&
+                   offsetof(hg_command_t, u) + sizeof(hg_cmd_cash_t) <= FAST_BYTES &&
+                   offsetof(hg_command_t, u) + sizeof(hg_cmd_daily_settlement_t) <= FAST_BYTES,
+               "the fast path's commands fit FAST_BYTES");
+
+int hg_command__decode_prefix(const uint8_t *buf, size_t len, hg_command_t *out) {
+  if (buf != NULL && len != 0 && len <= HG_COMMAND_MAX_ENCODED) {
+    /* A fixed-size clear compiles to a few vector stores; the whole
+     * command's memset was a rep stos whose stores the decoder's own
+     * read-backs then waited on. */
+    memset(out, 0, FAST_BYTES);
+    if (decode_fast(buf, len, out)) return 0;
+  }
+  return hg_command_decode(buf, len, out);
+}
+
 int hg_command__decode_full(const uint8_t *buf, size_t len, hg_command_t *out) {
   memset(out, 0, sizeof *out);
   if (buf == NULL || len == 0 || len > HG_COMMAND_MAX_ENCODED) return HG_EPARSE;

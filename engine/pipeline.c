@@ -66,6 +66,7 @@
 #include "hourglass/ring.h"
 #include "hourglass/thread.h"
 #include "hourglass/store.h"
+#include "command_internal.h"
 #include "journal_internal.h"
 #include "pipeline_internal.h"
 
@@ -738,7 +739,7 @@ static int feed_fill(feed_t *f, feed_batch_t *b) {
       break;
     }
     hg_command_t *cmd = &b->cmd[n];
-    rc = hg_command_decode(rec.payload, rec.len, cmd);
+    rc = hg_command__decode_prefix(rec.payload, rec.len, cmd);
     if (rc != 0 || cmd->seq != rec.seq) {
       snprintf(f->why, sizeof f->why, "journal record seq %llu does not decode: %s",
                (unsigned long long)rec.seq, hg_strerror(rc ? rc : HG_ECORRUPT));
