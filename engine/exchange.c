@@ -1635,6 +1635,7 @@ void hg_exchange_prefetch(const hg_exchange_t *ex, const hg_command_t *cmd, int 
   if (stage == 0) {
     hg_book_prefetch_order(in->book, oid);
   } else if (cmd->type == HG_COMMAND_NEW_ORDER) {
+    hg_clearing_prefetch_account(ex->clr, cmd->u.new_order.account);
     const hg_cmd_new_order_t *c = &cmd->u.new_order;
     hg_order_new_t o = {.order_id = oid, .account = c->account, .price = c->price,
                         .qty = c->qty, .side = c->side, .type = c->type, .tif = c->tif};

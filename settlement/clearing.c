@@ -750,6 +750,21 @@ int hg_clearing_check_band(const hg_clearing_t *c, uint32_t instrument, hg_price
   return 0;
 }
 
+void hg_clearing_prefetch_account(const hg_clearing_t *c, hg_account_t account) {
+  uint32_t s = acct_lookup(c, account);
+  if (s == NIL32) return;
+  __builtin_prefetch(&c->accounts[s]);
+  if (c->rec_dir == NULL) return;
+  /* The dense table names the account's records without walking its list
+   * (whose links are the very loads this is meant to hide). */
+  const uint32_t *row = &c->rec_dir[(size_t)s * c->cfg.max_instruments];
+  uint32_t n = c->ninst_order < 8 ? c->ninst_order : 8;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t r = row[c->inst_order[k]];
+    if (r != NIL32) __builtin_prefetch(&c->recs[r]);
+  }
+}
+
 int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t instrument,
                             int side, hg_qty_t qty, hg_price_t price,
                             hg_clearing_result_t *res) {

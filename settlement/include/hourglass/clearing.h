@@ -173,6 +173,12 @@ typedef enum hg_clr_reject {
 /* Static description of a reject reason ("unknown reason" if unknown). */
 const char *hg_clearing_reject_str(int reason);
 
+/* A hint only: starts loading the records a pre-trade check of `account`
+ * reads (the account, its position records), so that a check issued a
+ * little later finds them in cache. Changes nothing; an unknown account is
+ * ignored. For a caller that knows its next commands (journal replay). */
+void hg_clearing_prefetch_account(const hg_clearing_t *c, hg_account_t account);
+
 /*
  * Outcome of a pre-trade or withdrawal check, with the numbers a reject text
  * needs. Fields not meaningful for a reason are 0.
