@@ -219,10 +219,8 @@ typedef struct rec_view {
 } rec_view_t;
 
 /* Checks the slot at off (8-aligned, off <= size). REC_END: zero magic or
- * no room for a header. The CRC is not computed for a record whose header
- * names a seq <= trusted (0: every CRC is checked). */
-static int check_record_trusting(const uint8_t *base, uint64_t size, uint64_t off,
-                                 uint64_t trusted, rec_view_t *v) {
+ * no room for a header. */
+static int check_record(const uint8_t *base, uint64_t size, uint64_t off, rec_view_t *v) {
   if (size - off < RHDR) return REC_END;
   const uint8_t *h = base + off;
   uint32_t magic = hg_ld32(h);
@@ -239,17 +237,13 @@ static int check_record_trusting(const uint8_t *base, uint64_t size, uint64_t of
     return REC_BAD;
   }
   v->seq = hg_ld64(h + 16);
-  if (v->seq > trusted && record_crc(h, h + RHDR, v->len) != hg_ld32(h + 12)) {
+  if (record_crc(h, h + RHDR, v->len) != hg_ld32(h + 12)) {
     v->why = "bad record CRC";
     return REC_BAD;
   }
   v->ts = hg_ld64(h + 24);
   v->payload = h + RHDR;
   return REC_OK;
-}
-
-static int check_record(const uint8_t *base, uint64_t size, uint64_t off, rec_view_t *v) {
-  return check_record_trusting(base, size, off, 0, v);
 }
 
 /* Counts valid records at 8-byte aligned offsets from off onwards, skipping
@@ -687,10 +681,7 @@ static void position_at(hg_journal_t *j, seg_map_t *m, uint64_t off) {
   memcpy(j->seg_name, m->name, NAME_LEN);
 }
 
-/* Records between two progress reports of the recovery scan. */
-#define PROGRESS_EVERY 4096u
-
-static int recover(hg_journal_t *j, hg_journal_progress_fn progress, void *progress_ctx) {
+static int recover(hg_journal_t *j, hg_journal_record_fn record, void *record_ctx) {
   uint64_t *firsts;
   size_t n;
   int rc = list_segments(j->dirfd, &firsts, &n);
@@ -734,14 +725,12 @@ static int recover(hg_journal_t *j, hg_journal_progress_fn progress, void *progr
     for (;;) {
       r = check_record(m.base, m.size, off, &v);
       if (r != REC_OK || v.seq != expected) break;
+      /* Whatever follows (end marker, torn tail, corruption) is cut after
+       * this record at the earliest. */
+      if (record != NULL) record(record_ctx, v.seq, v.ts, v.payload, v.len);
       expected++;
       off += HG_JOURNAL_RECORD_SIZE(v.len);
-      if (progress != NULL && (expected & (PROGRESS_EVERY - 1)) == 0)
-        progress(progress_ctx, expected - 1);
     }
-    /* Whatever follows (end marker, torn tail, corruption) is cut after
-     * these records at the earliest. */
-    if (progress != NULL) progress(progress_ctx, expected - 1);
     if (r == REC_NEWER) {
       jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
            "journal: %s/%s offset %" PRIu64 ": record format version %u is newer than this build "
@@ -852,7 +841,6 @@ static int recover(hg_journal_t *j, hg_journal_progress_fn progress, void *progr
   }
   j->next_seq = expected;
   atomic_store_explicit(&j->durable_seq, expected - 1, memory_order_relaxed); /* not yet shared */
-  if (progress != NULL) progress(progress_ctx, expected - 1);
   rc = 0;
   goto out;
 zero_failed:
@@ -878,12 +866,11 @@ static void destroy(hg_journal_t *j) {
 }
 
 int hg_journal_open(const char *dir, const hg_journal_options_t *opt, hg_journal_t **out) {
-  return hg_journal__open_progress(dir, opt, NULL, NULL, out);
+  return hg_journal__open_scan(dir, opt, NULL, NULL, out);
 }
 
-int hg_journal__open_progress(const char *dir, const hg_journal_options_t *opt,
-                              hg_journal_progress_fn progress, void *progress_ctx,
-                              hg_journal_t **out) {
+int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
+                          hg_journal_record_fn record, void *record_ctx, hg_journal_t **out) {
   hg_journal_options_t o;
   hg_journal_options_init(&o);
   if (opt != NULL) {
@@ -922,7 +909,7 @@ int hg_journal__open_progress(const char *dir, const hg_journal_options_t *opt,
     memset(j->b[k].buf, 0, o.batch_bytes); /* fault the pages in now, not on the hot path */
   }
   unlinkat(j->dirfd, SPARE_NAME, 0); /* a spare left by a crash; a new one is made below */
-  if ((rc = recover(j, progress, progress_ctx)) != 0) goto fail;
+  if ((rc = recover(j, record, record_ctx)) != 0) goto fail;
   if (j->fd < 0) {
     if ((rc = activate_spare(j, j->next_seq)) != 0) {
       jlog(&o, HG_JOURNAL_LOG_ERROR, "journal: cannot create the first segment in %s: %s", dir,
@@ -968,7 +955,6 @@ struct hg_journal_reader {
   uint64_t off;      /* next slot in m */
   uint64_t expected; /* seq of the next slot */
   uint64_t from;
-  uint64_t trusted;  /* CRCs of records up to this seq are already checked */
 };
 
 /* Switches to the segment starting at r->expected. 1: done; 0: none yet. */
@@ -1035,7 +1021,7 @@ int hg_journal_reader_next(hg_journal_reader_t *r, uint64_t max_seq, hg_journal_
       if ((rc = reader_enter(r)) <= 0) return rc == 0 ? HG_ENOTFOUND : rc;
     }
     rec_view_t v;
-    int st = check_record_trusting(r->m.base, r->m.size, r->off, r->trusted, &v);
+    int st = check_record(r->m.base, r->m.size, r->off, &v);
     if (st == REC_NEWER) return HG_EVERSION;
     if (st == REC_BAD || (st == REC_OK && v.seq != r->expected)) return HG_ECORRUPT;
     if (st == REC_END) {
@@ -1052,10 +1038,6 @@ int hg_journal_reader_next(hg_journal_reader_t *r, uint64_t max_seq, hg_journal_
     rec->len = v.len;
     return 0;
   }
-}
-
-void hg_journal__reader_trust(hg_journal_reader_t *r, uint64_t through_seq) {
-  if (through_seq > r->trusted) r->trusted = through_seq;
 }
 
 void hg_journal_reader_close(hg_journal_reader_t *r) {

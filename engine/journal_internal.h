@@ -28,36 +28,24 @@ void hg_journal__inject_fault(hg_journal_t *j, enum hg_journal_fault fault);
 void hg_journal__fail_next_uring_init(int err);
 
 /*
- * Called by the recovery scan of hg_journal__open_progress with seq: every
- * record up to seq has passed the scan's checks (header, CRC, sequence) and
- * stays in the journal whatever the scan finds later (a torn tail or a
- * repair only ever cuts after the last record reported). Calls are made in
- * increasing seq order, every few thousand records, at the end of each
- * segment and once when the scan is complete, all on the thread that opens
- * the journal; it must be quick and must not call into the journal. seq
- * may be below the first seq of the journal (nothing checked yet).
+ * Called by the recovery scan of hg_journal__open_scan for each record that
+ * has passed the scan's checks (header, CRC, sequence), in seq order, on the
+ * thread that opens the journal. Such a record stays in the journal whatever
+ * the scan finds later: a torn tail or a repair only ever cuts after the
+ * last record passed. payload (len bytes, the encoded command) is valid only
+ * during the call; the callback must not call into the journal.
  */
-typedef void (*hg_journal_progress_fn)(void *ctx, uint64_t seq);
+typedef void (*hg_journal_record_fn)(void *ctx, uint64_t seq, uint64_t ts, const uint8_t *payload,
+                                     uint32_t len);
 
 /*
- * hg_journal_open() that reports its recovery scan's progress, so that
- * another thread may read (hg_journal_reader_*) the records already
- * checked while the scan goes on. Same arguments, results and errors as
- * hg_journal_open(); progress may be NULL. A reader must not read past the
- * last seq reported: beyond it the scan may still truncate (torn tail,
- * repair). Any thread; the journal is owned by the caller when it returns.
+ * hg_journal_open() that hands each record its recovery scan checks to
+ * record (may be NULL), so that recovery can decode and replay the journal
+ * during the one pass that checks it. Same arguments, results and errors as
+ * hg_journal_open(). Any thread; the journal is owned by the caller when it
+ * returns.
  */
-int hg_journal__open_progress(const char *dir, const hg_journal_options_t *opt,
-                              hg_journal_progress_fn progress, void *progress_ctx,
-                              hg_journal_t **out);
-
-/*
- * Lets reader r skip the CRC of the records up to through_seq, which the
- * caller has seen pass the recovery scan (the progress of
- * hg_journal__open_progress); everything else is still checked (magic,
- * version, length, seq order). Never lowers an earlier value. Reader's
- * thread.
- */
-void hg_journal__reader_trust(hg_journal_reader_t *r, uint64_t through_seq);
+int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
+                          hg_journal_record_fn record, void *record_ctx, hg_journal_t **out);
 
 #endif /* HOURGLASS_ENGINE_JOURNAL_INTERNAL_H */

@@ -660,25 +660,18 @@ typedef struct feed_batch {
   hg_command_t cmd[FEED_BATCH];
 } feed_batch_t;
 
-/* How far a journal that is still being scanned may be read: records up to
- * seq have passed the recovery scan (hg_journal__open_progress); done is
- * set once the scan ended, successfully or not, and seq is then final.
- * Written by the scanning thread, read by the feeder; owned by recover(). */
-typedef struct scan_bound {
-  alignas(64) _Atomic uint64_t seq;
-  atomic_int done;
-  hg_waiter_t *w; /* the feeder sleeps here while it waits for the scan */
-} scan_bound_t;
-
-/* Shared by the feeder and the applier. The reader, rc and why belong to
- * the feeder until it publishes its last batch (end = 1); the release store
- * of head hands them to the applier. */
+/* Shared by the feeder and the applier. The reader, rc, why and the
+ * producer's fields belong to the feeder until it publishes its last batch
+ * (end = 1); the release store of head hands them to the applier. The
+ * feeder is a thread of its own (replay: feeder_main reads the journal) or
+ * the recovery scan, which pushes each record it has checked (feed_push). */
 typedef struct feed {
   const char *dir;
-  hg_journal_reader_t *rd;
-  scan_bound_t *bound; /* NULL: the journal was scanned before the replay */
+  hg_journal_reader_t *rd; /* NULL when the recovery scan pushes */
   uint64_t from_seq, max_seq;
   uint64_t decoded; /* feeder: records decoded */
+  feed_batch_t *cur; /* feed_push: the batch being filled, NULL between batches */
+  int ended;        /* feed_push: the last batch is published */
   int rc;           /* feeder's result, read by the applier after end */
   char why[512];
   feed_batch_t *b;  /* FEED_SLOTS batches; owned by the replay call */
@@ -688,16 +681,19 @@ typedef struct feed {
   alignas(64) atomic_int stop;       /* the applier gave up: the feeder stops */
 } feed_t;
 
-typedef struct bound_wait {
-  scan_bound_t *b;
-  uint64_t seen;
-} bound_wait_t;
-
-static bool bound_moved(void *ctx) {
-  bound_wait_t *bw = ctx;
-  /* acquire: pairs with the scanner's release stores of done and seq */
-  return atomic_load_explicit(&bw->b->done, memory_order_acquire) ||
-         atomic_load_explicit(&bw->b->seq, memory_order_acquire) != bw->seen;
+/* Decodes one record into cmd: 0, or 1 with f->rc and f->why set. */
+static int feed_decode(feed_t *f, uint64_t seq, uint64_t ts, const uint8_t *payload,
+                       uint32_t len, hg_command_t *cmd) {
+  int rc = hg_command__decode_prefix(payload, len, cmd);
+  if (rc != 0 || cmd->seq != seq) {
+    snprintf(f->why, sizeof f->why, "journal record seq %llu does not decode: %s",
+             (unsigned long long)seq, hg_strerror(rc ? rc : HG_ECORRUPT));
+    f->rc = rc ? rc : HG_ECORRUPT;
+    return 1;
+  }
+  cmd->ts = ts;
+  f->decoded++;
+  return 0;
 }
 
 /* Reads and decodes up to FEED_BATCH records into b. Returns 1 at the end
@@ -707,26 +703,7 @@ static int feed_fill(feed_t *f, feed_batch_t *b) {
   int end = 0;
   hg_journal_record_t rec;
   while (n < FEED_BATCH) {
-    uint64_t limit = f->max_seq;
-    int scanning = 0;
-    uint64_t seen = 0;
-    if (f->bound != NULL) {
-      /* done before seq: once done is seen, seq is final. acquire (both):
-       * the scanner's checks of the records up to seq happened before. */
-      scanning = !atomic_load_explicit(&f->bound->done, memory_order_acquire);
-      seen = atomic_load_explicit(&f->bound->seq, memory_order_acquire);
-      if (seen < limit) limit = seen;
-      /* The scan has checked their CRCs; once is enough. */
-      hg_journal__reader_trust(f->rd, seen);
-    }
-    int rc = hg_journal_reader_next(f->rd, limit, &rec);
-    if (rc == HG_ENOTFOUND && scanning && limit < f->max_seq) {
-      /* Caught up with the scan: wait for it to check more. The scan ends
-       * in any case, so this wait does too. */
-      bound_wait_t bw = {f->bound, seen};
-      (void)hg_waiter_wait(f->bound->w, bound_moved, &bw, -1);
-      continue;
-    }
+    int rc = hg_journal_reader_next(f->rd, f->max_seq, &rec);
     if (rc == HG_ENOTFOUND) {
       end = 1;
       break;
@@ -738,18 +715,11 @@ static int feed_fill(feed_t *f, feed_batch_t *b) {
       end = 1;
       break;
     }
-    hg_command_t *cmd = &b->cmd[n];
-    rc = hg_command__decode_prefix(rec.payload, rec.len, cmd);
-    if (rc != 0 || cmd->seq != rec.seq) {
-      snprintf(f->why, sizeof f->why, "journal record seq %llu does not decode: %s",
-               (unsigned long long)rec.seq, hg_strerror(rc ? rc : HG_ECORRUPT));
-      f->rc = rc ? rc : HG_ECORRUPT;
+    if (feed_decode(f, rec.seq, rec.ts, rec.payload, rec.len, &b->cmd[n])) {
       end = 1;
       break;
     }
-    cmd->ts = rec.ts;
     n++;
-    f->decoded++;
   }
   b->n = n;
   b->end = end;
@@ -766,21 +736,79 @@ static bool feed_has_room(void *ctx) {
   return head - tail <= FEED_SLOTS / 2 || atomic_load(&f->stop);
 }
 
+/* The feeder's next slot, once free; NULL if the applier gave up. */
+static feed_batch_t *feed_slot(feed_t *f) {
+  uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* feeder's own */
+  if (head - atomic_load_explicit(&f->tail, memory_order_acquire) == FEED_SLOTS &&
+      hg_waiter_wait(f->feeder_w, feed_has_room, f, -1) != 0)
+    return NULL;
+  if (atomic_load(&f->stop)) return NULL;
+  return &f->b[head % FEED_SLOTS];
+}
+
+/* Hands the feeder's current slot (filled, n and end set) to the applier. */
+static void feed_publish(feed_t *f) {
+  uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* feeder's own */
+  /* release: the batch (and on the last one rc and why) before its index */
+  atomic_store_explicit(&f->head, head + 1, memory_order_release);
+  hg_waiter_notify(f->applier_w);
+}
+
 static void *feeder_main(void *arg) {
   feed_t *f = arg;
   for (;;) {
-    uint64_t head = atomic_load_explicit(&f->head, memory_order_relaxed); /* feeder's own */
-    if (head - atomic_load_explicit(&f->tail, memory_order_acquire) == FEED_SLOTS &&
-        hg_waiter_wait(f->feeder_w, feed_has_room, f, -1) != 0)
-      break;
-    if (atomic_load(&f->stop)) break;
-    int end = feed_fill(f, &f->b[head % FEED_SLOTS]);
-    /* release: the batch (and on the last one rc and why) before its index */
-    atomic_store_explicit(&f->head, head + 1, memory_order_release);
-    hg_waiter_notify(f->applier_w);
+    feed_batch_t *b = feed_slot(f);
+    if (b == NULL) break;
+    int end = feed_fill(f, b);
+    feed_publish(f);
     if (end) break;
   }
   return NULL;
+}
+
+/* Ends a pushed feed: what is pending goes out as the last batch. Once. */
+static void feed_end(feed_t *f) {
+  if (f->ended) return;
+  f->ended = 1;
+  if (f->cur == NULL) {
+    if ((f->cur = feed_slot(f)) == NULL) return; /* the applier gave up */
+    f->cur->n = 0;
+  }
+  f->cur->end = 1;
+  feed_publish(f);
+  f->cur = NULL;
+}
+
+/* Feeds one record, in journal order (the recovery scan's callback). The
+ * first record fed must be from_seq: a journal that starts later cannot
+ * continue the snapshot. */
+static void feed_push(feed_t *f, uint64_t seq, uint64_t ts, const uint8_t *payload,
+                      uint32_t len) {
+  if (f->ended || seq < f->from_seq) return;
+  if (f->cur == NULL) {
+    if ((f->cur = feed_slot(f)) == NULL) {
+      f->ended = 1; /* the applier gave up: it reads nothing more */
+      return;
+    }
+    f->cur->n = 0;
+    f->cur->end = 0;
+  }
+  if (seq != f->from_seq + f->decoded) {
+    snprintf(f->why, sizeof f->why, "cannot read journal %s from seq %llu: %s", f->dir,
+             (unsigned long long)(f->from_seq + f->decoded), hg_strerror(HG_ENOTFOUND));
+    f->rc = HG_ENOTFOUND;
+    feed_end(f);
+    return;
+  }
+  feed_batch_t *b = f->cur;
+  if (feed_decode(f, seq, ts, payload, len, &b->cmd[b->n])) {
+    feed_end(f);
+    return;
+  }
+  if (++b->n == FEED_BATCH) {
+    feed_publish(f);
+    f->cur = NULL;
+  }
 }
 
 static bool feed_has_batch(void *ctx) {
@@ -827,21 +855,40 @@ static int replay_sequential(feed_t *f, hg_exchange_t *ex, uint64_t *count, char
   return f->rc;
 }
 
-static int replay_threaded(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *why,
-                           size_t why_len, int *started) {
-  *started = 0;
-  if (hg_waiter_create(FEED_SPIN, 0, &f->feeder_w) != 0) return 0;
+/* A feed of FEED_SLOTS batches with its two waiters, or NULL. */
+static feed_t *feed_new(const char *dir, uint64_t from_seq, uint64_t max_seq) {
+  feed_t *f = aligned_alloc(alignof(feed_t), sizeof *f);
+  if (f == NULL) return NULL;
+  memset(f, 0, sizeof *f);
+  f->dir = dir;
+  f->from_seq = from_seq;
+  f->max_seq = max_seq;
+  f->b = malloc(FEED_SLOTS * sizeof *f->b);
+  if (f->b == NULL || hg_waiter_create(FEED_SPIN, 0, &f->feeder_w) != 0) {
+    free(f->b);
+    free(f);
+    return NULL;
+  }
   if (hg_waiter_create(FEED_SPIN, 0, &f->applier_w) != 0) {
     hg_waiter_destroy(f->feeder_w);
-    return 0;
+    free(f->b);
+    free(f);
+    return NULL;
   }
-  pthread_t thr;
-  if (hg_thread_start("hg-replay-feed", 0, feeder_main, f, &thr) != 0) {
-    hg_waiter_destroy(f->feeder_w);
-    hg_waiter_destroy(f->applier_w);
-    return 0;
-  }
-  *started = 1;
+  return f;
+}
+
+static void feed_free(feed_t *f) {
+  hg_waiter_destroy(f->feeder_w);
+  hg_waiter_destroy(f->applier_w);
+  free(f->b);
+  free(f);
+}
+
+/* The applier's side: applies batches until the feed's last one or an
+ * apply error (then the feeder is told to stop). Returns 0 or the error,
+ * why set. */
+static int apply_feed(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *why, size_t why_len) {
   int rc = 0, end = 0;
   while (!end) {
     hg_waiter_wait(f->applier_w, feed_has_batch, f, -1); /* never closed: returns ready */
@@ -854,7 +901,7 @@ static int replay_threaded(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *
     if (rc != 0) {
       atomic_store(&f->stop, 1);
       hg_waiter_notify(f->feeder_w);
-      break;
+      return rc;
     }
     /* A sleeping feeder resumes only with half the ring free (feed_has_room);
      * waking it earlier just puts it back to sleep, a futex round trip per
@@ -863,60 +910,52 @@ static int replay_threaded(feed_t *f, hg_exchange_t *ex, uint64_t *count, char *
     if (atomic_load_explicit(&f->head, memory_order_acquire) - (tail + 1) <= FEED_SLOTS / 2)
       hg_waiter_notify(f->feeder_w);
   }
-  pthread_join(thr, NULL);
-  hg_waiter_destroy(f->feeder_w);
-  hg_waiter_destroy(f->applier_w);
-  if (rc != 0) return rc;
+  /* The last batch's release of head published rc and why. */
   if (f->rc != 0) snprintf(why, why_len, "%s", f->why);
   return f->rc;
 }
 
-/* Applies journal records from from_seq on to ex; with bound, only those
- * the concurrent recovery scan has checked (see scan_bound_t). */
+/* Applies journal records from from_seq up to max_seq to ex: a feeder
+ * thread reads and decodes, this thread applies; sequential if the thread
+ * or the ring cannot be had. */
 static int replay_into(const char *dir, hg_exchange_t *ex, uint64_t from_seq, uint64_t max_seq,
-                       scan_bound_t *bound, uint64_t *count, char *why, size_t why_len) {
+                       uint64_t *count, char *why, size_t why_len) {
   *count = 0;
-  feed_t *f = aligned_alloc(alignof(feed_t), sizeof *f);
-  if (f == NULL) return -ENOMEM;
-  memset(f, 0, sizeof *f);
-  f->dir = dir;
-  f->bound = bound;
-  f->from_seq = from_seq;
-  f->max_seq = max_seq;
-  if (bound != NULL) {
-    /* Open the reader only once the scan has checked the segment it starts
-     * in (or has ended). */
-    for (;;) {
-      bound_wait_t bw = {bound, atomic_load_explicit(&bound->seq, memory_order_acquire)};
-      if (bw.seen >= from_seq || atomic_load_explicit(&bound->done, memory_order_acquire)) break;
-      (void)hg_waiter_wait(bound->w, bound_moved, &bw, -1);
-    }
-  }
-  int rc = hg_journal_reader_open(dir, from_seq, &f->rd);
+  hg_journal_reader_t *rd = NULL;
+  int rc = hg_journal_reader_open(dir, from_seq, &rd);
   if (rc != 0) {
     snprintf(why, why_len, "cannot read journal %s from seq %llu: %s", dir,
              (unsigned long long)from_seq, hg_strerror(rc));
-    free(f);
     return rc;
   }
-  f->b = malloc(FEED_SLOTS * sizeof *f->b);
-  if (f->b == NULL) {
-    /* one batch is enough for the sequential loop */
-    f->b = malloc(sizeof *f->b);
-    if (f->b == NULL) {
-      hg_journal_reader_close(f->rd);
-      free(f);
-      return -ENOMEM;
+  feed_t *f = feed_new(dir, from_seq, max_seq);
+  pthread_t thr;
+  if (f != NULL) {
+    f->rd = rd;
+    if (hg_thread_start("hg-replay-feed", 0, feeder_main, f, &thr) == 0) {
+      rc = apply_feed(f, ex, count, why, why_len);
+      pthread_join(thr, NULL);
+      feed_free(f);
+      hg_journal_reader_close(rd);
+      return rc;
     }
-    rc = replay_sequential(f, ex, count, why, why_len);
-  } else {
-    int started;
-    rc = replay_threaded(f, ex, count, why, why_len, &started);
-    if (!started) rc = replay_sequential(f, ex, count, why, why_len);
+    feed_free(f);
   }
-  hg_journal_reader_close(f->rd);
-  free(f->b);
-  free(f);
+  /* One batch is enough for the sequential loop. */
+  feed_t seq;
+  memset(&seq, 0, sizeof seq);
+  seq.dir = dir;
+  seq.rd = rd;
+  seq.from_seq = from_seq;
+  seq.max_seq = max_seq;
+  seq.b = malloc(sizeof *seq.b);
+  if (seq.b == NULL) {
+    hg_journal_reader_close(rd);
+    return -ENOMEM;
+  }
+  rc = replay_sequential(&seq, ex, count, why, why_len);
+  free(seq.b);
+  hg_journal_reader_close(rd);
   return rc;
 }
 
@@ -924,7 +963,7 @@ int hg_pipeline_replay_journal(const char *journal_dir, hg_exchange_t *ex, uint6
                                uint64_t *last_seq) {
   char why[512];
   uint64_t n = 0;
-  int rc = replay_into(journal_dir, ex, hg_exchange_last_seq(ex) + 1, max_seq, NULL, &n, why,
+  int rc = replay_into(journal_dir, ex, hg_exchange_last_seq(ex) + 1, max_seq, &n, why,
                        sizeof why);
   if (rc == HG_ENOTFOUND) rc = 0; /* empty journal */
   *last_seq = hg_exchange_last_seq(ex);
@@ -941,37 +980,33 @@ static int make_dir(hg_pipeline_t *p, const char *path) {
 }
 
 /*
- * Recovery scan and replay overlapped: a thread opens the journal (its
- * recovery scan checks every record's CRC and the sequence, and cuts a torn
- * tail) while this thread replays the records the scan has already passed
- * (scan_bound_t). Without the repair option the scan changes nothing but a
- * torn tail after the last record it reports, so the replay reads exactly
- * what it would read after the scan; any other finding stops start-up
- * exactly as before. With repair, which may delete segments, the scan runs
- * first (recover()).
+ * Recovery checks and replays the journal in one pass: a thread opens the
+ * journal, and its recovery scan (which checks every record's CRC and the
+ * sequence, and cuts a torn tail) hands each record it has passed to the
+ * feed (feed_push), decoded while the bytes are still in cache; this thread
+ * applies the batches. The scan only ever cuts after the last record it
+ * passed, so the replay applies exactly what a scan-then-replay start-up
+ * would; any other finding of the scan stops start-up as before. With the
+ * repair option, which may delete segments, the scan runs first (recover()).
  */
 typedef struct scan_job {
   hg_pipeline_t *p;
   const hg_journal_options_t *jo;
-  scan_bound_t bound;
+  feed_t *f;
   hg_journal_t *journal; /* the scanning thread's result, read after join */
   int rc;
 } scan_job_t;
 
-static void scan_progress(void *ctx, uint64_t seq) {
-  scan_job_t *job = ctx;
-  /* release: the scan's checks of the records up to seq before seq */
-  atomic_store_explicit(&job->bound.seq, seq, memory_order_release);
-  hg_waiter_notify(job->bound.w);
+static void scan_record(void *ctx, uint64_t seq, uint64_t ts, const uint8_t *payload,
+                        uint32_t len) {
+  feed_push(ctx, seq, ts, payload, len);
 }
 
 static void *scan_main(void *arg) {
   scan_job_t *job = arg;
-  job->rc = hg_journal__open_progress(job->p->journal_dir, job->jo, scan_progress, job,
-                                      &job->journal);
-  /* release: the final seq (and the journal, for the joiner) before done */
-  atomic_store_explicit(&job->bound.done, 1, memory_order_release);
-  hg_waiter_notify(job->bound.w);
+  job->rc = hg_journal__open_scan(job->p->journal_dir, job->jo, scan_record, job->f,
+                                  &job->journal);
+  feed_end(job->f);
   return NULL;
 }
 
@@ -986,21 +1021,22 @@ static int recover_overlapped(hg_pipeline_t *p, const hg_journal_options_t *jo,
   memset(job, 0, sizeof *job);
   job->p = p;
   job->jo = jo;
-  if (hg_waiter_create(FEED_SPIN, 0, &job->bound.w) != 0) {
+  job->f = feed_new(p->journal_dir, snap_seq + 1, UINT64_MAX);
+  if (job->f == NULL) {
     free(job);
     return 1;
   }
   pthread_t thr;
   if (hg_thread_start("hg-recov-scan", 0, scan_main, job, &thr) != 0) {
-    hg_waiter_destroy(job->bound.w);
+    feed_free(job->f);
     free(job);
     return 1;
   }
   char why[512] = "";
-  int rrc = replay_into(p->journal_dir, p->ex, snap_seq + 1, UINT64_MAX, &job->bound,
-                        &p->replayed, why, sizeof why);
+  p->replayed = 0;
+  int rrc = apply_feed(job->f, p->ex, &p->replayed, why, sizeof why);
   pthread_join(thr, NULL);
-  hg_waiter_destroy(job->bound.w);
+  feed_free(job->f);
   int rc = job->rc;
   p->journal = job->journal;
   free(job);
@@ -1078,7 +1114,7 @@ static int recover(hg_pipeline_t *p) {
   uint64_t jnext = hg_journal_next_seq(p->journal);
   if (jnext > snap_seq + 1) {
     char why[512] = "";
-    rc = replay_into(p->journal_dir, p->ex, snap_seq + 1, UINT64_MAX, NULL, &p->replayed, why,
+    rc = replay_into(p->journal_dir, p->ex, snap_seq + 1, UINT64_MAX, &p->replayed, why,
                      sizeof why);
     if (rc != 0) {
       logf_(p, HG_PIPE_LOG_ERROR, "recovery failed: %s", why);

@@ -282,6 +282,27 @@ static void test_recovery_equals_direct_apply(void **state) {
   util_rm_rf(dir);
 }
 
+/* A journal of whole batches (a multiple of the feed's 64 commands) that
+ * wraps the feed's ring: the last batch the scan publishes is empty and
+ * must not carry a previous round's commands. */
+static void test_recovery_of_whole_batches(void **state) {
+  (void)state;
+  const uint64_t n = 64u * 40u;
+  char dir[64], jdir[128];
+  assert_non_null(util_tmpdir(dir, "recover"));
+  snprintf(jdir, sizeof jdir, "%s/journal", dir);
+  write_journal_seg(jdir, n, UINT64_MAX, REC_SEG);
+  uint8_t want[HG_SHA256_LEN], got[HG_SHA256_LEN];
+  evhash_t ew = {0xcbf29ce484222325ull, 0};
+  direct(n, want, &ew);
+  loglines_t log = {0};
+  uint64_t replayed = 0;
+  assert_int_equal(open_pipeline(dir, 0, &log, got, &replayed), 0);
+  assert_int_equal(replayed, n);
+  assert_memory_equal(got, want, sizeof want);
+  util_rm_rf(dir);
+}
+
 /* The last record is damaged and nothing valid follows: a torn tail. It is
  * cut with a warning and recovery ends one record earlier. */
 static void test_recovery_cuts_torn_tail(void **state) {
@@ -352,37 +373,23 @@ static void test_recovery_stops_at_undecodable_record(void **state) {
 }
 
 
-/* hg_journal__reader_trust: CRCs up to the trusted seq are skipped (the
- * recovery scan has checked them), any later one is still checked. */
-static void test_reader_trust_skips_only_trusted_crcs(void **state) {
+/* A journal whose first segment is gone starts after what the (empty)
+ * state covers: the scan accepts it as a journal, but recovery must not
+ * skip the missing commands; start-up stops naming the first one. */
+static void test_recovery_stops_at_missing_start(void **state) {
   (void)state;
   char dir[64], jdir[128], seg[256];
-  assert_non_null(util_tmpdir(dir, "trust"));
-  snprintf(jdir, sizeof jdir, "%s/journal", dir);
-  write_journal(jdir, 4000, UINT64_MAX);
-  snprintf(seg, sizeof seg, "%s/journal-%020u.hgj", jdir, 1u);
-  flip_record(seg, 1, 3001);
-  for (uint64_t trust = 2999; trust <= 3001; trust++) {
-    hg_journal_reader_t *r = NULL;
-    assert_int_equal(hg_journal_reader_open(jdir, 1, &r), 0);
-    hg_journal__reader_trust(r, trust);
-    hg_journal__reader_trust(r, 5); /* never lowers it */
-    hg_journal_record_t rec;
-    for (uint64_t s = 1; s <= 3000; s++) {
-      assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
-      assert_int_equal(rec.seq, s);
-    }
-    int rc = hg_journal_reader_next(r, UINT64_MAX, &rec);
-    if (trust < 3001) {
-      assert_int_equal(rc, HG_ECORRUPT);
-    } else {
-      assert_int_equal(rc, 0);
-      assert_int_equal(rec.seq, 3001);
-      assert_int_equal(hg_journal_reader_next(r, UINT64_MAX, &rec), 0);
-      assert_int_equal(rec.seq, 3002);
-    }
-    hg_journal_reader_close(r);
-  }
+  make_recovery_dir(dir, jdir, UINT64_MAX);
+  uint64_t first;
+  segment_of(jdir, 1, seg, sizeof seg, &first);
+  assert_int_equal(first, 1);
+  assert_int_equal(unlink(seg), 0);
+  loglines_t log = {0};
+  uint8_t got[HG_SHA256_LEN];
+  uint64_t replayed = 0;
+  assert_int_equal(open_pipeline(dir, 0, &log, got, &replayed), HG_ECORRUPT);
+  assert_non_null(strstr(log.text, "recovery failed: cannot read journal"));
+  assert_non_null(strstr(log.text, "from seq 1:"));
   util_rm_rf(dir);
 }
 
@@ -392,10 +399,11 @@ int main(void) {
       cmocka_unit_test(test_replay_stops_at_undecodable_record),
       cmocka_unit_test(test_replay_stops_at_corrupt_record),
       cmocka_unit_test(test_recovery_equals_direct_apply),
+      cmocka_unit_test(test_recovery_of_whole_batches),
       cmocka_unit_test(test_recovery_cuts_torn_tail),
       cmocka_unit_test(test_recovery_stops_at_corrupt_record_or_repairs),
       cmocka_unit_test(test_recovery_stops_at_undecodable_record),
-      cmocka_unit_test(test_reader_trust_skips_only_trusted_crcs),
+      cmocka_unit_test(test_recovery_stops_at_missing_start),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
