@@ -425,9 +425,28 @@ static void acct_remove(hg_book_t *b, uint32_t r) {
 static inline hg_book_event_t *ev_begin(const hg_book_t *b, hg_book_event_t *local, uint8_t type,
                                         uint64_t ts) {
   hg_book_event_t *ev = b->evbuf != NULL ? b->evbuf : local;
-  memset(ev, 0, sizeof *ev);
+  /* Field by field, not memset or an initialiser: for a 96-byte block
+   * the compiler emits `rep stos`, whose start-up cost was the largest
+   * stall outside the cache misses (two to three events a message); these
+   * stores merge into a dozen plain ones. */
   ev->type = type;
+  ev->side = 0;
+  ev->cmd = 0;
+  ev->priority_kept = 0;
+  ev->reason = 0;
+  ev->pad_ = 0;
   ev->instrument_id = b->params.instrument_id;
+  ev->account = 0;
+  ev->maker_account = 0;
+  ev->pad2_ = 0;
+  ev->order_id = 0;
+  ev->client_order_id = 0;
+  ev->maker_order_id = 0;
+  ev->maker_client_order_id = 0;
+  ev->price = 0;
+  ev->qty = 0;
+  ev->leaves = 0;
+  ev->maker_leaves = 0;
   ev->ts = ts;
   return ev;
 }
