@@ -8,10 +8,12 @@
 
 /*
  * Walks every internal structure of the book (levels, bitmaps, best prices,
- * FIFOs, per-account lists, id tables, free-slot stack) and checks that
- * they agree. Returns 0, or a negative number naming the first broken
- * invariant (see book.c). Cost is linear in the price range and the pool.
- * Same thread rules as every other book function.
+ * FIFOs, per-account lists, id tables, free-slot stack, each slot's count
+ * of displaced orders) and checks that they agree. Returns 0, a negative
+ * number naming the first broken invariant (see book.c), or -ENOMEM if it
+ * could not get its scratch array (4 bytes a pool slot, freed before it
+ * returns: this hook, unlike the book, allocates). Cost is linear in the
+ * price range and the pool. Same thread rules as every other book function.
  */
 int hg_book_check(const hg_book_t *book);
 

@@ -1252,6 +1252,100 @@ static void full_pool_over_many_accounts(void **state) {
   }
 }
 
+/*
+ * Orders whose preferred pool slot (order id modulo the slot count) is taken
+ * rest elsewhere, and the preferred slot counts them; a lookup that misses
+ * the preferred slot trusts a zero count. With max_orders 4 the pool has 16
+ * slots, so ids 1, 17 and 33 all prefer slot 1. Every command must find
+ * exactly the orders that are live, whichever slot they sit in, also after
+ * the preferred slot's own order left or was replaced by another.
+ */
+static void displaced_orders_are_found(void **state) {
+  (void)state;
+  hg_book_params_t p = default_params();
+  p.max_orders = 4;
+  open_book(&p);
+  rest(1, 1, B_, 100, 10);
+  rest(17, 2, B_, 100, 5); /* slot 1 taken: displaced, count 1 */
+  rest(33, 1, B_, 99, 3);  /* displaced too, count 2 */
+  /* Live displaced ids are duplicates, a free id of the same slot is not. */
+  submit(ord(17, 3, S_, 200, 1));
+  EXPECT(REJ(HG_CMD_NEW, HG_REJ_DUPLICATE_ORDER_ID, 17, CL(17), 3, S_, 200, 1));
+  cancel(1, 1); /* the slot's own order leaves; the count stays 2 */
+  EXPECT(CXL(HG_CXL_USER, 1, CL(1), 1, B_, 100, 10), LVL(B_, 100, 5));
+  hg_book_order_t o;
+  assert_int_equal(hg_book_find(book, 17, 2, &o), 0);
+  assert_int_equal(o.leaves, 5);
+  assert_int_equal(hg_book_find(book, 33, 1, &o), 0);
+  assert_int_equal(hg_book_find(book, 1, 1, &o), HG_ENOTFOUND);
+  /* Id 49 takes the free slot 1 itself; 17 and 33 are still found. */
+  rest(49, 3, S_, 300, 2);
+  replace(17, 2, 98, 5); /* moves: leaves and re-enters, displaced again */
+  EXPECT(REP(17, CL(17), 2, B_, 98, 5, 0), LVL(B_, 100, 0), LVL(B_, 98, 5));
+  cancel(33, 1);
+  EXPECT(CXL(HG_CXL_USER, 33, CL(33), 1, B_, 99, 3), LVL(B_, 99, 0));
+  cancel(33, 1); /* gone: count 1 (17) is not 0, so the table says no */
+  EXPECT(REJ(HG_CMD_CANCEL, HG_REJ_UNKNOWN_ORDER, 33, 0, 1, 0, 0, 0));
+  cancel(17, 2);
+  EXPECT(CXL(HG_CXL_USER, 17, CL(17), 2, B_, 98, 5), LVL(B_, 98, 0));
+  /* Count 0 now: gone and never-seen ids of slot 1 are answered at the slot. */
+  cancel(17, 2);
+  EXPECT(REJ(HG_CMD_CANCEL, HG_REJ_UNKNOWN_ORDER, 17, 0, 2, 0, 0, 0));
+  replace(65, 1, 100, 1);
+  EXPECT(REJ(HG_CMD_REPLACE, HG_REJ_UNKNOWN_ORDER, 65, 0, 1, 0, 100, 1));
+  /* The counts survive a snapshot round trip: restore into a fresh book. */
+  rest(17, 2, B_, 97, 4); /* slot 1 holds 49: displaced */
+  hg_book_order_t snap[2];
+  assert_int_equal(hg_book_find(book, 49, 3, &snap[0]), 0);
+  assert_int_equal(hg_book_find(book, 17, 2, &snap[1]), 0);
+  open_book(&p);
+  assert_int_equal(hg_book_restore(book, &snap[0]), 0);
+  assert_int_equal(hg_book_restore(book, &snap[1]), 0);
+  assert_int_equal(hg_book_restore(book, &snap[1]), HG_EEXISTS);
+  assert_int_equal(hg_book_check(book), 0);
+  cancel(17, 2);
+  EXPECT(CXL(HG_CXL_USER, 17, CL(17), 2, B_, 97, 4), LVL(B_, 97, 0));
+}
+
+/*
+ * A slot's displaced count is 16 bits and sticks at its maximum: 65,537
+ * orders preferring slot 1 (ids 1 + k * 2^18 in a 2^18-slot pool), so
+ * 65,536 displaced, one more than the count holds. All stay reachable while
+ * they leave in any order, and once stuck the count keeps the table lookup
+ * (a gone id is still rejected, not mistaken for a live one).
+ */
+static void displaced_count_saturates(void **state) {
+  (void)state;
+  hg_book_params_t p = default_params();
+  p.max_orders = 70000; /* pool: 2^18 slots */
+  p.max_accounts = 2;
+  open_book(&p);
+  const hg_oid_t stride = (hg_oid_t)1 << 18;
+  const uint32_t n = 65537;
+  for (uint32_t k = 0; k < n; k++) {
+    submit(ord(1 + k * stride, 1, B_, 100, 1));
+    assert_int_equal(rec[0].type, HG_EV_ACCEPTED);
+    nrec = 0;
+  }
+  assert_int_equal(hg_book_order_count(book), n);
+  assert_int_equal(hg_book_check(book), 0);
+  submit(ord(1 + 9 * stride, 1, B_, 100, 1));
+  EXPECT(REJ(HG_CMD_NEW, HG_REJ_DUPLICATE_ORDER_ID, 1 + 9 * stride, CL(1 + 9 * stride), 1, B_,
+             100, 1));
+  /* Every other order first (the slot's own among them), then the rest. */
+  for (uint32_t pass = 0; pass < 2; pass++)
+    for (uint32_t k = pass; k < n; k += 2) {
+      cancel(1 + k * stride, 1);
+      assert_int_equal(rec[0].type, HG_EV_CANCELLED);
+      assert_int_equal(rec[0].order_id, 1 + k * stride);
+      nrec = 0;
+    }
+  assert_int_equal(hg_book_order_count(book), 0);
+  assert_int_equal(hg_book_check(book), 0);
+  cancel(1 + 5 * stride, 1);
+  EXPECT(REJ(HG_CMD_CANCEL, HG_REJ_UNKNOWN_ORDER, 1 + 5 * stride, 0, 1, 0, 0, 0));
+}
+
 /* Resident memory of this process, in KiB (0 if unknown). */
 static long rss_kib(void) {
   FILE *f = fopen("/proc/self/statm", "r");
@@ -1385,8 +1479,8 @@ static void event_buffer_gives_same_events(void **state) {
   hg_book_destroy(b);
 }
 
-static void random_commands_keep_invariants(void **state) {
-  (void)state;
+/* ids: 1 + k * id_stride for 40 values of k. */
+static void random_commands(hg_oid_t id_stride) {
   hg_book_params_t p = default_params();
   p.min_price = 100;
   p.max_price = 119;
@@ -1404,7 +1498,7 @@ static void random_commands_keep_invariants(void **state) {
     uint32_t count = hg_book_order_count(book);
     uint64_t ts = ++now;
     uint64_t kind = rnd(100);
-    hg_oid_t id = 1 + rnd(40);
+    hg_oid_t id = 1 + rnd(40) * id_stride;
     hg_account_t acct = 1 + (hg_account_t)rnd(6);
     hg_price_t px = 97 + (hg_price_t)rnd(26);
     hg_qty_t q = (hg_qty_t)rnd(23) - 1;
@@ -1455,6 +1549,19 @@ static void random_commands_keep_invariants(void **state) {
   }
 }
 
+static void random_commands_keep_invariants(void **state) {
+  (void)state;
+  random_commands(1);
+}
+
+/* Stride 48 in a 64-slot pool: the 40 ids share four preferred slots, so
+ * most orders rest away from theirs and the displaced counts and the
+ * order-id table carry every lookup. */
+static void random_colliding_ids_keep_invariants(void **state) {
+  (void)state;
+  random_commands(48);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(create_validates_params),
@@ -1484,8 +1591,11 @@ int main(void) {
       T(extreme_prices_far_apart),
       T(mass_cancel_after_log_compactions),
       T(full_pool_over_many_accounts),
+      T(displaced_orders_are_found),
+      T(displaced_count_saturates),
       T(create_leaves_arrays_untouched),
       T(random_commands_keep_invariants),
+      T(random_colliding_ids_keep_invariants),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "../../engine/book_internal.h" /* hg_book_check */
 #include "hourglass/book.h"
 #include "hourglass/error.h"
 #include "refbook.h"
@@ -287,6 +288,10 @@ static void compare_full(run_t *r) {
   }
   free(a.o);
   free(b.o);
+  /* And the book's own structures (FIFOs, account lists, id tables, free
+   * slots, displaced counts) agree with one another. */
+  int c = hg_book_check(r->book);
+  STATE_CHECK(r, c == 0, "hg_book_check = %d", c);
 }
 
 /* ---- generator -------------------------------------------------------- */
