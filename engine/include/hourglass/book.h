@@ -373,8 +373,9 @@ uint32_t hg_book_cancel_scoped(hg_book_t *book, uint64_t ts);
  * hg_book_prefetch_order() for the command after next and
  * hg_book_prefetch_links() for the next one lets those misses overlap the
  * current command. They read but never change the book: no state, no
- * events, no effect on results, and a stale or wrong id is harmless (an id
- * that is not live at its preferred slot is ignored). Owner thread only.
+ * events, no effect on results, and a stale or wrong id is harmless (for an
+ * id that is not live at its preferred slot, hg_book_prefetch_links at most
+ * starts loading the order-id table's line for it). Owner thread only.
  *   hg_book_prefetch_order: the line of order_id (a cancel or replace), or
  *     the slot a new order_id would rest in. Reads nothing itself.
  *   hg_book_prefetch_links: what a cancel or replace of order_id will write
