@@ -650,7 +650,7 @@ static int restore_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) 
  * the feeder thread cannot be started, the same code runs sequentially.
  */
 #define FEED_BATCH 64u  /* commands per batch: one wake-up per batch at most */
-#define FEED_SLOTS 16u  /* batches in the ring (16 x 64 x ~0.5 KiB) */
+#define FEED_SLOTS 64u  /* batches in the ring (64 x 64 x ~0.5 KiB): a sleeping feeder is woken once per 32 */
 #define FEED_SPIN 200u  /* waiter re-checks before sleeping */
 #define CMD_AHEAD 8u    /* commands between the applier's prefetch and use */
 
