@@ -14,9 +14,9 @@
  *     i.e. read + CRC check + protobuf decode + apply of every record, timed
  *     with CLOCK_MONOTONIC; the best of 3 runs (1 with --quick) is reported.
  *  3. recovery.cmds_per_s: hg_pipeline_open() on the same data directory,
- *     which has no snapshot: the journal's recovery scan and the replay of
- *     the records it has passed, overlapped; the pipeline's threads are
- *     never started.
+ *     which has no snapshot: the journal's recovery scan decodes each record
+ *     it has passed and feeds it to the applying (calling) thread; the
+ *     pipeline's threads are never started.
  *  Besides wall and process CPU time, each run prints the rate over the
  *  calling (applying) thread's own CPU time, which bounds replay and moves
  *  far less than wall time when other processes share the cores.
