@@ -766,15 +766,23 @@ static void *feeder_main(void *arg) {
   return NULL;
 }
 
+/* A pushed feed's batch being filled, started in the next slot if none
+ * is; NULL if the applier gave up (it reads nothing more). */
+static feed_batch_t *feed_cur(feed_t *f) {
+  if (f->cur == NULL && (f->cur = feed_slot(f)) != NULL) {
+    f->cur->n = 0;
+    f->cur->end = 0;
+  }
+  return f->cur;
+}
+
 /* Ends a pushed feed: what is pending goes out as the last batch. Once. */
 static void feed_end(feed_t *f) {
   if (f->ended) return;
   f->ended = 1;
-  if (f->cur == NULL) {
-    if ((f->cur = feed_slot(f)) == NULL) return; /* the applier gave up */
-    f->cur->n = 0;
-  }
-  f->cur->end = 1;
+  feed_batch_t *b = feed_cur(f);
+  if (b == NULL) return;
+  b->end = 1;
   feed_publish(f);
   f->cur = NULL;
 }
@@ -785,13 +793,10 @@ static void feed_end(feed_t *f) {
 static void feed_push(feed_t *f, uint64_t seq, uint64_t ts, const uint8_t *payload,
                       uint32_t len) {
   if (f->ended || seq < f->from_seq) return;
-  if (f->cur == NULL) {
-    if ((f->cur = feed_slot(f)) == NULL) {
-      f->ended = 1; /* the applier gave up: it reads nothing more */
-      return;
-    }
-    f->cur->n = 0;
-    f->cur->end = 0;
+  feed_batch_t *b = feed_cur(f);
+  if (b == NULL) {
+    f->ended = 1;
+    return;
   }
   if (seq != f->from_seq + f->decoded) {
     snprintf(f->why, sizeof f->why, "cannot read journal %s from seq %llu: %s", f->dir,
@@ -800,7 +805,6 @@ static void feed_push(feed_t *f, uint64_t seq, uint64_t ts, const uint8_t *paylo
     feed_end(f);
     return;
   }
-  feed_batch_t *b = f->cur;
   if (feed_decode(f, seq, ts, payload, len, &b->cmd[b->n])) {
     feed_end(f);
     return;
@@ -855,14 +859,18 @@ static int replay_sequential(feed_t *f, hg_exchange_t *ex, uint64_t *count, char
   return f->rc;
 }
 
-/* A feed of FEED_SLOTS batches with its two waiters, or NULL. */
-static feed_t *feed_new(const char *dir, uint64_t from_seq, uint64_t max_seq) {
-  feed_t *f = aligned_alloc(alignof(feed_t), sizeof *f);
-  if (f == NULL) return NULL;
+static void feed_init(feed_t *f, const char *dir, uint64_t from_seq, uint64_t max_seq) {
   memset(f, 0, sizeof *f);
   f->dir = dir;
   f->from_seq = from_seq;
   f->max_seq = max_seq;
+}
+
+/* A feed of FEED_SLOTS batches with its two waiters, or NULL. */
+static feed_t *feed_new(const char *dir, uint64_t from_seq, uint64_t max_seq) {
+  feed_t *f = aligned_alloc(alignof(feed_t), sizeof *f);
+  if (f == NULL) return NULL;
+  feed_init(f, dir, from_seq, max_seq);
   f->b = malloc(FEED_SLOTS * sizeof *f->b);
   if (f->b == NULL || hg_waiter_create(FEED_SPIN, 0, &f->feeder_w) != 0) {
     free(f->b);
@@ -943,11 +951,8 @@ static int replay_into(const char *dir, hg_exchange_t *ex, uint64_t from_seq, ui
   }
   /* One batch is enough for the sequential loop. */
   feed_t seq;
-  memset(&seq, 0, sizeof seq);
-  seq.dir = dir;
+  feed_init(&seq, dir, from_seq, max_seq);
   seq.rd = rd;
-  seq.from_seq = from_seq;
-  seq.max_seq = max_seq;
   seq.b = malloc(sizeof *seq.b);
   if (seq.b == NULL) {
     hg_journal_reader_close(rd);
