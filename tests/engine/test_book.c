@@ -1384,6 +1384,60 @@ static void create_leaves_arrays_untouched(void **state) {
   hg_book_destroy(big);
 }
 
+/* The book of the random tests: 20 prices around a reference of 110. */
+static hg_book_params_t small_params(void) {
+  hg_book_params_t p = default_params();
+  p.min_price = 100;
+  p.max_price = 119;
+  p.max_order_qty = 20;
+  p.max_orders = 24;
+  p.max_accounts = 4;
+  p.ref_price = 110;
+  p.band_bps = 800;
+  return p;
+}
+
+enum { RND_NEW, RND_CANCEL, RND_REPLACE, RND_MASS, RND_EXPIRE };
+
+/* One random command, the same to each of the n books (ids 1 + k * id_stride
+ * for k < 40, prices a little beyond both ends, now and then an invalid
+ * quantity, side or sides). Returns its kind (RND_*). */
+static int random_step(hg_book_t *const *books, size_t n, hg_oid_t id_stride, uint64_t ts) {
+  uint64_t kind = rnd(100);
+  hg_oid_t id = 1 + rnd(40) * id_stride;
+  hg_account_t acct = 1 + (hg_account_t)rnd(6);
+  hg_price_t px = 97 + (hg_price_t)rnd(26);
+  hg_qty_t q = (hg_qty_t)rnd(23) - 1;
+  if (kind < 55) {
+    hg_order_new_t o = ord(id, acct, (int)rnd(2), px, q);
+    o.client_order_id = rnd(8);
+    o.smp_group = (uint32_t)rnd(3);
+    o.type = rnd(10) == 0 ? HG_ORD_MARKET : HG_ORD_LIMIT;
+    o.tif = (uint8_t)rnd(4);
+    o.stp = (uint8_t)rnd(5);
+    o.post_only = rnd(6) == 0;
+    if (rnd(50) == 0) o.side = 3;
+    o.ts = ts;
+    for (size_t i = 0; i < n; i++) hg_book_submit(books[i], &o);
+    return RND_NEW;
+  }
+  if (kind < 70) {
+    for (size_t i = 0; i < n; i++) hg_book_cancel(books[i], id, acct, ts);
+    return RND_CANCEL;
+  }
+  if (kind < 92) {
+    for (size_t i = 0; i < n; i++) hg_book_replace(books[i], id, acct, px, q, ts);
+    return RND_REPLACE;
+  }
+  if (kind < 97) {
+    int sides = (int)rnd(3);
+    for (size_t i = 0; i < n; i++) hg_book_mass_cancel(books[i], acct, sides, ts);
+    return RND_MASS;
+  }
+  for (size_t i = 0; i < n; i++) hg_book_expire_day(books[i], ts);
+  return RND_EXPIRE;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Events built in the caller's buffer                                        */
 
@@ -1407,57 +1461,21 @@ static void log_sink(void *ctx, const hg_book_event_t *ev) {
  * events, every event in the buffer, and none read back after the sink. */
 static void event_buffer_gives_same_events(void **state) {
   (void)state;
-  hg_book_params_t p = default_params();
-  p.min_price = 100;
-  p.max_price = 119;
-  p.max_order_qty = 20;
-  p.max_orders = 24;
-  p.max_accounts = 4;
-  p.ref_price = 110;
-  p.band_bps = 800;
+  hg_book_params_t p = small_params();
   static ev_log_t plain, inbuf;
   static hg_book_event_t buf;
   memset(&plain, 0, sizeof plain);
   memset(&inbuf, 0, sizeof inbuf);
   inbuf.buf = &buf;
-  hg_book_t *a = NULL, *b = NULL;
-  assert_int_equal(hg_book_create(&p, log_sink, &plain, &a), 0);
-  assert_int_equal(hg_book_create(&p, log_sink, &inbuf, &b), 0);
-  hg_book_set_event_buffer(b, &buf);
+  hg_book_t *books[2] = {NULL, NULL};
+  assert_int_equal(hg_book_create(&p, log_sink, &plain, &books[0]), 0);
+  assert_int_equal(hg_book_create(&p, log_sink, &inbuf, &books[1]), 0);
+  hg_book_set_event_buffer(books[1], &buf);
   rng_state = 0x2545F4914F6CDD1Dull;
   uint32_t types = 0;
   for (int step = 0; step < 20000; step++) {
-    uint64_t ts = (uint64_t)step + 1, kind = rnd(100);
-    hg_oid_t id = 1 + rnd(40);
-    hg_account_t acct = 1 + (hg_account_t)rnd(6);
-    hg_price_t px = 97 + (hg_price_t)rnd(26);
-    hg_qty_t q = (hg_qty_t)rnd(23) - 1;
     plain.n = inbuf.n = 0;
-    if (kind < 55) {
-      hg_order_new_t o = ord(id, acct, (int)rnd(2), px, q);
-      o.client_order_id = rnd(8);
-      o.smp_group = (uint32_t)rnd(3);
-      o.type = rnd(10) == 0 ? HG_ORD_MARKET : HG_ORD_LIMIT;
-      o.tif = (uint8_t)rnd(4);
-      o.stp = (uint8_t)rnd(5);
-      o.post_only = rnd(6) == 0;
-      o.ts = ts;
-      hg_book_submit(a, &o);
-      hg_book_submit(b, &o);
-    } else if (kind < 70) {
-      hg_book_cancel(a, id, acct, ts);
-      hg_book_cancel(b, id, acct, ts);
-    } else if (kind < 92) {
-      hg_book_replace(a, id, acct, px, q, ts);
-      hg_book_replace(b, id, acct, px, q, ts);
-    } else if (kind < 97) {
-      int sides = (int)rnd(3) + HG_SIDES_BUY;
-      hg_book_mass_cancel(a, acct, sides, ts);
-      hg_book_mass_cancel(b, acct, sides, ts);
-    } else {
-      hg_book_expire_day(a, ts);
-      hg_book_expire_day(b, ts);
-    }
+    (void)random_step(books, 2, 1, (uint64_t)step + 1);
     assert_int_equal(plain.n, inbuf.n);
     if (memcmp(plain.ev, inbuf.ev, plain.n * sizeof plain.ev[0]) != 0)
       fail_msg("step %d: events differ", step);
@@ -1468,27 +1486,20 @@ static void event_buffer_gives_same_events(void **state) {
                  1u << HG_EV_CANCELLED | 1u << HG_EV_REPLACED | 1u << HG_EV_LEVEL;
   assert_int_equal(types & all, all);
   /* NULL goes back to the book's own buffer. */
-  hg_book_set_event_buffer(b, NULL);
+  hg_book_set_event_buffer(books[1], NULL);
   inbuf.buf = NULL;
   inbuf.n = 0;
   hg_order_new_t o = ord(99, 1, B_, 100, 1);
   o.ts = 30000;
-  hg_book_submit(b, &o);
+  hg_book_submit(books[1], &o);
   assert_true(inbuf.n >= 1);
-  hg_book_destroy(a);
-  hg_book_destroy(b);
+  hg_book_destroy(books[0]);
+  hg_book_destroy(books[1]);
 }
 
 /* ids: 1 + k * id_stride for 40 values of k. */
 static void random_commands(hg_oid_t id_stride) {
-  hg_book_params_t p = default_params();
-  p.min_price = 100;
-  p.max_price = 119;
-  p.max_order_qty = 20;
-  p.max_orders = 24;
-  p.max_accounts = 4;
-  p.ref_price = 110;
-  p.band_bps = 800;
+  hg_book_params_t p = small_params();
   open_book(&p);
   rng_state = 0x9E3779B97F4A7C15ull;
   hg_qty_t shadow[2][20];
@@ -1497,32 +1508,9 @@ static void random_commands(hg_oid_t id_stride) {
     uint64_t d = digest();
     uint32_t count = hg_book_order_count(book);
     uint64_t ts = ++now;
-    uint64_t kind = rnd(100);
-    hg_oid_t id = 1 + rnd(40) * id_stride;
-    hg_account_t acct = 1 + (hg_account_t)rnd(6);
-    hg_price_t px = 97 + (hg_price_t)rnd(26);
-    hg_qty_t q = (hg_qty_t)rnd(23) - 1;
-    if (kind < 55) {
-      hg_order_new_t o = ord(id, acct, (int)rnd(2), px, q);
-      o.client_order_id = rnd(8);
-      o.smp_group = (uint32_t)rnd(3);
-      o.type = rnd(10) == 0 ? HG_ORD_MARKET : HG_ORD_LIMIT;
-      o.tif = (uint8_t)rnd(4);
-      o.stp = (uint8_t)rnd(5);
-      o.post_only = rnd(6) == 0;
-      if (rnd(50) == 0) o.side = 3;
-      o.ts = ts;
-      hg_book_submit(book, &o);
+    if (random_step(&book, 1, id_stride, ts) == RND_NEW) {
       assert_true(nrec >= 1);
       assert_true(rec[0].type == HG_EV_ACCEPTED || rec[0].type == HG_EV_REJECTED);
-    } else if (kind < 70) {
-      hg_book_cancel(book, id, acct, ts);
-    } else if (kind < 92) {
-      hg_book_replace(book, id, acct, px, q, ts);
-    } else if (kind < 97) {
-      hg_book_mass_cancel(book, acct, (int)rnd(3), ts);
-    } else {
-      hg_book_expire_day(book, ts);
     }
     int c = hg_book_check(book);
     if (c != 0) fail_msg("step %d: hg_book_check = %d", step, c);
