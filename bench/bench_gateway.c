@@ -9,7 +9,12 @@
  * request's round trip is measured from its due time (not from when the
  * generator got round to sending it) to the first ExecutionReport whose
  * ref_seq names it, so generator lag counts against the result instead of
- * hiding it (no coordinated omission).
+ * hiding it (no coordinated omission). Each run also prints the round
+ * trip's two legs, split at the sequencer's timestamp carried back in
+ * ExecutionReport.ts (same host, CLOCK_REALTIME against CLOCK_MONOTONIC
+ * offset once per run): "in" is due -> sequenced, "out" is sequenced ->
+ * received, with the mean legs of the slowest 1% of round trips, to show
+ * which half a tail comes from.
  *
  * Requests are IOC limit orders that never cross (buys at 1000..1049 ticks
  * against resting sells at 90000+), so every order travels the whole path
@@ -100,8 +105,21 @@ typedef struct run_result {
   double offered, achieved;
   uint64_t sent, answered, late_unanswered, rejected;
   double p50, p99, p999, max;
+  /* The round trip split at the sequencer's stamp (ExecutionReport.ts):
+   * in = due -> sequenced (generator, socket, gateway, engine wake-up),
+   * out = sequenced -> received (journal, release, gateway, socket). */
+  double in_p50, in_p99, out_p50, out_p99;
+  double slow_in, slow_out; /* mean legs of the round trips at or above p99 */
   uint32_t alive;
 } run_result_t;
+
+/* Per answered request of a run: round trip and its two legs, in ns. */
+typedef struct lat_log {
+  uint64_t *rtt;
+  int64_t *in, *out;
+  size_t n, cap;
+  uint64_t real_minus_mono; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the start */
+} lat_log_t;
 
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -112,6 +130,48 @@ static double pct(const uint64_t *v, size_t n, double p) {
   if (n == 0) return 0;
   size_t i = (size_t)(p * (double)(n - 1));
   return (double)v[i] / 1000.0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double pct_i64(const int64_t *v, size_t n, double p) {
+  if (n == 0) return 0;
+  return (double)v[(size_t)(p * (double)(n - 1))] / 1000.0;
+}
+
+/* Fills r's percentiles from the log (sorts the log's arrays). */
+static void lat_summarise(lat_log_t *l, run_result_t *r) {
+  size_t n = l->n;
+  if (n == 0) return;
+  uint64_t *sorted = malloc(n * sizeof *sorted);
+  if (sorted == NULL) return;
+  memcpy(sorted, l->rtt, n * sizeof *sorted);
+  qsort(sorted, n, sizeof *sorted, cmp_u64);
+  r->p50 = pct(sorted, n, 0.50);
+  r->p99 = pct(sorted, n, 0.99);
+  r->p999 = pct(sorted, n, 0.999);
+  r->max = (double)sorted[n - 1] / 1000.0;
+  uint64_t slow = sorted[(size_t)(0.99 * (double)(n - 1))];
+  free(sorted);
+  double si = 0, so = 0;
+  size_t ns = 0;
+  for (size_t i = 0; i < n; i++)
+    if (l->rtt[i] >= slow) {
+      si += (double)l->in[i];
+      so += (double)l->out[i];
+      ns++;
+    }
+  r->slow_in = si / (double)ns / 1000.0;
+  r->slow_out = so / (double)ns / 1000.0;
+  qsort(l->in, n, sizeof *l->in, cmp_i64);
+  qsort(l->out, n, sizeof *l->out, cmp_i64);
+  r->in_p50 = pct_i64(l->in, n, 0.50);
+  r->in_p99 = pct_i64(l->in, n, 0.99);
+  r->out_p50 = pct_i64(l->out, n, 0.50);
+  r->out_p99 = pct_i64(l->out, n, 0.99);
 }
 
 /* ------------------------------------------------------------- the server */
@@ -201,7 +261,7 @@ static void server_down(bench_server_t *b) {
 /* ---------------------------------------------------------------- a run */
 
 /* Reads every frame available on session s; records round trips. */
-static void drain(sess_t *s, uint64_t *lat, size_t *nlat, size_t cap) {
+static void drain(sess_t *s, lat_log_t *l) {
   for (;;) {
     const Hourglass__V1__Envelope *e = NULL;
     int rc = hg_client_recv(s->c, 0, &e);
@@ -222,7 +282,13 @@ static void drain(sess_t *s, uint64_t *lat, size_t *nlat, size_t cap) {
     uint64_t *d = &s->due[ref % RING];
     if (*d == 0) continue; /* second report of the same request, or warm-up */
     uint64_t t = now_ns();
-    if (*nlat < cap) lat[(*nlat)++] = t > *d ? t - *d : 0;
+    if (l->n < l->cap) {
+      int64_t stamped = (int64_t)(e->execution_report->ts - l->real_minus_mono);
+      l->rtt[l->n] = t > *d ? t - *d : 0;
+      l->in[l->n] = stamped - (int64_t)*d;
+      l->out[l->n] = (int64_t)t - stamped;
+      l->n++;
+    }
     *d = 0;
     s->answered++;
     if (e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED) s->rejected++;
@@ -244,8 +310,17 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
     epoll_ctl(ep, EPOLL_CTL_ADD, hg_client_fd(s->c), &ev);
     if (g_batch) hg_client_cork(s->c);
   }
-  size_t cap = (size_t)(rate * seconds * 1.1) + 1024, nlat = 0;
-  uint64_t *lat = malloc(cap * sizeof *lat);
+  lat_log_t lg = {.cap = (size_t)(rate * seconds * 1.1) + 1024};
+  lg.rtt = malloc(lg.cap * sizeof *lg.rtt);
+  lg.in = malloc(lg.cap * sizeof *lg.in);
+  lg.out = malloc(lg.cap * sizeof *lg.out);
+  if (lg.rtt == NULL || lg.in == NULL || lg.out == NULL) lg.cap = 0;
+  {
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    uint64_t mono = now_ns();
+    lg.real_minus_mono = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec - mono;
+  }
   uint64_t total = (uint64_t)(rate * seconds);
   double gap = 1e9 / rate;
   uint64_t t0 = now_ns() + 1000000, k = 0, last_tick = 0;
@@ -329,7 +404,7 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
       ts.tv_nsec = (long)(d % 1000000000u);
     }
     int n = epoll_pwait2(ep, evs, 256, &ts, NULL);
-    for (int i = 0; i < n; i++) drain(&b->sess[evs[i].data.u32], lat, &nlat, cap);
+    for (int i = 0; i < n; i++) drain(&b->sess[evs[i].data.u32], &lg);
     /* Pending bytes (a full socket): retry at once rather than wait 50 ms. */
     for (uint32_t i = 0; i < nsess && n >= 0; i++)
       if (hg_client_tx_pending(b->sess[i].c) > 0) hg_client_flush(b->sess[i].c, 0);
@@ -350,12 +425,10 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
   if (span < seconds) span = seconds;
   r.achieved = (double)r.answered / span;
   r.late_unanswered = r.sent - r.answered;
-  qsort(lat, nlat, sizeof *lat, cmp_u64);
-  r.p50 = pct(lat, nlat, 0.50);
-  r.p99 = pct(lat, nlat, 0.99);
-  r.p999 = pct(lat, nlat, 0.999);
-  r.max = nlat ? (double)lat[nlat - 1] / 1000.0 : 0;
-  free(lat);
+  lat_summarise(&lg, &r);
+  free(lg.rtt);
+  free(lg.in);
+  free(lg.out);
   return r;
 }
 
@@ -368,6 +441,10 @@ static void print_run(const char *label, const run_result_t *r) {
          " rejected %5" PRIu64 "  rtt us p50 %7.0f p99 %7.0f p99.9 %7.0f max %7.0f  load %.2f\n",
          label, r->offered, r->achieved, r->sent, r->late_unanswered, r->rejected, r->p50, r->p99,
          r->p999, r->max, load[0]);
+  if (r->answered > 0)
+    printf("%-10s legs us: in (due -> sequenced) p50 %6.0f p99 %6.0f, out (sequenced -> received) "
+           "p50 %6.0f p99 %6.0f; slowest 1%%: in %6.0f out %6.0f\n",
+           "", r->in_p50, r->in_p99, r->out_p50, r->out_p99, r->slow_in, r->slow_out);
   fflush(stdout);
 }
 

@@ -20,6 +20,21 @@
  * host.wake_same_cpu_rtt_p99_us, host.wake_cross_cpu_idle_rtt_p50_us,
  * host.wake_cross_cpu_idle_rtt_p99_us. --quick: 5,000 rounds a case
  * instead of 20,000.
+ *
+ * Stalls. A thread that never sleeps is still taken off its CPU now and
+ * then: by the hypervisor (the vCPU is descheduled on the host), by
+ * interrupts, or by other tasks of the guest (kernel threads). While that
+ * lasts, whatever the exchange had on that CPU waits, however it was
+ * written. One thread per CPU, pinned, reads the clock in a loop for a few
+ * seconds and records every gap between two reads; the gaps of at least
+ * STALL_NS are the stalls. RESULT host.stall_share_pct is the share of
+ * time inside stalls summed over the CPUs (an order's path uses every CPU
+ * of this 2-CPU machine, and stalls of two CPUs rarely overlap),
+ * host.stalls_per_s the stalls a second on all CPUs together,
+ * host.stall_max_us the longest. An order in flight on a CPU during a
+ * stall is late by at least the rest of it, and so are the orders queued
+ * behind it, so when the stalls cover about 1% of the time or more, a
+ * round-trip p99 under STALL_NS cannot be had on this host by any design.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -121,6 +136,52 @@ static int run_case(int pong_cpu, uint64_t gap_ns, uint32_t rounds, pct_t *out) 
   return 0;
 }
 
+#define STALL_NS 200000u /* the gateway target's round trip, 200 us */
+#define GAP_NS 20000u     /* gaps counted in the histogram */
+
+typedef struct stall_probe {
+  int cpu;
+  uint64_t run_ns;
+  int ok;
+  uint64_t stalls, stall_ns, max_ns;
+  uint64_t gaps, gap_ns; /* every gap of at least GAP_NS */
+} stall_probe_t;
+
+static void *stall_main(void *arg) {
+  stall_probe_t *sp = arg;
+  cpu_set_t set = one_cpu(sp->cpu);
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) return NULL;
+  sp->ok = 1;
+  uint64_t start = now_ns(), last = start;
+  while (last - start < sp->run_ns) {
+    uint64_t t = now_ns();
+    uint64_t g = t - last;
+    last = t;
+    if (g < GAP_NS) continue;
+    sp->gaps++;
+    sp->gap_ns += g;
+    if (g > sp->max_ns) sp->max_ns = g;
+    if (g >= STALL_NS) {
+      sp->stalls++;
+      sp->stall_ns += g;
+    }
+  }
+  return NULL;
+}
+
+/* Runs one spinning probe per CPU for run_ns; returns how many ran. */
+static int stall_run(long ncpu, uint64_t run_ns, stall_probe_t *sp) {
+  pthread_t t[64];
+  int n = ncpu < 64 ? (int)ncpu : 64, started = 0;
+  for (int c = 0; c < n; c++) {
+    sp[c] = (stall_probe_t){.cpu = c, .run_ns = run_ns};
+    if (pthread_create(&t[c], NULL, stall_main, &sp[c]) != 0) break;
+    started++;
+  }
+  for (int c = 0; c < started; c++) pthread_join(t[c], NULL);
+  return started;
+}
+
 int main(int argc, char **argv) {
   uint32_t rounds = 20000;
   for (int i = 1; i < argc; i++) {
@@ -154,10 +215,35 @@ int main(int argc, char **argv) {
     printf("  %-40s rtt p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us\n", cases[c].name, r[c].p50,
            r[c].p99, r[c].p999);
   }
+  uint64_t run_ns = rounds == 5000 ? 1000000000u : 4000000000u;
+  static stall_probe_t sp[64];
+  int nsp = stall_run(ncpu, run_ns, sp);
+  double share = 0, per_s = 0, max_us = 0;
+  int measured = 0;
+  printf("stalls: one spinning thread per CPU for %.0f s, gaps between clock reads\n",
+         (double)run_ns / 1e9);
+  for (int c = 0; c < nsp; c++) {
+    if (!sp[c].ok) continue;
+    measured++;
+    double sec = (double)run_ns / 1e9;
+    printf("  CPU %d: gaps >= %u us %6.0f/s (%.2f%% of the time), stalls >= %u us %5.1f/s "
+           "(%.2f%% of the time), longest %.0f us\n",
+           c, GAP_NS / 1000, (double)sp[c].gaps / sec, 100.0 * (double)sp[c].gap_ns / (double)run_ns,
+           STALL_NS / 1000, (double)sp[c].stalls / sec, 100.0 * (double)sp[c].stall_ns / (double)run_ns,
+           (double)sp[c].max_ns / 1e3);
+    share += 100.0 * (double)sp[c].stall_ns / (double)run_ns;
+    per_s += (double)sp[c].stalls / sec;
+    if ((double)sp[c].max_ns / 1e3 > max_us) max_us = (double)sp[c].max_ns / 1e3;
+  }
   if (have[0]) printf("RESULT host.wake_same_cpu_rtt_p99_us %.1f us\n", r[0].p99);
   if (have[1]) {
     printf("RESULT host.wake_cross_cpu_idle_rtt_p50_us %.1f us\n", r[1].p50);
     printf("RESULT host.wake_cross_cpu_idle_rtt_p99_us %.1f us\n", r[1].p99);
+  }
+  if (measured > 0) {
+    printf("RESULT host.stall_share_pct %.2f %%\n", share);
+    printf("RESULT host.stalls_per_s %.1f stalls/s\n", per_s);
+    printf("RESULT host.stall_max_us %.0f us\n", max_us);
   }
   return 0;
 }
