@@ -100,7 +100,7 @@ static void random_envelope_of(rng_t *r, sample_t *s, unsigned kind) {
   hourglass__v1__new_order_request__init(&s->no);
   hourglass__v1__cancel_request__init(&s->cancel);
   hourglass__v1__heartbeat__init(&s->hb);
-  s->env.has_seq = next(r) % 4 != 0;
+  s->env.has_seq = (protobuf_c_boolean)(next(r) % 4); /* 0, or a non-zero "set" */
   s->env.seq = value(r);
   switch (kind) {
   case 0:
