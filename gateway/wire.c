@@ -11,6 +11,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
+#include "wire_fast.h"
 
 int hg_wire_frame_parse(const uint8_t *buf, size_t len, uint32_t max_frame,
                         hg_wire_frame_t *out) {
@@ -61,6 +62,10 @@ size_t hg_wire_varint_len(uint64_t v) {
 }
 
 int hg_wire_encode(const Hourglass__V1__Envelope *env, uint8_t *buf, size_t cap, size_t *len) {
+  /* The hot shapes are written by hand (wire_fast.c); the rest, and those
+   * whenever the schema no longer matches that code, by protobuf-c. */
+  int rc = hg_wire_fast_encode(env, buf, cap, len);
+  if (rc != HG_WIRE_FAST_DECLINED) return rc;
   size_t body = protobuf_c_message_get_packed_size(&env->base);
   if (body == 0 || body > HG_WIRE_MAX_FRAME_LIMIT) return HG_ERANGE;
   size_t need = hg_wire_varint_len(body) + body;

@@ -6,8 +6,9 @@
  * with a fake clock that advances with the input, and logins are verified
  * against a fixed key. Invariants checked on the way: a decoded frame
  * re-encodes, and re-encoding is stable (encode(decode(encode(m))) ==
- * encode(m)); the arena never exceeds its buffer; the state machine never
- * accepts an application message before login or without a seq.
+ * encode(m)); the hand-written encoder of the hot envelopes writes exactly
+ * protobuf-c's bytes; the arena never exceeds its buffer; the state machine
+ * never accepts an application message before login or without a seq.
  * The first input byte selects whether a Login verdict activates the
  * session (so the ACTIVE state is reachable without a valid MAC).
  */
@@ -18,6 +19,7 @@
 #include "hourglass/error.h"
 #include "hourglass/wire.h"
 #include "session.h"
+#include "wire_fast.h"
 
 #define MAX_FRAME 4096u
 
@@ -25,6 +27,24 @@ static uint8_t arena_buf[HG_WIRE_ARENA_SIZE(MAX_FRAME)];
 static uint8_t arena2_buf[HG_WIRE_ARENA_SIZE(MAX_FRAME)];
 static uint8_t enc1[MAX_FRAME * 4 + 16];
 static uint8_t enc2[MAX_FRAME * 4 + 16];
+static uint8_t enc3[MAX_FRAME * 4 + 16];
+
+/* If env is one of the shapes wire_fast.c handles, its bytes must be
+ * protobuf-c's (same frame header, same body). */
+static void check_fast_encoder(const Hourglass__V1__Envelope *env) {
+  size_t l = 0;
+  int rc = hg_wire_fast_encode(env, enc3, sizeof enc3, &l);
+  if (rc == HG_WIRE_FAST_DECLINED) return;
+  size_t body = protobuf_c_message_get_packed_size(&env->base);
+  size_t h = hg_wire_varint_len(body);
+  if (rc != 0 || l != h + body || l > sizeof enc1) abort();
+  hg_wire_varint_encode(body, enc1);
+  if (protobuf_c_message_pack(&env->base, enc1 + h) != body) abort();
+  if (memcmp(enc1, enc3, l) != 0) abort();
+  /* One byte short: HG_EFULL with the size needed. */
+  size_t l2 = 0;
+  if (hg_wire_fast_encode(env, enc3, l - 1, &l2) != HG_EFULL || l2 != l) abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -58,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Hourglass__V1__Envelope *env = NULL;
     if (hg_wire_decode(&a, body, f.body_len, &env) != 0) break;
     if (a.used > a.cap) abort();
+    check_fast_encoder(env);
     size_t l1 = 0, l2 = 0;
     /* protobuf-c re-encodes some unknown fields wrongly (a non-minimal
      * varint kept as unknown comes back shorter than its recorded length);
