@@ -165,8 +165,7 @@ static bool type_matches(ProtobufCType t, uint8_t kind) {
   }
 }
 
-static bool body_check(const mspec_t *m) {
-  const ProtobufCMessageDescriptor *d = m->desc;
+static bool body_check(const mspec_t *m, const ProtobufCMessageDescriptor *d) {
   if (d->magic != PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC || d->sizeof_message != m->size ||
       d->n_fields != m->n_fields || d->message_init == NULL)
     return false;
@@ -195,8 +194,7 @@ static bool body_check(const mspec_t *m) {
   return entries == d->n_fields && required == m->required;
 }
 
-static bool envelope_check(void) {
-  const ProtobufCMessageDescriptor *d = &hourglass__v1__envelope__descriptor;
+static bool envelope_check(const ProtobufCMessageDescriptor *d) {
   if (d->magic != PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC ||
       d->sizeof_message != sizeof(Hourglass__V1__Envelope) || d->message_init == NULL)
     return false;
@@ -238,12 +236,21 @@ static bool usable(int m) {
    * publishes nothing else; a thread that sees 0 computes the same answer. */
   int v = atomic_load_explicit(&verdicts[m], memory_order_relaxed);
   if (v == 0) {
-    bool ok = m == M_ENVELOPE ? envelope_check() : body_check(&specs[m]);
+    const ProtobufCMessageDescriptor *d = specs[m].desc;
+    bool ok = m == M_ENVELOPE ? envelope_check(d) : body_check(&specs[m], d);
     v = ok ? 1 : 2;
     /* relaxed: as above. */
     atomic_store_explicit(&verdicts[m], v, memory_order_relaxed);
   }
   return v == 1;
+}
+
+int hg_wire_decode_fast_layout_ok(const ProtobufCMessageDescriptor *expected,
+                                  const ProtobufCMessageDescriptor *d) {
+  for (int m = 0; m < M_COUNT; m++)
+    if (specs[m].desc == expected)
+      return m == M_ENVELOPE ? envelope_check(d) : body_check(&specs[m], d);
+  return 0;
 }
 
 /* ------------------------------------------------------------- decoding */

@@ -41,4 +41,15 @@
 int hg_wire_decode_fast(hg_wire_arena_t *a, const uint8_t *body, size_t len,
                         Hourglass__V1__Envelope **out);
 
+/*
+ * The one-time check, exposed for tests: nonzero if descriptor d has the
+ * layout the decoder was written for the handled message whose generated
+ * descriptor is expected (field numbers, types, labels, offsets, flags,
+ * enum values, struct size; for the Envelope: seq, the handled bodies, and
+ * nothing outside the oneof). 0 if it differs or expected is not handled.
+ * Any thread.
+ */
+int hg_wire_decode_fast_layout_ok(const ProtobufCMessageDescriptor *expected,
+                                  const ProtobufCMessageDescriptor *d);
+
 #endif /* HOURGLASS_WIRE_FASTDEC_H */

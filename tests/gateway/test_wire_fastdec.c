@@ -660,12 +660,106 @@ static void test_odd_but_valid(void **state) {
   }
 }
 
+/* ------------------------------------------------------ descriptor guard */
+
+static ProtobufCFieldDescriptor fields_copy[64];
+static ProtobufCMessageDescriptor desc_copy;
+
+/* A copy of d (fields too) to doctor. */
+static ProtobufCMessageDescriptor *copy_of(const ProtobufCMessageDescriptor *d) {
+  assert_true(d->n_fields < 63);
+  memcpy(fields_copy, d->fields, d->n_fields * sizeof d->fields[0]);
+  desc_copy = *d;
+  desc_copy.fields = fields_copy;
+  return &desc_copy;
+}
+
+static ProtobufCFieldDescriptor *field_in_copy(uint32_t id) {
+  for (unsigned i = 0; i < desc_copy.n_fields; i++)
+    if (fields_copy[i].id == id) return &fields_copy[i];
+  fail_msg("no field %u", id);
+  return NULL;
+}
+
+static void test_layout_guard(void **state) {
+  (void)state;
+  const ProtobufCMessageDescriptor *no = &hourglass__v1__new_order_request__descriptor;
+  const ProtobufCMessageDescriptor *env = &hourglass__v1__envelope__descriptor;
+  const ProtobufCMessageDescriptor *er = &hourglass__v1__execution_report__descriptor;
+  const ProtobufCMessageDescriptor *hb = &hourglass__v1__heartbeat__descriptor;
+  /* The generated descriptors match, copied ones too. */
+  for (size_t k = 0; k < N_SHAPES; k++) {
+    assert_true(hg_wire_decode_fast_layout_ok(shapes[k].d, shapes[k].d));
+    assert_true(hg_wire_decode_fast_layout_ok(shapes[k].d, copy_of(shapes[k].d)));
+  }
+  assert_true(hg_wire_decode_fast_layout_ok(env, env));
+  assert_true(hg_wire_decode_fast_layout_ok(env, copy_of(env)));
+  /* Not a handled message, or the wrong one. */
+  assert_false(hg_wire_decode_fast_layout_ok(&hourglass__v1__login__descriptor,
+                                             &hourglass__v1__login__descriptor));
+  assert_false(hg_wire_decode_fast_layout_ok(no, &hourglass__v1__cancel_request__descriptor));
+
+  /* An optional field made required. */
+  copy_of(no);
+  field_in_copy(8)->label = PROTOBUF_C_LABEL_REQUIRED;
+  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  /* A required field made optional. */
+  copy_of(no);
+  field_in_copy(7)->label = PROTOBUF_C_LABEL_OPTIONAL;
+  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  /* A type changed (int64 to sint64: another encoding of the same C type). */
+  copy_of(no);
+  field_in_copy(6)->type = PROTOBUF_C_TYPE_SINT64;
+  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  /* A field renumbered. */
+  copy_of(er);
+  field_in_copy(24)->id = 25;
+  assert_false(hg_wire_decode_fast_layout_ok(er, &desc_copy));
+  /* A field added. */
+  copy_of(no);
+  fields_copy[desc_copy.n_fields] = fields_copy[desc_copy.n_fields - 1];
+  fields_copy[desc_copy.n_fields].id = 11;
+  desc_copy.n_fields++;
+  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  /* A field added to the empty Heartbeat. */
+  copy_of(hb);
+  fields_copy[0] = no->fields[0];
+  desc_copy.n_fields = 1;
+  assert_false(hg_wire_decode_fast_layout_ok(hb, &desc_copy));
+  /* Packed flag set. */
+  copy_of(no);
+  field_in_copy(1)->flags |= PROTOBUF_C_FIELD_FLAG_PACKED;
+  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  /* An enum with a value more than the decoder knows. */
+  static ProtobufCEnumDescriptor side;
+  side = hourglass__v1__side__descriptor;
+  side.n_values++;
+  copy_of(no);
+  field_in_copy(3)->descriptor = &side;
+  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  /* Envelope: seq's type changed; a member moved out of the oneof; a
+   * handled body of another message type. */
+  copy_of(env);
+  field_in_copy(1)->type = PROTOBUF_C_TYPE_INT64;
+  assert_false(hg_wire_decode_fast_layout_ok(env, &desc_copy));
+  copy_of(env);
+  field_in_copy(10)->flags &= ~(uint32_t)PROTOBUF_C_FIELD_FLAG_ONEOF;
+  assert_false(hg_wire_decode_fast_layout_ok(env, &desc_copy));
+  copy_of(env);
+  field_in_copy(30)->descriptor = &hourglass__v1__cancel_request__descriptor;
+  assert_false(hg_wire_decode_fast_layout_ok(env, &desc_copy));
+  copy_of(env);
+  field_in_copy(10)->label = PROTOBUF_C_LABEL_REQUIRED;
+  assert_false(hg_wire_decode_fast_layout_ok(env, &desc_copy));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hand_built_new_order),
     cmocka_unit_test(test_small_arena_falls_back),
     cmocka_unit_test(test_odd_but_valid),
     cmocka_unit_test(test_differential),
+    cmocka_unit_test(test_layout_guard),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
