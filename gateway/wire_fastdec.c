@@ -11,6 +11,13 @@
  * message's generated *_init() prepared. Whatever falls outside the plain
  * encoding makes the decoder give up without a trace (arena statistics
  * restored) so that protobuf-c alone decides every odd case and every error.
+ *
+ * Ownership: the decoded Envelope and its body live in the caller's arena
+ * (owned by the thread decoding into it) and are released by its reset; the
+ * body pointer stored in the Envelope points into that same arena. The
+ * tables are constant; the per-message verdicts of the descriptor check are
+ * the only shared state (process-wide, written at most a few times, with
+ * the same value whoever writes them).
  */
 #include "wire_fastdec.h"
 

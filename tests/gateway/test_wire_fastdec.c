@@ -466,7 +466,7 @@ static void mutate_and_check(const uint8_t *buf, size_t len, size_t k, enum muta
   case MU_UNKNOWN_TOP: {
     /* An undefined number, or a defined one outside the handled shapes. */
     static const uint32_t nums[] = {2, 9, 100, 1000, 2047, 4096, 13, 20};
-    uint8_t v[3] = {0x01, 0x00, 0x00};
+    uint8_t v[4] = {0x01, 0x00, 0x00, 0x00};
     uint32_t num = nums[below(sizeof nums / sizeof nums[0])];
     uint32_t wt = num == 13 || num == 20 ? 2 : (uint32_t)(below(2) ? 0 : 5);
     fld_t f = wt == 2 ? make_field(num, 2, (const uint8_t[]){0x00}, 1)
@@ -668,7 +668,7 @@ static ProtobufCMessageDescriptor desc_copy;
 /* A copy of d (fields too) to doctor. */
 static ProtobufCMessageDescriptor *copy_of(const ProtobufCMessageDescriptor *d) {
   assert_true(d->n_fields < 63);
-  memcpy(fields_copy, d->fields, d->n_fields * sizeof d->fields[0]);
+  if (d->n_fields != 0) memcpy(fields_copy, d->fields, d->n_fields * sizeof d->fields[0]);
   desc_copy = *d;
   desc_copy.fields = fields_copy;
   return &desc_copy;
