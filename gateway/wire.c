@@ -12,6 +12,7 @@
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
 #include "wire_fast.h"
+#include "wire_fastdec.h"
 
 int hg_wire_frame_parse(const uint8_t *buf, size_t len, uint32_t max_frame,
                         hg_wire_frame_t *out) {
@@ -109,6 +110,10 @@ void hg_wire_arena_reset(hg_wire_arena_t *a) { a->used = 0; }
 
 int hg_wire_decode(hg_wire_arena_t *a, const uint8_t *body, size_t len,
                    Hourglass__V1__Envelope **out) {
+  hg_wire_arena_reset(a);
+  /* The hot shapes in their plain encoding take the hand-written path;
+   * everything else, and every error, is protobuf-c's. */
+  if (hg_wire_decode_fast(a, body, len, out)) return 0;
   hg_wire_arena_reset(a);
   Hourglass__V1__Envelope *e = hourglass__v1__envelope__unpack(&a->allocator, len, body);
   if (e == NULL) return HG_EPARSE;

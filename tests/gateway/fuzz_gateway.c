@@ -8,7 +8,10 @@
  * re-encodes, and re-encoding is stable (encode(decode(encode(m))) ==
  * encode(m)); the hand-written encoder of the hot envelopes writes exactly
  * protobuf-c's bytes; the arena never exceeds its buffer; the state machine
- * never accepts an application message before login or without a seq.
+ * never accepts an application message before login or without a seq; and
+ * hg_wire_decode (which takes a hand-written path for the hot shapes)
+ * agrees with plain protobuf-c on every frame: both fail or both succeed
+ * with the same body, the same packed bytes and the same unknown fields.
  * The first input byte selects whether a Login verdict activates the
  * session (so the ACTIVE state is reachable without a valid MAC).
  */
@@ -25,6 +28,7 @@
 
 static uint8_t arena_buf[HG_WIRE_ARENA_SIZE(MAX_FRAME)];
 static uint8_t arena2_buf[HG_WIRE_ARENA_SIZE(MAX_FRAME)];
+static uint8_t arena3_buf[HG_WIRE_ARENA_SIZE(MAX_FRAME)];
 static uint8_t enc1[MAX_FRAME * 4 + 16];
 static uint8_t enc2[MAX_FRAME * 4 + 16];
 static uint8_t enc3[MAX_FRAME * 4 + 16];
@@ -46,6 +50,25 @@ static void check_fast_encoder(const Hourglass__V1__Envelope *env) {
   if (hg_wire_fast_encode(env, enc3, l - 1, &l2) != HG_EFULL || l2 != l) abort();
 }
 
+/* hg_wire_decode's verdict (rc, env) against protobuf-c's own on body. */
+static void same_as_protobuf_c(hg_wire_arena_t *a3, const uint8_t *body, size_t len, int rc,
+                               const Hourglass__V1__Envelope *env) {
+  hg_wire_arena_reset(a3);
+  Hourglass__V1__Envelope *ref = hourglass__v1__envelope__unpack(&a3->allocator, len, body);
+  if ((rc == 0) != (ref != NULL)) abort();
+  if (ref == NULL) return;
+  if (env->body_case != ref->body_case) abort();
+  int unknown = hg_wire_has_unknown(&env->base);
+  if (unknown != hg_wire_has_unknown(&ref->base)) abort();
+  if (unknown) return; /* then both came from protobuf-c (see above for why not packed) */
+  size_t n1 = protobuf_c_message_get_packed_size(&env->base);
+  size_t n2 = protobuf_c_message_get_packed_size(&ref->base);
+  if (n1 != n2 || n1 > sizeof enc1) abort();
+  protobuf_c_message_pack(&env->base, enc1);
+  protobuf_c_message_pack(&ref->base, enc2);
+  if (memcmp(enc1, enc2, n1) != 0) abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -53,9 +76,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int activate = data[0] & 1;
   data++;
   size--;
-  hg_wire_arena_t a, a2;
+  hg_wire_arena_t a, a2, a3;
   hg_wire_arena_init(&a, arena_buf, sizeof arena_buf);
   hg_wire_arena_init(&a2, arena2_buf, sizeof arena2_buf);
+  hg_wire_arena_init(&a3, arena3_buf, sizeof arena3_buf);
   hg_key_record_t key;
   memset(&key, 0, sizeof key);
   key.key_id = 1;
@@ -76,7 +100,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     off += f.hdr_len + f.body_len;
     now += (uint64_t)f.body_len * 1000000u; /* time passes with the input */
     Hourglass__V1__Envelope *env = NULL;
-    if (hg_wire_decode(&a, body, f.body_len, &env) != 0) break;
+    int drc = hg_wire_decode(&a, body, f.body_len, &env);
+    same_as_protobuf_c(&a3, body, f.body_len, drc, env);
+    if (drc != 0) break;
     if (a.used > a.cap) abort();
     check_fast_encoder(env);
     size_t l1 = 0, l2 = 0;
