@@ -358,7 +358,8 @@ static uint64_t edge64(void) {
 static uint32_t edge32(void) {
   static const uint32_t v[] = {0, 1, 127, 128, 16383, 16384, 2097151, 2097152,
                                268435455, 268435456, UINT32_MAX};
-  return next() % 3 == 0 ? (uint32_t)(next() >> (next() % 64)) : v[next() % (sizeof v / sizeof v[0])];
+  if (next() % 3 == 0) return (uint32_t)(next() >> (next() % 64));
+  return v[next() % (sizeof v / sizeof v[0])];
 }
 
 /* Any uint8_t, weighted towards the enum's own values and 0/1. */
