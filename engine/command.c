@@ -10,12 +10,15 @@
  * fields, a body present, enum values in range, symbol syntax, seq > 0.
  * Only fully validated values reach *out. In front of protobuf-c sits a
  * direct reader of the wire bytes for the frequent commands (see "Fast
- * path"), which hands everything but the plain case to protobuf-c.
+ * path"), which hands everything but the plain case to protobuf-c. The
+ * encoder has a direct writer too, for the order commands (see "Fast
+ * encoder"): same bytes as protobuf-c, without its descriptor walk.
  */
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
 
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "command_internal.h"
@@ -56,7 +59,8 @@ static void arena_free(void *data, void *ptr) {
 /* A fixed-size string field holds its NUL. */
 #define STR_TERM(a) (memchr((a), '\0', sizeof(a)) != NULL)
 
-int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t *len) {
+/* The protobuf-c path: any command. */
+static int encode_full(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t *len) {
   Hourglass__V1__Command m = HOURGLASS__V1__COMMAND__INIT;
   Hourglass__V1__NewOrder no = HOURGLASS__V1__NEW_ORDER__INIT;
   Hourglass__V1__Cancel cx = HOURGLASS__V1__CANCEL__INIT;
@@ -303,6 +307,228 @@ int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t 
   if (need > cap) return HG_EFULL;
   *len = protobuf_c_message_pack(&m.base, buf);
   return 0;
+}
+
+int hg_command__encode_full(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t *len) {
+  return encode_full(cmd, buf, cap, len);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fast encoder                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The sequencer encodes every order command for the journal; protobuf-c
+ * walks the descriptors twice for that (size, then pack). Here the four order
+ * commands are written directly, field by field in field-number order, with
+ * exactly the presence encode_full() gives them, so the journal's bytes do
+ * not change. What makes the bytes equal is protobuf-c's wire format for
+ * these types: uint32/uint64 and int64 as plain varints (a negative int64 as
+ * ten bytes, since int64 is not zigzag-encoded), enums as int32 varints (ours
+ * come from uint8_t fields, so never negative), bool as one byte 0/1, a body
+ * as tag, one-byte length, bytes. The layout this assumes is checked once
+ * against the generated descriptors (layout_ok()); if the .proto ever
+ * disagrees, every command takes encode_full().
+ *
+ * Bounds on the output: NewOrder body 12 one-byte tags + 5+5+10+2+2+2+10+10+
+ * 2+1+5+1 value bytes = 67 (66 is reached: type takes two bytes only when it
+ * is not LIMIT, and then there is no price); Replace 5 + 40 = 45; Cancel
+ * 3 + 20 = 23; MassCancel 3 + 12 = 15. Command: seq 11 + ts 11 + tag 1 +
+ * length 1 + 67 = 91.
+ */
+#define FAST_BODY_MAX 67u
+#define FAST_MAX 91u
+_Static_assert(FAST_BODY_MAX < 0x80, "a fast body's length is a one-byte varint");
+_Static_assert(FAST_MAX <= HG_COMMAND_MAX_ENCODED, "fast output fits the documented bound");
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80u) {
+    *p++ = (uint8_t)(v | 0x80u);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+/* Varint fields only: tag (field << 3 | 0) fits one byte for fields 1..15. */
+static inline uint8_t *put_field(uint8_t *p, uint8_t field, uint64_t v) {
+  *p++ = (uint8_t)(field << 3);
+  return put_varint(p, v);
+}
+
+/* int64 is sign-extended to 64 bits before the varint (protobuf's int64). */
+static inline uint8_t *put_i64(uint8_t *p, uint8_t field, int64_t v) {
+  return put_field(p, field, (uint64_t)v);
+}
+
+static uint8_t *put_new_order(uint8_t *p, const hg_cmd_new_order_t *c) {
+  p = put_field(p, 1, c->instrument_id);
+  p = put_field(p, 2, c->account);
+  p = put_field(p, 3, c->client_order_id);
+  p = put_field(p, 4, c->side);
+  p = put_field(p, 5, c->type);
+  p = put_field(p, 6, c->tif);
+  if (c->type == HG_ORD_LIMIT) p = put_i64(p, 7, c->price);
+  p = put_i64(p, 8, c->qty);
+  if (c->stp != HG_STP_DEFAULT) p = put_field(p, 9, c->stp);
+  if (c->post_only != 0) p = put_field(p, 10, 1);
+  if (c->smp_group != 0) p = put_field(p, 11, c->smp_group);
+  if (c->session_scoped != 0) p = put_field(p, 12, 1);
+  return p;
+}
+
+static uint8_t *put_cancel(uint8_t *p, const hg_cmd_cancel_t *c) {
+  p = put_field(p, 1, c->instrument_id);
+  p = put_field(p, 2, c->account);
+  return put_field(p, 3, c->order_id);
+}
+
+static uint8_t *put_replace(uint8_t *p, const hg_cmd_replace_t *c) {
+  p = put_field(p, 1, c->instrument_id);
+  p = put_field(p, 2, c->account);
+  p = put_field(p, 3, c->order_id);
+  p = put_i64(p, 4, c->new_price);
+  return put_i64(p, 5, c->new_qty);
+}
+
+static uint8_t *put_mass_cancel(uint8_t *p, const hg_cmd_mass_cancel_t *c) {
+  p = put_field(p, 1, c->account);
+  if (c->instrument_id != 0) p = put_field(p, 2, c->instrument_id);
+  if (c->sides != HG_SIDES_BOTH) p = put_field(p, 3, c->sides);
+  return p;
+}
+
+/* cmd->type is one of the four; out has FAST_MAX bytes. Returns the length. */
+static size_t encode_fast(const hg_command_t *cmd, uint8_t *out) {
+  uint8_t *p = put_field(out, 1, cmd->seq);
+  p = put_field(p, 2, cmd->ts);
+  *p++ = (uint8_t)(cmd->type << 3 | 2); /* the body's field number is its type */
+  uint8_t *body = p + 1;
+  uint8_t *end;
+  switch (cmd->type) {
+  case HG_COMMAND_NEW_ORDER: end = put_new_order(body, &cmd->u.new_order); break;
+  case HG_COMMAND_CANCEL: end = put_cancel(body, &cmd->u.cancel); break;
+  case HG_COMMAND_REPLACE: end = put_replace(body, &cmd->u.replace); break;
+  default: end = put_mass_cancel(body, &cmd->u.mass_cancel); break;
+  }
+  *p = (uint8_t)(end - body);
+  return (size_t)(end - out);
+}
+
+/* One field of a message as the fast encoder writes it. */
+typedef struct field_spec {
+  uint32_t id;
+  ProtobufCLabel label;
+  ProtobufCType type;
+} field_spec_t;
+
+#define REQ PROTOBUF_C_LABEL_REQUIRED
+#define OPT PROTOBUF_C_LABEL_OPTIONAL
+static const field_spec_t NEW_ORDER_SPEC[] = {
+    {1, REQ, PROTOBUF_C_TYPE_UINT32}, {2, REQ, PROTOBUF_C_TYPE_UINT32},
+    {3, REQ, PROTOBUF_C_TYPE_UINT64}, {4, REQ, PROTOBUF_C_TYPE_ENUM},
+    {5, REQ, PROTOBUF_C_TYPE_ENUM},   {6, REQ, PROTOBUF_C_TYPE_ENUM},
+    {7, OPT, PROTOBUF_C_TYPE_INT64},  {8, REQ, PROTOBUF_C_TYPE_INT64},
+    {9, OPT, PROTOBUF_C_TYPE_ENUM},   {10, OPT, PROTOBUF_C_TYPE_BOOL},
+    {11, OPT, PROTOBUF_C_TYPE_UINT32}, {12, OPT, PROTOBUF_C_TYPE_BOOL},
+};
+static const field_spec_t CANCEL_SPEC[] = {
+    {1, REQ, PROTOBUF_C_TYPE_UINT32},
+    {2, REQ, PROTOBUF_C_TYPE_UINT32},
+    {3, REQ, PROTOBUF_C_TYPE_UINT64},
+};
+static const field_spec_t REPLACE_SPEC[] = {
+    {1, REQ, PROTOBUF_C_TYPE_UINT32}, {2, REQ, PROTOBUF_C_TYPE_UINT32},
+    {3, REQ, PROTOBUF_C_TYPE_UINT64}, {4, REQ, PROTOBUF_C_TYPE_INT64},
+    {5, REQ, PROTOBUF_C_TYPE_INT64},
+};
+static const field_spec_t MASS_CANCEL_SPEC[] = {
+    {1, REQ, PROTOBUF_C_TYPE_UINT32},
+    {2, OPT, PROTOBUF_C_TYPE_UINT32},
+    {3, OPT, PROTOBUF_C_TYPE_ENUM},
+};
+#undef REQ
+#undef OPT
+
+/* protobuf-c packs fields in the order of d->fields, so the order matters as
+ * much as the numbers and types; a oneof inside a body would change presence. */
+static int body_ok(const ProtobufCMessageDescriptor *d, const field_spec_t *want, size_t n) {
+  if (d == NULL || d->n_fields != n) return 0;
+  for (size_t i = 0; i < n; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    if (f->id != want[i].id || f->label != want[i].label || f->type != want[i].type ||
+        (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+      return 0;
+  }
+  return 1;
+}
+
+int hg_command__encode_layout_ok(const struct ProtobufCMessageDescriptor *d) {
+  static const struct {
+    const field_spec_t *spec;
+    size_t n;
+  } bodies[4] = {
+      {NEW_ORDER_SPEC, sizeof NEW_ORDER_SPEC / sizeof NEW_ORDER_SPEC[0]},
+      {CANCEL_SPEC, sizeof CANCEL_SPEC / sizeof CANCEL_SPEC[0]},
+      {REPLACE_SPEC, sizeof REPLACE_SPEC / sizeof REPLACE_SPEC[0]},
+      {MASS_CANCEL_SPEC, sizeof MASS_CANCEL_SPEC / sizeof MASS_CANCEL_SPEC[0]},
+  };
+  if (d == NULL || d->n_fields < 6) return 0;
+  const ProtobufCFieldDescriptor *f = d->fields;
+  for (unsigned i = 0; i < 2; i++) { /* seq = 1, ts = 2 */
+    if (f[i].id != i + 1 || f[i].label != PROTOBUF_C_LABEL_REQUIRED ||
+        f[i].type != PROTOBUF_C_TYPE_UINT64 || (f[i].flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+      return 0;
+  }
+  /* Every other field is a member of the body oneof, so only the selected
+   * one is written, right after ts: fields 3..6 are the four bodies. */
+  for (unsigned i = 2; i < d->n_fields; i++) {
+    if (f[i].id <= f[i - 1].id || !(f[i].flags & PROTOBUF_C_FIELD_FLAG_ONEOF) ||
+        f[i].quantifier_offset != f[2].quantifier_offset ||
+        f[i].type != PROTOBUF_C_TYPE_MESSAGE)
+      return 0;
+  }
+  for (unsigned i = 0; i < 4; i++) {
+    if (f[2 + i].id != HG_COMMAND_NEW_ORDER + i ||
+        !body_ok(f[2 + i].descriptor, bodies[i].spec, bodies[i].n))
+      return 0;
+  }
+  return 1;
+}
+
+/* 1: the generated layout is the one the fast encoder writes. Decided once;
+ * threads racing on the first call compute the same answer. */
+static int fast_encode_ok(void) {
+  static atomic_int state; /* 0 not yet checked, 1 fast, 2 protobuf-c only */
+  /* relaxed: the flag publishes no other data, and its value is a pure
+   * function of constant descriptors, so any thread may (re)compute it */
+  int s = atomic_load_explicit(&state, memory_order_relaxed);
+  if (s == 0) {
+    s = hg_command__encode_layout_ok(&hourglass__v1__command__descriptor) ? 1 : 2;
+    /* relaxed: as for the load above */
+    atomic_store_explicit(&state, s, memory_order_relaxed);
+  }
+  return s == 1;
+}
+
+int hg_command__encode_fast_active(void) { return fast_encode_ok(); }
+
+int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t *len) {
+  uint32_t t = cmd->type;
+  if (t >= HG_COMMAND_NEW_ORDER && t <= HG_COMMAND_MASS_CANCEL && fast_encode_ok()) {
+    if (cap >= FAST_MAX) {
+      *len = encode_fast(cmd, buf);
+      return 0;
+    }
+    /* A small buffer: as encode_full(), nothing is written unless it fits. */
+    uint8_t tmp[FAST_MAX];
+    size_t n = encode_fast(cmd, tmp);
+    if (n > cap) return HG_EFULL;
+    memcpy(buf, tmp, n);
+    *len = n;
+    return 0;
+  }
+  return encode_full(cmd, buf, cap, len);
 }
 
 /* ------------------------------------------------------------------------ */
