@@ -74,6 +74,21 @@ static void *producer(void *arg) {
   return NULL;
 }
 
+/* Runs hg_pipeline_stop() while the main thread keeps polling: at
+ * saturation more commands are queued than the stage holds, and the engine
+ * can only sequence them once the consumer makes room. */
+typedef struct stopper {
+  hg_pipeline_t *p;
+  atomic_int done;
+} stopper_t;
+
+static void *stopper_main(void *arg) {
+  stopper_t *s = arg;
+  hg_pipeline_stop(s->p);
+  atomic_store(&s->done, 1);
+  return NULL;
+}
+
 static double pct(uint64_t n, double q) {
   uint64_t want = (uint64_t)((double)n * q), c = 0;
   for (uint32_t us = 0; us <= HIST_US; us++) {
@@ -140,7 +155,14 @@ static result_t run_once(const char *base, uint64_t rate, double seconds) {
   uint64_t t_end = now_ns();
   atomic_store(&stop_flag, 1);
   pthread_join(th, NULL);
-  hg_pipeline_stop(p);
+  stopper_t st = {.p = p};
+  pthread_t sth;
+  pthread_create(&sth, NULL, stopper_main, &st);
+  while (!atomic_load(&st.done))
+    if (hg_pipeline_poll(p, out, 1024) == 0) hg_pipeline_wait(p, 1000000);
+  pthread_join(sth, NULL);
+  while (hg_pipeline_poll(p, out, 1024) > 0) {
+  }
   hg_pipeline_close(p);
   util_rm_rf(dir);
   uint64_t measured = done - warm;

@@ -202,6 +202,11 @@ int hg_pipeline_wait_consumer(hg_pipeline_t *p, uint32_t consumer, int64_t timeo
  * Stops intake, processes everything queued, waits until it is durable and
  * released, stops the threads and writes a final snapshot. Records not yet
  * polled stay pollable. Returns 0 or the journal's / store's error.
+ * A queued command is sequenced only when the staging FIFO has room for its
+ * events, so when more may be queued than the stage and the consumers'
+ * rings hold, each consumer must keep polling (on its own thread) until
+ * this returns; otherwise it waits for them indefinitely. hourglassd keeps
+ * a consumer polling during the stop for this reason.
  */
 int hg_pipeline_stop(hg_pipeline_t *p);
 
