@@ -315,6 +315,12 @@ static run_result_t run(bench_server_t *b, uint32_t nsess, double rate, double s
   lg.in = malloc(lg.cap * sizeof *lg.in);
   lg.out = malloc(lg.cap * sizeof *lg.out);
   if (lg.rtt == NULL || lg.in == NULL || lg.out == NULL) lg.cap = 0;
+  /* Faulted in now, not by the generator during the timed run. */
+  if (lg.cap > 0) {
+    memset(lg.rtt, 0, lg.cap * sizeof *lg.rtt);
+    memset(lg.in, 0, lg.cap * sizeof *lg.in);
+    memset(lg.out, 0, lg.cap * sizeof *lg.out);
+  }
   {
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);

@@ -59,6 +59,7 @@
 #include "hourglass/thread.h"
 #include "hourglass/wire.h"
 #include "outlog.h"
+#include "prefault.h"
 #include "session.h"
 
 /* Short names for the generated protobuf-c identifiers. */
@@ -364,7 +365,10 @@ static int map_init(u64map_t *m, uint32_t entries) {
   m->keys = calloc(cap, sizeof *m->keys);
   m->vals = calloc(cap, sizeof *m->vals);
   m->mask = cap - 1;
-  return m->keys != NULL && m->vals != NULL ? 0 : -ENOMEM;
+  if (m->keys == NULL || m->vals == NULL) return -ENOMEM;
+  hg_prefault(m->keys, cap * sizeof *m->keys); /* probes land anywhere */
+  hg_prefault(m->vals, cap * sizeof *m->vals);
+  return 0;
 }
 
 static void map_free(u64map_t *m) {
@@ -1026,6 +1030,9 @@ static stream_t *stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t
       st->quote_gen = NULL;
       return NULL;
     }
+    /* Once per key, at its first login: both are rings every frame goes through. */
+    hg_prefault(st->log, gw->cfg.retransmit_bytes);
+    hg_prefault(st->ent, (size_t)gw->cfg.retransmit_frames * sizeof *st->ent);
     char name[20];
     seq_name(name, k->key_id);
     uint64_t last = 0;
@@ -3287,6 +3294,8 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
     free_all(gw);
     return -ENOMEM;
   }
+  hg_prefault(gw->pend, (size_t)cfg.pending_capacity * sizeof *gw->pend); /* a ring: one lap */
+  hg_prefault(gw->positions, (size_t)cfg.max_positions * sizeof *gw->positions);
   gw->free_conn = 0;
   gw->dirty_head = NONE32;
   for (uint32_t i = 0; i < cfg.max_orders; i++)

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "prefault.h"
 #include "hourglass/bytes.h"
 #include "hourglass/error.h"
 
@@ -836,6 +837,7 @@ int hg_outlog_open(const char *dir, const hg_outlog_options_t *opt, hg_outlog_t 
     l->stage = malloc(l->stage_cap);
     l->rbuf = malloc(l->rcap);
     if (l->stage == NULL || l->rbuf == NULL) rc = -ENOMEM;
+    hg_prefault(l->stage, l->stage_cap); /* a busy loop iteration stages far into it */
   }
   if (rc == 0) rc = keys_resize(l, 8);
   if (rc == 0) rc = sids_resize(l, 8);
