@@ -315,16 +315,6 @@ typedef struct shape {
   size_t nin;
 } shape_t;
 
-static size_t put_varint(uint64_t v, uint8_t *out) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    out[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  out[n++] = (uint8_t)v;
-  return n;
-}
-
 static size_t read_varint(const uint8_t *p, const uint8_t *end, uint64_t *v) {
   uint64_t r = 0;
   for (size_t i = 0; i < 10 && p + i < end; i++) {
@@ -388,7 +378,7 @@ static size_t put_together(const shape_t *s, uint8_t *out) {
       for (int rep = 0; rep <= s->body_twice; rep++) {
         memcpy(out + n, s->body_key, s->body_klen);
         n += s->body_klen;
-        size_t ln = put_varint(ni, out + n);
+        size_t ln = hg_wire_varint_encode(ni, out + n);
         if (s->len_extra) { /* the same length, one byte longer */
           out[n + ln - 1] |= 0x80;
           out[n + ln++] = 0x00;
@@ -409,7 +399,7 @@ static size_t put_together(const shape_t *s, uint8_t *out) {
 static fld_t make_field(uint32_t num, uint32_t wt, const uint8_t *val, size_t vlen) {
   fld_t f;
   memset(&f, 0, sizeof f);
-  f.klen = put_varint(((uint64_t)num << 3) | wt, f.b);
+  f.klen = hg_wire_varint_encode(((uint64_t)num << 3) | wt, f.b);
   memcpy(f.b + f.klen, val, vlen);
   f.n = f.klen + vlen;
   f.num = num;
@@ -419,7 +409,7 @@ static fld_t make_field(uint32_t num, uint32_t wt, const uint8_t *val, size_t vl
 
 static fld_t varint_field(uint32_t num, uint64_t v) {
   uint8_t b[10];
-  size_t n = put_varint(v, b);
+  size_t n = hg_wire_varint_encode(v, b);
   return make_field(num, 0, b, n);
 }
 
