@@ -35,6 +35,12 @@
  * stall is late by at least the rest of it, and so are the orders queued
  * behind it, so when the stalls cover about 1% of the time or more, a
  * round-trip p99 under STALL_NS cannot be had on this host by any design.
+ * The probe then runs again while another thread appends 4 KiB blocks to
+ * a file in the current directory with an fdatasync after each (the
+ * durable journal's disk traffic without the exchange):
+ * host.stall_share_while_syncing_pct and host.stall_max_while_syncing_us.
+ * On a virtual machine the disk's emulation and the guest's I/O completion
+ * can take the vCPUs the exchange runs on.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -182,6 +188,55 @@ static int stall_run(long ncpu, uint64_t run_ns, stall_probe_t *sp) {
   return started;
 }
 
+typedef struct stall_sum {
+  int measured;
+  double share, per_s, max_us;
+} stall_sum_t;
+
+/* Runs the probes for run_ns and prints one line per CPU. */
+static stall_sum_t stall_report(const char *what, long ncpu, uint64_t run_ns) {
+  static stall_probe_t sp[64];
+  int nsp = stall_run(ncpu, run_ns, sp);
+  stall_sum_t sum = {0};
+  double sec = (double)run_ns / 1e9;
+  printf("stalls, %s: one spinning thread per CPU for %.0f s, gaps between clock reads\n", what, sec);
+  for (int c = 0; c < nsp; c++) {
+    if (!sp[c].ok) continue;
+    sum.measured++;
+    printf("  CPU %d: gaps >= %u us %6.0f/s (%.2f%% of the time), stalls >= %u us %5.1f/s "
+           "(%.2f%% of the time), longest %.0f us\n",
+           c, GAP_NS / 1000, (double)sp[c].gaps / sec, 100.0 * (double)sp[c].gap_ns / (double)run_ns,
+           STALL_NS / 1000, (double)sp[c].stalls / sec, 100.0 * (double)sp[c].stall_ns / (double)run_ns,
+           (double)sp[c].max_ns / 1e3);
+    sum.share += 100.0 * (double)sp[c].stall_ns / (double)run_ns;
+    sum.per_s += (double)sp[c].stalls / sec;
+    if ((double)sp[c].max_ns / 1e3 > sum.max_us) sum.max_us = (double)sp[c].max_ns / 1e3;
+  }
+  return sum;
+}
+
+/* The disk's side of the durable journal, without the exchange: 4 KiB
+ * appends, each followed by fdatasync, until told to stop. */
+typedef struct sync_ctx {
+  int fd;
+  atomic_int stop;
+  uint64_t syncs;
+} sync_ctx_t;
+
+static void *sync_main(void *arg) {
+  sync_ctx_t *sc = arg;
+  static uint8_t block[4096];
+  memset(block, 0x5a, sizeof block);
+  off_t off = 0;
+  while (!atomic_load(&sc->stop)) {
+    if (pwrite(sc->fd, block, sizeof block, off) != (ssize_t)sizeof block || fdatasync(sc->fd) != 0) break;
+    off += (off_t)sizeof block;
+    if (off >= (off_t)64 << 20) off = 0;
+    sc->syncs++;
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   uint32_t rounds = 20000;
   for (int i = 1; i < argc; i++) {
@@ -216,34 +271,37 @@ int main(int argc, char **argv) {
            r[c].p99, r[c].p999);
   }
   uint64_t run_ns = rounds == 5000 ? 1000000000u : 4000000000u;
-  static stall_probe_t sp[64];
-  int nsp = stall_run(ncpu, run_ns, sp);
-  double share = 0, per_s = 0, max_us = 0;
-  int measured = 0;
-  printf("stalls: one spinning thread per CPU for %.0f s, gaps between clock reads\n",
-         (double)run_ns / 1e9);
-  for (int c = 0; c < nsp; c++) {
-    if (!sp[c].ok) continue;
-    measured++;
-    double sec = (double)run_ns / 1e9;
-    printf("  CPU %d: gaps >= %u us %6.0f/s (%.2f%% of the time), stalls >= %u us %5.1f/s "
-           "(%.2f%% of the time), longest %.0f us\n",
-           c, GAP_NS / 1000, (double)sp[c].gaps / sec, 100.0 * (double)sp[c].gap_ns / (double)run_ns,
-           STALL_NS / 1000, (double)sp[c].stalls / sec, 100.0 * (double)sp[c].stall_ns / (double)run_ns,
-           (double)sp[c].max_ns / 1e3);
-    share += 100.0 * (double)sp[c].stall_ns / (double)run_ns;
-    per_s += (double)sp[c].stalls / sec;
-    if ((double)sp[c].max_ns / 1e3 > max_us) max_us = (double)sp[c].max_ns / 1e3;
+  stall_sum_t quiet = stall_report("nothing else running", ncpu, run_ns);
+  sync_ctx_t sc = {.fd = -1};
+  char path[] = "./hgwake-sync-XXXXXX";
+  sc.fd = mkstemp(path);
+  stall_sum_t syncing = {0};
+  pthread_t st;
+  if (sc.fd >= 0 && pthread_create(&st, NULL, sync_main, &sc) == 0) {
+    syncing = stall_report("a thread appending 4 KiB + fdatasync in . meanwhile", ncpu, run_ns);
+    atomic_store(&sc.stop, 1);
+    pthread_join(st, NULL);
+    printf("  (%.0f syncs/s)\n", (double)sc.syncs / ((double)run_ns / 1e9));
+  } else {
+    printf("stalls while syncing: skipped (cannot create a file in .)\n");
+  }
+  if (sc.fd >= 0) {
+    close(sc.fd);
+    unlink(path);
   }
   if (have[0]) printf("RESULT host.wake_same_cpu_rtt_p99_us %.1f us\n", r[0].p99);
   if (have[1]) {
     printf("RESULT host.wake_cross_cpu_idle_rtt_p50_us %.1f us\n", r[1].p50);
     printf("RESULT host.wake_cross_cpu_idle_rtt_p99_us %.1f us\n", r[1].p99);
   }
-  if (measured > 0) {
-    printf("RESULT host.stall_share_pct %.2f %%\n", share);
-    printf("RESULT host.stalls_per_s %.1f stalls/s\n", per_s);
-    printf("RESULT host.stall_max_us %.0f us\n", max_us);
+  if (quiet.measured > 0) {
+    printf("RESULT host.stall_share_pct %.2f %%\n", quiet.share);
+    printf("RESULT host.stalls_per_s %.1f stalls/s\n", quiet.per_s);
+    printf("RESULT host.stall_max_us %.0f us\n", quiet.max_us);
+  }
+  if (syncing.measured > 0) {
+    printf("RESULT host.stall_share_while_syncing_pct %.2f %%\n", syncing.share);
+    printf("RESULT host.stall_max_while_syncing_us %.0f us\n", syncing.max_us);
   }
   return 0;
 }
