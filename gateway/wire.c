@@ -44,23 +44,10 @@ uint32_t hg_wire_frame_error_code(int err) {
 }
 
 size_t hg_wire_varint_encode(uint64_t v, uint8_t out[HG_WIRE_VARINT_MAX]) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    out[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  out[n++] = (uint8_t)v;
-  return n;
+  return (size_t)(hg_wire__put_varint(out, v) - out);
 }
 
-size_t hg_wire_varint_len(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
+size_t hg_wire_varint_len(uint64_t v) { return hg_wire__varint_len(v); }
 
 int hg_wire_encode(const Hourglass__V1__Envelope *env, uint8_t *buf, size_t cap, size_t *len) {
   /* The hot shapes are written by hand (wire_fast.c); the rest, and those
@@ -81,15 +68,13 @@ int hg_wire_encode(const Hourglass__V1__Envelope *env, uint8_t *buf, size_t cap,
 
 static void *arena_alloc(void *ctx, size_t size) {
   hg_wire_arena_t *a = ctx;
-  size_t at = (a->used + 15u) & ~(size_t)15u;
-  if (size == 0) size = 1;
-  if (at > a->cap || size > a->cap - at) {
+  void *p = hg_wire__arena_take(a, size == 0 ? 1 : size);
+  if (p == NULL) {
     a->failures++;
     return NULL;
   }
-  a->used = at + size;
   if (a->used > a->high_water) a->high_water = a->used;
-  return a->base + at;
+  return p;
 }
 
 static void arena_free(void *ctx, void *p) {

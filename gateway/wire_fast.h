@@ -15,6 +15,23 @@
 extern "C" {
 #endif
 
+/* Bytes in v's minimal varint: bits needed (at least 1), 7 per byte.
+ * hg_wire_varint_len() is this too. */
+static inline size_t hg_wire__varint_len(uint64_t v) {
+  return 1u + (size_t)(63 - __builtin_clzll(v | 1u)) / 7u;
+}
+
+/* Writes v as a minimal varint at p; returns the byte after it. The one
+ * varint writer of the codec (hg_wire_varint_encode() is this too). */
+static inline uint8_t *hg_wire__put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
 /* hg_wire_fast_encode's "not handled here": the caller must use protobuf-c. */
 #define HG_WIRE_FAST_DECLINED 1
 

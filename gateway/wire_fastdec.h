@@ -16,9 +16,9 @@
  * fields carry the .proto defaults), every has_x and body_case set as
  * protobuf-c sets them, no unknown fields, all allocated in the arena.
  *
- * Each handled message's descriptor is compared once with the layout this
- * decoder was written for (field numbers, types, labels, offsets, enum
- * values); a message that no longer matches is left to protobuf-c for good.
+ * Each handled message's descriptor is compared once with its layout table
+ * (wire_layout.h); a message that no longer matches is left to protobuf-c
+ * for good.
  */
 #ifndef HOURGLASS_WIRE_FASTDEC_H
 #define HOURGLASS_WIRE_FASTDEC_H
@@ -42,14 +42,16 @@ int hg_wire_decode_fast(hg_wire_arena_t *a, const uint8_t *body, size_t len,
                         Hourglass__V1__Envelope **out);
 
 /*
- * The one-time check, exposed for tests: nonzero if descriptor d has the
- * layout the decoder was written for the handled message whose generated
- * descriptor is expected (field numbers, types, labels, offsets, flags,
- * enum values, struct size; for the Envelope: seq, the handled bodies, and
- * nothing outside the oneof). 0 if it differs or expected is not handled.
- * Any thread.
+ * The arena's bump allocation (16-byte aligned), without the statistics:
+ * NULL when size does not fit. wire.c's allocator counts failures and the
+ * high-water mark on top; the fast decoder does not, since a refusal there
+ * only sends the frame to protobuf-c, which counts its own.
  */
-int hg_wire_decode_fast_layout_ok(const ProtobufCMessageDescriptor *expected,
-                                  const ProtobufCMessageDescriptor *d);
+static inline void *hg_wire__arena_take(hg_wire_arena_t *a, size_t size) {
+  size_t at = (a->used + 15u) & ~(size_t)15u;
+  if (at > a->cap || size > a->cap - at) return NULL;
+  a->used = at + size;
+  return a->base + at;
+}
 
 #endif /* HOURGLASS_WIRE_FASTDEC_H */

@@ -25,6 +25,7 @@
 #include "hourglass/error.h"
 #include "hourglass/wire.h"
 #include "wire_fastdec.h"
+#include "wire_layout.h"
 
 #define ARENA_CAP HG_WIRE_ARENA_SIZE(4096)
 static uint8_t arena_a[ARENA_CAP], arena_f[ARENA_CAP], arena_p[ARENA_CAP];
@@ -679,68 +680,68 @@ static void test_layout_guard(void **state) {
   const ProtobufCMessageDescriptor *hb = &hourglass__v1__heartbeat__descriptor;
   /* The generated descriptors match, copied ones too. */
   for (size_t k = 0; k < N_SHAPES; k++) {
-    assert_true(hg_wire_decode_fast_layout_ok(shapes[k].d, shapes[k].d));
-    assert_true(hg_wire_decode_fast_layout_ok(shapes[k].d, copy_of(shapes[k].d)));
+    assert_true(hg_wire__layout_ok(shapes[k].d, shapes[k].d));
+    assert_true(hg_wire__layout_ok(shapes[k].d, copy_of(shapes[k].d)));
   }
-  assert_true(hg_wire_decode_fast_layout_ok(env, env));
-  assert_true(hg_wire_decode_fast_layout_ok(env, copy_of(env)));
+  assert_true(hg_wire__layout_ok(env, env));
+  assert_true(hg_wire__layout_ok(env, copy_of(env)));
   /* Not a handled message, or the wrong one. */
-  assert_false(hg_wire_decode_fast_layout_ok(&hourglass__v1__login__descriptor,
+  assert_false(hg_wire__layout_ok(&hourglass__v1__login__descriptor,
                                              &hourglass__v1__login__descriptor));
-  assert_false(hg_wire_decode_fast_layout_ok(no, &hourglass__v1__cancel_request__descriptor));
+  assert_false(hg_wire__layout_ok(no, &hourglass__v1__cancel_request__descriptor));
 
   /* An optional field made required. */
   copy_of(no);
   field_in_copy(8)->label = PROTOBUF_C_LABEL_REQUIRED;
-  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  assert_false(hg_wire__layout_ok(no, &desc_copy));
   /* A required field made optional. */
   copy_of(no);
   field_in_copy(7)->label = PROTOBUF_C_LABEL_OPTIONAL;
-  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  assert_false(hg_wire__layout_ok(no, &desc_copy));
   /* A type changed (int64 to sint64: another encoding of the same C type). */
   copy_of(no);
   field_in_copy(6)->type = PROTOBUF_C_TYPE_SINT64;
-  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  assert_false(hg_wire__layout_ok(no, &desc_copy));
   /* A field renumbered. */
   copy_of(er);
   field_in_copy(24)->id = 25;
-  assert_false(hg_wire_decode_fast_layout_ok(er, &desc_copy));
+  assert_false(hg_wire__layout_ok(er, &desc_copy));
   /* A field added. */
   copy_of(no);
   fields_copy[desc_copy.n_fields] = fields_copy[desc_copy.n_fields - 1];
   fields_copy[desc_copy.n_fields].id = 11;
   desc_copy.n_fields++;
-  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  assert_false(hg_wire__layout_ok(no, &desc_copy));
   /* A field added to the empty Heartbeat. */
   copy_of(hb);
   fields_copy[0] = no->fields[0];
   desc_copy.n_fields = 1;
-  assert_false(hg_wire_decode_fast_layout_ok(hb, &desc_copy));
+  assert_false(hg_wire__layout_ok(hb, &desc_copy));
   /* Packed flag set. */
   copy_of(no);
   field_in_copy(1)->flags |= PROTOBUF_C_FIELD_FLAG_PACKED;
-  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  assert_false(hg_wire__layout_ok(no, &desc_copy));
   /* An enum with a value more than the decoder knows. */
   static ProtobufCEnumDescriptor side;
   side = hourglass__v1__side__descriptor;
   side.n_values++;
   copy_of(no);
   field_in_copy(3)->descriptor = &side;
-  assert_false(hg_wire_decode_fast_layout_ok(no, &desc_copy));
+  assert_false(hg_wire__layout_ok(no, &desc_copy));
   /* Envelope: seq's type changed; a member moved out of the oneof; a
    * handled body of another message type. */
   copy_of(env);
   field_in_copy(1)->type = PROTOBUF_C_TYPE_INT64;
-  assert_false(hg_wire_decode_fast_layout_ok(env, &desc_copy));
+  assert_false(hg_wire__layout_ok(env, &desc_copy));
   copy_of(env);
   field_in_copy(10)->flags &= ~(uint32_t)PROTOBUF_C_FIELD_FLAG_ONEOF;
-  assert_false(hg_wire_decode_fast_layout_ok(env, &desc_copy));
+  assert_false(hg_wire__layout_ok(env, &desc_copy));
   copy_of(env);
   field_in_copy(30)->descriptor = &hourglass__v1__cancel_request__descriptor;
-  assert_false(hg_wire_decode_fast_layout_ok(env, &desc_copy));
+  assert_false(hg_wire__layout_ok(env, &desc_copy));
   copy_of(env);
   field_in_copy(10)->label = PROTOBUF_C_LABEL_REQUIRED;
-  assert_false(hg_wire_decode_fast_layout_ok(env, &desc_copy));
+  assert_false(hg_wire__layout_ok(env, &desc_copy));
 }
 
 int main(void) {
