@@ -69,6 +69,7 @@
 #include "hourglass/store.h"
 #include "command_internal.h"
 #include "journal_internal.h"
+#include "map_internal.h"
 #include "pipeline_internal.h"
 
 /* Free staging slots required before a new command is sequenced. */
@@ -1195,12 +1196,9 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
   pthread_mutex_init(&p->snap_mu, NULL);
   pthread_cond_init(&p->snap_cv, NULL);
   int rc = 0;
-  /* Populated at once, as the rings are (ring.c): a lazily zeroed stage
-   * faulted a page in every ~17 records of its first lap, on the engine
-   * thread, and the first seconds of a busy session paid for it. */
-  void *stage = mmap(NULL, (size_t)c.staging_capacity * sizeof *p->stage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  p->stage = stage == MAP_FAILED ? NULL : stage;
+  /* Backed at once, as the rings are: a lazily zeroed stage faulted a page
+   * in every ~17 records of its first lap, on the engine thread. */
+  p->stage = hg_map__populated((size_t)c.staging_capacity * sizeof *p->stage);
   p->stage_mask = c.staging_capacity - 1;
   if (p->stage == NULL) rc = -ENOMEM;
   if (rc == 0) rc = hg_mpsc_ring_create(c.inbound_capacity, sizeof(inmsg_t), &p->in);

@@ -27,6 +27,7 @@
  * does not model fences, understands every edge).
  */
 #include "hourglass/ring.h"
+#include "map_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -74,13 +75,13 @@ struct mpsc_slot {
 #define MPSC_HDR sizeof(struct mpsc_slot)
 
 /* Owned by whoever created it; slots owned by the ring. */
-/* Slot memory: an anonymous mapping the kernel fills with zero pages at once
- * (MAP_POPULATE). Zeroing a heap block touched every page through a page
- * fault, and on this project's paravirtualised hosts that made start-up
- * spend over a second in faults for the default rings (~200 MB); the ring
- * still has all its pages when create returns, so the order path never
- * faults in a first lap. */
-static void *slots_map(size_t len) {
+/* Slot memory (and the pipeline's stage): an anonymous mapping the kernel
+ * fills with zero pages at once (MAP_POPULATE). Zeroing a heap block touched
+ * every page through a page fault, and on this project's paravirtualised
+ * hosts that made start-up spend over a second in faults for the default
+ * rings (~200 MB); the ring still has all its pages when create returns, so
+ * the order path never faults in a first lap. */
+void *hg_map__populated(size_t len) {
   void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
                  -1, 0);
   return m == MAP_FAILED ? NULL : m;
@@ -110,7 +111,7 @@ int hg_mpsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_mpsc_ring_t **
   if (r == NULL) return -ENOMEM;
   memset(r, 0, sizeof *r);
   r->slots_len = (size_t)capacity * stride;
-  r->slots = slots_map(r->slots_len);
+  r->slots = hg_map__populated(r->slots_len);
   if (r->slots == NULL) {
     free(r);
     return -ENOMEM;
@@ -246,7 +247,7 @@ int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **
   if (r == NULL) return -ENOMEM;
   memset(r, 0, sizeof *r);
   r->data_len = total;
-  r->data = slots_map(total);
+  r->data = hg_map__populated(total);
   if (r->data == NULL) {
     free(r);
     return -ENOMEM;
