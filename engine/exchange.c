@@ -52,7 +52,7 @@
 #define DEFAULT_MAX_INDEXES 16u
 #define DEFAULT_MAX_FIXING_DAYS 4096u
 #define DEFAULT_MAX_STAGED (1u << 20)
-/* Listed months per (GPU, grade) curve (contract.md section 1). */
+/* Listed months per (GPU, grade) curve (settlement/CONTRACT.md section 1). */
 #define CURVE_MONTHS 12u
 /* Book parameters of curve contracts: 0.001 USD per GPU-hour ticks, 1,000
  * GPU-hours, prices 1 tick .. 100 USD per GPU-hour. The 20% band and the

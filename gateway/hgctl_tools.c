@@ -1034,7 +1034,7 @@ static int collect_ledger(const hg_clearing_t *c, hg_ledger_entry_t **out, size_
 static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
   for (size_t k = 0; k < rp->n_fsp; k++) {
     fsp_override_t *o = &rp->fsp[k];
-    int64_t tv = 1000000; /* contract.md: 1,000,000 micro-USD per tick per contract */
+    int64_t tv = 1000000; /* settlement/CONTRACT.md section 1: TV, micro-USD */
     hg_clearing_instrument_info_t ii;
     if (hg_clearing_instrument_info(ledger_of(rp), o->instrument, &ii) == 0 &&
         ii.inst.tick_value > 0)

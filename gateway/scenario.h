@@ -9,14 +9,15 @@
  * every command's timestamp is the scenario's choice and two runs write the
  * same journal, the same state and the same output, byte for byte.
  *
- * Timeline (contract.md): B200.A.2027-03 is listed on 2027-02-01 with the
- * demo's makers and hedgers (gateway/demo.c, one month listed); each day
- * the makers quote and the hedgers trade at 10:00, 12:00, 14:00 and 15:57
- * UTC (the last inside the [15:55, 16:00) DSP window), the daily settlement
- * cycle runs at 16:00 through the last trading day (2027-03-31); rental
- * samples of day d are published and the fixing computed at d+1 00:30 and
- * finalized at d+3 00:30; EXPIRE is tried each day from 2027-04-01 01:00
- * and succeeds once every fixing of March is FINAL (2027-04-03).
+ * Timeline (settlement/CONTRACT.md sections 1, 3 and 4): B200.A.2027-03 is
+ * listed on 2027-02-01 with the demo's makers and hedgers (gateway/demo.c,
+ * one month listed); each day the makers quote and the hedgers trade at
+ * 10:00, 12:00, 14:00 and 15:57 UTC (the last inside the [15:55, 16:00) DSP
+ * window), the daily settlement cycle runs at 16:00 through the last trading
+ * day (2027-03-31); rental samples of day d are published and the fixing
+ * computed at d+1 00:30 and finalized at d+3 00:30; EXPIRE is tried each day
+ * from 2027-04-01 01:00 and succeeds once every fixing of March is FINAL
+ * (2027-04-03).
  */
 #ifndef HOURGLASS_SCENARIO_H
 #define HOURGLASS_SCENARIO_H

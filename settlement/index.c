@@ -1,6 +1,6 @@
 /*
- * The rental index IGX-<GPU>-<GRADE>: one day's fixing (contract.md section 3,
- * methodology v1), the grade table and the fixing history.
+ * The rental index IGX-<GPU>-<GRADE>: one day's fixing (settlement/CONTRACT.md
+ * section 3, methodology v1), the grade table and the fixing history.
  *
  * hg_index_fix works on flat per-sample arrays (provider rank, reason code,
  * weight) indexed like the input, so the receipt can name every sample by its

@@ -2,9 +2,10 @@
  * test_month_scenario - `hourglassd --scenario month` end to end, as a user
  * runs it: the binary, its stdout and its exit status. The group setup runs
  * the scenario twice on two fresh data directories; the tests then check the
- * printed summary against contract.md by hand-written rules (cash sums to
- * zero, each account's final settlement is pos x (FSP - last DSP) x TV, the
- * FSP is the rounded mean of the printed FINAL fixings), the statements
+ * printed summary against settlement/CONTRACT.md by hand-written rules
+ * (cash sums to zero, each account's final settlement is
+ * pos x (FSP - last DSP) x TV, the FSP is the rounded mean of the printed
+ * FINAL fixings), the statements
  * written to the data directory against the summary, the two runs for
  * byte-identical output, the journal's replay for the printed state hash,
  * and the refusals of a bad scenario name and of a used data directory.
@@ -127,7 +128,8 @@ static void exits_zero_and_cash_sums_to_zero(void **state) {
   assert_int_equal(r[0].account, 1001);
   assert_string_equal(r[2].name, "hedger-1");
   assert_true(r[2].pos + r[3].pos > 0);
-  /* The life of the contract, in the order contract.md gives it. */
+  /* The life of the contract, in the order settlement/CONTRACT.md section 1
+   * gives it. */
   const char *a = strstr(out, "listed " SYMBOL);
   const char *b = strstr(out, "2027-03-31 16:00 last trading day");
   const char *c = strstr(out, "2027-03-31 16:30 an order after the last trading day is refused");
@@ -139,8 +141,8 @@ static void exits_zero_and_cash_sums_to_zero(void **state) {
   assert_true(field_ll(out, "DSP tiers: vwap ") > 0);
 }
 
-/* contract.md section 4: FSP = mean of the FINAL daily fixings of every
- * calendar day of the month, rounded half up to a tick; final settlement
+/* settlement/CONTRACT.md section 4.3: FSP = mean of the FINAL daily fixings
+ * of every calendar day of the month, rounded half up to a tick; final settlement
  * pays pos x (FSP - last DSP) x TV with TV = 1,000,000 micro-USD. */
 static void fsp_and_final_settlement_follow_the_fixings(void **state) {
   (void)state;

@@ -1,5 +1,6 @@
 /* Clearing state: accounts, cash, positions, open quantities, fills and the
- * pre-trade checks of contract.md section 1 (band, max order, limits). */
+ * pre-trade checks of settlement/CONTRACT.md sections 1 and 4.5 (band, max
+ * order, limits). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

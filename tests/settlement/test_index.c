@@ -1,7 +1,7 @@
 /*
- * The rental index, methodology v1 (contract.md section 3): every rule gets a
- * hand-computed case. Samples are built in memory; CSV parsing has its own
- * cases with line numbers.
+ * The rental index, methodology v1 (settlement/CONTRACT.md section 3): every
+ * rule gets a hand-computed case. Samples are built in memory; CSV parsing
+ * has its own cases with line numbers.
  */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,4 +1,5 @@
-/* Initial margin, contract.md section 4, every number computed by hand:
+/* Initial margin, settlement/CONTRACT.md section 4.4, every number computed
+ * by hand:
  *   margin(contract) = ceil(|w| * ref * TV * rate / 10000)
  *   w = a or b (a = pos + open buy, b = pos - open sell), larger |.|, a on tie
  *   per group IM = L + S - floor(min(L, S) / 2)

@@ -1,6 +1,7 @@
-/* Settlement, contract.md section 4, hand-computed: the four DSP tiers and
- * their rounding, variation margin over three days for three accounts, the
- * Final Settlement Price, final settlement and the statements. */
+/* Settlement, settlement/CONTRACT.md section 4, hand-computed: the four DSP
+ * tiers and their rounding, variation margin over three days for three
+ * accounts, the Final Settlement Price, final settlement and the
+ * statements. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -102,12 +102,13 @@
  *    (FIXING_FINAL), staging full (CAPACITY). Emits HG_XEV_SAMPLES.
  *  - DISCARD_SAMPLES: drops the staged samples of (gpu, grade, day); emits
  *    HG_XEV_SAMPLES_DISCARDED with the count (0 if none).
- *  - COMPUTE_FIXING: computes the day from the staged samples (contract.md
- *    section 3 steps 1-6, carry-forward from the stored history), publishes
- *    it (first publication, restatement, or UNCHANGED when it moves less
- *    than a tick) and consumes the staged samples. Restating = publishing a
- *    corrected full set and computing again. FINAL day: FIXING_FINAL. Emits
- *    HG_XEV_FIXING with value, tier, status, kind and outcome.
+ *  - COMPUTE_FIXING: computes the day from the staged samples
+ *    (settlement/CONTRACT.md section 3 steps 1-6, carry-forward from the
+ *    stored history), publishes it (first publication, restatement, or
+ *    UNCHANGED when it moves less than a tick) and consumes the staged
+ *    samples. Restating = publishing a corrected full set and computing
+ *    again. FINAL day: FIXING_FINAL. Emits HG_XEV_FIXING with value, tier,
+ *    status, kind and outcome.
  *  - PUBLISH_FIXING: an external value (1..HG_CLR_FIXING_MAX, else
  *    INVALID_AMOUNT) with its source, same publication rules; HG_XEV_FIXING.
  *  - FINALIZE_FIXING: PROVISIONAL -> FINAL (again on a FINAL day is not an
@@ -658,10 +659,10 @@ const hg_clearing_t *hg_exchange_clearing(const hg_exchange_t *ex);
 int hg_exchange_fixing(const hg_exchange_t *ex, const char *gpu, const char *grade, int32_t day,
                        hg_index_fixing_t *out);
 
-/* The receipt kept with a computed fixing (contract.md section 3 step 8):
- * the counts of hg_index_result_t. The per-sample exclusions and weights are
- * not kept in the state: they follow from the journaled samples (replay, or
- * hgctl index fix on the same input). */
+/* The receipt kept with a computed fixing (settlement/CONTRACT.md section 3
+ * step 8): the counts of hg_index_result_t. The per-sample exclusions and
+ * weights are not kept in the state: they follow from the journaled samples
+ * (replay, or hgctl index fix on the same input). */
 typedef struct hg_exchange_receipt_tier {
   uint8_t tried, sufficient, cap_applied, pad_;
   uint32_t eligible, used, providers, hours;

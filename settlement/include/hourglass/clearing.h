@@ -1,6 +1,7 @@
 /*
  * hourglass/clearing.h - accounts, positions, cash ledger, pre-trade risk,
- * daily settlement and final settlement (contract.md sections 1 and 4).
+ * daily settlement and final settlement (settlement/CONTRACT.md sections 1
+ * and 4; the choices where they are open: section 5).
  *
  * The clearing state is a library on its own: create it with capacities,
  * register accounts and instruments, then feed it what happens: deposits and
@@ -99,9 +100,10 @@ typedef struct hg_clearing_config {
   uint64_t cycle_time_of_day_ns;   /* daily cycle time of day UTC, default 16:00 */
 } hg_clearing_config_t;
 
-/* Fills cfg with the contract.md defaults and modest capacities (1,024
- * accounts, 64 instruments, 256 firms, 16 groups, 65,536 positions, 65,536
- * ledger entries initially, unbounded growth). Cannot fail. */
+/* Fills cfg with the defaults of settlement/CONTRACT.md sections 1 and 4 and
+ * modest capacities (1,024 accounts, 64 instruments, 256 firms, 16 groups,
+ * 65,536 positions, 65,536 ledger entries initially, unbounded growth).
+ * Cannot fail. */
 void hg_clearing_config_default(hg_clearing_config_t *cfg);
 
 /*
@@ -273,8 +275,8 @@ int hg_clearing_instrument_info(const hg_clearing_t *c, uint32_t instrument,
 /* ------------------------------------------------------------------------ */
 
 /*
- * Pre-trade check of a new order (contract.md sections 1 and 4), in this
- * order, the first failure giving res->reason:
+ * Pre-trade check of a new order (settlement/CONTRACT.md sections 1 and 4),
+ * in this order, the first failure giving res->reason:
  *   UNKNOWN_ACCOUNT, UNKNOWN_INSTRUMENT, INSTRUMENT_CLOSED, INVALID_SIDE,
  *   INVALID_QTY (qty <= 0), QTY_TOO_LARGE (qty > max_order_qty),
  *   INVALID_PRICE (price < 0 or > HG_CLR_PRICE_MAX; price 0 = market order,
@@ -354,13 +356,13 @@ typedef struct hg_clearing_position {
 int hg_clearing_position(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
                          hg_clearing_position_t *out);
 
-/* Current initial margin of account (positions and open orders), contract.md
- * section 4: per instrument a = pos + open_buy, b = pos - open_sell, w the
- * one with the larger |.| (a on a tie), margin = ceil(|w| * ref * TV * rate /
- * 10000) (exact for the default TV), rate im_rate_bps or
- * im_rate_delivery_bps in the delivery month; per group IM = L + S -
- * floor(min(L, S) / 2); account IM = sum over groups. Saturates at INT64_MAX.
- * HG_ENOTFOUND. */
+/* Current initial margin of account (positions and open orders),
+ * settlement/CONTRACT.md section 4.4: per instrument a = pos + open_buy,
+ * b = pos - open_sell, w the one with the larger |.| (a on a tie), margin =
+ * ceil(|w| * ref * TV * rate / 10000) (exact for the default TV), rate
+ * im_rate_bps or im_rate_delivery_bps in the delivery month; per group
+ * IM = L + S - floor(min(L, S) / 2); account IM = sum over groups. Saturates
+ * at INT64_MAX. HG_ENOTFOUND. */
 int hg_clearing_initial_margin(const hg_clearing_t *c, hg_account_t account, int64_t *out);
 
 /* ------------------------------------------------------------------------ */

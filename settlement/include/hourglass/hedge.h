@@ -9,8 +9,9 @@
  * integer price changes (see hg_hedge_ratio for the rounding).
  *
  * Units. Prices are micro-USD per GPU-hour (int64), as in index fixings and
- * contract.md section 3. A contract is HG_HEDGE_CONTRACT_GPU_HOURS GPU-hours
- * (contract.md section 1). Days are day numbers of hg_index_day_parse().
+ * settlement/CONTRACT.md section 3. A contract is HG_HEDGE_CONTRACT_GPU_HOURS
+ * GPU-hours (settlement/CONTRACT.md section 1). Days are day numbers of
+ * hg_index_day_parse().
  *
  * Threads. Every function is pure (no global state) and may be called from
  * any thread. Errors: 0 or a negative code of hourglass/error.h.

@@ -1,6 +1,6 @@
 /*
  * hourglass/index.h - the rental index IGX-<GPU>-<GRADE> (daily fixing),
- * methodology v1 as written in contract.md sections 2 and 3.
+ * methodology v1 as written in settlement/CONTRACT.md sections 2 and 3.
  *
  * Pure library: no clock, no random source, no floating point, no I/O.
  * Prices are int64 micro-USD per GPU-hour, volumes int64 GPU-hours, days are
@@ -47,8 +47,8 @@
 
 /* ---------------------------------------------------------------- grades */
 
-/* One grade (contract.md section 2). A zero numeric limit means the contract
- * sets none for that grade (documented in settlement/README.md). */
+/* One grade (settlement/CONTRACT.md section 2). A zero numeric limit means
+ * the contract sets none for that grade (settlement/CONTRACT.md section 5.5). */
 typedef struct hg_grade {
   char gpu[HG_INDEX_GPU_MAX];    /* GPU model, e.g. "B200" */
   char code[HG_INDEX_GRADE_MAX]; /* "A", "B", "C" */
@@ -241,8 +241,8 @@ typedef struct hg_index_fixing {
 const char *hg_index_status_str(int status); /* "PROVISIONAL", "FINAL", "NO_FIX" */
 const char *hg_index_kind_str(int kind);     /* "NONE", "COMPUTED", "CARRIED", "EXTERNAL" */
 
-/* Methodology parameters; hg_index_config_default() gives contract.md's
- * defaults ("a number below is a default: configuration with that default"). */
+/* Methodology parameters; hg_index_config_default() gives the defaults of
+ * settlement/CONTRACT.md section 3 (each default is configuration, section 0). */
 typedef struct hg_index_config {
   int32_t max_term_days;      /* 31 */
   int64_t outlier_k_num;      /* 44478: exclude when 10000*|p-M| > k*MAD */
@@ -314,11 +314,11 @@ struct hg_index_history;
 
 /*
  * Computes the fixing of IGX-<gpu>-<grade> for `day` from samples[0..n).
- * Steps 1-6 of contract.md section 3; the result is a PROVISIONAL fixing
- * (COMPUTED tier 1 or 2, or CARRIED tier 0), or NO_FIX tier 0. Carry-forward
- * reads `history` (may be NULL: then there is nothing to carry and an
- * insufficient day is NO_FIX). The history is not modified; publish the
- * result with hg_index_history_publish().
+ * Steps 1-6 of settlement/CONTRACT.md section 3; the result is a PROVISIONAL
+ * fixing (COMPUTED tier 1 or 2, or CARRIED tier 0), or NO_FIX tier 0.
+ * Carry-forward reads `history` (may be NULL: then there is nothing to carry
+ * and an insufficient day is NO_FIX). The history is not modified; publish
+ * the result with hg_index_history_publish().
  *
  * cfg may be NULL (defaults). reg is the provider registry (must not be NULL;
  * an empty registry grades nobody). Returns 0 with *out filled (dispose it),
