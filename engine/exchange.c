@@ -141,6 +141,10 @@ struct hg_exchange {
   uint64_t sessions;          /* END_OF_SESSION commands applied */
   uint32_t last_session_date; /* date of the last one */
   int32_t last_cycle_day;     /* day of the last DAILY_SETTLEMENT, -1 none */
+  /* UTC day the clearing's delivery-month flags were last set for, -1 none.
+   * Not serialized: the flags are (in the clearing blob), and they are a
+   * function of this day, so a restore simply sets them again. */
+  int32_t flags_day;
   int fault;                  /* sticky: a clearing call failed on the book path */
   current_t cur;
   /* Book events are built here rather than in a zeroed local: only the
@@ -681,6 +685,7 @@ int hg_exchange_create(const hg_exchange_config_t *cfg, hg_exchange_sink_fn sink
   ex->sink = sink;
   ex->sink_ctx = sink_ctx;
   ex->last_cycle_day = -1;
+  ex->flags_day = -1;
   hg_index_config_default(&ex->icfg);
   /* Delisted contracts stay registered with the clearing (their ledger and
    * any pending day sums), so it holds more than the listed ones. */
@@ -739,6 +744,7 @@ static void reset(hg_exchange_t *ex) {
   ex->sessions = 0;
   ex->last_session_date = 0;
   ex->last_cycle_day = -1;
+  ex->flags_day = -1;
   ex->fault = 0;
   memset(&ex->cur, 0, sizeof ex->cur);
 }
@@ -861,6 +867,20 @@ static int in_delivery(const instrument_t *inst, int32_t day) {
   return day >= inst->first_day && day <= inst->last_day;
 }
 
+/* Sets every listed contract's delivery-month flag in the clearing for UTC
+ * day `day`: the 20% rate and the 1,000-contract limit apply from the first
+ * second of the month's first calendar day (settlement/CONTRACT.md section
+ * 1), whether or not a daily cycle ran the day before. O(contracts), once
+ * per day (hg_exchange_apply); a delisted contract keeps its flag until it
+ * is listed again (it holds no position and no order: the flag counts for
+ * nothing meanwhile). */
+static void set_delivery_flags(hg_exchange_t *ex, int32_t day) {
+  for (uint32_t i = 0; i < ex->n_instr; i++)
+    clr_fault(ex, hg_clearing_set_delivery(ex->clr, ex->instr[i].id,
+                                           in_delivery(&ex->instr[i], day)));
+  ex->flags_day = day;
+}
+
 /*
  * Lists one contract: the checks of LIST_INSTRUMENT, then the book, then the
  * clearing registration (product group = index of (GPU, grade), delivery
@@ -931,6 +951,9 @@ static int list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_
       emit_reject(ex, rc == HG_EFULL ? HG_XREJ_CAPACITY : HG_XREJ_INVALID_PARAMS, id, 0);
       return 0;
     }
+  } else {
+    /* Relisted: its flag is the one it had when it was delisted. */
+    clr_fault(ex, hg_clearing_set_delivery(ex->clr, id, in_delivery(&tmp, ts_day(ex->cur.ts))));
   }
   memmove(&ex->instr[pos + 1], &ex->instr[pos], (size_t)(ex->n_instr - pos) * sizeof *ex->instr);
   instrument_t *inst = &ex->instr[pos];
@@ -1413,9 +1436,6 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
    * what still rests can never trade and stops counting for margin. */
   for (uint32_t i = 0; i < ex->n_instr; i++)
     if (ex->instr[i].last_day <= c->day) expired += cancel_all(ex, &ex->instr[i], HG_XCXL_EXPIRED);
-  for (uint32_t i = 0; i < ex->n_instr; i++)
-    clr_fault(ex, hg_clearing_set_delivery(ex->clr, ex->instr[i].id,
-                                           in_delivery(&ex->instr[i], c->day + 1)));
   ex->last_cycle_day = c->day;
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_CYCLE);
@@ -1652,6 +1672,12 @@ int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd) {
     return HG_EINVAL;
   if (ex->fault != 0) return HG_ECORRUPT;
   ex->cur = (current_t){.seq = cmd->seq, .ts = cmd->ts, .type = cmd->type};
+  /* The delivery-month flags follow the command's own UTC date, so every
+   * check of this command (orders, replaces, withdrawals) sees the month it
+   * is stamped in. */
+  int32_t day = ts_day(cmd->ts);
+  int flags_moved = day != ex->flags_day;
+  if (flags_moved) set_delivery_flags(ex, day);
   int rc = 0;
   switch ((hg_command_type_t)cmd->type) {
   case HG_COMMAND_NEW_ORDER: do_new_order(ex, &cmd->u.new_order); break;
@@ -1677,7 +1703,12 @@ int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd) {
   case HG_COMMAND_LIST_CURVE: rc = do_list_curve(ex, &cmd->u.curve); break;
   case HG_COMMAND_SESSIONS_ENDED: do_sessions_ended(ex); break;
   }
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    /* An error changes nothing: the flags go back to the last applied
+     * command's day. */
+    if (flags_moved) set_delivery_flags(ex, ts_day(ex->last_ts));
+    return rc;
+  }
   ex->last_seq = cmd->seq;
   ex->last_ts = cmd->ts;
   /* A clearing call that failed on the book path left the two out of step:
@@ -2407,6 +2438,7 @@ static int restore_all(hg_exchange_t *ex, reader_t *r) {
   }
   hg_clearing_destroy(ex->clr);
   ex->clr = clr;
+  ex->flags_day = -1; /* the next command sets the flags for its own day */
   return 0;
 }
 

@@ -324,8 +324,8 @@ static void test_position_limit_reject(void **state) {
   assert_int_equal(f->ev[0].book.type, HG_EV_REJECTED);
 }
 
-/* The delivery month's rate (2000 bps) applies from its first day: the cycle
- * of the day before moves the flag. */
+/* The delivery month's rate (2000 bps) applies from its first calendar day:
+ * the cycle of the day before (16:00) does not bring it forward. */
 static void test_delivery_month_rate(void **state) {
   fx_t *f = *state;
   int32_t jan31 = dayn("2027-01-31");
@@ -338,14 +338,175 @@ static void test_delivery_month_rate(void **state) {
   daily(f, jan31);
   hg_clearing_account_info_t info;
   assert_int_equal(hg_clearing_account_info(hg_exchange_clearing(f->ex), 4, &info), 0);
-  assert_int_equal(info.initial_margin, 1200000000); /* 2 x 3000 x 1e6 x 20% */
-  f->ts = at(jan31 + 1, 10 * HOUR);
+  assert_int_equal(info.initial_margin, 900000000); /* still January: 15% */
+  f->ts = at(jan31 + 1, 10 * HOUR); /* 2 x 3000 x 1e6 x 20% = 1,200M from here */
   cash(f, HG_COMMAND_WITHDRAW, 4, 1);
   assert_int_equal(f->ev[0].reason, HG_XREJ_INSUFFICIENT_FUNDS);
   assert_int_equal(f->ev[0].margin, 1200000000);
   /* March is not in delivery: 450M more on top of 1,200M is refused. */
   order(f, 2, 4, HG_SIDE_BUY, 3000, 1);
   assert_int_equal(expect_order_reject(f, HG_CLR_REJ_INSUFFICIENT_MARGIN)->margin, 1650000000);
+}
+
+/* The delivery-month rules follow the command's UTC date, with the cycle of
+ * the month's eve skipped. The February contract's reference price is the
+ * curve's listing price, 3,400 ticks (no DSP, no fixing), so 10 contracts
+ * need 10 x 3400 x 1,000,000 x 1500 / 10000 = 5,100,000,000 micro-USD in
+ * January and 10 x 3400 x 1,000,000 x 2000 / 10000 = 6,800,000,000 from
+ * 2027-02-01T00:00:00Z. */
+#define IM10_JAN 5100000000
+#define IM10_FEB 6800000000
+
+static void feb_curve(fx_t *f) {
+  f->ts = at(dayn("2027-01-20"), 10 * HOUR);
+  curve(f, "B200", "A", 2027, 2, 1, 3400);
+  char sym[HG_SYMBOL_MAX + 1];
+  assert_int_equal(hg_exchange_instrument_symbol(f->ex, 1, sym), 0);
+  assert_string_equal(sym, "B200.A.2027-02");
+}
+
+static int64_t im_of(fx_t *f, hg_account_t a) {
+  hg_clearing_account_info_t info;
+  assert_int_equal(hg_clearing_account_info(hg_exchange_clearing(f->ex), a, &info), 0);
+  return info.initial_margin;
+}
+
+static void test_delivery_month_margin_without_cycle(void **state) {
+  fx_t *f = *state;
+  int32_t jan31 = dayn("2027-01-31");
+  feb_curve(f);
+  account(f, 1, IM10_FEB - 1);
+  account(f, 2, IM10_FEB - 1);
+  account(f, 3, IM10_FEB);
+  hg_price_t ref = 0;
+  assert_int_equal(hg_clearing_ref_price(hg_exchange_clearing(f->ex), 1, &ref), 0);
+  assert_int_equal(ref, 3400);
+  /* The last nanosecond of January: 15%. */
+  f->ts = at(jan31, DAY - 1);
+  order(f, 1, 1, HG_SIDE_BUY, 3400, 10);
+  expect_accepted(f);
+  assert_int_equal(im_of(f, 1), IM10_JAN);
+  /* No DAILY_SETTLEMENT for 2027-01-31. The first nanosecond of February:
+   * 6,800,000,000 required, one micro-USD short is refused. */
+  f->ts = at(jan31 + 1, 0);
+  order(f, 1, 2, HG_SIDE_BUY, 3400, 10);
+  const hg_exchange_event_t *e = expect_order_reject(f, HG_CLR_REJ_INSUFFICIENT_MARGIN);
+  assert_int_equal(e->balance, IM10_FEB - 1);
+  assert_int_equal(e->margin, IM10_FEB);
+  assert_int_equal(e->price, 3400);
+  order(f, 1, 3, HG_SIDE_BUY, 3400, 10);
+  expect_accepted(f);
+  assert_int_equal(im_of(f, 3), IM10_FEB);
+  /* The order resting since January stays, and counts at 20% now: its
+   * account has no excess left to withdraw. */
+  assert_int_equal(im_of(f, 1), IM10_FEB);
+  cash(f, HG_COMMAND_WITHDRAW, 1, 1);
+  assert_int_equal(f->ev[0].type, HG_XEV_REJECTED);
+  assert_int_equal(f->ev[0].reason, HG_XREJ_INSUFFICIENT_FUNDS);
+  assert_int_equal(f->ev[0].margin, IM10_FEB);
+}
+
+static void list_feb(fx_t *f, uint32_t id) {
+  hg_command_t c = mk(f, HG_COMMAND_LIST_INSTRUMENT);
+  strcpy(c.u.list.symbol, "B200.A.2027-02");
+  c.u.list.params = (hg_book_params_t){.instrument_id = id, .tick_size = 1000,
+                                       .contract_unit = 1000, .min_price = 1,
+                                       .max_price = 100000, .max_order_qty = 1000,
+                                       .ref_price = 3400, .max_orders = 64, .max_accounts = 8};
+  run(f, &c);
+  assert_int_equal(f->ev[0].type, HG_XEV_LISTED);
+}
+
+/* A contract delisted in January and listed again in its delivery month
+ * (the day's first command already set the flags) is in delivery too. */
+static void test_delivery_month_relisted(void **state) {
+  fx_t *f = *state;
+  f->ts = at(dayn("2027-01-20"), 10 * HOUR);
+  list_feb(f, 50);
+  hg_command_t c = mk(f, HG_COMMAND_DELIST_INSTRUMENT);
+  c.u.instrument.instrument_id = 50;
+  run(f, &c);
+  assert_int_equal(f->ev[0].type, HG_XEV_DELISTED);
+  f->ts = at(dayn("2027-02-01"), 0);
+  account(f, 1, IM10_FEB - 1);
+  list_feb(f, 50);
+  order(f, 50, 1, HG_SIDE_BUY, 3400, 10);
+  assert_int_equal(expect_order_reject(f, HG_CLR_REJ_INSUFFICIENT_MARGIN)->margin, IM10_FEB);
+}
+
+/* Account 10 long 1,000 February contracts, bought from account 11. */
+static void long_1000(fx_t *f) {
+  feb_curve(f);
+  account(f, 10, 1000000000000);
+  account(f, 11, 1000000000000);
+  order(f, 1, 11, HG_SIDE_SELL, 3400, 1000);
+  expect_accepted(f);
+  order(f, 1, 10, HG_SIDE_BUY, 3400, 1000);
+  assert_int_equal(find(f, HG_XEV_BOOK, 0)->book.type, HG_EV_ACCEPTED);
+  assert_int_equal(find(f, HG_XEV_BOOK, 1)->book.type, HG_EV_FILL);
+  hg_clearing_position_t p;
+  assert_int_equal(hg_clearing_position(hg_exchange_clearing(f->ex), 10, 1, &p), 0);
+  assert_int_equal(p.pos, 1000);
+}
+
+static void test_delivery_month_limit_without_cycle(void **state) {
+  fx_t *f = *state;
+  int32_t jan31 = dayn("2027-01-31");
+  long_1000(f);
+  /* The last nanosecond of January: the limit is 10,000, 1,100 is fine. */
+  f->ts = at(jan31, DAY - 1);
+  order(f, 1, 10, HG_SIDE_BUY, 3400, 100);
+  expect_accepted(f);
+  hg_command_t c = mk(f, HG_COMMAND_CANCEL);
+  c.u.cancel = (hg_cmd_cancel_t){1, 10, f->ev[0].book.order_id};
+  run(f, &c);
+  assert_int_equal(f->ev[0].book.type, HG_EV_CANCELLED);
+  /* No cycle; 2027-02-01T00:00:00Z: 1,000 -> 1,100 is over the 1,000 limit. */
+  f->ts = at(jan31 + 1, 0);
+  order(f, 1, 10, HG_SIDE_BUY, 3400, 100);
+  const hg_exchange_event_t *e = expect_order_reject(f, HG_CLR_REJ_POSITION_LIMIT);
+  assert_int_equal(e->qty, 1100);
+  assert_int_equal(e->lo, -1000);
+  assert_int_equal(e->hi, 1000);
+  /* Taking the position down stays allowed. */
+  order(f, 1, 10, HG_SIDE_SELL, 3400, 100);
+  expect_accepted(f);
+}
+
+/* Orders resting when the month starts stay (settlement/CLEARING.md): only
+ * orders and replaces that raise the worst case meet the 1,000 limit, so a
+ * fill of a January order can take the position past it. */
+static void test_resting_orders_at_month_start(void **state) {
+  fx_t *f = *state;
+  int32_t jan31 = dayn("2027-01-31");
+  long_1000(f);
+  f->ts = at(jan31, 20 * HOUR);
+  order(f, 1, 10, HG_SIDE_BUY, 3400, 50);
+  expect_accepted(f);
+  const hg_oid_t oid = f->ev[0].book.order_id;
+  f->ts = at(jan31 + 1, 9 * HOUR);
+  hg_command_t c = mk(f, HG_COMMAND_REPLACE);
+  c.u.replace = (hg_cmd_replace_t){1, 10, oid, 3400, 60};
+  run(f, &c);
+  const hg_exchange_event_t *e = expect_order_reject(f, HG_CLR_REJ_POSITION_LIMIT);
+  assert_int_equal(e->qty, 1060);
+  assert_int_equal(e->hi, 1000);
+  c = mk(f, HG_COMMAND_REPLACE);
+  c.u.replace = (hg_cmd_replace_t){1, 10, oid, 3400, 40};
+  run(f, &c);
+  assert_int_equal(find(f, HG_XEV_BOOK, 0)->book.type, HG_EV_REPLACED);
+  /* (Account 11, short 1,000, can no longer sell: account 12 does.) */
+  account(f, 12, 1000000000000);
+  order(f, 1, 12, HG_SIDE_SELL, 3400, 40);
+  assert_int_equal(find(f, HG_XEV_BOOK, 1)->book.type, HG_EV_FILL);
+  hg_clearing_position_t p;
+  assert_int_equal(hg_clearing_position(hg_exchange_clearing(f->ex), 10, 1, &p), 0);
+  assert_int_equal(p.pos, 1040);
+  /* 1,040 x 3400 x 1,000,000 x 2000 / 10000 */
+  assert_int_equal(im_of(f, 10), 707200000000);
+  /* Any order that raises it further is refused. */
+  order(f, 1, 10, HG_SIDE_BUY, 3400, 1);
+  assert_int_equal(expect_order_reject(f, HG_CLR_REJ_POSITION_LIMIT)->qty, 1041);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -861,6 +1022,10 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_position_limit_reject, setup, teardown),
       cmocka_unit_test_setup_teardown(test_delivery_month_rate, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_delivery_month_margin_without_cycle, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_delivery_month_limit_without_cycle, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_delivery_month_relisted, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_resting_orders_at_month_start, setup, teardown),
       cmocka_unit_test_setup_teardown(test_daily_cycle_vm_and_every_tier, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fixing_compute_restate_finalize, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expiry_blocked_then_final_settlement, setup, teardown),

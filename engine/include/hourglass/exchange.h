@@ -80,6 +80,16 @@
  *    book.reason is the hg_clr_reject_t, numbers in the event (see
  *    hg_exchange_event_t). A replace that raises the quantity is checked as
  *    an order of the increase at the new price; otherwise only the band.
+ *  - Delivery month. A contract is in its delivery month when the UTC
+ *    calendar date of the command's ts (ts / 86400 s) falls in that month:
+ *    from 00:00:00 UTC of its first day the pre-trade check and withdrawals
+ *    use the delivery-month margin rate and position limit, whether or not
+ *    a daily cycle ran the day before. The first command of each UTC day
+ *    (any type) sets the clearing's flags before it is applied; the flags
+ *    as serialized are those of the last applied command's day. Orders
+ *    resting when the month starts stay; their quantity counts at the
+ *    delivery-month rate from that second, and only orders and replaces
+ *    that raise the worst case meet the lower limit (settlement/CLEARING.md).
  *  - LIST_INSTRUMENT also refuses (HG_XREJ_INVALID_PARAMS) a symbol that is
  *    not a contract <GPU>.<GRADE>.<YYYY-MM> (GPU [A-Za-z0-9]{1,15}, grade
  *    [A-Za-z0-9]{1,7}). The contract is registered with the clearing in the
@@ -120,8 +130,9 @@
  *    tiers (HG_XEV_DSP each, in id order), variation margin for every
  *    position (HG_XEV_VM each, in the clearing's ledger order), checked to
  *    sum to exactly zero; then every DAY order expires, contracts whose last
- *    trading day this is lose their resting orders (HG_XCXL_EXPIRED), the
- *    delivery-month flags move to day + 1; HG_XEV_CYCLE last.
+ *    trading day this is lose their resting orders (HG_XCXL_EXPIRED);
+ *    HG_XEV_CYCLE last. The cycle does not move the delivery-month flags
+ *    (see "Delivery month" above).
  *  - EXPIRE (instrument): refused (NOT_IN_STATE) before the cycle of its
  *    last trading day. If a day of the delivery month is not FINAL:
  *    one HG_XEV_FIXING_MISSING per such day, then HG_XEV_REJECTED

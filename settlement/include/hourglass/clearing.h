@@ -240,8 +240,10 @@ typedef struct hg_clearing_instrument {
  * max_groups and group_id is new). */
 int hg_clearing_instrument_add(hg_clearing_t *c, const hg_clearing_instrument_t *inst);
 
-/* Sets the delivery-month flag (the state machine flips it when the delivery
- * month starts). HG_ENOTFOUND. */
+/* Sets the delivery-month flag, which selects im_rate_delivery_bps and
+ * position_limit_delivery. The clearing keeps no calendar: the caller
+ * decides (the exchange sets every contract's flag from the UTC date of each
+ * command's timestamp before applying it). HG_ENOTFOUND. */
 int hg_clearing_set_delivery(hg_clearing_t *c, uint32_t instrument, int in_delivery);
 
 /* Records the latest index fixing of group_id (micro-USD per GPU-hour,
