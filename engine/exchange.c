@@ -884,8 +884,9 @@ static void set_delivery_flags(hg_exchange_t *ex, int32_t day) {
 /*
  * Lists one contract: the checks of LIST_INSTRUMENT, then the book, then the
  * clearing registration (product group = index of (GPU, grade), delivery
- * month from the symbol, the listing's ref_price as its initial settlement
- * price). Emits HG_XEV_LISTED or one reject; returns 0 or -ENOMEM.
+ * month from the symbol, the listing's ref_price as its initial price,
+ * which ranks after the index: settlement/README.md). Emits HG_XEV_LISTED or
+ * one reject; returns 0 or -ENOMEM.
  */
 static int list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_t *params) {
   uint32_t id = params->instrument_id;

@@ -214,11 +214,13 @@ void hg_clr__rec_sweep(hg_clearing_t *c, uint32_t inst_slot) {
 }
 
 /* Reference price in ticks: last DSP, else the group's latest fixing rounded
- * half up to a tick; 0 = none. */
+ * half up to a tick, else the initial price given at registration (a
+ * last_dsp that no cycle has replaced yet: dsp_tier NONE); 0 = none. */
 static hg_price_t ref_price(const hg_clearing_t *c, const instrument_t *in) {
-  if (in->def.last_dsp > 0) return in->def.last_dsp;
+  if (in->dsp_tier != HG_DSP_TIER_NONE && in->def.last_dsp > 0) return in->def.last_dsp;
   int64_t f = c->groups[in->group].fixing;
-  return f > 0 ? (f + 500) / 1000 : 0;
+  if (f > 0 && (f + 500) / 1000 > 0) return (f + 500) / 1000;
+  return in->def.last_dsp;
 }
 
 /* ------------------------------------------------------------- create -- */

@@ -116,13 +116,19 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
         .best_bid = c->top_bid[s],
         .best_ask = c->top_ask[s],
         .max_spread = c->cfg.dsp_max_spread,
-        .prev_dsp = in->def.last_dsp,
+        /* tier 3 is a DSP a cycle set; an initial price (registered,
+         * dsp_tier NONE) comes only after tier 4, below */
+        .prev_dsp = in->dsp_tier != HG_DSP_TIER_NONE ? in->def.last_dsp : 0,
         .final_fixing = c->groups[in->group].final_fixing,
     };
     hg_price_t d;
     int tier;
     int rc = hg_clearing_dsp_compute(&di, &d, &tier);
     if (rc < 0) return rc == HG_ERANGE ? HG_EOVERFLOW : HG_ECORRUPT;
+    if (tier == HG_DSP_TIER_NONE && in->def.last_dsp > 0) {
+      d = in->def.last_dsp; /* the initial price is the previous settlement price */
+      tier = HG_DSP_TIER_PREVIOUS;
+    }
     if (tier == HG_DSP_TIER_NONE) {
       skipped++;
       continue;

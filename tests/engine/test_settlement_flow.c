@@ -509,6 +509,45 @@ static void test_resting_orders_at_month_start(void **state) {
   assert_int_equal(expect_order_reject(f, HG_CLR_REJ_POSITION_LIMIT)->qty, 1041);
 }
 
+/* A curve's listing price (3,000) is the contracts' first previous
+ * settlement price only where the contract gives nothing: once the index
+ * has a fixing, the band and margin reference is the latest fixing, and a
+ * first DSP without trades or quotes is the latest FINAL fixing (tier 4). */
+static void test_listing_price_ranks_after_the_index(void **state) {
+  fx_t *f = *state;
+  int32_t t = dayn("2027-01-15");
+  f->ts = at(t, 9 * HOUR);
+  curve(f, "B200", "A", 2027, 3, 1, 3000);
+  account(f, 1, 10000000000);
+  const hg_clearing_t *clr = hg_exchange_clearing(f->ex);
+  hg_price_t ref = 0;
+  assert_int_equal(hg_clearing_ref_price(clr, 1, &ref), 0);
+  assert_int_equal(ref, 3000);
+  publish_fixing(f, "B200", "A", t - 1, 3456789);
+  index_day(f, HG_COMMAND_FINALIZE_FIXING, "B200", "A", t - 1);
+  /* 3,456,789 micro-USD -> 3456.789 -> 3457 ticks */
+  assert_int_equal(hg_clearing_ref_price(clr, 1, &ref), 0);
+  assert_int_equal(ref, 3457);
+  /* The band is 20% around 3,457: [ceil(2765.6), floor(4148.4)]; 2,700 was
+   * inside the band around the listing price. */
+  order(f, 1, 1, HG_SIDE_BUY, 2700, 1);
+  const hg_exchange_event_t *e = expect_order_reject(f, HG_CLR_REJ_PRICE_BAND);
+  assert_int_equal(e->price, 3457);
+  assert_int_equal(e->lo, 2766);
+  assert_int_equal(e->hi, 4148);
+  /* Margin at the fixing: 1 x 3457 x 1,000,000 x 1500 / 10000 */
+  order(f, 1, 1, HG_SIDE_BUY, 3400, 1);
+  expect_accepted(f);
+  hg_clearing_account_info_t info;
+  assert_int_equal(hg_clearing_account_info(clr, 1, &info), 0);
+  assert_int_equal(info.initial_margin, 518550000);
+  f->ts = at(t, 16 * HOUR);
+  daily(f, t);
+  e = dsp_of(f, 1); /* one bid, no ask, no trade: tier 4 */
+  assert_int_equal(e->tier, HG_DSP_TIER_INDEX);
+  assert_int_equal(e->price, 3457);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Daily cycle: DSP tiers and variation margin                               */
 /* ------------------------------------------------------------------------ */
@@ -1026,6 +1065,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_delivery_month_limit_without_cycle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_delivery_month_relisted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_resting_orders_at_month_start, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_listing_price_ranks_after_the_index, setup, teardown),
       cmocka_unit_test_setup_teardown(test_daily_cycle_vm_and_every_tier, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fixing_compute_restate_finalize, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expiry_blocked_then_final_settlement, setup, teardown),

@@ -112,13 +112,24 @@ static void instruments_are_validated(void **state) {
   assert_int_equal(hg_clearing_set_fixing(c, GROUP, 2100500, 0), 0);
   assert_int_equal(hg_clearing_instrument_info(c, 99, &ii), 0);
   assert_int_equal(ii.ref_price, 2101);
-  /* instrument INST has a DSP: that is its reference */
+  /* instrument INST was registered with 2000, an initial price that no
+   * cycle has replaced: the fixing comes first ("last DSP, else the latest
+   * fixing") */
   assert_int_equal(hg_clearing_instrument_info(c, INST, &ii), 0);
-  assert_int_equal(ii.ref_price, 2000);
+  assert_int_equal(ii.ref_price, 2101);
   /* the O(1) accessor the order path uses agrees */
   hg_price_t ref = -1;
   assert_int_equal(hg_clearing_ref_price(c, 99, &ref), 0);
   assert_int_equal(ref, 2101);
+  assert_int_equal(hg_clearing_ref_price(c, INST, &ref), 0);
+  assert_int_equal(ref, 2101);
+  /* a cycle with no trade, no quote and no FINAL fixing makes the initial
+   * price INST's DSP (tier 3); from then on that DSP is the reference */
+  const uint64_t cycle_ts = 20000 * HG_CLR_NS_PER_DAY + 16 * 3600 * 1000000000ull;
+  assert_int_equal(hg_clearing_daily_cycle(c, 1, cycle_ts, NULL, 0, NULL), 0);
+  assert_int_equal(hg_clearing_instrument_info(c, INST, &ii), 0);
+  assert_int_equal(ii.last_dsp_tier, HG_DSP_TIER_PREVIOUS);
+  assert_int_equal(ii.ref_price, 2000);
   assert_int_equal(hg_clearing_ref_price(c, INST, &ref), 0);
   assert_int_equal(ref, 2000);
   assert_int_equal(hg_clearing_ref_price(c, 12345, &ref), HG_ENOTFOUND);

@@ -306,6 +306,50 @@ static hg_clearing_fixing_t fx(uint8_t day, uint8_t status, int64_t v) {
  * sum 64,185,500, mean 2,070,500 micro-USD = 2070.5 ticks -> 2071. With day
  * 31 at 2,085,499 the mean is 2070.49999... ticks -> 2070 (one rounding
  * step: rounding to a micro-USD first would give 2,070,500 and then 2071). */
+/* The price given at registration (an exchange listing's price) serves as a
+ * contract's first previous settlement price only where the contract's
+ * rules give nothing: the reference is the latest fixing as soon as one
+ * exists, and a first DSP without trades or quotes is tier 4 (the latest
+ * FINAL fixing); the registered price is the DSP (tier 3) only with no FINAL
+ * fixing at all. */
+static void initial_price_ranks_after_the_fixings(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(0); /* INST: group 1, registered with 2000 */
+  hg_clearing_instrument_t in = {.id = 10, .group_id = 2, .year = 2027, .month = 4,
+                                 .last_dsp = 2000};
+  assert_int_equal(hg_clearing_instrument_add(c, &in), 0);
+  hg_price_t ref = 0;
+  assert_int_equal(hg_clearing_ref_price(c, 10, &ref), 0);
+  assert_int_equal(ref, 2000); /* nothing else yet */
+  /* 2,345,500 micro-USD FINAL -> 2345.5 -> 2346 ticks */
+  assert_int_equal(hg_clearing_set_fixing(c, 2, 2345500, 1), 0);
+  assert_int_equal(hg_clearing_ref_price(c, 10, &ref), 0);
+  assert_int_equal(ref, 2346);
+  assert_int_equal(hg_clearing_fill(c, 10, A, B, 1, 2300, AT(D1, 10, 0, 0), 0), 0);
+  /* a later provisional fixing, 2,400,400 -> 2400: the reference, not a DSP */
+  assert_int_equal(hg_clearing_set_fixing(c, 2, 2400400, 0), 0);
+  assert_int_equal(hg_clearing_ref_price(c, 10, &ref), 0);
+  assert_int_equal(ref, 2400);
+  hg_clearing_cycle_report_t rep;
+  assert_int_equal(hg_clearing_daily_cycle(c, 1, AT(D1, 16, 0, 0), NULL, 0, &rep), 0);
+  assert_int_equal(rep.instruments_settled, 2);
+  hg_clearing_instrument_info_t ii;
+  assert_int_equal(hg_clearing_instrument_info(c, 10, &ii), 0);
+  assert_int_equal(ii.last_dsp_tier, HG_DSP_TIER_INDEX);
+  assert_int_equal(ii.inst.last_dsp, 2346);
+  /* VM = q (DSP - p) TV: A +1 x (2346 - 2300) = +46 USD, B -46 USD (with
+   * the registered 2000 as DSP it would have been -300 / +300 USD) */
+  assert_int_equal(balance(c, A), 46 * USD);
+  assert_int_equal(balance(c, B), -46 * USD);
+  assert_int_equal(hg_clearing_ref_price(c, 10, &ref), 0);
+  assert_int_equal(ref, 2346); /* the DSP now, not the fixing */
+  /* INST: group 1 has no fixing, so its registered price is its DSP */
+  assert_int_equal(hg_clearing_instrument_info(c, INST, &ii), 0);
+  assert_int_equal(ii.last_dsp_tier, HG_DSP_TIER_PREVIOUS);
+  assert_int_equal(ii.inst.last_dsp, 2000);
+  hg_clearing_destroy(c);
+}
+
 static void fsp_all_final(void **state) {
   (void)state;
   hg_clearing_fixing_t f[31];
@@ -651,6 +695,7 @@ int main(void) {
       cmocka_unit_test(cycle_overflow_changes_nothing),
       cmocka_unit_test(vwap_window_bounds),
       cmocka_unit_test(first_dsp_from_final_fixing),
+      cmocka_unit_test(initial_price_ranks_after_the_fixings),
       cmocka_unit_test(fsp_all_final),
       cmocka_unit_test(fsp_lists_missing_days),
       cmocka_unit_test(final_settlement_and_statements),

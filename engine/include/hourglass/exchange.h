@@ -94,8 +94,10 @@
  *    not a contract <GPU>.<GRADE>.<YYYY-MM> (GPU [A-Za-z0-9]{1,15}, grade
  *    [A-Za-z0-9]{1,7}). The contract is registered with the clearing in the
  *    product group (GPU, grade) and its delivery month; the listing's
- *    ref_price (if > 0) is its initial settlement price (DSP tier 3 and the
- *    reference price until a first daily settlement). A delisted contract
+ *    ref_price (if > 0) is its initial price: until a first daily
+ *    settlement it is the reference price only while the group has no
+ *    fixing, and the first DSP only when no trade, quote or FINAL fixing
+ *    gives one (settlement/README.md). A delisted contract
  *    stays registered with the clearing, so relisting its id must name the
  *    same contract (else HG_XREJ_INSTRUMENT_EXISTS).
  *  - DELIST_INSTRUMENT: refused (HG_XREJ_NOT_IN_STATE) while any account
@@ -354,8 +356,9 @@ typedef struct hg_cmd_list_curve {
   uint32_t first_instrument_id; /* > 0 */
   uint32_t max_orders;          /* book capacity of each contract */
   uint32_t max_accounts;
-  hg_price_t ref_price;         /* initial settlement price, ticks; 0 = none
-                                   (the index fixings give the reference) */
+  hg_price_t ref_price;         /* initial settlement price, ticks, used only
+                                   where the index gives nothing (see
+                                   LIST_INSTRUMENT); 0 = none */
 } hg_cmd_list_curve_t;
 
 /*

@@ -235,9 +235,13 @@ typedef struct hg_clearing_instrument {
   hg_price_t last_dsp;  /* last daily settlement price, ticks; 0 = none yet */
 } hg_clearing_instrument_t;
 
-/* Registers an instrument. HG_EEXISTS, HG_EINVAL (month, tick_value < 0,
- * last_dsp < 0 or > HG_CLR_PRICE_MAX), HG_EFULL (max_instruments, or
- * max_groups and group_id is new). */
+/* Registers an instrument. A last_dsp > 0 given here is an initial price,
+ * not a DSP: it is the previous settlement price of the first cycle and the
+ * reference price only where the contract's rules give none (see
+ * hg_clearing_ref_price and hg_clearing_daily_cycle), until a cycle sets a
+ * DSP. HG_EEXISTS, HG_EINVAL (month, tick_value < 0, last_dsp < 0 or >
+ * HG_CLR_PRICE_MAX), HG_EFULL (max_instruments, or max_groups and group_id
+ * is new). */
 int hg_clearing_instrument_add(hg_clearing_t *c, const hg_clearing_instrument_t *inst);
 
 /* Sets the delivery-month flag, which selects im_rate_delivery_bps and
@@ -249,14 +253,15 @@ int hg_clearing_set_delivery(hg_clearing_t *c, uint32_t instrument, int in_deliv
 /* Records the latest index fixing of group_id (micro-USD per GPU-hour,
  * 1..HG_CLR_FIXING_MAX). final != 0 also makes it the latest FINAL fixing.
  * The latest fixing (any status) is the reference price of an instrument with
- * no DSP; the latest FINAL one is DSP tier 4. "Latest" means the most recent
+ * no DSP (ahead of its initial price); the latest FINAL one is DSP tier 4. "Latest" means the most recent
  * call: the caller feeds fixings in day order. HG_ENOTFOUND (group never
  * registered through an instrument), HG_EINVAL. */
 int hg_clearing_set_fixing(hg_clearing_t *c, uint32_t group_id, int64_t value_micro, int final);
 
 typedef struct hg_clearing_instrument_info {
   hg_clearing_instrument_t inst; /* as registered, last_dsp and in_delivery current */
-  int last_dsp_tier;             /* hg_clr_dsp_tier_t of last_dsp; 0 if none/registered */
+  int last_dsp_tier;             /* hg_clr_dsp_tier_t of last_dsp; 0 = none, or
+                                  * last_dsp is the initial price */
   hg_price_t ref_price;          /* current reference price, 0 = none */
   int settled;                   /* 1 after final settlement */
   hg_price_t fsp;                /* final settlement price once settled */
@@ -264,8 +269,9 @@ typedef struct hg_clearing_instrument_info {
 } hg_clearing_instrument_info_t;
 
 /* The reference price of an instrument in ticks (last DSP, else the latest
- * fixing rounded to a tick; 0 = none), in O(1): the order path's band check
- * uses it. 0 and *out, or HG_ENOTFOUND. */
+ * fixing rounded half up to a tick, else the initial price given at
+ * registration; 0 = none), in O(1): the order path's band check and margin
+ * use it. 0 and *out, or HG_ENOTFOUND. */
 int hg_clearing_ref_price(const hg_clearing_t *c, uint32_t instrument, hg_price_t *out);
 
 /* HG_ENOTFOUND. O(positions of the instrument) for open_interest. */
@@ -418,7 +424,9 @@ typedef struct hg_clearing_cycle_report {
  * timestamp). For every live instrument in registration order: DSP by
  * hg_clearing_dsp_compute (window sums of that day, tops[] for tier 2 -
  * instruments absent from tops have no bid/ask - previous DSP, group's latest
- * final fixing). An instrument with tier NONE is skipped: its positions and
+ * final fixing); when none of the four applies to an instrument that has
+ * only its initial price, that price, reported as tier 3 (PREVIOUS). An
+ * instrument with still no price (tier NONE) is skipped: its positions and
  * today's sums carry over to the next cycle unchanged. For the others, every
  * position record with pos_prev != 0 or fills since the last cycle gets one
  * HG_LEDGER_VM entry (possibly of amount 0) of
