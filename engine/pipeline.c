@@ -151,8 +151,8 @@ struct hg_pipeline {
   atomic_uint_fast64_t stat_commands, stat_last, stat_released, stat_snapshots, stat_busy;
   uint64_t replayed;
 
-  /* Recovery, owner thread: the snapshots refused (newest first), for the
-   * message of a refused start. */
+  /* Recovery, owner thread: the snapshots refused (newest first) and the
+   * highest seq among them, for the checks and message of a refused start. */
   uint32_t snap_refused;
   uint64_t snap_refused_newest;
   char snap_refused_list[512];
@@ -634,7 +634,8 @@ static void note_refused(hg_pipeline_t *p, uint64_t seq, const char *why) {
   if (used < sizeof p->snap_refused_list)
     snprintf(p->snap_refused_list + used, sizeof p->snap_refused_list - used, "%s%s",
              p->snap_refused ? "; " : "", why);
-  if (p->snap_refused++ == 0) p->snap_refused_newest = seq;
+  p->snap_refused++;
+  if (seq > p->snap_refused_newest) p->snap_refused_newest = seq;
 }
 
 /*
@@ -660,6 +661,13 @@ static int load_snapshot(hg_pipeline_t *p, uint64_t *snap_seq) {
     return rc;
   }
   for (size_t i = n; i-- > 0;) {
+    if (seqs[i] == 0) {
+      /* A key that is not a seq (listed as 0, which would mean "newest"). */
+      logf_(p, HG_PIPE_LOG_ERROR, "state store %s: a snapshot key is malformed; skipped",
+            p->state_dir);
+      note_refused(p, 0, "a malformed snapshot key");
+      continue;
+    }
     rc = hg_store_restore_snapshot(p->store, seqs[i], p->ex);
     if (rc == 0) {
       *snap_seq = seqs[i];

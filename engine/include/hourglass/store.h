@@ -168,8 +168,8 @@ int hg_store_load_latest_snapshot(hg_store_t *s,
                                   void *ctx);
 
 /* Seqs of the stored snapshots (good or bad), oldest first: up to cap into
- * seqs (NULL with cap 0 just counts), total count in *n. HG_ESTATE (not
- * open), -errno. */
+ * seqs (NULL with cap 0 just counts; a malformed key lists as 0), total
+ * count in *n. HG_ESTATE (not open), -errno. */
 int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n);
 
 /*
