@@ -150,6 +150,12 @@ struct hg_pipeline {
   atomic_int journal_parked;  /* test hook: it is parked (owns nothing in flight) */
   atomic_uint_fast64_t stat_commands, stat_last, stat_released, stat_snapshots, stat_busy;
   uint64_t replayed;
+
+  /* Recovery, owner thread: the snapshots refused (newest first) and the
+   * highest seq among them, for the checks and message of a refused start. */
+  uint32_t snap_refused;
+  uint64_t snap_refused_newest;
+  char snap_refused_list[512];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -323,8 +329,9 @@ static int serialize_state(hg_pipeline_t *p, size_t *len) {
   return hg_exchange_serialize(p->ex, p->ser_buf, p->ser_cap, len);
 }
 
+/* At least two, so that a bad newest snapshot has a good one to fall back on. */
 static uint32_t snapshot_keep(const hg_pipeline_t *p) {
-  return p->cfg.snapshot_keep ? p->cfg.snapshot_keep : 2;
+  return p->cfg.snapshot_keep > 2 ? p->cfg.snapshot_keep : 2;
 }
 
 /* Engine thread: take a snapshot and hand it over, unless one is pending. */
@@ -621,20 +628,72 @@ static void journal_log(void *ctx, int level, const char *msg) {
   logf_(ctx, level, "journal: %s", msg);
 }
 
-static int restore_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) {
-  hg_pipeline_t *p = ctx;
-  int rc = hg_exchange_restore(p->ex, blob, len);
+/* Notes a snapshot refused by recovery (seq, the store's reason). */
+static void note_refused(hg_pipeline_t *p, uint64_t seq, const char *why) {
+  size_t used = strlen(p->snap_refused_list);
+  if (used < sizeof p->snap_refused_list)
+    snprintf(p->snap_refused_list + used, sizeof p->snap_refused_list - used, "%s%s",
+             p->snap_refused ? "; " : "", why);
+  p->snap_refused++;
+  if (seq > p->snap_refused_newest) p->snap_refused_newest = seq;
+}
+
+/*
+ * Restores into p->ex the newest snapshot that passes every check
+ * (hg_store_restore_snapshot: CRC, seq, state hash), trying them newest
+ * first. A snapshot that is bad (HG_ECORRUPT, or HG_EVERSION: a blob this
+ * build cannot read) is logged with its seq, the state directory and the
+ * reason, and skipped: the journal, which recovery replays from the
+ * snapshot used, reproduces the same state. Any other failure (capacities
+ * too small, no memory, I/O) stops start-up as it is. Sets *snap_seq to the
+ * snapshot's seq, 0 if none is usable (replay from seq 1).
+ */
+static int load_snapshot(hg_pipeline_t *p, uint64_t *snap_seq) {
+  *snap_seq = 0;
+  size_t n = 0;
+  int rc = hg_store_list_snapshots(p->store, NULL, 0, &n);
+  uint64_t *seqs = n > 0 ? malloc(n * sizeof *seqs) : NULL;
+  if (rc == 0 && n > 0 && seqs == NULL) rc = -ENOMEM;
+  if (rc == 0 && n > 0) rc = hg_store_list_snapshots(p->store, seqs, n, &n);
   if (rc != 0) {
-    logf_(p, HG_PIPE_LOG_ERROR, "snapshot at seq %llu in %s cannot be restored: %s",
-          (unsigned long long)seq, p->state_dir, hg_strerror(rc));
+    logf_(p, HG_PIPE_LOG_ERROR, "state store %s: %s", p->state_dir, hg_store_errmsg(p->store));
+    free(seqs);
     return rc;
   }
-  if (hg_exchange_last_seq(p->ex) != seq) {
-    logf_(p, HG_PIPE_LOG_ERROR, "snapshot keyed seq %llu holds state at seq %llu",
-          (unsigned long long)seq, (unsigned long long)hg_exchange_last_seq(p->ex));
-    return HG_ECORRUPT;
+  for (size_t i = n; i-- > 0;) {
+    if (seqs[i] == 0) {
+      /* A key that is not a seq (listed as 0, which would mean "newest"). */
+      logf_(p, HG_PIPE_LOG_ERROR, "state store %s: a snapshot key is malformed; skipped",
+            p->state_dir);
+      note_refused(p, 0, "a malformed snapshot key");
+      continue;
+    }
+    rc = hg_store_restore_snapshot(p->store, seqs[i], p->ex);
+    if (rc == 0) {
+      *snap_seq = seqs[i];
+      break;
+    }
+    logf_(p, HG_PIPE_LOG_ERROR, "%s", hg_store_errmsg(p->store));
+    if (rc != HG_ECORRUPT && rc != HG_EVERSION) break;
+    note_refused(p, seqs[i], hg_store_errmsg(p->store));
+    if (i > 0)
+      logf_(p, HG_PIPE_LOG_WARN, "snapshot at seq %llu skipped; trying the one at seq %llu",
+            (unsigned long long)seqs[i], (unsigned long long)seqs[i - 1]);
+    else
+      logf_(p, HG_PIPE_LOG_WARN,
+            "snapshot at seq %llu skipped; no older snapshot: replaying journal %s from seq 1",
+            (unsigned long long)seqs[i], p->journal_dir);
+    /* A restore that failed its hash check leaves its state behind. */
+    hg_exchange_destroy(p->ex);
+    p->ex = NULL;
+    rc = hg_exchange_create(&p->cfg.exchange, discard_sink, NULL, &p->ex);
+    if (rc != 0) {
+      logf_(p, HG_PIPE_LOG_ERROR, "exchange config rejected: %s", hg_strerror(rc));
+      break;
+    }
   }
-  return 0;
+  free(seqs);
+  return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1098,10 +1157,9 @@ static int recover(hg_pipeline_t *p) {
     logf_(p, HG_PIPE_LOG_ERROR, "exchange config rejected: %s", hg_strerror(rc));
     return rc;
   }
-  rc = hg_store_load_latest_snapshot(p->store, restore_cb, p);
-  if (rc == HG_ENOTFOUND) rc = 0;
+  uint64_t snap_seq = 0;
+  rc = load_snapshot(p, &snap_seq);
   if (rc != 0) return rc;
-  uint64_t snap_seq = hg_exchange_last_seq(p->ex);
   p->snap_seq_taken = snap_seq;
 
   hg_journal_options_t jo = p->cfg.journal;
@@ -1147,6 +1205,31 @@ static int recover_finish(hg_pipeline_t *p, uint64_t snap_seq) {
   atomic_store(&p->stat_last, p->last_seq);
   atomic_store(&p->stat_released, p->last_seq);
   return 0;
+}
+
+/*
+ * recover(), and when it skipped a bad snapshot, the check that the journal
+ * reproduced a state at least as new as that snapshot: a snapshot only ever
+ * covers durable commands, so a journal that ends before it has lost
+ * commands, and starting there would quietly undo them. A refused start
+ * names every snapshot skipped and why.
+ */
+static int recover_checked(hg_pipeline_t *p) {
+  int rc = recover(p);
+  if (rc == 0 && p->snap_refused && hg_exchange_last_seq(p->ex) < p->snap_refused_newest) {
+    logf_(p, HG_PIPE_LOG_ERROR,
+          "journal %s ends at seq %llu, before the bad snapshot at seq %llu: the commands up to "
+          "it cannot be recovered",
+          p->journal_dir, (unsigned long long)hg_exchange_last_seq(p->ex),
+          (unsigned long long)p->snap_refused_newest);
+    rc = HG_ECORRUPT;
+  }
+  if (rc != 0 && p->snap_refused)
+    logf_(p, HG_PIPE_LOG_ERROR,
+          "start refused: %u bad snapshot(s) in %s skipped (%s), and the journal does not "
+          "reproduce the state without them",
+          p->snap_refused, p->state_dir, p->snap_refused_list);
+  return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1214,7 +1297,7 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
   }
   if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->engine_w);
   if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->journal_w);
-  if (rc == 0) rc = recover(p);
+  if (rc == 0) rc = recover_checked(p);
   if (rc != 0) {
     free_all(p);
     return rc;

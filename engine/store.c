@@ -6,6 +6,12 @@
  * consistent tree. Keys are big-endian integers so LMDB's byte order is
  * numeric order (newest snapshot = last key).
  *
+ * A snapshot value is a header (store.h) and the blob. The header's CRC32C
+ * over header and blob is checked before a snapshot is used and while
+ * pruning; the state hash it claims is compared after a restore. Checking a
+ * value (check_value) never trusts a length or seq it has not compared with
+ * what LMDB stored.
+ *
  * Every LMDB return value passes through from_mdb() at this boundary: LMDB
  * returns positive errno values and its own negative MDB_* codes, Hourglass
  * wants -errno and HG_E* codes. Every failure also writes a one-line message
@@ -14,6 +20,7 @@
 #include "hourglass/store.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +32,8 @@
 #include <lmdb.h>
 
 #include "hourglass/error.h"
+#include "hourglass/sha256.h"
+#include "crc32c.h"
 
 struct hg_store {
   MDB_env *env; /* owned; NULL until opened */
@@ -229,10 +238,79 @@ static int need_open(hg_store_t *s) {
 /* Snapshots                                                                 */
 /* ------------------------------------------------------------------------ */
 
-int hg_store_load_latest_snapshot(hg_store_t *s,
-                                  int (*fn)(void *ctx, uint64_t seq, const uint8_t *blob,
-                                            size_t len),
-                                  void *ctx) {
+static size_t put_le(uint8_t *p, uint64_t v, int bytes);
+
+static uint32_t ld32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+         ((uint32_t)p[3] << 24);
+}
+
+static uint64_t ld64(const uint8_t *p) { return (uint64_t)ld32(p) | ((uint64_t)ld32(p + 4) << 32); }
+
+static uint32_t header_crc(const uint8_t *hdr, const uint8_t *blob, size_t len) {
+  return hg_crc32c(hg_crc32c(0, hdr, HG_STORE_SNAPSHOT_HEADER - 4), blob, len);
+}
+
+/* Writes the header of a snapshot of blob[0..len) at seq into hdr. */
+static void put_header(uint8_t hdr[HG_STORE_SNAPSHOT_HEADER], uint64_t seq, const uint8_t *blob,
+                       size_t len) {
+  memset(hdr, 0, HG_STORE_SNAPSHOT_HEADER);
+  put_le(hdr, HG_STORE_SNAPSHOT_MAGIC, 4);
+  put_le(hdr + 4, HG_STORE_SNAPSHOT_LAYOUT, 4);
+  put_le(hdr + 8, seq, 8);
+  put_le(hdr + 16, len, 8);
+  hg_sha256(blob, len, hdr + 24);
+  put_le(hdr + 60, header_crc(hdr, blob, len), 4);
+}
+
+/* Checks one stored snapshot. 0 and *out (if not NULL), or HG_ECORRUPT
+ * with the reason in why. */
+static int check_value(const MDB_val *k, const MDB_val *v, hg_store_snapshot_t *out, char *why,
+                       size_t why_len) {
+  const uint8_t *p = v->mv_data;
+  if (k->mv_size != 8) {
+    snprintf(why, why_len, "its key is %zu bytes, not 8", k->mv_size);
+    return HG_ECORRUPT;
+  }
+  uint64_t seq = from_be64(k->mv_data);
+  if (v->mv_size < HG_STORE_SNAPSHOT_HEADER || ld32(p) != HG_STORE_SNAPSHOT_MAGIC) {
+    snprintf(why, why_len,
+             "no snapshot header (%zu bytes; a store format 1 snapshot, which has no checksum, "
+             "or damaged)",
+             v->mv_size);
+    return HG_ECORRUPT;
+  }
+  if (ld32(p + 4) != HG_STORE_SNAPSHOT_LAYOUT) {
+    snprintf(why, why_len, "header layout %" PRIu32 " (this build reads %u)", ld32(p + 4),
+             HG_STORE_SNAPSHOT_LAYOUT);
+    return HG_ECORRUPT;
+  }
+  if (ld64(p + 8) != seq) {
+    snprintf(why, why_len, "its header says seq %" PRIu64 ", its key %" PRIu64, ld64(p + 8), seq);
+    return HG_ECORRUPT;
+  }
+  size_t len = v->mv_size - HG_STORE_SNAPSHOT_HEADER;
+  if (ld64(p + 16) != len) {
+    snprintf(why, why_len, "its header says %" PRIu64 " bytes, %zu are stored", ld64(p + 16), len);
+    return HG_ECORRUPT;
+  }
+  uint32_t crc = header_crc(p, p + HG_STORE_SNAPSHOT_HEADER, len);
+  if (ld32(p + 60) != crc) {
+    snprintf(why, why_len, "checksum mismatch (stored %08" PRIx32 ", computed %08" PRIx32 ")",
+             ld32(p + 60), crc);
+    return HG_ECORRUPT;
+  }
+  if (out != NULL) {
+    out->seq = seq;
+    out->blob = p + HG_STORE_SNAPSHOT_HEADER;
+    out->len = len;
+    memcpy(out->hash, p + 24, HG_SHA256_LEN);
+  }
+  return 0;
+}
+
+int hg_store_load_snapshot(hg_store_t *s, uint64_t seq,
+                           int (*fn)(void *ctx, const hg_store_snapshot_t *snap), void *ctx) {
   int rc = need_open(s);
   if (rc != 0) return rc;
   MDB_txn *txn;
@@ -244,26 +322,52 @@ int hg_store_load_latest_snapshot(hg_store_t *s,
     mdb_txn_abort(txn);
     return fail(s, rc, "reading snapshots");
   }
-  MDB_val k, v;
-  rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+  uint8_t kb[8];
+  be64(kb, seq);
+  MDB_val k = {.mv_size = 8, .mv_data = kb}, v;
+  rc = mdb_cursor_get(cur, &k, &v, seq == 0 ? MDB_LAST : MDB_SET_KEY);
   mdb_cursor_close(cur);
   if (rc == MDB_NOTFOUND) {
     mdb_txn_abort(txn);
-    set_msg(s, "state store %s: no snapshot", s->dir);
+    if (seq == 0)
+      set_msg(s, "state store %s: no snapshot", s->dir);
+    else
+      set_msg(s, "state store %s: no snapshot at seq %" PRIu64, s->dir, seq);
     return HG_ENOTFOUND;
   }
   if (rc != 0) {
     mdb_txn_abort(txn);
-    return fail(s, rc, "reading the latest snapshot");
+    return fail(s, rc, "reading a snapshot");
   }
-  if (k.mv_size != 8) {
+  hg_store_snapshot_t snap;
+  char why[160];
+  if (check_value(&k, &v, &snap, why, sizeof why) != 0) {
     mdb_txn_abort(txn);
-    set_msg(s, "state store %s: snapshot key is malformed", s->dir);
+    set_msg(s, "snapshot at seq %" PRIu64 " in %s is bad: %s",
+            k.mv_size == 8 ? from_be64(k.mv_data) : 0, s->dir, why);
     return HG_ECORRUPT;
   }
-  rc = fn(ctx, from_be64(k.mv_data), v.mv_data, v.mv_size);
+  rc = fn(ctx, &snap);
   mdb_txn_abort(txn);
   return rc;
+}
+
+typedef struct latest_ctx {
+  int (*fn)(void *ctx, uint64_t seq, const uint8_t *blob, size_t len);
+  void *ctx;
+} latest_ctx_t;
+
+static int latest_cb(void *ctx, const hg_store_snapshot_t *snap) {
+  latest_ctx_t *l = ctx;
+  return l->fn(l->ctx, snap->seq, snap->blob, snap->len);
+}
+
+int hg_store_load_latest_snapshot(hg_store_t *s,
+                                  int (*fn)(void *ctx, uint64_t seq, const uint8_t *blob,
+                                            size_t len),
+                                  void *ctx) {
+  latest_ctx_t l = {.fn = fn, .ctx = ctx};
+  return hg_store_load_snapshot(s, 0, latest_cb, &l);
 }
 
 int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n) {
@@ -282,7 +386,7 @@ int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n
   MDB_val k, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (count < cap && k.mv_size == 8) seqs[count] = from_be64(k.mv_data);
+    if (count < cap && seqs != NULL) seqs[count] = k.mv_size == 8 ? from_be64(k.mv_data) : 0;
     count++;
   }
   mdb_cursor_close(cur);
@@ -411,18 +515,38 @@ static int check_newest(hg_store_t *s, MDB_cursor *cur, uint64_t seq) {
   return 0;
 }
 
-/* Deletes the oldest snapshots until at most keep remain (0 = all stay). */
+/* Deletes every snapshot older than the keep-th newest good one (0 = all
+ * stay). A bad snapshot newer than that one stays (store.h, pruning). */
 static int prune(MDB_txn *txn, MDB_dbi dbi, MDB_cursor *cur, uint32_t keep) {
   if (keep == 0) return 0;
   MDB_stat st;
   int rc = mdb_stat(txn, dbi, &st);
-  size_t extra = rc == 0 && st.ms_entries > keep ? st.ms_entries - keep : 0;
+  if (rc != 0) return rc;
   MDB_val k, v;
+  size_t seen = 0;
+  uint32_t good = 0;
+  char why[160];
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_LAST); rc == 0 && good < keep;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_PREV)) {
+    seen++;
+    if (check_value(&k, &v, NULL, why, sizeof why) == 0) good++;
+  }
+  if (rc == MDB_NOTFOUND) return 0; /* fewer than keep good ones: all stay */
+  if (rc != 0) return rc;
+  size_t extra = st.ms_entries - seen;
   for (size_t i = 0; rc == 0 && i < extra; i++) {
     rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
     if (rc == 0) rc = mdb_cursor_del(cur, 0);
   }
   return rc;
+}
+
+/* Marks the store as holding format 2 snapshots (store.h), in txn. */
+static int put_format(hg_store_t *s, MDB_txn *txn) {
+  uint8_t ver[4] = {HG_STORE_FORMAT_VERSION & 0xff, 0, 0, 0};
+  MDB_val k = {.mv_size = sizeof META_VERSION_KEY - 1, .mv_data = (void *)META_VERSION_KEY};
+  MDB_val v = {.mv_size = sizeof ver, .mv_data = ver};
+  return mdb_put(txn, s->meta, &k, &v, 0);
 }
 
 /* Opens the write transaction of a snapshot at seq and a cursor on the
@@ -460,8 +584,14 @@ int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t
   uint8_t key[8];
   be64(key, seq);
   MDB_val k = {.mv_size = 8, .mv_data = key};
-  MDB_val v = {.mv_size = len, .mv_data = (void *)blob};
-  rc = mdb_put(txn, s->snapshots, &k, &v, 0);
+  MDB_val v = {.mv_size = HG_STORE_SNAPSHOT_HEADER + len, .mv_data = NULL};
+  rc = mdb_put(txn, s->snapshots, &k, &v, MDB_RESERVE);
+  if (rc == 0) {
+    uint8_t *dst = v.mv_data;
+    if (len > 0) memcpy(dst + HG_STORE_SNAPSHOT_HEADER, blob, len);
+    put_header(dst, seq, dst + HG_STORE_SNAPSHOT_HEADER, len);
+    rc = put_format(s, txn);
+  }
   if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
   mdb_cursor_close(cur);
   if (rc != 0) {
@@ -491,12 +621,18 @@ int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep
   uint8_t kb[8];
   be64(kb, seq);
   MDB_val k = {.mv_size = 8, .mv_data = kb};
-  MDB_val v = {.mv_size = len, .mv_data = NULL};
+  MDB_val v = {.mv_size = HG_STORE_SNAPSHOT_HEADER + len, .mv_data = NULL};
   rc = mdb_put(txn, s->snapshots, &k, &v, MDB_RESERVE);
   if (rc == 0) {
+    uint8_t *dst = v.mv_data;
     size_t written = 0;
-    if (hg_exchange_serialize(ex, v.mv_data, len, &written) != 0 || written != len) rc = EIO;
+    if (hg_exchange_serialize(ex, dst + HG_STORE_SNAPSHOT_HEADER, len, &written) != 0 ||
+        written != len)
+      rc = EIO;
+    else
+      put_header(dst, seq, dst + HG_STORE_SNAPSHOT_HEADER, len);
   }
+  if (rc == 0) rc = put_format(s, txn);
   if (rc == 0) rc = mdb_drop(txn, s->instruments, 0);
   if (rc == 0) rc = mdb_drop(txn, s->accounts, 0);
   if (rc == 0) {
@@ -524,37 +660,49 @@ int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep
   return 0;
 }
 
-typedef struct load_ctx {
+typedef struct restore_ctx {
+  hg_store_t *s;
   hg_exchange_t *ex;
   uint64_t seq;
-  int header_bad;
-} load_ctx_t;
+} restore_ctx_t;
 
-static int restore_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) {
-  load_ctx_t *l = ctx;
-  l->seq = seq;
+static int restore_cb(void *ctx, const hg_store_snapshot_t *snap) {
+  restore_ctx_t *r = ctx;
+  hg_store_t *s = r->s;
+  r->seq = snap->seq;
   /* The blob's own last seq (bytes 8..15, little-endian) must be the key's:
    * checked before restoring so that a mismatch leaves ex empty. */
-  uint64_t inner = 0;
-  if (len >= 16)
-    for (int i = 7; i >= 0; i--) inner = (inner << 8) | blob[8 + i];
-  if (len < 16 || inner != seq) {
-    l->header_bad = 1;
+  uint64_t inner = snap->len >= 16 ? ld64(snap->blob + 8) : 0;
+  if (inner != snap->seq) {
+    set_msg(s, "snapshot at seq %" PRIu64 " in %s is bad: the state it holds is at seq %" PRIu64
+               " (does not match its key)", snap->seq, s->dir, inner);
     return HG_ECORRUPT;
   }
-  return hg_exchange_restore(l->ex, blob, len);
+  int rc = hg_exchange_restore(r->ex, snap->blob, snap->len);
+  if (rc != 0) {
+    set_msg(s, "snapshot at seq %" PRIu64 " in %s cannot be restored: %s", snap->seq, s->dir,
+            hg_strerror(rc));
+    return rc;
+  }
+  uint8_t h[HG_SHA256_LEN];
+  hg_exchange_hash(r->ex, h);
+  if (memcmp(h, snap->hash, sizeof h) != 0) {
+    set_msg(s, "snapshot at seq %" PRIu64 " in %s is bad: the restored state does not hash to "
+               "the state hash its header claims", snap->seq, s->dir);
+    return HG_ECORRUPT;
+  }
+  return 0;
+}
+
+int hg_store_restore_snapshot(hg_store_t *s, uint64_t seq, hg_exchange_t *ex) {
+  restore_ctx_t r = {.s = s, .ex = ex, .seq = 0};
+  return hg_store_load_snapshot(s, seq, restore_cb, &r);
 }
 
 int hg_store_load_exchange(hg_store_t *s, hg_exchange_t *ex, uint64_t *seq) {
-  load_ctx_t l = {.ex = ex, .seq = 0, .header_bad = 0};
-  int rc = hg_store_load_latest_snapshot(s, restore_cb, &l);
-  if (rc == 0) {
-    *seq = l.seq;
-  } else if (s->msg[0] == '\0') {
-    set_msg(s, "state store %s: snapshot at seq %llu cannot be restored: %s%s", s->dir,
-            (unsigned long long)l.seq, hg_strerror(rc),
-            l.header_bad ? " (its seq does not match its key)" : "");
-  }
+  restore_ctx_t r = {.s = s, .ex = ex, .seq = 0};
+  int rc = hg_store_load_snapshot(s, 0, restore_cb, &r);
+  if (rc == 0) *seq = r.seq;
   return rc;
 }
 

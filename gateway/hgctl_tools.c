@@ -48,7 +48,6 @@
 #include "hourglass/hedge.h"
 #include "hourglass/index.h"
 #include "hourglass/journal.h"
-#include "hourglass/sha256.h"
 #include "hourglass/store.h"
 
 #define EXIT_INPUT 1
@@ -552,11 +551,33 @@ typedef struct snap_cb {
   uint8_t hash[HG_SHA256_LEN];
 } snap_cb_t;
 
-static int snap_hash_cb(void *ctx, uint64_t seq, const uint8_t *blob, size_t len) {
+/* The snapshot passed the store's checks (header, seq, CRC32C over header
+ * and blob, the ones recovery makes before restoring); its header's state
+ * hash is what the replay must reach at its seq. */
+static int snap_hash_cb(void *ctx, const hg_store_snapshot_t *snap) {
   snap_cb_t *s = ctx;
-  s->seq = seq;
-  hg_sha256(blob, len, s->hash);
+  s->seq = snap->seq;
+  memcpy(s->hash, snap->hash, sizeof s->hash);
   return 0;
+}
+
+/* A newest snapshot that fails the checks: reported as BAD, the replay goes
+ * on (recovery would fall back to an older snapshot or the journal). */
+static void report_bad_snapshot(replay_t *rp, hg_store_t *s) {
+  uint64_t seqs[1] = {0};
+  size_t n = 0;
+  const char *msg = hg_store_errmsg(s), *why = strstr(msg, " is bad: ");
+  why = why != NULL ? why + strlen(" is bad: ") : msg;
+  /* The newest key, read before the one-element list gets the oldest. */
+  if (hg_store_list_snapshots(s, NULL, 0, &n) == 0 && n > 0) {
+    uint64_t *all = malloc(n * sizeof *all);
+    if (all != NULL && hg_store_list_snapshots(s, all, n, &n) == 0) seqs[0] = all[n - 1];
+    free(all);
+  }
+  fprintf(stderr, "hgctl: the newest snapshot (seq %" PRIu64 ") in %s/state is bad: %s\n",
+          seqs[0], rp->data_dir, why);
+  if (rp->out) fprintf(rp->out, "snapshot seq=%" PRIu64 " BAD (%s)\n", seqs[0], why);
+  rp->snap = 3;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -619,11 +640,18 @@ static int load_snapshot_hash(replay_t *rp) {
     if (rc != 0)
       fprintf(stderr, "hgctl: state store copy: %s\n", hg_store_errmsg(s));
   }
-  if (rc == 0) rc = hg_store_load_latest_snapshot(s, snap_hash_cb, &cb);
+  if (rc == 0) {
+    rc = hg_store_load_snapshot(s, 0, snap_hash_cb, &cb);
+    if (rc == HG_ECORRUPT) {
+      report_bad_snapshot(rp, s);
+      rc = 0;
+    } else if (rc == 0) {
+      rp->snap = 1;
+    }
+  }
   hg_store_close(s);
   nftw(tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-  if (rc == 0) {
-    rp->snap = 1;
+  if (rc == 0 && rp->snap == 1) {
     rp->snap_seq = cb.seq;
     memcpy(rp->snap_hash, cb.hash, sizeof cb.hash);
   }
@@ -1378,6 +1406,8 @@ static void replay_usage(FILE *o) {
         "                                daily settlement, expiry)\n"
         "    positions checked=N         positions from the fills equal the clearing's\n"
         "    snapshot seq=S hash=H matches|MISMATCH   the newest snapshot in DIR/state\n"
+        "    snapshot seq=S BAD (why)    it fails its checksum or header checks (a\n"
+        "                                restart skips it and falls back)\n"
         "    end seq=S commands=N fills=F rejects=R cycles=C hash=H\n"
         "  --out DIR      writes every statement: account-<A>.csv/.json (all entries)\n"
         "                 and account-<A>-instrument-<I>.csv/.json (per contract);\n"

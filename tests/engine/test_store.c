@@ -6,7 +6,10 @@
  * and a full LMDB map (which must leave the earlier snapshot intact and the
  * store usable). Whole-exchange snapshots: saved with their reference
  * records in one transaction, restored after a reopen to the same state
- * hash, and refused when they do not match their key.
+ * hash, and refused when they do not match their key. Snapshot checks: a
+ * changed byte anywhere in the stored value, a header that does not match
+ * its key or length, or a value without a header is refused by name; and
+ * pruning keeps the newest good snapshots, never only bad ones.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +112,109 @@ static void test_snapshots_prune_and_reload(void **state) {
   hg_store_close(s);
 }
 
+/* Rewrites snapshot seq's stored value with LMDB directly, one byte XORed
+ * with x at off (as a flipped disk bit would), or the bare blob (as store
+ * format 1 wrote it) if off is SIZE_MAX. */
+static void tamper(const char *dir, uint64_t seq, size_t off, uint8_t x) {
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  assert_int_equal(mdb_env_create(&env), 0);
+  assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+  assert_int_equal(mdb_env_open(env, dir, 0, 0640), 0);
+  assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+  assert_int_equal(mdb_dbi_open(txn, "snapshots", 0, &dbi), 0);
+  uint8_t kb[8];
+  for (int i = 0; i < 8; i++) kb[i] = (uint8_t)(seq >> (56 - 8 * i));
+  MDB_val k = {.mv_size = 8, .mv_data = kb}, v;
+  assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
+  uint8_t buf[256];
+  assert_true(v.mv_size <= sizeof buf);
+  memcpy(buf, v.mv_data, v.mv_size);
+  MDB_val nv = {.mv_size = v.mv_size, .mv_data = buf};
+  if (off == SIZE_MAX) {
+    nv.mv_size -= HG_STORE_SNAPSHOT_HEADER;
+    nv.mv_data = buf + HG_STORE_SNAPSHOT_HEADER;
+  } else {
+    buf[off] ^= x;
+  }
+  assert_int_equal(mdb_put(txn, dbi, &k, &nv, 0), 0);
+  assert_int_equal(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
+static int count_cb(void *ctx, const hg_store_snapshot_t *snap) {
+  loaded_t *l = ctx;
+  l->seq = snap->seq;
+  l->len = snap->len;
+  memcpy(l->data, snap->blob, snap->len < sizeof l->data ? snap->len : sizeof l->data);
+  return 0;
+}
+
+/* The stored value is the header and the blob; a flipped bit anywhere in
+ * it, or a value without the header, is refused by name; pruning keeps
+ * the newest two GOOD snapshots, so a bad one never costs the fallback. */
+static void test_snapshot_checks_and_pruning(void **state) {
+  fixture_t *f = *state;
+  hg_store_t *s = open_ok(f->dir, 0);
+  assert_int_equal(hg_store_save_snapshot(s, 10, "ten", 3, 2), 0);
+  assert_int_equal(hg_store_save_snapshot(s, 20, "twenty", 6, 2), 0);
+  assert_int_equal(hg_store_save_snapshot(s, 30, "thirty", 6, 2), 0);
+  hg_store_close(s);
+  tamper(f->dir, 30, HG_STORE_SNAPSHOT_HEADER + 2, 0x10); /* "thirty" -> "thRrty" */
+  s = open_ok(f->dir, 0);
+  loaded_t l = {0};
+  assert_int_equal(hg_store_load_snapshot(s, 0, count_cb, &l), HG_ECORRUPT);
+  assert_non_null(strstr(hg_store_errmsg(s), "snapshot at seq 30 in "));
+  assert_non_null(strstr(hg_store_errmsg(s), "checksum mismatch"));
+  assert_non_null(strstr(hg_store_errmsg(s), f->dir));
+  assert_int_equal(hg_store_load_latest_snapshot(s, keep_copy, &l), HG_ECORRUPT);
+  assert_int_equal(l.seq, 0); /* never handed over */
+  assert_int_equal(hg_store_load_snapshot(s, 20, count_cb, &l), 0);
+  assert_int_equal(l.seq, 20);
+  assert_int_equal(l.len, 6);
+  assert_memory_equal(l.data, "twenty", 6);
+  assert_int_equal(hg_store_load_snapshot(s, 25, count_cb, &l), HG_ENOTFOUND);
+
+  /* 40: 40 and 20 are the two good ones, 30 (bad, between) stays. */
+  assert_int_equal(hg_store_save_snapshot(s, 40, "forty", 5, 2), 0);
+  uint64_t seqs[4];
+  size_t n = 0;
+  assert_int_equal(hg_store_list_snapshots(s, seqs, 4, &n), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(seqs[0], 20);
+  assert_int_equal(seqs[1], 30);
+  assert_int_equal(seqs[2], 40);
+  /* 50: two good ones newer than 30, which goes with 20. */
+  assert_int_equal(hg_store_save_snapshot(s, 50, "fifty", 5, 2), 0);
+  assert_int_equal(hg_store_list_snapshots(s, seqs, 4, &n), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(seqs[0], 40);
+  assert_int_equal(seqs[1], 50);
+  hg_store_close(s);
+
+  /* Header fields: the seq (must be the key's), the length, the magic. */
+  tamper(f->dir, 50, 8, 0x01);
+  s = open_ok(f->dir, 0);
+  assert_int_equal(hg_store_load_snapshot(s, 50, count_cb, &l), HG_ECORRUPT);
+  assert_non_null(strstr(hg_store_errmsg(s), "header says seq 51, its key 50"));
+  hg_store_close(s);
+  tamper(f->dir, 40, 16, 0x02);
+  s = open_ok(f->dir, 0);
+  assert_int_equal(hg_store_load_snapshot(s, 40, count_cb, &l), HG_ECORRUPT);
+  assert_non_null(strstr(hg_store_errmsg(s), "header says 7 bytes, 5 are stored"));
+  hg_store_close(s);
+  /* A store format 1 value (no header): no checksum, not trusted. */
+  s = open_ok(f->dir, 0);
+  assert_int_equal(hg_store_save_snapshot(s, 60, "a blob of sixty", 15, 0), 0);
+  hg_store_close(s);
+  tamper(f->dir, 60, SIZE_MAX, 0);
+  s = open_ok(f->dir, 0);
+  assert_int_equal(hg_store_load_snapshot(s, 60, count_cb, &l), HG_ECORRUPT);
+  assert_non_null(strstr(hg_store_errmsg(s), "no snapshot header"));
+  hg_store_close(s);
+}
+
 static void test_records_and_sessions(void **state) {
   fixture_t *f = *state;
   hg_store_t *s = open_ok(f->dir, 0);
@@ -197,7 +303,9 @@ static void test_newer_format_version(void **state) {
   hg_store_t *s = NULL;
   assert_int_equal(hg_store_create(&s), 0);
   assert_int_equal(hg_store_open(s, f->dir, 0), HG_EVERSION);
-  assert_non_null(strstr(hg_store_errmsg(s), "format version 2"));
+  char want[32];
+  snprintf(want, sizeof want, "format version %u", HG_STORE_FORMAT_VERSION + 1);
+  assert_non_null(strstr(hg_store_errmsg(s), want));
   hg_store_close(s);
 }
 
@@ -408,6 +516,7 @@ static void test_save_exchange_map_full(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_snapshots_prune_and_reload, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_snapshot_checks_and_pruning, setup, teardown),
       cmocka_unit_test_setup_teardown(test_records_and_sessions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_and_bad_directory, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_an_lmdb_store, setup, teardown),

@@ -23,10 +23,18 @@
  *
  * Recovery (hg_pipeline_open). The data directory holds `journal/` (segments,
  * hourglass/journal.h) and `state/` (LMDB, hourglass/store.h). Open loads the
- * latest snapshot, replays the journal after the snapshot's seq, and checks
- * that the journal continues exactly where the replay stopped. The state
- * hash after open equals that of a replay of the whole journal from an empty
- * exchange. Snapshots are taken every snapshot_every commands on the engine
+ * newest snapshot that passes its checks (hg_store_restore_snapshot: the
+ * CRC over header and blob, its seq, and the restored state's hash against
+ * the one its header claims), replays the journal after the snapshot's seq,
+ * and checks that the journal continues exactly where the replay stopped.
+ * A bad snapshot is logged ("snapshot at seq S in DIR/state is bad: ...")
+ * and skipped for the one before it, and with none left the journal is
+ * replayed from seq 1. The start is refused (HG_ECORRUPT, with a line
+ * naming every snapshot skipped and why) if the journal cannot do that: it
+ * does not start at seq 1, or it ends before the newest bad snapshot (whose
+ * commands a snapshot only ever holds once durable, so they are lost). The
+ * state hash after open equals that of a replay of the whole journal from
+ * an empty exchange. Snapshots are taken every snapshot_every commands on the engine
  * thread (a serialization into a reusable buffer) and written to LMDB by a
  * snapshot thread once the journal is durable past their seq, so a snapshot
  * never holds a command the journal could lose. A final snapshot is written
@@ -81,7 +89,8 @@ typedef struct hg_pipeline_config {
                                    process may not) */
   int durability;               /* hg_durability_t */
   uint64_t snapshot_every;      /* commands between snapshots; 0: only at stop */
-  uint32_t snapshot_keep;       /* snapshots kept in LMDB; 0: 2 */
+  uint32_t snapshot_keep;       /* good snapshots kept in LMDB; below 2: 2 (a
+                                   bad newest one needs one to fall back to) */
   size_t map_size;              /* LMDB map size, bytes; 0: 1 GiB */
   /* Timestamp source of the sequencer (ns since the Unix epoch); NULL:
    * CLOCK_REALTIME. Only the sequencer reads it, never the state machine. */
@@ -143,10 +152,11 @@ typedef struct hg_pipeline hg_pipeline_t;
 void hg_pipeline_config_init(hg_pipeline_config_t *cfg);
 
 /*
- * Opens the data directory and recovers: latest snapshot + journal tail.
+ * Opens the data directory and recovers: newest good snapshot + journal tail.
  * Threads are not started. Returns 0 and *out, or: -ENOENT/-ENOTDIR/-EACCES
- * (data_dir), HG_ECORRUPT (bad journal or snapshot, or a journal that does
- * not continue the snapshot), HG_EVERSION, HG_EMAPFULL, HG_EINVAL (config),
+ * (data_dir), HG_ECORRUPT (bad journal, a journal that does not continue
+ * the snapshot, or bad snapshots the journal cannot stand in for; see
+ * Recovery above), HG_EVERSION, HG_EMAPFULL, HG_EINVAL (config),
  * -ENOMEM. Every failure is also logged with the reason.
  */
 int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out);

@@ -7,10 +7,50 @@
  *   accounts     reference records keyed by account id,
  *   snapshots    serializations of the whole exchange state machine (books
  *                included, hg_exchange_serialize()), keyed by the journal seq
- *                they cover, big-endian so that key order is seq order,
+ *                they cover, big-endian so that key order is seq order, each
+ *                behind a checked header (below),
  *   sessions     the last sequence number of each gateway session, by name,
  *   api_keys     the gateway's API keys, by key id.
- * A restart loads the latest snapshot and replays the journal after its seq.
+ * A restart loads the newest snapshot that passes its checks and replays the
+ * journal after its seq.
+ *
+ * Snapshot integrity. LMDB checks its pages' structure but keeps no checksum
+ * of values, so a flipped bit inside a snapshot would otherwise restore as a
+ * slightly different state (a price, a balance) with no warning. Every
+ * snapshot value is a header of HG_STORE_SNAPSHOT_HEADER bytes followed by
+ * the blob, written in the same transaction (little-endian):
+ *    0  u32 magic HG_STORE_SNAPSHOT_MAGIC
+ *    4  u32 header layout, HG_STORE_SNAPSHOT_LAYOUT
+ *    8  u64 seq, equal to the key
+ *   16  u64 blob length, equal to the value's length minus the header
+ *   24  32 bytes: the state hash claimed, SHA-256 of the blob, which for an
+ *       hg_exchange_serialize() blob is hg_exchange_hash() of its state
+ *   56  u32 zero
+ *   60  u32 CRC32C of bytes 0..59 followed by the blob
+ * Two checks, for two failures. The CRC is the storage check: it covers
+ * every byte of header and blob and detects every flip of up to 32 bits in
+ * a row (so every single-bit flip), and being cheap (one pass at memory
+ * speed) it is also run when pruning. The state hash is the end-to-end
+ * check: hg_store_restore_snapshot() recomputes hg_exchange_hash() of the
+ * restored exchange and compares, which also catches a restore that would
+ * rebuild something other than what was saved; and hgctl replay compares
+ * the same hash with a replay of the journal. A value that fails any check
+ * (no header, an unknown layout, seq or length not matching, CRC) is "bad":
+ * it is never handed to a caller, and hg_store_errmsg() names its seq and
+ * the reason.
+ *
+ * Format 1 stores held bare blobs. This build reads such a store, but its
+ * snapshots carry no checksum and fail the check as "no snapshot header":
+ * recovery then falls back (hourglass/pipeline.h), in the end to a replay
+ * of the whole journal. The first snapshot written marks the store format 2
+ * (a format 1 build then refuses the store rather than misread it).
+ *
+ * Pruning keeps the newest keep GOOD snapshots: it walks from the newest,
+ * checking each one's CRC, and deletes only what is older than the keep-th
+ * good one. A bad snapshot newer than that stays for the operator (hgctl
+ * replay names it) until keep good snapshots newer than it exist; pruning
+ * can thus never leave fewer than min(keep, good ones stored) good
+ * snapshots.
  *
  * Lifecycle, as LMDB's: hg_store_create -> hg_store_open -> ... ->
  * hg_store_close (also after a failed open). Every write is one LMDB write
@@ -40,8 +80,14 @@
 extern "C" {
 #endif
 
-/* Format of the store's layout; a store written by a newer one is refused. */
-#define HG_STORE_FORMAT_VERSION 1u
+/* Format of the store's layout; a store written by a newer one is refused.
+ * 2: snapshots carry the checked header. */
+#define HG_STORE_FORMAT_VERSION 2u
+
+/* The snapshot header (layout above). */
+#define HG_STORE_SNAPSHOT_HEADER 64u
+#define HG_STORE_SNAPSHOT_MAGIC 0x50534748u /* "HGSP" */
+#define HG_STORE_SNAPSHOT_LAYOUT 1u
 
 /* Default LMDB map size (the most the store may grow to), bytes. */
 #define HG_STORE_DEFAULT_MAP_SIZE ((size_t)1 << 30)
@@ -82,36 +128,71 @@ void hg_store_close(hg_store_t *s);
 const char *hg_store_errmsg(const hg_store_t *s);
 
 /*
- * Stores blob[0..len) as the snapshot covering journal seq (> 0) and deletes
- * the oldest snapshots so that at most keep remain (keep 0 = keep all), in
- * one transaction. Errors (nothing written): HG_EINVAL (seq 0, blob NULL
- * with len > 0), HG_ESTATE (not open, or seq below the newest stored
+ * Stores blob[0..len) as the snapshot covering journal seq (> 0), behind its
+ * header (the state hash is SHA-256 of blob, computed here on the calling
+ * thread), and prunes to the newest keep good snapshots (keep 0 = keep
+ * all), in one transaction. Errors (nothing written): HG_EINVAL (seq 0, blob
+ * NULL with len > 0), HG_ESTATE (not open, or seq below the newest stored
  * snapshot; the same seq overwrites), HG_EMAPFULL, -errno.
  */
 int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t len,
                            uint32_t keep);
 
+/* A snapshot that passed its checks, as handed to a callback. blob points
+ * into the LMDB map and is valid only during the call. */
+typedef struct hg_store_snapshot {
+  uint64_t seq;                /* the journal seq it covers (its key) */
+  const uint8_t *blob;         /* the serialized state, without the header */
+  size_t len;
+  uint8_t hash[HG_SHA256_LEN]; /* the state hash its header claims */
+} hg_store_snapshot_t;
+
 /*
- * Calls fn with the newest snapshot and returns what fn returns. blob points
- * into the LMDB map and is valid only during the call: restore from it
- * (hg_exchange_restore) or copy it. HG_ENOTFOUND if there is no snapshot
- * (fn is not called), HG_ESTATE (not open), -errno.
+ * Checks the snapshot at seq (0: the newest) and, if it is good, calls fn
+ * with it and returns what fn returns. HG_ENOTFOUND (no such snapshot, or
+ * none at all), HG_ECORRUPT (the snapshot is bad; fn is not called;
+ * hg_store_errmsg() says "snapshot at seq S in DIR is bad: REASON"),
+ * HG_ESTATE (not open), -errno.
+ */
+int hg_store_load_snapshot(hg_store_t *s, uint64_t seq,
+                           int (*fn)(void *ctx, const hg_store_snapshot_t *snap), void *ctx);
+
+/*
+ * The newest snapshot, as hg_store_load_snapshot(s, 0, ...) with fn given
+ * only seq and the blob (restore from it with hg_exchange_restore, or copy
+ * it). A bad newest snapshot is HG_ECORRUPT: this does not fall back.
  */
 int hg_store_load_latest_snapshot(hg_store_t *s,
                                   int (*fn)(void *ctx, uint64_t seq, const uint8_t *blob,
                                             size_t len),
                                   void *ctx);
 
-/* Seqs of the stored snapshots, oldest first: up to cap into seqs, total
+/* Seqs of the stored snapshots (good or bad), oldest first: up to cap into
+ * seqs (NULL with cap 0 just counts; a malformed key lists as 0), total
  * count in *n. HG_ESTATE (not open), -errno. */
 int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n);
 
 /*
+ * Restores the snapshot at seq (0: the newest) into ex (just created and
+ * empty, see hg_exchange_restore()) after every check: the header and CRC,
+ * the blob's own seq equal to the key, and, once restored, hg_exchange_hash()
+ * of ex equal to the hash the header claims. Errors, each with
+ * hg_store_errmsg() naming the snapshot's seq, the directory and the reason:
+ * HG_ENOTFOUND (no such snapshot), HG_ECORRUPT (bad, malformed, or hashing
+ * differently once restored), hg_exchange_restore()'s errors (HG_EVERSION,
+ * HG_EFULL: ex's capacities are too small, -ENOMEM), HG_ESTATE (not open, or
+ * ex not empty), -errno. After a failure ex is empty except after the
+ * hash comparison failed: then it holds the restored state, so a caller
+ * that tries another snapshot must start from a fresh exchange.
+ */
+int hg_store_restore_snapshot(hg_store_t *s, uint64_t seq, hg_exchange_t *ex);
+
+/*
  * Writes the whole state of ex in one transaction: the snapshot
  * (hg_exchange_serialize(), written straight into the LMDB map, no copy) at
- * seq hg_exchange_last_seq(ex), the instruments and accounts tables
- * rewritten from ex (records below), and the pruning to keep snapshots as in
- * hg_store_save_snapshot(). Errors (nothing written): HG_EINVAL (ex has
+ * seq hg_exchange_last_seq(ex) behind its header, the instruments and
+ * accounts tables rewritten from ex (records below), and the pruning to keep
+ * good snapshots as in hg_store_save_snapshot(). Errors (nothing written): HG_EINVAL (ex has
  * applied no command), HG_ESTATE, HG_EMAPFULL, -errno. Call it on the thread
  * that owns ex, between two commands.
  *
@@ -132,12 +213,11 @@ int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n
 int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep);
 
 /*
- * Restores the newest snapshot into ex (just created and empty, see
- * hg_exchange_restore()) and sets *seq to the journal seq it covers: replay
- * the journal from *seq + 1. HG_ENOTFOUND (no snapshot: start from an empty
- * exchange and replay everything), HG_ECORRUPT (snapshot does not match its
- * key or is malformed), and hg_exchange_restore()'s errors; on failure ex is
- * empty. HG_ESTATE (store not open, or ex not empty), -errno.
+ * hg_store_restore_snapshot() of the newest snapshot, setting *seq to the
+ * journal seq it covers: replay the journal from *seq + 1. HG_ENOTFOUND (no
+ * snapshot: start from an empty exchange and replay everything), and the
+ * errors of hg_store_restore_snapshot(). This does not fall back to an older
+ * snapshot; recovery (hourglass/pipeline.h) does.
  */
 int hg_store_load_exchange(hg_store_t *s, hg_exchange_t *ex, uint64_t *seq);
 
