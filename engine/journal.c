@@ -866,6 +866,7 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
   uint64_t bad_off = 0, tail_end = 0;
   const char *why = NULL;
   const char *torn = NULL; /* "torn write" or "torn record" when the scan ends in a torn tail */
+  char gap[128];
   size_t i;
   int corrupt = 0;
   /* The scan decides; nothing on disk changes until every check passed. */
@@ -888,7 +889,13 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
       goto out;
     }
     if (h == HDR_BAD || (i > 0 && m.first_seq != expected)) {
-      if (h != HDR_BAD) why = "sequence gap between segments";
+      if (h != HDR_BAD && m.first_seq > expected) {
+        snprintf(gap, sizeof gap, "sequence gap between segments: records %" PRIu64 "..%" PRIu64
+                 " are missing", expected, m.first_seq - 1);
+        why = gap;
+      } else if (h != HDR_BAD) {
+        why = "segment overlaps the previous one";
+      }
       bad_off = 0;
       corrupt = 1;
       break;

@@ -594,6 +594,28 @@ static void mark_refuses_missing_segments(void **state) {
   assert_int_equal(mark_seq(f->dir), 600);
 }
 
+/* A segment missing in the middle: the message names the records. */
+static void middle_segment_missing_names_the_gap(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_range(j, 1, 600);
+  assert_int_equal(hg_journal_close(j), 0);
+  uint64_t firsts[16];
+  int n = segment_firsts(f->dir, firsts, 16);
+  assert_true(n >= 3);
+  remove_segment(f->dir, firsts[1]);
+  o.repair = 1;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  char want[160];
+  snprintf(want, sizeof want, "sequence gap between segments: records %llu..%llu are missing",
+           (unsigned long long)firsts[1], (unsigned long long)(firsts[2] - 1));
+  assert_non_null(strstr(logbuf, want));
+  assert_non_null(strstr(logbuf, "repair refused"));
+  assert_int_equal(count_segments(f->dir), n - 1);
+}
+
 /* The caller's floor (the pipeline's snapshot seq) counts without a mark
  * file (a data directory of a version without marks); open writes one. */
 static void durable_floor_without_mark(void **state) {
@@ -844,6 +866,7 @@ int main(void) {
       BOTH(bad_crc_mid_log_stops_and_repair_drops),
       BOTH(bad_record_in_earlier_segment),
       BOTH(mark_refuses_missing_segments),
+      BOTH(middle_segment_missing_names_the_gap),
       BOTH(durable_floor_without_mark),
       BOTH(repair_refuses_durable_records),
       BOTH(repair_refuses_more_than_a_batch),
