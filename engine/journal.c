@@ -51,6 +51,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -64,6 +65,7 @@
 #define SHDR HG_JOURNAL_SEGMENT_HEADER_SIZE
 #define RHDR HG_JOURNAL_RECORD_HEADER_SIZE
 #define SPARE_NAME "journal-spare.tmp"
+#define MARK_SIZE 48u
 #define NAME_LEN 64
 #define RING_ENTRIES 8
 
@@ -375,6 +377,13 @@ struct hg_journal {
   int use_uring;
   struct io_uring ring;
   enum hg_journal_fault fault;
+  /* Durable mark (see the header): -1 when opt.mark_path is NULL; owned here */
+  int mark_dirfd;
+  char mark_path[PATH_MAX];
+  char mark_name[NAME_MAX + 1], mark_tmp[NAME_MAX + 1];
+  uint64_t mark_seq;  /* value of the mark file as last read or written */
+  uint64_t mark_time; /* its wall-clock time (ns), for messages */
+  int mark_due;       /* a roll-over happened: rewrite the mark after its batch is submitted */
 };
 
 void hg_journal_options_init(hg_journal_options_t *opt) {
@@ -445,6 +454,133 @@ static void zero_spare_step(hg_journal_t *j, uint64_t len) {
   }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Durable mark (format in the header)                                       */
+/* ------------------------------------------------------------------------ */
+
+static void fmt_time(char out[32], uint64_t ns) {
+  time_t t = (time_t)(ns / 1000000000u);
+  struct tm tm;
+  if (ns == 0 || gmtime_r(&t, &tm) == NULL || strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+    snprintf(out, 32, "at an unknown time");
+}
+
+/* Opens the directory of opt.mark_path and reads the mark, if any: 0 with
+ * j->mark_seq (0 when there is no file), or an error (logged). */
+static int read_mark(hg_journal_t *j) {
+  const char *path = j->opt.mark_path;
+  const char *slash = strrchr(path, '/');
+  const char *base = slash != NULL ? slash + 1 : path;
+  char dir[PATH_MAX];
+  if (slash == path)
+    strcpy(dir, "/");
+  else if (slash != NULL)
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  else
+    strcpy(dir, ".");
+  if (*base == '\0' || strlen(base) + 5 > NAME_MAX) {
+    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: invalid durable mark path %s", path);
+    return HG_EINVAL;
+  }
+  strcpy(j->mark_name, base);
+  snprintf(j->mark_tmp, sizeof j->mark_tmp, "%s.tmp", base);
+  j->mark_dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (j->mark_dirfd < 0) {
+    int rc = -errno;
+    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot open directory %s of the durable mark: %s",
+         dir, hg_strerror(rc));
+    return rc;
+  }
+  unlinkat(j->mark_dirfd, j->mark_tmp, 0); /* left by a crash while writing it */
+  int fd = openat(j->mark_dirfd, base, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return 0; /* new data directory, or written by a version without it */
+    int rc = -errno;
+    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot read the durable mark %s: %s", path,
+         hg_strerror(rc));
+    return rc;
+  }
+  uint8_t b[MARK_SIZE + 1];
+  ssize_t n = pread(fd, b, sizeof b, 0);
+  int e = n < 0 ? -errno : 0;
+  close(fd);
+  if (e != 0) {
+    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot read the durable mark %s: %s", path,
+         hg_strerror(e));
+    return e;
+  }
+  if (n >= 8 && hg_ld32(b) == HG_JOURNAL_MARK_MAGIC && hg_ld16(b + 4) > HG_JOURNAL_FORMAT_VERSION) {
+    jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+         "journal: durable mark %s: format version %u is newer than this build reads (version %u); "
+         "open it with a newer Hourglass", path, hg_ld16(b + 4), HG_JOURNAL_FORMAT_VERSION);
+    return HG_EVERSION;
+  }
+  if (n != MARK_SIZE || hg_ld32(b) != HG_JOURNAL_MARK_MAGIC || hg_ld16(b + 4) == 0 ||
+      hg_ld16(b + 6) != MARK_SIZE || hg_crc32c(0, b, 44) != hg_ld32(b + 44)) {
+    jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+         "journal: durable mark %s is damaged (%zd bytes, bad magic, size or CRC); start-up stopped, "
+         "nothing was changed. Check the disk; if the journal is known to be complete, move the "
+         "mark file aside and start again (it is rewritten from the journal)", path, n);
+    return HG_ECORRUPT;
+  }
+  j->mark_seq = hg_ld64(b + 8);
+  j->mark_time = hg_ld64(b + 24);
+  return 0;
+}
+
+/* Replaces the mark file with one saying seq (never lower than the mark
+ * already written) is durable: temp file, fdatasync, rename, directory
+ * fsync, so the file always holds a whole old or a whole new mark. */
+static int write_mark(hg_journal_t *j, uint64_t seq) {
+  if (j->mark_dirfd < 0) return 0;
+  if (seq < j->mark_seq) seq = j->mark_seq;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts); /* for messages only */
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint8_t b[MARK_SIZE];
+  memset(b, 0, sizeof b);
+  hg_st32(b, HG_JOURNAL_MARK_MAGIC);
+  hg_st16(b + 4, HG_JOURNAL_FORMAT_VERSION);
+  hg_st16(b + 6, MARK_SIZE);
+  hg_st64(b + 8, seq);
+  hg_st64(b + 16, j->seg_first);
+  hg_st64(b + 24, now);
+  hg_st32(b + 44, hg_crc32c(0, b, 44));
+  int fd = openat(j->mark_dirfd, j->mark_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -errno;
+  int rc = 0;
+  ssize_t w = pwrite(fd, b, sizeof b, 0);
+  if (w < 0)
+    rc = -errno;
+  else if ((size_t)w != sizeof b)
+    rc = -EIO;
+  else if (fdatasync(fd) != 0)
+    rc = -errno;
+  close(fd);
+  if (rc == 0 && renameat(j->mark_dirfd, j->mark_tmp, j->mark_dirfd, j->mark_name) != 0) rc = -errno;
+  if (rc == 0 && fsync(j->mark_dirfd) != 0) rc = -errno;
+  if (rc != 0) {
+    unlinkat(j->mark_dirfd, j->mark_tmp, 0);
+    return rc;
+  }
+  j->mark_seq = seq;
+  j->mark_time = now;
+  return 0;
+}
+
+/* The mark after a roll-over: everything before the new segment is durable
+ * (nothing was in flight when it was activated). A failure leaves the older,
+ * lower mark in place, which is still true; it is retried at the next
+ * roll-over and at close. */
+static void roll_mark(hg_journal_t *j) {
+  j->mark_due = 0;
+  int rc = write_mark(j, j->seg_first - 1);
+  if (rc != 0)
+    jlog(&j->opt, HG_JOURNAL_LOG_WARN,
+         "journal: cannot update the durable mark %s to seq %" PRIu64 ": %s; it stays at seq %" PRIu64,
+         j->opt.mark_path, j->seg_first - 1, hg_strerror(rc), j->mark_seq);
+}
+
 /* Makes the spare the current segment, starting at first_seq. Called only
  * with nothing in flight, so the old segment's data is already durable. */
 static int activate_spare(hg_journal_t *j, uint64_t first_seq) {
@@ -466,6 +602,7 @@ static int activate_spare(hg_journal_t *j, uint64_t first_seq) {
   j->seg_cap = j->opt.segment_size;
   j->write_off = SHDR;
   memcpy(j->seg_name, name, NAME_LEN);
+  j->mark_due = 1;
   /* Preallocate the next segment now, well before it is needed. A failure
    * here is retried at the next roll-over, where it then counts. */
   if ((rc = create_spare(j)) != 0)
@@ -539,6 +676,7 @@ static int submit(hg_journal_t *j) {
     }
     j->inflight = 1;
     j->fill ^= 1;
+    if (j->mark_due) roll_mark(j); /* while the kernel works on the batch */
     zero_spare_step(j, ZERO_PACE(b->len));
     return 0;
   }
@@ -558,6 +696,7 @@ static int submit(hg_journal_t *j) {
   if ((size_t)w == b->len && fdatasync(b->fd) != 0) b->sync_res = -errno;
   size_t done = b->len; /* finish_batch clears it */
   finish_batch(j, b);
+  if (j->mark_due) roll_mark(j);
   zero_spare_step(j, ZERO_PACE(done));
   return atomic_load_explicit(&j->err, memory_order_relaxed); /* own thread */
 }
@@ -681,7 +820,40 @@ static void position_at(hg_journal_t *j, seg_map_t *m, uint64_t off) {
   memcpy(j->seg_name, m->name, NAME_LEN);
 }
 
-static int recover(hg_journal_t *j, hg_journal_record_fn record, void *record_ctx) {
+/* Bytes in [off, end) lying in 8-byte words that hold data: what a torn
+ * batch left of its records, without the never-written (zero) stretches
+ * between the pieces that did reach the disk. off is 8-aligned. */
+static uint64_t torn_bytes(const uint8_t *base, uint64_t off, uint64_t end) {
+  uint64_t n = 0;
+  for (uint64_t w = off; w < end; w += 8) {
+    uint64_t hi = end - w < 8 ? end : w + 8;
+    for (uint64_t k = w; k < hi; k++)
+      if (base[k] != 0) {
+        n += hi - w;
+        break;
+      }
+  }
+  return n;
+}
+
+/* What an operator can do when the journal cannot be opened as it is. */
+#define RECOVERY_OPTIONS                                                                          \
+  "Options: restore the data directory from a backup (ops/restore); or, when the journal is "     \
+  "whole from seq 1 and only state/ is in doubt, move state/ aside and start from the journal " \
+  "alone (ops/RUNBOOK.md)"
+
+/* Where the floor a journal must reach came from, for messages. */
+static void floor_source(const hg_journal_t *j, uint64_t floor, char *out, size_t len) {
+  if (j->mark_seq >= floor && j->mark_dirfd >= 0) {
+    char when[32];
+    fmt_time(when, j->mark_time);
+    snprintf(out, len, "durable mark %s written %s", j->opt.mark_path, when);
+  } else {
+    snprintf(out, len, "durable floor given at open, the latest snapshot's seq");
+  }
+}
+
+static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record, void *record_ctx) {
   uint64_t *firsts;
   size_t n;
   int rc = list_segments(j->dirfd, &firsts, &n);
@@ -691,11 +863,14 @@ static int recover(hg_journal_t *j, hg_journal_record_fn record, void *record_ct
   }
   uint64_t expected = n > 0 ? firsts[0] : j->opt.first_seq;
   seg_map_t m = {.fd = -1};
-  uint64_t bad_off = 0;
+  uint64_t bad_off = 0, tail_end = 0;
   const char *why = NULL;
+  const char *torn = NULL; /* "torn write" or "torn record" when the scan ends in a torn tail */
+  char gap[128];
   size_t i;
   int corrupt = 0;
-  for (i = 0; i < n && !corrupt; i++) {
+  /* The scan decides; nothing on disk changes until every check passed. */
+  for (i = 0; i < n; i++) {
     unmap_segment(&m);
     rc = map_segment(j->dirfd, firsts[i], O_RDWR, &m);
     if (rc != 0) {
@@ -714,7 +889,13 @@ static int recover(hg_journal_t *j, hg_journal_record_fn record, void *record_ct
       goto out;
     }
     if (h == HDR_BAD || (i > 0 && m.first_seq != expected)) {
-      if (h != HDR_BAD) why = "sequence gap between segments";
+      if (h != HDR_BAD && m.first_seq > expected) {
+        snprintf(gap, sizeof gap, "sequence gap between segments: records %" PRIu64 "..%" PRIu64
+                 " are missing", expected, m.first_seq - 1);
+        why = gap;
+      } else if (h != HDR_BAD) {
+        why = "segment overlaps the previous one";
+      }
       bad_off = 0;
       corrupt = 1;
       break;
@@ -740,6 +921,7 @@ static int recover(hg_journal_t *j, hg_journal_record_fn record, void *record_ct
       goto out;
     }
     int last = i + 1 == n;
+    bad_off = off;
     if (r == REC_END) {
       uint64_t nz = nonzero_end(m.base, m.size, off);
       if (nz == off) {
@@ -747,97 +929,94 @@ static int recover(hg_journal_t *j, hg_journal_record_fn record, void *record_ct
         continue;
       }
       if (last && count_valid_from(m.base, m.size, off) == 0) {
-        jlog(&j->opt, HG_JOURNAL_LOG_WARN,
-             "journal: %s/%s: torn write at the tail, offset %" PRIu64 ": %" PRIu64
-             " bytes truncated (never acknowledged); journal ends at seq %" PRIu64,
-             j->dir, m.name, off, nz - off, expected - 1);
-        if ((rc = zero_range(m.fd, off, m.size - off)) != 0) goto zero_failed;
-        position_at(j, &m, off);
-        continue;
+        torn = "torn write";
+        why = NULL;
+        tail_end = nz;
+        break;
       }
       why = "data after the end-of-data marker";
-      bad_off = off;
       corrupt = 1;
       break;
     }
     if (r == REC_OK) why = "record seq out of order";
     else why = v.why;
     if (r == REC_BAD && last && count_valid_from(m.base, m.size, off + 8) == 0) {
-      uint64_t nz = nonzero_end(m.base, m.size, off);
-      jlog(&j->opt, HG_JOURNAL_LOG_WARN,
-           "journal: %s/%s: torn record at the tail, offset %" PRIu64 " (%s): %" PRIu64
-           " bytes truncated (never acknowledged); journal ends at seq %" PRIu64,
-           j->dir, m.name, off, why, nz - off, expected - 1);
-      if ((rc = zero_range(m.fd, off, m.size - off)) != 0) goto zero_failed;
-      position_at(j, &m, off);
-      continue;
+      torn = "torn record";
+      tail_end = nonzero_end(m.base, m.size, off);
+      break;
     }
-    bad_off = off;
     corrupt = 1;
     break;
   }
+  uint64_t end = expected - 1; /* last record kept */
+
+  if (corrupt && !j->opt.repair) {
+    jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+         "journal: %s/%s: corrupt at offset %" PRIu64 " (%s) after seq %" PRIu64
+         "; start-up stopped, nothing was changed. The repair option cuts only a torn last batch. "
+         RECOVERY_OPTIONS, j->dir, m.name, bad_off, why, end);
+    rc = HG_ECORRUPT;
+    goto out;
+  }
+  if (floor > 0 && (n == 0 || end < floor)) {
+    char src[PATH_MAX + 64];
+    floor_source(j, floor, src, sizeof src);
+    if (n == 0)
+      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+           "journal: %s holds no segment but seq %" PRIu64 " was durable (%s): records up to seq %"
+           PRIu64 " are missing; start-up stopped, nothing was changed. If the journal was moved, put it "
+           "back. " RECOVERY_OPTIONS, j->dir, floor, src, floor);
+    else
+      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+           "journal: %s ends at seq %" PRIu64 " but seq %" PRIu64 " was durable (%s): records %"
+           PRIu64 "..%" PRIu64 " are missing%s; start-up stopped, nothing was changed. If segments "
+           "were moved, put them back. " RECOVERY_OPTIONS,
+           j->dir, end, floor, src, end + 1, floor, corrupt || torn != NULL ? " or damaged" : "");
+    rc = HG_ECORRUPT;
+    goto out;
+  }
 
   if (corrupt) {
-    if (!j->opt.repair) {
+    /* Repair cuts only what a crash can leave torn: part of the one batch
+     * that was in flight, at the end of the last segment. */
+    uint64_t data_end = bad_off > 0 ? nonzero_end(m.base, m.size, bad_off) : 0;
+    const char *refused = NULL;
+    if (i + 1 != n)
+      refused = "it is not in the last segment";
+    else if (bad_off == 0)
+      refused = "the segment header is bad (a header is synced before its segment is used)";
+    else if (data_end - bad_off > j->opt.batch_bytes)
+      refused = "more data than one batch follows it";
+    if (refused != NULL) {
       jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
-           "journal: %s/%s: corrupt at offset %" PRIu64 " (%s) after seq %" PRIu64
-           "; start-up stopped. Open with the repair option to truncate the journal there",
-           j->dir, m.name, bad_off, why, expected - 1);
+           "journal: repair refused: %s/%s corrupt at offset %" PRIu64 " (%s) after seq %" PRIu64
+           ", and %s: cutting there could drop acknowledged records; nothing was changed. "
+           RECOVERY_OPTIONS, j->dir, m.name, bad_off, why, end, refused);
       rc = HG_ECORRUPT;
       goto out;
     }
+    int bad_is_record = hg_ld32(m.base + bad_off) == HG_JOURNAL_RECORD_MAGIC;
+    rec_view_t v;
     uint64_t dropped;
-    if (bad_off == 0) {
-      dropped = m.size >= SHDR ? count_valid_from(m.base, m.size, SHDR) : 0;
-    } else {
-      int bad_is_record = hg_ld32(m.base + bad_off) == HG_JOURNAL_RECORD_MAGIC;
-      rec_view_t v;
-      if (bad_is_record && check_record(m.base, m.size, bad_off, &v) == REC_OK)
-        dropped = count_valid_from(m.base, m.size, bad_off);
-      else
-        dropped = (uint64_t)bad_is_record + count_valid_from(m.base, m.size, bad_off + 8);
-    }
-    for (size_t k = i + 1; k < n; k++) {
-      seg_map_t o;
-      if (map_segment(j->dirfd, firsts[k], O_RDONLY, &o) == 0) {
-        if (o.size > SHDR) dropped += count_valid_from(o.base, o.size, SHDR);
-        unmap_segment(&o);
-      }
-      if (unlinkat(j->dirfd, o.name, 0) != 0) {
-        rc = -errno;
-        jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: repair: cannot delete %s/%s: %s", j->dir, o.name,
-             hg_strerror(rc));
-        goto out;
-      }
-    }
-    if (bad_off == 0) {
-      if (unlinkat(j->dirfd, m.name, 0) != 0) {
-        rc = -errno;
-        jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: repair: cannot delete %s/%s: %s", j->dir, m.name,
-             hg_strerror(rc));
-        goto out;
-      }
-    } else {
-      if ((rc = zero_range(m.fd, bad_off, m.size - bad_off)) != 0) goto zero_failed;
-      position_at(j, &m, bad_off);
-    }
-    if (fsync(j->dirfd) != 0) {
-      rc = -errno;
-      goto out;
-    }
+    if (bad_is_record && check_record(m.base, m.size, bad_off, &v) == REC_OK)
+      dropped = count_valid_from(m.base, m.size, bad_off);
+    else
+      dropped = (uint64_t)bad_is_record + count_valid_from(m.base, m.size, bad_off + 8);
+    if ((rc = zero_range(m.fd, bad_off, m.size - bad_off)) != 0) goto zero_failed;
+    position_at(j, &m, bad_off);
     jlog(&j->opt, HG_JOURNAL_LOG_WARN,
          "journal: repair: truncated %s/%s at offset %" PRIu64 " (%s): dropped %" PRIu64
-         " records from seq %" PRIu64 " on",
+         " records from seq %" PRIu64 " on (never acknowledged: a torn last batch)",
          j->dir, m.name, bad_off, why, dropped, expected);
-    if (bad_off == 0 && i > 0) {
-      /* The previous segment becomes the last one: reopen and find its end. */
-      unmap_segment(&m);
-      if ((rc = map_segment(j->dirfd, firsts[i - 1], O_RDWR, &m)) != 0) goto out;
-      uint64_t off = SHDR;
-      rec_view_t v;
-      while (check_record(m.base, m.size, off, &v) == REC_OK) off += HG_JOURNAL_RECORD_SIZE(v.len);
-      position_at(j, &m, off);
-    }
+  } else if (torn != NULL) {
+    char what[96] = "";
+    if (why != NULL) snprintf(what, sizeof what, " (%s)", why);
+    jlog(&j->opt, HG_JOURNAL_LOG_WARN,
+         "journal: %s/%s: %s at the tail, offset %" PRIu64 "%s: %" PRIu64
+         " bytes truncated (never acknowledged); journal ends at seq %" PRIu64,
+         j->dir, m.name, torn, bad_off, what, torn_bytes(m.base, bad_off, tail_end), end);
+    if ((rc = zero_range(m.fd, bad_off, m.size - bad_off)) != 0) goto zero_failed;
+    position_at(j, &m, bad_off);
   }
   j->next_seq = expected;
   atomic_store_explicit(&j->durable_seq, expected - 1, memory_order_relaxed); /* not yet shared */
@@ -860,6 +1039,7 @@ static void destroy(hg_journal_t *j) {
     unlinkat(j->dirfd, SPARE_NAME, 0);
   }
   if (j->dirfd >= 0) close(j->dirfd);
+  if (j->mark_dirfd >= 0) close(j->mark_dirfd);
   free(j->b[0].buf);
   free(j->b[1].buf);
   free(j);
@@ -891,7 +1071,8 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
   hg_journal_t *j = calloc(1, sizeof *j);
   if (j == NULL) return -ENOMEM;
   j->opt = o;
-  j->fd = j->spare_fd = -1;
+  j->opt.mark_path = NULL; /* set below to the copy */
+  j->fd = j->spare_fd = j->mark_dirfd = -1;
   strcpy(j->dir, dir);
   j->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int rc;
@@ -909,7 +1090,17 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
     memset(j->b[k].buf, 0, o.batch_bytes); /* fault the pages in now, not on the hot path */
   }
   unlinkat(j->dirfd, SPARE_NAME, 0); /* a spare left by a crash; a new one is made below */
-  if ((rc = recover(j, record, record_ctx)) != 0) goto fail;
+  if (o.mark_path != NULL) {
+    if (strlen(o.mark_path) >= PATH_MAX) {
+      rc = HG_EINVAL;
+      goto fail;
+    }
+    strcpy(j->mark_path, o.mark_path);
+    j->opt.mark_path = j->mark_path;
+    if ((rc = read_mark(j)) != 0) goto fail;
+  }
+  uint64_t floor = o.durable_floor > j->mark_seq ? o.durable_floor : j->mark_seq;
+  if ((rc = recover(j, floor, record, record_ctx)) != 0) goto fail;
   if (j->fd < 0) {
     if ((rc = activate_spare(j, j->next_seq)) != 0) {
       jlog(&o, HG_JOURNAL_LOG_ERROR, "journal: cannot create the first segment in %s: %s", dir,
@@ -919,6 +1110,21 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
   } else if ((rc = create_spare(j)) != 0) {
     jlog(&o, HG_JOURNAL_LOG_WARN, "journal: %s/%s: cannot preallocate the next segment yet: %s", dir,
          SPARE_NAME, hg_strerror(rc));
+  }
+  if (j->mark_dirfd >= 0) {
+    /* Records a crashed process left in the page cache are made durable
+     * before the mark (and anything new) counts on them. */
+    if (fdatasync(j->fd) != 0) {
+      rc = -errno;
+      jlog(&o, HG_JOURNAL_LOG_ERROR, "journal: cannot sync %s/%s: %s", dir, j->seg_name,
+           hg_strerror(rc));
+      goto fail;
+    }
+    j->mark_due = 0; /* a first segment created above is covered by this write */
+    if ((rc = write_mark(j, j->next_seq - 1)) != 0)
+      jlog(&o, HG_JOURNAL_LOG_WARN,
+           "journal: cannot write the durable mark %s at seq %" PRIu64 ": %s; it stays at seq %" PRIu64,
+           j->mark_path, j->next_seq - 1, hg_strerror(rc), j->mark_seq);
   }
   if (!o.force_fallback) {
     int e = atomic_exchange(&fail_next_uring_init, 0);
@@ -940,6 +1146,13 @@ int hg_journal_close(hg_journal_t *j) {
   if (j == NULL) return 0;
   int rc = hg_journal_sync(j);
   while (j->use_uring && j->inflight && reap_one(j, -1) > 0) {
+  }
+  if (rc == 0 && j->mark_dirfd >= 0) {
+    int e = write_mark(j, hg_journal_durable_seq(j));
+    if (e != 0)
+      jlog(&j->opt, HG_JOURNAL_LOG_WARN,
+           "journal: cannot update the durable mark %s at close: %s; it stays at seq %" PRIu64,
+           j->mark_path, hg_strerror(e), j->mark_seq);
   }
   destroy(j);
   return rc;

@@ -105,6 +105,7 @@ typedef struct consumer {
 struct hg_pipeline {
   hg_pipeline_config_t cfg;
   char journal_dir[PATH_MAX];
+  char mark_path[PATH_MAX];  /* <data_dir>/durable.mark (journal.h, "Durable mark") */
   char state_dir[PATH_MAX];
 
   hg_exchange_t *ex;    /* owner thread, engine thread while running */
@@ -624,8 +625,13 @@ static void *journal_main(void *arg) {
 /* Recovery                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* The journal's messages name themselves ("journal: ..."); the prefix is
+ * added only to one that does not. */
 static void journal_log(void *ctx, int level, const char *msg) {
-  logf_(ctx, level, "journal: %s", msg);
+  if (strncmp(msg, "journal: ", 9) == 0)
+    logf_(ctx, level, "%s", msg);
+  else
+    logf_(ctx, level, "journal: %s", msg);
 }
 
 /* Notes a snapshot refused by recovery (seq, the store's reason). */
@@ -1140,7 +1146,9 @@ static int recover(hg_pipeline_t *p) {
   }
   if ((size_t)snprintf(p->journal_dir, sizeof p->journal_dir, "%s/journal", dir) >=
           sizeof p->journal_dir ||
-      (size_t)snprintf(p->state_dir, sizeof p->state_dir, "%s/state", dir) >= sizeof p->state_dir) {
+      (size_t)snprintf(p->state_dir, sizeof p->state_dir, "%s/state", dir) >= sizeof p->state_dir ||
+      (size_t)snprintf(p->mark_path, sizeof p->mark_path, "%s/durable.mark", dir) >=
+          sizeof p->mark_path) {
     logf_(p, HG_PIPE_LOG_ERROR, "data directory path too long");
     return HG_EINVAL;
   }
@@ -1164,6 +1172,8 @@ static int recover(hg_pipeline_t *p) {
 
   hg_journal_options_t jo = p->cfg.journal;
   jo.first_seq = snap_seq + 1;
+  jo.mark_path = p->mark_path;   /* see pipeline.h, "Recovery" */
+  jo.durable_floor = snap_seq;   /* stored only once the journal was durable past it */
   jo.log = journal_log;
   jo.log_ctx = p;
   if (!jo.repair) {

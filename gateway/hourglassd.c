@@ -29,6 +29,8 @@
  *                         recover the data directory (or replay its journal
  *                         up to N from empty) and print last_seq and the
  *                         state hash; never on a directory a daemon is using;
+ *                         --repair also cuts a torn last journal batch
+ *                         (never a durable record; hourglass/journal.h);
  *   --backup-state DEST   consistent copy of the LMDB store (mdb_env_copy2,
  *                         safe while the daemon runs);
  *   --backup-keys DEST    the same for the gateway's key store (data_dir/keys);
@@ -1252,7 +1254,8 @@ static void usage(FILE *f) {
           "  --state-hash [--upto SEQ] [--repair]\n"
           "                      recover data_dir (stopped daemon only) and print\n"
           "                      last_seq and the state hash; --upto replays the journal\n"
-          "                      from empty up to SEQ\n"
+          "                      from empty up to SEQ; --repair also cuts a torn last\n"
+          "                      journal batch (never a durable record)\n"
           "  --backup-state DEST copy the LMDB store (safe while running)\n"
           "  --backup-keys DEST  copy the gateway's key store (safe while running)\n"
           "  --backup-journal DEST [--max-seq SEQ]\n"

@@ -149,6 +149,33 @@ static void deploy_rolls_back_a_version_that_fails_its_health_check(void **state
   du_rm_rf(dir);
 }
 
+/* A backup whose journal got damaged: ops/restore exits 1 and shows the
+ * recovery's own error (file, offset, the options), not just a status. */
+static void restore_of_a_damaged_backup_says_why(const char *dir, const char *bk,
+                                                 const char *small) {
+  char cmd[4096], seg[800];
+  snprintf(cmd, sizeof cmd, "cp -a %s %s/bk-damaged", bk, dir);
+  assert_int_equal(du_system(cmd), 0);
+  snprintf(seg, sizeof seg, "%s/bk-damaged/journal/journal-00000000000000000001.hgj", dir);
+  FILE *fp = fopen(seg, "r+b");
+  assert_non_null(fp);
+  assert_int_equal(fseek(fp, 64 + 32 + 1, SEEK_SET), 0); /* seq 1's payload */
+  int c = fgetc(fp);
+  assert_int_equal(fseek(fp, 64 + 32 + 1, SEEK_SET), 0);
+  fputc(c ^ 0x40, fp);
+  fclose(fp);
+  snprintf(cmd, sizeof cmd, OPS "/restore --bin %s %s %s/bk-damaged %s/rs-damaged >%s/rd.out 2>&1",
+           g_bin, small, dir, dir, dir);
+  assert_int_equal(du_system(cmd), 1);
+  snprintf(cmd, sizeof cmd, "%s/rd.out", dir);
+  char *out = du_read(cmd);
+  if (strstr(out, "corrupt at offset 64 (bad record CRC) after seq 0") == NULL) fprintf(stderr, "%s", out);
+  assert_non_null(strstr(out, "journal-00000000000000000001.hgj: corrupt at offset 64 (bad record CRC) after seq 0"));
+  assert_non_null(strstr(out, "ops/restore: the restored copy in"));
+  assert_null(strstr(out, "journal: journal:"));
+  free(out);
+}
+
 static void backup_while_running_restores_to_the_same_state_hash(void **state) {
   (void)state;
   char dir[512], data[600], log[600], bk[600], rs[600], opt_data[700], opt_http[64], cmd[4096];
@@ -224,6 +251,8 @@ static void backup_while_running_restores_to_the_same_state_hash(void **state) {
            "%s -o data_dir=%s %s --state-hash 2>/dev/null | grep -q 'last_seq=%s state_hash=%s$'",
            g_bin, rs, small, seq, hash);
   assert_int_equal(du_system(cmd), 0);
+
+  restore_of_a_damaged_backup_says_why(dir, bk, small);
 
   /* Restore refuses a non-empty target and a non-backup. */
   snprintf(cmd, sizeof cmd, OPS "/restore --bin %s %s %s >/dev/null 2>&1", g_bin, bk, rs);

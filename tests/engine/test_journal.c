@@ -151,6 +151,41 @@ static void read_at(const char *dir, const char *name, long off, void *bytes, si
   close(fd);
 }
 
+/* CRC32C over the names and contents of every file in dir, in name order:
+ * equal digests mean the directory is byte-identical. */
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static uint32_t dir_digest(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  char *names[64];
+  size_t n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    assert_true(n < 64);
+    names[n++] = strdup(de->d_name);
+  }
+  closedir(d);
+  qsort(names, n, sizeof names[0], cmp_str);
+  uint32_t c = 0;
+  static uint8_t buf[1 << 16];
+  for (size_t i = 0; i < n; i++) {
+    c = hg_crc32c(c, names[i], strlen(names[i]) + 1);
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    int fd = open(p, O_RDONLY);
+    assert_true(fd >= 0);
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0) c = hg_crc32c(c, buf, (size_t)r);
+    close(fd);
+    free(names[i]);
+  }
+  return c;
+}
+
 /* Fixed 40-byte payloads: each record takes 72 bytes, so record k (1-based)
  * of the first segment starts at 64 + 72 * (k - 1). */
 static void append_fixed(hg_journal_t *j, uint64_t from, uint64_t to) {
@@ -374,7 +409,8 @@ static void torn_tail_is_truncated(void **state) {
   patch(f->dir, SEG1, 64 + 12 * 72 + 200, "garbage", 7);
   assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
   assert_non_null(strstr(logbuf, "torn write at the tail, offset 928"));
-  assert_non_null(strstr(logbuf, "207 bytes truncated"));
+  /* the 7 bytes of data, not the 200 never-written zero bytes before them */
+  assert_non_null(strstr(logbuf, "offset 928: 7 bytes truncated"));
   assert_int_equal(hg_journal_next_seq(j), 13);
   assert_int_equal(hg_journal_close(j), 0);
   logbuf[0] = '\0';
@@ -447,18 +483,234 @@ static void bad_record_in_earlier_segment(void **state) {
   char want[128];
   snprintf(want, sizeof want, SEG1 ": corrupt at offset %ld", off);
   assert_non_null(strstr(logbuf, want));
+  assert_non_null(strstr(logbuf, "ops/restore"));
 
+  /* Repair cuts only a torn last batch: here that would drop every record
+   * of the later segment, all of them durable. Refused, nothing changes. */
+  uint32_t before = dir_digest(f->dir);
+  int segs = count_segments(f->dir);
   logbuf[0] = '\0';
   o.repair = 1;
+  j = NULL;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_null(j);
+  assert_non_null(strstr(logbuf, "repair refused"));
+  assert_non_null(strstr(logbuf, "it is not in the last segment"));
+  assert_non_null(strstr(logbuf, "nothing was changed"));
+  assert_non_null(strstr(logbuf, "restore the data directory from a backup (ops/restore)"));
+  assert_int_equal(dir_digest(f->dir), before);
+  assert_int_equal(count_segments(f->dir), segs);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Durable floor and mark                                                    */
+/* ------------------------------------------------------------------------ */
+
+static hg_journal_options_t mark_opts(const fixture_t *f, char *mark, size_t len) {
+  snprintf(mark, len, "%s/durable.mark", f->dir);
+  hg_journal_options_t o = small_opts(f);
+  o.mark_path = mark;
+  return o;
+}
+
+static uint64_t mark_seq(const char *dir) {
+  uint8_t b[48];
+  read_at(dir, "durable.mark", 0, b, sizeof b);
+  uint64_t v;
+  memcpy(&v, b + 8, 8);
+  return v;
+}
+
+/* Segment first seqs in dir, sorted; returns how many. */
+static int segment_firsts(const char *dir, uint64_t *out, int max) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    unsigned long long s;
+    if (sscanf(de->d_name, "journal-%llu.hgj", &s) == 1 && n < max) out[n++] = s;
+  }
+  closedir(d);
+  for (int a = 1; a < n; a++)
+    for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
+      uint64_t t = out[b];
+      out[b] = out[b - 1];
+      out[b - 1] = t;
+    }
+  return n;
+}
+
+static void remove_segment(const char *dir, uint64_t first) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/journal-%020llu.hgj", dir, (unsigned long long)first);
+  assert_int_equal(unlink(p), 0);
+}
+
+/* The mark follows the roll-overs (not every batch) and the close; a
+ * journal that then lacks its last segment, or every segment, is refused
+ * with the missing range, and nothing on disk changes. */
+static void mark_refuses_missing_segments(void **state) {
+  fixture_t *f = *state;
+  char mark[128];
+  hg_journal_options_t o = mark_opts(f, mark, sizeof mark);
+  hg_journal_t *j;
   assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
-  snprintf(want, sizeof want, "dropped %llu records from seq %llu", (unsigned long long)(600 - last + 1),
-           (unsigned long long)last);
-  assert_non_null(strstr(logbuf, want));
-  assert_int_equal(count_segments(f->dir), 1);
-  assert_int_equal(hg_journal_next_seq(j), last);
-  append_range(j, last, 650);
+  assert_int_equal(mark_seq(f->dir), 0); /* written at open: a fresh journal */
+  append_range(j, 1, 600);
+  assert_int_equal(hg_journal_sync(j), 0);
+  uint64_t firsts[16];
+  int n = segment_firsts(f->dir, firsts, 16);
+  assert_true(n >= 3);
+  /* the last roll-over's mark: everything before the current segment */
+  assert_int_equal(mark_seq(f->dir), firsts[n - 1] - 1);
   assert_int_equal(hg_journal_close(j), 0);
-  expect_records(f->dir, 1, 650);
+  assert_int_equal(mark_seq(f->dir), 600);
+
+  remove_segment(f->dir, firsts[n - 1]);
+  uint32_t before = dir_digest(f->dir);
+  j = NULL;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_null(j);
+  char want[512];
+  snprintf(want, sizeof want, "journal: %s ends at seq %llu but seq 600 was durable (durable mark %s written 20",
+           f->dir, (unsigned long long)(firsts[n - 1] - 1), mark);
+  assert_non_null(strstr(logbuf, want));
+  snprintf(want, sizeof want, "records %llu..600 are missing; start-up stopped, nothing was changed",
+           (unsigned long long)firsts[n - 1]);
+  assert_non_null(strstr(logbuf, want));
+  assert_non_null(strstr(logbuf, "ops/restore"));
+  /* repair does not help: the records are not torn, they are gone */
+  o.repair = 1;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_int_equal(dir_digest(f->dir), before);
+
+  for (int k = 0; k < n - 1; k++) remove_segment(f->dir, firsts[k]);
+  logbuf[0] = '\0';
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_non_null(strstr(logbuf, "holds no segment but seq 600 was durable (durable mark"));
+  assert_non_null(strstr(logbuf, "records up to seq 600 are missing"));
+  assert_int_equal(count_segments(f->dir), 0);
+  assert_int_equal(mark_seq(f->dir), 600);
+}
+
+/* A segment missing in the middle: the message names the records. */
+static void middle_segment_missing_names_the_gap(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_range(j, 1, 600);
+  assert_int_equal(hg_journal_close(j), 0);
+  uint64_t firsts[16];
+  int n = segment_firsts(f->dir, firsts, 16);
+  assert_true(n >= 3);
+  remove_segment(f->dir, firsts[1]);
+  o.repair = 1;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  char want[160];
+  snprintf(want, sizeof want, "sequence gap between segments: records %llu..%llu are missing",
+           (unsigned long long)firsts[1], (unsigned long long)(firsts[2] - 1));
+  assert_non_null(strstr(logbuf, want));
+  assert_non_null(strstr(logbuf, "repair refused"));
+  assert_int_equal(count_segments(f->dir), n - 1);
+}
+
+/* The caller's floor (the pipeline's snapshot seq) counts without a mark
+ * file (a data directory of a version without marks); open writes one. */
+static void durable_floor_without_mark(void **state) {
+  fixture_t *f = *state;
+  hg_journal_options_t o = small_opts(f);
+  o.first_seq = 51;
+  o.durable_floor = 50;
+  hg_journal_t *j = NULL;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_non_null(strstr(logbuf, "holds no segment but seq 50 was durable (durable floor given at open"));
+  assert_int_equal(count_segments(f->dir), 0);
+
+  write_ten_fixed(f);
+  logbuf[0] = '\0';
+  o.first_seq = 1;
+  o.durable_floor = 20;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_non_null(strstr(logbuf, "ends at seq 10 but seq 20 was durable"));
+  assert_non_null(strstr(logbuf, "records 11..20 are missing"));
+
+  char mark[128];
+  o = mark_opts(f, mark, sizeof mark);
+  o.durable_floor = 10;
+  logbuf[0] = '\0';
+  assert_int_equal(access(mark, F_OK), -1);
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_string_equal(logbuf, "");
+  assert_int_equal(hg_journal_next_seq(j), 11);
+  assert_int_equal(mark_seq(f->dir), 10);
+  assert_int_equal(hg_journal_close(j), 0);
+}
+
+/* Repair never cuts a record at or below the floor, nor (next test) more
+ * than one batch's worth of data: only the batch in flight can be torn. */
+static void repair_refuses_durable_records(void **state) {
+  fixture_t *f = *state;
+  write_ten_fixed(f);
+  patch(f->dir, SEG1, 280 + 32 + 5, "\x7f", 1); /* seq 4 */
+  hg_journal_options_t o = small_opts(f);
+  o.repair = 1;
+  o.durable_floor = 5;
+  uint32_t before = dir_digest(f->dir);
+  hg_journal_t *j = NULL;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_non_null(strstr(logbuf, "ends at seq 3 but seq 5 was durable"));
+  assert_non_null(strstr(logbuf, "records 4..5 are missing or damaged"));
+  assert_int_equal(dir_digest(f->dir), before);
+}
+
+static void repair_refuses_more_than_a_batch(void **state) {
+  fixture_t *f = *state;
+  /* ~26 KB in one 64 KiB segment, corrupt near its start */
+  hg_journal_options_t o = small_opts(f);
+  hg_journal_t *j;
+  o.segment_size = 65536;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_range(j, 1, 300);
+  assert_int_equal(hg_journal_close(j), 0);
+  long off = 64 + (long)HG_JOURNAL_RECORD_SIZE(payload_len(1));
+  uint8_t b;
+  read_at(f->dir, SEG1, off + 32, &b, 1);
+  b ^= 1;
+  patch(f->dir, SEG1, off + 32, &b, 1);
+  uint32_t before = dir_digest(f->dir);
+  logbuf[0] = '\0';
+  o.repair = 1;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_non_null(strstr(logbuf, "repair refused"));
+  assert_non_null(strstr(logbuf, "more data than one batch follows it"));
+  assert_int_equal(dir_digest(f->dir), before);
+}
+
+/* A "torn" tail below the mark is damage to durable records: not cut. */
+static void torn_tail_below_mark_is_refused(void **state) {
+  fixture_t *f = *state;
+  char mark[128];
+  hg_journal_options_t o = mark_opts(f, mark, sizeof mark);
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_fixed(j, 1, 10);
+  assert_int_equal(hg_journal_close(j), 0);
+  assert_int_equal(mark_seq(f->dir), 10);
+  patch(f->dir, SEG1, 64 + 9 * 72 + 40, "\x01", 1); /* seq 10's payload */
+  uint32_t before = dir_digest(f->dir);
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_non_null(strstr(logbuf, "ends at seq 9 but seq 10 was durable"));
+  assert_null(strstr(logbuf, "truncated"));
+  assert_int_equal(dir_digest(f->dir), before);
+
+  /* a damaged mark stops start-up too */
+  patch(f->dir, SEG1, 64 + 9 * 72 + 40, "\x0a", 1);
+  patch(f->dir, "durable.mark", 8, "\x09", 1);
+  logbuf[0] = '\0';
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), HG_ECORRUPT);
+  assert_non_null(strstr(logbuf, "durable.mark is damaged"));
 }
 
 static void newer_version_is_rejected(void **state) {
@@ -613,6 +865,12 @@ int main(void) {
       BOTH(torn_tail_is_truncated),
       BOTH(bad_crc_mid_log_stops_and_repair_drops),
       BOTH(bad_record_in_earlier_segment),
+      BOTH(mark_refuses_missing_segments),
+      BOTH(middle_segment_missing_names_the_gap),
+      BOTH(durable_floor_without_mark),
+      BOTH(repair_refuses_durable_records),
+      BOTH(repair_refuses_more_than_a_batch),
+      BOTH(torn_tail_below_mark_is_refused),
       BOTH(segments_are_zero_filled),
       cmocka_unit_test_prestate_setup_teardown(newer_version_is_rejected, setup, teardown, &path_uring),
       cmocka_unit_test_prestate_setup_teardown(missing_directory, setup, teardown, &path_uring),

@@ -67,20 +67,70 @@
  *    (record magic and good CRC at any 8-byte aligned offset) follows it, in
  *    that segment or any later one. Such bytes were never acknowledged (they
  *    belong to the one batch that was in flight); they are zeroed and a
- *    warning gives the offset and the byte count.
+ *    warning gives the offset and the number of torn bytes found (those in
+ *    8-byte words holding data: the zero stretches a torn batch leaves
+ *    between the pieces that reached the disk are not counted).
  *  - Corruption: anything else, i.e. a bad record followed by a valid one, a
  *    bad record in a non-last segment, a bad segment header, or a seq gap.
- *    Open fails with HG_ECORRUPT and logs the file and offset. With the
- *    repair option the journal is truncated at that point instead (the rest
- *    of that segment is zeroed, later segments are deleted) and the log says
- *    how many records were dropped (the bad one plus every valid record
- *    after it).
+ *    Open fails with HG_ECORRUPT and logs the file, the offset and the
+ *    operator's options. Nothing on disk is changed.
+ *  - Repair (option repair) cuts only what a crash can leave torn: a stop
+ *    point at a record slot of the last segment with no more than one batch
+ *    (batch_bytes) of data from there to the segment's last nonzero byte,
+ *    and after the durable floor (below). The rest of that segment is
+ *    zeroed and the log says how many records were dropped (the bad one
+ *    plus every valid record after it, all of them part of the batch that
+ *    was in flight). Any other corruption is refused as without repair:
+ *    nothing changes, and the message spells out the options (restore from
+ *    a backup; or, when the journal is whole from seq 1 and only the
+ *    snapshots are in doubt, start from the journal alone).
  *  A crash can, rarely, persist a later page of the in-flight batch but not
  *  an earlier one; that leaves a valid (never acknowledged) record after a
  *  hole and is reported as corruption: the safe direction, repair is the
  *  remedy and drops only unacknowledged records in that case.
+ *  - Missing records: the journal must reach its durable floor, the higher
+ *    of the option durable_floor (the pipeline passes its latest snapshot's
+ *    seq, which the journal was durable past) and the durable mark. If its
+ *    last whole record is below the floor, or the directory holds no
+ *    segment at all while the floor is above 0, open fails with HG_ECORRUPT
+ *    and a message naming the missing range ("journal ends at seq X but seq
+ *    Y was durable (...): records X+1..Y are missing"), before anything on
+ *    disk changes (not even a torn tail is cut). So a seq once acknowledged
+ *    is never handed out again for another command.
  *  - A segment header or record with a newer format version: HG_EVERSION,
  *    with a message naming the file and both versions.
+ *
+ * ---------------------------------------------------------------------------
+ * Durable mark (option mark_path)
+ * ---------------------------------------------------------------------------
+ * The segments cannot vouch for themselves: a deleted last segment, or a
+ * deleted journal directory, leaves a journal that looks whole and merely
+ * shorter. The durable mark is a small file kept outside the journal
+ * directory (hourglassd: <data_dir>/durable.mark) that says "every record up
+ * to seq D was durable". 48 bytes, little-endian:
+ *     0  u32 magic 0x4D4A4748 ("HGJM")
+ *     4  u16 format version (1)
+ *     6  u16 size (48)
+ *     8  u64 D, the durable seq
+ *    16  u64 first seq of the segment current when it was written
+ *    24  u64 wall-clock time of the write, ns since the Unix epoch (for
+ *            messages only)
+ *    32  12 bytes reserved, zero
+ *    44  u32 CRC32C of bytes 0..43
+ * It is replaced (temp file "<name>.tmp", fdatasync, rename, fsync of its
+ * directory, so it is always a whole old or a whole new mark) at open once
+ * the recovered records are synced, after each roll-over (D = the new
+ * segment's first seq - 1; written right after the new segment's first batch
+ * is handed to the kernel, so it overlaps that batch's I/O: two syncs per
+ * segment, none per record), and at a clean close. D never goes down. A
+ * failed write leaves the older, lower mark, which is still true; it is
+ * logged and retried at the next roll-over. The mark lags the journal by at
+ * most one segment; the snapshot floor (durable_floor) often covers more.
+ * No mark file (a new data directory, or one written by a version without
+ * marks): the floor is durable_floor alone, and open writes the mark. A
+ * damaged mark (bad size, magic or CRC) fails open with HG_ECORRUPT; the
+ * message says how to go on (move it aside once the journal is known whole;
+ * open rewrites it from the journal).
  *
  * Threads. A hg_journal_t is owned by one thread (the journal writer thread
  * of the pipeline): every function taking a hg_journal_t * must be called
@@ -88,8 +138,9 @@
  * any thread may call. A reader (hg_journal_reader_t) is owned by the thread
  * that opened it; any number of readers may run alongside the writer.
  *
- * Messages (warnings about torn tails, corruption, repair, the fallback)
- * go to the options' log callback, or to stderr when it is NULL.
+ * Messages (warnings about torn tails, corruption, repair, the mark, the
+ * fallback) start with "journal: " and go to the options' log callback, or
+ * to stderr when it is NULL.
  */
 #ifndef HOURGLASS_JOURNAL_H
 #define HOURGLASS_JOURNAL_H
@@ -102,6 +153,7 @@
 #define HG_JOURNAL_FORMAT_VERSION 1u
 #define HG_JOURNAL_SEGMENT_MAGIC 0x534A4748u /* "HGJS" */
 #define HG_JOURNAL_RECORD_MAGIC 0x524A4748u  /* "HGJR" */
+#define HG_JOURNAL_MARK_MAGIC 0x4D4A4748u    /* "HGJM" */
 #define HG_JOURNAL_SEGMENT_HEADER_SIZE 64u
 #define HG_JOURNAL_RECORD_HEADER_SIZE 32u
 
@@ -139,9 +191,16 @@ typedef struct hg_journal_options {
    * with zeros before use; every fdatasync may then commit filesystem
    * metadata too (see journal.c). For comparisons; the default zero-fills. */
   int no_zero_fill;
-  /* Nonzero: truncate a corrupt journal at the first bad record instead of
-   * failing open with HG_ECORRUPT. */
+  /* Nonzero: cut a torn last batch that is not a plain torn tail (see
+   * "Recovery"); any other corruption still fails open with HG_ECORRUPT. */
   int repair;
+  /* Path of the durable mark file, outside dir (see "Durable mark"); its
+   * directory must exist. Copied at open. NULL: no mark. */
+  const char *mark_path;
+  /* A seq known to have been durable in this journal (the pipeline passes
+   * its latest snapshot's seq); open fails if the journal ends before it.
+   * 0: none. */
+  uint64_t durable_floor;
   /* Where messages go; NULL: stderr. ctx is passed back untouched. */
   hg_journal_log_fn log;
   void *log_ctx;
@@ -160,8 +219,9 @@ void hg_journal_options_init(hg_journal_options_t *opt);
  *   dir  path of the journal directory; copied.
  *   opt  options; NULL means defaults; copied.
  *   out  receives the handle; set only on success.
- * Errors: HG_EINVAL (bad options), HG_ECORRUPT (corruption, see above;
- * file and offset logged), HG_EVERSION (newer format), -ENOENT / -ENOTDIR /
+ * Errors: HG_EINVAL (bad options), HG_ECORRUPT (corruption, a repair
+ * refused, records missing below the durable floor, or a damaged mark; see
+ * above; what and where logged, nothing changed), HG_EVERSION (newer format), -ENOENT / -ENOTDIR /
  * -EACCES and other -errno for directory and file errors (logged),
  * -ENOMEM.
  */

@@ -40,6 +40,20 @@
  * never holds a command the journal could lose. A final snapshot is written
  * by hg_pipeline_stop().
  *
+ * Acknowledged commands never vanish with a missing journal tail. A snapshot
+ * at seq S proves the journal was durable up to S, and the journal keeps a
+ * durable mark in `<data_dir>/durable.mark`, outside `journal/`
+ * (hourglass/journal.h, "Durable mark"; rewritten at open, at each segment
+ * roll-over on the journal thread, and at close). Open passes S to the
+ * journal as its durable floor and the mark path; a journal that ends
+ * before the higher of the two (a deleted last segment, a deleted
+ * `journal/` with `state/` still there) fails open with HG_ECORRUPT and the
+ * missing range in the log, so no acknowledged seq is ever reused for
+ * another command. A data directory without the mark file (new, or written
+ * by a version without marks) starts with the snapshot floor alone and gets
+ * its mark at that open. With cfg.journal.repair set, the journal still cuts
+ * only a torn last batch above the floor (journal.h, "Recovery").
+ *
  * Journal failure. When the journal fails (EIO, ENOSPC, a short write) intake
  * stops for good: hg_pipeline_submit() returns HG_EUNAVAIL, commands already
  * queued come back as HG_PIPE_UNAVAILABLE records, and no event of a command
@@ -154,9 +168,10 @@ void hg_pipeline_config_init(hg_pipeline_config_t *cfg);
 /*
  * Opens the data directory and recovers: newest good snapshot + journal tail.
  * Threads are not started. Returns 0 and *out, or: -ENOENT/-ENOTDIR/-EACCES
- * (data_dir), HG_ECORRUPT (bad journal, a journal that does not continue
- * the snapshot, or bad snapshots the journal cannot stand in for; see
- * Recovery above), HG_EVERSION, HG_EMAPFULL, HG_EINVAL (config),
+ * (data_dir), HG_ECORRUPT (bad journal or mark, a journal that does not
+ * continue the snapshot or ends before a seq known durable, or bad
+ * snapshots the journal cannot stand in for; see Recovery above),
+ * HG_EVERSION, HG_EMAPFULL, HG_EINVAL (config),
  * -ENOMEM. Every failure is also logged with the reason.
  */
 int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out);
