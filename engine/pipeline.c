@@ -1042,6 +1042,104 @@ int hg_pipeline_replay_journal(const char *journal_dir, hg_exchange_t *ex, uint6
   return rc;
 }
 
+__attribute__((format(printf, 3, 4))) static void cfg_log(const hg_pipeline_config_t *cfg,
+                                                          int level, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (cfg->log != NULL) {
+    cfg->log(cfg->log_ctx, level, msg);
+  } else {
+    static const char *names[] = {"info", "warn", "error"};
+    fprintf(stderr, "hourglass pipeline %s: %s\n", names[level < 0 || level > 2 ? 2 : level], msg);
+  }
+}
+
+/*
+ * Read-only recovery: what hg_pipeline_open() recovers, computed without
+ * writing anything, so that it may run beside the daemon that owns the
+ * directory. The snapshot comes from the store opened read-only (through
+ * hg_store_load_exchange, with its checks), the tail from journal readers
+ * (read-only mappings); the journal is never opened for writing, so no spare
+ * segment is touched and no torn tail is cut.
+ */
+int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t *ex,
+                                 uint64_t *snap_seq, uint64_t *last_seq) {
+  if (cfg == NULL || cfg->data_dir == NULL || ex == NULL || snap_seq == NULL || last_seq == NULL)
+    return HG_EINVAL;
+  const char *dir = cfg->data_dir;
+  char jdir[PATH_MAX], sdir[PATH_MAX], data[PATH_MAX + 16];
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    int e = errno;
+    cfg_log(cfg, HG_PIPE_LOG_ERROR, "data directory %s: %s", dir, strerror(e));
+    return -e;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    cfg_log(cfg, HG_PIPE_LOG_ERROR, "data directory %s is not a directory", dir);
+    return -ENOTDIR;
+  }
+  if ((size_t)snprintf(jdir, sizeof jdir, "%s/journal", dir) >= sizeof jdir ||
+      (size_t)snprintf(sdir, sizeof sdir, "%s/state", dir) >= sizeof sdir) {
+    cfg_log(cfg, HG_PIPE_LOG_ERROR, "data directory path too long");
+    return HG_EINVAL;
+  }
+  /* No store yet (a daemon that never got that far): replay everything. */
+  uint64_t snap = 0;
+  snprintf(data, sizeof data, "%s/data.mdb", sdir);
+  int rc = 0;
+  if (stat(data, &st) == 0) {
+    hg_store_t *s = NULL;
+    if ((rc = hg_store_create(&s)) != 0) return rc;
+    rc = hg_store_open_readonly(s, sdir);
+    if (rc == 0) rc = hg_store_load_exchange(s, ex, &snap);
+    if (rc == HG_ENOTFOUND) rc = 0;
+    if (rc != 0) cfg_log(cfg, HG_PIPE_LOG_ERROR, "%s", hg_store_errmsg(s));
+    hg_store_close(s);
+    if (rc != 0) return rc;
+  }
+  *snap_seq = snap;
+  /* The journal must hold the snapshot's own record: a journal that ends
+   * (or starts) elsewhere does not continue it (as recover_finish checks). */
+  if (snap > 0) {
+    hg_journal_reader_t *rd;
+    hg_journal_record_t rec;
+    rc = hg_journal_reader_open(jdir, snap, &rd);
+    if (rc == 0) {
+      rc = hg_journal_reader_next(rd, snap, &rec);
+      hg_journal_reader_close(rd);
+    }
+    if (rc != 0) {
+      cfg_log(cfg, HG_PIPE_LOG_ERROR,
+              "journal %s does not continue the snapshot at seq %llu: %s", jdir,
+              (unsigned long long)snap, hg_strerror(rc));
+      return rc == HG_ENOTFOUND ? HG_ECORRUPT : rc;
+    }
+  }
+  char why[512] = "";
+  uint64_t n = 0;
+  rc = replay_into(jdir, ex, snap + 1, UINT64_MAX, &n, why, sizeof why);
+  *last_seq = hg_exchange_last_seq(ex);
+  if (rc == HG_ECORRUPT && why[0] != '\0') {
+    cfg_log(cfg, HG_PIPE_LOG_ERROR,
+            "%s: the journal ends in a record that is not good (a batch a running daemon is "
+            "still writing, a torn tail the daemon's start-up cuts, or corruption); the state "
+            "read is at seq %llu", why, (unsigned long long)*last_seq);
+    return rc;
+  }
+  if (rc != 0) {
+    cfg_log(cfg, HG_PIPE_LOG_ERROR, "read-only recovery of %s failed: %s", dir,
+            why[0] ? why : hg_strerror(rc));
+    return rc == HG_ENOTFOUND ? HG_ECORRUPT : rc;
+  }
+  cfg_log(cfg, HG_PIPE_LOG_INFO,
+          "read %s without writing: seq %llu (snapshot %llu + %llu journal records)", dir,
+          (unsigned long long)*last_seq, (unsigned long long)snap, (unsigned long long)n);
+  return 0;
+}
+
 static int make_dir(hg_pipeline_t *p, const char *path) {
   if (mkdir(path, 0750) != 0 && errno != EEXIST) {
     int e = errno;

@@ -39,6 +39,7 @@ struct hg_store {
   MDB_env *env; /* owned; NULL until opened */
   MDB_dbi meta, instruments, accounts, snapshots, sessions, api_keys, fixings, ledger;
   size_t map_size;
+  int rdonly; /* opened by hg_store_open_readonly: no write, no file created */
   char dir[PATH_MAX];
   char msg[PATH_MAX + 256];
 };
@@ -117,9 +118,10 @@ static int check_dir(hg_store_t *s, const char *dir) {
     set_msg(s, "state store directory %s: not a directory", dir);
     return -ENOTDIR;
   }
-  if (access(dir, R_OK | W_OK | X_OK) != 0) {
+  if (access(dir, s->rdonly ? R_OK | X_OK : R_OK | W_OK | X_OK) != 0) {
     int e = errno;
-    set_msg(s, "state store directory %s: not readable and writable: %s", dir, strerror(e));
+    set_msg(s, "state store directory %s: not %s: %s", dir,
+            s->rdonly ? "readable" : "readable and writable", strerror(e));
     return -e;
   }
   return 0;
@@ -127,7 +129,7 @@ static int check_dir(hg_store_t *s, const char *dir) {
 
 static int open_tables(hg_store_t *s) {
   MDB_txn *txn;
-  int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+  int rc = mdb_txn_begin(s->env, NULL, s->rdonly ? MDB_RDONLY : 0, &txn);
   if (rc != 0) return fail(s, rc, "begin");
   struct {
     const char *name;
@@ -141,7 +143,12 @@ static int open_tables(hg_store_t *s) {
            {"fixings", &s->fixings},
            {"ledger", &s->ledger}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-    rc = mdb_dbi_open(txn, t[i].name, MDB_CREATE, t[i].dbi);
+    rc = mdb_dbi_open(txn, t[i].name, s->rdonly ? 0 : MDB_CREATE, t[i].dbi);
+    if (rc == MDB_NOTFOUND) {
+      mdb_txn_abort(txn);
+      set_msg(s, "state store %s: table %s is missing", s->dir, t[i].name);
+      return HG_ECORRUPT;
+    }
     if (rc != 0) {
       mdb_txn_abort(txn);
       return fail(s, rc, "opening tables");
@@ -150,7 +157,11 @@ static int open_tables(hg_store_t *s) {
   MDB_val k = {.mv_size = sizeof META_VERSION_KEY - 1, .mv_data = (void *)META_VERSION_KEY};
   MDB_val v;
   rc = mdb_get(txn, s->meta, &k, &v);
-  if (rc == MDB_NOTFOUND) {
+  if (rc == MDB_NOTFOUND && s->rdonly) {
+    mdb_txn_abort(txn);
+    set_msg(s, "state store %s: no format version record", s->dir);
+    return HG_ECORRUPT;
+  } else if (rc == MDB_NOTFOUND) {
     uint8_t ver[4] = {HG_STORE_FORMAT_VERSION & 0xff, 0, 0, 0};
     v = (MDB_val){.mv_size = sizeof ver, .mv_data = ver};
     rc = mdb_put(txn, s->meta, &k, &v, 0);
@@ -204,7 +215,7 @@ int hg_store_open(hg_store_t *s, const char *dir, size_t map_size) {
   if (rc == 0) rc = mdb_env_set_mapsize(env, s->map_size);
   /* MDB_NOTLS: read transactions are not tied to the thread that made them,
    * so a store handed from one owning thread to another keeps working. */
-  if (rc == 0) rc = mdb_env_open(env, dir, MDB_NOTLS, 0640);
+  if (rc == 0) rc = mdb_env_open(env, dir, MDB_NOTLS | (s->rdonly ? MDB_RDONLY : 0), 0640);
   if (rc != 0) {
     rc = fail(s, rc, "opening the LMDB environment");
     mdb_env_close(env);
@@ -216,6 +227,28 @@ int hg_store_open(hg_store_t *s, const char *dir, size_t map_size) {
     mdb_env_close(env);
     s->env = NULL;
   }
+  return rc;
+}
+
+int hg_store_open_readonly(hg_store_t *s, const char *dir) {
+  if (s->env != NULL) return hg_store_open(s, dir, 0); /* HG_ESTATE, as documented */
+  char data[PATH_MAX + 16];
+  struct stat st;
+  s->rdonly = 1;
+  /* LMDB would create an empty data file for a read-only open of a
+   * directory without one; a reader must create nothing. */
+  if (dir != NULL && strlen(dir) < sizeof s->dir) {
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && stat(data, &st) != 0) {
+      int e = errno;
+      set_msg(s, "state store %s: %s", dir,
+              e == ENOENT ? "no store (data.mdb does not exist)" : strerror(e));
+      s->rdonly = 0;
+      return -e;
+    }
+  }
+  int rc = hg_store_open(s, dir, 0);
+  if (rc != 0) s->rdonly = 0;
   return rc;
 }
 

@@ -23,14 +23,29 @@
  * journal replays) -> "ready" -> "stopping"; a journal failure turns ready
  * into "journal failed: <cause>" for good (the pipeline refuses intake).
  *
+ * The data directory lock. data_dir/LOCK (created if missing, never
+ * deleted) is held with flock(LOCK_EX) by every process that writes the
+ * data directory: the daemon, from before it opens anything in it until it
+ * exits, --scenario on its own directory, and --state-hash --repair. Each
+ * writes its pid into the file. A second writer does not wait: it exits
+ * with EXIT_LOCKED (4) and "data directory in use by a running hourglassd"
+ * naming the directory and that pid. The kernel drops the lock when the
+ * holder exits, however it exits, so a stale LOCK file never blocks a start.
+ * The read-only tools take no lock and write nothing in the data directory
+ * (--state-hash without --repair, the --backup-* modes, hgctl replay and
+ * statement), so they may run beside the daemon.
+ *
  * Tool modes (same binary, so a deploy carries its own tools):
  *   --check-config        parse the config and exit (0 ok, 2 bad);
- *   --state-hash [--upto N] [--repair]
- *                         recover the data directory (or replay its journal
- *                         up to N from empty) and print last_seq and the
- *                         state hash; never on a directory a daemon is using;
- *                         --repair also cuts a torn last journal batch
- *                         (never a durable record; hourglass/journal.h);
+ *   --state-hash [--upto N]
+ *                         read the data directory without writing anything
+ *                         (latest good snapshot + journal, or the journal
+ *                         from empty up to N) and print last_seq and the
+ *                         state hash; safe while the daemon runs;
+ *   --state-hash --repair recover as the daemon does, writing: also cuts a
+ *                         torn last journal batch (never a durable record;
+ *                         hourglass/journal.h); takes the lock, so it
+ *                         refuses while a daemon uses the directory;
  *   --backup-state DEST   consistent copy of the LMDB store (mdb_env_copy2,
  *                         safe while the daemon runs);
  *   --backup-keys DEST    the same for the gateway's key store (data_dir/keys);
@@ -42,6 +57,7 @@
  *                         a fresh data directory (scenario.h) and exits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <lmdb.h>
 #include <pthread.h>
@@ -50,8 +66,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/random.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,6 +101,7 @@
 
 #define EXIT_CONFIG 2
 #define EXIT_START 1
+#define EXIT_LOCKED 4 /* the data directory is locked by another process */
 
 /* --------------------------------------------------------------- daemon */
 
@@ -806,6 +826,96 @@ static void null_sink(void *ctx, const hg_exchange_event_t *ev) {
   (void)ev;
 }
 
+/* -------------------------------------------------------- data dir lock */
+
+/* Where the data directory lives: the mount point of its filesystem (from
+ * /proc/self/mountinfo, matched by device number) into mnt, "?" if unknown. */
+static void mount_point(const char *dir, char *mnt, size_t cap) {
+  snprintf(mnt, cap, "?");
+  struct stat st;
+  if (stat(dir, &st) != 0) return;
+  FILE *f = fopen("/proc/self/mountinfo", "r");
+  if (f == NULL) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned maj, min;
+    char point[512];
+    /* id parent major:minor root mount-point ... */
+    if (sscanf(line, "%*u %*u %u:%u %*s %511s", &maj, &min, point) != 3) continue;
+    if (makedev(maj, min) == st.st_dev) snprintf(mnt, cap, "%s", point); /* the last one wins */
+  }
+  fclose(f);
+}
+
+/* A write failed for want of space: names the disk holding the data
+ * directory, whatever file the failing write was for (a key store, the
+ * journal, the lock). Returns 1 when rc is such an error (and logged). */
+static int disk_full(const char *data_dir, int rc) {
+  if (rc != -ENOSPC && rc != -EDQUOT) return 0;
+  char mnt[512];
+  mount_point(data_dir, mnt, sizeof mnt);
+  struct statvfs vs;
+  unsigned long long avail = 0;
+  if (statvfs(data_dir, &vs) == 0) avail = (unsigned long long)vs.f_bavail * vs.f_frsize;
+  hg_dlog(HG_LOG_ERROR, "daemon",
+          rc == -ENOSPC ? "no space left on the disk holding the data directory"
+                        : "disk quota exceeded on the disk holding the data directory",
+          "data_dir=%s mount=%s available_bytes=%llu err=%s", data_dir, mnt, avail,
+          hg_strerror(rc));
+  return 1;
+}
+
+/*
+ * Takes data_dir/LOCK (see the top of this file) for the rest of the
+ * process's life and writes the pid into it. Returns 0; EXIT_LOCKED when
+ * another process holds it; EXIT_START when the file cannot be had or
+ * written. Every failure is logged. The descriptor is deliberately never
+ * closed: closing it would drop the lock.
+ */
+static int lock_data_dir(const char *data_dir) {
+  char path[HG_DCFG_PATH_MAX + 8];
+  snprintf(path, sizeof path, "%s/LOCK", data_dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    int rc = -errno;
+    if (!disk_full(data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "daemon", "cannot open the data directory's lock file",
+              "file=%s err=%s", path, hg_strerror(rc));
+    return EXIT_START;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    if (e == EWOULDBLOCK) {
+      char pid[24] = "";
+      ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+      pid[n > 0 ? n : 0] = '\0';
+      pid[strcspn(pid, "\n")] = '\0';
+      hg_dlog(HG_LOG_ERROR, "daemon",
+              "data directory in use by a running hourglassd; stop it first (or use a "
+              "read-only tool)",
+              "data_dir=%s pid=%s lock=%s", data_dir, pid[0] ? pid : "?", path);
+      close(fd);
+      return EXIT_LOCKED;
+    }
+    hg_dlog(HG_LOG_ERROR, "daemon", "cannot lock the data directory", "file=%s err=%s", path,
+            strerror(e));
+    close(fd);
+    return EXIT_START;
+  }
+  char pid[24];
+  int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  int rc = 0;
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) rc = errno ? -errno : -EIO;
+  if (rc != 0) {
+    if (!disk_full(data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "daemon", "cannot write the data directory's lock file",
+              "file=%s err=%s", path, hg_strerror(rc));
+    close(fd);
+    return EXIT_START;
+  }
+  return 0;
+}
+
 static int tool_state_hash(const hg_daemon_config_t *cfg, int repair, uint64_t upto) {
   uint8_t h[HG_SHA256_LEN];
   char hx[2 * HG_SHA256_LEN + 1];
@@ -826,7 +936,28 @@ static int tool_state_hash(const hg_daemon_config_t *cfg, int repair, uint64_t u
     }
     hg_exchange_hash(ex, h);
     hg_exchange_destroy(ex);
+  } else if (!repair) {
+    /* Read-only: safe beside a running daemon. */
+    hg_pipeline_config_t pc;
+    hg_daemon_config_pipeline(cfg, &pc);
+    pc.log = hg_dlog_pipe_cb;
+    pc.log_ctx = "pipeline";
+    hg_exchange_t *ex = NULL;
+    uint64_t snap = 0;
+    int rc = hg_exchange_create(&pc.exchange, null_sink, NULL, &ex);
+    if (rc == 0) rc = hg_pipeline_recover_readonly(&pc, ex, &snap, &last);
+    if (rc != 0) {
+      hg_dlog(HG_LOG_ERROR, "tool", "recovery failed; see the message above", "data_dir=%s err=%s",
+              cfg->data_dir, hg_strerror(rc));
+      hg_exchange_destroy(ex);
+      return 1;
+    }
+    hg_exchange_hash(ex, h);
+    hg_exchange_destroy(ex);
   } else {
+    /* --repair writes, as the daemon's start-up does: only with the lock. */
+    int lrc = lock_data_dir(cfg->data_dir);
+    if (lrc != 0) return lrc;
     hg_pipeline_config_t pc;
     hg_daemon_config_pipeline(cfg, &pc);
     pc.journal.repair = repair;
@@ -968,10 +1099,13 @@ static int serve(daemon_t *d) {
             "durability=ack_before_durable_unsafe: a crash may lose acknowledged commands", NULL);
   int rc = mkdir_p(cfg->data_dir);
   if (rc != 0) {
-    hg_dlog(HG_LOG_ERROR, "daemon", "cannot create data directory", "data_dir=%s err=%s",
-            cfg->data_dir, hg_strerror(rc));
+    if (!disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "daemon", "cannot create data directory", "data_dir=%s err=%s",
+              cfg->data_dir, hg_strerror(rc));
     return EXIT_START;
   }
+  /* Before anything opens a file in the data directory; held until exit. */
+  if ((rc = lock_data_dir(cfg->data_dir)) != 0) return rc;
 
   /* HTTP first, so that /health says "recovering" during a long replay. */
   hg_http_config_t hc = {cfg->http.host, cfg->http.port, cfg->http_max_connections,
@@ -999,8 +1133,9 @@ static int serve(daemon_t *d) {
   char key_dir[HG_DCFG_PATH_MAX + 8];
   snprintf(key_dir, sizeof key_dir, "%s/keys", cfg->data_dir);
   if ((rc = mkdir_p(key_dir)) != 0) {
-    hg_dlog(HG_LOG_ERROR, "gateway", "cannot create key directory", "dir=%s err=%s", key_dir,
-            hg_strerror(rc));
+    if (!disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "gateway", "cannot create key directory", "dir=%s err=%s", key_dir,
+              hg_strerror(rc));
     hg_http_stop(d->http);
     return EXIT_START;
   }
@@ -1020,8 +1155,9 @@ static int serve(daemon_t *d) {
   gc.log_ctx = "gateway";
   rc = hg_gateway_create(&gc, &d->gw);
   if (rc != 0) {
-    hg_dlog(HG_LOG_ERROR, "gateway", "cannot start", "addr=%s:%u err=%s", gc.host, gc.port,
-            hg_strerror(rc));
+    if (!disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "gateway", "cannot start", "addr=%s:%u err=%s", gc.host, gc.port,
+              hg_strerror(rc));
     hg_http_stop(d->http);
     return EXIT_START;
   }
@@ -1033,8 +1169,9 @@ static int serve(daemon_t *d) {
   uint64_t t0 = now_ns();
   rc = hg_pipeline_open(&pc, &d->pipe);
   if (rc != 0) {
-    hg_dlog(HG_LOG_ERROR, "daemon", "recovery failed; see the pipeline's message above",
-            "data_dir=%s err=%s", cfg->data_dir, hg_strerror(rc));
+    if (!disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "daemon", "recovery failed; see the pipeline's message above",
+              "data_dir=%s err=%s", cfg->data_dir, hg_strerror(rc));
     set_health(d, 0, "recovery failed");
     goto fail;
   }
@@ -1064,16 +1201,20 @@ static int serve(daemon_t *d) {
   }
 #ifdef HG_WITH_GATEWAY
   rc = hg_gateway_attach(d->gw, d->pipe);
-  if (rc == 0 && cfg->keys_file[0] != '\0') {
+  if (rc != 0) {
+    if (!disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "gateway", "cannot attach", "err=%s", hg_strerror(rc));
+    goto fail;
+  }
+  if (cfg->keys_file[0] != '\0') {
     unsigned line = 0;
     rc = hg_gateway_load_keys(d->gw, cfg->keys_file, &line);
-    if (rc != 0)
+    /* A full disk fails the first write into the key store: the disk is
+     * at fault, not the keys file. */
+    if (rc != 0 && !disk_full(cfg->data_dir, rc))
       hg_dlog(HG_LOG_ERROR, "gateway", "cannot load keys", "file=%s line=%u err=%s",
               cfg->keys_file, line, hg_strerror(rc));
-  }
-  if (rc != 0) {
-    hg_dlog(HG_LOG_ERROR, "gateway", "cannot attach", "err=%s", hg_strerror(rc));
-    goto fail;
+    if (rc != 0) goto fail;
   }
 #endif
   if (cfg->synthetic_rate > 0) plan_synthetic(d);
@@ -1082,7 +1223,8 @@ static int serve(daemon_t *d) {
     d->demo_cycle_day = hg_exchange_last_cycle_day(hg_pipeline_exchange(d->pipe));
 #ifdef HG_WITH_GATEWAY
     if ((rc = demo_keys(d)) != 0) {
-      hg_dlog(HG_LOG_ERROR, "daemon", "cannot add the demo keys", "err=%s", hg_strerror(rc));
+      if (!disk_full(cfg->data_dir, rc))
+        hg_dlog(HG_LOG_ERROR, "daemon", "cannot add the demo keys", "err=%s", hg_strerror(rc));
       goto fail;
     }
 #endif
@@ -1149,6 +1291,7 @@ static int serve(daemon_t *d) {
       set_health(d, 0, d->fail_reason);
       hg_dlog(HG_LOG_ERROR, "daemon", "journal failed: intake stopped; restart after fixing the disk",
               "err=%s", hg_strerror(f));
+      disk_full(cfg->data_dir, f);
     }
   }
   rc = 0;
@@ -1230,6 +1373,8 @@ static int run_scenario(const hg_daemon_config_t *cfg, const char *name, const c
     }
   }
   fprintf(stderr, "hourglassd: scenario %s, data dir %s\n", name, path);
+  int lrc = lock_data_dir(path);
+  if (lrc != 0) return lrc;
   hg_pipeline_config_t pc;
   hg_daemon_config_pipeline(cfg, &pc);
   pc.log = hg_dlog_pipe_cb;
@@ -1251,11 +1396,14 @@ static void usage(FILE *f) {
           "modes (default: serve until SIGTERM/SIGINT; SIGHUP reloads):\n"
           "  --check-config      parse and exit: 0 valid, 2 invalid\n"
           "  --print-data-dir    print data_dir as configured\n"
-          "  --state-hash [--upto SEQ] [--repair]\n"
-          "                      recover data_dir (stopped daemon only) and print\n"
-          "                      last_seq and the state hash; --upto replays the journal\n"
-          "                      from empty up to SEQ; --repair also cuts a torn last\n"
-          "                      journal batch (never a durable record)\n"
+          "  --state-hash [--upto SEQ]\n"
+          "                      read data_dir without writing to it (safe while the\n"
+          "                      daemon runs) and print last_seq and the state hash;\n"
+          "                      --upto replays the journal from empty up to SEQ\n"
+          "  --state-hash --repair\n"
+          "                      recover data_dir as the daemon does, writing: also cuts\n"
+          "                      a torn last journal batch (never a durable record);\n"
+          "                      refused with exit 4 while a daemon holds data_dir/LOCK\n"
           "  --backup-state DEST copy the LMDB store (safe while running)\n"
           "  --backup-keys DEST  copy the gateway's key store (safe while running)\n"
           "  --backup-journal DEST [--max-seq SEQ]\n"
@@ -1267,7 +1415,10 @@ static void usage(FILE *f) {
           "                      to zero, 1 when a check fails; DIR (default: a new\n"
           "                      directory under $TMPDIR) must be empty and receives\n"
           "                      the journal, the state and the statements\n"
-          "  --version\n");
+          "  --version\n"
+          "data_dir/LOCK: the daemon, --scenario and --state-hash --repair hold it\n"
+          "(flock) while they write the directory; a second one exits 4, naming the\n"
+          "holder's pid. The other modes only read the data directory.\n");
 }
 
 int main(int argc, char **argv) {
@@ -1330,6 +1481,10 @@ int main(int argc, char **argv) {
       usage(stderr);
       return EXIT_CONFIG;
     }
+  }
+  if (repair && upto != 0) {
+    fprintf(stderr, "hourglassd: --repair recovers the whole directory; it does not go with --upto\n");
+    return EXIT_CONFIG;
   }
   d.overrides = ovr;
   hg_dlog_init(2, HG_LOG_INFO);

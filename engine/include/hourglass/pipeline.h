@@ -256,6 +256,30 @@ int hg_pipeline_failed(const hg_pipeline_t *p);
 int hg_pipeline_replay_journal(const char *journal_dir, hg_exchange_t *ex, uint64_t max_seq,
                                uint64_t *last_seq);
 
+/*
+ * Recovers the state of cfg->data_dir into ex as hg_pipeline_open() would
+ * (latest snapshot, then the journal after it), but writes nothing: the
+ * store is opened read-only (hg_store_open_readonly) and the journal only
+ * through readers, never for writing, so the directory may belong to a
+ * running daemon. Unlike hg_pipeline_open() it neither creates missing
+ * directories nor cuts a torn tail: a journal whose last record is not good
+ * (a batch still being written, a tail torn by a crash, or corruption) is
+ * HG_ECORRUPT. Of cfg only data_dir, log and log_ctx are used.
+ *   ex        just created (hg_exchange_create with cfg->exchange), empty;
+ *             owned by the caller; on success it holds the state at
+ *             *last_seq, on failure whatever was applied before the error.
+ *   snap_seq  the seq of the snapshot used (0: none).
+ *   last_seq  the seq of the last command applied (also set on failure).
+ * Returns 0, -ENOENT/-ENOTDIR/-EACCES (data_dir, state or journal),
+ * HG_ECORRUPT (bad or unfinished journal record, a snapshot that does not
+ * restore, a journal that does not continue the snapshot), HG_EVERSION,
+ * HG_EINVAL, -ENOMEM, the exchange's apply errors. Every failure is logged
+ * through cfg->log with the reason. Any thread; ex is the caller's until it
+ * returns.
+ */
+int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t *ex,
+                                 uint64_t *snap_seq, uint64_t *last_seq);
+
 #ifdef __cplusplus
 }
 #endif

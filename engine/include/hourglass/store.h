@@ -66,7 +66,8 @@
  *
  * Threads. A store is used by one thread at a time (the engine thread, or a
  * snapshot writer that owns it); it is not locked. Separate processes must
- * not open the same directory for writing.
+ * not open the same directory for writing (hourglassd holds data_dir/LOCK for
+ * this); any number may open it with hg_store_open_readonly() meanwhile.
  */
 #ifndef HOURGLASS_STORE_H
 #define HOURGLASS_STORE_H
@@ -119,6 +120,20 @@ int hg_store_create(hg_store_t **out);
  * long), other -errno. After a failure the store stays unopened; close it.
  */
 int hg_store_open(hg_store_t *s, const char *dir, size_t map_size);
+
+/*
+ * Opens the existing store in dir for reading only, alongside a process that
+ * may be writing it (a running hourglassd): LMDB's MDB_RDONLY, so the data
+ * file is never written and no table or file is created; the one write is
+ * this process's reader slot in dir/lock.mdb, which is how LMDB readers and
+ * the writer coexist (the writer never reuses pages a reader still sees).
+ * Only the read functions work on such a store; every write returns -EACCES.
+ * Errors, each with hg_store_errmsg(): -ENOENT (dir or dir/data.mdb does not
+ * exist), -ENOTDIR, -EACCES (dir not readable), HG_ECORRUPT (not an
+ * hourglass store, or a table is missing), HG_EVERSION, HG_ESTATE (already
+ * open), HG_EINVAL (dir NULL or too long), other -errno.
+ */
+int hg_store_open_readonly(hg_store_t *s, const char *dir);
 
 /* Closes and frees the store (open or not). NULL is a no-op. */
 void hg_store_close(hg_store_t *s);
