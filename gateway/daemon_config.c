@@ -59,6 +59,10 @@ static const keydef_t KEYS[] = {
     {"gateway.outlog_segment_size", K_SIZE64, OFF(outlog_segment_size), 64 * KB, 4 * GB, 0, 0},
     {"gateway.outlog_segments_kept", K_U32, OFF(outlog_segments_kept), 1, 100000, 0, 0},
     {"gateway.outlog_max_session_ids", K_U32, OFF(outlog_max_session_ids), 1, 1u << 28, 0, 0},
+    {"gateway.max_unauthenticated", K_U32, OFF(max_unauthenticated), 1, 1000000, 0, 0},
+    {"gateway.max_unauthenticated_per_address", K_U32, OFF(max_unauthenticated_per_address), 1,
+     1000000, 0, 0},
+    {"gateway.login_timeout_ms", K_U32, OFF(login_timeout_ms), 100, 600000, 0, 0},
     {"log.level", K_LEVEL, OFF(log_level), 0, 0, 1, 0},
     {"journal.segment_size", K_SIZE64, OFF(journal_segment_size), 1 * MB, 64 * GB, 0, 0},
     {"journal.batch_bytes", K_SIZE32, OFF(journal_batch_bytes), 64 * KB, 1 * GB, 0, 0},
@@ -147,6 +151,9 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->outlog_segment_size = 64 * MB;
   cfg->outlog_segments_kept = 8;
   cfg->outlog_max_session_ids = 1u << 18;
+  cfg->max_unauthenticated = 64;
+  cfg->max_unauthenticated_per_address = 16;
+  cfg->login_timeout_ms = 5000;
 }
 
 /* ------------------------------------------------------------------ values */
@@ -323,6 +330,9 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
                 "must exceed journal.batch_bytes by the 64-byte segment header");
   if (c->throttle_burst != 0 && c->throttle_burst < 1)
     return fail(err, 0, "throttle.burst", HG_EINVAL, "%s", "must be 0 (= rate) or >= 1");
+  if (c->max_unauthenticated_per_address > c->max_unauthenticated)
+    return fail(err, 0, "gateway.max_unauthenticated_per_address", HG_EINVAL, "%s",
+                "must not exceed gateway.max_unauthenticated");
   return 0;
 }
 

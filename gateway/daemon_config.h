@@ -63,6 +63,9 @@ typedef struct hg_daemon_config {
   uint64_t outlog_segment_size; /* gateway.outlog_segment_size, 64M */
   uint32_t outlog_segments_kept; /* gateway.outlog_segments_kept, 8 */
   uint32_t outlog_max_session_ids; /* gateway.outlog_max_session_ids, 262144 */
+  uint32_t max_unauthenticated;  /* gateway.max_unauthenticated, 64 */
+  uint32_t max_unauthenticated_per_address; /* gateway.max_unauthenticated_per_address, 16 */
+  uint32_t login_timeout_ms;     /* gateway.login_timeout_ms, 5000 */
 } hg_daemon_config_t;
 
 /* Where parsing failed: the line (1-based, 0 for a file-level error), the

@@ -9,6 +9,13 @@
  *    checked before the body is read, so a frame never needs more), two
  *    output buffers of out_hard_cap bytes (one being written by libuv, one
  *    being filled), and the pure session state (session.c).
+ *  - peers: unauthenticated connections per source address (open
+ *    addressing, linear probing, keyed by the 16-byte IPv6 form of the
+ *    address, at least twice as many slots as max_unauthenticated, so it
+ *    never fills), and refusals: a few bare TCP handles through which a
+ *    connection over the global limit is accepted, sent its Terminate and
+ *    closed (one over its address's limit holds a connection slot for
+ *    that). See "Admission" in hourglass/gateway.h.
  *  - streams: one per API key that has logged in since start. A stream is
  *    the key's recoverable server -> client sequence: it survives
  *    reconnects, holds the retransmission log (a byte ring of encoded
@@ -195,6 +202,8 @@ typedef struct conn {
   uint32_t idx;
   uint32_t gen;
   uint8_t used, closing, reading, writing, dirty, drop_copy, logged_in, cod;
+  uint8_t unauth;          /* counted in n_unauth and in its peer's entry */
+  uint8_t peer[16];        /* source address, IPv6 form (IPv4-mapped for IPv4) */
   uint32_t stream;         /* NONE32 until login */
   hg_session_t sess;
   hg_throttle_t thr;
@@ -208,6 +217,21 @@ typedef struct conn {
   uint32_t n_md;           /* instruments subscribed */
   uint32_t dirty_next;
 } conn_t;
+
+/* Unauthenticated connections from one source address. */
+typedef struct peer_count {
+  uint8_t addr[16];
+  uint32_t n;              /* 0: free slot */
+} peer_count_t;
+
+/* A connection refused over the global limit, between accept and close. */
+typedef struct refusal {
+  uv_tcp_t tcp;            /* data points back to us */
+  struct hg_gateway *gw;
+  uint32_t next;           /* free list; NONE32 ends */
+} refusal_t;
+
+#define N_REFUSALS 32      /* refusals closing at once; beyond, accepting waits */
 
 typedef struct u64map {
   uint64_t *keys;          /* 0: empty */
@@ -272,6 +296,13 @@ struct hg_gateway {
   uint32_t dirty_head;
   uint32_t n_sessions, n_unauth;
   uint32_t gen_counter;    /* connection generations, unique across slots */
+  peer_count_t *peers;     /* unauthenticated connections per address */
+  uint32_t peers_mask;
+  refusal_t *refusals;     /* N_REFUSALS */
+  uint32_t free_refusal;   /* free list; NONE32 */
+  int accept_waiting;      /* a connection was left unaccepted: the listener waits */
+  uint8_t busy_frame[96];  /* Terminate(TERM_SERVER_BUSY), encoded at create */
+  size_t busy_len;
   uint32_t *drop_list;     /* conn indexes of subscribed risk viewers */
   uint32_t n_drop;
 
@@ -317,7 +348,7 @@ struct hg_gateway {
   hg_pipe_out_t drain[256];
 
   _Atomic uint64_t st_connections, st_logins, st_login_rejects, st_terminations, st_frames_in,
-      st_frames_out, st_submitted, st_busy, st_throttled;
+      st_frames_out, st_submitted, st_busy, st_throttled, st_refused;
   _Atomic uint32_t st_sessions, st_unauth;
 };
 
@@ -870,6 +901,7 @@ static void on_write(uv_write_t *req, int status) {
 }
 
 static void release_stream_side(conn_t *c);
+static void admit(hg_gateway_t *gw);
 
 static void on_closed(uv_handle_t *h) {
   conn_t *c = h->data;
@@ -877,6 +909,84 @@ static void on_closed(uv_handle_t *h) {
   c->used = 0;
   c->dirty_next = gw->free_conn;
   gw->free_conn = c->idx;
+  if (gw->accept_waiting) admit(gw);
+}
+
+/* ------------------------------------------------- admission before login */
+
+static uint32_t peer_home(const hg_gateway_t *gw, const uint8_t a[16]) {
+  uint64_t hi, lo;
+  memcpy(&hi, a, 8);
+  memcpy(&lo, a + 8, 8);
+  return (uint32_t)mix64(hi ^ mix64(lo)) & gw->peers_mask;
+}
+
+/* The entry of address a, or with add a free slot holding a (count 0: the
+ * caller counts). NULL if absent, or with add if the table is full (never,
+ * at the size create gives it: each entry is a counted connection and
+ * there are twice as many slots as max_unauthenticated). */
+static peer_count_t *peer_find(hg_gateway_t *gw, const uint8_t a[16], bool add) {
+  uint32_t i = peer_home(gw, a);
+  for (uint32_t k = 0; k <= gw->peers_mask; k++, i = (i + 1) & gw->peers_mask) {
+    peer_count_t *e = &gw->peers[i];
+    if (e->n == 0) {
+      if (!add) return NULL;
+      memcpy(e->addr, a, 16);
+      return e;
+    }
+    if (memcmp(e->addr, a, 16) == 0) return e;
+  }
+  return NULL;
+}
+
+/* One connection of e's address fewer; the last one frees the slot (linear
+ * probing delete with backward shift, as map_del). */
+static void peer_drop(hg_gateway_t *gw, peer_count_t *e) {
+  if (--e->n != 0) return;
+  uint32_t m = gw->peers_mask;
+  uint32_t i = (uint32_t)(e - gw->peers);
+  for (;;) {
+    uint32_t j = i;
+    for (;;) {
+      j = (j + 1) & m;
+      if (gw->peers[j].n == 0) return;
+      uint32_t home = peer_home(gw, gw->peers[j].addr);
+      bool stay = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+      if (!stay) break;
+    }
+    gw->peers[i] = gw->peers[j];
+    gw->peers[j].n = 0;
+    i = j;
+  }
+}
+
+/* The peer's address in IPv6 form (IPv4 as ::ffff:a.b.c.d). 0 or a libuv
+ * error (the peer is already gone). */
+static int peer_addr(uv_tcp_t *t, uint8_t out[16]) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  int rc = uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len);
+  if (rc != 0) return rc;
+  memset(out, 0, 16);
+  if (ss.ss_family == AF_INET) {
+    out[10] = out[11] = 0xff;
+    memcpy(out + 12, &((const struct sockaddr_in *)&ss)->sin_addr, 4);
+    return 0;
+  }
+  if (ss.ss_family == AF_INET6) {
+    memcpy(out, &((const struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+    return 0;
+  }
+  return UV_EINVAL;
+}
+
+/* The connection no longer awaits login (it logged in, or it closes). */
+static void unauth_release(hg_gateway_t *gw, conn_t *c) {
+  if (!c->unauth) return;
+  c->unauth = 0;
+  gw->n_unauth--;
+  peer_count_t *e = peer_find(gw, c->peer, false);
+  if (e != NULL) peer_drop(gw, e);
 }
 
 /* Closes the socket; the slot is released in the close callback. Everything
@@ -890,7 +1000,7 @@ static void conn_close(conn_t *c) {
     release_stream_side(c);
     gw->n_sessions--;
   } else {
-    gw->n_unauth--;
+    unauth_release(gw, c);
   }
   STAT_SET(gw, st_sessions, gw->n_sessions);
   STAT_SET(gw, st_unauth, gw->n_unauth);
@@ -1144,7 +1254,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   c->stream = si;
   st->conn = c->idx + 1;
   st->conn_gen = c->gen;
-  gw->n_unauth--;
+  unauth_release(gw, c);
   gw->n_sessions++;
   STAT_SET(gw, st_sessions, gw->n_sessions);
   STAT_SET(gw, st_unauth, gw->n_unauth);
@@ -3046,22 +3156,56 @@ static void on_tick(uv_timer_t *t) {
   flush_dirty(gw);
 }
 
-static void free_handle(uv_handle_t *h) { free(h); }
+static const char *refusal_text(uint32_t code) {
+  return code == TERM(ADDRESS_LIMIT) ? "too many connections awaiting login from this address"
+                                     : "too many connections awaiting login";
+}
 
-static void on_connection(uv_stream_t *server, int status) {
-  hg_gateway_t *gw = server->data;
-  if (status < 0) return;
-  STAT_ADD(gw, st_connections);
-  if (gw->free_conn == NONE32 || gw->n_unauth >= gw->cfg.max_unauthenticated) {
-    /* Over a limit: accept and close at once, so the backlog does not fill. */
-    uv_tcp_t *t = malloc(sizeof *t);
-    if (t == NULL) return;
-    uv_tcp_init(&gw->loop, t);
-    if (uv_accept(server, (uv_stream_t *)t) != 0) {
-      uv_close((uv_handle_t *)t, free_handle);
+static void on_refusal_closed(uv_handle_t *h) {
+  refusal_t *r = h->data;
+  hg_gateway_t *gw = r->gw;
+  r->next = gw->free_refusal;
+  gw->free_refusal = (uint32_t)(r - gw->refusals);
+  if (gw->accept_waiting) admit(gw);
+}
+
+/* Over the global limit: accept through a refusal handle, write the
+ * TERM_SERVER_BUSY frame encoded at create (a fresh socket's empty send
+ * buffer takes it whole; if it did not, the close is bare) and close. */
+static void refuse_busy(hg_gateway_t *gw) {
+  refusal_t *r = &gw->refusals[gw->free_refusal];
+  gw->free_refusal = r->next;
+  uv_tcp_init(&gw->loop, &r->tcp);
+  r->tcp.data = r;
+  if (uv_accept((uv_stream_t *)&gw->listener, (uv_stream_t *)&r->tcp) == 0) {
+    STAT_ADD(gw, st_connections);
+    STAT_ADD(gw, st_refused);
+    uv_buf_t b = uv_buf_init((char *)gw->busy_frame, (unsigned)gw->busy_len);
+    (void)uv_try_write((uv_stream_t *)&r->tcp, &b, 1);
+  }
+  uv_close((uv_handle_t *)&r->tcp, on_refusal_closed);
+}
+
+/* Takes the connection the listener holds (see "Admission" in
+ * hourglass/gateway.h). Without what it needs (a refusal handle over the
+ * global limit, else a connection slot) it leaves the connection unaccepted,
+ * which pauses libuv's accepting, and sets accept_waiting: the close that
+ * frees one calls back here. A slot is then always on its way back: every
+ * slot not held by a session or by a connection awaiting login (fewer than
+ * max_sessions and max_unauthenticated) is closing. */
+static void admit(hg_gateway_t *gw) {
+  gw->accept_waiting = 0;
+  if (uv_is_closing((uv_handle_t *)&gw->listener)) return;
+  if (gw->n_unauth >= gw->cfg.max_unauthenticated) {
+    if (gw->free_refusal == NONE32) {
+      gw->accept_waiting = 1;
       return;
     }
-    uv_close((uv_handle_t *)t, free_handle);
+    refuse_busy(gw);
+    return;
+  }
+  if (gw->free_conn == NONE32) {
+    gw->accept_waiting = 1;
     return;
   }
   conn_t *c = &gw->conns[gw->free_conn];
@@ -3081,23 +3225,41 @@ static void on_connection(uv_stream_t *server, int status) {
   c->wreq.data = c;
   uv_tcp_init(&gw->loop, &c->tcp);
   c->tcp.data = c;
-  gw->n_unauth++;
-  STAT_SET(gw, st_unauth, gw->n_unauth);
-  if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+  if (uv_accept((uv_stream_t *)&gw->listener, (uv_stream_t *)&c->tcp) != 0 ||
+      peer_addr(&c->tcp, c->peer) != 0) {
     conn_close(c);
     return;
   }
+  STAT_ADD(gw, st_connections);
   uv_tcp_nodelay(&c->tcp, 1);
   if (gw->cfg.socket_sndbuf != 0) {
     int v = (int)gw->cfg.socket_sndbuf;
     uv_send_buffer_size((uv_handle_t *)&c->tcp, &v);
   }
   hg_sess_init(&c->sess, now_mono(), (uint64_t)gw->cfg.login_timeout_ms * 1000000u);
+  peer_count_t *e = peer_find(gw, c->peer, true);
+  if (e == NULL || e->n >= gw->cfg.max_unauthenticated_per_address) {
+    /* Refused through its slot: it never counts as awaiting login. */
+    uint32_t code = e == NULL ? TERM(SERVER_BUSY) : TERM(ADDRESS_LIMIT);
+    STAT_ADD(gw, st_refused);
+    conn_terminate(c, code, refusal_text(code));
+    flush_dirty(gw);
+    return;
+  }
+  e->n++;
+  c->unauth = 1;
+  gw->n_unauth++;
+  STAT_SET(gw, st_unauth, gw->n_unauth);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
     conn_close(c);
     return;
   }
   c->reading = 1;
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+  if (status < 0) return;
+  admit(server->data);
 }
 
 static void close_walk(uv_handle_t *h, void *arg) {
@@ -3151,6 +3313,7 @@ static void apply_defaults(hg_gateway_config_t *c) {
   DEF(max_frame, HG_WIRE_DEFAULT_MAX_FRAME);
   DEF(max_sessions, 1024);
   DEF(max_unauthenticated, 64);
+  DEF(max_unauthenticated_per_address, c->max_unauthenticated < 16 ? c->max_unauthenticated : 16);
   DEF(max_streams, 2 * c->max_sessions);
   DEF(login_timeout_ms, 5000);
   DEF(login_skew_ms, 5000);
@@ -3205,6 +3368,8 @@ static void free_all(hg_gateway_t *gw) {
   free(gw->ledger_next);
   free(gw->sacc.dsp);
   free(gw->sacc.dspp);
+  free(gw->peers);
+  free(gw->refusals);
   map_free(&gw->stream_map);
   map_free(&gw->order_map);
   map_free(&gw->account_map);
@@ -3224,7 +3389,9 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
       cfg.out_high_water >= cfg.out_hard_cap || cfg.out_hard_cap < cfg.max_frame * 2u ||
       cfg.keepalive_min_ms > cfg.keepalive_max_ms || cfg.retransmit_bytes < 1024 ||
       cfg.max_orders > (1u << 28) || cfg.max_accounts > (1u << 28) ||
-      cfg.max_positions > (1u << 28) || cfg.rt_priority < 0 || cfg.rt_priority > HG_THREAD_RT_MAX)
+      cfg.max_positions > (1u << 28) || cfg.rt_priority < 0 || cfg.rt_priority > HG_THREAD_RT_MAX ||
+      cfg.max_unauthenticated > (1u << 24) ||
+      cfg.max_unauthenticated_per_address > cfg.max_unauthenticated)
     return HG_EINVAL;
   hg_gateway_t *gw = calloc(1, sizeof *gw);
   if (gw == NULL) return -ENOMEM;
@@ -3271,8 +3438,14 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   gw->scratch = malloc(SCRATCH_SIZE);
   gw->sacc.dsp = calloc(cfg.max_instruments, sizeof *gw->sacc.dsp);
   gw->sacc.dspp = calloc(cfg.max_instruments, sizeof *gw->sacc.dspp);
+  uint32_t pcap = 16;
+  while (pcap < 2u * cfg.max_unauthenticated) pcap <<= 1;
+  gw->peers = calloc(pcap, sizeof *gw->peers);
+  gw->peers_mask = pcap - 1;
+  gw->refusals = calloc(N_REFUSALS, sizeof *gw->refusals);
   bool ok = gw->conns && gw->streams && gw->instr && gw->drop_list && gw->pend && gw->orders &&
             gw->accounts && gw->positions && gw->arena_buf && gw->scratch && gw->sacc.dsp && gw->sacc.dspp &&
+            gw->peers && gw->refusals &&
             map_init(&gw->stream_map, cfg.max_streams) == 0 &&
             map_init(&gw->order_map, cfg.max_orders) == 0 &&
             map_init(&gw->account_map, cfg.max_accounts) == 0 &&
@@ -3298,6 +3471,22 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   hg_prefault(gw->positions, (size_t)cfg.max_positions * sizeof *gw->positions);
   gw->free_conn = 0;
   gw->dirty_head = NONE32;
+  for (uint32_t i = 0; i < N_REFUSALS; i++) {
+    gw->refusals[i].gw = gw;
+    gw->refusals[i].next = i + 1 < N_REFUSALS ? i + 1 : NONE32;
+  }
+  gw->free_refusal = 0;
+  Hourglass__V1__Terminate busy = HOURGLASS__V1__TERMINATE__INIT;
+  busy.code = TERM(SERVER_BUSY);
+  busy.text = (char *)refusal_text(busy.code);
+  env_t busy_env = HOURGLASS__V1__ENVELOPE__INIT;
+  busy_env.body_case = B(TERMINATE);
+  busy_env.terminate = &busy;
+  rc = hg_wire_encode(&busy_env, gw->busy_frame, sizeof gw->busy_frame, &gw->busy_len);
+  if (rc != 0) {
+    free_all(gw);
+    return rc;
+  }
   for (uint32_t i = 0; i < cfg.max_orders; i++)
     gw->orders[i].next = i + 1 < cfg.max_orders ? i + 1 : NONE32;
   gw->free_order = 0;
@@ -3600,6 +3789,7 @@ void hg_gateway_stats(const hg_gateway_t *gw, hg_gateway_stats_t *out) {
   out->submitted = LD(st_submitted);
   out->busy = LD(st_busy);
   out->throttled = LD(st_throttled);
+  out->refused = LD(st_refused);
   out->sessions = LD(st_sessions);
   out->unauthenticated = LD(st_unauth);
 #undef LD

@@ -497,6 +497,9 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
     metric(b, "hourglass_gateway_throttled_total", "counter", "Requests throttled.",
            gs.throttled);
     metric(b, "hourglass_gateway_busy_total", "counter", "Submits refused as busy.", gs.busy);
+    metric(b, "hourglass_gateway_refused_total", "counter",
+           "Connections refused at accept: too many awaiting login (per address or in all).",
+           gs.refused);
     metric(b, "hourglass_gateway_outlog_write_errors_total", "counter",
            "Failed writes to the outbound journal (e.g. disk full).", gs.outlog_write_errors);
     metric(b, "hourglass_gateway_outlog_dropped_total", "counter",
@@ -1151,6 +1154,9 @@ static int serve(daemon_t *d) {
   gc.outlog_segment_size = cfg->outlog_segment_size;
   gc.outlog_segments_kept = cfg->outlog_segments_kept;
   gc.outlog_max_session_ids = cfg->outlog_max_session_ids;
+  gc.max_unauthenticated = cfg->max_unauthenticated;
+  gc.max_unauthenticated_per_address = cfg->max_unauthenticated_per_address;
+  gc.login_timeout_ms = cfg->login_timeout_ms;
   gc.log = hg_dlog_pipe_cb;
   gc.log_ctx = "gateway";
   rc = hg_gateway_create(&gc, &d->gw);

@@ -36,14 +36,13 @@ import hourglass_pb2 as pb
 
 DEFAULT_MAX_FRAME = 64 * 1024
 
-# Body names of the oneof that are client application messages (need seq).
-APP_BODIES = {
-    "new_order", "cancel", "replace", "mass_cancel", "order_status_request",
-    "mass_quote", "quote_group_reset", "positions_request", "instruments_request",
-    "md_subscribe", "md_unsubscribe", "drop_copy_subscribe", "list_instrument",
-    "delist_instrument", "halt", "resume", "end_of_session", "add_account",
-    "deposit", "withdraw", "add_api_key",
-}
+# Body names of the oneof that are client application messages (need seq):
+# the Envelope's field numbers 30..79, which proto/hourglass.proto keeps for
+# client requests (trading, queries, operator and settlement commands). Read
+# from the schema, so a request added to it gets its seq here too.
+APP_BODIES = frozenset(
+    f.name for f in pb.Envelope.DESCRIPTOR.oneofs_by_name["body"].fields
+    if 30 <= f.number <= 79)
 
 
 class ProtocolError(Exception):

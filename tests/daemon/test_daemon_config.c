@@ -80,7 +80,10 @@ static void every_key_is_set(void **state) {
       "http.idle_timeout_ms = 250\n"
       "market.depth_levels = 5\n"
       "market.recent_trades = 9\n"
-      "synthetic.orders_per_sec = 123\n";
+      "synthetic.orders_per_sec = 123\n"
+      "gateway.max_unauthenticated = 40\n"
+      "gateway.max_unauthenticated_per_address = 5\n"
+      "gateway.login_timeout_ms = 750\n";
   hg_daemon_config_t c;
   hg_dcfg_error_t e;
   assert_int_equal(parse(&c, text, &e), 0);
@@ -118,6 +121,9 @@ static void every_key_is_set(void **state) {
   assert_int_equal(c.md_depth, 5);
   assert_int_equal(c.md_trades, 9);
   assert_int_equal(c.synthetic_rate, 123);
+  assert_int_equal(c.max_unauthenticated, 40);
+  assert_int_equal(c.max_unauthenticated_per_address, 5);
+  assert_int_equal(c.login_timeout_ms, 750);
 
   /* The pipeline gets what the keys say. */
   hg_pipeline_config_t pc;
@@ -196,6 +202,10 @@ static void bad_input_names_line_key_and_reason(void **state) {
       {"listen.http = 127.0.0.1:7700\n", HG_EINVAL, 0, "listen.http", "must differ"},
       {"journal.segment_size = 1M\njournal.batch_bytes = 1M\n", HG_EINVAL, 0,
        "journal.segment_size", "batch_bytes"},
+      {"gateway.max_unauthenticated = 8\n", HG_EINVAL, 0,
+       "gateway.max_unauthenticated_per_address", "must not exceed gateway.max_unauthenticated"},
+      {"gateway.login_timeout_ms = 50\n", HG_ERANGE, 1, "gateway.login_timeout_ms",
+       "out of range 100..600000"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     hg_daemon_config_t c;

@@ -2,7 +2,7 @@
 """Interop check run by test_python_interop (C): the Python client, on
 Google's protobuf runtime, against the C gateway on protobuf-c.
 
-Arguments: port key_a account_a key_b. Secrets follow the harness rule
+Arguments: port key_a account_a key_b key_operator. Secrets follow the harness rule
 (byte i of key k's secret is (k * 31 + i) mod 256). Exits 0 when every
 check passed; prints the first failure otherwise.
 """
@@ -11,7 +11,8 @@ import sys
 import socket
 
 import hourglass_pb2 as pb
-from hgclient import Client, LoginRefused, encode_varint, decode_varint, ProtocolError
+from hgclient import (APP_BODIES, Client, LoginRefused, ProtocolError, decode_varint,
+                      encode_varint)
 
 
 def secret(key_id):
@@ -24,7 +25,7 @@ def check(cond, what):
 
 
 def main():
-    port, key_a, acc_a, key_b = (int(x) for x in sys.argv[1:5])
+    port, key_a, acc_a, key_b, key_op = (int(x) for x in sys.argv[1:6])
 
     # Framing helpers agree with the rules (minimal varints only).
     check(encode_varint(300) == b"\xac\x02", "varint 300")
@@ -102,6 +103,34 @@ def main():
     check(e is None or e.WhichOneof("body") in ("heartbeat", "warning"), "idle frame %s" % e)
     a.positions()
     a.expect("positions")
+
+    # Every client request carries a seq, settlement commands and statement
+    # requests included (without one the session would end, TERM_MISSING_SEQ).
+    for body in ("compute_fixing", "publish_samples", "daily_settlement", "expire",
+                 "list_curve", "statement_request", "new_order", "add_api_key"):
+        check(body in APP_BODIES, "%s not sequenced" % body)
+    for body in ("login", "logout", "heartbeat", "retransmit_request", "execution_report"):
+        check(body not in APP_BODIES, "%s sequenced" % body)
+    env = pb.Envelope()
+    env.statement_request.SetInParent()
+    seq = a.send(env)
+    check(seq is not None, "statement request without seq")
+    st = a.expect("statement").statement
+    check(st.ref_seq == seq, "statement ref_seq %d, sent %d" % (st.ref_seq, seq))
+    env = pb.Envelope()
+    env.compute_fixing.gpu = "B200"
+    env.compute_fixing.grade = "A"
+    env.compute_fixing.day = 20000
+    seq = a.send(env)
+    r = a.expect("response").response
+    check(r.ref_seq == seq and r.reason == pb.REJ_NOT_PERMITTED, "trader fixing %s" % r)
+    op = Client(port=port, key_id=key_op, secret=secret(key_op))
+    op.connect()
+    seq = op.send(env)
+    check(seq == 1, "operator's first seq %r" % seq)
+    sr = op.expect("settlement_result").settlement_result
+    check(sr.ref_seq == seq, "settlement result %s" % sr)
+    op.logout()
 
     # A protocol violation from our side: the server's Terminate decodes here.
     a.sock.sendall(b"\x00")

@@ -42,6 +42,20 @@
  *   -> hg_gateway_attach -> hg_gateway_add_key / hg_gateway_load_keys ->
  *   hg_pipeline_start -> hg_gateway_start -> ... -> hg_gateway_stop ->
  *   hg_pipeline_stop / hg_pipeline_close -> hg_gateway_destroy.
+ *
+ * Admission (before login): a connection counts as unauthenticated from
+ * accept until its Login succeeds or it closes, and has login_timeout_ms to
+ * log in. At most max_unauthenticated_per_address of them may come from one
+ * source address (IPv4 and IPv6 alike; an IPv4-mapped IPv6 address is the
+ * IPv4 address) and at most max_unauthenticated in all. A connection over
+ * the address limit is accepted, sent Terminate(TERM_ADDRESS_LIMIT) and
+ * closed; one over the global limit gets Terminate(TERM_SERVER_BUSY). So
+ * one host holding idle connections delays nobody else's login unless it
+ * fills the global limit, which takes max_unauthenticated /
+ * max_unauthenticated_per_address addresses. The counting is a table sized
+ * at create (no allocation per connection). When refusals come faster than
+ * closes complete, accepting pauses for a loop iteration (the kernel's
+ * backlog holds the connections meanwhile).
  */
 #ifndef HOURGLASS_GATEWAY_H
 #define HOURGLASS_GATEWAY_H
@@ -70,9 +84,12 @@ typedef struct hg_gateway_config {
   size_t key_map_size;           /* LMDB map size; 0: 64 MiB */
   uint32_t max_frame;            /* largest body accepted, bytes; 0: 64 KiB */
   uint32_t max_sessions;         /* logged-in sessions at once; 0: 1024 */
-  uint32_t max_unauthenticated;  /* connections not yet logged in; 0: 64 */
+  uint32_t max_unauthenticated;  /* connections not yet logged in, all addresses; 0: 64 */
+  uint32_t max_unauthenticated_per_address; /* ... from one source address; 0: 16, or
+                                    max_unauthenticated if lower (see "Admission" below) */
   uint32_t max_streams;          /* distinct keys served since start; 0: 2 * max_sessions */
-  uint32_t login_timeout_ms;     /* 0: 5000 */
+  uint32_t login_timeout_ms;     /* a connection with no Login by then is terminated
+                                    (TERM_LOGIN_TIMEOUT); 0: 5000 */
   uint32_t login_skew_ms;        /* 0: 5000 */
   uint32_t keepalive_min_ms;     /* 0: 50 */
   uint32_t keepalive_max_ms;     /* 0: 60000 */
@@ -123,12 +140,14 @@ typedef struct hg_gateway_stats {
   uint64_t connections;   /* accepted since start */
   uint64_t logins;        /* successful */
   uint64_t login_rejects;
-  uint64_t terminations;  /* sessions ended by a Terminate other than logout */
+  uint64_t terminations;  /* sessions ended by a Terminate other than logout (and the
+                             refusals at accept that hold a connection slot) */
   uint64_t frames_in;
   uint64_t frames_out;
   uint64_t submitted;     /* commands submitted to the pipeline */
   uint64_t busy;          /* submits refused with HG_EBUSY */
   uint64_t throttled;
+  uint64_t refused;       /* connections refused at accept (TERM_ADDRESS_LIMIT, TERM_SERVER_BUSY) */
   uint32_t sessions;      /* logged in now */
   uint32_t unauthenticated;
   /* Outbound journal health (no customer data). */
@@ -149,7 +168,8 @@ void hg_gateway_config_init(hg_gateway_config_t *cfg);
  * start-up scan restores each key's seq and the used session ids; bad
  * records are logged and skipped), allocates every table and binds the
  * listening socket (not yet accepting). Owner thread. Returns 0 and *out,
- * HG_EINVAL (config), the store's errors, HG_EVERSION (a journal segment of
+ * HG_EINVAL (config, e.g. max_unauthenticated_per_address above
+ * max_unauthenticated), the store's errors, HG_EVERSION (a journal segment of
  * a newer format), -errno of the journal's directory and files or of
  * bind/listen (e.g. -EADDRINUSE), or -ENOMEM. On failure nothing is left
  * allocated.
