@@ -258,6 +258,7 @@ struct hg_gateway {
   uv_timer_t timer;
   pthread_t thread;
   int attached, started, stopped, loop_open;
+  uint64_t epoch;          /* this start's exchange epoch (LoginAck.epoch); set at start */
   /* Loop thread: inside on_read, submits defer the engine's wake-up to one
    * hg_pipeline_kick() at the end of the read (kick_due says one is owed),
    * so the frames of one read cost one engine wake-up, not one each. */
@@ -1160,6 +1161,8 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   ack.server_time_ns = now_wall(gw);
   ack.has_cancel_on_disconnect = 1;
   ack.cancel_on_disconnect = c->cod;
+  ack.has_epoch = 1;
+  ack.epoch = gw->epoch;
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(LOGIN_ACK);
   env.login_ack = &ack;
@@ -3526,8 +3529,35 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line) {
   return rc;
 }
 
+/* Store name of the exchange epoch (sessions table; no key's name starts
+ * with 'e'). */
+#define EPOCH_NAME "epoch"
+
+/* One more than the epoch of the previous start on this key store,
+ * committed before a client can be told it. */
+static int bump_epoch(hg_gateway_t *gw) {
+  uint64_t e = 0;
+  int rc = hg_store_get_session_seq(gw->store, EPOCH_NAME, &e);
+  if (rc == HG_ENOTFOUND) {
+    e = 0;
+    rc = 0;
+  }
+  if (rc == 0 && e == UINT64_MAX) rc = HG_ECORRUPT;
+  if (rc == 0) rc = hg_store_set_session_seq(gw->store, EPOCH_NAME, e + 1);
+  if (rc != 0) {
+    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: cannot record the exchange epoch: %s",
+           hg_store_errmsg(gw->store));
+    return rc;
+  }
+  gw->epoch = e + 1;
+  gw_log(gw, HG_PIPE_LOG_INFO, "exchange epoch %" PRIu64, gw->epoch);
+  return 0;
+}
+
 int hg_gateway_start(hg_gateway_t *gw) {
   if (gw->pipe == NULL || gw->started) return HG_ESTATE;
+  int rc = bump_epoch(gw);
+  if (rc != 0) return rc;
   if (gw->scoped_at_attach > 0) {
     /* Sequenced before anything a client can send: no new quote can meet a
      * quote of the previous process, no order a dead COD session's order. */
@@ -3547,7 +3577,7 @@ int hg_gateway_start(hg_gateway_t *gw) {
            gw->scoped_at_attach);
     gw->scoped_at_attach = 0;
   }
-  int rc = uv_timer_start(&gw->timer, on_tick, gw->cfg.tick_ms, gw->cfg.tick_ms);
+  rc = uv_timer_start(&gw->timer, on_tick, gw->cfg.tick_ms, gw->cfg.tick_ms);
   if (rc != 0) return rc;
   rc = hg_thread_start("hg-gateway", gw->cfg.rt_priority, loop_main, gw, &gw->thread);
   if (rc != 0) {

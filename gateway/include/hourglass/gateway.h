@@ -34,7 +34,8 @@
  * process. Used session ids and every sequenced outbound frame go to the
  * outbound journal (outlog_dir), which also restores each key's next seq at
  * create; the key store's sessions table keeps each key's last seq at a
- * clean stop and, read only, session ids recorded by earlier versions.
+ * clean stop, the exchange epoch (counted up at every hg_gateway_start)
+ * and, read only, session ids recorded by earlier versions.
  *
  * Lifecycle (owner thread):
  *   hg_gateway_config_init -> hg_gateway_create -> (pipeline config:
@@ -191,13 +192,17 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
  */
 int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
 
-/* Starts accepting, on a new loop thread. If the exchange held
- * session-scoped orders at attach (their sessions ended with the previous
- * process), first submits one HG_COMMAND_SESSIONS_ENDED, so that it is
- * sequenced before any client request, and logs the count. The pipeline must
- * be started. 0, HG_ESTATE (not attached, or started before), HG_EBUSY (that
- * command could not be submitted: nothing started), -EPERM (cfg.rt_priority
- * set and real-time scheduling not permitted), -errno. */
+/* Starts accepting, on a new loop thread. First, on the owner thread:
+ *  - records the next exchange epoch in the key store (one more than the
+ *    last start's; sent in every LoginAck, proto/README.md);
+ *  - if the exchange held session-scoped orders at attach (their sessions
+ *    ended with the previous process), submits one
+ *    HG_COMMAND_SESSIONS_ENDED, so that it is sequenced before any client
+ *    request, and logs the count.
+ * The pipeline must be started. 0, HG_ESTATE (not attached, or started
+ * before), the key store's errors (the epoch could not be recorded: nothing
+ * started), HG_EBUSY (that command could not be submitted: nothing started),
+ * -EPERM (cfg.rt_priority set and real-time scheduling not permitted), -errno. */
 int hg_gateway_start(hg_gateway_t *gw);
 
 /* The bound port (useful with port 0). Any thread after create. */
