@@ -72,7 +72,8 @@ typedef struct hg_gateway_config {
   uint32_t max_frame;            /* largest body accepted, bytes; 0: 64 KiB */
   uint32_t max_sessions;         /* logged-in sessions at once; 0: 1024 */
   uint32_t max_unauthenticated;  /* connections not yet logged in; 0: 64 */
-  uint32_t max_streams;          /* distinct keys served since start; 0: 2 * max_sessions */
+  uint32_t max_streams;          /* distinct keys served since start (logged in, or holding
+                                    recovered orders: see hg_gateway_start); 0: 2 * max_sessions */
   uint32_t login_timeout_ms;     /* 0: 5000 */
   uint32_t login_skew_ms;        /* 0: 5000 */
   uint32_t keepalive_min_ms;     /* 0: 50 */
@@ -168,7 +169,9 @@ void hg_gateway_notify(void *ctx);
  * Binds the gateway to an opened, not yet started pipeline and seeds its
  * mirror from the exchange (instruments, levels, live orders, accounts).
  * Session-scoped orders (cancel-on-disconnect orders and quotes of a previous
- * process) are not mirrored: hg_gateway_start() cancels them. Owner thread,
+ * process) are not mirrored: hg_gateway_start() cancels them. Notes which
+ * accounts hold recovered orders (hg_gateway_start opens their streams).
+ * Owner thread,
  * before hg_gateway_start. 0, HG_ESTATE (already attached or started),
  * HG_EFULL (the exchange holds more instruments, orders or accounts than the
  * gateway's tables; for orders an error is logged with both numbers: raise
@@ -195,6 +198,12 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
 /* Starts accepting, on a new loop thread. First, on the owner thread:
  *  - records the next exchange epoch in the key store (one more than the
  *    last start's; sent in every LoginAck, proto/README.md);
+ *  - opens the stream of each account that held live orders at attach (the
+ *    account's lowest-numbered trader or market-maker key with frames in the
+ *    outbound journal; allocated here, counted in max_streams), so that the
+ *    reports of recovered orders are sequenced and kept in that key's stream
+ *    whether or not it logs in; accounts with no such key, or beyond
+ *    max_streams, are logged and their reports reach no stream;
  *  - if the exchange held session-scoped orders at attach (their sessions
  *    ended with the previous process), submits one
  *    HG_COMMAND_SESSIONS_ENDED, so that it is sequenced before any client
@@ -211,7 +220,10 @@ uint16_t hg_gateway_port(const hg_gateway_t *gw);
 /*
  * Stops: every session gets Terminate(TERM_SERVER_SHUTDOWN), connections
  * close, the loop thread exits (joined before returning). Submitting stops;
- * pipeline output after this is not drained. Owner thread. Idempotent.
+ * pipeline output after this is not drained. Cancel-on-disconnect does not
+ * fire for the sessions closed here: their orders are session-scoped and the
+ * next start's SESSIONS_ENDED cancels them, into the keys' streams. Owner
+ * thread. Idempotent.
  */
 void hg_gateway_stop(hg_gateway_t *gw);
 
