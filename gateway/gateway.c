@@ -3119,9 +3119,40 @@ static void close_walk(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* How long a stop waits for the results of commands already submitted. */
+#define STOP_SETTLE_NS (2000ull * 1000000ull)
+#define STOP_WAIT_NS (10ll * 1000000ll)
+
+/* At a stop, before the sessions end: the results of every command already
+ * submitted (the engine applies them whatever happens next) are drained
+ * into the keys' streams and sent, so that no order the exchange keeps is
+ * missing from its key's stream. Bounded; the loop reads no socket
+ * meanwhile, so only internal cancels can add commands. Loop thread. */
+static void settle_in_flight(hg_gateway_t *gw) {
+  uint64_t deadline = now_mono() + STOP_SETTLE_NS;
+  drain(gw);
+  while (gw->pend_tail != gw->pend_next) {
+    uint64_t now = now_mono();
+    if (now >= deadline) {
+      gw_log(gw, HG_PIPE_LOG_WARN,
+             "stop: %" PRIu64 " commands still unanswered after %llu ms; their reports are "
+             "not sequenced", gw->pend_next - gw->pend_tail,
+             (unsigned long long)(STOP_SETTLE_NS / 1000000u));
+      return;
+    }
+    /* Short waits: a wake-up that went to the loop's async handle instead
+     * costs at most one of them. */
+    if (hg_pipeline_wait(gw->pipe, STOP_WAIT_NS) == -ECANCELED) {
+      drain(gw);
+      return; /* the pipeline stopped first: nothing more will come */
+    }
+    drain(gw);
+  }
+}
+
 static void on_stop(uv_async_t *a) {
   hg_gateway_t *gw = a->data;
-  drain(gw);
+  settle_in_flight(gw);
   gw->stopping = 1;
   for (uint32_t i = 0; i < gw->n_conns; i++) {
     conn_t *c = &gw->conns[i];

@@ -218,9 +218,13 @@ int hg_gateway_start(hg_gateway_t *gw);
 uint16_t hg_gateway_port(const hg_gateway_t *gw);
 
 /*
- * Stops: every session gets Terminate(TERM_SERVER_SHUTDOWN), connections
- * close, the loop thread exits (joined before returning). Submitting stops;
- * pipeline output after this is not drained. Cancel-on-disconnect does not
+ * Stops: the loop reads no more requests and waits (up to 2 s) for the
+ * results of the commands it already submitted, which are sequenced into the
+ * keys' streams and sent; then every session gets
+ * Terminate(TERM_SERVER_SHUTDOWN), connections close, the loop thread exits
+ * (joined before returning). Pipeline output after this is not drained (call
+ * it before hg_pipeline_stop: a stopped pipeline answers nothing more, and
+ * commands left unanswered are logged). Cancel-on-disconnect does not
  * fire for the sessions closed here: their orders are session-scoped and the
  * next start's SESSIONS_ENDED cancels them, into the keys' streams. Owner
  * thread. Idempotent.
