@@ -15,8 +15,10 @@
  * exactly once, reason CXL_MASS_CANCEL, with seqs continuing their streams
  * and nothing else before the barrier; C's order rests on and C's stream has
  * nothing new. LoginAck.epoch is 1 at the first start and 2 after the
- * restart. Last, a clean stop with orders in flight: every order the
- * exchange keeps has its report in the stream.
+ * restart. Then an ordinary order that fills after a restart, before its
+ * key logs in: the fill is in the key's stream. Last, a clean stop with
+ * orders in flight: every order the exchange keeps has its report in the
+ * stream.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -324,6 +326,57 @@ static void test_clean_stop_login_at_once(void **state) {
   scenario(0, 0);
 }
 
+/*
+ * An ordinary order that rests across a restart and fills before its key
+ * logs in again: the fill is in the key's stream, next after what it saw.
+ */
+static void test_fill_before_login(void **state) {
+  (void)state;
+  gt_server_t s;
+  assert_int_equal(gt_start(&s, 0, NULL, setup_keys), 0);
+  setup_market(&s);
+  gt_client_t a, c;
+  uint64_t epoch = 0;
+  key_view_t vc = {0};
+  assert_int_equal(login(&c, s.port, KC, 0, &epoch), 1);
+  assert_int_equal(gt_new_order(&c, 1, 31, SELL, 600, 7, GTC), 0);
+  uint64_t c_oid = wait_new(&c, c.seq, &vc, 1, 0);
+  gt_close(&c);
+  gt_shutdown(&s);
+  assert_int_equal(gt_open(&s, 0, NULL, NULL), 0);
+
+  /* A buys 2 of C's order (IOC) while C is away. */
+  assert_int_equal(login(&a, s.port, KA, 0, &epoch), 1);
+  assert_int_equal(gt_new_order(&a, 1, 41, BUY, 600, 2, HOURGLASS__V1__TIME_IN_FORCE__TIF_IOC),
+                   0);
+  for (;;) {
+    env_t *e = gt_expect(&a, BODY(EXECUTION_REPORT), 5000);
+    assert_non_null(e);
+    if (e->execution_report->exec_type == EXEC(FILL)) break;
+  }
+  gt_close(&a);
+
+  uint64_t next = login(&c, s.port, KC, 0, &epoch);
+  assert_int_equal(epoch, 2);
+  assert_int_equal(next, vc.last + 2);
+  retransmit(&c, vc.last + 1, 1);
+  env_t *e = gt_expect(&c, BODY(RETRANSMISSION), 5000);
+  assert_non_null(e);
+  assert_int_equal(e->retransmission->reason, 0);
+  e = gt_expect(&c, BODY(EXECUTION_REPORT), 5000);
+  assert_non_null(e);
+  assert_int_equal(e->seq, vc.last + 1);
+  const Hourglass__V1__ExecutionReport *er = e->execution_report;
+  assert_int_equal(er->exec_type, EXEC(FILL));
+  assert_int_equal(er->order_id, c_oid);
+  assert_true(er->has_maker && er->maker);
+  assert_int_equal(er->price, 600);
+  assert_int_equal(er->qty, 2);
+  assert_int_equal(er->leaves, 5);
+  gt_close(&c);
+  gt_stop(&s);
+}
+
 /* Bid levels of instrument 1 (each order below rests alone at its price). */
 static size_t bid_levels(gt_client_t *c) {
   Hourglass__V1__MarketDataSubscribe m = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
@@ -397,6 +450,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_crash_login_at_once, kill_child),
       cmocka_unit_test(test_clean_stop_late_login),
       cmocka_unit_test(test_clean_stop_login_at_once),
+      cmocka_unit_test(test_fill_before_login),
       cmocka_unit_test(test_stop_answers_in_flight),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
