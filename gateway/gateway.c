@@ -3588,7 +3588,10 @@ static int bump_epoch(hg_gateway_t *gw) {
     e = 0;
     rc = 0;
   }
-  if (rc == 0 && e == UINT64_MAX) rc = HG_ECORRUPT;
+  if (rc == 0 && e == UINT64_MAX) {
+    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: the stored exchange epoch is at its maximum");
+    return HG_ECORRUPT;
+  }
   if (rc == 0) rc = hg_store_set_session_seq(gw->store, EPOCH_NAME, e + 1);
   if (rc != 0) {
     gw_log(gw, HG_PIPE_LOG_ERROR, "key store: cannot record the exchange epoch: %s",
