@@ -68,6 +68,7 @@ struct hg_client {
 
   /* server stream */
   bool have_rx;     /* rx_next is meaningful (a login happened) */
+  uint64_t epoch;   /* of the last login; 0: none yet or not sent */
   uint64_t rx_next;
   uint64_t rx_high; /* 0: nothing held back */
   bool retx_running;  /* request sent, header or frames still to come */
@@ -708,6 +709,9 @@ static int do_login(hg_client_t *c) {
         s->server_time_ns = a->server_time_ns;
         s->login_next_seq = a->next_seq;
         s->cancel_on_disconnect = a->has_cancel_on_disconnect && a->cancel_on_disconnect;
+        s->epoch = a->has_epoch ? a->epoch : 0;
+        s->restarted = c->epoch != 0 && s->epoch != c->epoch;
+        c->epoch = s->epoch;
         c->logged_in = true;
         if (!c->have_rx || a->next_seq < c->rx_next) {
           /* First login, or a server whose stream restarted: start at its head. */

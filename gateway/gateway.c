@@ -16,7 +16,9 @@
  *    connection over the global limit is accepted, sent its Terminate and
  *    closed (one over its address's limit holds a connection slot for
  *    that). See "Admission" in hourglass/gateway.h.
- *  - streams: one per API key that has logged in since start. A stream is
+ *  - streams: one per API key that has logged in since start, and one per
+ *    account that held live orders at attach (its home key, opened by
+ *    hg_gateway_start before any output is drained). A stream is
  *    the key's recoverable server -> client sequence: it survives
  *    reconnects, holds the retransmission log (a byte ring of encoded
  *    frames with an index ring by seq), the key's quote and market-maker
@@ -39,7 +41,8 @@
  *    seeded at attach and appended from cash and settlement events.
  *
  * Routing: an order's events go to the stream that entered it (seeded and
- * foreign orders: the first stream of that account), a reject to the
+ * foreign orders: the account's stream, its home key's when it held orders
+ * at attach, else its first to log in), a reject to the
  * stream that sent the request, fills to both parties separately, drop
  * copies to the subscribed risk viewers of the account's firm, and public
  * market data (no account, no order id) to subscribers.
@@ -154,6 +157,10 @@ typedef struct account {
   int64_t cash;
   uint32_t stream;         /* first stream of this account; NONE32 */
   uint64_t lhead, ltail;   /* its ledger entries (index + 1 in gw->ledger; 0: none) */
+  /* Attach to start only: the account held live orders at attach, and the
+   * key whose stream hg_gateway_start() opens for their reports (0: none). */
+  uint8_t recovered;
+  uint64_t home_key;
 } account_t;
 
 typedef struct position {
@@ -282,6 +289,8 @@ struct hg_gateway {
   uv_timer_t timer;
   pthread_t thread;
   int attached, started, stopped, loop_open;
+  int stopping;            /* loop thread: on_stop is closing the sessions */
+  uint64_t epoch;          /* this start's exchange epoch (LoginAck.epoch); set at start */
   /* Loop thread: inside on_read, submits defer the engine's wake-up to one
    * hg_pipeline_kick() at the end of the read (kick_due says one is owed),
    * so the frames of one read cost one engine wake-up, not one each. */
@@ -1270,6 +1279,8 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   ack.server_time_ns = now_wall(gw);
   ack.has_cancel_on_disconnect = 1;
   ack.cancel_on_disconnect = c->cod;
+  ack.has_epoch = 1;
+  ack.epoch = gw->epoch;
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(LOGIN_ACK);
   env.login_ack = &ack;
@@ -1394,7 +1405,10 @@ static void release_stream_side(conn_t *c) {
     c->drop_copy = 0;
   }
   if (st == NULL) return;
-  if (c->cod) {
+  /* At a stop the engine stops next and the reports of these cancels would
+   * never be drained; the orders are session-scoped, so the next start's
+   * SessionsEnded cancels them and their reports reach this stream then. */
+  if (c->cod && !gw->stopping) {
     st->cod_gen = c->gen;
     st->cod_retry = cod_cancel(gw, st, c->gen);
   }
@@ -3267,9 +3281,41 @@ static void close_walk(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* How long a stop waits for the results of commands already submitted. */
+#define STOP_SETTLE_NS (2000ull * 1000000ull)
+#define STOP_WAIT_NS (10ll * 1000000ll)
+
+/* At a stop, before the sessions end: the results of every command already
+ * submitted (the engine applies them whatever happens next) are drained
+ * into the keys' streams and sent, so that no order the exchange keeps is
+ * missing from its key's stream. Bounded; the loop reads no socket
+ * meanwhile, so only internal cancels can add commands. Loop thread. */
+static void settle_in_flight(hg_gateway_t *gw) {
+  uint64_t deadline = now_mono() + STOP_SETTLE_NS;
+  drain(gw);
+  while (gw->pend_tail != gw->pend_next) {
+    uint64_t now = now_mono();
+    if (now >= deadline) {
+      gw_log(gw, HG_PIPE_LOG_WARN,
+             "stop: %" PRIu64 " commands still unanswered after %llu ms; their reports are "
+             "not sequenced", gw->pend_next - gw->pend_tail,
+             (unsigned long long)(STOP_SETTLE_NS / 1000000u));
+      return;
+    }
+    /* Short waits: a wake-up that went to the loop's async handle instead
+     * costs at most one of them. */
+    if (hg_pipeline_wait(gw->pipe, STOP_WAIT_NS) == -ECANCELED) {
+      drain(gw);
+      return; /* the pipeline stopped first: nothing more will come */
+    }
+    drain(gw);
+  }
+}
+
 static void on_stop(uv_async_t *a) {
   hg_gateway_t *gw = a->data;
-  drain(gw);
+  settle_in_flight(gw);
+  gw->stopping = 1;
   for (uint32_t i = 0; i < gw->n_conns; i++) {
     conn_t *c = &gw->conns[i];
     if (c->used && !c->closing) conn_terminate(c, TERM(SERVER_SHUTDOWN), NULL);
@@ -3549,9 +3595,12 @@ typedef struct seed_ctx {
 
 /* A recovered resting order. Session-scoped ones (COD orders, quotes) are
  * not mirrored: their sessions are gone and hg_gateway_start() cancels them;
- * their cancels then route like those of any order the mirror never saw. */
+ * their cancels then route like those of any order the mirror never saw (to
+ * the account's stream, which hg_gateway_start() opens: see open_recovered). */
 static void seed_order(void *ctx, const hg_book_order_t *o) {
   seed_ctx_t *s = ctx;
+  account_t *a = account_find(s->gw, o->account);
+  if (a != NULL) a->recovered = 1;
   if (o->session_scoped) {
     s->scoped++;
     return;
@@ -3715,8 +3764,91 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line) {
   return rc;
 }
 
+/* Store name of the exchange epoch (sessions table; no key's name starts
+ * with 'e'). */
+#define EPOCH_NAME "epoch"
+
+/* One more than the epoch of the previous start on this key store,
+ * committed before a client can be told it. */
+static int bump_epoch(hg_gateway_t *gw) {
+  uint64_t e = 0;
+  int rc = hg_store_get_session_seq(gw->store, EPOCH_NAME, &e);
+  if (rc == HG_ENOTFOUND) {
+    e = 0;
+    rc = 0;
+  }
+  if (rc == 0 && e == UINT64_MAX) {
+    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: the stored exchange epoch is at its maximum");
+    return HG_ECORRUPT;
+  }
+  if (rc == 0) rc = hg_store_set_session_seq(gw->store, EPOCH_NAME, e + 1);
+  if (rc != 0) {
+    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: cannot record the exchange epoch: %s",
+           hg_store_errmsg(gw->store));
+    return rc;
+  }
+  gw->epoch = e + 1;
+  gw_log(gw, HG_PIPE_LOG_INFO, "exchange epoch %" PRIu64, gw->epoch);
+  return 0;
+}
+
+/* For each account holding recovered orders, the lowest-numbered trader or
+ * market-maker key of it among the keys with frames in the outbound journal
+ * (every key that ever entered an order: each order gets a report). */
+static void home_key_of(void *ctx, uint64_t key) {
+  hg_gateway_t *gw = ctx;
+  if (hg_outlog_next_seq(gw->outlog, key) <= 1) return;
+  hg_key_record_t k;
+  int rc = key_load(gw, key, &k);
+  memset(k.secret, 0, sizeof k.secret);
+  if (rc != 0 || (k.role != HG_ROLE_TRADER && k.role != HG_ROLE_MARKET_MAKER)) return;
+  account_t *a = account_find(gw, k.account);
+  if (a != NULL && a->recovered && (a->home_key == 0 || key < a->home_key)) a->home_key = key;
+}
+
+/* Opens the stream of each account's home key before the pipeline's output
+ * is drained, so that the reports of recovered orders (the restart's
+ * SessionsEnded cancels first of all, then fills and cancels of orders that
+ * rest on) are sequenced into that key's stream and its outbound journal
+ * whether or not the key has logged in since the start. Owner thread,
+ * before the loop runs (stream_get allocates the stream's rings). */
+static void open_recovered(hg_gateway_t *gw) {
+  hg_outlog_foreach_key(gw->outlog, home_key_of, gw);
+  uint32_t opened = 0, keyless = 0, full = 0;
+  for (uint32_t i = 0; i < gw->cfg.max_accounts; i++) {
+    account_t *a = &gw->accounts[i];
+    if (a->id == 0 || !a->recovered) continue;
+    hg_key_record_t k;
+    uint32_t si;
+    if (a->home_key == 0 || key_load(gw, a->home_key, &k) != 0) {
+      keyless++;
+    } else if (stream_get(gw, &k, &si) == NULL) {
+      full++;
+    } else {
+      opened++;
+    }
+    memset(k.secret, 0, sizeof k.secret);
+    a->recovered = 0;
+    a->home_key = 0;
+  }
+  if (opened > 0)
+    gw_log(gw, HG_PIPE_LOG_INFO, "restart: %" PRIu32 " accounts hold recovered orders; their "
+           "reports go to one stream each", opened);
+  if (keyless > 0)
+    gw_log(gw, HG_PIPE_LOG_WARN, "restart: %" PRIu32 " accounts hold recovered orders but no "
+           "trading key of theirs is in the outbound journal: those reports are not sequenced "
+           "into any stream", keyless);
+  if (full > 0)
+    gw_log(gw, HG_PIPE_LOG_ERROR, "restart: %" PRIu32 " accounts hold recovered orders but the "
+           "stream table is full (max_streams %" PRIu32 "): those reports are not sequenced "
+           "into any stream", full, gw->cfg.max_streams);
+}
+
 int hg_gateway_start(hg_gateway_t *gw) {
   if (gw->pipe == NULL || gw->started) return HG_ESTATE;
+  int rc = bump_epoch(gw);
+  if (rc != 0) return rc;
+  open_recovered(gw);
   if (gw->scoped_at_attach > 0) {
     /* Sequenced before anything a client can send: no new quote can meet a
      * quote of the previous process, no order a dead COD session's order. */
@@ -3736,7 +3868,7 @@ int hg_gateway_start(hg_gateway_t *gw) {
            gw->scoped_at_attach);
     gw->scoped_at_attach = 0;
   }
-  int rc = uv_timer_start(&gw->timer, on_tick, gw->cfg.tick_ms, gw->cfg.tick_ms);
+  rc = uv_timer_start(&gw->timer, on_tick, gw->cfg.tick_ms, gw->cfg.tick_ms);
   if (rc != 0) return rc;
   rc = hg_thread_start("hg-gateway", gw->cfg.rt_priority, loop_main, gw, &gw->thread);
   if (rc != 0) {

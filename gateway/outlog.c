@@ -465,6 +465,12 @@ int hg_outlog_key_add(hg_outlog_t *l, uint64_t key) {
   return key_new(l, key, 0, &k);
 }
 
+void hg_outlog_foreach_key(const hg_outlog_t *l, void (*fn)(void *ctx, uint64_t key),
+                           void *ctx) {
+  for (uint32_t i = 0; l->keys != NULL && i <= l->key_mask; i++)
+    if (l->keys[i].key != 0) fn(ctx, l->keys[i].key);
+}
+
 uint64_t hg_outlog_next_seq(const hg_outlog_t *l, uint64_t key) {
   const okey_t *k = key_find(l, key);
   return k != NULL ? k->next_seq : 1;

@@ -102,6 +102,13 @@ void hg_outlog_close(hg_outlog_t *log);
  */
 int hg_outlog_key_add(hg_outlog_t *log, uint64_t key);
 
+/*
+ * Calls fn once for every key the log knows (found by the scan at open or
+ * added since), in no particular order. fn must not add keys.
+ */
+void hg_outlog_foreach_key(const hg_outlog_t *log, void (*fn)(void *ctx, uint64_t key),
+                           void *ctx);
+
 /* The seq after the last one the log knows for key (1 if none). */
 uint64_t hg_outlog_next_seq(const hg_outlog_t *log, uint64_t key);
 

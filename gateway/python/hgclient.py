@@ -111,6 +111,12 @@ class Client:
         self.tx_seq = 1
         self.rx_next = None
         self.ack = None
+        # LoginAck.epoch of the last login (0: not sent); restarted is True when
+        # it differs from the one before: the exchange restarted in between,
+        # its session-scoped orders are cancelled (the cancels are in the
+        # stream) and kept orders are best re-read with OrderStatus.
+        self.epoch = 0
+        self.restarted = False
         self.last_tx = 0.0
 
     # -------------------------------------------------------------- session
@@ -138,6 +144,9 @@ class Client:
             if kind == "login_ack":
                 self.ack = e.login_ack
                 self.rx_next = e.login_ack.next_seq
+                epoch = e.login_ack.epoch if e.login_ack.HasField("epoch") else 0
+                self.restarted = self.epoch != 0 and epoch != self.epoch
+                self.epoch = epoch
                 return e.login_ack
             if kind == "login_reject":
                 raise LoginRefused(e.login_reject.code, e.login_reject.text)

@@ -90,6 +90,8 @@ static bool srv_idle(int fd) {
   return srv_rx_len == 0 && poll(&p, 1, 0) == 0;
 }
 
+static uint64_t srv_epoch; /* LoginAck.epoch; 0: not sent */
+
 static void srv_login_ack(int fd, uint64_t next_seq, uint32_t keepalive_ms) {
   uint8_t sid[16] = {0};
   Hourglass__V1__LoginAck a = HOURGLASS__V1__LOGIN_ACK__INIT;
@@ -101,6 +103,8 @@ static void srv_login_ack(int fd, uint64_t next_seq, uint32_t keepalive_ms) {
   a.keepalive_ms = keepalive_ms;
   a.next_seq = next_seq;
   a.server_time_ns = CLOCK_NS;
+  a.has_epoch = srv_epoch != 0;
+  a.epoch = srv_epoch;
   Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = HOURGLASS__V1__ENVELOPE__BODY_LOGIN_ACK;
   env.login_ack = &a;
@@ -542,6 +546,29 @@ static void test_reconnect_recovers(void **state) {
   assert_int_equal(hg_client_rx_next_seq(fx->c), 7);
 }
 
+/* LoginAck.epoch is exposed, and a change between two logins of one client
+ * says the exchange restarted; a server that sends none reads as 0. */
+static void test_epoch_and_restart(void **state) {
+  fixture_t *fx = *state;
+  srv_epoch = 0;
+  login(fx, 1, 250);
+  assert_int_equal(hg_client_session(fx->c)->epoch, 0);
+  assert_false(hg_client_session(fx->c)->restarted);
+  srv_epoch = 4;
+  login(fx, 1, 250);
+  assert_int_equal(hg_client_session(fx->c)->epoch, 4);
+  assert_false(hg_client_session(fx->c)->restarted); /* nothing known before */
+  login(fx, 1, 250);
+  assert_false(hg_client_session(fx->c)->restarted);
+  srv_epoch = 5;
+  login(fx, 1, 250);
+  assert_int_equal(hg_client_session(fx->c)->epoch, 5);
+  assert_true(hg_client_session(fx->c)->restarted);
+  login(fx, 1, 250);
+  assert_false(hg_client_session(fx->c)->restarted);
+  srv_epoch = 0;
+}
+
 static void test_heartbeat_and_terminate(void **state) {
   fixture_t *fx = *state;
   login(fx, 1, 50);
@@ -601,6 +628,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cork_batches_until_flush, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicate_and_gap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reconnect_recovers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_epoch_and_restart, setup, teardown),
       cmocka_unit_test_setup_teardown(test_heartbeat_and_terminate, setup, teardown),
       cmocka_unit_test(test_parse_hex),
   };

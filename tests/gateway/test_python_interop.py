@@ -50,6 +50,8 @@ def main():
     ack = a.connect()
     check(ack.account == acc_a, "account %d" % ack.account)
     check(ack.role == pb.ROLE_TRADER, "role")
+    # A fresh exchange: its first start.
+    check(a.epoch == 1 and not a.restarted, "epoch %d" % a.epoch)
 
     seq = a.instruments()
     lst = a.expect("instrument_list").instrument_list

@@ -89,6 +89,14 @@ typedef struct hg_client_session {
   uint64_t server_time_ns;
   uint64_t login_next_seq;     /* the server's next stream seq at login */
   bool cancel_on_disconnect;
+  /* The exchange epoch (LoginAck.epoch): it goes up at every start of the
+   * exchange. 0: the server did not send one. */
+  uint64_t epoch;
+  /* The epoch differs from the one of this client's previous login: the
+   * exchange restarted in between (its session-scoped orders are cancelled
+   * and the cancels are in the stream; other orders may have changed: ask
+   * OrderStatus for the ones kept). false at the first login. */
+  bool restarted;
 } hg_client_session_t;
 
 typedef struct hg_client_stats {

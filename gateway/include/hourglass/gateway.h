@@ -34,7 +34,8 @@
  * process. Used session ids and every sequenced outbound frame go to the
  * outbound journal (outlog_dir), which also restores each key's next seq at
  * create; the key store's sessions table keeps each key's last seq at a
- * clean stop and, read only, session ids recorded by earlier versions.
+ * clean stop, the exchange epoch (counted up at every hg_gateway_start)
+ * and, read only, session ids recorded by earlier versions.
  *
  * Lifecycle (owner thread):
  *   hg_gateway_config_init -> hg_gateway_create -> (pipeline config:
@@ -87,7 +88,8 @@ typedef struct hg_gateway_config {
   uint32_t max_unauthenticated;  /* connections not yet logged in, all addresses; 0: 64 */
   uint32_t max_unauthenticated_per_address; /* ... from one source address; 0: 16, or
                                     max_unauthenticated if lower (see "Admission" below) */
-  uint32_t max_streams;          /* distinct keys served since start; 0: 2 * max_sessions */
+  uint32_t max_streams;          /* distinct keys served since start (logged in, or holding
+                                    recovered orders: see hg_gateway_start); 0: 2 * max_sessions */
   uint32_t login_timeout_ms;     /* a connection with no Login by then is terminated
                                     (TERM_LOGIN_TIMEOUT); 0: 5000 */
   uint32_t login_skew_ms;        /* 0: 5000 */
@@ -187,7 +189,9 @@ void hg_gateway_notify(void *ctx);
  * Binds the gateway to an opened, not yet started pipeline and seeds its
  * mirror from the exchange (instruments, levels, live orders, accounts).
  * Session-scoped orders (cancel-on-disconnect orders and quotes of a previous
- * process) are not mirrored: hg_gateway_start() cancels them. Owner thread,
+ * process) are not mirrored: hg_gateway_start() cancels them. Notes which
+ * accounts hold recovered orders (hg_gateway_start opens their streams).
+ * Owner thread,
  * before hg_gateway_start. 0, HG_ESTATE (already attached or started),
  * HG_EFULL (the exchange holds more instruments, orders or accounts than the
  * gateway's tables; for orders an error is logged with both numbers: raise
@@ -211,22 +215,39 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
  */
 int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
 
-/* Starts accepting, on a new loop thread. If the exchange held
- * session-scoped orders at attach (their sessions ended with the previous
- * process), first submits one HG_COMMAND_SESSIONS_ENDED, so that it is
- * sequenced before any client request, and logs the count. The pipeline must
- * be started. 0, HG_ESTATE (not attached, or started before), HG_EBUSY (that
- * command could not be submitted: nothing started), -EPERM (cfg.rt_priority
- * set and real-time scheduling not permitted), -errno. */
+/* Starts accepting, on a new loop thread. First, on the owner thread:
+ *  - records the next exchange epoch in the key store (one more than the
+ *    last start's; sent in every LoginAck, proto/README.md);
+ *  - opens the stream of each account that held live orders at attach (the
+ *    account's lowest-numbered trader or market-maker key with frames in the
+ *    outbound journal; allocated here, counted in max_streams), so that the
+ *    reports of recovered orders are sequenced and kept in that key's stream
+ *    whether or not it logs in; accounts with no such key, or beyond
+ *    max_streams, are logged and their reports reach no stream;
+ *  - if the exchange held session-scoped orders at attach (their sessions
+ *    ended with the previous process), submits one
+ *    HG_COMMAND_SESSIONS_ENDED, so that it is sequenced before any client
+ *    request, and logs the count.
+ * The pipeline must be started. 0, HG_ESTATE (not attached, or started
+ * before), the key store's errors (the epoch could not be recorded: nothing
+ * started), HG_EBUSY (that command could not be submitted: nothing started),
+ * -EPERM (cfg.rt_priority set and real-time scheduling not permitted), -errno. */
 int hg_gateway_start(hg_gateway_t *gw);
 
 /* The bound port (useful with port 0). Any thread after create. */
 uint16_t hg_gateway_port(const hg_gateway_t *gw);
 
 /*
- * Stops: every session gets Terminate(TERM_SERVER_SHUTDOWN), connections
- * close, the loop thread exits (joined before returning). Submitting stops;
- * pipeline output after this is not drained. Owner thread. Idempotent.
+ * Stops: the loop reads no more requests and waits (up to 2 s) for the
+ * results of the commands it already submitted, which are sequenced into the
+ * keys' streams and sent; then every session gets
+ * Terminate(TERM_SERVER_SHUTDOWN), connections close, the loop thread exits
+ * (joined before returning). Pipeline output after this is not drained (call
+ * it before hg_pipeline_stop: a stopped pipeline answers nothing more, and
+ * commands left unanswered are logged). Cancel-on-disconnect does not
+ * fire for the sessions closed here: their orders are session-scoped and the
+ * next start's SESSIONS_ENDED cancels them, into the keys' streams. Owner
+ * thread. Idempotent.
  */
 void hg_gateway_stop(hg_gateway_t *gw);
 
