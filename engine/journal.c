@@ -107,7 +107,7 @@ static int parse_seg_name(const char *name, uint64_t *seq) {
 
 __attribute__((format(printf, 3, 4))) static void jlog(const hg_journal_options_t *opt, int level,
                                                        const char *fmt, ...) {
-  char msg[768];
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -465,6 +465,45 @@ static void fmt_time(char out[32], uint64_t ns) {
     snprintf(out, 32, "at an unknown time");
 }
 
+/* Reads the mark file name (relative to dirfd): 0 with *seq and *time_ns,
+ * HG_ENOTFOUND (no file), HG_EVERSION (newer format), HG_ECORRUPT (bad
+ * size, magic or CRC) or -errno, with why set for the last three. */
+static int mark_parse(int dirfd, const char *name, uint64_t *seq, uint64_t *time_ns, char *why,
+                      size_t why_len) {
+  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return HG_ENOTFOUND;
+    int rc = -errno;
+    snprintf(why, why_len, "cannot be read: %s", hg_strerror(rc));
+    return rc;
+  }
+  uint8_t b[MARK_SIZE + 1];
+  ssize_t n = pread(fd, b, sizeof b, 0);
+  int e = n < 0 ? -errno : 0;
+  close(fd);
+  if (e != 0) {
+    snprintf(why, why_len, "cannot be read: %s", hg_strerror(e));
+    return e;
+  }
+  if (n >= 8 && hg_ld32(b) == HG_JOURNAL_MARK_MAGIC && hg_ld16(b + 4) > HG_JOURNAL_FORMAT_VERSION) {
+    snprintf(why, why_len,
+             "has format version %u, newer than this build reads (version %u); open it with "
+             "a newer Hourglass", hg_ld16(b + 4), HG_JOURNAL_FORMAT_VERSION);
+    return HG_EVERSION;
+  }
+  if (n != MARK_SIZE || hg_ld32(b) != HG_JOURNAL_MARK_MAGIC || hg_ld16(b + 4) == 0 ||
+      hg_ld16(b + 6) != MARK_SIZE || hg_crc32c(0, b, 44) != hg_ld32(b + 44)) {
+    snprintf(why, why_len,
+             "is damaged (%zd bytes, bad magic, size or CRC); start-up stopped, nothing was "
+             "changed. Check the disk; if the journal is known to be complete, move the mark file "
+             "aside and start again (it is rewritten from the journal)", n);
+    return HG_ECORRUPT;
+  }
+  *seq = hg_ld64(b + 8);
+  *time_ns = hg_ld64(b + 24);
+  return 0;
+}
+
 /* Opens the directory of opt.mark_path and reads the mark, if any: 0 with
  * j->mark_seq (0 when there is no file), or an error (logged). */
 static int read_mark(hg_journal_t *j) {
@@ -492,40 +531,20 @@ static int read_mark(hg_journal_t *j) {
     return rc;
   }
   unlinkat(j->mark_dirfd, j->mark_tmp, 0); /* left by a crash while writing it */
-  int fd = openat(j->mark_dirfd, base, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return 0; /* new data directory, or written by a version without it */
-    int rc = -errno;
-    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot read the durable mark %s: %s", path,
-         hg_strerror(rc));
-    return rc;
-  }
-  uint8_t b[MARK_SIZE + 1];
-  ssize_t n = pread(fd, b, sizeof b, 0);
-  int e = n < 0 ? -errno : 0;
-  close(fd);
-  if (e != 0) {
-    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot read the durable mark %s: %s", path,
-         hg_strerror(e));
-    return e;
-  }
-  if (n >= 8 && hg_ld32(b) == HG_JOURNAL_MARK_MAGIC && hg_ld16(b + 4) > HG_JOURNAL_FORMAT_VERSION) {
-    jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
-         "journal: durable mark %s: format version %u is newer than this build reads (version %u); "
-         "open it with a newer Hourglass", path, hg_ld16(b + 4), HG_JOURNAL_FORMAT_VERSION);
-    return HG_EVERSION;
-  }
-  if (n != MARK_SIZE || hg_ld32(b) != HG_JOURNAL_MARK_MAGIC || hg_ld16(b + 4) == 0 ||
-      hg_ld16(b + 6) != MARK_SIZE || hg_crc32c(0, b, 44) != hg_ld32(b + 44)) {
-    jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
-         "journal: durable mark %s is damaged (%zd bytes, bad magic, size or CRC); start-up stopped, "
-         "nothing was changed. Check the disk; if the journal is known to be complete, move the "
-         "mark file aside and start again (it is rewritten from the journal)", path, n);
-    return HG_ECORRUPT;
-  }
-  j->mark_seq = hg_ld64(b + 8);
-  j->mark_time = hg_ld64(b + 24);
-  return 0;
+  char why[256];
+  int rc = mark_parse(j->mark_dirfd, base, &j->mark_seq, &j->mark_time, why, sizeof why);
+  if (rc == HG_ENOTFOUND) return 0; /* new data directory, or written by a version without it */
+  if (rc != 0) jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: durable mark %s %s", path, why);
+  return rc;
+}
+
+int hg_journal_read_mark(const char *path, uint64_t *seq, uint64_t *time_ns) {
+  if (path == NULL || seq == NULL) return HG_EINVAL;
+  uint64_t t = 0;
+  char why[256];
+  int rc = mark_parse(AT_FDCWD, path, seq, &t, why, sizeof why);
+  if (time_ns != NULL) *time_ns = t;
+  return rc;
 }
 
 /* Replaces the mark file with one saying seq (never lower than the mark
@@ -966,12 +985,19 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
            "journal: %s holds no segment but seq %" PRIu64 " was durable (%s): records up to seq %"
            PRIu64 " are missing; start-up stopped, nothing was changed. If the journal was moved, put it "
            "back. " RECOVERY_OPTIONS, j->dir, floor, src, floor);
+    else if (corrupt)
+      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+           "journal: %s/%s: corrupt at offset %" PRIu64 " (%s) after seq %" PRIu64
+           ": the journal ends at seq %" PRIu64 " but seq %" PRIu64 " was durable (%s): records %"
+           PRIu64 "..%" PRIu64 " are missing or damaged; start-up stopped, nothing was changed. "
+           RECOVERY_OPTIONS,
+           j->dir, m.name, bad_off, why, end, end, floor, src, end + 1, floor);
     else
       jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
            "journal: %s ends at seq %" PRIu64 " but seq %" PRIu64 " was durable (%s): records %"
            PRIu64 "..%" PRIu64 " are missing%s; start-up stopped, nothing was changed. If segments "
            "were moved, put them back. " RECOVERY_OPTIONS,
-           j->dir, end, floor, src, end + 1, floor, corrupt || torn != NULL ? " or damaged" : "");
+           j->dir, end, floor, src, end + 1, floor, torn != NULL ? " or damaged" : "");
     rc = HG_ECORRUPT;
     goto out;
   }

@@ -164,7 +164,7 @@ struct hg_pipeline {
 static void logf_(hg_pipeline_t *p, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void logf_(hg_pipeline_t *p, int level, const char *fmt, ...) {
-  char msg[512];
+  char msg[1536]; /* the journal's refusals spell out the operator's options */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -1118,15 +1118,41 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
       return rc == HG_ENOTFOUND ? HG_ECORRUPT : rc;
     }
   }
+  /* The durable mark, read only: a journal that ends before it has lost
+   * records the daemon's start-up would refuse to do without. */
+  uint64_t mark = 0;
+  char mpath[PATH_MAX + 16];
+  snprintf(mpath, sizeof mpath, "%s/durable.mark", dir);
+  rc = hg_journal_read_mark(mpath, &mark, NULL);
+  if (rc == HG_ENOTFOUND) rc = 0;
+  if (rc != 0) {
+    cfg_log(cfg, HG_PIPE_LOG_ERROR, "durable mark %s cannot be used: %s", mpath, hg_strerror(rc));
+    return rc;
+  }
   char why[512] = "";
   uint64_t n = 0;
   rc = replay_into(jdir, ex, snap + 1, UINT64_MAX, &n, why, sizeof why);
   *last_seq = hg_exchange_last_seq(ex);
-  if (rc == HG_ECORRUPT && why[0] != '\0') {
+  if (rc == 0 && *last_seq < mark) {
     cfg_log(cfg, HG_PIPE_LOG_ERROR,
-            "%s: the journal ends in a record that is not good (a batch a running daemon is "
-            "still writing, a torn tail the daemon's start-up cuts, or corruption); the state "
-            "read is at seq %llu", why, (unsigned long long)*last_seq);
+            "journal %s ends at seq %llu but seq %llu was durable (durable mark %s): records "
+            "%llu..%llu are missing", jdir, (unsigned long long)*last_seq,
+            (unsigned long long)mark, mpath, (unsigned long long)*last_seq + 1,
+            (unsigned long long)mark);
+    return HG_ECORRUPT;
+  }
+  if (rc == HG_ECORRUPT && why[0] != '\0') {
+    if (*last_seq < mark)
+      cfg_log(cfg, HG_PIPE_LOG_ERROR,
+              "%s: the journal ends in a record that is not good, but seq %llu was durable "
+              "(durable mark %s): records %llu..%llu are damaged; the state read is at seq %llu",
+              why, (unsigned long long)mark, mpath, (unsigned long long)*last_seq + 1,
+              (unsigned long long)mark, (unsigned long long)*last_seq);
+    else
+      cfg_log(cfg, HG_PIPE_LOG_ERROR,
+              "%s: the journal ends in a record that is not good (a batch a running daemon is "
+              "still writing, a torn tail the daemon's start-up cuts, or corruption); the state "
+              "read is at seq %llu", why, (unsigned long long)*last_seq);
     return rc;
   }
   if (rc != 0) {

@@ -25,12 +25,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <lmdb.h>
 
 #include "cmdgen.h"
 #include "hourglass/error.h"
+#include "hourglass/journal.h"
 #include "hourglass/store.h"
 #include "pipeline_util.h"
 
@@ -332,13 +335,29 @@ static void drop_journal(fixture_t *f) {
   util_rm_rf(f->journal);
 }
 
+/* A journal that begins at seq first on purpose (its older segments
+ * archived, with the durable mark that vouched for them). */
+static void archive_journal(fixture_t *f, uint64_t first) {
+  drop_journal(f);
+  char mark[160];
+  snprintf(mark, sizeof mark, "%s/durable.mark", f->dir);
+  assert_int_equal(unlink(mark), 0);
+  hg_journal_options_t jo = f->cfg.journal;
+  jo.first_seq = first;
+  jo.log = NULL;
+  hg_journal_t *j = NULL;
+  assert_int_equal(mkdir(f->journal, 0750), 0);
+  assert_int_equal(hg_journal_open(f->journal, &jo, &j), 0);
+  assert_int_equal(hg_journal_close(j), 0);
+}
+
 /* A journal that starts after seq 1 cannot stand in for bad snapshots:
  * the start is refused, naming both. One bad snapshot still falls back. */
 static void both_bad_without_whole_journal_refuses(void **state) {
   fixture_t *f = *state;
   uint8_t h_n[HG_SHA256_LEN];
   run_commands(f, 0, SEQ_M, NULL);
-  drop_journal(f); /* the journal now begins after the snapshot at M */
+  archive_journal(f, SEQ_M + 1); /* the journal now begins after the snapshot at M */
   run_commands(f, SEQ_M, SEQ_N, h_n);
   size_t ln = 0, lm = 0;
   uint8_t *vn = raw_get(f, SEQ_N, &ln), *vm = raw_get(f, SEQ_M, &lm);
@@ -375,7 +394,10 @@ static void journal_behind_a_bad_snapshot_refuses(void **state) {
   uint64_t seq = 0;
   uint8_t got[HG_SHA256_LEN];
   assert_int_equal(recover_once(f, &log, &seq, got), HG_ECORRUPT);
-  assert_non_null(strstr(log.text, "before the bad snapshot at seq 220"));
+  /* The journal names what it lacks (the durable mark says seq 220 was
+   * durable), and the refusal names the snapshots it skipped. */
+  assert_non_null(strstr(log.text, "holds no segment but seq 220 was durable"));
+  assert_non_null(strstr(log.text, "start refused: 2 bad snapshot(s)"));
   assert_true(log_names(&log, SEQ_M));
   free(vn);
   free(vm);

@@ -228,6 +228,16 @@ void hg_journal_options_init(hg_journal_options_t *opt);
 int hg_journal_open(const char *dir, const hg_journal_options_t *opt, hg_journal_t **out);
 
 /*
+ * Reads the durable mark file at path (see "Durable mark") without writing
+ * anything, for tools that read a data directory beside a running daemon:
+ * 0 with *seq (every record up to it was durable) and, if time_ns is not
+ * NULL, the mark's wall-clock time; HG_ENOTFOUND (no mark file),
+ * HG_ECORRUPT (damaged), HG_EVERSION (newer format), HG_EINVAL, -errno.
+ * Any thread.
+ */
+int hg_journal_read_mark(const char *path, uint64_t *seq, uint64_t *time_ns);
+
+/*
  * Commits everything staged, waits until it is durable (or the journal has
  * failed), releases every resource and frees j.
  * Returns 0, or the journal's error if it failed (j is freed either way).
