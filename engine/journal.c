@@ -382,6 +382,7 @@ struct hg_journal {
   char mark_path[PATH_MAX];
   char mark_name[NAME_MAX + 1], mark_tmp[NAME_MAX + 1];
   uint64_t mark_seq;  /* value of the mark file as last read or written */
+  uint64_t mark_seg;  /* the segment it names (current when written), 0 none */
   uint64_t mark_time; /* its wall-clock time (ns), for messages */
   int mark_due;       /* a roll-over happened: rewrite the mark after its batch is submitted */
 };
@@ -468,8 +469,8 @@ static void fmt_time(char out[32], uint64_t ns) {
 /* Reads the mark file name (relative to dirfd): 0 with *seq and *time_ns,
  * HG_ENOTFOUND (no file), HG_EVERSION (newer format), HG_ECORRUPT (bad
  * size, magic or CRC) or -errno, with why set for the last three. */
-static int mark_parse(int dirfd, const char *name, uint64_t *seq, uint64_t *time_ns, char *why,
-                      size_t why_len) {
+static int mark_parse(int dirfd, const char *name, uint64_t *seq, uint64_t *seg,
+                      uint64_t *time_ns, char *why, size_t why_len) {
   int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return HG_ENOTFOUND;
@@ -500,6 +501,7 @@ static int mark_parse(int dirfd, const char *name, uint64_t *seq, uint64_t *time
     return HG_ECORRUPT;
   }
   *seq = hg_ld64(b + 8);
+  *seg = hg_ld64(b + 16);
   *time_ns = hg_ld64(b + 24);
   return 0;
 }
@@ -532,17 +534,20 @@ static int read_mark(hg_journal_t *j) {
   }
   unlinkat(j->mark_dirfd, j->mark_tmp, 0); /* left by a crash while writing it */
   char why[256];
-  int rc = mark_parse(j->mark_dirfd, base, &j->mark_seq, &j->mark_time, why, sizeof why);
+  int rc = mark_parse(j->mark_dirfd, base, &j->mark_seq, &j->mark_seg, &j->mark_time, why,
+                      sizeof why);
   if (rc == HG_ENOTFOUND) return 0; /* new data directory, or written by a version without it */
   if (rc != 0) jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: durable mark %s %s", path, why);
   return rc;
 }
 
-int hg_journal_read_mark(const char *path, uint64_t *seq, uint64_t *time_ns) {
+int hg_journal_read_mark(const char *path, uint64_t *seq, uint64_t *segment_first,
+                         uint64_t *time_ns) {
   if (path == NULL || seq == NULL) return HG_EINVAL;
-  uint64_t t = 0;
+  uint64_t t = 0, g = 0;
   char why[256];
-  int rc = mark_parse(AT_FDCWD, path, seq, &t, why, sizeof why);
+  int rc = mark_parse(AT_FDCWD, path, seq, &g, &t, why, sizeof why);
+  if (segment_first != NULL) *segment_first = g;
   if (time_ns != NULL) *time_ns = t;
   return rc;
 }
@@ -1002,6 +1007,25 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
     goto out;
   }
 
+  /* The segment the mark names was whole on disk (renamed and synced)
+   * before the mark was written: without it the journal lost its newest
+   * records, however many of them the mark's seq can vouch for. */
+  if (j->mark_seg > 0) {
+    size_t k = 0;
+    while (k < n && firsts[k] != j->mark_seg) k++;
+    if (k == n) {
+      char src[PATH_MAX + 64], name[NAME_LEN];
+      floor_source(j, j->mark_seq, src, sizeof src);
+      seg_name(name, j->mark_seg);
+      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+           "journal: %s/%s is missing, but it held the newest records (%s names it): records "
+           "from seq %" PRIu64 " on are lost; start-up stopped, nothing was changed. If the "
+           "journal or its segments were moved, put them back. " RECOVERY_OPTIONS,
+           j->dir, name, src, j->mark_seg);
+      rc = HG_ECORRUPT;
+      goto out;
+    }
+  }
   if (corrupt) {
     /* Repair cuts only what a crash can leave torn: part of the one batch
      * that was in flight, at the end of the last segment. */

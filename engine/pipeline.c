@@ -1123,7 +1123,8 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
   uint64_t mark = 0;
   char mpath[PATH_MAX + 16];
   snprintf(mpath, sizeof mpath, "%s/durable.mark", dir);
-  rc = hg_journal_read_mark(mpath, &mark, NULL);
+  uint64_t mark_seg = 0;
+  rc = hg_journal_read_mark(mpath, &mark, &mark_seg, NULL);
   if (rc == HG_ENOTFOUND) rc = 0;
   if (rc != 0) {
     cfg_log(cfg, HG_PIPE_LOG_ERROR, "durable mark %s cannot be used: %s", mpath, hg_strerror(rc));
@@ -1139,6 +1140,14 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
             "%llu..%llu are missing", jdir, (unsigned long long)*last_seq,
             (unsigned long long)mark, mpath, (unsigned long long)*last_seq + 1,
             (unsigned long long)mark);
+    return HG_ECORRUPT;
+  }
+  char seg[PATH_MAX + 48];
+  snprintf(seg, sizeof seg, "%s/journal-%020llu.hgj", jdir, (unsigned long long)mark_seg);
+  if (mark_seg > 0 && stat(seg, &st) != 0) {
+    cfg_log(cfg, HG_PIPE_LOG_ERROR,
+            "%s is missing, but it held the newest records (durable mark %s names it): records "
+            "from seq %llu on are lost", seg, mpath, (unsigned long long)mark_seg);
     return HG_ECORRUPT;
   }
   if (rc == HG_ECORRUPT && why[0] != '\0') {

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -233,6 +235,80 @@ static void whole_journal_deleted(void **state) {
                     "latest snapshot's seq)");
 }
 
+/* A crash (SIGKILL) right after commands [from, to) were acknowledged: no
+ * clean close rewrites the mark and no snapshot is taken, so the mark's seq
+ * is older than the acknowledged commands. Runs in a child process. */
+static void run_and_crash(fixture_t *f, uint64_t from, uint64_t to) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    f->cfg.snapshot_every = 0; /* only at a clean stop, which never comes */
+    hg_pipeline_t *p = NULL;
+    if (hg_pipeline_open(&f->cfg, &p) != 0 || hg_pipeline_start(p) != 0) _exit(2);
+    uint64_t acked = 0; /* acknowledgements received */
+    hg_pipe_out_t out[256];
+    for (uint64_t i = from; i < to || acked < to - from;) {
+      if (i < to) {
+        hg_command_t cmd;
+        cmdgen_command(i, SEED, &cmd);
+        int rc = hg_pipeline_submit(p, i, &cmd);
+        if (rc == 0)
+          i++;
+        else if (rc != HG_EBUSY)
+          _exit(3);
+      } else {
+        hg_pipeline_wait(p, 1000000);
+      }
+      size_t n = hg_pipeline_poll(p, out, 256);
+      for (size_t k = 0; k < n; k++)
+        acked += out[k].kind == HG_PIPE_DONE;
+    }
+    kill(getpid(), SIGKILL);
+    _exit(4);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+/* After a crash the mark's seq may be older than what was acknowledged, but
+ * the segment it names must still be there: a journal deleted whole, or its
+ * newest segment, is refused even when no snapshot and no roll-over since
+ * the start vouch for the lost records. */
+static void crash_then_journal_or_segment_deleted(void **state) {
+  fixture_t *f = *state;
+  char jdir[128], aside[128];
+  path_of(f, "journal", jdir, sizeof jdir);
+  path_of(f, "journal.aside", aside, sizeof aside);
+  /* 1. A fresh directory, 200 acknowledged commands, no roll-over. */
+  run_and_crash(f, 0, 200);
+  assert_int_equal(rename(jdir, aside), 0);
+  hg_pipeline_t *p = NULL;
+  f->text[0] = '\0';
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), HG_ECORRUPT);
+  expect_refusal(f, "journal-00000000000000000001.hgj is missing, but it held the newest records");
+  assert_non_null(strstr(f->text, "records from seq 1 on are lost"));
+  util_rm_rf(jdir);
+  assert_int_equal(rename(aside, jdir), 0);
+  open_at(f, 200, NULL); /* everything back; a clean start writes a new mark */
+
+  /* 2. Several roll-overs, then the newest segment deleted after a crash. */
+  run_and_crash(f, 200, N_CMDS);
+  uint64_t firsts[64];
+  int n = segments(f, firsts, 64);
+  assert_true(n >= 3);
+  char last[256], saved[256], want[160];
+  seg_path(f, firsts[n - 1], last, sizeof last);
+  path_of(f, "saved.hgj", saved, sizeof saved);
+  assert_int_equal(rename(last, saved), 0);
+  f->text[0] = '\0';
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), HG_ECORRUPT);
+  snprintf(want, sizeof want, "records from seq %llu on are lost", (unsigned long long)firsts[n - 1]);
+  expect_refusal(f, want);
+  assert_int_equal(rename(saved, last), 0);
+  open_at(f, N_CMDS, NULL);
+}
+
 /* A data directory of a version without the mark starts as before and gets
  * its mark at that start; a new directory starts with none to check. */
 static void directory_without_mark_starts(void **state) {
@@ -433,6 +509,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(directory_without_mark_starts, setup, teardown),
       cmocka_unit_test_setup_teardown(whole_journal_deleted, setup, teardown),
       cmocka_unit_test_setup_teardown(last_segment_deleted, setup, teardown),
+      cmocka_unit_test_setup_teardown(crash_then_journal_or_segment_deleted, setup, teardown),
       cmocka_unit_test_setup_teardown(corrupt_record_repair_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(torn_tail_after_crash, setup, teardown),
       cmocka_unit_test_setup_teardown(disk_full_stops_then_restart, setup, teardown),

@@ -126,6 +126,10 @@
  * failed write leaves the older, lower mark, which is still true; it is
  * logged and retried at the next roll-over. The mark lags the journal by at
  * most one segment; the snapshot floor (durable_floor) often covers more.
+ * The segment the mark names (offset 16) was renamed into place and synced
+ * before the mark was written, so open also fails (HG_ECORRUPT) when that
+ * segment is missing: a deleted last segment or journal directory is found
+ * even after a crash, when D itself may be older than the lost records.
  * No mark file (a new data directory, or one written by a version without
  * marks): the floor is durable_floor alone, and open writes the mark. A
  * damaged mark (bad size, magic or CRC) fails open with HG_ECORRUPT; the
@@ -230,12 +234,14 @@ int hg_journal_open(const char *dir, const hg_journal_options_t *opt, hg_journal
 /*
  * Reads the durable mark file at path (see "Durable mark") without writing
  * anything, for tools that read a data directory beside a running daemon:
- * 0 with *seq (every record up to it was durable) and, if time_ns is not
- * NULL, the mark's wall-clock time; HG_ENOTFOUND (no mark file),
- * HG_ECORRUPT (damaged), HG_EVERSION (newer format), HG_EINVAL, -errno.
- * Any thread.
+ * 0 with *seq (every record up to it was durable) and, for the non-NULL
+ * ones, *segment_first (the first seq of the segment that must exist, 0
+ * none) and *time_ns (the mark's wall-clock time); HG_ENOTFOUND (no mark
+ * file), HG_ECORRUPT (damaged), HG_EVERSION (newer format), HG_EINVAL,
+ * -errno. Any thread.
  */
-int hg_journal_read_mark(const char *path, uint64_t *seq, uint64_t *time_ns);
+int hg_journal_read_mark(const char *path, uint64_t *seq, uint64_t *segment_first,
+                         uint64_t *time_ns);
 
 /*
  * Commits everything staged, waits until it is durable (or the journal has
