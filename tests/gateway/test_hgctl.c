@@ -72,26 +72,38 @@ static void test_orders_and_queries(void **state) {
   assert_non_null(strstr(o.text, "B200.A.2027-01"));
   assert_non_null(strstr(o.text, "B200.A.2027-02"));
   assert_non_null(strstr(o.text, "trading"));
+  /* Tick, min and max in one unit, USD per GPU-hour; --raw as on the wire. */
+  assert_non_null(strstr(o.text, "tick_usd"));
+  assert_non_null(strstr(o.text, "     0.001     1000      0.001    100.000"));
+  RUN(&o, "instruments", "--raw");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "      1000     1000          1     100000"));
 
+  /* 0.5 USD = 500 ticks; printed back with three decimals and a UTC time. */
   RUN(&o, "order", "new", "--instrument", "B200.A.2027-01", "--side", "buy", "--qty", "3",
-      "--price", "500", "--clordid", "77");
+      "--price", "0.5", "--clordid", "77");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "NEW "));
-  assert_non_null(strstr(o.text, "clordid=77 side=buy price=500 qty=3 leaves=3"));
+  assert_non_null(strstr(o.text, "clordid=77 side=buy price=0.500 qty=3 leaves=3"));
+  assert_non_null(strstr(o.text, " time=20"));
+  assert_non_null(strstr(o.text, "Z\n"));
   uint64_t oid = field(o.text, "order_id=");
   char oid_s[24];
   snprintf(oid_s, sizeof oid_s, "%" PRIu64, oid);
 
-  RUN(&o, "order", "replace", "--instrument", "1", "--order-id", oid_s, "--price", "510",
+  RUN(&o, "order", "replace", "--instrument", "1", "--order-id", oid_s, "--price", "0.510",
       "--qty", "2");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "REPLACED"));
-  assert_non_null(strstr(o.text, "price=510"));
+  assert_non_null(strstr(o.text, "price=0.510"));
 
   RUN(&o, "ladder", "B200.A.2027-01", "--once", "--depth", "3");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "B200.A.2027-01 (id 1)"));
-  /* One bid level: qty 2 at 510, no asks. */
+  /* One bid level: qty 2 at 0.510, no asks. */
+  assert_non_null(strstr(o.text, "           2        0.510 |"));
+  RUN(&o, "ladder", "B200.A.2027-01", "--once", "--depth", "3", "--raw");
+  assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "           2          510 |"));
 
   RUN(&o, "order", "cancel", "--instrument", "1", "--order-id", oid_s);
@@ -103,9 +115,9 @@ static void test_orders_and_queries(void **state) {
   assert_non_null(strstr(o.text, "REJECTED"));
   assert_non_null(strstr(o.text, "reason=unknown_order(11)"));
 
-  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "900");
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.9");
   assert_int_equal(o.status, 0);
-  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "901",
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.901",
       "--post-only", "--tif", "day");
   assert_int_equal(o.status, 0);
   RUN(&o, "order", "mass-cancel", "--instrument", "2", "--side", "buy");
@@ -127,7 +139,7 @@ static void test_orders_and_queries(void **state) {
 
   /* A rejected order: price outside the instrument's range. */
   RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
-      "999999999");
+      "999999.999");
   assert_int_equal(o.status, 1);
   assert_non_null(strstr(o.text, "REJECTED"));
 }
@@ -135,7 +147,7 @@ static void test_orders_and_queries(void **state) {
 static void test_follow_sees_a_fill(void **state) {
   (void)state;
   static out_t o;
-  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "4", "--price", "600");
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "4", "--price", "0.600");
   assert_int_equal(o.status, 0);
   int fo, fe;
   /* --last 1 resends the buy's report: once it is printed, the follower is
@@ -158,7 +170,7 @@ static void test_follow_sees_a_fill(void **state) {
   collect(pid, fo, fe, &o, got);
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "FILL "));
-  assert_non_null(strstr(o.text, "price=600 qty=3 leaves=1 maker=1"));
+  assert_non_null(strstr(o.text, "price=0.600 qty=3 leaves=1 maker=1"));
   hg_client_logout(b, 1000);
   hg_client_destroy(b);
   /* The 3 bought show under the instrument's symbol. */
@@ -180,14 +192,14 @@ static void test_follow_sees_a_fill(void **state) {
 static void test_quotes_and_drop_copy(void **state) {
   (void)state;
   static out_t o;
-  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "B200.A.2027-02:5@400/5@600", "--quote",
-         "1:2@410/0@0", "--mmp-qty", "1", "--mmp-window-ms", "60000");
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "B200.A.2027-02:5@0.4/5@0.600", "--quote",
+         "1:2@0.410/0@0", "--mmp-qty", "1", "--mmp-window-ms", "60000");
   if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
   RUN(&o, "ladder", "B200.A.2027-02", "--once", "--depth", "1");
   assert_int_equal(o.status, 0);
-  assert_non_null(strstr(o.text, "           5          400 | 600          5"));
+  assert_non_null(strstr(o.text, "           5        0.400 | 0.600        5"));
 
   int fo, fe;
   const char *const args[] = {"dropcopy", NULL};
@@ -197,7 +209,7 @@ static void test_quotes_and_drop_copy(void **state) {
   static out_t d;
   size_t got = 0;
   assert_true(read_until(fo, d.text, sizeof d.text, &got, "SUBSCRIBED\n", 20000));
-  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "2", "--price", "400",
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "2", "--price", "0.400",
       "--tif", "ioc");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "FILL "));
@@ -207,22 +219,22 @@ static void test_quotes_and_drop_copy(void **state) {
   assert_int_equal(d.status, 0);
   const char *fill = strstr(d.text, "FILL ");
   assert_non_null(fill);
-  assert_non_null(strstr(fill, "side=sell price=400 qty=2 leaves=0 maker=0 account=100"));
+  assert_non_null(strstr(fill, "side=sell price=0.400 qty=2 leaves=0 maker=0 account=100"));
   /* Firm 1's drop copy never shows the market maker's (firm 2) side. */
   assert_null(strstr(d.text, "account=200"));
 
   /* 2 filled > mmp-qty 1: the group's quotes are pulled; reset re-enables. */
   RUN(&o, "ladder", "B200.A.2027-02", "--once", "--depth", "1");
-  assert_null(strstr(o.text, "| 600          5"));
+  assert_null(strstr(o.text, "| 0.600        5"));
   RUN_AS(&o, MM, "quote", "reset", "--group", "7");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "OK quote-reset"));
-  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@390/1@610");
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
 
   /* Refusals and usage errors. */
-  RUN(&o, "quote", "--group", "7", "--quote", "2:1@390/1@610");
+  RUN(&o, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
   assert_int_equal(o.status, 1);
   assert_non_null(strstr(o.err, "not_permitted"));
   RUN(&o, "quote", "reset", "--group", "7");
@@ -230,10 +242,13 @@ static void test_quotes_and_drop_copy(void **state) {
   RUN(&o, "dropcopy");
   assert_int_equal(o.status, 1);
   assert_non_null(strstr(o.err, "not_permitted"));
-  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@390");
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.390");
   assert_int_equal(o.status, 2);
   assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
-  RUN_AS(&o, MM, "quote", "--quote", "2:1@390/1@610");
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.3905/1@0.610");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
+  RUN_AS(&o, MM, "quote", "--quote", "2:1@0.390/1@0.610");
   assert_int_equal(o.status, 2);
   RUN_AS(&o, MM, "quote", "--group", "7");
   assert_int_equal(o.status, 2);
@@ -272,6 +287,64 @@ static void test_errors(void **state) {
   assert_non_null(strstr(o.err, "cannot connect to 127.0.0.1:1"));
 }
 
+/* Prices typed in USD per GPU-hour become exact ticks or a clear refusal
+ * before anything is sent; --raw speaks ticks, micro-USD and ns. */
+static void test_prices_in_usd(void **state) {
+  (void)state;
+  static out_t o;
+  static const struct {
+    const char *price, *why;
+  } bad[] = {
+      {"3.4205", "--price '3.4205' has more than 3 decimals: prices are on a tick of 0.001 USD"},
+      {"3.4200", "has more than 3 decimals"},
+      {"-1", "--price '-1' must be above zero"},
+      {"0.000", "--price '0.000' must be above zero"},
+      {"99999999999999999999", "--price '99999999999999999999' is too large"},
+      {"3,42", "--price '3,42' is not a price in USD per GPU-hour (e.g. 3.42)"},
+      {"3.", "is not a price"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
+        bad[k].price);
+    assert_int_equal(o.status, 2);
+    if (strstr(o.err, bad[k].why) == NULL) fprintf(stderr, "%s: %s", bad[k].price, o.err);
+    assert_non_null(strstr(o.err, bad[k].why));
+    assert_string_equal(o.text, "");
+  }
+  RUN(&o, "order", "replace", "--instrument", "1", "--order-id", "1", "--price", "0.5005",
+      "--qty", "1");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "has more than 3 decimals"));
+
+  /* 3.420 USD is 3420 ticks on the wire, printed back as typed. */
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price", "3.420");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "side=buy price=3.420 qty=1 leaves=1"));
+  RUN(&o, "ladder", "1", "--once", "--depth", "1", "--raw");
+  assert_non_null(strstr(o.text, "           1         3420 |"));
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price", "3.420",
+      "--raw");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "--price '3.420' is not a number"));
+
+  /* --raw: ticks in, ticks and nanoseconds out. */
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price", "550",
+      "--raw");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "price=550 qty=1"));
+  assert_non_null(strstr(o.text, " ts="));
+  assert_null(strstr(o.text, " time="));
+  RUN(&o, "executions", "--last", "1");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "price=0.550 qty=1"));
+  RUN(&o, "positions");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, " USD\n"));
+  RUN(&o, "order", "mass-cancel");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "cancelled 2 orders"));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
@@ -284,6 +357,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_follow_sees_a_fill),
       cmocka_unit_test(test_quotes_and_drop_copy),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_prices_in_usd),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
