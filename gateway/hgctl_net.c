@@ -4,8 +4,10 @@
  * statements (--remote) and the operator's commands, over the gateway's
  * wire protocol through the client library (hourglass/client.h).
  *
- * Each command opens one session (key from --key-id/--secret or the
- * environment HG_KEY_ID/HG_SECRET, secret in hex), sends its request, prints
+ * Each command opens one session (address from --host/--port or the
+ * environment HG_HOST/HG_PORT, as the Python client reads them; key from
+ * --key-id/--secret or HG_KEY_ID/HG_SECRET, secret in hex; an option wins
+ * over the environment), sends its request, prints
  * the replies that carry its request seq (ref_seq) as one line each, and
  * logs out. Output is plain "KEY=value" text, one event per line, so it
  * greps and diffs well; the ladder redraws the terminal instead.
@@ -67,7 +69,8 @@ static bool g_raw;
 
 static const char CONN_HELP[] =
     "connection: --host H (127.0.0.1) --port P (7700) --key-id ID --secret HEX\n"
-    "            (or HG_KEY_ID, HG_SECRET in the environment) --timeout MS (5000)\n"
+    "            (or HG_HOST, HG_PORT, HG_KEY_ID, HG_SECRET in the environment)\n"
+    "            --timeout MS (5000)\n"
     "units:      prices in USD per GPU-hour (3 decimals, tick 0.001), money in USD,\n"
     "            times in UTC; --raw: ticks, micro-USD and ns as on the wire, in and out\n";
 
@@ -215,9 +218,16 @@ static const char *index_usd(int64_t micro) {
 static int g_timeout_ms = 5000;
 
 /* Builds the client from the connection options and logs in. */
+static const char *env_or_null(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
 static int open_session(const char *cmd, hg_client_t **out) {
   const char *key = g_conn.key_id ? g_conn.key_id : getenv("HG_KEY_ID");
   const char *sec = g_conn.secret ? g_conn.secret : getenv("HG_SECRET");
+  const char *host = g_conn.host ? g_conn.host : env_or_null("HG_HOST");
+  const char *port_s = g_conn.port ? g_conn.port : env_or_null("HG_PORT");
   uint64_t key_id = 0, port = HG_CLIENT_DEFAULT_PORT, tmo = 5000;
   if (key == NULL || sec == NULL) {
     fprintf(stderr, "hgctl %s: no API key: give --key-id and --secret (or set HG_KEY_ID and "
@@ -228,8 +238,9 @@ static int open_session(const char *cmd, hg_client_t **out) {
     fprintf(stderr, "hgctl %s: key id '%s' is not a positive number\n", cmd, key);
     return EXIT_USAGE;
   }
-  if (g_conn.port && (!unum(g_conn.port, 65535, &port) || port == 0)) {
-    fprintf(stderr, "hgctl %s: port '%s' is not in 1..65535\n", cmd, g_conn.port);
+  if (port_s && (!unum(port_s, 65535, &port) || port == 0)) {
+    fprintf(stderr, "hgctl %s: %s '%s' is not in 1..65535\n", cmd,
+            g_conn.port ? "port" : "HG_PORT", port_s);
     return EXIT_USAGE;
   }
   if (g_conn.timeout && (!unum(g_conn.timeout, 3600000, &tmo) || tmo == 0)) {
@@ -245,7 +256,7 @@ static int open_session(const char *cmd, hg_client_t **out) {
   }
   hg_client_config_t cfg;
   hg_client_config_init(&cfg);
-  cfg.host = g_conn.host ? g_conn.host : HG_CLIENT_DEFAULT_HOST;
+  cfg.host = host ? host : HG_CLIENT_DEFAULT_HOST;
   cfg.port = (uint16_t)port;
   cfg.key_id = key_id;
   cfg.secret = secret;

@@ -345,6 +345,35 @@ static void test_prices_in_usd(void **state) {
   assert_non_null(strstr(o.text, "cancelled 2 orders"));
 }
 
+/* The gateway's address from HG_HOST / HG_PORT, so that one export
+ * serves every command; an option still wins over the environment. */
+static void test_address_from_environment(void **state) {
+  (void)state;
+  static out_t o;
+  setenv("HG_HOST", "127.0.0.1", 1);
+  setenv("HG_PORT", g_port, 1);
+  g_spawn_no_port = true;
+  RUN(&o, "instruments");
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01"));
+  setenv("HG_PORT", "70000", 1);
+  RUN(&o, "instruments");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "HG_PORT '70000' is not in 1..65535"));
+  /* Nothing listens on port 1 of this loopback address. */
+  setenv("HG_HOST", "127.0.0.2", 1);
+  setenv("HG_PORT", "1", 1);
+  RUN(&o, "instruments");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "cannot connect to 127.0.0.2:1"));
+  RUN(&o, "instruments", "--host", "127.0.0.1", "--port", g_port);
+  assert_int_equal(o.status, 0);
+  g_spawn_no_port = false;
+  unsetenv("HG_HOST");
+  unsetenv("HG_PORT");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
@@ -358,6 +387,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_quotes_and_drop_copy),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_prices_in_usd),
+      cmocka_unit_test(test_address_from_environment),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
