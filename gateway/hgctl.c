@@ -400,7 +400,7 @@ static const command_t OP_CMDS[] = {
     {"fixing", "compute|finalize|publish|discard a day's fixing", hgctl_op_fixing},
     {"settle", "run the daily settlement cycle of a day", hgctl_op_settle},
     {"expire", "final settlement of a contract", hgctl_op_expire},
-    {"list", "list instruments", hgctl_instruments},
+    {"list", "list instruments", hgctl_op_list},
     {"halt", "halt an instrument", hgctl_op_halt},
     {"resume", "resume a halted instrument", hgctl_op_resume},
     {"add-account", "add an account to a firm", hgctl_op_add_account},

@@ -331,6 +331,29 @@ static const char *cancel_name(uint32_t r) {
   return enum_name(&hourglass__v1__cancel_reason__descriptor, "CXL_", r, buf, sizeof buf);
 }
 
+/* The settlement command a SettlementResult answers: the name of its field
+ * in Command's body ("daily_settlement"). */
+static const char *command_name(uint32_t c) {
+  const ProtobufCFieldDescriptor *f =
+      protobuf_c_message_descriptor_get_field(&hourglass__v1__command__descriptor, c);
+  return f != NULL ? f->name : "other";
+}
+
+static const char *fixing_status_name(uint32_t s) {
+  static char buf[32];
+  return enum_name(&hourglass__v1__fixing_status__descriptor, "FIXING_", s, buf, sizeof buf);
+}
+
+static const char *fixing_kind_name(uint32_t k) {
+  static const char *const n[] = {"none", "computed", "carried", "external", "no_fix"};
+  return k < sizeof n / sizeof n[0] ? n[k] : "other";
+}
+
+static const char *fixing_outcome_name(uint32_t k) {
+  static const char *const n[] = {"none", "published", "restated", "unchanged", "finalized"};
+  return k < sizeof n / sizeof n[0] ? n[k] : "other";
+}
+
 static const char *exec_name(uint32_t t) {
   static const char *const n[] = {"?", "NEW", "REJECTED", "FILL", "CANCELLED", "REPLACED"};
   return t < sizeof n / sizeof n[0] ? n[t] : "?";
@@ -713,10 +736,11 @@ static const char *state_name(uint32_t s) {
   return s == 1 ? "trading" : s == 2 ? "halted" : s == 3 ? "delisted" : "?";
 }
 
-int hgctl_instruments(int argc, char **argv) {
-  const char *cmd = "instruments";
+static int list_instruments(const char *cmd, int argc, char **argv) {
+  char usage[48];
+  snprintf(usage, sizeof usage, "%s\n", cmd);
   const opt_t opts[] = {CONN_OPTS};
-  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, "instruments\n");
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   if (rc) return rc;
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
@@ -743,6 +767,9 @@ int hgctl_instruments(int argc, char **argv) {
   close_session(c);
   return rc;
 }
+
+int hgctl_instruments(int argc, char **argv) { return list_instruments("instruments", argc, argv); }
+int hgctl_op_list(int argc, char **argv) { return list_instruments("op list", argc, argv); }
 
 /* Symbols of the listed instruments, fetched before a reply that names
  * instruments by id (a reply lives only until the next receive). */
@@ -1084,15 +1111,20 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
   const Hourglass__V1__SettlementResult *r = e->settlement_result;
   char day[11] = "";
   if (r->has_day) hg_index_day_format(r->day, day);
-  printf("RESULT command=%u reason=%s(%u) engine_seq=%" PRIu64, r->command,
-         reject_name(r->reason), r->reason, r->engine_seq);
+  if (g_raw) printf("RESULT command=%u", r->command);
+  else printf("RESULT command=%s", command_name(r->command));
+  printf(" reason=%s(%u) engine_seq=%" PRIu64, reject_name(r->reason), r->reason, r->engine_seq);
   if (r->has_day) printf(" day=%s", day);
   if (r->has_samples_accepted)
     printf(" samples_accepted=%u samples_staged=%u", r->samples_accepted, r->samples_staged);
   if (r->has_samples_discarded) printf(" samples_discarded=%u", r->samples_discarded);
-  if (r->has_fixing_value)
+  if (r->has_fixing_value && g_raw)
     printf(" fixing=%s tier=%u status=%u kind=%u outcome=%u inputs=%u", index_usd(r->fixing_value),
            r->fixing_tier, r->fixing_status, r->fixing_kind, r->fixing_outcome, r->fixing_inputs);
+  else if (r->has_fixing_value)
+    printf(" fixing=%s tier=%u status=%s kind=%s outcome=%s inputs=%u", index_usd(r->fixing_value),
+           r->fixing_tier, fixing_status_name(r->fixing_status), fixing_kind_name(r->fixing_kind),
+           fixing_outcome_name(r->fixing_outcome), r->fixing_inputs);
   if (r->has_contracts_settled)
     printf(" contracts=%u vm_sum=%s vm_paid=%s vm_received=%s vm_entries=%u day_orders_expired=%" PRId64,
            r->contracts_settled, usd(r->vm_sum), usd(r->vm_paid), usd(r->vm_received), r->vm_entries,
@@ -1107,7 +1139,8 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
            px(r->contracts[i]->dsp), r->contracts[i]->tier);
   for (size_t i = 0; i < r->n_missing; i++) {
     hg_index_day_format(r->missing[i]->day, day);
-    printf("MISSING day=%s status=%u\n", day, r->missing[i]->status);
+    if (g_raw) printf("MISSING day=%s status=%u\n", day, r->missing[i]->status);
+    else printf("MISSING day=%s status=%s\n", day, fixing_status_name(r->missing[i]->status));
   }
   for (size_t i = 0; i < r->n_listed; i++) printf("LISTED instrument=%u\n", r->listed[i]);
   fflush(stdout);
@@ -1147,16 +1180,28 @@ int hgctl_op_settle(int argc, char **argv) {
 typedef int (*instrument_send_fn)(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
 typedef int (*instrument_reply_fn)(const char *cmd, hg_client_t *c, uint64_t seq);
 
-static int op_on_instrument(int argc, char **argv, const char *cmd, const char *usage,
-                            instrument_send_fn send, instrument_reply_fn reply) {
-  const char *pos[1] = {NULL};
-  const opt_t opts[] = {CONN_OPTS};
-  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
-  if (rc) return rc;
-  if (pos[0] == NULL) {
-    fprintf(stderr, "hgctl %s: which instrument?\n", cmd);
+/* The instrument of an operator command: --instrument, as for orders, or
+ * the same value as its one positional argument. */
+static int which_instrument(const char *cmd, const char *opt, const char *pos,
+                            const char **out) {
+  if (opt != NULL && pos != NULL) {
+    fprintf(stderr, "hgctl %s: give the instrument once (--instrument or positional)\n", cmd);
     return EXIT_USAGE;
   }
+  *out = opt != NULL ? opt : pos;
+  if (*out == NULL) {
+    fprintf(stderr, "hgctl %s: which instrument? (--instrument ID|SYMBOL)\n", cmd);
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+static int op_on_instrument(int argc, char **argv, const char *cmd, const char *usage,
+                            instrument_send_fn send, instrument_reply_fn reply) {
+  const char *pos[1] = {NULL}, *instr = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"instrument", &instr, NULL}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
+  if (rc || (rc = which_instrument(cmd, instr, pos[0], &pos[0]))) return rc;
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
   uint32_t id = 0;
@@ -1169,7 +1214,8 @@ static int op_on_instrument(int argc, char **argv, const char *cmd, const char *
 
 int hgctl_op_expire(int argc, char **argv) {
   return op_on_instrument(argc, argv, "op expire",
-                          "op expire ID|SYMBOL   (final settlement after the last trading day)\n",
+                          "op expire --instrument ID|SYMBOL   (final settlement after the last\n"
+                          "  trading day; 'op expire ID|SYMBOL' also works)\n",
                           hg_client_expire, settle_reply);
 }
 
@@ -1312,22 +1358,22 @@ int hgctl_op_samples(int argc, char **argv) {
 static int op_simple(const char *verb, int argc, char **argv) {
   char cmd[32];
   snprintf(cmd, sizeof cmd, "op %s", verb);
-  const char *pos[1] = {NULL}, *account = NULL, *firm = NULL, *amount = NULL;
-  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"firm", &firm, NULL},
-                        {"amount", &amount, NULL}};
-  char usage[160];
+  const char *pos[1] = {NULL}, *account = NULL, *firm = NULL, *amount = NULL,
+             *instrument = NULL;
   bool instr = strcmp(verb, "halt") == 0 || strcmp(verb, "resume") == 0;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"firm", &firm, NULL},
+                        {"amount", &amount, NULL}, {"instrument", &instrument, NULL}};
+  char usage[160];
   snprintf(usage, sizeof usage, "%s %s\n", cmd,
-           instr ? "ID|SYMBOL"
+           instr ? "--instrument ID|SYMBOL   ('ID|SYMBOL' alone also works)"
            : strcmp(verb, "add-account") == 0 ? "--account N --firm N"
                                               : "--account N --amount USD");
-  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
+  /* --instrument only for halt and resume. */
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0] - (instr ? 0 : 1), pos,
+                 instr ? 1 : 0, usage);
   if (rc) return rc;
   int64_t a = 0, b = 0;
-  if (instr && pos[0] == NULL) {
-    fprintf(stderr, "usage: hgctl %s", usage);
-    return EXIT_USAGE;
-  }
+  if (instr && (rc = which_instrument(cmd, instrument, pos[0], &pos[0]))) return rc;
   if (!instr) {
     if ((rc = need_num(cmd, "account", account, 1, UINT32_MAX, &a))) return rc;
     if (strcmp(verb, "add-account") == 0) rc = need_num(cmd, "firm", firm, 1, UINT32_MAX, &b);
@@ -1418,7 +1464,8 @@ static int delist_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
 
 int hgctl_op_delist(int argc, char **argv) {
   return op_on_instrument(argc, argv, "op delist",
-                          "op delist ID|SYMBOL   (cancels its orders and removes it)\n",
+                          "op delist --instrument ID|SYMBOL   (cancels its orders and removes\n"
+                          "  it; 'op delist ID|SYMBOL' also works)\n",
                           hg_client_delist, delist_reply);
 }
 

@@ -20,6 +20,7 @@ int hgctl_op_settle(int argc, char **argv);
 int hgctl_op_expire(int argc, char **argv);
 int hgctl_op_fixing(int argc, char **argv);
 int hgctl_op_samples(int argc, char **argv);
+int hgctl_op_list(int argc, char **argv);
 int hgctl_op_halt(int argc, char **argv);
 int hgctl_op_resume(int argc, char **argv);
 int hgctl_op_add_account(int argc, char **argv);

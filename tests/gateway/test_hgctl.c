@@ -374,6 +374,70 @@ static void test_address_from_environment(void **state) {
   unsetenv("HG_PORT");
 }
 
+/* Every command's --help: exit 0, usage on stdout, and its first line names
+ * that command (the list comes from `hgctl --help`, so a new command is
+ * checked too). */
+static void test_help_of_every_command(void **state) {
+  (void)state;
+  static out_t top, o;
+  const char *const help[] = {"--help", NULL};
+  run_as(&top, 0, NULL, help);
+  assert_int_equal(top.status, 0);
+  int n = 0;
+  for (const char *line = strstr(top.text, "\n  hgctl "); line != NULL;
+       line = strstr(line + 1, "\n  hgctl ")) {
+    /* "  hgctl %-17s summary": the name is "group" or "group verb". */
+    char name[32], group[24] = "", verb[24] = "";
+    snprintf(name, sizeof name, "%.17s", line + 9);
+    for (size_t k = strlen(name); k > 0 && name[k - 1] == ' '; k--) name[k - 1] = '\0';
+    if (sscanf(name, "%23s %23s", group, verb) < 1) fail();
+    const char *args[] = {group, verb[0] ? verb : "--help", verb[0] ? "--help" : NULL, NULL};
+    run_as(&o, 0, NULL, args);
+    char want[48];
+    snprintf(want, sizeof want, "usage: hgctl %s", name);
+    if (o.status != 0 || strncmp(o.text, want, strlen(want)) != 0 ||
+        (o.text[strlen(want)] != ' ' && o.text[strlen(want)] != '\n'))
+      fprintf(stderr, "'hgctl %s --help' printed:\n%s%s", name, o.text, o.err);
+    assert_int_equal(o.status, 0);
+    assert_memory_equal(o.text, want, strlen(want));
+    assert_true(o.text[strlen(want)] == ' ' || o.text[strlen(want)] == '\n');
+    if (strcmp(name, "statement") == 0) assert_non_null(strstr(o.text, "--remote"));
+    n++;
+  }
+  assert_true(n >= 29);
+}
+
+/* Operator commands on one instrument take --instrument, like the order
+ * commands; the positional form is kept. */
+static void test_operator_instrument_option(void **state) {
+  (void)state;
+  static out_t o;
+  const char *const halt[] = {"op", "halt", "--instrument", "B200.A.2027-02", NULL};
+  run_as(&o, OP, NULL, halt);
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "OK halt engine_seq="));
+  RUN(&o, "ladder", "B200.A.2027-02", "--once");
+  assert_non_null(strstr(o.text, "halted"));
+  const char *const resume[] = {"op", "resume", "2", NULL};
+  run_as(&o, OP, NULL, resume);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "OK resume engine_seq="));
+  const char *const both[] = {"op", "halt", "--instrument", "2", "2", NULL};
+  run_as(&o, OP, NULL, both);
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "give the instrument once"));
+  const char *const none[] = {"op", "halt", NULL};
+  run_as(&o, OP, NULL, none);
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "which instrument? (--instrument ID|SYMBOL)"));
+  const char *const list[] = {"op", "list", NULL};
+  run_as(&o, OP, NULL, list);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-02"));
+  assert_non_null(strstr(o.text, "trading"));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
@@ -388,6 +452,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_prices_in_usd),
       cmocka_unit_test(test_address_from_environment),
+      cmocka_unit_test(test_help_of_every_command),
+      cmocka_unit_test(test_operator_instrument_option),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

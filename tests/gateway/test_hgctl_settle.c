@@ -162,12 +162,25 @@ static void test_settle_expire_statements(void **state) {
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.err, "refused: insufficient_funds"));
 
+  /* A fixing's command, status, kind and outcome by name (finalizing a FINAL
+   * day again changes nothing); --raw prints the wire's numbers. */
+  RUN(&r, OPC, "op", "fixing", "finalize", "--gpu", "B200", "--grade", "A", "--day", "2027-02-09");
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "RESULT command=finalize_fixing reason=none(0)"));
+  assert_non_null(strstr(r.text, " day=2027-02-09 fixing=0.500000 tier=0 status=final "
+                                 "kind=external outcome=finalized inputs=0\n"));
+  RUN(&r, OPC, "op", "fixing", "finalize", "--gpu", "B200", "--grade", "A", "--day", "2027-02-09",
+      "--raw");
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "RESULT command=20 reason=none(0)"));
+  assert_non_null(strstr(r.text, " fixing=500000 tier=0 status=2 kind=3 outcome=4 inputs=0\n"));
+
   /* Cycle of the 10th: DSP tier 2 = (505 + 509) / 2 = 507; A bought 2 at
    * 510: VM 2 x (507 - 510) x TV = -6,000,000, B +6,000,000. */
   ch_clock_set(&g_now, d10, 16 * 3600 + 1);
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-10");
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.text, "RESULT command=21 reason=none(0)"));
+  assert_non_null(strstr(r.text, "RESULT command=daily_settlement reason=none(0)"));
   assert_non_null(strstr(r.text, "vm_sum=0.00 vm_paid=-6.00 vm_received=6.00 vm_entries=2"));
   assert_non_null(strstr(r.text, "DSP instrument=1 dsp=0.507 tier=2"));
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-10"); /* once per day */
