@@ -916,6 +916,166 @@ int hgctl_executions(int argc, char **argv) {
   return rc;
 }
 
+/* ----------------------------------------------------------------- orders */
+
+/* The protocol answers an order's status by id (OrderStatusRequest) and has
+ * no "all open orders" request, so `hgctl orders` finds the candidates in
+ * the key's own stream (retransmitted from seq 1, 1000 frames a request):
+ * every order id of a NEW report, less those a CANCELLED or a FILL with
+ * leaves 0 ended. Each remaining one is asked for its status, so what is
+ * printed is live now. If the gateway no longer keeps the stream's start
+ * (REJ_RETRANSMIT_EXPIRED), orders entered before the kept part are not
+ * seen: hgctl says so and exits 1. */
+typedef struct order_ref {
+  uint64_t oid;
+  uint32_t instrument;
+} order_ref_t;
+
+static int cmp_oid(const void *a, const void *b) {
+  uint64_t x = ((const order_ref_t *)a)->oid, y = ((const order_ref_t *)b)->oid;
+  return x < y ? -1 : x > y;
+}
+
+static int push_ref(order_ref_t **v, size_t *n, size_t *cap, uint64_t oid, uint32_t inst) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 256;
+    order_ref_t *nv = realloc(*v, nc * sizeof *nv);
+    if (nv == NULL) return -ENOMEM;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = (order_ref_t){oid, inst};
+  return 0;
+}
+
+/* Reads the key's stream [from, next) into the new and ended order lists.
+ * Returns 0 (with *expired set if the gateway no longer keeps its start),
+ * or EXIT_FAIL after printing why. */
+static int scan_stream(const char *cmd, hg_client_t *c, uint64_t next, order_ref_t **nv,
+                       size_t *nn, size_t *ncap, order_ref_t **ev, size_t *en, size_t *ecap,
+                       bool *expired) {
+  uint64_t from = 1;
+  *expired = false;
+  while (from < next) {
+    uint32_t count = next - from > 1000 ? 1000 : (uint32_t)(next - from);
+    int rc = hg_client_retransmit(c, from, count);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+      return EXIT_FAIL;
+    }
+    uint32_t left = count + 1; /* the header, then count frames */
+    while (left > 0) {
+      const env_t *e = NULL;
+      int r = hg_client_recv(c, g_timeout_ms, &e);
+      if (r == -EINTR) continue;
+      if (r <= 0) {
+        fprintf(stderr, "hgctl %s: %s while reading the order history\n", cmd,
+                r == 0 ? "no reply" : hg_strerror(r));
+        return EXIT_FAIL;
+      }
+      if (e->body_case == BODY(TERMINATE)) {
+        fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+                e->terminate->code);
+        return EXIT_FAIL;
+      }
+      if (e->body_case == BODY(RETRANSMISSION)) {
+        uint32_t why = e->retransmission->reason;
+        if (why == HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED) {
+          /* The start is gone: look for the oldest part still kept. */
+          *expired = true;
+          left = 0;
+          count = (uint32_t)((next - from + 1) / 2);
+          if (count == 0) count = 1;
+        } else if (why != 0) {
+          fprintf(stderr, "hgctl %s: order history not available (%s)\n", cmd, reject_name(why));
+          return EXIT_FAIL;
+        } else {
+          left = e->retransmission->count;
+          count = e->retransmission->count;
+        }
+        continue;
+      }
+      if (!e->has_seq || e->seq >= next) continue; /* live traffic */
+      left--;
+      if (e->body_case != BODY(EXECUTION_REPORT)) continue;
+      const Hourglass__V1__ExecutionReport *x = e->execution_report;
+      bool ended = x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED ||
+                   (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL && x->leaves == 0);
+      int pr = 0;
+      if (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW && x->order_id)
+        pr = push_ref(nv, nn, ncap, x->order_id, x->instrument_id);
+      else if (ended && x->order_id)
+        pr = push_ref(ev, en, ecap, x->order_id, x->instrument_id);
+      if (pr != 0) {
+        fprintf(stderr, "hgctl %s: out of memory\n", cmd);
+        return EXIT_FAIL;
+      }
+    }
+    if (count == 0) {
+      fprintf(stderr, "hgctl %s: the gateway resent no frame from seq %" PRIu64 "\n", cmd, from);
+      return EXIT_FAIL;
+    }
+    from += count;
+  }
+  return 0;
+}
+
+int hgctl_orders(int argc, char **argv) {
+  const char *cmd = "orders";
+  const opt_t opts[] = {CONN_OPTS};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "orders   (this key's live orders: price, quantity, what is left)\n");
+  if (rc) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  static syms_t syms;
+  order_ref_t *nv = NULL, *ev = NULL;
+  size_t nn = 0, ncap = 0, en = 0, ecap = 0;
+  bool expired = false;
+  if ((rc = fetch_symbols(cmd, c, &syms)) == 0)
+    rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
+                     &ecap, &expired);
+  if (rc == 0) {
+    qsort(ev, en, sizeof *ev, cmp_oid);
+    printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", "order_id", "symbol", "side",
+           g_raw ? "price" : "price_usd", "qty", "leaves", "group", "clordid");
+  }
+  for (size_t i = 0; rc == 0 && i < nn; i++) {
+    if (en > 0 && bsearch(&nv[i], ev, en, sizeof *ev, cmp_oid) != NULL) continue;
+    uint64_t seq = 0;
+    const env_t *e = NULL;
+    if (hg_client_order_status(c, nv[i].instrument, nv[i].oid, &seq) != 0) {
+      fprintf(stderr, "hgctl %s: send failed\n", cmd);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if ((rc = await_reply(cmd, c, seq, &e)) != 1) break;
+    rc = response_status(cmd, e);
+    if (rc != 0 || e->body_case != BODY(ORDER_STATUS)) {
+      if (rc == 0) rc = EXIT_FAIL;
+      break;
+    }
+    const Hourglass__V1__OrderStatus *st = e->order_status;
+    if (!st->live) continue;
+    char group[12] = "-";
+    if (st->quote_group) snprintf(group, sizeof group, "%u", st->quote_group);
+    printf("%-12" PRIu64 " %-20s %-4s %10s %10" PRId64 " %10" PRId64 " %-6s %" PRIu64 "\n",
+           st->order_id, symbol_of(&syms, st->instrument_id),
+           st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy", px(st->price), st->qty,
+           st->leaves, group, st->client_order_id);
+  }
+  fflush(stdout);
+  if (rc == 0 && expired) {
+    fprintf(stderr, "hgctl %s: the gateway no longer keeps all of this key's history: orders "
+                    "entered in the part it dropped may be missing above\n", cmd);
+    rc = EXIT_FAIL;
+  }
+  free(nv);
+  free(ev);
+  close_session(c);
+  return rc;
+}
+
 /* ----------------------------------------------------------------- ladder */
 
 #define LADDER_MAX 50

@@ -438,6 +438,47 @@ static void test_operator_instrument_option(void **state) {
   assert_non_null(strstr(o.text, "trading"));
 }
 
+/* hgctl orders: the key's live orders, found in its stream and confirmed
+ * by their status; cancelled and filled ones are gone. */
+static void test_orders_lists_live_orders(void **state) {
+  (void)state;
+  static out_t o;
+  RUN(&o, "order", "mass-cancel");
+  RUN(&o, "orders");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "order_id"));
+  assert_null(strstr(o.text, "B200.A."));
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "2", "--price", "0.45",
+      "--clordid", "4501");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "5", "--price", "0.95",
+      "--clordid", "9501");
+  assert_int_equal(o.status, 0);
+  char oid_s[24];
+  snprintf(oid_s, sizeof oid_s, "%" PRIu64, field(o.text, "order_id="));
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.96",
+      "--clordid", "9601");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "cancel", "--instrument", "2", "--order-id", oid_s);
+  assert_int_equal(o.status, 0);
+  /* Another key buys the 0.96 offer whole: filled, not live. */
+  const char *const buy[] = {"order", "new", "--instrument", "2", "--side", "buy", "--qty", "1",
+                             "--price", "0.96", "--tif", "ioc", NULL};
+  run_as(&o, TB, NULL, buy);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "FILL "));
+  RUN(&o, "orders");
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, " B200.A.2027-01       buy       0.450          2          2 -      4501\n"));
+  assert_null(strstr(o.text, "9501"));
+  assert_null(strstr(o.text, "9601"));
+  RUN(&o, "orders", "--raw");
+  assert_non_null(strstr(o.text, " buy         450          2          2 -      4501\n"));
+  RUN(&o, "order", "mass-cancel");
+  assert_non_null(strstr(o.text, "cancelled 1 order"));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
@@ -454,6 +495,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_address_from_environment),
       cmocka_unit_test(test_help_of_every_command),
       cmocka_unit_test(test_operator_instrument_option),
+      cmocka_unit_test(test_orders_lists_live_orders),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
