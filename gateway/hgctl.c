@@ -392,6 +392,7 @@ static const command_t ORDER_CMDS[] = {
 static const command_t INSTRUMENTS_CMDS[] = {{"", "list instruments", hgctl_instruments}};
 static const command_t LADDER_CMDS[] = {{"", "SYMBOL: live depth ladder", hgctl_ladder}};
 static const command_t POSITIONS_CMDS[] = {{"", "positions and cash", hgctl_positions}};
+static const command_t ORDERS_CMDS[] = {{"", "this key's live orders", hgctl_orders}};
 static const command_t EXECUTIONS_CMDS[] = {
     {"", "recent execution reports (--follow: tail)", hgctl_executions}};
 
@@ -400,7 +401,7 @@ static const command_t OP_CMDS[] = {
     {"fixing", "compute|finalize|publish|discard a day's fixing", hgctl_op_fixing},
     {"settle", "run the daily settlement cycle of a day", hgctl_op_settle},
     {"expire", "final settlement of a contract", hgctl_op_expire},
-    {"list", "list instruments", hgctl_instruments},
+    {"list", "list instruments", hgctl_op_list},
     {"halt", "halt an instrument", hgctl_op_halt},
     {"resume", "resume a halted instrument", hgctl_op_resume},
     {"add-account", "add an account to a firm", hgctl_op_add_account},
@@ -424,6 +425,7 @@ static const group_t GROUPS[] = {
     {"order", ORDER_CMDS, sizeof ORDER_CMDS / sizeof ORDER_CMDS[0]},
     {"instruments", INSTRUMENTS_CMDS, 1},
     {"ladder", LADDER_CMDS, 1},
+    {"orders", ORDERS_CMDS, 1},
     {"positions", POSITIONS_CMDS, 1},
     {"executions", EXECUTIONS_CMDS, 1},
     {"op", OP_CMDS, sizeof OP_CMDS / sizeof OP_CMDS[0]},

@@ -4,16 +4,24 @@
  * statements (--remote) and the operator's commands, over the gateway's
  * wire protocol through the client library (hourglass/client.h).
  *
- * Each command opens one session (key from --key-id/--secret or the
- * environment HG_KEY_ID/HG_SECRET, secret in hex), sends its request, prints
+ * Each command opens one session (address from --host/--port or the
+ * environment HG_HOST/HG_PORT, as the Python client reads them; key from
+ * --key-id/--secret or HG_KEY_ID/HG_SECRET, secret in hex; an option wins
+ * over the environment), sends its request, prints
  * the replies that carry its request seq (ref_seq) as one line each, and
  * logs out. Output is plain "KEY=value" text, one event per line, so it
  * greps and diffs well; the ladder redraws the terminal instead.
+ *
+ * Units (hgctl_fmt.h): prices are typed and printed in USD per GPU-hour with
+ * three decimals, money in USD, times in UTC; --raw, accepted by every
+ * command here, switches input and output to the wire's integer ticks,
+ * micro-USD and nanoseconds.
  *
  * Exit status: 0 done, 1 refused (reject, login failure, connection error,
  * timeout), 2 usage error.
  */
 #include "hgctl_net.h"
+#include "hgctl_fmt.h"
 #include "hgctl_tools.h"
 
 #include <ctype.h>
@@ -50,15 +58,21 @@ typedef struct conn {
 } conn_t;
 
 static conn_t g_conn;
+/* --raw: prices in ticks, money in micro-USD, times in ns, in and out. */
+static bool g_raw;
 
 #define CONN_OPTS                                                                        \
   {"host", &g_conn.host, NULL}, {"port", &g_conn.port, NULL},                            \
       {"key-id", &g_conn.key_id, NULL}, {"secret", &g_conn.secret, NULL},                \
-      {"timeout", &g_conn.timeout, NULL}
+      {"timeout", &g_conn.timeout, NULL}, {"raw", NULL, &g_raw}
+#define CONN_NOPTS 6
 
 static const char CONN_HELP[] =
     "connection: --host H (127.0.0.1) --port P (7700) --key-id ID --secret HEX\n"
-    "            (or HG_KEY_ID, HG_SECRET in the environment) --timeout MS (5000)\n";
+    "            (or HG_HOST, HG_PORT, HG_KEY_ID, HG_SECRET in the environment)\n"
+    "            --timeout MS (5000)\n"
+    "units:      prices in USD per GPU-hour (3 decimals, tick 0.001), money in USD,\n"
+    "            times in UTC; --raw: ticks, micro-USD and ns as on the wire, in and out\n";
 
 /* Parses --name value / --name=value / --flag; positional arguments go to
  * pos[0..npos). Returns 0, or EXIT_USAGE after printing why. */
@@ -144,14 +158,76 @@ static int need_num(const char *cmd, const char *name, const char *s, int64_t lo
   return 0;
 }
 
+/* A price option in USD per GPU-hour ("3.42"), above zero; or in ticks
+ * from lo up with --raw. */
+static int need_price(const char *cmd, const char *name, const char *s, int64_t lo,
+                      int64_t *out) {
+  if (g_raw || s == NULL) return need_num(cmd, name, s, lo, INT64_MAX, out);
+  int rc = hgctl_decimal_parse(s, 3, 0, out);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: --%s '%s' %s\n", cmd, name, s, hgctl_decimal_error(rc, 3));
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* A money option in USD ("1250.50", up to 6 decimals), or micro-USD with
+ * --raw; above zero. */
+static int need_money(const char *cmd, const char *name, const char *s, int64_t *out) {
+  if (g_raw || s == NULL) return need_num(cmd, name, s, 1, INT64_MAX, out);
+  int rc = hgctl_decimal_parse(s, 6, 0, out);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: --%s '%s' %s\n", cmd, name, s, hgctl_decimal_error(rc, 6));
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* Printed forms, each in one of eight rotating buffers so that one printf
+ * may show several: valid until eight more calls. */
+static char *fmt_buf(void) {
+  static char bufs[8][HGCTL_FMT_LEN];
+  static unsigned next;
+  return bufs[next++ % 8];
+}
+
+static const char *px(int64_t ticks) {
+  char *b = fmt_buf();
+  if (!g_raw) return hgctl_fmt_price(ticks, b);
+  snprintf(b, HGCTL_FMT_LEN, "%" PRId64, ticks);
+  return b;
+}
+
+static const char *usd(int64_t micro) {
+  char *b = fmt_buf();
+  if (!g_raw) return hgctl_fmt_money(micro, b);
+  snprintf(b, HGCTL_FMT_LEN, "%" PRId64, micro);
+  return b;
+}
+
+/* An index value (micro-USD per GPU-hour): USD with six decimals. */
+static const char *index_usd(int64_t micro) {
+  char *b = fmt_buf();
+  if (!g_raw) return hgctl_fmt_decimal(micro, 6, b);
+  snprintf(b, HGCTL_FMT_LEN, "%" PRId64, micro);
+  return b;
+}
+
 /* --------------------------------------------------------------- session */
 
 static int g_timeout_ms = 5000;
 
 /* Builds the client from the connection options and logs in. */
+static const char *env_or_null(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
 static int open_session(const char *cmd, hg_client_t **out) {
   const char *key = g_conn.key_id ? g_conn.key_id : getenv("HG_KEY_ID");
   const char *sec = g_conn.secret ? g_conn.secret : getenv("HG_SECRET");
+  const char *host = g_conn.host ? g_conn.host : env_or_null("HG_HOST");
+  const char *port_s = g_conn.port ? g_conn.port : env_or_null("HG_PORT");
   uint64_t key_id = 0, port = HG_CLIENT_DEFAULT_PORT, tmo = 5000;
   if (key == NULL || sec == NULL) {
     fprintf(stderr, "hgctl %s: no API key: give --key-id and --secret (or set HG_KEY_ID and "
@@ -162,8 +238,9 @@ static int open_session(const char *cmd, hg_client_t **out) {
     fprintf(stderr, "hgctl %s: key id '%s' is not a positive number\n", cmd, key);
     return EXIT_USAGE;
   }
-  if (g_conn.port && (!unum(g_conn.port, 65535, &port) || port == 0)) {
-    fprintf(stderr, "hgctl %s: port '%s' is not in 1..65535\n", cmd, g_conn.port);
+  if (port_s && (!unum(port_s, 65535, &port) || port == 0)) {
+    fprintf(stderr, "hgctl %s: %s '%s' is not in 1..65535\n", cmd,
+            g_conn.port ? "port" : "HG_PORT", port_s);
     return EXIT_USAGE;
   }
   if (g_conn.timeout && (!unum(g_conn.timeout, 3600000, &tmo) || tmo == 0)) {
@@ -179,7 +256,7 @@ static int open_session(const char *cmd, hg_client_t **out) {
   }
   hg_client_config_t cfg;
   hg_client_config_init(&cfg);
-  cfg.host = g_conn.host ? g_conn.host : HG_CLIENT_DEFAULT_HOST;
+  cfg.host = host ? host : HG_CLIENT_DEFAULT_HOST;
   cfg.port = (uint16_t)port;
   cfg.key_id = key_id;
   cfg.secret = secret;
@@ -254,6 +331,29 @@ static const char *cancel_name(uint32_t r) {
   return enum_name(&hourglass__v1__cancel_reason__descriptor, "CXL_", r, buf, sizeof buf);
 }
 
+/* The settlement command a SettlementResult answers: the name of its field
+ * in Command's body ("daily_settlement"). */
+static const char *command_name(uint32_t c) {
+  const ProtobufCFieldDescriptor *f =
+      protobuf_c_message_descriptor_get_field(&hourglass__v1__command__descriptor, c);
+  return f != NULL ? f->name : "other";
+}
+
+static const char *fixing_status_name(uint32_t s) {
+  static char buf[32];
+  return enum_name(&hourglass__v1__fixing_status__descriptor, "FIXING_", s, buf, sizeof buf);
+}
+
+static const char *fixing_kind_name(uint32_t k) {
+  static const char *const n[] = {"none", "computed", "carried", "external", "no_fix"};
+  return k < sizeof n / sizeof n[0] ? n[k] : "other";
+}
+
+static const char *fixing_outcome_name(uint32_t k) {
+  static const char *const n[] = {"none", "published", "restated", "unchanged", "finalized"};
+  return k < sizeof n / sizeof n[0] ? n[k] : "other";
+}
+
 static const char *exec_name(uint32_t t) {
   static const char *const n[] = {"?", "NEW", "REJECTED", "FILL", "CANCELLED", "REPLACED"};
   return t < sizeof n / sizeof n[0] ? n[t] : "?";
@@ -264,19 +364,28 @@ static void print_exec(const env_t *e) {
   printf("%s seq=%" PRIu64 " instrument=%u order_id=%" PRIu64 " clordid=%" PRIu64,
          exec_name(r->exec_type), e->seq, r->instrument_id, r->order_id, r->client_order_id);
   if (r->has_side) printf(" side=%s", r->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy");
-  printf(" price=%" PRId64 " qty=%" PRId64 " leaves=%" PRId64, r->price, r->qty, r->leaves);
+  printf(" price=%s qty=%" PRId64 " leaves=%" PRId64, px(r->price), r->qty, r->leaves);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED)
     printf(" reason=%s(%u)", reject_name(r->reason), r->reason);
-  if (r->has_risk_equity)
-    printf(" equity=%" PRId64 " initial_margin=%" PRId64 " ref_price=%" PRId64
-           " position=%" PRId64 " low=%" PRId64 " high=%" PRId64,
-           r->risk_equity, r->risk_initial_margin, r->risk_ref_price, r->risk_position,
-           r->risk_low, r->risk_high);
+  if (r->has_risk_equity) {
+    /* low/high are prices for a band reject, position limits otherwise. */
+    printf(" equity=%s initial_margin=%s ref_price=%s position=%" PRId64, usd(r->risk_equity),
+           usd(r->risk_initial_margin), px(r->risk_ref_price), r->risk_position);
+    if (r->reason == HOURGLASS__V1__REJECT_REASON__REJ_RISK_PRICE_BAND)
+      printf(" low=%s high=%s", px(r->risk_low), px(r->risk_high));
+    else
+      printf(" low=%" PRId64 " high=%" PRId64, r->risk_low, r->risk_high);
+  }
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED)
     printf(" reason=%s(%u)", cancel_name(r->reason), r->reason);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL) printf(" maker=%d", r->maker ? 1 : 0);
   if (r->drop_copy) printf(" account=%u", r->account);
   if (r->ref_seq) printf(" ref_seq=%" PRIu64, r->ref_seq);
+  if (r->ts) {
+    char t[HGCTL_FMT_LEN];
+    if (g_raw) printf(" ts=%" PRIu64, r->ts);
+    else printf(" time=%s", hgctl_fmt_time(r->ts, t));
+  }
   printf("\n");
   fflush(stdout);
 }
@@ -366,7 +475,7 @@ int hgctl_order_new(int argc, char **argv) {
                         {"clordid", &clordid, NULL},
                         {"stp", &stp, NULL},
                         {"post-only", NULL, &post_only}};
-  const char *usage = "order new --instrument ID|SYMBOL --side buy|sell --qty N [--price TICKS]\n"
+  const char *usage = "order new --instrument ID|SYMBOL --side buy|sell --qty N [--price USD]\n"
                       "  [--type limit|market] [--tif gtc|day|ioc|fok] [--post-only]\n"
                       "  [--stp cancel_resting|cancel_incoming|cancel_both|none] [--clordid N]\n";
   int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
@@ -387,7 +496,7 @@ int hgctl_order_new(int argc, char **argv) {
     return EXIT_USAGE;
   }
   if (o.type == HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT) {
-    if ((rc = need_num(cmd, "price", price, INT64_MIN, INT64_MAX, &v))) return rc;
+    if ((rc = need_price(cmd, "price", price, INT64_MIN, &v))) return rc;
     o.has_price = true;
     o.price = v;
   } else if (price) {
@@ -493,25 +602,26 @@ static int cancel_or_replace(int argc, char **argv, int kind) {
                         {"price", &price, NULL},
                         {"qty", &qty, NULL}};
   const char *usage = kind == 0 ? "order cancel --instrument ID|SYMBOL --order-id N\n"
-                                : "order replace --instrument ID|SYMBOL --order-id N --price TICKS "
+                                : "order replace --instrument ID|SYMBOL --order-id N --price USD "
                                   "--qty N\n";
-  int rc = parse(cmd, argc, argv, opts, kind == 0 ? 7 : 9, NULL, 0, usage);
+  int rc = parse(cmd, argc, argv, opts, kind == 0 ? CONN_NOPTS + 2 : CONN_NOPTS + 4, NULL, 0,
+                 usage);
   if (rc) return rc;
-  int64_t id, px = 0, q = 0;
+  int64_t id, price_ticks = 0, q = 0;
   if (instr == NULL) {
     fprintf(stderr, "hgctl %s: --instrument is required\n", cmd);
     return EXIT_USAGE;
   }
   if ((rc = need_num(cmd, "order-id", oid, 1, INT64_MAX, &id))) return rc;
   if (kind == 1) {
-    if ((rc = need_num(cmd, "price", price, INT64_MIN, INT64_MAX, &px))) return rc;
+    if ((rc = need_price(cmd, "price", price, INT64_MIN, &price_ticks))) return rc;
     if ((rc = need_num(cmd, "qty", qty, 1, INT64_MAX, &q))) return rc;
   }
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
   uint32_t iid = 0;
   rc = resolve_instrument(cmd, c, instr, &iid);
-  if (rc == 0) rc = order_request(cmd, c, kind, iid, (uint64_t)id, px, q);
+  if (rc == 0) rc = order_request(cmd, c, kind, iid, (uint64_t)id, price_ticks, q);
   close_session(c);
   return rc;
 }
@@ -626,29 +736,40 @@ static const char *state_name(uint32_t s) {
   return s == 1 ? "trading" : s == 2 ? "halted" : s == 3 ? "delisted" : "?";
 }
 
-int hgctl_instruments(int argc, char **argv) {
-  const char *cmd = "instruments";
+static int list_instruments(const char *cmd, int argc, char **argv) {
+  char usage[48];
+  snprintf(usage, sizeof usage, "%s\n", cmd);
   const opt_t opts[] = {CONN_OPTS};
-  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, "instruments\n");
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   if (rc) return rc;
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
   const Hourglass__V1__InstrumentList *l = NULL;
   if ((rc = fetch_instruments(cmd, c, &l)) == 0) {
+    /* tick, min and max in one unit: USD per GPU-hour (raw: the wire's
+     * micro-USD tick value and prices in ticks). */
     printf("%-6s %-20s %-8s %-8s %10s %8s %10s %10s %12s %s\n", "id", "symbol", "grade", "month",
-           "tick", "unit", "min", "max", "max_qty", "state");
+           g_raw ? "tick" : "tick_usd", "unit", g_raw ? "min" : "min_usd",
+           g_raw ? "max" : "max_usd", "max_qty", "state");
     for (size_t i = 0; i < l->n_instruments; i++) {
       const Hourglass__V1__InstrumentInfo *x = l->instruments[i];
-      printf("%-6u %-20s %-8s %-8s %10" PRId64 " %8" PRId64 " %10" PRId64 " %10" PRId64 " %12" PRId64
-             " %s\n",
+      char tick[HGCTL_FMT_LEN];
+      if (g_raw) snprintf(tick, sizeof tick, "%" PRId64, x->tick_size);
+      else if (x->tick_size % HG_INDEX_TICK_MICRO_USD == 0)
+        hgctl_fmt_price(x->tick_size / HG_INDEX_TICK_MICRO_USD, tick);
+      else hgctl_fmt_decimal(x->tick_size, 6, tick);
+      printf("%-6u %-20s %-8s %-8s %10s %8" PRId64 " %10s %10s %12" PRId64 " %s\n",
              x->instrument_id, x->symbol, x->grade ? x->grade : "-",
-             x->delivery_month ? x->delivery_month : "-", x->tick_size, x->contract_unit,
-             x->min_price, x->max_price, x->max_order_qty, state_name(x->state));
+             x->delivery_month ? x->delivery_month : "-", tick, x->contract_unit,
+             px(x->min_price), px(x->max_price), x->max_order_qty, state_name(x->state));
     }
   }
   close_session(c);
   return rc;
 }
+
+int hgctl_instruments(int argc, char **argv) { return list_instruments("instruments", argc, argv); }
+int hgctl_op_list(int argc, char **argv) { return list_instruments("op list", argc, argv); }
 
 /* Symbols of the listed instruments, fetched before a reply that names
  * instruments by id (a reply lives only until the next receive). */
@@ -706,9 +827,7 @@ int hgctl_positions(int argc, char **argv) {
       fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, reject_name(p->reason), p->reason);
       rc = EXIT_FAIL;
     } else {
-      uint64_t a = p->cash < 0 ? (uint64_t)0 - (uint64_t)p->cash : (uint64_t)p->cash;
-      printf("account %u cash %s%" PRIu64 ".%06" PRIu64 " USD\n", p->account,
-             p->cash < 0 ? "-" : "", a / 1000000, a % 1000000);
+      printf("account %u cash %s %s\n", p->account, usd(p->cash), g_raw ? "micro-USD" : "USD");
       printf("%-10s %-20s %10s %10s %10s\n", "instrument", "symbol", "net", "bought", "sold");
       for (size_t i = 0; i < p->n_positions; i++) {
         const Hourglass__V1__Position *x = p->positions[i];
@@ -797,6 +916,166 @@ int hgctl_executions(int argc, char **argv) {
   return rc;
 }
 
+/* ----------------------------------------------------------------- orders */
+
+/* The protocol answers an order's status by id (OrderStatusRequest) and has
+ * no "all open orders" request, so `hgctl orders` finds the candidates in
+ * the key's own stream (retransmitted from seq 1, 1000 frames a request):
+ * every order id of a NEW report, less those a CANCELLED or a FILL with
+ * leaves 0 ended. Each remaining one is asked for its status, so what is
+ * printed is live now. If the gateway no longer keeps the stream's start
+ * (REJ_RETRANSMIT_EXPIRED), orders entered before the kept part are not
+ * seen: hgctl says so and exits 1. */
+typedef struct order_ref {
+  uint64_t oid;
+  uint32_t instrument;
+} order_ref_t;
+
+static int cmp_oid(const void *a, const void *b) {
+  uint64_t x = ((const order_ref_t *)a)->oid, y = ((const order_ref_t *)b)->oid;
+  return x < y ? -1 : x > y;
+}
+
+static int push_ref(order_ref_t **v, size_t *n, size_t *cap, uint64_t oid, uint32_t inst) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 256;
+    order_ref_t *nv = realloc(*v, nc * sizeof *nv);
+    if (nv == NULL) return -ENOMEM;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = (order_ref_t){oid, inst};
+  return 0;
+}
+
+/* Reads the key's stream [from, next) into the new and ended order lists.
+ * Returns 0 (with *expired set if the gateway no longer keeps its start),
+ * or EXIT_FAIL after printing why. */
+static int scan_stream(const char *cmd, hg_client_t *c, uint64_t next, order_ref_t **nv,
+                       size_t *nn, size_t *ncap, order_ref_t **ev, size_t *en, size_t *ecap,
+                       bool *expired) {
+  uint64_t from = 1;
+  *expired = false;
+  while (from < next) {
+    uint32_t count = next - from > 1000 ? 1000 : (uint32_t)(next - from);
+    int rc = hg_client_retransmit(c, from, count);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+      return EXIT_FAIL;
+    }
+    uint32_t left = count + 1; /* the header, then count frames */
+    while (left > 0) {
+      const env_t *e = NULL;
+      int r = hg_client_recv(c, g_timeout_ms, &e);
+      if (r == -EINTR) continue;
+      if (r <= 0) {
+        fprintf(stderr, "hgctl %s: %s while reading the order history\n", cmd,
+                r == 0 ? "no reply" : hg_strerror(r));
+        return EXIT_FAIL;
+      }
+      if (e->body_case == BODY(TERMINATE)) {
+        fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+                e->terminate->code);
+        return EXIT_FAIL;
+      }
+      if (e->body_case == BODY(RETRANSMISSION)) {
+        uint32_t why = e->retransmission->reason;
+        if (why == HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED) {
+          /* The start is gone: look for the oldest part still kept. */
+          *expired = true;
+          left = 0;
+          count = (uint32_t)((next - from + 1) / 2);
+          if (count == 0) count = 1;
+        } else if (why != 0) {
+          fprintf(stderr, "hgctl %s: order history not available (%s)\n", cmd, reject_name(why));
+          return EXIT_FAIL;
+        } else {
+          left = e->retransmission->count;
+          count = e->retransmission->count;
+        }
+        continue;
+      }
+      if (!e->has_seq || e->seq >= next) continue; /* live traffic */
+      left--;
+      if (e->body_case != BODY(EXECUTION_REPORT)) continue;
+      const Hourglass__V1__ExecutionReport *x = e->execution_report;
+      bool ended = x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED ||
+                   (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL && x->leaves == 0);
+      int pr = 0;
+      if (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW && x->order_id)
+        pr = push_ref(nv, nn, ncap, x->order_id, x->instrument_id);
+      else if (ended && x->order_id)
+        pr = push_ref(ev, en, ecap, x->order_id, x->instrument_id);
+      if (pr != 0) {
+        fprintf(stderr, "hgctl %s: out of memory\n", cmd);
+        return EXIT_FAIL;
+      }
+    }
+    if (count == 0) {
+      fprintf(stderr, "hgctl %s: the gateway resent no frame from seq %" PRIu64 "\n", cmd, from);
+      return EXIT_FAIL;
+    }
+    from += count;
+  }
+  return 0;
+}
+
+int hgctl_orders(int argc, char **argv) {
+  const char *cmd = "orders";
+  const opt_t opts[] = {CONN_OPTS};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                 "orders   (this key's live orders: price, quantity, what is left)\n");
+  if (rc) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = open_session(cmd, &c))) return rc;
+  static syms_t syms;
+  order_ref_t *nv = NULL, *ev = NULL;
+  size_t nn = 0, ncap = 0, en = 0, ecap = 0;
+  bool expired = false;
+  if ((rc = fetch_symbols(cmd, c, &syms)) == 0)
+    rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
+                     &ecap, &expired);
+  if (rc == 0) {
+    qsort(ev, en, sizeof *ev, cmp_oid);
+    printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", "order_id", "symbol", "side",
+           g_raw ? "price" : "price_usd", "qty", "leaves", "group", "clordid");
+  }
+  for (size_t i = 0; rc == 0 && i < nn; i++) {
+    if (en > 0 && bsearch(&nv[i], ev, en, sizeof *ev, cmp_oid) != NULL) continue;
+    uint64_t seq = 0;
+    const env_t *e = NULL;
+    if (hg_client_order_status(c, nv[i].instrument, nv[i].oid, &seq) != 0) {
+      fprintf(stderr, "hgctl %s: send failed\n", cmd);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if ((rc = await_reply(cmd, c, seq, &e)) != 1) break;
+    rc = response_status(cmd, e);
+    if (rc != 0 || e->body_case != BODY(ORDER_STATUS)) {
+      if (rc == 0) rc = EXIT_FAIL;
+      break;
+    }
+    const Hourglass__V1__OrderStatus *st = e->order_status;
+    if (!st->live) continue;
+    char group[12] = "-";
+    if (st->quote_group) snprintf(group, sizeof group, "%u", st->quote_group);
+    printf("%-12" PRIu64 " %-20s %-4s %10s %10" PRId64 " %10" PRId64 " %-6s %" PRIu64 "\n",
+           st->order_id, symbol_of(&syms, st->instrument_id),
+           st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy", px(st->price), st->qty,
+           st->leaves, group, st->client_order_id);
+  }
+  fflush(stdout);
+  if (rc == 0 && expired) {
+    fprintf(stderr, "hgctl %s: the gateway no longer keeps all of this key's history: orders "
+                    "entered in the part it dropped may be missing above\n", cmd);
+    rc = EXIT_FAIL;
+  }
+  free(nv);
+  free(ev);
+  close_session(c);
+  return rc;
+}
+
 /* ----------------------------------------------------------------- ladder */
 
 #define LADDER_MAX 50
@@ -837,16 +1116,16 @@ static void draw(const char *sym, uint32_t id, const book_side_t *b, const book_
                  bool clear) {
   if (clear) fputs("\033[H\033[2J", stdout);
   printf("%s (id %u)  md_seq %" PRIu64 "  %s", sym, id, md_seq, state_name(state));
-  if (last_qty > 0) printf("  last %" PRId64 " x %" PRId64, last_qty, last_px);
+  if (last_qty > 0) printf("  last %" PRId64 " x %s", last_qty, px(last_px));
   printf("\n%12s %12s | %-12s %-12s\n", "bid qty", "bid", "ask", "ask qty");
   for (int i = 0; i < depth; i++) {
-    char bq[24] = "", bp[24] = "", ap[24] = "", aq[24] = "";
+    char bq[24] = "", bp[HGCTL_FMT_LEN] = "", ap[HGCTL_FMT_LEN] = "", aq[24] = "";
     if (i < b->n) {
       snprintf(bq, sizeof bq, "%" PRId64, b->qty[i]);
-      snprintf(bp, sizeof bp, "%" PRId64, b->px[i]);
+      snprintf(bp, sizeof bp, "%s", px(b->px[i]));
     }
     if (i < a->n) {
-      snprintf(ap, sizeof ap, "%" PRId64, a->px[i]);
+      snprintf(ap, sizeof ap, "%s", px(a->px[i]));
       snprintf(aq, sizeof aq, "%" PRId64, a->qty[i]);
     }
     if (i >= b->n && i >= a->n) break;
@@ -992,31 +1271,36 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
   const Hourglass__V1__SettlementResult *r = e->settlement_result;
   char day[11] = "";
   if (r->has_day) hg_index_day_format(r->day, day);
-  printf("RESULT command=%u reason=%s(%u) engine_seq=%" PRIu64, r->command,
-         reject_name(r->reason), r->reason, r->engine_seq);
+  if (g_raw) printf("RESULT command=%u", r->command);
+  else printf("RESULT command=%s", command_name(r->command));
+  printf(" reason=%s(%u) engine_seq=%" PRIu64, reject_name(r->reason), r->reason, r->engine_seq);
   if (r->has_day) printf(" day=%s", day);
   if (r->has_samples_accepted)
     printf(" samples_accepted=%u samples_staged=%u", r->samples_accepted, r->samples_staged);
   if (r->has_samples_discarded) printf(" samples_discarded=%u", r->samples_discarded);
-  if (r->has_fixing_value)
-    printf(" fixing=%" PRId64 " tier=%u status=%u kind=%u outcome=%u inputs=%u", r->fixing_value,
+  if (r->has_fixing_value && g_raw)
+    printf(" fixing=%s tier=%u status=%u kind=%u outcome=%u inputs=%u", index_usd(r->fixing_value),
            r->fixing_tier, r->fixing_status, r->fixing_kind, r->fixing_outcome, r->fixing_inputs);
+  else if (r->has_fixing_value)
+    printf(" fixing=%s tier=%u status=%s kind=%s outcome=%s inputs=%u", index_usd(r->fixing_value),
+           r->fixing_tier, fixing_status_name(r->fixing_status), fixing_kind_name(r->fixing_kind),
+           fixing_outcome_name(r->fixing_outcome), r->fixing_inputs);
   if (r->has_contracts_settled)
-    printf(" contracts=%u vm_sum=%" PRId64 " vm_paid=%" PRId64 " vm_received=%" PRId64
-           " vm_entries=%u day_orders_expired=%" PRId64,
-           r->contracts_settled, r->vm_sum, r->vm_paid, r->vm_received, r->vm_entries,
+    printf(" contracts=%u vm_sum=%s vm_paid=%s vm_received=%s vm_entries=%u day_orders_expired=%" PRId64,
+           r->contracts_settled, usd(r->vm_sum), usd(r->vm_paid), usd(r->vm_received), r->vm_entries,
            r->day_orders_expired);
   if (r->has_fsp)
-    printf(" instrument=%u fsp=%" PRId64 " positions_closed=%u final_sum=%" PRId64,
-           r->instrument_id, r->fsp, r->positions_closed, r->final_sum);
+    printf(" instrument=%u fsp=%s positions_closed=%u final_sum=%s", r->instrument_id, px(r->fsp),
+           r->positions_closed, usd(r->final_sum));
   if (r->error) printf(" error=%d", r->error);
   printf("\n");
   for (size_t i = 0; i < r->n_contracts; i++)
-    printf("DSP instrument=%u dsp=%" PRId64 " tier=%u\n", r->contracts[i]->instrument_id,
-           r->contracts[i]->dsp, r->contracts[i]->tier);
+    printf("DSP instrument=%u dsp=%s tier=%u\n", r->contracts[i]->instrument_id,
+           px(r->contracts[i]->dsp), r->contracts[i]->tier);
   for (size_t i = 0; i < r->n_missing; i++) {
     hg_index_day_format(r->missing[i]->day, day);
-    printf("MISSING day=%s status=%u\n", day, r->missing[i]->status);
+    if (g_raw) printf("MISSING day=%s status=%u\n", day, r->missing[i]->status);
+    else printf("MISSING day=%s status=%s\n", day, fixing_status_name(r->missing[i]->status));
   }
   for (size_t i = 0; i < r->n_listed; i++) printf("LISTED instrument=%u\n", r->listed[i]);
   fflush(stdout);
@@ -1056,16 +1340,28 @@ int hgctl_op_settle(int argc, char **argv) {
 typedef int (*instrument_send_fn)(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
 typedef int (*instrument_reply_fn)(const char *cmd, hg_client_t *c, uint64_t seq);
 
-static int op_on_instrument(int argc, char **argv, const char *cmd, const char *usage,
-                            instrument_send_fn send, instrument_reply_fn reply) {
-  const char *pos[1] = {NULL};
-  const opt_t opts[] = {CONN_OPTS};
-  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
-  if (rc) return rc;
-  if (pos[0] == NULL) {
-    fprintf(stderr, "hgctl %s: which instrument?\n", cmd);
+/* The instrument of an operator command: --instrument, as for orders, or
+ * the same value as its one positional argument. */
+static int which_instrument(const char *cmd, const char *opt, const char *pos,
+                            const char **out) {
+  if (opt != NULL && pos != NULL) {
+    fprintf(stderr, "hgctl %s: give the instrument once (--instrument or positional)\n", cmd);
     return EXIT_USAGE;
   }
+  *out = opt != NULL ? opt : pos;
+  if (*out == NULL) {
+    fprintf(stderr, "hgctl %s: which instrument? (--instrument ID|SYMBOL)\n", cmd);
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+static int op_on_instrument(int argc, char **argv, const char *cmd, const char *usage,
+                            instrument_send_fn send, instrument_reply_fn reply) {
+  const char *pos[1] = {NULL}, *instr = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"instrument", &instr, NULL}};
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
+  if (rc || (rc = which_instrument(cmd, instr, pos[0], &pos[0]))) return rc;
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
   uint32_t id = 0;
@@ -1078,7 +1374,8 @@ static int op_on_instrument(int argc, char **argv, const char *cmd, const char *
 
 int hgctl_op_expire(int argc, char **argv) {
   return op_on_instrument(argc, argv, "op expire",
-                          "op expire ID|SYMBOL   (final settlement after the last trading day)\n",
+                          "op expire --instrument ID|SYMBOL   (final settlement after the last\n"
+                          "  trading day; 'op expire ID|SYMBOL' also works)\n",
                           hg_client_expire, settle_reply);
 }
 
@@ -1089,7 +1386,8 @@ int hgctl_op_fixing(int argc, char **argv) {
                         {"day", &day_s, NULL}, {"value", &value, NULL}, {"source", &source, NULL}};
   const char *usage =
       "op fixing compute|finalize|publish|discard --gpu GPU --grade G --day YYYY-MM-DD\n"
-      "  publish also: --value MICRO_USD_PER_GPU_HOUR --source NAME (an external fixing)\n";
+      "  publish also: --value USD_PER_GPU_HOUR (6 decimals) --source NAME (an external\n"
+      "  fixing)\n";
   int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
   int32_t day = 0;
   if (rc || (rc = parse_day(cmd, day_s, &day))) return rc;
@@ -1105,7 +1403,7 @@ int hgctl_op_fixing(int argc, char **argv) {
     fprintf(stderr, "hgctl %s: --gpu and --grade are required\n", cmd);
     return EXIT_USAGE;
   }
-  if (publish && ((rc = need_num(cmd, "value", value, 1, INT64_MAX, &v)) != 0)) return rc;
+  if (publish && ((rc = need_money(cmd, "value", value, &v)) != 0)) return rc;
   if (publish && source == NULL) {
     fprintf(stderr, "hgctl %s: publish needs --source\n", cmd);
     return EXIT_USAGE;
@@ -1220,26 +1518,26 @@ int hgctl_op_samples(int argc, char **argv) {
 static int op_simple(const char *verb, int argc, char **argv) {
   char cmd[32];
   snprintf(cmd, sizeof cmd, "op %s", verb);
-  const char *pos[1] = {NULL}, *account = NULL, *firm = NULL, *amount = NULL;
-  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"firm", &firm, NULL},
-                        {"amount", &amount, NULL}};
-  char usage[160];
+  const char *pos[1] = {NULL}, *account = NULL, *firm = NULL, *amount = NULL,
+             *instrument = NULL;
   bool instr = strcmp(verb, "halt") == 0 || strcmp(verb, "resume") == 0;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"firm", &firm, NULL},
+                        {"amount", &amount, NULL}, {"instrument", &instrument, NULL}};
+  char usage[160];
   snprintf(usage, sizeof usage, "%s %s\n", cmd,
-           instr ? "ID|SYMBOL"
+           instr ? "--instrument ID|SYMBOL   ('ID|SYMBOL' alone also works)"
            : strcmp(verb, "add-account") == 0 ? "--account N --firm N"
-                                              : "--account N --amount MICRO_USD");
-  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1, usage);
+                                              : "--account N --amount USD");
+  /* --instrument only for halt and resume. */
+  int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0] - (instr ? 0 : 1), pos,
+                 instr ? 1 : 0, usage);
   if (rc) return rc;
   int64_t a = 0, b = 0;
-  if (instr && pos[0] == NULL) {
-    fprintf(stderr, "usage: hgctl %s", usage);
-    return EXIT_USAGE;
-  }
+  if (instr && (rc = which_instrument(cmd, instrument, pos[0], &pos[0]))) return rc;
   if (!instr) {
     if ((rc = need_num(cmd, "account", account, 1, UINT32_MAX, &a))) return rc;
     if (strcmp(verb, "add-account") == 0) rc = need_num(cmd, "firm", firm, 1, UINT32_MAX, &b);
-    else rc = need_num(cmd, "amount", amount, 1, INT64_MAX, &b);
+    else rc = need_money(cmd, "amount", amount, &b);
     if (rc) return rc;
   }
   hg_client_t *c = NULL;
@@ -1282,8 +1580,8 @@ static int op_reply(const char *cmd, const char *verb, hg_client_t *c, uint64_t 
   if ((rc = response_status(cmd, e)) != 0) return rc;
   if (e->body_case == BODY(RESPONSE)) {
     printf("OK %s engine_seq=%" PRIu64, verb, e->response->engine_seq);
-    if (e->response->amount) printf(" amount=%" PRId64, e->response->amount);
-    if (e->response->has_balance) printf(" balance=%" PRId64, e->response->balance);
+    if (e->response->amount) printf(" amount=%s", usd(e->response->amount));
+    if (e->response->has_balance) printf(" balance=%s", usd(e->response->balance));
     printf("\n");
   }
   return 0;
@@ -1326,7 +1624,8 @@ static int delist_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
 
 int hgctl_op_delist(int argc, char **argv) {
   return op_on_instrument(argc, argv, "op delist",
-                          "op delist ID|SYMBOL   (cancels its orders and removes it)\n",
+                          "op delist --instrument ID|SYMBOL   (cancels its orders and removes\n"
+                          "  it; 'op delist ID|SYMBOL' also works)\n",
                           hg_client_delist, delist_reply);
 }
 
@@ -1334,10 +1633,10 @@ int hgctl_op_withdraw(int argc, char **argv) {
   const char *cmd = "op withdraw", *account = NULL, *amount = NULL;
   const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"amount", &amount, NULL}};
   int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                 "op withdraw --account N --amount MICRO_USD\n");
+                 "op withdraw --account N --amount USD\n");
   int64_t a = 0, b = 0;
   if (rc || (rc = need_num(cmd, "account", account, 1, UINT32_MAX, &a)) ||
-      (rc = need_num(cmd, "amount", amount, 1, INT64_MAX, &b)))
+      (rc = need_money(cmd, "amount", amount, &b)))
     return rc;
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
@@ -1361,7 +1660,7 @@ int hgctl_op_list_curve(int argc, char **argv) {
                         {"ref-price", &ref, NULL}};
   const char *usage = "op list-curve --gpu GPU --grade G --from YYYY-MM --first-id ID\n"
                       "              [--max-orders N (65536)] [--max-accounts N (1024)]\n"
-                      "              [--ref-price TICKS]   (twelve monthly contracts)\n";
+                      "              [--ref-price USD]   (twelve monthly contracts)\n";
   int rc = parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   if (rc) return rc;
   if (gpu == NULL || grade == NULL) {
@@ -1379,7 +1678,7 @@ int hgctl_op_list_curve(int argc, char **argv) {
   if ((rc = need_num(cmd, "first-id", first, 1, UINT32_MAX - 12, &id)) ||
       (mo && (rc = need_num(cmd, "max-orders", mo, 1, UINT32_MAX, &no))) ||
       (ma && (rc = need_num(cmd, "max-accounts", ma, 1, UINT32_MAX, &na))) ||
-      (ref && (rc = need_num(cmd, "ref-price", ref, 0, INT64_MAX, &rp))))
+      (ref && (rc = need_price(cmd, "ref-price", ref, 0, &rp))))
     return rc;
   hg_client_t *c = NULL;
   if ((rc = open_session(cmd, &c))) return rc;
@@ -1393,17 +1692,33 @@ int hgctl_op_list_curve(int argc, char **argv) {
 
 /* ------------------------------------------------------------ quotes */
 
+/* One side of a quote, "QTY@PRICE" in [s, end): the price in USD (ticks
+ * with --raw); "0@0" leaves the side unquoted. */
+static bool quote_side(const char *s, const char *end, int64_t *qty, int64_t *price) {
+  char buf[64];
+  if (end <= s || (size_t)(end - s) >= sizeof buf) return false;
+  memcpy(buf, s, (size_t)(end - s));
+  buf[end - s] = '\0';
+  char *at = strchr(buf, '@');
+  if (at == NULL) return false;
+  *at = '\0';
+  if (!num(buf, 0, INT64_MAX, qty)) return false;
+  if (g_raw) return num(at + 1, 0, INT64_MAX, price);
+  return hgctl_decimal_parse(at + 1, 3, 1, price) == 0;
+}
+
 /* "SYMBOL:BIDQTY@BID/ASKQTY@ASK" (either side may be "0@0": unquoted). */
 static int parse_quote(const char *cmd, hg_client_t *c, const char *s,
                        Hourglass__V1__QuoteEntry *q) {
   const char *colon = strrchr(s, ':');
+  const char *slash = colon ? strchr(colon, '/') : NULL;
   char sym[64];
-  long long bq, bp, aq, ap;
-  int used = 0;
-  if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof sym ||
-      sscanf(colon + 1, "%lld@%lld/%lld@%lld%n", &bq, &bp, &aq, &ap, &used) != 4 ||
-      colon[1 + used] != '\0' || bq < 0 || aq < 0 || bp < 0 || ap < 0 || bq + aq == 0) {
-    fprintf(stderr, "hgctl %s: --quote '%s' must be SYMBOL:BIDQTY@BID/ASKQTY@ASK\n", cmd, s);
+  int64_t bq, bp, aq, ap;
+  if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof sym || slash == NULL ||
+      !quote_side(colon + 1, slash, &bq, &bp) ||
+      !quote_side(slash + 1, slash + 1 + strlen(slash + 1), &aq, &ap) || (bq == 0 && aq == 0)) {
+    fprintf(stderr, "hgctl %s: --quote '%s' must be SYMBOL:BIDQTY@BID/ASKQTY@ASK (prices in %s)\n",
+            cmd, s, g_raw ? "ticks" : "USD per GPU-hour, e.g. 10@3.400/10@3.440");
     return EXIT_USAGE;
   }
   snprintf(sym, sizeof sym, "%.*s", (int)(colon - s), s);
@@ -1453,7 +1768,7 @@ int hgctl_quote(int argc, char **argv) {
   const opt_t opts[] = {CONN_OPTS, {"group", &group, NULL}, {"mmp-qty", &mmp_qty, NULL},
                         {"mmp-window-ms", &mmp_win, NULL}};
   const char *usage =
-      "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]\n"
+      "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]   (prices in USD)\n"
       "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
       "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
   int rc = parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);

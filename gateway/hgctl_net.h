@@ -14,12 +14,15 @@ int hgctl_order_mass_cancel(int argc, char **argv);
 int hgctl_instruments(int argc, char **argv);
 int hgctl_ladder(int argc, char **argv);
 int hgctl_positions(int argc, char **argv);
+/* hgctl orders: the key's live orders (see hgctl_net.c for how they are found). */
+int hgctl_orders(int argc, char **argv);
 int hgctl_executions(int argc, char **argv);
 /* Operator commands (`hgctl op ...`). */
 int hgctl_op_settle(int argc, char **argv);
 int hgctl_op_expire(int argc, char **argv);
 int hgctl_op_fixing(int argc, char **argv);
 int hgctl_op_samples(int argc, char **argv);
+int hgctl_op_list(int argc, char **argv);
 int hgctl_op_halt(int argc, char **argv);
 int hgctl_op_resume(int argc, char **argv);
 int hgctl_op_add_account(int argc, char **argv);

@@ -1330,7 +1330,11 @@ static void statement_usage(FILE *o) {
         "  Replays the data directory's journal (read-only) and prints account A's\n"
         "  statement: every cash movement (deposits, withdrawals, variation margin,\n"
         "  final settlement, fees), oldest first, with the balance after each; only\n"
-        "  those of instrument I with --instrument. CSV (default) or JSON.\n" CAPS_HELP,
+        "  those of instrument I with --instrument. CSV (default) or JSON.\n" CAPS_HELP
+        "   or: hgctl statement --remote [--account N] [--instrument I] [--format csv|json]\n"
+        "  The same statement of the own account from the gateway (risk viewers:\n"
+        "  --account of the own firm); 'hgctl statement --remote --help' for the\n"
+        "  connection options.\n",
         o);
 }
 

@@ -299,11 +299,20 @@ static int demo_keys(daemon_t *d) {
     printf("  %-22s export HG_KEY_ID=%llu HG_SECRET=%s\n", keys[i].what,
            (unsigned long long)keys[i].id, hx);
   }
-  printf("Then: hgctl instruments; hgctl ladder %s; hgctl order new --help\n"
-         "Market page: http://%s:%u/\n\n",
-         hg_demo_instruments(d->demo)[0].symbol, d->cfg.http.host, d->cfg.http.port);
   fflush(stdout);
   return 0;
+}
+
+/* The demo's addresses as the listeners really have them (an ephemeral
+ * port included), printed once both listen. */
+static void demo_addresses(daemon_t *d) {
+  unsigned gw = hg_gateway_port(d->gw), http = hg_http_port(d->http);
+  printf("Order entry: %s:%u   (hgctl and the Python client: export HG_HOST=%s HG_PORT=%u)\n"
+         "Market page: http://%s:%u/\n"
+         "Then: hgctl instruments; hgctl ladder %s; hgctl order new --help\n\n",
+         d->cfg.order_entry.host, gw, d->cfg.order_entry.host, gw, d->cfg.http.host, http,
+         hg_demo_instruments(d->demo)[0].symbol);
+  fflush(stdout);
 }
 #endif
 
@@ -1253,6 +1262,7 @@ static int serve(daemon_t *d) {
   }
   hg_dlog(HG_LOG_INFO, "gateway", "listening", "addr=%s:%u", cfg->order_entry.host,
           hg_gateway_port(d->gw));
+  if (d->demo != NULL) demo_addresses(d);
 #else
   /* Without the gateway the daemon is the pipeline's consumer. */
   if ((rc = hg_thread_start("hg-consumer", 0, consumer_main, d, &d->consumer)) != 0) goto stop;

@@ -306,7 +306,7 @@ class Client:
 def _main():
     ap = argparse.ArgumentParser(description="Hourglass example client")
     ap.add_argument("--host", default=os.environ.get("HG_HOST", "127.0.0.1"))
-    ap.add_argument("--port", type=int, default=7700)
+    ap.add_argument("--port", type=int, default=int(os.environ.get("HG_PORT", "7700")))
     ap.add_argument("--key-id", type=int, default=int(os.environ.get("HG_KEY_ID", "0")))
     ap.add_argument("--secret", default=os.environ.get("HG_SECRET", ""), help="hex")
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -263,6 +263,43 @@ static void bad_configuration_stops_start_up(void **state) {
   du_rm_rf(dir);
 }
 
+/* The demo's banner names the addresses the listeners really have: with
+ * ephemeral ports, the ports the log says they listen on, and the exports
+ * hgctl reads. */
+static void demo_prints_real_addresses(void **state) {
+  (void)state;
+  char dir[512], log[600], data[600];
+  assert_non_null(du_tmpdir(dir, sizeof dir, "demoaddr"));
+  snprintf(log, sizeof log, "%s/d.log", dir);
+  snprintf(data, sizeof data, "data_dir=%s/var", dir);
+  char *argv[] = {(char *)g_bin, "--demo", "-o", data, "-o", "listen.http=127.0.0.1:0",
+                  "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
+                  "-o", "pipeline.inbound_capacity=4096", "-o", "pipeline.outbound_capacity=16384",
+                  "-o", "pipeline.staging_capacity=16384", "-o", "journal.segment_size=4M", "-o",
+                  "journal.batch_bytes=256K", "-o", "limits.max_instruments=16", "-o",
+                  "limits.max_accounts=64", NULL};
+  pid_t pid = du_spawn(argv, log);
+  char *b = du_wait_log(log, "Then: hgctl instruments", 120);
+  if (b == NULL) fail_msg("no demo banner after 120 s");
+  const char *gw = strstr(b, "gateway msg=\"listening\" addr=127.0.0.1:");
+  const char *http = strstr(b, "http msg=\"listening\" addr=127.0.0.1:");
+  assert_non_null(gw);
+  assert_non_null(http);
+  int gw_port = atoi(gw + strlen("gateway msg=\"listening\" addr=127.0.0.1:"));
+  int http_port = atoi(http + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  assert_true(gw_port > 0 && http_port > 0);
+  char want[160];
+  snprintf(want, sizeof want,
+           "Order entry: 127.0.0.1:%d   (hgctl and the Python client: export HG_HOST=127.0.0.1 "
+           "HG_PORT=%d)\nMarket page: http://127.0.0.1:%d/\n",
+           gw_port, gw_port, http_port);
+  if (strstr(b, want) == NULL) fprintf(stderr, "want:\n%s\nlog:\n%s\n", want, b);
+  assert_non_null(strstr(b, want));
+  free(b);
+  assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
+  du_rm_rf(dir);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s <hourglassd>\n", argv[0]);
@@ -272,6 +309,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(daemon_serves_stops_and_recovers, du_kill_all),
       cmocka_unit_test_teardown(bad_configuration_stops_start_up, du_kill_all),
+      cmocka_unit_test_teardown(demo_prints_real_addresses, du_kill_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,8 @@
 
 static const char *g_hgctl;
 static char g_port[16];
+/* When set, spawn adds no --port: the address comes from the environment. */
+static bool g_spawn_no_port;
 
 typedef struct out {
   char text[65536];
@@ -84,7 +86,7 @@ static inline pid_t spawn(uint64_t key, const char *secret_hex, const char *cons
       if (secret_hex == NULL) ch_secret_hex(key, sec);
       setenv("HG_KEY_ID", kid, 1);
       setenv("HG_SECRET", secret_hex ? secret_hex : sec, 1);
-      if (!port_given) {
+      if (!port_given && !g_spawn_no_port) {
         argv[n++] = "--port";
         argv[n++] = g_port;
       }

@@ -148,23 +148,41 @@ static void test_settle_expire_statements(void **state) {
   }
 
   static out_t r;
-  RUN(&r, OPC, "op", "withdraw", "--account", "100", "--amount", "1000000");
+  /* Amounts in USD: 1 USD = 1,000,000 micro-USD; the new balance in USD. */
+  RUN(&r, OPC, "op", "withdraw", "--account", "100", "--amount", "1");
   if (r.status != 0) fprintf(stderr, "%s%s", r.text, r.err);
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.text, "OK withdraw engine_seq="));
+  assert_non_null(strstr(r.text, " balance=999.00\n"));
+  RUN(&r, OPC, "op", "withdraw", "--account", "100", "--amount", "0.0000001");
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "--amount '0.0000001' has more decimals than micro-USD (6)"));
   /* More than the cash: refused, exit 1. */
-  RUN(&r, OPC, "op", "withdraw", "--account", "100", "--amount", "999000000000");
+  RUN(&r, OPC, "op", "withdraw", "--account", "100", "--amount", "999000");
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.err, "refused: insufficient_funds"));
+
+  /* A fixing's command, status, kind and outcome by name (finalizing a FINAL
+   * day again changes nothing); --raw prints the wire's numbers. */
+  RUN(&r, OPC, "op", "fixing", "finalize", "--gpu", "B200", "--grade", "A", "--day", "2027-02-09");
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "RESULT command=finalize_fixing reason=none(0)"));
+  assert_non_null(strstr(r.text, " day=2027-02-09 fixing=0.500000 tier=0 status=final "
+                                 "kind=external outcome=finalized inputs=0\n"));
+  RUN(&r, OPC, "op", "fixing", "finalize", "--gpu", "B200", "--grade", "A", "--day", "2027-02-09",
+      "--raw");
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.text, "RESULT command=20 reason=none(0)"));
+  assert_non_null(strstr(r.text, " fixing=500000 tier=0 status=2 kind=3 outcome=4 inputs=0\n"));
 
   /* Cycle of the 10th: DSP tier 2 = (505 + 509) / 2 = 507; A bought 2 at
    * 510: VM 2 x (507 - 510) x TV = -6,000,000, B +6,000,000. */
   ch_clock_set(&g_now, d10, 16 * 3600 + 1);
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-10");
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.text, "RESULT command=21 reason=none(0)"));
-  assert_non_null(strstr(r.text, "vm_sum=0 vm_paid=-6000000 vm_received=6000000 vm_entries=2"));
-  assert_non_null(strstr(r.text, "DSP instrument=1 dsp=507 tier=2"));
+  assert_non_null(strstr(r.text, "RESULT command=daily_settlement reason=none(0)"));
+  assert_non_null(strstr(r.text, "vm_sum=0.00 vm_paid=-6.00 vm_received=6.00 vm_entries=2"));
+  assert_non_null(strstr(r.text, "DSP instrument=1 dsp=0.507 tier=2"));
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-10"); /* once per day */
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.err, "refused: not_in_state"));
@@ -188,7 +206,7 @@ static void test_settle_expire_statements(void **state) {
   RUN(&r, OPC, "op", "expire", "B200.A.2027-02");
   if (r.status != 0) fprintf(stderr, "%s%s", r.text, r.err);
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.text, "instrument=1 fsp=500 positions_closed=2 final_sum=0"));
+  assert_non_null(strstr(r.text, "instrument=1 fsp=0.500 positions_closed=2 final_sum=0.00"));
 
   /* Statements: A has DEPOSIT, WITHDRAWAL, VM -6e6, VM 0, FINAL -14e6. */
   same_statement(&s, TA, "100", NULL, "csv", 6);
@@ -240,10 +258,10 @@ static void test_settle_expire_statements(void **state) {
 
   /* An open position on the curve, to be seen again after the restart. */
   RUN(&r, TA, "order", "new", "--instrument", "20", "--side", "sell", "--qty", "2", "--price",
-      "500");
+      "0.500");
   if (r.status != 0) fprintf(stderr, "%s%s", r.text, r.err);
   assert_int_equal(r.status, 0);
-  RUN(&r, TB, "order", "new", "--instrument", "20", "--side", "buy", "--qty", "2", "--price", "500",
+  RUN(&r, TB, "order", "new", "--instrument", "20", "--side", "buy", "--qty", "2", "--price", "0.5",
       "--tif", "ioc");
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.text, "FILL "));
@@ -275,7 +293,7 @@ static void test_settle_expire_statements(void **state) {
   assert_string_equal(after.text, pos_b.text);
   RUN(&after, TA, "positions");
   assert_string_equal(after.text, pos_a.text);
-  RUN(&r, OPC, "op", "deposit", "--account", "200", "--amount", "7");
+  RUN(&r, OPC, "op", "deposit", "--account", "200", "--amount", "0.000007"); /* 7 micro-USD */
   assert_int_equal(r.status, 0);
   same_statement(&s, TB, "200", NULL, "csv", 1 + 1 + B_DEPOSITS + 3 + 1);
   same_statement(&s, TA, "100", NULL, "csv", 6);
@@ -305,17 +323,26 @@ static void test_risk_reject_numbers(void **state) {
   assert_int_equal(hg_client_cash(op, ACC_A, 50000000, false, &seq), 0); /* 50 USD */
   assert_int_equal(ch_response(op, seq), 0);
   static out_t r;
-  /* Band: 500 +- 500 * 2000 / 10000 = [400, 600]; 601 is outside. */
+  /* Band: 500 +- 500 * 2000 / 10000 = [400, 600] ticks; 0.601 USD is outside. */
   RUN(&r, TA, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
-      "601");
+      "0.601");
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.text, "reason=risk_price_band(39)"));
+  assert_non_null(strstr(r.text, "ref_price=0.500 position=0 low=0.400 high=0.600"));
+  RUN(&r, TA, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
+      "601", "--raw");
+  assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.text, "ref_price=500 position=0 low=400 high=600"));
   /* Margin: the listed contract is February 2027 and today is 2027-02-10,
    * its delivery month, so the delivery rate applies: 1 contract x 500 ticks
    * x 1,000,000 micro-USD x 20% = 100,000,000 against equity 50,000,000. */
   RUN(&r, TA, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
-      "500");
+      "0.500");
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.text, "reason=risk_insufficient_margin(41) equity=50.00 "
+                                 "initial_margin=100.00 ref_price=0.500 position=1"));
+  RUN(&r, TA, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
+      "500", "--raw");
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.text, "reason=risk_insufficient_margin(41) equity=50000000 "
                                  "initial_margin=100000000 ref_price=500 position=1"));
