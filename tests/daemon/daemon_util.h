@@ -13,6 +13,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,18 @@ static inline char *du_get(int port, const char *path) {
   char req[512];
   int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
   return du_http_raw(port, req, (size_t)n, 0);
+}
+
+/* The value of the Prometheus metric name on the daemon's HTTP port,
+ * UINT64_MAX if it is absent. */
+static inline uint64_t du_metric(int port, const char *name) {
+  char *m = du_get(port, "/metrics");
+  char pat[128];
+  snprintf(pat, sizeof pat, "\n%s ", name);
+  const char *p = strstr(m, pat);
+  uint64_t v = p ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+  free(m);
+  return v;
 }
 
 static inline int du_status(const char *resp) {

@@ -44,16 +44,6 @@ static void start(run_t *r, const char *rate) {
   free(log);
 }
 
-static uint64_t metric(int port, const char *name) {
-  char *m = du_get(port, "/metrics");
-  char pat[128];
-  snprintf(pat, sizeof pat, "\n%s ", name);
-  const char *p = strstr(m, pat);
-  uint64_t v = p ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
-  free(m);
-  return v;
-}
-
 static void daemon_serves_stops_and_recovers(void **state) {
   (void)state;
   run_t r = {0};
@@ -74,11 +64,11 @@ static void daemon_serves_stops_and_recovers(void **state) {
   /* Commands flow: wait for some trades. */
   double end = du_now() + 60;
   uint64_t v;
-  while (((v = metric(r.port, "hourglass_snapshots_total")) == UINT64_MAX || v < 2) &&
+  while (((v = du_metric(r.port, "hourglass_snapshots_total")) == UINT64_MAX || v < 2) &&
          du_now() < end)
     du_sleep_ms(50);
   assert_true(v >= 2 && v != UINT64_MAX); /* snapshot.interval=500: seq >= 1000 */
-  v = metric(r.port, "hourglass_last_seq");
+  v = du_metric(r.port, "hourglass_last_seq");
   assert_true(v >= 1000 && v != UINT64_MAX);
 
   char *m = du_get(r.port, "/metrics");
@@ -93,7 +83,7 @@ static void daemon_serves_stops_and_recovers(void **state) {
   assert_non_null(strstr(m, "hourglass_snapshots_total "));
   assert_null(strstr(m, "account")); /* aggregates only */
   free(m);
-  assert_int_equal(metric(r.port, "hourglass_journal_failed"), 0);
+  assert_int_equal(du_metric(r.port, "hourglass_journal_failed"), 0);
 
   /* Market endpoints. */
   char *b = du_get(r.port, "/api/v1/book?instrument=1");
@@ -156,7 +146,7 @@ static void daemon_serves_stops_and_recovers(void **state) {
   h = du_get(r.port, "/health");
   assert_int_equal(du_status(h), 200);
   free(h);
-  assert_true(metric(r.port, "hourglass_http_bad_requests_total") == 5);
+  assert_true(du_metric(r.port, "hourglass_http_bad_requests_total") == 5);
 
   /* Random bytes, some shaped like a request: every answer is a status
    * line or nothing, and the server lives on. */
@@ -196,12 +186,12 @@ static void daemon_serves_stops_and_recovers(void **state) {
   assert_non_null(log);
   assert_non_null(strstr(log, "line=1 key=log.level"));
   free(log);
-  assert_int_equal(metric(r.port, "hourglass_config_reload_failures_total"), 1);
+  assert_int_equal(du_metric(r.port, "hourglass_config_reload_failures_total"), 1);
   write_file(r.conf, "log.level = info\n");
   kill(r.pid, SIGHUP);
   end = du_now() + 60;
-  while (metric(r.port, "hourglass_config_reloads_total") != 2 && du_now() < end) du_sleep_ms(20);
-  assert_int_equal(metric(r.port, "hourglass_config_reloads_total"), 2);
+  while (du_metric(r.port, "hourglass_config_reloads_total") != 2 && du_now() < end) du_sleep_ms(20);
+  assert_int_equal(du_metric(r.port, "hourglass_config_reloads_total"), 2);
 
   /* SIGTERM: exit 0, final snapshot, hash logged. */
   assert_int_equal(du_stop(r.pid, SIGTERM, 120), 0);

@@ -46,16 +46,6 @@ static void write_file(const char *path, const char *text) {
   fclose(f);
 }
 
-static uint64_t metric(int port, const char *name) {
-  char *m = du_get(port, "/metrics");
-  char pat[128];
-  snprintf(pat, sizeof pat, "\n%s ", name);
-  const char *p = strstr(m, pat);
-  uint64_t v = p ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
-  free(m);
-  return v;
-}
-
 static void start(run_t *r) {
   char *argv[] = {(char *)g_bin, "-c", r->conf, "-o", r->opt_data, "-o", "listen.http=127.0.0.1:0",
                   "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
@@ -79,9 +69,9 @@ static void set_rate(run_t *r, unsigned rate, uint64_t nth) {
   write_file(r->conf, text);
   kill(r->pid, SIGHUP);
   double end = du_now() + 60;
-  while (metric(r->port, "hourglass_config_reloads_total") != nth && du_now() < end)
+  while (du_metric(r->port, "hourglass_config_reloads_total") != nth && du_now() < end)
     du_sleep_ms(20);
-  assert_int_equal(metric(r->port, "hourglass_config_reloads_total"), nth);
+  assert_int_equal(du_metric(r->port, "hourglass_config_reloads_total"), nth);
 }
 
 /* Waits until nothing moves: last_seq unchanged for 500 ms and everything
@@ -90,9 +80,9 @@ static uint64_t quiesce(run_t *r) {
   double end = du_now() + 60;
   uint64_t prev = UINT64_MAX;
   for (;;) {
-    uint64_t last = metric(r->port, "hourglass_last_seq");
-    if (last == prev && metric(r->port, "hourglass_durable_seq") == last &&
-        metric(r->port, "hourglass_released_seq") == last)
+    uint64_t last = du_metric(r->port, "hourglass_last_seq");
+    if (last == prev && du_metric(r->port, "hourglass_durable_seq") == last &&
+        du_metric(r->port, "hourglass_released_seq") == last)
       return last;
     if (du_now() > end) fail_msg("the daemon did not settle");
     prev = last;
@@ -207,11 +197,11 @@ static void tools_beside_a_live_daemon(void **state) {
 
   /* Trade past a snapshot, so the read-only recovery starts from one. */
   double end = du_now() + 120;
-  while ((metric(r.port, "hourglass_snapshots_total") < 1 ||
-          metric(r.port, "hourglass_last_seq") < 4000) &&
+  while ((du_metric(r.port, "hourglass_snapshots_total") < 1 ||
+          du_metric(r.port, "hourglass_last_seq") < 4000) &&
          du_now() < end)
     du_sleep_ms(50);
-  assert_true(metric(r.port, "hourglass_snapshots_total") >= 1);
+  assert_true(du_metric(r.port, "hourglass_snapshots_total") >= 1);
   set_rate(&r, 0, 1);
   uint64_t last = quiesce(&r);
   r.before = listing(r.data);
@@ -306,7 +296,7 @@ static void tools_beside_a_live_daemon(void **state) {
     char *h = du_get(r.port, "/health");
     if (du_status(h) != 200) fail_msg("/health while trading: %s", h);
     free(h);
-    assert_int_equal(metric(r.port, "hourglass_journal_failed"), 0);
+    assert_int_equal(du_metric(r.port, "hourglass_journal_failed"), 0);
     if (segments(r.data, &newest) >= segs0 + 2) break;
     if (du_now() > end) fail_msg("no two roll-overs in 240 s");
     du_sleep_ms(100);
@@ -314,15 +304,15 @@ static void tools_beside_a_live_daemon(void **state) {
   /* Past the second roll-over: commands in the newest segment are durable
    * and their results released. */
   end = du_now() + 60;
-  while (metric(r.port, "hourglass_released_seq") <= newest && du_now() < end) du_sleep_ms(50);
-  assert_true(metric(r.port, "hourglass_released_seq") > newest);
+  while (du_metric(r.port, "hourglass_released_seq") <= newest && du_now() < end) du_sleep_ms(50);
+  assert_true(du_metric(r.port, "hourglass_released_seq") > newest);
   set_rate(&r, 0, 3);
   uint64_t last2 = quiesce(&r);
   assert_true(last2 > newest);
   char *hh = du_get(r.port, "/health");
   assert_int_equal(du_status(hh), 200);
   free(hh);
-  assert_int_equal(metric(r.port, "hourglass_journal_failed"), 0);
+  assert_int_equal(du_metric(r.port, "hourglass_journal_failed"), 0);
   assert_int_equal(du_stop(r.pid, SIGTERM, 120), 0);
   char *log = du_read(r.log);
   assert_null(strstr(log, "roll-over"));

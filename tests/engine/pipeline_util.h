@@ -6,6 +6,7 @@
 #ifndef HOURGLASS_TESTS_PIPELINE_UTIL_H
 #define HOURGLASS_TESTS_PIPELINE_UTIL_H
 
+#include <dirent.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,27 @@ static inline int util_rm_entry(const char *path, const struct stat *st, int fla
 /* Removes a directory tree. */
 static inline void util_rm_rf(const char *dir) {
   nftw(dir, util_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* First seqs of the journal segments in dir (journal-<seq>.hgj), sorted;
+ * up to max into out; returns how many. */
+static inline int util_segment_firsts(const char *dir, uint64_t *out, int max) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return 0;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    unsigned long long s;
+    if (sscanf(de->d_name, "journal-%llu.hgj", &s) == 1 && n < max) out[n++] = s;
+  }
+  closedir(d);
+  for (int a = 1; a < n; a++)
+    for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
+      uint64_t t = out[b];
+      out[b] = out[b - 1];
+      out[b - 1] = t;
+    }
+  return n;
 }
 
 /* Makes a fresh directory under the build tree's working directory (a real

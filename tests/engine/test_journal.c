@@ -25,6 +25,7 @@
 #include "crc32c.h"
 #include "hourglass/journal.h"
 #include "journal_internal.h"
+#include "pipeline_util.h"
 
 #define SEG1 "journal-00000000000000000001.hgj"
 
@@ -521,26 +522,6 @@ static uint64_t mark_seq(const char *dir) {
   return v;
 }
 
-/* Segment first seqs in dir, sorted; returns how many. */
-static int segment_firsts(const char *dir, uint64_t *out, int max) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  int n = 0;
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    unsigned long long s;
-    if (sscanf(de->d_name, "journal-%llu.hgj", &s) == 1 && n < max) out[n++] = s;
-  }
-  closedir(d);
-  for (int a = 1; a < n; a++)
-    for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
-      uint64_t t = out[b];
-      out[b] = out[b - 1];
-      out[b - 1] = t;
-    }
-  return n;
-}
-
 static void remove_segment(const char *dir, uint64_t first) {
   char p[256];
   snprintf(p, sizeof p, "%s/journal-%020llu.hgj", dir, (unsigned long long)first);
@@ -560,7 +541,7 @@ static void mark_refuses_missing_segments(void **state) {
   append_range(j, 1, 600);
   assert_int_equal(hg_journal_sync(j), 0);
   uint64_t firsts[16];
-  int n = segment_firsts(f->dir, firsts, 16);
+  int n = util_segment_firsts(f->dir, firsts, 16);
   assert_true(n >= 3);
   /* the last roll-over's mark: everything before the current segment */
   assert_int_equal(mark_seq(f->dir), firsts[n - 1] - 1);
@@ -603,7 +584,7 @@ static void middle_segment_missing_names_the_gap(void **state) {
   append_range(j, 1, 600);
   assert_int_equal(hg_journal_close(j), 0);
   uint64_t firsts[16];
-  int n = segment_firsts(f->dir, firsts, 16);
+  int n = util_segment_firsts(f->dir, firsts, 16);
   assert_true(n >= 3);
   remove_segment(f->dir, firsts[1]);
   o.repair = 1;

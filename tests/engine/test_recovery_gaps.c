@@ -120,22 +120,7 @@ static void path_of(const fixture_t *f, const char *rel, char *out, size_t len) 
 static int segments(const fixture_t *f, uint64_t *out, int max) {
   char jdir[128];
   path_of(f, "journal", jdir, sizeof jdir);
-  DIR *d = opendir(jdir);
-  assert_non_null(d);
-  int n = 0;
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    unsigned long long s;
-    if (sscanf(de->d_name, "journal-%llu.hgj", &s) == 1 && n < max) out[n++] = s;
-  }
-  closedir(d);
-  for (int a = 1; a < n; a++)
-    for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
-      uint64_t t = out[b];
-      out[b] = out[b - 1];
-      out[b - 1] = t;
-    }
-  return n;
+  return util_segment_firsts(jdir, out, max);
 }
 
 static void seg_path(const fixture_t *f, uint64_t first, char *out, size_t len) {
