@@ -1,5 +1,6 @@
 /*
- * The demo market. Two makers keep two levels a side in each of the twelve
+ * The demo market. Two makers keep five levels a side each (ten price
+ * levels a side in all, 2 to 15 ticks from the fair value) in each of the twelve
  * monthly contracts, around a fair curve in contango (later months dearer,
  * as a rising rent market would price them) whose front end wanders with a
  * mean-reverting random walk. Two hedgers (inference producers locking in
@@ -21,7 +22,7 @@
 
 #include "hourglass/error.h"
 
-#define LEVELS 2
+#define LEVELS 5 /* per maker and side */
 #define SLOTS (HG_DEMO_MAKERS * HG_DEMO_MONTHS * 2 * LEVELS)
 #define FRONT_FAIR 3400   /* ticks: 3.400 USD per GPU-hour */
 #define CONTANGO 9        /* ticks per month further out */
