@@ -63,7 +63,8 @@ function renderCurveTable() {
 // A price axis on round values: the step is 1, 2 or 5 times a power of ten
 // (never below a tick, 0.001 USD), chosen so that about `want` intervals
 // cover [min, max] with some margin; the axis runs from a multiple of the
-// step to a multiple of the step. Labels carry the step's decimals.
+// step to a multiple of the step. Labels carry the step's decimals (at
+// least cents).
 function niceAxis(min, max, want) {
   const span = Math.max(max - min, 0.02);
   const raw = (span * 1.3) / want;
@@ -76,7 +77,7 @@ function niceAxis(min, max, want) {
   const hi = Math.ceil((max + span * 0.1) * 1000 / k) * k;
   const ticks = [];
   for (let t = lo; t <= hi; t += k) ticks.push(t / 1000);
-  const decimals = Math.max(0, Math.min(3, -Math.floor(Math.log10(step) + 1e-9)));
+  const decimals = Math.max(2, Math.min(3, -Math.floor(Math.log10(step) + 1e-9)));
   return { lo: lo / 1000, hi: hi / 1000, ticks, decimals };
 }
 
@@ -107,7 +108,7 @@ function drawCurve() {
     g.fillText("No prices yet.", pad.l, h / 2);
     return;
   }
-  const ax = niceAxis(Math.min(...vals), Math.max(...vals), 4);
+  const ax = niceAxis(Math.min(...vals), Math.max(...vals), 5);
   const lo = ax.lo, hi = ax.hi;
   cv.dataset.ticks = ax.ticks.map((v) => v.toFixed(ax.decimals)).join(" ");
   const n = ins.length + (idx.length ? 1 : 0);
@@ -269,12 +270,25 @@ function renderFixings(fx) {
       ? Object.entries(f.exclusions).filter(([, n]) => n > 0).map(([k, n]) => k + " " + n).join(", ")
       : "";
     for (const v of [f.index || "", f.day || "", fmt(microToUsd(f.value_micro_usd)),
-                     String(f.tier ?? ""), f.status || "", String(f.providers ?? ""),
-                     String(f.hours ?? ""), excl || "\u2013", f.source || "computed"]) {
+                     String(f.tier ?? ""), f.status || "",
+                     f.providers ? String(f.providers) : "\u2013",
+                     f.hours ? String(f.hours) : "\u2013", excl || "\u2013", f.source || "computed"]) {
       const td = document.createElement("td");
       td.textContent = v;
       tr.appendChild(td);
     }
+    // Computed fixings link the receipt the exchange keeps; external values
+    // have none.
+    const td = document.createElement("td");
+    if (f.receipt) {
+      const a = document.createElement("a");
+      a.href = f.receipt;
+      a.textContent = "receipt";
+      td.appendChild(a);
+    } else {
+      td.textContent = "\u2013";
+    }
+    tr.appendChild(td);
     tbody.appendChild(tr);
   }
 }

@@ -11,7 +11,9 @@
  *  - recent trades newest first, the top row the newest trade of
  *    /api/v1/trades (at least as new as the newest one before the page
  *    loaded), each row the next older trade of the endpoint;
- *  - at 1400x900 the depth ladder and the recent trades inside the viewport.
+ *  - at 1400x900 the depth ladder and the recent trades inside the viewport;
+ *  - index fixings with the providers and hours of their receipts and a
+ *    receipt link that /api/v1/fixings/receipt answers.
  * The layout is measured by a probe page (file://, in the temp dir) that
  * loads the page's HTML into a 1400x900 iframe and writes the bounding boxes
  * into its own DOM; it needs --disable-web-security to read the daemon's
@@ -395,6 +397,32 @@ static void page_shows_the_demo_market(void **state) {
    * three provisional ones, in the fixings table. */
   assert_true(count(dom, "<td>FINAL</td>") >= 10);
   assert_true(count(dom, "<td>PROVISIONAL</td>") >= 1);
+  /* Each fixing with the counts of its receipt (the demo's six providers
+   * trading twelve hours a day) and a link to the receipt, which the
+   * exchange answers. */
+  assert_true(count(dom, "<td>FINAL</td><td>6</td><td>12</td>") >= 10);
+  assert_true(count(dom, "<td>PROVISIONAL</td><td>6</td><td>12</td>") >= 1);
+  const char *link = "<a href=\"/api/v1/fixings/receipt?index=B200.A&amp;day=";
+  assert_true(count(dom, link) >= 10);
+  const char *lk = strstr(dom, link) + strlen(link);
+  char rq[128];
+  snprintf(rq, sizeof rq, "/api/v1/fixings/receipt?index=B200.A&day=%.10s", lk);
+  char *rc = du_get(port, rq);
+  assert_non_null(rc);
+  assert_int_equal(du_status(rc), 200);
+  char want[64];
+  snprintf(want, sizeof want, "\"day\":\"%.10s\"", lk);
+  assert_non_null(strstr(rc, want));
+  assert_non_null(strstr(rc, "\"source\":\"computed\",\"inputs\":72,\"providers\":6,\"hours\":12,"));
+  free(rc);
+  rc = du_get(port, "/api/v1/fixings/receipt?index=B200.A&day=1999-01-01");
+  assert_non_null(rc);
+  assert_int_equal(du_status(rc), 404);
+  free(rc);
+  rc = du_get(port, "/api/v1/fixings/receipt?index=B200.A");
+  assert_non_null(rc);
+  assert_int_equal(du_status(rc), 400);
+  free(rc);
   /* The index by name, not by the exchange's internal number. */
   assert_true(count(dom, "<td>IGX B200.A</td>") >= 10);
   assert_null(strstr(dom, "IGX #"));
