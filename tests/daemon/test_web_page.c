@@ -13,7 +13,8 @@
  *    loaded), each row the next older trade of the endpoint;
  *  - at 1400x900 the depth ladder and the recent trades inside the viewport;
  *  - index fixings with the providers and hours of their receipts and a
- *    receipt link that /api/v1/fixings/receipt answers.
+ *    receipt link that /api/v1/fixings/receipt answers, also after a
+ *    restart (the view seeded from the recovered exchange).
  * The layout is measured by a probe page (file://, in the temp dir) that
  * loads the page's HTML into a 1400x900 iframe and writes the bounding boxes
  * into its own DOM; it needs --disable-web-security to read the daemon's
@@ -435,6 +436,22 @@ static void page_shows_the_demo_market(void **state) {
   assert_null(strstr(dom, "2001"));
   free(dom);
   free(ins);
+  assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
+
+  /* After a restart the view is seeded from the recovered exchange: the
+   * fixings keep their receipts' counts. */
+  snprintf(log, sizeof log, "%s/daemon2.log", dir);
+  pid = du_spawn(argv, log);
+  l = du_wait_log(log, "msg=\"ready\"", 120);
+  if (l == NULL) fail_msg("daemon not ready after a restart");
+  h = strstr(l, "http msg=\"listening\" addr=127.0.0.1:");
+  assert_non_null(h);
+  port = atoi(h + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  free(l);
+  char *fj = du_get(port, "/api/v1/fixings");
+  assert_non_null(fj);
+  assert_int_equal(count(fj, "\"inputs\":72,\"providers\":6,\"hours\":12,\"receipt\":"), 30);
+  free(fj);
   assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
   du_rm_rf(dir);
   print_message("screenshot: web_page.png\n");
