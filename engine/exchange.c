@@ -375,10 +375,23 @@ static void emit_order_reject(hg_exchange_t *ex, uint8_t cmd, uint16_t reason,
   ex->sink(ex->sink_ctx, ev);
 }
 
+static hg_exchange_receipt_t *rcpt_find(index_t *x, int32_t day, uint32_t *pos);
+
+/* The event carries the counts of the receipt kept with the day's fixing
+ * (none for an external value), so that consumers can show them. */
 static void emit_fixing(hg_exchange_t *ex, uint32_t slot, const hg_index_fixing_t *f,
                         uint8_t outcome, int64_t inputs) {
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_FIXING);
+  uint32_t pos;
+  const hg_exchange_receipt_t *r = rcpt_find(&ex->idx[slot], f->day, &pos);
+  if (r != NULL && r->receipt_tier >= 1 && r->receipt_tier <= 2) {
+    const hg_exchange_receipt_tier_t *t = &r->tier[r->receipt_tier - 1];
+    ev.lo = t->providers;
+    ev.hi = t->hours;
+    ev.qty = t->used;
+    ev.margin = t->volume;
+  }
   ev.group = slot + 1;
   ev.day = f->day;
   ev.price = f->value;

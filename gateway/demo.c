@@ -1,5 +1,6 @@
 /*
- * The demo market. Two makers keep two levels a side in each of the twelve
+ * The demo market. Two makers keep five levels a side each (ten price
+ * levels a side in all, 2 to 15 ticks from the fair value) in each of the twelve
  * monthly contracts, around a fair curve in contango (later months dearer,
  * as a rising rent market would price them) whose front end wanders with a
  * mean-reverting random walk. Two hedgers (inference producers locking in
@@ -21,7 +22,7 @@
 
 #include "hourglass/error.h"
 
-#define LEVELS 2
+#define LEVELS 5 /* per maker and side */
 #define SLOTS (HG_DEMO_MAKERS * HG_DEMO_MONTHS * 2 * LEVELS)
 #define FRONT_FAIR 3400   /* ticks: 3.400 USD per GPU-hour */
 #define CONTANGO 9        /* ticks per month further out */
@@ -51,6 +52,41 @@ void hg_demo_set_today(hg_demo_t *d, int32_t day) { d->today = day; }
 static int64_t demo_fixing(int32_t days_ago, int32_t day) {
   int64_t noise = (int64_t)(((uint32_t)day * 2654435761u) >> 27) - 16; /* -16..15 */
   return (FRONT_FAIR - 2 * (int64_t)days_ago) * 1000 + noise * 250;
+}
+
+/* The providers whose rentals make the demo's index. */
+#define DEMO_PROVIDERS 6 /* the methodology's tier 1 wants five */
+static const char *const demo_providers[DEMO_PROVIDERS] = {"aurora", "basalt", "cirrus",
+                                                           "dunlin", "ember",  "fjord"};
+/* Each provider's usual price relative to the market, micro-USD. */
+static const int64_t demo_prov_offset[DEMO_PROVIDERS] = {-6000, 3000, 8000, -4000, 5000, -2000};
+#define DEMO_FIRST_HOUR 8 /* UTC; rentals each hour from 08:00 to 19:59 */
+#define DEMO_HOURS 12
+
+static uint32_t demo_mix(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+/* Rental k (0..DEMO_PROVIDERS * DEMO_HOURS - 1) of the demo's market on
+ * `day`: every provider rents out B200 grade-A hours once an hour, around
+ * demo_fixing(), so that the computed fixing lands near it. */
+static void demo_sample(int32_t days_ago, int32_t day, uint32_t k, hg_index_sample_t *x) {
+  uint32_t p = k % DEMO_PROVIDERS, h = DEMO_FIRST_HOUR + k / DEMO_PROVIDERS;
+  uint32_t r = demo_mix((uint32_t)day * 1000003u + k * 131u);
+  memset(x, 0, sizeof *x);
+  x->ts = (int64_t)day * 86400 + (int64_t)h * 3600 + (int64_t)p * 600 + (int64_t)(r % 60);
+  x->price = demo_fixing(days_ago, day) + demo_prov_offset[p] + (int64_t)(r % 4001) - 2000;
+  x->volume = 40 + (int64_t)((r >> 16) % 81);
+  x->term_days = 1 + (int32_t)((r >> 8) % 30);
+  x->kind = HG_INDEX_TRADE;
+  snprintf(x->provider, sizeof x->provider, "%s", demo_providers[p]);
+  snprintf(x->region, sizeof x->region, "%s", p % 2 ? "eu-west" : "us-east");
+  snprintf(x->gpu, sizeof x->gpu, "B200");
+  snprintf(x->grade, sizeof x->grade, "A");
 }
 
 static uint64_t next_rand(hg_demo_t *d) {
@@ -152,22 +188,44 @@ size_t hg_demo_setup(hg_demo_t *d, hg_command_t *out, size_t cap) {
     c.u.cash.amount = accounts[i].usd * 1000000;
     EMIT(c);
   }
-  for (int32_t ago = 30; d->today > 0 && ago >= 1; ago--) {
+  /* The index history: the providers' grades, then for each of the last 30
+   * days its rentals, the computed fixing (with the receipt the exchange
+   * keeps) and, but for the last three days, its finalization. */
+  for (uint32_t p = 0; d->today > 0 && p < DEMO_PROVIDERS; p++) {
     hg_command_t c;
     memset(&c, 0, sizeof c);
-    c.type = HG_COMMAND_PUBLISH_FIXING;
-    snprintf(c.u.fixing.gpu, sizeof c.u.fixing.gpu, "B200");
-    snprintf(c.u.fixing.grade, sizeof c.u.fixing.grade, "A");
-    c.u.fixing.day = d->today - ago;
-    c.u.fixing.value = demo_fixing(ago, c.u.fixing.day);
-    snprintf(c.u.fixing.source, sizeof c.u.fixing.source, "demo index history");
+    c.type = HG_COMMAND_SET_PROVIDER_GRADE;
+    snprintf(c.u.provider_grade.provider, sizeof c.u.provider_grade.provider, "%s",
+             demo_providers[p]);
+    snprintf(c.u.provider_grade.gpu, sizeof c.u.provider_grade.gpu, "B200");
+    snprintf(c.u.provider_grade.grade, sizeof c.u.provider_grade.grade, "A");
+    c.u.provider_grade.effective_day = d->today - 31;
+    EMIT(c);
+  }
+  for (int32_t ago = 30; d->today > 0 && ago >= 1; ago--) {
+    hg_command_t c;
+    int32_t day = d->today - ago;
+    for (uint32_t k = 0; k < DEMO_PROVIDERS * DEMO_HOURS; k += HG_SAMPLES_PER_COMMAND) {
+      memset(&c, 0, sizeof c);
+      c.type = HG_COMMAND_PUBLISH_SAMPLES;
+      snprintf(c.u.samples.gpu, sizeof c.u.samples.gpu, "B200");
+      snprintf(c.u.samples.grade, sizeof c.u.samples.grade, "A");
+      c.u.samples.day = day;
+      while (c.u.samples.n < HG_SAMPLES_PER_COMMAND &&
+             k + c.u.samples.n < DEMO_PROVIDERS * DEMO_HOURS) {
+        demo_sample(ago, day, k + c.u.samples.n, &c.u.samples.s[c.u.samples.n]);
+        c.u.samples.n++;
+      }
+      EMIT(c);
+    }
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_COMPUTE_FIXING;
+    snprintf(c.u.index_day.gpu, sizeof c.u.index_day.gpu, "B200");
+    snprintf(c.u.index_day.grade, sizeof c.u.index_day.grade, "A");
+    c.u.index_day.day = day;
     EMIT(c);
     if (ago > 3) { /* the last three days are still provisional */
-      memset(&c, 0, sizeof c);
       c.type = HG_COMMAND_FINALIZE_FIXING;
-      snprintf(c.u.index_day.gpu, sizeof c.u.index_day.gpu, "B200");
-      snprintf(c.u.index_day.grade, sizeof c.u.index_day.grade, "A");
-      c.u.index_day.day = d->today - ago;
       EMIT(c);
     }
   }

@@ -64,8 +64,11 @@ size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap);
 void hg_demo_observe(hg_demo_t *d, const hg_pipe_out_t *rec);
 
 /* The current UTC day number (days since 1970-01-01). When set (> 0) the
- * setup also publishes the index's last 30 daily fixings (external, the
- * older ones finalized) so the curve has its history. */
+ * setup also builds the index's last 30 daily fixings so the curve has
+ * its history: grades for six providers, then per day their rentals
+ * (PUBLISH_SAMPLES, one per provider an hour from 08:00 to 19:59 UTC),
+ * COMPUTE_FIXING (the exchange keeps each receipt) and, but for the last
+ * three days, FINALIZE_FIXING. */
 void hg_demo_set_today(hg_demo_t *d, int32_t day);
 
 /* Fair value of contract k (0-based) now, ticks; for tests and the index

@@ -628,6 +628,80 @@ static void not_found(hg_http_response_t *r, const char *msg) {
   hg_sbuf_puts(&r->body, "}\n");
 }
 
+/* The value of query parameter `name` (up to '&'), copied into out[cap]; 0,
+ * or -1 when absent, empty or too long. */
+static int query_str(const char *query, const char *name, char *out, size_t cap) {
+  size_t nl = strlen(name);
+  for (const char *q = query; q && *q;) {
+    if (strncmp(q, name, nl) == 0 && q[nl] == '=') {
+      size_t len = strcspn(q + nl + 1, "&");
+      if (len == 0 || len >= cap) return -1;
+      memcpy(out, q + nl + 1, len);
+      out[len] = '\0';
+      return 0;
+    }
+    q = strchr(q, '&');
+    if (q) q++;
+  }
+  return -1;
+}
+
+/* /api/v1/fixings: the kept fixings, oldest day first, each with the counts
+ * of its receipt and, when the exchange keeps one (computed fixings), the
+ * address of /api/v1/fixings/receipt?index=GPU.GRADE&day=YYYY-MM-DD, which
+ * answers that one fixing with its receipt (404 when there is none). */
+static void fixings(daemon_t *d, int receipt, const char *query, hg_http_response_t *r) {
+  static _Thread_local hg_md_fixing_t fx[HG_MD_FIXINGS];
+  static const char *const status[] = {"", "PROVISIONAL", "FINAL", "NO_FIX"};
+  static const char *const kind[] = {"", "computed", "carried", "external"};
+  hg_sbuf_t *b = &r->body;
+  char want_index[2 * HG_INDEX_GPU_MAX + HG_INDEX_GRADE_MAX], want_day[16];
+  if (receipt && (query_str(query, "index", want_index, sizeof want_index) != 0 ||
+                  query_str(query, "day", want_day, sizeof want_day) != 0)) {
+    r->status = 400;
+    hg_sbuf_puts(b, "{\"error\":\"expected ?index=<GPU.GRADE>&day=<YYYY-MM-DD>\"}\n");
+    return;
+  }
+  size_t n = hg_mdview_fixings(d->view, fx, HG_MD_FIXINGS), shown = 0;
+  if (!receipt) hg_sbuf_printf(b, "{\"available\":%s,\"fixings\":[", n ? "true" : "false");
+  for (size_t i = 0; i < n; i++) {
+    /* day number -> civil date (UTC) */
+    time_t t = (time_t)fx[i].day * 86400;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char index[2 * HG_INDEX_GPU_MAX + HG_INDEX_GRADE_MAX], day[16];
+    snprintf(index, sizeof index, "%s.%s", fx[i].gpu, fx[i].grade);
+    snprintf(day, sizeof day, "%04d-%02d-%02d", (tm.tm_year + 1900) % 10000, (tm.tm_mon + 1) % 100,
+             tm.tm_mday % 100);
+    int has_receipt = fx[i].providers > 0;
+    if (receipt && (strcmp(index, want_index) != 0 || strcmp(day, want_day) != 0 || !has_receipt))
+      continue;
+    hg_sbuf_printf(b,
+                   "%s{\"index\":\"IGX %s\",\"day\":\"%s\",\"value_micro_usd\":%" PRId64
+                   ",\"tier\":%u,\"status\":\"%s\",\"source\":\"%s\",\"inputs\":%" PRIu64,
+                   shown++ ? "," : "", index, day, fx[i].value, fx[i].tier,
+                   fx[i].status < 4 ? status[fx[i].status] : "",
+                   fx[i].kind < 4 ? kind[fx[i].kind] : "", fx[i].inputs);
+    if (has_receipt) {
+      hg_sbuf_printf(b, ",\"providers\":%u,\"hours\":%u", fx[i].providers, fx[i].hours);
+      if (receipt)
+        hg_sbuf_printf(b, ",\"used\":%u,\"volume_gpu_hours\":%" PRId64, fx[i].used,
+                       fx[i].volume);
+      else
+        hg_sbuf_printf(b, ",\"receipt\":\"/api/v1/fixings/receipt?index=%s&day=%s\"", index, day);
+    }
+    hg_sbuf_puts(b, "}");
+    if (receipt) break;
+  }
+  if (!receipt) {
+    hg_sbuf_puts(b, "]}\n");
+  } else if (shown == 0) {
+    not_found(r, "no receipt kept for that index and day");
+  } else {
+    hg_sbuf_puts(b, "\n");
+  }
+}
+
 static void market(daemon_t *d, const char *path, const char *query, hg_http_response_t *r) {
   r->content_type = "application/json";
   hg_sbuf_t *b = &r->body;
@@ -650,25 +724,8 @@ static void market(daemon_t *d, const char *path, const char *query, hg_http_res
     free(ins);
     return;
   }
-  if (strcmp(path, "/api/v1/fixings") == 0) {
-    static _Thread_local hg_md_fixing_t fx[HG_MD_FIXINGS];
-    size_t n = hg_mdview_fixings(d->view, fx, HG_MD_FIXINGS);
-    static const char *const status[] = {"", "PROVISIONAL", "FINAL", "NO_FIX"};
-    static const char *const kind[] = {"", "computed", "carried", "external"};
-    hg_sbuf_printf(b, "{\"available\":%s,\"fixings\":[", n ? "true" : "false");
-    for (size_t i = 0; i < n; i++) {
-      /* day number -> civil date (UTC) */
-      time_t t = (time_t)fx[i].day * 86400;
-      struct tm tm;
-      gmtime_r(&t, &tm);
-      hg_sbuf_printf(b,
-                     "%s{\"index\":\"IGX %s.%s\",\"day\":\"%04d-%02d-%02d\",\"value_micro_usd\":%" PRId64
-                     ",\"tier\":%u,\"status\":\"%s\",\"source\":\"%s\",\"inputs\":%" PRIu64 "}",
-                     i ? "," : "", fx[i].gpu, fx[i].grade, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     fx[i].value, fx[i].tier, fx[i].status < 4 ? status[fx[i].status] : "",
-                     fx[i].kind < 4 ? kind[fx[i].kind] : "", fx[i].inputs);
-    }
-    hg_sbuf_puts(b, "]}\n");
+  if (strcmp(path, "/api/v1/fixings") == 0 || strcmp(path, "/api/v1/fixings/receipt") == 0) {
+    fixings(d, strcmp(path, "/api/v1/fixings") != 0, query, r);
     return;
   }
   long id = query_u32(query, "instrument");

@@ -253,6 +253,10 @@ static void apply_fixing(hg_mdview_t *v, const hg_exchange_event_t *ev) {
     f->tier = ev->tier;
     f->kind = ev->kind;
     f->inputs = (uint64_t)ev->amount;
+    f->providers = (uint32_t)ev->lo;
+    f->hours = (uint32_t)ev->hi;
+    f->used = (uint32_t)ev->qty;
+    f->volume = ev->margin;
   }
   f->status = ev->status;
   v->fx_dirty = 1;
@@ -431,6 +435,16 @@ static void seed_fixing(void *ctx, const hg_exchange_fixing_info_t *info) {
   ev.tier = info->fixing.tier;
   ev.status = info->fixing.status;
   ev.kind = info->fixing.kind;
+  hg_exchange_receipt_t r;
+  if (hg_exchange_receipt(c->ex, info->gpu, info->grade, info->fixing.day, &r) == 0 &&
+      r.receipt_tier >= 1 && r.receipt_tier <= 2) {
+    const hg_exchange_receipt_tier_t *t = &r.tier[r.receipt_tier - 1];
+    ev.amount = r.input_count;
+    ev.lo = t->providers;
+    ev.hi = t->hours;
+    ev.qty = t->used;
+    ev.margin = t->volume;
+  }
   memcpy(ev.index.gpu, info->gpu, sizeof ev.index.gpu);
   memcpy(ev.index.grade, info->grade, sizeof ev.index.grade);
   apply_fixing(c->v, &ev);

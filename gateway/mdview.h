@@ -74,6 +74,11 @@ typedef struct hg_md_fixing {
   int64_t value;    /* micro-USD per GPU-hour; 0 for NO_FIX */
   uint8_t tier, status, kind;
   uint64_t inputs;  /* samples behind a computed fixing */
+  /* From the receipt kept with the fixing (0 when none is, as for an
+   * external value): distinct providers, non-empty hours, samples and
+   * GPU-hours used by the tier that made the value. */
+  uint32_t providers, hours, used;
+  int64_t volume;
 } hg_md_fixing_t;
 
 /* Fixings the view keeps (the most recent days). */

@@ -4,6 +4,8 @@
 "use strict";
 
 const POLL_MS = 1000;
+const LADDER_LEVELS = 8; // per side, so that the ladder fits beside the trades
+const TRADES_SHOWN = 16;
 const state = { instruments: [], fixings: [], selected: null, ok: false };
 
 const $ = (sel) => document.querySelector(sel);
@@ -58,10 +60,31 @@ function renderCurveTable() {
   }
 }
 
+// A price axis on round values: the step is 1, 2 or 5 times a power of ten
+// (never below a tick, 0.001 USD), chosen so that about `want` intervals
+// cover [min, max] with some margin; the axis runs from a multiple of the
+// step to a multiple of the step. Labels carry the step's decimals (at
+// least cents).
+function niceAxis(min, max, want) {
+  const span = Math.max(max - min, 0.02);
+  const raw = (span * 1.3) / want;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  let step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw * 0.999);
+  step = Math.max(step, 0.001);
+  // Work in thousandths so the values are exact multiples of the step.
+  const k = Math.round(step * 1000);
+  const lo = Math.floor((min - span * 0.1) * 1000 / k) * k;
+  const hi = Math.ceil((max + span * 0.1) * 1000 / k) * k;
+  const ticks = [];
+  for (let t = lo; t <= hi; t += k) ticks.push(t / 1000);
+  const decimals = Math.max(2, Math.min(3, -Math.floor(Math.log10(step) + 1e-9)));
+  return { lo: lo / 1000, hi: hi / 1000, ticks, decimals };
+}
+
 function drawCurve() {
   const cv = $("#curve");
   const dpr = window.devicePixelRatio || 1;
-  const w = cv.clientWidth || 960, h = cv.clientHeight || 300;
+  const w = cv.clientWidth || 960, h = cv.clientHeight || 220;
   cv.width = w * dpr;
   cv.height = h * dpr;
   const g = cv.getContext("2d");
@@ -85,23 +108,21 @@ function drawCurve() {
     g.fillText("No prices yet.", pad.l, h / 2);
     return;
   }
-  let lo = Math.min(...vals), hi = Math.max(...vals);
-  const span = Math.max(hi - lo, 0.05);
-  lo -= span * 0.15;
-  hi += span * 0.15;
+  const ax = niceAxis(Math.min(...vals), Math.max(...vals), 5);
+  const lo = ax.lo, hi = ax.hi;
+  cv.dataset.ticks = ax.ticks.map((v) => v.toFixed(ax.decimals)).join(" ");
   const n = ins.length + (idx.length ? 1 : 0);
   const x = (k) => pad.l + ((k + 0.5) * (w - pad.l - pad.r)) / n;
   const y = (v) => pad.t + ((hi - v) * (h - pad.t - pad.b)) / (hi - lo);
   // grid and axis labels
   g.strokeStyle = col("--line");
   g.lineWidth = 1;
-  for (let t = 0; t <= 4; t++) {
-    const v = lo + ((hi - lo) * t) / 4;
+  for (const v of ax.ticks) {
     g.beginPath();
     g.moveTo(pad.l, y(v));
     g.lineTo(w - pad.r, y(v));
     g.stroke();
-    g.fillText(v.toFixed(3), 6, y(v) + 4);
+    g.fillText(v.toFixed(ax.decimals), 6, y(v) + 4);
   }
   // index history: the latest fixings as a band on the left ("spot")
   if (idx.length) {
@@ -184,9 +205,13 @@ function renderContracts() {
     sel.dataset.ids = want;
   }
   if (state.selected === null && state.instruments.length) {
-    // Default: the most traded contract, else the front month.
-    let best = state.instruments[0];
-    for (const i of state.instruments) if ((i.volume || 0) > (best.volume || 0)) best = i;
+    // The contract named in the address (?contract=SYMBOL), else the most
+    // traded one, else the front month.
+    const named = new URLSearchParams(location.search).get("contract");
+    const hit = state.instruments.find((i) => i.symbol === named);
+    let best = hit || state.instruments[0];
+    if (!hit)
+      for (const i of state.instruments) if ((i.volume || 0) > (best.volume || 0)) best = i;
     state.selected = best.id;
   }
   if (state.selected !== null) sel.value = String(state.selected);
@@ -195,8 +220,8 @@ function renderContracts() {
 function renderLadder(book, inst) {
   const tbody = $("#ladder tbody");
   tbody.textContent = "";
-  const asks = (book.asks || []).slice(0, 10).reverse();
-  const bids = (book.bids || []).slice(0, 10);
+  const asks = (book.asks || []).slice(0, LADDER_LEVELS).reverse();
+  const bids = (book.bids || []).slice(0, LADDER_LEVELS);
   const row = (bidQty, price, askQty, cls) => {
     const tr = document.createElement("tr");
     if (cls) tr.className = cls;
@@ -218,7 +243,8 @@ function renderLadder(book, inst) {
 function renderTrades(tr, inst) {
   const tbody = $("#trades tbody");
   tbody.textContent = "";
-  for (const t of (tr.trades || []).slice(-20).reverse()) {
+  // The endpoint lists trades newest first: show the newest, newest on top.
+  for (const t of (tr.trades || []).slice(0, TRADES_SHOWN)) {
     const row = document.createElement("tr");
     const when = t.ts ? new Date(t.ts / 1e6).toISOString().slice(11, 19) : "";
     for (const [v, cls] of [[when, ""], [fmt(usd(t.price, inst)), ""], [String(t.qty), ""],
@@ -244,12 +270,25 @@ function renderFixings(fx) {
       ? Object.entries(f.exclusions).filter(([, n]) => n > 0).map(([k, n]) => k + " " + n).join(", ")
       : "";
     for (const v of [f.index || "", f.day || "", fmt(microToUsd(f.value_micro_usd)),
-                     String(f.tier ?? ""), f.status || "", String(f.providers ?? ""),
-                     String(f.hours ?? ""), excl || "\u2013", f.source || "computed"]) {
+                     String(f.tier ?? ""), f.status || "",
+                     f.providers ? String(f.providers) : "\u2013",
+                     f.hours ? String(f.hours) : "\u2013", excl || "\u2013", f.source || "computed"]) {
       const td = document.createElement("td");
       td.textContent = v;
       tr.appendChild(td);
     }
+    // Computed fixings link the receipt the exchange keeps; external values
+    // have none.
+    const td = document.createElement("td");
+    if (f.receipt) {
+      const a = document.createElement("a");
+      a.href = f.receipt;
+      a.textContent = "receipt";
+      td.appendChild(a);
+    } else {
+      td.textContent = "\u2013";
+    }
+    tr.appendChild(td);
     tbody.appendChild(tr);
   }
 }
@@ -281,6 +320,8 @@ async function tick() {
 
 $("#contract").addEventListener("change", (e) => {
   state.selected = Number(e.target.value);
+  const i = state.instruments.find((x) => x.id === state.selected);
+  if (i) history.replaceState(null, "", "?contract=" + encodeURIComponent(i.symbol));
   tick();
 });
 window.addEventListener("resize", drawCurve);

@@ -1,19 +1,35 @@
 /*
  * The market web page in a real browser. Starts hourglassd with the demo
  * market, waits until the demo has traded, loads http://.../ in headless
- * Chromium (Debian's package), and checks from the rendered DOM that the
- * page shows the demo's market: every listed month in the curve table with a
- * bid and an ask within a few ticks of what /api/v1/instruments says, and a
- * depth ladder with prices on both sides. Saves a screenshot as
- * web_page.png in the working directory (the build tree).
+ * Chromium (Debian's package, installed by ops/setup) and checks from the
+ * rendered DOM that the page shows the demo's market:
+ *  - every listed month in the curve table with a bid and an ask within a
+ *    few ticks of what /api/v1/instruments says;
+ *  - the curve's price axis on round values (multiples of 0.005 USD, evenly
+ *    spaced);
+ *  - a depth ladder with prices on both sides;
+ *  - recent trades newest first, the top row the newest trade of
+ *    /api/v1/trades (at least as new as the newest one before the page
+ *    loaded), each row the next older trade of the endpoint;
+ *  - at 1400x900 the depth ladder and the recent trades inside the viewport;
+ *  - index fixings with the providers and hours of their receipts and a
+ *    receipt link that /api/v1/fixings/receipt answers, also after a
+ *    restart (the view seeded from the recovered exchange).
+ * The layout is measured by a probe page (file://, in the temp dir) that
+ * loads the page's HTML into a 1400x900 iframe and writes the bounding boxes
+ * into its own DOM; it needs --disable-web-security to read the daemon's
+ * origin from a file. Saves a 1400x900 screenshot as web_page.png in the
+ * working directory (the build tree; README's ops/market-page.png is a copy).
  *
  *   test_web_page HOURGLASSD
- * Skipped (exit 0 with a message) when /usr/bin/chromium is not installed.
+ * Skipped (cmocka skip) when /usr/bin/chromium is not installed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -23,7 +39,7 @@
 #define CHROMIUM_FLAGS                                                                     \
   "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run "                   \
   "--disable-background-networking --disable-component-update --disable-sync "             \
-  "--window-size=1280,1400 --virtual-time-budget=5000"
+  "--window-size=1400,900 --virtual-time-budget=5000"
 
 /* Counts occurrences of needle in hay. */
 static int count(const char *hay, const char *needle) {
@@ -79,11 +95,124 @@ static double json_dsp(const char *json, const char *symbol) {
   return atof(b + strlen("\"dsp\":")) / 1000.0;
 }
 
+/* One trade of /api/v1/trades. */
+typedef struct trade {
+  uint64_t seq, ts;
+  long price, qty;
+  char aggressor[8];
+} trade_t;
+
+/* Parses the trades of a /api/v1/trades response, in its order. */
+static size_t parse_trades(const char *json, trade_t *out, size_t cap) {
+  size_t n = 0;
+  for (const char *p = json; n < cap && (p = strstr(p, "{\"seq\":")) != NULL; p++) {
+    trade_t *t = &out[n];
+    if (sscanf(p, "{\"seq\":%" SCNu64 ",\"ts\":%" SCNu64 ",\"price\":%ld,\"qty\":%ld,"
+                  "\"aggressor\":\"%7[a-z]\"",
+               &t->seq, &t->ts, &t->price, &t->qty, t->aggressor) == 5)
+      n++;
+  }
+  return n;
+}
+
+/* One row of the page's recent-trades table, as text. */
+typedef struct trade_row {
+  char time[16], price[16], qty[16], aggressor[8];
+} trade_row_t;
+
+/* Parses the rows of <table id="trades"> in the DOM, top first. */
+static size_t parse_trade_rows(const char *dom, trade_row_t *out, size_t cap) {
+  const char *p = strstr(dom, "<table id=\"trades\"");
+  if (p == NULL || (p = strstr(p, "<tbody>")) == NULL) return 0;
+  const char *end = strstr(p, "</tbody>");
+  size_t n = 0;
+  while (n < cap && (p = strstr(p, "<tr><td>")) != NULL && (end == NULL || p < end)) {
+    trade_row_t *r = &out[n];
+    if (sscanf(p, "<tr><td>%15[0-9:]</td><td>%15[0-9.]</td><td>%15[0-9]</td><td class=\"%*[a-z]\">"
+                  "%7[a-z]</td>",
+               r->time, r->price, r->qty, r->aggressor) != 4)
+      break;
+    n++;
+    p++;
+  }
+  return n;
+}
+
+/* Whether the page's row shows trade t (price in ticks of 0.001 USD). */
+static int row_is(const trade_row_t *r, const trade_t *t) {
+  time_t sec = (time_t)(t->ts / 1000000000u);
+  struct tm tm;
+  gmtime_r(&sec, &tm);
+  char when[16], price[32], qty[32];
+  snprintf(when, sizeof when, "%02d:%02d:%02d", tm.tm_hour, tm.tm_min, tm.tm_sec);
+  snprintf(price, sizeof price, "%ld.%03ld", t->price / 1000, t->price % 1000);
+  snprintf(qty, sizeof qty, "%ld", t->qty);
+  return strcmp(r->time, when) == 0 && strcmp(r->price, price) == 0 &&
+         strcmp(r->qty, qty) == 0 && strcmp(r->aggressor, t->aggressor) == 0;
+}
+
+/* The id and symbol of the instrument with the most trades. */
+static long most_traded(const char *json, char *sym, size_t cap, long *trades) {
+  long best = -1;
+  *trades = -1;
+  for (const char *p = json; (p = strstr(p, "{\"id\":")) != NULL; p++) {
+    long id = atol(p + 6);
+    const char *s = strstr(p, "\"symbol\":\""), *t = strstr(p, "\"trades\":");
+    if (s == NULL || t == NULL) break;
+    long n = atol(t + 9);
+    if (n > *trades) {
+      *trades = n;
+      best = id;
+      s += 10;
+      size_t len = strcspn(s, "\"");
+      if (len >= cap) len = cap - 1;
+      memcpy(sym, s, len);
+      sym[len] = 0;
+    }
+  }
+  return best;
+}
+
+/* The probe page: loads the market page's HTML from the daemon into a
+ * 1400x900 iframe (the daemon's scripts and API through a <base>), waits
+ * until it has rendered trades, and writes the viewport and the bounding
+ * boxes of the ladder and the trades table into #out as one line. */
+static void write_probe(const char *path, int port) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f,
+          "<!doctype html><html><body style=\"margin:0\">"
+          "<iframe id=\"f\" style=\"border:0;width:1400px;height:900px\"></iframe>"
+          "<pre id=\"out\">pending</pre><script>\n"
+          "const base = \"http://127.0.0.1:%d/\";\n"
+          "const out = document.getElementById(\"out\");\n"
+          "function box(d, sel) {\n"
+          "  const b = d.querySelector(sel).getBoundingClientRect();\n"
+          "  return [b.top, b.bottom, b.left, b.right].map(Math.round).join(\",\");\n"
+          "}\n"
+          "function probe() {\n"
+          "  const d = document.getElementById(\"f\").contentDocument;\n"
+          "  if (!d || !d.body || d.body.dataset.ready !== \"1\" ||\n"
+          "      !d.querySelector(\"#trades tbody tr\")) { setTimeout(probe, 50); return; }\n"
+          "  const w = d.defaultView;\n"
+          "  out.textContent = \"probe view=\" + w.innerWidth + \",\" + w.innerHeight +\n"
+          "    \" ladder=\" + box(d, \"#ladder\") + \" trades=\" + box(d, \"#trades\") + \" end\";\n"
+          "}\n"
+          "fetch(base).then((r) => r.text()).then((t) => {\n"
+          "  document.getElementById(\"f\").srcdoc =\n"
+          "    t.replace(\"<head>\", \"<head><base href=\\\"\" + base + \"\\\">\");\n"
+          "  probe();\n"
+          "}).catch((e) => { out.textContent = \"failed \" + e; });\n"
+          "</script></body></html>\n",
+          port);
+  assert_int_equal(fclose(f), 0);
+}
+
 static void page_shows_the_demo_market(void **state) {
   (void)state;
   if (access(CHROMIUM, X_OK) != 0) {
-    print_message("skipped: %s not installed (ops/setup installs it)\n", CHROMIUM);
-    return;
+    print_message("%s not installed (ops/setup installs it)\n", CHROMIUM);
+    skip();
   }
   char dir[256], data[300], log[300], shot[300];
   assert_non_null(du_tmpdir(dir, sizeof dir, "web"));
@@ -120,24 +249,124 @@ static void page_shows_the_demo_market(void **state) {
   assert_non_null(ins);
   assert_int_equal(count(ins, "\"symbol\":\"B200.A."), 12);
 
-  char cmd[1024];
+  /* The contract the page shows: the most traded, once it has more trades
+   * than the page lists (so that oldest-first would show other trades). */
+  char csym[32], q[64];
+  long ntrades = 0, id = -1;
+  for (int i = 0; i < 600; i++) {
+    free(ins);
+    ins = du_get(port, "/api/v1/instruments");
+    assert_non_null(ins);
+    id = most_traded(ins, csym, sizeof csym, &ntrades);
+    if (ntrades >= 24) break;
+    du_sleep_ms(100);
+  }
+  if (ntrades < 24) fail_msg("the demo made only %ld trades in 60 s", ntrades);
+  snprintf(q, sizeof q, "/api/v1/trades?instrument=%ld", id);
+  static trade_t before[128], after[128];
+  char *tj = du_get(port, q);
+  assert_non_null(tj);
+  size_t nbefore = parse_trades(tj, before, 128);
+  free(tj);
+  assert_true(nbefore >= 24);
+
+  char cmd[2048];
   snprintf(shot, sizeof shot, "web_page.png");
   snprintf(cmd, sizeof cmd,
            CHROMIUM " " CHROMIUM_FLAGS " --user-data-dir=%s/chr1 --screenshot=%s "
-                    "http://127.0.0.1:%d/ >/dev/null 2>&1",
-           dir, shot, port);
+                    "'http://127.0.0.1:%d/?contract=%s' >/dev/null 2>&1",
+           dir, shot, port, csym);
   assert_int_equal(du_system(cmd), 0);
   snprintf(cmd, sizeof cmd,
            CHROMIUM " " CHROMIUM_FLAGS " --user-data-dir=%s/chr2 --dump-dom "
-                    "http://127.0.0.1:%d/ > %s/dom.html 2>/dev/null",
-           dir, port, dir);
+                    "'http://127.0.0.1:%d/?contract=%s' > %s/dom.html 2>/dev/null",
+           dir, port, csym, dir);
   assert_int_equal(du_system(cmd), 0);
   char path[300];
   snprintf(path, sizeof path, "%s/dom.html", dir);
   char *dom = du_read(path);
   assert_non_null(dom);
+  tj = du_get(port, q);
+  assert_non_null(tj);
+  size_t nafter = parse_trades(tj, after, 128);
+  free(tj);
   free(ins);
   ins = du_get(port, "/api/v1/instruments");
+
+  /* Recent trades: newest first and fresh. The endpoint lists newest first;
+   * the page's top row is a trade at least as new as the newest before the
+   * page loaded, and every row below it is the next older trade. */
+  static trade_row_t rows[64];
+  size_t nrows = parse_trade_rows(dom, rows, 64);
+  assert_int_equal(nrows, 16);
+  assert_true(nafter >= nrows);
+  for (size_t i = 1; i < nafter; i++) assert_true(after[i].seq <= after[i - 1].seq);
+  size_t top = nafter;
+  for (size_t j = 0; j < nafter && after[j].seq >= before[0].seq; j++)
+    if (row_is(&rows[0], &after[j])) {
+      top = j;
+      break;
+    }
+  if (top == nafter)
+    fail_msg("top trade row %s %s %s %s is not a trade as new as seq %" PRIu64, rows[0].time,
+             rows[0].price, rows[0].qty, rows[0].aggressor, before[0].seq);
+  assert_true(top + nrows <= nafter);
+  for (size_t i = 0; i < nrows; i++)
+    if (!row_is(&rows[i], &after[top + i]))
+      fail_msg("trade row %zu (%s %s %s) is not trade seq %" PRIu64, i, rows[i].time,
+               rows[i].price, rows[i].qty, after[top + i].seq);
+
+  /* The curve's price axis: round values, evenly spaced. */
+  const char *tk = strstr(dom, "data-ticks=\"");
+  assert_non_null(tk);
+  tk += strlen("data-ticks=\"");
+  long milli[16];
+  int nt = 0;
+  while (nt < 16 && *tk != '"') {
+    /* "3.35" -> 3350 exactly; more than three decimals is not round. */
+    size_t len = strcspn(tk, " \"");
+    long v = 0;
+    int dec = -1;
+    for (size_t i = 0; i < len; i++) {
+      if (tk[i] == '.' && dec < 0) dec = 0;
+      else if (tk[i] >= '0' && tk[i] <= '9' && dec < 3) v = v * 10 + (tk[i] - '0'), dec += dec >= 0;
+      else fail_msg("axis label %.*s is not a price on a round value", (int)len, tk);
+    }
+    for (int d = dec < 0 ? 0 : dec; d < 3; d++) v *= 10;
+    if (v % 5 != 0) fail_msg("axis label %.*s is not a multiple of 0.005", (int)len, tk);
+    milli[nt++] = v;
+    tk += len;
+    while (*tk == ' ') tk++;
+  }
+  assert_true(nt >= 3);
+  for (int i = 2; i < nt; i++) assert_int_equal(milli[i] - milli[i - 1], milli[1] - milli[0]);
+  assert_true(milli[1] > milli[0]);
+
+  /* At 1400x900 the ladder and the trades are in view. */
+  snprintf(path, sizeof path, "%s/probe.html", dir);
+  write_probe(path, port);
+  snprintf(cmd, sizeof cmd,
+           CHROMIUM " " CHROMIUM_FLAGS " --disable-web-security --user-data-dir=%s/chr3 "
+                    "--dump-dom file://%s > %s/probe.out 2>/dev/null",
+           dir, path, dir);
+  assert_int_equal(du_system(cmd), 0);
+  snprintf(path, sizeof path, "%s/probe.out", dir);
+  char *pr = du_read(path);
+  assert_non_null(pr);
+  const char *pl = strstr(pr, "probe view=");
+  if (pl == NULL) fail_msg("the probe page did not measure the layout");
+  int vw, vh, box[2][4];
+  assert_int_equal(sscanf(pl, "probe view=%d,%d ladder=%d,%d,%d,%d trades=%d,%d,%d,%d end", &vw,
+                          &vh, &box[0][0], &box[0][1], &box[0][2], &box[0][3], &box[1][0],
+                          &box[1][1], &box[1][2], &box[1][3]),
+                   10);
+  assert_int_equal(vw, 1400);
+  assert_int_equal(vh, 900);
+  for (int k = 0; k < 2; k++)
+    if (box[k][0] < 0 || box[k][1] > vh || box[k][2] < 0 || box[k][3] > vw)
+      fail_msg("%s at top %d bottom %d left %d right %d: not inside 1400x900",
+               k ? "trades" : "ladder", box[k][0], box[k][1], box[k][2], box[k][3]);
+  free(pr);
 
   /* The page ran its script against the live exchange. */
   assert_non_null(strstr(dom, "data-ready=\"1\""));
@@ -169,6 +398,32 @@ static void page_shows_the_demo_market(void **state) {
    * three provisional ones, in the fixings table. */
   assert_true(count(dom, "<td>FINAL</td>") >= 10);
   assert_true(count(dom, "<td>PROVISIONAL</td>") >= 1);
+  /* Each fixing with the counts of its receipt (the demo's six providers
+   * trading twelve hours a day) and a link to the receipt, which the
+   * exchange answers. */
+  assert_true(count(dom, "<td>FINAL</td><td>6</td><td>12</td>") >= 10);
+  assert_true(count(dom, "<td>PROVISIONAL</td><td>6</td><td>12</td>") >= 1);
+  const char *link = "<a href=\"/api/v1/fixings/receipt?index=B200.A&amp;day=";
+  assert_true(count(dom, link) >= 10);
+  const char *lk = strstr(dom, link) + strlen(link);
+  char rq[128];
+  snprintf(rq, sizeof rq, "/api/v1/fixings/receipt?index=B200.A&day=%.10s", lk);
+  char *rc = du_get(port, rq);
+  assert_non_null(rc);
+  assert_int_equal(du_status(rc), 200);
+  char want[64];
+  snprintf(want, sizeof want, "\"day\":\"%.10s\"", lk);
+  assert_non_null(strstr(rc, want));
+  assert_non_null(strstr(rc, "\"source\":\"computed\",\"inputs\":72,\"providers\":6,\"hours\":12,"));
+  free(rc);
+  rc = du_get(port, "/api/v1/fixings/receipt?index=B200.A&day=1999-01-01");
+  assert_non_null(rc);
+  assert_int_equal(du_status(rc), 404);
+  free(rc);
+  rc = du_get(port, "/api/v1/fixings/receipt?index=B200.A");
+  assert_non_null(rc);
+  assert_int_equal(du_status(rc), 400);
+  free(rc);
   /* The index by name, not by the exchange's internal number. */
   assert_true(count(dom, "<td>IGX B200.A</td>") >= 10);
   assert_null(strstr(dom, "IGX #"));
@@ -181,6 +436,22 @@ static void page_shows_the_demo_market(void **state) {
   assert_null(strstr(dom, "2001"));
   free(dom);
   free(ins);
+  assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
+
+  /* After a restart the view is seeded from the recovered exchange: the
+   * fixings keep their receipts' counts. */
+  snprintf(log, sizeof log, "%s/daemon2.log", dir);
+  pid = du_spawn(argv, log);
+  l = du_wait_log(log, "msg=\"ready\"", 120);
+  if (l == NULL) fail_msg("daemon not ready after a restart");
+  h = strstr(l, "http msg=\"listening\" addr=127.0.0.1:");
+  assert_non_null(h);
+  port = atoi(h + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  free(l);
+  char *fj = du_get(port, "/api/v1/fixings");
+  assert_non_null(fj);
+  assert_int_equal(count(fj, "\"inputs\":72,\"providers\":6,\"hours\":12,\"receipt\":"), 30);
+  free(fj);
   assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
   du_rm_rf(dir);
   print_message("screenshot: web_page.png\n");

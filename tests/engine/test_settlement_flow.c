@@ -574,6 +574,8 @@ static void test_daily_cycle_vm_and_every_tier(void **state) {
   assert_int_equal(e->status, HG_INDEX_PROVISIONAL);
   assert_int_equal(e->kind, HG_INDEX_EXTERNAL);
   assert_int_equal(e->price, 3456789);
+  assert_int_equal(e->lo, 0); /* no receipt for an external value */
+  assert_int_equal(e->hi, 0);
   index_day(f, HG_COMMAND_FINALIZE_FIXING, "B200", "B", t - 1);
   assert_int_equal(find(f, HG_XEV_FIXING, 0)->status, HG_INDEX_FINAL);
   assert_int_equal(find(f, HG_XEV_FIXING, 0)->outcome, HG_XFIX_FINALIZED);
@@ -708,10 +710,17 @@ static void test_fixing_compute_restate_finalize(void **state) {
   assert_int_equal(r.input_count, 60);
   assert_int_equal(r.tier[0].providers, 5);
   assert_int_equal(r.tier[0].hours, 12);
+  /* The event carries the receipt's counts for consumers that show them. */
+  assert_int_equal(e->lo, 5);
+  assert_int_equal(e->hi, 12);
+  assert_int_equal(e->qty, r.tier[0].used);
+  assert_int_equal(e->margin, r.tier[0].volume);
+  assert_true(e->margin > 0);
   /* A corrected set moving the value by less than a tick is not published. */
   samples(f, d, 3000500);
   index_day(f, HG_COMMAND_COMPUTE_FIXING, "B200", "A", d);
   assert_int_equal(find(f, HG_XEV_FIXING, 0)->outcome, HG_INDEX_UNCHANGED);
+  assert_int_equal(find(f, HG_XEV_FIXING, 0)->lo, 5); /* the kept receipt's */
   assert_int_equal(find(f, HG_XEV_FIXING, 0)->price, 3000000);
   samples(f, d, 3002000);
   index_day(f, HG_COMMAND_COMPUTE_FIXING, "B200", "A", d);

@@ -83,8 +83,10 @@ static void setup_lists_a_year_of_months(void **state) {
   assert_int_equal(hg_demo_create(2026, 13, 1, &d), HG_EINVAL);
 }
 
-/* With today's date the setup also publishes a month of index history: 30
- * external fixings, all but the last three finalized, all accepted. */
+/* With today's date the setup also builds a month of index history: 30
+ * fixings computed from the providers' rentals (6 providers, 12 hours, 72
+ * samples a day), each with its receipt kept, all but the last three
+ * finalized, nothing refused. */
 static void setup_publishes_an_index_history(void **state) {
   (void)state;
   run_t r;
@@ -93,9 +95,11 @@ static void setup_publishes_an_index_history(void **state) {
   hg_demo_set_today(r.demo, 20424); /* 2025-12-02 */
   hg_exchange_config_t cfg = {.max_instruments = 16, .max_accounts = 64, .max_book_orders = 1u << 14};
   assert_int_equal(hg_exchange_create(&cfg, sink, &r, &r.ex), 0);
-  hg_command_t cmds[256];
-  size_t n = hg_demo_setup(r.demo, cmds, 256);
-  assert_int_equal(n, HG_DEMO_MONTHS + 10 + 30 + 27);
+  static hg_command_t cmds[700];
+  size_t n = hg_demo_setup(r.demo, cmds, 700);
+  /* listings, accounts and deposits, 6 grades, per day 18 sample batches
+   * and a computation, 27 finalizations */
+  assert_int_equal(n, HG_DEMO_MONTHS + 10 + 6 + 30 * 19 + 27);
   apply(&r, cmds, n);
   assert_int_equal(r.rejects, 0);
   hg_index_fixing_t f;
@@ -103,6 +107,21 @@ static void setup_publishes_an_index_history(void **state) {
   assert_int_equal(f.status, HG_INDEX_FINAL);
   assert_int_equal(hg_exchange_fixing(r.ex, "B200", "A", 20424 - 1, &f), 0);
   assert_int_equal(f.status, HG_INDEX_PROVISIONAL);
+  for (int32_t ago = 30; ago >= 1; ago--) {
+    assert_int_equal(hg_exchange_fixing(r.ex, "B200", "A", 20424 - ago, &f), 0);
+    assert_int_equal(f.kind, HG_INDEX_COMPUTED);
+    assert_int_equal(f.tier, 1);
+    /* near the history's drift: 3.400 USD less 0.002 a day, +-0.004 noise
+     * and the providers' spread */
+    int64_t centre = 3400000 - 2000 * ago;
+    assert_true(f.value > centre - 12000 && f.value < centre + 12000);
+    hg_exchange_receipt_t rc;
+    assert_int_equal(hg_exchange_receipt(r.ex, "B200", "A", 20424 - ago, &rc), 0);
+    assert_int_equal(rc.input_count, 72);
+    assert_int_equal(rc.receipt_tier, 1);
+    assert_int_equal(rc.tier[0].providers, 6);
+    assert_int_equal(rc.tier[0].hours, 12);
+  }
   hg_exchange_destroy(r.ex);
   hg_demo_destroy(r.demo);
 }
@@ -122,8 +141,11 @@ static void makers_keep_every_book_two_sided(void **state) {
     assert_int_equal(hg_book_best(b, HG_SIDE_SELL, &ask, &aq), 0);
     assert_true(bid < ask);
     assert_true(ask - bid <= 10); /* tight enough for a DSP from the midpoint */
-    hg_book_level_t lv[8];
-    assert_true(hg_book_depth(b, HG_SIDE_BUY, lv, 8) >= 3);
+    /* Ten levels a side quoted; the last step's hedger may have taken the
+     * two best levels of one side, refilled on the next step. */
+    hg_book_level_t lv[16];
+    assert_true(hg_book_depth(b, HG_SIDE_BUY, lv, 16) >= 8);
+    assert_true(hg_book_depth(b, HG_SIDE_SELL, lv, 16) >= 8);
   }
   hg_exchange_destroy(r.ex);
   hg_demo_destroy(r.demo);

@@ -489,7 +489,12 @@ typedef enum hg_xevent_type {
                               (HG_INDEX_PUBLISHED/_RESTATED/_UNCHANGED, or
                               HG_XFIX_FINALIZED), .amount = input samples
                               (computed fixings), .index.gpu/.grade = the
-                              index's GPU and grade */
+                              index's GPU and grade; from the receipt kept
+                              with the day's fixing (hg_exchange_receipt(),
+                              its receipt_tier; all 0 when none is kept, as
+                              for an external value): .lo = providers,
+                              .hi = non-empty hours, .qty = samples used,
+                              .margin = GPU-hours used */
   HG_XEV_DSP = 15,         /* .instrument_id, .group, .day, .price = DSP
                               (ticks), .tier (hg_clr_dsp_tier_t; 0: no DSP
                               could be set, the contract was not marked) */
