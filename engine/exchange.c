@@ -1399,7 +1399,11 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
   }
   uint64_t cycle_ts = (uint64_t)c->day * NS_PER_DAY + ex->ccfg.cycle_time_of_day_ns;
   /* One cycle per day, in day order, never before its 16:00. */
-  if (c->day <= ex->last_cycle_day || ex->cur.ts < cycle_ts) {
+  if (c->day <= ex->last_cycle_day) {
+    emit_reject_day(ex, HG_XREJ_ALREADY_SETTLED, 0, c->day);
+    return 0;
+  }
+  if (ex->cur.ts < cycle_ts) {
     emit_reject_day(ex, HG_XREJ_NOT_IN_STATE, 0, c->day);
     return 0;
   }

@@ -609,10 +609,13 @@ static void test_daily_cycle_vm_and_every_tier(void **state) {
   assert_int_equal(e->hi, 50000000);
   assert_int_equal(cash_of(f, 10), 10000000000 - 50000000);
   assert_int_equal(cash_of(f, 30), 10000000000 + 20000000);
-  /* The same day twice, or a day before 16:00, is refused. */
+  /* The same day twice is already settled; a day before its 16:00 is not
+   * yet in state. */
   f->ts = at(t + 1, 10 * HOUR);
   daily(f, t);
-  assert_int_equal(f->ev[0].reason, HG_XREJ_NOT_IN_STATE);
+  assert_int_equal(f->ev[0].reason, HG_XREJ_ALREADY_SETTLED);
+  daily(f, t - 1); /* an earlier day than the last cycle's: also settled */
+  assert_int_equal(f->ev[0].reason, HG_XREJ_ALREADY_SETTLED);
   daily(f, t + 1);
   assert_int_equal(f->ev[0].reason, HG_XREJ_NOT_IN_STATE);
 

@@ -218,9 +218,14 @@ static void test_settlement_through_gateway(void **state) {
   assert_int_equal(r->vm_paid, -6 * TV);
   assert_int_equal(r->vm_received, 6 * TV);
   assert_int_equal(r->vm_entries, 2);
-  /* The same day again is refused: NOT_IN_STATE. */
+  /* The same day again is refused: ALREADY_SETTLED, with the day. */
   assert_int_equal(hg_client_daily_settlement(op, d10, &seq), 0);
-  assert_int_equal(ok_result(op, seq), HOURGLASS__V1__REJECT_REASON__REJ_NOT_IN_STATE);
+  r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, HOURGLASS__V1__REJECT_REASON__REJ_ALREADY_SETTLED);
+  assert_int_equal(r->day, d10);
+  assert_non_null(r->text);
+  assert_non_null(strstr(r->text, "already settled"));
 
   /* Expiry before the last trading day's cycle: NOT_IN_STATE. */
   assert_int_equal(hg_client_expire(op, 1, &seq), 0);

@@ -126,9 +126,9 @@
  *  - FINALIZE_FIXING: PROVISIONAL -> FINAL (again on a FINAL day is not an
  *    error); no record (NO_FIXING), a NO_FIX day (NOT_IN_STATE).
  *    HG_XEV_FIXING with outcome HG_XFIX_FINALIZED.
- *  - DAILY_SETTLEMENT (day): refused (NOT_IN_STATE) unless day is after the
- *    last settled day and the command's ts is at or after 16:00 UTC of day
- *    (the cycle time is day's 16:00, never a clock). DSP per contract by the
+ *  - DAILY_SETTLEMENT (day): refused (ALREADY_SETTLED) unless day is after
+ *    the last settled day, and (NOT_IN_STATE) unless the command's ts is at
+ *    or after 16:00 UTC of day (the cycle time is day's 16:00, never a clock). DSP per contract by the
  *    tiers (HG_XEV_DSP each, in id order), variation margin for every
  *    position (HG_XEV_VM each, in the clearing's ledger order), checked to
  *    sum to exactly zero; then every DAY order expires, contracts whose last
@@ -444,7 +444,8 @@ const char *hg_command_type_str(uint32_t type);
   XX(FIXINGS_MISSING,      76, "final settlement waits for FINAL fixings")    \
   XX(FIXING_FINAL,         77, "the fixing is FINAL and never changes")       \
   XX(NO_FIXING,            78, "no fixing for that day")                      \
-  XX(SETTLEMENT_FAILED,    79, "settlement could not be applied")
+  XX(SETTLEMENT_FAILED,    79, "settlement could not be applied")          \
+  XX(ALREADY_SETTLED,      80, "the daily cycle of that day has already run")
 
 typedef enum hg_xreject {
 #define HG_XREJECT_ENUM(name, num, msg) HG_XREJ_##name = num,
