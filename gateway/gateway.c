@@ -143,6 +143,9 @@ typedef struct instr {
   uint32_t state;          /* InstrumentState */
   char symbol[HG_SYMBOL_MAX + 1];
   hg_book_params_t params;
+  /* The clearing's reference price and inclusive band (ticks; 0: none), as
+   * the engine last published them (listing, fixings, daily cycles). */
+  int64_t ref_price, band_low, band_high;
   uint64_t md_seq;
   level_t *lv[2];          /* [side], best first; capacity cap_lv */
   uint32_t n_lv[2];
@@ -470,6 +473,12 @@ static uint32_t instr_slot(hg_gateway_t *gw, const instr_t *in) {
 
 /* Adds an instrument (listing or seed); its level arrays hold one level per
  * possible resting order. NULL when the table is full or memory is short. */
+static void instr_reference(instr_t *in, int64_t ref, int64_t lo, int64_t hi) {
+  in->ref_price = ref;
+  in->band_low = lo;
+  in->band_high = hi;
+}
+
 static instr_t *instr_add(hg_gateway_t *gw, uint32_t id, const char *symbol,
                           const hg_book_params_t *params, uint32_t state) {
   instr_t *in = instr_find(gw, id);
@@ -2128,6 +2137,10 @@ static void handle_instruments(conn_t *c, uint32_t si, const env_t *env) {
     info[n].max_price = in->params.max_price;
     info[n].max_order_qty = in->params.max_order_qty;
     info[n].state = in->state;
+    info[n].has_ref_price = info[n].has_band_low = info[n].has_band_high = 1;
+    info[n].ref_price = in->ref_price;
+    info[n].band_low = in->band_low;
+    info[n].band_high = in->band_high;
     ptr[n] = &info[n];
     n++;
   }
@@ -3085,9 +3098,14 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
     sym[HG_SYMBOL_MAX] = '\0';
     in = instr_add(gw, ev->instrument_id, sym, &ev->listed.params, ISTATE(TRADING));
     if (in == NULL) gw_log(gw, HG_PIPE_LOG_WARN, "instrument table full; market data missing");
+    else instr_reference(in, ev->price, ev->lo, ev->hi);
     op_response(gw, p, ev, 0);
     break;
   }
+  case HG_XEV_REFERENCE:
+    in = instr_find(gw, ev->instrument_id);
+    if (in != NULL) instr_reference(in, ev->price, ev->lo, ev->hi);
+    break;
   case HG_XEV_DELISTED:
   case HG_XEV_HALTED:
   case HG_XEV_RESUMED:
@@ -3686,6 +3704,7 @@ static void seed_instrument(void *ctx, const hg_exchange_instrument_info_t *info
     s->rc = HG_EFULL;
     return;
   }
+  instr_reference(in, info->ref_price, info->band_low, info->band_high);
   const hg_book_t *book = hg_exchange_book(s->ex, info->id);
   if (book == NULL) return;
   /* hg_book_depth writes hg_book_level_t: bounce through the arena, idle
