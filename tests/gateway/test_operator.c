@@ -412,6 +412,20 @@ static void test_reference_in_instrument_info(void **state) {
   hg_client_destroy(tb);
   hg_client_logout(op, 1000);
   hg_client_destroy(op);
+  /* A restarted gateway seeds them from the recovered state. */
+  char dir[sizeof s.dir];
+  memcpy(dir, s.dir, sizeof dir);
+  ch_halt(&s);
+  o.data_dir = dir;
+  assert_int_equal(ch_create(&s, &o), 0);
+  assert_int_equal(ch_run(&s), 0);
+  op = login(&s, OP, 0);
+  instrument_ref(op, &ref, &lo, &hi);
+  assert_int_equal(ref, 507);
+  assert_int_equal(lo, 406);
+  assert_int_equal(hi, 608);
+  hg_client_logout(op, 1000);
+  hg_client_destroy(op);
   ch_stop(&s);
 }
 
