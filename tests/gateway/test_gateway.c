@@ -783,6 +783,89 @@ static void test_reject_echoes_request(void **state) {
   gt_stop(&s);
 }
 
+/* MassQuote refusals: the gateway's per entry in the ack, the engine's as
+ * execution reports; quoting an instrument in a new group pulls the old
+ * group's quote there. */
+static void test_quote_rejects_and_groups(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t m, b;
+  assert_true(gt_login(&m, s.port, MM, 0, 0) > 0);
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+  send_quote(&m, 1, 100, 10, 110, 10, 0);
+  env_t *e = gt_expect(&m, BODY(MASS_QUOTE_ACK), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->mass_quote_ack->n_rejects, 0);
+  expect_er(&m, EXEC(NEW));
+  expect_er(&m, EXEC(NEW));
+  /* B rests an ask at 120: a bid quote at 130 would cross it. */
+  gt_new_order(&b, 1, 1, 1, 120, 3, 0);
+  expect_er(&b, EXEC(NEW));
+  Hourglass__V1__QuoteEntry qe[2];
+  Hourglass__V1__QuoteEntry *pe[2] = {&qe[0], &qe[1]};
+  for (int i = 0; i < 2; i++) {
+    hourglass__v1__quote_entry__init(&qe[i]);
+    qe[i].has_bid_price = qe[i].has_bid_qty = qe[i].has_ask_price = qe[i].has_ask_qty = 1;
+  }
+  qe[0].instrument_id = 1;
+  qe[0].bid_price = 130;
+  qe[0].bid_qty = 5;
+  qe[0].ask_price = 140;
+  qe[0].ask_qty = 6;
+  qe[1].instrument_id = 77; /* not listed */
+  qe[1].bid_price = 100;
+  qe[1].bid_qty = 1;
+  Hourglass__V1__MassQuote mq = HOURGLASS__V1__MASS_QUOTE__INIT;
+  mq.quote_group = 2;
+  mq.n_entries = 2;
+  mq.entries = pe;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MASS_QUOTE);
+  q.mass_quote = &mq;
+  gt_send(&m, &q);
+  e = gt_expect(&m, BODY(MASS_QUOTE_ACK), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->mass_quote_ack->reason, 0);
+  assert_int_equal(e->mass_quote_ack->quote_group, 2);
+  assert_int_equal(e->mass_quote_ack->n_rejects, 1);
+  assert_int_equal(e->mass_quote_ack->rejects[0]->index, 1);
+  assert_int_equal(e->mass_quote_ack->rejects[0]->reason, REJ(UNKNOWN_INSTRUMENT));
+  /* Group 1's two quotes in instrument 1 are pulled; the bid of group 2
+   * is refused by the book (post-only would cross), the ask rests. */
+  int cancelled_g1 = 0, rejected = 0, news = 0;
+  for (int i = 0; i < 4; i++) {
+    e = gt_expect(&m, BODY(EXECUTION_REPORT), 2000);
+    assert_non_null(e);
+    const Hourglass__V1__ExecutionReport *er = e->execution_report;
+    if (er->exec_type == EXEC(CANCELLED)) {
+      assert_int_equal(er->quote_group, 1);
+      cancelled_g1++;
+    } else if (er->exec_type == EXEC(REJECTED)) {
+      assert_int_equal(er->reason, REJ(POST_ONLY_WOULD_CROSS));
+      assert_int_equal(er->request, HOURGLASS__V1__REQUEST_KIND__REQ_QUOTE);
+      assert_int_equal(er->quote_group, 2);
+      assert_int_equal(er->side, HOURGLASS__V1__SIDE__SIDE_BUY);
+      assert_int_equal(er->price, 130);
+      assert_int_equal(er->qty, 5);
+      assert_true(er->order_id > 0);
+      assert_true((er->client_order_id >> 63) == 1);
+      rejected++;
+    } else {
+      assert_int_equal(er->exec_type, EXEC(NEW));
+      assert_int_equal(er->quote_group, 2);
+      assert_int_equal(er->price, 140);
+      news++;
+    }
+  }
+  assert_int_equal(cancelled_g1, 2);
+  assert_int_equal(rejected, 1);
+  assert_int_equal(news, 1);
+  gt_close(&m);
+  gt_close(&b);
+  gt_stop(&s);
+}
+
 /* AddApiKey: a trading key must name a known account of the firm given. */
 static void test_add_api_key_account_firm(void **state) {
   (void)state;
@@ -1002,6 +1085,7 @@ int main(void) {
       cmocka_unit_test(test_cancel_on_disconnect),
       cmocka_unit_test(test_mass_quote_mmp),
       cmocka_unit_test(test_reject_echoes_request),
+      cmocka_unit_test(test_quote_rejects_and_groups),
       cmocka_unit_test(test_add_api_key_account_firm),
       cmocka_unit_test(test_unsubscribe_codes),
       cmocka_unit_test(test_loop_thread_blocks_sigpipe),
