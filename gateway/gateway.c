@@ -471,14 +471,14 @@ static uint32_t instr_slot(hg_gateway_t *gw, const instr_t *in) {
   return (uint32_t)(in - gw->instr);
 }
 
-/* Adds an instrument (listing or seed); its level arrays hold one level per
- * possible resting order. NULL when the table is full or memory is short. */
 static void instr_reference(instr_t *in, int64_t ref, int64_t lo, int64_t hi) {
   in->ref_price = ref;
   in->band_low = lo;
   in->band_high = hi;
 }
 
+/* Adds an instrument (listing or seed); its level arrays hold one level per
+ * possible resting order. NULL when the table is full or memory is short. */
 static instr_t *instr_add(hg_gateway_t *gw, uint32_t id, const char *symbol,
                           const hg_book_params_t *params, uint32_t state) {
   instr_t *in = instr_find(gw, id);
@@ -1370,6 +1370,12 @@ static void er_echo(Hourglass__V1__ExecutionReport *er, reject_echo_t x) {
   }
 }
 
+/* The echo of a new order request (no side when the side is out of range). */
+static reject_echo_t new_order_echo(const Hourglass__V1__NewOrderRequest *r) {
+  return (reject_echo_t){r->side == 0 || r->side == 1 ? (int)r->side : -1,
+                         r->has_price ? r->price : 0, r->qty};
+}
+
 /* The echo of a journal command (new order or replace; cancels echo nothing). */
 static reject_echo_t cmd_echo(const hg_command_t *cmd) {
   if (cmd->type == HG_COMMAND_NEW_ORDER)
@@ -1610,8 +1616,7 @@ static void handle_new_order(conn_t *c, stream_t *st, uint32_t si, const env_t *
   if (rej == 0) rej = submit(gw, &cmd, P_NEW, si, c, env->seq, NULL);
   if (rej != 0)
     send_order_reject(gw, si, env->seq, REQ(NEW_ORDER), rej, r->instrument_id, 0,
-                      r->client_order_id, 0,
-                      (reject_echo_t){r->side == 1 ? 1 : 0, r->has_price ? r->price : 0, r->qty});
+                      r->client_order_id, 0, new_order_echo(r));
 }
 
 static void handle_cancel(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
@@ -2790,7 +2795,11 @@ static void handle_frame(conn_t *c, const uint8_t *body, size_t len) {
                    : body_case == B(REPLACE) ? REQ(REPLACE)
                                              : 0;
     if (req != 0) {
-      send_order_reject(gw, si, env->seq, req, REJ(NOT_PERMITTED), 0, 0, 0, 0, NO_ECHO);
+      reject_echo_t echo = body_case == B(NEW_ORDER) ? new_order_echo(env->new_order)
+                           : body_case == B(REPLACE)
+                               ? (reject_echo_t){-1, env->replace->new_price, env->replace->new_qty}
+                               : NO_ECHO;
+      send_order_reject(gw, si, env->seq, req, REJ(NOT_PERMITTED), 0, 0, 0, 0, echo);
     } else {
       send_response(gw, si, env->seq, REJ(NOT_PERMITTED), NULL);
     }

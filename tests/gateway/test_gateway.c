@@ -779,6 +779,16 @@ static void test_reject_echoes_request(void **state) {
   er = expect_er(&a, EXEC(REJECTED))->execution_report;
   assert_false(er->has_price);
   assert_false(er->has_qty);
+  /* A role refusal echoes too. */
+  gt_client_t v;
+  assert_true(gt_login(&v, s.port, RV1, 0, 0) > 0);
+  gt_new_order(&v, 1, 9003, 1, 470, 9, 0);
+  er = expect_er(&v, EXEC(REJECTED))->execution_report;
+  assert_int_equal(er->reason, REJ(NOT_PERMITTED));
+  assert_int_equal(er->side, HOURGLASS__V1__SIDE__SIDE_SELL);
+  assert_int_equal(er->price, 470);
+  assert_int_equal(er->qty, 9);
+  gt_close(&v);
   gt_close(&a);
   gt_stop(&s);
 }
