@@ -375,6 +375,33 @@ static void emit_order_reject(hg_exchange_t *ex, uint8_t cmd, uint16_t reason,
   ex->sink(ex->sink_ctx, ev);
 }
 
+/* The clearing's reference price of an instrument and its inclusive price
+ * band, in ticks (all 0: no reference; lo and hi 0: the band is off). */
+static void ref_band(const hg_exchange_t *ex, uint32_t id, int64_t *ref, int64_t *lo,
+                     int64_t *hi) {
+  hg_clearing_result_t r;
+  *ref = *lo = *hi = 0;
+  if (hg_clearing_check_band(ex->clr, id, 0, &r) != 0) return;
+  *ref = r.ref_price;
+  *lo = r.band_low;
+  *hi = r.band_high;
+}
+
+/* HG_XEV_REFERENCE of every listed contract of index slot (whose reference
+ * follows the index's fixing until a cycle sets its DSP), or of every
+ * contract (slot UINT32_MAX). */
+static void emit_references(hg_exchange_t *ex, uint32_t slot) {
+  for (uint32_t i = 0; i < ex->n_instr; i++) {
+    if (slot != UINT32_MAX && ex->instr[i].index != slot) continue;
+    hg_exchange_event_t ev;
+    event_init(ex, &ev, HG_XEV_REFERENCE);
+    ev.instrument_id = ex->instr[i].id;
+    ev.group = ex->instr[i].index + 1;
+    ref_band(ex, ev.instrument_id, &ev.price, &ev.lo, &ev.hi);
+    ex->sink(ex->sink_ctx, &ev);
+  }
+}
+
 static hg_exchange_receipt_t *rcpt_find(index_t *x, int32_t day, uint32_t *pos);
 
 /* The event carries the counts of the receipt kept with the day's fixing
@@ -984,6 +1011,7 @@ static int list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_
   ev.instrument_id = id;
   memcpy(ev.listed.symbol, inst->symbol, sizeof ev.listed.symbol);
   ev.listed.params = *params;
+  ref_band(ex, id, &ev.price, &ev.lo, &ev.hi);
   ex->sink(ex->sink_ctx, &ev);
   return 0;
 }
@@ -1328,6 +1356,7 @@ static int do_compute(hg_exchange_t *ex, const hg_cmd_index_day_t *c) {
   idx_push_fixings(ex, (uint32_t)slot);
   emit_fixing(ex, (uint32_t)slot, hg_index_history_get(&x->hist, c->day), (uint8_t)outcome,
               inputs);
+  emit_references(ex, (uint32_t)slot);
   return 0;
 }
 
@@ -1355,6 +1384,7 @@ static int do_publish_fixing(hg_exchange_t *ex, const hg_cmd_publish_fixing_t *c
   if (outcome != HG_INDEX_UNCHANGED) rcpt_drop(x, c->day);
   idx_push_fixings(ex, (uint32_t)slot);
   emit_fixing(ex, (uint32_t)slot, hg_index_history_get(&x->hist, c->day), (uint8_t)outcome, 0);
+  emit_references(ex, (uint32_t)slot);
   return 0;
 }
 
@@ -1378,6 +1408,7 @@ static void do_finalize(hg_exchange_t *ex, const hg_cmd_index_day_t *c) {
   staged_drop(ex, (uint32_t)slot, c->day); /* can no longer change anything */
   idx_push_fixings(ex, (uint32_t)slot);
   emit_fixing(ex, (uint32_t)slot, hg_index_history_get(&x->hist, c->day), HG_XFIX_FINALIZED, 0);
+  emit_references(ex, (uint32_t)slot);
 }
 
 /* Emits one event per ledger entry posted since `from` (VM or FINAL);
@@ -1412,7 +1443,11 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
   }
   uint64_t cycle_ts = (uint64_t)c->day * NS_PER_DAY + ex->ccfg.cycle_time_of_day_ns;
   /* One cycle per day, in day order, never before its 16:00. */
-  if (c->day <= ex->last_cycle_day || ex->cur.ts < cycle_ts) {
+  if (c->day <= ex->last_cycle_day) {
+    emit_reject_day(ex, HG_XREJ_ALREADY_SETTLED, 0, c->day);
+    return 0;
+  }
+  if (ex->cur.ts < cycle_ts) {
     emit_reject_day(ex, HG_XREJ_NOT_IN_STATE, 0, c->day);
     return 0;
   }
@@ -1443,6 +1478,7 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
     ev.tier = (uint8_t)(info.inst.last_dsp != 0 ? info.last_dsp_tier : HG_DSP_TIER_NONE);
     ex->sink(ex->sink_ctx, &ev);
   }
+  emit_references(ex, UINT32_MAX); /* the DSPs are the new references */
   int64_t vm_sum = emit_ledger(ex, before, HG_XEV_VM, c->day);
   if (vm_sum != 0 || rep.vm_paid + rep.vm_received != 0) clr_fault(ex, HG_ECORRUPT);
   int64_t expired = expire_day_orders(ex);
@@ -1780,6 +1816,7 @@ void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
     memcpy(info.symbol, inst->symbol, sizeof info.symbol);
     info.params = *hg_book_params(inst->book);
     info.orders = hg_book_order_count(inst->book);
+    ref_band(ex, inst->id, &info.ref_price, &info.band_low, &info.band_high);
     fn(ctx, &info);
   }
 }

@@ -143,6 +143,9 @@ typedef struct instr {
   uint32_t state;          /* InstrumentState */
   char symbol[HG_SYMBOL_MAX + 1];
   hg_book_params_t params;
+  /* The clearing's reference price and inclusive band (ticks; 0: none), as
+   * the engine last published them (listing, fixings, daily cycles). */
+  int64_t ref_price, band_low, band_high;
   uint64_t md_seq;
   level_t *lv[2];          /* [side], best first; capacity cap_lv */
   uint32_t n_lv[2];
@@ -466,6 +469,12 @@ static instr_t *instr_find(hg_gateway_t *gw, uint32_t id) {
 
 static uint32_t instr_slot(hg_gateway_t *gw, const instr_t *in) {
   return (uint32_t)(in - gw->instr);
+}
+
+static void instr_reference(instr_t *in, int64_t ref, int64_t lo, int64_t hi) {
+  in->ref_price = ref;
+  in->band_low = lo;
+  in->band_high = hi;
 }
 
 /* Adds an instrument (listing or seed); its level arrays hold one level per
@@ -1339,10 +1348,47 @@ static void send_response(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, u
   stream_send_idx(gw, stream, &env);
 }
 
+/* What a REJECTED report echoes of the refused request: side (new orders
+ * only, -1 none), price and quantity as submitted (new_price and new_qty
+ * for a replace; nothing for a cancel). */
+typedef struct reject_echo {
+  int side;
+  int64_t price, qty;
+} reject_echo_t;
+
+static const reject_echo_t NO_ECHO = {-1, 0, 0};
+
+static void er_echo(Hourglass__V1__ExecutionReport *er, reject_echo_t x) {
+  if (x.side >= 0) {
+    er->has_side = 1;
+    er->side = (Hourglass__V1__Side)x.side;
+  }
+  if (x.side >= 0 || x.price != 0 || x.qty != 0) {
+    er->has_price = er->has_qty = 1;
+    er->price = x.price;
+    er->qty = x.qty;
+  }
+}
+
+/* The echo of a new order request (no side when the side is out of range). */
+static reject_echo_t new_order_echo(const Hourglass__V1__NewOrderRequest *r) {
+  return (reject_echo_t){r->side == 0 || r->side == 1 ? (int)r->side : -1,
+                         r->has_price ? r->price : 0, r->qty};
+}
+
+/* The echo of a journal command (new order or replace; cancels echo nothing). */
+static reject_echo_t cmd_echo(const hg_command_t *cmd) {
+  if (cmd->type == HG_COMMAND_NEW_ORDER)
+    return (reject_echo_t){cmd->u.new_order.side, cmd->u.new_order.price, cmd->u.new_order.qty};
+  if (cmd->type == HG_COMMAND_REPLACE)
+    return (reject_echo_t){-1, cmd->u.replace.new_price, cmd->u.replace.new_qty};
+  return NO_ECHO;
+}
+
 /* ExecutionReport(REJECTED) for a request the gateway refused itself. */
 static void send_order_reject(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, uint32_t req,
                               uint32_t reason, uint32_t instrument, uint64_t order_id,
-                              uint64_t clordid, uint32_t quote_group) {
+                              uint64_t clordid, uint32_t quote_group, reject_echo_t echo) {
   Hourglass__V1__ExecutionReport er = HOURGLASS__V1__EXECUTION_REPORT__INIT;
   er.exec_type = EXEC(REJECTED);
   er.instrument_id = instrument;
@@ -1358,6 +1404,7 @@ static void send_order_reject(hg_gateway_t *gw, uint32_t stream, uint64_t ref_se
   er.ref_seq = ref_seq;
   er.has_quote_group = quote_group != 0;
   er.quote_group = quote_group;
+  er_echo(&er, echo);
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(EXECUTION_REPORT);
   env.execution_report = &er;
@@ -1569,7 +1616,7 @@ static void handle_new_order(conn_t *c, stream_t *st, uint32_t si, const env_t *
   if (rej == 0) rej = submit(gw, &cmd, P_NEW, si, c, env->seq, NULL);
   if (rej != 0)
     send_order_reject(gw, si, env->seq, REQ(NEW_ORDER), rej, r->instrument_id, 0,
-                      r->client_order_id, 0);
+                      r->client_order_id, 0, new_order_echo(r));
 }
 
 static void handle_cancel(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
@@ -1586,7 +1633,8 @@ static void handle_cancel(conn_t *c, stream_t *st, uint32_t si, const env_t *env
     rej = submit(gw, &cmd, P_CANCEL, si, c, env->seq, NULL);
   }
   if (rej != 0)
-    send_order_reject(gw, si, env->seq, REQ(CANCEL), rej, r->instrument_id, r->order_id, 0, 0);
+    send_order_reject(gw, si, env->seq, REQ(CANCEL), rej, r->instrument_id, r->order_id, 0, 0,
+                      NO_ECHO);
 }
 
 static void handle_replace(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
@@ -1609,7 +1657,8 @@ static void handle_replace(conn_t *c, stream_t *st, uint32_t si, const env_t *en
     rej = submit(gw, &cmd, P_REPLACE, si, c, env->seq, NULL);
   }
   if (rej != 0)
-    send_order_reject(gw, si, env->seq, REQ(REPLACE), rej, r->instrument_id, r->order_id, 0, 0);
+    send_order_reject(gw, si, env->seq, REQ(REPLACE), rej, r->instrument_id, r->order_id, 0, 0,
+                      (reject_echo_t){-1, r->new_price, r->new_qty});
 }
 
 static void handle_mass_cancel(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
@@ -2093,6 +2142,10 @@ static void handle_instruments(conn_t *c, uint32_t si, const env_t *env) {
     info[n].max_price = in->params.max_price;
     info[n].max_order_qty = in->params.max_order_qty;
     info[n].state = in->state;
+    info[n].has_ref_price = info[n].has_band_low = info[n].has_band_high = 1;
+    info[n].ref_price = in->ref_price;
+    info[n].band_low = in->band_low;
+    info[n].band_high = in->band_high;
     ptr[n] = &info[n];
     n++;
   }
@@ -2129,8 +2182,10 @@ static void handle_md_subscribe(conn_t *c, uint32_t si, const env_t *env) {
 
 static void handle_md_unsubscribe(conn_t *c, uint32_t si, const env_t *env) {
   instr_t *in = instr_find(c->gw, env->md_unsubscribe->instrument_id);
-  bool ok = in != NULL && md_unsubscribe(c, in);
-  send_response(c->gw, si, env->seq, ok ? 0 : REJ(UNKNOWN_INSTRUMENT), NULL);
+  uint32_t reason = in == NULL || in->state == ISTATE(DELISTED) ? REJ(UNKNOWN_INSTRUMENT)
+                    : !md_unsubscribe(c, in)                     ? REJ(NOT_SUBSCRIBED)
+                                                                 : 0;
+  send_response(c->gw, si, env->seq, reason, NULL);
 }
 
 static void handle_drop_copy(conn_t *c, uint32_t si, const env_t *env) {
@@ -2229,10 +2284,18 @@ static void handle_operator(conn_t *c, uint32_t si, const env_t *env) {
     rec.role = k->role;
     rec.account = k->has_account ? k->account : 0;
     rec.firm = k->has_firm ? k->firm : 0;
-    if (k->base.n_unknown_fields != 0 || k->secret.len < 16 || k->secret.len > 64) {
+    /* A trading key must name an account the exchange knows, of the firm
+     * given: drop copies and risk views follow the key's firm. */
+    bool trades = rec.role == HG_ROLE_TRADER || rec.role == HG_ROLE_MARKET_MAKER;
+    account_t *a = trades ? account_find(gw, rec.account) : NULL;
+    if (k->secret.len >= 16 && k->secret.len <= 64) rec.secret_len = (uint8_t)k->secret.len;
+    if (k->base.n_unknown_fields != 0 || hg_key_record_check(&rec) != 0) {
       reason = REJ(INVALID_REQUEST);
+    } else if (trades && a == NULL) {
+      reason = REJ(UNKNOWN_ACCOUNT);
+    } else if (trades && a->firm != rec.firm) {
+      reason = REJ(FIRM_MISMATCH);
     } else {
-      rec.secret_len = (uint8_t)k->secret.len;
       memcpy(rec.secret, k->secret.data, k->secret.len);
       int rc = key_store(gw, &rec, 0);
       reason = rc == 0               ? 0
@@ -2552,11 +2615,15 @@ static void settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o) 
   case HG_COMMAND_DAILY_SETTLEMENT:
     r.has_day = 1;
     r.day = p->cmd.u.daily.day;
-    if (a->reason == REJ(NOT_IN_STATE)) {
+    if (a->reason == REJ(NOT_IN_STATE) || a->reason == REJ(ALREADY_SETTLED)) {
       char d[11];
       hg_index_day_format(p->cmd.u.daily.day, d);
-      snprintf(text, sizeof text,
-               "%s is not the next cycle: one per day, in day order, from 16:00 UTC that day", d);
+      if (a->reason == REJ(ALREADY_SETTLED))
+        snprintf(text, sizeof text,
+                 "%s is already settled: one cycle per day, in day order", d);
+      else
+        snprintf(text, sizeof text, "%s is not the next cycle: not before 16:00 UTC that day",
+                 d);
       r.text = text;
     }
     if (a->cycle) {
@@ -2728,7 +2795,11 @@ static void handle_frame(conn_t *c, const uint8_t *body, size_t len) {
                    : body_case == B(REPLACE) ? REQ(REPLACE)
                                              : 0;
     if (req != 0) {
-      send_order_reject(gw, si, env->seq, req, REJ(NOT_PERMITTED), 0, 0, 0, 0);
+      reject_echo_t echo = body_case == B(NEW_ORDER) ? new_order_echo(env->new_order)
+                           : body_case == B(REPLACE)
+                               ? (reject_echo_t){-1, env->replace->new_price, env->replace->new_qty}
+                               : NO_ECHO;
+      send_order_reject(gw, si, env->seq, req, REJ(NOT_PERMITTED), 0, 0, 0, 0, echo);
     } else {
       send_response(gw, si, env->seq, REJ(NOT_PERMITTED), NULL);
     }
@@ -2873,6 +2944,11 @@ static void on_book_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
                                                  : REQ(NEW_ORDER);
     er.has_quote_group = p != NULL && p->quote_group != 0;
     er.quote_group = p != NULL ? p->quote_group : 0;
+    /* The request as submitted (a cancel has no price or quantity). */
+    if (be->cmd == HG_CMD_NEW)
+      er_echo(&er, (reject_echo_t){be->side, be->price, be->qty});
+    else if (be->cmd == HG_CMD_REPLACE)
+      er_echo(&er, (reject_echo_t){-1, be->price, be->qty});
     if (HG_CLR_IS_REJECT(be->reason)) { /* the clearing's check: its numbers */
       er.has_risk_equity = er.has_risk_initial_margin = er.has_risk_ref_price = 1;
       er.has_risk_position = er.has_risk_low = er.has_risk_high = 1;
@@ -3031,9 +3107,14 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
     sym[HG_SYMBOL_MAX] = '\0';
     in = instr_add(gw, ev->instrument_id, sym, &ev->listed.params, ISTATE(TRADING));
     if (in == NULL) gw_log(gw, HG_PIPE_LOG_WARN, "instrument table full; market data missing");
+    else instr_reference(in, ev->price, ev->lo, ev->hi);
     op_response(gw, p, ev, 0);
     break;
   }
+  case HG_XEV_REFERENCE:
+    in = instr_find(gw, ev->instrument_id);
+    if (in != NULL) instr_reference(in, ev->price, ev->lo, ev->hi);
+    break;
   case HG_XEV_DELISTED:
   case HG_XEV_HALTED:
   case HG_XEV_RESUMED:
@@ -3107,7 +3188,7 @@ static void drain(hg_gateway_t *gw) {
                            : p->kind == P_QUOTE  ? REQ(QUOTE)
                                                  : REQ(REPLACE);
             send_order_reject(gw, p->stream, p->ref_seq, req, REJ(UNAVAILABLE), 0, 0, 0,
-                              p->quote_group);
+                              p->quote_group, cmd_echo(&p->cmd));
           } else if (p->kind != P_INTERNAL) {
             send_response(gw, p->stream, p->ref_seq, REJ(UNAVAILABLE), NULL);
           }
@@ -3632,6 +3713,7 @@ static void seed_instrument(void *ctx, const hg_exchange_instrument_info_t *info
     s->rc = HG_EFULL;
     return;
   }
+  instr_reference(in, info->ref_price, info->band_low, info->band_high);
   const hg_book_t *book = hg_exchange_book(s->ex, info->id);
   if (book == NULL) return;
   /* hg_book_depth writes hg_book_level_t: bounce through the arena, idle

@@ -323,8 +323,9 @@ def _main():
     if args.cmd == "instruments":
         c.instruments()
         for i in c.expect("instrument_list").instrument_list.instruments:
-            print("%u %s tick=%d unit=%d state=%u" % (i.instrument_id, i.symbol, i.tick_size,
-                                                      i.contract_unit, i.state))
+            print("%u %s tick=%d unit=%d state=%u ref=%d band=%d..%d" % (
+                i.instrument_id, i.symbol, i.tick_size, i.contract_unit, i.state,
+                i.ref_price, i.band_low, i.band_high))
     else:
         side = pb.SIDE_BUY if args.side == "buy" else pb.SIDE_SELL
         c.new_order(args.instrument, args.clordid, side, args.qty, args.price)

@@ -548,6 +548,77 @@ static void test_listing_price_ranks_after_the_index(void **state) {
   assert_int_equal(e->price, 3457);
 }
 
+/* The reference price and band the clearing checks against are published:
+ * on the listing event, after each fixing (the index's contracts only) and
+ * after the cycle's DSPs (every contract), and in the instrument listing a
+ * restarted consumer seeds from. Band 20%: [ceil(0.8 ref), floor(1.2 ref)]. */
+static void info_of(void *ctx, const hg_exchange_instrument_info_t *info) {
+  hg_exchange_instrument_info_t *out = ctx;
+  if (info->id == out->id) *out = *info;
+}
+
+static void test_reference_events(void **state) {
+  fx_t *f = *state;
+  int32_t t = dayn("2027-01-15");
+  f->ts = at(t, 9 * HOUR);
+  curve(f, "B200", "A", 2027, 3, 1, 3000);
+  const hg_exchange_event_t *e = find(f, HG_XEV_LISTED, 0);
+  assert_int_equal(e->instrument_id, 1);
+  assert_int_equal(e->price, 3000);
+  assert_int_equal(e->lo, 2400);
+  assert_int_equal(e->hi, 3600);
+  curve(f, "H100", "A", 2027, 3, 101, 2001);
+  e = find(f, HG_XEV_LISTED, 0);
+  assert_int_equal(e->price, 2001);
+  assert_int_equal(e->lo, 1601); /* ceil(1600.8) */
+  assert_int_equal(e->hi, 2401); /* floor(2401.2) */
+  /* 3,456,789 micro-USD -> 3457 ticks: [ceil(2765.6), floor(4148.4)]. */
+  publish_fixing(f, "B200", "A", t - 1, 3456789);
+  assert_int_equal(count(f, HG_XEV_REFERENCE), 12);
+  for (size_t i = 0; i < f->n; i++) {
+    if (f->ev[i].type != HG_XEV_REFERENCE) continue;
+    assert_true(f->ev[i].instrument_id >= 1 && f->ev[i].instrument_id <= 12);
+    assert_int_equal(f->ev[i].price, 3457);
+    assert_int_equal(f->ev[i].lo, 2766);
+    assert_int_equal(f->ev[i].hi, 4148);
+  }
+  hg_exchange_instrument_info_t info = {.id = 1};
+  hg_exchange_foreach_instrument(f->ex, info_of, &info);
+  assert_int_equal(info.ref_price, 3457);
+  assert_int_equal(info.band_low, 2766);
+  assert_int_equal(info.band_high, 4148);
+  info = (hg_exchange_instrument_info_t){.id = 101};
+  hg_exchange_foreach_instrument(f->ex, info_of, &info);
+  assert_int_equal(info.ref_price, 2001);
+  /* The cycle: one REFERENCE per contract, each its new DSP's, after the
+   * DSPs and before CYCLE. */
+  index_day(f, HG_COMMAND_FINALIZE_FIXING, "B200", "A", t - 1);
+  assert_int_equal(count(f, HG_XEV_REFERENCE), 12);
+  account(f, 1, 10000000000);
+  order(f, 1, 1, HG_SIDE_BUY, 3400, 1); /* one bid, no ask, no trade: tier 4 */
+  expect_accepted(f);
+  f->ts = at(t, 16 * HOUR);
+  daily(f, t);
+  assert_int_equal(count(f, HG_XEV_REFERENCE), 24);
+  size_t last_dsp = 0, first_ref = f->n, cyc = 0;
+  for (size_t i = 0; i < f->n; i++) {
+    if (f->ev[i].type == HG_XEV_DSP) last_dsp = i;
+    if (f->ev[i].type == HG_XEV_REFERENCE && i < first_ref) first_ref = i;
+    if (f->ev[i].type == HG_XEV_CYCLE) cyc = i;
+  }
+  assert_true(last_dsp < first_ref && first_ref < cyc);
+  e = dsp_of(f, 1);
+  assert_int_equal(e->tier, HG_DSP_TIER_INDEX);
+  assert_int_equal(e->price, 3457);
+  const hg_exchange_event_t *r = NULL;
+  for (size_t i = 0; i < f->n; i++)
+    if (f->ev[i].type == HG_XEV_REFERENCE && f->ev[i].instrument_id == 1) r = &f->ev[i];
+  assert_non_null(r);
+  assert_int_equal(r->price, 3457);
+  assert_int_equal(r->lo, 2766);
+  assert_int_equal(r->hi, 4148);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Daily cycle: DSP tiers and variation margin                               */
 /* ------------------------------------------------------------------------ */
@@ -611,10 +682,13 @@ static void test_daily_cycle_vm_and_every_tier(void **state) {
   assert_int_equal(e->hi, 50000000);
   assert_int_equal(cash_of(f, 10), 10000000000 - 50000000);
   assert_int_equal(cash_of(f, 30), 10000000000 + 20000000);
-  /* The same day twice, or a day before 16:00, is refused. */
+  /* The same day twice is already settled; a day before its 16:00 is not
+   * yet in state. */
   f->ts = at(t + 1, 10 * HOUR);
   daily(f, t);
-  assert_int_equal(f->ev[0].reason, HG_XREJ_NOT_IN_STATE);
+  assert_int_equal(f->ev[0].reason, HG_XREJ_ALREADY_SETTLED);
+  daily(f, t - 1); /* an earlier day than the last cycle's: also settled */
+  assert_int_equal(f->ev[0].reason, HG_XREJ_ALREADY_SETTLED);
   daily(f, t + 1);
   assert_int_equal(f->ev[0].reason, HG_XREJ_NOT_IN_STATE);
 
@@ -1075,6 +1149,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_delivery_month_relisted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_resting_orders_at_month_start, setup, teardown),
       cmocka_unit_test_setup_teardown(test_listing_price_ranks_after_the_index, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reference_events, setup, teardown),
       cmocka_unit_test_setup_teardown(test_daily_cycle_vm_and_every_tier, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fixing_compute_restate_finalize, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expiry_blocked_then_final_settlement, setup, teardown),

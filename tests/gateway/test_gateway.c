@@ -701,6 +701,235 @@ static void test_mass_quote_mmp(void **state) {
   gt_stop(&s);
 }
 
+/* ------------------------------------------- what a market maker is told */
+
+/* Operator: AddApiKey over the wire; returns the Response's reason. */
+static int add_api_key(gt_client_t *op, uint64_t key_id, uint32_t role, uint32_t account,
+                       uint32_t firm) {
+  uint8_t sec[32];
+  gt_secret(key_id, sec);
+  Hourglass__V1__AddApiKey k = HOURGLASS__V1__ADD_API_KEY__INIT;
+  k.key_id = key_id;
+  k.secret.data = sec;
+  k.secret.len = sizeof sec;
+  k.role = role;
+  k.has_account = account != 0;
+  k.account = account;
+  k.has_firm = firm != 0;
+  k.firm = firm;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(ADD_API_KEY);
+  q.add_api_key = &k;
+  gt_send(op, &q);
+  return gt_response_reason(op);
+}
+
+static void md_unsubscribe_req(gt_client_t *c, uint32_t instrument_id) {
+  Hourglass__V1__MarketDataUnsubscribe mu = HOURGLASS__V1__MARKET_DATA_UNSUBSCRIBE__INIT;
+  mu.instrument_id = instrument_id;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MD_UNSUBSCRIBE);
+  q.md_unsubscribe = &mu;
+  gt_send(c, &q);
+}
+
+/* A REJECTED report echoes the price and quantity it refused, whichever
+ * layer refused it (book, exchange, gateway). */
+static void test_reject_echoes_request(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t a;
+  assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  /* The book: a price above max_price (100000). */
+  gt_new_order(&a, 1, 9001, 1, 200000, 7, 0);
+  const Hourglass__V1__ExecutionReport *er = expect_er(&a, EXEC(REJECTED))->execution_report;
+  assert_int_equal(er->reason, REJ(PRICE_OUT_OF_RANGE));
+  assert_int_equal(er->request, HOURGLASS__V1__REQUEST_KIND__REQ_NEW_ORDER);
+  assert_true(er->has_price && er->has_qty && er->has_side);
+  assert_int_equal(er->price, 200000);
+  assert_int_equal(er->qty, 7);
+  assert_int_equal(er->side, HOURGLASS__V1__SIDE__SIDE_SELL);
+  assert_int_equal(er->client_order_id, 9001);
+  assert_true(er->order_id > 0); /* a rejected order still gets its id */
+  /* The exchange: an unknown instrument. */
+  gt_new_order(&a, 77, 9002, 0, 450, 3, 0);
+  er = expect_er(&a, EXEC(REJECTED))->execution_report;
+  assert_int_equal(er->reason, REJ(UNKNOWN_INSTRUMENT));
+  assert_int_equal(er->price, 450);
+  assert_int_equal(er->qty, 3);
+  assert_true(er->has_side);
+  assert_int_equal(er->side, HOURGLASS__V1__SIDE__SIDE_BUY);
+  /* A replace of an unknown order: new_price and new_qty. */
+  gt_replace(&a, 1, 424242, 510, 4);
+  er = expect_er(&a, EXEC(REJECTED))->execution_report;
+  assert_int_equal(er->reason, REJ(UNKNOWN_ORDER));
+  assert_int_equal(er->request, HOURGLASS__V1__REQUEST_KIND__REQ_REPLACE);
+  assert_true(er->has_price && er->has_qty);
+  assert_int_equal(er->price, 510);
+  assert_int_equal(er->qty, 4);
+  /* The gateway itself: a client order id in the quotes' half. */
+  gt_new_order(&a, 1, (uint64_t)1 << 63 | 5, 0, 480, 2, 0);
+  er = expect_er(&a, EXEC(REJECTED))->execution_report;
+  assert_int_equal(er->reason, REJ(INVALID_REQUEST));
+  assert_int_equal(er->price, 480);
+  assert_int_equal(er->qty, 2);
+  /* A cancel has nothing to echo. */
+  gt_cancel(&a, 1, 424242);
+  er = expect_er(&a, EXEC(REJECTED))->execution_report;
+  assert_false(er->has_price);
+  assert_false(er->has_qty);
+  /* A role refusal echoes too. */
+  gt_client_t v;
+  assert_true(gt_login(&v, s.port, RV1, 0, 0) > 0);
+  gt_new_order(&v, 1, 9003, 1, 470, 9, 0);
+  er = expect_er(&v, EXEC(REJECTED))->execution_report;
+  assert_int_equal(er->reason, REJ(NOT_PERMITTED));
+  assert_int_equal(er->side, HOURGLASS__V1__SIDE__SIDE_SELL);
+  assert_int_equal(er->price, 470);
+  assert_int_equal(er->qty, 9);
+  gt_close(&v);
+  gt_close(&a);
+  gt_stop(&s);
+}
+
+/* MassQuote refusals: the gateway's per entry in the ack, the engine's as
+ * execution reports; quoting an instrument in a new group pulls the old
+ * group's quote there. */
+static void test_quote_rejects_and_groups(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t m, b;
+  assert_true(gt_login(&m, s.port, MM, 0, 0) > 0);
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+  send_quote(&m, 1, 100, 10, 110, 10, 0);
+  env_t *e = gt_expect(&m, BODY(MASS_QUOTE_ACK), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->mass_quote_ack->n_rejects, 0);
+  expect_er(&m, EXEC(NEW));
+  expect_er(&m, EXEC(NEW));
+  /* B rests an ask at 120: a bid quote at 130 would cross it. */
+  gt_new_order(&b, 1, 1, 1, 120, 3, 0);
+  expect_er(&b, EXEC(NEW));
+  Hourglass__V1__QuoteEntry qe[2];
+  Hourglass__V1__QuoteEntry *pe[2] = {&qe[0], &qe[1]};
+  for (int i = 0; i < 2; i++) {
+    hourglass__v1__quote_entry__init(&qe[i]);
+    qe[i].has_bid_price = qe[i].has_bid_qty = qe[i].has_ask_price = qe[i].has_ask_qty = 1;
+  }
+  qe[0].instrument_id = 1;
+  qe[0].bid_price = 130;
+  qe[0].bid_qty = 5;
+  qe[0].ask_price = 140;
+  qe[0].ask_qty = 6;
+  qe[1].instrument_id = 77; /* not listed */
+  qe[1].bid_price = 100;
+  qe[1].bid_qty = 1;
+  Hourglass__V1__MassQuote mq = HOURGLASS__V1__MASS_QUOTE__INIT;
+  mq.quote_group = 2;
+  mq.n_entries = 2;
+  mq.entries = pe;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(MASS_QUOTE);
+  q.mass_quote = &mq;
+  gt_send(&m, &q);
+  e = gt_expect(&m, BODY(MASS_QUOTE_ACK), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->mass_quote_ack->reason, 0);
+  assert_int_equal(e->mass_quote_ack->quote_group, 2);
+  assert_int_equal(e->mass_quote_ack->n_rejects, 1);
+  assert_int_equal(e->mass_quote_ack->rejects[0]->index, 1);
+  assert_int_equal(e->mass_quote_ack->rejects[0]->reason, REJ(UNKNOWN_INSTRUMENT));
+  /* Group 1's two quotes in instrument 1 are pulled; the bid of group 2
+   * is refused by the book (post-only would cross), the ask rests. */
+  int cancelled_g1 = 0, rejected = 0, news = 0;
+  for (int i = 0; i < 4; i++) {
+    e = gt_expect(&m, BODY(EXECUTION_REPORT), 2000);
+    assert_non_null(e);
+    const Hourglass__V1__ExecutionReport *er = e->execution_report;
+    if (er->exec_type == EXEC(CANCELLED)) {
+      assert_int_equal(er->quote_group, 1);
+      cancelled_g1++;
+    } else if (er->exec_type == EXEC(REJECTED)) {
+      assert_int_equal(er->reason, REJ(POST_ONLY_WOULD_CROSS));
+      assert_int_equal(er->request, HOURGLASS__V1__REQUEST_KIND__REQ_QUOTE);
+      assert_int_equal(er->quote_group, 2);
+      assert_int_equal(er->side, HOURGLASS__V1__SIDE__SIDE_BUY);
+      assert_int_equal(er->price, 130);
+      assert_int_equal(er->qty, 5);
+      assert_true(er->order_id > 0);
+      assert_true((er->client_order_id >> 63) == 1);
+      rejected++;
+    } else {
+      assert_int_equal(er->exec_type, EXEC(NEW));
+      assert_int_equal(er->quote_group, 2);
+      assert_int_equal(er->price, 140);
+      news++;
+    }
+  }
+  assert_int_equal(cancelled_g1, 2);
+  assert_int_equal(rejected, 1);
+  assert_int_equal(news, 1);
+  gt_close(&m);
+  gt_close(&b);
+  gt_stop(&s);
+}
+
+/* AddApiKey: a trading key must name a known account of the firm given. */
+static void test_add_api_key_account_firm(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t op, t;
+  assert_true(gt_login(&op, s.port, OP, 0, 0) > 0);
+  /* ACC_A is firm 1. */
+  assert_int_equal(add_api_key(&op, 50, HG_ROLE_TRADER, ACC_A, 2), REJ(FIRM_MISMATCH));
+  assert_int_equal(add_api_key(&op, 50, HG_ROLE_MARKET_MAKER, ACC_A, 3), REJ(FIRM_MISMATCH));
+  assert_int_equal(add_api_key(&op, 50, HG_ROLE_TRADER, 999, 1), REJ(UNKNOWN_ACCOUNT));
+  assert_int_equal(add_api_key(&op, 50, HG_ROLE_TRADER, ACC_A, 0), REJ(INVALID_REQUEST));
+  assert_int_equal(add_api_key(&op, 50, HG_ROLE_TRADER, 0, 1), REJ(INVALID_REQUEST));
+  /* None of the refusals stored the key: it does not log in. */
+  assert_true(gt_connect(&t, s.port) == 0);
+  uint8_t sec[32];
+  gt_secret(50, sec);
+  assert_int_equal(gt_send_login(&t, 50, sec, 0, 0, 30000, 0), 0);
+  env_t *e = gt_expect(&t, BODY(LOGIN_REJECT), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->login_reject->code, LREJ(AUTH_FAILED));
+  gt_close(&t);
+  /* The right firm: stored, and the key trades for the account. */
+  assert_int_equal(add_api_key(&op, 50, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(add_api_key(&op, 51, HG_ROLE_RISK_VIEWER, 0, 2), 0);
+  assert_true(gt_login(&t, s.port, 50, 0, 0) > 0);
+  gt_new_order(&t, 1, 1, 0, 400, 1, 0);
+  assert_int_equal(expect_er(&t, EXEC(NEW))->execution_report->ref_seq, t.seq);
+  gt_close(&t);
+  gt_close(&op);
+  gt_stop(&s);
+}
+
+/* Unsubscribing: not subscribed and unknown instrument are told apart. */
+static void test_unsubscribe_codes(void **state) {
+  (void)state;
+  gt_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t b;
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+  md_unsubscribe_req(&b, 1);
+  assert_int_equal(gt_response_reason(&b), REJ(NOT_SUBSCRIBED));
+  md_unsubscribe_req(&b, 77);
+  assert_int_equal(gt_response_reason(&b), REJ(UNKNOWN_INSTRUMENT));
+  md_subscribe(&b, 1);
+  assert_non_null(gt_expect(&b, BODY(MD_SNAPSHOT), 2000));
+  md_unsubscribe_req(&b, 1);
+  assert_int_equal(gt_response_reason(&b), 0);
+  md_unsubscribe_req(&b, 1);
+  assert_int_equal(gt_response_reason(&b), REJ(NOT_SUBSCRIBED));
+  gt_close(&b);
+  gt_stop(&s);
+}
+
 /* ---------------------------------------------------------- slow consumer */
 
 static void small_cap(hg_gateway_config_t *cfg) {
@@ -865,6 +1094,10 @@ int main(void) {
       cmocka_unit_test(test_throttle),
       cmocka_unit_test(test_cancel_on_disconnect),
       cmocka_unit_test(test_mass_quote_mmp),
+      cmocka_unit_test(test_reject_echoes_request),
+      cmocka_unit_test(test_quote_rejects_and_groups),
+      cmocka_unit_test(test_add_api_key_account_firm),
+      cmocka_unit_test(test_unsubscribe_codes),
       cmocka_unit_test(test_loop_thread_blocks_sigpipe),
       cmocka_unit_test(test_restart),
       cmocka_unit_test(test_slow_consumer),

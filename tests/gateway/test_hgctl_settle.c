@@ -185,8 +185,8 @@ static void test_settle_expire_statements(void **state) {
   assert_non_null(strstr(r.text, "DSP instrument=1 dsp=0.507 tier=2"));
   RUN(&r, OPC, "op", "settle", "--day", "2027-02-10"); /* once per day */
   assert_int_equal(r.status, 1);
-  assert_non_null(strstr(r.err, "refused: not_in_state"));
-  assert_non_null(strstr(r.err, "2027-02-10 is not the next cycle"));
+  assert_non_null(strstr(r.err, "refused: already_settled"));
+  assert_non_null(strstr(r.err, "2027-02-10 is already settled"));
 
   /* Last trading day's cycle (no VM: unchanged DSP), then expiry at FSP
    * 500000 / 1000 = 500: A 2 x (500 - 507) x TV = -14,000,000. */

@@ -218,9 +218,14 @@ static void test_settlement_through_gateway(void **state) {
   assert_int_equal(r->vm_paid, -6 * TV);
   assert_int_equal(r->vm_received, 6 * TV);
   assert_int_equal(r->vm_entries, 2);
-  /* The same day again is refused: NOT_IN_STATE. */
+  /* The same day again is refused: ALREADY_SETTLED, with the day. */
   assert_int_equal(hg_client_daily_settlement(op, d10, &seq), 0);
-  assert_int_equal(ok_result(op, seq), HOURGLASS__V1__REJECT_REASON__REJ_NOT_IN_STATE);
+  r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, HOURGLASS__V1__REJECT_REASON__REJ_ALREADY_SETTLED);
+  assert_int_equal(r->day, d10);
+  assert_non_null(r->text);
+  assert_non_null(strstr(r->text, "already settled"));
 
   /* Expiry before the last trading day's cycle: NOT_IN_STATE. */
   assert_int_equal(hg_client_expire(op, 1, &seq), 0);
@@ -303,9 +308,131 @@ static void test_settlement_through_gateway(void **state) {
   ch_stop(&s);
 }
 
+/* Instrument 1 of the InstrumentList answering a fresh InstrumentsRequest:
+ * *ref, *lo, *hi (-1 if absent). */
+static void instrument_ref(hg_client_t *c, int64_t *ref, int64_t *lo, int64_t *hi) {
+  uint64_t seq = 0;
+  *ref = *lo = *hi = -1;
+  assert_int_equal(hg_client_instruments(c, &seq), 0);
+  for (;;) {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
+    if (e->body_case != BODY(INSTRUMENT_LIST) || e->instrument_list->ref_seq != seq) continue;
+    for (size_t i = 0; i < e->instrument_list->n_instruments; i++) {
+      const Hourglass__V1__InstrumentInfo *in = e->instrument_list->instruments[i];
+      if (in->instrument_id != 1) continue;
+      if (in->has_ref_price) *ref = in->ref_price;
+      if (in->has_band_low) *lo = in->band_low;
+      if (in->has_band_high) *hi = in->band_high;
+    }
+    return;
+  }
+}
+
+/* InstrumentInfo carries the clearing's reference price and the band the
+ * pre-trade check enforces, and follows them through fixings and cycles.
+ * Band 20% (2000 bps, the default), inclusive: lo = ceil(ref x 0.8),
+ * hi = floor(ref x 1.2). */
+static void test_reference_in_instrument_info(void **state) {
+  (void)state;
+  const int32_t d3 = ch_day("2027-02-03"), d10 = ch_day("2027-02-10");
+  ch_clock_set(&g_now, d10, 12 * 3600);
+  hg_clearing_config_t clr;
+  hg_clearing_config_default(&clr);
+  assert_int_equal(clr.band_bps, 2000);
+  ch_server_t s;
+  ch_options_t o = {.clock = ch_clock_read, .clock_ctx = &g_now, .clearing = &clr};
+  assert_int_equal(ch_create(&s, &o), 0);
+  assert_int_equal(ch_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ch_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ch_add_key(&s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
+  assert_int_equal(ch_run(&s), 0);
+  hg_client_t *op = login(&s, OP, 0);
+  uint64_t seq = 0;
+  assert_int_equal(ch_list_contract(op), 0);
+  /* The listing price 500: 400 .. 600. */
+  int64_t ref, lo, hi;
+  instrument_ref(op, &ref, &lo, &hi);
+  assert_int_equal(ref, 500);
+  assert_int_equal(lo, 400);
+  assert_int_equal(hi, 600);
+  /* No DSP yet: the index's fixing 0.505500 USD rounds half up to 506 ticks:
+   * ceil(404.8) = 405 .. floor(607.2) = 607. */
+  assert_int_equal(hg_client_publish_fixing(op, "B200", "A", d3, 505500, "ext-index", &seq), 0);
+  assert_int_equal(ok_result(op, seq), 0);
+  instrument_ref(op, &ref, &lo, &hi);
+  assert_int_equal(ref, 506);
+  assert_int_equal(lo, 405);
+  assert_int_equal(hi, 607);
+  assert_int_equal(hg_client_add_account(op, ACC_A, 1, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_add_account(op, ACC_B, 2, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_cash(op, ACC_A, 1000000000, false, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_cash(op, ACC_B, 1000000000, false, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  hg_client_t *ta = login(&s, TA, 0), *tb = login(&s, TB, 0);
+  assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 505, 1, 1), 0);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 509, 1, 2), 0);
+  /* The cycle's DSP (tier 2, (505 + 509) / 2 = 507) is the new reference:
+   * ceil(405.6) = 406 .. floor(608.4) = 608. */
+  ch_clock_set(&g_now, d10, 16 * 3600 + 1);
+  assert_int_equal(hg_client_daily_settlement(op, d10, &seq), 0);
+  const sres_t *r = await_result(op, seq);
+  assert_non_null(r);
+  assert_int_equal(r->reason, 0);
+  assert_int_equal(r->contracts[0]->dsp, 507);
+  instrument_ref(ta, &ref, &lo, &hi);
+  assert_int_equal(ref, 507);
+  assert_int_equal(lo, 406);
+  assert_int_equal(hi, 608);
+  /* The very band the pre-trade check applies: 609 is outside it. */
+  hg_client_order_t ord = {.instrument_id = 1, .client_order_id = 3,
+                           .side = HOURGLASS__V1__SIDE__SIDE_BUY,
+                           .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                           .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
+                           .price = 609, .qty = 1};
+  assert_int_equal(hg_client_new_order(ta, &ord, &seq), 0);
+  for (;;) {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(ta, 5000, &e), 1);
+    if (e->body_case != BODY(EXECUTION_REPORT) || e->execution_report->ref_seq != seq) continue;
+    const Hourglass__V1__ExecutionReport *er = e->execution_report;
+    assert_int_equal(er->reason, HOURGLASS__V1__REJECT_REASON__REJ_RISK_PRICE_BAND);
+    assert_int_equal(er->risk_ref_price, ref);
+    assert_int_equal(er->risk_low, lo);
+    assert_int_equal(er->risk_high, hi);
+    assert_int_equal(er->price, 609);
+    break;
+  }
+  hg_client_logout(ta, 1000);
+  hg_client_destroy(ta);
+  hg_client_logout(tb, 1000);
+  hg_client_destroy(tb);
+  hg_client_logout(op, 1000);
+  hg_client_destroy(op);
+  /* A restarted gateway seeds them from the recovered state. */
+  char dir[sizeof s.dir];
+  memcpy(dir, s.dir, sizeof dir);
+  ch_halt(&s);
+  o.data_dir = dir;
+  assert_int_equal(ch_create(&s, &o), 0);
+  assert_int_equal(ch_run(&s), 0);
+  op = login(&s, OP, 0);
+  instrument_ref(op, &ref, &lo, &hi);
+  assert_int_equal(ref, 507);
+  assert_int_equal(lo, 406);
+  assert_int_equal(hi, 608);
+  hg_client_logout(op, 1000);
+  hg_client_destroy(op);
+  ch_stop(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_settlement_through_gateway),
+      cmocka_unit_test(test_reference_in_instrument_info),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

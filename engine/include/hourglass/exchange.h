@@ -126,10 +126,13 @@
  *  - FINALIZE_FIXING: PROVISIONAL -> FINAL (again on a FINAL day is not an
  *    error); no record (NO_FIXING), a NO_FIX day (NOT_IN_STATE).
  *    HG_XEV_FIXING with outcome HG_XFIX_FINALIZED.
- *  - DAILY_SETTLEMENT (day): refused (NOT_IN_STATE) unless day is after the
- *    last settled day and the command's ts is at or after 16:00 UTC of day
- *    (the cycle time is day's 16:00, never a clock). DSP per contract by the
- *    tiers (HG_XEV_DSP each, in id order), variation margin for every
+ *    Each of these three, when it emits HG_XEV_FIXING, follows it with one
+ *    HG_XEV_REFERENCE per listed contract of that index.
+ *  - DAILY_SETTLEMENT (day): refused (ALREADY_SETTLED) unless day is after
+ *    the last settled day, and (NOT_IN_STATE) unless the command's ts is at
+ *    or after 16:00 UTC of day (the cycle time is day's 16:00, never a clock). DSP per contract by the
+ *    tiers (HG_XEV_DSP each, in id order), then HG_XEV_REFERENCE for every
+ *    contract (its reference price and band now), variation margin for every
  *    position (HG_XEV_VM each, in the clearing's ledger order), checked to
  *    sum to exactly zero; then every DAY order expires, contracts whose last
  *    trading day this is lose their resting orders (HG_XCXL_EXPIRED);
@@ -444,7 +447,8 @@ const char *hg_command_type_str(uint32_t type);
   XX(FIXINGS_MISSING,      76, "final settlement waits for FINAL fixings")    \
   XX(FIXING_FINAL,         77, "the fixing is FINAL and never changes")       \
   XX(NO_FIXING,            78, "no fixing for that day")                      \
-  XX(SETTLEMENT_FAILED,    79, "settlement could not be applied")
+  XX(SETTLEMENT_FAILED,    79, "settlement could not be applied")          \
+  XX(ALREADY_SETTLED,      80, "the daily cycle of that day has already run")
 
 typedef enum hg_xreject {
 #define HG_XREJECT_ENUM(name, num, msg) HG_XREJ_##name = num,
@@ -469,7 +473,8 @@ typedef enum hg_xevent_type {
                               them; for DEPOSIT and WITHDRAW also .amount
                               and .balance (cash now, 0 for an unknown
                               account) */
-  HG_XEV_LISTED = 3,       /* .instrument_id */
+  HG_XEV_LISTED = 3,       /* .instrument_id; .price, .lo, .hi = reference
+                              price and band as in HG_XEV_REFERENCE */
   HG_XEV_DELISTED = 4,     /* .instrument_id; .amount = orders cancelled */
   HG_XEV_HALTED = 5,       /* .instrument_id */
   HG_XEV_RESUMED = 6,      /* .instrument_id */
@@ -514,8 +519,17 @@ typedef enum hg_xevent_type {
   HG_XEV_EXPIRED = 20,     /* .instrument_id, .group, .price = FSP (ticks),
                               .amount = positions closed, .qty = orders
                               cancelled */
-  HG_XEV_SESSIONS_ENDED = 21 /* .amount = session-scoped orders cancelled in
+  HG_XEV_SESSIONS_ENDED = 21, /* .amount = session-scoped orders cancelled in
                               all books */
+  HG_XEV_REFERENCE = 22    /* .instrument_id, .group, .price = the clearing's
+                              reference price (ticks; last DSP, else the
+                              index's latest fixing, else the listing
+                              price; 0 none), .lo/.hi = the inclusive price
+                              band around it (ticks; 0/0 when there is no
+                              reference or the band is off). After the DSP
+                              events of a cycle (every contract) and after
+                              the HG_XEV_FIXING of a compute, publish or
+                              finalize (the index's contracts). */
 } hg_xevent_type_t;
 
 /* .outcome of an HG_XEV_FIXING caused by FINALIZE_FIXING. */
@@ -661,6 +675,9 @@ typedef struct hg_exchange_instrument_info {
   char symbol[HG_SYMBOL_MAX + 1];
   hg_book_params_t params; /* ref_price as currently set */
   uint32_t orders;         /* live resting orders */
+  int64_t ref_price;       /* the clearing's reference price, ticks (0: none) */
+  int64_t band_low;        /* its inclusive price band, ticks (0, 0: no band) */
+  int64_t band_high;
 } hg_exchange_instrument_info_t;
 
 typedef struct hg_exchange_account_info {

@@ -194,9 +194,14 @@ int hg_client_order_status(hg_client_t *c, uint32_t instrument_id, uint64_t orde
                            uint64_t *seq);
 /* account 0: the own account. */
 int hg_client_positions(hg_client_t *c, uint32_t account, uint64_t *seq);
+/* Answered by InstrumentList; each InstrumentInfo carries the reference
+ * price and price band the pre-trade check applies (ref_price, band_low,
+ * band_high, ticks). */
 int hg_client_instruments(hg_client_t *c, uint64_t *seq);
-/* depth 0: the server default (10). */
+/* depth 0: the server default (10). Answered by MarketDataSnapshot, or a
+ * Response refusing it (REJ_INVALID_REQUEST, REJ_UNKNOWN_INSTRUMENT). */
 int hg_client_md_subscribe(hg_client_t *c, uint32_t instrument_id, uint32_t depth, uint64_t *seq);
+/* Answered by a Response: 0, REJ_NOT_SUBSCRIBED or REJ_UNKNOWN_INSTRUMENT. */
 int hg_client_md_unsubscribe(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
 
 /*
