@@ -366,6 +366,8 @@ struct hg_gateway {
 #define STAT_ADD(gw, f) atomic_fetch_add_explicit(&(gw)->f, 1, memory_order_relaxed)
 #define STAT_SET(gw, f, v) atomic_store_explicit(&(gw)->f, (v), memory_order_relaxed)
 
+static void gw_log(hg_gateway_t *gw, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void gw_log(hg_gateway_t *gw, int level, const char *fmt, ...) {
   char buf[256];
   va_list ap;
