@@ -4,8 +4,9 @@
  * operator commands read them. The first input byte selects the reader; the
  * rest is the file. Checked on the way: the parser never crashes, leaks or
  * reads outside the buffer (ASan, with the file copied into an exact-size
- * allocation); every line but the header is either a sample or an error with
- * a known reason; strings are NUL-terminated within their arrays; and a
+ * allocation); every error has a known reason and every sample a line
+ * after the header; strings are NUL-terminated within their arrays; each
+ * registry row is what the registry answers on its own day; and a
  * round trip: the accepted samples (registry rows) written back as CSV parse
  * to the same samples (rows) with no error.
  */
