@@ -328,8 +328,6 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
   if (c->journal_segment_size < (uint64_t)c->journal_batch_bytes + 64)
     return fail(err, 0, "journal.segment_size", HG_EINVAL, "%s",
                 "must exceed journal.batch_bytes by the 64-byte segment header");
-  if (c->throttle_burst != 0 && c->throttle_burst < 1)
-    return fail(err, 0, "throttle.burst", HG_EINVAL, "%s", "must be 0 (= rate) or >= 1");
   if (c->max_unauthenticated_per_address > c->max_unauthenticated)
     return fail(err, 0, "gateway.max_unauthenticated_per_address", HG_EINVAL, "%s",
                 "must not exceed gateway.max_unauthenticated");

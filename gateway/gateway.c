@@ -369,6 +369,8 @@ struct hg_gateway {
 #define STAT_ADD(gw, f) atomic_fetch_add_explicit(&(gw)->f, 1, memory_order_relaxed)
 #define STAT_SET(gw, f, v) atomic_store_explicit(&(gw)->f, (v), memory_order_relaxed)
 
+static void gw_log(hg_gateway_t *gw, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void gw_log(hg_gateway_t *gw, int level, const char *fmt, ...) {
   char buf[256];
   va_list ap;
@@ -3790,15 +3792,67 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
   return rc;
 }
 
+static int hexval(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+/* Hex digits only (no sign, prefix or space: a typo must not become a
+ * different secret). */
 static int unhex(const char *s, uint8_t *out, size_t cap, size_t *n) {
   size_t len = strlen(s);
   if (len % 2 != 0 || len / 2 > cap) return HG_EPARSE;
   for (size_t i = 0; i < len / 2; i++) {
-    unsigned v;
-    if (sscanf(s + 2 * i, "%2x", &v) != 1) return HG_EPARSE;
-    out[i] = (uint8_t)v;
+    int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) return HG_EPARSE;
+    out[i] = (uint8_t)(hi << 4 | lo);
   }
   *n = len / 2;
+  return 0;
+}
+
+/* Plain decimal digits, at most max (no sign, no wrap-around). */
+static int decimal(const char *s, uint64_t max, uint64_t *out) {
+  uint64_t v = 0;
+  if (*s == '\0') return HG_EPARSE;
+  for (; *s != '\0'; s++) {
+    if (*s < '0' || *s > '9') return HG_EPARSE;
+    uint64_t d = (uint64_t)(*s - '0');
+    if (v > (max - d) / 10) return HG_EPARSE;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return 0;
+}
+
+int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_out[64]) {
+  char *hash = strchr(line, '#');
+  if (hash != NULL) *hash = 0;
+  char ids[24], role[32], accts[16], firms[16], secret[160];
+  char extra;
+  int n = sscanf(line, "%23s %31s %15s %15s %159s %c", ids, role, accts, firms, secret, &extra);
+  if (n <= 0) return 1;
+  uint64_t id, acct, firm;
+  if (n != 5 || decimal(ids, UINT64_MAX, &id) != 0 || decimal(accts, UINT32_MAX, &acct) != 0 ||
+      decimal(firms, UINT32_MAX, &firm) != 0) {
+    memset(secret, 0, sizeof secret);
+    return HG_EPARSE;
+  }
+  hg_gateway_key_t k = {.key_id = id, .account = (uint32_t)acct, .firm = (uint32_t)firm};
+  k.role = strcmp(role, "trader") == 0         ? HG_ROLE_TRADER
+           : strcmp(role, "market_maker") == 0 ? HG_ROLE_MARKET_MAKER
+           : strcmp(role, "risk_viewer") == 0  ? HG_ROLE_RISK_VIEWER
+           : strcmp(role, "operator") == 0     ? HG_ROLE_OPERATOR
+                                               : 0;
+  size_t slen = 0;
+  int rc = k.role == 0 || unhex(secret, secret_out, 64, &slen) != 0 ? HG_EPARSE : 0;
+  memset(secret, 0, sizeof secret);
+  if (rc != 0) return rc;
+  k.secret = secret_out;
+  k.secret_len = slen;
+  *key = k;
   return 0;
 }
 
@@ -3810,35 +3864,26 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line) {
   int rc = 0;
   while (rc == 0 && fgets(buf, sizeof buf, f) != NULL) {
     ln++;
-    char *hash = strchr(buf, '#');
-    if (hash != NULL) *hash = 0;
-    char role[32], secret[160];
-    unsigned long long id;
-    unsigned acct, firm;
-    char extra;
-    int n = sscanf(buf, "%llu %31s %u %u %159s %c", &id, role, &acct, &firm, secret, &extra);
-    if (n <= 0) continue;
-    if (n != 5) {
-      rc = HG_EPARSE;
-      break;
+    if (strchr(buf, '\n') == NULL && !feof(f)) {
+      /* Longer than the buffer: fine only if what is cut off is comment
+       * (which is then skipped), never read as a line of its own. */
+      if (strchr(buf, '#') == NULL) {
+        rc = HG_EPARSE;
+        break;
+      }
+      int ch;
+      while ((ch = fgetc(f)) != EOF && ch != '\n') {
+      }
     }
-    hg_gateway_key_t k = {.key_id = id, .account = acct, .firm = firm};
-    k.role = strcmp(role, "trader") == 0         ? HG_ROLE_TRADER
-             : strcmp(role, "market_maker") == 0 ? HG_ROLE_MARKET_MAKER
-             : strcmp(role, "risk_viewer") == 0  ? HG_ROLE_RISK_VIEWER
-             : strcmp(role, "operator") == 0     ? HG_ROLE_OPERATOR
-                                                 : 0;
+    hg_gateway_key_t k;
     uint8_t sec[64];
-    size_t slen = 0;
-    if (k.role == 0 || unhex(secret, sec, sizeof sec, &slen) != 0) {
-      rc = HG_EPARSE;
-      break;
+    rc = hg_gateway_key_line_parse(buf, &k, sec);
+    if (rc == 1) {
+      rc = 0;
+      continue;
     }
-    k.secret = sec;
-    k.secret_len = slen;
-    rc = hg_gateway_add_key(gw, &k, 1);
+    if (rc == 0) rc = hg_gateway_add_key(gw, &k, 1);
     memset(sec, 0, sizeof sec);
-    memset(secret, 0, sizeof secret);
   }
   memset(buf, 0, sizeof buf);
   fclose(f);

@@ -234,81 +234,101 @@ static int token_in(const char *v, size_t n, const char *tok) {
   return 0;
 }
 
+void hg_http_parse_request(const char *req, size_t hlen, int keepalive, hg_http_request_t *out) {
+  out->status = 400;
+  out->msg = "bad request line\n";
+  out->keep = 0;
+  out->target[0] = '\0';
+  out->query = out->target;
+  const char *end = req + hlen;
+  const char *le = memchr(req, '\n', hlen);
+  if (le == NULL) return;
+  const char *hdrs = le + 1;
+  if (le > req && le[-1] == '\r') le--;
+  /* request line: METHOD SP TARGET SP HTTP/1.x */
+  const char *sp1 = memchr(req, ' ', (size_t)(le - req));
+  if (sp1 == NULL) return;
+  const char *sp2 = memchr(sp1 + 1, ' ', (size_t)(le - sp1 - 1));
+  if (sp2 == NULL || sp2 == sp1 + 1) return;
+  size_t vl = (size_t)(le - sp2 - 1);
+  const char *ver = sp2 + 1;
+  out->msg = "unsupported HTTP version\n";
+  if (vl != 8 || strncmp(ver, "HTTP/1.", 7) != 0 || (ver[7] != '0' && ver[7] != '1')) return;
+  int http11 = ver[7] == '1';
+  size_t tl = (size_t)(sp2 - sp1 - 1);
+  out->msg = "bad target\n";
+  if (tl >= sizeof out->target || sp1[1] != '/') return;
+  for (size_t i = 0; i < tl; i++) {
+    unsigned char ch = (unsigned char)sp1[1 + i];
+    if (ch <= 0x20 || ch >= 0x7f) return;
+  }
+  size_t n;
+  out->msg = "request bodies are not accepted\n";
+  const char *v = header(hdrs, end, "Transfer-Encoding", &n);
+  if (v != NULL) return;
+  v = header(hdrs, end, "Content-Length", &n);
+  if (v != NULL && !(n == 1 && v[0] == '0')) return;
+  if ((size_t)(sp1 - req) != 3 || strncmp(req, "GET", 3) != 0) {
+    out->status = 405;
+    out->msg = "only GET is served\n";
+    return;
+  }
+  int keep = keepalive;
+  v = header(hdrs, end, "Connection", &n);
+  if (http11)
+    keep = keep && !(v != NULL && token_in(v, n, "close"));
+  else
+    keep = keep && v != NULL && token_in(v, n, "keep-alive");
+  memcpy(out->target, sp1 + 1, tl);
+  out->target[tl] = '\0';
+  char *q = strchr(out->target, '?');
+  out->query = "";
+  if (q != NULL) {
+    *q = '\0';
+    out->query = q + 1;
+  }
+  out->status = 0;
+  out->msg = NULL;
+  out->keep = keep;
+}
+
 /* Handles one complete request in c->buf[0..hlen) (hlen includes the blank
  * line). Always starts a response (or closes); returns 0. */
 static int handle(conn_t *c, size_t hlen) {
   hg_http_t *srv = c->srv;
   /* relaxed: a statistic. */
   atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
-  char *req = c->buf;
-  char *end = req + hlen;
-  char *le = memchr(req, '\n', hlen);
-  if (le == NULL) return bad(c, 400, "bad request line\n");
-  char *hdrs = le + 1;
-  if (le > req && le[-1] == '\r') le--;
-  /* request line: METHOD SP TARGET SP HTTP/1.x */
-  char *sp1 = memchr(req, ' ', (size_t)(le - req));
-  if (sp1 == NULL) return bad(c, 400, "bad request line\n");
-  char *sp2 = memchr(sp1 + 1, ' ', (size_t)(le - sp1 - 1));
-  if (sp2 == NULL || sp2 == sp1 + 1) return bad(c, 400, "bad request line\n");
-  size_t vl = (size_t)(le - sp2 - 1);
-  const char *ver = sp2 + 1;
-  if (vl != 8 || strncmp(ver, "HTTP/1.", 7) != 0 || (ver[7] != '0' && ver[7] != '1'))
-    return bad(c, 400, "unsupported HTTP version\n");
-  int http11 = ver[7] == '1';
-  char target[1024];
-  size_t tl = (size_t)(sp2 - sp1 - 1);
-  if (tl >= sizeof target || sp1[1] != '/') return bad(c, 400, "bad target\n");
-  for (size_t i = 0; i < tl; i++) {
-    unsigned char ch = (unsigned char)sp1[1 + i];
-    if (ch <= 0x20 || ch >= 0x7f) return bad(c, 400, "bad target\n");
-  }
-  memcpy(target, sp1 + 1, tl);
-  target[tl] = '\0';
-  size_t n;
-  const char *v = header(hdrs, end, "Transfer-Encoding", &n);
-  if (v != NULL) return bad(c, 400, "request bodies are not accepted\n");
-  v = header(hdrs, end, "Content-Length", &n);
-  if (v != NULL && !(n == 1 && v[0] == '0')) return bad(c, 400, "request bodies are not accepted\n");
-  if ((size_t)(sp1 - req) != 3 || strncmp(req, "GET", 3) != 0)
-    return bad(c, 405, "only GET is served\n");
   /* relaxed: a setting. */
   int keep = atomic_load_explicit(&srv->keepalive, memory_order_relaxed);
-  v = header(hdrs, end, "Connection", &n);
-  if (http11)
-    keep = keep && !(v != NULL && token_in(v, n, "close"));
-  else
-    keep = keep && v != NULL && token_in(v, n, "keep-alive");
-  char *q = strchr(target, '?');
-  const char *query = "";
-  if (q != NULL) {
-    *q = '\0';
-    query = q + 1;
-  }
+  hg_http_request_t r;
+  hg_http_parse_request(c->buf, hlen, keep, &r);
+  if (r.status != 0) return bad(c, r.status, r.msg);
   hg_http_response_t resp = {200, "text/plain; charset=utf-8", {0}};
-  srv->cfg.handler(srv->cfg.ctx, target, query, &resp);
+  srv->cfg.handler(srv->cfg.ctx, r.target, r.query, &resp);
   if (resp.body.oom) {
     hg_sbuf_free(&resp.body);
     return bad(c, 500, "out of memory\n");
   }
-  respond(c, resp.status, resp.content_type, resp.body.p ? resp.body.p : "", resp.body.len, !keep,
-          NULL);
+  respond(c, resp.status, resp.content_type, resp.body.p ? resp.body.p : "", resp.body.len,
+          !r.keep, NULL);
   hg_sbuf_free(&resp.body);
+  return 0;
+}
+
+size_t hg_http_head_len(const char *buf, size_t len) {
+  for (size_t i = 0; i + 1 < len; i++) {
+    if (buf[i] == '\n' &&
+        (buf[i + 1] == '\n' || (buf[i + 1] == '\r' && i + 2 < len && buf[i + 2] == '\n')))
+      return i + (buf[i + 1] == '\n' ? 2 : 3);
+  }
   return 0;
 }
 
 /* Finds a complete request in the buffer and answers it. */
 static void process(conn_t *c) {
   if (c->closing || c->writing) return;
-  char *hend = NULL;
-  for (size_t i = 0; i + 1 < c->len; i++) {
-    if (c->buf[i] == '\n' && (c->buf[i + 1] == '\n' ||
-                              (c->buf[i + 1] == '\r' && i + 2 < c->len && c->buf[i + 2] == '\n'))) {
-      hend = c->buf + i + (c->buf[i + 1] == '\n' ? 2 : 3);
-      break;
-    }
-  }
-  if (hend == NULL) {
+  size_t hlen = hg_http_head_len(c->buf, c->len);
+  if (hlen == 0) {
     if (c->len >= c->srv->cfg.max_request) {
       bad(c, 431, "request too large\n");
       return;
@@ -316,7 +336,6 @@ static void process(conn_t *c) {
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) conn_close(c);
     return;
   }
-  size_t hlen = (size_t)(hend - c->buf);
   for (size_t i = 0; i < hlen; i++) {
     if (c->buf[i] == '\0') {
       bad(c, 400, "NUL in request\n");

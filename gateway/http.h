@@ -82,4 +82,25 @@ void hg_http_stats(const hg_http_t *h, hg_http_stats_t *out);
 /* Closes every connection, stops and joins the thread, frees h. NULL: no-op. */
 void hg_http_stop(hg_http_t *h);
 
+/* ---- The request parser the server runs on each request head (exposed
+ * for the fuzz target, tests/daemon/fuzz_http.c; pure, any thread). ---- */
+
+/* Length of the first complete request head in buf[0..len): through the
+ * blank line that ends it ("\n\n" or "\n\r\n"), 0 if there is none yet. */
+size_t hg_http_head_len(const char *buf, size_t len);
+
+/* One parsed request head. */
+typedef struct hg_http_request {
+  int status;        /* 0: a GET to answer; 400 or 405: refuse with msg */
+  const char *msg;   /* static text of the refusal; NULL when status is 0 */
+  int keep;          /* status 0: the connection stays open after the answer */
+  char target[1024]; /* status 0: the path, NUL-terminated (printable ASCII, '/' first) */
+  const char *query; /* status 0: what followed '?' (into target), "" if none */
+} hg_http_request_t;
+
+/* Parses the head req[0..hlen) (as hg_http_head_len measured it; the server
+ * refuses a head holding a NUL before calling this). keepalive is the
+ * server's setting. Never reads outside req[0..hlen); fills *out. */
+void hg_http_parse_request(const char *req, size_t hlen, int keepalive, hg_http_request_t *out);
+
 #endif /* HOURGLASS_HTTP_H */

@@ -209,11 +209,21 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
 /*
  * Bootstraps keys from a text file, one per line:
  *   <key_id> <trader|market_maker|risk_viewer|operator> <account> <firm> <secret_hex>
- * '#' starts a comment. Existing keys with the same id are replaced. Owner
+ * fields separated by blanks; ids plain decimal (key_id 64-bit, account and
+ * firm 32-bit), the secret hex digits only (an even number, at most 128).
+ * '#' starts a comment (of any length; a line is otherwise at most 511
+ * bytes). Existing keys with the same id are replaced. Owner
  * thread before start. 0, -errno (file), HG_EPARSE (a bad line; *line set,
  * nothing added from the bad line on), or hg_gateway_add_key's errors.
  */
 int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
+
+/* One line of a keys file (format above; the NUL-terminated line, cut at
+ * its '#' in place): 0 and *key (key->secret points into secret, which
+ * receives the decoded bytes), 1 for a blank or comment-only line, HG_EPARSE
+ * for a bad line. Checks the syntax only (hg_gateway_add_key checks the
+ * key). Pure; any thread. */
+int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret[64]);
 
 /* Starts accepting, on a new loop thread. First, on the owner thread:
  *  - records the next exchange epoch in the key store (one more than the
