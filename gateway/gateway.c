@@ -3830,16 +3830,21 @@ static int decimal(const char *s, uint64_t max, uint64_t *out) {
 int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_out[64]) {
   char *hash = strchr(line, '#');
   if (hash != NULL) *hash = 0;
-  char ids[24], role[32], accts[16], firms[16], secret[160];
-  char extra;
-  int n = sscanf(line, "%23s %31s %15s %15s %159s %c", ids, role, accts, firms, secret, &extra);
-  if (n <= 0) return 1;
-  uint64_t id, acct, firm;
-  if (n != 5 || decimal(ids, UINT64_MAX, &id) != 0 || decimal(accts, UINT32_MAX, &acct) != 0 ||
-      decimal(firms, UINT32_MAX, &firm) != 0) {
-    memset(secret, 0, sizeof secret);
-    return HG_EPARSE;
+  /* Blank-separated fields, whole (a width limit would split a long field
+   * in two and so accept a line missing a separator). */
+  char *f[5], *save = NULL;
+  size_t nf = 0;
+  for (char *t = strtok_r(line, " \t\n\v\f\r", &save); t != NULL;
+       t = strtok_r(NULL, " \t\n\v\f\r", &save)) {
+    if (nf == 5) return HG_EPARSE;
+    f[nf++] = t;
   }
+  if (nf == 0) return 1;
+  uint64_t id, acct, firm;
+  if (nf != 5 || decimal(f[0], UINT64_MAX, &id) != 0 || decimal(f[2], UINT32_MAX, &acct) != 0 ||
+      decimal(f[3], UINT32_MAX, &firm) != 0)
+    return HG_EPARSE;
+  const char *role = f[1], *secret = f[4];
   hg_gateway_key_t k = {.key_id = id, .account = (uint32_t)acct, .firm = (uint32_t)firm};
   k.role = strcmp(role, "trader") == 0         ? HG_ROLE_TRADER
            : strcmp(role, "market_maker") == 0 ? HG_ROLE_MARKET_MAKER
@@ -3847,9 +3852,7 @@ int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_
            : strcmp(role, "operator") == 0     ? HG_ROLE_OPERATOR
                                                : 0;
   size_t slen = 0;
-  int rc = k.role == 0 || unhex(secret, secret_out, 64, &slen) != 0 ? HG_EPARSE : 0;
-  memset(secret, 0, sizeof secret);
-  if (rc != 0) return rc;
+  if (k.role == 0 || unhex(secret, secret_out, 64, &slen) != 0) return HG_EPARSE;
   k.secret = secret_out;
   k.secret_len = slen;
   *key = k;

@@ -37,7 +37,9 @@ static const char *role_name(uint32_t role) {
  * decimal, decimal, decimal and hex where the parser took them as such. */
 static void strict_fields(const char *line) {
   char f[5][512];
-  if (sscanf(line, "%511s %511s %511s %511s %511s", f[0], f[1], f[2], f[3], f[4]) != 5) abort();
+  char extra;
+  if (sscanf(line, "%511s %511s %511s %511s %511s %c", f[0], f[1], f[2], f[3], f[4], &extra) != 5)
+    abort();
   static const int field[4] = {0, 2, 3, 4};
   for (int i = 0; i < 4; i++) {
     const char *s = f[field[i]];
@@ -52,10 +54,12 @@ static void one_line(const char *piece, size_t n) {
   if (line == NULL || orig == NULL) abort();
   memcpy(line, piece, n);
   line[n] = '\0';
+  memcpy(orig, line, n + 1);
+  char *hash = strchr(orig, '#');
+  if (hash != NULL) *hash = '\0'; /* what the parser reads */
   hg_gateway_key_t k;
   uint8_t sec[64];
   int rc = hg_gateway_key_line_parse(line, &k, sec);
-  memcpy(orig, line, n + 1); /* as cut at '#' */
   if (rc == 1 || rc == HG_EPARSE) {
     free(line);
     free(orig);

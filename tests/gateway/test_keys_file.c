@@ -115,6 +115,8 @@ static void test_bad_lines(void **state) {
       "+5 trader 101 1 00112233445566778899aabbccddeeff\n",  /* key id +5 */
       "18446744073709551616 trader 101 1 00112233445566778899aabbccddeeff\n", /* 2^64 */
       "5trader 101 1 1 00112233445566778899aabbccddeeff\n",  /* id run into the role */
+      "5 trader 101 00000000000000100112233445566778899aabbccddeeff\n", /* firm and secret run
+                                                                        together */
       "5 trader 101 1 0011223344556677889\n",                /* odd number of digits */
       "5 trader 101 1\n",                                    /* no secret */
       "5 banker 101 1 00112233445566778899aabbccddeeff\n",   /* no such role */

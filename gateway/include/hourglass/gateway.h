@@ -219,7 +219,7 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
 int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
 
 /* One line of a keys file (format above; the NUL-terminated line, cut at
- * its '#' in place): 0 and *key (key->secret points into secret, which
+ * its '#' and split into fields in place; the caller wipes it): 0 and *key (key->secret points into secret, which
  * receives the decoded bytes), 1 for a blank or comment-only line, HG_EPARSE
  * for a bad line. Checks the syntax only (hg_gateway_add_key checks the
  * key). Pure; any thread. */
