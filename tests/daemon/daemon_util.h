@@ -190,6 +190,23 @@ static inline char *du_get(int port, const char *path) {
   return du_http_raw(port, req, (size_t)n, 0);
 }
 
+/* The port that component ("http" or "gateway") of a daemon logged it
+ * listens on, found in the daemon's log text; -1 if the line is absent. */
+static inline int du_listen_port(const char *log, const char *component) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "%s msg=\"listening\" addr=127.0.0.1:", component);
+  const char *l = strstr(log, pat);
+  return l != NULL ? atoi(l + strlen(pat)) : -1;
+}
+
+/* Replaces the file at path with text; 0 or -1. */
+static inline int du_write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return -1;
+  int rc = fputs(text, f) < 0 ? -1 : 0;
+  return fclose(f) != 0 ? -1 : rc;
+}
+
 /* The value of the Prometheus metric name on the daemon's HTTP port,
  * UINT64_MAX if it is absent. */
 static inline uint64_t du_metric(int port, const char *name) {

@@ -17,13 +17,6 @@ typedef struct run {
   int port;
 } run_t;
 
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 /* Starts the daemon with conf file r->conf and extra options; waits for
  * "ready" and reads the HTTP port from the log. */
 static void start(run_t *r, const char *rate) {
@@ -37,9 +30,7 @@ static void start(run_t *r, const char *rate) {
   /* Generous: sanitizer builds on a loaded machine start slowly. */
   char *log = du_wait_log(r->log, "msg=\"ready\"", 120);
   if (log == NULL) fail_msg("daemon not ready after 120 s");
-  const char *l = strstr(log, "http msg=\"listening\" addr=127.0.0.1:");
-  assert_non_null(l);
-  r->port = atoi(l + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  r->port = du_listen_port(log, "http");
   assert_true(r->port > 0);
   free(log);
 }
@@ -52,7 +43,7 @@ static void daemon_serves_stops_and_recovers(void **state) {
   snprintf(r.log, sizeof r.log, "%s/d.log", r.dir);
   snprintf(r.conf, sizeof r.conf, "%s/h.conf", r.dir);
   snprintf(r.opt_data, sizeof r.opt_data, "data_dir=%s", r.data);
-  write_file(r.conf, "# test\nlog.level = info\n");
+  assert_int_equal(du_write_file(r.conf, "# test\nlog.level = info\n"), 0);
   start(&r, "3000");
 
   /* /health */
@@ -172,7 +163,7 @@ static void daemon_serves_stops_and_recovers(void **state) {
   free(h);
 
   /* SIGHUP: one reloadable change, one that needs a restart. */
-  write_file(r.conf, "log.level = warn\nthrottle.rate = 5\n");
+  assert_int_equal(du_write_file(r.conf, "log.level = warn\nthrottle.rate = 5\n"), 0);
   kill(r.pid, SIGHUP);
   char *log = du_wait_log(r.log, "msg=\"reloaded\"", 60);
   assert_non_null(log);
@@ -180,14 +171,14 @@ static void daemon_serves_stops_and_recovers(void **state) {
   assert_non_null(strstr(log, "msg=\"changed key not applied: restart required\" key=throttle.rate"));
   free(log);
   /* A bad file is refused whole. */
-  write_file(r.conf, "log.level = shouty\n");
+  assert_int_equal(du_write_file(r.conf, "log.level = shouty\n"), 0);
   kill(r.pid, SIGHUP);
   log = du_wait_log(r.log, "reload refused", 60);
   assert_non_null(log);
   assert_non_null(strstr(log, "line=1 key=log.level"));
   free(log);
   assert_int_equal(du_metric(r.port, "hourglass_config_reload_failures_total"), 1);
-  write_file(r.conf, "log.level = info\n");
+  assert_int_equal(du_write_file(r.conf, "log.level = info\n"), 0);
   kill(r.pid, SIGHUP);
   end = du_now() + 60;
   while (du_metric(r.port, "hourglass_config_reloads_total") != 2 && du_now() < end) du_sleep_ms(20);
@@ -271,12 +262,8 @@ static void demo_prints_real_addresses(void **state) {
   pid_t pid = du_spawn(argv, log);
   char *b = du_wait_log(log, "Then: hgctl instruments", 120);
   if (b == NULL) fail_msg("no demo banner after 120 s");
-  const char *gw = strstr(b, "gateway msg=\"listening\" addr=127.0.0.1:");
-  const char *http = strstr(b, "http msg=\"listening\" addr=127.0.0.1:");
-  assert_non_null(gw);
-  assert_non_null(http);
-  int gw_port = atoi(gw + strlen("gateway msg=\"listening\" addr=127.0.0.1:"));
-  int http_port = atoi(http + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  int gw_port = du_listen_port(b, "gateway");
+  int http_port = du_listen_port(b, "http");
   assert_true(gw_port > 0 && http_port > 0);
   char want[160];
   snprintf(want, sizeof want,

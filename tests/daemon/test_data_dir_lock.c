@@ -39,13 +39,6 @@ typedef struct run {
 
 static char *listing(const char *data);
 
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 static void start(run_t *r) {
   char *argv[] = {(char *)g_bin, "-c", r->conf, "-o", r->opt_data, "-o", "listen.http=127.0.0.1:0",
                   "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
@@ -54,9 +47,7 @@ static void start(run_t *r) {
   r->pid = du_spawn(argv, r->log);
   char *log = du_wait_log(r->log, "msg=\"ready\"", 120);
   if (log == NULL) fail_msg("daemon not ready after 120 s");
-  const char *l = strstr(log, "http msg=\"listening\" addr=127.0.0.1:");
-  assert_non_null(l);
-  r->port = atoi(l + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  r->port = du_listen_port(log, "http");
   assert_true(r->port > 0);
   free(log);
 }
@@ -66,7 +57,7 @@ static void start(run_t *r) {
 static void set_rate(run_t *r, unsigned rate, uint64_t nth) {
   char text[128];
   snprintf(text, sizeof text, "log.level = info\nsynthetic.orders_per_sec = %u\n", rate);
-  write_file(r->conf, text);
+  assert_int_equal(du_write_file(r->conf, text), 0);
   kill(r->pid, SIGHUP);
   double end = du_now() + 60;
   while (du_metric(r->port, "hourglass_config_reloads_total") != nth && du_now() < end)
@@ -192,7 +183,7 @@ static void tools_beside_a_live_daemon(void **state) {
   snprintf(r.conf, sizeof r.conf, "%s/h.conf", r.dir);
   snprintf(r.out, sizeof r.out, "%s/tool.out", r.dir);
   snprintf(r.opt_data, sizeof r.opt_data, "data_dir=%s", r.data);
-  write_file(r.conf, "log.level = info\nsynthetic.orders_per_sec = 4000\n");
+  assert_int_equal(du_write_file(r.conf, "log.level = info\nsynthetic.orders_per_sec = 4000\n"), 0);
   start(&r);
 
   /* Trade past a snapshot, so the read-only recovery starts from one. */
@@ -373,9 +364,9 @@ static void full_disk_names_the_disk(void **state) {
   char keys[700], text[800];
   snprintf(keys, sizeof keys, "%s/keys.txt", r.dir);
   snprintf(text, sizeof text, "7 trader 1 1 %064x\n", 5);
-  write_file(keys, text);
+  assert_int_equal(du_write_file(keys, text), 0);
   snprintf(text, sizeof text, "log.level = info\ngateway.keys_file = %s\n", keys);
-  write_file(r.conf, text);
+  assert_int_equal(du_write_file(r.conf, text), 0);
   char *argv[] = {(char *)g_bin, "-c", r.conf, "-o", r.opt_data, "-o", "listen.http=127.0.0.1:0",
                   "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
                   "-o", "gateway.outlog_segment_size=64K", DU_SMALL_OPTS, NULL};

@@ -228,9 +228,8 @@ static void page_shows_the_demo_market(void **state) {
   pid_t pid = du_spawn(argv, log);
   char *l = du_wait_log(log, "msg=\"ready\"", 120);
   if (l == NULL) fail_msg("daemon not ready after 120 s");
-  const char *h = strstr(l, "http msg=\"listening\" addr=127.0.0.1:");
-  assert_non_null(h);
-  int port = atoi(h + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  int port = du_listen_port(l, "http");
+  assert_true(port > 0);
   free(l);
 
   /* The demo lists its months and starts quoting at once; wait for a trade. */
@@ -444,9 +443,8 @@ static void page_shows_the_demo_market(void **state) {
   pid = du_spawn(argv, log);
   l = du_wait_log(log, "msg=\"ready\"", 120);
   if (l == NULL) fail_msg("daemon not ready after a restart");
-  h = strstr(l, "http msg=\"listening\" addr=127.0.0.1:");
-  assert_non_null(h);
-  port = atoi(h + strlen("http msg=\"listening\" addr=127.0.0.1:"));
+  port = du_listen_port(l, "http");
+  assert_true(port > 0);
   free(l);
   char *fj = du_get(port, "/api/v1/fixings");
   assert_non_null(fj);

@@ -1,7 +1,8 @@
 /*
  * pipeline_util.h - shared by the pipeline and crash tests: temporary data
- * directories, a quiet logger, and a consumer that waits for a command's
- * DONE marker.
+ * directories, a quiet logger, a consumer that waits for a command's DONE
+ * marker, a runner that feeds cmdgen's stream through a pipeline, and a
+ * lister of journal segments.
  */
 #ifndef HOURGLASS_TESTS_PIPELINE_UTIL_H
 #define HOURGLASS_TESTS_PIPELINE_UTIL_H
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmdgen.h"
 #include "hourglass/pipeline.h"
 
 static inline int util_rm_entry(const char *path, const struct stat *st, int flag,
@@ -108,3 +110,33 @@ static inline void util_config(hg_pipeline_config_t *cfg, const char *dir, util_
 }
 
 #endif /* HOURGLASS_TESTS_PIPELINE_UTIL_H */
+
+/* Submits commands [from, to) of cmdgen's stream with seed (origin = the
+ * index), polling the output while the inbound ring is full, then waits
+ * until seq `to` is released. For a pipeline whose last seq is `from`, so
+ * that each command's seq is its index + 1. 0, or the first error of
+ * submit or wait (-ETIMEDOUT after 5 s without output). */
+static inline int util_run_cmdgen(hg_pipeline_t *p, uint64_t from, uint64_t to, uint64_t seed) {
+  hg_pipe_out_t out[256];
+  uint64_t done = from;
+  for (uint64_t i = from; i < to;) {
+    hg_command_t cmd;
+    cmdgen_command(i, seed, &cmd);
+    int rc = hg_pipeline_submit(p, i, &cmd);
+    if (rc == 0)
+      i++;
+    else if (rc != HG_EBUSY)
+      return rc;
+    size_t n = hg_pipeline_poll(p, out, 256);
+    for (size_t k = 0; k < n; k++)
+      if (out[k].kind == HG_PIPE_DONE) done = out[k].seq;
+  }
+  while (done < to) {
+    size_t n = hg_pipeline_poll(p, out, 256);
+    for (size_t k = 0; k < n; k++)
+      if (out[k].kind == HG_PIPE_DONE) done = out[k].seq;
+    int rc = n == 0 ? hg_pipeline_wait(p, 5000000000ll) : 0;
+    if (rc != 0) return rc;
+  }
+  return 0;
+}

@@ -56,21 +56,7 @@ static int teardown(void **state) {
 
 /* Submits commands [from, to) and waits until the last one is DONE. */
 static void run_commands(hg_pipeline_t *p, uint64_t from, uint64_t to) {
-  hg_pipe_out_t out[256];
-  uint64_t done = 0;
-  for (uint64_t i = from; i < to; i++) {
-    hg_command_t cmd;
-    cmdgen_command(i, SEED, &cmd);
-    int rc;
-    while ((rc = hg_pipeline_submit(p, i, &cmd)) == HG_EBUSY) hg_pipeline_poll(p, out, 256);
-    assert_int_equal(rc, 0);
-  }
-  while (done < to) {
-    size_t n = hg_pipeline_poll(p, out, 256);
-    for (size_t k = 0; k < n; k++)
-      if (out[k].kind == HG_PIPE_DONE) done = out[k].seq;
-    if (n == 0) assert_int_equal(hg_pipeline_wait(p, 5000000000ll), 0);
-  }
+  assert_int_equal(util_run_cmdgen(p, from, to, SEED), 0);
 }
 
 /* Every file of dir/journal and dir/state/data.mdb: name, inode, size,

@@ -84,18 +84,7 @@ static void run(fixture_t *f, uint64_t from, uint64_t to) {
   hg_pipeline_t *p = NULL;
   assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
   assert_int_equal(hg_pipeline_start(p), 0);
-  for (uint64_t i = from; i < to;) {
-    hg_command_t cmd;
-    cmdgen_command(i, SEED, &cmd);
-    int rc = hg_pipeline_submit(p, i, &cmd);
-    if (rc == 0)
-      i++;
-    else if (rc == HG_EBUSY)
-      hg_pipeline_wait(p, 1000000);
-    else
-      fail_msg("submit: %d", rc);
-    drain(p);
-  }
+  assert_int_equal(util_run_cmdgen(p, from, to, SEED), 0);
   assert_int_equal(hg_pipeline_stop(p), 0);
   drain(p);
   hg_pipeline_close(p);
@@ -230,24 +219,7 @@ static void run_and_crash(fixture_t *f, uint64_t from, uint64_t to) {
     f->cfg.snapshot_every = 0; /* only at a clean stop, which never comes */
     hg_pipeline_t *p = NULL;
     if (hg_pipeline_open(&f->cfg, &p) != 0 || hg_pipeline_start(p) != 0) _exit(2);
-    uint64_t acked = 0; /* acknowledgements received */
-    hg_pipe_out_t out[256];
-    for (uint64_t i = from; i < to || acked < to - from;) {
-      if (i < to) {
-        hg_command_t cmd;
-        cmdgen_command(i, SEED, &cmd);
-        int rc = hg_pipeline_submit(p, i, &cmd);
-        if (rc == 0)
-          i++;
-        else if (rc != HG_EBUSY)
-          _exit(3);
-      } else {
-        hg_pipeline_wait(p, 1000000);
-      }
-      size_t n = hg_pipeline_poll(p, out, 256);
-      for (size_t k = 0; k < n; k++)
-        acked += out[k].kind == HG_PIPE_DONE;
-    }
+    if (util_run_cmdgen(p, from, to, SEED) != 0) _exit(3);
     kill(getpid(), SIGKILL);
     _exit(4);
   }

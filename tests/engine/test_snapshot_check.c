@@ -99,24 +99,7 @@ static void run_commands(fixture_t *f, uint64_t from, uint64_t to, uint8_t hash[
   assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
   assert_int_equal(hg_exchange_last_seq(hg_pipeline_exchange(p)), from);
   assert_int_equal(hg_pipeline_start(p), 0);
-  hg_pipe_out_t out[256];
-  uint64_t done = from;
-  for (uint64_t i = from; i < to;) {
-    hg_command_t cmd;
-    cmdgen_command(i, SEED, &cmd);
-    int rc = hg_pipeline_submit(p, i, &cmd);
-    if (rc == 0) i++;
-    else assert_int_equal(rc, HG_EBUSY);
-    size_t n = hg_pipeline_poll(p, out, 256);
-    for (size_t k = 0; k < n; k++)
-      if (out[k].kind == HG_PIPE_DONE) done = out[k].seq;
-  }
-  while (done < to) {
-    size_t n = hg_pipeline_poll(p, out, 256);
-    for (size_t k = 0; k < n; k++)
-      if (out[k].kind == HG_PIPE_DONE) done = out[k].seq;
-    if (n == 0) assert_int_equal(hg_pipeline_wait(p, 5000000000ll), 0);
-  }
+  assert_int_equal(util_run_cmdgen(p, from, to, SEED), 0);
   assert_int_equal(hg_pipeline_stop(p), 0);
   if (hash != NULL) hg_pipeline_state_hash(p, hash);
   hg_pipeline_close(p);
