@@ -161,21 +161,24 @@ struct hg_pipeline {
 
 /* ------------------------------------------------------------------------ */
 
-static void logf_(hg_pipeline_t *p, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void logf_(hg_pipeline_t *p, int level, const char *fmt, ...) {
+/* One message to cfg's log callback, or to stderr without one. */
+__attribute__((format(printf, 3, 4))) static void cfg_log(const hg_pipeline_config_t *cfg,
+                                                          int level, const char *fmt, ...) {
   char msg[1536]; /* the journal's refusals spell out the operator's options */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (p->cfg.log != NULL) {
-    p->cfg.log(p->cfg.log_ctx, level, msg);
+  if (cfg->log != NULL) {
+    cfg->log(cfg->log_ctx, level, msg);
   } else {
     static const char *names[] = {"info", "warn", "error"};
     fprintf(stderr, "hourglass pipeline %s: %s\n", names[level < 0 || level > 2 ? 2 : level], msg);
   }
 }
+
+/* The same for an open pipeline. */
+#define logf_(p, ...) cfg_log(&(p)->cfg, __VA_ARGS__)
 
 static uint64_t default_clock(void *ctx) {
   (void)ctx;
@@ -629,9 +632,9 @@ static void *journal_main(void *arg) {
  * added only to one that does not. */
 static void journal_log(void *ctx, int level, const char *msg) {
   if (strncmp(msg, "journal: ", 9) == 0)
-    logf_(ctx, level, "%s", msg);
+    logf_((hg_pipeline_t *)ctx, level, "%s", msg);
   else
-    logf_(ctx, level, "journal: %s", msg);
+    logf_((hg_pipeline_t *)ctx, level, "journal: %s", msg);
 }
 
 /* Notes a snapshot refused by recovery (seq, the store's reason). */
@@ -1040,21 +1043,6 @@ int hg_pipeline_replay_journal(const char *journal_dir, hg_exchange_t *ex, uint6
   if (rc == HG_ENOTFOUND) rc = 0; /* empty journal */
   *last_seq = hg_exchange_last_seq(ex);
   return rc;
-}
-
-__attribute__((format(printf, 3, 4))) static void cfg_log(const hg_pipeline_config_t *cfg,
-                                                          int level, const char *fmt, ...) {
-  char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (cfg->log != NULL) {
-    cfg->log(cfg->log_ctx, level, msg);
-  } else {
-    static const char *names[] = {"info", "warn", "error"};
-    fprintf(stderr, "hourglass pipeline %s: %s\n", names[level < 0 || level > 2 ? 2 : level], msg);
-  }
 }
 
 /*

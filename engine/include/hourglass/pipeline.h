@@ -257,22 +257,27 @@ int hg_pipeline_replay_journal(const char *journal_dir, hg_exchange_t *ex, uint6
                                uint64_t *last_seq);
 
 /*
- * Recovers the state of cfg->data_dir into ex as hg_pipeline_open() would
- * (latest snapshot, then the journal after it), but writes nothing: the
- * store is opened read-only (hg_store_open_readonly) and the journal only
- * through readers, never for writing, so the directory may belong to a
- * running daemon. Unlike hg_pipeline_open() it neither creates missing
- * directories nor cuts a torn tail: a journal whose last record is not good
- * (a batch still being written, a tail torn by a crash, or corruption) is
- * HG_ECORRUPT. Of cfg only data_dir, log and log_ctx are used.
+ * Recovers the state of cfg->data_dir into ex (the newest snapshot, then
+ * the journal after it) with the checks of hg_pipeline_open(), but writes
+ * nothing: the store is opened read-only (hg_store_open_readonly) and the
+ * journal only through readers, never for writing, so the directory may
+ * belong to a running daemon. The durable mark is read too: a journal that
+ * ends before its seq, or lacks the segment it names, is HG_ECORRUPT.
+ * Unlike hg_pipeline_open() it neither creates missing directories nor cuts
+ * a torn tail: a journal whose last record is not good (a batch still being
+ * written, a tail torn by a crash, or corruption) is HG_ECORRUPT; and it
+ * does not fall back past a bad newest snapshot: that is HG_ECORRUPT too
+ * (hg_pipeline_open() on a copy shows which snapshot it would use). Of cfg
+ * only data_dir, log and log_ctx are used.
  *   ex        just created (hg_exchange_create with cfg->exchange), empty;
  *             owned by the caller; on success it holds the state at
  *             *last_seq, on failure whatever was applied before the error.
  *   snap_seq  the seq of the snapshot used (0: none).
  *   last_seq  the seq of the last command applied (also set on failure).
  * Returns 0, -ENOENT/-ENOTDIR/-EACCES (data_dir, state or journal),
- * HG_ECORRUPT (bad or unfinished journal record, a snapshot that does not
- * restore, a journal that does not continue the snapshot), HG_EVERSION,
+ * HG_ECORRUPT (bad or unfinished journal record, a bad newest snapshot, a
+ * journal that does not continue the snapshot or falls short of the durable
+ * mark), HG_EVERSION,
  * HG_EINVAL, -ENOMEM, the exchange's apply errors. Every failure is logged
  * through cfg->log with the reason. Any thread; ex is the caller's until it
  * returns.
