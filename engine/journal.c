@@ -54,7 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "crc32c.h"
+#include "hourglass/crc32c.h"
 #include "hourglass/bytes.h"
 #include "journal_internal.h"
 

@@ -33,7 +33,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/sha256.h"
-#include "crc32c.h"
+#include "hourglass/crc32c.h"
 
 struct hg_store {
   MDB_env *env; /* owned; NULL until opened */

@@ -16,7 +16,7 @@ Generate the module by hand with
 
 This is an example, not the reference client: it drops repeated stream
 frames but does not fill gaps by retransmission (the C library,
-gateway/include/hourglass/client.h, does).
+gateway/client/include/hourglass/client.h, does).
 
     python3 hgclient.py --port 7700 --key-id 10 --secret HEX instruments
     python3 hgclient.py ... order --instrument 1 --side buy --price 500 --qty 3

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target over hourglassd's configuration file parser
- * (gateway/daemon_config.c): the input is the file's text, copied into an
+ * (daemon/daemon_config.c): the input is the file's text, copied into an
  * exact-size allocation (a read past its end is an ASan report). Checked: no
  * crash, leak or UB; a failure returns one of the documented codes with a
  * NUL-terminated, non-empty reason and a line within the text; parsing is

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target over the daemon's HTTP request parser (gateway/http.c):
+ * libFuzzer target over the daemon's HTTP request parser (daemon/http.c):
  * the input is what a client sends on one connection (after a first byte
  * that sets the server's keep-alive setting). Heads are cut as the server
  * cuts them (hg_http_head_len; a head holding a NUL is refused before

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "crc32c.h"
+#include "hourglass/crc32c.h"
 
 typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
 

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "crc32c.h"
+#include "hourglass/crc32c.h"
 #include "hourglass/journal.h"
 #include "journal_internal.h"
 #include "pipeline_util.h"

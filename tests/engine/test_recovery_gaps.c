@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "cmdgen.h"
-#include "crc32c.h"
+#include "hourglass/crc32c.h"
 #include "hourglass/error.h"
 #include "hourglass/journal.h"
 #include "journal_internal.h"

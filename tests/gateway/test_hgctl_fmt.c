@@ -1,5 +1,5 @@
 /*
- * test_hgctl_fmt.c - hgctl's USD conversions (gateway/hgctl_fmt.c): decimal
+ * test_hgctl_fmt.c - hgctl's USD conversions (gateway/tools/hgctl_fmt.c): decimal
  * prices to ticks exactly, refusals for off-tick, negative, malformed and
  * overflowing input, and the printed forms of prices, money and times.
  */

@@ -1,5 +1,5 @@
 /*
- * The hand-written envelope encoders (gateway/wire_fast.c) against
+ * The hand-written envelope encoders (gateway/wire/wire_fast.c) against
  * protobuf-c: random envelopes of every handled shape with every field of
  * the body set or unset at random (driven by the descriptors, so a field the
  * .proto gains is randomised too), one frame written out byte by byte, the
