@@ -12,13 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hourglass/log.h"
 #include "hourglass/pipeline.h"
 
 #define HG_DCFG_ADDR_MAX 64
 #define HG_DCFG_PATH_MAX 1024
 
-/* Log levels, lowest first. */
-enum { HG_LOG_DEBUG = 0, HG_LOG_INFO = 1, HG_LOG_WARN = 2, HG_LOG_ERROR = 3 };
 
 /* One listen address, split; host is an IPv4 or IPv6 literal. */
 typedef struct hg_dcfg_addr {

@@ -1,0 +1,33 @@
+/*
+ * hourglass/names.h - the names Hourglass accepts: GPU models, grade codes,
+ * provider text and contract symbols. One definition, used by the command
+ * decoder, the state machine, the CSV readers and the tools alike, so a name
+ * one of them accepts is never refused by another.
+ *
+ * Pure functions: no state, no allocation, any thread.
+ */
+#ifndef HOURGLASS_NAMES_H
+#define HOURGLASS_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A GPU model or grade code held in a char array of cap bytes: 1..cap-1
+ * bytes of [A-Za-z0-9], then a NUL inside the array. */
+bool hg_name_ok(const char *s, size_t cap);
+
+/* The same rule for len bytes not NUL-terminated (len 1..cap-1). */
+bool hg_name_ok_n(const char *s, size_t len, size_t cap);
+
+/* Free text (a provider's name) as the CSV files carry it: 1..cap-1
+ * printable ASCII bytes, no ',' and no '"', then a NUL inside the array. */
+bool hg_text_ok(const char *s, size_t cap);
+
+/* A contract symbol "<GPU>.<GRADE>.<YYYY-MM>", e.g. "B200.A.2027-03": GPU a
+ * name of gpu_cap, grade a name of grade_cap, year 1970..9999, month 01..12.
+ * Returns true and fills every output; false (outputs unspecified) otherwise. */
+bool hg_symbol_parse(const char *sym, char *gpu, size_t gpu_cap, char *grade, size_t grade_cap,
+                     uint32_t *year, uint32_t *month);
+
+#endif /* HOURGLASS_NAMES_H */
