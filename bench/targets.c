@@ -1,13 +1,36 @@
 /*
  * targets.c - the servers the load generator drives (targets.h): the real
- * gateway set up through the client harness.
+ * gateway set up through the client harness, and the two floor servers.
+ *
+ * A floor server is one libuv loop on its own thread. Each connection has
+ * a receive buffer (frames are parsed in place and decoded into the
+ * server's one arena) and a send buffer of encoded replies split in three
+ * by offsets: [0, ready) may be written now, [ready, commit) waits for the
+ * commit in flight, [commit, len) for the next one. Echo makes everything
+ * ready at the end of each read. Group commit moves `commit` to `len` for
+ * every connection when it submits a batch, and `ready` to `commit` when
+ * that batch's fdatasync completes. At most one uv_write per connection is
+ * in flight, over [0, ready) as it was when issued; bytes are only appended
+ * behind it and moved down once it completes.
  */
 #include "targets.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <uv.h>
 
 #include "client_harness.h"
+#include "hourglass/wire.h"
 
 /* ------------------------------------------------------- the real gateway */
 
@@ -72,4 +95,445 @@ void tg_gateway_down(tg_gateway_t *g, lg_fleet_t *f) {
   lg_fleet_close(f);
   ch_stop(&g->s);
   free(g);
+}
+
+/* ------------------------------------------------------ the floor servers */
+
+#define FL_MAX_FRAME 8192u
+#define FL_RX_CAP (64u * 1024u)  /* above one frame, so a partial frame always fits */
+#define FL_TX_CAP (4u << 20)     /* held replies of one connection; seconds of them */
+#define FL_MAX_CONNS 64u
+#define FL_RECORD 64u
+#define FL_MiB (1u << 20)
+
+typedef struct fl_conn {
+  uv_tcp_t tcp;
+  struct tg_floor *srv;
+  bool used;
+  uint8_t rx[FL_RX_CAP];
+  size_t rx_len;
+  uint8_t *tx;          /* FL_TX_CAP bytes, owned by the connection */
+  size_t tx_len;        /* encoded replies */
+  size_t tx_commit;     /* [0, tx_commit): in the commit in flight or earlier */
+  size_t tx_ready;      /* [0, tx_ready): may be written */
+  size_t tx_inflight;   /* [0, tx_inflight): handed to the uv_write in flight */
+  uv_write_t wr;
+  uint64_t out_seq;     /* seq of the next stream frame */
+} fl_conn_t;
+
+/* One 64-byte record per order, as a journal would log it. */
+typedef struct fl_record {
+  uint64_t n, conn, ref_seq, client_order_id;
+  int64_t price, qty;
+  uint64_t ts, check;
+} fl_record_t;
+_Static_assert(sizeof(fl_record_t) == FL_RECORD, "a record is 64 bytes");
+
+struct tg_floor {
+  tg_floor_kind_t kind;
+  uv_loop_t loop;
+  uv_tcp_t listener;
+  uv_async_t stop;
+  uv_check_t check; /* TG_COMMIT: submits the batch at the end of each iteration */
+  uv_poll_t poll;   /* TG_COMMIT: the eventfd of the ring */
+  uv_thread_t thread;
+  fl_conn_t *conns; /* FL_MAX_CONNS, owned */
+  hg_wire_arena_t arena;
+  uint8_t *arena_buf;
+  uint64_t next_order_id;
+  /* TG_COMMIT */
+  struct io_uring ring;
+  int efd, fd;
+  uint64_t file_size, off;
+  uint8_t *acc, *fly;   /* the accumulating batch and the one in flight */
+  size_t acc_len, acc_cap, fly_len, fly_cap;
+  struct iovec iov;
+  int cqes_left;        /* of the commit in flight (0: none) */
+  int commit_err;
+  _Atomic uint64_t orders, commits, records;
+};
+
+static uint64_t wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void conn_closed(uv_handle_t *h) {
+  fl_conn_t *c = h->data;
+  free(c->tx);
+  c->tx = NULL;
+  c->used = false;
+}
+
+static void conn_close(fl_conn_t *c) {
+  if (!uv_is_closing((uv_handle_t *)&c->tcp)) uv_close((uv_handle_t *)&c->tcp, conn_closed);
+}
+
+/* Drops the first n bytes of the send buffer (no uv_write in flight). */
+static void tx_consume(fl_conn_t *c, size_t n) {
+  memmove(c->tx, c->tx + n, c->tx_len - n);
+  c->tx_len -= n;
+  c->tx_commit -= n;
+  c->tx_ready -= n;
+}
+
+static void conn_flush(fl_conn_t *c);
+
+static void write_done(uv_write_t *w, int status) {
+  fl_conn_t *c = w->data;
+  if (status < 0) {
+    conn_close(c);
+    return;
+  }
+  size_t n = c->tx_inflight;
+  c->tx_inflight = 0;
+  tx_consume(c, n);
+  conn_flush(c);
+}
+
+/* Writes [0, tx_ready): at once as far as the socket takes it, the rest
+ * through one uv_write. */
+static void conn_flush(fl_conn_t *c) {
+  if (c->tx_inflight > 0 || c->tx_ready == 0 || uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  uv_buf_t b = uv_buf_init((char *)c->tx, (unsigned)c->tx_ready);
+  int w = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+  if (w < 0 && w != UV_EAGAIN) {
+    conn_close(c);
+    return;
+  }
+  if (w > 0) tx_consume(c, (size_t)w);
+  if (c->tx_ready == 0) return;
+  b = uv_buf_init((char *)c->tx, (unsigned)c->tx_ready);
+  c->wr.data = c;
+  if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0) {
+    conn_close(c);
+    return;
+  }
+  c->tx_inflight = c->tx_ready;
+}
+
+static void send_env(fl_conn_t *c, const Hourglass__V1__Envelope *env) {
+  size_t n = 0;
+  int rc = hg_wire_encode(env, c->tx + c->tx_len, FL_TX_CAP - c->tx_len, &n);
+  if (rc != 0) lg_die("floor server: reply buffer", rc);
+  c->tx_len += n;
+}
+
+static void on_login(fl_conn_t *c, const Hourglass__V1__Login *lg) {
+  Hourglass__V1__LoginAck a = HOURGLASS__V1__LOGIN_ACK__INIT;
+  a.session_id = lg->session_id;
+  a.role = HG_ROLE_TRADER;
+  a.account = 1;
+  a.firm = 1;
+  a.keepalive_ms = lg->has_keepalive_ms ? lg->keepalive_ms : 1000;
+  a.next_seq = 1;
+  a.server_time_ns = wall_ns();
+  a.has_epoch = 1;
+  a.epoch = 1;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_LOGIN_ACK;
+  env.login_ack = &a;
+  c->out_seq = 1;
+  send_env(c, &env);
+  /* Before any order: nothing is held ahead of it. */
+  c->tx_commit = c->tx_ready = c->tx_len;
+}
+
+static void on_order(fl_conn_t *c, uint64_t ref_seq, const Hourglass__V1__NewOrderRequest *o) {
+  struct tg_floor *s = c->srv;
+  uint64_t oid = ++s->next_order_id;
+  Hourglass__V1__ExecutionReport er = HOURGLASS__V1__EXECUTION_REPORT__INIT;
+  er.exec_type = HOURGLASS__V1__EXEC_TYPE__EXEC_NEW;
+  er.instrument_id = o->instrument_id;
+  er.has_order_id = er.has_client_order_id = er.has_side = er.has_price = 1;
+  er.has_qty = er.has_leaves = er.has_engine_seq = er.has_ts = er.has_ref_seq = 1;
+  er.order_id = oid;
+  er.client_order_id = o->client_order_id;
+  er.side = o->side;
+  er.price = o->price;
+  er.qty = o->qty;
+  er.leaves = o->qty;
+  er.engine_seq = oid;
+  er.ts = wall_ns();
+  er.ref_seq = ref_seq;
+  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.has_seq = 1;
+  env.seq = c->out_seq++;
+  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT;
+  env.execution_report = &er;
+  send_env(c, &env);
+  atomic_fetch_add_explicit(&s->orders, 1, memory_order_relaxed); /* a counter */
+  if (s->kind != TG_COMMIT) return;
+  if (s->acc_len + FL_RECORD > s->acc_cap) {
+    /* Only the accumulating batch grows: the kernel may be reading the other. */
+    size_t cap = s->acc_cap * 2;
+    uint8_t *p = realloc(s->acc, cap);
+    if (p == NULL) lg_die("floor server: batch", -ENOMEM);
+    s->acc = p;
+    s->acc_cap = cap;
+  }
+  fl_record_t r = {.n = oid, .conn = (uint64_t)(c - s->conns), .ref_seq = ref_seq,
+                   .client_order_id = o->client_order_id, .price = o->price, .qty = o->qty,
+                   .ts = er.ts};
+  r.check = r.n ^ r.ref_seq ^ r.client_order_id ^ r.ts;
+  memcpy(s->acc + s->acc_len, &r, sizeof r);
+  s->acc_len += FL_RECORD;
+}
+
+/* Hands the accumulated batch to the kernel: writev at the file offset
+ * linked to fdatasync, one commit in flight. */
+static void commit_submit(struct tg_floor *s) {
+  uint8_t *p = s->fly;
+  size_t cap = s->fly_cap;
+  s->fly = s->acc;
+  s->fly_cap = s->acc_cap;
+  s->fly_len = s->acc_len;
+  s->acc = p;
+  s->acc_cap = cap;
+  s->acc_len = 0;
+  if (s->fly_len > s->file_size) lg_die("floor server: batch larger than the file", HG_ERANGE);
+  if (s->off + s->fly_len > s->file_size) s->off = 0; /* wrap: the file is a ring */
+  for (uint32_t i = 0; i < FL_MAX_CONNS; i++)
+    if (s->conns[i].used) s->conns[i].tx_commit = s->conns[i].tx_len;
+  s->iov.iov_base = s->fly;
+  s->iov.iov_len = s->fly_len;
+  struct io_uring_sqe *w = io_uring_get_sqe(&s->ring);
+  struct io_uring_sqe *f = io_uring_get_sqe(&s->ring);
+  if (w == NULL || f == NULL) lg_die("floor server: io_uring", -EBUSY);
+  io_uring_prep_writev(w, s->fd, &s->iov, 1, s->off);
+  io_uring_sqe_set_flags(w, IOSQE_IO_LINK);
+  io_uring_sqe_set_data64(w, 1);
+  io_uring_prep_fsync(f, s->fd, IORING_FSYNC_DATASYNC);
+  io_uring_sqe_set_data64(f, 2);
+  int rc = io_uring_submit(&s->ring);
+  if (rc != 2) lg_die("floor server: io_uring_submit", rc < 0 ? rc : -EIO);
+  s->cqes_left = 2;
+}
+
+/* End of a loop iteration: what arrived in it goes to disk unless a
+ * commit is in flight (then it waits for that one to finish). */
+static void on_check(uv_check_t *h) {
+  struct tg_floor *s = h->data;
+  if (s->cqes_left == 0 && s->acc_len > 0) commit_submit(s);
+}
+
+/* The ring's eventfd: reap completions; a finished commit releases the
+ * replies it held and starts the next batch. */
+static void on_ring(uv_poll_t *h, int status, int events) {
+  (void)events;
+  struct tg_floor *s = h->data;
+  if (status < 0) lg_die("floor server: poll", status);
+  uint64_t v;
+  if (read(s->efd, &v, sizeof v) < 0 && errno != EAGAIN) lg_die("floor server: eventfd", -errno);
+  struct io_uring_cqe *cqe;
+  while (s->cqes_left > 0 && io_uring_peek_cqe(&s->ring, &cqe) == 0) {
+    /* A short write stops the chain: the sync then ends with -ECANCELED. */
+    if (io_uring_cqe_get_data64(cqe) == 1 && cqe->res != (int)s->fly_len && s->commit_err == 0)
+      s->commit_err = cqe->res < 0 ? cqe->res : -EIO;
+    if (io_uring_cqe_get_data64(cqe) == 2 && cqe->res < 0 && s->commit_err == 0)
+      s->commit_err = cqe->res;
+    io_uring_cqe_seen(&s->ring, cqe);
+    s->cqes_left--;
+  }
+  if (s->cqes_left > 0) return;
+  if (s->commit_err != 0) lg_die("floor server: writev + fdatasync", s->commit_err);
+  if (s->fly_len == 0) return; /* nothing was in flight */
+  s->off += s->fly_len;
+  atomic_fetch_add_explicit(&s->commits, 1, memory_order_relaxed); /* counters */
+  atomic_fetch_add_explicit(&s->records, s->fly_len / FL_RECORD, memory_order_relaxed);
+  s->fly_len = 0;
+  for (uint32_t i = 0; i < FL_MAX_CONNS; i++) {
+    fl_conn_t *c = &s->conns[i];
+    if (!c->used) continue;
+    c->tx_ready = c->tx_commit;
+    conn_flush(c);
+  }
+  if (s->acc_len > 0) commit_submit(s);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  (void)hint;
+  fl_conn_t *c = h->data;
+  *buf = uv_buf_init((char *)c->rx + c->rx_len, (unsigned)(FL_RX_CAP - c->rx_len));
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  (void)buf;
+  fl_conn_t *c = st->data;
+  struct tg_floor *s = c->srv;
+  if (nread < 0) {
+    conn_close(c);
+    return;
+  }
+  c->rx_len += (size_t)nread;
+  size_t off = 0;
+  for (;;) {
+    hg_wire_frame_t f;
+    int rc = hg_wire_frame_parse(c->rx + off, c->rx_len - off, FL_MAX_FRAME, &f);
+    if (rc == -EAGAIN) break;
+    if (rc < 0) {
+      conn_close(c);
+      return;
+    }
+    size_t total = (size_t)f.hdr_len + f.body_len;
+    if (c->rx_len - off < total) break;
+    Hourglass__V1__Envelope *e = NULL;
+    if (hg_wire_decode(&s->arena, c->rx + off + f.hdr_len, f.body_len, &e) != 0) {
+      conn_close(c);
+      return;
+    }
+    off += total;
+    if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_LOGIN)
+      on_login(c, e->login);
+    else if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_NEW_ORDER)
+      on_order(c, e->seq, e->new_order);
+  }
+  memmove(c->rx, c->rx + off, c->rx_len - off);
+  c->rx_len -= off;
+  if (s->kind == TG_ECHO) c->tx_commit = c->tx_ready = c->tx_len;
+  conn_flush(c);
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+  struct tg_floor *s = l->data;
+  if (status < 0) return;
+  fl_conn_t *c = NULL;
+  for (uint32_t i = 0; i < FL_MAX_CONNS && c == NULL; i++)
+    if (!s->conns[i].used) c = &s->conns[i];
+  if (c == NULL) lg_die("floor server: connections", HG_EFULL);
+  memset(c, 0, sizeof *c);
+  c->srv = s;
+  c->tx = malloc(FL_TX_CAP);
+  if (c->tx == NULL) lg_die("floor server: connection", -ENOMEM);
+  c->used = true;
+  uv_tcp_init(&s->loop, &c->tcp);
+  c->tcp.data = c;
+  if (uv_accept(l, (uv_stream_t *)&c->tcp) != 0) {
+    conn_close(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+static void on_stop(uv_async_t *h) {
+  struct tg_floor *s = h->data;
+  for (uint32_t i = 0; i < FL_MAX_CONNS; i++)
+    if (s->conns[i].used) conn_close(&s->conns[i]);
+  uv_close((uv_handle_t *)&s->listener, NULL);
+  uv_close((uv_handle_t *)&s->stop, NULL);
+  if (s->kind == TG_COMMIT) {
+    uv_close((uv_handle_t *)&s->check, NULL);
+    uv_close((uv_handle_t *)&s->poll, NULL);
+  }
+}
+
+static void loop_main(void *arg) {
+  struct tg_floor *s = arg;
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+/* The commit file: created in dir, unlinked at once (only its blocks
+ * matter), zero-filled and synced so a commit's fdatasync flushes data,
+ * not extent conversions. */
+static void commit_open(struct tg_floor *s, const char *dir, uint64_t bytes) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/bench_floor_commit.XXXXXX", dir);
+  s->fd = mkstemp(path);
+  if (s->fd < 0) lg_die("floor server: commit file", -errno);
+  unlink(path);
+  s->file_size = (bytes + FL_MiB - 1) / FL_MiB * FL_MiB;
+  if (s->file_size == 0) s->file_size = FL_MiB;
+  uint8_t *zeros = calloc(1, FL_MiB);
+  if (zeros == NULL) lg_die("floor server: commit file", -ENOMEM);
+  for (uint64_t off = 0; off < s->file_size; off += FL_MiB)
+    if (pwrite(s->fd, zeros, FL_MiB, (off_t)off) != (ssize_t)FL_MiB)
+      lg_die("floor server: zero-fill", -errno);
+  free(zeros);
+  if (fdatasync(s->fd) != 0) lg_die("floor server: fdatasync", -errno);
+  s->acc_cap = s->fly_cap = 64u * 1024u;
+  s->acc = malloc(s->acc_cap);
+  s->fly = malloc(s->fly_cap);
+  if (s->acc == NULL || s->fly == NULL) lg_die("floor server: batch", -ENOMEM);
+  int rc = io_uring_queue_init(8, &s->ring, 0);
+  if (rc < 0) lg_die("floor server: io_uring_queue_init", rc);
+  s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->efd < 0) lg_die("floor server: eventfd", -errno);
+  if ((rc = io_uring_register_eventfd(&s->ring, s->efd)) < 0)
+    lg_die("floor server: io_uring_register_eventfd", rc);
+  uv_check_init(&s->loop, &s->check);
+  s->check.data = s;
+  uv_check_start(&s->check, on_check);
+  uv_poll_init(&s->loop, &s->poll, s->efd);
+  s->poll.data = s;
+  uv_poll_start(&s->poll, UV_READABLE, on_ring);
+}
+
+tg_floor_t *tg_floor_start(tg_floor_kind_t kind, const char *dir, uint64_t file_bytes,
+                           uint32_t sessions, uint32_t keepalive_ms, lg_fleet_t *f) {
+  struct tg_floor *s = calloc(1, sizeof *s);
+  if (s == NULL) lg_die("floor server", -ENOMEM);
+  s->kind = kind;
+  s->fd = s->efd = -1;
+  /* Ids of the gateway's magnitude after a few runs, so varints match. */
+  s->next_order_id = 1u << 14;
+  s->conns = calloc(FL_MAX_CONNS, sizeof *s->conns);
+  s->arena_buf = malloc(HG_WIRE_ARENA_SIZE(FL_MAX_FRAME));
+  if (s->conns == NULL || s->arena_buf == NULL) lg_die("floor server", -ENOMEM);
+  hg_wire_arena_init(&s->arena, s->arena_buf, HG_WIRE_ARENA_SIZE(FL_MAX_FRAME));
+  int rc = uv_loop_init(&s->loop);
+  if (rc != 0) lg_die("floor server: loop", rc);
+  uv_async_init(&s->loop, &s->stop, on_stop);
+  s->stop.data = s;
+  uv_tcp_init(&s->loop, &s->listener);
+  s->listener.data = s;
+  struct sockaddr_in a;
+  uv_ip4_addr("127.0.0.1", 0, &a);
+  if ((rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&a, 0)) != 0 ||
+      (rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection)) != 0)
+    lg_die("floor server: listen", rc);
+  struct sockaddr_in bound;
+  int len = sizeof bound;
+  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
+  if (kind == TG_COMMIT) commit_open(s, dir, file_bytes);
+  /* Every handle is set up before the loop thread starts; from now on only
+   * that thread touches them (tg_floor_stop signals through the async). */
+  if ((rc = uv_thread_create(&s->thread, loop_main, s)) != 0) lg_die("floor server: thread", rc);
+  /* Any secret does: the floor does not check the proof. */
+  rc = lg_fleet_login(f, ntohs(bound.sin_port), TG_KEY_BASE, sessions, ch_secret, keepalive_ms);
+  if (rc != 0) lg_die("login", rc);
+  return s;
+}
+
+tg_floor_stats_t tg_floor_stats(const tg_floor_t *s) {
+  tg_floor_stats_t st;
+  st.orders = atomic_load_explicit(&s->orders, memory_order_relaxed); /* counters */
+  st.commits = atomic_load_explicit(&s->commits, memory_order_relaxed);
+  st.records = atomic_load_explicit(&s->records, memory_order_relaxed);
+  return st;
+}
+
+void tg_floor_stop(tg_floor_t *s, lg_fleet_t *f) {
+  lg_fleet_close(f);
+  uv_async_send(&s->stop);
+  uv_thread_join(&s->thread);
+  uv_loop_close(&s->loop);
+  if (s->kind == TG_COMMIT) {
+    /* A commit still in flight ends before its buffer is freed. */
+    struct io_uring_cqe *cqe;
+    while (s->cqes_left > 0 && io_uring_wait_cqe(&s->ring, &cqe) == 0) {
+      io_uring_cqe_seen(&s->ring, cqe);
+      s->cqes_left--;
+    }
+    io_uring_queue_exit(&s->ring);
+    close(s->efd);
+    close(s->fd);
+    free(s->acc);
+    free(s->fly);
+  }
+  for (uint32_t i = 0; i < FL_MAX_CONNS; i++) free(s->conns[i].tx);
+  free(s->conns);
+  free(s->arena_buf);
+  free(s);
 }

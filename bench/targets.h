@@ -1,13 +1,36 @@
 /*
- * targets.h - the server the load generator (loadgen.h) drives, in
- * this process on its own threads, on an ephemeral loopback port:
+ * targets.h - the servers the load generator (loadgen.h) drives, all in
+ * this process on their own threads, each on an ephemeral loopback port:
  *
  *  - the real gateway: pipeline + gateway (tests/gateway/client_harness.h)
  *    with a journal in a fresh directory under `dir`, durable policy, one
  *    instrument, one trading key per session and resting sells far above
- *    the generator's IOC buys, so orders never trade.
+ *    the generator's IOC buys, so orders never trade;
+ *  - the floor servers: one libuv loop thread that speaks just enough of
+ *    the protocol for the generator: it answers any Login with a LoginAck
+ *    (secrets are not checked), ignores every other request but
+ *    NewOrderRequest, and answers each order with one ExecutionReport(NEW)
+ *    carrying the fields the gateway's own NEW report carries (order id,
+ *    client order id, side, price, qty, leaves, engine seq, ts = the
+ *    wall clock when it is encoded, ref_seq), so its frames have that
+ *    report's size (order ids start at 2^14, the gateway's magnitude after
+ *    a few runs, for equal varints). The gateway also sends an IOC cancel
+ *    report without a ref_seq after it; the floor does not.
+ *      TG_ECHO: the reply is written as soon as the bytes that carried the
+ *      request are decoded (one write per connection per read).
+ *      TG_COMMIT: group commit. Each order also appends a 64-byte record
+ *      to a file in `dir`; the records of the orders that arrived since the
+ *      last commit go to disk in one io_uring writev linked to an
+ *      fdatasync, submitted from the loop at the end of the loop iteration
+ *      they arrived in (uv_check) and noticed through an eventfd
+ *      registered with io_uring_register_eventfd and watched by uv_poll.
+ *      One commit is in flight at a time; orders arriving meanwhile form
+ *      the next batch, submitted as soon as it completes. Replies are held until their batch is
+ *      durable, then written. The file is zero-filled and synced before
+ *      the loop starts (as the journal zero-fills its segments, so a sync
+ *      flushes data only) and its records wrap around at its end.
  *
- * Threads: create and stop from one thread (the generator's); the
+ * Threads: start, read stats and stop from one thread (the generator's); the
  * servers' own threads are internal. Errors: these are benchmark fixtures,
  * so a setup failure or a failed write/sync exits the program through
  * lg_die() with the reason.
@@ -39,5 +62,29 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f);
 
 /* Closes f's sessions, stops the server and removes its data directory. */
 void tg_gateway_down(tg_gateway_t *g, lg_fleet_t *f);
+
+typedef enum tg_floor_kind { TG_ECHO, TG_COMMIT } tg_floor_kind_t;
+
+typedef struct tg_floor tg_floor_t;
+
+typedef struct tg_floor_stats {
+  uint64_t orders;  /* orders answered */
+  uint64_t commits; /* TG_COMMIT: writev + fdatasync pairs completed */
+  uint64_t records; /* TG_COMMIT: records made durable */
+} tg_floor_stats_t;
+
+/* Starts a floor server and logs `sessions` sessions of *f in to it
+ * (lg_fleet_login, key ids from TG_KEY_BASE). TG_COMMIT: file_bytes of
+ * file in dir (rounded up to 1 MiB), gone once closed; dir and file_bytes
+ * are unused for TG_ECHO. */
+tg_floor_t *tg_floor_start(tg_floor_kind_t kind, const char *dir, uint64_t file_bytes,
+                           uint32_t sessions, uint32_t keepalive_ms, lg_fleet_t *f);
+
+/* Counters so far (read after a run, while the loop is idle). */
+tg_floor_stats_t tg_floor_stats(const tg_floor_t *s);
+
+/* Closes f's sessions, stops the loop thread, closes every connection and
+ * the file. */
+void tg_floor_stop(tg_floor_t *s, lg_fleet_t *f);
 
 #endif /* HOURGLASS_BENCH_TARGETS_H */
