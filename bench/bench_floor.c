@@ -15,9 +15,9 @@
  * is the median of the per-round ratios (gateway / echo, durable /
  * commit), each comparing runs seconds apart. gateway.cpu_us_per_order is
  * process CPU minus the generator thread's (RUSAGE_THREAD) over the tmpfs
- * gateway run, per order answered ("# cpu" gives it for all four). The
- * gateway also sends an IOC cancel report after each reply; the generator
- * skips it and the floors do not send it. "# reply frame bytes" checks the
+ * gateway run, per order answered ("# cpu" gives it for all four servers,
+ * and the generator's own). The gateway also sends an IOC cancel report
+ * after each reply; the generator skips it and the floors do not send it. "# reply frame bytes" checks the
  * reply sizes match; "# load" gives the load average at start and end.
  *
  * Usage: bench_floor [--quick] [--rounds N] [--seconds S] [--rate R]
@@ -48,7 +48,7 @@ typedef struct target {
   lg_fleet_t f;
   tg_gateway_t *gw;  /* T_GATEWAY, T_DURABLE */
   tg_floor_t *floor; /* T_ECHO, T_COMMIT */
-  double p50[MAX_ROUNDS], p99[MAX_ROUNDS], cpu[MAX_ROUNDS];
+  double p50[MAX_ROUNDS], p99[MAX_ROUNDS], cpu[MAX_ROUNDS], gen_cpu[MAX_ROUNDS];
   uint64_t unanswered, rejected;
 } target_t;
 
@@ -158,6 +158,7 @@ int main(int argc, char **argv) {
       x->p50[r] = res.p50;
       x->p99[r] = res.p99;
       x->cpu[r] = res.answered ? (double)server_us / (double)res.answered : 0;
+      x->gen_cpu[r] = res.answered ? (double)(gen1 - gen0) / (double)res.answered : 0;
       x->unanswered += res.late_unanswered;
       x->rejected += res.rejected;
       bad |= res.answered == 0;
@@ -176,9 +177,10 @@ int main(int argc, char **argv) {
   for (int k = 0; k < N_TARGETS; k++)
     printf(" %s p50 %.0f p99 %.0f%s", NAMES[k], median(t[k].p50, rounds), median(t[k].p99, rounds),
            k + 1 < N_TARGETS ? "," : "\n");
-  printf("# cpu us per order (server threads):");
+  printf("# cpu us per order, server threads (generator thread):");
   for (int k = 0; k < N_TARGETS; k++)
-    printf(" %s %.2f%s", NAMES[k], median(t[k].cpu, rounds), k + 1 < N_TARGETS ? "," : "\n");
+    printf(" %s %.2f (%.2f)%s", NAMES[k], median(t[k].cpu, rounds), median(t[k].gen_cpu, rounds),
+           k + 1 < N_TARGETS ? "," : "\n");
   tg_floor_stats_t cs = tg_floor_stats(t[T_COMMIT].floor);
   if (cs.commits > 0)
     printf("# commit floor: %llu commits, %.1f orders each\n", (unsigned long long)cs.commits,
