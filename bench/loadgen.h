@@ -17,7 +17,8 @@
  * (no coordinated omission). The round trip is also split at the server's
  * timestamp carried back in ExecutionReport.ts (CLOCK_REALTIME, offset
  * against CLOCK_MONOTONIC once per run): "in" is due -> stamped, "out" is
- * stamped -> received.
+ * stamped -> received (lg_print calls the stamp "sequenced", which it is
+ * for the gateway).
  *
  * Batching (lg_fleet_t.batch, the default): each session is corked
  * (hg_client_cork) for the run, sessions take turns per generator tick
@@ -99,7 +100,7 @@ typedef void lg_secret_fn(uint64_t key_id, uint8_t sec[32]);
 int lg_fleet_login(lg_fleet_t *f, uint16_t port, uint64_t key_base, uint32_t n,
                    lg_secret_fn *secret, uint32_t keepalive_ms);
 
-/* Logs nothing out: destroys every session (closing its socket). */
+/* Destroys every session (closing its socket, without a Logout). */
 void lg_fleet_close(lg_fleet_t *f);
 
 /*
