@@ -16,9 +16,9 @@
  * commit), each comparing runs seconds apart. gateway.cpu_us_per_order is
  * process CPU minus the generator thread's (RUSAGE_THREAD) over the tmpfs
  * gateway run, per order answered ("# cpu" gives it for all four servers,
- * and the generator's own). The gateway also sends an IOC cancel report
- * after each reply; the generator skips it and the floors do not send it. "# reply frame bytes" checks the
- * reply sizes match; "# load" gives the load average at start and end.
+ * and the generator's own). Like the gateway, the floors follow each
+ * reply with the IOC's cancel report (the generator skips it), so both send
+ * the same frames per order; "# reply frame bytes" checks the sizes match; "# load" gives the load average at start and end.
  *
  * Usage: bench_floor [--quick] [--rounds N] [--seconds S] [--rate R]
  *        [--dir DIR] [--shm DIR]. Loopback only.

@@ -263,6 +263,14 @@ static void on_order(fl_conn_t *c, uint64_t ref_seq, const Hourglass__V1__NewOrd
   env.body_case = HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT;
   env.execution_report = &er;
   send_env(c, &env);
+  /* The real gateway follows with the IOC's cancel (no ref_seq): the floor
+   * sends the same second frame, so both carry the same bytes per order. */
+  er.exec_type = HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED;
+  er.leaves = 0;
+  er.has_ref_seq = 0;
+  er.engine_seq = oid;
+  env.seq = c->out_seq++;
+  send_env(c, &env);
   atomic_fetch_add_explicit(&s->orders, 1, memory_order_relaxed); /* a counter */
   if (s->kind != TG_COMMIT) return;
   if (s->acc_len + FL_RECORD > s->acc_cap) {

@@ -9,13 +9,13 @@
  *  - the floor servers: one libuv loop thread that speaks just enough of
  *    the protocol for the generator: it answers any Login with a LoginAck
  *    (secrets are not checked), ignores every other request but
- *    NewOrderRequest, and answers each order with one ExecutionReport(NEW)
+ *    NewOrderRequest, and answers each order with an ExecutionReport(NEW)
  *    carrying the fields the gateway's own NEW report carries (order id,
  *    client order id, side, price, qty, leaves, engine seq, ts = the
  *    wall clock when it is encoded, ref_seq), so its frames have that
  *    report's size (order ids start at 2^14, the gateway's magnitude after
- *    a few runs, for equal varints). The gateway also sends an IOC cancel
- *    report without a ref_seq after it; the floor does not.
+ *    a few runs, for equal varints), then the IOC's cancel report without
+ *    a ref_seq, as the gateway does.
  *      TG_ECHO: the reply is written as soon as the bytes that carried the
  *      request are decoded (one write per connection per read).
  *      TG_COMMIT: group commit. Each order also appends a 64-byte record
