@@ -1,7 +1,7 @@
 /*
  * bench_gateway: the gateway under an open-loop load over loopback TCP.
  *
- * The server (pipeline + gateway, tests/gateway/client_harness.h) runs in
+ * The server (pipeline + gateway, tests/support/server.h) runs in
  * this process on its own threads; the load generator is the main thread
  * driving N client-library sessions (hg_client, non-blocking sends) through
  * one epoll set. Offered load is open loop: request k of a run is due at
@@ -49,6 +49,7 @@
  *        [--sessions N] [--rates a,b,c] [--seconds S]. --sweep-only stops
  *        after phase 1 (for perf stat over a fixed load). Loopback only. The machine is shared: figures vary.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -63,7 +64,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client_harness.h"
+#include "client_util.h"
 
 #define OP_KEY 1u
 #define KEY_BASE 1000u
@@ -177,13 +178,13 @@ static void lat_summarise(lat_log_t *l, run_result_t *r) {
 /* ------------------------------------------------------------- the server */
 
 typedef struct bench_server {
-  ch_server_t s;
+  ts_server_t s;
   sess_t *sess;
   uint32_t n;
 } bench_server_t;
 
 static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
-  ch_options_t o = {0};
+  ts_server_options_t o = {0};
   o.base_dir = dir;
   o.durable = 1;
   o.journal_direct = g_journal_direct;
@@ -195,17 +196,17 @@ static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
   o.throttle_rate = 1000000;
   o.ring_capacity = 65536;
   o.segment_size = 256u << 20; /* no segment switch inside a run */
-  int rc = ch_create(&b->s, &o);
+  int rc = ts_server_create(&b->s, &o);
   if (rc != 0) die("server create", rc);
-  if ((rc = ch_add_key(&b->s, OP_KEY, HG_ROLE_OPERATOR, 0, 0)) != 0) die("add key", rc);
+  if ((rc = ts_server_add_key(&b->s, OP_KEY, HG_ROLE_OPERATOR, 0, 0)) != 0) die("add key", rc);
   uint32_t *acc = calloc(n_sessions, sizeof *acc), *firm = calloc(n_sessions, sizeof *firm);
   for (uint32_t i = 0; i < n_sessions; i++) {
     acc[i] = i + 1;
     firm[i] = 1 + i % 16;
-    rc = ch_add_key(&b->s, KEY_BASE + i, HG_ROLE_TRADER, acc[i], firm[i]);
+    rc = ts_server_add_key(&b->s, KEY_BASE + i, HG_ROLE_TRADER, acc[i], firm[i]);
     if (rc != 0) die("add key", rc);
   }
-  if ((rc = ch_run(&b->s)) != 0) die("server start", rc);
+  if ((rc = ts_server_run(&b->s)) != 0) die("server start", rc);
   if (ch_setup_market(&b->s, OP_KEY, 1, acc, firm, n_sessions) != 0) die("market setup", HG_EINVAL);
   free(acc);
   free(firm);
@@ -215,7 +216,7 @@ static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
   if (b->sess == NULL) die("sessions", -ENOMEM);
   for (uint32_t i = 0; i < n_sessions; i++) {
     uint8_t sec[32];
-    ch_secret(KEY_BASE + i, sec);
+    ts_key_secret(KEY_BASE + i, sec);
     hg_client_config_t cfg;
     hg_client_config_init(&cfg);
     cfg.port = b->s.port;
@@ -255,7 +256,7 @@ static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
 static void server_down(bench_server_t *b) {
   for (uint32_t i = 0; i < b->n; i++) hg_client_destroy(b->sess[i].c);
   free(b->sess);
-  ch_stop(&b->s);
+  ts_server_stop(&b->s);
 }
 
 /* ---------------------------------------------------------------- a run */
