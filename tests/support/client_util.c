@@ -71,12 +71,15 @@ int ch_list_contract(hg_client_t *op) {
   return ch_response(op, seq);
 }
 
-int ch_order(hg_client_t *c, uint32_t side, int64_t price, int64_t qty,
-                           uint64_t clordid) {
-  hg_client_order_t o = {.instrument_id = 1, .client_order_id = clordid, .side = side,
+int ch_order(hg_client_t *c, uint32_t side, int64_t price, int64_t qty, uint64_t clordid) {
+  hg_client_order_t o = {.instrument_id = 1,
+                         .client_order_id = clordid,
+                         .side = side,
                          .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
-                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
-                         .price = price, .qty = qty};
+                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC,
+                         .has_price = true,
+                         .price = price,
+                         .qty = qty};
   uint64_t seq = 0;
   if (hg_client_new_order(c, &o, &seq) != 0) return -1;
   for (;;) {
@@ -105,7 +108,7 @@ int ch_responses(hg_client_t *c, uint64_t first, uint64_t last) {
 }
 
 int ch_setup_market(const ts_server_t *s, uint64_t op_key, uint32_t n_instr,
-                                  const uint32_t *accounts, const uint32_t *firms, size_t n) {
+                    const uint32_t *accounts, const uint32_t *firms, size_t n) {
   hg_client_t *op = NULL;
   if (ch_client(s, op_key, &op) != 0) return -1;
   int bad = hg_client_connect(op) != 0;

@@ -89,8 +89,7 @@ char *du_wait_log(const char *log, const char *needle, double timeout_s) {
   }
 }
 
-int du_field(const char *text, const char *line_has, const char *key, char *out,
-                           size_t cap) {
+int du_field(const char *text, const char *line_has, const char *key, char *out, size_t cap) {
   const char *best = NULL;
   for (const char *p = text; (p = strstr(p, line_has)) != NULL; p++) best = p;
   if (best == NULL) return -1;
@@ -162,7 +161,8 @@ char *du_http_raw(int port, const char *req, size_t len, int want_responses) {
 
 char *du_get(int port, const char *path) {
   char req[512];
-  int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+  int n =
+      snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
   return du_http_raw(port, req, (size_t)n, 0);
 }
 
@@ -245,4 +245,3 @@ int du_system(const char *cmd) {
   int st = system(cmd);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
-

@@ -19,7 +19,6 @@
 
 #include "test_keys.h"
 
-
 int gt_connect(gt_client_t *c, uint16_t port) {
   memset(c, 0, sizeof *c);
   c->fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -136,8 +135,8 @@ static void new_sid(gt_client_t *c, uint64_t key_id) {
   memcpy(c->sid + 12, &pid, 4);
 }
 
-int gt_send_login(gt_client_t *c, uint64_t key_id, const uint8_t *secret,
-                                uint64_t ts, int cod, uint32_t keepalive_ms, int reuse_sid) {
+int gt_send_login(gt_client_t *c, uint64_t key_id, const uint8_t *secret, uint64_t ts, int cod,
+                  uint32_t keepalive_ms, int reuse_sid) {
   if (!reuse_sid) new_sid(c, key_id);
   if (ts == 0) ts = gt_now_ns();
   uint8_t mac[32];
@@ -162,8 +161,7 @@ int gt_send_login(gt_client_t *c, uint64_t key_id, const uint8_t *secret,
   return gt_send(c, &e);
 }
 
-uint64_t gt_login(gt_client_t *c, uint16_t port, uint64_t key_id, int cod,
-                                uint32_t keepalive_ms) {
+uint64_t gt_login(gt_client_t *c, uint16_t port, uint64_t key_id, int cod, uint32_t keepalive_ms) {
   if (keepalive_ms == 0) keepalive_ms = 30000;
   if (gt_connect(c, port) != 0) return 0;
   uint8_t sec[32];
@@ -173,9 +171,8 @@ uint64_t gt_login(gt_client_t *c, uint16_t port, uint64_t key_id, int cod,
   return e != NULL ? e->login_ack->next_seq : 0;
 }
 
-
-int gt_new_order(gt_client_t *c, uint32_t instr, uint64_t clordid, int side,
-                               int64_t price, int64_t qty, int tif) {
+int gt_new_order(gt_client_t *c, uint32_t instr, uint64_t clordid, int side, int64_t price,
+                 int64_t qty, int tif) {
   Hourglass__V1__NewOrderRequest no = HOURGLASS__V1__NEW_ORDER_REQUEST__INIT;
   no.instrument_id = instr;
   no.client_order_id = clordid;
@@ -201,8 +198,7 @@ int gt_cancel(gt_client_t *c, uint32_t instr, uint64_t oid) {
   return gt_send(c, &e);
 }
 
-int gt_replace(gt_client_t *c, uint32_t instr, uint64_t oid, int64_t px,
-                             int64_t qty) {
+int gt_replace(gt_client_t *c, uint32_t instr, uint64_t oid, int64_t px, int64_t qty) {
   Hourglass__V1__ReplaceRequest r = HOURGLASS__V1__REPLACE_REQUEST__INIT;
   r.instrument_id = instr;
   r.order_id = oid;
@@ -261,7 +257,7 @@ int gt_response_reason(gt_client_t *c) {
 }
 
 int gt_setup_market(const ts_server_t *s, uint64_t op_key, uint32_t n_instr,
-                                  const uint32_t *accounts, const uint32_t *firms, size_t n) {
+                    const uint32_t *accounts, const uint32_t *firms, size_t n) {
   gt_client_t op;
   if (gt_login(&op, s->port, op_key, 0, 0) == 0) return -1;
   int bad = 0;

@@ -104,12 +104,15 @@ int ts_server_create(ts_server_t *s, const ts_server_options_t *o) {
   return rc;
 }
 
-int ts_server_add_key(ts_server_t *s, uint64_t id, uint32_t role, uint32_t account,
-                      uint32_t firm) {
+int ts_server_add_key(ts_server_t *s, uint64_t id, uint32_t role, uint32_t account, uint32_t firm) {
   uint8_t sec[32];
   ts_key_secret(id, sec);
-  hg_gateway_key_t k = {.key_id = id, .role = role, .account = account, .firm = firm,
-                        .secret = sec, .secret_len = 32};
+  hg_gateway_key_t k = {.key_id = id,
+                        .role = role,
+                        .account = account,
+                        .firm = firm,
+                        .secret = sec,
+                        .secret_len = 32};
   return hg_gateway_add_key(s->gw, &k, 0);
 }
 

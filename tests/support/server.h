@@ -83,7 +83,8 @@ void ts_server_stop(ts_server_t *s);
 
 /* A small-gateway server (durable unless unsafe) on a fresh data directory,
  * running: tweak changes the gateway config before create, keys (may be
- * NULL) adds keys before start. 0 or an error. */
+ * NULL) adds keys before start. Quiet, or verbose when the environment sets
+ * GT_VERBOSE. 0 or an error. */
 int ts_server_start(ts_server_t *s, int unsafe, void (*tweak)(hg_gateway_config_t *cfg),
                     void (*keys)(ts_server_t *s));
 

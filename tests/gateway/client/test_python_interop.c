@@ -63,23 +63,35 @@ static void run_python(const ts_server_t *s) {
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* The server; the teardown stops it and removes its data directory even
+ * when an assertion ended the test early. */
+static ts_server_t g_srv;
+static int server_made;
+
+static int teardown(void **state) {
+  (void)state;
+  if (server_made) ts_server_stop(&g_srv);
+  server_made = 0;
+  return 0;
+}
+
 static void test_python_interop(void **state) {
   (void)state;
-  ts_server_t s;
   ts_server_options_t o = {0};
-  assert_int_equal(ts_server_create(&s, &o), 0);
-  assert_int_equal(ts_server_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
-  assert_int_equal(ts_server_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
-  assert_int_equal(ts_server_add_key(&s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
-  assert_int_equal(ts_server_run(&s), 0);
+  server_made = 1;
+  assert_int_equal(ts_server_create(&g_srv, &o), 0);
+  assert_int_equal(ts_server_add_key(&g_srv, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ts_server_add_key(&g_srv, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ts_server_add_key(&g_srv, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
+  assert_int_equal(ts_server_run(&g_srv), 0);
   const uint32_t acc[] = {ACC_A, ACC_B}, firm[] = {1, 2};
-  assert_int_equal(ch_setup_market(&s, OP, 2, acc, firm, 2), 0);
+  assert_int_equal(ch_setup_market(&g_srv, OP, 2, acc, firm, 2), 0);
 
-  run_python(&s);
+  run_python(&g_srv);
 
   /* Key A's stream, replayed to the C client: what Python sent and saw. */
   hg_client_t *c = NULL;
-  assert_int_equal(ch_client(&s, TA, &c), 0);
+  assert_int_equal(ch_client(&g_srv, TA, &c), 0);
   assert_int_equal(hg_client_connect(c), 0);
   uint64_t next = hg_client_session(c)->login_next_seq;
   assert_true(next >= 6); /* new, cancelled, reject, new, fill, ... */
@@ -127,7 +139,6 @@ static void test_python_interop(void **state) {
   }
   hg_client_logout(c, 2000);
   hg_client_destroy(c);
-  ts_server_stop(&s);
 }
 
 int main(int argc, char **argv) {
@@ -136,6 +147,6 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_argv = argv;
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_python_interop)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_python_interop, teardown)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
