@@ -1,7 +1,7 @@
 /*
  * bench_engine - throughput and per-message latency of the order book
  * (engine/book.c) on seeded, realistic one-day workloads, and its speed
- * against the reference book (tests/engine/refbook.c).
+ * against the reference book (tests/support/refbook.c).
  *
  * Design. A workload is a flat array of commands generated before anything is
  * timed. The generator drives a private, untimed book of its own so that its

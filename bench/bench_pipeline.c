@@ -1,6 +1,6 @@
 /*
  * bench_pipeline: the exchange core end to end. A producer thread submits
- * generated commands (tests/engine/cmdgen.h: orders, cancels, replaces around
+ * generated commands (tests/support/cmdgen.h: orders, cancels, replaces around
  * a moving price) into the pipeline; the main thread consumes the released
  * records and times each command from submit to its DONE marker, which in
  * the default mode is released only once the command is durable. So the

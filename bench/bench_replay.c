@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmdgen.h"
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
 #include "hourglass/journal.h"
@@ -70,30 +71,13 @@ static uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 static uint64_t cpu_ns(void) { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
 static uint64_t thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /* Command i (0-based; its seq will be i + 1). */
 static void gen(uint64_t i, hg_command_t *c) {
   memset(c, 0, sizeof *c);
   if (i < INSTRUMENTS) {
     c->type = HG_COMMAND_LIST_INSTRUMENT;
     snprintf(c->u.list.symbol, sizeof c->u.list.symbol, "B200.A.2027-%02u", (unsigned)(3 + i));
-    hg_book_params_t *bp = &c->u.list.params;
-    bp->instrument_id = (uint32_t)(i + 1);
-    bp->tick_size = 1000;
-    bp->contract_unit = 1000;
-    bp->min_price = 1;
-    bp->max_price = 100000;
-    bp->max_order_qty = 1000;
-    bp->ref_price = 3000;
-    bp->band_bps = 2000;
-    bp->max_orders = 1u << 17;
-    bp->max_accounts = ACCOUNTS;
+    cmdgen_book_params(&c->u.list.params, (uint32_t)(i + 1), 1u << 17, ACCOUNTS);
     return;
   }
   if (i < INSTRUMENTS + ACCOUNTS) {
@@ -113,7 +97,7 @@ static void gen(uint64_t i, hg_command_t *c) {
     c->u.daily.day = FIRST_DAY + (int32_t)(i / SESSION_EVERY) - 1;
     return;
   }
-  uint64_t r = mix(i);
+  uint64_t r = cmdgen_mix(i);
   hg_account_t acct = (hg_account_t)(1 + (r >> 8) % ACCOUNTS);
   uint32_t inst = (uint32_t)(1 + (r >> 56) % INSTRUMENTS);
   int64_t mid = 3000 + (int64_t)((i / 20000) % 50) - 25;
@@ -130,37 +114,15 @@ static void gen(uint64_t i, hg_command_t *c) {
       acct = t.u.new_order.account;
     }
   }
-  if (kind < 560) {
-    hg_cmd_new_order_t *o = &c->u.new_order;
-    c->type = HG_COMMAND_NEW_ORDER;
-    o->instrument_id = inst;
-    o->account = acct;
-    o->client_order_id = i;
-    o->side = (uint8_t)((r >> 16) & 1);
-    o->type = HG_ORD_LIMIT;
-    uint32_t t = (uint32_t)((r >> 40) % 8);
-    o->tif = t == 0 ? HG_TIF_IOC : t == 1 ? HG_TIF_DAY : HG_TIF_GTC;
-    int64_t off = (int64_t)((r >> 24) % 10) - 3; /* negative: crosses */
-    o->price = o->side == HG_SIDE_BUY ? mid - off : mid + off;
-    o->qty = (hg_qty_t)(1 + (r >> 32) % 20);
-  } else if (kind < 900) {
-    c->type = HG_COMMAND_CANCEL;
-    c->u.cancel.instrument_id = inst;
-    c->u.cancel.account = acct;
-    c->u.cancel.order_id = target;
-  } else if (kind < 960) {
-    c->type = HG_COMMAND_REPLACE;
-    c->u.replace.instrument_id = inst;
-    c->u.replace.account = acct;
-    c->u.replace.order_id = target;
-    c->u.replace.new_price = mid + (int64_t)((r >> 24) % 9) - 4;
-    c->u.replace.new_qty = (hg_qty_t)(1 + (r >> 32) % 20);
-  } else if (kind < 965) {
-    c->type = HG_COMMAND_MASS_CANCEL;
-    c->u.mass_cancel.instrument_id = inst;
-    c->u.mass_cancel.account = acct;
-    c->u.mass_cancel.sides = HG_SIDES_BOTH;
-  } else {
+  if (kind < 560)
+    cmdgen_new_order(c, inst, acct, i, r, mid, 10, 3); /* about half cross */
+  else if (kind < 900)
+    cmdgen_cancel(c, inst, acct, target);
+  else if (kind < 960)
+    cmdgen_replace(c, inst, acct, target, r, mid);
+  else if (kind < 965)
+    cmdgen_mass_cancel(c, inst, acct);
+  else {
     c->type = kind < 985 ? HG_COMMAND_DEPOSIT : HG_COMMAND_WITHDRAW;
     c->u.cash.account = acct;
     c->u.cash.amount = (int64_t)(1 + (r >> 24) % 1000) * 1000000;

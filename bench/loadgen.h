@@ -86,7 +86,7 @@ _Noreturn void lg_die(const char *what, int err);
 /* The program name lg_die() prints (default "bench"). */
 void lg_set_prog(const char *name);
 
-/* The 32-byte secret of a key id (client_harness.h's ch_secret). */
+/* The 32-byte secret of a key id (tests/support/test_keys.h's ts_key_secret). */
 typedef void lg_secret_fn(uint64_t key_id, uint8_t sec[32]);
 
 /*

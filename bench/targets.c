@@ -29,20 +29,20 @@
 #include <arpa/inet.h>
 #include <uv.h>
 
-#include "client_harness.h"
+#include "client_util.h"
 #include "hourglass/wire.h"
 
 /* ------------------------------------------------------- the real gateway */
 
 struct tg_gateway {
-  ch_server_t s;
+  ts_server_t s;
 };
 
 tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
   tg_gateway_t *g = calloc(1, sizeof *g);
   if (g == NULL) lg_die("server create", -ENOMEM);
   uint32_t n_sessions = o->sessions;
-  ch_options_t co = {0};
+  ts_server_options_t co = {0};
   co.base_dir = o->dir;
   co.durable = 1;
   co.journal_direct = o->journal_direct;
@@ -54,24 +54,24 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
   co.throttle_rate = 1000000;
   co.ring_capacity = 65536;
   co.segment_size = 256u << 20; /* no segment switch inside a run */
-  int rc = ch_create(&g->s, &co);
+  int rc = ts_server_create(&g->s, &co);
   if (rc != 0) lg_die("server create", rc);
-  if ((rc = ch_add_key(&g->s, TG_OP_KEY, HG_ROLE_OPERATOR, 0, 0)) != 0) lg_die("add key", rc);
+  if ((rc = ts_server_add_key(&g->s, TG_OP_KEY, HG_ROLE_OPERATOR, 0, 0)) != 0) lg_die("add key", rc);
   uint32_t *acc = calloc(n_sessions, sizeof *acc), *firm = calloc(n_sessions, sizeof *firm);
   if (acc == NULL || firm == NULL) lg_die("add key", -ENOMEM);
   for (uint32_t i = 0; i < n_sessions; i++) {
     acc[i] = i + 1;
     firm[i] = 1 + i % 16;
-    rc = ch_add_key(&g->s, TG_KEY_BASE + i, HG_ROLE_TRADER, acc[i], firm[i]);
+    rc = ts_server_add_key(&g->s, TG_KEY_BASE + i, HG_ROLE_TRADER, acc[i], firm[i]);
     if (rc != 0) lg_die("add key", rc);
   }
-  if ((rc = ch_run(&g->s)) != 0) lg_die("server start", rc);
+  if ((rc = ts_server_run(&g->s)) != 0) lg_die("server start", rc);
   if (ch_setup_market(&g->s, TG_OP_KEY, 1, acc, firm, n_sessions) != 0)
     lg_die("market setup", HG_EINVAL);
   free(acc);
   free(firm);
 
-  rc = lg_fleet_login(f, g->s.port, TG_KEY_BASE, n_sessions, ch_secret,
+  rc = lg_fleet_login(f, g->s.port, TG_KEY_BASE, n_sessions, ts_key_secret,
                       o->keepalive_ms ? o->keepalive_ms : 5000);
   if (rc != 0) lg_die("login", rc);
   /* Resting sells far above the IOC buys: a book with depth that never trades. */
@@ -93,7 +93,7 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
 
 void tg_gateway_down(tg_gateway_t *g, lg_fleet_t *f) {
   lg_fleet_close(f);
-  ch_stop(&g->s);
+  ts_server_stop(&g->s);
   free(g);
 }
 
@@ -509,7 +509,7 @@ tg_floor_t *tg_floor_start(tg_floor_kind_t kind, const char *dir, uint64_t file_
    * that thread touches them (tg_floor_stop signals through the async). */
   if ((rc = uv_thread_create(&s->thread, loop_main, s)) != 0) lg_die("floor server: thread", rc);
   /* Any secret does: the floor does not check the proof. */
-  rc = lg_fleet_login(f, ntohs(bound.sin_port), TG_KEY_BASE, sessions, ch_secret, keepalive_ms);
+  rc = lg_fleet_login(f, ntohs(bound.sin_port), TG_KEY_BASE, sessions, ts_key_secret, keepalive_ms);
   if (rc != 0) lg_die("login", rc);
   return s;
 }

@@ -2,7 +2,7 @@
  * targets.h - the servers the load generator (loadgen.h) drives, all in
  * this process on their own threads, each on an ephemeral loopback port:
  *
- *  - the real gateway: pipeline + gateway (tests/gateway/client_harness.h)
+ *  - the real gateway: pipeline + gateway (tests/support/server.h)
  *    with a journal in a fresh directory under `dir`, durable policy, one
  *    instrument, one trading key per session and resting sells far above
  *    the generator's IOC buys, so orders never trade;

@@ -3,13 +3,19 @@
  * reload, SIGTERM clean exit with a final snapshot, and a restart that
  * recovers the same state hash. Usage: test_daemon_run <hourglassd>. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "daemon_util.h"
+
+static const char *g_bin; /* hourglassd, from argv[1] */
 
 typedef struct run {
   char dir[512], data[600], log[600], conf[600], opt_data[700];

@@ -17,16 +17,26 @@
  * otherwise.
  *
  * Usage: test_data_dir_lock <hourglassd> <hgctl>. */
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <dirent.h>
 #include <sys/mount.h>
 
 #include "daemon_util.h"
+
+static const char *g_bin; /* hourglassd, from argv[1] */
 
 static const char *g_hgctl;
 

@@ -14,10 +14,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "daemon_util.h"
+
+static const char *g_bin; /* hourglassd, from argv[1] */
 
 #define SYMBOL "B200.A.2027-03"
 #define NROWS 5

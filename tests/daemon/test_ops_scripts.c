@@ -3,13 +3,21 @@
  * Usage: test_ops_scripts <hourglassd> deploy|backup (two CTest entries, so
  * that they run in parallel). */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "daemon_util.h"
+
+static const char *g_bin; /* hourglassd, from argv[1] */
 
 #define OPS HG_SOURCE_DIR "/ops"
 

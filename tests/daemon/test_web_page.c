@@ -24,16 +24,23 @@
  *   test_web_page HOURGLASSD
  * Skipped (cmocka skip) when /usr/bin/chromium is not installed.
  */
+#include <inttypes.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "daemon_util.h"
+
+static const char *g_bin; /* hourglassd, from argv[1] */
 
 #define CHROMIUM "/usr/bin/chromium"
 #define CHROMIUM_FLAGS                                                                     \

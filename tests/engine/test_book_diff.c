@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "../../engine/book_internal.h" /* hg_book_check */
+#include "book_internal.h" /* hg_book_check */
 #include "hourglass/book.h"
 #include "hourglass/error.h"
 #include "refbook.h"

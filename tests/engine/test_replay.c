@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmocka.h>
 
 #include "cmdgen.h"

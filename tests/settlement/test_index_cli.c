@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "../cli_run.h"
+#include "cli_run.h"
 
 static const char *hgctl;
 static const char *data;

@@ -1,0 +1,505 @@
+/*
+ * test_hgctl.c - hgctl's network commands as a user runs them: the real
+ * binary (path in argv[1]) against a gateway in this process. Checks the
+ * printed reports, exit statuses (0 done, 1 refused, 2 usage), symbol
+ * resolution, the ladder snapshot, positions, executions history and
+ * --follow (a fill made by another session while it tails), mass quotes,
+ * the quote group reset and the drop copy tail, and the error
+ * messages for a bad secret, a refused connection and bad options.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "client_util.h"
+#include "hgctl_run.h"
+
+#define OP 1u
+#define TA 10u
+#define TB 11u
+#define MM 12u /* market maker on ACC_B */
+#define RV 13u /* risk viewer of firm 1 (ACC_A) */
+#define ACC_A 100u
+#define ACC_B 200u
+
+static ts_server_t srv;
+
+#define RUN(o, ...)                                      \
+  do {                                                   \
+    const char *const a_[] = {__VA_ARGS__, NULL};        \
+    hgctl_run_as((o), TA, NULL, a_);                           \
+  } while (0)
+
+static uint64_t field(const char *text, const char *name) {
+  const char *p = strstr(text, name);
+  assert_non_null(p);
+  return strtoull(p + strlen(name), NULL, 10);
+}
+
+static int setup(void **state) {
+  (void)state;
+  ts_server_options_t o = {0};
+  if (ts_server_create(&srv, &o) != 0) return -1;
+  if (ts_server_add_key(&srv, OP, HG_ROLE_OPERATOR, 0, 0) != 0) return -1;
+  if (ts_server_add_key(&srv, TA, HG_ROLE_TRADER, ACC_A, 1) != 0) return -1;
+  if (ts_server_add_key(&srv, TB, HG_ROLE_TRADER, ACC_B, 2) != 0) return -1;
+  if (ts_server_add_key(&srv, MM, HG_ROLE_MARKET_MAKER, ACC_B, 2) != 0) return -1;
+  if (ts_server_add_key(&srv, RV, HG_ROLE_RISK_VIEWER, 0, 1) != 0) return -1;
+  if (ts_server_run(&srv) != 0) return -1;
+  snprintf(hgctl_port, sizeof hgctl_port, "%u", (unsigned)srv.port);
+  const uint32_t acc[] = {ACC_A, ACC_B}, firm[] = {1, 2};
+  return ch_setup_market(&srv, OP, 2, acc, firm, 2);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  ts_server_stop(&srv);
+  return 0;
+}
+
+static void test_orders_and_queries(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  RUN(&o, "instruments");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01"));
+  assert_non_null(strstr(o.text, "B200.A.2027-02"));
+  assert_non_null(strstr(o.text, "trading"));
+  /* Tick, min and max in one unit, USD per GPU-hour; --raw as on the wire. */
+  assert_non_null(strstr(o.text, "tick_usd"));
+  assert_non_null(strstr(o.text, "     0.001     1000      0.001    100.000"));
+  RUN(&o, "instruments", "--raw");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "      1000     1000          1     100000"));
+
+  /* 0.5 USD = 500 ticks; printed back with three decimals and a UTC time. */
+  RUN(&o, "order", "new", "--instrument", "B200.A.2027-01", "--side", "buy", "--qty", "3",
+      "--price", "0.5", "--clordid", "77");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "NEW "));
+  assert_non_null(strstr(o.text, "clordid=77 side=buy price=0.500 qty=3 leaves=3"));
+  assert_non_null(strstr(o.text, " time=20"));
+  assert_non_null(strstr(o.text, "Z\n"));
+  uint64_t oid = field(o.text, "order_id=");
+  char oid_s[24];
+  snprintf(oid_s, sizeof oid_s, "%" PRIu64, oid);
+
+  RUN(&o, "order", "replace", "--instrument", "1", "--order-id", oid_s, "--price", "0.510",
+      "--qty", "2");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "REPLACED"));
+  assert_non_null(strstr(o.text, "price=0.510"));
+
+  RUN(&o, "ladder", "B200.A.2027-01", "--once", "--depth", "3");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01 (id 1)"));
+  /* One bid level: qty 2 at 0.510, no asks. */
+  assert_non_null(strstr(o.text, "           2        0.510 |"));
+  RUN(&o, "ladder", "B200.A.2027-01", "--once", "--depth", "3", "--raw");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "           2          510 |"));
+
+  RUN(&o, "order", "cancel", "--instrument", "1", "--order-id", oid_s);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "CANCELLED"));
+  assert_non_null(strstr(o.text, "reason=user(1)"));
+  RUN(&o, "order", "cancel", "--instrument", "1", "--order-id", oid_s);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.text, "REJECTED"));
+  assert_non_null(strstr(o.text, "reason=unknown_order(11)"));
+
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.9");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.901",
+      "--post-only", "--tif", "day");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "mass-cancel", "--instrument", "2", "--side", "buy");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "cancelled 0 orders"));
+  RUN(&o, "order", "mass-cancel");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "cancelled 2 orders"));
+
+  RUN(&o, "positions");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "account 100"));
+
+  RUN(&o, "executions", "--last", "50");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "NEW "));
+  assert_non_null(strstr(o.text, "REPLACED"));
+  assert_non_null(strstr(o.text, "reason=mass_cancel(4)"));
+
+  /* A rejected order: price outside the instrument's range. */
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
+      "999999.999");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.text, "REJECTED"));
+}
+
+static void test_follow_sees_a_fill(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "4", "--price", "0.600");
+  assert_int_equal(o.status, 0);
+  int fo, fe;
+  /* --last 1 resends the buy's report: once it is printed, the follower is
+   * logged in and anything after it is live. */
+  const char *const args[] = {"executions", "--last", "1", "--follow", NULL};
+  pid_t pid = hgctl_spawn(TA, NULL, args, &fo, &fe);
+  size_t got = 0;
+  assert_true(hgctl_read_until(fo, o.text, sizeof o.text, &got, "\n", 10000));
+  hg_client_t *b = NULL;
+  assert_int_equal(ch_client(&srv, TB, &b), 0);
+  assert_int_equal(hg_client_connect(b), 0);
+  hg_client_order_t s = {.instrument_id = 1, .client_order_id = 5,
+                         .side = HOURGLASS__V1__SIDE__SIDE_SELL,
+                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_IOC, .has_price = true,
+                         .price = 600, .qty = 3};
+  assert_int_equal(hg_client_new_order(b, &s, NULL), 0);
+  assert_true(hgctl_read_until(fo, o.text, sizeof o.text, &got, "maker=1", 10000));
+  kill(pid, SIGTERM);
+  hgctl_collect(pid, fo, fe, &o, got);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "FILL "));
+  assert_non_null(strstr(o.text, "price=0.600 qty=3 leaves=1 maker=1"));
+  hg_client_logout(b, 1000);
+  hg_client_destroy(b);
+  /* The 3 bought show under the instrument's symbol. */
+  RUN(&o, "positions");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01"));
+  RUN(&o, "order", "mass-cancel");
+  assert_non_null(strstr(o.text, "cancelled 1 order"));
+}
+
+#define RUN_AS(o, key, ...)                       \
+  do {                                            \
+    const char *const a_[] = {__VA_ARGS__, NULL}; \
+    hgctl_run_as((o), (key), NULL, a_);                 \
+  } while (0)
+
+/* A mass quote, a drop copy tail that sees the fill against it, the
+ * protection pull that fill causes, and the group's reset. */
+static void test_quotes_and_drop_copy(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "B200.A.2027-02:5@0.4/5@0.600", "--quote",
+         "1:2@0.410/0@0", "--mmp-qty", "1", "--mmp-window-ms", "60000");
+  if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+  RUN(&o, "ladder", "B200.A.2027-02", "--once", "--depth", "1");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "           5        0.400 | 0.600        5"));
+
+  int fo, fe;
+  const char *const args[] = {"dropcopy", NULL};
+  pid_t pid = hgctl_spawn(RV, NULL, args, &fo, &fe);
+  /* Waits for what the drop copy prints, not for a fixed time: a loaded
+   * machine may take seconds to start it. */
+  static hgctl_out_t d;
+  size_t got = 0;
+  assert_true(hgctl_read_until(fo, d.text, sizeof d.text, &got, "SUBSCRIBED\n", 20000));
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "2", "--price", "0.400",
+      "--tif", "ioc");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "FILL "));
+  assert_true(hgctl_read_until(fo, d.text, sizeof d.text, &got, "account=100", 20000));
+  kill(pid, SIGTERM);
+  hgctl_collect(pid, fo, fe, &d, got); /* and whatever followed */
+  assert_int_equal(d.status, 0);
+  const char *fill = strstr(d.text, "FILL ");
+  assert_non_null(fill);
+  assert_non_null(strstr(fill, "side=sell price=0.400 qty=2 leaves=0 maker=0 account=100"));
+  /* Firm 1's drop copy never shows the market maker's (firm 2) side. */
+  assert_null(strstr(d.text, "account=200"));
+
+  /* 2 filled > mmp-qty 1: the group's quotes are pulled; reset re-enables. */
+  RUN(&o, "ladder", "B200.A.2027-02", "--once", "--depth", "1");
+  assert_null(strstr(o.text, "| 0.600        5"));
+  RUN_AS(&o, MM, "quote", "reset", "--group", "7");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "OK quote-reset"));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+
+  /* Refusals and usage errors. */
+  RUN(&o, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "not_permitted"));
+  RUN(&o, "quote", "reset", "--group", "7");
+  assert_int_equal(o.status, 1);
+  RUN(&o, "dropcopy");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "not_permitted"));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.390");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.3905/1@0.610");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
+  RUN_AS(&o, MM, "quote", "--quote", "2:1@0.390/1@0.610");
+  assert_int_equal(o.status, 2);
+  RUN_AS(&o, MM, "quote", "--group", "7");
+  assert_int_equal(o.status, 2);
+  RUN_AS(&o, MM, "order", "mass-cancel");
+  assert_int_equal(o.status, 0);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  const char *const inst[] = {"instruments", NULL};
+  hgctl_run_as(&o, TA, "00112233", inst);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "login refused: authentication failed"));
+  hgctl_run_as(&o, TA, "xyz", inst);
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "secret must be hex"));
+
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "up", "--qty", "1", "--price", "1");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "--side must be buy or sell"));
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "x", "--price", "1");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "--qty 'x' is not a number"));
+  RUN(&o, "order", "cancel", "--bogus", "1");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "unknown option '--bogus'"));
+  RUN(&o, "ladder", "NO.SUCH");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "no instrument 'NO.SUCH'"));
+  RUN(&o, "ladder");
+  assert_int_equal(o.status, 2);
+  /* Nothing listens on port 1. */
+  RUN(&o, "positions", "--port", "1");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "cannot connect to 127.0.0.1:1"));
+}
+
+/* Prices typed in USD per GPU-hour become exact ticks or a clear refusal
+ * before anything is sent; --raw speaks ticks, micro-USD and ns. */
+static void test_prices_in_usd(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  static const struct {
+    const char *price, *why;
+  } bad[] = {
+      {"3.4205", "--price '3.4205' has more than 3 decimals: prices are on a tick of 0.001 USD"},
+      {"3.4200", "has more than 3 decimals"},
+      {"-1", "--price '-1' must be above zero"},
+      {"0.000", "--price '0.000' must be above zero"},
+      {"99999999999999999999", "--price '99999999999999999999' is too large"},
+      {"3,42", "--price '3,42' is not a price in USD per GPU-hour (e.g. 3.42)"},
+      {"3.", "is not a price"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
+        bad[k].price);
+    assert_int_equal(o.status, 2);
+    if (strstr(o.err, bad[k].why) == NULL) fprintf(stderr, "%s: %s", bad[k].price, o.err);
+    assert_non_null(strstr(o.err, bad[k].why));
+    assert_string_equal(o.text, "");
+  }
+  RUN(&o, "order", "replace", "--instrument", "1", "--order-id", "1", "--price", "0.5005",
+      "--qty", "1");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "has more than 3 decimals"));
+
+  /* 3.420 USD is 3420 ticks on the wire, printed back as typed. */
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price", "3.420");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "side=buy price=3.420 qty=1 leaves=1"));
+  RUN(&o, "ladder", "1", "--once", "--depth", "1", "--raw");
+  assert_non_null(strstr(o.text, "           1         3420 |"));
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price", "3.420",
+      "--raw");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "--price '3.420' is not a number"));
+
+  /* --raw: ticks in, ticks and nanoseconds out. */
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price", "550",
+      "--raw");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "price=550 qty=1"));
+  assert_non_null(strstr(o.text, " ts="));
+  assert_null(strstr(o.text, " time="));
+  RUN(&o, "executions", "--last", "1");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "price=0.550 qty=1"));
+  RUN(&o, "positions");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, " USD\n"));
+  RUN(&o, "order", "mass-cancel");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "cancelled 2 orders"));
+}
+
+/* The gateway's address from HG_HOST / HG_PORT, so that one export
+ * serves every command; an option still wins over the environment. */
+static void test_address_from_environment(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  setenv("HG_HOST", "127.0.0.1", 1);
+  setenv("HG_PORT", hgctl_port, 1);
+  hgctl_port_from_env = true;
+  RUN(&o, "instruments");
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01"));
+  setenv("HG_PORT", "70000", 1);
+  RUN(&o, "instruments");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "HG_PORT '70000' is not in 1..65535"));
+  /* Nothing listens on port 1 of this loopback address. */
+  setenv("HG_HOST", "127.0.0.2", 1);
+  setenv("HG_PORT", "1", 1);
+  RUN(&o, "instruments");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "cannot connect to 127.0.0.2:1"));
+  RUN(&o, "instruments", "--host", "127.0.0.1", "--port", hgctl_port);
+  assert_int_equal(o.status, 0);
+  hgctl_port_from_env = false;
+  unsetenv("HG_HOST");
+  unsetenv("HG_PORT");
+}
+
+/* Every command's --help: exit 0, usage on stdout, and its first line names
+ * that command (the list comes from `hgctl --help`, so a new command is
+ * checked too). */
+static void test_help_of_every_command(void **state) {
+  (void)state;
+  static hgctl_out_t top, o;
+  const char *const help[] = {"--help", NULL};
+  hgctl_run_as(&top, 0, NULL, help);
+  assert_int_equal(top.status, 0);
+  int n = 0;
+  for (const char *line = strstr(top.text, "\n  hgctl "); line != NULL;
+       line = strstr(line + 1, "\n  hgctl ")) {
+    /* "  hgctl %-17s summary": the name is "group" or "group verb". */
+    char name[32], group[24] = "", verb[24] = "";
+    snprintf(name, sizeof name, "%.17s", line + 9);
+    for (size_t k = strlen(name); k > 0 && name[k - 1] == ' '; k--) name[k - 1] = '\0';
+    if (sscanf(name, "%23s %23s", group, verb) < 1) fail();
+    const char *args[] = {group, verb[0] ? verb : "--help", verb[0] ? "--help" : NULL, NULL};
+    hgctl_run_as(&o, 0, NULL, args);
+    char want[48];
+    snprintf(want, sizeof want, "usage: hgctl %s", name);
+    if (o.status != 0 || strncmp(o.text, want, strlen(want)) != 0 ||
+        (o.text[strlen(want)] != ' ' && o.text[strlen(want)] != '\n'))
+      fprintf(stderr, "'hgctl %s --help' printed:\n%s%s", name, o.text, o.err);
+    assert_int_equal(o.status, 0);
+    assert_memory_equal(o.text, want, strlen(want));
+    assert_true(o.text[strlen(want)] == ' ' || o.text[strlen(want)] == '\n');
+    if (strcmp(name, "statement") == 0) assert_non_null(strstr(o.text, "--remote"));
+    n++;
+  }
+  assert_true(n >= 29);
+}
+
+/* Operator commands on one instrument take --instrument, like the order
+ * commands; the positional form is kept. */
+static void test_operator_instrument_option(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  const char *const halt[] = {"op", "halt", "--instrument", "B200.A.2027-02", NULL};
+  hgctl_run_as(&o, OP, NULL, halt);
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "OK halt engine_seq="));
+  RUN(&o, "ladder", "B200.A.2027-02", "--once");
+  assert_non_null(strstr(o.text, "halted"));
+  const char *const resume[] = {"op", "resume", "2", NULL};
+  hgctl_run_as(&o, OP, NULL, resume);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "OK resume engine_seq="));
+  const char *const both[] = {"op", "halt", "--instrument", "2", "2", NULL};
+  hgctl_run_as(&o, OP, NULL, both);
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "give the instrument once"));
+  const char *const none[] = {"op", "halt", NULL};
+  hgctl_run_as(&o, OP, NULL, none);
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "which instrument? (--instrument ID|SYMBOL)"));
+  const char *const list[] = {"op", "list", NULL};
+  hgctl_run_as(&o, OP, NULL, list);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-02"));
+  assert_non_null(strstr(o.text, "trading"));
+}
+
+/* hgctl orders: the key's live orders, found in its stream and confirmed
+ * by their status; cancelled and filled ones are gone. */
+static void test_orders_lists_live_orders(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  RUN(&o, "order", "mass-cancel");
+  RUN(&o, "orders");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "order_id"));
+  assert_null(strstr(o.text, "B200.A."));
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "2", "--price", "0.45",
+      "--clordid", "4501");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "5", "--price", "0.95",
+      "--clordid", "9501");
+  assert_int_equal(o.status, 0);
+  char oid_s[24];
+  snprintf(oid_s, sizeof oid_s, "%" PRIu64, field(o.text, "order_id="));
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.96",
+      "--clordid", "9601");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "cancel", "--instrument", "2", "--order-id", oid_s);
+  assert_int_equal(o.status, 0);
+  /* Another key buys the 0.96 offer whole: filled, not live. */
+  const char *const buy[] = {"order", "new", "--instrument", "2", "--side", "buy", "--qty", "1",
+                             "--price", "0.96", "--tif", "ioc", NULL};
+  hgctl_run_as(&o, TB, NULL, buy);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "FILL "));
+  RUN(&o, "orders");
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, " B200.A.2027-01       buy       0.450          2          2 -      4501\n"));
+  assert_null(strstr(o.text, "9501"));
+  assert_null(strstr(o.text, "9601"));
+  RUN(&o, "orders", "--raw");
+  assert_non_null(strstr(o.text, " buy         450          2          2 -      4501\n"));
+  RUN(&o, "order", "mass-cancel");
+  assert_non_null(strstr(o.text, "cancelled 1 order"));
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
+    return 2;
+  }
+  hgctl_path = argv[1];
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_orders_and_queries),
+      cmocka_unit_test(test_follow_sees_a_fill),
+      cmocka_unit_test(test_quotes_and_drop_copy),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_prices_in_usd),
+      cmocka_unit_test(test_address_from_environment),
+      cmocka_unit_test(test_help_of_every_command),
+      cmocka_unit_test(test_operator_instrument_option),
+      cmocka_unit_test(test_orders_lists_live_orders),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

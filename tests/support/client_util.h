@@ -1,0 +1,55 @@
+/*
+ * client_util.h - helpers for tests that drive a ts_server_t (server.h)
+ * through the client library: a client for a harness key, waiting for
+ * Responses, listing a contract, resting an order, setting up a market over
+ * the wire as an operator, and a sequencer clock the test sets. Every wait
+ * is bounded (5 s, 10 s for batches); a hg_client_t is used by one thread.
+ */
+#ifndef HOURGLASS_TESTS_CLIENT_UTIL_H
+#define HOURGLASS_TESTS_CLIENT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hourglass/client.h"
+#include "server.h"
+
+/* A client for key_id on the server (not connected). */
+int ch_client(const ts_server_t *s, uint64_t key_id, hg_client_t **out);
+
+/* Waits for the Response to request seq; returns its reason, or -1. */
+int ch_response(hg_client_t *c, uint64_t seq);
+
+/* The day number of "YYYY-MM-DD"; the test's own dates, so one that does
+ * not parse is a bug in the test and aborts it. */
+int32_t ch_day(const char *s);
+
+/* A sequencer clock the test sets: pass ch_clock_read as ts_server_options_t.clock
+ * and the test's _Atomic uint64_t (ns since the epoch) as clock_ctx. */
+uint64_t ch_clock_read(void *ctx);
+
+/* Sets that clock to day (days since the epoch) + secs. */
+void ch_clock_set(_Atomic uint64_t *now, int32_t day, int64_t secs);
+
+/* Operator op lists instrument 1, "B200.A.2027-02" (tick size 1000, unit
+ * 1000, ticks 1..100000, at most 1000 per order, 1024 orders, 64 accounts,
+ * reference price 500), and waits for the Response. Returns its reason (0:
+ * listed), or -1 if it could not be sent or no Response came. */
+int ch_list_contract(hg_client_t *op);
+
+/* Sends a GTC limit order on instrument 1 and waits for the execution
+ * report answering it (other messages are skipped). 0 if that report is
+ * NEW; -1 if it is anything else, the order could not be sent, or the
+ * receive failed or timed out (5 s). */
+int ch_order(hg_client_t *c, uint32_t side, int64_t price, int64_t qty, uint64_t clordid);
+
+/* Waits for the Responses to requests [first, last]; 0 if all said done. */
+int ch_responses(hg_client_t *c, uint64_t first, uint64_t last);
+
+/* Operator op_key lists instruments 1..n_instr ("B200.A.2027-01", ...,
+ * ticks 1..100000) and adds accounts[i] in firms[i]; requests are pipelined
+ * (sent at once, then every Response awaited). 0 or -1. */
+int ch_setup_market(const ts_server_t *s, uint64_t op_key, uint32_t n_instr,
+                    const uint32_t *accounts, const uint32_t *firms, size_t n);
+
+#endif /* HOURGLASS_TESTS_CLIENT_UTIL_H */

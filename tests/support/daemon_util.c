@@ -1,0 +1,247 @@
+/*
+ * daemon_util.c - child processes, log files, loopback HTTP and directories
+ * for the hourglassd integration tests (see daemon_util.h).
+ */
+#include "daemon_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pipeline_util.h"
+
+/* Children started by du_spawn and not yet reaped, so that a failed test
+ * never leaves a daemon running (du_kill_all in the teardown). */
+static pid_t g_children[16];
+
+void du_rm_rf(const char *dir) { util_rm_rf(dir); }
+
+char *du_tmpdir(char *buf, size_t cap, const char *tag) {
+  char cwd[512];
+  if (getcwd(cwd, sizeof cwd) == NULL) return NULL;
+  if ((size_t)snprintf(buf, cap, "%s/hgtest-%s-XXXXXX", cwd, tag) >= cap) return NULL;
+  return mkdtemp(buf);
+}
+
+double du_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void du_sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+pid_t du_spawn(char *const argv[], const char *log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  for (int i = 0; i < 16; i++) {
+    if (g_children[i] == 0) {
+      g_children[i] = pid;
+      break;
+    }
+  }
+  return pid;
+}
+
+char *du_read(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return strdup("");
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  size_t got = fread(b, 1, (size_t)n, f);
+  b[got] = '\0';
+  fclose(f);
+  return b;
+}
+
+char *du_wait_log(const char *log, const char *needle, double timeout_s) {
+  double end = du_now() + timeout_s;
+  for (;;) {
+    char *b = du_read(log);
+    if (strstr(b, needle) != NULL) return b;
+    free(b);
+    if (du_now() > end) return NULL;
+    du_sleep_ms(20);
+  }
+}
+
+int du_field(const char *text, const char *line_has, const char *key, char *out, size_t cap) {
+  const char *best = NULL;
+  for (const char *p = text; (p = strstr(p, line_has)) != NULL; p++) best = p;
+  if (best == NULL) return -1;
+  const char *eol = strchr(best, '\n');
+  char k[64];
+  snprintf(k, sizeof k, "%s=", key);
+  const char *v = strstr(best, k);
+  if (v == NULL || (eol != NULL && v > eol)) return -1;
+  v += strlen(k);
+  size_t n = strcspn(v, " \n\"");
+  if (n >= cap) return -1;
+  memcpy(out, v, n);
+  out[n] = '\0';
+  return 0;
+}
+
+char *du_http_raw(int port, const char *req, size_t len, int want_responses) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct timeval tv = {5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  size_t cap = 1 << 16, n = 0;
+  char *buf = calloc(1, cap);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return buf;
+  }
+  size_t off = 0;
+  while (off < len) {
+    ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  if (want_responses < 0) shutdown(fd, SHUT_WR);
+  for (;;) {
+    if (n + 4096 > cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+    }
+    ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
+    if (r <= 0) break;
+    n += (size_t)r;
+    buf[n] = '\0';
+    if (want_responses > 0) {
+      /* complete when the count of headers matches and each body is in */
+      int seen = 0;
+      const char *p = buf;
+      const char *last_body_end = NULL;
+      while ((p = strstr(p, "HTTP/1.1 ")) != NULL) {
+        const char *cl = strstr(p, "Content-Length: ");
+        const char *he = strstr(p, "\r\n\r\n");
+        if (cl == NULL || he == NULL) break;
+        long blen = strtol(cl + 16, NULL, 10);
+        if ((size_t)(he + 4 + blen - buf) > n) break;
+        seen++;
+        last_body_end = he + 4 + blen;
+        p = last_body_end;
+      }
+      if (seen >= want_responses) break;
+    }
+  }
+  buf[n] = '\0';
+  close(fd);
+  return buf;
+}
+
+char *du_get(int port, const char *path) {
+  char req[512];
+  int n =
+      snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+  return du_http_raw(port, req, (size_t)n, 0);
+}
+
+int du_listen_port(const char *log, const char *component) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "%s msg=\"listening\" addr=127.0.0.1:", component);
+  const char *l = strstr(log, pat);
+  return l != NULL ? atoi(l + strlen(pat)) : -1;
+}
+
+int du_write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return -1;
+  int rc = fputs(text, f) < 0 ? -1 : 0;
+  return fclose(f) != 0 ? -1 : rc;
+}
+
+uint64_t du_metric(int port, const char *name) {
+  char *m = du_get(port, "/metrics");
+  char pat[128];
+  snprintf(pat, sizeof pat, "\n%s ", name);
+  const char *p = strstr(m, pat);
+  uint64_t v = p ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+  free(m);
+  return v;
+}
+
+int du_status(const char *resp) {
+  if (strncmp(resp, "HTTP/1.1 ", 9) != 0) return -1;
+  return atoi(resp + 9);
+}
+
+void du_forget(pid_t pid) {
+  for (int i = 0; i < 16; i++)
+    if (g_children[i] == pid) g_children[i] = 0;
+}
+
+int du_stop(pid_t pid, int sig, double timeout_s) {
+  du_forget(pid);
+  if (sig) kill(pid, sig);
+  double end = du_now() + timeout_s;
+  for (;;) {
+    int st;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -2;
+    if (du_now() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    du_sleep_ms(10);
+  }
+}
+
+int du_kill_all(void **state) {
+  (void)state;
+  for (int i = 0; i < 16; i++) {
+    if (g_children[i] > 0) {
+      kill(g_children[i], SIGKILL);
+      waitpid(g_children[i], NULL, 0);
+      g_children[i] = 0;
+    }
+  }
+  return 0;
+}
+
+int du_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, (struct sockaddr *)&a, sizeof a);
+  socklen_t l = sizeof a;
+  getsockname(fd, (struct sockaddr *)&a, &l);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+int du_system(const char *cmd) {
+  int st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}

@@ -1,0 +1,93 @@
+/*
+ * daemon_util.h - for the hourglassd integration tests: temporary
+ * directories, starting the daemon as a child process with its log in a
+ * file, waiting for log lines, loopback HTTP requests, stopping with a
+ * bounded wait. Everything is bounded in time; only 127.0.0.1 is used.
+ * Children started by du_spawn are remembered (at most 16 at a time) so that
+ * du_kill_all, as a cmocka teardown, never leaves a daemon running. Main
+ * thread only.
+ */
+#ifndef HOURGLASS_TESTS_DAEMON_UTIL_H
+#define HOURGLASS_TESTS_DAEMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Removes a directory tree (errors ignored). */
+void du_rm_rf(const char *dir);
+
+/* A fresh directory "<cwd>/hgtest-<tag>-XXXXXX" in the build tree (a real
+ * disk). Returns buf, or NULL if it does not fit in cap or mkdtemp fails. */
+char *du_tmpdir(char *buf, size_t cap, const char *tag);
+
+/* CLOCK_MONOTONIC in seconds. */
+double du_now(void);
+
+void du_sleep_ms(int ms);
+
+/* Starts argv[0] with argv (NULL-terminated, argv[0] included); stdout and
+ * stderr appended to log. Returns the pid. */
+pid_t du_spawn(char *const argv[], const char *log);
+
+/* Reads the whole file into a malloc'd string ("" if missing). */
+char *du_read(const char *path);
+
+/* Waits until log contains needle; returns a malloc'd copy of the log, or
+ * NULL on timeout. */
+char *du_wait_log(const char *log, const char *needle, double timeout_s);
+
+/* Value after `key=` in the last line of text containing `line_has`, up to
+ * a space, newline or quote, into out (cap bytes). 0, or -1 if absent or
+ * too long. */
+int du_field(const char *text, const char *line_has, const char *key, char *out, size_t cap);
+
+/* Sends raw bytes to 127.0.0.1:port and reads until the peer closes or
+ * `want_responses` complete responses arrived (counted by "HTTP/1.1 "), or
+ * 5 s pass. want_responses < 0: half-close after sending (the server sees
+ * the end of the request stream) and read until it closes. Returns a
+ * malloc'd reply ("" on connect failure). */
+char *du_http_raw(int port, const char *req, size_t len, int want_responses);
+
+/* GET path with Connection: close; as du_http_raw. */
+char *du_get(int port, const char *path);
+
+/* The port that component ("http" or "gateway") of a daemon logged it
+ * listens on, found in the daemon's log text; -1 if the line is absent. */
+int du_listen_port(const char *log, const char *component);
+
+/* Replaces the file at path with text; 0 or -1. */
+int du_write_file(const char *path, const char *text);
+
+/* The value of the Prometheus metric name on the daemon's HTTP port,
+ * UINT64_MAX if it is absent. */
+uint64_t du_metric(int port, const char *name);
+
+/* The status code of an HTTP/1.1 response, -1 if it is not one. */
+int du_status(const char *resp);
+
+/* Forgets pid (du_kill_all will not kill it). */
+void du_forget(pid_t pid);
+
+/* Sends sig (0: none) and waits up to timeout_s; returns the exit status,
+ * -1 on timeout (the child is then killed), -2 if it died of a signal. */
+int du_stop(pid_t pid, int sig, double timeout_s);
+
+/* Teardown (a cmocka setup/teardown function): kills and reaps every child
+ * still running. Returns 0. */
+int du_kill_all(void **state);
+
+/* A port that was free a moment ago on 127.0.0.1. */
+int du_free_port(void);
+
+/* Runs a shell command, returns its exit status (-1 if it did not exit). */
+int du_system(const char *cmd);
+
+/* Small engine sizes so that a daemon starts in a fraction of a second. */
+#define DU_SMALL_OPTS                                                                  \
+  "-o", "pipeline.inbound_capacity=4096", "-o", "pipeline.outbound_capacity=16384",   \
+      "-o", "pipeline.staging_capacity=16384", "-o", "journal.segment_size=1M", "-o", \
+      "journal.batch_bytes=256K", "-o", "limits.max_book_orders=65536", "-o",         \
+      "limits.max_instruments=8", "-o", "limits.max_accounts=64"
+
+#endif /* HOURGLASS_TESTS_DAEMON_UTIL_H */
