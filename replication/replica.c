@@ -142,6 +142,15 @@ static void keep_errmsg(hg_replica_t *r, const char *what, int rv) {
 
 /* ---- state machine ------------------------------------------------------ */
 
+/* A state machine callback returned rc: log it, and fail libraft's call. */
+static int callback_failed(const hg_replica_t *r, int level, const char *what,
+                           uint64_t index, int rc) {
+  logf_(r, level, "replica %llu: %s at index %llu failed: %s",
+        (unsigned long long)r->cfg.id, what, (unsigned long long)index,
+        hg_strerror(rc));
+  return RAFT_INVALID;
+}
+
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
                      void **result) {
   hg_replica_t *r = fsm->data;
@@ -156,13 +165,7 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
     return RAFT_MALFORMED;
   }
   int rc = r->cfg.apply(r->cfg.ctx, index, p + ENTRY_HEADER, len);
-  if (rc != 0) {
-    logf_(r, HG_LOG_ERROR, "replica %llu: apply of index %llu failed: %s",
-          (unsigned long long)r->cfg.id, (unsigned long long)index,
-          hg_strerror(rc));
-    return RAFT_INVALID;
-  }
-  return 0;
+  return rc == 0 ? 0 : callback_failed(r, HG_LOG_ERROR, "apply", index, rc);
 }
 
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
@@ -176,10 +179,7 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
   int rc = r->cfg.snapshot_take(r->cfg.ctx, index, &data, &len);
   if (rc != 0) {
     free(s);
-    logf_(r, HG_LOG_WARN, "replica %llu: snapshot at index %llu failed: %s",
-          (unsigned long long)r->cfg.id, (unsigned long long)index,
-          hg_strerror(rc));
-    return RAFT_INVALID;
+    return callback_failed(r, HG_LOG_WARN, "snapshot", index, rc);
   }
   if (len > UINT32_MAX) {
     if (r->cfg.snapshot_release != NULL) r->cfg.snapshot_release(r->cfg.ctx, data, len);
@@ -230,12 +230,7 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf) {
   }
   uint64_t index = hg_ld64(p + 8);
   int rc = r->cfg.snapshot_restore(r->cfg.ctx, index, p + SNAPSHOT_HEADER, len);
-  if (rc != 0) {
-    logf_(r, HG_LOG_ERROR, "replica %llu: restore of snapshot %llu failed: %s",
-          (unsigned long long)r->cfg.id, (unsigned long long)index,
-          hg_strerror(rc));
-    return RAFT_INVALID;
-  }
+  if (rc != 0) return callback_failed(r, HG_LOG_ERROR, "restore", index, rc);
   logf_(r, HG_LOG_INFO, "replica %llu: restored snapshot at index %llu, %zu bytes",
         (unsigned long long)r->cfg.id, (unsigned long long)index, len);
   /* On success the FSM owns the buffer. */

@@ -165,8 +165,8 @@ typedef struct hg_replica_config {
  * the election timer. The node reaches the others as the loop runs.
  * Errors: HG_EINVAL (missing callback, id 0, this node not in members, a
  * duplicate id or address, an address too long), -ENOENT (no such dir),
- * HG_ECORRUPT (unreadable Raft files), -EIO, -ENOMEM, -EADDRINUSE-like
- * transport failures as -EIO. On failure *out is NULL; handles libraft opened
+ * HG_ECORRUPT (unreadable Raft files), -EIO (also: the bind address is in
+ * use), -ENOMEM. On failure *out is NULL; handles libraft opened
  * may still be closing, so run the loop before closing it. */
 int hg_replica_open(uv_loop_t *loop, const hg_replica_config_t *cfg,
                     hg_replica_t **out);
