@@ -5,6 +5,7 @@
  * sends one operator command on an operator key's session (hgctl_net.c)
  * and prints its Response or SettlementResult as one "KEY=value" line.
  */
+#include "hgctl_args.h"
 #include "hgctl_net.h"
 #include "hgctl_net_util.h"
 
@@ -178,32 +179,6 @@ int hgctl_op_fixing(int argc, char **argv) {
   return rc;
 }
 
-static int slurp(const char *path, char **buf, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return -errno;
-  size_t cap = 1 << 16, n = 0;
-  char *b = malloc(cap);
-  while (b != NULL) {
-    if (n == cap) {
-      char *nb = realloc(b, cap * 2);
-      if (nb == NULL) break;
-      b = nb;
-      cap *= 2;
-    }
-    size_t r = fread(b + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) {
-      fclose(f);
-      *buf = b;
-      *len = n;
-      return 0;
-    }
-  }
-  free(b);
-  fclose(f);
-  return -ENOMEM;
-}
-
 int hgctl_op_samples(int argc, char **argv) {
   const char *cmd = "op samples", *file = NULL, *gpu = NULL, *grade = NULL, *day_s = NULL;
   bool allow = false;
@@ -224,7 +199,7 @@ int hgctl_op_samples(int argc, char **argv) {
   }
   char *buf = NULL;
   size_t len = 0;
-  if ((rc = slurp(file, &buf, &len)) != 0) {
+  if ((rc = hgctl_read_file(file, &buf, &len)) != 0) {
     fprintf(stderr, "hgctl %s: %s: %s\n", cmd, file, hg_strerror(rc));
     return EXIT_FAIL;
   }

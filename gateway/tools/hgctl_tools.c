@@ -1,8 +1,7 @@
 /*
- * hgctl_tools.c - hedger tools, account statements and journal replay for
- * hgctl (declared in hgctl_tools.h).
+ * hgctl_tools.c - account statements and journal replay for hgctl (declared
+ * in hgctl_tools.h; the hedger's tools are in hgctl_hedge.c).
  *
- *   hedge size / hedge ratio / convert   thin shells over hourglass/hedge.h.
  *   statement                            replays a data directory and prints
  *                                        one account's statement.
  *   replay                               replays a data directory from an
@@ -26,6 +25,7 @@
  * the final settlement payments (FSP) of this private replay only.
  */
 #include "hgctl_tools.h"
+#include "hgctl_args.h"
 #include "hgctl_net.h"
 
 #include <dirent.h>
@@ -34,7 +34,6 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,96 +52,6 @@
 #define EXIT_INPUT 1
 #define EXIT_USAGE 2
 
-/* ------------------------------------------------------------ options */
-
-typedef struct opt {
-  const char *name;
-  const char **val; /* NULL for a flag */
-  bool *flag;
-} opt_t;
-
-/* Parses --name value pairs and flags. Returns 0, -1 for --help (usage
- * printed on stdout) or EXIT_USAGE (message printed). */
-static int parse_opts(const char *cmd, int argc, char **argv, const opt_t *opts, size_t n,
-                      void (*usage)(FILE *)) {
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return -1;
-    }
-    const opt_t *o = NULL;
-    for (size_t k = 0; k < n; k++)
-      if (strcmp(a, opts[k].name) == 0) o = &opts[k];
-    if (o == NULL) {
-      fprintf(stderr, "hgctl %s: unknown option '%s'\n", cmd, a);
-      usage(stderr);
-      return EXIT_USAGE;
-    }
-    if (o->val == NULL) {
-      *o->flag = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      fprintf(stderr, "hgctl %s: option %s needs a value\n", cmd, a);
-      return EXIT_USAGE;
-    }
-    if (*o->val != NULL) {
-      fprintf(stderr, "hgctl %s: option %s given twice\n", cmd, a);
-      return EXIT_USAGE;
-    }
-    *o->val = argv[++i];
-  }
-  return 0;
-}
-
-/* Decimal integer in [lo, hi]; false otherwise. */
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  if (s == NULL || *s == '\0') return false;
-  errno = 0;
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-static int read_whole(const char *path, char **buf, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return -errno;
-  size_t cap = 1 << 16, n = 0;
-  char *b = malloc(cap + 1);
-  if (b == NULL) {
-    fclose(f);
-    return -ENOMEM;
-  }
-  for (;;) {
-    if (n == cap) {
-      char *nb = realloc(b, cap * 2 + 1);
-      if (nb == NULL) {
-        free(b);
-        fclose(f);
-        return -ENOMEM;
-      }
-      b = nb;
-      cap *= 2;
-    }
-    size_t r = fread(b + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  int err = ferror(f) ? -EIO : 0;
-  fclose(f);
-  if (err) {
-    free(b);
-    return err;
-  }
-  b[n] = '\0';
-  *buf = b;
-  *len = n;
-  return 0;
-}
-
 static void hex32(const uint8_t h[32], char out[65]) {
   static const char d[] = "0123456789abcdef";
   for (int i = 0; i < 32; i++) {
@@ -150,243 +59,6 @@ static void hex32(const uint8_t h[32], char out[65]) {
     out[2 * i + 1] = d[h[i] & 15];
   }
   out[64] = '\0';
-}
-
-/* -------------------------------------------------------- hedge size */
-
-static void hedge_size_usage(FILE *o) {
-  fputs("usage: hgctl hedge size --gpus N --hours-per-month H|full --months YYYY-MM[,YYYY-MM...]\n"
-        "                        [--round nearest|down|up]\n"
-        "  Contracts to buy per delivery month to hedge N GPUs used H hours each per\n"
-        "  month ('full' = every calendar hour of the month). One contract is 1,000\n"
-        "  GPU-hours; contracts = N x H / 1000 rounded to the nearest whole contract\n"
-        "  (exactly half rounds up) by default, down (never over-hedge) or up (never\n"
-        "  under-hedge). residual = exposure - contracts x 1000 GPU-hours: positive is\n"
-        "  left unhedged, negative is over-hedged.\n",
-        o);
-}
-
-int hgctl_hedge_size(int argc, char **argv) {
-  const char *gpus_s = NULL, *hours_s = NULL, *months_s = NULL, *round_s = NULL;
-  const opt_t opts[] = {{"--gpus", &gpus_s, NULL},
-                        {"--hours-per-month", &hours_s, NULL},
-                        {"--months", &months_s, NULL},
-                        {"--round", &round_s, NULL}};
-  int rc = parse_opts("hedge size", argc, argv, opts, 4, hedge_size_usage);
-  if (rc != 0) return rc < 0 ? 0 : rc;
-  if (!gpus_s || !hours_s || !months_s) {
-    fprintf(stderr, "hgctl hedge size: missing %s\n",
-            !gpus_s ? "--gpus" : !hours_s ? "--hours-per-month" : "--months");
-    hedge_size_usage(stderr);
-    return EXIT_USAGE;
-  }
-  int64_t gpus, hours = 0;
-  if (!parse_i64(gpus_s, 1, INT64_MAX, &gpus)) {
-    fprintf(stderr, "hgctl hedge size: --gpus '%s' must be a whole number >= 1\n", gpus_s);
-    return EXIT_USAGE;
-  }
-  if (strcmp(hours_s, "full") != 0 && !parse_i64(hours_s, 1, 744, &hours)) {
-    fprintf(stderr,
-            "hgctl hedge size: --hours-per-month '%s' must be 'full' or a whole number of hours "
-            "per GPU, 1..744\n",
-            hours_s);
-    return EXIT_USAGE;
-  }
-  int round = HG_HEDGE_ROUND_NEAREST;
-  if (round_s != NULL) {
-    if (strcmp(round_s, "nearest") == 0) round = HG_HEDGE_ROUND_NEAREST;
-    else if (strcmp(round_s, "down") == 0) round = HG_HEDGE_ROUND_DOWN;
-    else if (strcmp(round_s, "up") == 0) round = HG_HEDGE_ROUND_UP;
-    else {
-      fprintf(stderr, "hgctl hedge size: --round must be nearest, down or up\n");
-      return EXIT_USAGE;
-    }
-  }
-  /* Validate every month before printing anything. */
-  size_t nm = 1;
-  for (const char *p = months_s; *p; p++) nm += *p == ',';
-  hg_hedge_month_t *rows = calloc(nm, sizeof *rows);
-  if (rows == NULL) return EXIT_INPUT;
-  const char *p = months_s;
-  for (size_t k = 0; k < nm; k++) {
-    const char *c = strchr(p, ',');
-    size_t len = c ? (size_t)(c - p) : strlen(p);
-    unsigned y, m;
-    if (hg_hedge_month_parse(p, len, &y, &m) != 0) {
-      fprintf(stderr, "hgctl hedge size: month '%.*s' is not YYYY-MM\n", (int)len, p);
-      free(rows);
-      return EXIT_USAGE;
-    }
-    rc = hg_hedge_size(gpus, hours, y, m, round, &rows[k]);
-    if (rc == HG_ERANGE) {
-      fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %.*s has\n", hours,
-              (int)len, p);
-      free(rows);
-      return EXIT_USAGE;
-    }
-    if (rc != 0) {
-      fprintf(stderr, "hgctl hedge size: %.*s: %s\n", (int)len, p, hg_strerror(rc));
-      free(rows);
-      return EXIT_USAGE;
-    }
-    p = c ? c + 1 : p + len;
-  }
-  printf("# contracts = gpus x hours / %d GPU-hours, rounded %s; residual = exposure - hedged\n",
-         HG_HEDGE_CONTRACT_GPU_HOURS,
-         round == HG_HEDGE_ROUND_NEAREST ? "to nearest (half up)"
-         : round == HG_HEDGE_ROUND_DOWN  ? "down"
-                                         : "up");
-  printf("month,gpus,hours_per_gpu,exposure_gpu_hours,contracts,hedged_gpu_hours,"
-         "residual_gpu_hours\n");
-  __int128 te = 0, tc = 0, tr = 0;
-  for (size_t k = 0; k < nm; k++) {
-    const hg_hedge_month_t *r = &rows[k];
-    printf("%04u-%02u,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n",
-           r->year, r->month, gpus, r->hours_per_gpu, r->exposure, r->contracts, r->hedged,
-           r->residual);
-    te += r->exposure;
-    tc += r->contracts;
-    tr += r->residual;
-  }
-  if (te <= INT64_MAX)
-    printf("total,,,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", (int64_t)te, (int64_t)tc,
-           (int64_t)(tc * HG_HEDGE_CONTRACT_GPU_HOURS), (int64_t)tr);
-  free(rows);
-  return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
-}
-
-/* ------------------------------------------------------- hedge ratio */
-
-static void hedge_ratio_usage(FILE *o) {
-  fputs("usage: hgctl hedge ratio --rent RENT.csv --index FIXINGS.csv\n"
-        "  Minimum-variance hedge ratio of your rent against the index:\n"
-        "  correlation x rent volatility / index volatility, over the day-to-day price\n"
-        "  CHANGES of the days present in both files (index NO_FIX days skipped), and\n"
-        "  the hedge effectiveness (correlation squared). Volatilities are sample\n"
-        "  standard deviations of those changes, USD per GPU-hour per interval.\n"
-        "  Computed in double precision, printed with 6 decimals (nearest).\n"
-        "  RENT.csv:     header 'day,price', lines YYYY-MM-DD,<USD per GPU-hour>\n"
-        "  FIXINGS.csv:  header 'day,value,status', lines YYYY-MM-DD,<USD>,FINAL|PROVISIONAL\n"
-        "                or YYYY-MM-DD,,NO_FIX\n"
-        "  Days strictly ascending; prices > 0 with at most 6 decimals.\n",
-        o);
-}
-
-static int load_series(const char *what, const char *path, bool fixings, hg_hedge_obs_t **v,
-                       size_t *n) {
-  char *buf;
-  size_t len;
-  int rc = read_whole(path, &buf, &len);
-  if (rc != 0) {
-    fprintf(stderr, "hgctl: cannot read %s file '%s': %s\n", what, path, hg_strerror(rc));
-    return rc;
-  }
-  hg_hedge_csv_error_t e = {0};
-  rc = fixings ? hg_hedge_fixings_parse(buf, len, v, n, &e) : hg_hedge_rent_parse(buf, len, v, n, &e);
-  free(buf);
-  if (rc == HG_EPARSE) {
-    static const char *const rent_cols[] = {"day", "price"};
-    static const char *const fix_cols[] = {"day", "value", "status"};
-    const char *col = e.column < 0 ? NULL : fixings ? fix_cols[e.column] : rent_cols[e.column];
-    fprintf(stderr, "hgctl: %s:%" PRIu32 ":%s%s %s\n", path, e.line, col ? " " : "", col ? col : "",
-            e.what);
-  } else if (rc != 0) {
-    fprintf(stderr, "hgctl: %s file '%s': %s\n", what, path, hg_strerror(rc));
-  }
-  return rc;
-}
-
-int hgctl_hedge_ratio(int argc, char **argv) {
-  const char *rent_s = NULL, *index_s = NULL;
-  const opt_t opts[] = {{"--rent", &rent_s, NULL}, {"--index", &index_s, NULL}};
-  int rc = parse_opts("hedge ratio", argc, argv, opts, 2, hedge_ratio_usage);
-  if (rc != 0) return rc < 0 ? 0 : rc;
-  if (!rent_s || !index_s) {
-    fprintf(stderr, "hgctl hedge ratio: missing %s\n", !rent_s ? "--rent" : "--index");
-    hedge_ratio_usage(stderr);
-    return EXIT_USAGE;
-  }
-  hg_hedge_obs_t *rent = NULL, *idx = NULL;
-  size_t nr = 0, ni = 0;
-  int status = EXIT_INPUT;
-  if (load_series("rent", rent_s, false, &rent, &nr) != 0) goto out;
-  if (load_series("index", index_s, true, &idx, &ni) != 0) goto out;
-  hg_hedge_ratio_t r;
-  rc = hg_hedge_ratio(rent, nr, idx, ni, &r);
-  if (rc != 0) {
-    fprintf(stderr, "hgctl hedge ratio: %s (%zu common days)\n", r.why, r.days);
-    goto out;
-  }
-  printf("days_aligned %zu\nchanges %zu\nrent_vol_usd %.6f\nindex_vol_usd %.6f\n"
-         "correlation %.6f\nhedge_ratio %.6f\nhedge_effectiveness %.6f\n",
-         r.days, r.changes, r.rent_vol, r.index_vol, r.correlation, r.ratio, r.effectiveness);
-  status = fflush(stdout) == 0 ? 0 : EXIT_INPUT;
-out:
-  free(rent);
-  free(idx);
-  return status;
-}
-
-/* ----------------------------------------------------------- convert */
-
-static void convert_usage(FILE *o) {
-  fputs("usage: hgctl convert --price USD_PER_GPU_HOUR --tokens-per-second T [--places N]\n"
-        "       hgctl convert --usd-per-million-tokens X --tokens-per-second T [--places N]\n"
-        "  USD per million output tokens = price / (T x 3600) x 1,000,000, and back:\n"
-        "  price = X x T x 3600 / 1,000,000. T is output tokens per second per GPU.\n"
-        "  Prints the exact value (a repeating block in parentheses: 0.69(4) is\n"
-        "  0.694444...; omitted if longer than 64 digits) and the value rounded half\n"
-        "  up to N decimals (default 6). Inputs: positive decimals, at most 15\n"
-        "  significant digits and 12 decimals.\n",
-        o);
-}
-
-int hgctl_convert(int argc, char **argv) {
-  const char *price_s = NULL, *mtok_s = NULL, *tps_s = NULL, *places_s = NULL;
-  const opt_t opts[] = {{"--price", &price_s, NULL},
-                        {"--usd-per-million-tokens", &mtok_s, NULL},
-                        {"--tokens-per-second", &tps_s, NULL},
-                        {"--places", &places_s, NULL}};
-  int rc = parse_opts("convert", argc, argv, opts, 4, convert_usage);
-  if (rc != 0) return rc < 0 ? 0 : rc;
-  if ((price_s == NULL) == (mtok_s == NULL) || tps_s == NULL) {
-    fprintf(stderr, "hgctl convert: give --tokens-per-second and exactly one of --price and "
-                    "--usd-per-million-tokens\n");
-    convert_usage(stderr);
-    return EXIT_USAGE;
-  }
-  int64_t places = 6;
-  if (places_s && !parse_i64(places_s, 0, 18, &places)) {
-    fprintf(stderr, "hgctl convert: --places must be 0..18\n");
-    return EXIT_USAGE;
-  }
-  const char *in_s = price_s ? price_s : mtok_s;
-  const char *in_name = price_s ? "--price" : "--usd-per-million-tokens";
-  hg_hedge_decimal_t in, tps;
-  if ((rc = hg_hedge_decimal_parse(in_s, strlen(in_s), &in)) != 0) {
-    fprintf(stderr, "hgctl convert: %s '%s' must be a positive decimal (at most 15 digits, 12 "
-                    "decimals)\n", in_name, in_s);
-    return EXIT_USAGE;
-  }
-  if ((rc = hg_hedge_decimal_parse(tps_s, strlen(tps_s), &tps)) != 0) {
-    fprintf(stderr, "hgctl convert: --tokens-per-second '%s' must be a positive decimal (at most "
-                    "15 digits, 12 decimals)\n", tps_s);
-    return EXIT_USAGE;
-  }
-  hg_hedge_quote_t q;
-  rc = price_s ? hg_hedge_usd_per_mtok(&in, &tps, (unsigned)places, &q)
-               : hg_hedge_usd_per_gpu_hour(&in, &tps, (unsigned)places, &q);
-  if (rc != 0) {
-    fprintf(stderr, "hgctl convert: %s\n", hg_strerror(rc));
-    return EXIT_INPUT;
-  }
-  const char *name = price_s ? "usd_per_million_tokens" : "usd_per_gpu_hour";
-  printf("%s %s\n", price_s ? "usd_per_gpu_hour" : "usd_per_million_tokens", in_s);
-  printf("tokens_per_second %s\n", tps_s);
-  printf("%s %s\n", name, q.exact[0] ? q.exact : "(repeating block longer than 64 digits)");
-  printf("%s_rounded %s\n", name, q.rounded);
-  printf("exact %s\n", q.terminating ? "yes" : "no (parenthesized digits repeat forever)");
-  return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
 }
 
 /* ============================================================ replay */
@@ -890,15 +562,15 @@ static int parse_caps(const char *cmd, const char *mi, const char *ma, const cha
                       hg_exchange_config_t *x) {
   int64_t v;
   if (mi) {
-    if (!parse_i64(mi, 1, UINT32_MAX, &v)) goto bad;
+    if (!hgctl_parse_i64(mi, 1, UINT32_MAX, &v)) goto bad;
     x->max_instruments = (uint32_t)v;
   }
   if (ma) {
-    if (!parse_i64(ma, 1, UINT32_MAX, &v)) goto bad;
+    if (!hgctl_parse_i64(ma, 1, UINT32_MAX, &v)) goto bad;
     x->max_accounts = (uint32_t)v;
   }
   if (mo) {
-    if (!parse_i64(mo, 1, UINT32_MAX, &v)) goto bad;
+    if (!hgctl_parse_i64(mo, 1, UINT32_MAX, &v)) goto bad;
     x->max_book_orders = (uint32_t)v;
   }
   return 0;
@@ -933,96 +605,31 @@ static void stmt_set_free(stmt_set_t *s) {
   memset(s, 0, sizeof *s);
 }
 
-/* Growable text buffer. */
+/* A statement's text (malloc'd, NUL-terminated, len without the NUL). */
 typedef struct sbuf {
   char *p;
-  size_t len, cap;
-  int err;
+  size_t len;
 } sbuf_t;
 
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf_t *b, const char *fmt, ...) {
-  if (b->err) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = b->cap - b->len;
-    int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      b->err = -EIO;
-      return;
-    }
-    if ((size_t)n < room) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t ncap = b->cap ? b->cap * 2 : 4096;
-    while (ncap - b->len <= (size_t)n) ncap *= 2;
-    char *np = realloc(b->p, ncap);
-    if (np == NULL) {
-      b->err = -ENOMEM;
-      return;
-    }
-    b->p = np;
-    b->cap = ncap;
-  }
-}
-
-static const char *kind_name(uint32_t k) {
-  switch (k) {
-  case HG_LEDGER_DEPOSIT: return "DEPOSIT";
-  case HG_LEDGER_WITHDRAWAL: return "WITHDRAWAL";
-  case HG_LEDGER_VM: return "VM";
-  case HG_LEDGER_FINAL: return "FINAL";
-  case HG_LEDGER_FEE: return "FEE";
-  default: return "UNKNOWN";
-  }
-}
-
 /* Writes the statement of account (all instruments when instrument is
- * HG_CLR_NO_INSTRUMENT) from entries e[0..n) in the clearing library's
- * formats (hg_clearing_statement_csv/_json), so that a what-if that changed
- * entries prints the same way. */
+ * HG_CLR_NO_INSTRUMENT) from entries e[0..n) with the clearing library's
+ * writer (hg_clearing_statement_of), so that a what-if that changed entries
+ * prints the same way as the ledger would. 0, HG_EOVERFLOW or -ENOMEM. */
 static int write_statement(const hg_ledger_entry_t *e, size_t n, hg_account_t account,
                            uint32_t instrument, bool json, sbuf_t *b) {
-  bool all = instrument == HG_CLR_NO_INSTRUMENT;
-  if (json) {
-    if (all) sb_printf(b, "{\"account\":%" PRIu32 ",\"instrument\":null,\"entries\":[", account);
-    else
-      sb_printf(b, "{\"account\":%" PRIu32 ",\"instrument\":%" PRIu32 ",\"entries\":[", account,
-                instrument);
-  } else {
-    sb_printf(b, "index,seq,ts,account,instrument,kind,amount,balance,price,qty\n");
+  size_t len = 0;
+  int rc = hg_clearing_statement_of(e, n, account, instrument, json, NULL, 0, &len);
+  if (rc != HG_ERANGE) return rc < 0 ? rc : HG_ECORRUPT; /* an empty text has a header */
+  char *p = malloc(len + 1);
+  if (p == NULL) return -ENOMEM;
+  rc = hg_clearing_statement_of(e, n, account, instrument, json, p, len + 1, &len);
+  if (rc != 0) {
+    free(p);
+    return rc;
   }
-  __int128 total = 0;
-  bool first = true;
-  for (size_t i = 0; i < n; i++) {
-    const hg_ledger_entry_t *x = &e[i];
-    if (x->account != account || (!all && x->instrument != instrument)) continue;
-    total += x->amount;
-    char inst[16] = "";
-    if (x->instrument != HG_CLR_NO_INSTRUMENT) snprintf(inst, sizeof inst, "%" PRIu32, x->instrument);
-    if (json) {
-      sb_printf(b,
-                "%s{\"index\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"ts\":%" PRIu64
-                ",\"account\":%" PRIu32 ",\"instrument\":%s,\"kind\":\"%s\",\"amount\":%" PRId64
-                ",\"balance\":%" PRId64 ",\"price\":%" PRId64 ",\"qty\":%" PRId64 "}",
-                first ? "" : ",", x->index, x->seq, x->ts, x->account, inst[0] ? inst : "null",
-                kind_name(x->kind), x->amount, x->balance, x->price, x->qty);
-    } else {
-      sb_printf(b,
-                "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%s,%s,%" PRId64 ",%" PRId64
-                ",%" PRId64 ",%" PRId64 "\n",
-                x->index, x->seq, x->ts, x->account, inst, kind_name(x->kind), x->amount,
-                x->balance, x->price, x->qty);
-    }
-    first = false;
-  }
-  if (json) {
-    if (total > INT64_MAX || total < INT64_MIN) return HG_EOVERFLOW;
-    sb_printf(b, "],\"total\":%" PRId64 "}\n", (int64_t)total);
-  }
-  return b->err;
+  b->p = p;
+  b->len = len;
+  return 0;
 }
 
 int hgctl_statement_print(const hg_ledger_entry_t *e, size_t n, uint32_t account,
@@ -1300,7 +907,7 @@ static long compare_statements(const stmt_set_t *set, const char *dir) {
     char path[PATH_MAX], *buf = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    int rc = read_whole(path, &buf, &len);
+    int rc = hgctl_read_file(path, &buf, &len);
     if (rc != 0) {
       printf("UNREADABLE %s: %s\n", names[i], hg_strerror(rc));
       diffs++;
@@ -1343,14 +950,14 @@ int hgctl_statement(int argc, char **argv) {
     if (strcmp(argv[i], "--remote") == 0) return hgctl_statement_remote(argc, argv);
   const char *data = NULL, *acct_s = NULL, *inst_s = NULL, *fmt = NULL, *mi = NULL, *ma = NULL,
              *mo = NULL;
-  const opt_t opts[] = {{"--data", &data, NULL},
+  const hgctl_opt_t opts[] = {{"--data", &data, NULL},
                         {"--account", &acct_s, NULL},
                         {"--instrument", &inst_s, NULL},
                         {"--format", &fmt, NULL},
                         {"--max-instruments", &mi, NULL},
                         {"--max-accounts", &ma, NULL},
                         {"--max-book-orders", &mo, NULL}};
-  int rc = parse_opts("statement", argc, argv, opts, 7, statement_usage);
+  int rc = hgctl_parse_opts("statement", argc, argv, opts, 7, statement_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if (!data || !acct_s) {
     fprintf(stderr, "hgctl statement: missing %s\n", !data ? "--data" : "--account");
@@ -1358,11 +965,11 @@ int hgctl_statement(int argc, char **argv) {
     return EXIT_USAGE;
   }
   int64_t acct, inst = HG_CLR_NO_INSTRUMENT;
-  if (!parse_i64(acct_s, 1, UINT32_MAX, &acct)) {
+  if (!hgctl_parse_i64(acct_s, 1, UINT32_MAX, &acct)) {
     fprintf(stderr, "hgctl statement: --account '%s' must be an account id >= 1\n", acct_s);
     return EXIT_USAGE;
   }
-  if (inst_s && !parse_i64(inst_s, 1, UINT32_MAX - 1, &inst)) {
+  if (inst_s && !hgctl_parse_i64(inst_s, 1, UINT32_MAX - 1, &inst)) {
     fprintf(stderr, "hgctl statement: --instrument '%s' must be an instrument id >= 1\n", inst_s);
     return EXIT_USAGE;
   }
@@ -1455,7 +1062,7 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
     if (eq == NULL) return HG_EPARSE;
     *eq = '\0';
     int64_t id, px;
-    if (!parse_i64(item, 1, UINT32_MAX - 1, &id) || !parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px))
+    if (!hgctl_parse_i64(item, 1, UINT32_MAX - 1, &id) || !hgctl_parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px))
       return HG_EPARSE;
     for (size_t j = 0; j < rp->n_fsp; j++)
       if (rp->fsp[j].instrument == (uint32_t)id) return HG_EPARSE;
@@ -1471,7 +1078,7 @@ int hgctl_replay(int argc, char **argv) {
   const char *data = NULL, *out_dir = NULL, *expect = NULL, *fills = NULL, *fsp = NULL,
              *mi = NULL, *ma = NULL, *mo = NULL, *fixings = NULL, *index = NULL;
   bool quiet = false;
-  const opt_t opts[] = {{"--data", &data, NULL},
+  const hgctl_opt_t opts[] = {{"--data", &data, NULL},
                         {"--out", &out_dir, NULL},
                         {"--expect", &expect, NULL},
                         {"--fills", &fills, NULL},
@@ -1482,7 +1089,7 @@ int hgctl_replay(int argc, char **argv) {
                         {"--max-instruments", &mi, NULL},
                         {"--max-accounts", &ma, NULL},
                         {"--max-book-orders", &mo, NULL}};
-  int rc = parse_opts("replay", argc, argv, opts, 11, replay_usage);
+  int rc = hgctl_parse_opts("replay", argc, argv, opts, 11, replay_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if (!data) {
     fprintf(stderr, "hgctl replay: missing --data\n");
@@ -1518,7 +1125,7 @@ int hgctl_replay(int argc, char **argv) {
     }
     memcpy(rp.wf_gpu, index, gl);
     snprintf(rp.wf_grade, sizeof rp.wf_grade, "%s", dot + 1);
-    if (load_series("fixings", fixings, true, &rp.wf, &rp.n_wf) != 0) goto out;
+    if (hgctl_load_series("fixings", fixings, true, &rp.wf, &rp.n_wf) != 0) goto out;
     rp.wf_used = calloc(rp.n_wf, 1);
     if (rp.wf_used == NULL) goto out;
   }
