@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hourglass/civil.h"
 #include "hourglass/error.h"
 
 /* Waits for the SettlementResult of seq and prints it as KEY=value; a
@@ -72,7 +73,7 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
 }
 
 static int parse_day(const char *cmd, const char *s, int32_t *day) {
-  if (s == NULL || strlen(s) != 10 || hg_index_day_parse(s, 10, day) != 0) {
+  if (s == NULL || !hg_civil_parse_date(s, strlen(s), day)) {
     fprintf(stderr, "hgctl %s: --day must be YYYY-MM-DD\n", cmd);
     return EXIT_USAGE;
   }
@@ -324,8 +325,8 @@ int hgctl_op_end_of_session(int argc, char **argv) {
   if (day_s != NULL) {
     int32_t day = 0;
     if ((rc = parse_day(cmd, day_s, &day))) return rc;
-    d = strtol(day_s, NULL, 10) * 10000 + strtol(day_s + 5, NULL, 10) * 100 +
-        strtol(day_s + 8, NULL, 10);
+    hg_civil_t cd = hg_civil_from_day(day);
+    d = (int64_t)cd.year * 10000 + cd.month * 100 + cd.day;
   } else if (date != NULL && (rc = net_need_num(cmd, "date", date, 19700101, 99991231, &d))) {
     return rc;
   }
@@ -387,10 +388,9 @@ int hgctl_op_list_curve(int argc, char **argv) {
     fprintf(stderr, "hgctl %s: --gpu and --grade are required\n", cmd);
     return EXIT_USAGE;
   }
-  unsigned y = 0, m = 0;
-  char tail;
-  if (from == NULL || sscanf(from, "%4u-%2u%c", &y, &m, &tail) != 2 || y < 1970 || y > 9998 ||
-      m < 1 || m > 12) {
+  uint32_t y = 0, m = 0;
+  /* twelve months from --from must stay within year 9999 */
+  if (from == NULL || !hg_civil_parse_month(from, strlen(from), &y, &m) || y > 9998) {
     fprintf(stderr, "hgctl %s: --from must be YYYY-MM\n", cmd);
     return EXIT_USAGE;
   }
