@@ -1,22 +1,28 @@
 /*
  * hourglassd - the exchange daemon: one process hosting the engine pipeline
- * (sequencer, journal, state machine, snapshots), the client gateway (when
- * built in; see GATEWAY below) and an HTTP port for health, metrics and
- * public market data.
+ * (sequencer, journal, state machine, snapshots), the client gateway (order
+ * entry and market data on listen.order_entry) and an HTTP port for health,
+ * metrics and public market data. This file parses the command line and
+ * the configuration and picks the mode; serve.c runs the exchange
+ * (hourglassd.h lists the other files).
  *
  * Threads and what each owns:
  *  - main: configuration, start-up and shutdown order, signals (all blocked
- *    in every thread and taken synchronously here with sigtimedwait, so no
+ *    in every thread and taken synchronously with sigtimedwait, so no
  *    async-signal-safety puzzles), reload;
  *  - the pipeline's engine, journal and snapshot threads (pipeline.h);
- *  - consumer: polls the pipeline's output and feeds the market-data view
- *    (mdview.h). With the gateway built in, the gateway's loop thread is the
- *    consumer instead (it must route execution reports), and the view is fed
- *    through the gateway's tap (see GATEWAY);
+ *  - the gateway's loop thread: the pipeline's consumer 0, routing
+ *    execution reports and market data to sessions (gateway.h);
+ *  - hg-marketdata: consumer 1, feeds the market-data view the HTTP port
+ *    serves (mdview.h), on its own ring so a slow web reader never holds
+ *    the gateway back;
+ *  - hg-demo (with --demo): consumer 2, the demo market's flow (demo.h);
+ *  - a drain thread, only at shutdown: consumer 0 once the gateway has
+ *    stopped, so the pipeline can drain;
  *  - http: the HTTP loop (http.h); it reads the view's published copy and
  *    seqlocks, the pipeline's counters and the health state, never the
  *    engine's memory;
- *  - synthetic (optional, synthetic.orders_per_sec > 0): a deterministic
+ *  - hg-synthetic (optional, synthetic.orders_per_sec > 0): a deterministic
  *    order generator for load tests and demos, submitting like a client.
  *
  * Health: "starting" -> "recovering" (the HTTP port answers 503 while the
@@ -63,6 +69,7 @@
 #include <time.h>
 
 #include "daemon_log.h"
+#include "hourglass/civil.h"
 #include "hourglassd.h"
 
 /* ----------------------------------------------------------- configuration */
@@ -87,6 +94,10 @@ int daemon_load_config(const char *path, char **ovr, int novr, hg_daemon_config_
             err.reason);
     return -1;
   }
+  if (cfg->market_data_set)
+    hg_dlog(HG_LOG_WARN, "config",
+            "listen.market_data is no longer used: market data is served on listen.order_entry",
+            NULL);
   return 0;
 }
 
@@ -151,14 +162,13 @@ int main(int argc, char **argv) {
       dest = argv[++i];
     } else if (strcmp(a, "--demo") == 0) {
       time_t now = time(NULL);
-      struct tm tm;
-      gmtime_r(&now, &tm);
-      if (d.demo == NULL && hg_demo_create(tm.tm_year + 1900, tm.tm_mon + 1, (uint64_t)now,
-                                           &d.demo) != 0) {
+      int32_t today = (int32_t)(now / 86400);
+      hg_civil_t cd = hg_civil_from_day(today);
+      if (d.demo == NULL && hg_demo_create(cd.year, (int)cd.month, (uint64_t)now, &d.demo) != 0) {
         fprintf(stderr, "hourglassd: cannot create the demo market\n");
         return EXIT_START;
       }
-      hg_demo_set_today(d.demo, (int32_t)(now / 86400));
+      hg_demo_set_today(d.demo, today);
     } else if (strcmp(a, "--scenario") == 0 && has) {
       mode = "scenario";
       scenario = argv[++i];
