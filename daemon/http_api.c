@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "hourglass/civil.h"
 #include "hourglass/error.h"
 #include "hourglassd.h"
 #include "web_assets.h"
@@ -264,14 +264,9 @@ static void fixings(daemon_t *d, int receipt, const char *query, hg_http_respons
   size_t n = hg_mdview_fixings(d->view, fx, HG_MD_FIXINGS), shown = 0;
   if (!receipt) hg_sbuf_printf(b, "{\"available\":%s,\"fixings\":[", n ? "true" : "false");
   for (size_t i = 0; i < n; i++) {
-    /* day number -> civil date (UTC) */
-    time_t t = (time_t)fx[i].day * 86400;
-    struct tm tm;
-    gmtime_r(&t, &tm);
     char index[2 * HG_INDEX_GPU_MAX + HG_INDEX_GRADE_MAX], day[16];
     snprintf(index, sizeof index, "%s.%s", fx[i].gpu, fx[i].grade);
-    snprintf(day, sizeof day, "%04d-%02d-%02d", (tm.tm_year + 1900) % 10000, (tm.tm_mon + 1) % 100,
-             tm.tm_mday % 100);
+    hg_civil_format_date(fx[i].day, day);
     int has_receipt = fx[i].providers > 0;
     if (receipt && (strcmp(index, want_index) != 0 || strcmp(day, want_day) != 0 || !has_receipt))
       continue;

@@ -30,8 +30,8 @@
 /* ------------------------------------------------------------- consumer */
 
 /*
- * Pipeline consumers. Consumer 0 is the gateway's loop (or, without the
- * gateway, consumer_main, which only drains). Consumer 1 is md_main, which
+ * Pipeline consumers. Consumer 0 is the gateway's loop (and, once the
+ * gateway has stopped, consumer_main, which only drains). Consumer 1 is md_main, which
  * feeds the public market view the HTTP thread serves: applying a batch never
  * allocates and publishing never blocks (mdview.h). Consumer 2, with --demo,
  * is the demo market's thread. Each has its own ring (pipeline.h), so a slow
@@ -57,8 +57,8 @@ static void *md_main(void *arg) {
   return NULL;
 }
 
-/* The daemon's consumer: without the gateway, for the whole run; with it,
- * only while hg_pipeline_stop() drains after the gateway has stopped. */
+/* Consumer 0 while hg_pipeline_stop() drains after the gateway has
+ * stopped: takes the records nobody routes any more. */
 static void *consumer_main(void *arg) {
   daemon_t *d = arg;
   enum { BATCH = 1024 };
