@@ -408,6 +408,16 @@ int net_response_status(const char *cmd, const env_t *e) {
   return EXIT_FAIL;
 }
 
+bool net_stream_ended(const char *cmd, int r, const env_t *e) {
+  if (r < 0) {
+    fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(r));
+    return true;
+  }
+  if (e->body_case != BODY(TERMINATE)) return false;
+  fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd, e->terminate->code);
+  return true;
+}
+
 /* Prints every report of this order (or of this request) that follows
  * within settle_ms, e.g. the fills after a NEW. */
 void net_print_followers(hg_client_t *c, uint64_t seq, uint64_t order_id, int settle_ms) {

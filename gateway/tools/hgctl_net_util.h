@@ -115,6 +115,10 @@ int net_await_reply(const char *cmd, hg_client_t *c, uint64_t seq, const env_t *
 /* A Response's verdict: 0 unless e is a Response with a reason, then
  * EXIT_FAIL after printing the refusal. */
 int net_response_status(const char *cmd, const env_t *e);
+/* For a command that follows a stream, after hg_client_recv returned r
+ * (not 0, not -EINTR) and e: true, after printing why, when the connection
+ * is lost (r < 0) or the gateway ended the session (a Terminate). */
+bool net_stream_ended(const char *cmd, int r, const env_t *e);
 /* Prints every report of this order (or of this request) that arrives
  * within settle_ms, e.g. the fills after a NEW. */
 void net_print_followers(hg_client_t *c, uint64_t seq, uint64_t order_id, int settle_ms);

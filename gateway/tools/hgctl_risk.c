@@ -47,14 +47,7 @@ int hgctl_dropcopy(int argc, char **argv) {
   while (!net_stop && (count == 0 || seen < count)) {
     int r = hg_client_recv(c, 500, &e);
     if (r == 0 || r == -EINTR) continue;
-    if (r < 0) {
-      fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(r));
-      rc = EXIT_FAIL;
-      break;
-    }
-    if (e->body_case == BODY(TERMINATE)) {
-      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
-              e->terminate->code);
+    if (net_stream_ended(cmd, r, e)) {
       rc = EXIT_FAIL;
       break;
     }

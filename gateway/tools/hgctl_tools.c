@@ -47,6 +47,7 @@
 #include "hourglass/hedge.h"
 #include "hourglass/index.h"
 #include "hourglass/journal.h"
+#include "hourglass/names.h"
 #include "hourglass/store.h"
 
 #define EXIT_INPUT 1
@@ -1117,8 +1118,8 @@ int hgctl_replay(int argc, char **argv) {
   if (fixings) {
     const char *dot = strchr(index, '.');
     size_t gl = dot ? (size_t)(dot - index) : 0;
-    if (dot == NULL || gl == 0 || gl >= sizeof rp.wf_gpu || strlen(dot + 1) == 0 ||
-        strlen(dot + 1) >= sizeof rp.wf_grade) {
+    if (dot == NULL || !hg_name_ok_n(index, gl, sizeof rp.wf_gpu) ||
+        !hg_name_ok(dot + 1, sizeof rp.wf_grade)) {
       fprintf(stderr, "hgctl replay: --index must be GPU.GRADE, e.g. B200.A\n");
       status = EXIT_USAGE;
       goto out;

@@ -339,15 +339,8 @@ int hgctl_executions(int argc, char **argv) {
       rc = EXIT_FAIL;
       break;
     }
-    if (r < 0) {
-      if (r == -EINTR) continue;
-      fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(r));
-      rc = EXIT_FAIL;
-      break;
-    }
-    if (e->body_case == BODY(TERMINATE)) {
-      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
-              e->terminate->code);
+    if (r == -EINTR) continue;
+    if (net_stream_ended(cmd, r, e)) {
       rc = EXIT_FAIL;
       break;
     }
