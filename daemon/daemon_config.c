@@ -93,15 +93,9 @@ static const keydef_t KEYS[] = {
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
-static const char *const LEVELS[] = {"debug", "info", "warn", "error"};
-
-const char *hg_log_level_str(int level) {
-  return level >= 0 && level <= HG_LOG_ERROR ? LEVELS[level] : "unknown";
-}
-
 int hg_log_level_parse(const char *s) {
-  for (int i = 0; i <= HG_LOG_ERROR; i++)
-    if (strcmp(s, LEVELS[i]) == 0) return i;
+  for (int i = HG_LOG_DEBUG; i <= HG_LOG_ERROR; i++)
+    if (strcmp(s, hg_log_level_name(i)) == 0) return i;
   return -1;
 }
 

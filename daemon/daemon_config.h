@@ -110,8 +110,7 @@ int hg_daemon_config_load(hg_daemon_config_t *cfg, const char *path, hg_dcfg_err
  * left to the caller). */
 void hg_daemon_config_pipeline(const hg_daemon_config_t *cfg, hg_pipeline_config_t *out);
 
-/* Static name of a log level ("info"), and parse; -1 if unknown. */
-const char *hg_log_level_str(int level);
+/* The level named s ("info", as hg_log_level_name writes it); -1 if none. */
 int hg_log_level_parse(const char *s);
 
 /* Number of keys and the i-th key's name (for documentation checks). */
