@@ -102,7 +102,8 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
  * 0 or HG_EINVAL with *err (line 0). */
 int hg_daemon_config_check(const hg_daemon_config_t *cfg, hg_dcfg_error_t *err);
 
-/* Reads path, parses it as above and checks it; -errno (with reason) if it
+/* Reads path, parses it as above onto cfg (start from
+ * hg_daemon_config_defaults) and checks it; -errno (with reason) if it
  * cannot be read. */
 int hg_daemon_config_load(hg_daemon_config_t *cfg, const char *path, hg_dcfg_error_t *err);
 

@@ -1,7 +1,8 @@
 /*
  * hgctl_args.h (internal) - option parsing and file input shared by hgctl's
- * local commands (hgctl.c, hgctl_hedge.c, hgctl_tools.c, hgctl_op.c),
- * defined in hgctl_args.c. The network commands parse their options with
+ * local commands (hgctl.c, hgctl_hedge.c, hgctl_replay.c, hgctl_statement.c)
+ * and hgctl_op.c's samples file, defined in hgctl_args.c. The network
+ * commands parse their options with
  * net_parse (hgctl_net_util.h), which also takes --name=value and
  * positional arguments.
  *

@@ -1,6 +1,7 @@
 /*
  * hgctl_tools.h - the hedger, statement and replay commands of hgctl
- * (hgctl_hedge.c, hgctl_tools.c), called from hgctl.c's command table.
+ * (hgctl_hedge.c, hgctl_statement.c, hgctl_replay.c), called from hgctl.c's
+ * command table.
  *
  * Each takes the arguments after its command name and returns the process
  * exit status: 0 success, 1 input error or (replay) differences found,
@@ -22,9 +23,6 @@ int hgctl_convert(int argc, char **argv);
 int hgctl_statement(int argc, char **argv);
 int hgctl_replay(int argc, char **argv);
 
-/* Prints account's statement from entries e[0..n) (instrument
- * HG_CLR_NO_INSTRUMENT: all of them) in the format of
- * hg_clearing_statement_csv/_json. 0, HG_EOVERFLOW, -ENOMEM or -EIO. */
 /* Reads a rent (fixings false: day,price) or fixings (day,value,status) CSV
  * file into *v (n rows, malloc'd; the caller frees) for hedge ratio and
  * replay's what-if fixings; what names the file in errors ("rent"). 0, or
@@ -33,6 +31,9 @@ int hgctl_replay(int argc, char **argv);
 int hgctl_load_series(const char *what, const char *path, bool fixings, hg_hedge_obs_t **v,
                       size_t *n);
 
+/* Prints account's statement from entries e[0..n) (instrument
+ * HG_CLR_NO_INSTRUMENT: all of them) in the format of
+ * hg_clearing_statement_csv/_json. 0, HG_EOVERFLOW, -ENOMEM or -EIO. */
 int hgctl_statement_print(const hg_ledger_entry_t *e, size_t n, uint32_t account,
                           uint32_t instrument, bool json, FILE *out);
 
