@@ -52,7 +52,6 @@ typedef struct key {
 
 static const keydef_t KEYS[] = {
     {"listen.order_entry", K_ADDR, OFF(order_entry), 0, 0, 0, 0},
-    {"listen.market_data", K_ADDR, OFF(market_data), 0, 0, 0, 0},
     {"listen.http", K_ADDR, OFF(http), 0, 0, 0, 0},
     {"data_dir", K_PATH, OFF(data_dir), 0, 0, 0, 0},
     {"gateway.keys_file", K_OPTPATH, OFF(keys_file), 0, 0, 0, 0},
@@ -94,15 +93,9 @@ static const keydef_t KEYS[] = {
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
-static const char *const LEVELS[] = {"debug", "info", "warn", "error"};
-
-const char *hg_log_level_str(int level) {
-  return level >= 0 && level <= HG_LOG_ERROR ? LEVELS[level] : "unknown";
-}
-
 int hg_log_level_parse(const char *s) {
-  for (int i = 0; i <= HG_LOG_ERROR; i++)
-    if (strcmp(s, LEVELS[i]) == 0) return i;
+  for (int i = HG_LOG_DEBUG; i <= HG_LOG_ERROR; i++)
+    if (strcmp(s, hg_log_level_name(i)) == 0) return i;
   return -1;
 }
 
@@ -118,7 +111,6 @@ static void set_addr(hg_dcfg_addr_t *a, const char *host, uint16_t port) {
 void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   set_addr(&cfg->order_entry, "127.0.0.1", 7700);
-  set_addr(&cfg->market_data, "127.0.0.1", 7700);
   set_addr(&cfg->http, "127.0.0.1", 7780);
   snprintf(cfg->data_dir, sizeof cfg->data_dir, "./var");
   cfg->log_level = HG_LOG_INFO;
@@ -318,10 +310,11 @@ static int set_value(hg_daemon_config_t *cfg, const keydef_t *k, const char *v, 
 
 /* Rules that tie keys together. */
 int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
-  if (strcmp(c->order_entry.host, c->market_data.host) != 0 ||
-      c->order_entry.port != c->market_data.port)
+  if (c->market_data_set && (strcmp(c->order_entry.host, c->market_data.host) != 0 ||
+                             c->order_entry.port != c->market_data.port))
     return fail(err, 0, "listen.market_data", HG_EINVAL, "%s",
-                "must equal listen.order_entry: the gateway serves both on one listener");
+                "is no longer used: market data is served on listen.order_entry "
+                "(this value differs from it; remove the key)");
   if ((strcmp(c->order_entry.host, c->http.host) == 0 && c->order_entry.port == c->http.port &&
        c->http.port != 0))
     return fail(err, 0, "listen.http", HG_EINVAL, "%s", "must differ from listen.order_entry");
@@ -333,6 +326,15 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
                 "must not exceed gateway.max_unauthenticated");
   return 0;
 }
+
+/* listen.market_data once named a second listener, which had to equal
+ * listen.order_entry; the gateway serves market data on its one listener.
+ * The key is no longer documented, but a file that still sets it is read:
+ * refused by hg_daemon_config_check when it names another address (so no
+ * deployed configuration silently changes meaning), accepted when it names
+ * the same one (market_data_set tells the daemon to warn). */
+static const keydef_t RETIRED_MARKET_DATA = {"listen.market_data", K_ADDR, OFF(market_data),
+                                             0, 0, 0, 0};
 
 static const keydef_t *find_key(const char *name) {
   for (size_t i = 0; i < NKEYS; i++)
@@ -351,6 +353,7 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
                            hg_dcfg_error_t *err) {
   unsigned char seen[NKEYS];
   memset(seen, 0, sizeof seen);
+  int seen_market_data = 0;
   memset(err, 0, sizeof *err);
   size_t pos = 0;
   unsigned line = 0;
@@ -382,9 +385,16 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
     char *name = trim(s), *value = trim(eq + 1);
     if (*name == '\0') return fail(err, line, "", HG_EPARSE, "%s", "missing key before '='");
     const keydef_t *k = find_key(name);
-    if (k == NULL) return fail(err, line, name, HG_ENOTFOUND, "%s", "unknown key");
-    if (seen[k - KEYS]) return fail(err, line, name, HG_EPARSE, "%s", "key given twice");
-    seen[k - KEYS] = 1;
+    if (k == NULL && strcmp(name, RETIRED_MARKET_DATA.name) == 0) {
+      if (seen_market_data) return fail(err, line, name, HG_EPARSE, "%s", "key given twice");
+      seen_market_data = 1;
+      k = &RETIRED_MARKET_DATA;
+      cfg->market_data_set = 1;
+    } else {
+      if (k == NULL) return fail(err, line, name, HG_ENOTFOUND, "%s", "unknown key");
+      if (seen[k - KEYS]) return fail(err, line, name, HG_EPARSE, "%s", "key given twice");
+      seen[k - KEYS] = 1;
+    }
     if (*value == '\0' && k->type != K_OPTPATH)
       return fail(err, line, name, HG_EINVAL, "%s", "missing value");
     int rc = set_value(cfg, k, value, line, err);

@@ -27,7 +27,6 @@ typedef struct hg_dcfg_addr {
 
 typedef struct hg_daemon_config {
   hg_dcfg_addr_t order_entry;  /* listen.order_entry, 127.0.0.1:7700 */
-  hg_dcfg_addr_t market_data;  /* listen.market_data, 127.0.0.1:7700 */
   hg_dcfg_addr_t http;         /* listen.http, 127.0.0.1:7780 */
   char data_dir[HG_DCFG_PATH_MAX]; /* data_dir, ./var */
   char keys_file[HG_DCFG_PATH_MAX]; /* gateway.keys_file, "" = none */
@@ -65,6 +64,12 @@ typedef struct hg_daemon_config {
   uint32_t max_unauthenticated;  /* gateway.max_unauthenticated, 64 */
   uint32_t max_unauthenticated_per_address; /* gateway.max_unauthenticated_per_address, 16 */
   uint32_t login_timeout_ms;     /* gateway.login_timeout_ms, 5000 */
+  /* listen.market_data: no longer used (market data is served on
+   * listen.order_entry). Read only so that a file still setting it is
+   * refused when it names another address, and warned about (the daemon
+   * logs it) when market_data_set and it names the same one. */
+  hg_dcfg_addr_t market_data;
+  int market_data_set;
 } hg_daemon_config_t;
 
 /* Where parsing failed: the line (1-based, 0 for a file-level error), the
@@ -91,12 +96,14 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg);
 int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len,
                            hg_dcfg_error_t *err);
 
-/* Checks the rules that tie keys together (listen.market_data equals
- * listen.order_entry, listen.http differs from it, journal.segment_size
- * exceeds journal.batch_bytes + 64). 0 or HG_EINVAL with *err (line 0). */
+/* Checks the rules that tie keys together (listen.http differs from
+ * listen.order_entry, journal.segment_size exceeds journal.batch_bytes + 64,
+ * and the retired listen.market_data, when set, equals listen.order_entry).
+ * 0 or HG_EINVAL with *err (line 0). */
 int hg_daemon_config_check(const hg_daemon_config_t *cfg, hg_dcfg_error_t *err);
 
-/* Reads path, parses it as above and checks it; -errno (with reason) if it
+/* Reads path, parses it as above onto cfg (start from
+ * hg_daemon_config_defaults) and checks it; -errno (with reason) if it
  * cannot be read. */
 int hg_daemon_config_load(hg_daemon_config_t *cfg, const char *path, hg_dcfg_error_t *err);
 
@@ -104,8 +111,7 @@ int hg_daemon_config_load(hg_daemon_config_t *cfg, const char *path, hg_dcfg_err
  * left to the caller). */
 void hg_daemon_config_pipeline(const hg_daemon_config_t *cfg, hg_pipeline_config_t *out);
 
-/* Static name of a log level ("info"), and parse; -1 if unknown. */
-const char *hg_log_level_str(int level);
+/* The level named s ("info", as hg_log_level_name writes it); -1 if none. */
 int hg_log_level_parse(const char *s);
 
 /* Number of keys and the i-th key's name (for documentation checks). */

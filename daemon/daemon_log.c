@@ -22,8 +22,6 @@ void hg_dlog_init(int fd, int level) {
 
 void hg_dlog_set_level(int level) { atomic_store(&log_level, level); }
 
-int hg_dlog_level(void) { return atomic_load(&log_level); }
-
 void hg_dlog(int level, const char *component, const char *msg, const char *kvfmt, ...) {
   /* relaxed: a record racing a level change may go either way. */
   if (level < atomic_load_explicit(&log_level, memory_order_relaxed)) return;
@@ -34,7 +32,7 @@ void hg_dlog(int level, const char *component, const char *msg, const char *kvfm
   gmtime_r(&ts.tv_sec, &tm);
   int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ %s %s msg=\"",
                    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                   ts.tv_nsec / 1000, hg_log_level_str(level), component);
+                   ts.tv_nsec / 1000, hg_log_level_name(level), component);
   size_t pos = n > 0 ? (size_t)n : 0;
   const size_t stop = sizeof line - 8; /* room for `"`, escapes and '\n' */
   for (const unsigned char *m = (const unsigned char *)msg; *m && pos < stop; m++) {

@@ -23,7 +23,6 @@
 /* Sets where records go (default 2, stderr) and the lowest level written. */
 void hg_dlog_init(int fd, int level);
 void hg_dlog_set_level(int level);
-int hg_dlog_level(void);
 
 /*
  * Writes one record if level is enabled. msg is escaped (quotes, control

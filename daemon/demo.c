@@ -63,7 +63,7 @@ static const int64_t demo_prov_offset[DEMO_PROVIDERS] = {-6000, 3000, 8000, -400
 #define DEMO_FIRST_HOUR 8 /* UTC; rentals each hour from 08:00 to 19:59 */
 #define DEMO_HOURS 12
 
-static uint32_t demo_mix(uint32_t x) {
+uint32_t hg_demo_mix(uint32_t x) {
   x ^= x >> 16;
   x *= 0x7feb352du;
   x ^= x >> 15;
@@ -76,7 +76,7 @@ static uint32_t demo_mix(uint32_t x) {
  * demo_fixing(), so that the computed fixing lands near it. */
 static void demo_sample(int32_t days_ago, int32_t day, uint32_t k, hg_index_sample_t *x) {
   uint32_t p = k % DEMO_PROVIDERS, h = DEMO_FIRST_HOUR + k / DEMO_PROVIDERS;
-  uint32_t r = demo_mix((uint32_t)day * 1000003u + k * 131u);
+  uint32_t r = hg_demo_mix((uint32_t)day * 1000003u + k * 131u);
   memset(x, 0, sizeof *x);
   x->ts = (int64_t)day * 86400 + (int64_t)h * 3600 + (int64_t)p * 600 + (int64_t)(r % 60);
   x->price = demo_fixing(days_ago, day) + demo_prov_offset[p] + (int64_t)(r % 4001) - 2000;
@@ -134,8 +134,6 @@ int hg_demo_create_months(int year, int month, int months, uint64_t seed, hg_dem
 void hg_demo_destroy(hg_demo_t *d) { free(d); }
 
 const hg_demo_instrument_t *hg_demo_instruments(const hg_demo_t *d) { return d->inst; }
-
-size_t hg_demo_months(const hg_demo_t *d) { return d->months; }
 
 int64_t hg_demo_fair(const hg_demo_t *d, size_t k) {
   return FRONT_FAIR + d->walk + (int64_t)k * CONTANGO;

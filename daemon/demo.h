@@ -5,9 +5,11 @@
  *
  * The demo is a client like any other: it produces hg_command_t values that
  * the daemon submits to the pipeline, and learns its own order ids from the
- * released records (hg_demo_observe). It may read the wall clock (to pick
- * the listed months) and uses its own seeded generator; the state machine
- * sees only the commands. Owned by one thread (the daemon's demo thread).
+ * released records (hg_demo_observe). It reads no clock (the daemon passes
+ * the listing month and today's day number) and uses its own seeded
+ * generator; the state machine sees only the commands. Owned by one thread
+ * at a time: the daemon's main thread until it starts the demo thread, then
+ * that thread.
  */
 #ifndef HOURGLASS_DEMO_H
 #define HOURGLASS_DEMO_H
@@ -47,9 +49,13 @@ int hg_demo_create(int year, int month, uint64_t seed, hg_demo_t **out);
 int hg_demo_create_months(int year, int month, int months, uint64_t seed, hg_demo_t **out);
 void hg_demo_destroy(hg_demo_t *d);
 
-/* The listed contracts (hg_demo_months() of them). */
+/* A fixed 32-bit mixing function (integer hash): the demo's and the month
+ * scenario's deterministic "randomness". Pure. */
+uint32_t hg_demo_mix(uint32_t x);
+
+/* The listed contracts: HG_DEMO_MONTHS of them, or the months given to
+ * hg_demo_create_months. Valid until hg_demo_destroy. */
 const hg_demo_instrument_t *hg_demo_instruments(const hg_demo_t *d);
-size_t hg_demo_months(const hg_demo_t *d);
 
 /* The commands that set the market up on an empty exchange: listings,
  * accounts, deposits. Writes at most cap, returns how many there are. */

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "demo.h"
+#include "hourglass/civil.h"
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
 
@@ -93,23 +93,6 @@ static uint64_t sim_clock(void *ctx) {
   if (t <= s->last_ts) t = s->last_ts + 1000;
   s->last_ts = t;
   return t;
-}
-
-/* Days since 1970-01-01 of a civil date (proleptic Gregorian). */
-static int32_t civil_day(int y, int m, int d) {
-  y -= m <= 2;
-  int era = (y >= 0 ? y : y - 399) / 400;
-  int yoe = y - era * 400;
-  int doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return (int32_t)(era * 146097 + doe - 719468);
-}
-
-static void day_str(int32_t day, char out[32]) {
-  time_t t = (time_t)day * 86400;
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  snprintf(out, 32, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
 }
 
 static void set_time(sim_t *s, int32_t day, int hour, int minute) {
@@ -259,14 +242,6 @@ static void index_name(char *gpu, char *grade) {
   snprintf(grade, HG_INDEX_GRADE_MAX, "A");
 }
 
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  return x ^ (x >> 16);
-}
-
 /* The rental market of day d: each hour from 06:00 to 19:00 five of the six
  * providers trade (one rests in turn), around a rent that drifts up by 0.0005
  * USD a day; one quote (not used in tier 1) and one far-off print a day (an
@@ -277,7 +252,7 @@ static size_t day_samples(sim_t *s, int32_t d, hg_index_sample_t *out) {
   for (int h = 6; h < 20; h++) {
     for (int p = 0; p < NPROV; p++) {
       if ((d + h) % NPROV == p) continue;
-      uint32_t r = mix((uint32_t)d * 1000003u + (uint32_t)h * 131u + (uint32_t)p);
+      uint32_t r = hg_demo_mix((uint32_t)d * 1000003u + (uint32_t)h * 131u + (uint32_t)p);
       hg_index_sample_t *x = &out[n++];
       memset(x, 0, sizeof *x);
       x->ts = (int64_t)d * 86400 + h * 3600 + p * 60 + (int64_t)(r % 60);
@@ -381,7 +356,7 @@ static void report(sim_t *s, const char *dir) {
   int64_t fsum = 0;
   for (int32_t d = s->first_day; d <= s->last_day; d++) {
     const fixing_seen_t *x = &s->fx[d - s->first_day];
-    day_str(d, day);
+    hg_civil_format_date(d, day);
     usd(x->value, a, sizeof a);
     fprintf(o, "  fixing %s %s %s tier %u\n", day, a,
             x->status == HG_INDEX_FINAL ? "FINAL" : x->status == HG_INDEX_PROVISIONAL ? "PROVISIONAL"
@@ -394,7 +369,7 @@ static void report(sim_t *s, const char *dir) {
   fprintf(o, "  %" PRId64 " days, sum %s\n", nd, a);
   usd(s->fsp * 1000, a, sizeof a);
   usd(s->last_dsp * 1000, b, sizeof b);
-  day_str(s->last_dsp_day, day);
+  hg_civil_format_date(s->last_dsp_day, day);
   fprintf(o, "FSP %" PRId64 " ticks = %s USD per GPU-hour (mean of the %" PRId64
              " FINAL fixings, rounded half up to a tick)\n"
              "last DSP %" PRId64 " ticks = %s (%s)\n",
@@ -467,7 +442,7 @@ static int drive(sim_t *s) {
     c->u.provider_grade.effective_day = s->day0 - 31;
   }
   if ((rc = run_batch(s, n)) != 0) return rc;
-  day_str(s->day0, day);
+  hg_civil_format_date(s->day0, day);
   fprintf(o, "%s 09:00 listed %s (id %u); makers 1001, 1002; hedgers 2001, 2002; trader 3001\n",
           day, in[0].symbol, (unsigned)s->instrument);
 
@@ -476,7 +451,7 @@ static int drive(sim_t *s) {
       fail(s, "no expiry %d days after listing", (int)(d - s->day0));
       return 0;
     }
-    day_str(d, day);
+    hg_civil_format_date(d, day);
     if (d > s->day0) { /* yesterday's rental market */
       set_time(s, d, 0, 30);
       n = 0;
@@ -532,7 +507,7 @@ static int drive(sim_t *s) {
         for (int k = 0; k < 31; k++) {
           if (!(s->missing & (1u << k))) continue;
           char md[32];
-          day_str(s->first_day + k, md);
+          hg_civil_format_date(s->first_day + k, md);
           fprintf(o, " %s", md);
         }
         fputc('\n', o);
@@ -563,9 +538,9 @@ int hg_scenario_month(const hg_pipeline_config_t *base, const char *data_dir, FI
   if (s == NULL) return HG_SCENARIO_ERROR;
   s->out = out;
   s->err = err;
-  s->first_day = civil_day(YEAR, MONTH, 1);
-  s->last_day = civil_day(YEAR, MONTH + 1, 1) - 1;
-  s->day0 = civil_day(YEAR, MONTH - 1, 1);
+  s->first_day = hg_civil_to_day(YEAR, MONTH, 1);
+  s->last_day = hg_civil_to_day(YEAR, MONTH + 1, 1) - 1;
+  s->day0 = hg_civil_to_day(YEAR, MONTH - 1, 1);
   int rc = hg_demo_create_months(YEAR, MONTH - 1, 1, SEED, &s->demo);
   if (rc != 0) {
     fprintf(err, "scenario: cannot create the demo: %s\n", hg_strerror(rc));

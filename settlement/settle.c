@@ -320,44 +320,36 @@ static const char *kind_name(uint32_t k) {
   }
 }
 
-static int statement(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
-                     int json, writer_t *w) {
-  uint32_t s = hg_clr__acct_slot(c, account);
-  if (s == NIL32) return HG_ENOTFOUND;
-  int all = instrument == HG_CLR_NO_INSTRUMENT;
+static void statement_head(writer_t *w, hg_account_t account, uint32_t instrument, int json) {
+  if (!json) wprintf(w, "index,seq,ts,account,instrument,kind,amount,balance,price,qty\n");
+  else if (instrument == HG_CLR_NO_INSTRUMENT)
+    wprintf(w, "{\"account\":%" PRIu32 ",\"instrument\":null,\"entries\":[", account);
+  else
+    wprintf(w, "{\"account\":%" PRIu32 ",\"instrument\":%" PRIu32 ",\"entries\":[", account,
+            instrument);
+}
+
+static void statement_line(writer_t *w, const hg_ledger_entry_t *e, int first, int json) {
+  char inst[16] = "";
+  if (e->instrument != HG_CLR_NO_INSTRUMENT)
+    snprintf(inst, sizeof inst, "%" PRIu32, e->instrument);
   if (json) {
-    if (all) wprintf(w, "{\"account\":%" PRIu32 ",\"instrument\":null,\"entries\":[", account);
-    else
-      wprintf(w, "{\"account\":%" PRIu32 ",\"instrument\":%" PRIu32 ",\"entries\":[", account,
-              instrument);
+    wprintf(w,
+            "%s{\"index\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"ts\":%" PRIu64
+            ",\"account\":%" PRIu32 ",\"instrument\":%s,\"kind\":\"%s\",\"amount\":%" PRId64
+            ",\"balance\":%" PRId64 ",\"price\":%" PRId64 ",\"qty\":%" PRId64 "}",
+            first ? "" : ",", e->index, e->seq, e->ts, e->account, inst[0] ? inst : "null",
+            kind_name(e->kind), e->amount, e->balance, e->price, e->qty);
   } else {
-    wprintf(w, "index,seq,ts,account,instrument,kind,amount,balance,price,qty\n");
+    wprintf(w,
+            "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%s,%s,%" PRId64 ",%" PRId64
+            ",%" PRId64 ",%" PRId64 "\n",
+            e->index, e->seq, e->ts, e->account, inst, kind_name(e->kind), e->amount,
+            e->balance, e->price, e->qty);
   }
-  i128 total = 0;
-  int first = 1;
-  for (uint64_t i = c->accounts[s].led_first; i != NIL64; i = c->ledger[i].next_same) {
-    const hg_ledger_entry_t *e = &c->ledger[i].e;
-    if (!all && e->instrument != instrument) continue;
-    total += e->amount;
-    char inst[16] = "";
-    if (e->instrument != HG_CLR_NO_INSTRUMENT)
-      snprintf(inst, sizeof inst, "%" PRIu32, e->instrument);
-    if (json) {
-      wprintf(w,
-              "%s{\"index\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"ts\":%" PRIu64
-              ",\"account\":%" PRIu32 ",\"instrument\":%s,\"kind\":\"%s\",\"amount\":%" PRId64
-              ",\"balance\":%" PRId64 ",\"price\":%" PRId64 ",\"qty\":%" PRId64 "}",
-              first ? "" : ",", e->index, e->seq, e->ts, e->account, inst[0] ? inst : "null",
-              kind_name(e->kind), e->amount, e->balance, e->price, e->qty);
-    } else {
-      wprintf(w,
-              "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%s,%s,%" PRId64 ",%" PRId64
-              ",%" PRId64 ",%" PRId64 "\n",
-              e->index, e->seq, e->ts, e->account, inst, kind_name(e->kind), e->amount,
-              e->balance, e->price, e->qty);
-    }
-    first = 0;
-  }
+}
+
+static int statement_tail(writer_t *w, i128 total, int json) {
   if (json) {
     /* the amounts of one account fit int64 since its balance does; the total
      * of a subset may not, so print it from the 128-bit sum */
@@ -365,6 +357,40 @@ static int statement(const hg_clearing_t *c, hg_account_t account, uint32_t inst
     else return HG_EOVERFLOW;
   }
   return w->err;
+}
+
+static int statement(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
+                     int json, writer_t *w) {
+  uint32_t s = hg_clr__acct_slot(c, account);
+  if (s == NIL32) return HG_ENOTFOUND;
+  int all = instrument == HG_CLR_NO_INSTRUMENT;
+  statement_head(w, account, instrument, json);
+  i128 total = 0;
+  int first = 1;
+  for (uint64_t i = c->accounts[s].led_first; i != NIL64; i = c->ledger[i].next_same) {
+    const hg_ledger_entry_t *e = &c->ledger[i].e;
+    if (!all && e->instrument != instrument) continue;
+    total += e->amount;
+    statement_line(w, e, first, json);
+    first = 0;
+  }
+  return statement_tail(w, total, json);
+}
+
+/* The same statement from a copy of the ledger. */
+static int statement_of(const hg_ledger_entry_t *e, size_t n, hg_account_t account,
+                        uint32_t instrument, int json, writer_t *w) {
+  int all = instrument == HG_CLR_NO_INSTRUMENT;
+  statement_head(w, account, instrument, json);
+  i128 total = 0;
+  int first = 1;
+  for (size_t i = 0; i < n; i++) {
+    if (e[i].account != account || (!all && e[i].instrument != instrument)) continue;
+    total += e[i].amount;
+    statement_line(w, &e[i], first, json);
+    first = 0;
+  }
+  return statement_tail(w, total, json);
 }
 
 int hg_clearing_statement_accounts(hg_clearing_t *c, uint32_t instrument, hg_account_t *out,
@@ -385,20 +411,31 @@ int hg_clearing_statement_accounts(hg_clearing_t *c, uint32_t instrument, hg_acc
   return count > cap ? HG_ERANGE : 0;
 }
 
+/* Ends w's buffer output as the buffer variants promise. */
+static int finish_buf(const writer_t *w, int rc, size_t *len) {
+  if (rc < 0) return rc;
+  *len = w->len;
+  if (w->cap == 0) return HG_ERANGE;
+  if (w->len >= w->cap) {
+    w->buf[w->cap - 1] = '\0';
+    return HG_ERANGE;
+  }
+  w->buf[w->len] = '\0';
+  return 0;
+}
+
 static int statement_buf(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
                          int json, char *buf, size_t cap, size_t *len) {
   if ((buf == NULL && cap > 0) || len == NULL) return HG_EINVAL;
   writer_t w = {.buf = buf, .cap = cap};
-  int rc = statement(c, account, instrument, json, &w);
-  if (rc < 0) return rc;
-  *len = w.len;
-  if (cap == 0) return HG_ERANGE;
-  if (w.len >= cap) {
-    buf[cap - 1] = '\0';
-    return HG_ERANGE;
-  }
-  buf[w.len] = '\0';
-  return 0;
+  return finish_buf(&w, statement(c, account, instrument, json, &w), len);
+}
+
+int hg_clearing_statement_of(const hg_ledger_entry_t *e, size_t n, hg_account_t account,
+                             uint32_t instrument, int json, char *buf, size_t cap, size_t *len) {
+  if ((e == NULL && n > 0) || (buf == NULL && cap > 0) || len == NULL) return HG_EINVAL;
+  writer_t w = {.buf = buf, .cap = cap};
+  return finish_buf(&w, statement_of(e, n, account, instrument, json, &w), len);
 }
 
 int hg_clearing_statement_csv(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,

@@ -20,6 +20,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/index.h"
+#include "hgctl_args.h"
 #include "hgctl_net.h"
 #include "hgctl_tools.h"
 
@@ -42,43 +43,6 @@ static const char *const SAMPLE_COLUMNS[] = {
     "ts", "provider", "region", "gpu", "grade", "term_days", "price_usd_per_gpu_hour",
     "volume_gpu_hours", "kind"};
 static const char *const REGISTRY_COLUMNS[] = {"provider", "gpu", "grade", "effective_from"};
-
-/* ------------------------------------------------------------ file input */
-
-static int read_file(const char *path, char **buf, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return -errno;
-  size_t cap = 1 << 16, n = 0;
-  char *b = malloc(cap);
-  if (b == NULL) {
-    fclose(f);
-    return -ENOMEM;
-  }
-  for (;;) {
-    if (n == cap) {
-      char *nb = realloc(b, cap * 2);
-      if (nb == NULL) {
-        free(b);
-        fclose(f);
-        return -ENOMEM;
-      }
-      b = nb;
-      cap *= 2;
-    }
-    size_t r = fread(b + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  int err = ferror(f) ? -EIO : 0;
-  fclose(f);
-  if (err) {
-    free(b);
-    return err;
-  }
-  *buf = b;
-  *len = n;
-  return 0;
-}
 
 /* ------------------------------------------------------------ JSON out */
 
@@ -305,11 +269,11 @@ static int cmd_index_fix(int argc, char **argv) {
   hg_index_registry_t reg = {0};
   hg_index_result_t res = {0};
   int rc;
-  if ((rc = read_file(samples, &sbuf, &slen))) {
+  if ((rc = hgctl_read_file(samples, &sbuf, &slen))) {
     fprintf(stderr, "hgctl index fix: cannot read samples '%s': %s\n", samples, hg_strerror(rc));
     goto out;
   }
-  if ((rc = read_file(providers, &pbuf, &plen))) {
+  if ((rc = hgctl_read_file(providers, &pbuf, &plen))) {
     fprintf(stderr, "hgctl index fix: cannot read providers '%s': %s\n", providers,
             hg_strerror(rc));
     goto out;

@@ -1,56 +1,32 @@
 /*
  * hgctl_fmt.c - decimal USD in and out of hgctl without floating point.
  *
- * A decimal string is read digit by digit into an int64 scaled by
- * 10^places, with overflow checked at every step; printing divides by the
- * same power of ten. The two are exact inverses for every value the wire can
- * carry, so what hgctl prints can be typed back.
+ * Decimal text goes through base's exact decimals (hourglass/decimal.h):
+ * parsing and printing are exact inverses for every value the wire can
+ * carry, so what hgctl prints can be typed back. hgctl adds its own limits
+ * (at most 9 places, above zero) and its error texts.
  */
 #include "hgctl_fmt.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
-static const int64_t POW10[] = {1,      10,      100,      1000,      10000,
-                                100000, 1000000, 10000000, 100000000, 1000000000};
+#include "hourglass/decimal.h"
 
 int hgctl_decimal_parse(const char *s, int places, int allow_zero, int64_t *out) {
   if (s == NULL || places < 0 || places > 9) return HGCTL_DEC_SYNTAX;
-  const char *p = s;
-  bool neg = *p == '-';
-  if (neg) p++;
-  /* Magnitude as a negative number, so INT64_MIN fits while digits arrive. */
-  int64_t v = 0;
-  int int_digits = 0, frac_digits = 0;
-  bool range = false;
-  for (; *p >= '0' && *p <= '9'; p++, int_digits++) {
-    int d = *p - '0';
-    if (v < (INT64_MIN + d) / 10) range = true;
-    else v = v * 10 - d;
+  int64_t v;
+  switch (hg_decimal_parse(s, strlen(s), places, &v)) {
+  case 0: break;
+  case HG_DECIMAL_PLACES: return HGCTL_DEC_PLACES;
+  case HG_DECIMAL_RANGE: return HGCTL_DEC_RANGE;
+  default: return HGCTL_DEC_SYNTAX;
   }
-  if (*p == '.') {
-    p++;
-    for (; *p >= '0' && *p <= '9'; p++, frac_digits++) {
-      if (frac_digits >= places) continue; /* counted, refused below */
-      int d = *p - '0';
-      if (v < (INT64_MIN + d) / 10) range = true;
-      else v = v * 10 - d;
-    }
-    if (frac_digits == 0) return HGCTL_DEC_SYNTAX;
-  }
-  if (*p != '\0' || int_digits == 0) return HGCTL_DEC_SYNTAX;
-  if (frac_digits > places) return HGCTL_DEC_PLACES;
-  for (int k = frac_digits; k < places && !range; k++) {
-    if (v < INT64_MIN / 10) range = true;
-    else v *= 10;
-  }
-  if (range) return HGCTL_DEC_RANGE;
-  if (!neg && v == INT64_MIN) return HGCTL_DEC_RANGE;
-  int64_t r = neg ? v : -v;
-  if (r < 0 || (r == 0 && !allow_zero)) return HGCTL_DEC_NEGATIVE;
-  *out = r;
+  if (v < 0 || (v == 0 && !allow_zero)) return HGCTL_DEC_NEGATIVE;
+  *out = v;
   return 0;
 }
 
@@ -69,13 +45,8 @@ const char *hgctl_decimal_error(int code, int places) {
 }
 
 char *hgctl_fmt_decimal(int64_t v, int places, char *buf) {
-  if (places <= 0 || places > 9) {
+  if (places < 0 || places > 9 || hg_decimal_format(v, places, buf, HGCTL_FMT_LEN) < 0)
     snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, v);
-    return buf;
-  }
-  uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  uint64_t p = (uint64_t)POW10[places];
-  snprintf(buf, HGCTL_FMT_LEN, "%s%" PRIu64 ".%0*" PRIu64, v < 0 ? "-" : "", a / p, places, a % p);
   return buf;
 }
 

@@ -10,8 +10,8 @@
  *     whole number of cents ("0.000125"): never rounded;
  *   - index values (micro-USD per GPU-hour) in USD with six decimals;
  *   - times in UTC ISO-8601 ("2027-03-14T16:00:00.000000123Z").
- * Conversions use integers only: a decimal string is parsed digit by digit,
- * never through floating point.
+ * Conversions use integers only (hourglass/decimal.h), never floating
+ * point.
  *
  * All functions are pure, thread-safe and allocate nothing; each formatter
  * writes into the caller's buffer (at least HGCTL_FMT_LEN bytes) and

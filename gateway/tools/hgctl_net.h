@@ -1,5 +1,6 @@
 /*
- * hgctl_net.h (internal) - hgctl's network commands (hgctl_net.c), which
+ * hgctl_net.h (internal) - hgctl's network commands (hgctl_trade.c,
+ * hgctl_op.c, hgctl_risk.c; what they share is in hgctl_net_util.h), which
  * talk to a running gateway through the client library. Each has the
  * signature of an hgctl command: (argc, argv) after the group and verb, and
  * returns the exit status (0 ok, 1 refused or failed, 2 usage).
@@ -14,7 +15,7 @@ int hgctl_order_mass_cancel(int argc, char **argv);
 int hgctl_instruments(int argc, char **argv);
 int hgctl_ladder(int argc, char **argv);
 int hgctl_positions(int argc, char **argv);
-/* hgctl orders: the key's live orders (see hgctl_net.c for how they are found). */
+/* hgctl orders: the key's live orders (see hgctl_trade.c for how they are found). */
 int hgctl_orders(int argc, char **argv);
 int hgctl_executions(int argc, char **argv);
 /* Operator commands (`hgctl op ...`). */

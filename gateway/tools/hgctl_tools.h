@@ -1,6 +1,7 @@
 /*
  * hgctl_tools.h - the hedger, statement and replay commands of hgctl
- * (hgctl_tools.c), called from hgctl.c's command table.
+ * (hgctl_hedge.c, hgctl_statement.c, hgctl_replay.c), called from hgctl.c's
+ * command table.
  *
  * Each takes the arguments after its command name and returns the process
  * exit status: 0 success, 1 input error or (replay) differences found,
@@ -14,12 +15,21 @@
 #include <stdio.h>
 
 #include "hourglass/clearing.h"
+#include "hourglass/hedge.h"
 
 int hgctl_hedge_size(int argc, char **argv);
 int hgctl_hedge_ratio(int argc, char **argv);
 int hgctl_convert(int argc, char **argv);
 int hgctl_statement(int argc, char **argv);
 int hgctl_replay(int argc, char **argv);
+
+/* Reads a rent (fixings false: day,price) or fixings (day,value,status) CSV
+ * file into *v (n rows, malloc'd; the caller frees) for hedge ratio and
+ * replay's what-if fixings; what names the file in errors ("rent"). 0, or
+ * the error after printing "hgctl: ..." on stderr. Defined in
+ * hgctl_hedge.c. */
+int hgctl_load_series(const char *what, const char *path, bool fixings, hg_hedge_obs_t **v,
+                      size_t *n);
 
 /* Prints account's statement from entries e[0..n) (instrument
  * HG_CLR_NO_INSTRUMENT: all of them) in the format of

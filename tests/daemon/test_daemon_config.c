@@ -27,7 +27,7 @@ static void defaults_are_documented_values(void **state) {
   hg_daemon_config_defaults(&c);
   assert_string_equal(c.order_entry.host, "127.0.0.1");
   assert_int_equal(c.order_entry.port, 7700);
-  assert_int_equal(c.market_data.port, 7700);
+  assert_int_equal(c.market_data_set, 0);
   assert_int_equal(c.http.port, 7780);
   assert_string_equal(c.data_dir, "./var");
   assert_int_equal(c.log_level, HG_LOG_INFO);
@@ -45,11 +45,28 @@ static void defaults_are_documented_values(void **state) {
   assert_int_equal(hg_daemon_config_check(&c, &e), 0);
 }
 
+/* listen.market_data is retired: the same address as order entry is read
+ * (the daemon warns), another one is refused by the check. */
+static void retired_market_data_key(void **state) {
+  (void)state;
+  hg_daemon_config_t c;
+  hg_dcfg_error_t e;
+  assert_int_equal(parse(&c, "listen.order_entry = 10.0.0.1:9000\n"
+                             "listen.market_data = 10.0.0.1:9000\n", &e), 0);
+  assert_int_equal(c.market_data_set, 1);
+  assert_int_equal(parse(&c, "listen.order_entry = 10.0.0.1:9000\n", &e), 0);
+  assert_int_equal(c.market_data_set, 0);
+  assert_int_equal(parse(&c, "listen.market_data = 10.0.0.1:9000\n", &e), HG_EINVAL);
+  assert_string_equal(e.key, "listen.market_data");
+  /* not a documented key */
+  for (size_t i = 0; i < hg_daemon_config_key_count(); i++)
+    assert_string_not_equal(hg_daemon_config_key_name(i), "listen.market_data");
+}
+
 static void every_key_is_set(void **state) {
   (void)state;
   const char *text =
       "listen.order_entry = 10.0.0.1:9000\n"
-      "listen.market_data = 10.0.0.1:9000\n"
       "listen.http = [::1]:9001\n"
       "data_dir = /srv/hg data\n"
       "gateway.keys_file = /etc/hg/keys\n"
@@ -198,7 +215,9 @@ static void bad_input_names_line_key_and_reason(void **state) {
       {"snapshot.keep = 1\nsnapshot.keep = 2\n", HG_EPARSE, 2, "snapshot.keep", "twice"},
       /* cross-key rules: line 0 */
       {"listen.market_data = 127.0.0.1:7701\n", HG_EINVAL, 0, "listen.market_data",
-       "must equal listen.order_entry"},
+       "no longer used: market data is served on listen.order_entry"},
+      {"listen.market_data = 127.0.0.1:7700\nlisten.market_data = 127.0.0.1:7700\n",
+       HG_EPARSE, 2, "listen.market_data", "twice"},
       {"listen.http = 127.0.0.1:7700\n", HG_EINVAL, 0, "listen.http", "must differ"},
       {"journal.segment_size = 1M\njournal.batch_bytes = 1M\n", HG_EINVAL, 0,
        "journal.segment_size", "batch_bytes"},
@@ -314,6 +333,7 @@ static void shipped_file_and_docs_cover_every_key(void **state) {
   hg_daemon_config_t c, def;
   hg_dcfg_error_t e;
   hg_daemon_config_defaults(&def);
+  hg_daemon_config_defaults(&c); /* a file applies onto defaults, as the daemon loads it */
   assert_int_equal(hg_daemon_config_load(&c, HG_SOURCE_DIR "/ops/hourglass.conf", &e) == 0 ? 0 : -1,
                    0);
   diff_rec_t d = {0};
@@ -327,6 +347,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(defaults_are_documented_values),
       cmocka_unit_test(every_key_is_set),
+      cmocka_unit_test(retired_market_data_key),
       cmocka_unit_test(comments_blank_lines_and_spacing),
       cmocka_unit_test(bad_input_names_line_key_and_reason),
       cmocka_unit_test(nul_byte_and_long_line_are_refused),

@@ -507,6 +507,24 @@ static void final_settlement_and_statements(void **state) {
   assert_string_equal(mem, expect);
   free(mem);
 
+  /* a copy of the ledger prints the same statements */
+  uint64_t nled = hg_clearing_ledger_size(c);
+  hg_ledger_entry_t *led = calloc(nled, sizeof *led);
+  assert_non_null(led);
+  for (uint64_t i = 0; i < nled; i++) assert_int_equal(hg_clearing_ledger_get(c, i, &led[i]), 0);
+  char copy[1024];
+  size_t clen = 0;
+  assert_int_equal(hg_clearing_statement_of(led, nled, C, INST, 0, copy, sizeof copy, &clen), 0);
+  assert_string_equal(copy, expect);
+  assert_int_equal(hg_clearing_statement_json(c, B, HG_CLR_NO_INSTRUMENT, buf, sizeof buf, &len),
+                   0);
+  assert_int_equal(hg_clearing_statement_of(led, nled, B, HG_CLR_NO_INSTRUMENT, 1, copy,
+                                            sizeof copy, &clen), 0);
+  assert_string_equal(copy, buf);
+  assert_int_equal(hg_clearing_statement_of(led, nled, C, INST, 0, NULL, 0, &clen), HG_ERANGE);
+  assert_int_equal(clen, strlen(expect));
+  free(led);
+
   /* removing the instrument frees its records; the ledger stays */
   assert_int_equal(hg_clearing_instrument_remove(c, INST), 0);
   assert_int_equal(hg_clearing_instrument_remove(c, INST), HG_ENOTFOUND);

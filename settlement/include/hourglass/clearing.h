@@ -555,6 +555,16 @@ int hg_clearing_statement_csv_file(const hg_clearing_t *c, hg_account_t account,
                                    uint32_t instrument, FILE *f);
 int hg_clearing_statement_json_file(const hg_clearing_t *c, hg_account_t account,
                                     uint32_t instrument, FILE *f);
+/*
+ * The same statement (json 0: CSV, 1: JSON) of account for instrument from
+ * e[0..n), a copy of the ledger (hg_clearing_ledger_get) that the caller may
+ * have changed: the entries of account (naming instrument unless it is
+ * HG_CLR_NO_INSTRUMENT) in array order. Buffer semantics as above; an
+ * account with no entries gives the header (and an empty list) only.
+ * HG_EINVAL, HG_ERANGE, HG_EOVERFLOW (JSON total beyond int64).
+ */
+int hg_clearing_statement_of(const hg_ledger_entry_t *e, size_t n, hg_account_t account,
+                             uint32_t instrument, int json, char *buf, size_t cap, size_t *len);
 
 /*
  * The accounts that get a statement for instrument: every account with at

@@ -11,7 +11,7 @@
  *  - sends application messages with the session's request sequence
  *    numbers (1, 2, ... per login, as the server expects), and Heartbeats
  *    whenever nothing was sent for one keepalive interval;
- *  - receives and decodes frames (hg_wire.h's framing and per-frame arena:
+ *  - receives and decodes frames (hourglass/wire.h's framing and per-frame arena:
  *    no malloc per frame) and tracks the server's recoverable stream: every
  *    sequenced frame is delivered once and in order. A frame whose seq is
  *    below the next expected one (a duplicate) is dropped; one above it (a

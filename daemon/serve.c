@@ -1,0 +1,666 @@
+/*
+ * serve.c - hourglassd's serve mode: the start-up order (data directory
+ * lock, HTTP port, gateway, pipeline recovery, market view, keys, threads),
+ * the signal loop with reload, and the shutdown order (intake first, then
+ * drain and snapshot). Also the pipeline's consumers other than the
+ * gateway, the demo market's thread and the synthetic order generator.
+ * Threads are listed at the top of hourglassd.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "daemon_log.h"
+#include "hourglass/error.h"
+#include "hourglass/thread.h"
+#include "hourglassd.h"
+
+/* Appended to the start failure when threads.realtime_priority was refused. */
+#define RT_HINT                                                                  \
+  " hint=\"threads.realtime_priority needs root, CAP_SYS_NICE or LimitRTPRIO= (with" \
+  " RestrictRealtime=no) in the unit; 0 runs without real-time scheduling\""
+
+/* ------------------------------------------------------------- consumer */
+
+/*
+ * Pipeline consumers. Consumer 0 is the gateway's loop (and, once the
+ * gateway has stopped, consumer_main, which only drains). Consumer 1 is md_main, which
+ * feeds the public market view the HTTP thread serves: applying a batch never
+ * allocates and publishing never blocks (mdview.h). Consumer 2, with --demo,
+ * is the demo market's thread. Each has its own ring (pipeline.h), so a slow
+ * web reader or the demo never holds the gateway back.
+ */
+enum { CONSUMER_CLIENTS = 0, CONSUMER_MARKET = 1, CONSUMER_DEMO = 2 };
+
+static void *md_main(void *arg) {
+  daemon_t *d = arg;
+  enum { BATCH = 1024 };
+  static hg_pipe_out_t recs[BATCH]; /* one market-data thread */
+  for (;;) {
+    size_t n = hg_pipeline_poll_consumer(d->pipe, CONSUMER_MARKET, recs, BATCH);
+    if (n > 0) {
+      hg_mdview_apply(d->view, recs, n, now_ns());
+      hg_mdview_publish(d->view);
+      continue;
+    }
+    hg_mdview_publish(d->view); /* retries a publish a busy reader deferred */
+    if (atomic_load(&d->stop_consumer)) break;
+    hg_pipeline_wait_consumer(d->pipe, CONSUMER_MARKET, 50 * 1000000LL);
+  }
+  return NULL;
+}
+
+/* Consumer 0 while hg_pipeline_stop() drains after the gateway has
+ * stopped: takes the records nobody routes any more. */
+static void *consumer_main(void *arg) {
+  daemon_t *d = arg;
+  enum { BATCH = 1024 };
+  static hg_pipe_out_t recs[BATCH]; /* one consumer thread */
+  for (;;) {
+    if (hg_pipeline_poll(d->pipe, recs, BATCH) > 0) continue;
+    if (atomic_load(&d->stop_consumer)) break;
+    hg_pipeline_wait(d->pipe, 50 * 1000000LL);
+  }
+  return NULL;
+}
+
+/* ----------------------------------------------------------------- demo */
+
+
+#define DEMO_ORIGIN (UINT64_C(0xde) << 56)
+#define DEMO_STEP_NS 250000000LL
+/* How often the demo looks for a daily cycle to run. A cycle settles day D
+ * only from D 16:00 UTC on and only once, so on wall-clock time there is at
+ * most one a day: the first look (after the first quotes, so the DSP is
+ * their midpoint) settles the latest day whose 16:00 has passed, later
+ * looks catch each 16:00 within this period. */
+#define DEMO_CYCLE_CHECK_NS 10000000000LL
+
+/* Submits n commands, waiting while the inbound ring is full. 0, or the
+ * first hard error (the pipeline stopping). */
+static int demo_submit(daemon_t *d, hg_command_t *c, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int rc;
+    while ((rc = hg_pipeline_submit(d->pipe, DEMO_ORIGIN, &c[i])) == HG_EBUSY) {
+      if (atomic_load(&d->stop_demo)) return rc;
+      nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* The demo thread: sets the market up (first run on an empty data dir),
+ * then every quarter second moves the makers' quotes and lets the hedgers
+ * trade, learning its order ids from its own consumer ring. */
+static void *demo_main(void *arg) {
+  daemon_t *d = arg;
+  enum { CAP = 2048 };
+  static hg_command_t cmds[CAP];     /* demo thread only */
+  static hg_pipe_out_t recs[1024];
+  size_t n;
+  if (d->demo_setup) {
+    n = hg_demo_setup(d->demo, cmds, CAP);
+  } else {
+    /* A restart: the makers' old quotes are unknown to this run; pull them. */
+    n = 0;
+    for (uint32_t m = 0; m < HG_DEMO_MAKERS; m++) {
+      memset(&cmds[n], 0, sizeof cmds[n]);
+      cmds[n].type = HG_COMMAND_MASS_CANCEL;
+      cmds[n].u.mass_cancel.account = HG_DEMO_MAKER_ACCOUNT(m);
+      cmds[n].u.mass_cancel.sides = HG_SIDES_BOTH;
+      n++;
+    }
+  }
+  if (demo_submit(d, cmds, n) != 0) return NULL;
+  uint64_t next_cycle_check = 0; /* right after the first step */
+  while (!atomic_load(&d->stop_demo)) {
+    uint64_t until = now_ns() + DEMO_STEP_NS;
+    for (;;) {
+      size_t k = hg_pipeline_poll_consumer(d->pipe, CONSUMER_DEMO, recs, 1024);
+      for (size_t i = 0; i < k; i++) hg_demo_observe(d->demo, &recs[i]);
+      uint64_t t = now_ns();
+      if (k == 0 && t >= until) break;
+      if (k == 0) hg_pipeline_wait_consumer(d->pipe, CONSUMER_DEMO, (int64_t)(until - t));
+      if (atomic_load(&d->stop_demo)) return NULL;
+    }
+    n = hg_demo_step(d->demo, cmds, CAP);
+    uint64_t t = now_ns();
+    if (t >= next_cycle_check && n < CAP) {
+      next_cycle_check = t + DEMO_CYCLE_CHECK_NS;
+      int32_t day = hg_demo_daily_settlement(t, d->demo_cycle_day, &cmds[n]);
+      if (day != d->demo_cycle_day) {
+        d->demo_cycle_day = day;
+        n++;
+      }
+    }
+    if (demo_submit(d, cmds, n) != 0) return NULL;
+  }
+  return NULL;
+}
+
+/* Demo API keys, new random secrets at every start, printed once on stdout
+ * (a demo convenience: never logged). */
+static int demo_keys(daemon_t *d) {
+  static const struct {
+    uint64_t id;
+    uint32_t role, account, firm;
+    const char *what;
+  } keys[] = {
+      {HG_DEMO_USER_ACCOUNT, HG_ROLE_TRADER, HG_DEMO_USER_ACCOUNT, 300, "trader, account 3001"},
+      {HG_DEMO_USER_ACCOUNT + 1, HG_ROLE_RISK_VIEWER, 0, 300, "risk viewer, firm 300"},
+      {1, HG_ROLE_OPERATOR, 0, 0, "operator"},
+  };
+  printf("\nDemo market: %d monthly B200 grade-A contracts (%s .. %s), two market makers\n"
+         "quoting, two inference producers hedging. API keys (new at every start):\n",
+         HG_DEMO_MONTHS, hg_demo_instruments(d->demo)[0].symbol,
+         hg_demo_instruments(d->demo)[HG_DEMO_MONTHS - 1].symbol);
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    uint8_t secret[32];
+    if (getrandom(secret, sizeof secret, 0) != (ssize_t)sizeof secret) return -EIO;
+    hg_gateway_key_t k = {.key_id = keys[i].id, .role = keys[i].role, .account = keys[i].account,
+                          .firm = keys[i].firm, .secret = secret, .secret_len = sizeof secret};
+    int rc = hg_gateway_add_key(d->gw, &k, 1);
+    if (rc != 0) return rc;
+    char hx[2 * sizeof secret + 1];
+    daemon_hex(secret, sizeof secret, hx);
+    printf("  %-22s export HG_KEY_ID=%llu HG_SECRET=%s\n", keys[i].what,
+           (unsigned long long)keys[i].id, hx);
+  }
+  fflush(stdout);
+  return 0;
+}
+
+/* The demo's addresses as the listeners really have them (an ephemeral
+ * port included), printed once both listen. */
+static void demo_addresses(daemon_t *d) {
+  unsigned gw = hg_gateway_port(d->gw), http = hg_http_port(d->http);
+  printf("Order entry: %s:%u   (hgctl and the Python client: export HG_HOST=%s HG_PORT=%u)\n"
+         "Market page: http://%s:%u/\n"
+         "Then: hgctl instruments; hgctl ladder %s; hgctl order new --help\n\n",
+         d->cfg.order_entry.host, gw, d->cfg.order_entry.host, gw, d->cfg.http.host, http,
+         hg_demo_instruments(d->demo)[0].symbol);
+  fflush(stdout);
+}
+
+/* ------------------------------------------------------------ synthetic */
+
+#define SYN_INSTRUMENT 1u
+
+static int synth_submit(daemon_t *d, uint64_t origin, const hg_command_t *c) {
+  for (;;) {
+    int rc = hg_pipeline_submit(d->pipe, origin, c);
+    if (rc != HG_EBUSY) return rc;
+    /* relaxed: a statistic. */
+    atomic_fetch_add_explicit(&d->synth_busy, 1, memory_order_relaxed);
+    if (atomic_load(&d->stop_synth)) return rc;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void synth_order(uint64_t i, hg_command_t *c) {
+  memset(c, 0, sizeof *c);
+  if (i % 64 == 63) {
+    c->type = HG_COMMAND_MASS_CANCEL;
+    c->u.mass_cancel.instrument_id = SYN_INSTRUMENT;
+    c->u.mass_cancel.account = (hg_account_t)(1 + (i / 64) % 2);
+    c->u.mass_cancel.sides = HG_SIDES_BOTH;
+    return;
+  }
+  hg_cmd_new_order_t *o = &c->u.new_order;
+  c->type = HG_COMMAND_NEW_ORDER;
+  o->instrument_id = SYN_INSTRUMENT;
+  /* Each account alternates buying and selling, so positions stay small
+   * (far from the position limit). */
+  o->side = (uint8_t)(i % 2);
+  o->account = (hg_account_t)(1 + ((i >> 1) & 1));
+  o->client_order_id = i + 1;
+  o->price = 1000 + (int64_t)((i * 7) % 9) - 4;
+  o->qty = 1 + (int64_t)(i % 4);
+  o->type = HG_ORD_LIMIT;
+  o->tif = HG_TIF_GTC;
+}
+
+static void *synth_main(void *arg) {
+  daemon_t *d = arg;
+  hg_command_t c;
+  if (d->synth_setup & 1) {
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_LIST_INSTRUMENT;
+    snprintf(c.u.list.symbol, sizeof c.u.list.symbol, "SYN.T.2099-12");
+    hg_book_params_t *bp = &c.u.list.params;
+    bp->instrument_id = SYN_INSTRUMENT;
+    bp->tick_size = 1000;
+    bp->contract_unit = 1000;
+    bp->min_price = 1;
+    bp->max_price = 100000;
+    bp->max_order_qty = 1000;
+    bp->ref_price = 1000; /* the generator trades around 1000 ticks */
+    bp->max_orders = d->cfg.max_book_orders < 65536 ? d->cfg.max_book_orders : 65536;
+    bp->max_accounts = d->cfg.max_accounts < 16 ? d->cfg.max_accounts : 16;
+    synth_submit(d, 0, &c);
+  }
+  for (uint32_t a = 1; a <= 2; a++) {
+    if (!(d->synth_setup & (1 << a))) continue;
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_ADD_ACCOUNT;
+    c.u.add_account.account = a;
+    c.u.add_account.firm = a;
+    synth_submit(d, 0, &c);
+    /* Enough collateral that the pre-trade margin check never binds. */
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_DEPOSIT;
+    c.u.cash.account = a;
+    c.u.cash.amount = INT64_C(1000000000) * 1000000; /* 1e9 USD */
+    synth_submit(d, 0, &c);
+  }
+  uint64_t i = 0, next = now_ns();
+  while (!atomic_load(&d->stop_synth)) {
+    uint32_t rate = atomic_load(&d->synth_rate);
+    uint64_t t = now_ns();
+    if (rate == 0) {
+      struct timespec ts = {0, 100000000};
+      nanosleep(&ts, NULL);
+      next = now_ns();
+      continue;
+    }
+    /* Catch up on what is due, at most 1000 commands per wake-up. */
+    uint64_t step = 1000000000u / rate;
+    for (int k = 0; k < 1000 && next <= t && !atomic_load(&d->stop_synth); k++, i++) {
+      synth_order(i, &c);
+      if (synth_submit(d, 0, &c) != 0) break;
+      /* relaxed: a statistic. */
+      atomic_fetch_add_explicit(&d->synth_submitted, 1, memory_order_relaxed);
+      next += step;
+    }
+    if (next < t) next = t; /* do not bank a backlog after a stall */
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+typedef struct reload_ctx {
+  daemon_t *d;
+  const hg_daemon_config_t *next;
+  int applied, skipped;
+} reload_ctx_t;
+
+static void reload_key(void *ctx, const char *key, int reloadable) {
+  reload_ctx_t *r = ctx;
+  if (!reloadable) {
+    hg_dlog(HG_LOG_WARN, "config", "changed key not applied: restart required", "key=%s", key);
+    r->skipped++;
+    return;
+  }
+  r->applied++;
+  hg_dlog(HG_LOG_INFO, "config", "applied changed key", "key=%s", key);
+}
+
+static void reload(daemon_t *d) {
+  hg_daemon_config_t next;
+  if (daemon_load_config(d->conf_path, d->overrides, d->noverrides, &next) != 0) {
+    atomic_fetch_add(&d->reload_failures, 1);
+    hg_dlog(HG_LOG_ERROR, "config", "reload refused; running configuration unchanged", NULL);
+    return;
+  }
+  reload_ctx_t r = {d, &next, 0, 0};
+  hg_daemon_config_diff(&d->cfg, &next, reload_key, &r);
+  /* Apply the reloadable keys; keep the running value of every other key so
+   * that later diffs keep reporting them. */
+  d->cfg.synthetic_rate = next.synthetic_rate;
+  atomic_store(&d->synth_rate, d->synth_running ? next.synthetic_rate : 0);
+  if (next.synthetic_rate > 0 && !d->synth_running)
+    hg_dlog(HG_LOG_WARN, "config", "synthetic load was off at start; restart to enable it", NULL);
+  d->cfg.http_keepalive = next.http_keepalive;
+  d->cfg.http_idle_ms = next.http_idle_ms;
+  if (d->http) hg_http_set_keepalive(d->http, next.http_keepalive, next.http_idle_ms);
+  atomic_fetch_add(&d->reloads, 1);
+  /* warn: a configuration change is worth seeing at any level. */
+  hg_dlog(HG_LOG_WARN, "config", "reloaded", "applied=%d not_applied=%d", r.applied, r.skipped);
+  /* Last, so that the lines above are written at the level they were
+   * asked under. */
+  d->cfg.log_level = next.log_level;
+  hg_dlog_set_level(next.log_level);
+}
+
+static void plan_synthetic(daemon_t *d) {
+  const hg_exchange_t *ex = hg_pipeline_exchange(d->pipe);
+  int halted;
+  int64_t cash;
+  uint32_t firm;
+  d->synth_setup = 0;
+  if (hg_exchange_instrument_status(ex, SYN_INSTRUMENT, &halted) != 0) d->synth_setup |= 1;
+  for (uint32_t a = 1; a <= 2; a++)
+    if (hg_exchange_account(ex, a, &cash, &firm) != 0) d->synth_setup |= 1 << a;
+}
+
+
+/* ------------------------------------------------------------------ serve */
+
+/* The start-up line, and a warning when acknowledgements may outrun the
+ * journal. */
+static void announce(const daemon_t *d) {
+  const hg_daemon_config_t *cfg = &d->cfg;
+  hg_dlog(HG_LOG_INFO, "daemon", "starting",
+          "version=%s data_dir=%s order_entry=%s:%u http=%s:%u durability=%s", HG_VERSION,
+          cfg->data_dir, cfg->order_entry.host, cfg->order_entry.port, cfg->http.host,
+          cfg->http.port,
+          cfg->durability == HG_DURABILITY_DURABLE ? "durable" : "ack_before_durable_unsafe");
+  if (cfg->durability != HG_DURABILITY_DURABLE)
+    hg_dlog(HG_LOG_WARN, "daemon",
+            "durability=ack_before_durable_unsafe: a crash may lose acknowledged commands", NULL);
+}
+
+/* Creates the data directory if needed and takes its lock, before anything
+ * opens a file in it; the lock is held until exit. 0, EXIT_START or
+ * EXIT_LOCKED (logged). */
+static int claim_data_dir(const daemon_t *d) {
+  const char *dir = d->cfg.data_dir;
+  int rc = daemon_mkdir_p(dir);
+  if (rc != 0) {
+    if (!daemon_disk_full(dir, rc))
+      hg_dlog(HG_LOG_ERROR, "daemon", "cannot create data directory", "data_dir=%s err=%s", dir,
+              hg_strerror(rc));
+    return EXIT_START;
+  }
+  return daemon_lock_data_dir(dir);
+}
+
+/* The HTTP port, first of all, so that /health says "recovering" during a
+ * long replay. 0 or EXIT_START (logged). */
+static int start_http(daemon_t *d) {
+  const hg_daemon_config_t *cfg = &d->cfg;
+  hg_http_config_t hc = {cfg->http.host, cfg->http.port, cfg->http_max_connections,
+                         cfg->http_max_request, cfg->http_keepalive, cfg->http_idle_ms,
+                         daemon_http_handler, d};
+  int rc = hg_http_start(&hc, &d->http);
+  if (rc != 0) {
+    hg_dlog(HG_LOG_ERROR, "http", "cannot listen", "addr=%s:%u err=%s", cfg->http.host,
+            cfg->http.port, hg_strerror(rc));
+    return EXIT_START;
+  }
+  hg_dlog(HG_LOG_INFO, "http", "listening", "addr=%s:%u", cfg->http.host, hg_http_port(d->http));
+  return 0;
+}
+
+/* Creates the gateway (not yet listening) with its key store in
+ * data_dir/keys. It exists before the pipeline because it is the pipeline's
+ * consumer 0 and is woken by it (out_notify). 0 or EXIT_START (logged). */
+static int create_gateway(daemon_t *d) {
+  const hg_daemon_config_t *cfg = &d->cfg;
+  hg_gateway_config_t gc;
+  hg_gateway_config_init(&gc);
+  gc.host = cfg->order_entry.host;
+  gc.port = cfg->order_entry.port;
+  char key_dir[HG_DCFG_PATH_MAX + 8];
+  snprintf(key_dir, sizeof key_dir, "%s/keys", cfg->data_dir);
+  int rc = daemon_mkdir_p(key_dir);
+  if (rc != 0) {
+    if (!daemon_disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "gateway", "cannot create key directory", "dir=%s err=%s", key_dir,
+              hg_strerror(rc));
+    return EXIT_START;
+  }
+  gc.key_dir = key_dir;
+  gc.max_frame = cfg->max_frame;
+  gc.max_sessions = cfg->max_sessions;
+  gc.max_orders = cfg->max_orders;
+  gc.max_instruments = cfg->max_instruments;
+  gc.max_accounts = cfg->max_accounts;
+  gc.throttle_rate = cfg->throttle_rate;
+  gc.throttle_burst = cfg->throttle_burst;
+  gc.rt_priority = (int)cfg->rt_priority;
+  gc.outlog_segment_size = cfg->outlog_segment_size;
+  gc.outlog_segments_kept = cfg->outlog_segments_kept;
+  gc.outlog_max_session_ids = cfg->outlog_max_session_ids;
+  gc.max_unauthenticated = cfg->max_unauthenticated;
+  gc.max_unauthenticated_per_address = cfg->max_unauthenticated_per_address;
+  gc.login_timeout_ms = cfg->login_timeout_ms;
+  gc.log = hg_dlog_pipe_cb;
+  gc.log_ctx = "gateway";
+  rc = hg_gateway_create(&gc, &d->gw);
+  if (rc != 0) {
+    if (!daemon_disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "gateway", "cannot start", "addr=%s:%u err=%s", gc.host, gc.port,
+              hg_strerror(rc));
+    return EXIT_START;
+  }
+  return 0;
+}
+
+/* Opens the pipeline: recovery from the latest snapshot and the journal,
+ * logged with its state hash. 0 or the error (logged). */
+static int open_pipeline(daemon_t *d) {
+  const hg_daemon_config_t *cfg = &d->cfg;
+  hg_pipeline_config_t pc;
+  hg_daemon_config_pipeline(cfg, &pc);
+  pc.log = hg_dlog_pipe_cb;
+  pc.log_ctx = "pipeline";
+  pc.consumers = d->demo != NULL ? 3 : 2;
+  pc.out_notify = hg_gateway_notify;
+  pc.out_notify_ctx = d->gw;
+  set_health(d, 0, "recovering");
+  uint64_t t0 = now_ns();
+  int rc = hg_pipeline_open(&pc, &d->pipe);
+  if (rc != 0) {
+    if (!daemon_disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "daemon", "recovery failed; see the pipeline's message above",
+              "data_dir=%s err=%s", cfg->data_dir, hg_strerror(rc));
+    set_health(d, 0, "recovery failed");
+    return rc;
+  }
+  uint8_t h[HG_SHA256_LEN];
+  char hx[2 * HG_SHA256_LEN + 1];
+  hg_pipeline_state_hash(d->pipe, h);
+  daemon_hex(h, sizeof h, hx);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(d->pipe, &st);
+  hg_dlog(HG_LOG_INFO, "daemon", "recovered",
+          "last_seq=%" PRIu64 " replayed=%" PRIu64 " ms=%" PRIu64 " state_hash=%s",
+          hg_exchange_last_seq(hg_pipeline_exchange(d->pipe)), st.replayed,
+          (now_ns() - t0) / 1000000u, hx);
+  return 0;
+}
+
+/* The public market view, seeded from the recovered exchange. 0 or the
+ * error (logged); a view too small for every instrument is only a warning. */
+static int create_view(daemon_t *d) {
+  const hg_daemon_config_t *cfg = &d->cfg;
+  int rc = hg_mdview_create(cfg->max_instruments, cfg->md_depth, cfg->md_trades, &d->view);
+  if (rc == 0) {
+    rc = hg_mdview_seed(d->view, hg_pipeline_exchange(d->pipe));
+    if (rc == HG_EFULL) {
+      hg_dlog(HG_LOG_WARN, "daemon", "market view full; some instruments are not shown", NULL);
+      rc = 0;
+    }
+  }
+  if (rc != 0)
+    hg_dlog(HG_LOG_ERROR, "daemon", "cannot create market view", "err=%s", hg_strerror(rc));
+  return rc;
+}
+
+/* Gives the gateway the recovered pipeline and loads keys_file into its key
+ * store. 0 or the error (logged). */
+static int attach_gateway(daemon_t *d) {
+  const hg_daemon_config_t *cfg = &d->cfg;
+  int rc = hg_gateway_attach(d->gw, d->pipe);
+  if (rc != 0) {
+    if (!daemon_disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "gateway", "cannot attach", "err=%s", hg_strerror(rc));
+    return rc;
+  }
+  if (cfg->keys_file[0] != '\0') {
+    unsigned line = 0;
+    rc = hg_gateway_load_keys(d->gw, cfg->keys_file, &line);
+    /* A full disk fails the first write into the key store: the disk is
+     * at fault, not the keys file. */
+    if (rc != 0 && !daemon_disk_full(cfg->data_dir, rc))
+      hg_dlog(HG_LOG_ERROR, "gateway", "cannot load keys", "file=%s line=%u err=%s",
+              cfg->keys_file, line, hg_strerror(rc));
+  }
+  return rc;
+}
+
+/* What the synthetic generator and the demo must set up in the recovered
+ * exchange, and the demo's API keys. 0 or the error (logged). */
+static int plan_generators(daemon_t *d) {
+  if (d->cfg.synthetic_rate > 0) plan_synthetic(d);
+  if (d->demo == NULL) return 0;
+  d->demo_setup = hg_exchange_instrument_count(hg_pipeline_exchange(d->pipe)) == 0;
+  d->demo_cycle_day = hg_exchange_last_cycle_day(hg_pipeline_exchange(d->pipe));
+  int rc = demo_keys(d);
+  if (rc != 0 && !daemon_disk_full(d->cfg.data_dir, rc))
+    hg_dlog(HG_LOG_ERROR, "daemon", "cannot add the demo keys", "err=%s", hg_strerror(rc));
+  return rc;
+}
+
+/* Starts the market-data thread, the gateway's listener and loop, and the
+ * optional generators (synthetic, demo), after the pipeline's threads run.
+ * 0 or the error (logged where the callee does not); what did start is
+ * recorded in d for shut_down. */
+static int start_serving(daemon_t *d) {
+  const hg_daemon_config_t *cfg = &d->cfg;
+  int rc = hg_thread_start("hg-marketdata", 0, md_main, d, &d->md);
+  if (rc != 0) return rc;
+  d->md_running = 1;
+  rc = hg_gateway_start(d->gw);
+  if (rc != 0) {
+    hg_dlog(HG_LOG_ERROR, "gateway", "cannot start", "err=%s%s", hg_strerror(rc),
+            rc == -EPERM ? RT_HINT : "");
+    return rc;
+  }
+  hg_dlog(HG_LOG_INFO, "gateway", "listening", "addr=%s:%u", cfg->order_entry.host,
+          hg_gateway_port(d->gw));
+  if (d->demo != NULL) demo_addresses(d);
+  if (cfg->synthetic_rate > 0) {
+    atomic_store(&d->synth_rate, cfg->synthetic_rate);
+    if ((rc = hg_thread_start("hg-synthetic", 0, synth_main, d, &d->synth)) != 0) return rc;
+    d->synth_running = 1;
+    hg_dlog(HG_LOG_INFO, "daemon", "synthetic load on", "orders_per_sec=%u instrument=%u",
+            cfg->synthetic_rate, SYN_INSTRUMENT);
+  }
+  if (d->demo != NULL) {
+    if ((rc = hg_thread_start("hg-demo", 0, demo_main, d, &d->demo_thr)) != 0) return rc;
+    d->demo_running = 1;
+  }
+  return 0;
+}
+
+/* Takes SIGTERM, SIGINT (return) and SIGHUP (reload) synchronously, and
+ * turns health into "journal failed: ..." once the pipeline reports a
+ * journal failure. */
+static void signal_loop(daemon_t *d) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  int failed_logged = 0;
+  for (;;) {
+    struct timespec tick = {0, 200000000};
+    int sig = sigtimedwait(&set, NULL, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      hg_dlog(HG_LOG_INFO, "daemon", "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+      return;
+    }
+    if (sig == SIGHUP) reload(d);
+    int f = hg_pipeline_failed(d->pipe);
+    if (f != 0 && !failed_logged) {
+      failed_logged = 1;
+      snprintf(d->fail_reason, sizeof d->fail_reason, "journal failed: %s", hg_strerror(f));
+      set_health(d, 0, d->fail_reason);
+      hg_dlog(HG_LOG_ERROR, "daemon", "journal failed: intake stopped; restart after fixing the disk",
+              "err=%s", hg_strerror(f));
+      daemon_disk_full(d->cfg.data_dir, f);
+    }
+  }
+}
+
+/* Stops intake first (generators, gateway), then drains the pipeline and
+ * writes its final snapshot, logging the state hash. Returns rc, or the
+ * pipeline's stop error when rc is 0. */
+static int shut_down(daemon_t *d, int rc) {
+  set_health(d, 0, "stopping");
+  atomic_store(&d->stop_synth, 1);
+  if (d->synth_running) pthread_join(d->synth, NULL);
+  atomic_store(&d->stop_demo, 1);
+  if (d->demo_running) pthread_join(d->demo_thr, NULL);
+  hg_gateway_stop(d->gw); /* its loop thread is joined: the consumer role is free */
+  if (!d->consumer_running && pthread_create(&d->consumer, NULL, consumer_main, d) == 0)
+    d->consumer_running = 1;
+  uint64_t t1 = now_ns();
+  int src = hg_pipeline_stop(d->pipe);
+  atomic_store(&d->stop_consumer, 1);
+  if (d->consumer_running) pthread_join(d->consumer, NULL);
+  if (d->md_running) pthread_join(d->md, NULL);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(d->pipe, &st);
+  uint8_t h[HG_SHA256_LEN];
+  char hx[2 * HG_SHA256_LEN + 1];
+  hg_pipeline_state_hash(d->pipe, h);
+  daemon_hex(h, sizeof h, hx);
+  if (src != 0) {
+    hg_dlog(HG_LOG_ERROR, "daemon", "stop failed; the journal keeps every durable command",
+            "err=%s", hg_strerror(src));
+    rc = src;
+  }
+  hg_dlog(src == 0 ? HG_LOG_INFO : HG_LOG_ERROR, "daemon", "stopped",
+          "last_seq=%" PRIu64 " durable_seq=%" PRIu64 " snapshots=%" PRIu64
+          " ms=%" PRIu64 " state_hash=%s",
+          st.last_seq, st.durable_seq, st.snapshots, (now_ns() - t1) / 1000000u, hx);
+  return rc;
+}
+
+/* Frees what serve created. The HTTP thread may hold the pointers it was
+ * given: it is joined first. Each destroy takes NULL. */
+static void release(daemon_t *d) {
+  hg_http_stop(d->http);
+  hg_pipeline_close(d->pipe);
+  hg_gateway_destroy(d->gw);
+  hg_mdview_destroy(d->view);
+}
+
+int daemon_serve(daemon_t *d) {
+  d->start_ns = now_ns();
+  set_health(d, 0, "starting");
+  announce(d);
+  int rc = claim_data_dir(d);
+  if (rc != 0) return rc;
+  if (start_http(d) != 0) return EXIT_START;
+  if (create_gateway(d) != 0) {
+    hg_http_stop(d->http);
+    return EXIT_START;
+  }
+  if (open_pipeline(d) != 0 || create_view(d) != 0 || attach_gateway(d) != 0 ||
+      plan_generators(d) != 0)
+    goto fail;
+  rc = hg_pipeline_start(d->pipe);
+  if (rc != 0) {
+    hg_dlog(HG_LOG_ERROR, "daemon", "cannot start the pipeline", "err=%s%s", hg_strerror(rc),
+            rc == -EPERM ? RT_HINT : "");
+    goto fail;
+  }
+  rc = start_serving(d);
+  if (rc == 0) {
+    atomic_store(&d->published, 1);
+    set_health(d, 1, "ready");
+    hg_dlog(HG_LOG_INFO, "daemon", "ready", NULL);
+    signal_loop(d);
+  }
+  rc = shut_down(d, rc);
+  release(d);
+  return rc == 0 ? 0 : EXIT_START;
+
+fail:
+  release(d);
+  return EXIT_START;
+}

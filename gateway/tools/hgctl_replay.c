@@ -1,0 +1,719 @@
+/*
+ * hgctl_replay.c - journal replay for hgctl (`hgctl replay`, declared in
+ * hgctl_tools.h) and the private replay `hgctl statement` runs too
+ * (hgctl_replay.h); statements are built in hgctl_statement.c and the
+ * hedger's tools are in hgctl_hedge.c.
+ *
+ *   statement                            replays a data directory and prints
+ *                                        one account's statement.
+ *   replay                               replays a data directory from an
+ *                                        empty exchange, prints the state hash
+ *                                        at every settlement cycle, checks the
+ *                                        latest snapshot, writes and compares
+ *                                        statements, and runs what-ifs.
+ *
+ * Read-only by construction. The journal is read with hg_journal_reader
+ * (read-only mappings); the LMDB state store is never opened in place: its
+ * data file is copied into a private temporary directory and the snapshot
+ * is read from the copy. Nothing is ever created or written under --data,
+ * and --out may not point into it.
+ *
+ * A replay owns one hg_exchange_t (created with the capacities given on the
+ * command line, which must match those of the exchange that wrote the
+ * journal) and applies every journaled command in seq order, exactly as
+ * recovery does, so its hashes are the live exchange's hashes. Statements are
+ * written from the clearing ledger inside that exchange
+ * (hg_exchange_clearing). A what-if changes the command stream (fixings) or
+ * the final settlement payments (FSP) of this private replay only.
+ */
+#include "hgctl_tools.h"
+#include "hgctl_args.h"
+#include "hgctl_replay.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hourglass/clearing.h"
+#include "hourglass/error.h"
+#include "hourglass/exchange.h"
+#include "hourglass/hedge.h"
+#include "hourglass/index.h"
+#include "hourglass/journal.h"
+#include "hourglass/names.h"
+#include "hourglass/store.h"
+
+#define EXIT_INPUT 1
+#define EXIT_USAGE 2
+
+static void hex32(const uint8_t h[32], char out[65]) {
+  static const char d[] = "0123456789abcdef";
+  for (int i = 0; i < 32; i++) {
+    out[2 * i] = d[h[i] >> 4];
+    out[2 * i + 1] = d[h[i] & 15];
+  }
+  out[64] = '\0';
+}
+
+/* ============================================================ replay */
+
+
+static int pos_add(replay_t *rp, uint32_t inst, hg_account_t acct, int64_t d) {
+  if (rp->pos_n * 2 >= rp->pos_cap) {
+    size_t ncap = rp->pos_cap ? rp->pos_cap * 2 : 1024;
+    pos_slot_t *n = calloc(ncap, sizeof *n);
+    if (n == NULL) return -ENOMEM;
+    for (size_t i = 0; i < rp->pos_cap; i++) {
+      if (rp->pos[i].key == 0) continue;
+      size_t h = (size_t)(rp->pos[i].key * 0x9e3779b97f4a7c15ull) & (ncap - 1);
+      while (n[h].key != 0) h = (h + 1) & (ncap - 1);
+      n[h] = rp->pos[i];
+    }
+    free(rp->pos);
+    rp->pos = n;
+    rp->pos_cap = ncap;
+  }
+  uint64_t key = (uint64_t)inst << 32 | acct;
+  size_t h = (size_t)(key * 0x9e3779b97f4a7c15ull) & (rp->pos_cap - 1);
+  while (rp->pos[h].key != 0 && rp->pos[h].key != key) h = (h + 1) & (rp->pos_cap - 1);
+  if (rp->pos[h].key == 0) {
+    rp->pos[h].key = key;
+    rp->pos_n++;
+  }
+  rp->pos[h].pos += d;
+  return 0;
+}
+
+static int64_t pos_get(const replay_t *rp, uint32_t inst, hg_account_t acct) {
+  if (rp->pos_cap == 0) return 0;
+  uint64_t key = (uint64_t)inst << 32 | acct;
+  size_t h = (size_t)(key * 0x9e3779b97f4a7c15ull) & (rp->pos_cap - 1);
+  while (rp->pos[h].key != 0) {
+    if (rp->pos[h].key == key) return rp->pos[h].pos;
+    h = (h + 1) & (rp->pos_cap - 1);
+  }
+  return 0;
+}
+
+
+static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
+  replay_t *rp = ctx;
+  if (ev->type == HG_XEV_BOOK && ev->book.type == HG_EV_FILL) {
+    const hg_book_event_t *b = &ev->book;
+    rp->fills_n++;
+    /* the taker's side is b->side; the maker is on the other side */
+    int64_t q = b->qty;
+    hg_account_t buyer = b->side == HG_SIDE_BUY ? b->account : b->maker_account;
+    hg_account_t seller = b->side == HG_SIDE_BUY ? b->maker_account : b->account;
+    int rc = pos_add(rp, b->instrument_id, buyer, q);
+    if (rc == 0) rc = pos_add(rp, b->instrument_id, seller, -q);
+    if (rc != 0) rp->pos_err = rc;
+    if (rp->fills != NULL) {
+      fprintf(rp->fills,
+              "%" PRIu64 ",%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 ",%" PRId64
+              ",%" PRId64 "\n",
+              ev->seq, b->instrument_id, b->price, q, buyer, seller,
+              pos_get(rp, b->instrument_id, buyer), pos_get(rp, b->instrument_id, seller));
+    }
+    return;
+  }
+  char day[11] = "";
+  if (ev->type == HG_XEV_DSP || ev->type == HG_XEV_CYCLE || ev->type == HG_XEV_FIXING_MISSING)
+    hg_index_day_format(ev->day, day);
+  switch (ev->type) {
+  case HG_XEV_BOOK:
+    if (ev->book.type == HG_EV_REJECTED) rp->rejects++;
+    break;
+  case HG_XEV_REJECTED:
+    rp->rejects++;
+    break;
+  case HG_XEV_SESSION_END:
+    rp->cycle = true;
+    snprintf(rp->cycle_desc, sizeof rp->cycle_desc, "SESSION_END expired_day_orders=%" PRId64,
+             ev->amount);
+    break;
+  case HG_XEV_DSP:
+    if (rp->out)
+      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%" PRId64
+                       " tier=%u\n",
+              ev->seq, day, ev->instrument_id, ev->price, ev->tier);
+    break;
+  case HG_XEV_CYCLE:
+    rp->cycle = true;
+    snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
+             "DAILY_SETTLEMENT day=%s vm_sum=%" PRId64 " vm_paid=%" PRId64 " vm_received=%" PRId64
+             " vm_entries=%" PRId64 " orders_expired=%" PRId64,
+             day, ev->amount, ev->lo, ev->hi, ev->balance, ev->qty);
+    break;
+  case HG_XEV_FIXING_MISSING:
+    if (rp->out)
+      fprintf(rp->out, "expiry waits seq=%" PRIu64 " instrument=%" PRIu32 " day=%s status=%s\n",
+              ev->seq, ev->instrument_id, day,
+              ev->status == HG_CLR_FIX_PROVISIONAL ? "PROVISIONAL"
+              : ev->status == HG_CLR_FIX_NO_FIX    ? "NO_FIX"
+                                                   : "MISSING");
+    break;
+  case HG_XEV_EXPIRED:
+    rp->cycle = true;
+    snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
+             "EXPIRE instrument=%" PRIu32 " fsp=%" PRId64 " positions_closed=%" PRId64
+             " orders_cancelled=%" PRId64,
+             ev->instrument_id, ev->price, ev->amount, ev->qty);
+    break;
+  default:
+    break;
+  }
+}
+
+/* Copies the LMDB data file of the state store into a fresh temporary
+ * directory and reads the newest snapshot's seq and hash from the copy. */
+typedef struct snap_cb {
+  uint64_t seq;
+  uint8_t hash[HG_SHA256_LEN];
+} snap_cb_t;
+
+/* The snapshot passed the store's checks (header, seq, CRC32C over header
+ * and blob, the ones recovery makes before restoring); its header's state
+ * hash is what the replay must reach at its seq. */
+static int snap_hash_cb(void *ctx, const hg_store_snapshot_t *snap) {
+  snap_cb_t *s = ctx;
+  s->seq = snap->seq;
+  memcpy(s->hash, snap->hash, sizeof s->hash);
+  return 0;
+}
+
+/* A newest snapshot that fails the checks: reported as BAD, the replay goes
+ * on (recovery would fall back to an older snapshot or the journal). */
+static void report_bad_snapshot(replay_t *rp, hg_store_t *s) {
+  uint64_t seqs[1] = {0};
+  size_t n = 0;
+  const char *msg = hg_store_errmsg(s), *why = strstr(msg, " is bad: ");
+  why = why != NULL ? why + strlen(" is bad: ") : msg;
+  /* The newest key, read before the one-element list gets the oldest. */
+  if (hg_store_list_snapshots(s, NULL, 0, &n) == 0 && n > 0) {
+    uint64_t *all = malloc(n * sizeof *all);
+    if (all != NULL && hg_store_list_snapshots(s, all, n, &n) == 0) seqs[0] = all[n - 1];
+    free(all);
+  }
+  fprintf(stderr, "hgctl: the newest snapshot (seq %" PRIu64 ") in %s/state is bad: %s\n",
+          seqs[0], rp->data_dir, why);
+  if (rp->out) fprintf(rp->out, "snapshot seq=%" PRIu64 " BAD (%s)\n", seqs[0], why);
+  rp->snap = 3;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+static int copy_file(const char *from, const char *to) {
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return -errno;
+  int outfd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (outfd < 0) {
+    int e = errno;
+    close(in);
+    return -e;
+  }
+  char buf[1 << 16];
+  int rc = 0;
+  for (;;) {
+    ssize_t r = read(in, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      rc = -errno;
+      break;
+    }
+    if (r == 0) break;
+    for (ssize_t off = 0; off < r;) {
+      ssize_t w = write(outfd, buf + off, (size_t)(r - off));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        rc = -errno;
+        break;
+      }
+      off += w;
+    }
+    if (rc) break;
+  }
+  close(in);
+  if (close(outfd) != 0 && rc == 0) rc = -errno;
+  return rc;
+}
+
+static int load_snapshot_hash(replay_t *rp) {
+  struct stat st;
+  if (stat(rp->state_file, &st) != 0) return errno == ENOENT ? HG_ENOTFOUND : -errno;
+  char tmp[] = "/tmp/hgreplay-XXXXXX";
+  if (mkdtemp(tmp) == NULL) return -errno;
+  char copy[PATH_MAX];
+  snprintf(copy, sizeof copy, "%s/data.mdb", tmp);
+  int rc = copy_file(rp->state_file, copy);
+  hg_store_t *s = NULL;
+  snap_cb_t cb = {0};
+  if (rc == 0) rc = hg_store_create(&s);
+  if (rc == 0) {
+    size_t map = HG_STORE_DEFAULT_MAP_SIZE;
+    if ((size_t)st.st_size > map) map = (size_t)st.st_size + ((size_t)1 << 20);
+    rc = hg_store_open(s, tmp, map);
+    if (rc != 0)
+      fprintf(stderr, "hgctl: state store copy: %s\n", hg_store_errmsg(s));
+  }
+  if (rc == 0) {
+    rc = hg_store_load_snapshot(s, 0, snap_hash_cb, &cb);
+    if (rc == HG_ECORRUPT) {
+      report_bad_snapshot(rp, s);
+      rc = 0;
+    } else if (rc == 0) {
+      rp->snap = 1;
+    }
+  }
+  hg_store_close(s);
+  nftw(tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+  if (rc == 0 && rp->snap == 1) {
+    rp->snap_seq = cb.seq;
+    memcpy(rp->snap_hash, cb.hash, sizeof cb.hash);
+  }
+  return rc;
+}
+
+static void check_snapshot(replay_t *rp) {
+  if (rp->snap != 1 || hg_exchange_last_seq(rp->ex) != rp->snap_seq) return;
+  uint8_t h[HG_SHA256_LEN];
+  char hx[65];
+  hg_exchange_hash(rp->ex, h);
+  rp->snap = memcmp(h, rp->snap_hash, sizeof h) == 0 ? 2 : 3;
+  hex32(rp->snap_hash, hx);
+  if (rp->out)
+    fprintf(rp->out, "snapshot seq=%" PRIu64 " hash=%s %s\n", rp->snap_seq, hx,
+            rp->snap == 2 ? "matches" : "MISMATCH");
+}
+
+static bool index_is(const char *gpu, const char *grade, const replay_t *rp) {
+  return strcmp(gpu, rp->wf_gpu) == 0 && strcmp(grade, rp->wf_grade) == 0;
+}
+
+/*
+ * What-if fixings: the journaled fixing commands (COMPUTE_FIXING,
+ * PUBLISH_FIXING, FINALIZE_FIXING) of the chosen index for a day the file
+ * gives are rewritten in place, keeping their seq: the first becomes
+ * PUBLISH_FIXING of the file's value (source "what-if"), the second
+ * FINALIZE_FIXING if the file says FINAL; every other one, and all of them
+ * for a NO_FIX row, is dropped. Returns false to drop cmd.
+ */
+static bool whatif_rewrite(replay_t *rp, hg_command_t *cmd) {
+  const hg_cmd_index_day_t *d = NULL;
+  if (cmd->type == HG_COMMAND_COMPUTE_FIXING || cmd->type == HG_COMMAND_FINALIZE_FIXING)
+    d = &cmd->u.index_day;
+  if (d == NULL && cmd->type != HG_COMMAND_PUBLISH_FIXING) return true;
+  const char *gpu = d ? d->gpu : cmd->u.fixing.gpu;
+  const char *grade = d ? d->grade : cmd->u.fixing.grade;
+  int32_t day = d ? d->day : cmd->u.fixing.day;
+  if (!index_is(gpu, grade, rp)) return true;
+  size_t k = 0;
+  while (k < rp->n_wf && rp->wf[k].day != day) k++;
+  if (k == rp->n_wf) return true; /* the file says nothing about that day */
+  const hg_hedge_obs_t *w = &rp->wf[k];
+  uint8_t slot = rp->wf_used[k] < 255 ? rp->wf_used[k]++ : 255;
+  if (w->status == HG_HEDGE_NO_FIX || slot >= 2) return false;
+  if (slot == 1 && w->status != HG_HEDGE_FINAL) return false;
+  uint64_t seq = cmd->seq, ts = cmd->ts;
+  memset(&cmd->u, 0, sizeof cmd->u);
+  cmd->seq = seq;
+  cmd->ts = ts;
+  if (slot == 0) {
+    cmd->type = HG_COMMAND_PUBLISH_FIXING;
+    snprintf(cmd->u.fixing.gpu, sizeof cmd->u.fixing.gpu, "%s", rp->wf_gpu);
+    snprintf(cmd->u.fixing.grade, sizeof cmd->u.fixing.grade, "%s", rp->wf_grade);
+    cmd->u.fixing.day = day;
+    cmd->u.fixing.value = w->value;
+    snprintf(cmd->u.fixing.source, sizeof cmd->u.fixing.source, "what-if");
+  } else {
+    cmd->type = HG_COMMAND_FINALIZE_FIXING;
+    snprintf(cmd->u.index_day.gpu, sizeof cmd->u.index_day.gpu, "%s", rp->wf_gpu);
+    snprintf(cmd->u.index_day.grade, sizeof cmd->u.index_day.grade, "%s", rp->wf_grade);
+    cmd->u.index_day.day = day;
+  }
+  return true;
+}
+
+/* Reports what-if rows the journal gave no room for. */
+static void whatif_report(const replay_t *rp) {
+  if (rp->out == NULL) return;
+  for (size_t k = 0; k < rp->n_wf; k++) {
+    char day[11];
+    hg_index_day_format(rp->wf[k].day, day);
+    if (rp->wf_used[k] == 0)
+      fprintf(rp->out, "what-if fixing %s: the journal has no fixing command of that day to "
+                       "replace; not applied\n", day);
+    else if (rp->wf[k].status == HG_HEDGE_FINAL && rp->wf_used[k] < 2)
+      fprintf(rp->out, "what-if fixing %s: published but the journal never finalized that day; "
+                       "it stays PROVISIONAL\n", day);
+  }
+}
+
+void hgctl_replay_init(replay_t *rp) {
+  memset(rp, 0, sizeof *rp);
+  /* The pipeline's default capacities (hg_pipeline_config_init). */
+  rp->xcfg.max_instruments = 64;
+  rp->xcfg.max_accounts = 4096;
+  rp->xcfg.max_book_orders = 1u << 20;
+}
+
+void hgctl_replay_dispose(replay_t *rp) {
+  hg_exchange_destroy(rp->ex);
+  free(rp->pos);
+  free(rp->wf);
+  free(rp->wf_used);
+  rp->ex = NULL;
+  rp->pos = NULL;
+  rp->wf = NULL;
+  rp->wf_used = NULL;
+}
+
+/* Runs the whole replay. Returns 0 or an error (printed). */
+int hgctl_replay_run(replay_t *rp, bool check_snap) {
+  struct stat st;
+  if (stat(rp->data_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "hgctl: data directory '%s' does not exist or is not a directory\n",
+            rp->data_dir);
+    return -ENOENT;
+  }
+  if ((size_t)snprintf(rp->journal_dir, sizeof rp->journal_dir, "%s/journal", rp->data_dir) >=
+          sizeof rp->journal_dir ||
+      (size_t)snprintf(rp->state_file, sizeof rp->state_file, "%s/state/data.mdb", rp->data_dir) >=
+          sizeof rp->state_file) {
+    fprintf(stderr, "hgctl: data directory path too long\n");
+    return HG_EINVAL;
+  }
+  int rc = hg_exchange_create(&rp->xcfg, replay_sink, rp, &rp->ex);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl: exchange capacities rejected: %s\n", hg_strerror(rc));
+    return rc;
+  }
+  if (check_snap) {
+    rc = load_snapshot_hash(rp);
+    if (rc != 0 && rc != HG_ENOTFOUND) {
+      fprintf(stderr, "hgctl: cannot read the snapshot of '%s': %s\n", rp->data_dir,
+              hg_strerror(rc));
+      return rc;
+    }
+  }
+
+  hg_journal_reader_t *rd = NULL;
+  rc = hg_journal_reader_open(rp->journal_dir, 1, &rd);
+  if (rc == HG_ENOTFOUND) {
+    fprintf(stderr,
+            "hgctl: journal %s does not start at seq 1 (or is missing): a replay from an empty "
+            "exchange needs the whole journal\n",
+            rp->journal_dir);
+    return rc;
+  }
+  if (rc != 0) {
+    fprintf(stderr, "hgctl: cannot open journal %s: %s\n", rp->journal_dir, hg_strerror(rc));
+    return rc;
+  }
+  hg_journal_record_t rec;
+  char hx[65];
+  uint8_t h[HG_SHA256_LEN];
+  for (;;) {
+    rc = hg_journal_reader_next(rd, UINT64_MAX, &rec);
+    if (rc == HG_ENOTFOUND) {
+      rc = 0;
+      break;
+    }
+    if (rc != 0) {
+      fprintf(stderr, "hgctl: journal unreadable after seq %" PRIu64 ": %s\n",
+              hg_exchange_last_seq(rp->ex), hg_strerror(rc));
+      break;
+    }
+    hg_command_t cmd;
+    rc = hg_command_decode(rec.payload, rec.len, &cmd);
+    if (rc != 0 || cmd.seq != rec.seq) {
+      rc = rc ? rc : HG_ECORRUPT;
+      fprintf(stderr, "hgctl: journal record seq %" PRIu64 " does not decode: %s\n", rec.seq,
+              hg_strerror(rc));
+      break;
+    }
+    cmd.ts = rec.ts;
+    if (rp->n_wf > 0 && !whatif_rewrite(rp, &cmd)) {
+      rp->dropped++;
+      continue;
+    }
+    rp->cycle = false;
+    rc = hg_exchange_apply(rp->ex, &cmd);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl: journal record seq %" PRIu64 " (%s) cannot be applied: %s\n",
+              rec.seq, hg_command_type_str(cmd.type), hg_strerror(rc));
+      break;
+    }
+    rp->commands++;
+    if (rp->pos_err != 0) {
+      rc = rp->pos_err;
+      fprintf(stderr, "hgctl: seq %" PRIu64 ": cannot keep the position tally: %s\n", rec.seq,
+              hg_strerror(rc));
+      break;
+    }
+    if (rp->cycle) {
+      rp->cycles++;
+      if (rp->out) {
+        hg_exchange_hash(rp->ex, h);
+        hex32(h, hx);
+        fprintf(rp->out, "cycle seq=%" PRIu64 " %s hash=%s\n", rec.seq, rp->cycle_desc, hx);
+      }
+    }
+    check_snapshot(rp);
+  }
+  hg_journal_reader_close(rd);
+  if (rc != 0) return rc;
+  if (rp->n_wf > 0) whatif_report(rp);
+  /* Every position the fills add up to must be the clearing's (contracts not
+   * yet finally settled; settlement closes the others). */
+  uint64_t checked = 0, bad = 0;
+  for (size_t i = 0; i < rp->pos_cap; i++) {
+    if (rp->pos[i].key == 0) continue;
+    uint32_t inst = (uint32_t)(rp->pos[i].key >> 32);
+    hg_account_t acct = (hg_account_t)rp->pos[i].key;
+    hg_clearing_instrument_info_t ii;
+    hg_clearing_position_t cp;
+    if (hg_clearing_instrument_info(hgctl_replay_ledger(rp), inst, &ii) != 0 || ii.settled) continue;
+    checked++;
+    if (hg_clearing_position(hgctl_replay_ledger(rp), acct, inst, &cp) != 0 || cp.pos != rp->pos[i].pos) {
+      fprintf(stderr, "hgctl: position of account %" PRIu32 " in instrument %" PRIu32
+                      ": fills add up to %" PRId64 ", the clearing holds %" PRId64 "\n",
+              acct, inst, rp->pos[i].pos, cp.pos);
+      bad++;
+    }
+  }
+  if (bad) return HG_ECORRUPT;
+  if (rp->out) fprintf(rp->out, "positions checked=%" PRIu64 " (fills agree with clearing)\n", checked);
+  if (rp->snap == 1) {
+    fprintf(stderr, "hgctl: the latest snapshot (seq %" PRIu64 ") is beyond the journal's end (seq %" PRIu64 ")\n",
+            rp->snap_seq, hg_exchange_last_seq(rp->ex));
+    rp->snap = 3;
+  }
+  if (rp->out) {
+    hg_exchange_hash(rp->ex, h);
+    hex32(h, hx);
+    fprintf(rp->out,
+            "end seq=%" PRIu64 " commands=%" PRIu64 " fills=%" PRIu64 " rejects=%" PRIu64
+            " cycles=%" PRIu64 " hash=%s%s\n",
+            hg_exchange_last_seq(rp->ex), rp->commands, rp->fills_n, rp->rejects, rp->cycles, hx,
+            rp->n_wf ? " (what-if)" : "");
+  }
+  return 0;
+}
+
+/* Capacity options shared by statement and replay. */
+int hgctl_parse_caps(const char *cmd, const char *mi, const char *ma, const char *mo,
+                      hg_exchange_config_t *x) {
+  int64_t v;
+  if (mi) {
+    if (!hgctl_parse_i64(mi, 1, UINT32_MAX, &v)) goto bad;
+    x->max_instruments = (uint32_t)v;
+  }
+  if (ma) {
+    if (!hgctl_parse_i64(ma, 1, UINT32_MAX, &v)) goto bad;
+    x->max_accounts = (uint32_t)v;
+  }
+  if (mo) {
+    if (!hgctl_parse_i64(mo, 1, UINT32_MAX, &v)) goto bad;
+    x->max_book_orders = (uint32_t)v;
+  }
+  return 0;
+bad:
+  fprintf(stderr, "hgctl %s: capacities must be whole numbers >= 1\n", cmd);
+  return EXIT_USAGE;
+}
+
+/* ------------------------------------------------------------ replay */
+
+static void replay_usage(FILE *o) {
+  fputs("usage: hgctl replay --data DIR [--out DIR] [--expect DIR] [--fills FILE.csv]\n"
+        "                    [--fsp INSTRUMENT=TICKS[,INSTRUMENT=TICKS...]]\n"
+        "                    [--fixings FILE --index GPU.GRADE] [--quiet] [capacities]\n"
+        "  Replays DIR's journal from an empty exchange, read-only, and prints:\n"
+        "    dsp seq=S day=D instrument=I price=P tier=T   each daily settlement price\n"
+        "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
+        "    cycle seq=S <what> hash=H   after every settlement cycle (end of session,\n"
+        "                                daily settlement, expiry)\n"
+        "    positions checked=N         positions from the fills equal the clearing's\n"
+        "    snapshot seq=S hash=H matches|MISMATCH   the newest snapshot in DIR/state\n"
+        "    snapshot seq=S BAD (why)    it fails its checksum or header checks (a\n"
+        "                                restart skips it and falls back)\n"
+        "    end seq=S commands=N fills=F rejects=R cycles=C hash=H\n"
+        "  --out DIR      writes every statement: account-<A>.csv/.json (all entries)\n"
+        "                 and account-<A>-instrument-<I>.csv/.json (per contract);\n"
+        "                 DIR must not be inside the data directory\n"
+        "  --expect DIR   compares them with recorded statement files of those names:\n"
+        "                 prints DIFF/MISSING/EXTRA lines, exit 1 if any\n"
+        "  --fills FILE   writes every fill: seq,instrument,price,qty,buyer,seller,\n"
+        "                 buyer_position,seller_position (positions after the fill)\n"
+        "  --fsp I=P      what-if: instrument I's final settlement paid at P ticks\n"
+        "                 instead (later commands replay as journaled)\n"
+        "  --fixings FILE --index GPU.GRADE   what-if: the index's fixings of the days\n"
+        "                 in FILE (header day,value,status; value in USD per GPU-hour,\n"
+        "                 status FINAL, PROVISIONAL or NO_FIX with an empty value)\n"
+        "                 replace the journaled ones: a day's first journaled fixing\n"
+        "                 command becomes PUBLISH_FIXING of the file's value, its second\n"
+        "                 FINALIZE_FIXING if the file says FINAL, others are dropped\n"
+        "                 (all of them for NO_FIX); same seqs. The snapshot is not\n"
+        "                 compared. Nothing is written unless --out is given.\n"
+        "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n"
+        "  Nothing under DIR is written. Meant for a stopped exchange's directory (or a\n"
+        "  copy): on a running one the journal's in-flight tail may read as corrupt and\n"
+        "  the state store is copied with a plain file copy, which LMDB does not\n"
+        "  guarantee consistent while a writer commits.\n" CAPS_HELP,
+        o);
+}
+
+static int parse_fsp_list(const char *s, replay_t *rp) {
+  size_t n = 1;
+  for (const char *p = s; *p; p++) n += *p == ',';
+  rp->fsp = calloc(n, sizeof *rp->fsp);
+  if (rp->fsp == NULL) return -ENOMEM;
+  const char *p = s;
+  for (size_t k = 0; k < n; k++) {
+    char item[64];
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == 0 || len >= sizeof item) return HG_EPARSE;
+    memcpy(item, p, len);
+    item[len] = '\0';
+    char *eq = strchr(item, '=');
+    if (eq == NULL) return HG_EPARSE;
+    *eq = '\0';
+    int64_t id, px;
+    if (!hgctl_parse_i64(item, 1, UINT32_MAX - 1, &id) || !hgctl_parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px))
+      return HG_EPARSE;
+    for (size_t j = 0; j < rp->n_fsp; j++)
+      if (rp->fsp[j].instrument == (uint32_t)id) return HG_EPARSE;
+    rp->fsp[rp->n_fsp].instrument = (uint32_t)id;
+    rp->fsp[rp->n_fsp].fsp = px;
+    rp->n_fsp++;
+    p = c ? c + 1 : p + len;
+  }
+  return 0;
+}
+
+int hgctl_replay(int argc, char **argv) {
+  const char *data = NULL, *out_dir = NULL, *expect = NULL, *fills = NULL, *fsp = NULL,
+             *mi = NULL, *ma = NULL, *mo = NULL, *fixings = NULL, *index = NULL;
+  bool quiet = false;
+  const hgctl_opt_t opts[] = {{"--data", &data, NULL},
+                        {"--out", &out_dir, NULL},
+                        {"--expect", &expect, NULL},
+                        {"--fills", &fills, NULL},
+                        {"--fsp", &fsp, NULL},
+                        {"--fixings", &fixings, NULL},
+                        {"--index", &index, NULL},
+                        {"--quiet", NULL, &quiet},
+                        {"--max-instruments", &mi, NULL},
+                        {"--max-accounts", &ma, NULL},
+                        {"--max-book-orders", &mo, NULL}};
+  int rc = hgctl_parse_opts("replay", argc, argv, opts, 11, replay_usage);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  if (!data) {
+    fprintf(stderr, "hgctl replay: missing --data\n");
+    replay_usage(stderr);
+    return EXIT_USAGE;
+  }
+  replay_t rp;
+  hgctl_replay_init(&rp);
+  rp.data_dir = data;
+  rp.out = quiet ? NULL : stdout;
+  if ((rc = hgctl_parse_caps("replay", mi, ma, mo, &rp.xcfg)) != 0) return rc;
+  int status = EXIT_INPUT;
+  stmt_set_t set = {0};
+  if (fsp && parse_fsp_list(fsp, &rp) != 0) {
+    fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=TICKS[,...] with distinct ids >= 1 "
+                    "and 1 <= TICKS <= %" PRId64 "\n", HG_CLR_PRICE_MAX);
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if ((fixings == NULL) != (index == NULL)) {
+    fprintf(stderr, "hgctl replay: --fixings and --index go together\n");
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if (fixings) {
+    const char *dot = strchr(index, '.');
+    size_t gl = dot ? (size_t)(dot - index) : 0;
+    if (dot == NULL || !hg_name_ok_n(index, gl, sizeof rp.wf_gpu) ||
+        !hg_name_ok(dot + 1, sizeof rp.wf_grade)) {
+      fprintf(stderr, "hgctl replay: --index must be GPU.GRADE, e.g. B200.A\n");
+      status = EXIT_USAGE;
+      goto out;
+    }
+    memcpy(rp.wf_gpu, index, gl);
+    snprintf(rp.wf_grade, sizeof rp.wf_grade, "%s", dot + 1);
+    if (hgctl_load_series("fixings", fixings, true, &rp.wf, &rp.n_wf) != 0) goto out;
+    rp.wf_used = calloc(rp.n_wf, 1);
+    if (rp.wf_used == NULL) goto out;
+  }
+  /* Refuse an output directory inside the live data before replaying. */
+  if (out_dir) {
+    struct stat st;
+    if (stat(out_dir, &st) == 0 && hgctl_path_inside(out_dir, data)) {
+      fprintf(stderr, "hgctl replay: --out %s is inside the data directory %s; refusing to write "
+                      "there\n", out_dir, data);
+      status = EXIT_USAGE;
+      goto out;
+    }
+  }
+  if (fills) {
+    rp.fills = fopen(fills, "w");
+    if (rp.fills == NULL) {
+      fprintf(stderr, "hgctl replay: cannot write %s: %s\n", fills, strerror(errno));
+      goto out;
+    }
+    fputs("seq,instrument,price,qty,buyer,seller,buyer_position,seller_position\n", rp.fills);
+  }
+  /* A what-if state differs from the snapshot's by design: not compared. */
+  if (rp.out && rp.n_wf) fprintf(rp.out, "what-if fixings of %s from %s: snapshot not compared\n",
+                                 index, fixings);
+  if (hgctl_replay_run(&rp, rp.n_wf == 0) != 0) goto out;
+  bool ok = rp.snap != 3;
+  if (out_dir || expect || rp.n_fsp || rp.n_wf) {
+    if ((rc = hgctl_stmt_build(&rp, &set)) != 0) {
+      if (rc != HG_ENOTFOUND) fprintf(stderr, "hgctl replay: statements: %s\n", hg_strerror(rc));
+      goto out;
+    }
+  }
+  if (out_dir) {
+    if (mkdir(out_dir, 0755) == 0 || errno == EEXIST) {
+      if (hgctl_path_inside(out_dir, data)) {
+        fprintf(stderr, "hgctl replay: --out %s is inside the data directory; refusing\n", out_dir);
+        goto out;
+      }
+    }
+    if (hgctl_stmt_write(&set, out_dir) != 0) goto out;
+    if (rp.out) fprintf(rp.out, "statements %zu files written to %s\n", set.n, out_dir);
+  }
+  if (expect) {
+    long d = hgctl_stmt_compare(&set, expect);
+    if (d < 0) goto out;
+    printf("statements compared with %s: %ld difference(s)\n", expect, d);
+    if (d > 0) ok = false;
+  }
+  status = ok ? 0 : EXIT_INPUT;
+out:
+  if (rp.fills && fclose(rp.fills) != 0) status = EXIT_INPUT;
+  hgctl_stmt_free(&set);
+  free(rp.fsp);
+  hgctl_replay_dispose(&rp);
+  if (fflush(stdout) != 0) status = EXIT_INPUT;
+  return status;
+}
+

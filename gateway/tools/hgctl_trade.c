@@ -1,0 +1,861 @@
+/*
+ * hgctl_trade.c - hgctl's trading commands: order new/cancel/replace/mass
+ * cancel, instruments, positions, executions, the key's live orders, the
+ * depth ladder and mass quotes. One session per command (hgctl_net.c);
+ * output is "KEY=value" lines except for the ladder, which redraws the
+ * terminal.
+ */
+#include "hgctl_net.h"
+#include "hgctl_net_util.h"
+#include "hgctl_fmt.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hourglass/error.h"
+
+int hgctl_order_new(int argc, char **argv) {
+  const char *cmd = "order new";
+  const char *instr = NULL, *side = NULL, *qty = NULL, *price = NULL, *type = NULL, *tif = NULL,
+             *clordid = NULL, *stp = NULL;
+  bool post_only = false;
+  const opt_t opts[] = {CONN_OPTS,
+                        {"instrument", &instr, NULL},
+                        {"side", &side, NULL},
+                        {"qty", &qty, NULL},
+                        {"price", &price, NULL},
+                        {"type", &type, NULL},
+                        {"tif", &tif, NULL},
+                        {"clordid", &clordid, NULL},
+                        {"stp", &stp, NULL},
+                        {"post-only", NULL, &post_only}};
+  const char *usage = "order new --instrument ID|SYMBOL --side buy|sell --qty N [--price USD]\n"
+                      "  [--type limit|market] [--tif gtc|day|ioc|fok] [--post-only]\n"
+                      "  [--stp cancel_resting|cancel_incoming|cancel_both|none] [--clordid N]\n";
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
+  if (rc) return rc;
+  hg_client_order_t o = {0};
+  int64_t v;
+  if (side == NULL || (strcmp(side, "buy") != 0 && strcmp(side, "sell") != 0)) {
+    fprintf(stderr, "hgctl %s: --side must be buy or sell\n", cmd);
+    return EXIT_USAGE;
+  }
+  o.side = strcmp(side, "sell") == 0 ? HOURGLASS__V1__SIDE__SIDE_SELL : HOURGLASS__V1__SIDE__SIDE_BUY;
+  if ((rc = net_need_num(cmd, "qty", qty, 1, INT64_MAX, &v))) return rc;
+  o.qty = v;
+  o.type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT;
+  if (type && strcmp(type, "market") == 0) o.type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_MARKET;
+  else if (type && strcmp(type, "limit") != 0) {
+    fprintf(stderr, "hgctl %s: --type must be limit or market\n", cmd);
+    return EXIT_USAGE;
+  }
+  if (o.type == HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT) {
+    if ((rc = net_need_price(cmd, "price", price, INT64_MIN, &v))) return rc;
+    o.has_price = true;
+    o.price = v;
+  } else if (price) {
+    fprintf(stderr, "hgctl %s: a market order takes no --price\n", cmd);
+    return EXIT_USAGE;
+  }
+  static const char *const tifs[] = {"gtc", "day", "ioc", "fok"};
+  o.tif = o.type == HOURGLASS__V1__ORD_TYPE__ORD_TYPE_MARKET ? 2u : 0u;
+  if (tif) {
+    size_t k = 0;
+    while (k < 4 && strcmp(tif, tifs[k]) != 0) k++;
+    if (k == 4) {
+      fprintf(stderr, "hgctl %s: --tif must be gtc, day, ioc or fok\n", cmd);
+      return EXIT_USAGE;
+    }
+    o.tif = (uint32_t)k;
+  }
+  if (stp) {
+    static const char *const stps[] = {"default", "cancel_resting", "cancel_incoming",
+                                       "cancel_both", "none"};
+    size_t k = 0;
+    while (k < 5 && strcmp(stp, stps[k]) != 0) k++;
+    if (k == 5) {
+      fprintf(stderr, "hgctl %s: --stp must be cancel_resting, cancel_incoming, cancel_both or "
+                      "none\n", cmd);
+      return EXIT_USAGE;
+    }
+    o.stp = (uint32_t)k;
+  }
+  o.post_only = post_only;
+  if (clordid) {
+    uint64_t u;
+    if (!net_unum(clordid, INT64_MAX, &u)) {
+      fprintf(stderr, "hgctl %s: --clordid must be below 2^63\n", cmd);
+      return EXIT_USAGE;
+    }
+    o.client_order_id = u;
+  } else {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    o.client_order_id = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) >> 1;
+  }
+  if (instr == NULL) {
+    fprintf(stderr, "hgctl %s: --instrument is required\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  if ((rc = net_resolve_instrument(cmd, c, instr, &o.instrument_id))) {
+    net_close_session(c);
+    return rc;
+  }
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  rc = hg_client_new_order(c, &o, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    net_close_session(c);
+    return EXIT_FAIL;
+  }
+  if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) {
+    net_close_session(c);
+    return rc;
+  }
+  int status = net_response_status(cmd, e);
+  if (e->body_case == BODY(EXECUTION_REPORT)) {
+    net_print_exec(e);
+    uint64_t oid = e->execution_report->order_id;
+    status = e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED ? EXIT_FAIL : 0;
+    net_print_followers(c, seq, oid, 200);
+  }
+  net_close_session(c);
+  return status;
+}
+
+/* Sends one order-id request, prints the reply, returns the status. */
+static int order_request(const char *cmd, hg_client_t *c, int kind, uint32_t instrument,
+                         uint64_t oid, int64_t px, int64_t qty) {
+  uint64_t seq = 0;
+  int rc = kind == 0 ? hg_client_cancel(c, instrument, oid, &seq)
+                     : hg_client_replace(c, instrument, oid, px, qty, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  const env_t *e = NULL;
+  if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) return rc;
+  int status = net_response_status(cmd, e);
+  if (e->body_case == BODY(EXECUTION_REPORT)) {
+    net_print_exec(e);
+    status = e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED ? EXIT_FAIL : 0;
+    net_print_followers(c, seq, e->execution_report->order_id, 100);
+  }
+  return status;
+}
+
+static int cancel_or_replace(int argc, char **argv, int kind) {
+  const char *cmd = kind == 0 ? "order cancel" : "order replace";
+  const char *instr = NULL, *oid = NULL, *price = NULL, *qty = NULL;
+  const opt_t opts[] = {CONN_OPTS,
+                        {"instrument", &instr, NULL},
+                        {"order-id", &oid, NULL},
+                        {"price", &price, NULL},
+                        {"qty", &qty, NULL}};
+  const char *usage = kind == 0 ? "order cancel --instrument ID|SYMBOL --order-id N\n"
+                                : "order replace --instrument ID|SYMBOL --order-id N --price USD "
+                                  "--qty N\n";
+  int rc = net_parse(cmd, argc, argv, opts, kind == 0 ? CONN_NOPTS + 2 : CONN_NOPTS + 4, NULL, 0,
+                     usage);
+  if (rc) return rc;
+  int64_t id, price_ticks = 0, q = 0;
+  if (instr == NULL) {
+    fprintf(stderr, "hgctl %s: --instrument is required\n", cmd);
+    return EXIT_USAGE;
+  }
+  if ((rc = net_need_num(cmd, "order-id", oid, 1, INT64_MAX, &id))) return rc;
+  if (kind == 1) {
+    if ((rc = net_need_price(cmd, "price", price, INT64_MIN, &price_ticks))) return rc;
+    if ((rc = net_need_num(cmd, "qty", qty, 1, INT64_MAX, &q))) return rc;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  uint32_t iid = 0;
+  rc = net_resolve_instrument(cmd, c, instr, &iid);
+  if (rc == 0) rc = order_request(cmd, c, kind, iid, (uint64_t)id, price_ticks, q);
+  net_close_session(c);
+  return rc;
+}
+
+int hgctl_order_cancel(int argc, char **argv) { return cancel_or_replace(argc, argv, 0); }
+int hgctl_order_replace(int argc, char **argv) { return cancel_or_replace(argc, argv, 1); }
+
+int hgctl_order_mass_cancel(int argc, char **argv) {
+  const char *cmd = "order mass-cancel";
+  const char *instr = NULL, *side = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"instrument", &instr, NULL}, {"side", &side, NULL}};
+  const char *usage = "order mass-cancel [--instrument ID|SYMBOL] [--side buy|sell|both]\n";
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
+  if (rc) return rc;
+  uint32_t sides = HOURGLASS__V1__SIDE_FILTER__SIDES_BOTH;
+  if (side && strcmp(side, "buy") == 0) sides = HOURGLASS__V1__SIDE_FILTER__SIDES_BUY;
+  else if (side && strcmp(side, "sell") == 0) sides = HOURGLASS__V1__SIDE_FILTER__SIDES_SELL;
+  else if (side && strcmp(side, "both") != 0) {
+    fprintf(stderr, "hgctl %s: --side must be buy, sell or both\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  uint32_t iid = 0;
+  if (instr && (rc = net_resolve_instrument(cmd, c, instr, &iid))) {
+    net_close_session(c);
+    return rc;
+  }
+  uint64_t seq = 0;
+  rc = hg_client_mass_cancel(c, iid, sides, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    net_close_session(c);
+    return EXIT_FAIL;
+  }
+  /* The gateway answers with a Response after the cancels (which carry
+   * reason mass_cancel but may have no ref_seq); stop at that Response, or
+   * after a quiet spell if none comes. */
+  int status = 0, cancelled = 0;
+  for (;;) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, cancelled ? 300 : net_timeout_ms, &e);
+    if (r != 1) {
+      if (r < 0 || !cancelled) {
+        fprintf(stderr, "hgctl %s: no reply: %s\n", cmd, r < 0 ? hg_strerror(r) : "timeout");
+        status = EXIT_FAIL;
+      }
+      break;
+    }
+    if (e->body_case == BODY(TERMINATE)) {
+      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+              e->terminate->code);
+      status = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) {
+      status = net_response_status(cmd, e);
+      break;
+    }
+    if (e->body_case != BODY(EXECUTION_REPORT)) continue;
+    const Hourglass__V1__ExecutionReport *x = e->execution_report;
+    bool mine = x->ref_seq == seq ||
+                (x->ref_seq == 0 && x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED &&
+                 x->reason == HOURGLASS__V1__CANCEL_REASON__CXL_MASS_CANCEL);
+    if (!mine) continue;
+    net_print_exec(e);
+    if (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED) {
+      status = EXIT_FAIL;
+      break;
+    }
+    cancelled++;
+  }
+  printf("cancelled %d order%s\n", cancelled, cancelled == 1 ? "" : "s");
+  net_close_session(c);
+  return status;
+}
+int hgctl_instruments(int argc, char **argv) { return net_list_instruments("instruments", argc, argv); }
+
+int hgctl_positions(int argc, char **argv) {
+  const char *cmd = "positions";
+  const char *account = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}};
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                     "positions [--account N (risk viewers: an account of the own firm)]\n");
+  if (rc) return rc;
+  int64_t acc = 0;
+  if (account && (rc = net_need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  static syms_t syms;
+  if ((rc = net_fetch_symbols(cmd, c, &syms))) {
+    net_close_session(c);
+    return rc;
+  }
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  rc = hg_client_positions(c, (uint32_t)acc, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    rc = EXIT_FAIL;
+  } else if ((rc = net_await_reply(cmd, c, seq, &e)) == 1 && (rc = net_response_status(cmd, e)) == 0) {
+    const Hourglass__V1__Positions *p = e->positions;
+    if (p->reason != 0) {
+      fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, net_reject_name(p->reason), p->reason);
+      rc = EXIT_FAIL;
+    } else {
+      printf("account %u cash %s %s\n", p->account, net_usd(p->cash), net_raw ? "micro-USD" : "USD");
+      printf("%-10s %-20s %10s %10s %10s\n", "instrument", "symbol", "net", "bought", "sold");
+      for (size_t i = 0; i < p->n_positions; i++) {
+        const Hourglass__V1__Position *x = p->positions[i];
+        printf("%-10u %-20s %10" PRId64 " %10" PRId64 " %10" PRId64 "\n", x->instrument_id,
+               net_symbol_of(&syms, x->instrument_id), x->net_qty, x->bought_qty, x->sold_qty);
+      }
+    }
+  }
+  net_close_session(c);
+  return rc;
+}
+
+int hgctl_executions(int argc, char **argv) {
+  const char *cmd = "executions";
+  const char *last = NULL;
+  bool follow = false;
+  const opt_t opts[] = {CONN_OPTS, {"last", &last, NULL}, {"follow", NULL, &follow}};
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                     "executions [--last N (default 20)] [--follow]\n");
+  if (rc) return rc;
+  int64_t n = 20;
+  if (last && (rc = net_need_num(cmd, "last", last, 0, 1000, &n))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  signal(SIGINT, net_on_signal);
+  signal(SIGTERM, net_on_signal);
+  /* The last n frames of this key's stream, then (with --follow) live ones. */
+  uint64_t next = hg_client_session(c)->login_next_seq;
+  uint64_t from = next > (uint64_t)n ? next - (uint64_t)n : 1;
+  uint32_t count = (uint32_t)(next - from);
+  uint32_t left = 0;
+  if (count > 0) {
+    rc = hg_client_retransmit(c, from, count);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+      net_close_session(c);
+      return EXIT_FAIL;
+    }
+    left = count + 1; /* the header, then count frames */
+  }
+  rc = 0;
+  while (!net_stop && (follow || left > 0)) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, follow ? 500 : net_timeout_ms, &e);
+    if (r == 0) {
+      if (follow) continue;
+      fprintf(stderr, "hgctl %s: the gateway did not resend the history in time\n", cmd);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (r == -EINTR) continue;
+    if (net_stream_ended(cmd, r, e)) {
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(RETRANSMISSION)) {
+      if (e->retransmission->reason != 0) {
+        fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd,
+                net_reject_name(e->retransmission->reason));
+        left = 0;
+      } else if (left > 0) {
+        left = e->retransmission->count;
+      }
+      continue;
+    }
+    if (e->has_seq && left > 0 && e->seq < next) left--;
+    if (e->body_case == BODY(EXECUTION_REPORT)) {
+      net_print_exec(e);
+      if (follow) fflush(stdout); /* a tail is read as it happens, often through a pipe */
+    }
+  }
+  net_close_session(c);
+  return rc;
+}
+
+/* ----------------------------------------------------------------- orders */
+
+/* The protocol answers an order's status by id (OrderStatusRequest) and has
+ * no "all open orders" request, so `hgctl orders` finds the candidates in
+ * the key's own stream (retransmitted from seq 1, 1000 frames a request):
+ * every order id of a NEW report, less those a CANCELLED or a FILL with
+ * leaves 0 ended. Each remaining one is asked for its status, so what is
+ * printed is live now. If the gateway no longer keeps the stream's start
+ * (REJ_RETRANSMIT_EXPIRED), orders entered before the kept part are not
+ * seen: hgctl says so and exits 1. */
+typedef struct order_ref {
+  uint64_t oid;
+  uint32_t instrument;
+} order_ref_t;
+
+static int cmp_oid(const void *a, const void *b) {
+  uint64_t x = ((const order_ref_t *)a)->oid, y = ((const order_ref_t *)b)->oid;
+  return x < y ? -1 : x > y;
+}
+
+static int push_ref(order_ref_t **v, size_t *n, size_t *cap, uint64_t oid, uint32_t inst) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 256;
+    order_ref_t *nv = realloc(*v, nc * sizeof *nv);
+    if (nv == NULL) return -ENOMEM;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = (order_ref_t){oid, inst};
+  return 0;
+}
+
+/* Reads the key's stream [from, next) into the new and ended order lists.
+ * Returns 0 (with *expired set if the gateway no longer keeps its start),
+ * or EXIT_FAIL after printing why. */
+static int scan_stream(const char *cmd, hg_client_t *c, uint64_t next, order_ref_t **nv,
+                       size_t *nn, size_t *ncap, order_ref_t **ev, size_t *en, size_t *ecap,
+                       bool *expired) {
+  uint64_t from = 1;
+  *expired = false;
+  while (from < next) {
+    uint32_t count = next - from > 1000 ? 1000 : (uint32_t)(next - from);
+    int rc = hg_client_retransmit(c, from, count);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+      return EXIT_FAIL;
+    }
+    uint32_t left = count + 1; /* the header, then count frames */
+    while (left > 0) {
+      const env_t *e = NULL;
+      int r = hg_client_recv(c, net_timeout_ms, &e);
+      if (r == -EINTR) continue;
+      if (r <= 0) {
+        fprintf(stderr, "hgctl %s: %s while reading the order history\n", cmd,
+                r == 0 ? "no reply" : hg_strerror(r));
+        return EXIT_FAIL;
+      }
+      if (e->body_case == BODY(TERMINATE)) {
+        fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+                e->terminate->code);
+        return EXIT_FAIL;
+      }
+      if (e->body_case == BODY(RETRANSMISSION)) {
+        uint32_t why = e->retransmission->reason;
+        if (why == HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED) {
+          /* The start is gone: look for the oldest part still kept. */
+          *expired = true;
+          left = 0;
+          count = (uint32_t)((next - from + 1) / 2);
+          if (count == 0) count = 1;
+        } else if (why != 0) {
+          fprintf(stderr, "hgctl %s: order history not available (%s)\n", cmd, net_reject_name(why));
+          return EXIT_FAIL;
+        } else {
+          left = e->retransmission->count;
+          count = e->retransmission->count;
+        }
+        continue;
+      }
+      if (!e->has_seq || e->seq >= next) continue; /* live traffic */
+      left--;
+      if (e->body_case != BODY(EXECUTION_REPORT)) continue;
+      const Hourglass__V1__ExecutionReport *x = e->execution_report;
+      bool ended = x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED ||
+                   (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL && x->leaves == 0);
+      int pr = 0;
+      if (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW && x->order_id)
+        pr = push_ref(nv, nn, ncap, x->order_id, x->instrument_id);
+      else if (ended && x->order_id)
+        pr = push_ref(ev, en, ecap, x->order_id, x->instrument_id);
+      if (pr != 0) {
+        fprintf(stderr, "hgctl %s: out of memory\n", cmd);
+        return EXIT_FAIL;
+      }
+    }
+    if (count == 0) {
+      fprintf(stderr, "hgctl %s: the gateway resent no frame from seq %" PRIu64 "\n", cmd, from);
+      return EXIT_FAIL;
+    }
+    from += count;
+  }
+  return 0;
+}
+
+int hgctl_orders(int argc, char **argv) {
+  const char *cmd = "orders";
+  const opt_t opts[] = {CONN_OPTS};
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                     "orders   (this key's live orders: price, quantity, what is left)\n");
+  if (rc) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  static syms_t syms;
+  order_ref_t *nv = NULL, *ev = NULL;
+  size_t nn = 0, ncap = 0, en = 0, ecap = 0;
+  bool expired = false;
+  if ((rc = net_fetch_symbols(cmd, c, &syms)) == 0)
+    rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
+                     &ecap, &expired);
+  if (rc == 0) {
+    qsort(ev, en, sizeof *ev, cmp_oid);
+    printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", "order_id", "symbol", "side",
+           net_raw ? "price" : "price_usd", "qty", "leaves", "group", "clordid");
+  }
+  for (size_t i = 0; rc == 0 && i < nn; i++) {
+    if (en > 0 && bsearch(&nv[i], ev, en, sizeof *ev, cmp_oid) != NULL) continue;
+    uint64_t seq = 0;
+    const env_t *e = NULL;
+    if (hg_client_order_status(c, nv[i].instrument, nv[i].oid, &seq) != 0) {
+      fprintf(stderr, "hgctl %s: send failed\n", cmd);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) break;
+    rc = net_response_status(cmd, e);
+    if (rc != 0 || e->body_case != BODY(ORDER_STATUS)) {
+      if (rc == 0) rc = EXIT_FAIL;
+      break;
+    }
+    const Hourglass__V1__OrderStatus *st = e->order_status;
+    if (!st->live) continue;
+    char group[12] = "-";
+    if (st->quote_group) snprintf(group, sizeof group, "%u", st->quote_group);
+    printf("%-12" PRIu64 " %-20s %-4s %10s %10" PRId64 " %10" PRId64 " %-6s %" PRIu64 "\n",
+           st->order_id, net_symbol_of(&syms, st->instrument_id),
+           st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy", net_px(st->price), st->qty,
+           st->leaves, group, st->client_order_id);
+  }
+  fflush(stdout);
+  if (rc == 0 && expired) {
+    fprintf(stderr, "hgctl %s: the gateway no longer keeps all of this key's history: orders "
+                    "entered in the part it dropped may be missing above\n", cmd);
+    rc = EXIT_FAIL;
+  }
+  free(nv);
+  free(ev);
+  net_close_session(c);
+  return rc;
+}
+
+/* ----------------------------------------------------------------- ladder */
+
+#define LADDER_MAX 50
+
+typedef struct book_side {
+  int64_t px[LADDER_MAX], qty[LADDER_MAX];
+  int n;
+} book_side_t;
+
+/* Sets price's aggregate (0 removes); keeps best first (bids high, asks low). */
+static void side_set(book_side_t *s, bool bids, int64_t px, int64_t qty) {
+  int i = 0;
+  while (i < s->n && s->px[i] != px) i++;
+  if (i < s->n) {
+    if (qty > 0) {
+      s->qty[i] = qty;
+      return;
+    }
+    memmove(&s->px[i], &s->px[i + 1], (size_t)(s->n - i - 1) * sizeof s->px[0]);
+    memmove(&s->qty[i], &s->qty[i + 1], (size_t)(s->n - i - 1) * sizeof s->qty[0]);
+    s->n--;
+    return;
+  }
+  if (qty <= 0) return;
+  int at = 0;
+  while (at < s->n && (bids ? s->px[at] > px : s->px[at] < px)) at++;
+  if (at >= LADDER_MAX) return; /* beyond the depth shown */
+  int keep = s->n < LADDER_MAX ? s->n : LADDER_MAX - 1;
+  memmove(&s->px[at + 1], &s->px[at], (size_t)(keep - at) * sizeof s->px[0]);
+  memmove(&s->qty[at + 1], &s->qty[at], (size_t)(keep - at) * sizeof s->qty[0]);
+  s->px[at] = px;
+  s->qty[at] = qty;
+  s->n = keep + 1;
+}
+
+static void draw(const char *sym, uint32_t id, const book_side_t *b, const book_side_t *a,
+                 int depth, uint64_t md_seq, uint32_t state, int64_t last_px, int64_t last_qty,
+                 bool clear) {
+  if (clear) fputs("\033[H\033[2J", stdout);
+  printf("%s (id %u)  md_seq %" PRIu64 "  %s", sym, id, md_seq, net_state_name(state));
+  if (last_qty > 0) printf("  last %" PRId64 " x %s", last_qty, net_px(last_px));
+  printf("\n%12s %12s | %-12s %-12s\n", "bid qty", "bid", "ask", "ask qty");
+  for (int i = 0; i < depth; i++) {
+    char bq[24] = "", bp[HGCTL_FMT_LEN] = "", ap[HGCTL_FMT_LEN] = "", aq[24] = "";
+    if (i < b->n) {
+      snprintf(bq, sizeof bq, "%" PRId64, b->qty[i]);
+      snprintf(bp, sizeof bp, "%s", net_px(b->px[i]));
+    }
+    if (i < a->n) {
+      snprintf(ap, sizeof ap, "%s", net_px(a->px[i]));
+      snprintf(aq, sizeof aq, "%" PRId64, a->qty[i]);
+    }
+    if (i >= b->n && i >= a->n) break;
+    printf("%12s %12s | %-12s %-12s\n", bq, bp, ap, aq);
+  }
+  fflush(stdout);
+}
+
+int hgctl_ladder(int argc, char **argv) {
+  const char *cmd = "ladder";
+  const char *depth_s = NULL, *pos[1] = {NULL};
+  bool once = false;
+  const opt_t opts[] = {CONN_OPTS, {"depth", &depth_s, NULL}, {"once", NULL, &once}};
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 1,
+                     "ladder SYMBOL|ID [--depth N (1..50, default 10)] [--once]\n");
+  if (rc) return rc;
+  if (pos[0] == NULL) {
+    fprintf(stderr, "hgctl %s: which instrument? (hgctl ladder SYMBOL)\n", cmd);
+    return EXIT_USAGE;
+  }
+  int64_t depth = 10;
+  if (depth_s && (rc = net_need_num(cmd, "depth", depth_s, 1, LADDER_MAX, &depth))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  uint32_t id = 0;
+  if ((rc = net_resolve_instrument(cmd, c, pos[0], &id))) {
+    net_close_session(c);
+    return rc;
+  }
+  signal(SIGINT, net_on_signal);
+  signal(SIGTERM, net_on_signal);
+  bool tty = isatty(STDOUT_FILENO) && !once;
+  static book_side_t bids, asks;
+  uint64_t md_seq = 0, sub_seq = 0;
+  uint32_t state = 0;
+  int64_t last_px = 0, last_qty = 0;
+  bool have = false, dirty = false;
+  struct timespec last_draw = {0, 0};
+  rc = hg_client_md_subscribe(c, id, (uint32_t)depth, &sub_seq);
+  while (rc == 0 && !net_stop) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, 100, &e);
+    if (r < 0) {
+      if (r == -EINTR) continue;
+      fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(r));
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (r == 1) {
+      switch (e->body_case) {
+      case BODY(MD_SNAPSHOT): {
+        const Hourglass__V1__MarketDataSnapshot *s = e->md_snapshot;
+        if (s->instrument_id != id) break;
+        if (s->reason != 0) {
+          fprintf(stderr, "hgctl %s: subscription refused: %s (%u)\n", cmd, net_reject_name(s->reason),
+                  s->reason);
+          rc = EXIT_FAIL;
+          break;
+        }
+        bids.n = asks.n = 0;
+        for (size_t i = 0; i < s->n_bids && i < LADDER_MAX; i++)
+          side_set(&bids, true, s->bids[i]->price, s->bids[i]->qty);
+        for (size_t i = 0; i < s->n_asks && i < LADDER_MAX; i++)
+          side_set(&asks, false, s->asks[i]->price, s->asks[i]->qty);
+        md_seq = s->md_seq;
+        state = s->state;
+        have = dirty = true;
+        break;
+      }
+      case BODY(MD_LEVEL):
+      case BODY(MD_TRADE):
+      case BODY(MD_STATUS): {
+        uint32_t iid = e->body_case == BODY(MD_LEVEL)   ? e->md_level->instrument_id
+                       : e->body_case == BODY(MD_TRADE) ? e->md_trade->instrument_id
+                                                        : e->md_status->instrument_id;
+        uint64_t s = e->body_case == BODY(MD_LEVEL)   ? e->md_level->md_seq
+                     : e->body_case == BODY(MD_TRADE) ? e->md_trade->md_seq
+                                                      : e->md_status->md_seq;
+        if (iid != id || !have || s <= md_seq) break;
+        if (s != md_seq + 1) { /* a gap: start again from a fresh snapshot */
+          have = false;
+          rc = hg_client_md_subscribe(c, id, (uint32_t)depth, &sub_seq);
+          break;
+        }
+        md_seq = s;
+        if (e->body_case == BODY(MD_LEVEL))
+          side_set(e->md_level->side == HOURGLASS__V1__SIDE__SIDE_SELL ? &asks : &bids,
+                   e->md_level->side != HOURGLASS__V1__SIDE__SIDE_SELL, e->md_level->price,
+                   e->md_level->qty);
+        else if (e->body_case == BODY(MD_TRADE)) {
+          last_px = e->md_trade->price;
+          last_qty = e->md_trade->qty;
+        } else {
+          state = e->md_status->state;
+        }
+        dirty = true;
+        break;
+      }
+      case BODY(TERMINATE):
+        fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+                e->terminate->code);
+        rc = EXIT_FAIL;
+        break;
+      default: break;
+      }
+      if (rc != 0) break;
+    }
+    if (once && have) {
+      draw(pos[0], id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, false);
+      break;
+    }
+    /* Redraw at most 20 times a second. */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (now.tv_sec - last_draw.tv_sec) * 1000 + (now.tv_nsec - last_draw.tv_nsec) / 1000000;
+    if (dirty && have && ms >= 50) {
+      draw(pos[0], id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, tty);
+      if (!tty) puts("");
+      dirty = false;
+      last_draw = now;
+    }
+  }
+  if (rc < 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    rc = EXIT_FAIL;
+  }
+  net_close_session(c);
+  return rc;
+}
+
+/* ------------------------------------------------------------ quotes */
+
+/* One side of a quote, "QTY@PRICE" in [s, end): the price in USD (ticks
+ * with --raw); "0@0" leaves the side unquoted. */
+static bool quote_side(const char *s, const char *end, int64_t *qty, int64_t *price) {
+  char buf[64];
+  if (end <= s || (size_t)(end - s) >= sizeof buf) return false;
+  memcpy(buf, s, (size_t)(end - s));
+  buf[end - s] = '\0';
+  char *at = strchr(buf, '@');
+  if (at == NULL) return false;
+  *at = '\0';
+  if (!net_num(buf, 0, INT64_MAX, qty)) return false;
+  if (net_raw) return net_num(at + 1, 0, INT64_MAX, price);
+  return hgctl_decimal_parse(at + 1, 3, 1, price) == 0;
+}
+
+/* "SYMBOL:BIDQTY@BID/ASKQTY@ASK" (either side may be "0@0": unquoted). */
+static int parse_quote(const char *cmd, hg_client_t *c, const char *s,
+                       Hourglass__V1__QuoteEntry *q) {
+  const char *colon = strrchr(s, ':');
+  const char *slash = colon ? strchr(colon, '/') : NULL;
+  char sym[64];
+  int64_t bq, bp, aq, ap;
+  if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof sym || slash == NULL ||
+      !quote_side(colon + 1, slash, &bq, &bp) ||
+      !quote_side(slash + 1, slash + 1 + strlen(slash + 1), &aq, &ap) || (bq == 0 && aq == 0)) {
+    fprintf(stderr, "hgctl %s: --quote '%s' must be SYMBOL:BIDQTY@BID/ASKQTY@ASK (prices in %s)\n",
+            cmd, s, net_raw ? "ticks" : "USD per GPU-hour, e.g. 10@3.400/10@3.440");
+    return EXIT_USAGE;
+  }
+  snprintf(sym, sizeof sym, "%.*s", (int)(colon - s), s);
+  hourglass__v1__quote_entry__init(q);
+  int rc = net_resolve_instrument(cmd, c, sym, &q->instrument_id);
+  if (rc) return rc;
+  q->has_bid_qty = q->has_bid_price = bq > 0;
+  q->bid_qty = bq;
+  q->bid_price = bp;
+  q->has_ask_qty = q->has_ask_price = aq > 0;
+  q->ask_qty = aq;
+  q->ask_price = ap;
+  return 0;
+}
+
+#define QUOTES_MAX 64
+
+int hgctl_quote(int argc, char **argv) {
+  bool reset = argc > 0 && strcmp(argv[0], "reset") == 0;
+  const char *cmd = reset ? "quote reset" : "quote";
+  if (reset) {
+    argc--;
+    argv++;
+  }
+  /* --quote repeats: taken out before the common parser sees the rest. */
+  const char *quotes[QUOTES_MAX];
+  char *rest[64];
+  int nq = 0, nr = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *v = NULL;
+    if (strcmp(argv[i], "--quote") == 0 && i + 1 < argc) v = argv[++i];
+    else if (strncmp(argv[i], "--quote=", 8) == 0) v = argv[i] + 8;
+    if (v != NULL && !reset) {
+      if (nq == QUOTES_MAX) {
+        fprintf(stderr, "hgctl %s: at most %d --quote\n", cmd, QUOTES_MAX);
+        return EXIT_USAGE;
+      }
+      quotes[nq++] = v;
+    } else if (nr < 64) {
+      rest[nr++] = argv[i];
+    } else {
+      fprintf(stderr, "hgctl %s: too many arguments\n", cmd);
+      return EXIT_USAGE;
+    }
+  }
+  const char *group = NULL, *mmp_qty = NULL, *mmp_win = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"group", &group, NULL}, {"mmp-qty", &mmp_qty, NULL},
+                        {"mmp-window-ms", &mmp_win, NULL}};
+  const char *usage =
+      "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]   (prices in USD)\n"
+      "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
+      "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
+  int rc = net_parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
+  int64_t g = 0, mq = 0, mw = 0;
+  if (rc || (rc = net_need_num(cmd, "group", group, 1, UINT32_MAX, &g)) ||
+      (mmp_qty && (rc = net_need_num(cmd, "mmp-qty", mmp_qty, 1, INT64_MAX, &mq))) ||
+      (mmp_win && (rc = net_need_num(cmd, "mmp-window-ms", mmp_win, 1, UINT32_MAX, &mw))))
+    return rc;
+  if (!reset && nq == 0) {
+    fprintf(stderr, "hgctl %s: give at least one --quote\n", cmd);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  if (reset) {
+    rc = hg_client_quote_group_reset(c, (uint32_t)g, &seq);
+    if (rc == 0) rc = net_op_reply(cmd, "quote-reset", c, seq);
+    else rc = EXIT_FAIL;
+    net_close_session(c);
+    return rc;
+  }
+  Hourglass__V1__QuoteEntry q[QUOTES_MAX];
+  const Hourglass__V1__QuoteEntry *qp[QUOTES_MAX];
+  for (int i = 0; i < nq && rc == 0; i++) {
+    rc = parse_quote(cmd, c, quotes[i], &q[i]);
+    qp[i] = &q[i];
+  }
+  if (rc == 0) {
+    rc = hg_client_mass_quote(c, (uint32_t)g, qp, (size_t)nq, mq, (uint32_t)mw, &seq);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+      rc = EXIT_FAIL;
+    }
+  }
+  /* The MassQuoteAck, then the quotes' reports (NEW, fills) for a moment. */
+  while (rc == 0) {
+    int r = hg_client_recv(c, net_timeout_ms, &e);
+    if (r <= 0) {
+      fprintf(stderr, "hgctl %s: no acknowledgement within %d ms\n", cmd, net_timeout_ms);
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->ref_seq == seq) {
+      net_print_exec(e);
+    } else if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) {
+      rc = net_response_status(cmd, e);
+      break;
+    } else if (e->body_case == BODY(MASS_QUOTE_ACK) && e->mass_quote_ack->ref_seq == seq) {
+      const Hourglass__V1__MassQuoteAck *a = e->mass_quote_ack;
+      printf("ACK group=%u reason=%s(%u) rejects=%zu\n", a->quote_group, net_reject_name(a->reason),
+             a->reason, a->n_rejects);
+      for (size_t k = 0; k < a->n_rejects; k++)
+        printf("REJECT quote=%s reason=%s(%u)\n", quotes[a->rejects[k]->index < (uint32_t)nq
+                                                             ? a->rejects[k]->index
+                                                             : 0],
+               net_reject_name(a->rejects[k]->reason), a->rejects[k]->reason);
+      fflush(stdout);
+      if (a->reason != 0) {
+        fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, net_reject_name(a->reason), a->reason);
+        rc = EXIT_FAIL;
+        break;
+      }
+      rc = a->n_rejects > 0 ? EXIT_FAIL : 0; /* a is gone after the next receive */
+      net_print_followers(c, seq, 0, 200);
+      break;
+    } else if (e->body_case == BODY(TERMINATE)) {
+      fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
+              e->terminate->code);
+      rc = EXIT_FAIL;
+    }
+  }
+  net_close_session(c);
+  return rc;
+}
