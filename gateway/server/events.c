@@ -76,119 +76,140 @@ static void set_ref(Hourglass__V1__ExecutionReport *er, pending_t *p) {
   p->replied = 1;
 }
 
+/* An order rests: mirrored, reported, and cancelled at once when it is a
+ * cancel-on-disconnect order of a gone connection or a superseded quote. */
+static void book_accepted(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p) {
+  const hg_book_event_t *be = &ev->book;
+  Hourglass__V1__ExecutionReport er;
+  uint32_t stream = p != NULL ? p->stream : NONE32;
+  if (stream == NONE32) stream = gw_owner_stream(gw, NULL, be->account);
+  order_t *o = gw_order_add(gw, be, stream);
+  if (o != NULL && p != NULL) {
+    o->cod = p->cod;
+    o->conn_gen = p->conn_gen;
+    o->quote_group = p->quote_group;
+  } else if (o == NULL) {
+    gw_log(gw, HG_PIPE_LOG_WARN, "order mirror full; an order is not tracked");
+  }
+  er_base(&er, EXEC(NEW), ev);
+  er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, be->leaves,
+           p != NULL ? p->quote_group : 0);
+  set_ref(&er, p);
+  route_er(gw, o != NULL ? o->stream : gw_owner_stream(gw, NULL, be->account), be->account, &er);
+  if (o == NULL || o->stream == NONE32) return;
+  stream_t *st = &gw->streams[o->stream];
+  conn_t *live = gw_stream_conn(gw, st);
+  /* Entered by a connection that is gone (cancel-on-disconnect), or a
+   * quote already superseded by a newer one: cancel it now. */
+  if (o->cod && (live == NULL || live->gen != o->conn_gen)) {
+    gw_cancel_internal(gw, o);
+  } else if (o->quote_group != 0 && p != NULL) {
+    instr_t *in = gw_instr_find(gw, o->instrument_id);
+    mmp_t *m = gw_mmp_find(st, o->quote_group, false);
+    if ((in != NULL && st->quote_gen[gw_instr_slot(gw, in) * 2 + o->side] != p->quote_gen) ||
+        (m != NULL && m->tripped))
+      gw_cancel_internal(gw, o);
+  }
+}
+
+/* The engine refused an order request. */
+static void book_rejected(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p) {
+  const hg_book_event_t *be = &ev->book;
+  Hourglass__V1__ExecutionReport er;
+  er_base(&er, EXEC(REJECTED), ev);
+  er.has_order_id = be->order_id != 0;
+  er.order_id = be->order_id;
+  er.has_client_order_id = be->client_order_id != 0;
+  er.client_order_id = be->client_order_id;
+  er.has_reason = 1;
+  er.reason = be->reason;
+  er.has_request = 1;
+  er.request = p != NULL && p->kind == P_QUOTE ? REQ(QUOTE)
+               : be->cmd == HG_CMD_CANCEL      ? REQ(CANCEL)
+               : be->cmd == HG_CMD_REPLACE     ? REQ(REPLACE)
+                                               : REQ(NEW_ORDER);
+  er.has_quote_group = p != NULL && p->quote_group != 0;
+  er.quote_group = p != NULL ? p->quote_group : 0;
+  /* The request as submitted (a cancel has no price or quantity). */
+  if (be->cmd == HG_CMD_NEW)
+    gw_er_echo(&er, (reject_echo_t){be->side, be->price, be->qty});
+  else if (be->cmd == HG_CMD_REPLACE)
+    gw_er_echo(&er, (reject_echo_t){-1, be->price, be->qty});
+  if (HG_CLR_IS_REJECT(be->reason)) { /* the clearing's check: its numbers */
+    er.has_risk_equity = er.has_risk_initial_margin = er.has_risk_ref_price = 1;
+    er.has_risk_position = er.has_risk_low = er.has_risk_high = 1;
+    er.risk_equity = ev->balance;
+    er.risk_initial_margin = ev->margin;
+    er.risk_ref_price = ev->price;
+    er.risk_position = ev->qty;
+    er.risk_low = ev->lo;
+    er.risk_high = ev->hi;
+  }
+  if (p != NULL && p->kind == P_INTERNAL) return; /* our own cancel raced a fill */
+  set_ref(&er, p);
+  route_er(gw, p != NULL ? p->stream : gw_owner_stream(gw, NULL, be->account), be->account, &er);
+}
+
+/* A trade: positions, a report to each party, the public trade, and the
+ * mirror's leaves. */
+static void book_fill(hg_gateway_t *gw, const hg_exchange_event_t *ev) {
+  const hg_book_event_t *be = &ev->book;
+  Hourglass__V1__ExecutionReport er;
+  order_t *t = gw_order_find(gw, be->order_id);
+  order_t *m = gw_order_find(gw, be->maker_order_id);
+  instr_t *in = gw_instr_find(gw, be->instrument_id);
+  gw_position_add(gw, be->account, be->instrument_id, be->side, be->qty);
+  gw_position_add(gw, be->maker_account, be->instrument_id, be->side ^ 1, be->qty);
+  /* Taker. */
+  er_base(&er, EXEC(FILL), ev);
+  er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, be->leaves,
+           t != NULL ? t->quote_group : 0);
+  route_er(gw, gw_owner_stream(gw, t, be->account), be->account, &er);
+  /* Maker. */
+  er_base(&er, EXEC(FILL), ev);
+  er_order(&er, be->maker_order_id, be->maker_client_order_id, be->side ^ 1, be->price,
+           be->qty, be->maker_leaves, m != NULL ? m->quote_group : 0);
+  er.has_maker = 1;
+  er.maker = 1;
+  route_er(gw, gw_owner_stream(gw, m, be->maker_account), be->maker_account, &er);
+  if (in != NULL) {
+    Hourglass__V1__MarketDataTrade tr = HOURGLASS__V1__MARKET_DATA_TRADE__INIT;
+    tr.instrument_id = in->id;
+    tr.md_seq = ++in->md_seq;
+    tr.price = be->price;
+    tr.qty = be->qty;
+    tr.aggressor = (Hourglass__V1__Side)be->side;
+    tr.ts = ev->ts;
+    env_t env = HOURGLASS__V1__ENVELOPE__INIT;
+    env.body_case = B(MD_TRADE);
+    env.md_trade = &tr;
+    gw_md_send_all(gw, in, &env);
+  }
+  if (t != NULL) {
+    t->leaves = be->leaves;
+    gw_mmp_fill(gw, t, be->qty, ev->ts);
+    if (t->leaves <= 0) gw_order_remove(gw, t);
+  }
+  if (m != NULL) {
+    m->leaves = be->maker_leaves;
+    gw_mmp_fill(gw, m, be->qty, ev->ts);
+    if (m->leaves <= 0) gw_order_remove(gw, m);
+  }
+}
+
 static void on_book_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p) {
   const hg_book_event_t *be = &ev->book;
   Hourglass__V1__ExecutionReport er;
   switch (be->type) {
-  case HG_EV_ACCEPTED: {
-    uint32_t stream = p != NULL ? p->stream : NONE32;
-    order_t *o = gw_order_add(gw, be, stream == NONE32 ? gw_owner_stream(gw, NULL, be->account) : stream);
-    if (o != NULL && p != NULL) {
-      o->cod = p->cod;
-      o->conn_gen = p->conn_gen;
-      o->quote_group = p->quote_group;
-    } else if (o == NULL) {
-      gw_log(gw, HG_PIPE_LOG_WARN, "order mirror full; an order is not tracked");
-    }
-    er_base(&er, EXEC(NEW), ev);
-    er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, be->leaves,
-             p != NULL ? p->quote_group : 0);
-    set_ref(&er, p);
-    route_er(gw, o != NULL ? o->stream : gw_owner_stream(gw, NULL, be->account), be->account, &er);
-    if (o == NULL || o->stream == NONE32) break;
-    stream_t *st = &gw->streams[o->stream];
-    conn_t *live = gw_stream_conn(gw, st);
-    /* Entered by a connection that is gone (cancel-on-disconnect), or a
-     * quote already superseded by a newer one: cancel it now. */
-    if (o->cod && (live == NULL || live->gen != o->conn_gen)) {
-      gw_cancel_internal(gw, o);
-    } else if (o->quote_group != 0 && p != NULL) {
-      instr_t *in = gw_instr_find(gw, o->instrument_id);
-      mmp_t *m = gw_mmp_find(st, o->quote_group, false);
-      if ((in != NULL && st->quote_gen[gw_instr_slot(gw, in) * 2 + o->side] != p->quote_gen) ||
-          (m != NULL && m->tripped))
-        gw_cancel_internal(gw, o);
-    }
+  case HG_EV_ACCEPTED:
+    book_accepted(gw, ev, p);
     break;
-  }
-  case HG_EV_REJECTED: {
-    er_base(&er, EXEC(REJECTED), ev);
-    er.has_order_id = be->order_id != 0;
-    er.order_id = be->order_id;
-    er.has_client_order_id = be->client_order_id != 0;
-    er.client_order_id = be->client_order_id;
-    er.has_reason = 1;
-    er.reason = be->reason;
-    er.has_request = 1;
-    er.request = p != NULL && p->kind == P_QUOTE ? REQ(QUOTE)
-                 : be->cmd == HG_CMD_CANCEL      ? REQ(CANCEL)
-                 : be->cmd == HG_CMD_REPLACE     ? REQ(REPLACE)
-                                                 : REQ(NEW_ORDER);
-    er.has_quote_group = p != NULL && p->quote_group != 0;
-    er.quote_group = p != NULL ? p->quote_group : 0;
-    /* The request as submitted (a cancel has no price or quantity). */
-    if (be->cmd == HG_CMD_NEW)
-      gw_er_echo(&er, (reject_echo_t){be->side, be->price, be->qty});
-    else if (be->cmd == HG_CMD_REPLACE)
-      gw_er_echo(&er, (reject_echo_t){-1, be->price, be->qty});
-    if (HG_CLR_IS_REJECT(be->reason)) { /* the clearing's check: its numbers */
-      er.has_risk_equity = er.has_risk_initial_margin = er.has_risk_ref_price = 1;
-      er.has_risk_position = er.has_risk_low = er.has_risk_high = 1;
-      er.risk_equity = ev->balance;
-      er.risk_initial_margin = ev->margin;
-      er.risk_ref_price = ev->price;
-      er.risk_position = ev->qty;
-      er.risk_low = ev->lo;
-      er.risk_high = ev->hi;
-    }
-    if (p != NULL && p->kind == P_INTERNAL) break; /* our own cancel raced a fill */
-    set_ref(&er, p);
-    route_er(gw, p != NULL ? p->stream : gw_owner_stream(gw, NULL, be->account), be->account, &er);
+  case HG_EV_REJECTED:
+    book_rejected(gw, ev, p);
     break;
-  }
-  case HG_EV_FILL: {
-    order_t *t = gw_order_find(gw, be->order_id);
-    order_t *m = gw_order_find(gw, be->maker_order_id);
-    instr_t *in = gw_instr_find(gw, be->instrument_id);
-    gw_position_add(gw, be->account, be->instrument_id, be->side, be->qty);
-    gw_position_add(gw, be->maker_account, be->instrument_id, be->side ^ 1, be->qty);
-    /* Taker. */
-    er_base(&er, EXEC(FILL), ev);
-    er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, be->leaves,
-             t != NULL ? t->quote_group : 0);
-    route_er(gw, gw_owner_stream(gw, t, be->account), be->account, &er);
-    /* Maker. */
-    er_base(&er, EXEC(FILL), ev);
-    er_order(&er, be->maker_order_id, be->maker_client_order_id, be->side ^ 1, be->price,
-             be->qty, be->maker_leaves, m != NULL ? m->quote_group : 0);
-    er.has_maker = 1;
-    er.maker = 1;
-    route_er(gw, gw_owner_stream(gw, m, be->maker_account), be->maker_account, &er);
-    if (in != NULL) {
-      Hourglass__V1__MarketDataTrade tr = HOURGLASS__V1__MARKET_DATA_TRADE__INIT;
-      tr.instrument_id = in->id;
-      tr.md_seq = ++in->md_seq;
-      tr.price = be->price;
-      tr.qty = be->qty;
-      tr.aggressor = (Hourglass__V1__Side)be->side;
-      tr.ts = ev->ts;
-      env_t env = HOURGLASS__V1__ENVELOPE__INIT;
-      env.body_case = B(MD_TRADE);
-      env.md_trade = &tr;
-      gw_md_send_all(gw, in, &env);
-    }
-    if (t != NULL) {
-      t->leaves = be->leaves;
-      gw_mmp_fill(gw, t, be->qty, ev->ts);
-      if (t->leaves <= 0) gw_order_remove(gw, t);
-    }
-    if (m != NULL) {
-      m->leaves = be->maker_leaves;
-      gw_mmp_fill(gw, m, be->qty, ev->ts);
-      if (m->leaves <= 0) gw_order_remove(gw, m);
-    }
+  case HG_EV_FILL:
+    book_fill(gw, ev);
     break;
-  }
   case HG_EV_CANCELLED: {
     order_t *o = gw_order_find(gw, be->order_id);
     er_base(&er, EXEC(CANCELLED), ev);

@@ -419,7 +419,8 @@ static void seed_positions(hg_gateway_t *gw, const hg_clearing_t *clr) {
       hg_clearing_position_t cp;
       if (hg_clearing_position(clr, gw->accounts[a].id, gw->instr[i].id, &cp) != 0 || cp.pos == 0)
         continue;
-      gw_position_add(gw, gw->accounts[a].id, gw->instr[i].id, cp.pos > 0 ? HG_SIDE_BUY : HG_SIDE_SELL,
+      gw_position_add(gw, gw->accounts[a].id, gw->instr[i].id,
+                      cp.pos > 0 ? HG_SIDE_BUY : HG_SIDE_SELL,
                       cp.pos > 0 ? cp.pos : -cp.pos);
     }
   }
