@@ -76,13 +76,35 @@ static void md_snapshot(conn_t *c, instr_t *in, uint32_t depth, uint64_t ref_seq
   gw_conn_send(c, &env);
 }
 
-/* The account's positions as messages, in instrument order, at most cap
- * (pos holds them, pp points at them); open_only skips flat ones. */
+/* Bounds on the encoded size of the replies built here, for fitting them in
+ * max_frame. A protobuf uint32 field takes at most 1 + 5 bytes, an int64 or
+ * uint64 field at most 1 + 10 (a negative int64 always 10), and an element
+ * of a repeated message field adds 2 (tag, a length below 128).
+ *  - Position{instrument_id, net_qty, bought_qty, sold_qty}: 6 + 3 * 11 + 2
+ *    = 41 bytes, rounded up to 48;
+ *  - LedgerEntry{index, seq, ts, amount, balance, price, qty: 7 * 11; kind,
+ *    instrument_id: 2 * 6} + 2 = 91 bytes, rounded up to 104;
+ *  - the Envelope around the reply and the reply's own scalar fields
+ *    (ref_seq, reason, account, instrument_id, next_index, cash: under 60
+ *    bytes, the Envelope's seq and body tag under 20): 512 leaves room for
+ *    fields added later. */
+#define POSITION_ENCODED_MAX 48u
+#define LEDGER_ENTRY_ENCODED_MAX 104u
+#define REPLY_FIXED_MAX 512u
+
+/* Memory for a reply, from the frame arena after the request it answers
+ * (valid until the next frame is decoded). NULL when the arena is spent. */
+static void *arena_take(hg_gateway_t *gw, size_t size) {
+  return gw->arena.allocator.alloc(gw->arena.allocator.allocator_data, size);
+}
+
+/* The account's positions as messages, in instrument order (pos holds them,
+ * pp points at them; both have room for max_instruments, which bounds an
+ * account's positions in listed instruments); open_only skips flat ones. */
 static size_t fill_positions(const hg_gateway_t *gw, uint32_t acct, int open_only,
-                             Hourglass__V1__Position *pos, Hourglass__V1__Position **pp,
-                             size_t cap) {
+                             Hourglass__V1__Position *pos, Hourglass__V1__Position **pp) {
   size_t n = 0;
-  for (uint32_t i = 0; i < gw->cfg.max_instruments && n < cap; i++) {
+  for (uint32_t i = 0; i < gw->cfg.max_instruments; i++) {
     if (gw->instr[i].id == 0) continue;
     uint32_t k = gw_map_get(&gw->position_map, (uint64_t)acct << 32 | gw->instr[i].id);
     if (k == NONE32) continue;
@@ -99,6 +121,20 @@ static size_t fill_positions(const hg_gateway_t *gw, uint32_t acct, int open_onl
   return n;
 }
 
+/* Room for every position of one account (max_instruments), from the arena:
+ * 0, or -1 when the arena is spent. */
+static int positions_room(hg_gateway_t *gw, Hourglass__V1__Position **pos,
+                          Hourglass__V1__Position ***pp) {
+  uint32_t cap = gw->cfg.max_instruments;
+  uint8_t *mem = arena_take(gw, (size_t)cap * (sizeof **pos + sizeof **pp));
+  if (mem == NULL) return -1;
+  *pos = (void *)mem;
+  *pp = (void *)(*pos + cap);
+  return 0;
+}
+
+/* Every position of the account, never cut short: a reply that would not
+ * fit max_frame is refused whole (REJ_GATEWAY_FULL). */
 void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
   hg_gateway_t *gw = c->gw;
   const Hourglass__V1__PositionsRequest *r = env->positions_request;
@@ -118,9 +154,14 @@ void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
       if (a == NULL) reason = REJ(UNKNOWN_ACCOUNT);
     }
   }
-  Hourglass__V1__Position pos[256];
-  Hourglass__V1__Position *pp[256];
-  size_t n = reason == 0 ? fill_positions(gw, acct, 0, pos, pp, 256) : 0;
+  Hourglass__V1__Position *pos = NULL, **pp = NULL;
+  size_t n = 0;
+  if (reason == 0 && positions_room(gw, &pos, &pp) != 0) reason = REJ(GATEWAY_FULL);
+  if (reason == 0) n = fill_positions(gw, acct, 0, pos, pp);
+  if (reason == 0 && REPLY_FIXED_MAX + n * POSITION_ENCODED_MAX > gw->cfg.max_frame) {
+    reason = REJ(GATEWAY_FULL);
+    n = 0;
+  }
   Hourglass__V1__Positions m = HOURGLASS__V1__POSITIONS__INIT;
   m.ref_seq = env->seq;
   m.account = reason == 0 ? acct : 0;
@@ -137,12 +178,24 @@ void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
 
 /* -------------------------------------------------------------- statements */
 
-/* Entries of one Statement page: bounded so that a page with every position
- * fits the default frame (an entry encodes in at most 104 bytes, a
- * position in 48). */
+/* Entries of one Statement page at most. */
 #define STMT_PAGE_MAX 256u
-#define STMT_POS_MAX 256u
+/* Positions a page's size always leaves room for, so that the page size
+ * does not depend on the account's positions up to that many. */
+#define STMT_POS_ROOM 256u
 
+/* A Statement that only says why there is none. */
+static void stmt_refuse(hg_gateway_t *gw, uint32_t si, env_t *out, uint32_t reason) {
+  out->statement->has_reason = 1;
+  out->statement->reason = reason;
+  gw_stream_send_idx(gw, si, out);
+}
+
+/* One page of the account's ledger entries (from r->from_index) and every
+ * open position. The page holds what fits max_frame next to the positions
+ * (STMT_PAGE_MAX at most, one at least); an account whose open positions
+ * and one entry would not fit is refused (REJ_GATEWAY_FULL), never cut
+ * short. */
 void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
   hg_gateway_t *gw = c->gw;
   const Hourglass__V1__StatementRequest *r = env->statement_request;
@@ -158,36 +211,38 @@ void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   /* Another firm's account, or another account of a trader, answers like
    * one that does not exist. */
   if (a == NULL || (st->role == HG_ROLE_RISK_VIEWER && a->firm != st->firm)) {
-    m.has_reason = 1;
-    m.reason = REJ(UNKNOWN_ACCOUNT);
-    gw_stream_send_idx(gw, si, &out);
+    stmt_refuse(gw, si, &out, REJ(UNKNOWN_ACCOUNT));
     return;
   }
   if (r->base.n_unknown_fields != 0 || r->instrument_id == HG_CLR_NO_INSTRUMENT ||
       gw->ledger_lost) {
-    m.has_reason = 1;
-    m.reason = gw->ledger_lost ? REJ(UNAVAILABLE) : REJ(INVALID_REQUEST);
-    gw_stream_send_idx(gw, si, &out);
+    stmt_refuse(gw, si, &out, gw->ledger_lost ? REJ(UNAVAILABLE) : REJ(INVALID_REQUEST));
     return;
   }
+  Hourglass__V1__Position *pos, **pp;
+  if (positions_room(gw, &pos, &pp) != 0) {
+    stmt_refuse(gw, si, &out, REJ(GATEWAY_FULL));
+    return;
+  }
+  size_t np = fill_positions(gw, acct, 1, pos, pp);
+  if (REPLY_FIXED_MAX + np * POSITION_ENCODED_MAX + LEDGER_ENTRY_ENCODED_MAX >
+      gw->cfg.max_frame) {
+    stmt_refuse(gw, si, &out, REJ(GATEWAY_FULL));
+    return;
+  }
+  uint64_t fixed = REPLY_FIXED_MAX + (uint64_t)(np > STMT_POS_ROOM ? np : STMT_POS_ROOM) *
+                                         POSITION_ENCODED_MAX;
   /* A smaller configured frame gets smaller pages (never below one entry). */
-  uint32_t page = STMT_PAGE_MAX, fixed = 512 + STMT_POS_MAX * 48;
-  if (gw->cfg.max_frame < fixed + STMT_PAGE_MAX * 104)
-    page = gw->cfg.max_frame > fixed + 104 ? (gw->cfg.max_frame - fixed) / 104 : 1;
-  size_t per = sizeof(Hourglass__V1__LedgerEntry) + sizeof(void *);
-  size_t pos_need = STMT_POS_MAX * (sizeof(Hourglass__V1__Position) + sizeof(void *));
-  /* Taken from the frame arena after the request it answers. */
-  uint8_t *mem = gw->arena.allocator.alloc(gw->arena.allocator.allocator_data,
-                                           pos_need + page * per);
-  if (mem == NULL) {
-    m.has_reason = 1;
-    m.reason = REJ(GATEWAY_FULL);
-    gw_stream_send_idx(gw, si, &out);
+  uint32_t page = STMT_PAGE_MAX;
+  if (gw->cfg.max_frame < fixed + STMT_PAGE_MAX * LEDGER_ENTRY_ENCODED_MAX)
+    page = gw->cfg.max_frame > fixed + LEDGER_ENTRY_ENCODED_MAX
+               ? (uint32_t)((gw->cfg.max_frame - fixed) / LEDGER_ENTRY_ENCODED_MAX)
+               : 1;
+  Hourglass__V1__LedgerEntry *le = arena_take(gw, page * (sizeof *le + sizeof(void *)));
+  if (le == NULL) {
+    stmt_refuse(gw, si, &out, REJ(GATEWAY_FULL));
     return;
   }
-  Hourglass__V1__Position *pos = (void *)mem;
-  Hourglass__V1__Position **pp = (void *)(pos + STMT_POS_MAX);
-  Hourglass__V1__LedgerEntry *le = (void *)(pp + STMT_POS_MAX);
   Hourglass__V1__LedgerEntry **lp = (void *)(le + page);
   size_t n = 0;
   uint32_t inst = r->instrument_id;
@@ -215,7 +270,6 @@ void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
     lp[n] = &le[n];
     n++;
   }
-  size_t np = fill_positions(gw, acct, 1, pos, pp, STMT_POS_MAX);
   m.has_account = 1;
   m.account = acct;
   m.has_instrument_id = inst != 0;
@@ -246,7 +300,7 @@ void gw_handle_instruments(conn_t *c, uint32_t si, const env_t *env) {
    * request it answers, which stays valid) rather than the stack. */
   size_t need = cap * (sizeof(Hourglass__V1__InstrumentInfo) + sizeof(void *) +
                        2 * (HG_SYMBOL_MAX + 1));
-  uint8_t *mem = gw->arena.allocator.alloc(gw->arena.allocator.allocator_data, need);
+  uint8_t *mem = arena_take(gw, need);
   if (mem == NULL) {
     gw_send_response(gw, si, env->seq, REJ(GATEWAY_FULL), NULL);
     return;
