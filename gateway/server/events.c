@@ -241,7 +241,7 @@ static void on_book_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
   case HG_EV_LEVEL: {
     instr_t *in = gw_instr_find(gw, be->instrument_id);
     if (in == NULL) break;
-    gw_level_set(in, be->side, be->price, be->qty);
+    gw_level_set(gw, in, be->side, be->price, be->qty);
     Hourglass__V1__MarketDataLevel lv = HOURGLASS__V1__MARKET_DATA_LEVEL__INIT;
     lv.instrument_id = in->id;
     lv.md_seq = ++in->md_seq;

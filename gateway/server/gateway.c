@@ -199,8 +199,8 @@ static void free_all(hg_gateway_t *gw) {
   free(gw->streams);
   if (gw->instr != NULL)
     for (uint32_t i = 0; i < gw->cfg.max_instruments; i++) {
-      free(gw->instr[i].lv[0]);
-      free(gw->instr[i].lv[1]);
+      free(gw->instr[i].lv[0].lv);
+      free(gw->instr[i].lv[1].lv);
       free(gw->instr[i].subs);
     }
   free(gw->instr);

@@ -82,6 +82,7 @@
 
 #include "hourglass/gateway.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -98,6 +99,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/index.h"
+#include "hourglass/levels.h"
 #include "hourglass/store.h"
 #include "hourglass/thread.h"
 #include "hourglass/wire.h"
@@ -166,11 +168,6 @@ typedef struct order {
   uint8_t side, cod, cancel_sent, pad_;
 } order_t;
 
-typedef struct level {
-  int64_t price;
-  int64_t qty;
-} level_t;
-
 typedef struct instr {
   uint32_t id;             /* 0: free slot */
   uint32_t state;          /* InstrumentState */
@@ -180,9 +177,12 @@ typedef struct instr {
    * the engine last published them (listing, fixings, daily cycles). */
   int64_t ref_price, band_low, band_high;
   uint64_t md_seq;
-  level_t *lv[2];          /* [side], best first; capacity cap_lv */
-  uint32_t n_lv[2];
-  uint32_t cap_lv;
+  /* Price levels per side (hourglass/levels.h), storage owned here: one
+   * level per possible resting order (params.max_orders), so the overflow
+   * rule applies only if the engine rests more orders than it was listed
+   * with; lv_truncated_logged says the warning went out for this listing. */
+  hg_levels_t lv[2];
+  uint8_t lv_truncated_logged;
   uint32_t *subs;          /* conn indexes; capacity = number of conns */
   uint32_t n_subs;
 } instr_t;
@@ -440,7 +440,7 @@ uint32_t gw_instr_slot(hg_gateway_t *gw, const instr_t *in);
 void gw_instr_reference(instr_t *in, int64_t ref, int64_t lo, int64_t hi);
 instr_t *gw_instr_add(hg_gateway_t *gw, uint32_t id, const char *symbol,
                       const hg_book_params_t *params, uint32_t state);
-void gw_level_set(instr_t *in, int side, int64_t price, int64_t qty);
+void gw_level_set(hg_gateway_t *gw, instr_t *in, int side, int64_t price, int64_t qty);
 order_t *gw_order_find(hg_gateway_t *gw, uint64_t id);
 order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stream);
 void gw_order_remove(hg_gateway_t *gw, order_t *o);

@@ -84,7 +84,7 @@ void gw_instr_reference(instr_t *in, int64_t ref, int64_t lo, int64_t hi) {
 }
 
 /* Adds an instrument (listing or seed); its level arrays hold one level per
- * possible resting order. NULL when the table is full or memory is short. */
+ * possible resting order (allocated here, kept across relistings that fit). NULL when the table is full or memory is short. */
 instr_t *gw_instr_add(hg_gateway_t *gw, uint32_t id, const char *symbol,
                       const hg_book_params_t *params, uint32_t state) {
   instr_t *in = gw_instr_find(gw, id);
@@ -94,24 +94,25 @@ instr_t *gw_instr_add(hg_gateway_t *gw, uint32_t id, const char *symbol,
     if (in == NULL) return NULL;
   }
   uint32_t cap = params->max_orders > 0 ? params->max_orders : 1;
-  if (in->cap_lv < cap) {
-    level_t *b = calloc(cap, sizeof *b), *a = calloc(cap, sizeof *a);
+  if (in->lv[0].cap < cap) {
+    hg_level_t *b = calloc(cap, sizeof *b), *a = calloc(cap, sizeof *a);
     if (b == NULL || a == NULL) {
       free(b);
       free(a);
       return NULL;
     }
-    free(in->lv[0]);
-    free(in->lv[1]);
-    in->lv[0] = b;
-    in->lv[1] = a;
-    in->cap_lv = cap;
+    free(in->lv[0].lv);
+    free(in->lv[1].lv);
+    hg_levels_init(&in->lv[0], HG_LEVELS_BID, b, cap);
+    hg_levels_init(&in->lv[1], HG_LEVELS_ASK, a, cap);
   }
   in->id = id;
   in->state = state;
   snprintf(in->symbol, sizeof in->symbol, "%s", symbol);
   in->params = *params;
-  in->n_lv[0] = in->n_lv[1] = 0;
+  hg_levels_clear(&in->lv[0]);
+  hg_levels_clear(&in->lv[1]);
+  in->lv_truncated_logged = 0;
   in->n_subs = 0;
   /* md_seq continues across a relisting of the same id so subscribers of the
    * old one see a jump rather than a repeat. */
@@ -124,35 +125,17 @@ instr_t *gw_instr_add(hg_gateway_t *gw, uint32_t id, const char *symbol,
   return in;
 }
 
-/* Sets the aggregate at (side, price); qty 0 removes the level. Bids are
- * kept descending, asks ascending, so index 0 is the best. */
-void gw_level_set(instr_t *in, int side, int64_t price, int64_t qty) {
-  level_t *lv = in->lv[side];
-  uint32_t n = in->n_lv[side];
-  uint32_t lo = 0, hi = n;
-  while (lo < hi) {
-    uint32_t mid = (lo + hi) / 2;
-    bool before = side == HG_SIDE_BUY ? lv[mid].price > price : lv[mid].price < price;
-    if (before) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  bool found = lo < n && lv[lo].price == price;
-  if (qty == 0) {
-    if (found) {
-      memmove(&lv[lo], &lv[lo + 1], (n - lo - 1) * sizeof *lv);
-      in->n_lv[side] = n - 1;
-    }
-  } else if (found) {
-    lv[lo].qty = qty;
-  } else if (n < in->cap_lv) {
-    memmove(&lv[lo + 1], &lv[lo], (n - lo) * sizeof *lv);
-    lv[lo].price = price;
-    lv[lo].qty = qty;
-    in->n_lv[side] = n + 1;
-  }
+/* Sets the aggregate at (side, price) from a LEVEL event; qty 0 removes
+ * the level. A side that overflows (see instr_t.lv) is logged once per
+ * listing: snapshots may then miss levels below the best ones kept. */
+void gw_level_set(hg_gateway_t *gw, instr_t *in, int side, int64_t price, int64_t qty) {
+  assert(side == HG_SIDE_BUY || side == HG_SIDE_SELL);
+  if (hg_levels_set(&in->lv[side], price, qty) == 0 || in->lv_truncated_logged) return;
+  in->lv_truncated_logged = 1;
+  gw_log(gw, HG_PIPE_LOG_WARN,
+         "instrument %" PRIu32 ": more price levels on one side than its %" PRIu32
+         " orders; market data snapshots keep the best %" PRIu32,
+         in->id, in->lv[side].cap, in->lv[side].cap);
 }
 
 /* ----------------------------------------------------------------- orders */
@@ -391,12 +374,9 @@ static void seed_instrument(void *ctx, const hg_exchange_instrument_info_t *info
   size_t maxn = gw->arena.cap / sizeof(hg_book_level_t);
   hg_book_level_t *tmp = (hg_book_level_t *)(void *)gw->arena_buf;
   for (int side = 0; side < 2; side++) {
-    size_t n = hg_book_depth(book, (hg_side_t)side, tmp, maxn < in->cap_lv ? maxn : in->cap_lv);
-    for (size_t k = 0; k < n; k++) {
-      in->lv[side][k].price = tmp[k].price;
-      in->lv[side][k].qty = tmp[k].qty;
-    }
-    in->n_lv[side] = (uint32_t)n;
+    uint32_t cap = in->lv[side].cap;
+    size_t n = hg_book_depth(book, (hg_side_t)side, tmp, maxn < cap ? maxn : cap);
+    for (size_t k = 0; k < n; k++) gw_level_set(gw, in, side, tmp[k].price, tmp[k].qty);
   }
   s->instrument = info->id;
   hg_book_foreach(book, seed_order, s);

@@ -51,11 +51,11 @@ static void md_snapshot(conn_t *c, instr_t *in, uint32_t depth, uint64_t ref_seq
   Hourglass__V1__PriceLevel *ptr[2][MAX_MD_DEPTH];
   size_t n[2];
   for (int s = 0; s < 2; s++) {
-    n[s] = in->n_lv[s] < depth ? in->n_lv[s] : depth;
+    n[s] = in->lv[s].n < depth ? in->lv[s].n : depth;
     for (size_t k = 0; k < n[s]; k++) {
       hourglass__v1__price_level__init(&lv[s][k]);
-      lv[s][k].price = in->lv[s][k].price;
-      lv[s][k].qty = in->lv[s][k].qty;
+      lv[s][k].price = in->lv[s].lv[k].price;
+      lv[s][k].qty = in->lv[s].lv[k].qty;
       ptr[s][k] = &lv[s][k];
     }
   }
