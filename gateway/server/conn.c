@@ -10,7 +10,7 @@
 
 static void conn_flush(conn_t *c);
 
-size_t gw_conn_queued(const conn_t *c) { return c->out_len[0] + c->out_len[1]; }
+static size_t conn_queued(const conn_t *c) { return c->out_len[0] + c->out_len[1]; }
 
 static void mark_dirty(conn_t *c) {
   if (c->dirty) return;
@@ -34,9 +34,9 @@ void gw_flush_dirty(hg_gateway_t *gw) {
 bool gw_conn_send_raw(conn_t *c, const uint8_t *bytes, size_t len) {
   hg_gateway_t *gw = c->gw;
   if (!c->used || c->closing) return false;
-  if (gw_conn_queued(c) + len > gw->cfg.out_hard_cap) {
+  if (conn_queued(c) + len > gw->cfg.out_hard_cap) {
     gw_log(gw, HG_PIPE_LOG_WARN, "connection %u: slow consumer, outbound queue at %zu bytes",
-           c->idx, gw_conn_queued(c));
+           c->idx, conn_queued(c));
     STAT_ADD(gw, st_terminations);
     gw_conn_close(c);
     return false;
@@ -46,7 +46,7 @@ bool gw_conn_send_raw(conn_t *c, const uint8_t *bytes, size_t len) {
   STAT_ADD(gw, st_frames_out);
   hg_sess_sent(&c->sess, now_mono());
   mark_dirty(c);
-  if (c->reading && gw_conn_queued(c) > gw->cfg.out_high_water) {
+  if (c->reading && conn_queued(c) > gw->cfg.out_high_water) {
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->reading = 0;
   }
@@ -84,13 +84,17 @@ void gw_conn_terminate(conn_t *c, uint32_t code, const char *text) {
   gw_conn_send(c, &env);
   if (code != TERM(LOGOUT)) STAT_ADD(c->gw, st_terminations);
   if (!c->used) return; /* the send itself closed it */
+  gw_conn_end(c);
+}
+
+void gw_conn_end(conn_t *c) {
   c->closing = 1;
   c->closing_since = now_mono();
   if (c->reading) {
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->reading = 0;
   }
-  if (gw_conn_queued(c) == 0) gw_conn_close(c);
+  if (conn_queued(c) == 0) gw_conn_close(c);
 }
 
 /* ----------------------------------------------------------------- streams */
@@ -131,15 +135,19 @@ static void log_append(hg_gateway_t *gw, stream_t *st, const uint8_t *f, size_t 
   e->len = (uint32_t)len;
   st->log_head += len;
   st->n_ent++;
+  /* The ring holds exactly the frames [first_seq, next_seq). */
+  assert(st->n_ent <= ecap && st->first_seq + st->n_ent == st->next_seq);
 }
 
 /* Sequenced message to a key's stream: logged for retransmission and sent
  * if the key is connected. */
 void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env) {
-  env->has_seq = 1;
-  env->seq = st->next_seq++;
+  PB_SET(*env, seq, st->next_seq++);
   size_t n = gw_encode(gw, env);
-  if (n == 0) return;
+  if (n == 0) { /* logged; neither sent nor kept, so its seq is not used */
+    st->next_seq--;
+    return;
+  }
   log_append(gw, st, gw->scratch, n);
   hg_outlog_append(gw->outlog, st->key_id, env->seq, gw->scratch, (uint32_t)n);
   conn_t *c = gw_stream_conn(gw, st);
@@ -156,7 +164,7 @@ void gw_stream_send_idx(hg_gateway_t *gw, uint32_t s, env_t *env) {
 static int rt_from_file(conn_t *c, stream_t *st) {
   hg_gateway_t *gw = c->gw;
   size_t len = 0;
-  size_t room = gw->cfg.out_hard_cap - gw_conn_queued(c);
+  size_t room = gw->cfg.out_hard_cap - conn_queued(c);
   int rc = hg_outlog_read(gw->outlog, st->key_id, c->rt_next, c->out[c->fill] + c->out_len[c->fill],
                           room, &len);
   if (rc == -ENOBUFS) return 0;
@@ -180,7 +188,7 @@ void gw_rt_pump(conn_t *c) {
   if (st == NULL || !c->sess.retransmitting) return;
   uint64_t cap = gw->cfg.retransmit_bytes;
   while (c->rt_next < c->rt_end && c->used && !c->closing &&
-         gw_conn_queued(c) < gw->cfg.out_high_water / 2) {
+         conn_queued(c) < gw->cfg.out_high_water / 2) {
     if (c->rt_next < st->first_seq) { /* older than the ring: from the journal */
       int r = rt_from_file(c, st);
       if (r > 0) continue;
@@ -188,7 +196,7 @@ void gw_rt_pump(conn_t *c) {
       break;
     }
     logent_t *e = &st->ent[c->rt_next % gw->cfg.retransmit_frames];
-    if (gw_conn_queued(c) + e->len > gw->cfg.out_hard_cap) break;
+    if (conn_queued(c) + e->len > gw->cfg.out_hard_cap) break;
     uint64_t at = e->pos % cap;
     size_t first = e->len < cap - at ? e->len : (size_t)(cap - at);
     uint8_t *dst = c->out[c->fill] + c->out_len[c->fill];
@@ -253,7 +261,7 @@ static void on_write(uv_write_t *req, int status) {
     return;
   }
   if (c->closing) {
-    if (gw_conn_queued(c) == 0) {
+    if (conn_queued(c) == 0) {
       gw_conn_close(c);
     } else {
       conn_flush(c);
@@ -262,7 +270,7 @@ static void on_write(uv_write_t *req, int status) {
   }
   gw_rt_pump(c);
   conn_flush(c);
-  if (!c->reading && !c->closing && gw_conn_queued(c) <= gw->cfg.out_high_water / 2) {
+  if (!c->reading && !c->closing && conn_queued(c) <= gw->cfg.out_high_water / 2) {
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) {
       c->reading = 1;
       process_input(c);
@@ -354,6 +362,7 @@ static int peer_addr(uv_tcp_t *t, uint8_t out[16]) {
 void gw_unauth_release(hg_gateway_t *gw, conn_t *c) {
   if (!c->unauth) return;
   c->unauth = 0;
+  assert(gw->n_unauth > 0);
   gw->n_unauth--;
   peer_count_t *e = peer_find(gw, c->peer, false);
   if (e != NULL) peer_drop(gw, e);
@@ -368,6 +377,7 @@ void gw_conn_close(conn_t *c) {
   c->closing = 1;
   if (c->logged_in) {
     gw_release_stream_side(c);
+    assert(gw->n_sessions > 0);
     gw->n_sessions--;
   } else {
     gw_unauth_release(gw, c);

@@ -24,10 +24,8 @@ static void route_er(hg_gateway_t *gw, uint32_t stream, uint32_t account,
   if (gw->n_drop == 0) return;
   account_t *a = gw_account_find(gw, account);
   if (a == NULL) return;
-  er->has_drop_copy = 1;
-  er->drop_copy = 1;
-  er->has_account = 1;
-  er->account = account;
+  PB_SET(*er, drop_copy, 1);
+  PB_SET(*er, account, account);
   er->has_ref_seq = 0;
   for (uint32_t i = 0; i < gw->n_drop; i++) {
     conn_t *v = &gw->conns[gw->drop_list[i]];
@@ -45,34 +43,25 @@ static void er_base(Hourglass__V1__ExecutionReport *er, uint32_t type,
   hourglass__v1__execution_report__init(er);
   er->exec_type = type;
   er->instrument_id = ev->book.instrument_id;
-  er->has_engine_seq = 1;
-  er->engine_seq = ev->seq;
-  er->has_ts = 1;
-  er->ts = ev->ts;
+  PB_SET(*er, engine_seq, ev->seq);
+  PB_SET(*er, ts, ev->ts);
 }
 
 static void er_order(Hourglass__V1__ExecutionReport *er, uint64_t oid, uint64_t clordid,
                      int side, int64_t price, int64_t qty, int64_t leaves, uint32_t group) {
-  er->has_order_id = 1;
-  er->order_id = oid;
-  er->has_client_order_id = 1;
-  er->client_order_id = clordid;
-  er->has_side = 1;
-  er->side = (Hourglass__V1__Side)side;
-  er->has_price = 1;
-  er->price = price;
-  er->has_qty = 1;
-  er->qty = qty;
-  er->has_leaves = 1;
-  er->leaves = leaves;
+  PB_SET(*er, order_id, oid);
+  PB_SET(*er, client_order_id, clordid);
+  PB_SET(*er, side, (Hourglass__V1__Side)side);
+  PB_SET(*er, price, price);
+  PB_SET(*er, qty, qty);
+  PB_SET(*er, leaves, leaves);
   er->has_quote_group = group != 0;
   er->quote_group = group;
 }
 
 static void set_ref(Hourglass__V1__ExecutionReport *er, pending_t *p) {
   if (p == NULL || p->kind == P_INTERNAL) return;
-  er->has_ref_seq = 1;
-  er->ref_seq = p->ref_seq;
+  PB_SET(*er, ref_seq, p->ref_seq);
   p->replied = 1;
 }
 
@@ -121,13 +110,11 @@ static void book_rejected(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
   er.order_id = be->order_id;
   er.has_client_order_id = be->client_order_id != 0;
   er.client_order_id = be->client_order_id;
-  er.has_reason = 1;
-  er.reason = be->reason;
-  er.has_request = 1;
-  er.request = p != NULL && p->kind == P_QUOTE ? REQ(QUOTE)
+  PB_SET(er, reason, be->reason);
+  PB_SET(er, request, p != NULL && p->kind == P_QUOTE ? REQ(QUOTE)
                : be->cmd == HG_CMD_CANCEL      ? REQ(CANCEL)
                : be->cmd == HG_CMD_REPLACE     ? REQ(REPLACE)
-                                               : REQ(NEW_ORDER);
+                                               : REQ(NEW_ORDER));
   er.has_quote_group = p != NULL && p->quote_group != 0;
   er.quote_group = p != NULL ? p->quote_group : 0;
   /* The request as submitted (a cancel has no price or quantity). */
@@ -169,8 +156,7 @@ static void book_fill(hg_gateway_t *gw, const hg_exchange_event_t *ev) {
   er_base(&er, EXEC(FILL), ev);
   er_order(&er, be->maker_order_id, be->maker_client_order_id, be->side ^ 1, be->price,
            be->qty, be->maker_leaves, m != NULL ? m->quote_group : 0);
-  er.has_maker = 1;
-  er.maker = 1;
+  PB_SET(er, maker, 1);
   route_er(gw, gw_owner_stream(gw, m, be->maker_account), be->maker_account, &er);
   if (in != NULL) {
     Hourglass__V1__MarketDataTrade tr = HOURGLASS__V1__MARKET_DATA_TRADE__INIT;
@@ -215,8 +201,7 @@ static void on_book_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
     er_base(&er, EXEC(CANCELLED), ev);
     er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, 0,
              o != NULL ? o->quote_group : 0);
-    er.has_reason = 1;
-    er.reason = be->reason;
+    PB_SET(er, reason, be->reason);
     if (p != NULL && p->kind == P_CANCEL) set_ref(&er, p);
     route_er(gw, gw_owner_stream(gw, o, be->account), be->account, &er);
     if (o != NULL) gw_order_remove(gw, o);
@@ -232,8 +217,7 @@ static void on_book_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
     er_base(&er, EXEC(REPLACED), ev);
     er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, be->leaves,
              o != NULL ? o->quote_group : 0);
-    er.has_priority_kept = 1;
-    er.priority_kept = be->priority_kept;
+    PB_SET(er, priority_kept, be->priority_kept);
     set_ref(&er, p);
     route_er(gw, gw_owner_stream(gw, o, be->account), be->account, &er);
     break;
@@ -266,8 +250,7 @@ static void op_response(hg_gateway_t *gw, pending_t *p, const hg_exchange_event_
   r.ref_seq = p->ref_seq;
   r.has_reason = reason != 0;
   r.reason = reason;
-  r.has_engine_seq = 1;
-  r.engine_seq = ev->seq;
+  PB_SET(r, engine_seq, ev->seq);
   r.has_instrument_id = ev->instrument_id != 0;
   r.instrument_id = ev->instrument_id;
   r.has_account = ev->account != 0;
@@ -358,8 +341,12 @@ static pending_t *pending_of(hg_gateway_t *gw, uint64_t origin) {
 }
 
 static void retire(hg_gateway_t *gw, pending_t *p) {
+  assert(!p->done && gw->pend_tail < gw->pend_next);
   p->done = 1;
-  if (p->cmd.type == HG_COMMAND_NEW_ORDER) gw->orders_reserved--;
+  if (p->cmd.type == HG_COMMAND_NEW_ORDER) {
+    assert(gw->orders_reserved > 0);
+    gw->orders_reserved--;
+  }
   while (gw->pend_tail < gw->pend_next && gw_pend_at(gw, gw->pend_tail)->done) {
     gw_pend_at(gw, gw->pend_tail)->origin = 0;
     gw->pend_tail++;
@@ -369,7 +356,7 @@ static void retire(hg_gateway_t *gw, pending_t *p) {
 void gw_drain(hg_gateway_t *gw) {
   if (gw->pipe == NULL) return;
   for (;;) {
-    size_t n = hg_pipeline_poll(gw->pipe, gw->drain, sizeof gw->drain / sizeof gw->drain[0]);
+    size_t n = hg_pipeline_poll(gw->pipe, gw->drain, DRAIN_BATCH);
     if (n == 0) break;
     for (size_t i = 0; i < n; i++) {
       const hg_pipe_out_t *o = &gw->drain[i];

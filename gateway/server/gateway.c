@@ -6,17 +6,13 @@
  */
 #include "gateway_int.h"
 
+#include <limits.h>
+
 void gw_log(hg_gateway_t *gw, int level, const char *fmt, ...) {
-  char buf[256];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  hg_logline_v(gw->cfg.log, gw->cfg.log_ctx, "gateway", level, fmt, ap);
   va_end(ap);
-  if (gw->cfg.log != NULL) {
-    gw->cfg.log(gw->cfg.log_ctx, level, buf);
-  } else {
-    fprintf(stderr, "gateway: %s\n", buf);
-  }
 }
 
 uint64_t gw_now_wall(hg_gateway_t *gw) {
@@ -80,6 +76,10 @@ static void close_walk(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* Connections the kernel queues before accept: the usual SOMAXCONN cap;
+ * admission decides after accept (see "Admission" in hourglass/gateway.h). */
+#define LISTEN_BACKLOG 511
+
 /* How long a stop waits for the results of commands already submitted. */
 #define STOP_SETTLE_NS (2000ull * 1000000ull)
 #define STOP_WAIT_NS (10ll * 1000000ll)
@@ -123,7 +123,7 @@ static void on_stop(uv_async_t *a) {
   for (uint32_t i = 0; i < gw->n_conns; i++) gw_conn_close(&gw->conns[i]);
   /* Streams that sequenced frames while disconnected keep their numbering. */
   for (uint32_t s = 0; s < gw->n_streams; s++) {
-    char name[20];
+    char name[SEQ_NAME_LEN];
     gw_seq_name(name, gw->streams[s].key_id);
     int rc = hg_store_set_session_seq(gw->store, name, gw->streams[s].next_seq - 1);
     if (rc != 0) gw_log(gw, HG_PIPE_LOG_ERROR, "saving a stream seq: %s", hg_strerror(rc));
@@ -251,7 +251,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
     free_all(gw);
     return rc;
   }
-  char odir[4096];
+  char odir[PATH_MAX];
   snprintf(odir, sizeof odir, "%s/outlog", cfg_in->key_dir);
   hg_outlog_options_t oo = {
       .segment_size = cfg.outlog_segment_size,
@@ -356,7 +356,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   rc = uv_ip4_addr(gw->host, cfg.port, (struct sockaddr_in *)&addr);
   if (rc != 0) rc = uv_ip6_addr(gw->host, cfg.port, (struct sockaddr_in6 *)&addr);
   if (rc == 0) rc = uv_tcp_bind(&gw->listener, (const struct sockaddr *)&addr, 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&gw->listener, 511, gw_on_connection);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&gw->listener, LISTEN_BACKLOG, gw_on_connection);
   if (rc == 0) {
     struct sockaddr_storage bound;
     int len = sizeof bound;

@@ -103,6 +103,7 @@
 #include "hourglass/store.h"
 #include "hourglass/thread.h"
 #include "hourglass/wire.h"
+#include "logline.h"
 #include "outlog.h"
 #include "prefault.h"
 #include "session.h"
@@ -116,6 +117,8 @@ typedef Hourglass__V1__Envelope env_t;
 #define EXEC(x) HOURGLASS__V1__EXEC_TYPE__EXEC_##x
 #define REQ(x) HOURGLASS__V1__REQUEST_KIND__REQ_##x
 #define ISTATE(x) HOURGLASS__V1__INSTRUMENT_STATE__STATE_##x
+/* Sets an optional protobuf-c field of message m (a struct, not a pointer). */
+#define PB_SET(m, f, v) ((m).has_##f = 1, (m).f = (v))
 
 #define ORIGIN_TAG (0x47ull << 56) /* 'G': origins of our own submissions */
 #define ORIGIN_MASK ((1ull << 56) - 1)
@@ -275,6 +278,17 @@ typedef struct refusal {
 } refusal_t;
 
 #define N_REFUSALS 32      /* refusals closing at once; beyond, accepting waits */
+/* The encoded Terminate(TERM_SERVER_BUSY) with its text: the 1-byte length
+ * prefix, envelope tag and length (4), code (2) and the text's tag, length
+ * and 35 bytes come to under 50; create fails if it ever outgrows this. */
+#define BUSY_FRAME_MAX 96
+/* Pipeline records taken per hg_pipeline_poll(): drain loops until the ring
+ * is empty, so this sets only how many one poll copies. */
+#define DRAIN_BATCH 256
+/* Store name of a stream's last seq: 'o', 16 hex digits of the key, NUL. */
+#define SEQ_NAME_LEN (1 + 16 + 1)
+/* Store name of a used session id: 'u', the key and the id in hex, NUL. */
+#define USED_NAME_LEN (1 + 16 + 2 * HG_WIRE_SESSION_ID_LEN + 1)
 
 typedef struct u64map {
   uint64_t *keys;          /* 0: empty */
@@ -346,7 +360,7 @@ struct hg_gateway {
   refusal_t *refusals;     /* N_REFUSALS */
   uint32_t free_refusal;   /* free list; NONE32 */
   int accept_waiting;      /* a connection was left unaccepted: the listener waits */
-  uint8_t busy_frame[96];  /* Terminate(TERM_SERVER_BUSY), encoded at create */
+  uint8_t busy_frame[BUSY_FRAME_MAX]; /* Terminate(TERM_SERVER_BUSY), encoded at create */
   size_t busy_len;
   uint32_t *drop_list;     /* conn indexes of subscribed risk viewers */
   uint32_t n_drop;
@@ -390,7 +404,7 @@ struct hg_gateway {
   hg_wire_arena_t arena;
   uint8_t *arena_buf;
   uint8_t *scratch;        /* encode buffer */
-  hg_pipe_out_t drain[256];
+  hg_pipe_out_t drain[DRAIN_BATCH]; /* one hg_pipeline_poll() batch */
 
   _Atomic uint64_t st_connections, st_logins, st_login_rejects, st_terminations, st_frames_in,
       st_frames_out, st_submitted, st_busy, st_throttled, st_refused;
@@ -451,12 +465,15 @@ void gw_position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument, in
 void gw_ledger_event(hg_gateway_t *gw, const hg_exchange_event_t *ev);
 
 /* conn.c: connection I/O and framing: output queues and flushes, */
-size_t gw_conn_queued(const conn_t *c);
 void gw_flush_dirty(hg_gateway_t *gw);
 bool gw_conn_send_raw(conn_t *c, const uint8_t *bytes, size_t len);
 size_t gw_encode(hg_gateway_t *gw, const env_t *env);
 void gw_conn_send(conn_t *c, const env_t *env);
 void gw_conn_terminate(conn_t *c, uint32_t code, const char *text);
+/* Its last frame is queued: reads no more and closes once the queue is
+ * written (or a second later: the timer cuts off a peer that does not
+ * read). */
+void gw_conn_end(conn_t *c);
 stream_t *gw_conn_stream(conn_t *c);
 conn_t *gw_stream_conn(hg_gateway_t *gw, stream_t *st);
 void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env);

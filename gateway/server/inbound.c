@@ -27,7 +27,7 @@ stream_t *gw_stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t *id
     /* Once per key, at its first login: both are rings every frame goes through. */
     hg_prefault(st->log, gw->cfg.retransmit_bytes);
     hg_prefault(st->ent, (size_t)gw->cfg.retransmit_frames * sizeof *st->ent);
-    char name[20];
+    char name[SEQ_NAME_LEN];
     gw_seq_name(name, k->key_id);
     uint64_t last = 0;
     if (hg_store_get_session_seq(gw->store, name, &last) != 0) last = 0;
@@ -65,13 +65,7 @@ static void login_reject(conn_t *c, uint32_t code, const char *text) {
   gw_conn_send(c, &env);
   STAT_ADD(c->gw, st_login_rejects);
   if (!c->used) return;
-  c->closing = 1;
-  c->closing_since = now_mono();
-  if (c->reading) {
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    c->reading = 0;
-  }
-  if (gw_conn_queued(c) == 0) gw_conn_close(c);
+  gw_conn_end(c);
 }
 
 static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
@@ -103,7 +97,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   }
   /* Used ids: the journal's in-memory set, then (read only, no commit) ids
    * an earlier version recorded in the key store. */
-  char name[1 + 16 + 32 + 1];
+  char name[USED_NAME_LEN];
   gw_used_name(name, lg->key_id, lg->session_id.data);
   uint64_t dummy;
   rc = hg_outlog_sid_used(gw->outlog, lg->key_id, lg->session_id.data)
@@ -152,10 +146,8 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   ack.keepalive_ms = ka;
   ack.next_seq = st->next_seq;
   ack.server_time_ns = gw_now_wall(gw);
-  ack.has_cancel_on_disconnect = 1;
-  ack.cancel_on_disconnect = c->cod;
-  ack.has_epoch = 1;
-  ack.epoch = gw->epoch;
+  PB_SET(ack, cancel_on_disconnect, c->cod);
+  PB_SET(ack, epoch, gw->epoch);
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(LOGIN_ACK);
   env.login_ack = &ack;
@@ -201,8 +193,7 @@ static void handle_retransmit(conn_t *c, stream_t *st, const Hourglass__V1__Retr
     reason = rt_check_file(gw, st, r->from_seq, r->count);
   }
   if (reason != 0) {
-    m.has_reason = 1;
-    m.reason = reason;
+    PB_SET(m, reason, reason);
   }
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(RETRANSMISSION);

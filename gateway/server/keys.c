@@ -149,10 +149,14 @@ int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_
   return 0;
 }
 
+/* The loader's line buffer: a line of up to 510 bytes, its newline and the
+ * NUL (a longer line is refused unless what is cut off is comment). */
+#define KEYS_LINE_BUF 512
+
 int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line) {
   FILE *f = fopen(path, "r");
   if (f == NULL) return -errno;
-  char buf[512];
+  char buf[KEYS_LINE_BUF];
   unsigned ln = 0;
   int rc = 0;
   while (rc == 0 && fgets(buf, sizeof buf, f) != NULL) {

@@ -84,7 +84,8 @@ void gw_instr_reference(instr_t *in, int64_t ref, int64_t lo, int64_t hi) {
 }
 
 /* Adds an instrument (listing or seed); its level arrays hold one level per
- * possible resting order (allocated here, kept across relistings that fit). NULL when the table is full or memory is short. */
+ * possible resting order (allocated here, kept across relistings that fit).
+ * NULL when the table is full or memory is short. */
 instr_t *gw_instr_add(hg_gateway_t *gw, uint32_t id, const char *symbol,
                       const hg_book_params_t *params, uint32_t state) {
   instr_t *in = gw_instr_find(gw, id);
@@ -174,10 +175,12 @@ order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stre
   order_link(gw, i);
   gw_map_put(&gw->order_map, o->order_id, i);
   gw->n_orders++;
+  assert(gw->n_orders <= gw->cfg.max_orders);
   return o;
 }
 
 void gw_order_remove(hg_gateway_t *gw, order_t *o) {
+  assert(o->order_id != 0); /* a live entry, not one of the free list */
   uint32_t i = (uint32_t)(o - gw->orders);
   if (o->stream != NONE32) {
     stream_t *st = &gw->streams[o->stream];
@@ -192,6 +195,7 @@ void gw_order_remove(hg_gateway_t *gw, order_t *o) {
   o->order_id = 0;
   o->next = gw->free_order;
   gw->free_order = i;
+  assert(gw->n_orders > 0);
   gw->n_orders--;
 }
 

@@ -137,6 +137,10 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
  * request takes (the client splits bigger files). */
 #define MAX_SAMPLES_PER_REQUEST 1024u
 
+/* A SettlementResult's text: the longest message (samples refused, with two
+ * 10-digit numbers) is under 60 bytes. */
+#define SETTLE_TEXT_MAX 96
+
 /* env's settlement body (samples [from, from + n) for PublishSamples) as a
  * journal command. Returns 0 or REJ_INVALID_REQUEST. */
 static uint32_t settle_build(const env_t *env, size_t from, size_t n, hg_command_t *cmd) {
@@ -175,10 +179,8 @@ static void settle_refuse(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, u
                           uint32_t reason, const char *text) {
   Hourglass__V1__SettlementResult r = HOURGLASS__V1__SETTLEMENT_RESULT__INIT;
   r.ref_seq = ref_seq;
-  r.has_reason = 1;
-  r.reason = reason;
-  r.has_command = 1;
-  r.command = command;
+  PB_SET(r, reason, reason);
+  PB_SET(r, command, command);
   r.text = (char *)text;
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(SETTLEMENT_RESULT);
@@ -204,7 +206,7 @@ static void handle_settlement(conn_t *c, uint32_t si, const env_t *env) {
   for (uint32_t k = 0; k < parts; k++) {
     size_t from = (size_t)k * per, n = total - from < per ? total - from : per;
     if (settle_build(env, from, n, &cmd) != 0) {
-      char text[96];
+      char text[SETTLE_TEXT_MAX];
       if (parts > 1) {
         snprintf(text, sizeof text, "invalid field among samples %zu..%zu (0-based)", from,
                  from + n - 1);
@@ -382,12 +384,11 @@ void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o) {
   Hourglass__V1__SettlementResult r = HOURGLASS__V1__SETTLEMENT_RESULT__INIT;
   Hourglass__V1__MissingDay md[SACC_MISSING];
   Hourglass__V1__MissingDay *mdp[SACC_MISSING];
-  char text[96];
+  char text[SETTLE_TEXT_MAX];
   r.ref_seq = p->ref_seq;
   r.has_reason = a->reason != 0;
   r.reason = a->reason;
-  r.has_command = 1;
-  r.command = p->cmd.type;
+  PB_SET(r, command, p->cmd.type);
   r.has_engine_seq = a->engine_seq != 0;
   r.engine_seq = a->engine_seq;
   r.has_error = a->error != 0;
@@ -396,16 +397,12 @@ void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o) {
   r.day = a->day;
   switch (p->cmd.type) {
   case HG_COMMAND_SET_PROVIDER_GRADE:
-    r.has_day = 1;
-    r.day = p->cmd.u.provider_grade.effective_day;
+    PB_SET(r, day, p->cmd.u.provider_grade.effective_day);
     break;
   case HG_COMMAND_PUBLISH_SAMPLES:
-    r.has_samples_accepted = 1;
-    r.samples_accepted = a->samples_accepted;
-    r.has_samples_staged = 1;
-    r.samples_staged = a->samples_staged;
-    r.has_day = 1;
-    r.day = p->cmd.u.samples.day;
+    PB_SET(r, samples_accepted, a->samples_accepted);
+    PB_SET(r, samples_staged, a->samples_staged);
+    PB_SET(r, day, p->cmd.u.samples.day);
     if (a->reason != 0 && a->reject_to >= a->reject_from && a->reject_to != 0) {
       snprintf(text, sizeof text, "samples %u..%u (0-based) refused", a->reject_from,
                a->reject_to);
@@ -417,12 +414,10 @@ void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o) {
     }
     break;
   case HG_COMMAND_DISCARD_SAMPLES:
-    r.has_samples_discarded = 1;
-    r.samples_discarded = a->samples_discarded;
+    PB_SET(r, samples_discarded, a->samples_discarded);
     break;
   case HG_COMMAND_DAILY_SETTLEMENT:
-    r.has_day = 1;
-    r.day = p->cmd.u.daily.day;
+    PB_SET(r, day, p->cmd.u.daily.day);
     if (a->reason == REJ(NOT_IN_STATE) || a->reason == REJ(ALREADY_SETTLED)) {
       char d[11];
       hg_index_day_format(p->cmd.u.daily.day, d);
@@ -435,48 +430,32 @@ void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o) {
       r.text = text;
     }
     if (a->cycle) {
-      r.has_contracts_settled = 1;
-      r.contracts_settled = a->dsp_total;
-      r.has_vm_sum = 1;
-      r.vm_sum = a->vm_sum;
-      r.has_vm_paid = 1;
-      r.vm_paid = a->vm_paid;
-      r.has_vm_received = 1;
-      r.vm_received = a->vm_received;
-      r.has_vm_entries = 1;
-      r.vm_entries = a->vm_entries;
-      r.has_day_orders_expired = 1;
-      r.day_orders_expired = a->day_orders;
+      PB_SET(r, contracts_settled, a->dsp_total);
+      PB_SET(r, vm_sum, a->vm_sum);
+      PB_SET(r, vm_paid, a->vm_paid);
+      PB_SET(r, vm_received, a->vm_received);
+      PB_SET(r, vm_entries, a->vm_entries);
+      PB_SET(r, day_orders_expired, a->day_orders);
     }
     break;
   case HG_COMMAND_EXPIRE:
-    r.has_instrument_id = 1;
-    r.instrument_id = p->cmd.u.expire.instrument_id;
+    PB_SET(r, instrument_id, p->cmd.u.expire.instrument_id);
     if (a->expired) {
-      r.has_fsp = 1;
-      r.fsp = a->fsp;
-      r.has_positions_closed = 1;
-      r.positions_closed = a->positions_closed;
-      r.has_final_sum = 1;
-      r.final_sum = a->final_sum;
-      r.has_orders_cancelled = 1;
-      r.orders_cancelled = a->orders_cancelled;
+      PB_SET(r, fsp, a->fsp);
+      PB_SET(r, positions_closed, a->positions_closed);
+      PB_SET(r, final_sum, a->final_sum);
+      PB_SET(r, orders_cancelled, a->orders_cancelled);
     }
     break;
   default:
     break;
   }
   if (a->has_fixing) {
-    r.has_fixing_value = 1;
-    r.fixing_value = a->fixing_value;
-    r.has_fixing_tier = 1;
-    r.fixing_tier = a->fixing_tier;
-    r.has_fixing_status = 1;
-    r.fixing_status = a->fixing_status;
-    r.has_fixing_kind = 1;
-    r.fixing_kind = a->fixing_kind;
-    r.has_fixing_outcome = 1;
-    r.fixing_outcome = a->fixing_outcome;
+    PB_SET(r, fixing_value, a->fixing_value);
+    PB_SET(r, fixing_tier, a->fixing_tier);
+    PB_SET(r, fixing_status, a->fixing_status);
+    PB_SET(r, fixing_kind, a->fixing_kind);
+    PB_SET(r, fixing_outcome, a->fixing_outcome);
     r.has_fixing_inputs = a->fixing_inputs != 0;
     r.fixing_inputs = a->fixing_inputs;
   }

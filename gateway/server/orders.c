@@ -39,6 +39,7 @@ uint32_t gw_submit(hg_gateway_t *gw, const hg_command_t *cmd, uint32_t kind, uin
   p->cod = c != NULL ? c->cod : 0;
   p->cmd = *cmd;
   gw->pend_next++;
+  assert(gw->pend_next - gw->pend_tail <= gw->cfg.pending_capacity);
   if (cmd->type == HG_COMMAND_NEW_ORDER) gw->orders_reserved++;
   STAT_ADD(gw, st_submitted);
   if (out != NULL) *out = p;
@@ -60,8 +61,7 @@ void gw_send_response(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, uint3
 
 void gw_er_echo(Hourglass__V1__ExecutionReport *er, reject_echo_t x) {
   if (x.side >= 0) {
-    er->has_side = 1;
-    er->side = (Hourglass__V1__Side)x.side;
+    PB_SET(*er, side, (Hourglass__V1__Side)x.side);
   }
   if (x.side >= 0 || x.price != 0 || x.qty != 0) {
     er->has_price = er->has_qty = 1;
@@ -96,12 +96,9 @@ void gw_send_order_reject(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, u
   er.order_id = order_id;
   er.has_client_order_id = clordid != 0;
   er.client_order_id = clordid;
-  er.has_reason = 1;
-  er.reason = reason;
-  er.has_request = 1;
-  er.request = req;
-  er.has_ref_seq = 1;
-  er.ref_seq = ref_seq;
+  PB_SET(er, reason, reason);
+  PB_SET(er, request, req);
+  PB_SET(er, ref_seq, ref_seq);
   er.has_quote_group = quote_group != 0;
   er.quote_group = quote_group;
   gw_er_echo(&er, echo);
@@ -317,16 +314,11 @@ void gw_handle_order_status(conn_t *c, stream_t *st, uint32_t si, const env_t *e
   m.order_id = r->order_id;
   m.live = o != NULL;
   if (o != NULL) {
-    m.has_client_order_id = 1;
-    m.client_order_id = o->client_order_id;
-    m.has_side = 1;
-    m.side = (Hourglass__V1__Side)o->side;
-    m.has_price = 1;
-    m.price = o->price;
-    m.has_qty = 1;
-    m.qty = o->qty;
-    m.has_leaves = 1;
-    m.leaves = o->leaves;
+    PB_SET(m, client_order_id, o->client_order_id);
+    PB_SET(m, side, (Hourglass__V1__Side)o->side);
+    PB_SET(m, price, o->price);
+    PB_SET(m, qty, o->qty);
+    PB_SET(m, leaves, o->leaves);
     m.has_quote_group = o->quote_group != 0;
     m.quote_group = o->quote_group;
   }

@@ -67,8 +67,7 @@ static void md_snapshot(conn_t *c, instr_t *in, uint32_t depth, uint64_t ref_seq
   m.bids = ptr[0];
   m.n_asks = n[1];
   m.asks = ptr[1];
-  m.has_ref_seq = 1;
-  m.ref_seq = ref_seq;
+  PB_SET(m, ref_seq, ref_seq);
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(MD_SNAPSHOT);
   env.md_snapshot = &m;
@@ -250,8 +249,7 @@ void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
     const hg_ledger_entry_t *x = &gw->ledger[k - 1];
     if (x->index < r->from_index || (inst != 0 && x->instrument != inst)) continue;
     if (n == page) {
-      m.has_next_index = 1;
-      m.next_index = x->index;
+      PB_SET(m, next_index, x->index);
       break;
     }
     hourglass__v1__ledger_entry__init(&le[n]);
@@ -270,14 +268,12 @@ void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
     lp[n] = &le[n];
     n++;
   }
-  m.has_account = 1;
-  m.account = acct;
+  PB_SET(m, account, acct);
   m.has_instrument_id = inst != 0;
   m.instrument_id = inst;
   m.n_entries = n;
   m.entries = lp;
-  m.has_cash = 1;
-  m.cash = a->cash;
+  PB_SET(m, cash, a->cash);
   m.n_positions = np;
   m.positions = pp;
   gw_stream_send_idx(gw, si, &out);
