@@ -121,27 +121,21 @@ static void trade_everywhere(gt_client_t *a, gt_client_t *b, uint32_t n) {
   }
 }
 
-static env_t *ask_positions(gt_client_t *c) {
+/* Sends a PositionsRequest or StatementRequest (all defaults: own account)
+ * and returns the reply to it. */
+static env_t *ask(gt_client_t *c, uint32_t body) {
   Hourglass__V1__PositionsRequest pr = HOURGLASS__V1__POSITIONS_REQUEST__INIT;
-  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(POSITIONS_REQUEST);
-  q.positions_request = &pr;
-  assert_int_equal(gt_send(c, &q), 0);
-  env_t *e = gt_expect(c, BODY(POSITIONS), 3000);
-  assert_non_null(e);
-  assert_int_equal(e->positions->ref_seq, c->seq);
-  return e;
-}
-
-static env_t *ask_statement(gt_client_t *c) {
   Hourglass__V1__StatementRequest sr = HOURGLASS__V1__STATEMENT_REQUEST__INIT;
   env_t q = HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(STATEMENT_REQUEST);
-  q.statement_request = &sr;
+  q.body_case = body;
+  if (body == BODY(POSITIONS_REQUEST)) q.positions_request = &pr;
+  else q.statement_request = &sr;
   assert_int_equal(gt_send(c, &q), 0);
-  env_t *e = gt_expect(c, BODY(STATEMENT), 3000);
+  uint32_t reply = body == BODY(POSITIONS_REQUEST) ? BODY(POSITIONS) : BODY(STATEMENT);
+  env_t *e = gt_expect(c, reply, 3000);
   assert_non_null(e);
-  assert_int_equal(e->statement->ref_seq, c->seq);
+  assert_int_equal(body == BODY(POSITIONS_REQUEST) ? e->positions->ref_seq : e->statement->ref_seq,
+                   c->seq);
   return e;
 }
 
@@ -158,7 +152,7 @@ static void test_all_positions(void **state) {
   assert_true(gt_login(&b, s.port, TB, 0, 0) != 0);
   trade_everywhere(&a, &b, N);
 
-  env_t *e = ask_positions(&a);
+  env_t *e = ask(&a, BODY(POSITIONS_REQUEST));
   assert_false(e->positions->has_reason);
   assert_int_equal(e->positions->account, ACC_A);
   assert_int_equal(e->positions->n_positions, N);
@@ -167,11 +161,11 @@ static void test_all_positions(void **state) {
     assert_int_equal(e->positions->positions[k]->net_qty, 1);
     assert_int_equal(e->positions->positions[k]->bought_qty, 1);
   }
-  e = ask_positions(&b);
+  e = ask(&b, BODY(POSITIONS_REQUEST));
   assert_int_equal(e->positions->n_positions, N);
   assert_int_equal(e->positions->positions[N - 1]->net_qty, -1);
 
-  e = ask_statement(&a);
+  e = ask(&a, BODY(STATEMENT_REQUEST));
   assert_false(e->statement->has_reason);
   assert_int_equal(e->statement->n_positions, N);
   assert_int_equal(e->statement->positions[N - 1]->instrument_id, N);
@@ -195,11 +189,11 @@ static void test_too_many_for_the_frame(void **state) {
   assert_true(gt_login(&b, s.port, TB, 0, 0) != 0);
   trade_everywhere(&a, &b, N);
 
-  env_t *e = ask_positions(&a);
+  env_t *e = ask(&a, BODY(POSITIONS_REQUEST));
   assert_true(e->positions->has_reason);
   assert_int_equal(e->positions->reason, REJ(GATEWAY_FULL));
   assert_int_equal(e->positions->n_positions, 0);
-  e = ask_statement(&a);
+  e = ask(&a, BODY(STATEMENT_REQUEST));
   assert_true(e->statement->has_reason);
   assert_int_equal(e->statement->reason, REJ(GATEWAY_FULL));
   assert_int_equal(e->statement->n_positions, 0);
