@@ -326,8 +326,11 @@ typedef struct settle_acc {
   uint32_t n_listed;
 } settle_acc_t;
 
+/* The gateway. Every field belongs to the owner thread until
+ * hg_gateway_start and to the loop thread from then until the loop exits
+ * (joined by hg_gateway_stop), except where a field says otherwise. */
 struct hg_gateway {
-  hg_gateway_config_t cfg;
+  hg_gateway_config_t cfg; /* read only after create */
   char host[64];
   hg_store_t *store;
   hg_outlog_t *outlog;     /* owned; loop thread once started */
@@ -337,17 +340,17 @@ struct hg_gateway {
   uv_async_t wake;
   uv_async_t stop_async;
   uv_timer_t timer;
-  pthread_t thread;
-  int attached, started, stopped, loop_open;
+  pthread_t thread;        /* owner thread: started and joined there */
+  int attached, started, stopped, loop_open; /* owner thread */
   int stopping;            /* loop thread: on_stop is closing the sessions */
   uint64_t epoch;          /* this start's exchange epoch (LoginAck.epoch); set at start */
   /* Loop thread: inside on_read, submits defer the engine's wake-up to one
    * hg_pipeline_kick() at the end of the read (kick_due says one is owed),
    * so the frames of one read cost one engine wake-up, not one each. */
   int in_read, kick_due;
-  uint16_t port;
-  atomic_int live;         /* notify may call uv_async_send */
-  atomic_int notifying;    /* notifies in progress */
+  uint16_t port;           /* set at create; any thread reads it */
+  atomic_int live;         /* notify may call uv_async_send; any thread */
+  atomic_int notifying;    /* notifies in progress; any thread */
 
   conn_t *conns;
   uint32_t n_conns;
@@ -406,6 +409,7 @@ struct hg_gateway {
   uint8_t *scratch;        /* encode buffer */
   hg_pipe_out_t drain[DRAIN_BATCH]; /* one hg_pipeline_poll() batch */
 
+  /* Counters: written by the loop thread, read by hg_gateway_stats on any. */
   _Atomic uint64_t st_connections, st_logins, st_login_rejects, st_terminations, st_frames_in,
       st_frames_out, st_submitted, st_busy, st_throttled, st_refused;
   _Atomic uint32_t st_sessions, st_unauth;
@@ -438,12 +442,13 @@ typedef struct reject_echo {
 
 #define NO_ECHO ((reject_echo_t){-1, 0, 0})
 
-/* gateway.c: lifecycle: config defaults, create, start, stop, destroy, stats, */
+/* gateway.c: lifecycle and the loop thread. */
 void gw_log(hg_gateway_t *gw, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t gw_now_wall(hg_gateway_t *gw);
 
-/* mirror.c: the engine-state mirror: the u64 -> u32 hash map, instruments */
+/* mirror.c: the engine-state mirror (hash map, instruments and levels,
+ * orders, accounts, positions, ledger copy). */
 int gw_map_init(u64map_t *m, uint32_t entries);
 void gw_map_free(u64map_t *m);
 uint32_t gw_map_get(const u64map_t *m, uint64_t k);
@@ -464,7 +469,7 @@ void gw_position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument, in
                      int64_t qty);
 void gw_ledger_event(hg_gateway_t *gw, const hg_exchange_event_t *ev);
 
-/* conn.c: connection I/O and framing: output queues and flushes, */
+/* conn.c: connection I/O and framing, streams, admission. */
 void gw_flush_dirty(hg_gateway_t *gw);
 bool gw_conn_send_raw(conn_t *c, const uint8_t *bytes, size_t len);
 size_t gw_encode(hg_gateway_t *gw, const env_t *env);
@@ -484,17 +489,17 @@ void gw_conn_close(conn_t *c);
 void gw_on_connection(uv_stream_t *server, int status);
 const char *gw_refusal_text(uint32_t code);
 
-/* keys.c: the API key store (LMDB records, store names of session ids and */
+/* keys.c: the API key store and the keys file. */
 void gw_used_name(char *out, uint64_t key_id, const uint8_t *sid);
 void gw_seq_name(char *out, uint64_t key_id);
 int gw_key_load(hg_gateway_t *gw, uint64_t key_id, hg_key_record_t *out);
 int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace);
 
-/* inbound.c: the inbound session layer: Login (key check, session id reuse, */
+/* inbound.c: login, retransmission requests, frame dispatch. */
 stream_t *gw_stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t *idx);
 void gw_handle_frame(conn_t *c, const uint8_t *body, size_t len);
 
-/* orders.c: order entry: submitting commands to the pipeline (the pending */
+/* orders.c: submitting, the gateway's own rejects, order entry, quotes. */
 pending_t *gw_pend_at(hg_gateway_t *gw, uint64_t counter);
 uint32_t gw_submit(hg_gateway_t *gw, const hg_command_t *cmd, uint32_t kind, uint32_t stream,
                    conn_t *c, uint64_t ref_seq, pending_t **out);
@@ -520,7 +525,7 @@ void gw_handle_mass_quote(conn_t *c, stream_t *st, uint32_t si, const env_t *env
 void gw_handle_quote_reset(conn_t *c, stream_t *st, uint32_t si, const env_t *env);
 void gw_mmp_fill(hg_gateway_t *gw, order_t *o, int64_t qty, uint64_t ts);
 
-/* query.c: requests answered from the mirror: market data subscriptions and */
+/* query.c: market data, positions, statements, instruments. */
 void gw_md_send_all(hg_gateway_t *gw, instr_t *in, env_t *env);
 void gw_md_status(hg_gateway_t *gw, instr_t *in);
 bool gw_md_unsubscribe(conn_t *c, instr_t *in);
@@ -532,12 +537,12 @@ void gw_handle_md_subscribe(conn_t *c, uint32_t si, const env_t *env);
 void gw_handle_md_unsubscribe(conn_t *c, uint32_t si, const env_t *env);
 void gw_handle_drop_copy(conn_t *c, uint32_t si, const env_t *env);
 
-/* operator.c: operator requests (listing, halts, accounts, cash, API keys) */
+/* operator.c: operator and settlement requests. */
 void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env);
 void gw_settle_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p);
 void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o);
 
-/* events.c: event routing: drains the pipeline's output, keeps the mirror up */
+/* events.c: routing of the pipeline's output. */
 uint32_t gw_owner_stream(hg_gateway_t *gw, const order_t *o, uint32_t account);
 void gw_drain(hg_gateway_t *gw);
 
