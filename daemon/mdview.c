@@ -4,9 +4,10 @@
  * Structure. Slots, one per instrument id ever seen (ids are not dense, so a
  * slot table scanned linearly; instrument counts are small and the last hit
  * is cached). Each slot has two halves:
- *  - work (consumer thread only): every price level the events reported,
- *    per side in a sorted array (best first; a level is a binary search and
- *    a memmove), a ring of recent trades and public counters;
+ *  - work (consumer thread only): the price levels the events reported,
+ *    per side an hourglass/levels.h side of HG_MD_WORK_LEVELS levels (the
+ *    best kept; an overflow sets info.depth_truncated), a ring of recent
+ *    trades and public counters;
  *  - pub (under the mutex): the top `depth` levels per side, the recent
  *    trades newest first and a copy of the counters.
  * plus a seqlock carrying top of book for lock-free readers. The consumer
@@ -34,8 +35,7 @@ const uint64_t hg_md_lat_bounds_ns[HG_MD_LAT_BUCKETS] = {
 
 typedef struct work {
   hg_md_instrument_t info;
-  hg_md_level_t *lv[2]; /* [HG_SIDE_BUY] descending, [HG_SIDE_SELL] ascending */
-  uint32_t n[2];
+  hg_levels_t lv[2];    /* [HG_SIDE_BUY], [HG_SIDE_SELL]; storage owned here */
   hg_md_trade_t *tr;    /* ring of tcap */
   uint32_t tr_head;     /* next write */
   uint32_t tr_count;
@@ -93,13 +93,15 @@ int hg_mdview_create(uint32_t max_instruments, uint32_t depth, uint32_t trades,
   for (uint32_t i = 0; ok && i < v->cap; i++) {
     work_t *w = &v->work[i];
     pub_t *p = &v->pub[i];
-    w->lv[0] = calloc(HG_MD_WORK_LEVELS, sizeof(hg_md_level_t));
-    w->lv[1] = calloc(HG_MD_WORK_LEVELS, sizeof(hg_md_level_t));
+    hg_level_t *bids = calloc(HG_MD_WORK_LEVELS, sizeof *bids);
+    hg_level_t *asks = calloc(HG_MD_WORK_LEVELS, sizeof *asks);
+    if (bids != NULL) hg_levels_init(&w->lv[HG_SIDE_BUY], HG_LEVELS_BID, bids, HG_MD_WORK_LEVELS);
+    if (asks != NULL) hg_levels_init(&w->lv[HG_SIDE_SELL], HG_LEVELS_ASK, asks, HG_MD_WORK_LEVELS);
     w->tr = calloc(trades, sizeof(hg_md_trade_t));
     p->lv[0] = calloc(depth, sizeof(hg_md_level_t));
     p->lv[1] = calloc(depth, sizeof(hg_md_level_t));
     p->tr = calloc(trades, sizeof(hg_md_trade_t));
-    ok = w->lv[0] && w->lv[1] && w->tr && p->lv[0] && p->lv[1] && p->tr;
+    ok = bids && asks && w->tr && p->lv[0] && p->lv[1] && p->tr;
     hg_seqlock_init(&v->tob[i]);
   }
   if (!ok) {
@@ -114,8 +116,8 @@ void hg_mdview_destroy(hg_mdview_t *v) {
   if (v == NULL) return;
   for (uint32_t i = 0; i < v->cap; i++) {
     if (v->work != NULL) {
-      free(v->work[i].lv[0]);
-      free(v->work[i].lv[1]);
+      free(v->work[i].lv[0].lv);
+      free(v->work[i].lv[1].lv);
       free(v->work[i].tr);
     }
     if (v->pub != NULL) {
@@ -160,44 +162,16 @@ static work_t *slot(hg_mdview_t *v, uint32_t id, int create) {
 }
 
 static void reset_book(work_t *w) {
-  w->n[0] = w->n[1] = 0;
+  hg_levels_clear(&w->lv[0]);
+  hg_levels_clear(&w->lv[1]);
   w->info.depth_truncated = 0;
 }
 
-/* Sort key: ascending key = best first on both sides. */
-static int64_t key_of(int side, int64_t price) { return side == HG_SIDE_BUY ? -price : price; }
-
+/* A level event; an overflow (hourglass/levels.h keeps the best
+ * HG_MD_WORK_LEVELS) is flagged in the instrument until its book resets. */
 static void set_level(work_t *w, int side, int64_t price, int64_t qty) {
   if (side != HG_SIDE_BUY && side != HG_SIDE_SELL) return;
-  hg_md_level_t *a = w->lv[side];
-  uint32_t n = w->n[side], lo = 0, hi = n;
-  int64_t k = key_of(side, price);
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (key_of(side, a[mid].price) < k)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo < n && a[lo].price == price) {
-    if (qty > 0) {
-      a[lo].qty = qty;
-    } else {
-      memmove(&a[lo], &a[lo + 1], (n - lo - 1) * sizeof *a);
-      w->n[side] = n - 1;
-    }
-    return;
-  }
-  if (qty <= 0) return;
-  if (n == HG_MD_WORK_LEVELS) {
-    w->info.depth_truncated = 1;
-    if (lo == n) return; /* worse than everything kept */
-    n--;                 /* drop the worst level to make room */
-  }
-  memmove(&a[lo + 1], &a[lo], (n - lo) * sizeof *a);
-  a[lo].price = price;
-  a[lo].qty = qty;
-  w->n[side] = n + 1;
+  if (hg_levels_set(&w->lv[side], price, qty) != 0) w->info.depth_truncated = 1;
 }
 
 static void add_trade(hg_mdview_t *v, work_t *w, const hg_exchange_event_t *ev) {
@@ -329,13 +303,13 @@ void hg_mdview_apply(hg_mdview_t *v, const hg_pipe_out_t *recs, size_t n, uint64
 static void write_tob(hg_mdview_t *v, uint32_t i) {
   const work_t *w = &v->work[i];
   hg_tob_t t = {0};
-  if (w->n[HG_SIDE_BUY] > 0) {
-    t.bid_px = w->lv[HG_SIDE_BUY][0].price;
-    t.bid_qty = w->lv[HG_SIDE_BUY][0].qty;
+  if (w->lv[HG_SIDE_BUY].n > 0) {
+    t.bid_px = w->lv[HG_SIDE_BUY].lv[0].price;
+    t.bid_qty = w->lv[HG_SIDE_BUY].lv[0].qty;
   }
-  if (w->n[HG_SIDE_SELL] > 0) {
-    t.ask_px = w->lv[HG_SIDE_SELL][0].price;
-    t.ask_qty = w->lv[HG_SIDE_SELL][0].qty;
+  if (w->lv[HG_SIDE_SELL].n > 0) {
+    t.ask_px = w->lv[HG_SIDE_SELL].lv[0].price;
+    t.ask_qty = w->lv[HG_SIDE_SELL].lv[0].qty;
   }
   t.last_px = w->info.last_price;
   t.last_qty = w->info.last_qty;
@@ -348,8 +322,8 @@ static void copy_pub(hg_mdview_t *v, uint32_t i) {
   pub_t *p = &v->pub[i];
   p->info = w->info;
   for (int s = 0; s < 2; s++) {
-    uint32_t k = w->n[s] < v->depth ? w->n[s] : v->depth;
-    memcpy(p->lv[s], w->lv[s], k * sizeof(hg_md_level_t));
+    uint32_t k = w->lv[s].n < v->depth ? w->lv[s].n : v->depth;
+    memcpy(p->lv[s], w->lv[s].lv, k * sizeof(hg_md_level_t));
     p->n[s] = k;
   }
   for (uint32_t j = 0; j < w->tr_count; j++)

@@ -28,16 +28,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hourglass/levels.h"
 #include "hourglass/pipeline.h"
 #include "hourglass/seqlock.h"
 
-/* Working depth kept per side; levels past it are dropped (and flagged). */
+/* Working depth kept per side: the best HG_MD_WORK_LEVELS levels
+ * (hourglass/levels.h's overflow rule); depth_truncated says one was
+ * evicted or dropped. */
 #define HG_MD_WORK_LEVELS 4096
 
-typedef struct hg_md_level {
-  int64_t price; /* ticks */
-  int64_t qty;   /* contracts */
-} hg_md_level_t;
+/* A published level: price in ticks, qty in contracts. */
+typedef hg_level_t hg_md_level_t;
 
 typedef struct hg_md_trade {
   uint64_t seq; /* of the command that traded */
@@ -52,7 +53,8 @@ typedef struct hg_md_instrument {
   uint32_t id;
   uint8_t listed; /* 0 once delisted */
   uint8_t halted;
-  uint8_t depth_truncated; /* levels past HG_MD_WORK_LEVELS were dropped */
+  uint8_t depth_truncated; /* a level was evicted or dropped past HG_MD_WORK_LEVELS
+                              since the book last reset (listing, delisting) */
   char symbol[HG_SYMBOL_MAX + 1];
   int64_t tick_size, contract_unit, min_price, max_price; /* 0 if unknown */
   uint64_t seq;        /* last command that changed it */

@@ -44,6 +44,7 @@
 #include "prefault.h"
 #include "hourglass/bytes.h"
 #include "hourglass/error.h"
+#include "logline.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the outbound log stores its little-endian format with plain loads and stores"
@@ -119,16 +120,10 @@ static void olog(hg_outlog_t *l, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void olog(hg_outlog_t *l, int level, const char *fmt, ...) {
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  hg_logline_v(l->o.log, l->o.log_ctx, "outlog", level, fmt, ap);
   va_end(ap);
-  if (l->o.log != NULL) {
-    l->o.log(l->o.log_ctx, level, buf);
-  } else {
-    fprintf(stderr, "outlog: %s\n", buf);
-  }
 }
 
 

@@ -88,7 +88,9 @@ typedef struct hg_outlog hg_outlog_t;
  * logged with file and offset, counted and skipped (the scan resumes at the
  * next good record); bad bytes at the end of the newest segment with no
  * good record after them (a torn tail) are cut off. Allocates everything
- * here. Returns 0 and *out, HG_EINVAL (options), HG_EVERSION (a newer
+ * here except each added key's index (hg_outlog_key_add) and the segment
+ * table's growth when a roll adds a segment (at most segments_kept + 1 are
+ * open). Returns 0 and *out, HG_EINVAL (options), HG_EVERSION (a newer
  * format), -ENOMEM or -errno of directory and file calls.
  */
 int hg_outlog_open(const char *dir, const hg_outlog_options_t *opt, hg_outlog_t **out);

@@ -7,6 +7,7 @@
  */
 #include "session.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "hourglass/error.h"
@@ -194,7 +195,10 @@ hg_sess_verdict_t hg_sess_on_frame(hg_session_t *s, const Hourglass__V1__Envelop
     s->gap_expected = s->next_in_seq;
     v = HG_SV_APP_GAP;
   }
+  uint64_t prev = s->next_in_seq;
   s->next_in_seq = env->seq == UINT64_MAX ? UINT64_MAX : env->seq + 1;
+  assert(s->next_in_seq >= prev); /* the expected client seq only moves forward */
+  (void)prev;
   return v;
 }
 

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target over the keys file parser (hg_gateway_key_line_parse in
- * gateway/server/gateway.c, which hg_gateway_load_keys runs on each line). The
+ * gateway/server/keys.c, which hg_gateway_load_keys runs on each line). The
  * input is a keys file; it is cut into lines as the loader cuts it (fgets()
  * into a 512-byte buffer; a longer line only when the rest is comment),
  * each line NUL-terminated in an exact-size allocation (a read past it is

@@ -16,15 +16,35 @@
  *    order, drop copies to the firm's subscribed risk viewers, anonymous
  *    market data to subscribers.
  *
- * State it keeps (all owned by the loop thread, sized at create, never
- * allocated per message): a mirror of live orders (owner, leaves,
- * cancel-on-disconnect flag), per-instrument price levels for market data
- * snapshots, accounts (firm, cash) and positions (net of fills seen), all
- * seeded from the exchange by hg_gateway_attach() (pipeline not yet
- * started) and then maintained from the event stream. Queries are answered
- * from this mirror, so the gateway never reads the engine's memory while
- * the engine thread runs. Positions count fills seen since attach (the
- * exchange's cash-only account table has no positions to seed from yet).
+ * State it keeps (owned by the loop thread once started): a mirror of live
+ * orders (owner, leaves, cancel-on-disconnect flag), per-instrument price
+ * levels for market data snapshots, accounts (firm, cash), positions and a
+ * copy of the clearing ledger (for statements), all seeded from the exchange
+ * by hg_gateway_attach() (pipeline not yet started) and then maintained from
+ * the event stream. Queries are answered from this mirror, so the gateway
+ * never reads the engine's memory while the engine thread runs. A position
+ * is what the clearing held at attach, carried as bought (long) or sold
+ * (short), plus every fill and final settlement seen since.
+ *
+ * Limits: the tables are sized by the configuration below. Past max_orders
+ * new orders are refused (REJ_GATEWAY_FULL); past max_positions new
+ * (account, instrument) pairs are not tracked (logged: positions
+ * incomplete); past max_instruments or max_accounts new listings and
+ * accounts are missing from the mirror (logged). An instrument keeps one
+ * price level per order it may rest (its max_orders), the best ones if ever
+ * more (hourglass/levels.h; logged).
+ *
+ * Memory: allocated at create, sized by the configuration: connections
+ * with their buffers (max_frame + 16 in, 2 x out_hard_cap out), the order,
+ * account, position and instrument tables, the pending ring, the frame
+ * arena. Allocated later, never per message: a key's stream (its
+ * retransmission rings and quote state, about retransmit_bytes + 16 x
+ * retransmit_frames bytes) when the key first logs in or at
+ * hg_gateway_start, the outbound journal's index for a new key, and an
+ * instrument's price levels when it is listed. The ledger copy grows by
+ * doubling as cash, VM and final-settlement entries arrive (realloc on
+ * those events only); if that fails the copy stops and statements are
+ * answered REJ_UNAVAILABLE from then on (logged).
  *
  * API keys live in an LMDB store (hourglass/store.h, table
  * HG_STORE_API_KEYS) in key_dir, separate from the pipeline's store. The
@@ -106,9 +126,9 @@ typedef struct hg_gateway_config {
   uint32_t retransmit_frames;    /* per key, frames kept; 0: 4096 */
   uint32_t retransmit_max;       /* largest RetransmitRequest.count; 0: 1000 */
   uint32_t max_orders;           /* live orders tracked; 0: 1 << 18 */
-  uint32_t max_instruments;      /* 0: 64 */
+  uint32_t max_instruments;      /* 0: 64; also bounds a Positions reply's entries */
   uint32_t max_accounts;         /* 0: 4096 */
-  uint32_t max_positions;        /* (account, instrument) pairs; 0: 1 << 16 */
+  uint32_t max_positions;        /* (account, instrument) pairs; 0: 1 << 16 (see "Limits") */
   uint32_t pending_capacity;     /* commands in flight, power of two; 0: 16384 */
   int64_t mmp_qty;               /* default quote-group protection qty; 0: 1000 */
   uint32_t mmp_window_ms;        /* default window; 0: 1000 */
@@ -124,7 +144,9 @@ typedef struct hg_gateway_config {
   /* Wall clock for login timestamps (ns since the epoch); NULL: CLOCK_REALTIME. */
   uint64_t (*wall_clock)(void *ctx);
   void *clock_ctx;
-  /* Operational messages (no customer data, never secrets); NULL: stderr. */
+  /* Operational messages (no customer data, never secrets; at most 511
+   * bytes) with a level HG_PIPE_LOG_*; called on the thread of the gateway
+   * call that logs (the owner's) or on the loop thread. NULL: stderr. */
   void (*log)(void *ctx, int level, const char *msg);
   void *log_ctx;
 } hg_gateway_config_t;
@@ -168,8 +190,8 @@ void hg_gateway_config_init(hg_gateway_config_t *cfg);
 /*
  * Creates the gateway: opens the key store and the outbound journal (its
  * start-up scan restores each key's seq and the used session ids; bad
- * records are logged and skipped), allocates every table and binds the
- * listening socket (not yet accepting). Owner thread. Returns 0 and *out,
+ * records are logged and skipped), allocates the tables sized by cfg (see
+ * "Memory") and binds the listening socket (not yet accepting). Owner thread. Returns 0 and *out,
  * HG_EINVAL (config, e.g. max_unauthenticated_per_address above
  * max_unauthenticated), the store's errors, HG_EVERSION (a journal segment of
  * a newer format), -errno of the journal's directory and files or of
@@ -187,22 +209,27 @@ void hg_gateway_notify(void *ctx);
 
 /*
  * Binds the gateway to an opened, not yet started pipeline and seeds its
- * mirror from the exchange (instruments, levels, live orders, accounts).
+ * mirror from the exchange (instruments, levels, live orders, accounts,
+ * positions, the clearing ledger).
  * Session-scoped orders (cancel-on-disconnect orders and quotes of a previous
  * process) are not mirrored: hg_gateway_start() cancels them. Notes which
  * accounts hold recovered orders (hg_gateway_start opens their streams).
  * Owner thread,
  * before hg_gateway_start. 0, HG_ESTATE (already attached or started),
  * HG_EFULL (the exchange holds more instruments, orders or accounts than the
- * gateway's tables; for orders an error is logged with both numbers: raise
- * max_orders, the gateway does not start with orders it cannot track), -ENOMEM.
+ * gateway's tables, or an instrument's price levels could not be allocated;
+ * for orders an error is logged with both numbers: raise max_orders, the
+ * gateway does not start with orders it cannot track), -ENOMEM (the ledger
+ * copy), or the clearing's error reading its ledger. Positions beyond
+ * max_positions are logged and left out, not an error.
  */
 int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p);
 
 /*
  * Adds (or with replace != 0 overwrites) an API key in the key store. Owner
  * thread before start (afterwards keys are added by operators over the
- * wire). 0, HG_EINVAL (inconsistent key), HG_EEXISTS, store errors.
+ * wire). 0, HG_EINVAL (inconsistent key, a secret over 64 bytes, or called
+ * after start), HG_EEXISTS, store errors.
  */
 int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replace);
 
@@ -212,7 +239,7 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
  * fields separated by blanks; ids plain decimal (key_id 64-bit, account and
  * firm 32-bit), the secret hex digits only (an even number, at most 128).
  * '#' starts a comment (of any length; a line is otherwise at most 511
- * bytes). Existing keys with the same id are replaced. Owner
+ * bytes with its newline). Existing keys with the same id are replaced. Owner
  * thread before start. 0, -errno (file), HG_EPARSE (a bad line; *line set,
  * nothing added from the bad line on), or hg_gateway_add_key's errors.
  */

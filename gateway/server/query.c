@@ -1,0 +1,377 @@
+/*
+ * query.c - requests answered from the mirror: market data subscriptions and
+ * snapshots, positions, statements and the instrument list. Loop thread.
+ */
+#include "gateway_int.h"
+
+/* ------------------------------------------------------------ market data */
+
+void gw_md_send_all(hg_gateway_t *gw, instr_t *in, env_t *env) {
+  if (in->n_subs == 0) return;
+  size_t n = gw_encode(gw, env);
+  if (n == 0) return;
+  /* A send may close a slow subscriber, which removes it from subs. */
+  for (uint32_t k = in->n_subs; k-- > 0;) {
+    if (k >= in->n_subs) continue;
+    gw_conn_send_raw(&gw->conns[in->subs[k]], gw->scratch, n);
+  }
+}
+
+void gw_md_status(hg_gateway_t *gw, instr_t *in) {
+  Hourglass__V1__MarketDataStatus m = HOURGLASS__V1__MARKET_DATA_STATUS__INIT;
+  m.instrument_id = in->id;
+  m.md_seq = ++in->md_seq;
+  m.state = in->state;
+  env_t env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = B(MD_STATUS);
+  env.md_status = &m;
+  gw_md_send_all(gw, in, &env);
+}
+
+bool gw_md_unsubscribe(conn_t *c, instr_t *in) {
+  for (uint32_t k = 0; k < in->n_subs; k++)
+    if (in->subs[k] == c->idx) {
+      in->subs[k] = in->subs[--in->n_subs];
+      c->n_md--;
+      return true;
+    }
+  return false;
+}
+
+void gw_md_unsubscribe_all(conn_t *c) {
+  hg_gateway_t *gw = c->gw;
+  for (uint32_t i = 0; i < gw->cfg.max_instruments && c->n_md > 0; i++)
+    if (gw->instr[i].id != 0) gw_md_unsubscribe(c, &gw->instr[i]);
+  c->n_md = 0;
+}
+
+static void md_snapshot(conn_t *c, instr_t *in, uint32_t depth, uint64_t ref_seq) {
+  hg_gateway_t *gw = c->gw;
+  Hourglass__V1__PriceLevel lv[2][MAX_MD_DEPTH];
+  Hourglass__V1__PriceLevel *ptr[2][MAX_MD_DEPTH];
+  size_t n[2];
+  for (int s = 0; s < 2; s++) {
+    n[s] = in->lv[s].n < depth ? in->lv[s].n : depth;
+    for (size_t k = 0; k < n[s]; k++) {
+      hourglass__v1__price_level__init(&lv[s][k]);
+      lv[s][k].price = in->lv[s].lv[k].price;
+      lv[s][k].qty = in->lv[s].lv[k].qty;
+      ptr[s][k] = &lv[s][k];
+    }
+  }
+  Hourglass__V1__MarketDataSnapshot m = HOURGLASS__V1__MARKET_DATA_SNAPSHOT__INIT;
+  m.instrument_id = in->id;
+  m.md_seq = in->md_seq;
+  m.state = in->state;
+  m.n_bids = n[0];
+  m.bids = ptr[0];
+  m.n_asks = n[1];
+  m.asks = ptr[1];
+  PB_SET(m, ref_seq, ref_seq);
+  env_t env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = B(MD_SNAPSHOT);
+  env.md_snapshot = &m;
+  (void)gw;
+  gw_conn_send(c, &env);
+}
+
+/* Bounds on the encoded size of the replies built here, for fitting them in
+ * max_frame. A protobuf uint32 field takes at most 1 + 5 bytes, an int64 or
+ * uint64 field at most 1 + 10 (a negative int64 always 10), and an element
+ * of a repeated message field adds 2 (tag, a length below 128).
+ *  - Position{instrument_id, net_qty, bought_qty, sold_qty}: 6 + 3 * 11 + 2
+ *    = 41 bytes, rounded up to 48;
+ *  - LedgerEntry{index, seq, ts, amount, balance, price, qty: 7 * 11; kind,
+ *    instrument_id: 2 * 6} + 2 = 91 bytes, rounded up to 104;
+ *  - the Envelope around the reply and the reply's own scalar fields
+ *    (ref_seq, reason, account, instrument_id, next_index, cash: under 60
+ *    bytes, the Envelope's seq and body tag under 20): 512 leaves room for
+ *    fields added later. */
+#define POSITION_ENCODED_MAX 48u
+#define LEDGER_ENTRY_ENCODED_MAX 104u
+#define REPLY_FIXED_MAX 512u
+
+/* Memory for a reply, from the frame arena after the request it answers
+ * (valid until the next frame is decoded). NULL when the arena is spent. */
+static void *arena_take(hg_gateway_t *gw, size_t size) {
+  return gw->arena.allocator.alloc(gw->arena.allocator.allocator_data, size);
+}
+
+/* The account's positions as messages, in instrument order (pos holds them,
+ * pp points at them; both have room for max_instruments, which bounds an
+ * account's positions in listed instruments); open_only skips flat ones. */
+static size_t fill_positions(const hg_gateway_t *gw, uint32_t acct, int open_only,
+                             Hourglass__V1__Position *pos, Hourglass__V1__Position **pp) {
+  size_t n = 0;
+  for (uint32_t i = 0; i < gw->cfg.max_instruments; i++) {
+    if (gw->instr[i].id == 0) continue;
+    uint32_t k = gw_map_get(&gw->position_map, (uint64_t)acct << 32 | gw->instr[i].id);
+    if (k == NONE32) continue;
+    const position_t *q = &gw->positions[k];
+    if (open_only && q->bought == q->sold) continue;
+    hourglass__v1__position__init(&pos[n]);
+    pos[n].instrument_id = gw->instr[i].id;
+    pos[n].bought_qty = q->bought;
+    pos[n].sold_qty = q->sold;
+    pos[n].net_qty = q->bought - q->sold;
+    pp[n] = &pos[n];
+    n++;
+  }
+  return n;
+}
+
+/* Room for every position of one account (max_instruments), from the arena:
+ * 0, or -1 when the arena is spent. */
+static int positions_room(hg_gateway_t *gw, Hourglass__V1__Position **pos,
+                          Hourglass__V1__Position ***pp) {
+  uint32_t cap = gw->cfg.max_instruments;
+  uint8_t *mem = arena_take(gw, (size_t)cap * (sizeof **pos + sizeof **pp));
+  if (mem == NULL) return -1;
+  *pos = (void *)mem;
+  *pp = (void *)(*pos + cap);
+  return 0;
+}
+
+/* Every position of the account, never cut short: a reply that would not
+ * fit max_frame is refused whole (REJ_GATEWAY_FULL). */
+void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
+  hg_gateway_t *gw = c->gw;
+  const Hourglass__V1__PositionsRequest *r = env->positions_request;
+  uint32_t acct = st->account;
+  account_t *a = NULL;
+  uint32_t reason = 0;
+  if (st->role == HG_ROLE_RISK_VIEWER) {
+    acct = r->has_account ? r->account : 0;
+    a = gw_account_find(gw, acct);
+    /* Another firm's account answers like one that does not exist. */
+    if (a == NULL || a->firm != st->firm) reason = REJ(UNKNOWN_ACCOUNT);
+  } else {
+    if (r->has_account && r->account != 0 && r->account != acct) {
+      reason = REJ(UNKNOWN_ACCOUNT);
+    } else {
+      a = gw_account_find(gw, acct);
+      if (a == NULL) reason = REJ(UNKNOWN_ACCOUNT);
+    }
+  }
+  Hourglass__V1__Position *pos = NULL, **pp = NULL;
+  size_t n = 0;
+  if (reason == 0 && positions_room(gw, &pos, &pp) != 0) reason = REJ(GATEWAY_FULL);
+  if (reason == 0) n = fill_positions(gw, acct, 0, pos, pp);
+  if (reason == 0 && REPLY_FIXED_MAX + n * POSITION_ENCODED_MAX > gw->cfg.max_frame) {
+    reason = REJ(GATEWAY_FULL);
+    n = 0;
+  }
+  Hourglass__V1__Positions m = HOURGLASS__V1__POSITIONS__INIT;
+  m.ref_seq = env->seq;
+  m.account = reason == 0 ? acct : 0;
+  m.cash = a != NULL && reason == 0 ? a->cash : 0;
+  m.n_positions = n;
+  m.positions = pp;
+  m.has_reason = reason != 0;
+  m.reason = reason;
+  env_t out = HOURGLASS__V1__ENVELOPE__INIT;
+  out.body_case = B(POSITIONS);
+  out.positions = &m;
+  gw_stream_send_idx(gw, si, &out);
+}
+
+/* -------------------------------------------------------------- statements */
+
+/* Entries of one Statement page at most. */
+#define STMT_PAGE_MAX 256u
+/* Positions a page's size always leaves room for, so that the page size
+ * does not depend on the account's positions up to that many. */
+#define STMT_POS_ROOM 256u
+
+/* A Statement that only says why there is none. */
+static void stmt_refuse(hg_gateway_t *gw, uint32_t si, env_t *out, uint32_t reason) {
+  out->statement->has_reason = 1;
+  out->statement->reason = reason;
+  gw_stream_send_idx(gw, si, out);
+}
+
+/* One page of the account's ledger entries (from r->from_index) and every
+ * open position. The page holds what fits max_frame next to the positions
+ * (STMT_PAGE_MAX at most, one at least); an account whose open positions
+ * and one entry would not fit is refused (REJ_GATEWAY_FULL), never cut
+ * short. */
+void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
+  hg_gateway_t *gw = c->gw;
+  const Hourglass__V1__StatementRequest *r = env->statement_request;
+  Hourglass__V1__Statement m = HOURGLASS__V1__STATEMENT__INIT;
+  env_t out = HOURGLASS__V1__ENVELOPE__INIT;
+  out.body_case = B(STATEMENT);
+  out.statement = &m;
+  m.ref_seq = env->seq;
+  uint32_t acct = st->account;
+  if (st->role == HG_ROLE_RISK_VIEWER) acct = r->has_account ? r->account : 0;
+  else if (r->has_account && r->account != 0 && r->account != acct) acct = 0;
+  account_t *a = acct != 0 ? gw_account_find(gw, acct) : NULL;
+  /* Another firm's account, or another account of a trader, answers like
+   * one that does not exist. */
+  if (a == NULL || (st->role == HG_ROLE_RISK_VIEWER && a->firm != st->firm)) {
+    stmt_refuse(gw, si, &out, REJ(UNKNOWN_ACCOUNT));
+    return;
+  }
+  if (r->base.n_unknown_fields != 0 || r->instrument_id == HG_CLR_NO_INSTRUMENT ||
+      gw->ledger_lost) {
+    stmt_refuse(gw, si, &out, gw->ledger_lost ? REJ(UNAVAILABLE) : REJ(INVALID_REQUEST));
+    return;
+  }
+  Hourglass__V1__Position *pos, **pp;
+  if (positions_room(gw, &pos, &pp) != 0) {
+    stmt_refuse(gw, si, &out, REJ(GATEWAY_FULL));
+    return;
+  }
+  size_t np = fill_positions(gw, acct, 1, pos, pp);
+  if (REPLY_FIXED_MAX + np * POSITION_ENCODED_MAX + LEDGER_ENTRY_ENCODED_MAX >
+      gw->cfg.max_frame) {
+    stmt_refuse(gw, si, &out, REJ(GATEWAY_FULL));
+    return;
+  }
+  uint64_t fixed = REPLY_FIXED_MAX + (uint64_t)(np > STMT_POS_ROOM ? np : STMT_POS_ROOM) *
+                                         POSITION_ENCODED_MAX;
+  /* A smaller configured frame gets smaller pages (never below one entry). */
+  uint32_t page = STMT_PAGE_MAX;
+  if (gw->cfg.max_frame < fixed + STMT_PAGE_MAX * LEDGER_ENTRY_ENCODED_MAX)
+    page = gw->cfg.max_frame > fixed + LEDGER_ENTRY_ENCODED_MAX
+               ? (uint32_t)((gw->cfg.max_frame - fixed) / LEDGER_ENTRY_ENCODED_MAX)
+               : 1;
+  Hourglass__V1__LedgerEntry *le = arena_take(gw, page * (sizeof *le + sizeof(void *)));
+  if (le == NULL) {
+    stmt_refuse(gw, si, &out, REJ(GATEWAY_FULL));
+    return;
+  }
+  Hourglass__V1__LedgerEntry **lp = (void *)(le + page);
+  size_t n = 0;
+  uint32_t inst = r->instrument_id;
+  for (uint64_t k = a->lhead; k != 0; k = gw->ledger_next[k - 1]) {
+    const hg_ledger_entry_t *x = &gw->ledger[k - 1];
+    if (x->index < r->from_index || (inst != 0 && x->instrument != inst)) continue;
+    if (n == page) {
+      PB_SET(m, next_index, x->index);
+      break;
+    }
+    hourglass__v1__ledger_entry__init(&le[n]);
+    le[n].index = x->index;
+    le[n].seq = x->seq;
+    le[n].ts = x->ts;
+    le[n].kind = x->kind;
+    le[n].has_instrument_id = x->instrument != HG_CLR_NO_INSTRUMENT;
+    le[n].instrument_id = le[n].has_instrument_id ? x->instrument : 0;
+    le[n].amount = x->amount;
+    le[n].balance = x->balance;
+    le[n].has_price = x->price != 0;
+    le[n].price = x->price;
+    le[n].has_qty = x->qty != 0;
+    le[n].qty = x->qty;
+    lp[n] = &le[n];
+    n++;
+  }
+  PB_SET(m, account, acct);
+  m.has_instrument_id = inst != 0;
+  m.instrument_id = inst;
+  m.n_entries = n;
+  m.entries = lp;
+  PB_SET(m, cash, a->cash);
+  m.n_positions = np;
+  m.positions = pp;
+  gw_stream_send_idx(gw, si, &out);
+}
+
+/* "GPU.GRADE.YYYY-MM": grade and delivery month, when the symbol has them. */
+static void split_symbol(const char *sym, char *grade, size_t gcap, char *month, size_t mcap) {
+  grade[0] = month[0] = 0;
+  const char *d1 = strchr(sym, '.');
+  const char *d2 = d1 != NULL ? strchr(d1 + 1, '.') : NULL;
+  if (d1 == NULL || d2 == NULL) return;
+  snprintf(grade, gcap, "%.*s", (int)(d2 - d1 - 1), d1 + 1);
+  snprintf(month, mcap, "%s", d2 + 1);
+}
+
+void gw_handle_instruments(conn_t *c, uint32_t si, const env_t *env) {
+  hg_gateway_t *gw = c->gw;
+  uint32_t cap = gw->cfg.max_instruments;
+  /* Sized by max_instruments, so taken from the frame arena (after the
+   * request it answers, which stays valid) rather than the stack. */
+  size_t need = cap * (sizeof(Hourglass__V1__InstrumentInfo) + sizeof(void *) +
+                       2 * (HG_SYMBOL_MAX + 1));
+  uint8_t *mem = arena_take(gw, need);
+  if (mem == NULL) {
+    gw_send_response(gw, si, env->seq, REJ(GATEWAY_FULL), NULL);
+    return;
+  }
+  Hourglass__V1__InstrumentInfo *info = (void *)mem;
+  Hourglass__V1__InstrumentInfo **ptr = (void *)(info + cap);
+  char (*grade)[HG_SYMBOL_MAX + 1] = (void *)(ptr + cap);
+  char (*month)[HG_SYMBOL_MAX + 1] = (void *)(grade + cap);
+  size_t n = 0;
+  for (uint32_t i = 0; i < cap; i++) {
+    instr_t *in = &gw->instr[i];
+    if (in->id == 0 || in->state == ISTATE(DELISTED)) continue;
+    hourglass__v1__instrument_info__init(&info[n]);
+    info[n].instrument_id = in->id;
+    info[n].symbol = in->symbol;
+    split_symbol(in->symbol, grade[n], sizeof grade[n], month[n], sizeof month[n]);
+    info[n].grade = grade[n][0] ? grade[n] : NULL;
+    info[n].delivery_month = month[n][0] ? month[n] : NULL;
+    info[n].tick_size = in->params.tick_size;
+    info[n].contract_unit = in->params.contract_unit;
+    info[n].min_price = in->params.min_price;
+    info[n].max_price = in->params.max_price;
+    info[n].max_order_qty = in->params.max_order_qty;
+    info[n].state = in->state;
+    info[n].has_ref_price = info[n].has_band_low = info[n].has_band_high = 1;
+    info[n].ref_price = in->ref_price;
+    info[n].band_low = in->band_low;
+    info[n].band_high = in->band_high;
+    ptr[n] = &info[n];
+    n++;
+  }
+  Hourglass__V1__InstrumentList m = HOURGLASS__V1__INSTRUMENT_LIST__INIT;
+  m.ref_seq = env->seq;
+  m.n_instruments = n;
+  m.instruments = ptr;
+  env_t out = HOURGLASS__V1__ENVELOPE__INIT;
+  out.body_case = B(INSTRUMENT_LIST);
+  out.instrument_list = &m;
+  gw_stream_send_idx(gw, si, &out);
+}
+
+void gw_handle_md_subscribe(conn_t *c, uint32_t si, const env_t *env) {
+  hg_gateway_t *gw = c->gw;
+  const Hourglass__V1__MarketDataSubscribe *r = env->md_subscribe;
+  uint32_t depth = r->has_depth ? r->depth : 10;
+  instr_t *in = gw_instr_find(gw, r->instrument_id);
+  uint32_t reason = 0;
+  if (depth == 0 || depth > MAX_MD_DEPTH) reason = REJ(INVALID_REQUEST);
+  else if (in == NULL || in->state == ISTATE(DELISTED)) reason = REJ(UNKNOWN_INSTRUMENT);
+  if (reason != 0) {
+    gw_send_response(gw, si, env->seq, reason, NULL);
+    return;
+  }
+  bool already = false;
+  for (uint32_t k = 0; k < in->n_subs; k++) already |= in->subs[k] == c->idx;
+  if (!already) {
+    in->subs[in->n_subs++] = c->idx;
+    c->n_md++;
+  }
+  md_snapshot(c, in, depth, env->seq);
+}
+
+void gw_handle_md_unsubscribe(conn_t *c, uint32_t si, const env_t *env) {
+  instr_t *in = gw_instr_find(c->gw, env->md_unsubscribe->instrument_id);
+  uint32_t reason = in == NULL || in->state == ISTATE(DELISTED) ? REJ(UNKNOWN_INSTRUMENT)
+                    : !gw_md_unsubscribe(c, in)                     ? REJ(NOT_SUBSCRIBED)
+                                                                 : 0;
+  gw_send_response(c->gw, si, env->seq, reason, NULL);
+}
+
+void gw_handle_drop_copy(conn_t *c, uint32_t si, const env_t *env) {
+  hg_gateway_t *gw = c->gw;
+  if (!c->drop_copy) {
+    c->drop_copy = 1;
+    gw->drop_list[gw->n_drop++] = c->idx;
+  }
+  gw_send_response(gw, si, env->seq, 0, NULL);
+}
