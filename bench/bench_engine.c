@@ -75,9 +75,24 @@ typedef struct msg {
   uint8_t pad_[3];
 } msg_t;
 
+/* What a workload's orders do. Cuts are per mille of new orders: below
+ * ioc_end IOC, then FOK up to fok_end, market up to market_end, takers'
+ * resting limits up to taker_end, makers' quotes above. */
+typedef struct mix {
+  const char *name;
+  double cancel_gain;  /* cancel share of commands at the target live count */
+  double replace_p;    /* replace share of commands */
+  uint16_t ioc_end, fok_end, market_end, taker_end;
+  int random_ids;      /* order ids a seeded random permutation, not in sequence */
+} mix_t;
+
+/* The trading-day mix the in-order runs have always used. */
+static const mix_t mix_day = {"day", 0.45, 0.07, 167, 177, 197, 297, 0};
+
 typedef struct workload {
   msg_t *m;
   size_t n;
+  const mix_t *mix;
   uint32_t peak_live; /* most live resting orders at any time */
   uint32_t pool;      /* max_orders of the books that replay it */
   uint32_t band_bps;
@@ -323,18 +338,44 @@ static int32_t maker_qty(gen_t *g) {
   return (int32_t)(q > MAX_ORDER_QTY ? MAX_ORDER_QTY : q);
 }
 
+/* Renames order ids 1..next_oid-1 by a permutation seeded from seed, in every
+ * command that names one: the book then sees ids in no order, as a venue
+ * whose clients choose them does. Client order ids follow (apply_* sets them
+ * to the order id). Ids never issued (a race's cancel may name next_oid)
+ * keep their number, which stays outside the permuted range's values. */
+static void permute_ids(workload_t *w, uint64_t next_oid, uint64_t seed) {
+  uint64_t *perm = xcalloc(next_oid + 1, sizeof *perm);
+  for (uint64_t i = 0; i <= next_oid; i++) perm[i] = i;
+  rng_t r = {seed * 0x9e3779b97f4a7c15ull + 0xc0ffeeu};
+  for (uint64_t i = next_oid - 1; i > 1; i--) { /* Fisher-Yates over 1..next_oid-1 */
+    uint64_t j = 1 + rng_next(&r) % i;
+    uint64_t t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  for (size_t k = 0; k < w->n; k++) {
+    msg_t *m = &w->m[k];
+    if (m->kind <= M_REPLACE && m->oid <= next_oid) m->oid = perm[m->oid];
+  }
+  free(perm);
+}
+
 /*
  * Builds the workload: n commands of one scenario, the last an end-of-day
- * expiry. The mix aims at: new ~62% of commands, of which ~1/6 IOC, ~2%
+ * expiry. mix_day aims at: new ~62% of commands, of which ~1/6 IOC, ~2%
  * market, ~1% FOK, ~10% takers' resting limits and the rest makers' quotes
  * (20% post-only, 10% DAY); cancels ~half as many as new orders (fed back on
  * the live count, each cancelling the farther from fair of two random live
  * orders; 2% name an order already gone, as races do); replaces ~a tenth of
  * new orders (35% shrink in place, 65% re-price); ~20 mass cancels a day.
+ * The generator's own book always sees ids in sequence; random_ids renames
+ * them afterwards (permute_ids), which changes no outcome but the ids.
  */
-static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w) {
+static int generate(const scenario_t *sc, const mix_t *mix, size_t n, uint64_t seed,
+                    workload_t *w) {
   memset(w, 0, sizeof *w);
   w->n = n;
+  w->mix = mix;
   w->m = xcalloc(n, sizeof *w->m);
   w->band_bps = sc->band_bps;
   w->ref0 = sc->band_bps ? (hg_price_t)START_PRICE : 0;
@@ -390,8 +431,8 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
       double ratio = (double)g.nlive / (double)target;
       if (ratio < 0.3) ratio = 0.3;
       if (ratio > 2.0) ratio = 2.0;
-      double p_cancel = opening ? 0.0 : 0.45 * ratio;
-      double p_replace = opening ? 0.0 : 0.07;
+      double p_cancel = opening ? 0.0 : mix->cancel_gain * ratio;
+      double p_replace = opening ? 0.0 : mix->replace_p;
       double u = rng_unit(&g.rng);
       if (g.nlive > 0 && u < p_cancel) {
         m->kind = M_CANCEL;
@@ -422,7 +463,7 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
         m->tif = HG_TIF_GTC;
         m->type = HG_ORD_LIMIT;
         uint32_t r = opening ? 999 : rng_below(&g.rng, 1000);
-        if (r < 297) { /* takers lean towards the fair price, which moves the book */
+        if (r < mix->taker_end) { /* takers lean towards the fair price, which moves the book */
           hg_price_t bb, ba;
           hg_qty_t q;
           double lean = 0.0;
@@ -438,7 +479,7 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
           m->account = 1 + rng_below(&g.rng, N_MAKERS);
           m->qty = maker_qty(&g);
         }
-        if (r < 167 + 10) { /* IOC or FOK: cross the best opposite price */
+        if (r < mix->fok_end) { /* IOC or FOK: cross the best opposite price */
           hg_price_t best;
           hg_qty_t bq;
           hg_side_t opp = m->side == HG_SIDE_BUY ? HG_SIDE_SELL : HG_SIDE_BUY;
@@ -448,12 +489,12 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
             p = m->side == HG_SIDE_BUY ? best + k : best - k;
           else
             p = m->side == HG_SIDE_BUY ? mid + 2 : mid - 2;
-          m->tif = r < 167 ? HG_TIF_IOC : HG_TIF_FOK;
+          m->tif = r < mix->ioc_end ? HG_TIF_IOC : HG_TIF_FOK;
           m->price = clamp_band(w, ref, p);
-        } else if (r < 197) { /* market */
+        } else if (r < mix->market_end) { /* market */
           m->type = HG_ORD_MARKET;
           m->tif = HG_TIF_IOC;
-        } else if (r < 297) { /* a taker's resting limit near the mid, may cross */
+        } else if (r < mix->taker_end) { /* a taker's resting limit near the mid, may cross */
           int64_t off = (int64_t)rng_below(&g.rng, 10) - 1;
           m->price = clamp_band(w, ref, m->side == HG_SIDE_BUY ? mid - off : mid + off);
           if (rng_below(&g.rng, 10) == 0) m->tif = HG_TIF_DAY;
@@ -491,6 +532,7 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
   w->count[M_EXPIRE]++;
   w->peak_live = g.peak_live;
   w->pool = g.peak_live + g.peak_live / 4 + 1024;
+  if (mix->random_ids) permute_ids(w, g.next_oid, seed);
 
   hg_book_destroy(g.book);
   free(g.state);
@@ -877,7 +919,7 @@ static void print_mix(const workload_t *w, const counts_t *c) {
 static int run_scenario(const scenario_t *sc, const options_t *o, result_t *r) {
   workload_t w;
   double g0 = now_s();
-  int rc = generate(sc, o->messages, o->seed, &w);
+  int rc = generate(sc, &mix_day, o->messages, o->seed, &w);
   if (rc != 0) return rc;
   double gen_s = now_s() - g0;
   printf("\n== %s: %s\n", sc->name, sc->what);
@@ -1011,7 +1053,7 @@ static int run_demo(const options_t *o) {
   workload_t w;
   printf("Hourglass matching engine demo: one seeded trading day of B200 GPU-hour futures\n");
   printf("(%s: %s)\n", sc->name, sc->what);
-  if (generate(sc, o->messages, o->seed, &w) != 0) return 1;
+  if (generate(sc, &mix_day, o->messages, o->seed, &w) != 0) return 1;
   printf("instrument: ticks of 0.001 USD/GPU-hour, prices 0.001..100.000, start 3.000,"
          " band +-%u bps, max order %d contracts\n",
          w.band_bps, MAX_ORDER_QTY);
