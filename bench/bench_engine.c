@@ -3,12 +3,27 @@
  * (engine/book.c) on seeded, realistic one-day workloads, and its speed
  * against the reference book (tests/support/refbook.c).
  *
+ * Headline: consumer mode, the book as a venue runs it. Each scenario is
+ * generated again with the harness mix (mix_harness) and its order ids
+ * renamed by a seeded random permutation; the book's thread is pinned to
+ * CPU 0 and its sink copies every event as a 64-byte report into an SPSC
+ * ring (hourglass/ring.h) that a thread pinned to CPU 1 drains, counting and
+ * checksumming. Timed: first command to the last report drained, median of
+ * the runs, alternating a book sized for the peak live count with one sized
+ * for 1M orders (creation outside the span; the book backs its arrays on
+ * first touch inside it, as book.h offers no way to do so earlier).
+ * deep_static also counts cache misses of the book's thread per message
+ * (perf_event_open, where the host provides the counter) and splits its
+ * on-CPU time: ids in sequence, ids permuted, events to the ring. Both
+ * modes give the book the prefetch hints the engine gives it.
+ *
  * Design. A workload is a flat array of commands generated before anything is
  * timed. The generator drives a private, untimed book of its own so that its
  * cancels and replaces name orders that are really live, its takers cross the
  * real best prices, and its quotes follow a scripted fair-value path; the book
  * is deterministic, so replaying the same array into a fresh book reproduces
- * the same events. Each scenario is then replayed:
+ * the same events. The in-order runs (mix_day, ids in sequence, events
+ * counted on the book's thread) replay each scenario:
  *  - several times with only a clock read around the whole loop: throughput
  *    (the median run is reported);
  *  - once with every message timed by the TSC (lfence; rdtsc on both sides;
@@ -22,12 +37,18 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/perf_event.h>
 #include <malloc.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +60,7 @@
 #endif
 
 #include "hourglass/book.h"
+#include "hourglass/ring.h"
 #include "refbook.h"
 
 /* ------------------------------------------------------------------------ */
@@ -75,9 +97,31 @@ typedef struct msg {
   uint8_t pad_[3];
 } msg_t;
 
+/* What a workload's orders do. Cuts are per mille of new orders: below
+ * ioc_end IOC, then FOK up to fok_end, market up to market_end, takers'
+ * resting limits up to taker_end, makers' quotes above. */
+typedef struct mix {
+  const char *name;
+  double cancel_gain;  /* cancel share of commands at the target live count */
+  double replace_p;    /* replace share of commands */
+  uint16_t ioc_end, fok_end, market_end, taker_end;
+  int random_ids;      /* order ids a seeded random permutation, not in sequence */
+} mix_t;
+
+/* The trading-day mix the in-order runs have always used. */
+static const mix_t mix_day = {"day", 0.45, 0.07, 167, 177, 197, 297, 0};
+/* The outside harness's mix (15% IOC, 20% modified, 95% cancelled), as near
+ * as this generator gets: IOC 15% of new orders, no FOK, market or takers'
+ * resting limits; replaces ~20% of new orders; cancels pushed harder, so
+ * ~70% of the orders that could rest are cancelled by their owner (most of
+ * the rest fill, or are the live book the scenario keeps at the close: 95%
+ * would thin the book); ids in random order. */
+static const mix_t mix_harness = {"harness", 0.75, 0.12, 163, 163, 163, 163, 1};
+
 typedef struct workload {
   msg_t *m;
   size_t n;
+  const mix_t *mix;
   uint32_t peak_live; /* most live resting orders at any time */
   uint32_t pool;      /* max_orders of the books that replay it */
   uint32_t band_bps;
@@ -323,18 +367,45 @@ static int32_t maker_qty(gen_t *g) {
   return (int32_t)(q > MAX_ORDER_QTY ? MAX_ORDER_QTY : q);
 }
 
+/* Renames order ids 1..next_oid-1 by a permutation seeded from seed, in every
+ * command that names one: the book then sees ids in no order, as a venue
+ * whose clients choose them does. Client order ids follow (apply_* sets them
+ * to the order id). Ids never issued (a race's cancel may name next_oid)
+ * keep their number, which stays outside the permuted range's values. */
+static void permute_ids(workload_t *w, uint64_t next_oid, uint64_t seed) {
+  uint64_t *perm = xcalloc(next_oid + 1, sizeof *perm);
+  for (uint64_t i = 0; i <= next_oid; i++) perm[i] = i;
+  rng_t r = {seed * 0x9e3779b97f4a7c15ull + 0xc0ffeeu};
+  for (uint64_t i = next_oid - 1; i > 1; i--) { /* Fisher-Yates over 1..next_oid-1 */
+    uint64_t j = 1 + rng_next(&r) % i;
+    uint64_t t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  for (size_t k = 0; k < w->n; k++) {
+    msg_t *m = &w->m[k];
+    if (m->kind <= M_REPLACE && m->oid <= next_oid) m->oid = perm[m->oid];
+  }
+  free(perm);
+}
+
 /*
  * Builds the workload: n commands of one scenario, the last an end-of-day
- * expiry. The mix aims at: new ~62% of commands, of which ~1/6 IOC, ~2%
+ * expiry. mix_day aims at: new ~62% of commands, of which ~1/6 IOC, ~2%
  * market, ~1% FOK, ~10% takers' resting limits and the rest makers' quotes
  * (20% post-only, 10% DAY); cancels ~half as many as new orders (fed back on
  * the live count, each cancelling the farther from fair of two random live
  * orders; 2% name an order already gone, as races do); replaces ~a tenth of
  * new orders (35% shrink in place, 65% re-price); ~20 mass cancels a day.
+ * mix_harness: see its definition; print_mix shows what each run got.
+ * The generator's own book always sees ids in sequence; random_ids renames
+ * them afterwards (permute_ids), which changes no outcome but the ids.
  */
-static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w) {
+static int generate(const scenario_t *sc, const mix_t *mix, size_t n, uint64_t seed,
+                    workload_t *w) {
   memset(w, 0, sizeof *w);
   w->n = n;
+  w->mix = mix;
   w->m = xcalloc(n, sizeof *w->m);
   w->band_bps = sc->band_bps;
   w->ref0 = sc->band_bps ? (hg_price_t)START_PRICE : 0;
@@ -390,8 +461,8 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
       double ratio = (double)g.nlive / (double)target;
       if (ratio < 0.3) ratio = 0.3;
       if (ratio > 2.0) ratio = 2.0;
-      double p_cancel = opening ? 0.0 : 0.45 * ratio;
-      double p_replace = opening ? 0.0 : 0.07;
+      double p_cancel = opening ? 0.0 : mix->cancel_gain * ratio;
+      double p_replace = opening ? 0.0 : mix->replace_p;
       double u = rng_unit(&g.rng);
       if (g.nlive > 0 && u < p_cancel) {
         m->kind = M_CANCEL;
@@ -422,7 +493,7 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
         m->tif = HG_TIF_GTC;
         m->type = HG_ORD_LIMIT;
         uint32_t r = opening ? 999 : rng_below(&g.rng, 1000);
-        if (r < 297) { /* takers lean towards the fair price, which moves the book */
+        if (r < mix->taker_end) { /* takers lean towards the fair price, which moves the book */
           hg_price_t bb, ba;
           hg_qty_t q;
           double lean = 0.0;
@@ -438,7 +509,7 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
           m->account = 1 + rng_below(&g.rng, N_MAKERS);
           m->qty = maker_qty(&g);
         }
-        if (r < 167 + 10) { /* IOC or FOK: cross the best opposite price */
+        if (r < mix->fok_end) { /* IOC or FOK: cross the best opposite price */
           hg_price_t best;
           hg_qty_t bq;
           hg_side_t opp = m->side == HG_SIDE_BUY ? HG_SIDE_SELL : HG_SIDE_BUY;
@@ -448,12 +519,12 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
             p = m->side == HG_SIDE_BUY ? best + k : best - k;
           else
             p = m->side == HG_SIDE_BUY ? mid + 2 : mid - 2;
-          m->tif = r < 167 ? HG_TIF_IOC : HG_TIF_FOK;
+          m->tif = r < mix->ioc_end ? HG_TIF_IOC : HG_TIF_FOK;
           m->price = clamp_band(w, ref, p);
-        } else if (r < 197) { /* market */
+        } else if (r < mix->market_end) { /* market */
           m->type = HG_ORD_MARKET;
           m->tif = HG_TIF_IOC;
-        } else if (r < 297) { /* a taker's resting limit near the mid, may cross */
+        } else if (r < mix->taker_end) { /* a taker's resting limit near the mid, may cross */
           int64_t off = (int64_t)rng_below(&g.rng, 10) - 1;
           m->price = clamp_band(w, ref, m->side == HG_SIDE_BUY ? mid - off : mid + off);
           if (rng_below(&g.rng, 10) == 0) m->tif = HG_TIF_DAY;
@@ -491,6 +562,7 @@ static int generate(const scenario_t *sc, size_t n, uint64_t seed, workload_t *w
   w->count[M_EXPIRE]++;
   w->peak_live = g.peak_live;
   w->pool = g.peak_live + g.peak_live / 4 + 1024;
+  if (mix->random_ids) permute_ids(w, g.next_oid, seed);
 
   hg_book_destroy(g.book);
   free(g.state);
@@ -837,6 +909,194 @@ static void run_reference(const workload_t *w, size_t max_prefix, double budget_
 }
 
 /* ------------------------------------------------------------------------ */
+/* Consumer runs: every event leaves the book's thread through a ring       */
+
+#define CAP_1M 1000000u   /* the large capacity the consumer runs also try */
+#define RING_SLOTS 16384u /* 1 MiB of 64-byte reports, backed at create */
+#define BOOK_CPU 0
+#define CONSUMER_CPU 1
+
+/* What the book's thread sends on for each event: one cache line. */
+typedef struct report {
+  uint8_t type, side, cmd, priority_kept;
+  uint16_t reason, pad_;
+  hg_account_t account, maker_account;
+  hg_oid_t order_id, maker_order_id;
+  hg_price_t price;
+  hg_qty_t qty, leaves;
+  uint64_t ts;
+} report_t;
+_Static_assert(sizeof(report_t) == 64, "a report is one cache line");
+
+/* Busy-wait step; on a shared machine give the CPU away now and then so a
+ * descheduled peer can run. */
+static void relax(unsigned *n) {
+#if HAVE_TSC
+  _mm_pause();
+#endif
+  if (++*n % 1024 == 0) sched_yield();
+}
+
+static int pin_self(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+/* The draining thread. ring's consumer side is its own from start to join. */
+typedef struct consumer {
+  hg_spsc_ring_t *ring;
+  atomic_int stop;
+  _Atomic uint64_t consumed;
+  counts_t c; /* touch: a checksum of every report; read after the join */
+  int pin_rc; /* pthread_setaffinity_np's result */
+} consumer_t;
+
+static void *consumer_main(void *arg) {
+  consumer_t *c = arg;
+  c->pin_rc = pin_self(CONSUMER_CPU);
+  report_t batch[64];
+  unsigned idle = 0;
+  uint64_t done = 0;
+  for (;;) {
+    size_t n = hg_spsc_ring_pop_batch(c->ring, batch, 64, NULL);
+    if (n == 0) {
+      /* acquire: the producer's last push happens before its stop. */
+      if (atomic_load_explicit(&c->stop, memory_order_acquire) && hg_spsc_ring_empty(c->ring))
+        break;
+      relax(&idle);
+      continue;
+    }
+    for (size_t k = 0; k < n; k++) {
+      const report_t *r = &batch[k];
+      c->c.ev[r->type & 7]++;
+      c->c.touch = mix(c->c.touch, r->order_id ^ r->maker_order_id ^ r->ts);
+      c->c.touch = mix(c->c.touch, (uint64_t)r->price << 32 ^ (uint64_t)r->qty ^
+                                       (uint64_t)r->leaves << 16 ^ r->type ^
+                                       (uint64_t)r->reason << 8);
+      if (r->type == HG_EV_FILL) c->c.volume += (uint64_t)r->qty;
+    }
+    done += n;
+    /* relaxed: a progress count only; the results are read after the join. */
+    atomic_store_explicit(&c->consumed, done, memory_order_relaxed);
+  }
+  return NULL;
+}
+
+/* The book's side: each event becomes a report pushed into the ring; a full
+ * ring is waited out (never dropped), and counted. */
+typedef struct producer {
+  hg_spsc_ring_t *ring;
+  uint64_t pushed, full;
+  double full_cpu; /* thread CPU seconds spent waiting on a full ring */
+} producer_t;
+
+static void ring_sink(void *ctx, const hg_book_event_t *ev) {
+  producer_t *p = ctx;
+  report_t r = {.type = ev->type, .side = ev->side, .cmd = ev->cmd,
+                .priority_kept = ev->priority_kept, .reason = ev->reason,
+                .account = ev->account, .maker_account = ev->maker_account,
+                .order_id = ev->order_id, .maker_order_id = ev->maker_order_id,
+                .price = ev->price, .qty = ev->qty, .leaves = ev->leaves, .ts = ev->ts};
+  if (hg_spsc_ring_try_push(p->ring, &r, sizeof r) != 0) {
+    unsigned n = 0;
+    double c0 = cpu_s();
+    p->full++;
+    while (hg_spsc_ring_try_push(p->ring, &r, sizeof r) != 0) relax(&n);
+    p->full_cpu += cpu_s() - c0;
+  }
+  p->pushed++;
+}
+
+typedef struct crun {
+  double secs;  /* first command to the consumer's last report */
+  double cpu;   /* the book thread's CPU seconds over the same span */
+  double full_cpu; /* of cpu, waiting on a full ring */
+  uint64_t full;
+  counts_t c;
+  int pin_rc;
+} crun_t;
+
+/* One replay into a fresh book of max_orders with a fresh consumer thread.
+ * Book creation and thread start are outside the timed span; the book's
+ * first touches of its arrays are inside it (book.h offers no way to back
+ * them in advance). perf_fd, when >= 0, counts only the command loop. */
+static void run_consumer(const workload_t *w, uint32_t max_orders, hg_spsc_ring_t *ring,
+                         int perf_fd, crun_t *out) {
+  consumer_t c;
+  memset(&c, 0, sizeof c);
+  c.ring = ring;
+  atomic_init(&c.stop, 0);
+  atomic_init(&c.consumed, 0);
+  producer_t p = {.ring = ring};
+  hg_book_t *b = make_book(w, max_orders, ring_sink, &p);
+  pthread_t th;
+  int rc = pthread_create(&th, NULL, consumer_main, &c);
+  if (rc != 0) {
+    fprintf(stderr, "bench_engine: pthread_create: %s\n", strerror(rc));
+    exit(1);
+  }
+  if (perf_fd >= 0) (void)ioctl(perf_fd, PERF_EVENT_IOC_ENABLE, 0);
+  double c0 = cpu_s(), t0 = now_s();
+  for (size_t i = 0; i < w->n; i++) {
+    hint_hg(b, w->m, i, w->n);
+    apply_hg(b, &w->m[i], msg_ts(i));
+  }
+  if (perf_fd >= 0) (void)ioctl(perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+  unsigned n = 0;
+  /* relaxed: only a count is compared; the join orders everything else. */
+  while (atomic_load_explicit(&c.consumed, memory_order_relaxed) != p.pushed) relax(&n);
+  double t1 = now_s(), c1 = cpu_s();
+  /* release: every push happens before the consumer sees stop. */
+  atomic_store_explicit(&c.stop, 1, memory_order_release);
+  pthread_join(th, NULL);
+  hg_book_destroy(b);
+  out->secs = t1 - t0;
+  out->cpu = c1 - c0;
+  out->full = p.full;
+  out->full_cpu = p.full_cpu;
+  out->c = c.c;
+  out->pin_rc = c.pin_rc;
+}
+
+/* A counter of last-level cache misses of the calling thread, user space
+ * only, created disabled; -1 with the reason in why when the kernel or the
+ * virtual machine offers none. */
+static int perf_open_misses(char *why, size_t len) {
+  struct perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.type = PERF_TYPE_HARDWARE;
+  a.size = sizeof a;
+  a.config = PERF_COUNT_HW_CACHE_MISSES;
+  a.disabled = 1;
+  a.exclude_kernel = 1;
+  a.exclude_hv = 1;
+  a.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+  long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0ul);
+  if (fd < 0) {
+    snprintf(why, len, "perf_event_open: %s", strerror(errno));
+    return -1;
+  }
+  return (int)fd;
+}
+
+/* The count, scaled up if the kernel multiplexed the counter; -1 if it
+ * never ran. */
+static double perf_read_misses(int fd, char *why, size_t len) {
+  uint64_t v[3];
+  if (read(fd, v, sizeof v) != (ssize_t)sizeof v) {
+    snprintf(why, len, "perf counter read: %s", strerror(errno));
+    return -1;
+  }
+  if (v[2] == 0) {
+    snprintf(why, len, "perf counter never ran");
+    return -1;
+  }
+  return (double)v[0] * (double)v[1] / (double)v[2];
+}
+
+/* ------------------------------------------------------------------------ */
 /* Report                                                                   */
 
 typedef struct result {
@@ -844,6 +1104,9 @@ typedef struct result {
   double mmsgs, ns_msg, cpu_mmsgs;
   latency_t lat;
   refcmp_t ref;
+  /* consumer mode: throughput at peak-live capacity and at CAP_1M, on-CPU
+   * throughput at peak, cache misses per message (-1: not measured) */
+  double c_mmsgs, c_mmsgs_1m, c_cpu_mmsgs, c_misses;
 } result_t;
 
 typedef struct options {
@@ -877,7 +1140,7 @@ static void print_mix(const workload_t *w, const counts_t *c) {
 static int run_scenario(const scenario_t *sc, const options_t *o, result_t *r) {
   workload_t w;
   double g0 = now_s();
-  int rc = generate(sc, o->messages, o->seed, &w);
+  int rc = generate(sc, &mix_day, o->messages, o->seed, &w);
   if (rc != 0) return rc;
   double gen_s = now_s() - g0;
   printf("\n== %s: %s\n", sc->name, sc->what);
@@ -918,6 +1181,118 @@ static int run_scenario(const scenario_t *sc, const options_t *o, result_t *r) {
   printf("RESULT engine.%s_mmsgs %.2f Mmsg/s\n", sc->name, r->mmsgs);
   free(w.m);
   return r->ref.same ? 0 : 1;
+}
+
+/* Median on-CPU Mmsg/s of the book's thread over o->reps in-thread runs. */
+static double cpu_mmsgs_median(const workload_t *w, const options_t *o) {
+  double cpus[16];
+  counts_t c;
+  for (int k = 0; k < o->reps; k++) (void)run_throughput(w, &c, &cpus[k]);
+  qsort(cpus, (size_t)o->reps, sizeof cpus[0], cmp_double);
+  return (double)w->n / cpus[o->reps / 2] / 1e6;
+}
+
+/* Where the consumer mode's time goes, in on-CPU time of the book's thread
+ * (the steadier measure on a shared machine): the harness workload with ids
+ * in sequence and with ids permuted, events counted on the book's thread,
+ * against the consumer runs' figure. */
+static void breakdown(const scenario_t *sc, const options_t *o, const workload_t *w,
+                      double ring_cpu_mmsgs) {
+  mix_t in_order = *w->mix;
+  in_order.random_ids = 0;
+  workload_t seq;
+  if (generate(sc, &in_order, o->messages, o->seed, &seq) != 0) return;
+  double a = cpu_mmsgs_median(&seq, o), b = cpu_mmsgs_median(w, o);
+  printf("  where the time goes (on-CPU Mmsg/s of the book's thread, peak capacity): ids in"
+         " sequence, events counted on the thread %.2f; ids in random order, same %.2f;"
+         " ids in random order, events to the ring %.2f\n",
+         a, b, ring_cpu_mmsgs);
+  free(seq.m);
+}
+
+/* The consumer runs of one scenario: the harness mix with ids in random
+ * order, replayed alternately into a book sized for the peak live count and
+ * one sized for CAP_1M orders; medians of o->reps each. */
+static int run_scenario_consumer(const scenario_t *sc, const options_t *o, hg_spsc_ring_t *ring,
+                                 result_t *r) {
+  workload_t w;
+  int rc = generate(sc, &mix_harness, o->messages, o->seed, &w);
+  if (rc != 0) return rc;
+  uint32_t big = w.pool > CAP_1M ? w.pool : CAP_1M;
+  printf("  consumer mode: %s mix, order ids in random order, every event copied as a %zu-byte"
+         " report into an SPSC ring drained on CPU %d; book on CPU %d\n",
+         w.mix->name, sizeof(report_t), CONSUMER_CPU, BOOK_CPU);
+
+  int fd = -1;
+  char why[160] = "";
+  if (!strcmp(sc->name, "deep_static")) fd = perf_open_misses(why, sizeof why);
+  double peak[16], large[16], cpus[16], busy[16];
+  crun_t cr, first = {0};
+  uint64_t full = 0;
+  int same = 1;
+  for (int k = 0; k < o->reps; k++) {
+    run_consumer(&w, w.pool, ring, fd, &cr);
+    if (k == 0) first = cr;
+    same &= cr.c.touch == first.c.touch;
+    peak[k] = cr.secs;
+    cpus[k] = cr.cpu;
+    busy[k] = cr.cpu - cr.full_cpu;
+    full += cr.full;
+    run_consumer(&w, big, ring, -1, &cr);
+    same &= cr.c.touch == first.c.touch;
+    large[k] = cr.secs;
+    full += cr.full;
+  }
+  size_t nn = w.count[M_NEW], resting = nn - w.ioc - w.fok - w.market;
+  print_mix(&w, &first.c);
+  printf("  harness mix check: IOC %.1f%% of new orders; cancel commands %.0f%% of the orders"
+         " that could rest; replace commands %.0f%% of new orders\n",
+         100.0 * (double)w.ioc / (double)nn,
+         100.0 * (double)w.count[M_CANCEL] / (double)resting,
+         100.0 * (double)w.count[M_REPLACE] / (double)nn);
+  qsort(peak, (size_t)o->reps, sizeof peak[0], cmp_double);
+  qsort(large, (size_t)o->reps, sizeof large[0], cmp_double);
+  qsort(cpus, (size_t)o->reps, sizeof cpus[0], cmp_double);
+  qsort(busy, (size_t)o->reps, sizeof busy[0], cmp_double);
+  r->c_mmsgs = (double)w.n / peak[o->reps / 2] / 1e6;
+  r->c_mmsgs_1m = (double)w.n / large[o->reps / 2] / 1e6;
+  r->c_cpu_mmsgs = (double)w.n / cpus[o->reps / 2] / 1e6;
+  printf("  consumer throughput: %.2f Mmsg/s with %u orders of capacity, %.2f Mmsg/s with %u"
+         " (wall clock to the last report drained, median of %d each, alternated); on-CPU"
+         " time of the book's thread only: %.2f Mmsg/s, and without its waits on a full ring"
+         " %.2f\n",
+         r->c_mmsgs, w.pool, r->c_mmsgs_1m, big, o->reps, r->c_cpu_mmsgs,
+         (double)w.n / busy[o->reps / 2] / 1e6);
+  printf("  %" PRIu64 " events per run, reports checksum %016" PRIx64 " (%s in every run);"
+         " ring full %" PRIu64 " times in all; book memory backed on first touch inside the"
+         " timed span (book.h has no call to back it earlier)\n",
+         first.c.ev[1] + first.c.ev[2] + first.c.ev[3] + first.c.ev[4] + first.c.ev[5] +
+             first.c.ev[6],
+         first.c.touch, same ? "the same" : "DIFFERENT", full);
+  if (first.pin_rc != 0 || sysconf(_SC_NPROCESSORS_ONLN) < 2)
+    printf("  # consumer not pinned to CPU %d (%s): it shares the book's CPU\n", CONSUMER_CPU,
+           first.pin_rc ? strerror(first.pin_rc) : "one CPU online");
+  r->c_misses = -1;
+  if (!strcmp(sc->name, "deep_static")) {
+    breakdown(sc, o, &w, r->c_cpu_mmsgs);
+    if (fd >= 0) {
+      double total = perf_read_misses(fd, why, sizeof why);
+      if (total >= 0) r->c_misses = total / ((double)o->reps * (double)w.n);
+      close(fd);
+    }
+    if (r->c_misses < 0)
+      printf("# cache misses: unavailable (%s)\n", why);
+    else
+      printf("  cache misses (PERF_COUNT_HW_CACHE_MISSES, book thread, user space, command"
+             " loop of the %d peak-capacity runs): %.2f per message\n",
+             o->reps, r->c_misses);
+  }
+  printf("RESULT engine.%s_mmsgs_consumer %.2f Mmsg/s\n", sc->name, r->c_mmsgs);
+  printf("RESULT engine.%s_mmsgs_consumer_cap1m %.2f Mmsg/s\n", sc->name, r->c_mmsgs_1m);
+  if (r->c_misses >= 0)
+    printf("RESULT engine.%s_cache_misses_per_msg %.2f\n", sc->name, r->c_misses);
+  free(w.m);
+  return same ? 0 : 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1011,7 +1386,7 @@ static int run_demo(const options_t *o) {
   workload_t w;
   printf("Hourglass matching engine demo: one seeded trading day of B200 GPU-hour futures\n");
   printf("(%s: %s)\n", sc->name, sc->what);
-  if (generate(sc, o->messages, o->seed, &w) != 0) return 1;
+  if (generate(sc, &mix_day, o->messages, o->seed, &w) != 0) return 1;
   printf("instrument: ticks of 0.001 USD/GPU-hour, prices 0.001..100.000, start 3.000,"
          " band +-%u bps, max order %d contracts\n",
          w.band_bps, MAX_ORDER_QTY);
@@ -1084,7 +1459,7 @@ static int run_demo(const options_t *o) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: bench_engine [--quick] [--scenario NAME] [--messages N] [--seed S] [--demo]\n"
-          "  --quick         200k messages per scenario (a few seconds in all)\n"
+          "  --quick         200k messages per scenario (about ten seconds in all)\n"
           "  --scenario NAME run one scenario:");
   for (size_t i = 0; i < N_SCENARIOS; i++) fprintf(f, " %s", scenarios[i].name);
   fprintf(f, "\n  --messages N    messages per scenario (default 2000000)\n"
@@ -1144,22 +1519,53 @@ int main(int argc, char **argv) {
          HAVE_TSC ? "TSC (lfence+rdtsc) calibrated against CLOCK_MONOTONIC" : "CLOCK_MONOTONIC",
          ns_per_tick, timer_overhead_ticks * ns_per_tick);
 
+  hg_spsc_ring_t *ring = NULL;
+  int rc = hg_spsc_ring_create(RING_SLOTS, sizeof(report_t), &ring);
+  if (rc != 0) {
+    fprintf(stderr, "bench_engine: hg_spsc_ring_create failed: %d\n", rc);
+    return 1;
+  }
+  cpu_set_t cpus;
+  int have_mask = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
   result_t res[N_SCENARIOS];
   size_t nres = 0;
   int bad = 0;
   for (size_t s = 0; s < N_SCENARIOS; s++) {
     if (o.scenario && strcmp(o.scenario, scenarios[s].name)) continue;
-    bad |= run_scenario(&scenarios[s], &o, &res[nres++]);
+    result_t *r = &res[nres++];
+    bad |= run_scenario(&scenarios[s], &o, r);
+    rc = pin_self(BOOK_CPU);
+    if (rc != 0) printf("  # book thread not pinned to CPU %d: %s\n", BOOK_CPU, strerror(rc));
+    bad |= run_scenario_consumer(&scenarios[s], &o, ring, r);
+    if (have_mask) (void)pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
   }
+  hg_spsc_ring_destroy(ring);
   if (!nres) {
     fprintf(stderr, "bench_engine: no scenario named '%s'\n", o.scenario);
     usage(stderr);
     return 2;
   }
 
+  size_t cw = 0, cw1m = 0;
+  printf("\n== summary, consumer mode (headline): harness mix, ids in random order, events"
+         " to CPU %d through a ring\n", CONSUMER_CPU);
+  printf("  %-14s %12s %12s %9s %12s\n", "scenario", "peak Mmsg/s", "1M Mmsg/s", "1M/peak",
+         "cpu-only");
+  for (size_t k = 0; k < nres; k++) {
+    const result_t *r = &res[k];
+    printf("  %-14s %12.2f %12.2f %8.2fx %12.2f\n", r->name, r->c_mmsgs, r->c_mmsgs_1m,
+           r->c_mmsgs_1m / r->c_mmsgs, r->c_cpu_mmsgs);
+    if (r->c_mmsgs < res[cw].c_mmsgs) cw = k;
+    if (r->c_mmsgs_1m < res[cw1m].c_mmsgs_1m) cw1m = k;
+  }
+  printf("RESULT engine.worst_mmsgs_consumer %.2f Mmsg/s\n", res[cw].c_mmsgs);
+  printf("RESULT engine.worst_mmsgs_consumer_cap1m %.2f Mmsg/s\n", res[cw1m].c_mmsgs_1m);
+  printf("RESULT engine.cap1m_vs_peak_ratio %.2f x\n", res[cw1m].c_mmsgs_1m / res[cw].c_mmsgs);
+
   size_t worst = 0;
   double worst_p99 = 0, worst_ratio = 0;
-  printf("\n== summary (targets: worst >= 10 Mmsg/s, p99 < 1000 ns)\n");
+  printf("\n== summary, ids in order, events kept on the book's thread (targets: worst >= 10"
+         " Mmsg/s, p99 < 1000 ns)\n");
   printf("  %-14s %9s %8s %9s %8s %8s %9s %9s\n", "scenario", "Mmsg/s", "ns/msg", "cpu-only",
          "p50 ns", "p99 ns", "p99.9 ns", "vs ref");
   for (size_t k = 0; k < nres; k++) {
