@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "hourglass/error.h"
+#include "hourglass/levels.h"
 
 int hgctl_order_new(int argc, char **argv) {
   const char *cmd = "order new";
@@ -528,36 +529,14 @@ int hgctl_orders(int argc, char **argv) {
 
 #define LADDER_MAX 50
 
+/* One side of the ladder: the best LADDER_MAX levels (base/levels.h keeps
+ * them sorted and evicts the worst when a better price arrives). */
 typedef struct book_side {
-  int64_t px[LADDER_MAX], qty[LADDER_MAX];
-  int n;
+  hg_level_t store[LADDER_MAX];
+  hg_levels_t l;
 } book_side_t;
 
-/* Sets price's aggregate (0 removes); keeps best first (bids high, asks low). */
-static void side_set(book_side_t *s, bool bids, int64_t px, int64_t qty) {
-  int i = 0;
-  while (i < s->n && s->px[i] != px) i++;
-  if (i < s->n) {
-    if (qty > 0) {
-      s->qty[i] = qty;
-      return;
-    }
-    memmove(&s->px[i], &s->px[i + 1], (size_t)(s->n - i - 1) * sizeof s->px[0]);
-    memmove(&s->qty[i], &s->qty[i + 1], (size_t)(s->n - i - 1) * sizeof s->qty[0]);
-    s->n--;
-    return;
-  }
-  if (qty <= 0) return;
-  int at = 0;
-  while (at < s->n && (bids ? s->px[at] > px : s->px[at] < px)) at++;
-  if (at >= LADDER_MAX) return; /* beyond the depth shown */
-  int keep = s->n < LADDER_MAX ? s->n : LADDER_MAX - 1;
-  memmove(&s->px[at + 1], &s->px[at], (size_t)(keep - at) * sizeof s->px[0]);
-  memmove(&s->qty[at + 1], &s->qty[at], (size_t)(keep - at) * sizeof s->qty[0]);
-  s->px[at] = px;
-  s->qty[at] = qty;
-  s->n = keep + 1;
-}
+static void side_reset(book_side_t *s, int side) { hg_levels_init(&s->l, side, s->store, LADDER_MAX); }
 
 static void draw(const char *sym, uint32_t id, const book_side_t *b, const book_side_t *a,
                  int depth, uint64_t md_seq, uint32_t state, int64_t last_px, int64_t last_qty,
@@ -568,15 +547,15 @@ static void draw(const char *sym, uint32_t id, const book_side_t *b, const book_
   printf("\n%12s %12s | %-12s %-12s\n", "bid qty", "bid", "ask", "ask qty");
   for (int i = 0; i < depth; i++) {
     char bq[24] = "", bp[HGCTL_FMT_LEN] = "", ap[HGCTL_FMT_LEN] = "", aq[24] = "";
-    if (i < b->n) {
-      snprintf(bq, sizeof bq, "%" PRId64, b->qty[i]);
-      snprintf(bp, sizeof bp, "%s", net_px(b->px[i]));
+    if ((uint32_t)i < b->l.n) {
+      snprintf(bq, sizeof bq, "%" PRId64, b->l.lv[i].qty);
+      snprintf(bp, sizeof bp, "%s", net_px(b->l.lv[i].price));
     }
-    if (i < a->n) {
-      snprintf(ap, sizeof ap, "%s", net_px(a->px[i]));
-      snprintf(aq, sizeof aq, "%" PRId64, a->qty[i]);
+    if ((uint32_t)i < a->l.n) {
+      snprintf(ap, sizeof ap, "%s", net_px(a->l.lv[i].price));
+      snprintf(aq, sizeof aq, "%" PRId64, a->l.lv[i].qty);
     }
-    if (i >= b->n && i >= a->n) break;
+    if ((uint32_t)i >= b->l.n && (uint32_t)i >= a->l.n) break;
     printf("%12s %12s | %-12s %-12s\n", bq, bp, ap, aq);
   }
   fflush(stdout);
@@ -607,6 +586,8 @@ int hgctl_ladder(int argc, char **argv) {
   signal(SIGTERM, net_on_signal);
   bool tty = isatty(STDOUT_FILENO) && !once;
   static book_side_t bids, asks;
+  side_reset(&bids, HG_LEVELS_BID);
+  side_reset(&asks, HG_LEVELS_ASK);
   uint64_t md_seq = 0, sub_seq = 0;
   uint32_t state = 0;
   int64_t last_px = 0, last_qty = 0;
@@ -633,11 +614,10 @@ int hgctl_ladder(int argc, char **argv) {
           rc = EXIT_FAIL;
           break;
         }
-        bids.n = asks.n = 0;
-        for (size_t i = 0; i < s->n_bids && i < LADDER_MAX; i++)
-          side_set(&bids, true, s->bids[i]->price, s->bids[i]->qty);
-        for (size_t i = 0; i < s->n_asks && i < LADDER_MAX; i++)
-          side_set(&asks, false, s->asks[i]->price, s->asks[i]->qty);
+        side_reset(&bids, HG_LEVELS_BID);
+        side_reset(&asks, HG_LEVELS_ASK);
+        for (size_t i = 0; i < s->n_bids; i++) hg_levels_set(&bids.l, s->bids[i]->price, s->bids[i]->qty);
+        for (size_t i = 0; i < s->n_asks; i++) hg_levels_set(&asks.l, s->asks[i]->price, s->asks[i]->qty);
         md_seq = s->md_seq;
         state = s->state;
         have = dirty = true;
@@ -660,9 +640,8 @@ int hgctl_ladder(int argc, char **argv) {
         }
         md_seq = s;
         if (e->body_case == BODY(MD_LEVEL))
-          side_set(e->md_level->side == HOURGLASS__V1__SIDE__SIDE_SELL ? &asks : &bids,
-                   e->md_level->side != HOURGLASS__V1__SIDE__SIDE_SELL, e->md_level->price,
-                   e->md_level->qty);
+          hg_levels_set(e->md_level->side == HOURGLASS__V1__SIDE__SIDE_SELL ? &asks.l : &bids.l,
+                        e->md_level->price, e->md_level->qty);
         else if (e->body_case == BODY(MD_TRADE)) {
           last_px = e->md_trade->price;
           last_qty = e->md_trade->qty;

@@ -4,7 +4,7 @@
  * at a time from the engine's level events, which carry the new aggregate
  * quantity at a price (0 when the level is gone). The gateway's market data
  * (gateway/server/mirror.c) and the daemon's market view (daemon/mdview.c)
- * keep their books in it.
+ * keep their books in it, and so does hgctl's ladder (gateway/tools).
  *
  * Storage. The caller owns the array (cap levels) and keeps it alive while
  * the side is used; nothing here allocates. A bid side keeps prices
