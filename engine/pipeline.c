@@ -82,8 +82,7 @@ void hg_pipe__log(const hg_pipeline_config_t *cfg, int level, const char *fmt, .
   if (cfg->log != NULL) {
     cfg->log(cfg->log_ctx, level, msg);
   } else {
-    static const char *names[] = {"info", "warn", "error"};
-    fprintf(stderr, "hourglass pipeline %s: %s\n", names[level < 0 || level > 2 ? 2 : level], msg);
+    fprintf(stderr, "hourglass pipeline %s: %s\n", hg_log_level_name(level), msg);
   }
 }
 
@@ -249,7 +248,7 @@ static void take_snapshot(hg_pipeline_t *p) {
   size_t len = 0;
   int rc = serialize_state(p, &len);
   if (rc != 0) {
-    logf_(p, HG_PIPE_LOG_WARN, "snapshot at seq %llu skipped: %s",
+    logf_(p, HG_LOG_WARN, "snapshot at seq %llu skipped: %s",
           (unsigned long long)p->last_seq, hg_strerror(rc));
     return;
   }
@@ -287,7 +286,7 @@ static void *snapshot_main(void *arg) {
     if (rc == 0) {
       atomic_fetch_add_explicit(&p->stat_snapshots, 1, memory_order_relaxed); /* statistic */
     } else {
-      logf_(p, HG_PIPE_LOG_WARN, "snapshot at seq %llu not written: %s %s",
+      logf_(p, HG_LOG_WARN, "snapshot at seq %llu not written: %s %s",
             (unsigned long long)seq, hg_strerror(rc), hg_store_errmsg(p->store));
     }
     pthread_mutex_lock(&p->snap_mu);
@@ -327,7 +326,7 @@ static int sequence_one(hg_pipeline_t *p, const inmsg_t *m) {
   int rc = hg_exchange_apply(p->ex, &cmd);
   if (rc != 0) {
     /* Only a broken pipeline gets here (out of memory listing a book). */
-    logf_(p, HG_PIPE_LOG_ERROR, "command seq %llu failed to apply: %s; intake stopped",
+    logf_(p, HG_LOG_ERROR, "command seq %llu failed to apply: %s; intake stopped",
           (unsigned long long)cmd.seq, hg_strerror(rc));
     atomic_store(&p->failed, rc);
     atomic_store(&p->accepting, 0);
@@ -450,7 +449,7 @@ static void journal_note_failure(hg_pipeline_t *p) {
   if (err == 0 || atomic_load(&p->failed)) return;
   const char *msg = "";
   hg_journal_error(p->journal, &msg);
-  logf_(p, HG_PIPE_LOG_ERROR, "journal failed (%s): %s; intake stopped, nothing after seq %llu "
+  logf_(p, HG_LOG_ERROR, "journal failed (%s): %s; intake stopped, nothing after seq %llu "
         "is acknowledged", hg_strerror(err), msg,
         (unsigned long long)hg_journal_durable_seq(p->journal));
   /* failed before accepting (both seq_cst): a submitter refused with
@@ -770,7 +769,7 @@ int hg_pipeline_stop(hg_pipeline_t *p) {
      * the store's instrument and account tables, for tools that read them. */
     rc = hg_store_save_exchange(p->store, p->ex, snapshot_keep(p));
     if (rc != 0)
-      logf_(p, HG_PIPE_LOG_ERROR, "final snapshot at seq %llu not written: %s %s",
+      logf_(p, HG_LOG_ERROR, "final snapshot at seq %llu not written: %s %s",
             (unsigned long long)p->last_seq, hg_strerror(rc), hg_store_errmsg(p->store));
     else
       atomic_fetch_add(&p->stat_snapshots, 1);

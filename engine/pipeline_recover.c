@@ -71,14 +71,14 @@ static int load_snapshot(hg_pipeline_t *p, uint64_t *snap_seq) {
   if (rc == 0 && n > 0 && seqs == NULL) rc = -ENOMEM;
   if (rc == 0 && n > 0) rc = hg_store_list_snapshots(p->store, seqs, n, &n);
   if (rc != 0) {
-    logf_(p, HG_PIPE_LOG_ERROR, "state store %s: %s", p->state_dir, hg_store_errmsg(p->store));
+    logf_(p, HG_LOG_ERROR, "state store %s: %s", p->state_dir, hg_store_errmsg(p->store));
     free(seqs);
     return rc;
   }
   for (size_t i = n; i-- > 0;) {
     if (seqs[i] == 0) {
       /* A key that is not a seq (listed as 0, which would mean "newest"). */
-      logf_(p, HG_PIPE_LOG_ERROR, "state store %s: a snapshot key is malformed; skipped",
+      logf_(p, HG_LOG_ERROR, "state store %s: a snapshot key is malformed; skipped",
             p->state_dir);
       note_refused(p, 0, "a malformed snapshot key");
       continue;
@@ -88,14 +88,14 @@ static int load_snapshot(hg_pipeline_t *p, uint64_t *snap_seq) {
       *snap_seq = seqs[i];
       break;
     }
-    logf_(p, HG_PIPE_LOG_ERROR, "%s", hg_store_errmsg(p->store));
+    logf_(p, HG_LOG_ERROR, "%s", hg_store_errmsg(p->store));
     if (rc != HG_ECORRUPT && rc != HG_EVERSION) break;
     note_refused(p, seqs[i], hg_store_errmsg(p->store));
     if (i > 0)
-      logf_(p, HG_PIPE_LOG_WARN, "snapshot at seq %llu skipped; trying the one at seq %llu",
+      logf_(p, HG_LOG_WARN, "snapshot at seq %llu skipped; trying the one at seq %llu",
             (unsigned long long)seqs[i], (unsigned long long)seqs[i - 1]);
     else
-      logf_(p, HG_PIPE_LOG_WARN,
+      logf_(p, HG_LOG_WARN,
             "snapshot at seq %llu skipped; no older snapshot: replaying journal %s from seq 1",
             (unsigned long long)seqs[i], p->journal_dir);
     /* A restore that failed its hash check leaves its state behind. */
@@ -103,7 +103,7 @@ static int load_snapshot(hg_pipeline_t *p, uint64_t *snap_seq) {
     p->ex = NULL;
     rc = hg_exchange_create(&p->cfg.exchange, discard_sink, NULL, &p->ex);
     if (rc != 0) {
-      logf_(p, HG_PIPE_LOG_ERROR, "exchange config rejected: %s", hg_strerror(rc));
+      logf_(p, HG_LOG_ERROR, "exchange config rejected: %s", hg_strerror(rc));
       break;
     }
   }
@@ -468,16 +468,16 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
   struct stat st;
   if (stat(dir, &st) != 0) {
     int e = errno;
-    hg_pipe__log(cfg, HG_PIPE_LOG_ERROR, "data directory %s: %s", dir, strerror(e));
+    hg_pipe__log(cfg, HG_LOG_ERROR, "data directory %s: %s", dir, strerror(e));
     return -e;
   }
   if (!S_ISDIR(st.st_mode)) {
-    hg_pipe__log(cfg, HG_PIPE_LOG_ERROR, "data directory %s is not a directory", dir);
+    hg_pipe__log(cfg, HG_LOG_ERROR, "data directory %s is not a directory", dir);
     return -ENOTDIR;
   }
   if ((size_t)snprintf(jdir, sizeof jdir, "%s/journal", dir) >= sizeof jdir ||
       (size_t)snprintf(sdir, sizeof sdir, "%s/state", dir) >= sizeof sdir) {
-    hg_pipe__log(cfg, HG_PIPE_LOG_ERROR, "data directory path too long");
+    hg_pipe__log(cfg, HG_LOG_ERROR, "data directory path too long");
     return HG_EINVAL;
   }
   /* No store yet (a daemon that never got that far): replay everything. */
@@ -490,7 +490,7 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
     rc = hg_store_open_readonly(s, sdir);
     if (rc == 0) rc = hg_store_load_exchange(s, ex, &snap);
     if (rc == HG_ENOTFOUND) rc = 0;
-    if (rc != 0) hg_pipe__log(cfg, HG_PIPE_LOG_ERROR, "%s", hg_store_errmsg(s));
+    if (rc != 0) hg_pipe__log(cfg, HG_LOG_ERROR, "%s", hg_store_errmsg(s));
     hg_store_close(s);
     if (rc != 0) return rc;
   }
@@ -506,7 +506,7 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
       hg_journal_reader_close(rd);
     }
     if (rc != 0) {
-      hg_pipe__log(cfg, HG_PIPE_LOG_ERROR,
+      hg_pipe__log(cfg, HG_LOG_ERROR,
               "journal %s does not continue the snapshot at seq %llu: %s", jdir,
               (unsigned long long)snap, hg_strerror(rc));
       return rc == HG_ENOTFOUND ? HG_ECORRUPT : rc;
@@ -521,7 +521,7 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
   rc = hg_journal_read_mark(mpath, &mark, &mark_seg, NULL);
   if (rc == HG_ENOTFOUND) rc = 0;
   if (rc != 0) {
-    hg_pipe__log(cfg, HG_PIPE_LOG_ERROR, "durable mark %s cannot be used: %s", mpath, hg_strerror(rc));
+    hg_pipe__log(cfg, HG_LOG_ERROR, "durable mark %s cannot be used: %s", mpath, hg_strerror(rc));
     return rc;
   }
   char why[512] = "";
@@ -529,7 +529,7 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
   rc = replay_into(jdir, ex, snap + 1, UINT64_MAX, &n, why, sizeof why);
   *last_seq = hg_exchange_last_seq(ex);
   if (rc == 0 && *last_seq < mark) {
-    hg_pipe__log(cfg, HG_PIPE_LOG_ERROR,
+    hg_pipe__log(cfg, HG_LOG_ERROR,
             "journal %s ends at seq %llu but seq %llu was durable (durable mark %s): records "
             "%llu..%llu are missing", jdir, (unsigned long long)*last_seq,
             (unsigned long long)mark, mpath, (unsigned long long)*last_seq + 1,
@@ -539,31 +539,31 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
   char seg[PATH_MAX + 48];
   snprintf(seg, sizeof seg, "%s/journal-%020llu.hgj", jdir, (unsigned long long)mark_seg);
   if (mark_seg > 0 && stat(seg, &st) != 0) {
-    hg_pipe__log(cfg, HG_PIPE_LOG_ERROR,
+    hg_pipe__log(cfg, HG_LOG_ERROR,
             "%s is missing, but it held the newest records (durable mark %s names it): records "
             "from seq %llu on are lost", seg, mpath, (unsigned long long)mark_seg);
     return HG_ECORRUPT;
   }
   if (rc == HG_ECORRUPT && why[0] != '\0') {
     if (*last_seq < mark)
-      hg_pipe__log(cfg, HG_PIPE_LOG_ERROR,
+      hg_pipe__log(cfg, HG_LOG_ERROR,
               "%s: the journal ends in a record that is not good, but seq %llu was durable "
               "(durable mark %s): records %llu..%llu are damaged; the state read is at seq %llu",
               why, (unsigned long long)mark, mpath, (unsigned long long)*last_seq + 1,
               (unsigned long long)mark, (unsigned long long)*last_seq);
     else
-      hg_pipe__log(cfg, HG_PIPE_LOG_ERROR,
+      hg_pipe__log(cfg, HG_LOG_ERROR,
               "%s: the journal ends in a record that is not good (a batch a running daemon is "
               "still writing, a torn tail the daemon's start-up cuts, or corruption); the state "
               "read is at seq %llu", why, (unsigned long long)*last_seq);
     return rc;
   }
   if (rc != 0) {
-    hg_pipe__log(cfg, HG_PIPE_LOG_ERROR, "read-only recovery of %s failed: %s", dir,
+    hg_pipe__log(cfg, HG_LOG_ERROR, "read-only recovery of %s failed: %s", dir,
             why[0] ? why : hg_strerror(rc));
     return rc == HG_ENOTFOUND ? HG_ECORRUPT : rc;
   }
-  hg_pipe__log(cfg, HG_PIPE_LOG_INFO,
+  hg_pipe__log(cfg, HG_LOG_INFO,
           "read %s without writing: seq %llu (snapshot %llu + %llu journal records)", dir,
           (unsigned long long)*last_seq, (unsigned long long)snap, (unsigned long long)n);
   return 0;
@@ -572,7 +572,7 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
 static int make_dir(hg_pipeline_t *p, const char *path) {
   if (mkdir(path, 0750) != 0 && errno != EEXIST) {
     int e = errno;
-    logf_(p, HG_PIPE_LOG_ERROR, "cannot create %s: %s", path, strerror(e));
+    logf_(p, HG_LOG_ERROR, "cannot create %s: %s", path, strerror(e));
     return -e;
   }
   return 0;
@@ -641,17 +641,17 @@ static int recover_overlapped(hg_pipeline_t *p, const hg_journal_options_t *jo,
   free(job);
   if (rc != 0) {
     /* The scan's finding, as a scan-then-replay start-up reports it. */
-    logf_(p, HG_PIPE_LOG_ERROR, "journal %s cannot be opened: %s", p->journal_dir, hg_strerror(rc));
+    logf_(p, HG_LOG_ERROR, "journal %s cannot be opened: %s", p->journal_dir, hg_strerror(rc));
     return rc;
   }
   if (hg_journal_next_seq(p->journal) > snap_seq + 1) {
     if (rrc != 0) {
-      logf_(p, HG_PIPE_LOG_ERROR, "recovery failed: %s", why);
+      logf_(p, HG_LOG_ERROR, "recovery failed: %s", why);
       return rrc == HG_ENOTFOUND ? HG_ECORRUPT : rrc;
     }
   } else if (p->replayed != 0) {
     /* Cannot happen: the replay reads only records the scan kept. */
-    logf_(p, HG_PIPE_LOG_ERROR, "recovery failed: replayed past the end of journal %s",
+    logf_(p, HG_LOG_ERROR, "recovery failed: replayed past the end of journal %s",
           p->journal_dir);
     return HG_ECORRUPT;
   }
@@ -664,11 +664,11 @@ static int recover(hg_pipeline_t *p) {
   struct stat st;
   if (stat(dir, &st) != 0) {
     int e = errno;
-    logf_(p, HG_PIPE_LOG_ERROR, "data directory %s: %s", dir, strerror(e));
+    logf_(p, HG_LOG_ERROR, "data directory %s: %s", dir, strerror(e));
     return -e;
   }
   if (!S_ISDIR(st.st_mode)) {
-    logf_(p, HG_PIPE_LOG_ERROR, "data directory %s is not a directory", dir);
+    logf_(p, HG_LOG_ERROR, "data directory %s is not a directory", dir);
     return -ENOTDIR;
   }
   if ((size_t)snprintf(p->journal_dir, sizeof p->journal_dir, "%s/journal", dir) >=
@@ -676,7 +676,7 @@ static int recover(hg_pipeline_t *p) {
       (size_t)snprintf(p->state_dir, sizeof p->state_dir, "%s/state", dir) >= sizeof p->state_dir ||
       (size_t)snprintf(p->mark_path, sizeof p->mark_path, "%s/durable.mark", dir) >=
           sizeof p->mark_path) {
-    logf_(p, HG_PIPE_LOG_ERROR, "data directory path too long");
+    logf_(p, HG_LOG_ERROR, "data directory path too long");
     return HG_EINVAL;
   }
   if ((rc = make_dir(p, p->journal_dir)) != 0 || (rc = make_dir(p, p->state_dir)) != 0) return rc;
@@ -684,12 +684,12 @@ static int recover(hg_pipeline_t *p) {
   if ((rc = hg_store_create(&p->store)) != 0) return rc;
   rc = hg_store_open(p->store, p->state_dir, p->cfg.map_size ? p->cfg.map_size : (size_t)1 << 30);
   if (rc != 0) {
-    logf_(p, HG_PIPE_LOG_ERROR, "state store %s: %s", p->state_dir, hg_store_errmsg(p->store));
+    logf_(p, HG_LOG_ERROR, "state store %s: %s", p->state_dir, hg_store_errmsg(p->store));
     return rc;
   }
   rc = hg_exchange_create(&p->cfg.exchange, discard_sink, NULL, &p->ex);
   if (rc != 0) {
-    logf_(p, HG_PIPE_LOG_ERROR, "exchange config rejected: %s", hg_strerror(rc));
+    logf_(p, HG_LOG_ERROR, "exchange config rejected: %s", hg_strerror(rc));
     return rc;
   }
   uint64_t snap_seq = 0;
@@ -710,7 +710,7 @@ static int recover(hg_pipeline_t *p) {
   }
   rc = hg_journal_open(p->journal_dir, &jo, &p->journal);
   if (rc != 0) {
-    logf_(p, HG_PIPE_LOG_ERROR, "journal %s cannot be opened: %s", p->journal_dir, hg_strerror(rc));
+    logf_(p, HG_LOG_ERROR, "journal %s cannot be opened: %s", p->journal_dir, hg_strerror(rc));
     return rc;
   }
   uint64_t jnext = hg_journal_next_seq(p->journal);
@@ -719,7 +719,7 @@ static int recover(hg_pipeline_t *p) {
     rc = replay_into(p->journal_dir, p->ex, snap_seq + 1, UINT64_MAX, &p->replayed, why,
                      sizeof why);
     if (rc != 0) {
-      logf_(p, HG_PIPE_LOG_ERROR, "recovery failed: %s", why);
+      logf_(p, HG_LOG_ERROR, "recovery failed: %s", why);
       return rc == HG_ENOTFOUND ? HG_ECORRUPT : rc;
     }
   }
@@ -729,13 +729,13 @@ static int recover(hg_pipeline_t *p) {
 static int recover_finish(hg_pipeline_t *p, uint64_t snap_seq) {
   p->last_seq = hg_exchange_last_seq(p->ex);
   if (hg_journal_next_seq(p->journal) != p->last_seq + 1) {
-    logf_(p, HG_PIPE_LOG_ERROR,
+    logf_(p, HG_LOG_ERROR,
           "journal %s ends before seq %llu but the state is at seq %llu: the journal does not "
           "continue the snapshot", p->journal_dir,
           (unsigned long long)hg_journal_next_seq(p->journal), (unsigned long long)p->last_seq);
     return HG_ECORRUPT;
   }
-  logf_(p, HG_PIPE_LOG_INFO, "recovered to seq %llu (snapshot %llu + %llu journal records, %s)",
+  logf_(p, HG_LOG_INFO, "recovered to seq %llu (snapshot %llu + %llu journal records, %s)",
         (unsigned long long)p->last_seq, (unsigned long long)snap_seq,
         (unsigned long long)p->replayed,
         hg_journal_uses_io_uring(p->journal) ? "io_uring" : "pwritev fallback");
@@ -754,7 +754,7 @@ static int recover_finish(hg_pipeline_t *p, uint64_t snap_seq) {
 int hg_pipe__recover(hg_pipeline_t *p) {
   int rc = recover(p);
   if (rc == 0 && p->snap_refused && hg_exchange_last_seq(p->ex) < p->snap_refused_newest) {
-    logf_(p, HG_PIPE_LOG_ERROR,
+    logf_(p, HG_LOG_ERROR,
           "journal %s ends at seq %llu, before the bad snapshot at seq %llu: the commands up to "
           "it cannot be recovered",
           p->journal_dir, (unsigned long long)hg_exchange_last_seq(p->ex),
@@ -762,7 +762,7 @@ int hg_pipe__recover(hg_pipeline_t *p) {
     rc = HG_ECORRUPT;
   }
   if (rc != 0 && p->snap_refused)
-    logf_(p, HG_PIPE_LOG_ERROR,
+    logf_(p, HG_LOG_ERROR,
           "start refused: %u bad snapshot(s) in %s skipped (%s), and the journal does not "
           "reproduce the state without them",
           p->snap_refused, p->state_dir, p->snap_refused_list);

@@ -638,7 +638,7 @@ static void position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument
   uint32_t i = map_get(&gw->position_map, k);
   if (i == NONE32) {
     if (gw->n_positions == gw->cfg.max_positions) {
-      gw_log(gw, HG_PIPE_LOG_WARN, "position table full (%u); positions incomplete",
+      gw_log(gw, HG_LOG_WARN, "position table full (%u); positions incomplete",
              gw->cfg.max_positions);
       return;
     }
@@ -684,7 +684,7 @@ static bool conn_send_raw(conn_t *c, const uint8_t *bytes, size_t len) {
   hg_gateway_t *gw = c->gw;
   if (!c->used || c->closing) return false;
   if (conn_queued(c) + len > gw->cfg.out_hard_cap) {
-    gw_log(gw, HG_PIPE_LOG_WARN, "connection %u: slow consumer, outbound queue at %zu bytes",
+    gw_log(gw, HG_LOG_WARN, "connection %u: slow consumer, outbound queue at %zu bytes",
            c->idx, conn_queued(c));
     STAT_ADD(gw, st_terminations);
     conn_close(c);
@@ -707,7 +707,7 @@ static size_t encode(hg_gateway_t *gw, const env_t *env) {
   size_t len = 0;
   int rc = hg_wire_encode(env, gw->scratch, SCRATCH_SIZE, &len);
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "cannot encode a message (body %d): %s", (int)env->body_case,
+    gw_log(gw, HG_LOG_ERROR, "cannot encode a message (body %d): %s", (int)env->body_case,
            hg_strerror(rc));
     return 0;
   }
@@ -810,7 +810,7 @@ static int rt_from_file(conn_t *c, stream_t *st) {
                           room, &len);
   if (rc == -ENOBUFS) return 0;
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_WARN, "retransmission from the outbound journal ended: %s",
+    gw_log(gw, HG_LOG_WARN, "retransmission from the outbound journal ended: %s",
            hg_strerror(rc));
     return -1;
   }
@@ -1169,7 +1169,7 @@ static stream_t *stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t
     if (hg_store_get_session_seq(gw->store, name, &last) != 0) last = 0;
     int rc = hg_outlog_key_add(gw->outlog, k->key_id);
     if (rc != 0) /* the key still trades; only its durable retransmission is lost */
-      gw_log(gw, HG_PIPE_LOG_ERROR, "outbound journal: key table: %s", hg_strerror(rc));
+      gw_log(gw, HG_LOG_ERROR, "outbound journal: key table: %s", hg_strerror(rc));
     uint64_t jn = hg_outlog_next_seq(gw->outlog, k->key_id);
     st->key_id = k->key_id;
     st->next_seq = last + 1 > jn ? last + 1 : jn;
@@ -1215,7 +1215,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   hg_key_record_t key;
   int rc = key_load(gw, lg->key_id, &key);
   if (rc != 0 && rc != HG_ENOTFOUND) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: %s", hg_strerror(rc));
+    gw_log(gw, HG_LOG_ERROR, "key store: %s", hg_strerror(rc));
     login_reject(c, LREJ(UNAVAILABLE), "key store unavailable");
     return;
   }
@@ -1254,7 +1254,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
     if (rc == HG_EUNAVAIL) rc = 0; /* remembered; written once the disk takes it */
   }
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "session id check: %s", hg_strerror(rc));
+    gw_log(gw, HG_LOG_ERROR, "session id check: %s", hg_strerror(rc));
     login_reject(c, LREJ(UNAVAILABLE), "key store unavailable");
     return;
   }
@@ -1949,7 +1949,7 @@ static void ledger_append(hg_gateway_t *gw, const hg_ledger_entry_t *e) {
     uint64_t *nn = nl != NULL ? realloc(gw->ledger_next, ncap * sizeof *nn) : NULL;
     if (nn == NULL) {
       gw->ledger_lost = 1;
-      gw_log(gw, HG_PIPE_LOG_WARN, "ledger copy: out of memory; statements unavailable");
+      gw_log(gw, HG_LOG_WARN, "ledger copy: out of memory; statements unavailable");
       return;
     }
     gw->ledger_next = nn;
@@ -2710,7 +2710,7 @@ static uint32_t rt_check_file(hg_gateway_t *gw, stream_t *st, uint64_t from, uin
     if (rc == HG_ECORRUPT) return REJ(RETRANSMIT_CORRUPT);
     if (rc == HG_ERANGE) return REJ(RETRANSMIT_EXPIRED);
     if (rc != 0) {
-      gw_log(gw, HG_PIPE_LOG_WARN, "retransmission: frame missing from the outbound journal: %s",
+      gw_log(gw, HG_LOG_WARN, "retransmission: frame missing from the outbound journal: %s",
              hg_strerror(rc));
       return REJ(RETRANSMIT_RANGE);
     }
@@ -2908,7 +2908,7 @@ static void on_book_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
       o->conn_gen = p->conn_gen;
       o->quote_group = p->quote_group;
     } else if (o == NULL) {
-      gw_log(gw, HG_PIPE_LOG_WARN, "order mirror full; an order is not tracked");
+      gw_log(gw, HG_LOG_WARN, "order mirror full; an order is not tracked");
     }
     er_base(&er, EXEC(NEW), ev);
     er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, be->leaves,
@@ -3108,7 +3108,7 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
     memcpy(sym, ev->listed.symbol, sizeof sym);
     sym[HG_SYMBOL_MAX] = '\0';
     in = instr_add(gw, ev->instrument_id, sym, &ev->listed.params, ISTATE(TRADING));
-    if (in == NULL) gw_log(gw, HG_PIPE_LOG_WARN, "instrument table full; market data missing");
+    if (in == NULL) gw_log(gw, HG_LOG_WARN, "instrument table full; market data missing");
     else instr_reference(in, ev->price, ev->lo, ev->hi);
     op_response(gw, p, ev, 0);
     break;
@@ -3135,7 +3135,7 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
     break;
   case HG_XEV_ACCOUNT_ADDED:
     if (account_add(gw, ev->account, ev->firm, 0) == NULL)
-      gw_log(gw, HG_PIPE_LOG_WARN, "account table full");
+      gw_log(gw, HG_LOG_WARN, "account table full");
     op_response(gw, p, ev, 0);
     break;
   case HG_XEV_DEPOSIT:
@@ -3379,7 +3379,7 @@ static void settle_in_flight(hg_gateway_t *gw) {
   while (gw->pend_tail != gw->pend_next) {
     uint64_t now = now_mono();
     if (now >= deadline) {
-      gw_log(gw, HG_PIPE_LOG_WARN,
+      gw_log(gw, HG_LOG_WARN,
              "stop: %" PRIu64 " commands still unanswered after %llu ms; their reports are "
              "not sequenced", gw->pend_next - gw->pend_tail,
              (unsigned long long)(STOP_SETTLE_NS / 1000000u));
@@ -3410,7 +3410,7 @@ static void on_stop(uv_async_t *a) {
     char name[20];
     seq_name(name, gw->streams[s].key_id);
     int rc = hg_store_set_session_seq(gw->store, name, gw->streams[s].next_seq - 1);
-    if (rc != 0) gw_log(gw, HG_PIPE_LOG_ERROR, "saving a stream seq: %s", hg_strerror(rc));
+    if (rc != 0) gw_log(gw, HG_LOG_ERROR, "saving a stream seq: %s", hg_strerror(rc));
   }
   uv_walk(&gw->loop, close_walk, NULL);
 }
@@ -3531,7 +3531,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   int rc = hg_store_create(&gw->store);
   if (rc == 0) rc = hg_store_open(gw->store, cfg.key_dir, cfg.key_map_size);
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: %s", hg_store_errmsg(gw->store));
+    gw_log(gw, HG_LOG_ERROR, "key store: %s", hg_store_errmsg(gw->store));
     free_all(gw);
     return rc;
   }
@@ -3549,7 +3549,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   rc = hg_outlog_open(cfg.outlog_dir != NULL ? cfg.outlog_dir : odir, &oo, &gw->outlog);
   gw->cfg.outlog_dir = NULL; /* not kept: the caller's string */
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "outbound journal: %s", hg_strerror(rc));
+    gw_log(gw, HG_LOG_ERROR, "outbound journal: %s", hg_strerror(rc));
     free_all(gw);
     return rc;
   }
@@ -3650,7 +3650,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
                                                   : ((struct sockaddr_in6 *)&bound)->sin6_port);
   }
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "listen on %s:%u: %s", gw->host, cfg.port, uv_strerror(rc));
+    gw_log(gw, HG_LOG_ERROR, "listen on %s:%u: %s", gw->host, cfg.port, uv_strerror(rc));
     hg_gateway_destroy(gw);
     return rc;
   }
@@ -3766,7 +3766,7 @@ int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
   if (s.rc == 0) seed_positions(gw, hg_exchange_clearing(ex));
   if (s.rc == 0) s.rc = seed_ledger(gw, hg_exchange_clearing(ex));
   if (s.orders_full)
-    gw_log(gw, HG_PIPE_LOG_ERROR,
+    gw_log(gw, HG_LOG_ERROR,
            "the recovered books hold %" PRIu64 " live orders but the order mirror holds at "
            "most %" PRIu32 " (max_orders): refusing to start rather than not track some",
            s.orders, gw->cfg.max_orders);
@@ -3908,17 +3908,17 @@ static int bump_epoch(hg_gateway_t *gw) {
     rc = 0;
   }
   if (rc == 0 && e == UINT64_MAX) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: the stored exchange epoch is at its maximum");
+    gw_log(gw, HG_LOG_ERROR, "key store: the stored exchange epoch is at its maximum");
     return HG_ECORRUPT;
   }
   if (rc == 0) rc = hg_store_set_session_seq(gw->store, EPOCH_NAME, e + 1);
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: cannot record the exchange epoch: %s",
+    gw_log(gw, HG_LOG_ERROR, "key store: cannot record the exchange epoch: %s",
            hg_store_errmsg(gw->store));
     return rc;
   }
   gw->epoch = e + 1;
-  gw_log(gw, HG_PIPE_LOG_INFO, "exchange epoch %" PRIu64, gw->epoch);
+  gw_log(gw, HG_LOG_INFO, "exchange epoch %" PRIu64, gw->epoch);
   return 0;
 }
 
@@ -3962,14 +3962,14 @@ static void open_recovered(hg_gateway_t *gw) {
     a->home_key = 0;
   }
   if (opened > 0)
-    gw_log(gw, HG_PIPE_LOG_INFO, "restart: %" PRIu32 " accounts hold recovered orders; their "
+    gw_log(gw, HG_LOG_INFO, "restart: %" PRIu32 " accounts hold recovered orders; their "
            "reports go to one stream each", opened);
   if (keyless > 0)
-    gw_log(gw, HG_PIPE_LOG_WARN, "restart: %" PRIu32 " accounts hold recovered orders but no "
+    gw_log(gw, HG_LOG_WARN, "restart: %" PRIu32 " accounts hold recovered orders but no "
            "trading key of theirs is in the outbound journal: those reports are not sequenced "
            "into any stream", keyless);
   if (full > 0)
-    gw_log(gw, HG_PIPE_LOG_ERROR, "restart: %" PRIu32 " accounts hold recovered orders but the "
+    gw_log(gw, HG_LOG_ERROR, "restart: %" PRIu32 " accounts hold recovered orders but the "
            "stream table is full (max_streams %" PRIu32 "): those reports are not sequenced "
            "into any stream", full, gw->cfg.max_streams);
 }
@@ -3986,12 +3986,12 @@ int hg_gateway_start(hg_gateway_t *gw) {
     memset(&cmd, 0, sizeof cmd);
     cmd.type = HG_COMMAND_SESSIONS_ENDED;
     if (submit(gw, &cmd, P_INTERNAL, NONE32, NULL, 0, NULL) != 0) {
-      gw_log(gw, HG_PIPE_LOG_ERROR,
+      gw_log(gw, HG_LOG_ERROR,
              "cannot submit SESSIONS_ENDED for %" PRIu64 " recovered session-scoped orders",
              gw->scoped_at_attach);
       return HG_EBUSY;
     }
-    gw_log(gw, HG_PIPE_LOG_INFO,
+    gw_log(gw, HG_LOG_INFO,
            "restart: cancelling %" PRIu64
            " session-scoped orders (cancel-on-disconnect orders and quotes) of sessions "
            "that ended with the previous process",
