@@ -10,6 +10,8 @@
  * of the CLI complete. Arrays grow by doubling with realloc; this is offline
  * input handling, not the order path.
  */
+#include "hourglass/civil.h"
+#include "hourglass/decimal.h"
 #include "hourglass/error.h"
 #include "hourglass/index.h"
 
@@ -79,71 +81,23 @@ static size_t split(const char *p, size_t len, field_t *f) {
   return nf;
 }
 
-static int parse_i64(const field_t *f, int64_t *out) {
-  size_t i = 0;
-  bool neg = false;
-  if (f->len > 0 && f->p[0] == '-') {
-    neg = true;
-    i = 1;
+/* [-]digits[.digits] with at most places decimals (hourglass/decimal.h),
+ * scaled to an integer; the decimal parser's errors as CSV reasons. */
+static int parse_scaled(const field_t *f, int places, int64_t *out) {
+  switch (hg_decimal_parse(f->p, f->len, places, out)) {
+  case 0: return 0;
+  case HG_DECIMAL_PLACES:
+    return places > 0 ? HG_INDEX_CSV_TOO_MANY_DECIMALS : HG_INDEX_CSV_BAD_NUMBER;
+  case HG_DECIMAL_RANGE: return HG_INDEX_CSV_OVERFLOW;
+  default: return HG_INDEX_CSV_BAD_NUMBER;
   }
-  if (i == f->len) return HG_INDEX_CSV_BAD_NUMBER;
-  /* Accumulate as a negative number so INT64_MIN is representable. */
-  int64_t v = 0;
-  for (; i < f->len; i++) {
-    char c = f->p[i];
-    if (c < '0' || c > '9') return HG_INDEX_CSV_BAD_NUMBER;
-    int d = c - '0';
-    if (v < (INT64_MIN + d) / 10) return HG_INDEX_CSV_OVERFLOW;
-    v = v * 10 - d;
-  }
-  if (!neg) {
-    if (v == INT64_MIN) return HG_INDEX_CSV_OVERFLOW;
-    v = -v;
-  }
-  *out = v;
-  return 0;
 }
 
+/* [-]digits. */
+static int parse_i64(const field_t *f, int64_t *out) { return parse_scaled(f, 0, out); }
+
 /* [-]digits[.digits], at most 6 decimals, exactly to micro-units. */
-static int parse_micro(const field_t *f, int64_t *out) {
-  size_t i = 0;
-  bool neg = false;
-  if (f->len > 0 && f->p[0] == '-') {
-    neg = true;
-    i = 1;
-  }
-  size_t int_digits = 0, frac_digits = 0;
-  bool dot = false;
-  int64_t v = 0; /* negative accumulator, see parse_i64 */
-  for (; i < f->len; i++) {
-    char c = f->p[i];
-    if (c == '.') {
-      if (dot) return HG_INDEX_CSV_BAD_NUMBER;
-      dot = true;
-      continue;
-    }
-    if (c < '0' || c > '9') return HG_INDEX_CSV_BAD_NUMBER;
-    if (dot) {
-      if (++frac_digits > 6) return HG_INDEX_CSV_TOO_MANY_DECIMALS;
-    } else {
-      int_digits++;
-    }
-    int d = c - '0';
-    if (v < (INT64_MIN + d) / 10) return HG_INDEX_CSV_OVERFLOW;
-    v = v * 10 - d;
-  }
-  if (int_digits == 0 || (dot && frac_digits == 0)) return HG_INDEX_CSV_BAD_NUMBER;
-  for (size_t k = frac_digits; k < 6; k++) {
-    if (v < INT64_MIN / 10) return HG_INDEX_CSV_OVERFLOW;
-    v *= 10;
-  }
-  if (!neg) {
-    if (v == INT64_MIN) return HG_INDEX_CSV_OVERFLOW;
-    v = -v;
-  }
-  *out = v;
-  return 0;
-}
+static int parse_micro(const field_t *f, int64_t *out) { return parse_scaled(f, 6, out); }
 
 static int copy_str(const field_t *f, char *dst, size_t cap) {
   if (f->len == 0) return HG_INDEX_CSV_EMPTY_FIELD;
@@ -295,60 +249,16 @@ void hg_index_samples_dispose(hg_index_sample_set_t *set) {
 
 /* ---------------------------------------------------------------- dates */
 
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), integer only. */
-static int32_t days_from_civil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2;
-  int64_t era = (y >= 0 ? y : y - 399) / 400;
-  int64_t yoe = y - era * 400;
-  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return (int32_t)(era * 146097 + doe - 719468);
-}
-
-static bool leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
 int hg_index_day_parse(const char *s, size_t len, int32_t *day) {
-  if (s == NULL || day == NULL || len != 10 || s[4] != '-' || s[7] != '-') return HG_EPARSE;
-  int64_t v[3] = {0, 0, 0};
-  static const int start[3] = {0, 5, 8}, width[3] = {4, 2, 2};
-  for (int k = 0; k < 3; k++) {
-    for (int i = 0; i < width[k]; i++) {
-      char c = s[start[k] + i];
-      if (c < '0' || c > '9') return HG_EPARSE;
-      v[k] = v[k] * 10 + (c - '0');
-    }
-  }
-  static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (v[0] < 1970 || v[1] < 1 || v[1] > 12 || v[2] < 1) return HG_EPARSE;
-  int64_t dim = mdays[v[1] - 1] + (v[1] == 2 && leap(v[0]));
-  if (v[2] > dim) return HG_EPARSE;
-  *day = days_from_civil(v[0], v[1], v[2]);
+  if (day == NULL || !hg_civil_parse_date(s, len, day)) return HG_EPARSE;
   return 0;
 }
 
 void hg_index_day_format(int32_t day, char buf[11]) {
-  int64_t z = (int64_t)day + 719468;
-  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  int64_t doe = z - era * 146097;
-  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  int64_t y = yoe + era * 400;
-  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  int64_t mp = (5 * doy + 2) / 153;
-  int64_t d = doy - (153 * mp + 2) / 5 + 1;
-  int64_t m = mp < 10 ? mp + 3 : mp - 9;
-  y += m <= 2;
-  if (y < 0 || y > 9999) y = 0; /* outside the formattable range */
-  buf[0] = (char)('0' + y / 1000);
-  buf[1] = (char)('0' + y / 100 % 10);
-  buf[2] = (char)('0' + y / 10 % 10);
-  buf[3] = (char)('0' + y % 10);
-  buf[4] = '-';
-  buf[5] = (char)('0' + m / 10);
-  buf[6] = (char)('0' + m % 10);
-  buf[7] = '-';
-  buf[8] = (char)('0' + d / 10);
-  buf[9] = (char)('0' + d % 10);
-  buf[10] = '\0';
+  hg_civil_t c = hg_civil_from_day(day);
+  /* Outside the formattable years: the same month and day in year 0000. */
+  if (c.year < 0 || c.year > 9999) day = hg_civil_to_day(0, c.month, c.day);
+  hg_civil_format_date(day, buf);
 }
 
 /* ------------------------------------------------------ provider registry */
