@@ -763,11 +763,6 @@ void hg_book_destroy(hg_book_t *b) {
   free(b);
 }
 
-void hg_book_set_sink(hg_book_t *b, hg_book_sink_fn sink, void *sink_ctx) {
-  b->sink = sink;
-  b->sink_ctx = sink_ctx;
-}
-
 void hg_book_set_event_buffer(hg_book_t *b, hg_book_event_t *buf) {
   b->evbuf = buf;
 }

@@ -584,12 +584,12 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
     consumer_t *cn = &p->cons[k];
     cn->p = p;
     rc = hg_spsc_ring_create(c.outbound_capacity, sizeof(hg_pipe_out_t), &cn->ring);
-    if (rc == 0) rc = hg_waiter_create(c.spin, 0, &cn->w);
+    if (rc == 0) rc = hg_waiter_create(c.spin, &cn->w);
     cn->notify = k == 0 ? c.out_notify : c.consumer_notify[k];
     cn->notify_ctx = k == 0 ? c.out_notify_ctx : c.consumer_notify_ctx[k];
   }
-  if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->engine_w);
-  if (rc == 0) rc = hg_waiter_create(c.spin, 0, &p->journal_w);
+  if (rc == 0) rc = hg_waiter_create(c.spin, &p->engine_w);
+  if (rc == 0) rc = hg_waiter_create(c.spin, &p->journal_w);
   if (rc == 0) rc = hg_pipe__recover(p);
   if (rc != 0) {
     free_all(p);

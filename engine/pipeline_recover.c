@@ -348,12 +348,12 @@ static feed_t *feed_new(const char *dir, uint64_t from_seq, uint64_t max_seq) {
   if (f == NULL) return NULL;
   feed_init(f, dir, from_seq, max_seq);
   f->b = malloc(FEED_SLOTS * sizeof *f->b);
-  if (f->b == NULL || hg_waiter_create(FEED_SPIN, 0, &f->feeder_w) != 0) {
+  if (f->b == NULL || hg_waiter_create(FEED_SPIN, &f->feeder_w) != 0) {
     free(f->b);
     free(f);
     return NULL;
   }
-  if (hg_waiter_create(FEED_SPIN, 0, &f->applier_w) != 0) {
+  if (hg_waiter_create(FEED_SPIN, &f->applier_w) != 0) {
     hg_waiter_destroy(f->feeder_w);
     free(f->b);
     free(f);
