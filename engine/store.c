@@ -1,5 +1,5 @@
 /*
- * The state store: one LMDB environment with five named databases (see
+ * The state store: one LMDB environment with eight named databases (see
  * store.h). LMDB gives what the store needs without code of ours: a
  * copy-on-write B-tree whose write transactions commit atomically, so a
  * snapshot is either entirely there or not at all, and readers see a
