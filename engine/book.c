@@ -51,6 +51,7 @@
  */
 #include "hourglass/book.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -345,18 +346,25 @@ static void order_remove(hg_book_t *b, uint32_t s) {
   order_t *o = &b->pool[s];
   int side = o->side;
   level_t *lv = &b->levels[side][o->lvl];
+  /* Debug builds: the order's neighbours point back at it, and the level and
+   * the book count it (hg_book_check walks everything, in tests). */
+  assert(o->id != 0 && b->count > 0 && lv->count > 0 && lv->qty >= o->leaves);
+  assert(o->lprev == NIL ? lv->head == s : b->pool[o->lprev].lnext == s);
+  assert(o->lnext == NIL ? lv->tail == s : b->pool[o->lnext].lprev == s);
 
   if (o->lprev != NIL) b->pool[o->lprev].lnext = o->lnext;
   else lv->head = o->lnext;
   if (o->lnext != NIL) b->pool[o->lnext].lprev = o->lprev;
   else lv->tail = o->lprev;
   lv->qty -= o->leaves;
+  assert(lv->count > 1 || lv->qty == 0); /* a level's total is its orders' leaves */
   if (--lv->count == 0) {
     bm_clear(&b->bm[side], o->lvl);
     if (b->best[side] == (int64_t)o->lvl) b->best[side] = level_after(b, side, o->lvl);
   }
 
   acct_t *a = &b->accts[o->acct];
+  assert(a->count > 0 && (o->aprev == NIL ? a->head == s : b->pool[o->aprev].anext == s));
   if (o->aprev != NIL) b->pool[o->aprev].anext = o->anext;
   else a->head = o->anext;
   if (o->anext != NIL) b->pool[o->anext].aprev = o->aprev;
@@ -434,6 +442,10 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
     if (best < 0 || (side == HG_SIDE_BUY ? (int64_t)idx > best : (int64_t)idx < best))
       b->best[side] = idx;
   }
+  /* Debug builds: a resting order never crosses the other side. */
+  assert(t->leaves > 0 && b->count <= b->params.max_orders);
+  assert(b->best[HG_SIDE_BUY] < 0 || b->best[HG_SIDE_SELL] < 0 ||
+         b->best[HG_SIDE_BUY] < b->best[HG_SIDE_SELL]);
 
   acct_t *a = &b->accts[r];
   if (t->clid > a->clid_hi) a->clid_hi = t->clid;

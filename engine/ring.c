@@ -29,6 +29,7 @@
 #include "hourglass/ring.h"
 #include "map_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -176,6 +177,8 @@ const void *hg_mpsc_ring_peek(hg_mpsc_ring_t *r, size_t *len_out) {
 
 void hg_mpsc_ring_consume(hg_mpsc_ring_t *r) {
   struct mpsc_slot *s = mpsc_slot(r, r->head);
+  /* relaxed: a debug check of a slot peek already acquired. */
+  assert(atomic_load_explicit(&s->seq, memory_order_relaxed) == r->head + 1);
   /* release: our reads of the slot happen before a producer reuses it. */
   atomic_store_explicit(&s->seq, r->head + r->capacity, memory_order_release);
   r->head++;
@@ -270,6 +273,7 @@ int hg_spsc_ring_try_push(hg_spsc_ring_t *r, const void *msg, size_t len) {
   if (len > r->slot_size || (msg == NULL && len > 0)) return HG_EINVAL;
   /* relaxed: only this thread writes tail. */
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  assert(t - r->cached_head <= r->capacity); /* tail never laps head */
   if (t - r->cached_head >= r->capacity) {
     /* acquire: the consumer's reads of the slots it freed happen before our
      * writes into them. */
@@ -293,6 +297,8 @@ static uint64_t spsc_available(hg_spsc_ring_t *r, uint64_t h, uint64_t want) {
     r->cached_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
     avail = r->cached_tail - h;
   }
+  /* Debug builds: head never passes tail, tail never laps head. */
+  assert(avail <= r->capacity);
   return avail;
 }
 
@@ -308,6 +314,7 @@ const void *hg_spsc_ring_peek(hg_spsc_ring_t *r, size_t *len_out) {
 void hg_spsc_ring_consume(hg_spsc_ring_t *r) {
   /* relaxed: only this thread writes head. */
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  assert(h < r->cached_tail); /* only after a peek that found a message */
   /* release: our reads of the slot happen before the producer reuses it. */
   atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
