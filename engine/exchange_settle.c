@@ -71,24 +71,26 @@ static void emit_fixing(hg_exchange_t *ex, uint32_t slot, const hg_index_fixing_
   ex->sink(ex->sink_ctx, &ev);
 }
 
-/* A settlement command that could not be applied (nothing changed). */
-static void emit_failed(hg_exchange_t *ex, int rc, uint32_t instrument_id, int32_t day) {
-  hg_exchange_event_t ev;
-  event_init(ex, &ev, HG_XEV_REJECTED);
-  ev.reason = HG_XREJ_SETTLEMENT_FAILED;
-  ev.instrument_id = instrument_id;
-  ev.day = day;
-  ev.amount = rc;
-  ex->sink(ex->sink_ctx, &ev);
-}
-
-static void emit_reject_day(hg_exchange_t *ex, uint16_t reason, uint32_t group, int32_t day) {
+/* A settlement command's reject (nothing changed). */
+static void emit_settle_reject(hg_exchange_t *ex, uint16_t reason, uint32_t instrument_id,
+                               uint32_t group, int32_t day, int64_t amount) {
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_REJECTED);
   ev.reason = reason;
+  ev.instrument_id = instrument_id;
   ev.group = group;
   ev.day = day;
+  ev.amount = amount;
   ex->sink(ex->sink_ctx, &ev);
+}
+
+/* A settlement command that could not be applied: the error in amount. */
+static void emit_failed(hg_exchange_t *ex, int rc, uint32_t instrument_id, int32_t day) {
+  emit_settle_reject(ex, HG_XREJ_SETTLEMENT_FAILED, instrument_id, 0, day, rc);
+}
+
+static void emit_reject_day(hg_exchange_t *ex, uint16_t reason, uint32_t group, int32_t day) {
+  emit_settle_reject(ex, reason, 0, group, day, 0);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -187,55 +187,63 @@ static bool is_header(const field_t *line, const char *hdr) {
   return line->len == hl && memcmp(line->p, hdr, hl) == 0;
 }
 
-int hg_index_samples_parse(const char *buf, size_t len, hg_index_sample_set_t *out) {
-  if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
-  memset(out, 0, sizeof *out);
+/* A CSV file: the header line, then data rows of nfields fields each. Empty
+ * lines, a wrong field count and control bytes or quotes are the reader's
+ * own rejects; row() decides the rest: it returns 0 (row taken), a reason
+ * (> 0, *col the field or -1; the line is recorded as rejected) or a
+ * negative error, which ends the parse. Returns 0 or that error (or
+ * -ENOMEM recording a reject). */
+static int parse_csv(const char *buf, size_t len, const char *header, size_t nfields,
+                     int (*row)(void *ctx, const field_t *f, uint32_t line, int32_t *col),
+                     void *ctx, hg_index_csv_error_t **errs, size_t *n_errs, size_t *cap_errs) {
   line_iter_t it = {.buf = buf, .len = len};
   field_t line;
-  int rc = 0;
-  if (!next_line(&it, &line) || !is_header(&line, SAMPLES_HEADER)) {
-    rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, 1, -1, HG_INDEX_CSV_HEADER);
-    if (rc) goto fail;
-    return 0;
-  }
+  if (!next_line(&it, &line) || !is_header(&line, header))
+    return add_error(errs, n_errs, cap_errs, 1, -1, HG_INDEX_CSV_HEADER);
   while (next_line(&it, &line)) {
     field_t f[MAX_FIELDS];
     int32_t col = -1;
-    int reason = 0;
-    hg_index_sample_t s;
-    if (line.len == 0) {
-      reason = HG_INDEX_CSV_EMPTY_LINE;
-    } else {
-      size_t nf = split(line.p, line.len, f);
-      if (nf != 9) {
-        reason = HG_INDEX_CSV_FIELD_COUNT;
-      } else if ((reason = check_chars(f, nf, &col)) == 0) {
-        reason = sample_from_fields(f, &s, &col);
-      }
+    int reason;
+    if (line.len == 0) reason = HG_INDEX_CSV_EMPTY_LINE;
+    else if (split(line.p, line.len, f) != nfields) reason = HG_INDEX_CSV_FIELD_COUNT;
+    else if ((reason = check_chars(f, nfields, &col)) == 0) reason = row(ctx, f, it.no, &col);
+    if (reason < 0) return reason;
+    if (reason > 0) {
+      int rc = add_error(errs, n_errs, cap_errs, it.no, col, reason);
+      if (rc) return rc;
     }
-    if (reason == 0 && out->n >= HG_INDEX_SAMPLES_MAX) {
-      reason = HG_INDEX_CSV_TOO_MANY;
-      col = -1;
-    }
-    if (reason) {
-      rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, it.no, col, reason);
-      if (rc) goto fail;
-      continue;
-    }
-    size_t cap = out->cap;
-    if ((rc = grow((void **)&out->samples, &cap, sizeof s, out->n + 1))) goto fail;
-    if (cap != out->cap) {
-      size_t lcap = out->cap;
-      if ((rc = grow((void **)&out->lines, &lcap, sizeof *out->lines, cap))) goto fail;
-      out->cap = cap;
-    }
-    out->samples[out->n] = s;
-    out->lines[out->n] = it.no;
-    out->n++;
   }
   return 0;
-fail:
-  hg_index_samples_dispose(out);
+}
+
+static int sample_row(void *ctx, const field_t *f, uint32_t line, int32_t *col) {
+  hg_index_sample_set_t *out = ctx;
+  hg_index_sample_t s;
+  int rc = sample_from_fields(f, &s, col);
+  if (rc) return rc;
+  if (out->n >= HG_INDEX_SAMPLES_MAX) {
+    *col = -1;
+    return HG_INDEX_CSV_TOO_MANY;
+  }
+  size_t cap = out->cap;
+  if ((rc = grow((void **)&out->samples, &cap, sizeof s, out->n + 1))) return rc;
+  if (cap != out->cap) {
+    size_t lcap = out->cap;
+    if ((rc = grow((void **)&out->lines, &lcap, sizeof *out->lines, cap))) return rc;
+    out->cap = cap;
+  }
+  out->samples[out->n] = s;
+  out->lines[out->n] = line;
+  out->n++;
+  return 0;
+}
+
+int hg_index_samples_parse(const char *buf, size_t len, hg_index_sample_set_t *out) {
+  if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
+  memset(out, 0, sizeof *out);
+  int rc = parse_csv(buf, len, SAMPLES_HEADER, 9, sample_row, out, &out->errors, &out->n_errors,
+                     &out->cap_errors);
+  if (rc) hg_index_samples_dispose(out);
   return rc;
 }
 
@@ -312,60 +320,34 @@ int hg_index_registry_add(hg_index_registry_t *reg, const char *provider, const 
   return reg_insert(reg, &row);
 }
 
+static int registry_row(void *ctx, const field_t *f, uint32_t line, int32_t *col) {
+  (void)line;
+  hg_index_reg_row_t row;
+  memset(&row, 0, sizeof row);
+  char *dst[3] = {row.provider, row.gpu, row.grade};
+  size_t cap[3] = {sizeof row.provider, sizeof row.gpu, sizeof row.grade};
+  for (int k = 0; k < 3; k++) {
+    *col = k;
+    int reason = copy_str(&f[k], dst[k], cap[k]);
+    if (reason) return reason;
+  }
+  *col = 3;
+  if (f[3].len == 0) return HG_INDEX_CSV_EMPTY_FIELD;
+  if (hg_index_day_parse(f[3].p, f[3].len, &row.effective_from)) return HG_INDEX_CSV_BAD_DATE;
+  int rc = reg_insert(ctx, &row);
+  if (rc == HG_EEXISTS) {
+    *col = -1;
+    return HG_INDEX_CSV_DUPLICATE_ROW;
+  }
+  return rc;
+}
+
 int hg_index_registry_parse(const char *buf, size_t len, hg_index_registry_t *out) {
   if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
   memset(out, 0, sizeof *out);
-  line_iter_t it = {.buf = buf, .len = len};
-  field_t line;
-  int rc = 0;
-  if (!next_line(&it, &line) || !is_header(&line, REGISTRY_HEADER)) {
-    rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, 1, -1, HG_INDEX_CSV_HEADER);
-    if (rc) goto fail;
-    return 0;
-  }
-  while (next_line(&it, &line)) {
-    field_t f[MAX_FIELDS];
-    int32_t col = -1;
-    int reason = 0;
-    hg_index_reg_row_t row;
-    memset(&row, 0, sizeof row);
-    if (line.len == 0) {
-      reason = HG_INDEX_CSV_EMPTY_LINE;
-    } else if (split(line.p, line.len, f) != 4) {
-      reason = HG_INDEX_CSV_FIELD_COUNT;
-    } else if ((reason = check_chars(f, 4, &col)) == 0) {
-      char *dst[3] = {row.provider, row.gpu, row.grade};
-      size_t cap[3] = {sizeof row.provider, sizeof row.gpu, sizeof row.grade};
-      for (int k = 0; k < 3 && !reason; k++) {
-        col = k;
-        reason = copy_str(&f[k], dst[k], cap[k]);
-      }
-      if (!reason) {
-        col = 3;
-        if (f[3].len == 0) {
-          reason = HG_INDEX_CSV_EMPTY_FIELD;
-        } else if (hg_index_day_parse(f[3].p, f[3].len, &row.effective_from)) {
-          reason = HG_INDEX_CSV_BAD_DATE;
-        }
-      }
-    }
-    if (!reason) {
-      rc = reg_insert(out, &row);
-      if (rc == HG_EEXISTS) {
-        reason = HG_INDEX_CSV_DUPLICATE_ROW;
-        col = -1;
-      } else if (rc) {
-        goto fail;
-      }
-    }
-    if (reason) {
-      rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, it.no, col, reason);
-      if (rc) goto fail;
-    }
-  }
-  return 0;
-fail:
-  hg_index_registry_dispose(out);
+  int rc = parse_csv(buf, len, REGISTRY_HEADER, 4, registry_row, out, &out->errors,
+                     &out->n_errors, &out->cap_errors);
+  if (rc) hg_index_registry_dispose(out);
   return rc;
 }
 
