@@ -102,7 +102,7 @@ static void die(const char *what, int rc) {
 
 static void quiet_log(void *ctx, int level, const char *msg) {
   (void)ctx;
-  if (level >= HG_JOURNAL_LOG_WARN) fprintf(stderr, "%s\n", msg);
+  if (level >= HG_LOG_WARN) fprintf(stderr, "%s\n", msg);
 }
 
 static void rm_dir(const char *dir) {

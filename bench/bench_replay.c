@@ -131,7 +131,7 @@ static void gen(uint64_t i, hg_command_t *c) {
 
 static void quiet_log(void *ctx, int level, const char *msg) {
   (void)ctx;
-  if (level >= HG_JOURNAL_LOG_WARN) fprintf(stderr, "bench_replay: %s\n", msg);
+  if (level >= HG_LOG_WARN) fprintf(stderr, "bench_replay: %s\n", msg);
 }
 
 static int generate(const char *jdir, uint64_t n) {
@@ -183,7 +183,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static void pipe_log(void *ctx, int level, const char *msg) {
   (void)ctx;
-  if (level >= HG_PIPE_LOG_WARN) fprintf(stderr, "bench_replay: %s\n", msg);
+  if (level >= HG_LOG_WARN) fprintf(stderr, "bench_replay: %s\n", msg);
 }
 
 int main(int argc, char **argv) {

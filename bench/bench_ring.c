@@ -101,7 +101,7 @@ static double throughput(int spsc, int blocking, uint64_t n) {
     fprintf(stderr, "bench_ring: ring create failed\n");
     exit(1);
   }
-  if (blocking && hg_waiter_create(0, 0, &j.w) != 0) {
+  if (blocking && hg_waiter_create(0, &j.w) != 0) {
     fprintf(stderr, "bench_ring: waiter create failed\n");
     exit(1);
   }
@@ -147,7 +147,7 @@ static void latency(int blocking, uint64_t n, int64_t gap_ns, int64_t *p50, int6
                     int64_t *p999) {
   job_t j = {.n = n, .gap_ns = gap_ns};
   if (hg_mpsc_ring_create(CAP, MSG, &j.mpsc) != 0 ||
-      (blocking && hg_waiter_create(0, 0, &j.w) != 0)) {
+      (blocking && hg_waiter_create(0, &j.w) != 0)) {
     fprintf(stderr, "bench_ring: create failed\n");
     exit(1);
   }

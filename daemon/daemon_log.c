@@ -63,6 +63,5 @@ void hg_dlog(int level, const char *component, const char *msg, const char *kvfm
 }
 
 void hg_dlog_pipe_cb(void *ctx, int level, const char *msg) {
-  int l = level <= 0 ? HG_LOG_INFO : level == 1 ? HG_LOG_WARN : HG_LOG_ERROR;
-  hg_dlog(l, ctx != NULL ? (const char *)ctx : "engine", msg, NULL);
+  hg_dlog(level, ctx != NULL ? (const char *)ctx : "engine", msg, NULL);
 }

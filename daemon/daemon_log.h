@@ -32,9 +32,9 @@ void hg_dlog_set_level(int level);
 void hg_dlog(int level, const char *component, const char *msg, const char *kvfmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Adapter for the pipeline's and the gateway's log callbacks: ctx is the
- * component name (a static string). Levels HG_PIPE_LOG_* map to info, warn,
- * error. */
+/* Adapter for the pipeline's, the journal's and the gateway's log callbacks
+ * (hg_log_fn): ctx is the component name (a static string); the level is an
+ * hg_log_level_t, passed through. */
 void hg_dlog_pipe_cb(void *ctx, int level, const char *msg);
 
 #endif /* HOURGLASS_DAEMON_LOG_H */

@@ -51,157 +51,16 @@
  */
 #include "hourglass/book.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "book_int.h"
 #include "book_internal.h"
 #include "hourglass/error.h"
-
-#define NIL UINT32_MAX
-#define BM_MAX_DEPTH 5
-#define HASH_MUL 0x9E3779B97F4A7C15ull
-#define HASH_MUL2 0xC2B2AE3D27D4EB4Full
-
-#define UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/* What matching, cancel and replace read: one 64-byte line per order. */
-typedef struct order {
-  hg_oid_t id; /* 0 = free slot */
-  uint64_t clid;
-  hg_qty_t leaves;
-  hg_account_t account;
-  uint32_t smp;
-  uint32_t lvl;          /* price - min_price */
-  uint32_t lprev, lnext; /* level FIFO */
-  uint32_t aprev, anext; /* account list */
-  uint32_t acct;         /* account record index */
-  uint8_t side, tif, stp, post_only;
-  uint8_t stacked; /* the slot is on the free stack (live orders too: see pool_take) */
-  uint8_t scoped;  /* 1: session-scoped (hg_book_cancel_scoped); in a spare byte of
-                      the hot line, which resting and replacing write and read anyway */
-  uint16_t displaced; /* of the slot, not of its occupant: see order_find */
-} order_t;
-
-/* What only queries, snapshots and the daily expiry read, in a parallel array. */
-typedef struct order_cold {
-  uint64_t seq; /* entry number: time priority across the whole book */
-  hg_qty_t qty;
-  uint64_t ts;
-  uint64_t pad_;
-} order_cold_t;
-
-/* A live order and its time priority, for sorting. */
-typedef struct seq_slot {
-  uint64_t seq;
-  uint32_t slot;
-  uint32_t pad_;
-} seq_slot_t;
-
-/* Working memory of the time-ordered walks (expire_day, foreach), owned by
- * the book but not part of its state, so the const foreach may use it. */
-typedef struct walk {
-  seq_slot_t *a, *b; /* max_orders entries each */
-  bool busy;         /* a walk is using a[] */
-} walk_t;
-
-/* head and tail are meaningful only while count > 0, so the level arrays
- * need no initialisation beyond zero. */
-typedef struct level {
-  hg_qty_t qty;
-  uint32_t head, tail;
-  uint32_t count;
-  uint32_t pad_;
-} level_t;
-
-typedef struct acct {
-  hg_account_t account;
-  uint32_t head, tail; /* time-ordered list of the account's orders */
-  uint32_t count;      /* live orders; 0 = record free, head links the free list */
-  uint32_t indexed;    /* 1 = its orders are in the client-order-id table */
-  uint64_t clid_hi;    /* >= every live order's client_order_id (see clid_live) */
-} acct_t;
-
-/* Entry of both id tables: the slot of the order and a 32-bit tag of its key.
- * The tag alone decides the entry's home, so moving entries on erase never
- * needs the order itself; a tag match is confirmed against the pool. */
-typedef struct id_ent {
-  uint32_t tag;
-  uint32_t slot1; /* slot + 1; 0 = empty, so a fresh zero page is an empty table */
-} id_ent_t;
-
-typedef struct acct_ent {
-  hg_account_t account;
-  uint32_t rec; /* NIL = empty */
-} acct_ent_t;
-
-typedef struct bitmap {
-  uint64_t *w[BM_MAX_DEPTH]; /* w[0] one bit per level, w[k+1] one bit per word of w[k] */
-  uint32_t nwords[BM_MAX_DEPTH];
-  int depth;
-} bitmap_t;
-
-/* A big array of the book: mapped (len > 0) or from aligned_alloc (len 0). */
-typedef struct region {
-  void *base;
-  size_t len;
-} region_t;
-#define MAX_REGIONS 8
-
-struct hg_book {
-  hg_book_params_t params;
-  hg_book_sink_fn sink;
-  void *sink_ctx; /* owned by the caller */
-  hg_book_event_t *evbuf; /* where events are built; NULL: on the stack */
-  uint8_t stp_default;
-  uint32_t nlevels;
-  int64_t best[2]; /* level index of the best price, -1 = side empty */
-  level_t *levels[2];
-  bitmap_t bm[2];
-
-  order_t *pool;
-  order_cold_t *cold;
-  uint32_t nslots;      /* pool: a power of two >= 2 * max_orders (max_orders if > 2^30) */
-  uint32_t slot_mask;   /* preferred slot = order id & slot_mask */
-  uint32_t *free_stack; /* nslots entries: every free slot below fresh, and some live ones */
-  uint32_t free_top;
-  uint32_t fresh; /* see pool_take */
-  uint32_t count;
-  uint64_t next_seq;
-  hg_oid_t oid_hi; /* >= every live order id (see oid_live) */
-  walk_t *walk;
-
-  id_ent_t *oid_tab;
-  id_ent_t *clid_tab;
-  uint64_t id_mask;
-
-  acct_t *accts;
-  uint32_t acct_free;
-  uint32_t acct_count;
-  acct_ent_t *acct_tab;
-  uint64_t acct_mask;
-  int acct_shift;
-
-  region_t regions[MAX_REGIONS]; /* the arrays from arr_alloc */
-  int nregions;
-};
-
-/* The order being matched: a new order or a replaced one re-entering. */
-struct taker {
-  hg_oid_t id;
-  uint64_t clid;
-  hg_account_t account;
-  uint32_t smp;
-  hg_price_t price; /* limit (band edge for a market order) */
-  hg_qty_t qty;
-  hg_qty_t leaves;
-  uint64_t ts;
-  uint8_t side, tif, stp, post_only;
-  uint8_t mode;   /* stp resolved against the book default */
-  uint8_t scoped; /* 0 or 1, stored in the order if it rests */
-};
 
 /* ------------------------------------------------------------------------ */
 /* Hierarchical bitmap                                                        */
@@ -233,10 +92,6 @@ static void bm_clear(bitmap_t *b, uint64_t i) {
     if (*w != 0) return;
     i >>= 6;
   }
-}
-
-static bool bm_test(const bitmap_t *b, uint64_t i) {
-  return (b->w[0][i >> 6] >> (i & 63)) & 1u;
 }
 
 /* Lowest set bit >= i, or -1. */
@@ -284,6 +139,8 @@ static int64_t bm_prev(const bitmap_t *b, uint64_t i) {
   return (int64_t)pos;
 }
 
+int64_t hg_book__bm_next(const bitmap_t *b, uint64_t i) { return bm_next(b, i); }
+
 /* Next level after idx going away from the best price of side, or -1. */
 static inline int64_t level_after(const hg_book_t *b, int side, int64_t idx) {
   if (side == HG_SIDE_BUY) return idx == 0 ? -1 : bm_prev(&b->bm[0], (uint64_t)idx - 1);
@@ -293,57 +150,6 @@ static inline int64_t level_after(const hg_book_t *b, int side, int64_t idx) {
 
 /* ------------------------------------------------------------------------ */
 /* Hash tables                                                                */
-
-/*
- * Both id tables map a key to a 32-bit tag, a hash whose low bits are the
- * home entry (tag & id_mask, so moving entries is cheap). Keys are hashed
- * in blocks of ID_BLOCK consecutive values: the block number goes through
- * the multiplicative hash, the key's low bits pick the entry inside the
- * block. Keys are usually handed out in sequence, so consecutive keys share
- * a cache line (eight 8-byte entries) instead of costing one miss each,
- * while unrelated blocks still spread evenly. 8-byte entries keep the
- * tables small enough to stay in cache for pools of a few hundred thousand
- * orders.
- */
-#define ID_BLOCK_BITS 3
-#define ID_BLOCK_MASK ((1u << ID_BLOCK_BITS) - 1)
-
-static inline uint32_t oid_tag(hg_oid_t id) {
-  return ((uint32_t)(((id >> ID_BLOCK_BITS) * HASH_MUL) >> 32) & ~ID_BLOCK_MASK) |
-         ((uint32_t)id & ID_BLOCK_MASK);
-}
-
-static inline uint32_t clid_tag(hg_account_t account, uint64_t clid) {
-  uint64_t k = ((clid >> ID_BLOCK_BITS) * HASH_MUL) ^ ((uint64_t)account * HASH_MUL2);
-  return ((uint32_t)((k * HASH_MUL) >> 32) & ~ID_BLOCK_MASK) | ((uint32_t)clid & ID_BLOCK_MASK);
-}
-
-static inline uint64_t tag_home(const hg_book_t *b, uint32_t tag) {
-  return tag & b->id_mask;
-}
-
-static inline uint64_t acct_home(const hg_book_t *b, hg_account_t account) {
-  return ((uint64_t)account * HASH_MUL) >> b->acct_shift;
-}
-
-static inline uint32_t oid_find(const hg_book_t *b, hg_oid_t id) {
-  uint32_t tag = oid_tag(id);
-  for (uint64_t i = tag_home(b, tag);; i = (i + 1) & b->id_mask) {
-    const id_ent_t *e = &b->oid_tab[i];
-    if (e->slot1 == 0) return NIL;
-    if (e->tag == tag && b->pool[e->slot1 - 1].id == id) return e->slot1 - 1;
-  }
-}
-
-static inline uint32_t clid_find(const hg_book_t *b, hg_account_t account, uint64_t clid) {
-  uint32_t tag = clid_tag(account, clid);
-  for (uint64_t i = tag_home(b, tag);; i = (i + 1) & b->id_mask) {
-    const id_ent_t *e = &b->clid_tab[i];
-    if (e->slot1 == 0) return NIL;
-    const order_t *o = &b->pool[e->slot1 - 1];
-    if (e->tag == tag && o->clid == clid && o->account == account) return e->slot1 - 1;
-  }
-}
 
 static void tab_insert(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
   uint64_t i = tag_home(b, tag);
@@ -367,14 +173,6 @@ static void tab_erase(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t 
   }
   tab[i].tag = 0;
   tab[i].slot1 = 0;
-}
-
-static inline uint32_t acct_find(const hg_book_t *b, hg_account_t account) {
-  for (uint64_t i = acct_home(b, account);; i = (i + 1) & b->acct_mask) {
-    const acct_ent_t *e = &b->acct_tab[i];
-    if (e->rec == NIL) return NIL;
-    if (e->account == account) return e->rec;
-  }
 }
 
 /* Takes a free record for account (caller checked capacity) and indexes it. */
@@ -510,50 +308,6 @@ static void emit_taker_cancel(hg_book_t *b, const struct taker *t, int reason) {
 /* Order slots                                                                */
 
 /*
- * The slot an order id would like: its low bits. Ids are usually handed out
- * in sequence, so this is where an order most often lives, and then a
- * cancel finds it with one load instead of a table probe followed by a
- * load. Only orders placed elsewhere (their preferred slot was taken) are
- * in the order-id table.
- */
-static inline uint32_t pref_slot(const hg_book_t *b, hg_oid_t id) {
-  return (uint32_t)id & b->slot_mask;
-}
-
-/*
- * Each slot counts the live orders that prefer it but rest elsewhere (their
- * preferred slot was taken when they came). The count belongs to the slot
- * and outlives its occupants (order_rest and order_remove never clear it),
- * and it sits in the line a lookup loads anyway; so when the preferred slot
- * does not hold the id and its count is 0 - a cancel or replace of an order
- * that has already gone, or a new id's duplicate check - the answer is known
- * without probing the order-id table, a random line that usually misses.
- * A count that reaches DISP_STUCK stays there (the table is then always
- * probed for that slot): only ids colliding 65535 times modulo the pool size
- * get there, and it only costs them the probe.
- */
-#define DISP_STUCK UINT16_MAX
-
-static inline void disp_inc(hg_book_t *b, uint32_t pref) {
-  uint16_t *d = &b->pool[pref].displaced;
-  if (*d != DISP_STUCK) ++*d;
-}
-
-static inline void disp_dec(hg_book_t *b, uint32_t pref) {
-  uint16_t *d = &b->pool[pref].displaced;
-  if (*d != DISP_STUCK) --*d;
-}
-
-/* The slot of live order id, or NIL. */
-static inline uint32_t order_find(const hg_book_t *b, hg_oid_t id) {
-  uint32_t s = pref_slot(b, id);
-  const order_t *o = &b->pool[s];
-  if (o->id == id && id != 0) return s;
-  if (o->displaced == 0) return NIL;
-  return oid_find(b, id);
-}
-
-/*
  * Slots from `fresh` on have never been handed out other than as a
  * preferred slot; below it, every free slot is on a stack (LIFO: a slot
  * freed recently is likely still in cache). A slot taken because it was an
@@ -592,18 +346,25 @@ static void order_remove(hg_book_t *b, uint32_t s) {
   order_t *o = &b->pool[s];
   int side = o->side;
   level_t *lv = &b->levels[side][o->lvl];
+  /* Debug builds: the order's neighbours point back at it, and the level and
+   * the book count it (hg_book_check walks everything, in tests). */
+  assert(o->id != 0 && b->count > 0 && lv->count > 0 && lv->qty >= o->leaves);
+  assert(o->lprev == NIL ? lv->head == s : b->pool[o->lprev].lnext == s);
+  assert(o->lnext == NIL ? lv->tail == s : b->pool[o->lnext].lprev == s);
 
   if (o->lprev != NIL) b->pool[o->lprev].lnext = o->lnext;
   else lv->head = o->lnext;
   if (o->lnext != NIL) b->pool[o->lnext].lprev = o->lprev;
   else lv->tail = o->lprev;
   lv->qty -= o->leaves;
+  assert(lv->count > 1 || lv->qty == 0); /* a level's total is its orders' leaves */
   if (--lv->count == 0) {
     bm_clear(&b->bm[side], o->lvl);
     if (b->best[side] == (int64_t)o->lvl) b->best[side] = level_after(b, side, o->lvl);
   }
 
   acct_t *a = &b->accts[o->acct];
+  assert(a->count > 0 && (o->aprev == NIL ? a->head == s : b->pool[o->aprev].anext == s));
   if (o->aprev != NIL) b->pool[o->aprev].anext = o->anext;
   else a->head = o->anext;
   if (o->anext != NIL) b->pool[o->anext].aprev = o->aprev;
@@ -681,6 +442,10 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
     if (best < 0 || (side == HG_SIDE_BUY ? (int64_t)idx > best : (int64_t)idx < best))
       b->best[side] = idx;
   }
+  /* Debug builds: a resting order never crosses the other side. */
+  assert(t->leaves > 0 && b->count <= b->params.max_orders);
+  assert(b->best[HG_SIDE_BUY] < 0 || b->best[HG_SIDE_SELL] < 0 ||
+         b->best[HG_SIDE_BUY] < b->best[HG_SIDE_SELL]);
 
   acct_t *a = &b->accts[r];
   if (t->clid > a->clid_hi) a->clid_hi = t->clid;
@@ -1008,11 +773,6 @@ void hg_book_destroy(hg_book_t *b) {
   free(b->accts);
   free(b->acct_tab);
   free(b);
-}
-
-void hg_book_set_sink(hg_book_t *b, hg_book_sink_fn sink, void *sink_ctx) {
-  b->sink = sink;
-  b->sink_ctx = sink_ctx;
 }
 
 void hg_book_set_event_buffer(hg_book_t *b, hg_book_event_t *buf) {
@@ -1497,138 +1257,4 @@ const char *hg_cancel_reason_str(int reason) {
   default:
     return "unknown";
   }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Consistency check (tests)                                                  */
-
-int hg_book_check(const hg_book_t *b) {
-  uint32_t total = 0;
-  for (int side = 0; side < 2; side++) {
-    const bitmap_t *bm = &b->bm[side];
-    int64_t first = -1, last = -1;
-    /* Small books: every level. Wide ones: the levels the bitmap marks;
-     * orders outside them are caught by the slot walk below. */
-    bool full = b->nlevels <= (1u << 16);
-    for (int64_t ii = full ? 0 : bm_next(bm, 0); ii >= 0 && ii < (int64_t)b->nlevels;
-         ii = full ? ii + 1 : ((uint64_t)ii + 1 < b->nlevels ? bm_next(bm, (uint64_t)ii + 1) : -1)) {
-      uint32_t i = (uint32_t)ii;
-      const level_t *lv = &b->levels[side][i];
-      hg_qty_t sum = 0;
-      uint32_t n = 0, prev = NIL;
-      for (uint32_t s = lv->count ? lv->head : NIL; s != NIL; s = b->pool[s].lnext) {
-        const order_t *o = &b->pool[s];
-        if (o->lprev != prev) return -1;
-        if (o->side != side || o->lvl != i || o->leaves <= 0 || o->leaves > b->cold[s].qty)
-          return -2;
-        if (n++ > b->params.max_orders) return -3;
-        sum += o->leaves;
-        prev = s;
-      }
-      if (n > 0 && lv->tail != prev) return -4;
-      if (sum != lv->qty || n != lv->count) return -5;
-      if (bm_test(bm, i) != (n > 0)) return -6;
-      if (n > 0) {
-        if (first < 0) first = i;
-        last = i;
-      }
-      total += n;
-    }
-    /* Upper bitmap levels: bit set exactly when the word below is non-zero. */
-    for (int k = 1; k < bm->depth; k++)
-      for (uint32_t w = 0; w < bm->nwords[k - 1]; w++) {
-        bool set = (bm->w[k][w >> 6] >> (w & 63)) & 1u;
-        if (set != (bm->w[k - 1][w] != 0)) return -7;
-      }
-    int64_t want = side == HG_SIDE_BUY ? last : first;
-    if (b->best[side] != want) return -8;
-  }
-  if (b->best[0] >= 0 && b->best[1] >= 0 && b->best[0] >= b->best[1]) return -9;
-  if (total != b->count) return -10;
-
-  /* Every live slot is indexed and on a marked level; entry numbers grow
-   * along every FIFO and account list (checked below), and are unique. */
-  uint32_t n = 0, prev = NIL, displaced = 0, clid_indexed = 0;
-  for (uint32_t s = 0; s < b->nslots; s++) {
-    const order_t *o = &b->pool[s];
-    if (o->id == 0) continue;
-    n++;
-    if (b->cold[s].seq >= b->next_seq) return -11;
-    if (acct_find(b, o->account) != o->acct) return -13;
-    bool indexed = b->accts[o->acct].indexed;
-    if (order_find(b, o->id) != s || (indexed && clid_find(b, o->account, o->clid) != s))
-      return -12;
-    if (s != pref_slot(b, o->id)) displaced++;
-    if (indexed) clid_indexed++;
-    if (o->id > b->oid_hi || o->clid > b->accts[o->acct].clid_hi) return -13;
-    if (!bm_test(&b->bm[o->side], o->lvl)) return -6;
-    if (o->lnext != NIL && b->cold[o->lnext].seq <= b->cold[s].seq) return -14;
-    if (o->anext != NIL && b->cold[o->anext].seq <= b->cold[s].seq) return -14;
-  }
-  if (n != b->count) return -14;
-
-  uint32_t accounts = 0, in_accounts = 0;
-  for (uint32_t r = 0; r < b->params.max_accounts; r++) {
-    const acct_t *a = &b->accts[r];
-    if (a->count == 0) continue;
-    accounts++;
-    if (acct_find(b, a->account) != r) return -15;
-    uint32_t c = 0;
-    prev = NIL;
-    for (uint32_t s = a->head; s != NIL; s = b->pool[s].anext) {
-      const order_t *o = &b->pool[s];
-      if (o->aprev != prev || o->acct != r || o->account != a->account) return -16;
-      if (++c > a->count) return -17;
-      prev = s;
-    }
-    if (c != a->count || a->tail != prev) return -17;
-    in_accounts += c;
-  }
-  if (accounts != b->acct_count || in_accounts != b->count) return -18;
-
-  uint32_t free_n = 0;
-  /* Every free slot below fresh is on the free stack, and the marks match
-   * the stack. */
-  uint32_t marked = 0;
-  if (b->fresh > b->nslots) return -19;
-  for (uint32_t s = 0; s < b->nslots; s++) {
-    if (b->pool[s].id == 0) free_n++;
-    if (b->pool[s].stacked) {
-      marked++;
-      if (s >= b->fresh) return -19;
-    } else if (b->pool[s].id == 0 && s < b->fresh) {
-      return -19;
-    }
-  }
-  if (free_n + b->count != b->nslots || marked != b->free_top) return -20;
-  for (uint32_t k = 0; k < b->free_top; k++)
-    if (b->free_stack[k] >= b->nslots || !b->pool[b->free_stack[k]].stacked) return -20;
-
-  uint64_t used_oid = 0, used_clid = 0;
-  for (uint64_t i = 0; i <= b->id_mask; i++) {
-    used_oid += b->oid_tab[i].slot1 != 0;
-    used_clid += b->clid_tab[i].slot1 != 0;
-  }
-  if (used_oid != displaced || used_clid != clid_indexed) return -21;
-
-  /* Each slot's displaced count against a recount (a stuck count may be
-   * anything: it is never decremented). Scratch memory of this test hook
-   * only. */
-  uint32_t *recount = calloc(b->nslots, sizeof *recount);
-  if (recount == NULL) return -ENOMEM;
-  for (uint32_t s = 0; s < b->nslots; s++) {
-    const order_t *o = &b->pool[s];
-    if (o->id != 0 && s != pref_slot(b, o->id)) recount[pref_slot(b, o->id)]++;
-  }
-  int bad = 0;
-  for (uint32_t s = 0; s < b->nslots && bad == 0; s++) {
-    uint32_t d = b->pool[s].displaced;
-    if (d != DISP_STUCK && d != recount[s]) bad = -23;
-  }
-  free(recount);
-  if (bad != 0) return bad;
-  uint64_t used_acct = 0;
-  for (uint64_t i = 0; i <= b->acct_mask; i++) used_acct += b->acct_tab[i].rec != NIL;
-  if (used_acct != b->acct_count) return -22;
-  return 0;
 }

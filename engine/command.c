@@ -16,6 +16,7 @@
  */
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
+#include "hourglass/names.h"
 
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -59,153 +60,180 @@ static void arena_free(void *data, void *ptr) {
 /* A fixed-size string field holds its NUL. */
 #define STR_TERM(a) (memchr((a), '\0', sizeof(a)) != NULL)
 
-/* The protobuf-c path: any command. */
-static int encode_full(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t *len) {
-  Hourglass__V1__Command m = HOURGLASS__V1__COMMAND__INIT;
-  Hourglass__V1__NewOrder no = HOURGLASS__V1__NEW_ORDER__INIT;
-  Hourglass__V1__Cancel cx = HOURGLASS__V1__CANCEL__INIT;
-  Hourglass__V1__Replace rp = HOURGLASS__V1__REPLACE__INIT;
-  Hourglass__V1__MassCancel mc = HOURGLASS__V1__MASS_CANCEL__INIT;
-  Hourglass__V1__ListInstrument li = HOURGLASS__V1__LIST_INSTRUMENT__INIT;
-  Hourglass__V1__DelistInstrument dl = HOURGLASS__V1__DELIST_INSTRUMENT__INIT;
-  Hourglass__V1__Halt ha = HOURGLASS__V1__HALT__INIT;
-  Hourglass__V1__Resume re = HOURGLASS__V1__RESUME__INIT;
-  Hourglass__V1__EndOfSession eos = HOURGLASS__V1__END_OF_SESSION__INIT;
-  Hourglass__V1__AddAccount aa = HOURGLASS__V1__ADD_ACCOUNT__INIT;
-  Hourglass__V1__Deposit de = HOURGLASS__V1__DEPOSIT__INIT;
-  Hourglass__V1__Withdraw wi = HOURGLASS__V1__WITHDRAW__INIT;
-  Hourglass__V1__ProviderGrade pg = HOURGLASS__V1__PROVIDER_GRADE__INIT;
-  Hourglass__V1__PublishSamples ps = HOURGLASS__V1__PUBLISH_SAMPLES__INIT;
+/* Returned by the per-family encoders and decoders for a command (or body)
+ * of another family; every real result is 0 or negative. */
+#define NOT_MINE 1
+
+/* The message bodies encode_full() may point its Command at; they live in
+ * its frame while protobuf-c packs. */
+typedef struct enc_bodies {
+  Hourglass__V1__NewOrder no;
+  Hourglass__V1__Cancel cx;
+  Hourglass__V1__Replace rp;
+  Hourglass__V1__MassCancel mc;
+  Hourglass__V1__ListInstrument li;
+  Hourglass__V1__DelistInstrument dl;
+  Hourglass__V1__Halt ha;
+  Hourglass__V1__Resume re;
+  Hourglass__V1__EndOfSession eos;
+  Hourglass__V1__AddAccount aa;
+  Hourglass__V1__Deposit de;
+  Hourglass__V1__Withdraw wi;
+  Hourglass__V1__ProviderGrade pg;
+  Hourglass__V1__PublishSamples ps;
   Hourglass__V1__IndexSample smp[HG_SAMPLES_PER_COMMAND];
   Hourglass__V1__IndexSample *smp_ptr[HG_SAMPLES_PER_COMMAND];
-  Hourglass__V1__IndexDay idd = HOURGLASS__V1__INDEX_DAY__INIT;
-  Hourglass__V1__PublishFixing pf = HOURGLASS__V1__PUBLISH_FIXING__INIT;
-  Hourglass__V1__DailySettlement ds = HOURGLASS__V1__DAILY_SETTLEMENT__INIT;
-  Hourglass__V1__Expire ep = HOURGLASS__V1__EXPIRE__INIT;
-  Hourglass__V1__ListCurve lc = HOURGLASS__V1__LIST_CURVE__INIT;
-  Hourglass__V1__SessionsEnded se = HOURGLASS__V1__SESSIONS_ENDED__INIT;
+  Hourglass__V1__IndexDay idd;
+  Hourglass__V1__PublishFixing pf;
+  Hourglass__V1__DailySettlement ds;
+  Hourglass__V1__Expire ep;
+  Hourglass__V1__ListCurve lc;
+  Hourglass__V1__SessionsEnded se;
+} enc_bodies_t;
 
-  m.seq = cmd->seq;
-  m.ts = cmd->ts;
+/* Order commands into m. 0, HG_EINVAL, or NOT_MINE for another family's command. */
+static int encode_order(const hg_command_t *cmd, Hourglass__V1__Command *m, enc_bodies_t *b) {
   switch (cmd->type) {
   case HG_COMMAND_NEW_ORDER: {
     const hg_cmd_new_order_t *c = &cmd->u.new_order;
-    no.instrument_id = c->instrument_id;
-    no.account = c->account;
-    no.client_order_id = c->client_order_id;
-    no.side = (Hourglass__V1__Side)c->side;
-    no.type = (Hourglass__V1__OrdType)c->type;
-    no.tif = (Hourglass__V1__TimeInForce)c->tif;
-    no.has_price = c->type == HG_ORD_LIMIT;
-    no.price = no.has_price ? c->price : 0;
-    no.qty = c->qty;
-    no.has_stp = c->stp != HG_STP_DEFAULT;
-    no.stp = (Hourglass__V1__StpMode)c->stp;
-    no.has_post_only = c->post_only != 0;
-    no.post_only = c->post_only != 0;
-    no.has_smp_group = c->smp_group != 0;
-    no.smp_group = c->smp_group;
-    no.has_session_scoped = c->session_scoped != 0;
-    no.session_scoped = c->session_scoped != 0;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_NEW_ORDER;
-    m.new_order = &no;
+    b->no.instrument_id = c->instrument_id;
+    b->no.account = c->account;
+    b->no.client_order_id = c->client_order_id;
+    b->no.side = (Hourglass__V1__Side)c->side;
+    b->no.type = (Hourglass__V1__OrdType)c->type;
+    b->no.tif = (Hourglass__V1__TimeInForce)c->tif;
+    b->no.has_price = c->type == HG_ORD_LIMIT;
+    b->no.price = b->no.has_price ? c->price : 0;
+    b->no.qty = c->qty;
+    b->no.has_stp = c->stp != HG_STP_DEFAULT;
+    b->no.stp = (Hourglass__V1__StpMode)c->stp;
+    b->no.has_post_only = c->post_only != 0;
+    b->no.post_only = c->post_only != 0;
+    b->no.has_smp_group = c->smp_group != 0;
+    b->no.smp_group = c->smp_group;
+    b->no.has_session_scoped = c->session_scoped != 0;
+    b->no.session_scoped = c->session_scoped != 0;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_NEW_ORDER;
+    m->new_order = &b->no;
     break;
   }
   case HG_COMMAND_CANCEL:
-    cx.instrument_id = cmd->u.cancel.instrument_id;
-    cx.account = cmd->u.cancel.account;
-    cx.order_id = cmd->u.cancel.order_id;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_CANCEL;
-    m.cancel = &cx;
+    b->cx.instrument_id = cmd->u.cancel.instrument_id;
+    b->cx.account = cmd->u.cancel.account;
+    b->cx.order_id = cmd->u.cancel.order_id;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_CANCEL;
+    m->cancel = &b->cx;
     break;
   case HG_COMMAND_REPLACE:
-    rp.instrument_id = cmd->u.replace.instrument_id;
-    rp.account = cmd->u.replace.account;
-    rp.order_id = cmd->u.replace.order_id;
-    rp.new_price = cmd->u.replace.new_price;
-    rp.new_qty = cmd->u.replace.new_qty;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_REPLACE;
-    m.replace = &rp;
+    b->rp.instrument_id = cmd->u.replace.instrument_id;
+    b->rp.account = cmd->u.replace.account;
+    b->rp.order_id = cmd->u.replace.order_id;
+    b->rp.new_price = cmd->u.replace.new_price;
+    b->rp.new_qty = cmd->u.replace.new_qty;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_REPLACE;
+    m->replace = &b->rp;
     break;
   case HG_COMMAND_MASS_CANCEL:
-    mc.account = cmd->u.mass_cancel.account;
-    mc.has_instrument_id = cmd->u.mass_cancel.instrument_id != 0;
-    mc.instrument_id = cmd->u.mass_cancel.instrument_id;
-    mc.has_sides = cmd->u.mass_cancel.sides != HG_SIDES_BOTH;
-    mc.sides = (Hourglass__V1__SideFilter)cmd->u.mass_cancel.sides;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_MASS_CANCEL;
-    m.mass_cancel = &mc;
+    b->mc.account = cmd->u.mass_cancel.account;
+    b->mc.has_instrument_id = cmd->u.mass_cancel.instrument_id != 0;
+    b->mc.instrument_id = cmd->u.mass_cancel.instrument_id;
+    b->mc.has_sides = cmd->u.mass_cancel.sides != HG_SIDES_BOTH;
+    b->mc.sides = (Hourglass__V1__SideFilter)cmd->u.mass_cancel.sides;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_MASS_CANCEL;
+    m->mass_cancel = &b->mc;
     break;
+  default:
+    return NOT_MINE;
+  }
+  return 0;
+}
+
+/* Operator commands (listing, halts, sessions, accounts, cash) into m. 0, HG_EINVAL, or NOT_MINE for another family's command. */
+static int encode_admin(const hg_command_t *cmd, Hourglass__V1__Command *m, enc_bodies_t *b) {
+  switch (cmd->type) {
   case HG_COMMAND_LIST_INSTRUMENT: {
     const hg_cmd_list_instrument_t *c = &cmd->u.list;
     if (memchr(c->symbol, '\0', sizeof c->symbol) == NULL) return HG_EINVAL;
-    li.instrument_id = c->params.instrument_id;
-    li.symbol = (char *)c->symbol; /* protobuf-c only reads it when packing */
-    li.tick_size = c->params.tick_size;
-    li.contract_unit = c->params.contract_unit;
-    li.min_price = c->params.min_price;
-    li.max_price = c->params.max_price;
-    li.max_order_qty = c->params.max_order_qty;
-    li.has_ref_price = c->params.ref_price != 0;
-    li.ref_price = c->params.ref_price;
-    li.has_band_bps = c->params.band_bps != 0;
-    li.band_bps = c->params.band_bps;
-    li.max_orders = c->params.max_orders;
-    li.max_accounts = c->params.max_accounts;
-    li.has_default_stp = c->params.default_stp != 0;
-    li.default_stp = (Hourglass__V1__StpMode)c->params.default_stp;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_LIST_INSTRUMENT;
-    m.list_instrument = &li;
+    b->li.instrument_id = c->params.instrument_id;
+    b->li.symbol = (char *)c->symbol; /* protobuf-c only reads it when packing */
+    b->li.tick_size = c->params.tick_size;
+    b->li.contract_unit = c->params.contract_unit;
+    b->li.min_price = c->params.min_price;
+    b->li.max_price = c->params.max_price;
+    b->li.max_order_qty = c->params.max_order_qty;
+    b->li.has_ref_price = c->params.ref_price != 0;
+    b->li.ref_price = c->params.ref_price;
+    b->li.has_band_bps = c->params.band_bps != 0;
+    b->li.band_bps = c->params.band_bps;
+    b->li.max_orders = c->params.max_orders;
+    b->li.max_accounts = c->params.max_accounts;
+    b->li.has_default_stp = c->params.default_stp != 0;
+    b->li.default_stp = (Hourglass__V1__StpMode)c->params.default_stp;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_LIST_INSTRUMENT;
+    m->list_instrument = &b->li;
     break;
   }
   case HG_COMMAND_DELIST_INSTRUMENT:
-    dl.instrument_id = cmd->u.instrument.instrument_id;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_DELIST_INSTRUMENT;
-    m.delist_instrument = &dl;
+    b->dl.instrument_id = cmd->u.instrument.instrument_id;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_DELIST_INSTRUMENT;
+    m->delist_instrument = &b->dl;
     break;
   case HG_COMMAND_HALT:
-    ha.instrument_id = cmd->u.instrument.instrument_id;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_HALT;
-    m.halt = &ha;
+    b->ha.instrument_id = cmd->u.instrument.instrument_id;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_HALT;
+    m->halt = &b->ha;
     break;
   case HG_COMMAND_RESUME:
-    re.instrument_id = cmd->u.instrument.instrument_id;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_RESUME;
-    m.resume = &re;
+    b->re.instrument_id = cmd->u.instrument.instrument_id;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_RESUME;
+    m->resume = &b->re;
     break;
   case HG_COMMAND_END_OF_SESSION:
-    eos.has_session_date = cmd->u.end_of_session.session_date != 0;
-    eos.session_date = cmd->u.end_of_session.session_date;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_END_OF_SESSION;
-    m.end_of_session = &eos;
+    b->eos.has_session_date = cmd->u.end_of_session.session_date != 0;
+    b->eos.session_date = cmd->u.end_of_session.session_date;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_END_OF_SESSION;
+    m->end_of_session = &b->eos;
     break;
   case HG_COMMAND_ADD_ACCOUNT:
-    aa.account = cmd->u.add_account.account;
-    aa.firm = cmd->u.add_account.firm;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_ADD_ACCOUNT;
-    m.add_account = &aa;
+    b->aa.account = cmd->u.add_account.account;
+    b->aa.firm = cmd->u.add_account.firm;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_ADD_ACCOUNT;
+    m->add_account = &b->aa;
     break;
   case HG_COMMAND_DEPOSIT:
-    de.account = cmd->u.cash.account;
-    de.amount = cmd->u.cash.amount;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_DEPOSIT;
-    m.deposit = &de;
+    b->de.account = cmd->u.cash.account;
+    b->de.amount = cmd->u.cash.amount;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_DEPOSIT;
+    m->deposit = &b->de;
     break;
   case HG_COMMAND_WITHDRAW:
-    wi.account = cmd->u.cash.account;
-    wi.amount = cmd->u.cash.amount;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_WITHDRAW;
-    m.withdraw = &wi;
+    b->wi.account = cmd->u.cash.account;
+    b->wi.amount = cmd->u.cash.amount;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_WITHDRAW;
+    m->withdraw = &b->wi;
     break;
+  case HG_COMMAND_SESSIONS_ENDED:
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_SESSIONS_ENDED;
+    m->sessions_ended = &b->se;
+    break;
+  default:
+    return NOT_MINE;
+  }
+  return 0;
+}
+
+/* Settlement commands (grades, samples, fixings, cycle, expiry, curve) into m. 0, HG_EINVAL, or NOT_MINE for another family's command. */
+static int encode_settlement(const hg_command_t *cmd, Hourglass__V1__Command *m, enc_bodies_t *b) {
+  switch (cmd->type) {
   case HG_COMMAND_SET_PROVIDER_GRADE: {
     const hg_cmd_provider_grade_t *c = &cmd->u.provider_grade;
     if (!STR_TERM(c->provider) || !STR_TERM(c->gpu) || !STR_TERM(c->grade)) return HG_EINVAL;
-    pg.provider = (char *)c->provider;
-    pg.gpu = (char *)c->gpu;
-    pg.grade = (char *)c->grade;
-    pg.effective_day = c->effective_day;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_SET_PROVIDER_GRADE;
-    m.set_provider_grade = &pg;
+    b->pg.provider = (char *)c->provider;
+    b->pg.gpu = (char *)c->gpu;
+    b->pg.grade = (char *)c->grade;
+    b->pg.effective_day = c->effective_day;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_SET_PROVIDER_GRADE;
+    m->set_provider_grade = &b->pg;
     break;
   }
   case HG_COMMAND_PUBLISH_SAMPLES: {
@@ -217,25 +245,25 @@ static int encode_full(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t
       if (!STR_TERM(x->provider) || !STR_TERM(x->region) || !STR_TERM(x->gpu) ||
           !STR_TERM(x->grade))
         return HG_EINVAL;
-      hourglass__v1__index_sample__init(&smp[i]);
-      smp[i].ts = x->ts;
-      smp[i].provider = (char *)x->provider;
-      smp[i].region = (char *)x->region;
-      smp[i].gpu = (char *)x->gpu;
-      smp[i].grade = (char *)x->grade;
-      smp[i].term_days = x->term_days;
-      smp[i].price = x->price;
-      smp[i].volume = x->volume;
-      smp[i].kind = (Hourglass__V1__SampleKind)x->kind;
-      smp_ptr[i] = &smp[i];
+      hourglass__v1__index_sample__init(&b->smp[i]);
+      b->smp[i].ts = x->ts;
+      b->smp[i].provider = (char *)x->provider;
+      b->smp[i].region = (char *)x->region;
+      b->smp[i].gpu = (char *)x->gpu;
+      b->smp[i].grade = (char *)x->grade;
+      b->smp[i].term_days = x->term_days;
+      b->smp[i].price = x->price;
+      b->smp[i].volume = x->volume;
+      b->smp[i].kind = (Hourglass__V1__SampleKind)x->kind;
+      b->smp_ptr[i] = &b->smp[i];
     }
-    ps.gpu = (char *)c->gpu;
-    ps.grade = (char *)c->grade;
-    ps.day = c->day;
-    ps.n_samples = c->n;
-    ps.samples = smp_ptr;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_PUBLISH_SAMPLES;
-    m.publish_samples = &ps;
+    b->ps.gpu = (char *)c->gpu;
+    b->ps.grade = (char *)c->grade;
+    b->ps.day = c->day;
+    b->ps.n_samples = c->n;
+    b->ps.samples = b->smp_ptr;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_PUBLISH_SAMPLES;
+    m->publish_samples = &b->ps;
     break;
   }
   case HG_COMMAND_DISCARD_SAMPLES:
@@ -243,66 +271,98 @@ static int encode_full(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t
   case HG_COMMAND_FINALIZE_FIXING: {
     const hg_cmd_index_day_t *c = &cmd->u.index_day;
     if (!STR_TERM(c->gpu) || !STR_TERM(c->grade)) return HG_EINVAL;
-    idd.gpu = (char *)c->gpu;
-    idd.grade = (char *)c->grade;
-    idd.day = c->day;
+    b->idd.gpu = (char *)c->gpu;
+    b->idd.grade = (char *)c->grade;
+    b->idd.day = c->day;
     if (cmd->type == HG_COMMAND_DISCARD_SAMPLES) {
-      m.body_case = HOURGLASS__V1__COMMAND__BODY_DISCARD_SAMPLES;
-      m.discard_samples = &idd;
+      m->body_case = HOURGLASS__V1__COMMAND__BODY_DISCARD_SAMPLES;
+      m->discard_samples = &b->idd;
     } else if (cmd->type == HG_COMMAND_COMPUTE_FIXING) {
-      m.body_case = HOURGLASS__V1__COMMAND__BODY_COMPUTE_FIXING;
-      m.compute_fixing = &idd;
+      m->body_case = HOURGLASS__V1__COMMAND__BODY_COMPUTE_FIXING;
+      m->compute_fixing = &b->idd;
     } else {
-      m.body_case = HOURGLASS__V1__COMMAND__BODY_FINALIZE_FIXING;
-      m.finalize_fixing = &idd;
+      m->body_case = HOURGLASS__V1__COMMAND__BODY_FINALIZE_FIXING;
+      m->finalize_fixing = &b->idd;
     }
     break;
   }
   case HG_COMMAND_PUBLISH_FIXING: {
     const hg_cmd_publish_fixing_t *c = &cmd->u.fixing;
     if (!STR_TERM(c->gpu) || !STR_TERM(c->grade) || !STR_TERM(c->source)) return HG_EINVAL;
-    pf.gpu = (char *)c->gpu;
-    pf.grade = (char *)c->grade;
-    pf.day = c->day;
-    pf.value = c->value;
-    pf.source = (char *)c->source;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_PUBLISH_FIXING;
-    m.publish_fixing = &pf;
+    b->pf.gpu = (char *)c->gpu;
+    b->pf.grade = (char *)c->grade;
+    b->pf.day = c->day;
+    b->pf.value = c->value;
+    b->pf.source = (char *)c->source;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_PUBLISH_FIXING;
+    m->publish_fixing = &b->pf;
     break;
   }
   case HG_COMMAND_DAILY_SETTLEMENT:
-    ds.day = cmd->u.daily.day;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_DAILY_SETTLEMENT;
-    m.daily_settlement = &ds;
+    b->ds.day = cmd->u.daily.day;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_DAILY_SETTLEMENT;
+    m->daily_settlement = &b->ds;
     break;
   case HG_COMMAND_EXPIRE:
-    ep.instrument_id = cmd->u.expire.instrument_id;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_EXPIRE;
-    m.expire = &ep;
+    b->ep.instrument_id = cmd->u.expire.instrument_id;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_EXPIRE;
+    m->expire = &b->ep;
     break;
   case HG_COMMAND_LIST_CURVE: {
     const hg_cmd_list_curve_t *c = &cmd->u.curve;
     if (!STR_TERM(c->gpu) || !STR_TERM(c->grade)) return HG_EINVAL;
-    lc.gpu = (char *)c->gpu;
-    lc.grade = (char *)c->grade;
-    lc.year = c->year;
-    lc.month = c->month;
-    lc.first_instrument_id = c->first_instrument_id;
-    lc.max_orders = c->max_orders;
-    lc.max_accounts = c->max_accounts;
-    lc.has_ref_price = c->ref_price != 0;
-    lc.ref_price = c->ref_price;
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_LIST_CURVE;
-    m.list_curve = &lc;
+    b->lc.gpu = (char *)c->gpu;
+    b->lc.grade = (char *)c->grade;
+    b->lc.year = c->year;
+    b->lc.month = c->month;
+    b->lc.first_instrument_id = c->first_instrument_id;
+    b->lc.max_orders = c->max_orders;
+    b->lc.max_accounts = c->max_accounts;
+    b->lc.has_ref_price = c->ref_price != 0;
+    b->lc.ref_price = c->ref_price;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_LIST_CURVE;
+    m->list_curve = &b->lc;
     break;
   }
-  case HG_COMMAND_SESSIONS_ENDED:
-    m.body_case = HOURGLASS__V1__COMMAND__BODY_SESSIONS_ENDED;
-    m.sessions_ended = &se;
-    break;
   default:
-    return HG_EINVAL;
+    return NOT_MINE;
   }
+  return 0;
+}
+
+/* The protobuf-c path: any command. */
+static int encode_full(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t *len) {
+  Hourglass__V1__Command m = HOURGLASS__V1__COMMAND__INIT;
+  /* smp[] and smp_ptr[] are zeroed too (the rest of a designated
+   * initializer); only PUBLISH_SAMPLES fills them. */
+  enc_bodies_t bd = {
+      .no = HOURGLASS__V1__NEW_ORDER__INIT,
+      .cx = HOURGLASS__V1__CANCEL__INIT,
+      .rp = HOURGLASS__V1__REPLACE__INIT,
+      .mc = HOURGLASS__V1__MASS_CANCEL__INIT,
+      .li = HOURGLASS__V1__LIST_INSTRUMENT__INIT,
+      .dl = HOURGLASS__V1__DELIST_INSTRUMENT__INIT,
+      .ha = HOURGLASS__V1__HALT__INIT,
+      .re = HOURGLASS__V1__RESUME__INIT,
+      .eos = HOURGLASS__V1__END_OF_SESSION__INIT,
+      .aa = HOURGLASS__V1__ADD_ACCOUNT__INIT,
+      .de = HOURGLASS__V1__DEPOSIT__INIT,
+      .wi = HOURGLASS__V1__WITHDRAW__INIT,
+      .pg = HOURGLASS__V1__PROVIDER_GRADE__INIT,
+      .ps = HOURGLASS__V1__PUBLISH_SAMPLES__INIT,
+      .idd = HOURGLASS__V1__INDEX_DAY__INIT,
+      .pf = HOURGLASS__V1__PUBLISH_FIXING__INIT,
+      .ds = HOURGLASS__V1__DAILY_SETTLEMENT__INIT,
+      .ep = HOURGLASS__V1__EXPIRE__INIT,
+      .lc = HOURGLASS__V1__LIST_CURVE__INIT,
+      .se = HOURGLASS__V1__SESSIONS_ENDED__INIT,
+  };
+  m.seq = cmd->seq;
+  m.ts = cmd->ts;
+  int rc = encode_order(cmd, &m, &bd);
+  if (rc == NOT_MINE) rc = encode_admin(cmd, &m, &bd);
+  if (rc == NOT_MINE) rc = encode_settlement(cmd, &m, &bd);
+  if (rc != 0) return rc == NOT_MINE ? HG_EINVAL : rc;
   size_t need = protobuf_c_message_get_packed_size(&m.base);
   if (need > cap) return HG_EFULL;
   *len = protobuf_c_message_pack(&m.base, buf);
@@ -550,41 +610,16 @@ static int symbol_ok(const char *s) {
 /* Enum values arrive as raw ints: protobuf-c does not range-check them. */
 static int enum_ok(int v, int max) { return v >= 0 && v <= max; }
 
-/* GPU model or grade code of an index: [A-Za-z0-9]{1,cap-1}. */
-static int name_ok(const char *s, size_t cap) {
-  if (s == NULL) return 0;
-  size_t n = strlen(s);
-  if (n == 0 || n >= cap) return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return 0;
-  }
-  return 1;
-}
-
-/* A free text field of a sample or fixing, as the CSV reader would accept
- * it: 1..cap-1 printable ASCII bytes, no ',' and no '"'. */
-static int text_ok(const char *s, size_t cap) {
-  if (s == NULL) return 0;
-  size_t n = strlen(s);
-  if (n == 0 || n >= cap) return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c < 0x20 || c > 0x7e || c == ',' || c == '"') return 0;
-  }
-  return 1;
-}
-
 static int day_ok(int32_t d) { return d >= 0 && d <= HG_DAY_MAX; }
 
 static void copy_str(char *dst, size_t cap, const char *src) {
   memset(dst, 0, cap);
-  memcpy(dst, src, strlen(src) + 1); /* length checked by name_ok/text_ok */
+  memcpy(dst, src, strlen(src) + 1); /* length checked by hg_name_ok/hg_text_ok */
 }
 
 static int decode_index_day(const Hourglass__V1__IndexDay *b, uint32_t type, hg_command_t *out) {
   if (b->base.n_unknown_fields) return HG_EPARSE;
-  if (!name_ok(b->gpu, HG_INDEX_GPU_MAX) || !name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
+  if (!hg_name_ok(b->gpu, HG_INDEX_GPU_MAX) || !hg_name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
       !day_ok(b->day))
     return HG_ERANGE;
   out->type = type;
@@ -596,15 +631,15 @@ static int decode_index_day(const Hourglass__V1__IndexDay *b, uint32_t type, hg_
 
 static int decode_samples(const Hourglass__V1__PublishSamples *b, hg_command_t *out) {
   if (b->base.n_unknown_fields) return HG_EPARSE;
-  if (!name_ok(b->gpu, HG_INDEX_GPU_MAX) || !name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
+  if (!hg_name_ok(b->gpu, HG_INDEX_GPU_MAX) || !hg_name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
       !day_ok(b->day) || b->n_samples == 0 || b->n_samples > HG_SAMPLES_PER_COMMAND)
     return HG_ERANGE;
   hg_cmd_samples_t *c = &out->u.samples;
   for (size_t i = 0; i < b->n_samples; i++) {
     const Hourglass__V1__IndexSample *x = b->samples[i];
     if (x->base.n_unknown_fields) return HG_EPARSE;
-    if (!text_ok(x->provider, HG_INDEX_PROVIDER_MAX) || !text_ok(x->region, HG_INDEX_REGION_MAX) ||
-        !text_ok(x->gpu, HG_INDEX_GPU_MAX) || !text_ok(x->grade, HG_INDEX_GRADE_MAX) ||
+    if (!hg_text_ok(x->provider, HG_INDEX_PROVIDER_MAX) || !hg_text_ok(x->region, HG_INDEX_REGION_MAX) ||
+        !hg_text_ok(x->gpu, HG_INDEX_GPU_MAX) || !hg_text_ok(x->grade, HG_INDEX_GRADE_MAX) ||
         (x->kind != HOURGLASS__V1__SAMPLE_KIND__SAMPLE_TRADE &&
          x->kind != HOURGLASS__V1__SAMPLE_KIND__SAMPLE_QUOTE) ||
         x->volume > HG_INDEX_VOLUME_MAX)
@@ -628,7 +663,8 @@ static int decode_samples(const Hourglass__V1__PublishSamples *b, hg_command_t *
   return 0;
 }
 
-static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
+/* Order bodies. 0, an error, or NOT_MINE for another family's body. */
+static int decode_order(const Hourglass__V1__Command *m, hg_command_t *out) {
   switch (m->body_case) {
   case HOURGLASS__V1__COMMAND__BODY_NEW_ORDER: {
     const Hourglass__V1__NewOrder *b = m->new_order;
@@ -683,6 +719,14 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
     out->u.mass_cancel.sides = b->has_sides ? (uint8_t)b->sides : HG_SIDES_BOTH;
     return 0;
   }
+  default:
+    return NOT_MINE;
+  }
+}
+
+/* Operator bodies. 0, an error, or NOT_MINE for another family's body. */
+static int decode_admin(const Hourglass__V1__Command *m, hg_command_t *out) {
+  switch (m->body_case) {
   case HOURGLASS__V1__COMMAND__BODY_LIST_INSTRUMENT: {
     const Hourglass__V1__ListInstrument *b = m->list_instrument;
     if (b->base.n_unknown_fields) return HG_EPARSE;
@@ -743,11 +787,23 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
     out->u.cash.account = m->withdraw->account;
     out->u.cash.amount = m->withdraw->amount;
     return 0;
+  case HOURGLASS__V1__COMMAND__BODY_SESSIONS_ENDED:
+    if (m->sessions_ended->base.n_unknown_fields) return HG_EPARSE;
+    out->type = HG_COMMAND_SESSIONS_ENDED;
+    return 0;
+  default:
+    return NOT_MINE;
+  }
+}
+
+/* Settlement bodies. 0, an error, or NOT_MINE for another family's body. */
+static int decode_settlement(const Hourglass__V1__Command *m, hg_command_t *out) {
+  switch (m->body_case) {
   case HOURGLASS__V1__COMMAND__BODY_SET_PROVIDER_GRADE: {
     const Hourglass__V1__ProviderGrade *b = m->set_provider_grade;
     if (b->base.n_unknown_fields) return HG_EPARSE;
-    if (!text_ok(b->provider, HG_INDEX_PROVIDER_MAX) || !name_ok(b->gpu, HG_INDEX_GPU_MAX) ||
-        !name_ok(b->grade, HG_INDEX_GRADE_MAX) || !day_ok(b->effective_day))
+    if (!hg_text_ok(b->provider, HG_INDEX_PROVIDER_MAX) || !hg_name_ok(b->gpu, HG_INDEX_GPU_MAX) ||
+        !hg_name_ok(b->grade, HG_INDEX_GRADE_MAX) || !day_ok(b->effective_day))
       return HG_ERANGE;
     hg_cmd_provider_grade_t *c = &out->u.provider_grade;
     out->type = HG_COMMAND_SET_PROVIDER_GRADE;
@@ -768,8 +824,8 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
   case HOURGLASS__V1__COMMAND__BODY_PUBLISH_FIXING: {
     const Hourglass__V1__PublishFixing *b = m->publish_fixing;
     if (b->base.n_unknown_fields) return HG_EPARSE;
-    if (!name_ok(b->gpu, HG_INDEX_GPU_MAX) || !name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
-        !day_ok(b->day) || !text_ok(b->source, HG_INDEX_SOURCE_MAX))
+    if (!hg_name_ok(b->gpu, HG_INDEX_GPU_MAX) || !hg_name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
+        !day_ok(b->day) || !hg_text_ok(b->source, HG_INDEX_SOURCE_MAX))
       return HG_ERANGE;
     hg_cmd_publish_fixing_t *c = &out->u.fixing;
     out->type = HG_COMMAND_PUBLISH_FIXING;
@@ -794,7 +850,7 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
   case HOURGLASS__V1__COMMAND__BODY_LIST_CURVE: {
     const Hourglass__V1__ListCurve *b = m->list_curve;
     if (b->base.n_unknown_fields) return HG_EPARSE;
-    if (!name_ok(b->gpu, HG_INDEX_GPU_MAX) || !name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
+    if (!hg_name_ok(b->gpu, HG_INDEX_GPU_MAX) || !hg_name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
         b->year < 1970 || b->year > 9998 || b->month < 1 || b->month > 12)
       return HG_ERANGE;
     hg_cmd_list_curve_t *c = &out->u.curve;
@@ -809,13 +865,16 @@ static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
     c->ref_price = b->has_ref_price ? b->ref_price : 0;
     return 0;
   }
-  case HOURGLASS__V1__COMMAND__BODY_SESSIONS_ENDED:
-    if (m->sessions_ended->base.n_unknown_fields) return HG_EPARSE;
-    out->type = HG_COMMAND_SESSIONS_ENDED;
-    return 0;
   default:
-    return HG_EPARSE; /* no body, or one this build does not know */
+    return NOT_MINE;
   }
+}
+
+static int decode_body(const Hourglass__V1__Command *m, hg_command_t *out) {
+  int rc = decode_order(m, out);
+  if (rc == NOT_MINE) rc = decode_admin(m, out);
+  if (rc == NOT_MINE) rc = decode_settlement(m, out);
+  return rc == NOT_MINE ? HG_EPARSE : rc; /* no body, or one this build does not know */
 }
 
 /* ------------------------------------------------------------------------ */

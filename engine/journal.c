@@ -409,7 +409,7 @@ __attribute__((format(printf, 3, 4))) static void fail(hg_journal_t *j, int err,
   va_end(ap);
   /* release: a thread that sees err also sees errmsg */
   atomic_store_explicit(&j->err, err, memory_order_release);
-  jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: %s; intake stopped", j->errmsg);
+  jlog(&j->opt, HG_LOG_ERROR, "journal: %s; intake stopped", j->errmsg);
 }
 
 static int create_spare(hg_journal_t *j) {
@@ -443,7 +443,7 @@ static void zero_spare_step(hg_journal_t *j, uint64_t len) {
     ssize_t w = pwrite(j->spare_fd, zeros, n, (off_t)off);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      jlog(&j->opt, HG_JOURNAL_LOG_WARN, "journal: %s/%s: cannot zero-fill at offset %" PRIu64
+      jlog(&j->opt, HG_LOG_WARN, "journal: %s/%s: cannot zero-fill at offset %" PRIu64
            " (%s); the segment stays preallocated only", j->dir, SPARE_NAME, off,
            hg_strerror(w < 0 ? -errno : -EIO));
       j->spare_zeroed = j->opt.segment_size;
@@ -520,7 +520,7 @@ static int read_mark(hg_journal_t *j) {
   else
     strcpy(dir, ".");
   if (*base == '\0' || strlen(base) + 5 > NAME_MAX) {
-    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: invalid durable mark path %s", path);
+    jlog(&j->opt, HG_LOG_ERROR, "journal: invalid durable mark path %s", path);
     return HG_EINVAL;
   }
   strcpy(j->mark_name, base);
@@ -528,7 +528,7 @@ static int read_mark(hg_journal_t *j) {
   j->mark_dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (j->mark_dirfd < 0) {
     int rc = -errno;
-    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot open directory %s of the durable mark: %s",
+    jlog(&j->opt, HG_LOG_ERROR, "journal: cannot open directory %s of the durable mark: %s",
          dir, hg_strerror(rc));
     return rc;
   }
@@ -537,7 +537,7 @@ static int read_mark(hg_journal_t *j) {
   int rc = mark_parse(j->mark_dirfd, base, &j->mark_seq, &j->mark_seg, &j->mark_time, why,
                       sizeof why);
   if (rc == HG_ENOTFOUND) return 0; /* new data directory, or written by a version without it */
-  if (rc != 0) jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: durable mark %s %s", path, why);
+  if (rc != 0) jlog(&j->opt, HG_LOG_ERROR, "journal: durable mark %s %s", path, why);
   return rc;
 }
 
@@ -600,7 +600,7 @@ static void roll_mark(hg_journal_t *j) {
   j->mark_due = 0;
   int rc = write_mark(j, j->seg_first - 1);
   if (rc != 0)
-    jlog(&j->opt, HG_JOURNAL_LOG_WARN,
+    jlog(&j->opt, HG_LOG_WARN,
          "journal: cannot update the durable mark %s to seq %" PRIu64 ": %s; it stays at seq %" PRIu64,
          j->opt.mark_path, j->seg_first - 1, hg_strerror(rc), j->mark_seq);
 }
@@ -630,7 +630,7 @@ static int activate_spare(hg_journal_t *j, uint64_t first_seq) {
   /* Preallocate the next segment now, well before it is needed. A failure
    * here is retried at the next roll-over, where it then counts. */
   if ((rc = create_spare(j)) != 0)
-    jlog(&j->opt, HG_JOURNAL_LOG_WARN, "journal: %s/%s: cannot preallocate the next segment yet: %s",
+    jlog(&j->opt, HG_LOG_WARN, "journal: %s/%s: cannot preallocate the next segment yet: %s",
          j->dir, SPARE_NAME, hg_strerror(rc));
   return 0;
 }
@@ -882,7 +882,7 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
   size_t n;
   int rc = list_segments(j->dirfd, &firsts, &n);
   if (rc != 0) {
-    jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot list %s: %s", j->dir, hg_strerror(rc));
+    jlog(&j->opt, HG_LOG_ERROR, "journal: cannot list %s: %s", j->dir, hg_strerror(rc));
     return rc;
   }
   uint64_t expected = n > 0 ? firsts[0] : j->opt.first_seq;
@@ -898,14 +898,14 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
     unmap_segment(&m);
     rc = map_segment(j->dirfd, firsts[i], O_RDWR, &m);
     if (rc != 0) {
-      jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot open %s/%s: %s", j->dir, m.name,
+      jlog(&j->opt, HG_LOG_ERROR, "journal: cannot open %s/%s: %s", j->dir, m.name,
            hg_strerror(rc));
       goto out;
     }
     unsigned version = 0;
     int h = check_seg_header(&m, &why, &version);
     if (h == HDR_NEWER) {
-      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+      jlog(&j->opt, HG_LOG_ERROR,
            "journal: %s/%s: segment format version %u is newer than this build reads (version %u); "
            "open it with a newer Hourglass",
            j->dir, m.name, version, HG_JOURNAL_FORMAT_VERSION);
@@ -937,7 +937,7 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
       off += HG_JOURNAL_RECORD_SIZE(v.len);
     }
     if (r == REC_NEWER) {
-      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+      jlog(&j->opt, HG_LOG_ERROR,
            "journal: %s/%s offset %" PRIu64 ": record format version %u is newer than this build "
            "reads (version %u); open it with a newer Hourglass",
            j->dir, m.name, off, v.version, HG_JOURNAL_FORMAT_VERSION);
@@ -975,7 +975,7 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
   uint64_t end = expected - 1; /* last record kept */
 
   if (corrupt && !j->opt.repair) {
-    jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+    jlog(&j->opt, HG_LOG_ERROR,
          "journal: %s/%s: corrupt at offset %" PRIu64 " (%s) after seq %" PRIu64
          "; start-up stopped, nothing was changed. The repair option cuts only a torn last batch. "
          RECOVERY_OPTIONS, j->dir, m.name, bad_off, why, end);
@@ -986,19 +986,19 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
     char src[PATH_MAX + 64];
     floor_source(j, floor, src, sizeof src);
     if (n == 0)
-      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+      jlog(&j->opt, HG_LOG_ERROR,
            "journal: %s holds no segment but seq %" PRIu64 " was durable (%s): records up to seq %"
            PRIu64 " are missing; start-up stopped, nothing was changed. If the journal was moved, put it "
            "back. " RECOVERY_OPTIONS, j->dir, floor, src, floor);
     else if (corrupt)
-      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+      jlog(&j->opt, HG_LOG_ERROR,
            "journal: %s/%s: corrupt at offset %" PRIu64 " (%s) after seq %" PRIu64
            ": the journal ends at seq %" PRIu64 " but seq %" PRIu64 " was durable (%s): records %"
            PRIu64 "..%" PRIu64 " are missing or damaged; start-up stopped, nothing was changed. "
            RECOVERY_OPTIONS,
            j->dir, m.name, bad_off, why, end, end, floor, src, end + 1, floor);
     else
-      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+      jlog(&j->opt, HG_LOG_ERROR,
            "journal: %s ends at seq %" PRIu64 " but seq %" PRIu64 " was durable (%s): records %"
            PRIu64 "..%" PRIu64 " are missing%s; start-up stopped, nothing was changed. If segments "
            "were moved, put them back. " RECOVERY_OPTIONS,
@@ -1017,7 +1017,7 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
       char src[PATH_MAX + 64], name[NAME_LEN];
       floor_source(j, j->mark_seq, src, sizeof src);
       seg_name(name, j->mark_seg);
-      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+      jlog(&j->opt, HG_LOG_ERROR,
            "journal: %s/%s is missing, but it held the newest records (%s names it): records "
            "from seq %" PRIu64 " on are lost; start-up stopped, nothing was changed. If the "
            "journal or its segments were moved, put them back. " RECOVERY_OPTIONS,
@@ -1038,7 +1038,7 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
     else if (data_end - bad_off > j->opt.batch_bytes)
       refused = "more data than one batch follows it";
     if (refused != NULL) {
-      jlog(&j->opt, HG_JOURNAL_LOG_ERROR,
+      jlog(&j->opt, HG_LOG_ERROR,
            "journal: repair refused: %s/%s corrupt at offset %" PRIu64 " (%s) after seq %" PRIu64
            ", and %s: cutting there could drop acknowledged records; nothing was changed. "
            RECOVERY_OPTIONS, j->dir, m.name, bad_off, why, end, refused);
@@ -1054,14 +1054,14 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
       dropped = (uint64_t)bad_is_record + count_valid_from(m.base, m.size, bad_off + 8);
     if ((rc = zero_range(m.fd, bad_off, m.size - bad_off)) != 0) goto zero_failed;
     position_at(j, &m, bad_off);
-    jlog(&j->opt, HG_JOURNAL_LOG_WARN,
+    jlog(&j->opt, HG_LOG_WARN,
          "journal: repair: truncated %s/%s at offset %" PRIu64 " (%s): dropped %" PRIu64
          " records from seq %" PRIu64 " on (never acknowledged: a torn last batch)",
          j->dir, m.name, bad_off, why, dropped, expected);
   } else if (torn != NULL) {
     char what[96] = "";
     if (why != NULL) snprintf(what, sizeof what, " (%s)", why);
-    jlog(&j->opt, HG_JOURNAL_LOG_WARN,
+    jlog(&j->opt, HG_LOG_WARN,
          "journal: %s/%s: %s at the tail, offset %" PRIu64 "%s: %" PRIu64
          " bytes truncated (never acknowledged); journal ends at seq %" PRIu64,
          j->dir, m.name, torn, bad_off, what, torn_bytes(m.base, bad_off, tail_end), end);
@@ -1073,7 +1073,7 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
   rc = 0;
   goto out;
 zero_failed:
-  jlog(&j->opt, HG_JOURNAL_LOG_ERROR, "journal: cannot truncate %s/%s: %s", j->dir, m.name,
+  jlog(&j->opt, HG_LOG_ERROR, "journal: cannot truncate %s/%s: %s", j->dir, m.name,
        hg_strerror(rc));
 out:
   unmap_segment(&m);
@@ -1113,7 +1113,7 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
   if (dir == NULL || out == NULL || strlen(dir) >= PATH_MAX ||
       o.batch_bytes < HG_JOURNAL_RECORD_SIZE(o.max_payload) ||
       o.segment_size < (uint64_t)SHDR + o.batch_bytes || o.max_payload > UINT32_MAX - 64u) {
-    jlog(&o, HG_JOURNAL_LOG_ERROR,
+    jlog(&o, HG_LOG_ERROR,
          "journal: invalid options (need batch_bytes >= record size of max_payload and "
          "segment_size >= %u + batch_bytes)", SHDR);
     return HG_EINVAL;
@@ -1128,7 +1128,7 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
   int rc;
   if (j->dirfd < 0) {
     rc = -errno;
-    jlog(&o, HG_JOURNAL_LOG_ERROR, "journal: cannot open directory %s: %s", dir, hg_strerror(rc));
+    jlog(&o, HG_LOG_ERROR, "journal: cannot open directory %s: %s", dir, hg_strerror(rc));
     goto fail;
   }
   for (int k = 0; k < 2; k++) {
@@ -1153,12 +1153,12 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
   if ((rc = recover(j, floor, record, record_ctx)) != 0) goto fail;
   if (j->fd < 0) {
     if ((rc = activate_spare(j, j->next_seq)) != 0) {
-      jlog(&o, HG_JOURNAL_LOG_ERROR, "journal: cannot create the first segment in %s: %s", dir,
+      jlog(&o, HG_LOG_ERROR, "journal: cannot create the first segment in %s: %s", dir,
            hg_strerror(rc));
       goto fail;
     }
   } else if ((rc = create_spare(j)) != 0) {
-    jlog(&o, HG_JOURNAL_LOG_WARN, "journal: %s/%s: cannot preallocate the next segment yet: %s", dir,
+    jlog(&o, HG_LOG_WARN, "journal: %s/%s: cannot preallocate the next segment yet: %s", dir,
          SPARE_NAME, hg_strerror(rc));
   }
   if (j->mark_dirfd >= 0) {
@@ -1166,13 +1166,13 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
      * before the mark (and anything new) counts on them. */
     if (fdatasync(j->fd) != 0) {
       rc = -errno;
-      jlog(&o, HG_JOURNAL_LOG_ERROR, "journal: cannot sync %s/%s: %s", dir, j->seg_name,
+      jlog(&o, HG_LOG_ERROR, "journal: cannot sync %s/%s: %s", dir, j->seg_name,
            hg_strerror(rc));
       goto fail;
     }
     j->mark_due = 0; /* a first segment created above is covered by this write */
     if ((rc = write_mark(j, j->next_seq - 1)) != 0)
-      jlog(&o, HG_JOURNAL_LOG_WARN,
+      jlog(&o, HG_LOG_WARN,
            "journal: cannot write the durable mark %s at seq %" PRIu64 ": %s; it stays at seq %" PRIu64,
            j->mark_path, j->next_seq - 1, hg_strerror(rc), j->mark_seq);
   }
@@ -1182,7 +1182,7 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
     if (e == 0)
       j->use_uring = 1;
     else
-      jlog(&o, HG_JOURNAL_LOG_WARN,
+      jlog(&o, HG_LOG_WARN,
            "journal: io_uring unavailable (%s); falling back to pwritev + fdatasync", hg_strerror(e));
   }
   *out = j;
@@ -1200,7 +1200,7 @@ int hg_journal_close(hg_journal_t *j) {
   if (rc == 0 && j->mark_dirfd >= 0) {
     int e = write_mark(j, hg_journal_durable_seq(j));
     if (e != 0)
-      jlog(&j->opt, HG_JOURNAL_LOG_WARN,
+      jlog(&j->opt, HG_LOG_WARN,
            "journal: cannot update the durable mark %s at close: %s; it stays at seq %" PRIu64,
            j->mark_path, hg_strerror(e), j->mark_seq);
   }

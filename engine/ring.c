@@ -29,6 +29,7 @@
 #include "hourglass/ring.h"
 #include "map_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -36,7 +37,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -136,9 +136,6 @@ void hg_mpsc_ring_destroy(hg_mpsc_ring_t *r) {
   free(r);
 }
 
-uint32_t hg_mpsc_ring_capacity(const hg_mpsc_ring_t *r) { return r->capacity; }
-uint32_t hg_mpsc_ring_slot_size(const hg_mpsc_ring_t *r) { return r->slot_size; }
-
 int hg_mpsc_ring_try_push(hg_mpsc_ring_t *r, const void *msg, size_t len) {
   if (len > r->slot_size || (msg == NULL && len > 0)) return HG_EINVAL;
   /* relaxed: tail is only a claim ticket; the slot's seq orders the data. */
@@ -180,6 +177,8 @@ const void *hg_mpsc_ring_peek(hg_mpsc_ring_t *r, size_t *len_out) {
 
 void hg_mpsc_ring_consume(hg_mpsc_ring_t *r) {
   struct mpsc_slot *s = mpsc_slot(r, r->head);
+  /* relaxed: a debug check of a slot peek already acquired. */
+  assert(atomic_load_explicit(&s->seq, memory_order_relaxed) == r->head + 1);
   /* release: our reads of the slot happen before a producer reuses it. */
   atomic_store_explicit(&s->seq, r->head + r->capacity, memory_order_release);
   r->head++;
@@ -270,13 +269,11 @@ void hg_spsc_ring_destroy(hg_spsc_ring_t *r) {
   free(r);
 }
 
-uint32_t hg_spsc_ring_capacity(const hg_spsc_ring_t *r) { return r->capacity; }
-uint32_t hg_spsc_ring_slot_size(const hg_spsc_ring_t *r) { return r->slot_size; }
-
 int hg_spsc_ring_try_push(hg_spsc_ring_t *r, const void *msg, size_t len) {
   if (len > r->slot_size || (msg == NULL && len > 0)) return HG_EINVAL;
   /* relaxed: only this thread writes tail. */
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  assert(t - r->cached_head <= r->capacity); /* tail never laps head */
   if (t - r->cached_head >= r->capacity) {
     /* acquire: the consumer's reads of the slots it freed happen before our
      * writes into them. */
@@ -300,6 +297,8 @@ static uint64_t spsc_available(hg_spsc_ring_t *r, uint64_t h, uint64_t want) {
     r->cached_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
     avail = r->cached_tail - h;
   }
+  /* Debug builds: head never passes tail, tail never laps head. */
+  assert(avail <= r->capacity);
   return avail;
 }
 
@@ -315,6 +314,7 @@ const void *hg_spsc_ring_peek(hg_spsc_ring_t *r, size_t *len_out) {
 void hg_spsc_ring_consume(hg_spsc_ring_t *r) {
   /* relaxed: only this thread writes head. */
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  assert(h < r->cached_tail); /* only after a peek that found a message */
   /* release: our reads of the slot happen before the producer reuses it. */
   atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
@@ -362,12 +362,11 @@ bool hg_spsc_ring_empty(const hg_spsc_ring_t *r) {
 #define W_CLOSED 2u
 #define W_EPOCH 4u
 
-/* Owned by whoever created it; the eventfd is owned by the waiter. */
+/* Owned by whoever created it. */
 struct hg_waiter {
   alignas(CACHE_LINE) _Atomic uint32_t word; /* the futex word */
   _Atomic uint64_t wakeups;
   uint32_t spin;
-  int fd;
 };
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
@@ -380,21 +379,12 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int hg_waiter_create(uint32_t spin, unsigned flags, hg_waiter_t **out) {
-  if (out == NULL || (flags & ~HG_WAITER_EVENTFD) != 0) return HG_EINVAL;
+int hg_waiter_create(uint32_t spin, hg_waiter_t **out) {
+  if (out == NULL) return HG_EINVAL;
   hg_waiter_t *w = aligned_alloc(CACHE_LINE, sizeof *w);
   if (w == NULL) return -ENOMEM;
   memset(w, 0, sizeof *w);
   w->spin = spin;
-  w->fd = -1;
-  if (flags & HG_WAITER_EVENTFD) {
-    w->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->fd < 0) {
-      int err = -errno;
-      free(w);
-      return err;
-    }
-  }
   /* relaxed (both): not shared until create returns. */
   atomic_store_explicit(&w->word, 0, memory_order_relaxed);
   atomic_store_explicit(&w->wakeups, 0, memory_order_relaxed);
@@ -404,16 +394,7 @@ int hg_waiter_create(uint32_t spin, unsigned flags, hg_waiter_t **out) {
 
 void hg_waiter_destroy(hg_waiter_t *w) {
   if (w == NULL) return;
-  if (w->fd >= 0) close(w->fd);
   free(w);
-}
-
-static void signal_fd(const hg_waiter_t *w) {
-  if (w->fd < 0) return;
-  uint64_t one = 1;
-  /* EAGAIN means the counter is saturated: it is readable anyway. */
-  ssize_t n = write(w->fd, &one, sizeof one);
-  (void)n;
 }
 
 void hg_waiter_notify(hg_waiter_t *w) {
@@ -428,7 +409,6 @@ void hg_waiter_notify(hg_waiter_t *w) {
     if (atomic_compare_exchange_weak_explicit(&w->word, &v, (v + W_EPOCH) & ~W_SLEEPING,
                                               memory_order_relaxed, memory_order_relaxed)) {
       futex(&w->word, FUTEX_WAKE_PRIVATE, 1, NULL);
-      signal_fd(w);
       /* relaxed: a statistics counter, ordered with nothing. */
       atomic_fetch_add_explicit(&w->wakeups, 1, memory_order_relaxed);
       return;
@@ -446,7 +426,6 @@ void hg_waiter_close(hg_waiter_t *w) {
                                                 memory_order_release, memory_order_relaxed)) {
   }
   futex(&w->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
-  signal_fd(w);
 }
 
 bool hg_waiter_closed(const hg_waiter_t *w) {
@@ -516,16 +495,6 @@ int hg_waiter_wait(hg_waiter_t *w, bool (*ready)(void *ctx), void *ctx, int64_t 
     (void)hg_waiter_sleep(w, token, left); /* the loop re-checks everything */
     if (ready(ctx)) return 0;
   }
-}
-
-int hg_waiter_fd(const hg_waiter_t *w) { return w->fd; }
-
-void hg_waiter_fd_ack(hg_waiter_t *w) {
-  if (w->fd < 0) return;
-  uint64_t count;
-  ssize_t n = read(w->fd, &count, sizeof count); /* EAGAIN: nothing pending */
-  (void)n;
-  hg_waiter_cancel(w);
 }
 
 bool hg_waiter_sleeping(const hg_waiter_t *w) {

@@ -1,5 +1,5 @@
 /*
- * The state store: one LMDB environment with five named databases (see
+ * The state store: one LMDB environment with eight named databases (see
  * store.h). LMDB gives what the store needs without code of ours: a
  * copy-on-write B-tree whose write transactions commit atomically, so a
  * snapshot is either entirely there or not at all, and readers see a
@@ -342,19 +342,27 @@ static int check_value(const MDB_val *k, const MDB_val *v, hg_store_snapshot_t *
   return 0;
 }
 
-int hg_store_load_snapshot(hg_store_t *s, uint64_t seq,
-                           int (*fn)(void *ctx, const hg_store_snapshot_t *snap), void *ctx) {
+/* A read transaction and a cursor on the snapshots table; what names the
+ * operation in the message of a failure. */
+static int snapshots_read(hg_store_t *s, const char *what, MDB_txn **txn, MDB_cursor **cur) {
   int rc = need_open(s);
   if (rc != 0) return rc;
-  MDB_txn *txn;
-  rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+  rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, txn);
   if (rc != 0) return fail(s, rc, "begin read");
-  MDB_cursor *cur;
-  rc = mdb_cursor_open(txn, s->snapshots, &cur);
+  rc = mdb_cursor_open(*txn, s->snapshots, cur);
   if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, "reading snapshots");
+    mdb_txn_abort(*txn);
+    return fail(s, rc, what);
   }
+  return 0;
+}
+
+int hg_store_load_snapshot(hg_store_t *s, uint64_t seq,
+                           int (*fn)(void *ctx, const hg_store_snapshot_t *snap), void *ctx) {
+  MDB_txn *txn;
+  MDB_cursor *cur;
+  int rc = snapshots_read(s, "reading snapshots", &txn, &cur);
+  if (rc != 0) return rc;
   uint8_t kb[8];
   be64(kb, seq);
   MDB_val k = {.mv_size = 8, .mv_data = kb}, v;
@@ -404,17 +412,10 @@ int hg_store_load_latest_snapshot(hg_store_t *s,
 }
 
 int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n) {
-  int rc = need_open(s);
-  if (rc != 0) return rc;
   MDB_txn *txn;
-  rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
-  if (rc != 0) return fail(s, rc, "begin read");
   MDB_cursor *cur;
-  rc = mdb_cursor_open(txn, s->snapshots, &cur);
-  if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, "listing snapshots");
-  }
+  int rc = snapshots_read(s, "listing snapshots", &txn, &cur);
+  if (rc != 0) return rc;
   size_t count = 0;
   MDB_val k, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
@@ -602,6 +603,22 @@ static int snapshot_begin(hg_store_t *s, uint64_t seq, MDB_txn **txn, MDB_cursor
   return 0;
 }
 
+/* Ends what snapshot_begin() started: prunes to keep (rc 0), then commits,
+ * or aborts on any failure; saving and committing name the operation in
+ * the failure's message. */
+static int snapshot_end(hg_store_t *s, MDB_txn *txn, MDB_cursor *cur, int rc, uint32_t keep,
+                        const char *saving, const char *committing) {
+  if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
+  mdb_cursor_close(cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, saving);
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return fail(s, rc, committing);
+  return 0;
+}
+
 int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t len,
                            uint32_t keep) {
   int rc = need_open(s);
@@ -625,15 +642,7 @@ int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t
     put_header(dst, seq, dst + HG_STORE_SNAPSHOT_HEADER, len);
     rc = put_format(s, txn);
   }
-  if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
-  mdb_cursor_close(cur);
-  if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, "saving snapshot");
-  }
-  rc = mdb_txn_commit(txn);
-  if (rc != 0) return fail(s, rc, "committing snapshot");
-  return 0;
+  return snapshot_end(s, txn, cur, rc, keep, "saving snapshot", "committing snapshot");
 }
 
 int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep) {
@@ -682,15 +691,8 @@ int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep
     rc = w.rc;
   }
   if (rc == 0) rc = put_ledger(txn, s->ledger, hg_exchange_clearing(ex));
-  if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
-  mdb_cursor_close(cur);
-  if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, "saving the exchange snapshot");
-  }
-  rc = mdb_txn_commit(txn);
-  if (rc != 0) return fail(s, rc, "committing the exchange snapshot");
-  return 0;
+  return snapshot_end(s, txn, cur, rc, keep, "saving the exchange snapshot",
+                      "committing the exchange snapshot");
 }
 
 typedef struct restore_ctx {

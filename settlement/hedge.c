@@ -17,29 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hourglass/civil.h"
 #include "hourglass/error.h"
 #include "hourglass/index.h"
 
 typedef unsigned __int128 u128;
 
-static unsigned days_in_month(unsigned year, unsigned month) {
-  static const unsigned char d[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-  return month == 2 && leap ? 29u : d[month - 1];
-}
-
 int hg_hedge_month_parse(const char *s, size_t len, unsigned *year, unsigned *month) {
-  if (s == NULL || len != 7 || s[4] != '-') return HG_EPARSE;
-  unsigned y = 0, m = 0;
-  for (int i = 0; i < 7; i++) {
-    if (i == 4) continue;
-    if (s[i] < '0' || s[i] > '9') return HG_EPARSE;
-    if (i < 4)
-      y = y * 10 + (unsigned)(s[i] - '0');
-    else
-      m = m * 10 + (unsigned)(s[i] - '0');
-  }
-  if (y < 1970 || y > 9999 || m < 1 || m > 12) return HG_EPARSE;
+  uint32_t y, m;
+  if (!hg_civil_parse_month(s, len, &y, &m)) return HG_EPARSE;
   *year = y;
   *month = m;
   return 0;
@@ -50,7 +36,7 @@ int hg_hedge_size(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned m
   if (out == NULL || gpus <= 0 || hours_per_gpu < 0 || year < 1970 || year > 9999 || month < 1 ||
       month > 12 || round < HG_HEDGE_ROUND_NEAREST || round > HG_HEDGE_ROUND_UP)
     return HG_EINVAL;
-  int64_t cal = 24 * (int64_t)days_in_month(year, month);
+  int64_t cal = 24 * (int64_t)hg_civil_month_days(year, month);
   if (hours_per_gpu > cal) return HG_ERANGE;
   int64_t h = hours_per_gpu == 0 ? cal : hours_per_gpu;
   __int128 e = (__int128)gpus * h;

@@ -10,6 +10,8 @@
  * of the CLI complete. Arrays grow by doubling with realloc; this is offline
  * input handling, not the order path.
  */
+#include "hourglass/civil.h"
+#include "hourglass/decimal.h"
 #include "hourglass/error.h"
 #include "hourglass/index.h"
 
@@ -79,71 +81,23 @@ static size_t split(const char *p, size_t len, field_t *f) {
   return nf;
 }
 
-static int parse_i64(const field_t *f, int64_t *out) {
-  size_t i = 0;
-  bool neg = false;
-  if (f->len > 0 && f->p[0] == '-') {
-    neg = true;
-    i = 1;
+/* [-]digits[.digits] with at most places decimals (hourglass/decimal.h),
+ * scaled to an integer; the decimal parser's errors as CSV reasons. */
+static int parse_scaled(const field_t *f, int places, int64_t *out) {
+  switch (hg_decimal_parse(f->p, f->len, places, out)) {
+  case 0: return 0;
+  case HG_DECIMAL_PLACES:
+    return places > 0 ? HG_INDEX_CSV_TOO_MANY_DECIMALS : HG_INDEX_CSV_BAD_NUMBER;
+  case HG_DECIMAL_RANGE: return HG_INDEX_CSV_OVERFLOW;
+  default: return HG_INDEX_CSV_BAD_NUMBER;
   }
-  if (i == f->len) return HG_INDEX_CSV_BAD_NUMBER;
-  /* Accumulate as a negative number so INT64_MIN is representable. */
-  int64_t v = 0;
-  for (; i < f->len; i++) {
-    char c = f->p[i];
-    if (c < '0' || c > '9') return HG_INDEX_CSV_BAD_NUMBER;
-    int d = c - '0';
-    if (v < (INT64_MIN + d) / 10) return HG_INDEX_CSV_OVERFLOW;
-    v = v * 10 - d;
-  }
-  if (!neg) {
-    if (v == INT64_MIN) return HG_INDEX_CSV_OVERFLOW;
-    v = -v;
-  }
-  *out = v;
-  return 0;
 }
 
+/* [-]digits. */
+static int parse_i64(const field_t *f, int64_t *out) { return parse_scaled(f, 0, out); }
+
 /* [-]digits[.digits], at most 6 decimals, exactly to micro-units. */
-static int parse_micro(const field_t *f, int64_t *out) {
-  size_t i = 0;
-  bool neg = false;
-  if (f->len > 0 && f->p[0] == '-') {
-    neg = true;
-    i = 1;
-  }
-  size_t int_digits = 0, frac_digits = 0;
-  bool dot = false;
-  int64_t v = 0; /* negative accumulator, see parse_i64 */
-  for (; i < f->len; i++) {
-    char c = f->p[i];
-    if (c == '.') {
-      if (dot) return HG_INDEX_CSV_BAD_NUMBER;
-      dot = true;
-      continue;
-    }
-    if (c < '0' || c > '9') return HG_INDEX_CSV_BAD_NUMBER;
-    if (dot) {
-      if (++frac_digits > 6) return HG_INDEX_CSV_TOO_MANY_DECIMALS;
-    } else {
-      int_digits++;
-    }
-    int d = c - '0';
-    if (v < (INT64_MIN + d) / 10) return HG_INDEX_CSV_OVERFLOW;
-    v = v * 10 - d;
-  }
-  if (int_digits == 0 || (dot && frac_digits == 0)) return HG_INDEX_CSV_BAD_NUMBER;
-  for (size_t k = frac_digits; k < 6; k++) {
-    if (v < INT64_MIN / 10) return HG_INDEX_CSV_OVERFLOW;
-    v *= 10;
-  }
-  if (!neg) {
-    if (v == INT64_MIN) return HG_INDEX_CSV_OVERFLOW;
-    v = -v;
-  }
-  *out = v;
-  return 0;
-}
+static int parse_micro(const field_t *f, int64_t *out) { return parse_scaled(f, 6, out); }
 
 static int copy_str(const field_t *f, char *dst, size_t cap) {
   if (f->len == 0) return HG_INDEX_CSV_EMPTY_FIELD;
@@ -233,55 +187,63 @@ static bool is_header(const field_t *line, const char *hdr) {
   return line->len == hl && memcmp(line->p, hdr, hl) == 0;
 }
 
-int hg_index_samples_parse(const char *buf, size_t len, hg_index_sample_set_t *out) {
-  if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
-  memset(out, 0, sizeof *out);
+/* A CSV file: the header line, then data rows of nfields fields each. Empty
+ * lines, a wrong field count and control bytes or quotes are the reader's
+ * own rejects; row() decides the rest: it returns 0 (row taken), a reason
+ * (> 0, *col the field or -1; the line is recorded as rejected) or a
+ * negative error, which ends the parse. Returns 0 or that error (or
+ * -ENOMEM recording a reject). */
+static int parse_csv(const char *buf, size_t len, const char *header, size_t nfields,
+                     int (*row)(void *ctx, const field_t *f, uint32_t line, int32_t *col),
+                     void *ctx, hg_index_csv_error_t **errs, size_t *n_errs, size_t *cap_errs) {
   line_iter_t it = {.buf = buf, .len = len};
   field_t line;
-  int rc = 0;
-  if (!next_line(&it, &line) || !is_header(&line, SAMPLES_HEADER)) {
-    rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, 1, -1, HG_INDEX_CSV_HEADER);
-    if (rc) goto fail;
-    return 0;
-  }
+  if (!next_line(&it, &line) || !is_header(&line, header))
+    return add_error(errs, n_errs, cap_errs, 1, -1, HG_INDEX_CSV_HEADER);
   while (next_line(&it, &line)) {
     field_t f[MAX_FIELDS];
     int32_t col = -1;
-    int reason = 0;
-    hg_index_sample_t s;
-    if (line.len == 0) {
-      reason = HG_INDEX_CSV_EMPTY_LINE;
-    } else {
-      size_t nf = split(line.p, line.len, f);
-      if (nf != 9) {
-        reason = HG_INDEX_CSV_FIELD_COUNT;
-      } else if ((reason = check_chars(f, nf, &col)) == 0) {
-        reason = sample_from_fields(f, &s, &col);
-      }
+    int reason;
+    if (line.len == 0) reason = HG_INDEX_CSV_EMPTY_LINE;
+    else if (split(line.p, line.len, f) != nfields) reason = HG_INDEX_CSV_FIELD_COUNT;
+    else if ((reason = check_chars(f, nfields, &col)) == 0) reason = row(ctx, f, it.no, &col);
+    if (reason < 0) return reason;
+    if (reason > 0) {
+      int rc = add_error(errs, n_errs, cap_errs, it.no, col, reason);
+      if (rc) return rc;
     }
-    if (reason == 0 && out->n >= HG_INDEX_SAMPLES_MAX) {
-      reason = HG_INDEX_CSV_TOO_MANY;
-      col = -1;
-    }
-    if (reason) {
-      rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, it.no, col, reason);
-      if (rc) goto fail;
-      continue;
-    }
-    size_t cap = out->cap;
-    if ((rc = grow((void **)&out->samples, &cap, sizeof s, out->n + 1))) goto fail;
-    if (cap != out->cap) {
-      size_t lcap = out->cap;
-      if ((rc = grow((void **)&out->lines, &lcap, sizeof *out->lines, cap))) goto fail;
-      out->cap = cap;
-    }
-    out->samples[out->n] = s;
-    out->lines[out->n] = it.no;
-    out->n++;
   }
   return 0;
-fail:
-  hg_index_samples_dispose(out);
+}
+
+static int sample_row(void *ctx, const field_t *f, uint32_t line, int32_t *col) {
+  hg_index_sample_set_t *out = ctx;
+  hg_index_sample_t s;
+  int rc = sample_from_fields(f, &s, col);
+  if (rc) return rc;
+  if (out->n >= HG_INDEX_SAMPLES_MAX) {
+    *col = -1;
+    return HG_INDEX_CSV_TOO_MANY;
+  }
+  size_t cap = out->cap;
+  if ((rc = grow((void **)&out->samples, &cap, sizeof s, out->n + 1))) return rc;
+  if (cap != out->cap) {
+    size_t lcap = out->cap;
+    if ((rc = grow((void **)&out->lines, &lcap, sizeof *out->lines, cap))) return rc;
+    out->cap = cap;
+  }
+  out->samples[out->n] = s;
+  out->lines[out->n] = line;
+  out->n++;
+  return 0;
+}
+
+int hg_index_samples_parse(const char *buf, size_t len, hg_index_sample_set_t *out) {
+  if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
+  memset(out, 0, sizeof *out);
+  int rc = parse_csv(buf, len, SAMPLES_HEADER, 9, sample_row, out, &out->errors, &out->n_errors,
+                     &out->cap_errors);
+  if (rc) hg_index_samples_dispose(out);
   return rc;
 }
 
@@ -295,60 +257,16 @@ void hg_index_samples_dispose(hg_index_sample_set_t *set) {
 
 /* ---------------------------------------------------------------- dates */
 
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), integer only. */
-static int32_t days_from_civil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2;
-  int64_t era = (y >= 0 ? y : y - 399) / 400;
-  int64_t yoe = y - era * 400;
-  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return (int32_t)(era * 146097 + doe - 719468);
-}
-
-static bool leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
 int hg_index_day_parse(const char *s, size_t len, int32_t *day) {
-  if (s == NULL || day == NULL || len != 10 || s[4] != '-' || s[7] != '-') return HG_EPARSE;
-  int64_t v[3] = {0, 0, 0};
-  static const int start[3] = {0, 5, 8}, width[3] = {4, 2, 2};
-  for (int k = 0; k < 3; k++) {
-    for (int i = 0; i < width[k]; i++) {
-      char c = s[start[k] + i];
-      if (c < '0' || c > '9') return HG_EPARSE;
-      v[k] = v[k] * 10 + (c - '0');
-    }
-  }
-  static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (v[0] < 1970 || v[1] < 1 || v[1] > 12 || v[2] < 1) return HG_EPARSE;
-  int64_t dim = mdays[v[1] - 1] + (v[1] == 2 && leap(v[0]));
-  if (v[2] > dim) return HG_EPARSE;
-  *day = days_from_civil(v[0], v[1], v[2]);
+  if (day == NULL || !hg_civil_parse_date(s, len, day)) return HG_EPARSE;
   return 0;
 }
 
 void hg_index_day_format(int32_t day, char buf[11]) {
-  int64_t z = (int64_t)day + 719468;
-  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  int64_t doe = z - era * 146097;
-  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  int64_t y = yoe + era * 400;
-  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  int64_t mp = (5 * doy + 2) / 153;
-  int64_t d = doy - (153 * mp + 2) / 5 + 1;
-  int64_t m = mp < 10 ? mp + 3 : mp - 9;
-  y += m <= 2;
-  if (y < 0 || y > 9999) y = 0; /* outside the formattable range */
-  buf[0] = (char)('0' + y / 1000);
-  buf[1] = (char)('0' + y / 100 % 10);
-  buf[2] = (char)('0' + y / 10 % 10);
-  buf[3] = (char)('0' + y % 10);
-  buf[4] = '-';
-  buf[5] = (char)('0' + m / 10);
-  buf[6] = (char)('0' + m % 10);
-  buf[7] = '-';
-  buf[8] = (char)('0' + d / 10);
-  buf[9] = (char)('0' + d % 10);
-  buf[10] = '\0';
+  hg_civil_t c = hg_civil_from_day(day);
+  /* Outside the formattable years: the same month and day in year 0000. */
+  if (c.year < 0 || c.year > 9999) day = hg_civil_to_day(0, c.month, c.day);
+  hg_civil_format_date(day, buf);
 }
 
 /* ------------------------------------------------------ provider registry */
@@ -402,60 +320,34 @@ int hg_index_registry_add(hg_index_registry_t *reg, const char *provider, const 
   return reg_insert(reg, &row);
 }
 
+static int registry_row(void *ctx, const field_t *f, uint32_t line, int32_t *col) {
+  (void)line;
+  hg_index_reg_row_t row;
+  memset(&row, 0, sizeof row);
+  char *dst[3] = {row.provider, row.gpu, row.grade};
+  size_t cap[3] = {sizeof row.provider, sizeof row.gpu, sizeof row.grade};
+  for (int k = 0; k < 3; k++) {
+    *col = k;
+    int reason = copy_str(&f[k], dst[k], cap[k]);
+    if (reason) return reason;
+  }
+  *col = 3;
+  if (f[3].len == 0) return HG_INDEX_CSV_EMPTY_FIELD;
+  if (hg_index_day_parse(f[3].p, f[3].len, &row.effective_from)) return HG_INDEX_CSV_BAD_DATE;
+  int rc = reg_insert(ctx, &row);
+  if (rc == HG_EEXISTS) {
+    *col = -1;
+    return HG_INDEX_CSV_DUPLICATE_ROW;
+  }
+  return rc;
+}
+
 int hg_index_registry_parse(const char *buf, size_t len, hg_index_registry_t *out) {
   if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
   memset(out, 0, sizeof *out);
-  line_iter_t it = {.buf = buf, .len = len};
-  field_t line;
-  int rc = 0;
-  if (!next_line(&it, &line) || !is_header(&line, REGISTRY_HEADER)) {
-    rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, 1, -1, HG_INDEX_CSV_HEADER);
-    if (rc) goto fail;
-    return 0;
-  }
-  while (next_line(&it, &line)) {
-    field_t f[MAX_FIELDS];
-    int32_t col = -1;
-    int reason = 0;
-    hg_index_reg_row_t row;
-    memset(&row, 0, sizeof row);
-    if (line.len == 0) {
-      reason = HG_INDEX_CSV_EMPTY_LINE;
-    } else if (split(line.p, line.len, f) != 4) {
-      reason = HG_INDEX_CSV_FIELD_COUNT;
-    } else if ((reason = check_chars(f, 4, &col)) == 0) {
-      char *dst[3] = {row.provider, row.gpu, row.grade};
-      size_t cap[3] = {sizeof row.provider, sizeof row.gpu, sizeof row.grade};
-      for (int k = 0; k < 3 && !reason; k++) {
-        col = k;
-        reason = copy_str(&f[k], dst[k], cap[k]);
-      }
-      if (!reason) {
-        col = 3;
-        if (f[3].len == 0) {
-          reason = HG_INDEX_CSV_EMPTY_FIELD;
-        } else if (hg_index_day_parse(f[3].p, f[3].len, &row.effective_from)) {
-          reason = HG_INDEX_CSV_BAD_DATE;
-        }
-      }
-    }
-    if (!reason) {
-      rc = reg_insert(out, &row);
-      if (rc == HG_EEXISTS) {
-        reason = HG_INDEX_CSV_DUPLICATE_ROW;
-        col = -1;
-      } else if (rc) {
-        goto fail;
-      }
-    }
-    if (reason) {
-      rc = add_error(&out->errors, &out->n_errors, &out->cap_errors, it.no, col, reason);
-      if (rc) goto fail;
-    }
-  }
-  return 0;
-fail:
-  hg_index_registry_dispose(out);
+  int rc = parse_csv(buf, len, REGISTRY_HEADER, 4, registry_row, out, &out->errors,
+                     &out->n_errors, &out->cap_errors);
+  if (rc) hg_index_registry_dispose(out);
   return rc;
 }
 

@@ -17,12 +17,14 @@
  * instrument it is zero: sum pos_{t-1} = 0, and every fill adds +q and -q,
  * +qp and -qp to two records.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <string.h>
 
 #include "clearing_int.h"
+#include "hourglass/civil.h"
 #include "hourglass/error.h"
 
 /* ---------------------------------------------------------------- DSP -- */
@@ -78,6 +80,19 @@ static int balances_fit(const hg_clearing_t *c) {
 }
 
 static int needs_vm(const posrec_t *p) { return p->pos_prev != 0 || p->fills; }
+
+/* Debug builds: the ledger entries from index `from` on (variation margin
+ * or final settlement) sum to zero: they move cash between accounts only. */
+static void assert_zero_sum(const hg_clearing_t *c, uint64_t from) {
+#ifndef NDEBUG
+  i128 sum = 0;
+  for (uint64_t i = from; i < c->ledger_len; i++) sum += c->ledger[i].e.amount;
+  assert(sum == 0);
+#else
+  (void)c;
+  (void)from;
+#endif
+}
 
 int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
                             const hg_clearing_top_t *tops, size_t ntops,
@@ -162,6 +177,7 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
   if (rc < 0) return rc;
 
   /* pass 2: post and roll; nothing below can fail */
+  uint64_t first_posted = c->ledger_len;
   for (uint32_t k = 0; k < c->ninst_order; k++) {
     uint32_t s = c->inst_order[k];
     instrument_t *in = &c->insts[s];
@@ -190,22 +206,17 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
     report->vm_paid = paid < INT64_MIN ? INT64_MIN : (int64_t)paid;
     report->vm_received = received > INT64_MAX ? INT64_MAX : (int64_t)received;
   }
+  assert_zero_sum(c, first_posted);
   return 0;
 }
 
 /* ---------------------------------------------------------------- FSP -- */
 
-static unsigned days_in_month(unsigned y, unsigned m) {
-  static const unsigned char d[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return 29;
-  return d[m - 1];
-}
-
 int hg_clearing_fsp(unsigned year, unsigned month, const hg_clearing_fixing_t *fixings,
                     size_t n, hg_clearing_fsp_t *out) {
   if (out == NULL || (n > 0 && fixings == NULL)) return HG_EINVAL;
   if (year < 1 || year > 9999 || month < 1 || month > 12) return HG_EINVAL;
-  unsigned days = days_in_month(year, month);
+  unsigned days = hg_civil_month_days(year, month);
   uint8_t status[32] = {0}, seen[32] = {0};
   int64_t value[32] = {0};
   for (size_t i = 0; i < n; i++) {
@@ -267,6 +278,7 @@ int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t f
   if (sum != 0) return HG_ECORRUPT;
   int rc = hg_clr__ledger_reserve(c, entries);
   if (rc < 0) return rc;
+  uint64_t first_posted = c->ledger_len;
   for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) {
     posrec_t *p = &c->recs[r];
     if (p->pos == 0) continue;
@@ -276,6 +288,7 @@ int hg_clearing_final_settle(hg_clearing_t *c, uint32_t instrument, hg_price_t f
   }
   in->settled = 1;
   in->fsp = fsp;
+  assert_zero_sum(c, first_posted);
   return 0;
 }
 

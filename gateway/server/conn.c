@@ -35,7 +35,7 @@ bool gw_conn_send_raw(conn_t *c, const uint8_t *bytes, size_t len) {
   hg_gateway_t *gw = c->gw;
   if (!c->used || c->closing) return false;
   if (conn_queued(c) + len > gw->cfg.out_hard_cap) {
-    gw_log(gw, HG_PIPE_LOG_WARN, "connection %u: slow consumer, outbound queue at %zu bytes",
+    gw_log(gw, HG_LOG_WARN, "connection %u: slow consumer, outbound queue at %zu bytes",
            c->idx, conn_queued(c));
     STAT_ADD(gw, st_terminations);
     gw_conn_close(c);
@@ -58,7 +58,7 @@ size_t gw_encode(hg_gateway_t *gw, const env_t *env) {
   size_t len = 0;
   int rc = hg_wire_encode(env, gw->scratch, SCRATCH_SIZE, &len);
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "cannot encode a message (body %d): %s", (int)env->body_case,
+    gw_log(gw, HG_LOG_ERROR, "cannot encode a message (body %d): %s", (int)env->body_case,
            hg_strerror(rc));
     return 0;
   }
@@ -169,7 +169,7 @@ static int rt_from_file(conn_t *c, stream_t *st) {
                           room, &len);
   if (rc == -ENOBUFS) return 0;
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_WARN, "retransmission from the outbound journal ended: %s",
+    gw_log(gw, HG_LOG_WARN, "retransmission from the outbound journal ended: %s",
            hg_strerror(rc));
     return -1;
   }

@@ -78,7 +78,7 @@ static void book_accepted(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
     o->conn_gen = p->conn_gen;
     o->quote_group = p->quote_group;
   } else if (o == NULL) {
-    gw_log(gw, HG_PIPE_LOG_WARN, "order mirror full; an order is not tracked");
+    gw_log(gw, HG_LOG_WARN, "order mirror full; an order is not tracked");
   }
   er_base(&er, EXEC(NEW), ev);
   er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, be->leaves,
@@ -289,7 +289,7 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
     memcpy(sym, ev->listed.symbol, sizeof sym);
     sym[HG_SYMBOL_MAX] = '\0';
     in = gw_instr_add(gw, ev->instrument_id, sym, &ev->listed.params, ISTATE(TRADING));
-    if (in == NULL) gw_log(gw, HG_PIPE_LOG_WARN, "instrument table full; market data missing");
+    if (in == NULL) gw_log(gw, HG_LOG_WARN, "instrument table full; market data missing");
     else gw_instr_reference(in, ev->price, ev->lo, ev->hi);
     op_response(gw, p, ev, 0);
     break;
@@ -316,7 +316,7 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
     break;
   case HG_XEV_ACCOUNT_ADDED:
     if (gw_account_add(gw, ev->account, ev->firm, 0) == NULL)
-      gw_log(gw, HG_PIPE_LOG_WARN, "account table full");
+      gw_log(gw, HG_LOG_WARN, "account table full");
     op_response(gw, p, ev, 0);
     break;
   case HG_XEV_DEPOSIT:

@@ -95,7 +95,7 @@ static void settle_in_flight(hg_gateway_t *gw) {
   while (gw->pend_tail != gw->pend_next) {
     uint64_t now = now_mono();
     if (now >= deadline) {
-      gw_log(gw, HG_PIPE_LOG_WARN,
+      gw_log(gw, HG_LOG_WARN,
              "stop: %" PRIu64 " commands still unanswered after %llu ms; their reports are "
              "not sequenced", gw->pend_next - gw->pend_tail,
              (unsigned long long)(STOP_SETTLE_NS / 1000000u));
@@ -126,7 +126,7 @@ static void on_stop(uv_async_t *a) {
     char name[SEQ_NAME_LEN];
     gw_seq_name(name, gw->streams[s].key_id);
     int rc = hg_store_set_session_seq(gw->store, name, gw->streams[s].next_seq - 1);
-    if (rc != 0) gw_log(gw, HG_PIPE_LOG_ERROR, "saving a stream seq: %s", hg_strerror(rc));
+    if (rc != 0) gw_log(gw, HG_LOG_ERROR, "saving a stream seq: %s", hg_strerror(rc));
   }
   uv_walk(&gw->loop, close_walk, NULL);
 }
@@ -247,7 +247,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   int rc = hg_store_create(&gw->store);
   if (rc == 0) rc = hg_store_open(gw->store, cfg.key_dir, cfg.key_map_size);
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: %s", hg_store_errmsg(gw->store));
+    gw_log(gw, HG_LOG_ERROR, "key store: %s", hg_store_errmsg(gw->store));
     free_all(gw);
     return rc;
   }
@@ -265,7 +265,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   rc = hg_outlog_open(cfg.outlog_dir != NULL ? cfg.outlog_dir : odir, &oo, &gw->outlog);
   gw->cfg.outlog_dir = NULL; /* not kept: the caller's string */
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "outbound journal: %s", hg_strerror(rc));
+    gw_log(gw, HG_LOG_ERROR, "outbound journal: %s", hg_strerror(rc));
     free_all(gw);
     return rc;
   }
@@ -366,7 +366,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
                                                   : ((struct sockaddr_in6 *)&bound)->sin6_port);
   }
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "listen on %s:%u: %s", gw->host, cfg.port, uv_strerror(rc));
+    gw_log(gw, HG_LOG_ERROR, "listen on %s:%u: %s", gw->host, cfg.port, uv_strerror(rc));
     hg_gateway_destroy(gw);
     return rc;
   }
@@ -396,17 +396,17 @@ static int bump_epoch(hg_gateway_t *gw) {
     rc = 0;
   }
   if (rc == 0 && e == UINT64_MAX) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: the stored exchange epoch is at its maximum");
+    gw_log(gw, HG_LOG_ERROR, "key store: the stored exchange epoch is at its maximum");
     return HG_ECORRUPT;
   }
   if (rc == 0) rc = hg_store_set_session_seq(gw->store, EPOCH_NAME, e + 1);
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: cannot record the exchange epoch: %s",
+    gw_log(gw, HG_LOG_ERROR, "key store: cannot record the exchange epoch: %s",
            hg_store_errmsg(gw->store));
     return rc;
   }
   gw->epoch = e + 1;
-  gw_log(gw, HG_PIPE_LOG_INFO, "exchange epoch %" PRIu64, gw->epoch);
+  gw_log(gw, HG_LOG_INFO, "exchange epoch %" PRIu64, gw->epoch);
   return 0;
 }
 
@@ -450,14 +450,14 @@ static void open_recovered(hg_gateway_t *gw) {
     a->home_key = 0;
   }
   if (opened > 0)
-    gw_log(gw, HG_PIPE_LOG_INFO, "restart: %" PRIu32 " accounts hold recovered orders; their "
+    gw_log(gw, HG_LOG_INFO, "restart: %" PRIu32 " accounts hold recovered orders; their "
            "reports go to one stream each", opened);
   if (keyless > 0)
-    gw_log(gw, HG_PIPE_LOG_WARN, "restart: %" PRIu32 " accounts hold recovered orders but no "
+    gw_log(gw, HG_LOG_WARN, "restart: %" PRIu32 " accounts hold recovered orders but no "
            "trading key of theirs is in the outbound journal: those reports are not sequenced "
            "into any stream", keyless);
   if (full > 0)
-    gw_log(gw, HG_PIPE_LOG_ERROR, "restart: %" PRIu32 " accounts hold recovered orders but the "
+    gw_log(gw, HG_LOG_ERROR, "restart: %" PRIu32 " accounts hold recovered orders but the "
            "stream table is full (max_streams %" PRIu32 "): those reports are not sequenced "
            "into any stream", full, gw->cfg.max_streams);
 }
@@ -474,12 +474,12 @@ int hg_gateway_start(hg_gateway_t *gw) {
     memset(&cmd, 0, sizeof cmd);
     cmd.type = HG_COMMAND_SESSIONS_ENDED;
     if (gw_submit(gw, &cmd, P_INTERNAL, NONE32, NULL, 0, NULL) != 0) {
-      gw_log(gw, HG_PIPE_LOG_ERROR,
+      gw_log(gw, HG_LOG_ERROR,
              "cannot submit SESSIONS_ENDED for %" PRIu64 " recovered session-scoped orders",
              gw->scoped_at_attach);
       return HG_EBUSY;
     }
-    gw_log(gw, HG_PIPE_LOG_INFO,
+    gw_log(gw, HG_LOG_INFO,
            "restart: cancelling %" PRIu64
            " session-scoped orders (cancel-on-disconnect orders and quotes) of sessions "
            "that ended with the previous process",

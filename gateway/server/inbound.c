@@ -33,7 +33,7 @@ stream_t *gw_stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t *id
     if (hg_store_get_session_seq(gw->store, name, &last) != 0) last = 0;
     int rc = hg_outlog_key_add(gw->outlog, k->key_id);
     if (rc != 0) /* the key still trades; only its durable retransmission is lost */
-      gw_log(gw, HG_PIPE_LOG_ERROR, "outbound journal: key table: %s", hg_strerror(rc));
+      gw_log(gw, HG_LOG_ERROR, "outbound journal: key table: %s", hg_strerror(rc));
     uint64_t jn = hg_outlog_next_seq(gw->outlog, k->key_id);
     st->key_id = k->key_id;
     st->next_seq = last + 1 > jn ? last + 1 : jn;
@@ -73,7 +73,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   hg_key_record_t key;
   int rc = gw_key_load(gw, lg->key_id, &key);
   if (rc != 0 && rc != HG_ENOTFOUND) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "key store: %s", hg_strerror(rc));
+    gw_log(gw, HG_LOG_ERROR, "key store: %s", hg_strerror(rc));
     login_reject(c, LREJ(UNAVAILABLE), "key store unavailable");
     return;
   }
@@ -112,7 +112,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
     if (rc == HG_EUNAVAIL) rc = 0; /* remembered; written once the disk takes it */
   }
   if (rc != 0) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "session id check: %s", hg_strerror(rc));
+    gw_log(gw, HG_LOG_ERROR, "session id check: %s", hg_strerror(rc));
     login_reject(c, LREJ(UNAVAILABLE), "key store unavailable");
     return;
   }
@@ -170,7 +170,7 @@ static uint32_t rt_check_file(hg_gateway_t *gw, stream_t *st, uint64_t from, uin
     if (rc == HG_ECORRUPT) return REJ(RETRANSMIT_CORRUPT);
     if (rc == HG_ERANGE) return REJ(RETRANSMIT_EXPIRED);
     if (rc != 0) {
-      gw_log(gw, HG_PIPE_LOG_WARN, "retransmission: frame missing from the outbound journal: %s",
+      gw_log(gw, HG_LOG_WARN, "retransmission: frame missing from the outbound journal: %s",
              hg_strerror(rc));
       return REJ(RETRANSMIT_RANGE);
     }

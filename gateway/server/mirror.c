@@ -133,7 +133,7 @@ void gw_level_set(hg_gateway_t *gw, instr_t *in, int side, int64_t price, int64_
   assert(side == HG_SIDE_BUY || side == HG_SIDE_SELL);
   if (hg_levels_set(&in->lv[side], price, qty) == 0 || in->lv_truncated_logged) return;
   in->lv_truncated_logged = 1;
-  gw_log(gw, HG_PIPE_LOG_WARN,
+  gw_log(gw, HG_LOG_WARN,
          "instrument %" PRIu32 ": more price levels on one side than its %" PRIu32
          " orders; market data snapshots keep the best %" PRIu32,
          in->id, in->lv[side].cap, in->lv[side].cap);
@@ -229,7 +229,7 @@ void gw_position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument, in
   uint32_t i = gw_map_get(&gw->position_map, k);
   if (i == NONE32) {
     if (gw->n_positions == gw->cfg.max_positions) {
-      gw_log(gw, HG_PIPE_LOG_WARN, "position table full (%u); positions incomplete",
+      gw_log(gw, HG_LOG_WARN, "position table full (%u); positions incomplete",
              gw->cfg.max_positions);
       return;
     }
@@ -254,7 +254,7 @@ static void ledger_append(hg_gateway_t *gw, const hg_ledger_entry_t *e) {
     uint64_t *nn = nl != NULL ? realloc(gw->ledger_next, ncap * sizeof *nn) : NULL;
     if (nn == NULL) {
       gw->ledger_lost = 1;
-      gw_log(gw, HG_PIPE_LOG_WARN, "ledger copy: out of memory; statements unavailable");
+      gw_log(gw, HG_LOG_WARN, "ledger copy: out of memory; statements unavailable");
       return;
     }
     gw->ledger_next = nn;
@@ -419,7 +419,7 @@ int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
   if (s.rc == 0) seed_positions(gw, hg_exchange_clearing(ex));
   if (s.rc == 0) s.rc = seed_ledger(gw, hg_exchange_clearing(ex));
   if (s.orders_full)
-    gw_log(gw, HG_PIPE_LOG_ERROR,
+    gw_log(gw, HG_LOG_ERROR,
            "the recovered books hold %" PRIu64 " live orders but the order mirror holds at "
            "most %" PRIu32 " (max_orders): refusing to start rather than not track some",
            s.orders, gw->cfg.max_orders);

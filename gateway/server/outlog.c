@@ -53,9 +53,9 @@
 #define SHDR HG_OUTLOG_SEGMENT_HEADER
 #define RHDR HG_OUTLOG_RECORD_HEADER
 #define READ_CHUNK (64u << 10)
-#define LOG_INFO 0
-#define LOG_WARN 1
-#define LOG_ERROR 2
+#define LOG_INFO HG_LOG_INFO
+#define LOG_WARN HG_LOG_WARN
+#define LOG_ERROR HG_LOG_ERROR
 
 typedef struct ixent {
   uint64_t seq, seg, off;

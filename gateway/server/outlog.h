@@ -47,6 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hourglass/log.h"
+
 #define HG_OUTLOG_VERSION 1u
 #define HG_OUTLOG_SEGMENT_MAGIC 0x534F4748u /* "HGOS" */
 #define HG_OUTLOG_RECORD_MAGIC 0x524F4748u  /* "HGOR" */
@@ -67,7 +69,7 @@ typedef struct hg_outlog_options {
   uint32_t max_session_ids; /* session ids that may be added after open; 0: 1 << 18 */
   uint32_t index_every;   /* a key's index gets every n-th seq; 0: 32 */
   uint32_t index_entries; /* index entries per key (older ones drop out); 0: 1024 */
-  void (*log)(void *ctx, int level, const char *msg); /* levels as HG_PIPE_LOG_*; NULL: stderr */
+  void (*log)(void *ctx, int level, const char *msg); /* hg_log_level_t levels; NULL: stderr */
   void *log_ctx;
 } hg_outlog_options_t;
 

@@ -209,8 +209,8 @@ typedef struct loglines {
 
 static void lines_fn(void *ctx, int level, const char *msg) {
   loglines_t *l = ctx;
-  if (level == HG_PIPE_LOG_WARN) l->warns++;
-  if (level >= HG_PIPE_LOG_ERROR) l->errors++;
+  if (level == HG_LOG_WARN) l->warns++;
+  if (level >= HG_LOG_ERROR) l->errors++;
   int n = snprintf(l->text + l->len, sizeof l->text - l->len, "%s\n", msg);
   if (n > 0 && (size_t)n < sizeof l->text - l->len) l->len += (size_t)n;
 }

@@ -3,7 +3,6 @@
  * parameter validation, and the waiter's announce/notify/close rules. The
  * ring tests run against both the MPSC and the SPSC ring through one table. */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,7 +29,6 @@ typedef struct ops {
   const void *(*peek)(void *r, size_t *len);
   void (*consume)(void *r);
   bool (*empty)(void *r);
-  uint32_t (*capacity)(void *r);
 } ops_t;
 
 #define WRAP(P)                                                                            \
@@ -49,10 +47,9 @@ typedef struct ops {
   static const void *P##_peek(void *r, size_t *l) { return hg_##P##_ring_peek(r, l); }     \
   static void P##_consume(void *r) { hg_##P##_ring_consume(r); }                           \
   static bool P##_empty(void *r) { return hg_##P##_ring_empty(r); }                        \
-  static uint32_t P##_capacity(void *r) { return hg_##P##_ring_capacity(r); }              \
   static const ops_t P##_ops = {#P,        P##_create,  P##_destroy, P##_push,             \
                                 P##_pop,   P##_pop_batch, P##_peek,  P##_consume,          \
-                                P##_empty, P##_capacity};
+                                P##_empty};
 
 WRAP(mpsc)
 WRAP(spsc)
@@ -92,7 +89,7 @@ static void create_rejects_bad_params(void **state) {
   assert_int_equal(o->create(8, 8, NULL), HG_EINVAL);
   /* smallest legal values */
   r = make(o, 2, 1);
-  assert_int_equal(o->capacity(r), 2);
+  assert_true(o->empty(r));
   o->destroy(r);
   o->destroy(NULL);
 }
@@ -266,12 +263,9 @@ static int64_t mono_ns(void) {
 static void waiter_create_params(void **state) {
   (void)state;
   hg_waiter_t *w = (hg_waiter_t *)(uintptr_t)0x5a5a;
-  assert_int_equal(hg_waiter_create(0, 0x2, &w), HG_EINVAL);
+  assert_int_equal(hg_waiter_create(0, NULL), HG_EINVAL);
   assert_true(w == (hg_waiter_t *)(uintptr_t)0x5a5a);
-  assert_int_equal(hg_waiter_create(0, 0, NULL), HG_EINVAL);
-  assert_int_equal(hg_waiter_create(0, 0, &w), 0);
-  assert_int_equal(hg_waiter_fd(w), -1);
-  hg_waiter_fd_ack(w); /* no-op without an eventfd */
+  assert_int_equal(hg_waiter_create(0, &w), 0);
   assert_false(hg_waiter_closed(w));
   hg_waiter_destroy(w);
   hg_waiter_destroy(NULL);
@@ -280,7 +274,7 @@ static void waiter_create_params(void **state) {
 static void notify_costs_nothing_without_sleeper(void **state) {
   (void)state;
   hg_waiter_t *w;
-  assert_int_equal(hg_waiter_create(0, 0, &w), 0);
+  assert_int_equal(hg_waiter_create(0, &w), 0);
   for (int i = 0; i < 100; i++) hg_waiter_notify(w);
   assert_int_equal(hg_waiter_wakeups(w), 0);
   /* announced then withdrawn: still no wake */
@@ -294,7 +288,7 @@ static void notify_costs_nothing_without_sleeper(void **state) {
 static void notify_after_announce_is_not_lost(void **state) {
   (void)state;
   hg_waiter_t *w;
-  assert_int_equal(hg_waiter_create(0, 0, &w), 0);
+  assert_int_equal(hg_waiter_create(0, &w), 0);
   assert_false(hg_waiter_sleeping(w));
   uint32_t tok = hg_waiter_prepare(w);
   assert_true(hg_waiter_sleeping(w));
@@ -329,7 +323,7 @@ static bool count_ready(void *ctx) {
 static void wait_spins_then_checks_around_sleep(void **state) {
   (void)state;
   hg_waiter_t *w;
-  assert_int_equal(hg_waiter_create(3, 0, &w), 0);
+  assert_int_equal(hg_waiter_create(3, &w), 0);
   counter_t c = {0, 4}; /* initial check + 3 spins: true on the last spin */
   assert_int_equal(hg_waiter_wait(w, count_ready, &c, -1), 0);
   assert_int_equal(c.calls, 4);
@@ -337,7 +331,7 @@ static void wait_spins_then_checks_around_sleep(void **state) {
   assert_int_equal(hg_waiter_wakeups(w), 0); /* never announced sleep */
   hg_waiter_destroy(w);
 
-  assert_int_equal(hg_waiter_create(2, 0, &w), 0);
+  assert_int_equal(hg_waiter_create(2, &w), 0);
   c = (counter_t){0, 0};
   /* timeout 0: initial + 2 spins + the re-check after announcing, then out */
   assert_int_equal(hg_waiter_wait(w, count_ready, &c, 0), -ETIMEDOUT);
@@ -346,7 +340,7 @@ static void wait_spins_then_checks_around_sleep(void **state) {
   assert_int_equal(hg_waiter_wakeups(w), 0); /* timing out withdrew the announce */
   hg_waiter_destroy(w);
 
-  assert_int_equal(hg_waiter_create(0, 0, &w), 0);
+  assert_int_equal(hg_waiter_create(0, &w), 0);
   c = (counter_t){0, 2}; /* spin 0: the second check is the one after announce */
   assert_int_equal(hg_waiter_wait(w, count_ready, &c, -1), 0);
   assert_int_equal(c.calls, 2);
@@ -358,7 +352,7 @@ static void ring_wait_times_out_when_empty(void **state) {
   hg_mpsc_ring_t *r;
   hg_waiter_t *w;
   assert_int_equal(hg_mpsc_ring_create(4, 8, &r), 0);
-  assert_int_equal(hg_waiter_create(0, 0, &w), 0);
+  assert_int_equal(hg_waiter_create(0, &w), 0);
   int64_t t0 = mono_ns();
   assert_int_equal(hg_mpsc_ring_wait(r, w, 30000000), -ETIMEDOUT);
   assert_true(mono_ns() - t0 >= 30000000);
@@ -390,7 +384,7 @@ static void wakes_a_sleeping_consumer(void **state) {
   (void)state;
   sleeper_t s = {0};
   assert_int_equal(hg_spsc_ring_create(4, 8, &s.ring), 0);
-  assert_int_equal(hg_waiter_create(0, 0, &s.w), 0);
+  assert_int_equal(hg_waiter_create(0, &s.w), 0);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, sleeper_main, &s), 0);
   /* wait (bounded) until the consumer has announced sleep, so the notify
@@ -416,7 +410,7 @@ static void close_wakes_and_drains_first(void **state) {
   (void)state;
   sleeper_t s = {0};
   assert_int_equal(hg_spsc_ring_create(4, 8, &s.ring), 0);
-  assert_int_equal(hg_waiter_create(0, 0, &s.w), 0);
+  assert_int_equal(hg_waiter_create(0, &s.w), 0);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, sleeper_main, &s), 0);
   usleep(20000);
@@ -436,30 +430,6 @@ static void close_wakes_and_drains_first(void **state) {
   assert_int_equal(hg_waiter_sleep(s.w, tok, -1), -ECANCELED);
   hg_waiter_destroy(s.w);
   hg_spsc_ring_destroy(s.ring);
-}
-
-static int fd_readable(int fd) {
-  struct pollfd p = {.fd = fd, .events = POLLIN};
-  return poll(&p, 1, 0);
-}
-
-static void eventfd_signals_only_a_sleeper(void **state) {
-  (void)state;
-  hg_waiter_t *w;
-  assert_int_equal(hg_waiter_create(0, HG_WAITER_EVENTFD, &w), 0);
-  int fd = hg_waiter_fd(w);
-  assert_true(fd >= 0);
-  hg_waiter_notify(w);
-  assert_int_equal(fd_readable(fd), 0); /* nobody asleep: no write */
-  (void)hg_waiter_prepare(w);
-  hg_waiter_notify(w);
-  assert_int_equal(fd_readable(fd), 1);
-  hg_waiter_fd_ack(w);
-  assert_int_equal(fd_readable(fd), 0);
-  assert_int_equal(hg_waiter_wakeups(w), 1);
-  hg_waiter_close(w);
-  assert_int_equal(fd_readable(fd), 1); /* close signals the fd too */
-  hg_waiter_destroy(w);
 }
 
 /* ---- seqlock, single thread ---- */
@@ -510,7 +480,6 @@ int main(void) {
       cmocka_unit_test(ring_wait_times_out_when_empty),
       cmocka_unit_test(wakes_a_sleeping_consumer),
       cmocka_unit_test(close_wakes_and_drains_first),
-      cmocka_unit_test(eventfd_signals_only_a_sleeper),
       cmocka_unit_test(seqlock_publishes_whole_value),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

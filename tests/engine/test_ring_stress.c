@@ -249,7 +249,7 @@ static void blocking_consumer_loses_no_wakeup(void **state) {
   hg_mpsc_ring_t *r;
   hg_waiter_t *w;
   assert_int_equal(hg_mpsc_ring_create(64, SLOT, &r), 0);
-  assert_int_equal(hg_waiter_create(0, 0, &w), 0);
+  assert_int_equal(hg_waiter_create(0, &w), 0);
   prod_arg_t a[BPROD];
   pthread_t t[BPROD];
   for (uint32_t i = 0; i < BPROD; i++) {

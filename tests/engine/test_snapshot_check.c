@@ -51,7 +51,7 @@ typedef struct biglog {
 
 static void biglog_fn(void *ctx, int level, const char *msg) {
   biglog_t *l = ctx;
-  if (level >= HG_PIPE_LOG_ERROR) l->errors++;
+  if (level >= HG_LOG_ERROR) l->errors++;
   if (l->used < sizeof l->text) {
     int n = snprintf(l->text + l->used, sizeof l->text - l->used, "%s\n", msg);
     if (n > 0) l->used += (size_t)n;

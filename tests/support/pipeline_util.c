@@ -50,7 +50,7 @@ const char *util_tmpdir(char *buf, const char *tag) {
 void util_log_fn(void *ctx, int level, const char *msg) {
   util_log_t *l = ctx;
   snprintf(l->last, sizeof l->last, "%s", msg);
-  if (level >= HG_PIPE_LOG_ERROR) l->errors++;
+  if (level >= HG_LOG_ERROR) l->errors++;
   if (l->verbose) fprintf(stderr, "[log %d] %s\n", level, msg);
 }
 

@@ -28,7 +28,7 @@ const char *util_tmpdir(char *buf, const char *tag);
 /* Keeps the last message for assertions; prints nothing unless asked. */
 typedef struct util_log {
   char last[512];
-  int errors;  /* messages at HG_PIPE_LOG_ERROR or above */
+  int errors;  /* messages at HG_LOG_ERROR or above */
   int verbose; /* also print every message to stderr */
 } util_log_t;
 

@@ -14,7 +14,7 @@
 
 static void gw_log(void *ctx, int level, const char *msg) {
   const ts_server_t *s = ctx;
-  if (s->verbose || (level >= HG_PIPE_LOG_ERROR && !s->quiet))
+  if (s->verbose || (level >= HG_LOG_ERROR && !s->quiet))
     fprintf(stderr, "[gateway %d] %s\n", level, msg);
 }
 

@@ -335,9 +335,6 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
 /* Frees everything. NULL is a no-op. */
 void hg_book_destroy(hg_book_t *book);
 
-/* Replaces the sink (e.g. a replay that discards events). */
-void hg_book_set_sink(hg_book_t *book, hg_book_sink_fn sink, void *sink_ctx);
-
 /* Makes the book build each event in *buf (the caller's, alive as long as
  * the book) and hand buf to the sink, instead of its own buffer; NULL goes
  * back to the book's own. For a sink that keeps the event inside a larger

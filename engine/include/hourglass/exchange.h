@@ -654,7 +654,9 @@ void hg_exchange_prefetch(const hg_exchange_t *ex, const hg_command_t *cmd, int 
 /* Seq of the last applied command, 0 if none. */
 uint64_t hg_exchange_last_seq(const hg_exchange_t *ex);
 
-/* Queries, for tests, tools and the gateway's reads through the engine thread. */
+/* Queries, for tests and tools, and for the gateway and the daemon, which
+ * read the recovered state on the owner thread before the pipeline starts
+ * (hg_pipeline_exchange()). Same thread rule as every call here. */
 /* The book of a listed instrument, or NULL. Valid until that instrument is
  * delisted or the exchange destroyed; do not submit to it directly. */
 const hg_book_t *hg_exchange_book(const hg_exchange_t *ex, uint32_t instrument_id);

@@ -143,8 +143,9 @@
  * that opened it; any number of readers may run alongside the writer.
  *
  * Messages (warnings about torn tails, corruption, repair, the mark, the
- * fallback) start with "journal: " and go to the options' log callback, or
- * to stderr when it is NULL.
+ * fallback) start with "journal: " and go to the options' log callback (an
+ * hg_log_fn with hg_log_level_t levels, called on the thread that called the
+ * journal function: open, commit, poll, close), or to stderr when it is NULL.
  */
 #ifndef HOURGLASS_JOURNAL_H
 #define HOURGLASS_JOURNAL_H
@@ -153,6 +154,7 @@
 #include <stdint.h>
 
 #include "hourglass/error.h"
+#include "hourglass/log.h"
 
 #define HG_JOURNAL_FORMAT_VERSION 1u
 #define HG_JOURNAL_SEGMENT_MAGIC 0x534A4748u /* "HGJS" */
@@ -164,19 +166,6 @@
 /* Bytes a record with a payload of len bytes takes in a segment. */
 #define HG_JOURNAL_RECORD_SIZE(len) \
   ((((uint64_t)(len)) + HG_JOURNAL_RECORD_HEADER_SIZE + 7u) & ~(uint64_t)7u)
-
-enum hg_journal_log_level {
-  HG_JOURNAL_LOG_INFO = 0,
-  HG_JOURNAL_LOG_WARN = 1,
-  HG_JOURNAL_LOG_ERROR = 2
-};
-
-/*
- * Log callback. msg is NUL-terminated, has no trailing newline and is valid
- * only during the call. Called on the thread that called the journal
- * function (open, commit, poll, close).
- */
-typedef void (*hg_journal_log_fn)(void *ctx, int level, const char *msg);
 
 typedef struct hg_journal_options {
   /* Size of each segment file in bytes (preallocated). 0: 64 MiB. At least
@@ -206,7 +195,7 @@ typedef struct hg_journal_options {
    * 0: none. */
   uint64_t durable_floor;
   /* Where messages go; NULL: stderr. ctx is passed back untouched. */
-  hg_journal_log_fn log;
+  hg_log_fn log;
   void *log_ctx;
 } hg_journal_options_t;
 

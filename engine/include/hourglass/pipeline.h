@@ -84,8 +84,6 @@ typedef enum hg_durability {
   HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE = 1 /* release at once; a crash may lose acked commands */
 } hg_durability_t;
 
-enum { HG_PIPE_LOG_INFO = 0, HG_PIPE_LOG_WARN = 1, HG_PIPE_LOG_ERROR = 2 };
-
 /* Most consumers of the outbound record stream (gateway, market-data view, ...). */
 #define HG_PIPE_MAX_CONSUMERS 4
 
@@ -127,8 +125,10 @@ typedef struct hg_pipeline_config {
   uint32_t consumers;
   void (*consumer_notify[HG_PIPE_MAX_CONSUMERS])(void *ctx);
   void *consumer_notify_ctx[HG_PIPE_MAX_CONSUMERS];
-  /* Messages (recovery, snapshots, failures); NULL: stderr. No customer data. */
-  void (*log)(void *ctx, int level, const char *msg);
+  /* Messages (recovery, snapshots, failures) at hg_log_level_t levels,
+   * called on the thread that logs (hourglass/log.h); NULL: stderr. No
+   * customer data. */
+  hg_log_fn log;
   void *log_ctx;
 } hg_pipeline_config_t;
 

@@ -68,10 +68,6 @@ int hg_mpsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_mpsc_ring_t **
  * NULL is a no-op. Pointers from hg_mpsc_ring_peek() become invalid. */
 void hg_mpsc_ring_destroy(hg_mpsc_ring_t *r);
 
-/* The values given at create. Any thread. */
-uint32_t hg_mpsc_ring_capacity(const hg_mpsc_ring_t *r);
-uint32_t hg_mpsc_ring_slot_size(const hg_mpsc_ring_t *r);
-
 /*
  * Copies `len` bytes from `msg` into the next free slot and publishes it.
  * Any number of threads may push at once (lock-free: a stalled producer
@@ -124,8 +120,6 @@ typedef struct hg_spsc_ring hg_spsc_ring_t;
  * (slot_size rounded up to 8 bytes), lengths are kept in a separate array. */
 int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **out);
 void hg_spsc_ring_destroy(hg_spsc_ring_t *r);
-uint32_t hg_spsc_ring_capacity(const hg_spsc_ring_t *r);
-uint32_t hg_spsc_ring_slot_size(const hg_spsc_ring_t *r);
 
 /* As hg_mpsc_ring_try_push(), same errors, but only the one producer thread
  * may call it. */
@@ -150,9 +144,6 @@ bool hg_spsc_ring_empty(const hg_spsc_ring_t *r);
  * eventfd for the default path because it needs no file descriptor, its wait
  * compares the word inside the kernel (so a wake between the consumer's last
  * check and its sleep is never lost), and waking needs no read to reset it.
- * With HG_WAITER_EVENTFD the waiter also owns an eventfd, written whenever
- * the consumer is woken, so a consumer that lives in an epoll/libuv loop can
- * watch it among other descriptors.
  *
  * Protocol (an event count). The consumer checks for work; finding none, it
  * announces sleep (prepare), checks again, and either cancels (work arrived)
@@ -162,13 +153,10 @@ bool hg_spsc_ring_empty(const hg_spsc_ring_t *r);
  * the announcement and wakes the consumer, or the consumer's second check
  * sees the message. hg_waiter_wait() wraps all of this around a predicate.
  *
- * Threads. One consumer thread per waiter calls prepare/cancel/sleep/wait/
- * fd_ack; any thread may call notify and close.
+ * Threads. One consumer thread per waiter calls prepare/cancel/sleep/wait;
+ * any thread may call notify and close.
  */
 typedef struct hg_waiter hg_waiter_t;
-
-/* Flags for hg_waiter_create(). */
-#define HG_WAITER_EVENTFD 0x1u /* also signal an eventfd, see hg_waiter_fd() */
 
 /*
  * Creates a waiter.
@@ -176,15 +164,12 @@ typedef struct hg_waiter hg_waiter_t;
  *          the CPU between checks, before it sleeps. 0 (the default for
  *          Hourglass) sleeps at once; a latency-tuned deployment with spare
  *          cores may spin.
- *   flags  0 or HG_WAITER_EVENTFD.
  *   out    receives the waiter; untouched on failure.
- * Returns 0, HG_EINVAL (out NULL or unknown flag), -ENOMEM, or the -errno of
- * eventfd() (-EMFILE, ...).
+ * Returns 0, HG_EINVAL (out NULL) or -ENOMEM.
  */
-int hg_waiter_create(uint32_t spin, unsigned flags, hg_waiter_t **out);
+int hg_waiter_create(uint32_t spin, hg_waiter_t **out);
 
-/* Frees the waiter and closes its eventfd. Once no thread uses it; NULL is a
- * no-op. */
+/* Frees the waiter. Once no thread uses it; NULL is a no-op. */
 void hg_waiter_destroy(hg_waiter_t *w);
 
 /*
@@ -219,10 +204,11 @@ bool hg_waiter_closed(const hg_waiter_t *w);
 int hg_waiter_wait(hg_waiter_t *w, bool (*ready)(void *ctx), void *ctx, int64_t timeout_ns);
 
 /*
- * The protocol in steps, for a consumer that sleeps elsewhere (epoll on the
- * eventfd). prepare announces sleep and returns a token; the consumer must
- * then re-check all its sources and call cancel if it found work, or either
- * sleep(token) or poll the eventfd. cancel withdraws the announcement.
+ * The protocol in steps, for a consumer that checks several sources between
+ * its announcement and its sleep (the pipeline's engine thread). prepare
+ * announces sleep and returns a token; the consumer must then re-check all
+ * its sources and call cancel if it found work, or sleep(token). cancel
+ * withdraws the announcement.
  * sleep blocks until a notify or close after prepare, a timeout
  * (timeout_ns < 0: none) or a signal, withdraws the announcement and returns
  * 0, -ETIMEDOUT or -ECANCELED (closed). A return of 0 may be spurious: the
@@ -231,14 +217,6 @@ int hg_waiter_wait(hg_waiter_t *w, bool (*ready)(void *ctx), void *ctx, int64_t 
 uint32_t hg_waiter_prepare(hg_waiter_t *w);
 void hg_waiter_cancel(hg_waiter_t *w);
 int hg_waiter_sleep(hg_waiter_t *w, uint32_t token, int64_t timeout_ns);
-
-/* The eventfd (non-blocking, close-on-exec), or -1 without
- * HG_WAITER_EVENTFD. Owned by the waiter: do not close it. Any thread. */
-int hg_waiter_fd(const hg_waiter_t *w);
-
-/* Resets the eventfd after it polled readable and withdraws the sleep
- * announcement. No-op without an eventfd. Consumer only. */
-void hg_waiter_fd_ack(hg_waiter_t *w);
 
 /* True while the consumer has announced sleep (between prepare and the end
  * of its sleep or cancel) and no notify has taken the announcement yet. A

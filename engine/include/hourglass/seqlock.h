@@ -1,7 +1,9 @@
 /*
  * hourglass/seqlock.h - the published top-of-book of one instrument, written
- * by the engine thread that owns the book and read by any thread without a
- * lock.
+ * by one thread and read by any thread without a lock. In hourglassd the
+ * writer is the market-data view's pipeline consumer thread (daemon/mdview.c),
+ * which rebuilds top of book from the released events; the engine thread
+ * never writes one.
  *
  * A sequence lock: the writer makes the sequence odd, writes the payload,
  * and makes it even again; a reader reads the sequence, the payload, and the
@@ -21,8 +23,8 @@
  *
  * The whole lock is one 64-byte cache line: the sequence and seven words.
  *
- * Storage belongs to the caller (embed it in the structure that owns the
- * book). Threads: exactly one writer thread, any number of readers.
+ * Storage belongs to the caller (embed it in the structure that keeps the
+ * value). Threads: exactly one writer thread, any number of readers.
  */
 #ifndef HOURGLASS_SEQLOCK_H
 #define HOURGLASS_SEQLOCK_H
@@ -41,8 +43,8 @@ typedef struct hg_tob {
   int64_t ask_qty;
   int64_t last_px;  /* price of the last trade, 0 before any */
   int64_t last_qty; /* quantity of the last trade, 0 before any */
-  uint64_t version; /* set by the writer: the engine uses the seq of the
-                       command that produced this state */
+  uint64_t version; /* set by the writer: the market-data view uses the seq
+                       of the last event it applied to this instrument */
 } hg_tob_t;
 
 #define HG_TOB_WORDS 7

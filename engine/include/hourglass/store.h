@@ -1,7 +1,7 @@
 /*
  * hourglass/store.h - the durable state store (LMDB).
  *
- * One LMDB environment in a data directory holds:
+ * One LMDB environment in a data directory holds eight tables:
  *   meta         the store's format version (and nothing else yet),
  *   instruments  reference records keyed by instrument id,
  *   accounts     reference records keyed by account id,
@@ -10,7 +10,11 @@
  *                they cover, big-endian so that key order is seq order, each
  *                behind a checked header (below),
  *   sessions     the last sequence number of each gateway session, by name,
- *   api_keys     the gateway's API keys, by key id.
+ *   api_keys     the gateway's API keys, by key id,
+ *   fixings      the index fixings, by (group, day),
+ *   ledger       the clearing ledger's cash movements, by index.
+ * instruments, accounts, fixings and ledger are copies for tools, written by
+ * hg_store_save_exchange(); the snapshot alone is what a restart uses.
  * A restart loads the newest snapshot that passes its checks and replays the
  * journal after its seq.
  *
@@ -64,8 +68,9 @@
  * other LMDB code -> -EIO. After any failure hg_store_errmsg() describes it
  * in one line naming the data directory, suitable for an operator.
  *
- * Threads. A store is used by one thread at a time (the engine thread, or a
- * snapshot writer that owns it); it is not locked. Separate processes must
+ * Threads. A store is used by one thread at a time (in the pipeline: the
+ * owner thread during recovery, then the snapshot thread while the pipeline
+ * runs); it is not locked. Separate processes must
  * not open the same directory for writing (hourglassd holds data_dir/LOCK for
  * this); any number may open it with hg_store_open_readonly() meanwhile.
  */
@@ -205,11 +210,12 @@ int hg_store_restore_snapshot(hg_store_t *s, uint64_t seq, hg_exchange_t *ex);
 /*
  * Writes the whole state of ex in one transaction: the snapshot
  * (hg_exchange_serialize(), written straight into the LMDB map, no copy) at
- * seq hg_exchange_last_seq(ex) behind its header, the instruments and
- * accounts tables rewritten from ex (records below), and the pruning to keep
- * good snapshots as in hg_store_save_snapshot(). Errors (nothing written): HG_EINVAL (ex has
- * applied no command), HG_ESTATE, HG_EMAPFULL, -errno. Call it on the thread
- * that owns ex, between two commands.
+ * seq hg_exchange_last_seq(ex) behind its header, the instruments, accounts
+ * and fixings tables rewritten from ex and the ledger table appended to
+ * (records below), and the pruning to keep good snapshots as in
+ * hg_store_save_snapshot(). Errors (nothing written): HG_EINVAL (ex has
+ * applied no command), HG_ESTATE, HG_EMAPFULL, -errno. Call it on the
+ * thread that owns ex, between two commands.
  *
  * Record layouts (little-endian), for tools that read the tables:
  *   instrument (key id): u8 halted, u8 symbol_len, symbol bytes, i64
@@ -237,8 +243,8 @@ int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep
 int hg_store_load_exchange(hg_store_t *s, hg_exchange_t *ex, uint64_t *seq);
 
 /*
- * Reference records (instruments, accounts): opaque bytes under a numeric
- * key, each put or delete its own transaction. get copies up to cap bytes
+ * Records of the numbered tables (hg_store_table_t): opaque bytes under a
+ * numeric key, each put or delete its own transaction. get copies up to cap bytes
  * and sets *len to the record's full length (HG_ERANGE if cap was short).
  * HG_ENOTFOUND (get or del of a missing key), HG_EINVAL (bad table),
  * HG_ESTATE (not open), HG_EMAPFULL (put), -errno.

@@ -190,9 +190,11 @@ void hg_index_registry_dispose(hg_index_registry_t *reg);
 /* ---------------------------------------------------------------- dates */
 
 /* "YYYY-MM-DD" (exactly 10 chars, proleptic Gregorian, years 1970-9999) to a
- * day number. Returns 0 or HG_EPARSE. */
+ * day number (hg_civil_parse_date of hourglass/civil.h). Returns 0 or
+ * HG_EPARSE. */
 int hg_index_day_parse(const char *s, size_t len, int32_t *day);
-/* Writes "YYYY-MM-DD" and a NUL into buf (at least 11 bytes). */
+/* Writes "YYYY-MM-DD" and a NUL into buf (at least 11 bytes); a day outside
+ * the years 0000..9999 is written with year 0000. */
 void hg_index_day_format(int32_t day, char buf[11]);
 
 /* -------------------------------------------------------------- fixings */

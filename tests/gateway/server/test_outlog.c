@@ -33,7 +33,7 @@
 static int warnings;
 static void quiet(void *ctx, int level, const char *msg) {
   (void)ctx;
-  if (level >= 1) warnings++;
+  if (level >= HG_LOG_WARN) warnings++;
   if (getenv("GT_VERBOSE") != NULL) fprintf(stderr, "[outlog %d] %s\n", level, msg);
 }
 

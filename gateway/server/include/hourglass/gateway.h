@@ -145,7 +145,7 @@ typedef struct hg_gateway_config {
   uint64_t (*wall_clock)(void *ctx);
   void *clock_ctx;
   /* Operational messages (no customer data, never secrets; at most 511
-   * bytes) with a level HG_PIPE_LOG_*; called on the thread of the gateway
+   * bytes) with a level HG_LOG_* (hourglass/log.h); called on the thread of the gateway
    * call that logs (the owner's) or on the loop thread. NULL: stderr. */
   void (*log)(void *ctx, int level, const char *msg);
   void *log_ctx;
