@@ -877,6 +877,13 @@ static void floor_source(const hg_journal_t *j, uint64_t floor, char *out, size_
   }
 }
 
+/* Recovery at open: list the segments, check that they run on without a
+ * gap, scan each record (CRC, seq), cut a torn last batch when allowed, and
+ * check the end against the durable floor and the mark's segment. It is
+ * one function of about 200 lines on purpose: each step either refuses the
+ * start with a message naming the range, the file and the options, or hands
+ * the next step what it found, and read top to bottom it is the decision
+ * journal.h's "Recovery" section describes, in that order. */
 static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record, void *record_ctx) {
   uint64_t *firsts;
   size_t n;
