@@ -17,6 +17,7 @@
  * wants -errno and HG_E* codes. Every failure also writes a one-line message
  * naming the data directory into s->msg.
  */
+#include "hourglass/bytes.h"
 #include "hourglass/store.h"
 
 #include <errno.h>
@@ -85,15 +86,6 @@ static int fail(hg_store_t *s, int mdb_rc, const char *what) {
   return rc;
 }
 
-static void be64(uint8_t out[8], uint64_t v) {
-  for (int i = 0; i < 8; i++) out[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint64_t from_be64(const uint8_t in[8]) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v = (v << 8) | in[i];
-  return v;
-}
 
 int hg_store_create(hg_store_t **out) {
   hg_store_t *s = calloc(1, sizeof *s);
@@ -305,7 +297,7 @@ static int check_value(const MDB_val *k, const MDB_val *v, hg_store_snapshot_t *
     snprintf(why, why_len, "its key is %zu bytes, not 8", k->mv_size);
     return HG_ECORRUPT;
   }
-  uint64_t seq = from_be64(k->mv_data);
+  uint64_t seq = hg_ld_be64(k->mv_data);
   if (v->mv_size < HG_STORE_SNAPSHOT_HEADER || ld32(p) != HG_STORE_SNAPSHOT_MAGIC) {
     snprintf(why, why_len,
              "no snapshot header (%zu bytes; a store format 1 snapshot, which has no checksum, "
@@ -364,7 +356,7 @@ int hg_store_load_snapshot(hg_store_t *s, uint64_t seq,
   int rc = snapshots_read(s, "reading snapshots", &txn, &cur);
   if (rc != 0) return rc;
   uint8_t kb[8];
-  be64(kb, seq);
+  hg_st_be64(kb, seq);
   MDB_val k = {.mv_size = 8, .mv_data = kb}, v;
   rc = mdb_cursor_get(cur, &k, &v, seq == 0 ? MDB_LAST : MDB_SET_KEY);
   mdb_cursor_close(cur);
@@ -385,7 +377,7 @@ int hg_store_load_snapshot(hg_store_t *s, uint64_t seq,
   if (check_value(&k, &v, &snap, why, sizeof why) != 0) {
     mdb_txn_abort(txn);
     set_msg(s, "snapshot at seq %" PRIu64 " in %s is bad: %s",
-            k.mv_size == 8 ? from_be64(k.mv_data) : 0, s->dir, why);
+            k.mv_size == 8 ? hg_ld_be64(k.mv_data) : 0, s->dir, why);
     return HG_ECORRUPT;
   }
   rc = fn(ctx, &snap);
@@ -420,7 +412,7 @@ int hg_store_list_snapshots(hg_store_t *s, uint64_t *seqs, size_t cap, size_t *n
   MDB_val k, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (count < cap && seqs != NULL) seqs[count] = k.mv_size == 8 ? from_be64(k.mv_data) : 0;
+    if (count < cap && seqs != NULL) seqs[count] = k.mv_size == 8 ? hg_ld_be64(k.mv_data) : 0;
     count++;
   }
   mdb_cursor_close(cur);
@@ -448,7 +440,7 @@ static size_t put_le(uint8_t *p, uint64_t v, int bytes) {
 static void ref_put(ref_writer_t *w, uint64_t key, const uint8_t *val, size_t len) {
   if (w->rc != 0) return;
   uint8_t kb[8];
-  be64(kb, key);
+  hg_st_be64(kb, key);
   MDB_val k = {.mv_size = 8, .mv_data = kb};
   MDB_val v = {.mv_size = len, .mv_data = (void *)val};
   w->rc = mdb_put(w->txn, w->dbi, &k, &v, 0);
@@ -541,9 +533,9 @@ static int check_newest(hg_store_t *s, MDB_cursor *cur, uint64_t seq) {
   int rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
   if (rc == MDB_NOTFOUND) return 0;
   if (rc != 0) return fail(s, rc, "reading snapshots");
-  if (k.mv_size == 8 && from_be64(k.mv_data) > seq) {
+  if (k.mv_size == 8 && hg_ld_be64(k.mv_data) > seq) {
     set_msg(s, "state store %s: snapshot seq %llu is older than the newest stored (%llu)", s->dir,
-            (unsigned long long)seq, (unsigned long long)from_be64(k.mv_data));
+            (unsigned long long)seq, (unsigned long long)hg_ld_be64(k.mv_data));
     return HG_ESTATE;
   }
   return 0;
@@ -632,7 +624,7 @@ int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t
   rc = snapshot_begin(s, seq, &txn, &cur);
   if (rc != 0) return rc;
   uint8_t key[8];
-  be64(key, seq);
+  hg_st_be64(key, seq);
   MDB_val k = {.mv_size = 8, .mv_data = key};
   MDB_val v = {.mv_size = HG_STORE_SNAPSHOT_HEADER + len, .mv_data = NULL};
   rc = mdb_put(txn, s->snapshots, &k, &v, MDB_RESERVE);
@@ -661,7 +653,7 @@ int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep
    * into it directly. */
   size_t len = hg_exchange_serialized_size(ex);
   uint8_t kb[8];
-  be64(kb, seq);
+  hg_st_be64(kb, seq);
   MDB_val k = {.mv_size = 8, .mv_data = kb};
   MDB_val v = {.mv_size = HG_STORE_SNAPSHOT_HEADER + len, .mv_data = NULL};
   rc = mdb_put(txn, s->snapshots, &k, &v, MDB_RESERVE);
@@ -797,7 +789,7 @@ int hg_store_put(hg_store_t *s, hg_store_table_t table, uint64_t key, const void
   if (rc != 0) return rc;
   if (val == NULL && len > 0) return HG_EINVAL;
   uint8_t kb[8];
-  be64(kb, key);
+  hg_st_be64(kb, key);
   MDB_val k = {.mv_size = 8, .mv_data = kb};
   MDB_val v = {.mv_size = len, .mv_data = (void *)val};
   return write_one(s, dbi, &k, &v, "writing a record");
@@ -810,7 +802,7 @@ int hg_store_get(hg_store_t *s, hg_store_table_t table, uint64_t key, void *buf,
   if (rc == 0) rc = table_dbi(s, table, &dbi);
   if (rc != 0) return rc;
   uint8_t kb[8];
-  be64(kb, key);
+  hg_st_be64(kb, key);
   MDB_val k = {.mv_size = 8, .mv_data = kb};
   return read_one(s, dbi, &k, buf, cap, len, "reading a record");
 }
@@ -821,7 +813,7 @@ int hg_store_del(hg_store_t *s, hg_store_table_t table, uint64_t key) {
   if (rc == 0) rc = table_dbi(s, table, &dbi);
   if (rc != 0) return rc;
   uint8_t kb[8];
-  be64(kb, key);
+  hg_st_be64(kb, key);
   MDB_val k = {.mv_size = 8, .mv_data = kb};
   return write_one(s, dbi, &k, NULL, "deleting a record");
 }
@@ -843,7 +835,7 @@ int hg_store_set_session_seq(hg_store_t *s, const char *name, uint64_t seq) {
   if (rc == 0) rc = session_key(s, name, &k);
   if (rc != 0) return rc;
   uint8_t vb[8];
-  be64(vb, seq);
+  hg_st_be64(vb, seq);
   MDB_val v = {.mv_size = 8, .mv_data = vb};
   return write_one(s, s->sessions, &k, &v, "writing a session seq");
 }
@@ -861,6 +853,6 @@ int hg_store_get_session_seq(hg_store_t *s, const char *name, uint64_t *seq) {
     set_msg(s, "state store %s: session record is malformed", s->dir);
     return HG_ECORRUPT;
   }
-  *seq = from_be64(vb);
+  *seq = hg_ld_be64(vb);
   return 0;
 }

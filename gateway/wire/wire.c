@@ -4,6 +4,7 @@
  * arena that protobuf-c allocates decoded messages from (reset per frame, so
  * decoding never mallocs and a hostile frame can use at most the arena).
  */
+#include "hourglass/bytes.h"
 #include "hourglass/wire.h"
 
 #include <errno.h>
@@ -133,20 +134,13 @@ int hg_wire_has_unknown(const ProtobufCMessage *m) {
 
 /* -------------------------------------------------------------- login proof */
 
-static void be64(uint8_t *p, uint64_t v) {
-  for (int i = 7; i >= 0; i--) {
-    p[i] = (uint8_t)v;
-    v >>= 8;
-  }
-}
-
 void hg_wire_login_mac(const uint8_t *secret, size_t secret_len, uint64_t timestamp_ns,
                        const uint8_t session_id[HG_WIRE_SESSION_ID_LEN], uint64_t key_id,
                        uint8_t out[HG_WIRE_MAC_LEN]) {
   uint8_t m[HG_WIRE_LOGIN_MSG_LEN];
   memcpy(m, "HGv1", 4);
-  be64(m + 4, timestamp_ns);
+  hg_st_be64(m + 4, timestamp_ns);
   memcpy(m + 12, session_id, HG_WIRE_SESSION_ID_LEN);
-  be64(m + 28, key_id);
+  hg_st_be64(m + 28, key_id);
   hg_hmac_sha256(secret, secret_len, m, sizeof m, out);
 }

@@ -2,7 +2,7 @@
  * hourglass/bytes.h - unaligned loads and stores of fixed-width integers in
  * on-disk records (the journal, the gateway's outbound journal). Host byte
  * order, which the record formats define as little-endian: the build targets
- * x86-64. memcpy compiles to one move and is free of alignment and
+ * x86-64; and big-endian forms where a format says so. memcpy compiles to one move and is free of alignment and
  * strict-aliasing traps. Any thread; no state.
  */
 #ifndef HOURGLASS_BYTES_H
@@ -29,5 +29,23 @@ static inline uint64_t hg_ld64(const uint8_t *p) {
 static inline void hg_st16(uint8_t *p, uint16_t v) { memcpy(p, &v, sizeof v); }
 static inline void hg_st32(uint8_t *p, uint32_t v) { memcpy(p, &v, sizeof v); }
 static inline void hg_st64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }
+
+/* Big-endian (network order) forms, for the formats that define it: LMDB
+ * keys that must sort by number (the state store), the login proof's
+ * message (hourglass/wire.h), SHA-256's words. */
+static inline uint64_t hg_ld_be64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+  return v;
+}
+static inline uint32_t hg_ld_be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+static inline void hg_st_be64(uint8_t *p, uint64_t v) {
+  for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+static inline void hg_st_be32(uint8_t *p, uint32_t v) {
+  for (int i = 3; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
 
 #endif
