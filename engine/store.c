@@ -595,6 +595,18 @@ static int snapshot_begin(hg_store_t *s, uint64_t seq, MDB_txn **txn, MDB_cursor
   return 0;
 }
 
+/* Ends a write transaction: aborts it when rc is a failure (named by
+ * failing), else commits it (a failed commit named by committing). */
+static int txn_finish(hg_store_t *s, MDB_txn *txn, int rc, const char *failing,
+                      const char *committing) {
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, failing);
+  }
+  rc = mdb_txn_commit(txn);
+  return rc != 0 ? fail(s, rc, committing) : 0;
+}
+
 /* Ends what snapshot_begin() started: prunes to keep (rc 0), then commits,
  * or aborts on any failure; saving and committing name the operation in
  * the failure's message. */
@@ -602,13 +614,7 @@ static int snapshot_end(hg_store_t *s, MDB_txn *txn, MDB_cursor *cur, int rc, ui
                         const char *saving, const char *committing) {
   if (rc == 0) rc = prune(txn, s->snapshots, cur, keep);
   mdb_cursor_close(cur);
-  if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, saving);
-  }
-  rc = mdb_txn_commit(txn);
-  if (rc != 0) return fail(s, rc, committing);
-  return 0;
+  return txn_finish(s, txn, rc, saving, committing);
 }
 
 int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t len,
@@ -755,13 +761,7 @@ static int write_one(hg_store_t *s, MDB_dbi dbi, MDB_val *k, MDB_val *v, const c
   int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
   if (rc != 0) return fail(s, rc, "begin");
   rc = v != NULL ? mdb_put(txn, dbi, k, v, 0) : mdb_del(txn, dbi, k, NULL);
-  if (rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(s, rc, what);
-  }
-  rc = mdb_txn_commit(txn);
-  if (rc != 0) return fail(s, rc, what);
-  return 0;
+  return txn_finish(s, txn, rc, what, what);
 }
 
 static int read_one(hg_store_t *s, MDB_dbi dbi, MDB_val *k, void *buf, size_t cap, size_t *len,
