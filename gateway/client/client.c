@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 
 #define RX_SLACK 4096u /* read-ahead beyond one maximal frame */
 
@@ -170,7 +171,7 @@ void hg_client_close(hg_client_t *c) {
 void hg_client_destroy(hg_client_t *c) {
   if (c == NULL) return;
   hg_client_close(c);
-  explicit_bzero(c->secret, sizeof c->secret);
+  hg_wipe(c->secret, sizeof c->secret);
   free(c->rx);
   free(c->tx);
   free(c->arena_buf);
@@ -685,7 +686,7 @@ static int do_login(hg_client_t *c) {
   env.body_case = HOURGLASS__V1__ENVELOPE__BODY_LOGIN;
   env.login = &m;
   int rc = enqueue(c, &env);
-  explicit_bzero(mac, sizeof mac);
+  hg_wipe(mac, sizeof mac);
   if (rc < 0) return rc;
   rc = hg_client_flush(c, ms_left(deadline));
   if (rc == -EAGAIN) return -ETIMEDOUT;

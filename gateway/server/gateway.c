@@ -418,7 +418,7 @@ static void home_key_of(void *ctx, uint64_t key) {
   if (hg_outlog_next_seq(gw->outlog, key) <= 1) return;
   hg_key_record_t k;
   int rc = gw_key_load(gw, key, &k);
-  memset(k.secret, 0, sizeof k.secret);
+  hg_wipe(k.secret, sizeof k.secret);
   if (rc != 0 || (k.role != HG_ROLE_TRADER && k.role != HG_ROLE_MARKET_MAKER)) return;
   account_t *a = gw_account_find(gw, k.account);
   if (a != NULL && a->recovered && (a->home_key == 0 || key < a->home_key)) a->home_key = key;
@@ -445,7 +445,7 @@ static void open_recovered(hg_gateway_t *gw) {
     } else {
       opened++;
     }
-    memset(k.secret, 0, sizeof k.secret);
+    hg_wipe(k.secret, sizeof k.secret);
     a->recovered = 0;
     a->home_key = 0;
   }

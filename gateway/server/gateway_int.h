@@ -98,6 +98,7 @@
 #include <uv.h>
 
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 #include "hourglass/index.h"
 #include "hourglass/levels.h"
 #include "hourglass/store.h"

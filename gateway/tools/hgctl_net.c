@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 /* ------------------------------------------------------------- options */
 
 conn_t net_conn;
@@ -237,7 +238,7 @@ int net_open_session(const char *cmd, hg_client_t **out) {
   cfg.timeout_ms = (uint32_t)tmo;
   hg_client_t *c = NULL;
   int rc = hg_client_create(&cfg, &c);
-  memset(secret, 0, sizeof secret);
+  hg_wipe(secret, sizeof secret);
   if (rc != 0) {
     fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
     return EXIT_FAIL;
