@@ -187,6 +187,9 @@ static void demo_addresses(daemon_t *d) {
          "Then: hgctl instruments; hgctl ladder %s; hgctl order new --help\n\n",
          d->cfg.order_entry.host, gw, d->cfg.order_entry.host, gw, d->cfg.http.host, http,
          hg_demo_instruments(d->demo)[0].symbol);
+  if (hg_daemon_config_tls(&d->cfg))
+    printf("Order entry is TLS 1.3: also export HG_TLS=1 HG_CA=<the CA of %s> (hgctl --tls --ca FILE)\n\n",
+           d->cfg.tls_cert);
   fflush(stdout);
 }
 
