@@ -216,7 +216,9 @@ void hg_gateway_config_init(hg_gateway_config_t *cfg);
  * records are logged and skipped), allocates the tables sized by cfg (see
  * "Memory") and binds the listening socket (not yet accepting). Owner thread. Returns 0 and *out,
  * HG_EINVAL (config, e.g. max_unauthenticated_per_address above
- * max_unauthenticated), the store's errors, HG_EVERSION (a journal segment of
+ * max_unauthenticated; or a TLS certificate, key or CA file that cannot be
+ * loaded, or a key that does not match its certificate: logged with the
+ * file's name), the store's errors, HG_EVERSION (a journal segment of
  * a newer format), -errno of the journal's directory and files or of
  * bind/listen (e.g. -EADDRINUSE), or -ENOMEM. On failure nothing is left
  * allocated.
