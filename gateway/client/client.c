@@ -18,8 +18,10 @@
  * range. Dropping instead of buffering keeps memory fixed; the server keeps
  * the frames, so nothing is lost by asking again.
  *
- * TLS: OpenSSL on the socket itself (SSL_set_fd), non-blocking like the
- * rest: write_some and read_some go through SSL_write_ex/SSL_read_ex and
+ * TLS: OpenSSL on the socket through a small BIO of our own (send with
+ * MSG_NOSIGNAL, as the plain path: a peer that closed costs a write EPIPE,
+ * never the process a SIGPIPE), non-blocking like the rest: write_some
+ * and read_some go through SSL_write_ex/SSL_read_ex and
  * treat "want read/write" as EAGAIN; read_some reads until OpenSSL has
  * nothing buffered, so poll() on the socket never sleeps on decrypted
  * data. Partial writes and a moving send buffer are allowed (the send
@@ -44,6 +46,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdint.h>
 
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
@@ -135,9 +139,60 @@ void hg_client_config_init(hg_client_config_t *cfg) {
   cfg->retransmit_max = 1000;
 }
 
+/* The socket BIO: the descriptor in the BIO's data. */
+static int bio_fd(BIO *b) { return (int)(intptr_t)BIO_get_data(b); }
+
+static int bio_write(BIO *b, const char *buf, size_t len, size_t *done) {
+  BIO_clear_retry_flags(b);
+  ssize_t n = send(bio_fd(b), buf, len, MSG_NOSIGNAL);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(b);
+    return 0;
+  }
+  *done = (size_t)n;
+  return 1;
+}
+
+static int bio_read(BIO *b, char *buf, size_t len, size_t *done) {
+  BIO_clear_retry_flags(b);
+  ssize_t n = recv(bio_fd(b), buf, len, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
+  if (n <= 0) return 0;
+  *done = (size_t)n;
+  return 1;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr) {
+  (void)b;
+  (void)num;
+  (void)ptr;
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+static int bio_create(BIO *b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+static BIO_METHOD *bio_method;
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+
+static void bio_method_make(void) {
+  BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "hg_client socket");
+  if (m != NULL && BIO_meth_set_write_ex(m, bio_write) == 1 &&
+      BIO_meth_set_read_ex(m, bio_read) == 1 && BIO_meth_set_ctrl(m, bio_ctrl) == 1 &&
+      BIO_meth_set_create(m, bio_create) == 1) {
+    bio_method = m;
+  } else {
+    BIO_meth_free(m);
+  }
+}
+
 /* Builds the TLS context: TLS 1.3, peer verification against the CA file
  * (or the system's store), the client certificate if any. */
 static int tls_setup(hg_client_t *c, const hg_client_config_t *cfg) {
+  pthread_once(&bio_once, bio_method_make);
+  if (bio_method == NULL) return -ENOMEM;
   const char *name = cfg->tls_server_name != NULL ? cfg->tls_server_name : c->host;
   if (strlen(name) >= sizeof c->server_name || (cfg->tls_key != NULL) != (cfg->tls_cert != NULL))
     return HG_ETLS;
@@ -159,7 +214,8 @@ static int tls_setup(hg_client_t *c, const hg_client_config_t *cfg) {
   }
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT);
+  /* No cache: the client keeps its one session itself (tls_sess). */
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   c->tls_ctx = ctx;
   return 0;
 }
@@ -217,7 +273,11 @@ void hg_client_close(hg_client_t *c) {
     } else {
       SSL_SESSION_free(s);
     }
-    if (c->logged_in) (void)SSL_shutdown(c->ssl); /* close_notify, best effort */
+    /* close_notify (best effort) while the session is up; either way the
+     * SSL counts as shut down, or freeing it would mark the session kept
+     * above as not resumable. */
+    if (c->logged_in) (void)SSL_shutdown(c->ssl);
+    SSL_set_shutdown(c->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(c->ssl);
     c->ssl = NULL;
     ERR_clear_error();
@@ -270,9 +330,10 @@ int hg_client_login_reject(const hg_client_t *c, uint32_t *code, bool *terminate
  * socket would block), -ECONNRESET for the peer's close, HG_ETLS else. */
 static int tls_err(hg_client_t *c, int r) {
   int e = SSL_get_error(c->ssl, r);
+  bool eof = ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
   ERR_clear_error();
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
-  if (e == SSL_ERROR_ZERO_RETURN) return -ECONNRESET;
+  if (e == SSL_ERROR_ZERO_RETURN || eof) return -ECONNRESET; /* the peer's close */
   if (e == SSL_ERROR_SYSCALL) return errno != 0 ? -errno : -ECONNRESET;
   return HG_ETLS;
 }
@@ -847,7 +908,10 @@ static int do_login(hg_client_t *c) {
 static int tls_handshake(hg_client_t *c) {
   uint64_t deadline = deadline_of((int)c->cfg.timeout_ms);
   c->ssl = SSL_new(c->tls_ctx);
-  if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) return -ENOMEM;
+  BIO *bio = c->ssl != NULL ? BIO_new(bio_method) : NULL;
+  if (bio == NULL) return -ENOMEM;
+  BIO_set_data(bio, (void *)(intptr_t)c->fd);
+  SSL_set_bio(c->ssl, bio, bio); /* ssl owns it */
   unsigned char ip[16];
   bool is_ip = inet_pton(AF_INET, c->server_name, ip) == 1 ||
                inet_pton(AF_INET6, c->server_name, ip) == 1;

@@ -105,6 +105,15 @@ void gw_conn_terminate(conn_t *c, uint32_t code, const char *text) {
   gw_conn_end(c);
 }
 
+/* TLS: once a closing connection's last frame is encrypted, queues the
+ * close_notify behind it (so the peer can tell an end from a cut). */
+static void tls_close_notify(conn_t *c) {
+  if (!c->closing || !c->hs_done || c->tls_shut || c->out_len[0] != 0) return;
+  c->tls_shut = 1;
+  (void)SSL_shutdown(c->ssl);
+  ERR_clear_error();
+}
+
 void gw_conn_end(conn_t *c) {
   c->closing = 1;
   c->closing_since = now_mono();
@@ -112,10 +121,8 @@ void gw_conn_end(conn_t *c) {
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->reading = 0;
   }
-  if (c->ssl != NULL && c->hs_done && !c->tls_shut) {
-    c->tls_shut = 1;
-    (void)SSL_shutdown(c->ssl); /* queues close_notify after the last frame */
-    ERR_clear_error();
+  if (c->ssl != NULL) {
+    tls_close_notify(c);
     mark_dirty(c);
   }
   if (conn_queued(c) == 0) gw_conn_close(c);
@@ -505,6 +512,7 @@ static void tls_flush(conn_t *c) {
       memmove(c->out[0], c->out[0] + done, c->out_len[0] - done);
       c->out_len[0] -= done;
     }
+    tls_close_notify(c);
     int n = BIO_read(c->wbio, c->cbuf, TLS_CBUF_SIZE);
     if (n <= 0) return;
     uv_buf_t b = uv_buf_init((char *)c->cbuf, (unsigned)n);

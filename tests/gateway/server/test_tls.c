@@ -177,6 +177,17 @@ static void test_login_and_order_over_tls(void **state) {
   assert_int_equal(ch_order(a, HOURGLASS__V1__SIDE__SIDE_SELL, 510, 1, 2), 0);
   hg_client_destroy(a);
   hg_client_destroy(b);
+  /* A session the server ends gets its Terminate through TLS before the
+   * close (the close_notify follows the last frame). */
+  assert_int_equal(gt_use_tls(path_ca), 0);
+  assert_true(gt_login(&g, s.port, TB, 0, 0) > 0);
+  assert_int_equal(gt_send_raw(&g, "\0", 1), 0);
+  env_t *t = gt_expect(&g, BODY(TERMINATE), 3000);
+  assert_non_null(t);
+  assert_int_equal(t->terminate->code, TERMC(FRAME_ZERO_LENGTH));
+  assert_true(gt_wait_closed(&g, 3000));
+  gt_close(&g);
+  gt_use_tls(NULL);
   ts_server_stop(&s);
 }
 
