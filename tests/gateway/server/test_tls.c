@@ -55,9 +55,10 @@ static void setup_keys(ts_server_t *s) {
   assert_int_equal(ts_server_add_key(s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
 }
 
-/* A TLS client for key on s, trusting ca (client certificate if given). */
+/* A TLS client for key on s, trusting ca (client certificate if given;
+ * checking name, else the host). */
 static hg_client_t *tls_client(const ts_server_t *s, uint64_t key, const char *ca,
-                               const char *cert, const char *ckey) {
+                               const char *cert, const char *ckey, const char *name) {
   uint8_t sec[32];
   ts_key_secret(key, sec);
   hg_client_config_t cfg;
@@ -71,6 +72,7 @@ static hg_client_t *tls_client(const ts_server_t *s, uint64_t key, const char *c
   cfg.tls_ca_file = ca;
   cfg.tls_cert = cert;
   cfg.tls_key = ckey;
+  cfg.tls_server_name = name;
   hg_client_t *c = NULL;
   assert_int_equal(hg_client_create(&cfg, &c), 0);
   return c;
@@ -80,28 +82,13 @@ static void start(ts_server_t *s, void (*tweak)(hg_gateway_config_t *)) {
   assert_int_equal(ts_server_start(s, 1, tweak, setup_keys), 0);
 }
 
-/* Lists the contract and adds the two accounts over TLS. */
-static void market(ts_server_t *s, const char *cert, const char *ckey) {
-  hg_client_t *op = tls_client(s, OP, path_ca, cert, ckey);
-  assert_int_equal(hg_client_connect(op), 0);
-  assert_int_equal(ch_list_contract(op), 0);
-  hg_client_destroy(op);
+/* Lists the contract and adds the two accounts, over TLS. */
+static void market(ts_server_t *s) {
   const uint32_t acc[] = {ACC_A, ACC_B};
   const uint32_t firm[] = {1, 2};
-  for (int i = 0; i < 2; i++) {
-    hg_client_t *o = tls_client(s, OP, path_ca, cert, ckey);
-    assert_int_equal(hg_client_connect(o), 0);
-    Hourglass__V1__AddAccount a = HOURGLASS__V1__ADD_ACCOUNT__INIT;
-    a.account = acc[i];
-    a.firm = firm[i];
-    Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
-    env.body_case = HOURGLASS__V1__ENVELOPE__BODY_ADD_ACCOUNT;
-    env.add_account = &a;
-    uint64_t seq = 0;
-    assert_int_equal(hg_client_send(o, &env, &seq), 0);
-    assert_int_equal(ch_response(o, seq), 0);
-    hg_client_destroy(o);
-  }
+  ch_use_tls(path_ca);
+  assert_int_equal(ch_setup_market(s, OP, 1, acc, firm, 2), 0);
+  ch_use_tls(NULL);
 }
 
 static hg_gateway_stats_t stats(ts_server_t *s) {
@@ -149,9 +136,9 @@ static void test_login_and_order_over_tls(void **state) {
   (void)state;
   ts_server_t s;
   start(&s, tls_on);
-  market(&s, NULL, NULL);
-  hg_client_t *a = tls_client(&s, TA, path_ca, NULL, NULL);
-  hg_client_t *b = tls_client(&s, TB, path_ca, NULL, NULL);
+  market(&s);
+  hg_client_t *a = tls_client(&s, TA, path_ca, NULL, NULL, NULL);
+  hg_client_t *b = tls_client(&s, TB, path_ca, NULL, NULL, NULL);
   assert_int_equal(hg_client_connect(a), 0);
   assert_int_equal(hg_client_connect(b), 0);
   assert_int_equal(ch_order(a, HOURGLASS__V1__SIDE__SIDE_SELL, 500, 3, 1), 0);
@@ -195,22 +182,11 @@ static void test_untrusted_server_refused(void **state) {
   (void)state;
   ts_server_t s;
   start(&s, tls_on);
-  hg_client_t *c = tls_client(&s, TA, path_other_ca, NULL, NULL);
+  hg_client_t *c = tls_client(&s, TA, path_other_ca, NULL, NULL, NULL);
   assert_int_equal(hg_client_connect(c), HG_ETLS);
   hg_client_destroy(c);
   /* The name must match too: the certificate is for 127.0.0.1 and localhost. */
-  uint8_t sec[32];
-  ts_key_secret(TA, sec);
-  hg_client_config_t cfg;
-  hg_client_config_init(&cfg);
-  cfg.port = s.port;
-  cfg.key_id = TA;
-  cfg.secret = sec;
-  cfg.secret_len = 32;
-  cfg.tls = true;
-  cfg.tls_ca_file = path_ca;
-  cfg.tls_server_name = "exchange.example";
-  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  c = tls_client(&s, TA, path_ca, NULL, NULL, "exchange.example");
   assert_int_equal(hg_client_connect(c), HG_ETLS);
   hg_client_destroy(c);
   assert_int_equal(stats(&s).logins, 0);
@@ -221,12 +197,12 @@ static void test_mutual_tls(void **state) {
   (void)state;
   ts_server_t s;
   start(&s, tls_mutual);
-  hg_client_t *c = tls_client(&s, OP, path_ca, NULL, NULL);
+  hg_client_t *c = tls_client(&s, OP, path_ca, NULL, NULL, NULL);
   assert_int_not_equal(hg_client_connect(c), 0);
   hg_client_destroy(c);
   assert_int_equal(stats(&s).logins, 0);
   assert_true(stats(&s).tls_failures >= 1);
-  c = tls_client(&s, OP, path_ca, path_ccert, path_ckey);
+  c = tls_client(&s, OP, path_ca, path_ccert, path_ckey, NULL);
   assert_int_equal(hg_client_connect(c), 0);
   assert_int_equal(ch_list_contract(c), 0);
   hg_client_destroy(c);
@@ -239,8 +215,8 @@ static void test_bad_and_stalled_handshakes(void **state) {
   (void)state;
   ts_server_t s;
   start(&s, tls_on);
-  market(&s, NULL, NULL);
-  hg_client_t *a = tls_client(&s, TA, path_ca, NULL, NULL);
+  market(&s);
+  hg_client_t *a = tls_client(&s, TA, path_ca, NULL, NULL, NULL);
   assert_int_equal(hg_client_connect(a), 0);
 
   int g = raw_from("127.0.0.2", s.port);
