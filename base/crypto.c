@@ -49,6 +49,11 @@ void hg_sha256_final(hg_sha256_t *ctx, uint8_t out[HG_SHA256_DIGEST_LEN]) {
   if (ok != 1 || n != HG_SHA256_DIGEST_LEN) crypto_fail("SHA-256 final");
 }
 
+void hg_sha256_discard(hg_sha256_t *ctx) {
+  EVP_MD_CTX_free(ctx->md);
+  ctx->md = NULL;
+}
+
 void hg_sha256(const void *data, size_t len, uint8_t out[HG_SHA256_DIGEST_LEN]) {
   unsigned n = 0;
   if (EVP_Digest(nonnull(data), len, out, &n, EVP_sha256(), NULL) != 1 ||

@@ -9,7 +9,8 @@
  * context.
  *
  * init allocates libcrypto's digest context and final frees it, so every
- * init must be followed by a final. The functions cannot fail in a way the
+ * init must be followed by a final, or by hg_sha256_discard for a hash
+ * given up. The functions cannot fail in a way the
  * caller could handle: if libcrypto cannot allocate or run the digest the
  * process stops with a message (a wrong digest would be worse).
  */
@@ -39,6 +40,10 @@ void hg_sha256_update(hg_sha256_t *ctx, const void *data, size_t len);
 /* Finishes: writes the 32-byte digest to out and frees the context. ctx
  * must be re-initialized before reuse. */
 void hg_sha256_final(hg_sha256_t *ctx, uint8_t out[HG_SHA256_DIGEST_LEN]);
+
+/* Frees the context of a hash that will not be finished; does nothing
+ * after final (or a previous discard). */
+void hg_sha256_discard(hg_sha256_t *ctx);
 
 /* One-shot: out = SHA-256(data[0..len)). */
 void hg_sha256(const void *data, size_t len, uint8_t out[HG_SHA256_DIGEST_LEN]);
