@@ -23,14 +23,20 @@
  * checked before the body is read) and two output buffers of out_hard_cap
  * bytes, the per-address table, the refusal handles, the pending ring,
  * the order pool and the hash maps, the instrument, account and position
- * tables, the frame arena and the encode scratch. Allocated later:
+ * tables, the frame arena and the encode scratch; on a TLS listener also
+ * the TLS context, the shared ciphertext read buffer and each connection's
+ * cipher buffer (tls.c). Allocated later:
  *  - a stream's retransmission rings and quote generations, when its key
  *    first logs in (or, for recovered orders, in hg_gateway_start);
  *  - an instrument's level arrays, when it is listed (seed or LISTED);
+ *  - with TLS, OpenSSL's per-connection state (SSL, memory BIOs and their
+ *    buffers) at accept, freed in the close callback;
  *  - the ledger copy, which grows by doubling (realloc) as cash, VM and
  *    final-settlement entries arrive; when a realloc fails the copy stops
  *    (ledger_lost) and Statement requests are answered REJ_UNAVAILABLE.
- * No frame or order allocates.
+ * No frame or order allocates (with TLS, OpenSSL's memory BIOs grow to
+ * their largest burst once: about one read, TLS_IN_SIZE, in and one cipher
+ * buffer, TLS_CBUF_SIZE, out).
  *
  * The parts:
  *  - conns: a pool (max_sessions + max_unauthenticated), free list through
