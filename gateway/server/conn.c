@@ -481,7 +481,16 @@ static void tls_fail(conn_t *c, const char *what) {
     snprintf(err, sizeof err, "connection closed");
   }
   ERR_clear_error();
-  gw_log(gw, HG_PIPE_LOG_INFO, "connection %u: TLS %s failed: %s", c->idx, what, err);
+  /* One line a second at most: anyone can connect and fail. */
+  uint64_t now = now_mono();
+  if (now - gw->tls_log_ns >= 1000000000ull) {
+    gw_log(gw, HG_PIPE_LOG_INFO, "connection %u: TLS %s failed: %s (%u more since the last line)",
+           c->idx, what, err, gw->tls_log_quiet);
+    gw->tls_log_ns = now;
+    gw->tls_log_quiet = 0;
+  } else {
+    gw->tls_log_quiet++;
+  }
   STAT_ADD(gw, st_tls_failures);
   if (!c->writing && c->cb_len == 0) {
     int n = BIO_read(c->wbio, c->cbuf, TLS_CBUF_SIZE);

@@ -364,6 +364,8 @@ struct hg_gateway {
   uv_tcp_t listener;
   struct ssl_ctx_st *tls;  /* NULL: plain TCP; built at create (tls.c), read only after */
   uint8_t *tls_in;         /* TLS_IN_SIZE: ciphertext of the current read (loop thread) */
+  uint64_t tls_log_ns;     /* loop thread: when a TLS failure was last logged ... */
+  uint32_t tls_log_quiet;  /* ... and how many went unlogged since (one line a second) */
   uv_async_t wake;
   uv_async_t stop_async;
   uv_timer_t timer;
