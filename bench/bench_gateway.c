@@ -37,6 +37,13 @@
  *  4. many sessions (default 1000) logged in at once, each sending at a low
  *     rate and heartbeating, for a few seconds: RESULT gateway.sessions is
  *     the count still logged in and fully answered at the end.
+ *  5. TLS: the same gateway with a TLS 1.3 listener (throwaway P-256
+ *     certificates, TLS_AES_256_GCM_SHA384 as negotiated) and every session
+ *     over TLS, journal on tmpfs: 50k/s gives RESULT gateway.tls_rtt_p50_us
+ *     and tls_rtt_p99_us, and gateway.tls_vs_plain_ratio is its p50 over
+ *     phase 1's plain p50 at 50k (same process, same run); a rate ladder as
+ *     in phase 1 gives gateway.tls_max_orders_per_s. --tls runs phase 1's
+ *     50k step and this phase only; --no-tls skips it.
  *
  * Batching: by default each session is corked (hg_client_cork), sessions
  * take turns per generator tick instead of per request, and the requests
@@ -46,6 +53,7 @@
  * request, sessions taking turns per request (the earlier generator).
  *
  * Usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--rt N] [--sweep-only] [--dir DIR]
+ *        [--tls | --no-tls]
  *        [--sessions N] [--rates a,b,c] [--seconds S]. --sweep-only stops
  *        after phase 1 (for perf stat over a fixed load). Loopback only. The machine is shared: figures vary.
  */
@@ -83,11 +91,15 @@ typedef struct bench_server {
   lg_fleet_t f;
 } bench_server_t;
 
-static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
+static void server_up_tls(bench_server_t *b, const char *dir, uint32_t n_sessions, bool tls) {
   tg_gateway_opts_t o = {.dir = dir, .sessions = n_sessions, .journal_direct = g_journal_direct,
-                         .rt_priority = g_rt};
+                         .rt_priority = g_rt, .tls = tls};
   b->g = tg_gateway_up(&o, &b->f);
   b->f.batch = g_batch;
+}
+
+static void server_up(bench_server_t *b, const char *dir, uint32_t n_sessions) {
+  server_up_tls(b, dir, n_sessions, false);
 }
 
 static void server_down(bench_server_t *b) { tg_gateway_down(b->g, &b->f); }
@@ -155,10 +167,57 @@ static double fdatasync_p99(const char *dir, int n, double *floor99) {
   return p99;
 }
 
+/* The rate ladder of phase 1 on b: the highest sustained rate, and the
+ * 50k step's result in *at50 (measured on its own if the ladder skipped
+ * it). */
+static double sweep(bench_server_t *b, const char *name, uint32_t nsess, const double *rates,
+                    int nrates, double seconds, bool quick, lg_result_t *at50) {
+  double best = 0;
+  bool have50 = false;
+  int failures_in_a_row = 0;
+  for (int i = 0; i < nrates; i++) {
+    lg_result_t r = run(b, nsess, rates[i], seconds);
+    char label[32];
+    snprintf(label, sizeof label, "%s %s", name, lg_sustained(&r) ? "ok" : "--");
+    lg_print(label, &r);
+    if (lg_sustained(&r) && r.offered > best) best = r.offered;
+    if (rates[i] == 50000) {
+      *at50 = r;
+      have50 = true;
+    }
+    if (quick && !lg_sustained(&r)) break;
+    failures_in_a_row = lg_sustained(&r) ? 0 : failures_in_a_row + 1;
+    if (failures_in_a_row >= 2) break; /* past saturation */
+  }
+  if (!have50) {
+    *at50 = run(b, nsess, 50000, seconds);
+    char label[32];
+    snprintf(label, sizeof label, "%s 50k", name);
+    lg_print(label, at50);
+  }
+  return best;
+}
+
+/* Phase 5: TLS on tmpfs; prints its RESULT lines against plain50. */
+static void tls_phase(const char *shm_dir, uint32_t nsess, const double *rates, int nrates,
+                      double seconds, bool quick, const lg_result_t *plain50) {
+  bench_server_t b;
+  server_up_tls(&b, shm_dir, nsess, true);
+  (void)run(&b, nsess, 20000, quick ? 0.3 : 1.0); /* warm-up */
+  lg_result_t at50 = {0};
+  double best = sweep(&b, "tls", nsess, rates, nrates, seconds, quick, &at50);
+  server_down(&b);
+  printf("RESULT gateway.tls_rtt_p50_us %.0f us\n", at50.p50);
+  printf("RESULT gateway.tls_rtt_p99_us %.0f us\n", at50.p99);
+  printf("RESULT gateway.tls_max_orders_per_s %.0f orders/s\n", best);
+  printf("RESULT gateway.tls_vs_plain_ratio %.2f x\n",
+         plain50->p50 > 0 ? at50.p50 / plain50->p50 : 0.0);
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
-  bool quick = false, sweep_only = false;
+  bool quick = false, sweep_only = false, tls_only = false, no_tls = false;
   const char *disk_dir = ".";
   const char *shm_dir = "/dev/shm";
   uint32_t many = 1000, nsess = 16;
@@ -171,6 +230,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--journal-direct") == 0) g_journal_direct = 1;
     else if (strcmp(argv[i], "--rt") == 0 && i + 1 < argc) g_rt = atoi(argv[++i]);
     else if (strcmp(argv[i], "--sweep-only") == 0) sweep_only = true;
+    else if (strcmp(argv[i], "--tls") == 0) tls_only = true;
+    else if (strcmp(argv[i], "--no-tls") == 0) no_tls = true;
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) disk_dir = argv[++i];
     else if (strcmp(argv[i], "--shm") == 0 && i + 1 < argc) shm_dir = argv[++i];
     else if (strcmp(argv[i], "--sessions") == 0 && i + 1 < argc) many = (uint32_t)atoi(argv[++i]);
@@ -181,7 +242,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--rt N] [--sweep-only] [--dir DIR] [--shm DIR] "
-              "[--sessions N] [--rates a,b,...] [--seconds S]\n");
+              "[--sessions N] [--rates a,b,...] [--seconds S] [--tls | --no-tls]\n");
       return 2;
     }
   }
@@ -205,38 +266,29 @@ int main(int argc, char **argv) {
          quick ? "quick" : "full", nsess, seconds,
          g_batch ? "batched sends (cork)" : "one send per request");
 
-  /* 1. rate sweep, journal on tmpfs. */
+  /* 1. rate sweep, journal on tmpfs (--tls: its 50k step only). */
   bench_server_t b;
   server_up(&b, shm_dir, nsess);
   (void)run(&b, nsess, 20000, quick ? 0.3 : 1.0); /* warm-up */
-  double best = 0;
   lg_result_t at50 = {0};
-  bool have50 = false;
-  int failures_in_a_row = 0;
-  for (int i = 0; i < nrates; i++) {
-    lg_result_t r = run(&b, nsess, rates[i], seconds);
-    char label[32];
-    snprintf(label, sizeof label, "sweep %s", lg_sustained(&r) ? "ok" : "--");
-    lg_print(label, &r);
-    if (lg_sustained(&r) && r.offered > best) best = r.offered;
-    if (quick && !lg_sustained(&r)) break;
-    if (rates[i] == 50000) {
-      at50 = r;
-      have50 = true;
-    }
-    failures_in_a_row = lg_sustained(&r) ? 0 : failures_in_a_row + 1;
-    if (failures_in_a_row >= 2) break; /* past saturation */
+  double best = 0;
+  if (tls_only) {
+    at50 = run(&b, nsess, 50000, seconds);
+    lg_print("plain 50k", &at50);
+  } else {
+    best = sweep(&b, "sweep", nsess, rates, nrates, seconds, quick, &at50);
   }
   if (sweep_only) {
     server_down(&b);
     printf("RESULT gateway.max_orders_per_s %.0f orders/s\n", best);
     return 0;
   }
-  if (!have50) {
-    at50 = run(&b, nsess, 50000, seconds);
-    lg_print("sweep 50k", &at50);
-  }
   server_down(&b);
+  if (tls_only) {
+    printf("RESULT gateway.rtt_p50_us_at_50k %.0f us\n", at50.p50);
+    tls_phase(shm_dir, nsess, rates, nrates, seconds, quick, &at50);
+    return 0;
+  }
 
   /* 2. 50k/s, durable, journal on the disk. */
   server_up(&b, disk_dir, nsess);
@@ -265,5 +317,8 @@ int main(int argc, char **argv) {
   printf("RESULT disk.fdatasync_p99_us %.0f us\n", fsync99);
   printf("RESULT disk.group_commit_floor_p99_us %.0f us\n", floor99);
   printf("RESULT gateway.sessions %u sessions\n", ms.late_unanswered == 0 ? ms.alive : 0);
+
+  /* 5. TLS. */
+  if (!no_tls) tls_phase(shm_dir, nsess, rates, nrates, seconds, quick, &at50);
   return 0;
 }

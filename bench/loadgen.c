@@ -100,6 +100,11 @@ static void lat_summarise(lat_log_t *l, lg_result_t *r) {
 
 int lg_fleet_login(lg_fleet_t *f, uint16_t port, uint64_t key_base, uint32_t n,
                    lg_secret_fn *secret, uint32_t keepalive_ms) {
+  return lg_fleet_login_tls(f, port, key_base, n, secret, keepalive_ms, NULL);
+}
+
+int lg_fleet_login_tls(lg_fleet_t *f, uint16_t port, uint64_t key_base, uint32_t n,
+                       lg_secret_fn *secret, uint32_t keepalive_ms, const char *tls_ca) {
   memset(f, 0, sizeof *f);
   f->batch = true;
   f->sess = calloc(n, sizeof *f->sess);
@@ -117,6 +122,8 @@ int lg_fleet_login(lg_fleet_t *f, uint16_t port, uint64_t key_base, uint32_t n,
     cfg.tx_capacity = 64u * 1024u;
     cfg.nonblocking_send = true;
     cfg.keepalive_ms = keepalive_ms;
+    cfg.tls = tls_ca != NULL;
+    cfg.tls_ca_file = tls_ca;
     int rc = hg_client_create(&cfg, &f->sess[i].c);
     if (rc == 0) rc = hg_client_connect(f->sess[i].c);
     if (rc != 0) {

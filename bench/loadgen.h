@@ -100,6 +100,10 @@ typedef void lg_secret_fn(uint64_t key_id, uint8_t sec[32]);
 int lg_fleet_login(lg_fleet_t *f, uint16_t port, uint64_t key_base, uint32_t n,
                    lg_secret_fn *secret, uint32_t keepalive_ms);
 
+/* The same over TLS 1.3, trusting the CAs in tls_ca (PEM); NULL: plain. */
+int lg_fleet_login_tls(lg_fleet_t *f, uint16_t port, uint64_t key_base, uint32_t n,
+                       lg_secret_fn *secret, uint32_t keepalive_ms, const char *tls_ca);
+
 /* Destroys every session (closing its socket, without a Logout). */
 void lg_fleet_close(lg_fleet_t *f);
 

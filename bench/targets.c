@@ -31,12 +31,23 @@
 
 #include "client_util.h"
 #include "hourglass/wire.h"
+#include "tls_certs.h"
 
 /* ------------------------------------------------------- the real gateway */
 
 struct tg_gateway {
   ts_server_t s;
+  char tls_dir[256]; /* "": plain */
 };
+
+/* The certificate files of the TLS gateway (ts_server_options_t.tweak
+ * takes no context; one TLS gateway at a time). */
+static char tls_cert[320], tls_key[320], tls_ca[320];
+
+static void tls_tweak(hg_gateway_config_t *cfg) {
+  cfg->tls_cert = tls_cert;
+  cfg->tls_key = tls_key;
+}
 
 tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
   tg_gateway_t *g = calloc(1, sizeof *g);
@@ -54,6 +65,16 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
   co.throttle_rate = 1000000;
   co.ring_capacity = 65536;
   co.segment_size = 256u << 20; /* no segment switch inside a run */
+  if (o->tls) {
+    snprintf(g->tls_dir, sizeof g->tls_dir, "%s/bench_tls.XXXXXX", o->dir);
+    if (mkdtemp(g->tls_dir) == NULL) lg_die("TLS directory", -errno);
+    if (ts_tls_make(g->tls_dir) != 0) lg_die("TLS certificates (openssl)", HG_EINVAL);
+    snprintf(tls_cert, sizeof tls_cert, "%s/server.pem", g->tls_dir);
+    snprintf(tls_key, sizeof tls_key, "%s/server.key", g->tls_dir);
+    snprintf(tls_ca, sizeof tls_ca, "%s/ca.pem", g->tls_dir);
+    co.tweak = tls_tweak;
+    ch_use_tls(tls_ca);
+  }
   int rc = ts_server_create(&g->s, &co);
   if (rc != 0) lg_die("server create", rc);
   if ((rc = ts_server_add_key(&g->s, TG_OP_KEY, HG_ROLE_OPERATOR, 0, 0)) != 0) lg_die("add key", rc);
@@ -68,11 +89,12 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
   if ((rc = ts_server_run(&g->s)) != 0) lg_die("server start", rc);
   if (ch_setup_market(&g->s, TG_OP_KEY, 1, acc, firm, n_sessions) != 0)
     lg_die("market setup", HG_EINVAL);
+  ch_use_tls(NULL);
   free(acc);
   free(firm);
 
-  rc = lg_fleet_login(f, g->s.port, TG_KEY_BASE, n_sessions, ts_key_secret,
-                      o->keepalive_ms ? o->keepalive_ms : 5000);
+  rc = lg_fleet_login_tls(f, g->s.port, TG_KEY_BASE, n_sessions, ts_key_secret,
+                          o->keepalive_ms ? o->keepalive_ms : 5000, o->tls ? tls_ca : NULL);
   if (rc != 0) lg_die("login", rc);
   /* Resting sells far above the IOC buys: a book with depth that never trades. */
   for (uint32_t i = 0; i < n_sessions && i < 8; i++) {
@@ -94,6 +116,7 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
 void tg_gateway_down(tg_gateway_t *g, lg_fleet_t *f) {
   lg_fleet_close(f);
   ts_server_stop(&g->s);
+  if (g->tls_dir[0] != '\0') util_rm_rf(g->tls_dir);
   free(g);
 }
 

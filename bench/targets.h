@@ -54,10 +54,13 @@ typedef struct tg_gateway_opts {
   int journal_direct;  /* journal.force_fallback: pwritev + fdatasync */
   int rt_priority;     /* SCHED_FIFO for the server threads; 0: off */
   uint32_t keepalive_ms; /* of the sessions; 0: 5000 */
+  bool tls;            /* TLS 1.3 listener (throwaway certificates) and TLS sessions */
 } tg_gateway_opts_t;
 
 /* Starts the real gateway and logs o->sessions sessions of *f in to it
- * (lg_fleet_login); sessions 0..7 rest 50 sells each. */
+ * (lg_fleet_login); sessions 0..7 rest 50 sells each. With o->tls the
+ * certificates are made (openssl CLI) in a directory of o->dir, removed
+ * by tg_gateway_down. */
 tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f);
 
 /* Closes f's sessions, stops the server and removes its data directory. */

@@ -20,6 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+
 #include "hourglass/error.h"
 
 typedef enum ktype {
@@ -32,6 +36,7 @@ typedef enum ktype {
   K_U32,
   K_U64,
   K_BOOL,       /* yes|no|true|false|on|off|1|0 */
+  K_AUTOBOOL,   /* auto (-1) or a K_BOOL value */
   K_DURABILITY, /* durable | ack_before_durable_unsafe */
   K_WAIT        /* block | spin N */
 } ktype_t;
@@ -62,6 +67,10 @@ static const keydef_t KEYS[] = {
     {"gateway.max_unauthenticated_per_address", K_U32, OFF(max_unauthenticated_per_address), 1,
      1000000, 0, 0},
     {"gateway.login_timeout_ms", K_U32, OFF(login_timeout_ms), 100, 600000, 0, 0},
+    {"tls", K_AUTOBOOL, OFF(tls), 0, 1, 0, 0},
+    {"tls.cert", K_OPTPATH, OFF(tls_cert), 0, 0, 0, 0},
+    {"tls.key", K_OPTPATH, OFF(tls_key), 0, 0, 0, 0},
+    {"tls.client_ca", K_OPTPATH, OFF(tls_client_ca), 0, 0, 0, 0},
     {"log.level", K_LEVEL, OFF(log_level), 0, 0, 1, 0},
     {"journal.segment_size", K_SIZE64, OFF(journal_segment_size), 1 * MB, 64 * GB, 0, 0},
     {"journal.batch_bytes", K_SIZE32, OFF(journal_batch_bytes), 64 * KB, 1 * GB, 0, 0},
@@ -146,6 +155,19 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->max_unauthenticated = 64;
   cfg->max_unauthenticated_per_address = 16;
   cfg->login_timeout_ms = 5000;
+  cfg->tls = -1;
+}
+
+/* 127.0.0.0/8 and ::1 (literals: listen addresses are never names). */
+static bool is_loopback(const char *host) {
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+bool hg_daemon_config_tls(const hg_daemon_config_t *c) {
+  return c->tls == 1 || (c->tls == -1 && c->tls_cert[0] != '\0');
 }
 
 /* ------------------------------------------------------------------ values */
@@ -250,6 +272,12 @@ static int set_value(hg_daemon_config_t *cfg, const keydef_t *k, const char *v, 
                     "'%s' is not a level: expected debug, info, warn or error", v);
       *(int *)field = r;
       return 0;
+    case K_AUTOBOOL:
+      if (strcmp(v, "auto") == 0) {
+        *(int *)field = -1;
+        return 0;
+      }
+      /* fall through */
     case K_BOOL:
       r = parse_bool(v);
       if (r < 0) return fail(err, line, k->name, HG_EINVAL, "'%s' is not yes or no", v);
@@ -324,6 +352,19 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
   if (c->max_unauthenticated_per_address > c->max_unauthenticated)
     return fail(err, 0, "gateway.max_unauthenticated_per_address", HG_EINVAL, "%s",
                 "must not exceed gateway.max_unauthenticated");
+  if (c->tls != 0 && (c->tls_cert[0] != '\0') != (c->tls_key[0] != '\0'))
+    return fail(err, 0, c->tls_cert[0] != '\0' ? "tls.key" : "tls.cert", HG_EINVAL, "%s",
+                "is required with the other: tls.cert and tls.key go together");
+  if (c->tls == 1 && c->tls_cert[0] == '\0')
+    return fail(err, 0, "tls", HG_EINVAL, "%s", "on needs tls.cert and tls.key");
+  if (c->tls_client_ca[0] != '\0' && !hg_daemon_config_tls(c))
+    return fail(err, 0, "tls.client_ca", HG_EINVAL, "%s",
+                "needs TLS on (tls.cert and tls.key, and tls not off)");
+  if (c->tls == -1 && !hg_daemon_config_tls(c) && !is_loopback(c->order_entry.host))
+    return fail(err, 0, "tls", HG_EINVAL,
+                "listen.order_entry %s is not a loopback address: set tls.cert and tls.key, or "
+                "tls = off to serve plain TCP there",
+                c->order_entry.host);
   return 0;
 }
 
@@ -475,6 +516,7 @@ static size_t field_size(ktype_t t) {
     case K_OPTPATH: return HG_DCFG_PATH_MAX;
     case K_LEVEL:
     case K_BOOL:
+    case K_AUTOBOOL:
     case K_DURABILITY: return sizeof(int);
     case K_SIZE64:
     case K_U64: return sizeof(uint64_t);

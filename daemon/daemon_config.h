@@ -10,6 +10,7 @@
 #define HOURGLASS_DAEMON_CONFIG_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hourglass/log.h"
@@ -64,6 +65,14 @@ typedef struct hg_daemon_config {
   uint32_t max_unauthenticated;  /* gateway.max_unauthenticated, 64 */
   uint32_t max_unauthenticated_per_address; /* gateway.max_unauthenticated_per_address, 16 */
   uint32_t login_timeout_ms;     /* gateway.login_timeout_ms, 5000 */
+  /* TLS on listen.order_entry: tls (on 1 | off 0 | auto -1, the default:
+   * on if tls.cert is set), tls.cert and tls.key (PEM), tls.client_ca (PEM CAs
+   * whose client certificates are required: mutual TLS). A non-loopback
+   * listen.order_entry without TLS is refused unless tls = off is set. */
+  int tls;
+  char tls_cert[HG_DCFG_PATH_MAX];
+  char tls_key[HG_DCFG_PATH_MAX];
+  char tls_client_ca[HG_DCFG_PATH_MAX];
   /* listen.market_data: no longer used (market data is served on
    * listen.order_entry). Read only so that a file still setting it is
    * refused when it names another address, and warned about (the daemon
@@ -98,9 +107,15 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
 
 /* Checks the rules that tie keys together (listen.http differs from
  * listen.order_entry, journal.segment_size exceeds journal.batch_bytes + 64,
- * and the retired listen.market_data, when set, equals listen.order_entry).
- * 0 or HG_EINVAL with *err (line 0). */
+ * the retired listen.market_data, when set, equals listen.order_entry,
+ * tls.cert and tls.key go together, and a non-loopback listen.order_entry
+ * has TLS or an explicit tls = off). 0 or HG_EINVAL with *err (line 0,
+ * naming the key). */
 int hg_daemon_config_check(const hg_daemon_config_t *cfg, hg_dcfg_error_t *err);
+
+/* Whether listen.order_entry serves TLS: tls = on, or tls not set and
+ * tls.cert set. */
+bool hg_daemon_config_tls(const hg_daemon_config_t *cfg);
 
 /* Reads path, parses it as above onto cfg (start from
  * hg_daemon_config_defaults) and checks it; -errno (with reason) if it

@@ -187,6 +187,9 @@ static void demo_addresses(daemon_t *d) {
          "Then: hgctl instruments; hgctl ladder %s; hgctl order new --help\n\n",
          d->cfg.order_entry.host, gw, d->cfg.order_entry.host, gw, d->cfg.http.host, http,
          hg_demo_instruments(d->demo)[0].symbol);
+  if (hg_daemon_config_tls(&d->cfg))
+    printf("Order entry is TLS 1.3: also export HG_TLS=1 HG_CA=<the CA of %s> (hgctl --tls --ca FILE)\n\n",
+           d->cfg.tls_cert);
   fflush(stdout);
 }
 
@@ -425,6 +428,11 @@ static int create_gateway(daemon_t *d) {
   gc.max_unauthenticated = cfg->max_unauthenticated;
   gc.max_unauthenticated_per_address = cfg->max_unauthenticated_per_address;
   gc.login_timeout_ms = cfg->login_timeout_ms;
+  if (hg_daemon_config_tls(cfg)) {
+    gc.tls_cert = cfg->tls_cert;
+    gc.tls_key = cfg->tls_key;
+    if (cfg->tls_client_ca[0] != '\0') gc.tls_client_ca = cfg->tls_client_ca;
+  }
   gc.log = hg_dlog_pipe_cb;
   gc.log_ctx = "gateway";
   rc = hg_gateway_create(&gc, &d->gw);
@@ -540,6 +548,9 @@ static int start_serving(daemon_t *d) {
   }
   hg_dlog(HG_LOG_INFO, "gateway", "listening", "addr=%s:%u", cfg->order_entry.host,
           hg_gateway_port(d->gw));
+  if (hg_daemon_config_tls(cfg))
+    hg_dlog(HG_LOG_INFO, "gateway", "TLS 1.3 on", "cert=%s client_ca=%s", cfg->tls_cert,
+            cfg->tls_client_ca[0] != '\0' ? cfg->tls_client_ca : "none");
   if (d->demo != NULL) demo_addresses(d);
   if (cfg->synthetic_rate > 0) {
     atomic_store(&d->synth_rate, cfg->synthetic_rate);

@@ -17,6 +17,15 @@
  * belongs to the retransmission only if its seq is inside the announced
  * range. Dropping instead of buffering keeps memory fixed; the server keeps
  * the frames, so nothing is lost by asking again.
+ *
+ * TLS: OpenSSL on the socket through a small BIO of our own (send with
+ * MSG_NOSIGNAL, as the plain path: a peer that closed costs a write EPIPE,
+ * never the process a SIGPIPE), non-blocking like the rest: write_some
+ * and read_some go through SSL_write_ex/SSL_read_ex and
+ * treat "want read/write" as EAGAIN; read_some reads until OpenSSL has
+ * nothing buffered, so poll() on the socket never sleeps on decrypted
+ * data. Partial writes and a moving send buffer are allowed (the send
+ * buffer compacts between retries).
  */
 #include "hourglass/client.h"
 
@@ -33,8 +42,15 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdint.h>
 
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 
 #define RX_SLACK 4096u /* read-ahead beyond one maximal frame */
 
@@ -45,6 +61,10 @@ struct hg_client {
 
   int fd;
   bool logged_in;
+  SSL_CTX *tls_ctx;      /* NULL: plain TCP */
+  SSL *ssl;              /* the connection's TLS state; NULL when closed or plain */
+  SSL_SESSION *tls_sess; /* the last connection's session, offered at the next */
+  char server_name[256];
   hg_client_session_t session;
 
   /* refusal of the last connect */
@@ -119,6 +139,87 @@ void hg_client_config_init(hg_client_config_t *cfg) {
   cfg->retransmit_max = 1000;
 }
 
+/* The socket BIO: the descriptor in the BIO's data. */
+static int bio_fd(BIO *b) { return (int)(intptr_t)BIO_get_data(b); }
+
+static int bio_write(BIO *b, const char *buf, size_t len, size_t *done) {
+  BIO_clear_retry_flags(b);
+  ssize_t n = send(bio_fd(b), buf, len, MSG_NOSIGNAL);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(b);
+    return 0;
+  }
+  *done = (size_t)n;
+  return 1;
+}
+
+static int bio_read(BIO *b, char *buf, size_t len, size_t *done) {
+  BIO_clear_retry_flags(b);
+  ssize_t n = recv(bio_fd(b), buf, len, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
+  if (n <= 0) return 0;
+  *done = (size_t)n;
+  return 1;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr) {
+  (void)b;
+  (void)num;
+  (void)ptr;
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+static int bio_create(BIO *b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+static BIO_METHOD *bio_method;
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+
+static void bio_method_make(void) {
+  BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "hg_client socket");
+  if (m != NULL && BIO_meth_set_write_ex(m, bio_write) == 1 &&
+      BIO_meth_set_read_ex(m, bio_read) == 1 && BIO_meth_set_ctrl(m, bio_ctrl) == 1 &&
+      BIO_meth_set_create(m, bio_create) == 1) {
+    bio_method = m;
+  } else {
+    BIO_meth_free(m);
+  }
+}
+
+/* Builds the TLS context: TLS 1.3, peer verification against the CA file
+ * (or the system's store), the client certificate if any. */
+static int tls_setup(hg_client_t *c, const hg_client_config_t *cfg) {
+  pthread_once(&bio_once, bio_method_make);
+  if (bio_method == NULL) return -ENOMEM;
+  const char *name = cfg->tls_server_name != NULL ? cfg->tls_server_name : c->host;
+  if (strlen(name) >= sizeof c->server_name || (cfg->tls_key != NULL) != (cfg->tls_cert != NULL))
+    return HG_ETLS;
+  snprintf(c->server_name, sizeof c->server_name, "%s", name);
+  c->cfg.tls_ca_file = c->cfg.tls_server_name = c->cfg.tls_cert = c->cfg.tls_key = NULL;
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == NULL) return -ENOMEM;
+  int ok = SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) == 1 &&
+           (cfg->tls_ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, cfg->tls_ca_file, NULL)
+                                     : SSL_CTX_set_default_verify_paths(ctx)) == 1;
+  if (ok && cfg->tls_cert != NULL)
+    ok = SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) == 1 &&
+         SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key, SSL_FILETYPE_PEM) == 1 &&
+         SSL_CTX_check_private_key(ctx) == 1;
+  ERR_clear_error();
+  if (!ok) {
+    SSL_CTX_free(ctx);
+    return HG_ETLS;
+  }
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  /* No cache: the client keeps its one session itself (tls_sess). */
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  c->tls_ctx = ctx;
+  return 0;
+}
+
 int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out) {
   if (cfg == NULL || out == NULL || cfg->key_id == 0 || cfg->secret == NULL ||
       cfg->secret_len == 0 || cfg->secret_len > 64 || cfg->max_frame > HG_WIRE_MAX_FRAME_LIMIT)
@@ -151,11 +252,36 @@ int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out) {
     return -ENOMEM;
   }
   hg_wire_arena_init(&c->arena, c->arena_buf, arena_cap);
+  if (cfg->tls) {
+    int rc = tls_setup(c, cfg);
+    if (rc != 0) {
+      hg_client_destroy(c);
+      return rc;
+    }
+  }
   *out = c;
   return 0;
 }
 
 void hg_client_close(hg_client_t *c) {
+  if (c->ssl != NULL) {
+    /* Keep a resumable session (its ticket arrived after the handshake). */
+    SSL_SESSION *s = SSL_get1_session(c->ssl);
+    if (s != NULL && SSL_SESSION_is_resumable(s)) {
+      SSL_SESSION_free(c->tls_sess);
+      c->tls_sess = s;
+    } else {
+      SSL_SESSION_free(s);
+    }
+    /* close_notify (best effort) while the session is up; either way the
+     * SSL counts as shut down, or freeing it would mark the session kept
+     * above as not resumable. */
+    if (c->logged_in) (void)SSL_shutdown(c->ssl);
+    SSL_set_shutdown(c->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    SSL_free(c->ssl);
+    c->ssl = NULL;
+    ERR_clear_error();
+  }
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
   c->logged_in = false;
@@ -170,7 +296,9 @@ void hg_client_close(hg_client_t *c) {
 void hg_client_destroy(hg_client_t *c) {
   if (c == NULL) return;
   hg_client_close(c);
-  explicit_bzero(c->secret, sizeof c->secret);
+  SSL_SESSION_free(c->tls_sess);
+  SSL_CTX_free(c->tls_ctx);
+  hg_wipe(c->secret, sizeof c->secret);
   free(c->rx);
   free(c->tx);
   free(c->arena_buf);
@@ -198,7 +326,25 @@ int hg_client_login_reject(const hg_client_t *c, uint32_t *code, bool *terminate
 /* ------------------------------------------------------------------ send */
 
 /* Writes what the socket takes now. 0, or -errno (not EAGAIN). */
+/* An SSL_*_ex failure as this file's results: 0 for "try again" (the
+ * socket would block), -ECONNRESET for the peer's close, HG_ETLS else. */
+static int tls_err(hg_client_t *c, int r) {
+  int e = SSL_get_error(c->ssl, r);
+  bool eof = ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+  ERR_clear_error();
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
+  if (e == SSL_ERROR_ZERO_RETURN || eof) return -ECONNRESET; /* the peer's close */
+  if (e == SSL_ERROR_SYSCALL) return errno != 0 ? -errno : -ECONNRESET;
+  return HG_ETLS;
+}
+
 static int write_some(hg_client_t *c) {
+  while (c->ssl != NULL && c->tx_off < c->tx_len) {
+    size_t n = 0;
+    int r = SSL_write_ex(c->ssl, c->tx + c->tx_off, c->tx_len - c->tx_off, &n);
+    if (r != 1) return tls_err(c, r);
+    c->tx_off += n;
+  }
   while (c->tx_off < c->tx_len) {
     ssize_t n = send(c->fd, c->tx + c->tx_off, c->tx_len - c->tx_off, MSG_NOSIGNAL);
     if (n < 0) {
@@ -489,6 +635,14 @@ static int read_some(hg_client_t *c) {
     c->rx_off = 0;
   }
   if (c->rx_len == c->rx_cap) return HG_EPARSE; /* cannot happen: a frame fits */
+  if (c->ssl != NULL) {
+    size_t got = 0;
+    errno = 0;
+    int r = SSL_read_ex(c->ssl, c->rx + c->rx_len, c->rx_cap - c->rx_len, &got);
+    if (r != 1) return tls_err(c, r);
+    c->rx_len += got;
+    return (int)got;
+  }
   for (;;) {
     ssize_t n = recv(c->fd, c->rx + c->rx_len, c->rx_cap - c->rx_len, 0);
     if (n > 0) {
@@ -685,7 +839,7 @@ static int do_login(hg_client_t *c) {
   env.body_case = HOURGLASS__V1__ENVELOPE__BODY_LOGIN;
   env.login = &m;
   int rc = enqueue(c, &env);
-  explicit_bzero(mac, sizeof mac);
+  hg_wipe(mac, sizeof mac);
   if (rc < 0) return rc;
   rc = hg_client_flush(c, ms_left(deadline));
   if (rc == -EAGAIN) return -ETIMEDOUT;
@@ -749,10 +903,48 @@ static int do_login(hg_client_t *c) {
   }
 }
 
+/* Runs the TLS handshake on the connected socket, offering the last
+ * session, verifying the server's certificate and name. */
+static int tls_handshake(hg_client_t *c) {
+  uint64_t deadline = deadline_of((int)c->cfg.timeout_ms);
+  c->ssl = SSL_new(c->tls_ctx);
+  BIO *bio = c->ssl != NULL ? BIO_new(bio_method) : NULL;
+  if (bio == NULL) return -ENOMEM;
+  BIO_set_data(bio, (void *)(intptr_t)c->fd);
+  SSL_set_bio(c->ssl, bio, bio); /* ssl owns it */
+  unsigned char ip[16];
+  bool is_ip = inet_pton(AF_INET, c->server_name, ip) == 1 ||
+               inet_pton(AF_INET6, c->server_name, ip) == 1;
+  X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+  X509_VERIFY_PARAM_set_hostflags(vp, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, c->server_name)
+                 : X509_VERIFY_PARAM_set1_host(vp, c->server_name, 0) &&
+                       SSL_set_tlsext_host_name(c->ssl, c->server_name);
+  if (ok != 1) return HG_ETLS;
+  if (c->tls_sess != NULL) SSL_set_session(c->ssl, c->tls_sess);
+  for (;;) {
+    errno = 0;
+    int r = SSL_connect(c->ssl);
+    if (r == 1) break;
+    int e = SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    if (ev == 0) return e == SSL_ERROR_SYSCALL && errno != 0 ? -errno : HG_ETLS;
+    int left = ms_left(deadline);
+    if (left == 0) return -ETIMEDOUT;
+    struct pollfd p = {.fd = c->fd, .events = ev};
+    if (poll(&p, 1, left) < 0 && errno != EINTR) return -errno;
+  }
+  c->stats.tls_handshakes++;
+  if (SSL_session_reused(c->ssl)) c->stats.tls_resumed++;
+  return 0;
+}
+
 int hg_client_login_fd(hg_client_t *c, int fd) {
   hg_client_close(c);
   c->fd = fd;
   int rc = set_nonblocking(fd);
+  if (rc == 0 && c->tls_ctx != NULL) rc = tls_handshake(c);
   if (rc == 0) rc = do_login(c);
   if (rc < 0) hg_client_close(c);
   return rc;

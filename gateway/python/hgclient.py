@@ -20,6 +20,12 @@ gateway/client/include/hourglass/client.h, does).
 
     python3 hgclient.py --port 7700 --key-id 10 --secret HEX instruments
     python3 hgclient.py ... order --instrument 1 --side buy --price 500 --qty 3
+    python3 hgclient.py --tls --ca var/tls/ca.pem ... instruments
+
+With --tls (or HG_TLS=1) the connection runs TLS 1.3 through Python's ssl
+module: the server's certificate must chain to --ca (HG_CA; else the
+system's trust store) and carry the host's name or address (--tls-name to
+check another name).
 """
 
 import argparse
@@ -28,6 +34,7 @@ import hmac
 import os
 import select
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -96,12 +103,27 @@ def login_mac(secret, timestamp_ns, session_id, key_id):
     return hmac.new(secret, msg, hashlib.sha256).digest()
 
 
+def tls_context(ca_file=None, cert_file=None, key_file=None):
+    """A TLS 1.3 client context that verifies the server's certificate and
+    name against ca_file (None: the system's trust store); cert_file and
+    key_file give a client certificate for gateways that require one."""
+    ctx = ssl.create_default_context(cafile=ca_file)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    if cert_file:
+        ctx.load_cert_chain(cert_file, key_file)
+    return ctx
+
+
 class Client:
     """One session. Blocking socket calls with timeouts; one thread."""
 
     def __init__(self, host="127.0.0.1", port=7700, key_id=0, secret=b"",
-                 cancel_on_disconnect=False, keepalive_ms=1000, max_frame=DEFAULT_MAX_FRAME):
+                 cancel_on_disconnect=False, keepalive_ms=1000, max_frame=DEFAULT_MAX_FRAME,
+                 tls=None):
+        """tls: None for plain TCP, or an ssl.SSLContext (see tls_context)."""
         self.host, self.port = host, port
+        self.tls = tls
+        self.tls_name = host
         self.key_id, self.secret = key_id, secret
         self.cancel_on_disconnect = cancel_on_disconnect
         self.keepalive_ms = keepalive_ms
@@ -123,6 +145,8 @@ class Client:
     def connect(self, timeout=5.0):
         self.sock = socket.create_connection((self.host, self.port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            self.sock = self.tls.wrap_socket(self.sock, server_hostname=self.tls_name)
         self.rx = bytearray()
         self.tx_seq = 1
         sid = os.urandom(16)
@@ -309,6 +333,11 @@ def _main():
     ap.add_argument("--port", type=int, default=int(os.environ.get("HG_PORT", "7700")))
     ap.add_argument("--key-id", type=int, default=int(os.environ.get("HG_KEY_ID", "0")))
     ap.add_argument("--secret", default=os.environ.get("HG_SECRET", ""), help="hex")
+    ap.add_argument("--tls", action="store_true",
+                    default=os.environ.get("HG_TLS", "") not in ("", "0", "no"))
+    ap.add_argument("--ca", default=os.environ.get("HG_CA"), help="PEM CAs to trust (implies --tls)")
+    ap.add_argument("--tls-name", default=os.environ.get("HG_TLS_NAME"),
+                    help="name the certificate must carry (default: --host)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("instruments")
     o = sub.add_parser("order")
@@ -318,7 +347,10 @@ def _main():
     o.add_argument("--qty", type=int, required=True)
     o.add_argument("--clordid", type=int, default=int(time.time()))
     args = ap.parse_args()
-    c = Client(args.host, args.port, args.key_id, bytes.fromhex(args.secret))
+    tls = tls_context(args.ca) if args.tls or args.ca else None
+    c = Client(args.host, args.port, args.key_id, bytes.fromhex(args.secret), tls=tls)
+    if args.tls_name:
+        c.tls_name = args.tls_name
     c.connect()
     if args.cmd == "instruments":
         c.instruments()

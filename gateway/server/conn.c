@@ -3,14 +3,31 @@
  * sequenced sends into a key's stream and its retransmission ring,
  * retransmission pumping, reading and frame splitting, and admission before
  * login (per-address counts, refusals, accepting). Loop thread.
+ *
+ * On a TLS listener (tls.c) the same queues hold plaintext: reads go
+ * through the connection's SSL into the frame buffer (tls_input), flushes
+ * encrypt the output queue a record at a time into the cipher buffer and
+ * write that (tls_flush). The handshake is part of the time before login:
+ * the connection is counted, and timed out, as awaiting login from accept;
+ * nothing is sent to it before the handshake completes, so a refusal or a
+ * login timeout then closes it bare.
  */
 #include "gateway_int.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 /* ------------------------------------------------------------- connections */
 
 static void conn_flush(conn_t *c);
 
-static size_t conn_queued(const conn_t *c) { return c->out_len[0] + c->out_len[1]; }
+/* Bytes not yet written: both output buffers and, with TLS, the
+ * ciphertext in flight and not yet taken from the write BIO. */
+static size_t conn_queued(const conn_t *c) {
+  size_t n = c->out_len[0] + c->out_len[1];
+  if (c->ssl != NULL) n += c->cb_len + BIO_ctrl_pending(c->wbio);
+  return n;
+}
 
 static void mark_dirty(conn_t *c) {
   if (c->dirty) return;
@@ -34,6 +51,7 @@ void gw_flush_dirty(hg_gateway_t *gw) {
 bool gw_conn_send_raw(conn_t *c, const uint8_t *bytes, size_t len) {
   hg_gateway_t *gw = c->gw;
   if (!c->used || c->closing) return false;
+  if (c->ssl != NULL && !c->hs_done) return false; /* no channel yet (see the top) */
   if (conn_queued(c) + len > gw->cfg.out_hard_cap) {
     gw_log(gw, HG_LOG_WARN, "connection %u: slow consumer, outbound queue at %zu bytes",
            c->idx, conn_queued(c));
@@ -87,12 +105,25 @@ void gw_conn_terminate(conn_t *c, uint32_t code, const char *text) {
   gw_conn_end(c);
 }
 
+/* TLS: once a closing connection's last frame is encrypted, queues the
+ * close_notify behind it (so the peer can tell an end from a cut). */
+static void tls_close_notify(conn_t *c) {
+  if (!c->closing || !c->hs_done || c->tls_shut || c->out_len[0] != 0) return;
+  c->tls_shut = 1;
+  (void)SSL_shutdown(c->ssl);
+  ERR_clear_error();
+}
+
 void gw_conn_end(conn_t *c) {
   c->closing = 1;
   c->closing_since = now_mono();
   if (c->reading) {
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->reading = 0;
+  }
+  if (c->ssl != NULL) {
+    tls_close_notify(c);
+    mark_dirty(c);
   }
   if (conn_queued(c) == 0) gw_conn_close(c);
 }
@@ -214,8 +245,10 @@ void gw_rt_pump(conn_t *c) {
 
 static void on_write(uv_write_t *req, int status);
 static void process_input(conn_t *c);
+static void conn_input(conn_t *c);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void tls_flush(conn_t *c);
 
 /* One write per connection per loop iteration (flush_dirty). The common case
  * goes straight to the socket with uv_try_write: a uv_write that completes at
@@ -224,6 +257,10 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
  * socket does not take, and connections whose write completion drives more
  * (closing, retransmitting, reading paused), take the uv_write path. */
 static void conn_flush(conn_t *c) {
+  if (c->ssl != NULL) {
+    tls_flush(c);
+    return;
+  }
   if (c->writing || c->out_len[c->fill] == 0) return;
   int w = c->fill;
   uv_buf_t b = uv_buf_init((char *)c->out[w], (unsigned)c->out_len[w]);
@@ -254,7 +291,11 @@ static void on_write(uv_write_t *req, int status) {
   conn_t *c = req->data;
   hg_gateway_t *gw = c->gw;
   c->writing = 0;
-  c->out_len[c->fill ^ 1] = 0;
+  if (c->ssl != NULL) {
+    c->cb_len = 0;
+  } else {
+    c->out_len[c->fill ^ 1] = 0;
+  }
   if (!c->used) return;
   if (status < 0) {
     gw_conn_close(c);
@@ -273,7 +314,7 @@ static void on_write(uv_write_t *req, int status) {
   if (!c->reading && !c->closing && conn_queued(c) <= gw->cfg.out_high_water / 2) {
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) {
       c->reading = 1;
-      process_input(c);
+      conn_input(c);
       gw_flush_dirty(gw);
     }
   }
@@ -284,6 +325,7 @@ static void admit(hg_gateway_t *gw);
 static void on_closed(uv_handle_t *h) {
   conn_t *c = h->data;
   hg_gateway_t *gw = c->gw;
+  if (c->ssl != NULL) gw_tls_free(c);
   c->used = 0;
   c->dirty_next = gw->free_conn;
   gw->free_conn = c->idx;
@@ -391,6 +433,10 @@ void gw_conn_close(conn_t *c) {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   conn_t *c = h->data;
+  if (c->ssl != NULL) {
+    *buf = uv_buf_init((char *)c->gw->tls_in, TLS_IN_SIZE);
+    return;
+  }
   size_t cap = c->gw->cfg.max_frame + 16;
   *buf = uv_buf_init((char *)c->in + c->in_len, (unsigned)(cap - c->in_len));
 }
@@ -420,16 +466,145 @@ static void process_input(conn_t *c) {
   }
 }
 
+/* ------------------------------------------------------------------- TLS */
+
+/* The connection's TLS failed (a bad handshake, a bad record): the alert
+ * OpenSSL queued goes out if the socket takes it at once, then the
+ * connection closes. Other connections are not affected. */
+static void tls_fail(conn_t *c, const char *what) {
+  hg_gateway_t *gw = c->gw;
+  char err[160];
+  unsigned long e = ERR_peek_error();
+  if (e != 0) {
+    ERR_error_string_n(e, err, sizeof err);
+  } else {
+    snprintf(err, sizeof err, "connection closed");
+  }
+  ERR_clear_error();
+  /* One line a second at most: anyone can connect and fail. */
+  uint64_t now = now_mono();
+  if (now - gw->tls_log_ns >= 1000000000ull) {
+    gw_log(gw, HG_PIPE_LOG_INFO, "connection %u: TLS %s failed: %s (%u more since the last line)",
+           c->idx, what, err, gw->tls_log_quiet);
+    gw->tls_log_ns = now;
+    gw->tls_log_quiet = 0;
+  } else {
+    gw->tls_log_quiet++;
+  }
+  STAT_ADD(gw, st_tls_failures);
+  if (!c->writing && c->cb_len == 0) {
+    int n = BIO_read(c->wbio, c->cbuf, TLS_CBUF_SIZE);
+    if (n > 0) {
+      uv_buf_t b = uv_buf_init((char *)c->cbuf, (unsigned)n);
+      (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    }
+  }
+  gw_conn_close(c);
+}
+
+/* Encrypts queued plaintext a record at a time while the write BIO holds
+ * less than a cipher buffer, and writes the ciphertext by the same rules
+ * as conn_flush (uv_try_write when nothing waits on the completion). */
+static void tls_flush(conn_t *c) {
+  while (c->used && !c->writing && !uv_is_closing((uv_handle_t *)&c->tcp)) {
+    if (c->hs_done && c->out_len[0] > 0) {
+      size_t done = 0;
+      while (done < c->out_len[0] && BIO_ctrl_pending(c->wbio) < TLS_CBUF_SIZE) {
+        size_t n = c->out_len[0] - done, w = 0;
+        if (n > TLS_RECORD) n = TLS_RECORD;
+        if (SSL_write_ex(c->ssl, c->out[0] + done, n, &w) != 1) {
+          tls_fail(c, "write");
+          return;
+        }
+        done += w;
+      }
+      memmove(c->out[0], c->out[0] + done, c->out_len[0] - done);
+      c->out_len[0] -= done;
+    }
+    tls_close_notify(c);
+    int n = BIO_read(c->wbio, c->cbuf, TLS_CBUF_SIZE);
+    if (n <= 0) return;
+    uv_buf_t b = uv_buf_init((char *)c->cbuf, (unsigned)n);
+    if (c->reading && !c->closing && !c->sess.retransmitting) {
+      int w = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+      if (w == n) continue;
+      if (w < 0 && w != UV_EAGAIN) {
+        gw_conn_close(c);
+        return;
+      }
+      if (w > 0) b = uv_buf_init(b.base + w, b.len - (unsigned)w);
+    }
+    c->cb_len = b.len;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+      c->cb_len = 0;
+      gw_conn_close(c);
+      return;
+    }
+    c->writing = 1;
+  }
+}
+
+/* Runs the handshake until it completes, then decrypts into the frame
+ * buffer and handles the frames, while reading is on (plaintext left in
+ * the SSL when reading pauses is taken when it resumes). Whatever OpenSSL
+ * wants to send (handshake, tickets, alerts) goes out with the next flush. */
+static void tls_input(conn_t *c) {
+  if (!c->hs_done) {
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->ssl);
+    if (r != 1) {
+      if (SSL_get_error(c->ssl, r) != SSL_ERROR_WANT_READ) {
+        tls_fail(c, "handshake");
+        return;
+      }
+      if (BIO_ctrl_pending(c->wbio) > 0) mark_dirty(c);
+      return;
+    }
+    c->hs_done = 1;
+  }
+  size_t cap = c->gw->cfg.max_frame + 16;
+  while (c->used && !c->closing && c->reading && c->in_len < cap) {
+    size_t got = 0;
+    ERR_clear_error();
+    int r = SSL_read_ex(c->ssl, c->in + c->in_len, cap - c->in_len, &got);
+    if (r != 1) {
+      int e = SSL_get_error(c->ssl, r);
+      if (e == SSL_ERROR_WANT_READ) break;
+      if (e == SSL_ERROR_ZERO_RETURN) { /* the peer's close_notify */
+        gw_conn_close(c);
+        return;
+      }
+      tls_fail(c, "read");
+      return;
+    }
+    c->in_len += got;
+    process_input(c);
+  }
+  if (c->used && BIO_ctrl_pending(c->wbio) > 0) mark_dirty(c);
+}
+
+/* Handles what has arrived: buffered frames, and with TLS what the SSL
+ * holds decrypted or undecrypted. */
+static void conn_input(conn_t *c) {
+  if (c->ssl != NULL) {
+    tls_input(c);
+  } else {
+    process_input(c);
+  }
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   (void)buf;
   conn_t *c = s->data;
   hg_gateway_t *gw = c->gw;
   if (nread < 0) {
     gw_conn_close(c);
+  } else if (c->ssl != NULL && nread > 0 && BIO_write(c->rbio, gw->tls_in, (int)nread) != (int)nread) {
+    tls_fail(c, "buffering");
   } else {
-    c->in_len += (size_t)nread;
+    if (c->ssl == NULL) c->in_len += (size_t)nread;
     gw->in_read = 1;
-    process_input(c);
+    conn_input(c);
     gw->in_read = 0;
     if (gw->kick_due) {
       gw->kick_due = 0;
@@ -463,8 +638,10 @@ static void refuse_busy(hg_gateway_t *gw) {
   if (uv_accept((uv_stream_t *)&gw->listener, (uv_stream_t *)&r->tcp) == 0) {
     STAT_ADD(gw, st_connections);
     STAT_ADD(gw, st_refused);
-    uv_buf_t b = uv_buf_init((char *)gw->busy_frame, (unsigned)gw->busy_len);
-    (void)uv_try_write((uv_stream_t *)&r->tcp, &b, 1);
+    if (gw->tls == NULL) { /* a TLS client could not read it: closed bare */
+      uv_buf_t b = uv_buf_init((char *)gw->busy_frame, (unsigned)gw->busy_len);
+      (void)uv_try_write((uv_stream_t *)&r->tcp, &b, 1);
+    }
   }
   uv_close((uv_handle_t *)&r->tcp, on_refusal_closed);
 }
@@ -494,12 +671,13 @@ static void admit(hg_gateway_t *gw) {
   conn_t *c = &gw->conns[gw->free_conn];
   gw->free_conn = c->dirty_next;
   uint32_t idx = c->idx;
-  uint8_t *in = c->in, *o0 = c->out[0], *o1 = c->out[1];
+  uint8_t *in = c->in, *o0 = c->out[0], *o1 = c->out[1], *cb = c->cbuf;
   memset(c, 0, sizeof *c);
   c->idx = idx;
   c->in = in;
   c->out[0] = o0;
   c->out[1] = o1;
+  c->cbuf = cb;
   c->gw = gw;
   c->used = 1;
   c->gen = ++gw->gen_counter;
@@ -509,7 +687,7 @@ static void admit(hg_gateway_t *gw) {
   uv_tcp_init(&gw->loop, &c->tcp);
   c->tcp.data = c;
   if (uv_accept((uv_stream_t *)&gw->listener, (uv_stream_t *)&c->tcp) != 0 ||
-      peer_addr(&c->tcp, c->peer) != 0) {
+      peer_addr(&c->tcp, c->peer) != 0 || (gw->tls != NULL && gw_tls_accept(c) != 0)) {
     gw_conn_close(c);
     return;
   }

@@ -185,9 +185,11 @@ static void apply_defaults(hg_gateway_config_t *c) {
 static void free_all(hg_gateway_t *gw) {
   if (gw->conns != NULL)
     for (uint32_t i = 0; i < gw->n_conns; i++) {
+      if (gw->conns[i].ssl != NULL) gw_tls_free(&gw->conns[i]);
       free(gw->conns[i].in);
       free(gw->conns[i].out[0]);
       free(gw->conns[i].out[1]);
+      free(gw->conns[i].cbuf);
     }
   free(gw->conns);
   if (gw->streams != NULL)
@@ -221,6 +223,7 @@ static void free_all(hg_gateway_t *gw) {
   gw_map_free(&gw->position_map);
   free(gw->arena_buf);
   free(gw->scratch);
+  gw_tls_destroy(gw);
   hg_outlog_close(gw->outlog);
   hg_store_close(gw->store);
   free(gw);
@@ -269,6 +272,12 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
     free_all(gw);
     return rc;
   }
+  rc = gw_tls_create(gw, cfg_in);
+  if (rc != 0) {
+    free_all(gw);
+    return rc;
+  }
+  gw->cfg.tls_cert = gw->cfg.tls_key = gw->cfg.tls_client_ca = NULL; /* the caller's strings */
   gw->n_conns = cfg.max_sessions + cfg.max_unauthenticated;
   gw->conns = calloc(gw->n_conns, sizeof *gw->conns);
   gw->streams = calloc(cfg.max_streams, sizeof *gw->streams);
@@ -302,7 +311,8 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
     c->in = malloc(cfg.max_frame + 16);
     c->out[0] = malloc(cfg.out_hard_cap);
     c->out[1] = malloc(cfg.out_hard_cap);
-    ok = c->in && c->out[0] && c->out[1];
+    if (gw->tls != NULL) c->cbuf = malloc(TLS_CBUF_SIZE);
+    ok = c->in && c->out[0] && c->out[1] && (gw->tls == NULL || c->cbuf != NULL);
   }
   for (uint32_t i = 0; ok && i < cfg.max_instruments; i++) {
     gw->instr[i].subs = calloc(gw->n_conns, sizeof *gw->instr[i].subs);
@@ -418,7 +428,7 @@ static void home_key_of(void *ctx, uint64_t key) {
   if (hg_outlog_next_seq(gw->outlog, key) <= 1) return;
   hg_key_record_t k;
   int rc = gw_key_load(gw, key, &k);
-  memset(k.secret, 0, sizeof k.secret);
+  hg_wipe(k.secret, sizeof k.secret);
   if (rc != 0 || (k.role != HG_ROLE_TRADER && k.role != HG_ROLE_MARKET_MAKER)) return;
   account_t *a = gw_account_find(gw, k.account);
   if (a != NULL && a->recovered && (a->home_key == 0 || key < a->home_key)) a->home_key = key;
@@ -445,7 +455,7 @@ static void open_recovered(hg_gateway_t *gw) {
     } else {
       opened++;
     }
-    memset(k.secret, 0, sizeof k.secret);
+    hg_wipe(k.secret, sizeof k.secret);
     a->recovered = 0;
     a->home_key = 0;
   }
@@ -540,6 +550,7 @@ void hg_gateway_stats(const hg_gateway_t *gw, hg_gateway_stats_t *out) {
   out->busy = LD(st_busy);
   out->throttled = LD(st_throttled);
   out->refused = LD(st_refused);
+  out->tls_failures = LD(st_tls_failures);
   out->sessions = LD(st_sessions);
   out->unauthenticated = LD(st_unauth);
 #undef LD

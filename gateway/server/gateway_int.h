@@ -23,14 +23,20 @@
  * checked before the body is read) and two output buffers of out_hard_cap
  * bytes, the per-address table, the refusal handles, the pending ring,
  * the order pool and the hash maps, the instrument, account and position
- * tables, the frame arena and the encode scratch. Allocated later:
+ * tables, the frame arena and the encode scratch; on a TLS listener also
+ * the TLS context, the shared ciphertext read buffer and each connection's
+ * cipher buffer (tls.c). Allocated later:
  *  - a stream's retransmission rings and quote generations, when its key
  *    first logs in (or, for recovered orders, in hg_gateway_start);
  *  - an instrument's level arrays, when it is listed (seed or LISTED);
+ *  - with TLS, OpenSSL's per-connection state (SSL, memory BIOs and their
+ *    buffers) at accept, freed in the close callback;
  *  - the ledger copy, which grows by doubling (realloc) as cash, VM and
  *    final-settlement entries arrive; when a realloc fails the copy stops
  *    (ledger_lost) and Statement requests are answered REJ_UNAVAILABLE.
- * No frame or order allocates.
+ * No frame or order allocates (with TLS, OpenSSL's memory BIOs grow to
+ * their largest burst once: about one read, TLS_IN_SIZE, in and one cipher
+ * buffer, TLS_CBUF_SIZE, out).
  *
  * The parts:
  *  - conns: a pool (max_sessions + max_unauthenticated), free list through
@@ -98,6 +104,7 @@
 #include <uv.h>
 
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 #include "hourglass/index.h"
 #include "hourglass/levels.h"
 #include "hourglass/store.h"
@@ -262,6 +269,17 @@ typedef struct conn {
   uint64_t rt_next, rt_end;/* retransmission being served */
   uint32_t n_md;           /* instruments subscribed */
   uint32_t dirty_next;
+  /* TLS (tls.c; NULL on a plain listener). ssl owns rbio (ciphertext in)
+   * and wbio (ciphertext out); created at accept, freed in the close
+   * callback. Plaintext flows through in and out[0] as on a plain
+   * connection (fill stays 0); cbuf (allocated at create) holds the
+   * ciphertext of the write in flight, cb_len bytes. */
+  struct ssl_st *ssl;
+  struct bio_st *rbio, *wbio;
+  uint8_t hs_done;         /* handshake complete: frames may flow */
+  uint8_t tls_shut;        /* close_notify queued */
+  uint8_t *cbuf;
+  size_t cb_len;
 } conn_t;
 
 /* Unauthenticated connections from one source address. */
@@ -282,6 +300,13 @@ typedef struct refusal {
  * prefix, envelope tag and length (4), code (2) and the text's tag, length
  * and 35 bytes come to under 50; create fails if it ever outgrows this. */
 #define BUSY_FRAME_MAX 96
+/* TLS: ciphertext read per uv_read (one buffer, shared: a read is
+ * consumed before the next), a connection's cipher buffer (two full
+ * records and their overhead), and how much plaintext goes into one
+ * SSL_write (a record). */
+#define TLS_IN_SIZE (64u << 10)
+#define TLS_CBUF_SIZE (2u * (16384u + 256u))
+#define TLS_RECORD 16384u
 /* Pipeline records taken per hg_pipeline_poll(): drain loops until the ring
  * is empty, so this sets only how many one poll copies. */
 #define DRAIN_BATCH 256
@@ -337,6 +362,10 @@ struct hg_gateway {
   hg_pipeline_t *pipe;
   uv_loop_t loop;
   uv_tcp_t listener;
+  struct ssl_ctx_st *tls;  /* NULL: plain TCP; built at create (tls.c), read only after */
+  uint8_t *tls_in;         /* TLS_IN_SIZE: ciphertext of the current read (loop thread) */
+  uint64_t tls_log_ns;     /* loop thread: when a TLS failure was last logged ... */
+  uint32_t tls_log_quiet;  /* ... and how many went unlogged since (one line a second) */
   uv_async_t wake;
   uv_async_t stop_async;
   uv_timer_t timer;
@@ -411,7 +440,7 @@ struct hg_gateway {
 
   /* Counters: written by the loop thread, read by hg_gateway_stats on any. */
   _Atomic uint64_t st_connections, st_logins, st_login_rejects, st_terminations, st_frames_in,
-      st_frames_out, st_submitted, st_busy, st_throttled, st_refused;
+      st_frames_out, st_submitted, st_busy, st_throttled, st_refused, st_tls_failures;
   _Atomic uint32_t st_sessions, st_unauth;
 };
 
@@ -488,6 +517,12 @@ void gw_unauth_release(hg_gateway_t *gw, conn_t *c);
 void gw_conn_close(conn_t *c);
 void gw_on_connection(uv_stream_t *server, int status);
 const char *gw_refusal_text(uint32_t code);
+
+/* tls.c: the TLS context and a connection's TLS state. */
+int gw_tls_create(hg_gateway_t *gw, const hg_gateway_config_t *cfg);
+void gw_tls_destroy(hg_gateway_t *gw);
+int gw_tls_accept(conn_t *c);
+void gw_tls_free(conn_t *c);
 
 /* keys.c: the API key store and the keys file. */
 void gw_used_name(char *out, uint64_t key_id, const uint8_t *sid);

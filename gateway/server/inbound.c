@@ -79,7 +79,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   }
   uint32_t code = hg_login_verify(lg, rc == 0 ? &key : NULL, gw_now_wall(gw),
                                   (uint64_t)gw->cfg.login_skew_ms * 1000000u);
-  memset(key.secret, 0, sizeof key.secret);
+  hg_wipe(key.secret, sizeof key.secret);
   if (code != 0) {
     login_reject(c, code, code == LREJ(AUTH_FAILED)       ? "authentication failed"
                           : code == LREJ(TIMESTAMP_SKEW) ? "timestamp outside the allowed skew"

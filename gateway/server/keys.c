@@ -47,7 +47,7 @@ int gw_key_load(hg_gateway_t *gw, uint64_t key_id, hg_key_record_t *out) {
   int rc = hg_store_get(gw->store, HG_STORE_API_KEYS, key_id, buf, sizeof buf, &len);
   if (rc == HG_ERANGE) rc = HG_ECORRUPT;
   if (rc == 0) rc = hg_key_record_decode(buf, len, out);
-  memset(buf, 0, sizeof buf);
+  hg_wipe(buf, sizeof buf);
   return rc;
 }
 
@@ -56,14 +56,14 @@ int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace) {
   if (!replace) {
     hg_key_record_t old;
     int rc = gw_key_load(gw, k->key_id, &old);
-    memset(&old, 0, sizeof old);
+    hg_wipe(&old, sizeof old);
     if (rc == 0) return HG_EEXISTS;
     if (rc != HG_ENOTFOUND) return rc;
   }
   uint8_t buf[HG_KEY_RECORD_SIZE];
   hg_key_record_encode(k, buf);
   int rc = hg_store_put(gw->store, HG_STORE_API_KEYS, k->key_id, buf, sizeof buf);
-  memset(buf, 0, sizeof buf);
+  hg_wipe(buf, sizeof buf);
   return rc;
 }
 
@@ -78,7 +78,7 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
   k.secret_len = (uint8_t)key->secret_len;
   memcpy(k.secret, key->secret, key->secret_len);
   int rc = gw_key_store(gw, &k, replace);
-  memset(&k, 0, sizeof k);
+  hg_wipe(&k, sizeof k);
   return rc;
 }
 
@@ -180,9 +180,9 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line) {
       continue;
     }
     if (rc == 0) rc = hg_gateway_add_key(gw, &k, 1);
-    memset(sec, 0, sizeof sec);
+    hg_wipe(sec, sizeof sec);
   }
-  memset(buf, 0, sizeof buf);
+  hg_wipe(buf, sizeof buf);
   fclose(f);
   if (rc != 0 && line != NULL) *line = ln;
   return rc;

@@ -110,8 +110,10 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
                : rc == HG_EINVAL     ? REJ(INVALID_REQUEST)
                : rc == HG_EEXISTS    ? REJ(KEY_EXISTS)
                                      : REJ(UNAVAILABLE);
-      memset(&rec, 0, sizeof rec);
+      hg_wipe(&rec, sizeof rec);
     }
+    /* The decoded copy of the secret (in the frame arena) goes too. */
+    hg_wipe(k->secret.data, k->secret.len);
     gw_send_response(gw, si, env->seq, reason, NULL);
     return;
   }

@@ -116,7 +116,7 @@ uint32_t hg_login_verify(const Hourglass__V1__Login *login, const hg_key_record_
   hg_wire_login_mac(secret, secret_len, login->timestamp_ns, login->session_id.data, login->key_id,
                     mac);
   int ok = hg_ct_equal(mac, login->hmac.data, HG_WIRE_MAC_LEN);
-  memset(mac, 0, sizeof mac);
+  hg_wipe(mac, sizeof mac);
   if (key == NULL || key->key_id != login->key_id || !ok)
     return HOURGLASS__V1__LOGIN_REJECT_CODE__LOGIN_AUTH_FAILED;
   uint64_t ts = login->timestamp_ns;

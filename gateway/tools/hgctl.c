@@ -410,7 +410,42 @@ static void usage(FILE *o) {
   fputs("Run 'hgctl <group> <command> --help' for a command's options.\n", o);
 }
 
+static void reverse(char **v, int from, int to) {
+  for (to--; from < to; from++, to--) {
+    char *t = v[from];
+    v[from] = v[to];
+    v[to] = t;
+  }
+}
+
+/* Connection options written before the command ("hgctl --tls --ca FILE
+ * instruments") move after it, where every network command parses them
+ * (a rotation of argv in place). */
+static void move_leading_options(int argc, char **argv) {
+  static const char *const flags[] = {"--tls", "--raw"};
+  static const char *const vals[] = {"--host", "--port", "--key-id", "--secret", "--timeout",
+                                     "--ca", "--tls-name", "--tls-cert", "--tls-key"};
+  int k = 1;
+  while (k < argc) {
+    int took = 0;
+    for (size_t i = 0; !took && i < sizeof flags / sizeof flags[0]; i++)
+      if (strcmp(argv[k], flags[i]) == 0) took = 1;
+    for (size_t i = 0; !took && i < sizeof vals / sizeof vals[0]; i++) {
+      size_t n = strlen(vals[i]);
+      if (strcmp(argv[k], vals[i]) == 0 && k + 1 < argc) took = 2;
+      else if (strncmp(argv[k], vals[i], n) == 0 && argv[k][n] == '=') took = 1;
+    }
+    if (!took) break;
+    k += took;
+  }
+  if (k == 1 || k == argc) return;
+  reverse(argv, 1, k);
+  reverse(argv, k, argc);
+  reverse(argv, 1, argc);
+}
+
 int main(int argc, char **argv) {
+  move_leading_options(argc, argv);
   if (argc < 2) {
     usage(stderr);
     return EXIT_USAGE;

@@ -9,8 +9,10 @@
  *
  * Each command opens one session (address from --host/--port or the
  * environment HG_HOST/HG_PORT, as the Python client reads them; key from
- * --key-id/--secret or HG_KEY_ID/HG_SECRET, secret in hex; an option wins
- * over the environment), sends its request, prints
+ * --key-id/--secret or HG_KEY_ID/HG_SECRET, secret in hex; TLS from --tls
+ * and --ca or HG_TLS and HG_CA, with --tls-name, --tls-cert, --tls-key or
+ * HG_TLS_NAME, HG_TLS_CERT, HG_TLS_KEY; an option wins over the
+ * environment), sends its request, prints
  * the replies that carry its request seq (ref_seq) as one line each, and
  * logs out. Output is plain "KEY=value" text, one event per line, so it
  * greps and diffs well; the ladder redraws the terminal instead.
@@ -34,6 +36,7 @@
 #include <string.h>
 
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 /* ------------------------------------------------------------- options */
 
 conn_t net_conn;
@@ -44,6 +47,10 @@ static const char CONN_HELP[] =
     "connection: --host H (127.0.0.1) --port P (7700) --key-id ID --secret HEX\n"
     "            (or HG_HOST, HG_PORT, HG_KEY_ID, HG_SECRET in the environment)\n"
     "            --timeout MS (5000)\n"
+    "tls:        --tls (HG_TLS=1), --ca FILE (HG_CA; implies --tls): CAs to trust, else the\n"
+    "            system's; --tls-name NAME (HG_TLS_NAME): name the certificate must carry,\n"
+    "            else the host; --tls-cert FILE --tls-key FILE (HG_TLS_CERT, HG_TLS_KEY):\n"
+    "            a client certificate for gateways that require one\n"
     "units:      prices in USD per GPU-hour (3 decimals, tick 0.001), money in USD,\n"
     "            times in UTC; --raw: ticks, micro-USD and ns as on the wire, in and out\n";
 
@@ -235,9 +242,22 @@ int net_open_session(const char *cmd, hg_client_t **out) {
   cfg.secret = secret;
   cfg.secret_len = (size_t)n;
   cfg.timeout_ms = (uint32_t)tmo;
+  const char *tls_env = env_or_null("HG_TLS");
+  cfg.tls_ca_file = net_conn.ca ? net_conn.ca : env_or_null("HG_CA");
+  cfg.tls_server_name = net_conn.tls_name ? net_conn.tls_name : env_or_null("HG_TLS_NAME");
+  cfg.tls_cert = net_conn.tls_cert ? net_conn.tls_cert : env_or_null("HG_TLS_CERT");
+  cfg.tls_key = net_conn.tls_key ? net_conn.tls_key : env_or_null("HG_TLS_KEY");
+  cfg.tls = net_conn.tls || cfg.tls_ca_file != NULL ||
+            (tls_env != NULL && strcmp(tls_env, "0") != 0 && strcmp(tls_env, "no") != 0);
   hg_client_t *c = NULL;
   int rc = hg_client_create(&cfg, &c);
-  memset(secret, 0, sizeof secret);
+  hg_wipe(secret, sizeof secret);
+  if (rc == HG_ETLS) {
+    fprintf(stderr, "hgctl %s: cannot read the TLS files (--ca %s, --tls-cert %s, --tls-key %s)\n",
+            cmd, cfg.tls_ca_file ? cfg.tls_ca_file : "-", cfg.tls_cert ? cfg.tls_cert : "-",
+            cfg.tls_key ? cfg.tls_key : "-");
+    return EXIT_FAIL;
+  }
   if (rc != 0) {
     fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
     return EXIT_FAIL;

@@ -37,6 +37,8 @@ typedef struct opt {
 /* The connection options as typed (NULL: not given). */
 typedef struct conn {
   const char *host, *port, *key_id, *secret, *timeout;
+  const char *ca, *tls_name, *tls_cert, *tls_key; /* TLS files and name */
+  bool tls;                                        /* --tls */
 } conn_t;
 
 extern conn_t net_conn;
@@ -52,8 +54,11 @@ extern volatile sig_atomic_t net_stop;
 #define CONN_OPTS                                                                        \
   {"host", &net_conn.host, NULL}, {"port", &net_conn.port, NULL},                        \
       {"key-id", &net_conn.key_id, NULL}, {"secret", &net_conn.secret, NULL},            \
-      {"timeout", &net_conn.timeout, NULL}, {"raw", NULL, &net_raw}
-#define CONN_NOPTS 6
+      {"timeout", &net_conn.timeout, NULL}, {"raw", NULL, &net_raw},                     \
+      {"tls", NULL, &net_conn.tls}, {"ca", &net_conn.ca, NULL},                          \
+      {"tls-name", &net_conn.tls_name, NULL}, {"tls-cert", &net_conn.tls_cert, NULL},    \
+      {"tls-key", &net_conn.tls_key, NULL}
+#define CONN_NOPTS 11
 
 /* Parses --name value / --name=value / --flag; positional arguments go to
  * pos[0..npos). --help prints usage and exits 0. Returns 0, or EXIT_USAGE

@@ -52,15 +52,40 @@ static void retired_market_data_key(void **state) {
   hg_daemon_config_t c;
   hg_dcfg_error_t e;
   assert_int_equal(parse(&c, "listen.order_entry = 10.0.0.1:9000\n"
-                             "listen.market_data = 10.0.0.1:9000\n", &e), 0);
+                             "listen.market_data = 10.0.0.1:9000\ntls = off\n", &e), 0);
   assert_int_equal(c.market_data_set, 1);
-  assert_int_equal(parse(&c, "listen.order_entry = 10.0.0.1:9000\n", &e), 0);
+  assert_int_equal(parse(&c, "listen.order_entry = 10.0.0.1:9000\ntls = off\n", &e), 0);
   assert_int_equal(c.market_data_set, 0);
   assert_int_equal(parse(&c, "listen.market_data = 10.0.0.1:9000\n", &e), HG_EINVAL);
   assert_string_equal(e.key, "listen.market_data");
   /* not a documented key */
   for (size_t i = 0; i < hg_daemon_config_key_count(); i++)
     assert_string_not_equal(hg_daemon_config_key_name(i), "listen.market_data");
+}
+
+/* A non-loopback order-entry address needs TLS or an explicit tls = off;
+ * the refusal names the key. */
+static void tls_rules(void **state) {
+  (void)state;
+  hg_daemon_config_t c;
+  hg_dcfg_error_t e;
+  assert_int_equal(parse(&c, "listen.order_entry = 0.0.0.0:7700\n", &e), HG_EINVAL);
+  assert_string_equal(e.key, "tls");
+  assert_non_null(strstr(e.reason, "tls = off"));
+  assert_int_equal(parse(&c, "listen.order_entry = 0.0.0.0:7700\ntls = off\n", &e), 0);
+  assert_false(hg_daemon_config_tls(&c));
+  assert_int_equal(parse(&c, "listen.order_entry = [::]:7700\ntls.cert = a.pem\ntls.key = k.pem\n",
+                         &e), 0);
+  assert_true(hg_daemon_config_tls(&c));
+  assert_int_equal(parse(&c, "listen.order_entry = [::1]:7700\n", &e), 0);
+  assert_false(hg_daemon_config_tls(&c));
+  assert_int_equal(parse(&c, "tls.cert = a.pem\n", &e), HG_EINVAL);
+  assert_string_equal(e.key, "tls.key");
+  assert_int_equal(parse(&c, "tls = on\n", &e), HG_EINVAL);
+  assert_string_equal(e.key, "tls");
+  assert_int_equal(parse(&c, "tls.client_ca = ca.pem\n", &e), HG_EINVAL);
+  assert_string_equal(e.key, "tls.client_ca");
+  assert_int_equal(parse(&c, "tls = maybe\n", &e), HG_EINVAL);
 }
 
 static void every_key_is_set(void **state) {
@@ -100,7 +125,11 @@ static void every_key_is_set(void **state) {
       "synthetic.orders_per_sec = 123\n"
       "gateway.max_unauthenticated = 40\n"
       "gateway.max_unauthenticated_per_address = 5\n"
-      "gateway.login_timeout_ms = 750\n";
+      "gateway.login_timeout_ms = 750\n"
+      "tls = on\n"
+      "tls.cert = /etc/hg/cert.pem\n"
+      "tls.key = /etc/hg/key.pem\n"
+      "tls.client_ca = /etc/hg/clients.pem\n";
   hg_daemon_config_t c;
   hg_dcfg_error_t e;
   assert_int_equal(parse(&c, text, &e), 0);
@@ -347,6 +376,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(defaults_are_documented_values),
       cmocka_unit_test(every_key_is_set),
+      cmocka_unit_test(tls_rules),
       cmocka_unit_test(retired_market_data_key),
       cmocka_unit_test(comments_blank_lines_and_spacing),
       cmocka_unit_test(bad_input_names_line_key_and_reason),

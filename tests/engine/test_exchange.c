@@ -51,7 +51,10 @@ static void rec_init(rec_t *r) {
 
 static void rec_clear(rec_t *r) { r->n = 0; }
 
-static void rec_free(rec_t *r) { free(r->ev); }
+static void rec_free(rec_t *r) {
+  free(r->ev);
+  hg_sha256_discard(&r->sha);
+}
 
 static const hg_exchange_config_t CFG = {
     .max_instruments = 8, .max_accounts = 32, .max_book_orders = 4096};

@@ -12,6 +12,10 @@
 #include "hourglass/index.h"
 #include "test_keys.h"
 
+static const char *tls_ca; /* ch_use_tls */
+
+void ch_use_tls(const char *ca_file) { tls_ca = ca_file; }
+
 int ch_client(const ts_server_t *s, uint64_t key_id, hg_client_t **out) {
   uint8_t sec[32];
   ts_key_secret(key_id, sec);
@@ -21,6 +25,8 @@ int ch_client(const ts_server_t *s, uint64_t key_id, hg_client_t **out) {
   cfg.key_id = key_id;
   cfg.secret = sec;
   cfg.secret_len = 32;
+  cfg.tls = tls_ca != NULL;
+  cfg.tls_ca_file = tls_ca;
   return hg_client_create(&cfg, out);
 }
 

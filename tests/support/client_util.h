@@ -14,8 +14,11 @@
 #include "hourglass/client.h"
 #include "server.h"
 
-/* A client for key_id on the server (not connected). */
+/* A client for key_id on the server (not connected); over TLS trusting
+ * ca_file after ch_use_tls(ca_file), plain again after ch_use_tls(NULL).
+ * The path is kept, not copied; set it before making clients. */
 int ch_client(const ts_server_t *s, uint64_t key_id, hg_client_t **out);
+void ch_use_tls(const char *ca_file);
 
 /* Waits for the Response to request seq; returns its reason, or -1. */
 int ch_response(hg_client_t *c, uint64_t seq);

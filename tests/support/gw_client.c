@@ -17,7 +17,41 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "test_keys.h"
+
+static SSL_CTX *tls_ctx; /* gt_use_tls */
+
+int gt_use_tls(const char *ca_file) {
+  SSL_CTX_free(tls_ctx);
+  tls_ctx = NULL;
+  if (ca_file == NULL) return 0;
+  tls_ctx = SSL_CTX_new(TLS_client_method());
+  if (tls_ctx == NULL || SSL_CTX_load_verify_locations(tls_ctx, ca_file, NULL) != 1) {
+    SSL_CTX_free(tls_ctx);
+    tls_ctx = NULL;
+    return -1;
+  }
+  SSL_CTX_set_min_proto_version(tls_ctx, TLS1_3_VERSION);
+  SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_PEER, NULL);
+  return 0;
+}
+
+/* The handshake on the blocking socket, bounded by a 5 s receive timeout
+ * (which also bounds every later SSL_read). */
+static int tls_start(gt_client_t *c) {
+  struct timeval tv = {5, 0};
+  setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  c->ssl = SSL_new(tls_ctx);
+  if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1 ||
+      SSL_set1_host(c->ssl, "127.0.0.1") != 1 || SSL_connect(c->ssl) != 1) {
+    ERR_clear_error();
+    return -ECONNREFUSED;
+  }
+  return 0;
+}
 
 int gt_connect(gt_client_t *c, uint16_t port) {
   memset(c, 0, sizeof *c);
@@ -28,6 +62,7 @@ int gt_connect(gt_client_t *c, uint16_t port) {
   if (connect(c->fd, (struct sockaddr *)&a, sizeof a) != 0) return -errno;
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (tls_ctx != NULL && tls_start(c) != 0) return -ECONNREFUSED;
   c->in_cap = 4u << 20;
   c->in = malloc(c->in_cap);
   size_t acap = HG_WIRE_ARENA_SIZE(HG_WIRE_DEFAULT_MAX_FRAME);
@@ -37,6 +72,8 @@ int gt_connect(gt_client_t *c, uint16_t port) {
 }
 
 void gt_close(gt_client_t *c) {
+  SSL_free(c->ssl);
+  c->ssl = NULL;
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
   free(c->in);
@@ -47,6 +84,14 @@ void gt_close(gt_client_t *c) {
 
 int gt_send_raw(gt_client_t *c, const void *b, size_t n) {
   const uint8_t *p = b;
+  if (c->ssl != NULL) {
+    size_t w = 0;
+    if (n > 0 && SSL_write_ex(c->ssl, p, n, &w) != 1) {
+      ERR_clear_error();
+      return -EPIPE;
+    }
+    return 0;
+  }
   while (n > 0) {
     ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
     if (w < 0) {
@@ -95,9 +140,18 @@ env_t *gt_recv(gt_client_t *c, int timeout_ms) {
       c->in_off = 0;
     }
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-    int pr = poll(&pfd, 1, timeout_ms);
-    if (pr <= 0) return NULL;
-    ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    if (c->ssl == NULL || SSL_pending(c->ssl) == 0) {
+      int pr = poll(&pfd, 1, timeout_ms);
+      if (pr <= 0) return NULL;
+    }
+    ssize_t r;
+    if (c->ssl != NULL) {
+      size_t got = 0;
+      r = SSL_read_ex(c->ssl, c->in + c->in_len, c->in_cap - c->in_len, &got) == 1 ? (ssize_t)got : -1;
+      ERR_clear_error();
+    } else {
+      r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    }
     if (r <= 0) {
       c->eof = 1;
       return NULL;

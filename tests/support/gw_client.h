@@ -5,6 +5,9 @@
  * in with the harness secrets (test_keys.h), send requests, and receive
  * frames with a timeout. One gt_client_t per thread, and gt_send from one
  * thread at a time (it encodes into one static buffer); every wait is bounded.
+ * After gt_use_tls(ca) every gt_connect runs TLS 1.3 (verifying the server
+ * against ca) before anything is sent, for the tests that repeat a plain
+ * scenario over TLS.
  */
 #ifndef HOURGLASS_TESTS_GW_CLIENT_H
 #define HOURGLASS_TESTS_GW_CLIENT_H
@@ -40,7 +43,13 @@ typedef struct gt_client {
   uint8_t sid[16];
   uint32_t sid_counter;
   int eof;
+  struct ssl_st *ssl; /* TLS (gt_use_tls); NULL: plain */
 } gt_client_t;
+
+/* From now on gt_connect uses TLS and trusts the CAs in ca_file (PEM);
+ * NULL: plain TCP again. The path is kept, not copied. Not thread-safe:
+ * call it before the clients are made. 0, or -1 if the file cannot be read. */
+int gt_use_tls(const char *ca_file);
 
 /* Connects to 127.0.0.1:port (TCP_NODELAY) and allocates the buffers; 0 or
  * -errno. */

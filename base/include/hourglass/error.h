@@ -31,7 +31,8 @@
   XX(PARSE,    12, "malformed input")                                           \
   XX(MAPFULL,  13, "state store is full (LMDB map size reached)")               \
   XX(AUTH,     14, "authentication failed")                                     \
-  XX(PERM,     15, "not permitted for this role")
+  XX(PERM,     15, "not permitted for this role")                                \
+  XX(TLS,      16, "TLS failed (certificate not trusted, wrong name, or refused by the peer)")
 
 enum {
 #define HG_ERRNO_ENUM(name, off, msg) HG_E##name = HG_ERRNO_BASE - (off),

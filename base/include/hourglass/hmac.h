@@ -1,10 +1,13 @@
 /*
- * hourglass/hmac.h - HMAC-SHA256 (RFC 2104, FIPS 198-1) and a constant-time
- * comparison, for the gateway's login proof.
+ * hourglass/hmac.h - HMAC-SHA256 (RFC 2104, FIPS 198-1), a constant-time
+ * comparison and a wipe that the compiler keeps, for the gateway's login
+ * proof and the secrets around it.
  *
- * Pure functions of their inputs, no allocation, no shared state: any thread.
- * Intermediate key material lives on the caller's stack and is wiped before
- * returning, so a secret leaves no copy behind.
+ * Computed by OpenSSL's libcrypto (HMAC(), CRYPTO_memcmp, OPENSSL_cleanse;
+ * base/crypto.c). No shared state: any thread. libcrypto wipes its own
+ * intermediate key material; callers wipe their copies of secrets, MACs
+ * and session keys with hg_wipe. Failure inside libcrypto stops the process
+ * with a message, as for hourglass/sha256.h.
  */
 #ifndef HOURGLASS_HMAC_H
 #define HOURGLASS_HMAC_H
@@ -34,6 +37,10 @@ void hg_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg
  * not leak how much of a guessed MAC was right.
  */
 int hg_ct_equal(const void *a, const void *b, size_t len);
+
+/* Overwrites p[0..len) with zeros in a way the compiler does not remove as
+ * a dead store (OPENSSL_cleanse); p may be NULL when len is 0. */
+void hg_wipe(void *p, size_t len);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
  * statement requests (also from an operator key) and a Terminate. Afterwards
  * the C client library replays key A's stream and must read back exactly
  * what the Python client sent (its 9-byte client order id, prices, fills).
+ * A second run serves TLS: the Python client logs in through its ssl
+ * module and refuses a server certificate from a CA it does not trust.
  *
  * Arguments: python3, the script, and the PYTHONPATH holding hgclient.py
  * and the generated hourglass_pb2.py.
@@ -23,6 +25,7 @@
 #include <cmocka.h>
 
 #include "client_util.h"
+#include "tls_certs.h"
 
 #define OP 1u
 #define TA 10u
@@ -32,7 +35,11 @@
 
 static char **g_argv;
 
-static void run_python(const ts_server_t *s) {
+/* TLS files for the second run (tls_certs.h). */
+static char tls_dir[256], tls_cert[320], tls_key[320], tls_ca[320], tls_other[320];
+
+/* Runs the script; with tls, in its TLS mode against a TLS server. */
+static void run_python_mode(const ts_server_t *s, int tls) {
   char port[16], ka[16], acc[16], kb[16], op[16];
   snprintf(port, sizeof port, "%u", (unsigned)s->port);
   snprintf(ka, sizeof ka, "%u", TA);
@@ -44,7 +51,8 @@ static void run_python(const ts_server_t *s) {
   if (pid == 0) {
     setenv("PYTHONPATH", g_argv[3], 1);
     char *args[] = {g_argv[1], g_argv[2], port, ka, acc, kb, op, NULL};
-    execv(g_argv[1], args);
+    char *targs[] = {g_argv[1], g_argv[2], "tls", port, ka, acc, tls_ca, tls_other, NULL};
+    execv(g_argv[1], tls ? targs : args);
     _exit(127);
   }
   int status = 0;
@@ -62,6 +70,8 @@ static void run_python(const ts_server_t *s) {
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
 }
+
+static void run_python(const ts_server_t *s) { run_python_mode(s, 0); }
 
 /* The server; the teardown stops it and removes its data directory even
  * when an assertion ended the test early. */
@@ -141,12 +151,36 @@ static void test_python_interop(void **state) {
   hg_client_destroy(c);
 }
 
+static void tls_tweak(hg_gateway_config_t *cfg) {
+  cfg->tls_cert = tls_cert;
+  cfg->tls_key = tls_key;
+}
+
+static void test_python_over_tls(void **state) {
+  (void)state;
+  assert_non_null(util_tmpdir(tls_dir, "pytls"));
+  assert_int_equal(ts_tls_make(tls_dir), 0);
+  snprintf(tls_cert, sizeof tls_cert, "%s/server.pem", tls_dir);
+  snprintf(tls_key, sizeof tls_key, "%s/server.key", tls_dir);
+  snprintf(tls_ca, sizeof tls_ca, "%s/ca.pem", tls_dir);
+  snprintf(tls_other, sizeof tls_other, "%s/other_ca.pem", tls_dir);
+  ts_server_options_t o = {0};
+  o.tweak = tls_tweak;
+  server_made = 1;
+  assert_int_equal(ts_server_create(&g_srv, &o), 0);
+  assert_int_equal(ts_server_add_key(&g_srv, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ts_server_run(&g_srv), 0);
+  run_python_mode(&g_srv, 1);
+  util_rm_rf(tls_dir);
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s PYTHON3 SCRIPT PYTHONPATH\n", argv[0]);
     return 2;
   }
   g_argv = argv;
-  const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_python_interop, teardown)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_python_interop, teardown),
+                                     cmocka_unit_test_teardown(test_python_over_tls, teardown)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

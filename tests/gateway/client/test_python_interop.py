@@ -2,17 +2,21 @@
 """Interop check run by test_python_interop (C): the Python client, on
 Google's protobuf runtime, against the C gateway on protobuf-c.
 
-Arguments: port key_a account_a key_b key_operator. Secrets follow the harness rule
+Arguments: port key_a account_a key_b key_operator, or
+`tls port key_a account_a ca other_ca` against a TLS listener (login and a
+request over TLS, a server certificate from an untrusted CA refused). Secrets
+follow the harness rule
 (byte i of key k's secret is (k * 31 + i) mod 256). Exits 0 when every
 check passed; prints the first failure otherwise.
 """
 
 import sys
 import socket
+import ssl
 
 import hourglass_pb2 as pb
 from hgclient import (APP_BODIES, Client, LoginRefused, ProtocolError, decode_varint,
-                      encode_varint)
+                      encode_varint, tls_context)
 
 
 def secret(key_id):
@@ -24,7 +28,29 @@ def check(cond, what):
         raise AssertionError(what)
 
 
+def tls_main():
+    port, key_a, acc_a = (int(x) for x in sys.argv[2:5])
+    ca, other_ca = sys.argv[5:7]
+    a = Client(port=port, key_id=key_a, secret=secret(key_a), tls=tls_context(ca))
+    ack = a.connect()
+    check(ack.account == acc_a, "account %d over TLS" % ack.account)
+    check(a.sock.version() == "TLSv1.3", "TLS version %s" % a.sock.version())
+    seq = a.instruments()
+    check(a.expect("instrument_list").instrument_list.ref_seq == seq, "instruments over TLS")
+    a.logout()
+    bad = Client(port=port, key_id=key_a, secret=secret(key_a), tls=tls_context(other_ca))
+    try:
+        bad.connect()
+        check(False, "a server certificate from an untrusted CA was accepted")
+    except ssl.SSLCertVerificationError:
+        pass
+    print("python interop over TLS: all checks passed")
+    return 0
+
+
 def main():
+    if sys.argv[1] == "tls":
+        return tls_main()
     port, key_a, acc_a, key_b, key_op = (int(x) for x in sys.argv[1:6])
 
     # Framing helpers agree with the rules (minimal varints only).

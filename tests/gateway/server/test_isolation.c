@@ -8,7 +8,8 @@
  * account (client order ids come from per-account ranges, so any foreign
  * report is detectable; fills and live statuses name only own orders), a
  * risk viewer sees only its own firm's accounts, and another account's order
- * id always gets exactly the reply an unknown id gets.
+ * id always gets exactly the reply an unknown id gets. The scenario runs
+ * twice: over plain TCP, then with every session over TLS.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,12 +17,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "gw_client.h"
+#include "pipeline_util.h"
+#include "tls_certs.h"
 
 #define N_TRADERS 6
 #define N_STEPS 600
@@ -240,10 +245,19 @@ static void keys(ts_server_t *s) {
   assert_int_equal(ts_server_add_key(s, 32, HG_ROLE_TRADER, 250, 9), 0);
 }
 
-static void test_isolation(void **state) {
-  (void)state;
+static char tls_cert[320], tls_key[320];
+
+static void tls_on(hg_gateway_config_t *cfg) {
+  cfg->tls_cert = tls_cert;
+  cfg->tls_key = tls_key;
+}
+
+static void run_isolation(void (*tweak)(hg_gateway_config_t *)) {
+  memset(tr, 0, sizeof tr);
+  n_all = 0;
+  n_own_statements = n_refused_statements = 0;
   ts_server_t s;
-  assert_int_equal(ts_server_start(&s, 1, NULL, keys), 0);
+  assert_int_equal(ts_server_start(&s, 1, tweak, keys), 0);
   uint32_t acc[N_TRADERS + 1], firm[N_TRADERS + 1];
   for (int i = 0; i < N_TRADERS; i++) {
     acc[i] = 201 + (uint32_t)i;
@@ -362,7 +376,28 @@ static void test_isolation(void **state) {
   ts_server_stop(&s);
 }
 
+static void test_isolation(void **state) {
+  (void)state;
+  run_isolation(NULL);
+}
+
+static void test_isolation_tls(void **state) {
+  (void)state;
+  char dir[256];
+  assert_non_null(util_tmpdir(dir, "isotls"));
+  assert_int_equal(ts_tls_make(dir), 0);
+  snprintf(tls_cert, sizeof tls_cert, "%s/server.pem", dir);
+  snprintf(tls_key, sizeof tls_key, "%s/server.key", dir);
+  char ca[320];
+  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+  assert_int_equal(gt_use_tls(ca), 0);
+  run_isolation(tls_on);
+  gt_use_tls(NULL);
+  util_rm_rf(dir);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_isolation)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_isolation),
+                                     cmocka_unit_test(test_isolation_tls)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,8 @@
 
 #include "client_util.h"
 #include "hgctl_run.h"
+#include "pipeline_util.h"
+#include "tls_certs.h"
 
 #define OP 1u
 #define TA 10u
@@ -378,6 +380,61 @@ static void test_address_from_environment(void **state) {
   unsetenv("HG_PORT");
 }
 
+/* A second gateway serving TLS (throwaway certificates): hgctl reaches it
+ * with --tls --ca (also written before the command) or HG_TLS/HG_CA, and
+ * fails, saying why, without a CA it trusts or without TLS. */
+static char tls_cert[320], tls_key[320];
+
+static void tls_on(hg_gateway_config_t *cfg) {
+  cfg->tls_cert = tls_cert;
+  cfg->tls_key = tls_key;
+}
+
+static void test_over_tls(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  char dir[256], ca[320];
+  assert_non_null(util_tmpdir(dir, "hgctltls"));
+  assert_int_equal(ts_tls_make(dir), 0);
+  snprintf(tls_cert, sizeof tls_cert, "%s/server.pem", dir);
+  snprintf(tls_key, sizeof tls_key, "%s/server.key", dir);
+  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+  ts_server_t ts;
+  ts_server_options_t so = {0};
+  so.tweak = tls_on;
+  assert_int_equal(ts_server_create(&ts, &so), 0);
+  assert_int_equal(ts_server_add_key(&ts, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ts_server_run(&ts), 0);
+  char plain_port[16];
+  snprintf(plain_port, sizeof plain_port, "%s", hgctl_port);
+  snprintf(hgctl_port, sizeof hgctl_port, "%u", (unsigned)ts.port);
+
+  RUN(&o, "--tls", "--ca", ca, "instruments");
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "symbol"));
+  RUN(&o, "instruments", "--ca", ca);
+  assert_int_equal(o.status, 0);
+  setenv("HG_TLS", "1", 1);
+  setenv("HG_CA", ca, 1);
+  RUN(&o, "instruments");
+  assert_int_equal(o.status, 0);
+  unsetenv("HG_CA");
+  RUN(&o, "instruments"); /* the system's CAs do not know this one */
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "TLS failed"));
+  unsetenv("HG_TLS");
+  RUN(&o, "instruments", "--tls", "--ca", ca, "--tls-name", "exchange.example");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "TLS failed"));
+  RUN(&o, "instruments"); /* plain TCP to a TLS port */
+  assert_int_equal(o.status, 1);
+
+  snprintf(hgctl_port, sizeof hgctl_port, "%s", plain_port);
+  ts_server_stop(&ts);
+  util_rm_rf(dir);
+}
+
 /* Every command's --help: exit 0, usage on stdout, and its first line names
  * that command (the list comes from `hgctl --help`, so a new command is
  * checked too). */
@@ -497,6 +554,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_prices_in_usd),
       cmocka_unit_test(test_address_from_environment),
+      cmocka_unit_test(test_over_tls),
       cmocka_unit_test(test_help_of_every_command),
       cmocka_unit_test(test_operator_instrument_option),
       cmocka_unit_test(test_orders_lists_live_orders),

@@ -26,6 +26,19 @@
  * decode arena, send buffer); nothing else allocates, except
  * hg_client_publish_samples() (its message, freed before it returns). A decoded frame lives
  * in the arena until the next hg_client_recv() or hg_client_connect().
+ * With TLS, OpenSSL allocates its context at create and a connection's
+ * state at each connect.
+ *
+ * TLS. With config.tls the connection runs TLS 1.3 (OpenSSL) before the
+ * Login: the server's certificate must chain to tls_ca_file (or the system
+ * store) and carry tls_server_name (or host); otherwise connect fails with
+ * HG_ETLS and nothing is sent. A server requiring client certificates
+ * needs tls_cert and tls_key; without them (or with one it does not trust)
+ * the server closes the connection at the handshake's end, and connect
+ * returns HG_ETLS or a closed-connection error. The library keeps the
+ * session ticket of the last connection and offers it at the next
+ * connect (resumption; stats.tls_resumed). The socket stays non-blocking;
+ * the handshake is bounded by timeout_ms like the rest of connect.
  *
  * Blocking. Sockets are non-blocking underneath; the calls wait with poll()
  * up to their timeouts. With config.nonblocking_send set, a send never
@@ -77,6 +90,13 @@ typedef struct hg_client_config {
   /* Wall clock for the login timestamp, ns since the epoch; NULL: CLOCK_REALTIME. */
   uint64_t (*wall_clock)(void *ctx);
   void *clock_ctx;
+  /* TLS 1.3 (see "TLS" above). Files are read at create (not kept). */
+  bool tls;                    /* connect with TLS */
+  const char *tls_ca_file;     /* PEM CAs to trust; NULL: the system's store */
+  const char *tls_server_name; /* name (or IP literal) the certificate must carry, also
+                                  sent as SNI when a name; NULL: host */
+  const char *tls_cert;        /* client certificate for mutual TLS (PEM); NULL: none */
+  const char *tls_key;         /* its key (PEM); required with tls_cert */
 } hg_client_config_t;
 
 /* What the LoginAck said; valid until the next connect. */
@@ -107,6 +127,8 @@ typedef struct hg_client_stats {
   uint64_t held_back;          /* sequenced frames dropped because of a gap (re-requested) */
   uint64_t retransmit_requests;/* sent by the library or the caller */
   uint64_t lost;               /* stream frames the server could not resend */
+  uint64_t tls_handshakes;     /* completed TLS handshakes */
+  uint64_t tls_resumed;        /* ... of which resumed a previous session (ticket) */
 } hg_client_stats_t;
 
 /* A new order (NewOrderRequest). Enum fields take hourglass.v1 values. */
@@ -130,7 +152,9 @@ typedef struct hg_client hg_client_t;
 void hg_client_config_init(hg_client_config_t *cfg);
 
 /* Allocates a client (not connected). 0 and *out, HG_EINVAL (key_id 0, secret
- * missing or longer than 64 bytes, max_frame above HG_WIRE_MAX_FRAME_LIMIT), -ENOMEM. */
+ * missing or longer than 64 bytes, max_frame above HG_WIRE_MAX_FRAME_LIMIT),
+ * HG_ETLS (a TLS file cannot be read, or a key without its certificate),
+ * -ENOMEM. */
 int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out);
 
 /* Closes the connection (no Logout) and frees everything. NULL is a no-op. */
@@ -141,8 +165,9 @@ void hg_client_destroy(hg_client_t *c);
  * for the LoginAck. Closes a previous connection first (without Logout),
  * keeping the stream position: a reconnect then recovers missed frames by
  * retransmission. Returns 0, HG_EAUTH (LoginReject or a Terminate instead of
- * an ack; see hg_client_login_reject), -ETIMEDOUT, the socket's -errno
- * (-ECONNREFUSED, ...), HG_EINVAL (host does not resolve), HG_EPARSE.
+ * an ack; see hg_client_login_reject), HG_ETLS (TLS handshake failed: see
+ * "TLS"), -ETIMEDOUT, the socket's -errno (-ECONNREFUSED, ...), HG_EINVAL
+ * (host does not resolve), HG_EPARSE.
  */
 int hg_client_connect(hg_client_t *c);
 

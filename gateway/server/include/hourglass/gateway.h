@@ -77,6 +77,20 @@
  * at create (no allocation per connection). When refusals come faster than
  * closes complete, accepting pauses for a loop iteration (the kernel's
  * backlog holds the connections meanwhile).
+ *
+ * TLS: with tls_cert and tls_key the listener speaks TLS 1.3 only
+ * (OpenSSL over memory BIOs on the loop thread; the frames inside are the
+ * same). The handshake is part of the time before login: a connection
+ * mid-handshake counts against both unauthenticated limits and is closed
+ * at login_timeout_ms like any other. Nothing is sent before the
+ * handshake completes, so on a TLS listener refusals and timeouts before
+ * it close the connection without a Terminate; a failed handshake (a bad
+ * ClientHello, a missing or untrusted client certificate) closes that
+ * connection only (counted in tls_failures). Sessions resume with TLS 1.3
+ * tickets (two per full handshake, valid until the gateway restarts).
+ * Certificates are read at create: new ones take a restart. OpenSSL
+ * allocates per connection (its SSL object and BIO buffers) at accept; the
+ * cipher buffer of each connection is allocated at create.
  */
 #ifndef HOURGLASS_GATEWAY_H
 #define HOURGLASS_GATEWAY_H
@@ -102,6 +116,14 @@ typedef struct hg_gateway_config {
   const char *host;              /* listen address; NULL: "127.0.0.1" */
   uint16_t port;                 /* 0: an ephemeral port (see hg_gateway_port) */
   const char *key_dir;           /* existing directory for the key store (required) */
+  /* TLS 1.3 on the listener (see "TLS" above): PEM files, read at create
+   * (not kept). tls_cert (chain, leaf first) and tls_key together turn it
+   * on; tls_client_ca also requires every client to present a certificate
+   * signed by one of its CAs (mutual TLS; HMAC login still applies). All
+   * NULL: plain TCP. */
+  const char *tls_cert;
+  const char *tls_key;
+  const char *tls_client_ca;
   size_t key_map_size;           /* LMDB map size; 0: 64 MiB */
   uint32_t max_frame;            /* largest body accepted, bytes; 0: 64 KiB */
   uint32_t max_sessions;         /* logged-in sessions at once; 0: 1024 */
@@ -172,6 +194,7 @@ typedef struct hg_gateway_stats {
   uint64_t busy;          /* submits refused with HG_EBUSY */
   uint64_t throttled;
   uint64_t refused;       /* connections refused at accept (TERM_ADDRESS_LIMIT, TERM_SERVER_BUSY) */
+  uint64_t tls_failures;  /* connections closed for a failed TLS handshake or record */
   uint32_t sessions;      /* logged in now */
   uint32_t unauthenticated;
   /* Outbound journal health (no customer data). */
@@ -193,7 +216,9 @@ void hg_gateway_config_init(hg_gateway_config_t *cfg);
  * records are logged and skipped), allocates the tables sized by cfg (see
  * "Memory") and binds the listening socket (not yet accepting). Owner thread. Returns 0 and *out,
  * HG_EINVAL (config, e.g. max_unauthenticated_per_address above
- * max_unauthenticated), the store's errors, HG_EVERSION (a journal segment of
+ * max_unauthenticated; or a TLS certificate, key or CA file that cannot be
+ * loaded, or a key that does not match its certificate: logged with the
+ * file's name), the store's errors, HG_EVERSION (a journal segment of
  * a newer format), -errno of the journal's directory and files or of
  * bind/listen (e.g. -EADDRINUSE), or -ENOMEM. On failure nothing is left
  * allocated.
