@@ -81,6 +81,13 @@ struct hg_pipeline {
   uint64_t snap_seq;
   int snap_pending, snap_stop;
 
+  /* Loop mode (cfg.mode HG_PIPE_MODE_LOOP): an eventfd, signalled by the
+   * journal's io_uring completions and by other threads' submits; -1 in
+   * threads mode. Owned here. */
+  int loop_fd;
+  uint64_t loop_durable;    /* durable seq the consumers were last woken for; loop owner */
+  uint64_t loop_dropped;    /* records consumer 0 lost to a full ring (see pipeline.h) */
+
   pthread_t engine_thr, journal_thr, snap_thr;
   int running, stopped;
 
