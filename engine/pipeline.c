@@ -47,6 +47,17 @@
  * not grow it: the sink waits, in place, for the journal to make the current
  * command durable and for the consumer to make room, then carries on.
  *
+ * Loop mode (pipeline.h, "Loop mode"). The same sequence_one() runs on
+ * the loop owner's thread (hg_pipeline_execute), which hands the record
+ * straight to hg_journal_append() instead of the journal ring; the loop
+ * submits each iteration's batch (hg_journal_commit) and reaps it
+ * (hg_journal_poll(j, 0)) when the eventfd registered with the journal's
+ * io_uring turns readable. No engine or journal thread runs; the engine's
+ * waiter serves only the rare waits for another consumer's ring room, and
+ * the eventfd is also how other threads' submits and a consumer that was
+ * blocked reach the loop. Consumer 0 is the loop owner: it is told what it
+ * can poll by the loop calls' return, never notified.
+ *
  * Start-up recovery and journal replay are in pipeline_recover.c; the
  * layout both files share is pipeline_int.h.
  */
