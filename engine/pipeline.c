@@ -947,26 +947,19 @@ int hg_pipeline_wait(hg_pipeline_t *p, int64_t timeout_ns) {
 
 int hg_pipeline_stop(hg_pipeline_t *p) {
   if (p->stopped) return atomic_load(&p->failed);
-  if (p->running && loop_mode(p)) {
+  if (p->running) {
     atomic_store(&p->accepting, 0);
     while (atomic_load(&p->inflight_submits) != 0) sched_yield();
-    loop_finish(p);
-    pthread_mutex_lock(&p->snap_mu);
-    p->snap_stop = 1;
-    pthread_cond_signal(&p->snap_cv);
-    pthread_mutex_unlock(&p->snap_mu);
-    pthread_join(p->snap_thr, NULL);
-    p->running = 0;
-    atomic_store(&p->threads_done, 1);
-  } else if (p->running) {
-    atomic_store(&p->accepting, 0);
-    while (atomic_load(&p->inflight_submits) != 0) sched_yield();
-    atomic_store(&p->engine_stop, 1);
-    hg_waiter_notify(p->engine_w);
-    pthread_join(p->engine_thr, NULL);
-    atomic_store(&p->journal_stop, 1);
-    hg_waiter_notify(p->journal_w);
-    pthread_join(p->journal_thr, NULL);
+    if (loop_mode(p)) {
+      loop_finish(p);
+    } else {
+      atomic_store(&p->engine_stop, 1);
+      hg_waiter_notify(p->engine_w);
+      pthread_join(p->engine_thr, NULL);
+      atomic_store(&p->journal_stop, 1);
+      hg_waiter_notify(p->journal_w);
+      pthread_join(p->journal_thr, NULL);
+    }
     pthread_mutex_lock(&p->snap_mu);
     p->snap_stop = 1;
     pthread_cond_signal(&p->snap_cv);
