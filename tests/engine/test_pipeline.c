@@ -574,10 +574,10 @@ static void rt_priority_reaches_engine_and_journal(void **state) {
 
 /* ------------------------------------------------------------ loop mode */
 
-static uint64_t counter_clock(void *ctx) {
-  uint64_t *t = ctx;
-  return *t += 1000;
-}
+/* One timestamp for every command: the engine thread reads the clock again
+ * for a command it retries (journal ring full), so a clock that moves would
+ * stamp the two modes' commands differently. */
+static uint64_t fixed_clock(void *ctx) { return *(const uint64_t *)ctx; }
 
 /* Names of this process's threads contain name. */
 static int thread_named(const char *name) {
@@ -637,12 +637,12 @@ static void file_bytes(const char *path, uint8_t **buf, size_t *len) {
 static void loop_mode_matches_threads(void **state) {
   fixture_t *f = *state;
   enum { N = 6000 };
-  uint64_t t0 = 0, t1 = 0;
+  uint64_t t0 = 1767225600000000000ull, t1 = t0;
   uint8_t h0[HG_SHA256_LEN], h1[HG_SHA256_LEN];
   char dir1[64];
   assert_non_null(util_tmpdir(dir1, "pipeloop"));
 
-  f->cfg.clock = counter_clock;
+  f->cfg.clock = fixed_clock;
   f->cfg.clock_ctx = &t0;
   f->cfg.snapshot_every = 1000;
   hg_pipeline_t *p = NULL;
