@@ -143,7 +143,7 @@ typedef struct hg_pipeline_config {
   int rt_priority;              /* 0: default scheduling; 1..99: the engine and journal
                                    threads run under SCHED_FIFO at this priority
                                    (hourglass/thread.h; start fails with -EPERM if the
-                                   process may not) */
+                                   process may not); unused in loop mode */
   int durability;               /* hg_durability_t */
   int mode;                     /* hg_pipe_mode_t; 0: threads */
   uint64_t snapshot_every;      /* commands between snapshots; 0: only at stop */
@@ -159,7 +159,8 @@ typedef struct hg_pipeline_config {
    * became durable, on the engine thread when it pushed records that already
    * were (and in the unsafe mode). May be called from either of those two
    * threads, also concurrently; may occasionally find nothing to poll. Must
-   * be cheap and must not block; NULL: none (use hg_pipeline_wait()). */
+   * be cheap and must not block; NULL: none (use hg_pipeline_wait()). Not
+   * called in loop mode (consumer 0 is the loop owner, see "Loop mode"). */
   void (*out_notify)(void *ctx);
   void *out_notify_ctx;
   /* Number of consumers, each with its own outbound ring of
