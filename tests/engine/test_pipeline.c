@@ -744,6 +744,28 @@ static void loop_mode_takes_other_threads_submits(void **state) {
   hg_pipeline_close(p);
 }
 
+/* Loop mode with the journal's fallback: each commit is synchronous, so
+ * the commit call itself makes the batch durable and releasable. */
+static void loop_mode_fallback_commits_at_once(void **state) {
+  fixture_t *f = *state;
+  f->cfg.mode = HG_PIPE_MODE_LOOP;
+  f->cfg.journal.force_fallback = 1;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  hg_command_t cmd;
+  cmdgen_command(0, SEED, &cmd);
+  assert_int_equal(hg_pipeline_execute(p, 0, &cmd), 0);
+  assert_int_equal(hg_pipeline_loop_commit(p), 1);
+  consumer_t c = {.next_done = 1};
+  consume(p, &c);
+  assert_int_equal(c.next_done, 2);
+  loop_run(p, 1, 3000, 50, &c);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  assert_int_equal(hg_exchange_last_seq(hg_pipeline_exchange(p)), 3000);
+  hg_pipeline_close(p);
+}
+
 /* Loop mode, journal failure: intake stops, nothing undurable comes out. */
 static void loop_mode_journal_failure(void **state) {
   fixture_t *f = *state;
@@ -798,6 +820,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(loop_mode_matches_threads, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_takes_other_threads_submits, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_journal_failure, setup, teardown),
+      cmocka_unit_test_setup_teardown(loop_mode_fallback_commits_at_once, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
