@@ -484,7 +484,7 @@ static void tls_fail(conn_t *c, const char *what) {
   /* One line a second at most: anyone can connect and fail. */
   uint64_t now = now_mono();
   if (now - gw->tls_log_ns >= 1000000000ull) {
-    gw_log(gw, HG_PIPE_LOG_INFO, "connection %u: TLS %s failed: %s (%u more since the last line)",
+    gw_log(gw, HG_LOG_INFO, "connection %u: TLS %s failed: %s (%u more since the last line)",
            c->idx, what, err, gw->tls_log_quiet);
     gw->tls_log_ns = now;
     gw->tls_log_quiet = 0;

@@ -29,14 +29,14 @@ static void log_ssl_errors(hg_gateway_t *gw, const char *what, const char *path)
   char buf[256];
   if (e == 0) snprintf(buf, sizeof buf, "unknown error");
   else ERR_error_string_n(e, buf, sizeof buf);
-  gw_log(gw, HG_PIPE_LOG_ERROR, "TLS: %s %s: %s", what, path != NULL ? path : "", buf);
+  gw_log(gw, HG_LOG_ERROR, "TLS: %s %s: %s", what, path != NULL ? path : "", buf);
   ERR_clear_error();
 }
 
 int gw_tls_create(hg_gateway_t *gw, const hg_gateway_config_t *cfg) {
   if (cfg->tls_cert == NULL && cfg->tls_key == NULL && cfg->tls_client_ca == NULL) return 0;
   if (cfg->tls_cert == NULL || cfg->tls_key == NULL) {
-    gw_log(gw, HG_PIPE_LOG_ERROR, "TLS: a certificate needs its key and a key its certificate");
+    gw_log(gw, HG_LOG_ERROR, "TLS: a certificate needs its key and a key its certificate");
     return HG_EINVAL;
   }
   SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
