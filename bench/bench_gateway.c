@@ -84,6 +84,9 @@ static int g_journal_direct = 0;
  * SCHED_FIFO at priority N (threads.realtime_priority); the load generator,
  * which stands for clients on other machines, stays at normal priority. */
 static int g_rt = 0;
+/* --pipe threads|loop: the pipeline mode (pipeline.mode); hourglassd's
+ * default, loop, unless told. */
+static int g_threads_mode = 0;
 
 /* The real gateway in this process and the sessions logged in to it. */
 typedef struct bench_server {
@@ -93,7 +96,7 @@ typedef struct bench_server {
 
 static void server_up_tls(bench_server_t *b, const char *dir, uint32_t n_sessions, bool tls) {
   tg_gateway_opts_t o = {.dir = dir, .sessions = n_sessions, .journal_direct = g_journal_direct,
-                         .rt_priority = g_rt, .tls = tls};
+                         .rt_priority = g_rt, .tls = tls, .threads_mode = g_threads_mode};
   b->g = tg_gateway_up(&o, &b->f);
   b->f.batch = g_batch;
 }
@@ -232,6 +235,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--sweep-only") == 0) sweep_only = true;
     else if (strcmp(argv[i], "--tls") == 0) tls_only = true;
     else if (strcmp(argv[i], "--no-tls") == 0) no_tls = true;
+    else if (strcmp(argv[i], "--pipe") == 0 && i + 1 < argc)
+      g_threads_mode = strcmp(argv[++i], "threads") == 0;
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) disk_dir = argv[++i];
     else if (strcmp(argv[i], "--shm") == 0 && i + 1 < argc) shm_dir = argv[++i];
     else if (strcmp(argv[i], "--sessions") == 0 && i + 1 < argc) many = (uint32_t)atoi(argv[++i]);
@@ -241,7 +246,7 @@ int main(int argc, char **argv) {
         rates[nrates++] = atof(p);
     } else {
       fprintf(stderr,
-              "usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--rt N] [--sweep-only] [--dir DIR] [--shm DIR] "
+              "usage: bench_gateway [--quick] [--no-batch] [--journal-direct] [--rt N] [--pipe threads|loop] [--sweep-only] [--dir DIR] [--shm DIR] "
               "[--sessions N] [--rates a,b,...] [--seconds S] [--tls | --no-tls]\n");
       return 2;
     }

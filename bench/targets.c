@@ -58,6 +58,7 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
   co.durable = 1;
   co.journal_direct = o->journal_direct;
   co.rt_priority = o->rt_priority;
+  co.pipe_mode = (o->threads_mode ? HG_PIPE_MODE_THREADS : HG_PIPE_MODE_LOOP) + 1;
   co.max_sessions = n_sessions + 8;
   co.max_instruments = 4;
   co.max_accounts = n_sessions + 8;

@@ -3,7 +3,8 @@
  * this process on their own threads, each on an ephemeral loopback port:
  *
  *  - the real gateway: pipeline + gateway (tests/support/server.h)
- *    with a journal in a fresh directory under `dir`, durable policy, one
+ *    with a journal in a fresh directory under `dir`, durable policy, the
+ *    pipeline in loop mode unless the options ask for threads, one
  *    instrument, one trading key per session and resting sells far above
  *    the generator's IOC buys, so orders never trade;
  *  - the floor servers: one libuv loop thread that speaks just enough of
@@ -55,6 +56,7 @@ typedef struct tg_gateway_opts {
   int rt_priority;     /* SCHED_FIFO for the server threads; 0: off */
   uint32_t keepalive_ms; /* of the sessions; 0: 5000 */
   bool tls;            /* TLS 1.3 listener (throwaway certificates) and TLS sessions */
+  int threads_mode;    /* nonzero: pipeline.mode = threads; 0: loop (hourglassd's default) */
 } tg_gateway_opts_t;
 
 /* Starts the real gateway and logs o->sessions sessions of *f in to it

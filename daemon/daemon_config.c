@@ -38,7 +38,8 @@ typedef enum ktype {
   K_BOOL,       /* yes|no|true|false|on|off|1|0 */
   K_AUTOBOOL,   /* auto (-1) or a K_BOOL value */
   K_DURABILITY, /* durable | ack_before_durable_unsafe */
-  K_WAIT        /* block | spin N */
+  K_WAIT,       /* block | spin N */
+  K_PIPEMODE    /* loop | threads */
 } ktype_t;
 
 typedef struct key {
@@ -90,6 +91,7 @@ static const keydef_t KEYS[] = {
     {"pipeline.inbound_capacity", K_U32, OFF(inbound_capacity), 64, 1u << 26, 0, 1},
     {"pipeline.outbound_capacity", K_U32, OFF(outbound_capacity), 64, 1u << 28, 0, 1},
     {"pipeline.staging_capacity", K_U32, OFF(staging_capacity), 64, 1u << 28, 0, 1},
+    {"pipeline.mode", K_PIPEMODE, OFF(pipe_mode), 0, 1, 0, 0},
     {"throttle.rate", K_U32, OFF(throttle_rate), 1, 100000000, 0, 0},
     {"throttle.burst", K_U32, OFF(throttle_burst), 0, 100000000, 0, 0},
     {"http.max_connections", K_U32, OFF(http_max_connections), 1, 100000, 0, 0},
@@ -129,6 +131,7 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->snapshot_keep = 2;
   cfg->store_map_size = 1 * GB;
   cfg->durability = HG_DURABILITY_DURABLE;
+  cfg->pipe_mode = HG_PIPE_MODE_LOOP;
   cfg->wait_spin = 0;
   cfg->rt_priority = 0;
   cfg->max_instruments = 64;
@@ -291,6 +294,15 @@ static int set_value(hg_daemon_config_t *cfg, const keydef_t *k, const char *v, 
       else
         return fail(err, line, k->name, HG_EINVAL,
                     "'%s' is not a mode: expected durable or ack_before_durable_unsafe", v);
+      return 0;
+    case K_PIPEMODE:
+      if (strcmp(v, "loop") == 0)
+        *(int *)field = HG_PIPE_MODE_LOOP;
+      else if (strcmp(v, "threads") == 0)
+        *(int *)field = HG_PIPE_MODE_THREADS;
+      else
+        return fail(err, line, k->name, HG_EINVAL,
+                    "'%s' is not a mode: expected loop or threads", v);
       return 0;
     case K_WAIT:
       if (strcmp(v, "block") == 0) {
@@ -504,6 +516,7 @@ void hg_daemon_config_pipeline(const hg_daemon_config_t *cfg, hg_pipeline_config
   out->spin = cfg->wait_spin;
   out->rt_priority = (int)cfg->rt_priority;
   out->durability = cfg->durability;
+  out->mode = cfg->pipe_mode;
   out->snapshot_every = cfg->snapshot_interval;
   out->snapshot_keep = cfg->snapshot_keep;
   out->map_size = (size_t)cfg->store_map_size;
@@ -517,7 +530,8 @@ static size_t field_size(ktype_t t) {
     case K_LEVEL:
     case K_BOOL:
     case K_AUTOBOOL:
-    case K_DURABILITY: return sizeof(int);
+    case K_DURABILITY:
+    case K_PIPEMODE: return sizeof(int);
     case K_SIZE64:
     case K_U64: return sizeof(uint64_t);
     case K_SIZE32:

@@ -10,9 +10,12 @@
  *  - main: configuration, start-up and shutdown order, signals (all blocked
  *    in every thread and taken synchronously with sigtimedwait, so no
  *    async-signal-safety puzzles), reload;
- *  - the pipeline's engine, journal and snapshot threads (pipeline.h);
+ *  - the pipeline's snapshot thread, and with pipeline.mode = threads its
+ *    engine and journal threads (pipeline.h);
  *  - the gateway's loop thread: the pipeline's consumer 0, routing
- *    execution reports and market data to sessions (gateway.h);
+ *    execution reports and market data to sessions (gateway.h); with
+ *    pipeline.mode = loop (the default) it also sequences, applies and
+ *    journals the commands itself (pipeline.h, "Loop mode");
  *  - hg-marketdata: consumer 1, feeds the market-data view the HTTP port
  *    serves (mdview.h), on its own ring so a slow web reader never holds
  *    the gateway back;

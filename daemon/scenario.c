@@ -550,6 +550,7 @@ int hg_scenario_month(const hg_pipeline_config_t *base, const char *data_dir, FI
   hg_pipeline_config_t pc = *base;
   pc.data_dir = data_dir;
   pc.consumers = 1;
+  pc.mode = HG_PIPE_MODE_THREADS; /* this thread submits and polls; no loop drives it */
   pc.clock = sim_clock;
   pc.clock_ctx = s;
   pc.out_notify = NULL;

@@ -828,6 +828,13 @@ uint64_t hg_journal_next_seq(const hg_journal_t *j) { return j->next_seq; }
 
 int hg_journal_uses_io_uring(const hg_journal_t *j) { return j->use_uring; }
 
+int hg_journal_set_eventfd(hg_journal_t *j, int fd) {
+  if (!j->use_uring) return 0;
+  return io_uring_register_eventfd(&j->ring, fd);
+}
+
+int hg_journal_in_flight(const hg_journal_t *j) { return j->inflight; }
+
 /* ------------------------------------------------------------------------ */
 /* Recovery                                                                  */
 /* ------------------------------------------------------------------------ */

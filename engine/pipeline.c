@@ -47,6 +47,17 @@
  * not grow it: the sink waits, in place, for the journal to make the current
  * command durable and for the consumer to make room, then carries on.
  *
+ * Loop mode (pipeline.h, "Loop mode"). The same sequence_one() runs on
+ * the loop owner's thread (hg_pipeline_execute), which hands the record
+ * straight to hg_journal_append() instead of the journal ring; the loop
+ * submits each iteration's batch (hg_journal_commit) and reaps it
+ * (hg_journal_poll(j, 0)) when the eventfd registered with the journal's
+ * io_uring turns readable. No engine or journal thread runs; the engine's
+ * waiter serves only the rare waits for another consumer's ring room, and
+ * the eventfd is also how other threads' submits and a consumer that was
+ * blocked reach the loop. Consumer 0 is the loop owner: it is told what it
+ * can poll by the loop calls' return, never notified.
+ *
  * Start-up recovery and journal replay are in pipeline_recover.c; the
  * layout both files share is pipeline_int.h.
  */
@@ -60,8 +71,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hourglass/error.h"
 #include "hourglass/thread.h"
@@ -116,6 +129,25 @@ static uint64_t durable_limit(const hg_pipeline_t *p) {
   if (p->cfg.durability == HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE) return UINT64_MAX;
   return hg_journal_durable_seq(p->journal);
 }
+
+static int loop_mode(const hg_pipeline_t *p) { return p->cfg.mode == HG_PIPE_MODE_LOOP; }
+
+/* Tells whoever runs the sequencer that a command was queued or ring room
+ * freed: the engine thread's waiter, or in loop mode the loop's eventfd
+ * (a syscall, but only for submits from threads other than the loop's and
+ * for a consumer that was blocked). */
+static void wake_engine(hg_pipeline_t *p) {
+  if (loop_mode(p)) {
+    uint64_t one = 1;
+    ssize_t w = write(p->loop_fd, &one, sizeof one);
+    (void)w; /* EAGAIN: the counter is saturated, so the loop wakes anyway */
+  } else {
+    hg_waiter_notify(p->engine_w);
+  }
+}
+
+static void journal_note_failure(hg_pipeline_t *p);
+static void wake_durable(hg_pipeline_t *p);
 
 static void wake_consumer(consumer_t *c) {
   hg_waiter_notify(c->w);
@@ -174,8 +206,41 @@ static int stage_releasable(const hg_pipeline_t *p) {
 /* The staging FIFO is full in the middle of a command: wait until the
  * journal and the consumer make room. The command's record is already in
  * the journal ring, so durability of everything staged will come. */
+/* Loop mode: the loop owner is consumer 0 and cannot poll in the middle
+ * of a command. Room comes from another consumer (once its records are
+ * durable it polls), or, when only consumer 0's ring is full, by dropping
+ * its oldest record (logged; pipeline.h, "Loop mode"). */
+static void loop_make_room(hg_pipeline_t *p) {
+  int others = 0;
+  for (uint32_t k = 1; k < p->ncons; k++) others |= p->cons[k].blocked;
+  if (!atomic_load(&p->failed) && others) {
+    hg_journal_commit(p->journal);
+    hg_journal_poll(p->journal, -1);
+    journal_note_failure(p);
+    wake_durable(p);
+    uint32_t tok = hg_waiter_prepare(p->engine_w);
+    if (stage_releasable(p)) hg_waiter_cancel(p->engine_w);
+    else hg_waiter_sleep(p->engine_w, tok, 1000000);
+    return;
+  }
+  if (!atomic_load(&p->failed) && p->loop_dropped++ == 0)
+    logf_(p, HG_LOG_ERROR, "command seq %llu has more events than the stage and consumer 0's "
+          "ring hold; consumer 0 loses the excess", (unsigned long long)p->last_seq);
+  if (p->cons[0].cursor == p->stage_head) p->cons[0].cursor++;
+  uint64_t low = p->stage_tail;
+  for (uint32_t k = 0; k < p->ncons; k++) {
+    if (atomic_load(&p->failed) && p->cons[k].cursor == p->stage_head) p->cons[k].cursor++;
+    if (p->cons[k].cursor < low) low = p->cons[k].cursor;
+  }
+  p->stage_head = low;
+}
+
 static void stage_make_room(hg_pipeline_t *p) {
   while (stage_free(p) == 0) {
+    if (loop_mode(p)) {
+      if (!release(p)) loop_make_room(p);
+      continue;
+    }
     hg_waiter_notify(p->journal_w);
     if (release(p)) continue;
     if (atomic_load(&p->failed)) {
@@ -300,29 +365,52 @@ static void *snapshot_main(void *arg) {
 /* Engine thread                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* Sequences, journals and applies one command. Returns 0, or 1 when the
- * journal ring is full (nothing done; retry after the journal drains). */
-static int sequence_one(hg_pipeline_t *p, const inmsg_t *m) {
+/* Hands one record to the journal: through the journal ring to its thread,
+ * or in loop mode straight into the journal's filling batch. 0, 1 (the
+ * journal ring is full) or HG_EUNAVAIL (loop mode: the journal failed). In
+ * both cases nothing was done. */
+static int hand_record(hg_pipeline_t *p, const jrec_t *rec) {
+  if (loop_mode(p)) {
+    hg_journal_t *j = p->journal;
+    int rc = hg_journal_append(j, rec->seq, rec->ts, rec->bytes, rec->len);
+    while (rc == HG_EBUSY && !hg_journal_failed(j)) {
+      /* A whole batch filled while the previous one is in flight: wait for
+       * that one (a blocking wait, but once per batch_bytes of records). */
+      hg_journal_poll(j, -1);
+      rc = hg_journal_append(j, rec->seq, rec->ts, rec->bytes, rec->len);
+    }
+    if (rc == 0) return 0;
+    journal_note_failure(p);
+    return HG_EUNAVAIL;
+  }
+  if (hg_spsc_ring_try_push(p->jring, rec, offsetof(jrec_t, bytes) + rec->len) != 0) {
+    atomic_store(&p->jring_full, 1);
+    return 1;
+  }
+  return 0;
+}
+
+/* Sequences, journals and applies one command. Returns 0, or hand_record's
+ * refusal (nothing done; retry after the journal drains). */
+static int sequence_one(hg_pipeline_t *p, uint64_t origin, const hg_command_t *in) {
   jrec_t rec;
-  hg_command_t cmd = m->cmd;
+  hg_command_t cmd = *in;
   cmd.seq = p->last_seq + 1;
   cmd.ts = p->cfg.clock(p->cfg.clock_ctx);
   size_t len = 0;
   if (hg_command_encode(&cmd, rec.bytes, sizeof rec.bytes, &len) != 0) {
     /* Not a command the journal can hold: refused before it gets a seq. */
-    stage_push(p, HG_PIPE_MALFORMED, m->origin, p->last_seq, NULL);
+    stage_push(p, HG_PIPE_MALFORMED, origin, p->last_seq, NULL);
     return 0;
   }
   rec.seq = cmd.seq;
   rec.ts = cmd.ts;
   rec.len = (uint32_t)len;
   rec.pad_ = 0;
-  if (hg_spsc_ring_try_push(p->jring, &rec, offsetof(jrec_t, bytes) + len) != 0) {
-    atomic_store(&p->jring_full, 1);
-    return 1;
-  }
+  int hrc = hand_record(p, &rec);
+  if (hrc != 0) return hrc;
   p->last_seq = cmd.seq;
-  p->cur_origin = m->origin;
+  p->cur_origin = origin;
   int rc = hg_exchange_apply(p->ex, &cmd);
   if (rc != 0) {
     /* Only a broken pipeline gets here (out of memory listing a book). */
@@ -331,7 +419,7 @@ static int sequence_one(hg_pipeline_t *p, const inmsg_t *m) {
     atomic_store(&p->failed, rc);
     atomic_store(&p->accepting, 0);
   }
-  stage_push(p, HG_PIPE_DONE, m->origin, cmd.seq, NULL);
+  stage_push(p, HG_PIPE_DONE, origin, cmd.seq, NULL);
   atomic_fetch_add_explicit(&p->stat_commands, 1, memory_order_relaxed); /* statistic */
   atomic_store_explicit(&p->stat_last, cmd.seq, memory_order_relaxed);   /* statistic */
   if (p->cfg.snapshot_every && p->last_seq - p->snap_seq_taken >= p->cfg.snapshot_every)
@@ -404,7 +492,7 @@ static void *engine_main(void *arg) {
       for (uint32_t k = 0; k < ENGINE_BATCH && stage_free(p) >= STAGE_RESERVE; k++) {
         const inmsg_t *m = hg_mpsc_ring_peek(p->in, NULL);
         if (m == NULL) break;
-        if (sequence_one(p, m) != 0) break; /* journal ring full */
+        if (sequence_one(p, m->origin, &m->cmd) != 0) break; /* journal ring full */
         hg_mpsc_ring_consume(p->in);
         pushed = 1;
       }
@@ -541,6 +629,7 @@ static void free_all(hg_pipeline_t *p) {
   }
   hg_waiter_destroy(p->engine_w);
   hg_waiter_destroy(p->journal_w);
+  if (p->loop_fd >= 0) close(p->loop_fd); /* after the journal unregistered it */
   if (p->stage != NULL) munmap(p->stage, (size_t)(p->stage_mask + 1) * sizeof *p->stage);
   free(p->ser_buf);
   free(p->snap_buf);
@@ -562,13 +651,15 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
   if (!is_pow2(c.inbound_capacity) || !is_pow2(c.outbound_capacity) ||
       !is_pow2(c.staging_capacity) || c.staging_capacity < 2 * STAGE_RESERVE ||
       (c.durability != HG_DURABILITY_DURABLE &&
-       c.durability != HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE))
+       c.durability != HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE) ||
+      (c.mode != HG_PIPE_MODE_THREADS && c.mode != HG_PIPE_MODE_LOOP))
     return HG_EINVAL;
   if (c.clock == NULL) c.clock = default_clock;
 
   hg_pipeline_t *p = calloc(1, sizeof *p);
   if (p == NULL) return -ENOMEM;
   p->cfg = c;
+  p->loop_fd = -1;
   pthread_mutex_init(&p->snap_mu, NULL);
   pthread_cond_init(&p->snap_cv, NULL);
   int rc = 0;
@@ -586,11 +677,22 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
     rc = hg_spsc_ring_create(c.outbound_capacity, sizeof(hg_pipe_out_t), &cn->ring);
     if (rc == 0) rc = hg_waiter_create(c.spin, &cn->w);
     cn->notify = k == 0 ? c.out_notify : c.consumer_notify[k];
+    if (k == 0 && c.mode == HG_PIPE_MODE_LOOP) cn->notify = NULL; /* the loop owner */
     cn->notify_ctx = k == 0 ? c.out_notify_ctx : c.consumer_notify_ctx[k];
   }
   if (rc == 0) rc = hg_waiter_create(c.spin, &p->engine_w);
   if (rc == 0) rc = hg_waiter_create(c.spin, &p->journal_w);
+  if (rc == 0 && c.mode == HG_PIPE_MODE_LOOP) {
+    p->loop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (p->loop_fd < 0) rc = -errno;
+  }
   if (rc == 0) rc = hg_pipe__recover(p);
+  if (rc == 0 && c.mode == HG_PIPE_MODE_LOOP) {
+    rc = hg_journal_set_eventfd(p->journal, p->loop_fd);
+    if (rc != 0) logf_(p, HG_LOG_ERROR, "cannot register the loop's eventfd with io_uring: %s",
+                       hg_strerror(rc));
+    p->loop_durable = hg_journal_durable_seq(p->journal);
+  }
   if (rc != 0) {
     free_all(p);
     return rc;
@@ -604,6 +706,11 @@ int hg_pipeline_start(hg_pipeline_t *p) {
   if (p->running || p->stopped) return HG_ESTATE;
   int rc = hg_thread_start("hg-snapshot", 0, snapshot_main, p, &p->snap_thr);
   if (rc != 0) return rc;
+  if (loop_mode(p)) {
+    p->running = 1;
+    atomic_store(&p->accepting, 1);
+    return 0;
+  }
   rc = hg_thread_start("hg-journal", p->cfg.rt_priority, journal_main, p, &p->journal_thr);
   if (rc == 0) {
     rc = hg_thread_start("hg-engine", p->cfg.rt_priority, engine_main, p, &p->engine_thr);
@@ -639,7 +746,7 @@ static int submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd, in
     m.cmd = *cmd;
     rc = hg_mpsc_ring_try_push(p->in, &m, sizeof m);
     if (rc == 0) {
-      if (wake) hg_waiter_notify(p->engine_w);
+      if (wake) wake_engine(p);
     } else {
       atomic_fetch_add_explicit(&p->stat_busy, 1, memory_order_relaxed); /* statistic */
     }
@@ -662,7 +769,101 @@ int hg_pipeline_submit_nowake(hg_pipeline_t *p, uint64_t origin, const hg_comman
   return submit(p, origin, cmd, 0);
 }
 
-void hg_pipeline_kick(hg_pipeline_t *p) { hg_waiter_notify(p->engine_w); }
+void hg_pipeline_kick(hg_pipeline_t *p) { wake_engine(p); }
+
+/* ------------------------------------------------------------------------ */
+/* Loop mode: the sequencer and the journal driven by the owner's loop       */
+/* ------------------------------------------------------------------------ */
+
+int hg_pipeline_mode(const hg_pipeline_t *p) { return p->cfg.mode; }
+
+int hg_pipeline_loop_fd(const hg_pipeline_t *p) { return p->loop_fd; }
+
+/* Sequences what other threads queued (hg_pipeline_submit in loop mode),
+ * while the stage has room; after a journal failure refuses it instead. */
+static void loop_take_queued(hg_pipeline_t *p) {
+  const inmsg_t *m;
+  while (!atomic_load(&p->failed) && (m = hg_mpsc_ring_peek(p->in, NULL)) != NULL) {
+    if (stage_free(p) < STAGE_RESERVE) {
+      release(p);
+      if (stage_free(p) < STAGE_RESERVE) return; /* taken once consumers make room */
+    }
+    if (sequence_one(p, m->origin, &m->cmd) != 0) break;
+    hg_mpsc_ring_consume(p->in);
+  }
+  if (atomic_load(&p->failed)) refuse_queued(p);
+}
+
+/* The tail of both loop calls: staged records to the rings, the batch to
+ * the kernel, consumers woken when durability moved. Returns whether
+ * consumer 0 has something to poll. */
+static bool consumer_ready(void *ctx);
+static int loop_settle(hg_pipeline_t *p) {
+  release(p);
+  if (!atomic_load(&p->failed)) {
+    hg_journal_commit(p->journal);
+    journal_note_failure(p);
+  }
+  uint64_t d = hg_journal_durable_seq(p->journal);
+  if (d != p->loop_durable || atomic_load(&p->failed)) {
+    p->loop_durable = d;
+    wake_durable(p);
+  }
+  return consumer_ready(&p->cons[0]);
+}
+
+int hg_pipeline_execute(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd) {
+  if (!loop_mode(p)) return HG_EINVAL;
+  if (!atomic_load(&p->accepting)) return HG_EUNAVAIL;
+  if (stage_free(p) < STAGE_RESERVE) {
+    release(p);
+    if (stage_free(p) < STAGE_RESERVE) {
+      atomic_fetch_add_explicit(&p->stat_busy, 1, memory_order_relaxed); /* statistic */
+      return HG_EBUSY;
+    }
+  }
+  return sequence_one(p, origin, cmd) != 0 ? HG_EUNAVAIL : 0;
+}
+
+int hg_pipeline_loop_commit(hg_pipeline_t *p) {
+  if (!loop_mode(p) || !p->running) return 0;
+  if (!hg_mpsc_ring_empty(p->in)) loop_take_queued(p);
+  return loop_settle(p);
+}
+
+int hg_pipeline_loop_reap(hg_pipeline_t *p, int timeout_ms) {
+  if (!loop_mode(p) || !p->running) return 0;
+  uint64_t n;
+  ssize_t r = read(p->loop_fd, &n, sizeof n);
+  (void)r; /* EAGAIN: nothing signalled; the reap below looks anyway */
+  if (!atomic_load(&p->failed)) {
+    hg_journal_poll(p->journal, timeout_ms);
+    journal_note_failure(p);
+  }
+  if (!hg_mpsc_ring_empty(p->in)) loop_take_queued(p);
+  return loop_settle(p);
+}
+
+/* hg_pipeline_stop() in loop mode, on the owner thread once the loop no
+ * longer calls in: sequences what other threads queued, makes everything
+ * durable and moves it to the consumers' rings (as far as they have room;
+ * the rest is polled from the stage after the stop). */
+static void loop_finish(hg_pipeline_t *p) {
+  for (;;) {
+    loop_take_queued(p);
+    if (!atomic_load(&p->failed)) {
+      hg_journal_sync(p->journal);
+      journal_note_failure(p);
+    }
+    release(p);
+    p->loop_durable = hg_journal_durable_seq(p->journal);
+    wake_durable(p);
+    if (hg_mpsc_ring_empty(p->in)) return;
+    /* Queued commands wait for stage or ring room: the consumers poll. */
+    uint32_t tok = hg_waiter_prepare(p->engine_w);
+    hg_waiter_sleep(p->engine_w, tok, 1000000);
+  }
+}
 
 /* Consumer 0's DONE records count as released (a statistic). */
 static inline void note_released(hg_pipeline_t *p, uint32_t consumer, const hg_pipe_out_t *o) {
@@ -700,8 +901,10 @@ size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_ou
    * every poll would cost it a futex wake-up and a context switch per batch.
    * A flag set between our pop and this load is caught by the engine's
    * bounded (1 ms) sleep while a consumer is blocked. */
-  if ((n || dropped) && atomic_load(&c->want_room) && atomic_exchange(&c->want_room, 0))
+  if ((n || dropped) && atomic_load(&c->want_room) && atomic_exchange(&c->want_room, 0)) {
     hg_waiter_notify(p->engine_w);
+    if (loop_mode(p) && consumer != 0) wake_engine(p);
+  }
   if (n < max && atomic_load(&p->threads_done) && hg_spsc_ring_empty(c->ring)) {
     /* The engine thread has exited: what it left staged is read from here
      * (the join in hg_pipeline_stop() ordered its writes before
@@ -747,12 +950,16 @@ int hg_pipeline_stop(hg_pipeline_t *p) {
   if (p->running) {
     atomic_store(&p->accepting, 0);
     while (atomic_load(&p->inflight_submits) != 0) sched_yield();
-    atomic_store(&p->engine_stop, 1);
-    hg_waiter_notify(p->engine_w);
-    pthread_join(p->engine_thr, NULL);
-    atomic_store(&p->journal_stop, 1);
-    hg_waiter_notify(p->journal_w);
-    pthread_join(p->journal_thr, NULL);
+    if (loop_mode(p)) {
+      loop_finish(p);
+    } else {
+      atomic_store(&p->engine_stop, 1);
+      hg_waiter_notify(p->engine_w);
+      pthread_join(p->engine_thr, NULL);
+      atomic_store(&p->journal_stop, 1);
+      hg_waiter_notify(p->journal_w);
+      pthread_join(p->journal_thr, NULL);
+    }
     pthread_mutex_lock(&p->snap_mu);
     p->snap_stop = 1;
     pthread_cond_signal(&p->snap_cv);

@@ -53,8 +53,8 @@ struct hg_pipeline {
   char mark_path[PATH_MAX];  /* <data_dir>/durable.mark (journal.h, "Durable mark") */
   char state_dir[PATH_MAX];
 
-  hg_exchange_t *ex;    /* owner thread, engine thread while running */
-  hg_journal_t *journal;/* owner thread, journal thread while running */
+  hg_exchange_t *ex;    /* owner thread, engine thread while running (loop mode: the loop's) */
+  hg_journal_t *journal;/* owner thread, journal thread while running (loop mode: the loop's) */
   hg_store_t *store;    /* owner thread, snapshot thread while running */
 
   hg_mpsc_ring_t *in;   /* producers -> engine */
@@ -63,7 +63,7 @@ struct hg_pipeline {
   consumer_t cons[HG_PIPE_MAX_CONSUMERS];
   uint32_t ncons;
 
-  /* Staging FIFO, engine thread only. */
+  /* Staging FIFO, engine thread only (loop mode: the loop owner's). */
   hg_pipe_out_t *stage;
   uint64_t stage_mask, stage_head, stage_tail;
   uint64_t cur_origin;
@@ -80,6 +80,13 @@ struct hg_pipeline {
   size_t snap_cap, snap_len;
   uint64_t snap_seq;
   int snap_pending, snap_stop;
+
+  /* Loop mode (cfg.mode HG_PIPE_MODE_LOOP): an eventfd, signalled by the
+   * journal's io_uring completions and by other threads' submits; -1 in
+   * threads mode. Owned here. */
+  int loop_fd;
+  uint64_t loop_durable;    /* durable seq the consumers were last woken for; loop owner */
+  uint64_t loop_dropped;    /* records consumer 0 lost to a full ring (see pipeline.h) */
 
   pthread_t engine_thr, journal_thr, snap_thr;
   int running, stopped;

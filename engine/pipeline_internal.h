@@ -10,7 +10,8 @@
  * (the owner thread owns it until then). */
 hg_journal_t *hg_pipeline__journal(hg_pipeline_t *p);
 
-/* hold nonzero: parks the journal thread at the top of its loop and returns
+/* Threads mode only (loop mode has no journal thread: this would wait
+ * forever). hold nonzero: parks the journal thread at the top of its loop and returns
  * once it is parked (it then takes no record and touches no journal state,
  * so the caller may inject a journal fault); call only when everything
  * committed so far is durable. hold 0: lets it go on. Owner thread. */

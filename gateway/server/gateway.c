@@ -26,6 +26,40 @@ uint64_t gw_now_wall(hg_gateway_t *gw) {
 
 static void on_wake(uv_async_t *a) { gw_drain(a->data); }
 
+/* Pipeline in loop mode: the end of each iteration's reads (check), and
+ * before the loop blocks (prepare: commands of close callbacks), submits
+ * the batch; a commit that completed (or a submit from another thread)
+ * makes the loop fd readable. Consumer 0's records come out of both. */
+static void on_pipe_commit(hg_gateway_t *gw) {
+  while (hg_pipeline_loop_commit(gw->pipe)) gw_drain(gw);
+}
+
+static void on_pipe_check(uv_check_t *h) { on_pipe_commit(h->data); }
+
+static void on_pipe_prepare(uv_prepare_t *h) { on_pipe_commit(h->data); }
+
+static void on_pipe_poll(uv_poll_t *h, int status, int events) {
+  (void)status;
+  (void)events;
+  hg_gateway_t *gw = h->data;
+  if (hg_pipeline_loop_reap(gw->pipe, 0)) gw_drain(gw);
+}
+
+/* Sets up the loop-mode handles (owner thread, before the loop runs). */
+static int pipe_handles_start(hg_gateway_t *gw) {
+  int rc = uv_poll_init(&gw->loop, &gw->pipe_poll, hg_pipeline_loop_fd(gw->pipe));
+  if (rc != 0) return rc;
+  gw->pipe_poll.data = gw;
+  uv_check_init(&gw->loop, &gw->pipe_check);
+  gw->pipe_check.data = gw;
+  uv_prepare_init(&gw->loop, &gw->pipe_prepare);
+  gw->pipe_prepare.data = gw;
+  rc = uv_poll_start(&gw->pipe_poll, UV_READABLE, on_pipe_poll);
+  if (rc == 0) rc = uv_check_start(&gw->pipe_check, on_pipe_check);
+  if (rc == 0) rc = uv_prepare_start(&gw->pipe_prepare, on_pipe_prepare);
+  return rc;
+}
+
 static void on_tick(uv_timer_t *t) {
   hg_gateway_t *gw = t->data;
   uint64_t now = now_mono();
@@ -100,6 +134,14 @@ static void settle_in_flight(hg_gateway_t *gw) {
              "not sequenced", gw->pend_next - gw->pend_tail,
              (unsigned long long)(STOP_SETTLE_NS / 1000000u));
       return;
+    }
+    if (gw->loop_mode) {
+      /* This thread drives the journal: wait for the batch in flight. */
+      hg_pipeline_loop_commit(gw->pipe);
+      if (!hg_pipeline_loop_reap(gw->pipe, (int)(STOP_WAIT_NS / 1000000)))
+        uv_sleep(1);
+      gw_drain(gw);
+      continue;
     }
     /* Short waits: a wake-up that went to the loop's async handle instead
      * costs at most one of them. */
@@ -474,6 +516,7 @@ static void open_recovered(hg_gateway_t *gw) {
 
 int hg_gateway_start(hg_gateway_t *gw) {
   if (gw->pipe == NULL || gw->started) return HG_ESTATE;
+  gw->loop_mode = hg_pipeline_mode(gw->pipe) == HG_PIPE_MODE_LOOP;
   int rc = bump_epoch(gw);
   if (rc != 0) return rc;
   open_recovered(gw);
@@ -496,6 +539,7 @@ int hg_gateway_start(hg_gateway_t *gw) {
            gw->scoped_at_attach);
     gw->scoped_at_attach = 0;
   }
+  if (gw->loop_mode && (rc = pipe_handles_start(gw)) != 0) return rc;
   rc = uv_timer_start(&gw->timer, on_tick, gw->cfg.tick_ms, gw->cfg.tick_ms);
   if (rc != 0) return rc;
   rc = hg_thread_start("hg-gateway", gw->cfg.rt_priority, loop_main, gw, &gw->thread);

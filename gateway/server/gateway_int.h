@@ -16,7 +16,11 @@
  *  - after hg_gateway_stop() has joined the loop thread, the owner thread
  *    has it all again (destroy).
  * Nothing here is locked: data reaches the loop only through the pipeline's
- * output ring (drained in events.c) and the sockets.
+ * output ring (drained in events.c) and the sockets. With the pipeline in
+ * loop mode the loop thread also owns the pipeline's sequencer, exchange
+ * and journal while it runs (hourglass/pipeline.h, "Loop mode"): gw_submit
+ * executes commands at once and the loop's check/prepare/poll handles
+ * commit and reap the journal's batches (gateway.c).
  *
  * Memory. Allocated at create (sized by the configuration): connections
  * with their input buffer (max_frame + 16 bytes: the frame header is
@@ -369,6 +373,14 @@ struct hg_gateway {
   uv_async_t wake;
   uv_async_t stop_async;
   uv_timer_t timer;
+  /* Pipeline in loop mode (hourglass/pipeline.h, "Loop mode"): this loop
+   * sequences and journals itself. pipe_poll watches the pipeline's loop fd
+   * (commit completions, other threads' submits); pipe_check and
+   * pipe_prepare submit each iteration's batch. Set up by hg_gateway_start. */
+  int loop_mode;
+  uv_poll_t pipe_poll;
+  uv_check_t pipe_check;
+  uv_prepare_t pipe_prepare;
   pthread_t thread;        /* owner thread: started and joined there */
   int attached, started, stopped, loop_open; /* owner thread */
   int stopping;            /* loop thread: on_stop is closing the sessions */

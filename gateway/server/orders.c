@@ -12,7 +12,8 @@ pending_t *gw_pend_at(hg_gateway_t *gw, uint64_t counter) {
   return &gw->pend[counter & (gw->cfg.pending_capacity - 1)];
 }
 
-/* Queues cmd for the engine. Returns 0, REJ_BUSY (our ring or the
+/* Queues cmd for the engine (in loop mode: executes it, its results come
+ * once durable). Returns 0, REJ_BUSY (our ring or the
  * pipeline's is full) or REJ_UNAVAILABLE. */
 uint32_t gw_submit(hg_gateway_t *gw, const hg_command_t *cmd, uint32_t kind, uint32_t stream,
                    conn_t *c, uint64_t ref_seq, pending_t **out) {
@@ -21,9 +22,10 @@ uint32_t gw_submit(hg_gateway_t *gw, const hg_command_t *cmd, uint32_t kind, uin
     return REJ(BUSY);
   }
   uint64_t origin = ORIGIN_TAG | (gw->pend_next & ORIGIN_MASK);
-  int rc = gw->in_read ? hg_pipeline_submit_nowake(gw->pipe, origin, cmd)
-                       : hg_pipeline_submit(gw->pipe, origin, cmd);
-  if (rc == 0 && gw->in_read) gw->kick_due = 1;
+  int rc = gw->loop_mode  ? hg_pipeline_execute(gw->pipe, origin, cmd)
+           : gw->in_read ? hg_pipeline_submit_nowake(gw->pipe, origin, cmd)
+                         : hg_pipeline_submit(gw->pipe, origin, cmd);
+  if (rc == 0 && gw->in_read && !gw->loop_mode) gw->kick_due = 1;
   if (rc == HG_EBUSY) {
     STAT_ADD(gw, st_busy);
     return REJ(BUSY);

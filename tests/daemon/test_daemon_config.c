@@ -36,6 +36,7 @@ static void defaults_are_documented_values(void **state) {
   assert_int_equal(c.snapshot_interval, 1000000);
   assert_int_equal(c.snapshot_keep, 2);
   assert_int_equal(c.durability, HG_DURABILITY_DURABLE);
+  assert_int_equal(c.pipe_mode, HG_PIPE_MODE_LOOP);
   assert_int_equal(c.wait_spin, 0);
   assert_int_equal(c.rt_priority, 0);
   assert_int_equal(c.max_instruments, 64);
@@ -114,6 +115,7 @@ static void every_key_is_set(void **state) {
       "pipeline.inbound_capacity = 1024\n"
       "pipeline.outbound_capacity = 2048\n"
       "pipeline.staging_capacity = 4096\n"
+      "pipeline.mode = threads\n"
       "throttle.rate = 50\n"
       "throttle.burst = 75\n"
       "http.max_connections = 5\n"
@@ -183,6 +185,7 @@ static void every_key_is_set(void **state) {
   assert_int_equal(pc.journal.force_fallback, 1);
   assert_int_equal(pc.spin, 500);
   assert_int_equal(pc.durability, HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE);
+  assert_int_equal(pc.mode, HG_PIPE_MODE_THREADS);
   assert_int_equal(pc.snapshot_every, 0);
   assert_int_equal(pc.snapshot_keep, 7);
   assert_int_equal(pc.map_size, 2147483648u);
@@ -231,6 +234,7 @@ static void bad_input_names_line_key_and_reason(void **state) {
       {"log.level = loud\n", HG_EINVAL, 1, "log.level", "debug, info, warn or error"},
       {"http.keepalive = maybe\n", HG_EINVAL, 1, "http.keepalive", "yes or no"},
       {"durability = fast\n", HG_EINVAL, 1, "durability", "ack_before_durable_unsafe"},
+      {"pipeline.mode = fibers\n", HG_EINVAL, 1, "pipeline.mode", "loop or threads"},
       {"wait = spin\n", HG_EINVAL, 1, "wait", "block or spin N"},
       {"wait = spin 0\n", HG_ERANGE, 1, "wait", "spin count"},
       {"wait = busy\n", HG_EINVAL, 1, "wait", "block or spin N"},

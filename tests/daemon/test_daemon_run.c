@@ -23,14 +23,24 @@ typedef struct run {
   int port;
 } run_t;
 
-/* Starts the daemon with conf file r->conf and extra options; waits for
- * "ready" and reads the HTTP port from the log. */
-static void start(run_t *r, const char *rate) {
-  char opt_rate[64];
+/* A thread of process pid has a name containing name. */
+static int has_thread(pid_t pid, const char *name) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "grep -qs '%s' /proc/%d/task/*/comm", name, (int)pid);
+  return du_system(cmd) == 0;
+}
+
+/* Starts the daemon with conf file r->conf and extra options (mode: the
+ * pipeline.mode, NULL: the default); waits for "ready" and reads the HTTP
+ * port from the log. */
+static void start(run_t *r, const char *rate, const char *mode) {
+  char opt_rate[64], opt_mode[64];
   snprintf(opt_rate, sizeof opt_rate, "synthetic.orders_per_sec=%s", rate);
+  snprintf(opt_mode, sizeof opt_mode, "pipeline.mode=%s", mode != NULL ? mode : "loop");
   char *argv[] = {(char *)g_bin, "-c", r->conf, "-o", r->opt_data, "-o", "listen.http=127.0.0.1:0",
                   "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
-                  "-o", opt_rate, "-o", "snapshot.interval=500", DU_SMALL_OPTS, NULL};
+                  "-o", opt_rate, "-o", "snapshot.interval=500", DU_SMALL_OPTS,
+                  mode != NULL ? "-o" : NULL, opt_mode, NULL};
   remove(r->log);
   r->pid = du_spawn(argv, r->log);
   /* Generous: sanitizer builds on a loaded machine start slowly. */
@@ -50,7 +60,11 @@ static void daemon_serves_stops_and_recovers(void **state) {
   snprintf(r.conf, sizeof r.conf, "%s/h.conf", r.dir);
   snprintf(r.opt_data, sizeof r.opt_data, "data_dir=%s", r.data);
   assert_int_equal(du_write_file(r.conf, "# test\nlog.level = info\n"), 0);
-  start(&r, "3000");
+  start(&r, "3000", NULL);
+  /* The default pipeline mode: the gateway's loop runs the sequencer. */
+  assert_true(has_thread(r.pid, "hg-gateway"));
+  assert_false(has_thread(r.pid, "hg-engine"));
+  assert_false(has_thread(r.pid, "hg-journal"));
 
   /* /health */
   char *h = du_get(r.port, "/health");
@@ -202,8 +216,10 @@ static void daemon_serves_stops_and_recovers(void **state) {
   free(log);
   assert_true(strtoull(seq1, NULL, 10) >= 1000);
 
-  /* Restart without load: recovers from the final snapshot alone. */
-  start(&r, "0");
+  /* Restart without load, in the other pipeline mode: recovers from the
+   * final snapshot alone. */
+  start(&r, "0", "threads");
+  assert_true(has_thread(r.pid, "hg-engine"));
   log = du_read(r.log);
   char want[128];
   snprintf(want, sizeof want, "recovered to seq %s (snapshot %s + 0 journal records", seq1, seq1);

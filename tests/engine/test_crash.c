@@ -14,7 +14,11 @@
  * The next child continues from the recovered seq. Snapshots are frequent so
  * that kills land during snapshot writes and recovery uses snapshot + tail.
  *
- *   test_crash [--kills N] [--seed S]     (default 20 kills)
+ * With --mode loop the child drives a loop-mode pipeline as an event loop
+ * would: it executes commands itself, commits each batch, and waits on the
+ * pipeline's loop fd for the completion.
+ *
+ *   test_crash [--kills N] [--seed S] [--mode threads|loop]   (default 20 kills, threads)
  */
 #include <errno.h>
 #include <poll.h>
@@ -38,17 +42,50 @@
 
 static unsigned g_kills = 20;
 static uint64_t g_seed = 1;
+static int g_mode = HG_PIPE_MODE_THREADS;
+
+/* Writes the seqs of the DONE records among out[0..n) to ack_fd. */
+static void send_acks(int ack_fd, const hg_pipe_out_t *out, size_t n) {
+  uint64_t acks[512];
+  size_t k = 0;
+  for (size_t j = 0; j < n && k < 512; j++)
+    if (out[j].kind == HG_PIPE_DONE) acks[k++] = out[j].seq;
+  if (k && write(ack_fd, acks, k * sizeof acks[0]) != (ssize_t)(k * sizeof acks[0])) _exit(5);
+}
+
+/* The child's loop in loop mode: 64 commands per iteration, one commit,
+ * then a wait on the loop fd (1 ms at most) and the reap. */
+static void child_loop(hg_pipeline_t *p, uint64_t i, int ack_fd) {
+  hg_pipe_out_t out[512];
+  for (;;) {
+    for (int b = 0; b < 64; b++) {
+      hg_command_t cmd;
+      cmdgen_command(i, g_seed, &cmd);
+      int rc = hg_pipeline_execute(p, i, &cmd);
+      if (rc == HG_EBUSY) break;
+      if (rc != 0) _exit(4);
+      i++;
+    }
+    int ready = hg_pipeline_loop_commit(p);
+    struct pollfd pf = {.fd = hg_pipeline_loop_fd(p), .events = POLLIN};
+    if (poll(&pf, 1, 1) > 0) ready |= hg_pipeline_loop_reap(p, 0);
+    size_t n;
+    while (ready && (n = hg_pipeline_poll(p, out, 512)) > 0) send_acks(ack_fd, out, n);
+  }
+}
 
 static void child_run(const char *dir, int ack_fd) {
   util_log_t log = {0};
   hg_pipeline_config_t cfg;
   util_config(&cfg, dir, &log);
   cfg.snapshot_every = 300;
+  cfg.mode = g_mode;
   hg_pipeline_t *p = NULL;
   if (hg_pipeline_open(&cfg, &p) != 0 || hg_pipeline_start(p) != 0) _exit(3);
   uint64_t i = hg_exchange_last_seq(hg_pipeline_exchange(p)); /* next index */
   const uint64_t ready = UINT64_MAX;
   if (write(ack_fd, &ready, sizeof ready) != sizeof ready) _exit(5);
+  if (g_mode == HG_PIPE_MODE_LOOP) child_loop(p, i, ack_fd);
   hg_pipe_out_t out[512];
   uint64_t acks[512];
   for (;;) {
@@ -225,6 +262,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--kills") == 0) g_kills = (unsigned)strtoul(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--seed") == 0) g_seed = strtoull(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--mode") == 0)
+      g_mode = strcmp(argv[i + 1], "loop") == 0 ? HG_PIPE_MODE_LOOP : HG_PIPE_MODE_THREADS;
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(kill_and_recover)};
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -572,6 +572,236 @@ static void rt_priority_reaches_engine_and_journal(void **state) {
   hg_pipeline_close(p);
 }
 
+/* ------------------------------------------------------------ loop mode */
+
+/* One timestamp for every command: the engine thread reads the clock again
+ * for a command it retries (journal ring full), so a clock that moves would
+ * stamp the two modes' commands differently. */
+static uint64_t fixed_clock(void *ctx) { return *(const uint64_t *)ctx; }
+
+/* Names of this process's threads contain name. */
+static int thread_named(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  assert_non_null(d);
+  struct dirent *e;
+  int found = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) continue;
+    if (fgets(comm, sizeof comm, fp) != NULL && strstr(comm, name) != NULL) found = 1;
+    fclose(fp);
+  }
+  closedir(d);
+  return found;
+}
+
+/* Runs commands [from, to) as the loop owner would: execute, a commit every
+ * `batch` commands, reaps until the last one is released. */
+static void loop_run(hg_pipeline_t *p, uint64_t from, uint64_t to, uint32_t batch,
+                     consumer_t *c) {
+  for (uint64_t i = from; i < to; i++) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    int rc;
+    while ((rc = hg_pipeline_execute(p, i, &cmd)) == HG_EBUSY) {
+      hg_pipeline_loop_commit(p);
+      hg_pipeline_loop_reap(p, -1);
+      consume(p, c);
+    }
+    assert_int_equal(rc, 0);
+    if ((i + 1) % batch == 0 && hg_pipeline_loop_commit(p)) consume(p, c);
+  }
+  while (c->next_done < to + 1) {
+    if (hg_pipeline_loop_commit(p) | hg_pipeline_loop_reap(p, -1)) consume(p, c);
+  }
+}
+
+static void file_bytes(const char *path, uint8_t **buf, size_t *len) {
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  fseek(fp, 0, SEEK_END);
+  *len = (size_t)ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  *buf = malloc(*len);
+  assert_non_null(*buf);
+  assert_int_equal(fread(*buf, 1, *len, fp), *len);
+  fclose(fp);
+}
+
+/* The same commands through both modes give the same records, the same
+ * state and the same journal bytes; loop mode runs no engine or journal
+ * thread; a restart recovers the loop mode's journal and snapshots. */
+static void loop_mode_matches_threads(void **state) {
+  fixture_t *f = *state;
+  enum { N = 6000 };
+  uint64_t t0 = 1767225600000000000ull, t1 = t0;
+  uint8_t h0[HG_SHA256_LEN], h1[HG_SHA256_LEN];
+  char dir1[64];
+  assert_non_null(util_tmpdir(dir1, "pipeloop"));
+
+  f->cfg.clock = fixed_clock;
+  f->cfg.clock_ctx = &t0;
+  f->cfg.snapshot_every = 1000;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c0 = {.next_done = 1};
+  submit_range(p, 0, N, &c0);
+  wait_done(p, &c0, N);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_state_hash(p, h0);
+  hg_pipeline_close(p);
+
+  hg_pipeline_config_t lc = f->cfg;
+  util_log_t llog = {0};
+  lc.data_dir = dir1;
+  lc.log_ctx = &llog;
+  lc.clock_ctx = &t1;
+  lc.mode = HG_PIPE_MODE_LOOP;
+  assert_int_equal(hg_pipeline_open(&lc, &p), 0);
+  assert_int_equal(hg_pipeline_mode(p), HG_PIPE_MODE_LOOP);
+  assert_true(hg_pipeline_loop_fd(p) >= 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  assert_false(thread_named("hg-engine"));
+  assert_false(thread_named("hg-journal"));
+  consumer_t c1 = {.next_done = 1};
+  loop_run(p, 0, N, 64, &c1);
+  assert_int_equal(c1.events, c0.events);
+  assert_int_equal(c1.malformed, c0.malformed);
+  assert_int_equal(c1.unavailable, 0);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_state_hash(p, h1);
+  hg_pipeline_close(p);
+  assert_memory_equal(h0, h1, sizeof h0);
+  assert_int_equal(llog.errors, 0);
+
+  char a[128], b[128];
+  snprintf(a, sizeof a, "%s/journal/journal-%020d.hgj", f->dir, 1);
+  snprintf(b, sizeof b, "%s/journal/journal-%020d.hgj", dir1, 1);
+  uint8_t *ba, *bb;
+  size_t la, lb;
+  file_bytes(a, &ba, &la);
+  file_bytes(b, &bb, &lb);
+  assert_int_equal(la, lb);
+  assert_memory_equal(ba, bb, la);
+  free(ba);
+  free(bb);
+
+  /* Restart in loop mode: the recovered state, then more commands. */
+  assert_int_equal(hg_pipeline_open(&lc, &p), 0);
+  hg_pipeline_state_hash(p, h1);
+  assert_memory_equal(h0, h1, sizeof h0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c2 = {.next_done = N + 1};
+  loop_run(p, N, N + 500, 32, &c2);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+  util_rm_rf(dir1);
+}
+
+/* Commands other threads submit in loop mode are sequenced by the loop;
+ * hg_pipeline_execute refuses in threads mode. */
+static void *loop_submitter(void *arg) {
+  hg_pipeline_t *p = arg;
+  for (uint64_t i = 0; i < 2000;) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    int rc = hg_pipeline_submit(p, i, &cmd);
+    if (rc == 0) i++;
+    else if (rc == HG_EBUSY) usleep(100);
+    else return (void *)(intptr_t)rc;
+  }
+  return NULL;
+}
+
+static void loop_mode_takes_other_threads_submits(void **state) {
+  fixture_t *f = *state;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  hg_command_t cmd;
+  cmdgen_command(0, SEED, &cmd);
+  assert_int_equal(hg_pipeline_execute(p, 0, &cmd), HG_EINVAL);
+  hg_pipeline_close(p);
+
+  f->cfg.mode = HG_PIPE_MODE_LOOP;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_execute(p, 0, &cmd), HG_EUNAVAIL); /* not started */
+  assert_int_equal(hg_pipeline_start(p), 0);
+  pthread_t thr;
+  assert_int_equal(pthread_create(&thr, NULL, loop_submitter, p), 0);
+  consumer_t c = {.next_done = 1};
+  while (c.next_done < 2001) {
+    if (hg_pipeline_loop_commit(p) | hg_pipeline_loop_reap(p, 1)) consume(p, &c);
+  }
+  void *ret;
+  pthread_join(thr, &ret);
+  assert_null(ret);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  assert_int_equal(hg_exchange_last_seq(hg_pipeline_exchange(p)), 2000);
+  hg_pipeline_close(p);
+}
+
+/* Loop mode with the journal's fallback: each commit is synchronous, so
+ * the commit call itself makes the batch durable and releasable. */
+static void loop_mode_fallback_commits_at_once(void **state) {
+  fixture_t *f = *state;
+  f->cfg.mode = HG_PIPE_MODE_LOOP;
+  f->cfg.journal.force_fallback = 1;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  hg_command_t cmd;
+  cmdgen_command(0, SEED, &cmd);
+  assert_int_equal(hg_pipeline_execute(p, 0, &cmd), 0);
+  assert_int_equal(hg_pipeline_loop_commit(p), 1);
+  consumer_t c = {.next_done = 1};
+  consume(p, &c);
+  assert_int_equal(c.next_done, 2);
+  loop_run(p, 1, 3000, 50, &c);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  assert_int_equal(hg_exchange_last_seq(hg_pipeline_exchange(p)), 3000);
+  hg_pipeline_close(p);
+}
+
+/* Loop mode, journal failure: intake stops, nothing undurable comes out. */
+static void loop_mode_journal_failure(void **state) {
+  fixture_t *f = *state;
+  f->cfg.mode = HG_PIPE_MODE_LOOP;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  hg_journal__inject_fault(hg_pipeline__journal(p), HG_JOURNAL_FAULT_EIO);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  consumer_t c = {.next_done = 1};
+  int rc = 0;
+  for (uint64_t i = 0; i < 100000; i++) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    rc = hg_pipeline_execute(p, i, &cmd);
+    if (rc != 0) break;
+    if (hg_pipeline_loop_commit(p) | hg_pipeline_loop_reap(p, -1)) consume(p, &c);
+  }
+  assert_int_equal(rc, HG_EUNAVAIL);
+  assert_int_equal(hg_pipeline_failed(p), -EIO);
+  hg_command_t cmd;
+  cmdgen_command(0, SEED, &cmd);
+  assert_int_equal(hg_pipeline_submit(p, 0, &cmd), HG_EUNAVAIL);
+  hg_pipeline_loop_commit(p);
+  consume(p, &c);
+  assert_int_equal(c.next_done, 1);
+  assert_int_equal(c.events, 0);
+  assert_non_null(strstr(f->log.last, "journal failed"));
+  assert_int_equal(hg_pipeline_stop(p), -EIO);
+  consume(p, &c);
+  assert_int_equal(c.events, 0);
+  hg_pipeline_close(p);
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_exchange_last_seq(hg_pipeline_exchange(p)), 0);
+  hg_pipeline_close(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(lifecycle_restart_and_replay, setup, teardown),
@@ -587,6 +817,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(ack_before_durable_mode_releases, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_data_dir_is_a_clear_error, setup, teardown),
       cmocka_unit_test_setup_teardown(corrupt_journal_stops_startup, setup, teardown),
+      cmocka_unit_test_setup_teardown(loop_mode_matches_threads, setup, teardown),
+      cmocka_unit_test_setup_teardown(loop_mode_takes_other_threads_submits, setup, teardown),
+      cmocka_unit_test_setup_teardown(loop_mode_journal_failure, setup, teardown),
+      cmocka_unit_test_setup_teardown(loop_mode_fallback_commits_at_once, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

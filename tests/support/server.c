@@ -48,6 +48,12 @@ static void gateway_config(const ts_server_t *s, const ts_server_options_t *o,
   if (o->tweak != NULL) o->tweak(gc);
 }
 
+int ts_pipe_mode(const ts_server_options_t *o) {
+  if (o != NULL && o->pipe_mode != 0) return o->pipe_mode - 1;
+  const char *e = getenv("HG_TEST_PIPE_MODE");
+  return e != NULL && strcmp(e, "loop") == 0 ? HG_PIPE_MODE_LOOP : HG_PIPE_MODE_THREADS;
+}
+
 static void pipeline_config(ts_server_t *s, const ts_server_options_t *o,
                             hg_pipeline_config_t *pc) {
   util_config(pc, s->dir, &s->plog);
@@ -70,6 +76,7 @@ static void pipeline_config(ts_server_t *s, const ts_server_options_t *o,
   pc->durability = o->durable ? HG_DURABILITY_DURABLE : HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE;
   pc->clock = o->clock;
   pc->clock_ctx = o->clock_ctx;
+  pc->mode = ts_pipe_mode(o);
   pc->out_notify = hg_gateway_notify;
   pc->out_notify_ctx = s->gw;
 }

@@ -12,6 +12,9 @@
  *
  * New data directories go under $TMPDIR (else /tmp) unless base_dir says
  * otherwise, never into the working directory; ts_server_stop removes them.
+ * Pipeline mode: threads by default; HG_TEST_PIPE_MODE=loop in the
+ * environment runs every server of the test in loop mode (the *_loop CTest
+ * registrations do), and pipe_mode sets it for one server.
  * Threads: the calling thread owns the ts_server_t; the pipeline's and
  * gateway's own threads run between run and halt.
  */
@@ -47,6 +50,8 @@ typedef struct ts_server_options {
   int journal_direct;        /* journal.force_fallback: pwritev + fdatasync, no io_uring */
   int rt_priority;           /* SCHED_FIFO for the engine, journal and gateway threads; 0: off */
   const hg_clearing_config_t *clearing; /* NULL: no band and no margin (util_no_risk) */
+  int pipe_mode;             /* 0: from $HG_TEST_PIPE_MODE ("loop" or "threads"; unset:
+                                threads); else HG_PIPE_MODE_* + 1 */
 } ts_server_options_t;
 
 typedef struct ts_server {
@@ -70,6 +75,9 @@ int ts_server_create(ts_server_t *s, const ts_server_options_t *o);
  * error. */
 int ts_server_add_key(ts_server_t *s, uint64_t id, uint32_t role, uint32_t account,
                       uint32_t firm);
+
+/* The pipeline mode o asks for (pipe_mode, else $HG_TEST_PIPE_MODE). */
+int ts_pipe_mode(const ts_server_options_t *o);
 
 /* Starts the pipeline and the gateway; sets s->port. 0 or an error. */
 int ts_server_run(ts_server_t *s);

@@ -136,10 +136,11 @@
  * message says how to go on (move it aside once the journal is known whole;
  * open rewrites it from the journal).
  *
- * Threads. A hg_journal_t is owned by one thread (the journal writer thread
- * of the pipeline): every function taking a hg_journal_t * must be called
- * from it, except hg_journal_durable_seq() and hg_journal_failed(), which
- * any thread may call. A reader (hg_journal_reader_t) is owned by the thread
+ * Threads. A hg_journal_t is owned by one thread at a time (the journal
+ * writer thread of the pipeline, or the event loop thread that drives it;
+ * ownership passes with a thread start or join): every function taking a
+ * hg_journal_t * must be called from it, except hg_journal_durable_seq() and
+ * hg_journal_failed(), which any thread may call. A reader (hg_journal_reader_t) is owned by the thread
  * that opened it; any number of readers may run alongside the writer.
  *
  * Messages (warnings about torn tails, corruption, repair, the mark, the
@@ -297,6 +298,23 @@ uint64_t hg_journal_next_seq(const hg_journal_t *j);
 
 /* Nonzero when batches go through io_uring, 0 with the fallback. */
 int hg_journal_uses_io_uring(const hg_journal_t *j);
+
+/*
+ * Driving the journal from an event loop instead of a thread of its own.
+ * hg_journal_commit() never blocks with io_uring: it submits the batch and
+ * returns. hg_journal_poll(j, 0) reaps what completed without blocking and
+ * submits what was staged meanwhile. To learn when to reap without
+ * polling, register an eventfd: the kernel then signals it for every
+ * completion (io_uring_register_eventfd), so a loop watches fd for
+ * readability, reads it (clearing the count) and calls hg_journal_poll(j,
+ * 0). With the fallback the call does nothing and returns 0: the commit is
+ * synchronous, durable when it returns. The caller keeps fd open until
+ * hg_journal_close(). 0 or -errno (io_uring_register_eventfd).
+ */
+int hg_journal_set_eventfd(hg_journal_t *j, int fd);
+
+/* Nonzero while a batch is with the kernel (io_uring only). */
+int hg_journal_in_flight(const hg_journal_t *j);
 
 /* ------------------------------------------------------------------------ */
 /* Reading (replay, retransmission)                                          */

@@ -65,6 +65,45 @@
  * number of threads at once. hg_pipeline_poll() and hg_pipeline_wait() belong
  * to one consumer thread. The exchange itself is owned by the engine thread
  * while the pipeline runs and by the owner thread otherwise.
+ *
+ * Loop mode (cfg.mode = HG_PIPE_MODE_LOOP). There is no engine thread and
+ * no journal thread: the thread that runs an event loop (the gateway's)
+ * sequences and journals itself, so an order costs no thread hand-off.
+ *  - hg_pipeline_execute(p, origin, cmd) does for one command what the
+ *    engine thread does: stamps seq and ts, encodes the record and appends
+ *    it to the journal's filling batch, applies it and stages its events.
+ *    No allocation, lock or syscall (except when a whole batch_bytes batch
+ *    fills while the previous one is in flight: it then waits for that).
+ *  - hg_pipeline_loop_commit(p), once per loop iteration after the reads
+ *    (libuv: a uv_check and a uv_prepare handle), sequences what other
+ *    threads queued, moves staged records to the consumers' rings and
+ *    submits the accumulated batch through io_uring if none is in flight
+ *    (one submission per batch; the next batch accumulates meanwhile).
+ *  - hg_pipeline_loop_fd(p) is an eventfd that becomes readable when a
+ *    commit completed (io_uring_register_eventfd) or another thread queued
+ *    a command (hg_pipeline_submit / hg_pipeline_kick); on readability the
+ *    loop calls hg_pipeline_loop_reap(p, 0), which reaps the completion,
+ *    advances durable_seq, submits the next batch and wakes consumers
+ *    1..n-1 (futex waiter and consumer_notify) when durability moved.
+ *  - Both return nonzero when consumer 0 (the loop owner) has records to
+ *    hg_pipeline_poll(): durable ones, or any in the unsafe mode. Consumer 0
+ *    is never notified otherwise (out_notify is not called in loop mode).
+ * The state machine, the journal and snapshot bytes, recovery, durability
+ * and journal failure are as in threads mode: a failure stops intake
+ * (execute and submit return HG_EUNAVAIL, queued commands come back
+ * UNAVAILABLE) and nothing undurable is released. Snapshots are serialized
+ * on the loop thread and written by the snapshot thread. The loop owner
+ * owns the exchange, the stage and the journal between hg_pipeline_start()
+ * and the moment its loop stops calling in (before hg_pipeline_stop(),
+ * which then finishes on the owner thread: queued commands are sequenced,
+ * everything is made durable and released). The owner may call execute
+ * before its loop runs (the calls then happen on the thread that starts
+ * the loop, before it starts). A command whose events do not fit in the
+ * stage (staging_capacity) and consumer 0's ring together, a mass cancel
+ * of a very large book, cannot wait for consumer 0 (the loop owner is
+ * inside the command): consumer 0 loses the excess, logged once.
+ * With the journal's fallback (force_fallback) the commit is synchronous
+ * and loop_commit returns with the batch durable.
  */
 #ifndef HOURGLASS_PIPELINE_H
 #define HOURGLASS_PIPELINE_H
@@ -84,6 +123,12 @@ typedef enum hg_durability {
   HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE = 1 /* release at once; a crash may lose acked commands */
 } hg_durability_t;
 
+/* Who runs the sequencer and the journal (see "Loop mode" above). */
+typedef enum hg_pipe_mode {
+  HG_PIPE_MODE_THREADS = 0, /* default: an engine thread and a journal thread */
+  HG_PIPE_MODE_LOOP = 1     /* the owner's event loop: hg_pipeline_execute() */
+} hg_pipe_mode_t;
+
 /* Most consumers of the outbound record stream (gateway, market-data view, ...). */
 #define HG_PIPE_MAX_CONSUMERS 4
 
@@ -98,8 +143,9 @@ typedef struct hg_pipeline_config {
   int rt_priority;              /* 0: default scheduling; 1..99: the engine and journal
                                    threads run under SCHED_FIFO at this priority
                                    (hourglass/thread.h; start fails with -EPERM if the
-                                   process may not) */
+                                   process may not); unused in loop mode */
   int durability;               /* hg_durability_t */
+  int mode;                     /* hg_pipe_mode_t; 0: threads */
   uint64_t snapshot_every;      /* commands between snapshots; 0: only at stop */
   uint32_t snapshot_keep;       /* good snapshots kept in LMDB; below 2: 2 (a
                                    bad newest one needs one to fall back to) */
@@ -113,7 +159,8 @@ typedef struct hg_pipeline_config {
    * became durable, on the engine thread when it pushed records that already
    * were (and in the unsafe mode). May be called from either of those two
    * threads, also concurrently; may occasionally find nothing to poll. Must
-   * be cheap and must not block; NULL: none (use hg_pipeline_wait()). */
+   * be cheap and must not block; NULL: none (use hg_pipeline_wait()). Not
+   * called in loop mode (consumer 0 is the loop owner, see "Loop mode"). */
   void (*out_notify)(void *ctx);
   void *out_notify_ctx;
   /* Number of consumers, each with its own outbound ring of
@@ -176,8 +223,9 @@ void hg_pipeline_config_init(hg_pipeline_config_t *cfg);
  */
 int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out);
 
-/* Starts the engine, journal and snapshot threads. 0, HG_ESTATE, -EPERM (cfg.rt_priority
- * set and real-time scheduling not permitted), other -errno. */
+/* Starts the engine, journal and snapshot threads (loop mode: the snapshot
+ * thread only). 0, HG_ESTATE, -EPERM (cfg.rt_priority set and real-time
+ * scheduling not permitted), other -errno. */
 int hg_pipeline_start(hg_pipeline_t *p);
 
 /*
@@ -203,8 +251,40 @@ int hg_pipeline_submit_nowake(hg_pipeline_t *p, uint64_t origin, const hg_comman
 
 /* Wakes the engine thread if it sleeps; it then sees every command pushed
  * before the call (no lost wake-up). One atomic read-modify-write when the
- * engine is awake, a futex wake when it sleeps. Any thread; cannot fail. */
+ * engine is awake, a futex wake when it sleeps. Any thread; cannot fail.
+ * In loop mode submit and kick signal the loop's eventfd (a write per call:
+ * meant for threads other than the loop's, off the order path). */
 void hg_pipeline_kick(hg_pipeline_t *p);
+
+/* cfg.mode of p. Any thread. */
+int hg_pipeline_mode(const hg_pipeline_t *p);
+
+/*
+ * Loop mode: sequences, journals (into the filling batch, not yet
+ * submitted), applies and stages one command at once; its events are
+ * released once hg_pipeline_loop_commit() / hg_pipeline_loop_reap() saw it
+ * durable. The loop owner's thread only (see "Loop mode"). Returns 0
+ * (also for a command the journal cannot hold: it comes back MALFORMED),
+ * HG_EBUSY (the stage lacks room for another command's events until the
+ * consumers poll: nothing done), HG_EUNAVAIL (not started, stopping, or the
+ * journal failed: nothing done) or HG_EINVAL (threads mode).
+ */
+int hg_pipeline_execute(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd);
+
+/* Loop mode: the eventfd to watch for readability (-1 in threads mode).
+ * Owned by p; valid until hg_pipeline_close(). Any thread. */
+int hg_pipeline_loop_fd(const hg_pipeline_t *p);
+
+/* Loop mode, the loop owner's thread, once per loop iteration: see "Loop
+ * mode". Returns nonzero when consumer 0 has records to poll. Does nothing
+ * (0) in threads mode or when not running. Journal errors are not
+ * returned: they stop intake (hg_pipeline_failed()). */
+int hg_pipeline_loop_commit(hg_pipeline_t *p);
+
+/* Loop mode, the loop owner's thread, when the loop fd is readable (or to
+ * wait for durability: timeout_ms as hg_journal_poll(), < 0 blocks until the
+ * batch in flight completes). Returns as hg_pipeline_loop_commit(). */
+int hg_pipeline_loop_reap(hg_pipeline_t *p, int timeout_ms);
 
 /* Pops up to max released records of consumer 0 into out: in the default
  * mode only those of commands the journal is durable for (records beyond a
@@ -214,7 +294,9 @@ void hg_pipeline_kick(hg_pipeline_t *p);
 size_t hg_pipeline_poll(hg_pipeline_t *p, hg_pipe_out_t *out, size_t max);
 
 /* Blocks until released records are available, the pipeline stops, or timeout_ns
- * passes (< 0: no limit). Consumer 0's thread. 0, -ETIMEDOUT or -ECANCELED. */
+ * passes (< 0: no limit). Consumer 0's thread. 0, -ETIMEDOUT or -ECANCELED.
+ * In loop mode consumer 0 is the loop owner, which drives durability
+ * itself: it must not wait here while the pipeline runs. */
 int hg_pipeline_wait(hg_pipeline_t *p, int64_t timeout_ns);
 
 /* The same for consumer k (0 <= k < consumers), on that consumer's thread.

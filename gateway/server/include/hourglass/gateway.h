@@ -16,6 +16,24 @@
  *    order, drop copies to the firm's subscribed risk viewers, anonymous
  *    market data to subscribers.
  *
+ * Pipeline in loop mode (hg_pipeline_config_t.mode = HG_PIPE_MODE_LOOP,
+ * hourglass/pipeline.h "Loop mode"; hourglassd's default). The loop thread
+ * then runs the order path to completion itself: each decoded command is
+ * hg_pipeline_execute()d at once (sequenced, journaled into the filling
+ * batch, applied, its events staged); a uv_check handle (after the
+ * iteration's reads) and a uv_prepare handle (before the loop blocks)
+ * submit the batch through io_uring with hg_pipeline_loop_commit(); a
+ * uv_poll handle on hg_pipeline_loop_fd() reaps the completion
+ * (hg_pipeline_loop_reap()), and the now durable results are drained and
+ * routed at once, with no wake-up of another thread. out_notify is not
+ * used; commands of other threads (the daemon's demo and synthetic
+ * generators) reach the loop through the pipeline's inbound ring. While
+ * the gateway runs, its loop thread owns the pipeline's sequencer,
+ * exchange and journal, so hg_gateway_stop() must come before
+ * hg_pipeline_stop() (which then finishes on the owner thread). A command
+ * refused because the pipeline's stage is full is answered REJ_BUSY, as a
+ * full inbound ring is in threads mode.
+ *
  * State it keeps (owned by the loop thread once started): a mirror of live
  * orders (owner, leaves, cancel-on-disconnect flag), per-instrument price
  * levels for market data snapshots, accounts (firm, cash), positions and a
@@ -59,7 +77,8 @@
  *
  * Lifecycle (owner thread):
  *   hg_gateway_config_init -> hg_gateway_create -> (pipeline config:
- *   out_notify = hg_gateway_notify, out_notify_ctx = gw) -> hg_pipeline_open
+ *   out_notify = hg_gateway_notify, out_notify_ctx = gw; mode threads or
+ *   loop) -> hg_pipeline_open
  *   -> hg_gateway_attach -> hg_gateway_add_key / hg_gateway_load_keys ->
  *   hg_pipeline_start -> hg_gateway_start -> ... -> hg_gateway_stop ->
  *   hg_pipeline_stop / hg_pipeline_close -> hg_gateway_destroy.
@@ -277,7 +296,8 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
  * key). Pure; any thread. */
 int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret[64]);
 
-/* Starts accepting, on a new loop thread. First, on the owner thread:
+/* Starts accepting, on a new loop thread (in loop mode, with the
+ * pipeline's handles on that loop: see above). First, on the owner thread:
  *  - records the next exchange epoch in the key store (one more than the
  *    last start's; sent in every LoginAck, proto/README.md);
  *  - opens the stream of each account that held live orders at attach (the
