@@ -60,8 +60,8 @@ static void daemon_serves_stops_and_recovers(void **state) {
   snprintf(r.conf, sizeof r.conf, "%s/h.conf", r.dir);
   snprintf(r.opt_data, sizeof r.opt_data, "data_dir=%s", r.data);
   assert_int_equal(du_write_file(r.conf, "# test\nlog.level = info\n"), 0);
-  start(&r, "3000", NULL);
-  /* The default pipeline mode: the gateway's loop runs the sequencer. */
+  start(&r, "3000", "loop");
+  /* Loop mode: the gateway's loop runs the sequencer. */
   assert_true(has_thread(r.pid, "hg-gateway"));
   assert_false(has_thread(r.pid, "hg-engine"));
   assert_false(has_thread(r.pid, "hg-journal"));
@@ -216,9 +216,9 @@ static void daemon_serves_stops_and_recovers(void **state) {
   free(log);
   assert_true(strtoull(seq1, NULL, 10) >= 1000);
 
-  /* Restart without load, in the other pipeline mode: recovers from the
-   * final snapshot alone. */
-  start(&r, "0", "threads");
+  /* Restart without load, in the default pipeline mode (threads):
+   * recovers from the final snapshot alone. */
+  start(&r, "0", NULL);
   assert_true(has_thread(r.pid, "hg-engine"));
   log = du_read(r.log);
   char want[128];
