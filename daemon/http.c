@@ -29,6 +29,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,6 +118,8 @@ int hg_http_query_get(const char *query, const char *name, char *out, size_t cap
 
 /* Shortest gap between two encodes: wakes closer together are one event. */
 #define ENCODE_GAP_NS 5000000ull
+/* Kernel send buffer of each connection (the kernel doubles it). */
+#define SNDBUF (32 * 1024)
 /* A comment line on the stream after this long without events, so that a
  * watcher that went away is noticed. */
 #define HEARTBEAT_NS 15000000000ull
@@ -134,6 +137,7 @@ typedef struct watcher {
 typedef struct req {
   char *uri;
   int seen;     /* the handler saw the head */
+  int stream;   /* answered with the event stream */
 } req_t;
 
 struct hg_http {
@@ -183,11 +187,13 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   (void)conn;
   hg_http_t *srv = cls;
   req_t *r = *req_cls;
-  (void)toe;
-  /* relaxed: a statistic. A request refused by libmicrohttpd itself (bad
-   * version, bad head) ends without reaching the handler. */
+  /* relaxed (both): statistics. A request refused by libmicrohttpd itself
+   * (bad version, bad head) ends without reaching the handler; a stream
+   * whose socket took nothing for the idle timeout is a dropped watcher. */
   if (r == NULL || !r->seen)
     atomic_fetch_add_explicit(&srv->bad, 1, memory_order_relaxed);
+  else if (r->stream && toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
+    atomic_fetch_add_explicit(&srv->dropped, 1, memory_order_relaxed);
   if (r != NULL) {
     free(r->uri);
     free(r);
@@ -197,10 +203,17 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 
 static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                         enum MHD_ConnectionNotificationCode code) {
-  (void)conn, (void)socket_ctx;
+  (void)socket_ctx;
   hg_http_t *srv = cls;
   /* relaxed (all): statistics. */
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    /* A fixed kernel send buffer: a client that stops reading holds at
+     * most this much there (no autotuning to megabytes), so it stalls and
+     * is dropped instead. */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int sz = SNDBUF;
+    if (ci != NULL) setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
     atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&srv->open, 1, memory_order_relaxed);
   } else {
@@ -377,8 +390,10 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
   if (pl >= sizeof path) return refuse(srv, conn, 400, "bad target\n");
   memcpy(path, uri, pl);
   path[pl] = '\0';
-  if (srv->cfg.stream_path != NULL && strcmp(path, srv->cfg.stream_path) == 0)
+  if (srv->cfg.stream_path != NULL && strcmp(path, srv->cfg.stream_path) == 0) {
+    rq->stream = 1;
     return stream_start(srv, conn);
+  }
   hg_http_response_t resp = {200, "text/plain; charset=utf-8", {0}};
   srv->cfg.handler(srv->cfg.ctx, path, q ? q + 1 : "", &resp);
   if (resp.body.oom) {

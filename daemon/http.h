@@ -19,9 +19,10 @@
  * watcher whose unread bytes have been overwritten (it fell more than
  * stream_buffer behind) is dropped; so is one whose socket accepts nothing
  * for idle_ms. A watcher that has read everything is suspended (no
- * polling, no timeout) until the next event. Memory is the ring plus
- * libmicrohttpd's fixed per-connection pool: it does not grow with a slow
- * watcher.
+ * polling, no timeout) until the next event; a comment line (":") goes
+ * out after 15 s without events. Memory is the ring plus libmicrohttpd's
+ * fixed per-connection pool and a fixed 32 KiB kernel send buffer per
+ * connection: it does not grow with a slow watcher.
  *
  * Threads: hg_http_start/stop on the owner thread; the handler and encode
  * run on the server's thread; hg_http_wake, hg_http_set_keepalive and
