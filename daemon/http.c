@@ -465,7 +465,8 @@ static int read_pem(const char *path, char **out) {
   hg_sbuf_t b = {0};
   char chunk[4096];
   size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20)) hg_sbuf_put(&b, chunk, n);
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20))
+    hg_sbuf_put(&b, chunk, n);
   int bad = ferror(f) || b.len == 0 || b.oom;
   fclose(f);
   if (bad) {

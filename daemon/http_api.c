@@ -2,9 +2,10 @@
  * http_api.c - what hourglassd's HTTP port answers (daemon_http_handler):
  * /health, /metrics (Prometheus text), the public market data under
  * /api/v1/ (market_api.h, from the market view's published copy) and the
- * embedded web page; and the market event stream (daemon_http_stream). Runs on the HTTP thread; it reads the pipeline's
- * counters and the health atomics, never the engine's memory, and touches
- * the daemon's pointers only once d->published is set.
+ * embedded web page; and the market event stream (daemon_http_stream).
+ * Runs on the HTTP thread; it reads the pipeline's counters and the health
+ * atomics, never the engine's memory, and touches the daemon's pointers
+ * only once d->published is set.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -164,8 +165,8 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
     metric(b, "hourglass_http_bad_requests_total", "counter", "HTTP requests refused as bad.",
            hs.bad_requests);
     metric(b, "hourglass_http_connections", "gauge", "Open HTTP connections.", hs.open);
-    metric(b, "hourglass_http_stream_watchers", "gauge", "Open event streams (" DAEMON_STREAM_PATH ").",
-           hs.watchers);
+    metric(b, "hourglass_http_stream_watchers", "gauge",
+           "Open event streams (" DAEMON_STREAM_PATH ").", hs.watchers);
     metric(b, "hourglass_http_stream_events_total", "counter", "Market events sent to the stream.",
            hs.events);
     metric(b, "hourglass_http_stream_dropped_total", "counter",

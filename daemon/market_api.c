@@ -66,7 +66,8 @@ static void json_instrument(hg_sbuf_t *b, const hg_md_instrument_t *in, const hg
 }
 
 /* "instruments":[...] with each one's top of book. */
-static void json_instruments(hg_mdview_t *view, hg_sbuf_t *b, const hg_md_instrument_t *ins, size_t n) {
+static void json_instruments(hg_mdview_t *view, hg_sbuf_t *b, const hg_md_instrument_t *ins,
+                             size_t n) {
   hg_sbuf_puts(b, "\"instruments\":[");
   for (size_t i = 0; i < n; i++) {
     hg_tob_t t;

@@ -5,9 +5,10 @@
  * every reader receives every event, in order, none missing; the
  * non-readers are dropped (the idle timeout, or falling more than the ring
  * behind) and counted; the process's memory grows by far less than what
- * per-watcher buffering of the sent events would take.
+ * per-watcher buffering of the sent events would take. And HTTPS.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -220,7 +221,54 @@ static void thousand_watchers(void **state) {
   for (int i = 0; i < WATCHERS - READERS; i++) close(quiet[i]);
 }
 
+/* Runs cmd through the shell; its first output line into out. */
+static int run_line(const char *cmd, char *out, size_t cap) {
+  FILE *p = popen(cmd, "r");
+  if (p == NULL) return -1;
+  out[0] = '\0';
+  if (fgets(out, (int)cap, p) == NULL) out[0] = '\0';
+  return pclose(p);
+}
+
+/* HTTPS with a certificate and key from PEM files (a self-signed pair made
+ * by openssl, fetched with curl; skipped without them); plain HTTP to that
+ * port gets no answer; a missing file stops the start. */
+static void https_with_certificate(void **state) {
+  (void)state;
+  if (access("/usr/bin/openssl", X_OK) != 0 || access("/usr/bin/curl", X_OK) != 0) skip();
+  char dir[] = "/tmp/hg_https_XXXXXX", cmd[1024], line[64], cert[64], key[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(cert, sizeof cert, "%s/c.pem", dir);
+  snprintf(key, sizeof key, "%s/k.pem", dir);
+  snprintf(cmd, sizeof cmd,
+           "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 1 "
+           "-subj /CN=127.0.0.1 >/dev/null 2>&1",
+           key, cert);
+  assert_int_equal(system(cmd), 0);
+  hg_http_config_t cfg = {.host = "127.0.0.1", .max_connections = 8, .max_request = 8192,
+                          .keepalive = 1, .idle_ms = 1000, .tls_cert = cert, .tls_key = key,
+                          .handler = handler};
+  hg_http_t *h;
+  assert_int_equal(hg_http_start(&cfg, &h), 0);
+  snprintf(cmd, sizeof cmd,
+           "curl -sk --max-time 10 -o /dev/null -w '%%{http_code}' https://127.0.0.1:%u/x",
+           hg_http_port(h));
+  assert_int_equal(run_line(cmd, line, sizeof line), 0);
+  assert_string_equal(line, "404"); /* the handler's answer, over TLS */
+  snprintf(cmd, sizeof cmd,
+           "curl -s --max-time 10 -o /dev/null -w '%%{http_code}' http://127.0.0.1:%u/x",
+           hg_http_port(h));
+  run_line(cmd, line, sizeof line);
+  assert_string_equal(line, "000"); /* no HTTP answer on the TLS port */
+  hg_http_stop(h);
+  cfg.tls_key = "/nonexistent/k.pem";
+  assert_int_equal(hg_http_start(&cfg, &h), -ENOENT);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(thousand_watchers)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(thousand_watchers),
+                                     cmocka_unit_test(https_with_certificate)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -250,7 +250,8 @@ static void trade_reaches_page(du_cdp_t *cdp, const char *log, const char *sym, 
   assert_non_null(k);
   unsigned long long key;
   char secret[65];
-  assert_int_equal(sscanf(strstr(k, "HG_KEY_ID="), "HG_KEY_ID=%llu HG_SECRET=%64s", &key, secret), 2);
+  assert_int_equal(sscanf(strstr(k, "HG_KEY_ID="), "HG_KEY_ID=%llu HG_SECRET=%64s", &key, secret),
+                   2);
   snprintf(hgctl_port, sizeof hgctl_port, "%d", du_listen_port(l, "gateway"));
   free(l);
   char px[32];
@@ -421,7 +422,8 @@ static void page_shows_the_demo_market(void **state) {
   snprintf(path, sizeof path, "%s/probe.html", dir);
   write_probe(path, port);
   snprintf(url, sizeof url, "file://%s", path);
-  if (du_cdp_goto(&cdp, url, "document.getElementById('out').textContent.startsWith('probe') ? '1' : '0'", 60) != 0)
+  if (du_cdp_goto(&cdp, url, "document.getElementById('out').textContent.startsWith('probe')"
+                             " ? '1' : '0'", 60) != 0)
     fail_msg("the probe page did not measure the layout");
   char *pr = du_cdp_eval(&cdp, "document.getElementById('out').textContent");
   assert_non_null(pr);
