@@ -523,9 +523,9 @@ int hg_http_start(const hg_http_config_t *cfg, hg_http_t **out) {
   }
   unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                    (v6 ? MHD_USE_IPv6 : 0) | (srv->cert ? MHD_USE_TLS : 0);
-  /* The connection's memory pool holds the request head and the response
-   * being written: max_request for the head, the same again for output. */
-  size_t pool = (size_t)cfg->max_request * 2;
+  /* The connection's memory pool holds the request head (max_request)
+   * and libmicrohttpd's own output: response headers, a stream's block. */
+  size_t pool = (size_t)cfg->max_request + 8192;
   struct MHD_OptionItem tls[] = {
       {srv->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->cert},
       {MHD_OPTION_HTTPS_MEM_KEY, 0, srv->key},

@@ -5,9 +5,9 @@
  *
  * What it answers: GET only (anything else: 405 with Allow: GET), no
  * request body (Content-Length other than 0, or Transfer-Encoding: 400).
- * libmicrohttpd parses requests and refuses malformed ones itself (400,
- * 414/431 for a head beyond max_request, 505 for an HTTP version other
- * than 1.0/1.1). Keep-alive follows HTTP/1.1 rules unless switched off; an
+ * libmicrohttpd parses requests and refuses malformed ones itself (400 or
+ * a close, 414/431 for a head that does not fit its per-connection memory
+ * of max_request + 8 KiB, 505 for an HTTP version other than 1.0/1.1). Keep-alive follows HTTP/1.1 rules unless switched off; an
  * idle connection closes after idle_ms (rounded up to whole seconds).
  * Connections beyond max_connections, or beyond max_per_ip from one
  * address, are closed at accept.
@@ -72,7 +72,7 @@ typedef struct hg_http_config {
   uint16_t port;             /* 0: ephemeral (see hg_http_port) */
   uint32_t max_connections;
   uint32_t max_per_ip;       /* connections from one address; 0: no limit */
-  uint32_t max_request;      /* bytes of request line + headers (>= 256) */
+  uint32_t max_request;      /* bytes of request line + headers (>= 256), see above */
   int keepalive;
   uint32_t idle_ms;
   const char *tls_cert;      /* PEM files of certificate chain and key, */
