@@ -98,6 +98,11 @@ static const keydef_t KEYS[] = {
     {"http.max_request", K_SIZE32, OFF(http_max_request), 256, 1 * MB, 0, 0},
     {"http.keepalive", K_BOOL, OFF(http_keepalive), 0, 1, 1, 0},
     {"http.idle_timeout_ms", K_U32, OFF(http_idle_ms), 100, 3600000, 1, 0},
+    {"http.max_connections_per_ip", K_U32, OFF(http_max_per_ip), 1, 100000, 0, 0},
+    {"http.stream_buffer", K_SIZE32, OFF(http_stream_buffer), 64 * KB, 256 * MB, 0, 0},
+    {"http.tls", K_BOOL, OFF(http_tls), 0, 1, 0, 0},
+    {"http.tls_cert", K_OPTPATH, OFF(http_tls_cert), 0, 0, 0, 0},
+    {"http.tls_key", K_OPTPATH, OFF(http_tls_key), 0, 0, 0, 0},
     {"market.depth_levels", K_U32, OFF(md_depth), 1, 1000, 0, 0},
     {"market.recent_trades", K_U32, OFF(md_trades), 1, 100000, 0, 0},
     {"synthetic.orders_per_sec", K_U32, OFF(synthetic_rate), 0, 1000000, 1, 0},
@@ -149,6 +154,9 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->http_max_request = 8192;
   cfg->http_keepalive = 1;
   cfg->http_idle_ms = 10000;
+  cfg->http_max_per_ip = 32;
+  cfg->http_stream_buffer = (uint32_t)(1 * MB);
+  cfg->http_tls = 1;
   cfg->md_depth = 20;
   cfg->md_trades = 100;
   cfg->synthetic_rate = 0;
@@ -358,6 +366,14 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
   if ((strcmp(c->order_entry.host, c->http.host) == 0 && c->order_entry.port == c->http.port &&
        c->http.port != 0))
     return fail(err, 0, "listen.http", HG_EINVAL, "%s", "must differ from listen.order_entry");
+  if ((c->http_tls_cert[0] == '\0') != (c->http_tls_key[0] == '\0'))
+    return fail(err, 0, "http.tls_cert", HG_EINVAL, "%s", "and http.tls_key go together");
+  if (!c->http_tls && c->http_tls_cert[0] != '\0')
+    return fail(err, 0, "http.tls", HG_EINVAL, "%s", "is off but http.tls_cert is set");
+  if (c->http_tls && c->http_tls_cert[0] == '\0' && !is_loopback(c->http.host))
+    return fail(err, 0, "listen.http", HG_EINVAL, "%s",
+                "is not a loopback address: set http.tls_cert and http.tls_key, "
+                "or http.tls = off to serve plain HTTP there");
   if (c->journal_segment_size < (uint64_t)c->journal_batch_bytes + 64)
     return fail(err, 0, "journal.segment_size", HG_EINVAL, "%s",
                 "must exceed journal.batch_bytes by the 64-byte segment header");

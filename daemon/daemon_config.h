@@ -57,6 +57,11 @@ typedef struct hg_daemon_config {
   uint32_t http_max_request;   /* http.max_request, 8192 */
   int http_keepalive;          /* http.keepalive, yes */
   uint32_t http_idle_ms;       /* http.idle_timeout_ms, 10000 */
+  uint32_t http_max_per_ip;    /* http.max_connections_per_ip, 32 */
+  uint32_t http_stream_buffer; /* http.stream_buffer, 1M */
+  int http_tls;                /* http.tls, yes: HTTPS with a certificate, required off loopback */
+  char http_tls_cert[HG_DCFG_PATH_MAX]; /* http.tls_cert, "" = none (PEM file) */
+  char http_tls_key[HG_DCFG_PATH_MAX];  /* http.tls_key, "" = none (PEM file) */
   uint32_t md_depth;           /* market.depth_levels, 20 */
   uint32_t md_trades;          /* market.recent_trades, 100 */
   uint32_t synthetic_rate;     /* synthetic.orders_per_sec, 0 (off) */
@@ -110,7 +115,9 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
  * listen.order_entry, journal.segment_size exceeds journal.batch_bytes + 64,
  * the retired listen.market_data, when set, equals listen.order_entry,
  * tls.cert and tls.key go together, and a non-loopback listen.order_entry
- * has TLS or an explicit tls = off). 0 or HG_EINVAL with *err (line 0,
+ * has TLS or an explicit tls = off; http.tls_cert and http.tls_key come
+ * together, not with http.tls = off, and a non-loopback listen.http needs
+ * them unless http.tls = off). 0 or HG_EINVAL with *err (line 0,
  * naming the key). */
 int hg_daemon_config_check(const hg_daemon_config_t *cfg, hg_dcfg_error_t *err);
 

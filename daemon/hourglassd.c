@@ -18,13 +18,15 @@
  *    journals the commands itself (pipeline.h, "Loop mode");
  *  - hg-marketdata: consumer 1, feeds the market-data view the HTTP port
  *    serves (mdview.h), on its own ring so a slow web reader never holds
- *    the gateway back;
+ *    the gateway back; after a batch that changed the view it wakes the
+ *    HTTP thread's event stream (hg_http_wake, never blocking);
  *  - hg-demo (with --demo): consumer 2, the demo market's flow (demo.h);
  *  - a drain thread, only at shutdown: consumer 0 once the gateway has
  *    stopped, so the pipeline can drain;
- *  - http: the HTTP loop (http.h); it reads the view's published copy and
- *    seqlocks, the pipeline's counters and the health state, never the
- *    engine's memory;
+ *  - http: libmicrohttpd run from one thread (http.h); it reads the view's
+ *    published copy and seqlocks, the pipeline's counters and the health
+ *    state, never the engine's memory, and encodes each market event once
+ *    for every /api/v1/stream watcher;
  *  - hg-synthetic (optional, synthetic.orders_per_sec > 0): a deterministic
  *    order generator for load tests and demos, submitting like a client.
  *

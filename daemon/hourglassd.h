@@ -103,6 +103,13 @@ int daemon_serve(daemon_t *d);
  * /health, /metrics, /api/v1/ and the web page. HTTP thread. */
 void daemon_http_handler(void *ctx, const char *path, const char *query, hg_http_response_t *r);
 
+/* The market's Server-Sent Events: DAEMON_STREAM_PATH answers them, and
+ * daemon_http_stream (hg_http_encode_fn, ctx the daemon_t) encodes one
+ * "market" event: the instrument list, and the book and newest trades of
+ * each instrument that changed since the previous event. HTTP thread. */
+#define DAEMON_STREAM_PATH "/api/v1/stream"
+void daemon_http_stream(void *ctx, hg_sbuf_t *out);
+
 /* data_dir.c */
 /* mkdir -p with mode 0750. 0 or -errno. */
 int daemon_mkdir_p(const char *path);

@@ -1,26 +1,37 @@
 /*
- * http.c - the daemon's HTTP/1.1 server (see http.h).
+ * http.c - the daemon's HTTP server (see http.h) on libmicrohttpd.
  *
- * One libuv loop on its own thread. Each connection owns a fixed request
- * buffer of max_request bytes (allocated at accept, freed in the close
- * callback, as libuv requires) and an idle timer. Reading stops while a
- * response is being written, so requests on a connection are handled
- * strictly one after the other and pipelined bytes simply wait in the
- * buffer. Parsing looks only at what the server needs (method, target,
- * version, Connection, Content-Length, Transfer-Encoding); everything else
- * in the headers is skipped. Stop is a uv_async that closes every handle;
- * the loop then runs out of handles and the thread returns.
+ * libmicrohttpd runs without threads of its own (MHD_USE_EPOLL, external
+ * polling): one thread here waits in epoll on libmicrohttpd's epoll fd and
+ * an eventfd that hg_http_wake() and hg_http_stop() write, then calls
+ * MHD_run(). So the thread sleeps while idle, and the event stream's
+ * encoding, its ring and its watcher list are touched by this thread only.
+ *
+ * Per request, the URI log callback keeps the raw target (the handler gets
+ * path and query as sent) and counts the request; the completion callback
+ * frees it. The event ring is bytes with a 64-bit write position; an event
+ * is copied in once and each watcher's content-reader callback copies from
+ * its own position. A watcher with nothing to read suspends its
+ * connection; a new event resumes every suspended watcher.
  */
 #include "http.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <uv.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "hourglass/error.h"
 
@@ -85,389 +96,478 @@ void hg_sbuf_free(hg_sbuf_t *b) {
   memset(b, 0, sizeof *b);
 }
 
+/* ------------------------------------------------------------ query */
+
+int hg_http_query_get(const char *query, const char *name, char *out, size_t cap) {
+  size_t nl = strlen(name);
+  for (const char *q = query; q && *q;) {
+    if (strncmp(q, name, nl) == 0 && q[nl] == '=') {
+      size_t len = strcspn(q + nl + 1, "&");
+      if (len == 0 || len >= cap) return -1;
+      memcpy(out, q + nl + 1, len);
+      out[len] = '\0';
+      return 0;
+    }
+    q = strchr(q, '&');
+    if (q) q++;
+  }
+  return -1;
+}
+
 /* ----------------------------------------------------------------- server */
 
+/* Shortest gap between two encodes: wakes closer together are one event. */
+#define ENCODE_GAP_NS 5000000ull
+/* Kernel send buffer of each connection (the kernel doubles it). */
+#define SNDBUF (32 * 1024)
+/* A comment line on the stream after this long without events, so that a
+ * watcher that went away is noticed. */
+#define HEARTBEAT_NS 15000000000ull
+
+typedef struct watcher {
+  struct watcher *prev, *next;
+  struct MHD_Connection *conn;
+  hg_http_t *srv;
+  uint64_t cursor;  /* ring position of the next byte to send */
+  size_t hello_off; /* bytes of the greeting sent */
+  int suspended;
+} watcher_t;
+
+/* One request: the raw target as sent (from the URI log callback). */
+typedef struct req {
+  char *uri;
+  int seen;     /* the handler saw the head */
+  int stream;   /* answered with the event stream */
+} req_t;
+
 struct hg_http {
-  hg_http_config_t cfg; /* host not kept */
-  uv_loop_t loop;
-  uv_tcp_t listener;
-  uv_async_t stop_async;
+  hg_http_config_t cfg; /* host and TLS text not kept */
+  char *cert, *key;     /* copies; libmicrohttpd reads them until stop */
+  struct MHD_Daemon *mhd;
   pthread_t thread;
+  int efd, epfd;
   uint16_t port;
+  _Atomic int stop;
   _Atomic int keepalive;
   _Atomic uint32_t idle_ms;
-  _Atomic uint64_t accepted, refused, requests, bad;
-  _Atomic uint32_t open;
+  _Atomic uint64_t accepted, requests, bad, events, dropped;
+  _Atomic uint32_t open, watchers;
+  /* Server thread only: */
+  char *ring;
+  uint64_t head;  /* bytes ever written to the ring */
+  watcher_t *wl;  /* every watcher */
+  uint64_t last_encode_ns, last_event_ns;
+  int pending;    /* a wake not yet encoded */
 };
 
-typedef struct conn {
-  uv_tcp_t tcp; /* first: the handle's address is the conn's */
-  uv_timer_t timer;
-  uv_write_t wr;
-  hg_http_t *srv;
-  char *buf;  /* request bytes, max_request */
-  char *out;  /* response being written; freed in write_cb */
-  size_t len;
-  int writing;
-  int close_after;
-  int closing;
-  int handles_open;
-} conn_t;
-
-static void conn_free_cb(uv_handle_t *h) {
-  conn_t *c = h->data;
-  if (--c->handles_open == 0) {
-    /* relaxed: a statistic. */
-    atomic_fetch_sub_explicit(&c->srv->open, 1, memory_order_relaxed);
-    free(c->buf);
-    free(c);
-  }
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void conn_close(conn_t *c) {
-  if (c->closing) return;
-  c->closing = 1;
-  uv_close((uv_handle_t *)&c->tcp, conn_free_cb);
-  uv_close((uv_handle_t *)&c->timer, conn_free_cb);
-}
-
-static void idle_cb(uv_timer_t *t) { conn_close(t->data); }
-
-static void touch(conn_t *c) {
+static unsigned idle_s(hg_http_t *srv) {
   /* relaxed: a setting; the next request picks up a change. */
-  uv_timer_start(&c->timer, idle_cb, atomic_load_explicit(&c->srv->idle_ms, memory_order_relaxed),
-                 0);
+  uint32_t ms = atomic_load_explicit(&srv->idle_ms, memory_order_relaxed);
+  return (ms + 999) / 1000;
 }
 
-static const char *reason(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
-  }
-}
-
-static void process(conn_t *c);
-
-static void write_cb(uv_write_t *w, int status) {
-  conn_t *c = w->data;
-  free(c->out); /* libuv needed the bytes until now */
-  c->out = NULL;
-  c->writing = 0;
-  if (status < 0 || c->close_after || c->closing) {
-    conn_close(c);
-    return;
-  }
-  process(c); /* a pipelined request may already be buffered */
-}
-
-static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
-static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf);
-
-/* Sends a complete response; the connection then closes if close_after. */
-static void respond(conn_t *c, int status, const char *ctype, const char *body, size_t blen,
-                    int close_after, const char *extra) {
-  char head[512];
-  int hl = snprintf(head, sizeof head,
-                    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                    "Cache-Control: no-store\r\nConnection: %s\r\n%s\r\n",
-                    status, reason(status), ctype, blen, close_after ? "close" : "keep-alive",
-                    extra ? extra : "");
-  char *out = malloc((size_t)hl + blen);
-  if (out == NULL) {
-    conn_close(c);
-    return;
-  }
-  memcpy(out, head, (size_t)hl);
-  if (blen) memcpy(out + hl, body, blen);
-  c->out = out;
-  c->close_after = close_after;
-  c->writing = 1;
-  uv_read_stop((uv_stream_t *)&c->tcp);
-  uv_buf_t b = uv_buf_init(out, (unsigned)((size_t)hl + blen));
-  c->wr.data = c;
-  int rc = uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
-  if (rc < 0) { /* the callback will not run */
-    free(out);
-    c->out = NULL;
-    c->writing = 0;
-    conn_close(c);
-  }
-}
-
-static int bad(conn_t *c, int status, const char *msg) {
-  /* relaxed: a statistic. */
-  atomic_fetch_add_explicit(&c->srv->bad, 1, memory_order_relaxed);
-  respond(c, status, "text/plain; charset=utf-8", msg, strlen(msg), 1,
-          status == 405 ? "Allow: GET\r\n" : NULL);
-  return 0;
-}
-
-/* Case-insensitive search for a header; returns its value (trimmed, not
- * NUL-terminated; *vlen set) or NULL. hdrs spans [hdrs, end). */
-static const char *header(const char *hdrs, const char *end, const char *name, size_t *vlen) {
-  size_t nl = strlen(name);
-  for (const char *l = hdrs; l < end;) {
-    const char *e = memchr(l, '\n', (size_t)(end - l));
-    if (e == NULL) e = end;
-    if ((size_t)(e - l) > nl && strncasecmp(l, name, nl) == 0 && l[nl] == ':') {
-      const char *v = l + nl + 1, *ve = e;
-      while (v < ve && (*v == ' ' || *v == '\t')) v++;
-      while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) ve--;
-      *vlen = (size_t)(ve - v);
-      return v;
-    }
-    l = e + 1;
-  }
-  return NULL;
-}
-
-static int token_in(const char *v, size_t n, const char *tok) {
-  size_t tl = strlen(tok);
-  for (size_t i = 0; i + tl <= n; i++)
-    if (strncasecmp(v + i, tok, tl) == 0) return 1;
-  return 0;
-}
-
-void hg_http_parse_request(const char *req, size_t hlen, int keepalive, hg_http_request_t *out) {
-  out->status = 400;
-  out->msg = "bad request line\n";
-  out->keep = 0;
-  out->target[0] = '\0';
-  out->query = out->target;
-  const char *end = req + hlen;
-  const char *le = memchr(req, '\n', hlen);
-  if (le == NULL) return;
-  const char *hdrs = le + 1;
-  if (le > req && le[-1] == '\r') le--;
-  /* request line: METHOD SP TARGET SP HTTP/1.x */
-  const char *sp1 = memchr(req, ' ', (size_t)(le - req));
-  if (sp1 == NULL) return;
-  const char *sp2 = memchr(sp1 + 1, ' ', (size_t)(le - sp1 - 1));
-  if (sp2 == NULL || sp2 == sp1 + 1) return;
-  size_t vl = (size_t)(le - sp2 - 1);
-  const char *ver = sp2 + 1;
-  out->msg = "unsupported HTTP version\n";
-  if (vl != 8 || strncmp(ver, "HTTP/1.", 7) != 0 || (ver[7] != '0' && ver[7] != '1')) return;
-  int http11 = ver[7] == '1';
-  size_t tl = (size_t)(sp2 - sp1 - 1);
-  out->msg = "bad target\n";
-  if (tl >= sizeof out->target || sp1[1] != '/') return;
-  for (size_t i = 0; i < tl; i++) {
-    unsigned char ch = (unsigned char)sp1[1 + i];
-    if (ch <= 0x20 || ch >= 0x7f) return;
-  }
-  size_t n;
-  out->msg = "request bodies are not accepted\n";
-  const char *v = header(hdrs, end, "Transfer-Encoding", &n);
-  if (v != NULL) return;
-  v = header(hdrs, end, "Content-Length", &n);
-  if (v != NULL && !(n == 1 && v[0] == '0')) return;
-  if ((size_t)(sp1 - req) != 3 || strncmp(req, "GET", 3) != 0) {
-    out->status = 405;
-    out->msg = "only GET is served\n";
-    return;
-  }
-  int keep = keepalive;
-  v = header(hdrs, end, "Connection", &n);
-  if (http11)
-    keep = keep && !(v != NULL && token_in(v, n, "close"));
-  else
-    keep = keep && v != NULL && token_in(v, n, "keep-alive");
-  memcpy(out->target, sp1 + 1, tl);
-  out->target[tl] = '\0';
-  char *q = strchr(out->target, '?');
-  out->query = "";
-  if (q != NULL) {
-    *q = '\0';
-    out->query = q + 1;
-  }
-  out->status = 0;
-  out->msg = NULL;
-  out->keep = keep;
-}
-
-/* Handles one complete request in c->buf[0..hlen) (hlen includes the blank
- * line). Always starts a response (or closes); returns 0. */
-static int handle(conn_t *c, size_t hlen) {
-  hg_http_t *srv = c->srv;
+static void *uri_log(void *cls, const char *uri, struct MHD_Connection *conn) {
+  (void)conn;
+  hg_http_t *srv = cls;
   /* relaxed: a statistic. */
   atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
+  req_t *r = calloc(1, sizeof *r);
+  if (r != NULL) r->uri = strdup(uri);
+  return r;
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                      enum MHD_RequestTerminationCode toe) {
+  (void)conn;
+  hg_http_t *srv = cls;
+  req_t *r = *req_cls;
+  /* relaxed (both): statistics. A request refused by libmicrohttpd itself
+   * (bad version, bad head) ends without reaching the handler; a stream
+   * whose socket took nothing for the idle timeout is a dropped watcher. */
+  if (r == NULL || !r->seen)
+    atomic_fetch_add_explicit(&srv->bad, 1, memory_order_relaxed);
+  else if (r->stream && toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
+    atomic_fetch_add_explicit(&srv->dropped, 1, memory_order_relaxed);
+  if (r != NULL) {
+    free(r->uri);
+    free(r);
+  }
+  *req_cls = NULL;
+}
+
+static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                        enum MHD_ConnectionNotificationCode code) {
+  (void)socket_ctx;
+  hg_http_t *srv = cls;
+  /* relaxed (all): statistics. */
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    /* A fixed kernel send buffer: a client that stops reading holds at
+     * most this much there (no autotuning to megabytes), so it stalls and
+     * is dropped instead. */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int sz = SNDBUF;
+    if (ci != NULL) setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&srv->open, 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_sub_explicit(&srv->open, 1, memory_order_relaxed);
+  }
+}
+
+static enum MHD_Result queue(hg_http_t *srv, struct MHD_Connection *conn, int status,
+                             const char *ctype, struct MHD_Response *resp) {
+  if (resp == NULL) return MHD_NO; /* libmicrohttpd closes the connection */
+  MHD_add_response_header(resp, "Content-Type", ctype);
+  MHD_add_response_header(resp, "Cache-Control", "no-store");
+  if (status == 405) MHD_add_response_header(resp, "Allow", "GET");
   /* relaxed: a setting. */
-  int keep = atomic_load_explicit(&srv->keepalive, memory_order_relaxed);
-  hg_http_request_t r;
-  hg_http_parse_request(c->buf, hlen, keep, &r);
-  if (r.status != 0) return bad(c, r.status, r.msg);
+  if (!atomic_load_explicit(&srv->keepalive, memory_order_relaxed) || status == 400 ||
+      status == 405)
+    MHD_add_response_header(resp, "Connection", "close");
+  enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, resp);
+  MHD_destroy_response(resp);
+  return rc;
+}
+
+static enum MHD_Result refuse(hg_http_t *srv, struct MHD_Connection *conn, int status,
+                              const char *msg) {
+  /* relaxed: a statistic. */
+  atomic_fetch_add_explicit(&srv->bad, 1, memory_order_relaxed);
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_PERSISTENT);
+  return queue(srv, conn, status, "text/plain; charset=utf-8", r);
+}
+
+/* ---- the event stream */
+
+static const char HELLO[] = "retry: 1000\n\n";
+
+static void resume_all(hg_http_t *srv) {
+  for (watcher_t *w = srv->wl; w; w = w->next) {
+    if (w->suspended) {
+      w->suspended = 0;
+      MHD_resume_connection(w->conn);
+    }
+  }
+}
+
+/* Copies one encoded event into the ring. */
+static void ring_append(hg_http_t *srv, const char *p, size_t n) {
+  size_t cap = srv->cfg.stream_buffer;
+  if (n > cap) return; /* cannot happen with sane sizes; never torn */
+  size_t at = (size_t)(srv->head % cap), first = cap - at < n ? cap - at : n;
+  memcpy(srv->ring + at, p, first);
+  memcpy(srv->ring, p + first, n - first);
+  srv->head += n;
+}
+
+static void encode(hg_http_t *srv, uint64_t now) {
+  hg_sbuf_t b = {0};
+  /* relaxed: a counter only this thread writes. */
+  uint64_t id = atomic_load_explicit(&srv->events, memory_order_relaxed) + 1;
+  hg_sbuf_printf(&b, "id: %" PRIu64 "\n", id);
+  size_t pre = b.len;
+  srv->cfg.encode(srv->cfg.ctx, &b);
+  if (!b.oom && b.len > pre) {
+    ring_append(srv, b.p, b.len);
+    atomic_store_explicit(&srv->events, id, memory_order_relaxed);
+    srv->last_event_ns = now;
+    resume_all(srv);
+  }
+  hg_sbuf_free(&b);
+  srv->last_encode_ns = now;
+  srv->pending = 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)pos;
+  watcher_t *w = cls;
+  hg_http_t *srv = w->srv;
+  if (atomic_load(&srv->stop)) return MHD_CONTENT_READER_END_OF_STREAM;
+  if (w->hello_off < sizeof HELLO - 1) {
+    size_t n = sizeof HELLO - 1 - w->hello_off;
+    if (n > max) n = max;
+    memcpy(buf, HELLO + w->hello_off, n);
+    w->hello_off += n;
+    return (ssize_t)n;
+  }
+  size_t cap = srv->cfg.stream_buffer;
+  uint64_t behind = srv->head - w->cursor;
+  if (behind > cap) {
+    /* relaxed: a statistic. */
+    atomic_fetch_add_explicit(&srv->dropped, 1, memory_order_relaxed);
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+  }
+  if (behind == 0) {
+    w->suspended = 1;
+    MHD_suspend_connection(w->conn);
+    return 0;
+  }
+  size_t n = behind < max ? (size_t)behind : max;
+  size_t at = (size_t)(w->cursor % cap), first = cap - at < n ? cap - at : n;
+  memcpy(buf, srv->ring + at, first);
+  memcpy(buf + first, srv->ring, n - first);
+  w->cursor += n;
+  return (ssize_t)n;
+}
+
+static void stream_free(void *cls) {
+  watcher_t *w = cls;
+  hg_http_t *srv = w->srv;
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    srv->wl = w->next;
+  if (w->next) w->next->prev = w->prev;
+  /* relaxed: a statistic. */
+  atomic_fetch_sub_explicit(&srv->watchers, 1, memory_order_relaxed);
+  free(w);
+}
+
+static enum MHD_Result stream_start(hg_http_t *srv, struct MHD_Connection *conn) {
+  watcher_t *w = calloc(1, sizeof *w);
+  if (w == NULL) return MHD_NO;
+  w->conn = conn;
+  w->srv = srv;
+  w->cursor = srv->head; /* events from now on */
+  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read,
+                                                             w, stream_free);
+  if (r == NULL) {
+    free(w);
+    return MHD_NO;
+  }
+  w->next = srv->wl;
+  if (srv->wl) srv->wl->prev = w;
+  srv->wl = w;
+  /* relaxed: a statistic. */
+  atomic_fetch_add_explicit(&srv->watchers, 1, memory_order_relaxed);
+  MHD_add_response_header(r, "Content-Type", "text/event-stream");
+  MHD_add_response_header(r, "Cache-Control", "no-store");
+  MHD_add_response_header(r, "X-Accel-Buffering", "no");
+  /* A stream is never followed by another request: answered as HTTP/1.0,
+   * the body runs until the connection closes, without chunked framing. */
+  MHD_add_response_header(r, "Connection", "close");
+  MHD_set_response_options(r, MHD_RF_HTTP_1_0_SERVER, MHD_RO_END);
+  enum MHD_Result rc = MHD_queue_response(conn, 200, r);
+  MHD_destroy_response(r); /* the connection holds it; stream_free runs with it */
+  return rc;
+}
+
+/* ---- requests */
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_size, void **req_cls) {
+  (void)url, (void)version, (void)upload_data, (void)upload_size;
+  hg_http_t *srv = cls;
+  req_t *rq = *req_cls;
+  if (rq == NULL || rq->uri == NULL) return MHD_NO;
+  if (!rq->seen) {
+    /* The head: refusals now (the connection then closes); an answer only
+     * on the next call, once libmicrohttpd has the whole request, or it
+     * would not keep the connection alive. */
+    rq->seen = 1;
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, idle_s(srv));
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    if (te != NULL || (cl != NULL && strcmp(cl, "0") != 0))
+      return refuse(srv, conn, 400, "request bodies are not accepted\n");
+    if (strcmp(method, "GET") != 0) return refuse(srv, conn, 405, "only GET is served\n");
+    return MHD_YES;
+  }
+  const char *uri = rq->uri;
+  if (uri[0] != '/') return refuse(srv, conn, 400, "bad target\n");
+  char path[1024];
+  const char *q = strchr(uri, '?');
+  size_t pl = q ? (size_t)(q - uri) : strlen(uri);
+  if (pl >= sizeof path) return refuse(srv, conn, 400, "bad target\n");
+  memcpy(path, uri, pl);
+  path[pl] = '\0';
+  if (srv->cfg.stream_path != NULL && strcmp(path, srv->cfg.stream_path) == 0) {
+    rq->stream = 1;
+    return stream_start(srv, conn);
+  }
   hg_http_response_t resp = {200, "text/plain; charset=utf-8", {0}};
-  srv->cfg.handler(srv->cfg.ctx, r.target, r.query, &resp);
+  srv->cfg.handler(srv->cfg.ctx, path, q ? q + 1 : "", &resp);
   if (resp.body.oom) {
     hg_sbuf_free(&resp.body);
-    return bad(c, 500, "out of memory\n");
+    return refuse(srv, conn, 500, "out of memory\n");
   }
-  respond(c, resp.status, resp.content_type, resp.body.p ? resp.body.p : "", resp.body.len,
-          !r.keep, NULL);
-  hg_sbuf_free(&resp.body);
-  return 0;
+  struct MHD_Response *r = MHD_create_response_from_buffer(
+      resp.body.len, resp.body.p ? resp.body.p : (void *)"",
+      resp.body.p ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+  if (r == NULL) hg_sbuf_free(&resp.body);
+  return queue(srv, conn, resp.status, resp.content_type, r);
 }
 
-size_t hg_http_head_len(const char *buf, size_t len) {
-  for (size_t i = 0; i + 1 < len; i++) {
-    if (buf[i] == '\n' &&
-        (buf[i + 1] == '\n' || (buf[i + 1] == '\r' && i + 2 < len && buf[i + 2] == '\n')))
-      return i + (buf[i + 1] == '\n' ? 2 : 3);
-  }
-  return 0;
-}
-
-/* Finds a complete request in the buffer and answers it. */
-static void process(conn_t *c) {
-  if (c->closing || c->writing) return;
-  size_t hlen = hg_http_head_len(c->buf, c->len);
-  if (hlen == 0) {
-    if (c->len >= c->srv->cfg.max_request) {
-      bad(c, 431, "request too large\n");
-      return;
-    }
-    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) conn_close(c);
-    return;
-  }
-  for (size_t i = 0; i < hlen; i++) {
-    if (c->buf[i] == '\0') {
-      bad(c, 400, "NUL in request\n");
-      return;
-    }
-  }
-  handle(c, hlen);
-  /* The request's bytes are no longer needed (the response is a copy). */
-  memmove(c->buf, c->buf + hlen, c->len - hlen);
-  c->len -= hlen;
-}
-
-static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
-  (void)hint;
-  conn_t *c = h->data;
-  size_t room = c->srv->cfg.max_request - c->len;
-  *buf = uv_buf_init(c->buf + c->len, (unsigned)room);
-}
-
-static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  (void)buf;
-  conn_t *c = s->data;
-  if (n < 0) {
-    conn_close(c);
-    return;
-  }
-  if (n == 0) return;
-  c->len += (size_t)n;
-  touch(c);
-  uv_read_stop(s);
-  process(c);
-}
-
-static void accept_cb(uv_stream_t *server, int status) {
-  hg_http_t *srv = server->data;
-  if (status < 0) return;
-  conn_t *c = calloc(1, sizeof *c);
-  char *buf = malloc(srv->cfg.max_request);
-  if (c == NULL || buf == NULL) {
-    /* Leave it in the backlog; the next accept event retries. */
-    free(c);
-    free(buf);
-    return;
-  }
-  c->srv = srv;
-  c->buf = buf;
-  uv_tcp_init(&srv->loop, &c->tcp);
-  uv_timer_init(&srv->loop, &c->timer);
-  c->tcp.data = c->timer.data = c;
-  c->handles_open = 2;
-  /* relaxed: a statistic. */
-  atomic_fetch_add_explicit(&srv->open, 1, memory_order_relaxed);
-  if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
-    conn_close(c);
-    return;
-  }
-  /* relaxed (both): statistics. */
-  if (atomic_load_explicit(&srv->open, memory_order_relaxed) > srv->cfg.max_connections) {
-    atomic_fetch_add_explicit(&srv->refused, 1, memory_order_relaxed);
-    conn_close(c);
-    return;
-  }
-  atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
-  uv_tcp_nodelay(&c->tcp, 1);
-  touch(c);
-  if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) conn_close(c);
-}
-
-static void close_walk(uv_handle_t *h, void *arg) {
-  if (uv_is_closing(h)) return;
-  if (h->data == arg || h->data == NULL)
-    uv_close(h, NULL); /* the listener or the stop signal: owned by the server */
-  else
-    conn_close(h->data);
-}
-
-static void stop_cb(uv_async_t *a) {
-  hg_http_t *srv = a->data;
-  uv_walk(&srv->loop, close_walk, srv);
-}
+/* ---- the thread */
 
 static void *thread_main(void *arg) {
   hg_http_t *srv = arg;
-  uv_run(&srv->loop, UV_RUN_DEFAULT);
+  struct epoll_event ev[4];
+  while (!atomic_load(&srv->stop)) {
+    uint64_t now = mono_ns();
+    long wait_ms = 1000;
+    MHD_UNSIGNED_LONG_LONG to;
+    if (MHD_get_timeout(srv->mhd, &to) == MHD_YES && to < (MHD_UNSIGNED_LONG_LONG)wait_ms)
+      wait_ms = (long)to;
+    if (srv->pending) {
+      uint64_t due = srv->last_encode_ns + ENCODE_GAP_NS;
+      long ms = due > now ? (long)((due - now + 999999) / 1000000) : 0;
+      if (ms < wait_ms) wait_ms = ms;
+    }
+    int n = epoll_wait(srv->epfd, ev, 4, (int)wait_ms);
+    for (int i = 0; i < n; i++) {
+      if (ev[i].data.fd == srv->efd) {
+        uint64_t x;
+        if (read(srv->efd, &x, sizeof x) == sizeof x) srv->pending = 1;
+      }
+    }
+    now = mono_ns();
+    if (srv->cfg.stream_path != NULL) {
+      if (srv->pending && srv->wl == NULL) srv->pending = 0; /* nobody to tell */
+    if (srv->pending && now >= srv->last_encode_ns + ENCODE_GAP_NS) encode(srv, now);
+      if (srv->wl != NULL && now - srv->last_event_ns >= HEARTBEAT_NS) {
+        ring_append(srv, ":\n\n", 3);
+        srv->last_event_ns = now;
+        resume_all(srv);
+      }
+    }
+    MHD_run(srv->mhd);
+  }
+  /* End every stream: resumed watchers see stop and finish. */
+  resume_all(srv);
+  MHD_run(srv->mhd);
   return NULL;
 }
 
+static void release(hg_http_t *srv) {
+  if (srv->mhd) MHD_stop_daemon(srv->mhd);
+  if (srv->efd >= 0) close(srv->efd);
+  if (srv->epfd >= 0) close(srv->epfd);
+  free(srv->ring);
+  free(srv->cert);
+  free(srv->key);
+  free(srv);
+}
+
+/* The whole file at path, NUL-terminated, into *out. 0 or -errno. */
+static int read_pem(const char *path, char **out) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return -errno;
+  hg_sbuf_t b = {0};
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20))
+    hg_sbuf_put(&b, chunk, n);
+  int bad = ferror(f) || b.len == 0 || b.oom;
+  fclose(f);
+  if (bad) {
+    hg_sbuf_free(&b);
+    return HG_EINVAL;
+  }
+  *out = b.p;
+  return 0;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls, (void)fmt, (void)ap; /* refusals are counted, not logged */
+}
+
 int hg_http_start(const hg_http_config_t *cfg, hg_http_t **out) {
-  if (cfg->handler == NULL || cfg->max_request < 64 || cfg->max_connections == 0 ||
-      cfg->host == NULL)
+  if (cfg->handler == NULL || cfg->max_request < 256 || cfg->max_connections == 0 ||
+      cfg->host == NULL || (cfg->tls_cert == NULL) != (cfg->tls_key == NULL) ||
+      (cfg->stream_path != NULL && (cfg->encode == NULL || cfg->stream_buffer < 4096)))
     return HG_EINVAL;
+  if (cfg->tls_cert != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+    return -ENOTSUP;
   struct sockaddr_storage addr;
-  if (strchr(cfg->host, ':') != NULL) {
-    if (uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&addr) != 0) return HG_EINVAL;
-  } else if (uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&addr) != 0) {
-    return HG_EINVAL;
+  memset(&addr, 0, sizeof addr);
+  int v6 = strchr(cfg->host, ':') != NULL;
+  if (v6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&addr;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(cfg->port);
+    if (inet_pton(AF_INET6, cfg->host, &a->sin6_addr) != 1) return HG_EINVAL;
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)&addr;
+    a->sin_family = AF_INET;
+    a->sin_port = htons(cfg->port);
+    if (inet_pton(AF_INET, cfg->host, &a->sin_addr) != 1) return HG_EINVAL;
   }
   hg_http_t *srv = calloc(1, sizeof *srv);
   if (srv == NULL) return -ENOMEM;
   srv->cfg = *cfg;
-  srv->cfg.host = NULL;
+  srv->cfg.host = srv->cfg.tls_cert = srv->cfg.tls_key = NULL;
+  srv->efd = srv->epfd = -1;
   atomic_init(&srv->keepalive, cfg->keepalive);
   atomic_init(&srv->idle_ms, cfg->idle_ms ? cfg->idle_ms : 10000);
-  int rc = uv_loop_init(&srv->loop);
-  if (rc < 0) {
-    free(srv);
-    return rc;
+  int rc = -ENOMEM;
+  if (cfg->stream_path != NULL && (srv->ring = malloc(cfg->stream_buffer)) == NULL) goto fail;
+  if (cfg->tls_cert != NULL && ((rc = read_pem(cfg->tls_cert, &srv->cert)) != 0 ||
+                                (rc = read_pem(cfg->tls_key, &srv->key)) != 0))
+    goto fail;
+  rc = -ENOMEM;
+  srv->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  srv->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (srv->efd < 0 || srv->epfd < 0) {
+    rc = -errno;
+    goto fail;
   }
-  uv_tcp_init(&srv->loop, &srv->listener);
-  srv->listener.data = srv;
-  rc = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&addr, 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->listener, 128, accept_cb);
-  srv->stop_async.data = srv;
-  if (rc == 0) rc = uv_async_init(&srv->loop, &srv->stop_async, stop_cb);
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                   (v6 ? MHD_USE_IPv6 : 0) | (srv->cert ? MHD_USE_TLS : 0);
+  /* The connection's memory pool holds the request head (max_request)
+   * and libmicrohttpd's own output: response headers, a stream's block. */
+  size_t pool = (size_t)cfg->max_request + 8192;
+  struct MHD_OptionItem tls[] = {
+      {srv->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->cert},
+      {MHD_OPTION_HTTPS_MEM_KEY, 0, srv->key},
+      {MHD_OPTION_END, 0, NULL},
+  };
+  srv->mhd = MHD_start_daemon(
+      flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_per_ip,
+      MHD_OPTION_CONNECTION_TIMEOUT, idle_s(srv), MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool,
+      MHD_OPTION_URI_LOG_CALLBACK, uri_log, srv, MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
+      MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+  if (srv->mhd == NULL) {
+    /* libmicrohttpd does not say why; a port in use is the likely cause
+     * when the address and certificate are sound. */
+    rc = srv->cert ? HG_EINVAL : -EADDRINUSE;
+    goto fail;
+  }
+  const union MHD_DaemonInfo *pi = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+  const union MHD_DaemonInfo *ei = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+  if (pi == NULL || ei == NULL) {
+    rc = HG_EINVAL;
+    goto fail;
+  }
+  srv->port = pi->port;
+  struct epoll_event e = {.events = EPOLLIN, .data.fd = ei->epoll_fd};
+  struct epoll_event w = {.events = EPOLLIN, .data.fd = srv->efd};
+  if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, ei->epoll_fd, &e) != 0 ||
+      epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->efd, &w) != 0) {
+    rc = -errno;
+    goto fail;
+  }
+  srv->last_event_ns = mono_ns();
+  rc = -pthread_create(&srv->thread, NULL, thread_main, srv);
   if (rc == 0) {
-    srv->stop_async.data = srv;
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &blen);
-    srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                  : ((struct sockaddr_in *)&bound)->sin_port);
-    rc = -pthread_create(&srv->thread, NULL, thread_main, srv);
-    if (rc == 0) {
-      *out = srv;
-      return 0;
-    }
+    *out = srv;
+    return 0;
   }
-  /* Close what was opened, let the loop run the close callbacks. */
-  uv_walk(&srv->loop, close_walk, srv);
-  uv_run(&srv->loop, UV_RUN_DEFAULT);
-  uv_loop_close(&srv->loop);
-  free(srv);
+fail:
+  release(srv);
   return rc;
 }
 
@@ -478,19 +578,28 @@ void hg_http_set_keepalive(hg_http_t *h, int on, uint32_t idle_ms) {
   atomic_store(&h->idle_ms, idle_ms);
 }
 
+void hg_http_wake(hg_http_t *h) {
+  if (h == NULL) return;
+  uint64_t one = 1;
+  /* EAGAIN only when the counter is saturated: a wake is pending anyway. */
+  if (write(h->efd, &one, sizeof one) < 0) return;
+}
+
 void hg_http_stats(const hg_http_t *h, hg_http_stats_t *out) {
   /* relaxed (all): statistics. */
   out->accepted = atomic_load_explicit(&h->accepted, memory_order_relaxed);
-  out->refused = atomic_load_explicit(&h->refused, memory_order_relaxed);
   out->requests = atomic_load_explicit(&h->requests, memory_order_relaxed);
   out->bad_requests = atomic_load_explicit(&h->bad, memory_order_relaxed);
   out->open = atomic_load_explicit(&h->open, memory_order_relaxed);
+  out->watchers = atomic_load_explicit(&h->watchers, memory_order_relaxed);
+  out->events = atomic_load_explicit(&h->events, memory_order_relaxed);
+  out->dropped = atomic_load_explicit(&h->dropped, memory_order_relaxed);
 }
 
 void hg_http_stop(hg_http_t *h) {
   if (h == NULL) return;
-  uv_async_send(&h->stop_async);
+  atomic_store(&h->stop, 1);
+  hg_http_wake(h);
   pthread_join(h->thread, NULL);
-  uv_loop_close(&h->loop);
-  free(h);
+  release(h);
 }

@@ -1,19 +1,32 @@
 /*
- * http.h - a small HTTP/1.1 server for the daemon's operational and public
- * endpoints, on its own libuv loop thread. Internal to the daemon.
+ * http.h - the daemon's HTTP server for its operational and public
+ * endpoints: libmicrohttpd (HTTP/1.1, and HTTPS through GnuTLS) run from
+ * one thread of its own. Internal to the daemon.
  *
- * What it accepts: GET only (anything else: 405), a request line and headers
- * of at most max_request bytes (431 beyond; the connection closes), no
- * request body (Content-Length other than 0 or Transfer-Encoding: 400),
- * targets of printable ASCII starting with '/'. Keep-alive follows
- * HTTP/1.1 rules (HTTP/1.0: only when asked) unless switched off; requests
- * on one connection are answered in order, one at a time; an idle
- * connection closes after idle_ms. Malformed input gets a 400 and a close,
- * never a crash. Connections beyond max_connections are closed at accept.
+ * What it answers: GET only (anything else: 405 with Allow: GET), no
+ * request body (Content-Length other than 0, or Transfer-Encoding: 400).
+ * libmicrohttpd parses requests and refuses malformed ones itself (400 or
+ * a close, 414/431 for a head that does not fit its per-connection memory
+ * of max_request + 8 KiB, 505 for an HTTP version other than 1.0/1.1). Keep-alive follows HTTP/1.1 rules unless switched off; an
+ * idle connection closes after idle_ms (rounded up to whole seconds).
+ * Connections beyond max_connections, or beyond max_per_ip from one
+ * address, are closed at accept.
  *
- * Threads: hg_http_start/stop on the owner thread; the handler runs on the
- * server's loop thread; hg_http_set_keepalive and hg_http_stats from any
- * thread.
+ * Server-Sent Events: a GET of stream_path answers text/event-stream and
+ * stays open. After hg_http_wake() the HTTP thread calls encode once; what
+ * it appends becomes one event ("id: N" first), copied once into a ring of
+ * stream_buffer bytes that every watcher reads with its own cursor. A
+ * watcher whose unread bytes have been overwritten (it fell more than
+ * stream_buffer behind) is dropped; so is one whose socket accepts nothing
+ * for idle_ms. A watcher that has read everything is suspended (no
+ * polling, no timeout) until the next event; a comment line (":") goes
+ * out after 15 s without events. Memory is the ring plus libmicrohttpd's
+ * fixed per-connection pool and a fixed 32 KiB kernel send buffer per
+ * connection: it does not grow with a slow watcher.
+ *
+ * Threads: hg_http_start/stop on the owner thread; the handler and encode
+ * run on the server's thread; hg_http_wake, hg_http_set_keepalive and
+ * hg_http_stats from any thread.
  */
 #ifndef HOURGLASS_HTTP_H
 #define HOURGLASS_HTTP_H
@@ -45,30 +58,46 @@ typedef struct hg_http_response {
 } hg_http_response_t;
 
 /* Fills resp for one GET. path starts with '/', query is what followed '?'
- * ("" if none). Runs on the loop thread; must not block for long. */
+ * ("" if none), both as the client sent them (not percent-decoded). Runs
+ * on the server's thread; must not block for long. */
 typedef void (*hg_http_handler_fn)(void *ctx, const char *path, const char *query,
                                    hg_http_response_t *resp);
+
+/* Appends the data of one event ("event: ...\ndata: ...\n\n") to out, or
+ * nothing when nothing changed since the last call. Server's thread. */
+typedef void (*hg_http_encode_fn)(void *ctx, hg_sbuf_t *out);
 
 typedef struct hg_http_config {
   const char *host;          /* IPv4 or IPv6 literal */
   uint16_t port;             /* 0: ephemeral (see hg_http_port) */
   uint32_t max_connections;
-  uint32_t max_request;      /* bytes of request line + headers */
+  uint32_t max_per_ip;       /* connections from one address; 0: no limit */
+  uint32_t max_request;      /* bytes of request line + headers (>= 256), see above */
   int keepalive;
   uint32_t idle_ms;
+  const char *tls_cert;      /* PEM files of certificate chain and key, */
+  const char *tls_key;       /* read at start; both NULL for plain HTTP */
   hg_http_handler_fn handler;
   void *ctx;
+  const char *stream_path;   /* NULL: no event stream */
+  uint32_t stream_buffer;    /* ring bytes (>= 4096) */
+  hg_http_encode_fn encode;  /* required with stream_path */
 } hg_http_config_t;
 
 typedef struct hg_http_stats {
-  uint64_t accepted, refused, requests, bad_requests;
+  uint64_t accepted, requests, bad_requests;
   uint32_t open;
+  uint32_t watchers;        /* open event streams */
+  uint64_t events;          /* events encoded */
+  uint64_t dropped;         /* watchers dropped for falling behind or stalling */
 } hg_http_stats_t;
 
 typedef struct hg_http hg_http_t;
 
-/* Binds, listens and starts the loop thread. 0 and *out, HG_EINVAL (bad
- * host or config), -errno from bind/listen (-EADDRINUSE ...), -ENOMEM. */
+/* Binds, listens and starts the server's thread. 0 and *out, HG_EINVAL
+ * (bad host, config, or TLS certificate/key), -ENOTSUP (TLS asked
+ * but libmicrohttpd has none), -errno (a PEM file unreadable, -EADDRINUSE
+ * ...), -ENOMEM. */
 int hg_http_start(const hg_http_config_t *cfg, hg_http_t **out);
 
 /* The bound port. Any thread. */
@@ -77,30 +106,22 @@ uint16_t hg_http_port(const hg_http_t *h);
 /* Changes keep-alive and idle timeout for requests from now on. Any thread. */
 void hg_http_set_keepalive(hg_http_t *h, int on, uint32_t idle_ms);
 
+/* Asks the server's thread to call encode and wake the watchers. Never
+ * blocks; calls close together are coalesced. Any thread; NULL: no-op. */
+void hg_http_wake(hg_http_t *h);
+
 void hg_http_stats(const hg_http_t *h, hg_http_stats_t *out);
 
-/* Closes every connection, stops and joins the thread, frees h. NULL: no-op. */
+/* Ends every event stream, closes every connection, stops and joins the
+ * thread, frees h. NULL: no-op. */
 void hg_http_stop(hg_http_t *h);
 
-/* ---- The request parser the server runs on each request head (exposed
- * for the fuzz target, tests/daemon/fuzz_http.c; pure, any thread). ---- */
+/* ---- Query strings (pure, any thread; exposed for the fuzz target,
+ * tests/daemon/fuzz_http.c). ---- */
 
-/* Length of the first complete request head in buf[0..len): through the
- * blank line that ends it ("\n\n" or "\n\r\n"), 0 if there is none yet. */
-size_t hg_http_head_len(const char *buf, size_t len);
-
-/* One parsed request head. */
-typedef struct hg_http_request {
-  int status;        /* 0: a GET to answer; 400 or 405: refuse with msg */
-  const char *msg;   /* static text of the refusal; NULL when status is 0 */
-  int keep;          /* status 0: the connection stays open after the answer */
-  char target[1024]; /* status 0: the path, NUL-terminated (printable ASCII, '/' first) */
-  const char *query; /* status 0: what followed '?' (into target), "" if none */
-} hg_http_request_t;
-
-/* Parses the head req[0..hlen) (as hg_http_head_len measured it; the server
- * refuses a head holding a NUL before calling this). keepalive is the
- * server's setting. Never reads outside req[0..hlen); fills *out. */
-void hg_http_parse_request(const char *req, size_t hlen, int keepalive, hg_http_request_t *out);
+/* The value of parameter name in query ("a=1&b=2", as the client sent it,
+ * not decoded), up to the next '&', copied into out[cap] NUL-terminated.
+ * The first occurrence counts. 0, or -1 when absent, empty or too long. */
+int hg_http_query_get(const char *query, const char *name, char *out, size_t cap);
 
 #endif /* HOURGLASS_HTTP_H */

@@ -331,18 +331,20 @@ static void copy_pub(hg_mdview_t *v, uint32_t i) {
   p->tr_count = w->tr_count;
 }
 
-static void publish(hg_mdview_t *v, int wait) {
-  if (!v->any_dirty) return;
+static int publish(hg_mdview_t *v, int wait) {
+  if (!v->any_dirty) return 0;
+  int tob = 0;
   for (uint32_t i = 0; i < v->nslots; i++) {
     if (v->work[i].tob_dirty) {
       write_tob(v, i);
       v->work[i].tob_dirty = 0;
+      tob = 1;
     }
   }
   if (wait)
     pthread_mutex_lock(&v->mu);
   else if (pthread_mutex_trylock(&v->mu) != 0)
-    return; /* a reader holds it: publish after the next batch */
+    return tob; /* a reader holds it: publish after the next batch */
   for (uint32_t i = 0; i < v->nslots; i++) {
     if (v->work[i].dirty) {
       copy_pub(v, i);
@@ -356,9 +358,10 @@ static void publish(hg_mdview_t *v, int wait) {
   }
   pthread_mutex_unlock(&v->mu);
   v->any_dirty = 0;
+  return 1;
 }
 
-void hg_mdview_publish(hg_mdview_t *v) { publish(v, 0); }
+int hg_mdview_publish(hg_mdview_t *v) { return publish(v, 0); }
 
 typedef struct seed_ctx {
   hg_mdview_t *v;

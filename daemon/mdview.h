@@ -117,8 +117,9 @@ int hg_mdview_seed(hg_mdview_t *v, const hg_exchange_t *ex);
 void hg_mdview_apply(hg_mdview_t *v, const hg_pipe_out_t *recs, size_t n, uint64_t now_ns);
 
 /* Publishes what changed since the last publish (see above). Consumer
- * thread, after each batch. Never blocks. */
-void hg_mdview_publish(hg_mdview_t *v);
+ * thread, after each batch. Never blocks. 1 when readers can see
+ * something new (the caller then wakes the event stream), else 0. */
+int hg_mdview_publish(hg_mdview_t *v);
 
 /* ---- readers: any thread ---- */
 

@@ -47,10 +47,11 @@ static void *md_main(void *arg) {
     size_t n = hg_pipeline_poll_consumer(d->pipe, CONSUMER_MARKET, recs, BATCH);
     if (n > 0) {
       hg_mdview_apply(d->view, recs, n, now_ns());
-      hg_mdview_publish(d->view);
+      if (hg_mdview_publish(d->view)) hg_http_wake(d->http); /* the event stream */
       continue;
     }
-    hg_mdview_publish(d->view); /* retries a publish a busy reader deferred */
+    /* retries a publish a busy reader deferred */
+    if (hg_mdview_publish(d->view)) hg_http_wake(d->http);
     if (atomic_load(&d->stop_consumer)) break;
     hg_pipeline_wait_consumer(d->pipe, CONSUMER_MARKET, 50 * 1000000LL);
   }
@@ -382,16 +383,20 @@ static int claim_data_dir(const daemon_t *d) {
  * long replay. 0 or EXIT_START (logged). */
 static int start_http(daemon_t *d) {
   const hg_daemon_config_t *cfg = &d->cfg;
+  int tls = cfg->http_tls_cert[0] != '\0';
   hg_http_config_t hc = {cfg->http.host, cfg->http.port, cfg->http_max_connections,
-                         cfg->http_max_request, cfg->http_keepalive, cfg->http_idle_ms,
-                         daemon_http_handler, d};
+                         cfg->http_max_per_ip, cfg->http_max_request, cfg->http_keepalive,
+                         cfg->http_idle_ms, tls ? cfg->http_tls_cert : NULL,
+                         tls ? cfg->http_tls_key : NULL, daemon_http_handler, d,
+                         DAEMON_STREAM_PATH, cfg->http_stream_buffer, daemon_http_stream};
   int rc = hg_http_start(&hc, &d->http);
   if (rc != 0) {
     hg_dlog(HG_LOG_ERROR, "http", "cannot listen", "addr=%s:%u err=%s", cfg->http.host,
             cfg->http.port, hg_strerror(rc));
     return EXIT_START;
   }
-  hg_dlog(HG_LOG_INFO, "http", "listening", "addr=%s:%u", cfg->http.host, hg_http_port(d->http));
+  hg_dlog(HG_LOG_INFO, "http", "listening", "addr=%s:%u tls=%s", cfg->http.host,
+          hg_http_port(d->http), tls ? "on" : "off");
   return 0;
 }
 

@@ -1,12 +1,13 @@
-// Hourglass market page: polls the daemon's public JSON endpoints once a
-// second and draws the forward curve, a depth ladder, recent trades and the
-// index fixings. No external assets, no framework.
+// Hourglass market page: loads the daemon's public JSON endpoints once, then
+// follows the market as it changes through Server-Sent Events
+// (/api/v1/stream), and draws the forward curve, a depth ladder, recent
+// trades and the index fixings. No external assets, no framework.
 "use strict";
 
-const POLL_MS = 1000;
+const FIXINGS_MS = 30000; // fixings change once a day: fetched, not streamed
 const LADDER_LEVELS = 8; // per side, so that the ladder fits beside the trades
 const TRADES_SHOWN = 16;
-const state = { instruments: [], fixings: [], selected: null, ok: false };
+const state = { instruments: [], fixings: [], selected: null, book: null, ok: false };
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -293,37 +294,86 @@ function renderFixings(fx) {
   }
 }
 
-async function tick() {
+function renderMarket() {
+  renderCurveTable();
+  renderContracts();
+  drawCurve();
+}
+
+function renderSelected() {
+  const inst = state.instruments.find((i) => i.id === state.selected);
+  if (state.book) renderLadder(state.book, inst);
+  if (state.book) renderTrades(state.book, inst);
+}
+
+function live() {
+  setStatus(true, "live \u00b7 " + new Date().toISOString().slice(11, 19) + " UTC");
+  document.body.dataset.ready = "1";
+}
+
+// The whole picture from the JSON endpoints: at start, on a new contract,
+// and after the stream reconnects.
+async function load() {
   try {
     const [ins, fx] = await Promise.all([getJSON("/api/v1/instruments"),
                                          getJSON("/api/v1/fixings")]);
     state.instruments = (ins.instruments || []).filter((i) => i.listed !== false);
     state.fixings = fx.fixings || [];
-    renderCurveTable();
-    renderContracts();
-    drawCurve();
+    renderMarket();
     renderFixings(fx);
     if (state.selected !== null) {
-      const inst = state.instruments.find((i) => i.id === state.selected);
       const [book, tr] = await Promise.all([
         getJSON("/api/v1/book?instrument=" + state.selected),
         getJSON("/api/v1/trades?instrument=" + state.selected)]);
-      renderLadder(book, inst);
-      renderTrades(tr, inst);
+      book.trades = tr.trades;
+      state.book = book;
+      renderSelected();
     }
-    setStatus(true, "live \u00b7 " + new Date().toISOString().slice(11, 19) + " UTC");
-    document.body.dataset.ready = "1";
+    live();
   } catch (e) {
     setStatus(false, "disconnected: " + e.message);
   }
 }
 
+async function loadFixings() {
+  try {
+    const fx = await getJSON("/api/v1/fixings");
+    state.fixings = fx.fixings || [];
+    drawCurve();
+    renderFixings(fx);
+  } catch (e) {
+    setStatus(false, "disconnected: " + e.message);
+  }
+}
+
+// One "market" event: every instrument, and the book and newest trades of
+// those that changed.
+function onMarket(ev) {
+  const m = JSON.parse(ev.data);
+  state.instruments = (m.instruments || []).filter((i) => i.listed !== false);
+  renderMarket();
+  const book = (m.books || []).find((b) => b.instrument === state.selected);
+  if (book) {
+    state.book = book;
+    renderSelected();
+  }
+  live();
+}
+
+function follow() {
+  const es = new EventSource("/api/v1/stream");
+  es.addEventListener("market", onMarket);
+  es.addEventListener("open", load); // anything missed while away
+  es.addEventListener("error", () => setStatus(false, "disconnected: reconnecting"));
+}
+
 $("#contract").addEventListener("change", (e) => {
   state.selected = Number(e.target.value);
+  state.book = null;
   const i = state.instruments.find((x) => x.id === state.selected);
   if (i) history.replaceState(null, "", "?contract=" + encodeURIComponent(i.symbol));
-  tick();
+  load();
 });
 window.addEventListener("resize", drawCurve);
-tick();
-setInterval(tick, POLL_MS);
+follow();
+setInterval(loadFixings, FIXINGS_MS);

@@ -1,77 +1,116 @@
 /*
- * libFuzzer target over the daemon's HTTP request parser (daemon/http.c):
- * the input is what a client sends on one connection (after a first byte
- * that sets the server's keep-alive setting). Heads are cut as the server
- * cuts them (hg_http_head_len; a head holding a NUL is refused before
- * parsing) and each is copied into an exact-size allocation, so a read past
- * it is an ASan report. Checked: a verdict is 0, 400 or 405 with a message
- * for the refusals; an accepted request's target is printable ASCII starting
- * with '/', its query lies inside it; keep-alive is never granted when the
- * server has it off; and a round trip: the accepted path and query written
- * as a canonical request (HTTP/1.1, Connection: close or keep-alive) parse
- * to the same path, query and keep-alive.
+ * libFuzzer target over the market API's handling of what a client puts in
+ * a URL (daemon/market_api.c, hg_http_query_get): the input's first byte
+ * picks an endpoint (or, past the list, the input's first line is the path),
+ * the rest is the query string, copied into an exact-size allocation so a
+ * read past it is an ASan report. The view is seeded with two contracts
+ * (market_fixture.h). Checked: the status is 200, 400 or 404; the body is
+ * one line of JSON (strings closed, brackets balanced, ending in "}\n");
+ * a 200 for book/tob/trades names an instrument the query names, by id or
+ * symbol, and the same query with that value as the numeric id gets the
+ * same body; hg_http_query_get's value lies in the query after "name=",
+ * holds no '&' and fits the buffer.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "market_api.h"
+#include "market_fixture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_accepted(const hg_http_request_t *r, int keepalive) {
-  if (r->msg != NULL || r->target[0] != '/') abort();
-  size_t tl = strnlen(r->target, sizeof r->target);
-  if (tl == sizeof r->target) abort();
-  for (size_t i = 0; i < tl; i++)
-    if ((unsigned char)r->target[i] <= 0x20 || (unsigned char)r->target[i] >= 0x7f ||
-        r->target[i] == '?')
-      abort();
-  if (r->query[0] != '\0' && (r->query <= r->target || r->query >= r->target + sizeof r->target))
-    abort();
-  if (r->keep && !keepalive) abort();
+static hg_mdview_t *g_view;
+
+/* One line of JSON: strings closed, brackets balanced, "}\n" at the end. */
+static void check_json(const char *b, size_t n) {
+  if (n < 3 || b[0] != '{' || b[n - 2] != '}' || b[n - 1] != '\n') abort();
+  int depth = 0, in_str = 0;
+  for (size_t i = 0; i + 1 < n; i++) {
+    char c = b[i];
+    if ((unsigned char)c < 0x20) abort();
+    if (in_str) {
+      if (c == '\\') i++;
+      else if (c == '"') in_str = 0;
+      continue;
+    }
+    if (c == '"') in_str = 1;
+    else if (c == '{' || c == '[') depth++;
+    else if (c == '}' || c == ']') {
+      if (--depth < 0) abort();
+    }
+  }
+  if (in_str || depth != 0) abort();
 }
 
-static void round_trip(const hg_http_request_t *r, int keepalive) {
-  char req[2200];
-  int n = snprintf(req, sizeof req, "GET %s%s%s HTTP/1.1\r\nHost: x\r\nConnection: %s\r\n\r\n",
-                   r->target, r->query[0] ? "?" : "", r->query, r->keep ? "keep-alive" : "close");
-  if (n < 0 || (size_t)n >= sizeof req) abort();
-  size_t hlen = hg_http_head_len(req, (size_t)n);
-  if (hlen != (size_t)n) abort();
-  hg_http_request_t again;
-  hg_http_parse_request(req, hlen, keepalive, &again);
-  if (again.status != 0 || strcmp(again.target, r->target) != 0 ||
-      strcmp(again.query, r->query) != 0 || again.keep != r->keep)
-    abort();
+static void check_query_get(const char *query) {
+  static const char *names[] = {"instrument", "index", "day", "a"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+    char v[16];
+    if (hg_http_query_get(query, names[k], v, sizeof v) != 0) continue;
+    size_t vl = strnlen(v, sizeof v);
+    if (vl == 0 || vl == sizeof v || strchr(v, '&') != NULL) abort();
+    char pat[40];
+    snprintf(pat, sizeof pat, "%s=%s", names[k], v);
+    if (strstr(query, pat) == NULL) abort();
+  }
+}
+
+static int answer(const char *path, const char *query, hg_http_response_t *r) {
+  *r = (hg_http_response_t){200, "text/plain; charset=utf-8", {0}};
+  hg_market_api(g_view, path, query, r);
+  if (r->body.oom) abort();
+  if (r->status != 200 && r->status != 400 && r->status != 404) abort();
+  check_json(r->body.p, r->body.len);
+  return r->status;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const char *paths[] = {"/api/v1/book",    "/api/v1/tob",
+                                "/api/v1/trades",  "/api/v1/instruments",
+                                "/api/v1/fixings", "/api/v1/fixings/receipt"};
+  enum { NPATHS = sizeof paths / sizeof paths[0] };
+  if (g_view == NULL && (g_view = market_fixture()) == NULL) abort();
   if (size == 0) return 0;
-  int keepalive = data[0] & 1;
-  data++;
-  size--;
-  size_t off = 0;
-  while (off < size) {
-    size_t hlen = hg_http_head_len((const char *)data + off, size - off);
-    if (hlen == 0) break; /* the server waits for more (or answers 431) */
-    if (hlen > size - off) abort();
-    if (memchr(data + off, '\0', hlen) != NULL) break; /* 400 before parsing; closes */
-    char *head = malloc(hlen);
-    if (head == NULL) abort();
-    memcpy(head, data + off, hlen);
-    off += hlen;
-    hg_http_request_t r;
-    hg_http_parse_request(head, hlen, keepalive, &r);
-    free(head);
-    if (r.status != 0) {
-      if ((r.status != 400 && r.status != 405) || r.msg == NULL) abort();
-      break; /* a refusal closes the connection */
-    }
-    check_accepted(&r, keepalive);
-    round_trip(&r, keepalive);
-    if (!r.keep) break;
+  char path[256];
+  size_t pick = data[0];
+  data++, size--;
+  if (pick < 3 * NPATHS) {
+    snprintf(path, sizeof path, "%s", paths[pick % NPATHS]);
+  } else { /* the path from the input's first line */
+    const uint8_t *nl = memchr(data, '\n', size);
+    size_t pl = nl ? (size_t)(nl - data) : size;
+    if (pl >= sizeof path || memchr(data, '\0', pl) != NULL) return 0;
+    memcpy(path, data, pl);
+    path[pl] = '\0';
+    if (nl == NULL) return 0;
+    data += pl + 1, size -= pl + 1;
   }
+  if (memchr(data, '\0', size) != NULL) return 0;
+  char *query = malloc(size + 1);
+  if (query == NULL) abort();
+  memcpy(query, data, size);
+  query[size] = '\0';
+  check_query_get(query);
+  hg_http_response_t r;
+  int st = answer(path, query, &r);
+  int per_instrument = strcmp(path, paths[0]) == 0 || strcmp(path, paths[1]) == 0 ||
+                       strcmp(path, paths[2]) == 0;
+  if (st == 200 && per_instrument) {
+    char v[32], id[40];
+    if (hg_http_query_get(query, "instrument", v, sizeof v) != 0) abort();
+    const char *ip = strstr(r.body.p, "{\"instrument\":");
+    if (ip != r.body.p) abort();
+    unsigned n = (unsigned)strtoul(ip + 14, NULL, 10);
+    if (n != 1 && n != 7) abort();
+    /* The same request by numeric id gets the same answer. */
+    snprintf(id, sizeof id, "instrument=%u", n);
+    hg_http_response_t again;
+    if (answer(path, id, &again) != 200 || strcmp(again.body.p, r.body.p) != 0) abort();
+    hg_sbuf_free(&again.body);
+  }
+  hg_sbuf_free(&r.body);
+  free(query);
   return 0;
 }

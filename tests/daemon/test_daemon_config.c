@@ -258,6 +258,13 @@ static void bad_input_names_line_key_and_reason(void **state) {
        "gateway.max_unauthenticated_per_address", "must not exceed gateway.max_unauthenticated"},
       {"gateway.login_timeout_ms = 50\n", HG_ERANGE, 1, "gateway.login_timeout_ms",
        "out of range 100..600000"},
+      /* HTTPS: off loopback only with a certificate or http.tls = no */
+      {"listen.http = 0.0.0.0:7780\n", HG_EINVAL, 0, "listen.http", "not a loopback address"},
+      {"listen.http = [::]:7780\n", HG_EINVAL, 0, "listen.http", "http.tls = off"},
+      {"listen.http = 10.0.0.1:7780\nhttp.tls_cert = /c.pem\n", HG_EINVAL, 0, "http.tls_cert",
+       "go together"},
+      {"http.tls = no\nhttp.tls_cert = /c.pem\nhttp.tls_key = /k.pem\n", HG_EINVAL, 0, "http.tls",
+       "is off"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     hg_daemon_config_t c;
@@ -267,6 +274,23 @@ static void bad_input_names_line_key_and_reason(void **state) {
         strstr(e.reason, cases[i].reason_has) == NULL)
       fail_msg("case %zu (%s): rc %d line %u key '%s' reason '%s'", i, cases[i].text, rc, e.line,
                e.key, e.reason);
+  }
+}
+
+/* What the HTTPS rule accepts: loopback without a certificate, any
+ * address with one, any address with http.tls = no. */
+static void http_tls_rule_accepts(void **state) {
+  (void)state;
+  static const char *ok[] = {
+      "listen.http = 127.255.0.1:7780\n",
+      "listen.http = [::1]:7780\n",
+      "listen.http = 0.0.0.0:7780\nhttp.tls_cert = /c.pem\nhttp.tls_key = /k.pem\n",
+      "listen.http = 0.0.0.0:7780\nhttp.tls = no\n",
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    hg_daemon_config_t c;
+    hg_dcfg_error_t e;
+    if (parse(&c, ok[i], &e) != 0) fail_msg("%s: key '%s' %s", ok[i], e.key, e.reason);
   }
 }
 
@@ -384,6 +408,7 @@ int main(void) {
       cmocka_unit_test(retired_market_data_key),
       cmocka_unit_test(comments_blank_lines_and_spacing),
       cmocka_unit_test(bad_input_names_line_key_and_reason),
+      cmocka_unit_test(http_tls_rule_accepts),
       cmocka_unit_test(nul_byte_and_long_line_are_refused),
       cmocka_unit_test(load_missing_file_is_errno),
       cmocka_unit_test(reload_diff_says_what_applies),
