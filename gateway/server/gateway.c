@@ -271,6 +271,38 @@ static void free_all(hg_gateway_t *gw) {
   free(gw);
 }
 
+/* The loop, its handles and the bound listener (gw->port). 0 or an error;
+ * gw->loop_open says whether the loop needs closing (hg_gateway_destroy). */
+static int open_loop(hg_gateway_t *gw) {
+  int rc = uv_loop_init(&gw->loop);
+  if (rc != 0) return rc;
+  gw->loop_open = 1;
+  uv_tcp_init(&gw->loop, &gw->listener);
+  gw->listener.data = gw;
+  uv_async_init(&gw->loop, &gw->wake, on_wake);
+  gw->wake.data = gw;
+  uv_async_init(&gw->loop, &gw->stop_async, on_stop);
+  gw->stop_async.data = gw;
+  uv_timer_init(&gw->loop, &gw->timer);
+  gw->timer.data = gw;
+  struct sockaddr_storage addr;
+  rc = uv_ip4_addr(gw->host, gw->cfg.port, (struct sockaddr_in *)&addr);
+  if (rc != 0) rc = uv_ip6_addr(gw->host, gw->cfg.port, (struct sockaddr_in6 *)&addr);
+  if (rc == 0) rc = uv_tcp_bind(&gw->listener, (const struct sockaddr *)&addr, 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&gw->listener, LISTEN_BACKLOG, gw_on_connection);
+  if (rc == 0) {
+    struct sockaddr_storage bound;
+    int len = sizeof bound;
+    rc = uv_tcp_getsockname(&gw->listener, (struct sockaddr *)&bound, &len);
+    if (rc == 0)
+      gw->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
+                                                  : ((struct sockaddr_in6 *)&bound)->sin6_port);
+  }
+  if (rc != 0)
+    gw_log(gw, HG_LOG_ERROR, "listen on %s:%u: %s", gw->host, gw->cfg.port, uv_strerror(rc));
+  return rc;
+}
+
 int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   if (cfg_in == NULL || out == NULL || cfg_in->key_dir == NULL) return HG_EINVAL;
   hg_gateway_config_t cfg = *cfg_in;
@@ -390,36 +422,10 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   for (uint32_t i = 0; i < cfg.max_accounts; i++) gw->accounts[i].stream = NONE32;
   hg_wire_arena_init(&gw->arena, gw->arena_buf, arena);
 
-  rc = uv_loop_init(&gw->loop);
+  rc = open_loop(gw);
   if (rc != 0) {
-    free_all(gw);
-    return rc;
-  }
-  gw->loop_open = 1;
-  uv_tcp_init(&gw->loop, &gw->listener);
-  gw->listener.data = gw;
-  uv_async_init(&gw->loop, &gw->wake, on_wake);
-  gw->wake.data = gw;
-  uv_async_init(&gw->loop, &gw->stop_async, on_stop);
-  gw->stop_async.data = gw;
-  uv_timer_init(&gw->loop, &gw->timer);
-  gw->timer.data = gw;
-  struct sockaddr_storage addr;
-  rc = uv_ip4_addr(gw->host, cfg.port, (struct sockaddr_in *)&addr);
-  if (rc != 0) rc = uv_ip6_addr(gw->host, cfg.port, (struct sockaddr_in6 *)&addr);
-  if (rc == 0) rc = uv_tcp_bind(&gw->listener, (const struct sockaddr *)&addr, 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&gw->listener, LISTEN_BACKLOG, gw_on_connection);
-  if (rc == 0) {
-    struct sockaddr_storage bound;
-    int len = sizeof bound;
-    rc = uv_tcp_getsockname(&gw->listener, (struct sockaddr *)&bound, &len);
-    if (rc == 0)
-      gw->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
-                                                  : ((struct sockaddr_in6 *)&bound)->sin6_port);
-  }
-  if (rc != 0) {
-    gw_log(gw, HG_LOG_ERROR, "listen on %s:%u: %s", gw->host, cfg.port, uv_strerror(rc));
-    hg_gateway_destroy(gw);
+    if (gw->loop_open) hg_gateway_destroy(gw);
+    else free_all(gw);
     return rc;
   }
   atomic_store(&gw->live, 1);
