@@ -16,8 +16,9 @@
  * paths (which may be cut). */
 #define HG_LOGLINE_MAX 512
 
-static inline void hg_logline_v(void (*fn)(void *ctx, int level, const char *msg), void *ctx,
-                                const char *who, int level, const char *fmt, va_list ap) {
+__attribute__((format(printf, 5, 0))) static inline void
+hg_logline_v(void (*fn)(void *ctx, int level, const char *msg), void *ctx, const char *who,
+             int level, const char *fmt, va_list ap) {
   char buf[HG_LOGLINE_MAX];
   vsnprintf(buf, sizeof buf, fmt, ap);
   if (fn != NULL) {
