@@ -1290,7 +1290,7 @@ static int run_scenario_consumer(const scenario_t *sc, const options_t *o, hg_sp
   printf("RESULT engine.%s_mmsgs_consumer %.2f Mmsg/s\n", sc->name, r->c_mmsgs);
   printf("RESULT engine.%s_mmsgs_consumer_cap1m %.2f Mmsg/s\n", sc->name, r->c_mmsgs_1m);
   if (r->c_misses >= 0)
-    printf("RESULT engine.%s_cache_misses_per_msg %.2f\n", sc->name, r->c_misses);
+    printf("RESULT engine.%s_cache_misses_per_msg %.2f misses/msg\n", sc->name, r->c_misses);
   free(w.m);
   return same ? 0 : 1;
 }

@@ -261,7 +261,7 @@ int main(int argc, char **argv) {
   printf("RESULT gateway.durable_p50_floor_ratio %.2f x\n", median(dp50, rounds));
   printf("RESULT gateway.durable_p99_floor_ratio %.2f x\n", median(dp99, rounds));
   printf("RESULT gateway.cpu_us_per_order %.2f us\n", median(t[T_GATEWAY].cpu, rounds));
-  printf("RESULT gateway.wakeups_per_order %.2f\n", median(t[T_GATEWAY].wakes, rounds));
+  printf("RESULT gateway.wakeups_per_order %.2f switches/order\n", median(t[T_GATEWAY].wakes, rounds));
   printf("RESULT gateway.threads_rtt_p50_us %.0f us\n", median(t[T_GW_THREADS].p50, rounds));
   printf("RESULT gateway.threads_rtt_p99_us %.0f us\n", median(t[T_GW_THREADS].p99, rounds));
   printf("RESULT gateway.threads_rtt_p50_floor_ratio %.2f x\n", median(trp50, rounds));
@@ -269,7 +269,7 @@ int main(int argc, char **argv) {
   printf("RESULT gateway.threads_durable_p50_floor_ratio %.2f x\n", median(tdp50, rounds));
   printf("RESULT gateway.threads_durable_p99_floor_ratio %.2f x\n", median(tdp99, rounds));
   printf("RESULT gateway.threads_cpu_us_per_order %.2f us\n", median(t[T_GW_THREADS].cpu, rounds));
-  printf("RESULT gateway.threads_wakeups_per_order %.2f\n", median(t[T_GW_THREADS].wakes, rounds));
+  printf("RESULT gateway.threads_wakeups_per_order %.2f switches/order\n", median(t[T_GW_THREADS].wakes, rounds));
   if (bad) {
     fprintf(stderr, "bench_floor: a run had no answer at all; its figures are meaningless\n");
     return 1;
