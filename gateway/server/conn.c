@@ -338,7 +338,7 @@ static uint32_t peer_home(const hg_gateway_t *gw, const uint8_t a[16]) {
   uint64_t hi, lo;
   memcpy(&hi, a, 8);
   memcpy(&lo, a + 8, 8);
-  return (uint32_t)mix64(hi ^ mix64(lo)) & gw->peers_mask;
+  return (uint32_t)hg_mix64(hi ^ hg_mix64(lo)) & gw->peers_mask;
 }
 
 /* The entry of address a, or with add a free slot holding a (count 0: the

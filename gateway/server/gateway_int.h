@@ -107,6 +107,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "hourglass/bytes.h"
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
 #include "hourglass/index.h"
@@ -463,15 +464,6 @@ struct hg_gateway {
 
 /* Monotonic time, ns (libuv's clock; loop thread). */
 static inline uint64_t now_mono(void) { return uv_hrtime(); }
-
-static inline uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
 
 /* What a REJECTED report echoes of the refused request: side (new orders
  * only, -1 none), price and quantity as submitted (new_price and new_qty

@@ -126,16 +126,6 @@ static void olog(hg_outlog_t *l, int level, const char *fmt, ...) {
   va_end(ap);
 }
 
-
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
 static void seg_path(const hg_outlog_t *l, uint64_t no, char *out, size_t cap) {
   snprintf(out, cap, "%s/outlog-%020" PRIu64 ".hgo", l->dir, no);
 }
@@ -184,7 +174,7 @@ static int rec_check(const hg_outlog_t *l, const uint8_t *p, uint64_t avail, rec
 
 static okey_t *key_find(const hg_outlog_t *l, uint64_t key) {
   if (key == 0) return NULL;
-  for (uint32_t i = (uint32_t)mix64(key) & l->key_mask;; i = (i + 1) & l->key_mask) {
+  for (uint32_t i = (uint32_t)hg_mix64(key) & l->key_mask;; i = (i + 1) & l->key_mask) {
     if (l->keys[i].key == key) return &l->keys[i];
     if (l->keys[i].key == 0) return NULL;
   }
@@ -198,7 +188,7 @@ static int keys_resize(hg_outlog_t *l, uint32_t entries) {
   if (nk == NULL) return -ENOMEM;
   for (uint32_t j = 0; l->keys != NULL && j <= l->key_mask; j++) {
     if (l->keys[j].key == 0) continue;
-    uint32_t i = (uint32_t)mix64(l->keys[j].key) & (cap - 1);
+    uint32_t i = (uint32_t)hg_mix64(l->keys[j].key) & (cap - 1);
     while (nk[i].key != 0) i = (i + 1) & (cap - 1);
     nk[i] = l->keys[j];
   }
@@ -223,7 +213,7 @@ static int key_new(hg_outlog_t *l, uint64_t key, int grow, okey_t **out) {
   }
   ixent_t *ix = calloc(l->o.index_entries, sizeof *ix);
   if (ix == NULL) return -ENOMEM;
-  uint32_t i = (uint32_t)mix64(key) & l->key_mask;
+  uint32_t i = (uint32_t)hg_mix64(key) & l->key_mask;
   while (l->keys[i].key != 0) i = (i + 1) & l->key_mask;
   k = &l->keys[i];
   memset(k, 0, sizeof *k);
@@ -255,7 +245,7 @@ static void ix_add(hg_outlog_t *l, okey_t *k, uint64_t seq, uint64_t seg, uint64
 /* --------------------------------------------------------- session ids */
 
 static sident_t *sid_find(const hg_outlog_t *l, uint64_t key, const uint8_t *sid) {
-  uint64_t h = mix64(key ^ hg_ld64(sid) ^ mix64(hg_ld64(sid + 8)));
+  uint64_t h = hg_mix64(key ^ hg_ld64(sid) ^ hg_mix64(hg_ld64(sid + 8)));
   for (uint32_t i = (uint32_t)h & l->sid_mask;; i = (i + 1) & l->sid_mask) {
     sident_t *e = &l->sids[i];
     if (e->key == 0) return e;

@@ -48,4 +48,16 @@ static inline void hg_st_be32(uint8_t *p, uint32_t v) {
   for (int i = 3; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
 }
 
+/* A 64-bit finalising mixer (every input bit affects every output bit): the
+ * hash of the gateway's and the outbound journal's open-addressing tables,
+ * whose keys (ids, sequence numbers) are far from random. */
+static inline uint64_t hg_mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
 #endif
