@@ -280,8 +280,11 @@ int net_open_session(const char *cmd, hg_client_t **out) {
     return EXIT_FAIL;
   }
   if (rc != 0) {
-    fprintf(stderr, "hgctl %s: cannot connect to %s:%u: %s\n", cmd, cfg.host, (unsigned)port,
-            hg_strerror(rc));
+    /* A TLS listener drops a plain client's first frame: say what to try. */
+    bool maybe_tls = !cfg.tls && (rc == -ECONNRESET || rc == -EPIPE);
+    fprintf(stderr, "hgctl %s: cannot connect to %s:%u: %s%s\n", cmd, cfg.host, (unsigned)port,
+            hg_strerror(rc),
+            maybe_tls ? " (if the port speaks TLS: --tls --ca FILE, or HG_TLS=1 HG_CA=FILE)" : "");
     hg_client_destroy(c);
     return EXIT_FAIL;
   }
