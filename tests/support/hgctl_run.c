@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #include <cmocka.h>
 
 #include "test_keys.h"
@@ -50,6 +52,41 @@ bool hgctl_read_until(int fd, char *buf, size_t cap, size_t *len, const char *ne
 
 pid_t hgctl_spawn(uint64_t key, const char *secret_hex, const char *const *args, int *out_fd,
                   int *err_fd) {
+  /* Everything the child needs is built here, before fork: the test process
+   * runs server threads (the gateway's TLS, the pipeline) that may hold
+   * malloc's or libcrypto's locks at the fork, so the child only duplicates
+   * descriptors and execs (no setenv, no hashing of the key's secret). */
+  const char *argv[40];
+  int n = 0;
+  argv[n++] = hgctl_path;
+  bool port_given = false;
+  for (int i = 0; args[i] != NULL && n < 36; i++) {
+    port_given |= strcmp(args[i], "--port") == 0;
+    argv[n++] = args[i];
+  }
+  static char kid[40], sec[80];
+  enum { ENV_MAX = 512 };
+  static const char *envp[ENV_MAX + 3];
+  size_t ne = 0;
+  for (char **e = environ; *e != NULL && ne < ENV_MAX; e++) {
+    if (key != 0 && (strncmp(*e, "HG_KEY_ID=", 10) == 0 || strncmp(*e, "HG_SECRET=", 10) == 0))
+      continue;
+    envp[ne++] = *e;
+  }
+  if (key != 0) {
+    char hex[65];
+    if (secret_hex == NULL) ts_key_secret_hex(key, hex);
+    snprintf(kid, sizeof kid, "HG_KEY_ID=%" PRIu64, key);
+    snprintf(sec, sizeof sec, "HG_SECRET=%s", secret_hex ? secret_hex : hex);
+    envp[ne++] = kid;
+    envp[ne++] = sec;
+    if (!port_given && !hgctl_port_from_env) {
+      argv[n++] = "--port";
+      argv[n++] = hgctl_port;
+    }
+  }
+  envp[ne] = NULL;
+  argv[n] = NULL;
   int po[2], pe[2];
   assert_int_equal(pipe(po), 0);
   assert_int_equal(pipe(pe), 0);
@@ -60,27 +97,7 @@ pid_t hgctl_spawn(uint64_t key, const char *secret_hex, const char *const *args,
     dup2(pe[1], 2);
     close(po[0]);
     close(pe[0]);
-    const char *argv[40];
-    int n = 0;
-    argv[n++] = hgctl_path;
-    bool port_given = false;
-    for (int i = 0; args[i] != NULL && n < 36; i++) {
-      port_given |= strcmp(args[i], "--port") == 0;
-      argv[n++] = args[i];
-    }
-    if (key != 0) {
-      char kid[24], sec[65];
-      snprintf(kid, sizeof kid, "%" PRIu64, key);
-      if (secret_hex == NULL) ts_key_secret_hex(key, sec);
-      setenv("HG_KEY_ID", kid, 1);
-      setenv("HG_SECRET", secret_hex ? secret_hex : sec, 1);
-      if (!port_given && !hgctl_port_from_env) {
-        argv[n++] = "--port";
-        argv[n++] = hgctl_port;
-      }
-    }
-    argv[n] = NULL;
-    execv(hgctl_path, (char *const *)argv);
+    execve(hgctl_path, (char *const *)argv, (char *const *)envp);
     _exit(127);
   }
   close(po[1]);

@@ -46,10 +46,11 @@ static void run_python_mode(const ts_server_t *s, int tls) {
   snprintf(acc, sizeof acc, "%u", ACC_A);
   snprintf(kb, sizeof kb, "%u", TB);
   snprintf(op, sizeof op, "%u", OP);
+  /* Set before fork: the child of a process with server threads only execs. */
+  setenv("PYTHONPATH", g_argv[3], 1);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    setenv("PYTHONPATH", g_argv[3], 1);
     char *args[] = {g_argv[1], g_argv[2], port, ka, acc, kb, op, NULL};
     char *targs[] = {g_argv[1], g_argv[2], "tls", port, ka, acc, tls_ca, tls_other, NULL};
     execv(g_argv[1], tls ? targs : args);
