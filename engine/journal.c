@@ -18,9 +18,8 @@
  * metadata change, so every fdatasync would also commit the filesystem's
  * own journal. Segments are therefore written with zeros before they take
  * records (as database write-ahead logs do), and fdatasync then only
- * flushes data: measured at 50k orders/s on this project's test disk, the
- * durable round trip's median fell from 2.55 to 2.20 ms and its p99 from
- * 10.1 to 8.1 ms (bench/README.md, bench_gateway). The first segment of a new
+ * flushes data, which shortens the durable round trip (bench_gateway's
+ * durable step measures it). The first segment of a new
  * journal is zero-filled when it is created; each spare a little at a
  * time (ZERO_PACE), after each batch is handed to the kernel (while
  * io_uring works on it), with writeback started at once so activation
