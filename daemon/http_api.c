@@ -94,6 +94,8 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
     metric(b, "hourglass_gateway_refused_total", "counter",
            "Connections refused at accept: too many awaiting login (per address or in all).",
            gs.refused);
+    metric(b, "hourglass_gateway_tls_failures_total", "counter",
+           "Connections closed for a failed TLS handshake or record.", gs.tls_failures);
     metric(b, "hourglass_gateway_outlog_write_errors_total", "counter",
            "Failed writes to the outbound journal (e.g. disk full).", gs.outlog_write_errors);
     metric(b, "hourglass_gateway_outlog_dropped_total", "counter",

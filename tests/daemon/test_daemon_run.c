@@ -2,7 +2,9 @@
  * /metrics and the market endpoints over loopback (instruments by id and by
  * symbol, the event stream), bad HTTP input, SIGHUP
  * reload, SIGTERM clean exit with a final snapshot, and a restart that
- * recovers the same state hash. Usage: test_daemon_run <hourglassd>. */
+ * recovers the same state hash; TLS on both ports of a whole daemon (HTTPS
+ * and the event stream verified against the CA, order entry's handshake,
+ * failures on /metrics). Usage: test_daemon_run <hourglassd>. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "daemon_util.h"
+#include "tls_certs.h"
 
 static const char *g_bin; /* hourglassd, from argv[1] */
 
@@ -365,6 +368,111 @@ static void demo_prints_real_addresses(void **state) {
   du_rm_rf(dir);
 }
 
+/* Runs cmd through the shell; its whole output (malloc'd, NUL-ended). */
+static char *output_of(const char *cmd) {
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t cap = 1 << 16, n = 0;
+  char *out = calloc(1, cap);
+  size_t k;
+  while (n + 1 < cap && (k = fread(out + n, 1, cap - n - 1, p)) > 0) n += k;
+  out[n] = '\0';
+  pclose(p);
+  return out;
+}
+
+/* A daemon with TLS on order entry and on HTTP, as a deployment off
+ * loopback runs it (here on 127.0.0.1 with a test CA): /health, /metrics,
+ * the API and the event stream over HTTPS verified against the CA; plain
+ * HTTP on that port gets no answer; order entry completes a TLS 1.3
+ * handshake verified against the CA; a garbage ClientHello is closed and
+ * counted in hourglass_gateway_tls_failures_total. */
+static void daemon_over_tls(void **state) {
+  (void)state;
+  if (access("/usr/bin/openssl", X_OK) != 0 || access("/usr/bin/curl", X_OK) != 0) skip();
+  char dir[512], log[600], data[600], cert[640], key[640], ca[600], o_cert[700], o_key[700],
+      h_cert[700], h_key[700], cmd[2048];
+  assert_non_null(du_tmpdir(dir, sizeof dir, "daemontls"));
+  assert_int_equal(ts_tls_make(dir), 0);
+  snprintf(log, sizeof log, "%s/d.log", dir);
+  snprintf(data, sizeof data, "data_dir=%s/var", dir);
+  snprintf(cert, sizeof cert, "%s/server.pem", dir);
+  snprintf(key, sizeof key, "%s/server.key", dir);
+  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+  snprintf(o_cert, sizeof o_cert, "tls.cert=%s", cert);
+  snprintf(o_key, sizeof o_key, "tls.key=%s", key);
+  snprintf(h_cert, sizeof h_cert, "http.tls_cert=%s", cert);
+  snprintf(h_key, sizeof h_key, "http.tls_key=%s", key);
+  char *argv[] = {(char *)g_bin, "-o", data, "-o", "listen.http=127.0.0.1:0", "-o",
+                  "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0", "-o",
+                  o_cert, "-o", o_key, "-o", h_cert, "-o", h_key, DU_SMALL_OPTS, NULL};
+  pid_t pid = du_spawn(argv, log);
+  char *b = du_wait_log(log, "msg=\"ready\"", 120);
+  if (b == NULL) fail_msg("daemon not ready after 120 s");
+  int http = du_listen_port(b, "http"), gw = du_listen_port(b, "gateway");
+  assert_true(http > 0 && gw > 0);
+  free(b);
+
+  snprintf(cmd, sizeof cmd,
+           "curl -s --max-time 10 --cacert %s -w ' code=%%{http_code}' https://127.0.0.1:%d/health",
+           ca, http);
+  char *out = output_of(cmd);
+  assert_non_null(strstr(out, "code=200"));
+  free(out);
+  snprintf(cmd, sizeof cmd, "curl -s --max-time 10 --cacert %s https://localhost:%d/api/v1/instruments",
+           ca, http);
+  out = output_of(cmd);
+  assert_non_null(strstr(out, "\"instruments\""));
+  free(out);
+  /* The pushed stream opens over HTTPS (no market yet: headers only). */
+  snprintf(cmd, sizeof cmd,
+           "curl -sN -D - --max-time 2 --cacert %s https://127.0.0.1:%d/api/v1/stream", ca, http);
+  out = output_of(cmd);
+  if (strstr(out, " 200") == NULL || strcasestr(out, "content-type: text/event-stream") == NULL)
+    fail_msg("stream over HTTPS:\n%s", out);
+  free(out);
+  snprintf(cmd, sizeof cmd,
+           "curl -s --max-time 5 -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health", http);
+  out = output_of(cmd);
+  assert_string_equal(out, "000");
+  free(out);
+
+  snprintf(cmd, sizeof cmd,
+           "openssl s_client -connect 127.0.0.1:%d -CAfile %s -verify_return_error "
+           "-verify_ip 127.0.0.1 </dev/null 2>&1",
+           gw, ca);
+  out = output_of(cmd);
+  if (strstr(out, "Verify return code: 0 (ok)") == NULL || strstr(out, "TLSv1.3") == NULL)
+    fail_msg("order entry handshake:\n%s", out);
+  free(out);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)gw)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  static const char junk[] = "\x16\x03\x01\x00\x05not a ClientHello";
+  assert_int_equal(send(fd, junk, sizeof junk, 0), (ssize_t)sizeof junk);
+  struct timeval tv = {5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char sink[256];
+  while (recv(fd, sink, sizeof sink, 0) > 0) /* an alert, then the close */
+    ;
+  close(fd);
+  uint64_t failures = 0;
+  for (int i = 0; i < 100 && failures == 0; i++) {
+    snprintf(cmd, sizeof cmd,
+             "curl -s --max-time 10 --cacert %s https://127.0.0.1:%d/metrics | "
+             "sed -n 's/^hourglass_gateway_tls_failures_total //p'",
+             ca, http);
+    out = output_of(cmd);
+    failures = strtoull(out, NULL, 10);
+    free(out);
+    if (failures == 0) du_sleep_ms(50);
+  }
+  assert_true(failures >= 1);
+  assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
+  du_rm_rf(dir);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s <hourglassd>\n", argv[0]);
@@ -375,6 +483,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(daemon_serves_stops_and_recovers, du_kill_all),
       cmocka_unit_test_teardown(bad_configuration_stops_start_up, du_kill_all),
       cmocka_unit_test_teardown(demo_prints_real_addresses, du_kill_all),
+      cmocka_unit_test_teardown(daemon_over_tls, du_kill_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,8 +6,12 @@
  * garbage ClientHello and a stalled handshake are closed (the stalled one
  * at the login timeout) while a TLS session beside them keeps trading, and
  * both count against the limits before login; a reconnect resumes its
- * session with a ticket. Certificates are made per run (tls_certs.h).
- * The fuzz target (fuzz_gateway) drives the plain listener only.
+ * session with a ticket; fuzzed input at each layer of a TLS connection
+ * (mutated ClientHellos, garbage records after the handshake, mutated frame
+ * streams inside sessions with and without a login) never stops the server
+ * or the session trading beside it, and leaves no connection behind.
+ * Certificates are made per run (tls_certs.h). The libFuzzer target
+ * (fuzz_gateway) drives the same frame path without sockets.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +28,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include <openssl/ssl.h>
 
 #include "client_util.h"
 #include "gw_client.h"
@@ -249,6 +255,213 @@ static void test_bad_and_stalled_handshakes(void **state) {
   ts_server_stop(&s);
 }
 
+/* ------------------------------------------------------- fuzzed streams */
+
+/* A fixed-seed generator: the same run every time (xorshift64). */
+static uint64_t fz_state = 0x9e3779b97f4a7c15ull;
+static uint32_t fz(uint32_t n) {
+  fz_state ^= fz_state << 13;
+  fz_state ^= fz_state >> 7;
+  fz_state ^= fz_state << 17;
+  return (uint32_t)(fz_state % n);
+}
+
+/* Mutates b[0..*n) in place (cap bytes of room): flips, overwrites,
+ * inserts, truncates or duplicates, one to four times. */
+static void mutate(uint8_t *b, size_t *n, size_t cap) {
+  for (uint32_t k = 1 + fz(4); k-- > 0 && *n > 0;) {
+    size_t at = fz((uint32_t)*n);
+    switch (fz(5)) {
+    case 0: b[at] ^= (uint8_t)(1u << fz(8)); break;
+    case 1: b[at] = (uint8_t)fz(256); break;
+    case 2:
+      if (*n < cap) {
+        memmove(b + at + 1, b + at, *n - at);
+        b[at] = (uint8_t)fz(256);
+        (*n)++;
+      }
+      break;
+    case 3: *n = at + 1; break;
+    default: {
+      size_t len = 1 + fz((uint32_t)(*n - at));
+      if (*n + len <= cap) {
+        memmove(b + at + len, b + at, *n - at);
+        (*n) += len;
+      }
+    }
+    }
+  }
+}
+
+/* The first flight of a TLS 1.3 client (its ClientHello), from OpenSSL
+ * over memory BIOs; its length. */
+static size_t client_hello(uint8_t *out, size_t cap) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  assert_non_null(ctx);
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  SSL *ssl = SSL_new(ctx);
+  BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+  SSL_set_bio(ssl, rb, wb);
+  SSL_set_connect_state(ssl);
+  assert_int_equal(SSL_do_handshake(ssl), -1); /* wants the server's answer */
+  int n = BIO_read(wb, out, (int)cap);
+  assert_true(n > 0);
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  return (size_t)n;
+}
+
+/* Reads the seed frames of fuzz_gateway (each file: a selector byte, then
+ * frames) into seeds; their count. */
+static int load_seeds(uint8_t seeds[][512], size_t *lens, int max) {
+  static const char *names[] = {"before_login.bin", "orders.bin", "report.bin"};
+  int n = 0;
+  for (size_t i = 0; i < sizeof names / sizeof *names && n < max; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", HG_FUZZ_SEEDS, names[i]);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t buf[513];
+    size_t got = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(got > 1 && got <= 512);
+    memcpy(seeds[n], buf + 1, got - 1);
+    lens[n++] = got - 1;
+  }
+  return n;
+}
+
+/* Reads whatever the server says to fd for up to ms, stopping at its close;
+ * true if it closed. */
+static bool drain_for(int fd, int ms) {
+  char b[4096];
+  for (int waited = 0; waited < ms; waited += 5) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 5) == 1) {
+      ssize_t n = recv(fd, b, sizeof b, 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+    }
+  }
+  return false;
+}
+
+/* The trader's session answers a new order with a report that is not a
+ * reject (fuzzed orders of the other account may trade with it): 0, or -1. */
+static int still_trading(hg_client_t *c, uint64_t clordid) {
+  hg_client_order_t o = {.instrument_id = 1,
+                         .client_order_id = clordid,
+                         .side = HOURGLASS__V1__SIDE__SIDE_SELL,
+                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_IOC,
+                         .has_price = true,
+                         .price = 600,
+                         .qty = 1};
+  uint64_t seq = 0;
+  if (hg_client_new_order(c, &o, &seq) != 0) return -1;
+  for (;;) {
+    const Hourglass__V1__Envelope *e = NULL;
+    if (hg_client_recv(c, 5000, &e) != 1) return -1;
+    if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT &&
+        e->execution_report->ref_seq == seq)
+      return e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED ? -1 : 0;
+  }
+}
+
+/* Every layer of a TLS connection fed fuzzed input, from one fixed seed,
+ * while a TLS session trades beside it: the server answers or closes each
+ * connection, counts the broken handshakes and records as TLS failures,
+ * keeps the trader's session working, and ends with no connection left
+ * awaiting login. */
+static void test_fuzzed_streams_over_tls(void **state) {
+  (void)state;
+  enum { HELLOS = 150, RECORDS = 60, STREAMS = 200 };
+  ts_server_t s;
+  start(&s, tls_on);
+  market(&s);
+  hg_client_t *a = tls_client(&s, TA, path_ca, NULL, NULL, NULL);
+  assert_int_equal(hg_client_connect(a), 0);
+  uint64_t clordid = 1;
+
+  /* 1. Mutated ClientHellos on raw TCP. */
+  uint8_t hello[4096], b[8192];
+  size_t hello_len = client_hello(hello, sizeof hello);
+  uint64_t fail0 = stats(&s).tls_failures;
+  for (int i = 0; i < HELLOS; i++) {
+    size_t n = hello_len;
+    memcpy(b, hello, n);
+    mutate(b, &n, sizeof b);
+    int fd = raw_from("127.0.0.1", s.port);
+    (void)send(fd, b, n, MSG_NOSIGNAL);
+    drain_for(fd, 20); /* an alert and a close, a ServerHello, or silence */
+    close(fd);
+    hg_client_tick(a); /* the trader keeps its session alive meanwhile */
+    if (i % 25 == 24) {
+      wait_unauth(&s, 0);
+      assert_int_equal(still_trading(a, clordid++), 0);
+    }
+  }
+  assert_true(stats(&s).tls_failures > fail0);
+
+  /* 2. Garbage records after a complete handshake: the record layer
+   * refuses them (a bad record MAC or type) and closes. */
+  assert_int_equal(gt_use_tls(path_ca), 0);
+  uint64_t fail1 = stats(&s).tls_failures;
+  for (int i = 0; i < RECORDS; i++) {
+    gt_client_t g;
+    assert_int_equal(gt_connect(&g, s.port), 0);
+    size_t n = 5 + 1 + fz(300);
+    b[0] = (uint8_t)(fz(4) == 0 ? fz(256) : 0x17); /* mostly application data */
+    b[1] = 0x03;
+    b[2] = 0x03;
+    b[3] = (uint8_t)((n - 5) >> 8);
+    b[4] = (uint8_t)(n - 5);
+    for (size_t k = 5; k < n; k++) b[k] = (uint8_t)fz(256);
+    (void)send(g.fd, b, n, MSG_NOSIGNAL);
+    assert_true(closed_within(g.fd, 3000));
+    gt_close(&g);
+    hg_client_tick(a);
+  }
+  assert_true(stats(&s).tls_failures >= fail1 + RECORDS);
+
+  /* 3. Mutated frame streams inside TLS sessions, half of them after a
+   * login (key TB): the protocol layer answers, rejects or terminates;
+   * none of it is a TLS failure. */
+  uint8_t seeds[3][512];
+  size_t seed_len[3];
+  int n_seeds = load_seeds(seeds, seed_len, 3);
+  uint64_t fail2 = stats(&s).tls_failures, logins0 = stats(&s).logins;
+  for (int i = 0; i < STREAMS; i++) {
+    gt_client_t g;
+    int with_login = (i & 1) != 0;
+    if (with_login) {
+      if (gt_login(&g, s.port, TB, 0, 0) == 0) continue; /* the last one still closing */
+    } else {
+      assert_int_equal(gt_connect(&g, s.port), 0);
+    }
+    int k = (int)fz((uint32_t)n_seeds);
+    size_t n = seed_len[k];
+    memcpy(b, seeds[k], n);
+    mutate(b, &n, sizeof b);
+    (void)gt_send_raw(&g, b, n); /* the server may have closed already */
+    for (env_t *e = gt_recv(&g, 20); e != NULL; e = gt_recv(&g, 20))
+      ;
+    gt_close(&g);
+    hg_client_tick(a);
+    if (i % 40 == 39) {
+      wait_unauth(&s, 0);
+      assert_int_equal(still_trading(a, clordid++), 0);
+    }
+  }
+  assert_int_equal(stats(&s).tls_failures, fail2);
+  assert_true(stats(&s).logins - logins0 >= STREAMS / 4); /* the ACTIVE state was reached */
+
+  wait_unauth(&s, 0);
+  assert_int_equal(still_trading(a, clordid++), 0);
+  hg_client_destroy(a);
+  gt_use_tls(NULL);
+  ts_server_stop(&s);
+}
+
 static void test_bad_server_config(void **state) {
   (void)state;
   char kd[256];
@@ -292,6 +505,7 @@ int main(void) {
       cmocka_unit_test(test_untrusted_server_refused),
       cmocka_unit_test(test_mutual_tls),
       cmocka_unit_test(test_bad_and_stalled_handshakes),
+      cmocka_unit_test(test_fuzzed_streams_over_tls),
       cmocka_unit_test(test_bad_server_config),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
