@@ -48,14 +48,22 @@ static void start_market(ts_server_t *s, int unsafe, void (*tweak)(hg_gateway_co
   assert_int_equal(gt_setup_market(s, OP, 2, acc, firm, 4), 0);
 }
 
-/* Subscribes c to an instrument's market data (the snapshot follows). */
-static void md_subscribe(gt_client_t *c, uint32_t instrument_id) {
+/* Sends a MarketDataSubscribe, with depth when has_depth. */
+static void md_subscribe_depth(gt_client_t *c, uint32_t instrument_id, uint32_t depth,
+                               int has_depth) {
   Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
   ms.instrument_id = instrument_id;
+  ms.has_depth = has_depth;
+  ms.depth = depth;
   env_t q = HOURGLASS__V1__ENVELOPE__INIT;
   q.body_case = BODY(MD_SUBSCRIBE);
   q.md_subscribe = &ms;
   gt_send(c, &q);
+}
+
+/* Subscribes c to an instrument's market data (the snapshot follows). */
+static void md_subscribe(gt_client_t *c, uint32_t instrument_id) {
+  md_subscribe_depth(c, instrument_id, 0, 0);
 }
 
 /* --------------------------------------------------------------- login */
@@ -1035,23 +1043,54 @@ static void test_role_refusal_reply_types(void **state) {
   ts_server_stop(&s);
 }
 
-/* Unsubscribing: not subscribed and unknown instrument are told apart. */
-static void test_unsubscribe_codes(void **state) {
+/* Market data requests: a refused subscription is a Response in the key's
+ * stream, never a snapshot; unsubscribing tells "not subscribed" from
+ * "unknown instrument"; a delisted instrument is unknown to both. */
+static void test_market_data_reply_codes(void **state) {
   (void)state;
   ts_server_t s;
   start_market(&s, 1, NULL);
-  gt_client_t b;
+  gt_client_t b, op;
   assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
-  md_unsubscribe_req(&b, 1);
+  assert_true(gt_login(&op, s.port, OP, 0, 0) > 0);
+  md_subscribe_depth(&b, 1, 0, 1);
+  env_t *e = next_reply(&b);
+  assert_int_equal(e->body_case, BODY(RESPONSE));
+  assert_int_equal(e->response->reason, REJ(INVALID_REQUEST));
+  assert_true(e->seq > 0); /* sequenced */
+  md_subscribe_depth(&b, 1, 51, 1);
+  assert_int_equal(gt_response_reason(&b), REJ(INVALID_REQUEST));
+  md_subscribe(&b, 77);
+  e = next_reply(&b);
+  assert_int_equal(e->body_case, BODY(RESPONSE));
+  assert_int_equal(e->response->reason, REJ(UNKNOWN_INSTRUMENT));
+  md_subscribe_depth(&b, 1, 50, 1);
+  e = next_reply(&b);
+  assert_int_equal(e->body_case, BODY(MD_SNAPSHOT));
+  assert_false(e->md_snapshot->has_reason && e->md_snapshot->reason != 0);
+  md_unsubscribe_req(&b, 2);
   assert_int_equal(gt_response_reason(&b), REJ(NOT_SUBSCRIBED));
   md_unsubscribe_req(&b, 77);
   assert_int_equal(gt_response_reason(&b), REJ(UNKNOWN_INSTRUMENT));
-  md_subscribe(&b, 1);
-  assert_non_null(gt_expect(&b, BODY(MD_SNAPSHOT), 2000));
   md_unsubscribe_req(&b, 1);
   assert_int_equal(gt_response_reason(&b), 0);
   md_unsubscribe_req(&b, 1);
   assert_int_equal(gt_response_reason(&b), REJ(NOT_SUBSCRIBED));
+  /* Delisted: unknown, subscribed or not. */
+  md_subscribe(&b, 2);
+  assert_non_null(gt_expect(&b, BODY(MD_SNAPSHOT), 2000));
+  Hourglass__V1__DelistInstrument dl = HOURGLASS__V1__DELIST_INSTRUMENT__INIT;
+  dl.instrument_id = 2;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(DELIST_INSTRUMENT);
+  q.delist_instrument = &dl;
+  gt_send(&op, &q);
+  assert_int_equal(gt_response_reason(&op), 0);
+  md_unsubscribe_req(&b, 2);
+  assert_int_equal(gt_response_reason(&b), REJ(UNKNOWN_INSTRUMENT));
+  md_subscribe(&b, 2);
+  assert_int_equal(gt_response_reason(&b), REJ(UNKNOWN_INSTRUMENT));
+  gt_close(&op);
   gt_close(&b);
   ts_server_stop(&s);
 }
@@ -1223,7 +1262,7 @@ int main(void) {
       cmocka_unit_test(test_reject_echoes_request),
       cmocka_unit_test(test_quote_rejects_and_groups),
       cmocka_unit_test(test_add_api_key_account_firm),
-      cmocka_unit_test(test_unsubscribe_codes),
+      cmocka_unit_test(test_market_data_reply_codes),
       cmocka_unit_test(test_role_refusal_reply_types),
       cmocka_unit_test(test_loop_thread_blocks_sigpipe),
       cmocka_unit_test(test_restart),
