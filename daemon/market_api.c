@@ -236,7 +236,7 @@ void hg_market_api(hg_mdview_t *view, const char *path, const char *query, hg_ht
   free(trades);
 }
 
-/* Trades an event carries per changed instrument (the page shows 16). */
+/* Trades an event carries per changed instrument (the page shows them all). */
 #define STREAM_TRADES 20
 
 void hg_market_stream(hg_mdview_t *view, hg_market_stream_t *st, hg_sbuf_t *out) {

@@ -5,8 +5,8 @@
 "use strict";
 
 const FIXINGS_MS = 30000; // fixings change once a day: fetched, not streamed
-const LADDER_LEVELS = 8; // per side, so that the ladder fits beside the trades
-const TRADES_SHOWN = 16;
+const LADDER_LEVELS = 10; // per side: the ladder and the trades both fit in a 1400x900 window
+const TRADES_SHOWN = 20; // the newest, as many as a market event carries
 const state = { instruments: [], fixings: [], selected: null, book: null, ok: false };
 
 const $ = (sel) => document.querySelector(sel);
@@ -85,7 +85,7 @@ function niceAxis(min, max, want) {
 function drawCurve() {
   const cv = $("#curve");
   const dpr = window.devicePixelRatio || 1;
-  const w = cv.clientWidth || 960, h = cv.clientHeight || 220;
+  const w = cv.clientWidth || 960, h = cv.clientHeight || 200;
   cv.width = w * dpr;
   cv.height = h * dpr;
   const g = cv.getContext("2d");

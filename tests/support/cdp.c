@@ -181,7 +181,17 @@ int du_cdp_open(du_cdp_t *c, const char *chromium, const char *user_dir, int wid
     n++;
   }
   head[n] = '\0';
-  return strncmp(head, "HTTP/1.1 101", 12) == 0 ? 0 : -1;
+  if (strncmp(head, "HTTP/1.1 101", 12) != 0) return -1;
+  /* --window-size counts the browser's own frame, so headless Chromium's
+   * viewport is shorter than the window: the page's is set exactly. */
+  char metrics[128];
+  snprintf(metrics, sizeof metrics,
+           "{\"width\":%d,\"height\":%d,\"deviceScaleFactor\":1,\"mobile\":false}", width,
+           height);
+  char *r = du_cdp_call(c, "Emulation.setDeviceMetricsOverride", metrics);
+  int ok = r != NULL && strstr(r, "\"error\"") == NULL;
+  free(r);
+  return ok ? 0 : -1;
 }
 
 char *du_cdp_call(du_cdp_t *c, const char *method, const char *params) {

@@ -16,8 +16,9 @@ typedef struct du_cdp {
   int next_id;
 } du_cdp_t;
 
-/* Starts chromium (headless, width x height, profile in user_dir, extra
- * flags appended, NULL for none) and connects to its first page. 0 or -1. */
+/* Starts chromium (headless, profile in user_dir, extra flag appended, NULL
+ * for none), connects to its first page and sets that page's viewport to
+ * width x height CSS pixels at scale 1 (kept across navigations). 0 or -1. */
 int du_cdp_open(du_cdp_t *c, const char *chromium, const char *user_dir, int width, int height,
                 const char *extra_flag);
 

@@ -5,7 +5,7 @@
  * their owners, isolation of another account's order ids, positions,
  * reference and market data, retransmission after reconnect, throttling,
  * cancel-on-disconnect on close and on keepalive lapse, mass quotes and
- * market-maker protection.
+ * market-maker protection, the reply type of each role refusal.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -48,14 +48,22 @@ static void start_market(ts_server_t *s, int unsafe, void (*tweak)(hg_gateway_co
   assert_int_equal(gt_setup_market(s, OP, 2, acc, firm, 4), 0);
 }
 
-/* Subscribes c to an instrument's market data (the snapshot follows). */
-static void md_subscribe(gt_client_t *c, uint32_t instrument_id) {
+/* Sends a MarketDataSubscribe, with depth when has_depth. */
+static void md_subscribe_depth(gt_client_t *c, uint32_t instrument_id, uint32_t depth,
+                               int has_depth) {
   Hourglass__V1__MarketDataSubscribe ms = HOURGLASS__V1__MARKET_DATA_SUBSCRIBE__INIT;
   ms.instrument_id = instrument_id;
+  ms.has_depth = has_depth;
+  ms.depth = depth;
   env_t q = HOURGLASS__V1__ENVELOPE__INIT;
   q.body_case = BODY(MD_SUBSCRIBE);
   q.md_subscribe = &ms;
   gt_send(c, &q);
+}
+
+/* Subscribes c to an instrument's market data (the snapshot follows). */
+static void md_subscribe(gt_client_t *c, uint32_t instrument_id) {
+  md_subscribe_depth(c, instrument_id, 0, 0);
 }
 
 /* --------------------------------------------------------------- login */
@@ -764,6 +772,7 @@ static void test_reject_echoes_request(void **state) {
   gt_new_order(&a, 77, 9002, 0, 450, 3, 0);
   er = expect_er(&a, EXEC(REJECTED))->execution_report;
   assert_int_equal(er->reason, REJ(UNKNOWN_INSTRUMENT));
+  assert_true(er->has_order_id && er->order_id > 0); /* the engine's seq, as above */
   assert_int_equal(er->price, 450);
   assert_int_equal(er->qty, 3);
   assert_true(er->has_side);
@@ -780,6 +789,7 @@ static void test_reject_echoes_request(void **state) {
   gt_new_order(&a, 1, (uint64_t)1 << 63 | 5, 0, 480, 2, 0);
   er = expect_er(&a, EXEC(REJECTED))->execution_report;
   assert_int_equal(er->reason, REJ(INVALID_REQUEST));
+  assert_false(er->has_order_id); /* never reached the engine: no order id */
   assert_int_equal(er->price, 480);
   assert_int_equal(er->qty, 2);
   /* A cancel has nothing to echo. */
@@ -793,6 +803,7 @@ static void test_reject_echoes_request(void **state) {
   gt_new_order(&v, 1, 9003, 1, 470, 9, 0);
   er = expect_er(&v, EXEC(REJECTED))->execution_report;
   assert_int_equal(er->reason, REJ(NOT_PERMITTED));
+  assert_false(er->has_order_id);
   assert_int_equal(er->side, HOURGLASS__V1__SIDE__SIDE_SELL);
   assert_int_equal(er->price, 470);
   assert_int_equal(er->qty, 9);
@@ -858,6 +869,7 @@ static void test_quote_rejects_and_groups(void **state) {
     const Hourglass__V1__ExecutionReport *er = e->execution_report;
     if (er->exec_type == EXEC(CANCELLED)) {
       assert_int_equal(er->quote_group, 1);
+      assert_int_equal(er->reason, HOURGLASS__V1__CANCEL_REASON__CXL_USER);
       cancelled_g1++;
     } else if (er->exec_type == EXEC(REJECTED)) {
       assert_int_equal(er->reason, REJ(POST_ONLY_WOULD_CROSS));
@@ -917,23 +929,168 @@ static void test_add_api_key_account_firm(void **state) {
   ts_server_stop(&s);
 }
 
-/* Unsubscribing: not subscribed and unknown instrument are told apart. */
-static void test_unsubscribe_codes(void **state) {
+/* The next application reply on c (heartbeats, warnings and market data
+ * skipped). */
+static env_t *next_reply(gt_client_t *c) {
+  for (;;) {
+    env_t *e = gt_recv(c, 3000);
+    assert_non_null(e);
+    if (e->body_case != BODY(HEARTBEAT) && e->body_case != BODY(WARNING) &&
+        e->body_case != BODY(MD_LEVEL) && e->body_case != BODY(MD_TRADE) &&
+        e->body_case != BODY(MD_STATUS))
+      return e;
+  }
+}
+
+/* A request outside the key's role: NewOrderRequest, CancelRequest and
+ * ReplaceRequest get a REJECTED ExecutionReport with no instrument or order
+ * id; every other request gets a Response with REJ_NOT_PERMITTED, not its
+ * usual reply type (proto/README.md, Roles). Nothing else is sent. */
+static void test_role_refusal_reply_types(void **state) {
   (void)state;
   ts_server_t s;
   start_market(&s, 1, NULL);
-  gt_client_t b;
+  gt_client_t op, t, v;
+  assert_true(gt_login(&op, s.port, OP, 0, 0) > 0);
+  assert_true(gt_login(&t, s.port, TA, 0, 0) > 0);
+  assert_true(gt_login(&v, s.port, RV1, 0, 0) > 0);
+  Hourglass__V1__NewOrderRequest no = HOURGLASS__V1__NEW_ORDER_REQUEST__INIT;
+  no.instrument_id = 1;
+  no.client_order_id = 1;
+  no.has_price = 1;
+  no.price = 500;
+  no.qty = 1;
+  Hourglass__V1__CancelRequest cx = HOURGLASS__V1__CANCEL_REQUEST__INIT;
+  cx.instrument_id = 1;
+  cx.order_id = 1;
+  Hourglass__V1__ReplaceRequest rp = HOURGLASS__V1__REPLACE_REQUEST__INIT;
+  rp.instrument_id = 1;
+  rp.order_id = 1;
+  rp.new_price = 500;
+  rp.new_qty = 1;
+  Hourglass__V1__MassCancelRequest mc = HOURGLASS__V1__MASS_CANCEL_REQUEST__INIT;
+  Hourglass__V1__OrderStatusRequest os = HOURGLASS__V1__ORDER_STATUS_REQUEST__INIT;
+  os.instrument_id = 1;
+  os.order_id = 1;
+  Hourglass__V1__MassQuote mq = HOURGLASS__V1__MASS_QUOTE__INIT;
+  mq.quote_group = 1;
+  Hourglass__V1__QuoteGroupReset qr = HOURGLASS__V1__QUOTE_GROUP_RESET__INIT;
+  qr.quote_group = 1;
+  Hourglass__V1__PositionsRequest pr = HOURGLASS__V1__POSITIONS_REQUEST__INIT;
+  Hourglass__V1__StatementRequest sr = HOURGLASS__V1__STATEMENT_REQUEST__INIT;
+  Hourglass__V1__DropCopySubscribe dc = HOURGLASS__V1__DROP_COPY_SUBSCRIBE__INIT;
+  Hourglass__V1__AddApiKey ak = HOURGLASS__V1__ADD_API_KEY__INIT;
+  uint8_t secret[32] = {1};
+  ak.key_id = 77;
+  ak.secret.data = secret;
+  ak.secret.len = sizeof secret;
+  ak.role = HG_ROLE_TRADER;
+  Hourglass__V1__DailySettlement ds = HOURGLASS__V1__DAILY_SETTLEMENT__INIT;
+  ds.day = 20859;
+  const struct {
+    gt_client_t *c;
+    uint32_t body;
+    void *msg;
+    uint32_t req; /* REQ_* for an ExecutionReport; 0: a Response */
+  } cases[] = {
+      {&op, BODY(NEW_ORDER), &no, HOURGLASS__V1__REQUEST_KIND__REQ_NEW_ORDER},
+      {&op, BODY(CANCEL), &cx, HOURGLASS__V1__REQUEST_KIND__REQ_CANCEL},
+      {&op, BODY(REPLACE), &rp, HOURGLASS__V1__REQUEST_KIND__REQ_REPLACE},
+      {&op, BODY(MASS_CANCEL), &mc, 0},
+      {&op, BODY(ORDER_STATUS_REQUEST), &os, 0},
+      {&op, BODY(POSITIONS_REQUEST), &pr, 0},
+      {&op, BODY(STATEMENT_REQUEST), &sr, 0},
+      {&op, BODY(DROP_COPY_SUBSCRIBE), &dc, 0},
+      {&t, BODY(MASS_QUOTE), &mq, 0},
+      {&t, BODY(QUOTE_GROUP_RESET), &qr, 0},
+      {&t, BODY(DROP_COPY_SUBSCRIBE), &dc, 0},
+      {&t, BODY(ADD_API_KEY), &ak, 0},
+      {&t, BODY(DAILY_SETTLEMENT), &ds, 0},
+      {&v, BODY(NEW_ORDER), &no, HOURGLASS__V1__REQUEST_KIND__REQ_NEW_ORDER},
+      {&v, BODY(MASS_QUOTE), &mq, 0},
+      {&v, BODY(MASS_CANCEL), &mc, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+    q.body_case = cases[i].body;
+    q.new_order = cases[i].msg; /* the body is a union of pointers */
+    assert_int_equal(gt_send(cases[i].c, &q), 0);
+    env_t *e = next_reply(cases[i].c);
+    if (cases[i].req != 0) {
+      assert_int_equal(e->body_case, BODY(EXECUTION_REPORT));
+      const Hourglass__V1__ExecutionReport *er = e->execution_report;
+      assert_int_equal(er->exec_type, EXEC(REJECTED));
+      assert_int_equal(er->reason, REJ(NOT_PERMITTED));
+      assert_int_equal(er->request, cases[i].req);
+      assert_int_equal(er->ref_seq, cases[i].c->seq);
+      assert_int_equal(er->instrument_id, 0);
+      assert_false(er->has_order_id);
+    } else {
+      if (e->body_case != BODY(RESPONSE)) fail_msg("case %zu: body %d", i, (int)e->body_case);
+      assert_int_equal(e->response->reason, REJ(NOT_PERMITTED));
+      assert_int_equal(e->response->ref_seq, cases[i].c->seq);
+    }
+  }
+  /* Nothing followed the refusals. */
+  gt_client_t *all[] = {&op, &t, &v};
+  for (size_t i = 0; i < 3; i++) {
+    env_t *e = gt_recv(all[i], 100);
+    assert_true(e == NULL || e->body_case == BODY(HEARTBEAT));
+  }
+  gt_close(&v);
+  gt_close(&t);
+  gt_close(&op);
+  ts_server_stop(&s);
+}
+
+/* Market data requests: a refused subscription is a Response in the key's
+ * stream, never a snapshot; unsubscribing tells "not subscribed" from
+ * "unknown instrument"; a delisted instrument is unknown to both. */
+static void test_market_data_reply_codes(void **state) {
+  (void)state;
+  ts_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t b, op;
   assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
-  md_unsubscribe_req(&b, 1);
+  assert_true(gt_login(&op, s.port, OP, 0, 0) > 0);
+  md_subscribe_depth(&b, 1, 0, 1);
+  env_t *e = next_reply(&b);
+  assert_int_equal(e->body_case, BODY(RESPONSE));
+  assert_int_equal(e->response->reason, REJ(INVALID_REQUEST));
+  assert_true(e->seq > 0); /* sequenced */
+  md_subscribe_depth(&b, 1, 51, 1);
+  assert_int_equal(gt_response_reason(&b), REJ(INVALID_REQUEST));
+  md_subscribe(&b, 77);
+  e = next_reply(&b);
+  assert_int_equal(e->body_case, BODY(RESPONSE));
+  assert_int_equal(e->response->reason, REJ(UNKNOWN_INSTRUMENT));
+  md_subscribe_depth(&b, 1, 50, 1);
+  e = next_reply(&b);
+  assert_int_equal(e->body_case, BODY(MD_SNAPSHOT));
+  assert_false(e->md_snapshot->has_reason && e->md_snapshot->reason != 0);
+  md_unsubscribe_req(&b, 2);
   assert_int_equal(gt_response_reason(&b), REJ(NOT_SUBSCRIBED));
   md_unsubscribe_req(&b, 77);
   assert_int_equal(gt_response_reason(&b), REJ(UNKNOWN_INSTRUMENT));
-  md_subscribe(&b, 1);
-  assert_non_null(gt_expect(&b, BODY(MD_SNAPSHOT), 2000));
   md_unsubscribe_req(&b, 1);
   assert_int_equal(gt_response_reason(&b), 0);
   md_unsubscribe_req(&b, 1);
   assert_int_equal(gt_response_reason(&b), REJ(NOT_SUBSCRIBED));
+  /* Delisted: unknown, subscribed or not. */
+  md_subscribe(&b, 2);
+  assert_non_null(gt_expect(&b, BODY(MD_SNAPSHOT), 2000));
+  Hourglass__V1__DelistInstrument dl = HOURGLASS__V1__DELIST_INSTRUMENT__INIT;
+  dl.instrument_id = 2;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(DELIST_INSTRUMENT);
+  q.delist_instrument = &dl;
+  gt_send(&op, &q);
+  assert_int_equal(gt_response_reason(&op), 0);
+  md_unsubscribe_req(&b, 2);
+  assert_int_equal(gt_response_reason(&b), REJ(UNKNOWN_INSTRUMENT));
+  md_subscribe(&b, 2);
+  assert_int_equal(gt_response_reason(&b), REJ(UNKNOWN_INSTRUMENT));
+  gt_close(&op);
   gt_close(&b);
   ts_server_stop(&s);
 }
@@ -1105,7 +1262,8 @@ int main(void) {
       cmocka_unit_test(test_reject_echoes_request),
       cmocka_unit_test(test_quote_rejects_and_groups),
       cmocka_unit_test(test_add_api_key_account_firm),
-      cmocka_unit_test(test_unsubscribe_codes),
+      cmocka_unit_test(test_market_data_reply_codes),
+      cmocka_unit_test(test_role_refusal_reply_types),
       cmocka_unit_test(test_loop_thread_blocks_sigpipe),
       cmocka_unit_test(test_restart),
       cmocka_unit_test(test_slow_consumer),
