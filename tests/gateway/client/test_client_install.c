@@ -9,8 +9,18 @@
  * price band, it rejects). The compile flags must name the prefix and
  * neither the build nor the source tree.
  *
+ * The Python client the same way: the hgclient package installed twice,
+ * by `cmake --install --component python` and by an offline
+ * `pip install --no-build-isolation --no-index --no-deps --target`, each
+ * then imported by Debian's python3 with only its directory on the path,
+ * which runs test_client_install.py (login, an order, a trade seen through
+ * the market-data helper) and `python3 -m hgclient instruments`; and
+ * `python3 -m hgclient md` prints the (empty) book.
+ *
  * Arguments: cmake, the build tree, CMAKE_INSTALL_LIBDIR, the README, the
- * C compiler, the source tree.
+ * C compiler, the source tree; then python3, the assembled package
+ * directory, the package's install directory relative to the prefix and
+ * the script (all four "-" without the Python client: that test is skipped).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,11 +34,14 @@
 
 #include "cli_run.h"
 #include "client_util.h"
+#include "pipeline_util.h"
 #include "test_keys.h"
 
 #define OP 1u
 #define TA 10u
+#define TB 11u
 #define ACC_A 100u
+#define ACC_B 200u
 
 static char **g_argv;
 static char g_prefix[256];
@@ -39,11 +52,8 @@ static int teardown(void **state) {
   (void)state;
   if (server_made) ts_server_stop(&g_srv);
   server_made = 0;
-  if (g_prefix[0]) {
-    char *out = NULL;
-    (void)cli_run("rm -rf", g_prefix, CLI_BOTH, &out);
-    free(out);
-  }
+  if (g_prefix[0]) util_rm_rf(g_prefix);
+  g_prefix[0] = '\0';
   return 0;
 }
 
@@ -58,13 +68,25 @@ static char *sh_ok(const char *cmd) {
   return out;
 }
 
-static void test_install_compile_run(void **state) {
-  (void)state;
-  const char *cmake = g_argv[1], *build = g_argv[2], *libdir = g_argv[3];
-  const char *readme = g_argv[4], *cc = g_argv[5], *src = g_argv[6];
+/* A fresh prefix under $TMPDIR (or /tmp), outside the build and source trees. */
+static void make_prefix(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(g_prefix, sizeof g_prefix, "%s/hg_client_install.XXXXXX", tmp && *tmp ? tmp : "/tmp");
   assert_non_null(mkdtemp(g_prefix));
+}
+
+/* The server: operator OP, traders TA (account ACC_A) and TB (ACC_B), one
+ * instrument. */
+static void start_server(void) {
+  server_made = 1;
+  assert_int_equal(ch_two_trader_market(&g_srv, OP, TA, ACC_A, TB, ACC_B, 1), 0);
+}
+
+static void test_c_install(void **state) {
+  (void)state;
+  const char *cmake = g_argv[1], *build = g_argv[2], *libdir = g_argv[3];
+  const char *readme = g_argv[4], *cc = g_argv[5], *src = g_argv[6];
+  make_prefix();
 
   /* Everything that forks before the server's threads start. */
   char cmd[2048];
@@ -87,15 +109,7 @@ static void test_install_compile_run(void **state) {
            g_prefix, readme, cc, g_prefix, libdir);
   free(sh_ok(cmd));
 
-  ts_server_options_t o = {0};
-  server_made = 1;
-  assert_int_equal(ts_server_create(&g_srv, &o), 0);
-  assert_int_equal(ts_server_add_key(&g_srv, OP, HG_ROLE_OPERATOR, 0, 0), 0);
-  assert_int_equal(ts_server_add_key(&g_srv, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
-  assert_int_equal(ts_server_run(&g_srv), 0);
-  const uint32_t acc[] = {ACC_A}, firm[] = {1};
-  assert_int_equal(ch_setup_market(&g_srv, OP, 1, acc, firm, 1), 0);
-
+  start_server();
   char hex[65];
   ts_key_secret_hex(TA, hex);
   snprintf(cmd, sizeof cmd, "HG_HOST=127.0.0.1 HG_PORT=%u HG_KEY_ID=%u HG_SECRET=%s '%s/first_order'",
@@ -118,14 +132,70 @@ static void test_install_compile_run(void **state) {
   free(out);
 }
 
+static void test_python_install(void **state) {
+  (void)state;
+  const char *cmake = g_argv[1], *build = g_argv[2], *src = g_argv[6];
+  const char *py = g_argv[7], *pkg = g_argv[8], *sitedir = g_argv[9], *script = g_argv[10];
+  if (strcmp(py, "-") == 0) skip();
+  make_prefix();
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' --install '%s' --component python --prefix '%s/cm'", cmake, build,
+           g_prefix);
+  free(sh_ok(cmd));
+  /* pip builds in the directory it installs from: a copy, not the build
+   * tree, without what an earlier pip run there left (build/, egg-info). */
+  snprintf(cmd, sizeof cmd,
+           "cp -r '%s' '%s/pkg' && cd '%s' && rm -rf pkg/build pkg/*.egg-info && "
+           "'%s' -m pip install -q --no-build-isolation "
+           "--no-index --no-deps --target '%s/pip' '%s/pkg'",
+           pkg, g_prefix, g_prefix, py, g_prefix, g_prefix);
+  free(sh_ok(cmd));
+
+  start_server();
+  char hex[65];
+  ts_key_secret_hex(TA, hex);
+  const char *where[] = {"cm/", "pip"};
+  for (size_t i = 0; i < 2; i++) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s%s", g_prefix, where[i], i == 0 ? sitedir : "");
+    /* -s: no user site directory; the working directory is the prefix. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && PYTHONPATH='%s' '%s' -s '%s' %u %u %u %u '%s' '%s' '%s'",
+             g_prefix, dir, py, script, (unsigned)g_srv.port, TA, ACC_A, TB, dir, build, src);
+    char *out = sh_ok(cmd);
+    cli_expect(out, "python client install: all checks passed");
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && PYTHONPATH='%s' '%s' -s -m hgclient --port %u --key-id %u --secret %s "
+             "instruments",
+             g_prefix, dir, py, (unsigned)g_srv.port, TA, hex);
+    out = sh_ok(cmd);
+    cli_expect(out, "1 B200.A.2027-01 tick=1000");
+    free(out);
+  }
+  /* The command line's market data: the snapshot, then a second of quiet. */
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && PYTHONPATH='%s/pip' HG_PORT=%u HG_KEY_ID=%u HG_SECRET=%s '%s' -s -m hgclient "
+           "md --instrument 1 --idle 0.5",
+           g_prefix, g_prefix, (unsigned)g_srv.port, TA, hex, py);
+  char *out = sh_ok(cmd);
+  cli_expect(out, "snapshot md_seq=");
+  cli_expect(out, "bid - ask -");
+  free(out);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 7) {
-    fprintf(stderr, "usage: %s CMAKE BUILD_DIR LIBDIR README CC SOURCE_DIR\n", argv[0]);
+  if (argc != 11) {
+    fprintf(stderr,
+            "usage: %s CMAKE BUILD_DIR LIBDIR README CC SOURCE_DIR PYTHON3|- PACKAGE|- "
+            "SITEDIR|- SCRIPT|-\n",
+            argv[0]);
     return 2;
   }
   g_argv = argv;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_install_compile_run, teardown),
+      cmocka_unit_test_teardown(test_c_install, teardown),
+      cmocka_unit_test_teardown(test_python_install, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
