@@ -160,3 +160,15 @@ int ch_setup_market(const ts_server_t *s, uint64_t op_key, uint32_t n_instr,
   hg_client_destroy(op);
   return bad ? -1 : 0;
 }
+
+int ch_two_trader_market(ts_server_t *s, uint64_t op_key, uint64_t key_a, uint32_t acc_a,
+                         uint64_t key_b, uint32_t acc_b, uint32_t n_instr) {
+  ts_server_options_t o = {0};
+  if (ts_server_create(s, &o) != 0) return -1;
+  if (ts_server_add_key(s, op_key, HG_ROLE_OPERATOR, 0, 0) != 0 ||
+      ts_server_add_key(s, key_a, HG_ROLE_TRADER, acc_a, 1) != 0 ||
+      ts_server_add_key(s, key_b, HG_ROLE_TRADER, acc_b, 2) != 0 || ts_server_run(s) != 0)
+    return -1;
+  const uint32_t acc[] = {acc_a, acc_b}, firm[] = {1, 2};
+  return ch_setup_market(s, op_key, n_instr, acc, firm, 2);
+}

@@ -55,4 +55,11 @@ int ch_responses(hg_client_t *c, uint64_t first, uint64_t last);
 int ch_setup_market(const ts_server_t *s, uint64_t op_key, uint32_t n_instr,
                     const uint32_t *accounts, const uint32_t *firms, size_t n);
 
+/* Creates and starts a default server on s with an operator key op_key and
+ * two traders: key_a on account acc_a of firm 1, key_b on acc_b of firm 2;
+ * then ch_setup_market with n_instr instruments. 0, or -1 (s may be
+ * created: stop it). */
+int ch_two_trader_market(ts_server_t *s, uint64_t op_key, uint64_t key_a, uint32_t acc_a,
+                         uint64_t key_b, uint32_t acc_b, uint32_t n_instr);
+
 #endif /* HOURGLASS_TESTS_CLIENT_UTIL_H */

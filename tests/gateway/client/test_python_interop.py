@@ -14,9 +14,8 @@ import sys
 import socket
 import ssl
 
-import hourglass_pb2 as pb
 from hgclient import (APP_BODIES, Client, LoginRefused, ProtocolError, decode_varint,
-                      encode_varint, tls_context)
+                      encode_varint, pb, tls_context)
 
 
 def secret(key_id):

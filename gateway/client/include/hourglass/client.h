@@ -1,7 +1,11 @@
 /*
  * hourglass/client.h - a small client library for the gateway's wire
  * protocol (hourglass.v1 over varint-delimited frames, proto/README.md),
- * used by hgctl, the tests and the load generator.
+ * used by hgctl, the tests and the load generator, and installed for
+ * programs outside the tree (gateway/client/README.md): this header is the
+ * one a program includes; it brings hourglass/error.h (HG_E* codes,
+ * hg_strerror()), hourglass/wire.h and the generated hourglass.pb-c.h (the
+ * hourglass.v1 messages) with it. Link flags: pkg-config hourglass-client.
  *
  * What it does:
  *  - connects over TCP (poll-based, with a timeout) or takes an already
@@ -64,6 +68,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hourglass/error.h"
 #include "hourglass/index.h"
 #include "hourglass/wire.h"
 

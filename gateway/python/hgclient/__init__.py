@@ -1,34 +1,30 @@
-#!/usr/bin/env python3
-"""hgclient: an example Hourglass gateway client in Python.
+"""hgclient: a client of the Hourglass gateway in Python.
 
 Speaks the hourglass.v1 wire protocol (proto/README.md) with Google's
-protobuf runtime (Debian's python3-protobuf) and code generated from the
-same proto/hourglass.proto by `protoc --python_out` at build time
-(hourglass_pb2.py in the build tree; put that directory on PYTHONPATH).
+protobuf runtime (Debian's python3-protobuf). The package carries
+hgclient.hourglass_pb2 (also exported as hgclient.pb), which the build
+generates from proto/hourglass.proto with protoc; gateway/python/README.md
+says how to install the package and documents every call.
+
+    from hgclient import Client, MarketData, pb
+    c = Client("127.0.0.1", 7700, key_id=10, secret=bytes.fromhex(HEX))
+    c.connect()
+    seq = c.new_order(1, client_order_id=7, side=pb.SIDE_BUY, qty=3, price=3400)
+    report = c.expect("execution_report").execution_report
 
 Framing is written here from the protobuf "delimited" convention (a
 base-128 varint length, then one Envelope), independently of the C codec,
 so the interop test checks two implementations against each other.
 
-Generate the module by hand with
-    protoc --python_out=OUTDIR -Iproto proto/hourglass.proto
-(the build does this into build/<tree>/gateway/python/).
+It drops repeated stream frames but does not fill gaps by retransmission
+(the C library, <hourglass/client.h>, does).
 
-This is an example, not the reference client: it drops repeated stream
-frames but does not fill gaps by retransmission (the C library,
-gateway/client/include/hourglass/client.h, does).
-
-    python3 hgclient.py --port 7700 --key-id 10 --secret HEX instruments
-    python3 hgclient.py ... order --instrument 1 --side buy --price 500 --qty 3
-    python3 hgclient.py --tls --ca var/tls/ca.pem ... instruments
-
-With --tls (or HG_TLS=1) the connection runs TLS 1.3 through Python's ssl
-module: the server's certificate must chain to --ca (HG_CA; else the
-system's trust store) and carry the host's name or address (--tls-name to
-check another name).
+With tls=tls_context(...) the connection runs TLS 1.3 through Python's ssl
+module: the server's certificate must chain to the CA file (else the
+system's trust store) and carry the host's name or address (Client.tls_name
+to check another name). The command line is `python3 -m hgclient --help`.
 """
 
-import argparse
 import hashlib
 import hmac
 import os
@@ -36,10 +32,9 @@ import select
 import socket
 import ssl
 import struct
-import sys
 import time
 
-import hourglass_pb2 as pb
+from . import hourglass_pb2 as pb
 
 DEFAULT_MAX_FRAME = 64 * 1024
 
@@ -255,6 +250,19 @@ class Client:
         env.positions_request.SetInParent()
         return self.send(env)
 
+    def md_subscribe(self, instrument_id, depth=10):
+        """Asks for an instrument's market data: a MarketDataSnapshot, then
+        increments (MarketData does the bookkeeping). Refused by a Response."""
+        env = pb.Envelope()
+        env.md_subscribe.instrument_id = instrument_id
+        env.md_subscribe.depth = depth
+        return self.send(env)
+
+    def md_unsubscribe(self, instrument_id):
+        env = pb.Envelope()
+        env.md_unsubscribe.instrument_id = instrument_id
+        return self.send(env)
+
     def heartbeat(self):
         env = pb.Envelope()
         env.heartbeat.SetInParent()
@@ -327,44 +335,9 @@ class Client:
             self.rx += chunk
 
 
-def _main():
-    ap = argparse.ArgumentParser(description="Hourglass example client")
-    ap.add_argument("--host", default=os.environ.get("HG_HOST", "127.0.0.1"))
-    ap.add_argument("--port", type=int, default=int(os.environ.get("HG_PORT", "7700")))
-    ap.add_argument("--key-id", type=int, default=int(os.environ.get("HG_KEY_ID", "0")))
-    ap.add_argument("--secret", default=os.environ.get("HG_SECRET", ""), help="hex")
-    ap.add_argument("--tls", action="store_true",
-                    default=os.environ.get("HG_TLS", "") not in ("", "0", "no"))
-    ap.add_argument("--ca", default=os.environ.get("HG_CA"), help="PEM CAs to trust (implies --tls)")
-    ap.add_argument("--tls-name", default=os.environ.get("HG_TLS_NAME"),
-                    help="name the certificate must carry (default: --host)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("instruments")
-    o = sub.add_parser("order")
-    o.add_argument("--instrument", type=int, required=True)
-    o.add_argument("--side", choices=["buy", "sell"], required=True)
-    o.add_argument("--price", type=int, required=True)
-    o.add_argument("--qty", type=int, required=True)
-    o.add_argument("--clordid", type=int, default=int(time.time()))
-    args = ap.parse_args()
-    tls = tls_context(args.ca) if args.tls or args.ca else None
-    c = Client(args.host, args.port, args.key_id, bytes.fromhex(args.secret), tls=tls)
-    if args.tls_name:
-        c.tls_name = args.tls_name
-    c.connect()
-    if args.cmd == "instruments":
-        c.instruments()
-        for i in c.expect("instrument_list").instrument_list.instruments:
-            print("%u %s tick=%d unit=%d state=%u ref=%d band=%d..%d" % (
-                i.instrument_id, i.symbol, i.tick_size, i.contract_unit, i.state,
-                i.ref_price, i.band_low, i.band_high))
-    else:
-        side = pb.SIDE_BUY if args.side == "buy" else pb.SIDE_SELL
-        c.new_order(args.instrument, args.clordid, side, args.qty, args.price)
-        print(c.expect("execution_report").execution_report)
-    c.logout()
-    return 0
 
+from .marketdata import Book, MarketData, MarketDataRefused, Update  # noqa: E402
 
-if __name__ == "__main__":
-    sys.exit(_main())
+__all__ = ["APP_BODIES", "Book", "Client", "LoginRefused", "MarketData", "MarketDataRefused",
+           "ProtocolError", "Update", "decode_varint", "encode_varint", "frame", "login_mac",
+           "pb", "tls_context"]
