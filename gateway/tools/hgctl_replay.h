@@ -28,7 +28,15 @@ typedef struct fsp_override {
 typedef struct pos_slot {
   uint64_t key; /* instrument << 32 | account; 0 = empty (instrument ids are > 0) */
   int64_t pos;
+  __int128 day_qp; /* sum of signed qty x price (ticks) of the fills since the
+                    * instrument's last DSP: what the next VM settles */
 } pos_slot_t;
+
+/* An instrument's symbol, kept after it is delisted or expires. */
+typedef struct sym_slot {
+  uint32_t id;
+  char symbol[HG_SYMBOL_MAX + 1];
+} sym_slot_t;
 
 typedef struct replay {
   const char *data_dir;
@@ -37,7 +45,19 @@ typedef struct replay {
   hg_exchange_config_t xcfg;
   FILE *out;   /* progress lines, NULL: quiet */
   FILE *fills; /* fills CSV, NULL: none */
+  bool raw;    /* fills CSV in ticks and nanoseconds instead of USD and UTC */
   hg_exchange_t *ex;
+
+  /* --until/--day: commands stamped before from_ns replay without progress
+   * lines or fills rows; the replay stops before the first one stamped at or
+   * after until_ns (UINT64_MAX: the whole journal). */
+  uint64_t from_ns, until_ns;
+  bool stopped;   /* a command at or after until_ns was reached */
+  FILE *out_all;  /* out, kept while lines are held back */
+  bool show;      /* this command's lines and fills are printed */
+
+  sym_slot_t *syms; /* every instrument ever listed (owned) */
+  size_t n_syms, cap_syms;
 
   uint64_t commands, fills_n, cycles, rejects, dropped;
   bool cycle;              /* set by the sink, consumed after apply */
@@ -62,6 +82,13 @@ typedef struct replay {
   size_t n_wf;
 } replay_t;
 
+/* Sum of q x p (signed qty, ticks) of acct's fills in inst since inst's
+ * last DSP, as the replay tallied them. */
+__int128 hgctl_replay_day_qp(const replay_t *rp, uint32_t inst, hg_account_t acct);
+
+/* The symbol instrument id had when listed, or NULL. */
+const char *hgctl_replay_symbol(const replay_t *rp, uint32_t id);
+
 /* The exchange's clearing ledger inside the replay. */
 static inline const hg_clearing_t *hgctl_replay_ledger(const replay_t *rp) {
   return hg_exchange_clearing(rp->ex);
@@ -77,6 +104,19 @@ void hgctl_replay_dispose(replay_t *rp);
  * rp->out), checking the latest snapshot when check_snap. 0, or a negative
  * error, printed on stderr. */
 int hgctl_replay_run(replay_t *rp, bool check_snap);
+/*
+ * What-if "the rest of the month fixes at value" (hgctl_whatif.c), on the
+ * state the replay reached: for every contract still open of the index
+ * rp->wf_gpu.rp->wf_grade, the days of its delivery month without a FINAL
+ * fixing take value (micro-USD per GPU-hour), the FSP follows
+ * (settlement/CONTRACT.md section 4.3, one rounding) and each account's P&L
+ * from now to final settlement, positions held, is printed on o as a table:
+ * TV x (pos_prev x (FSP - last DSP) + FSP x q - sum q x p) over the fills
+ * since the last DSP (section 5.6), USD (raw: ticks and micro-USD). Changes
+ * nothing. 0, or HG_ENOTFOUND (no open contract of the index; printed).
+ */
+int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o);
+
 /* --max-instruments, --max-accounts, --max-book-orders (NULL: default) into
  * *x. 0, or EXIT_USAGE (2) after printing why. */
 int hgctl_parse_caps(const char *cmd, const char *mi, const char *ma, const char *mo,
@@ -110,9 +150,13 @@ int hgctl_stmt_build(replay_t *rp, stmt_set_t *set);
  * (printed on stderr, except a failing close). */
 int hgctl_stmt_write(const stmt_set_t *set, const char *dir);
 /* Compares the set with the statement files in dir, printing each
- * difference (changed, missing or extra files). The number of differences,
- * or a negative error (-errno printed on stderr, -ENOMEM). */
-long hgctl_stmt_compare(const stmt_set_t *set, const char *dir);
+ * difference (changed, missing or extra files). dir may hold the set's
+ * names or the month scenario's <account>-<SYMBOL>.csv/.json, which stand
+ * for account-<A>-instrument-<I> (the symbol's id in rp's replay; an
+ * account without entries there has an empty statement); with only the
+ * latter, the set's all-instrument files are not expected. The number of
+ * differences, or a negative error (-errno printed on stderr, -ENOMEM). */
+long hgctl_stmt_compare(const replay_t *rp, const stmt_set_t *set, const char *dir);
 /* Whether path resolves inside dir (refuses --out into the live data). */
 bool hgctl_path_inside(const char *path, const char *dir);
 

@@ -1,7 +1,8 @@
 /*
  * hgctl_statement.c - account statements from a replay (hgctl_replay.h):
- * `hgctl statement` prints one account's, `hgctl replay --out/--compare`
- * writes or compares every account's, all with the clearing library's
+ * `hgctl statement` prints one account's, `hgctl replay --out/--expect`
+ * writes or compares every account's (the month scenario's file names
+ * included), all with the clearing library's
  * writer (hg_clearing_statement_of) over a copy of the replay's ledger, so
  * a what-if FSP prints the way the ledger would. `statement --remote`
  * fetches the gateway's instead (hgctl_risk.c).
@@ -257,10 +258,48 @@ int hgctl_stmt_write(const stmt_set_t *set, const char *dir) {
   return 0;
 }
 
-static bool is_statement_name(const char *n) {
+/* The extension of a statement file name (".csv" or ".json"), or NULL. */
+static const char *stmt_ext(const char *n) {
   size_t l = strlen(n);
-  return strncmp(n, "account-", 8) == 0 &&
-         ((l > 4 && strcmp(n + l - 4, ".csv") == 0) || (l > 5 && strcmp(n + l - 5, ".json") == 0));
+  if (l > 4 && strcmp(n + l - 4, ".csv") == 0) return n + l - 4;
+  if (l > 5 && strcmp(n + l - 5, ".json") == 0) return n + l - 5;
+  return NULL;
+}
+
+static bool is_statement_name(const char *n) {
+  return strncmp(n, "account-", 8) == 0 && stmt_ext(n) != NULL;
+}
+
+/*
+ * The month scenario's name of a per-contract statement,
+ * "<account>-<SYMBOL>.csv" or ".json" (daemon/scenario.c): 0 with the
+ * replay's name of the same statement in out (account-<A>-instrument-<I>),
+ * *account and *instrument; HG_EPARSE if name is not of that form,
+ * HG_ENOTFOUND if the replay never listed that symbol.
+ */
+static int scenario_name(const replay_t *rp, const char *name, char out[96], hg_account_t *account,
+                         uint32_t *instrument) {
+  const char *ext = stmt_ext(name), *dash = strchr(name, '-');
+  if (ext == NULL || dash == NULL || dash == name || dash > ext) return HG_EPARSE;
+  char num[16], sym[HG_SYMBOL_MAX + 1];
+  size_t nl = (size_t)(dash - name), sl = (size_t)(ext - dash - 1);
+  if (nl >= sizeof num || sl == 0 || sl >= sizeof sym) return HG_EPARSE;
+  memcpy(num, name, nl);
+  num[nl] = '\0';
+  memcpy(sym, dash + 1, sl);
+  sym[sl] = '\0';
+  int64_t a;
+  if (!hgctl_parse_i64(num, 1, UINT32_MAX, &a)) return HG_EPARSE;
+  const char *known = NULL;
+  for (size_t k = rp->n_syms; k-- > 0 && known == NULL;)
+    if (strcmp(rp->syms[k].symbol, sym) == 0) {
+      known = rp->syms[k].symbol;
+      *instrument = rp->syms[k].id;
+    }
+  if (known == NULL) return HG_ENOTFOUND;
+  *account = (hg_account_t)a;
+  snprintf(out, 96, "account-%" PRIu32 "-instrument-%" PRIu32 "%s", *account, *instrument, ext);
+  return 0;
 }
 
 /* Prints up to 5 differing lines of two texts. */
@@ -289,7 +328,7 @@ static void print_line_diff(const char *name, const char *a, size_t al, const ch
 /* Compares the produced set with a directory of recorded statement files
  * (account-*.csv / account-*.json). Returns the number of differences, or a
  * negative error. */
-long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
+long hgctl_stmt_compare(const replay_t *rp, const stmt_set_t *set, const char *dir) {
   DIR *d = opendir(dir);
   if (d == NULL) {
     fprintf(stderr, "hgctl replay: cannot open recorded statements %s: %s\n", dir,
@@ -306,8 +345,13 @@ long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
   char **names = NULL;
   size_t nn = 0, nc = 0;
   struct dirent *de;
+  bool replay_names = false;
   while ((de = readdir(d)) != NULL) {
-    if (!is_statement_name(de->d_name)) continue;
+    char alias[96];
+    hg_account_t a;
+    uint32_t in;
+    if (is_statement_name(de->d_name)) replay_names = true;
+    else if (scenario_name(rp, de->d_name, alias, &a, &in) == HG_EPARSE) continue;
     if (nn == nc) {
       nc = nc ? nc * 2 : 32;
       char **x = realloc(names, nc * sizeof *x);
@@ -325,15 +369,32 @@ long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
     }
   for (size_t i = 0; i < nn; i++) {
     if (names[i] == NULL) continue;
+    /* A scenario name stands for the replay's per-contract file. */
+    const char *want = names[i];
+    char alias[96];
+    hg_account_t acct = 0;
+    uint32_t inst = 0;
+    bool scen = !is_statement_name(names[i]);
+    if (scen && scenario_name(rp, names[i], alias, &acct, &inst) == 0) want = alias;
     size_t k = 0;
-    while (k < set->n && strcmp(set->f[k].name, names[i]) != 0) k++;
-    if (k == set->n) {
+    while (k < set->n && strcmp(set->f[k].name, want) != 0) k++;
+    /* An account with no entry in the contract has an empty statement,
+     * which the replay writes only for the scenario's names. */
+    sbuf_t empty = {0};
+    hg_clearing_account_info_t ai;
+    if (k == set->n && want == alias &&
+        hg_clearing_account_info(hgctl_replay_ledger(rp), acct, &ai) == 0 &&
+        write_statement(NULL, 0, acct, inst, strcmp(stmt_ext(alias), ".json") == 0, &empty) != 0)
+      empty.p = NULL;
+    if (k == set->n && empty.p == NULL) {
       printf("MISSING %s: recorded, not produced by the replay\n", names[i]);
       diffs++;
       free(names[i]);
       continue;
     }
-    seen[k] = true;
+    const char *data = empty.p ? empty.p : set->f[k].data;
+    size_t dlen = empty.p ? empty.len : set->f[k].len;
+    if (empty.p == NULL) seen[k] = true;
     char path[PATH_MAX], *buf = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -341,16 +402,18 @@ long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
     if (rc != 0) {
       printf("UNREADABLE %s: %s\n", names[i], hg_strerror(rc));
       diffs++;
-    } else if (len != set->f[k].len || memcmp(buf, set->f[k].data, len) != 0) {
-      print_line_diff(names[i], buf, len, set->f[k].data, set->f[k].len);
+    } else if (len != dlen || memcmp(buf, data, len) != 0) {
+      print_line_diff(names[i], buf, len, data, dlen);
       diffs++;
     }
+    free(empty.p);
     free(buf);
     free(names[i]);
   }
   free(names);
   for (size_t k = 0; k < set->n; k++) {
-    if (!seen[k]) {
+    /* Against the scenario's names only per-contract files are expected. */
+    if (!seen[k] && (replay_names || strstr(set->f[k].name, "-instrument-") != NULL)) {
       printf("EXTRA %s: produced by the replay, not recorded\n", set->f[k].name);
       diffs++;
     }

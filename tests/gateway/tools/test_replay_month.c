@@ -1,0 +1,152 @@
+/*
+ * `hgctl replay` on the data directory of `hourglassd --scenario month`
+ * (daemon/scenario.h): a month of trading, 31 daily cycles and an expiry.
+ * Arguments: the hgctl and hourglassd binaries.
+ *
+ * - `--expect DIR/statements` matches the scenario's own statement files
+ *   (<account>-<SYMBOL>.csv/.json) with no difference, and finds one changed
+ *   line;
+ * - every tier-1 daily settlement price the replay prints is recomputed
+ *   from the `--fills` export alone: the VWAP of the fills stamped in
+ *   [15:55, 16:00) UTC of that day, rounded half up to a tick
+ *   (settlement/CONTRACT.md section 4.2 and 5.6).
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli_run.h"
+#include "pipeline_util.h"
+
+static const char *hgctl, *hourglassd;
+static char dir[64];
+
+static int setup(void **state) {
+  (void)state;
+  assert_non_null(util_tmpdir(dir, "month"));
+  char *o;
+  char args[256];
+  snprintf(args, sizeof args, "--scenario month --scenario-dir %s", dir);
+  assert_int_equal(cli_run(hourglassd, args, CLI_BOTH, &o), 0);
+  free(o);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  util_rm_rf(dir);
+  return 0;
+}
+
+static void expect_matches_scenario_statements(void **state) {
+  (void)state;
+  char args[1024], copy[80], *o;
+  snprintf(args, sizeof args, "replay --quiet --data %s --expect %s/statements", dir, dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "statements compared with ");
+  cli_expect(o, ": 0 difference(s)\nverdict: OK\n");
+  free(o);
+  /* One amount changed in a copy: one DIFF, the verdict says why. */
+  snprintf(copy, sizeof copy, "%s.stmts", dir);
+  snprintf(args, sizeof args,
+           "rm -rf %s && cp -r %s/statements %s && "
+           "sed -i '2s/,VM,47000000,/,VM,47000001,/' %s/1001-B200.A.2027-03.csv",
+           copy, dir, copy, copy);
+  assert_int_equal(system(args), 0);
+  snprintf(args, sizeof args, "replay --quiet --data %s --expect %s", dir, copy);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "DIFF 1001-B200.A.2027-03.csv\n  line 2\n");
+  cli_expect(o, ": 1 difference(s)\nverdict: FAILED (1 statement difference(s))\n");
+  free(o);
+  snprintf(args, sizeof args, "rm -rf %s", copy);
+  assert_int_equal(system(args), 0);
+}
+
+/* "3.398" -> 3398 ticks. */
+static int64_t ticks(const char *usd) {
+  int64_t whole = 0, frac = 0;
+  assert_int_equal(sscanf(usd, "%" SCNd64 ".%3" SCNd64, &whole, &frac), 2);
+  return whole * 1000 + frac;
+}
+
+static void dsp_recomputed_from_fills(void **state) {
+  (void)state;
+  char args[512], fills[128], *o;
+  snprintf(fills, sizeof fills, "%s.fills.csv", dir);
+  snprintf(args, sizeof args, "replay --data %s --fills %s", dir, fills);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  FILE *f = fopen(fills, "r");
+  assert_non_null(f);
+  char line[512];
+  assert_non_null(fgets(line, sizeof line, f));
+  assert_string_equal(line, "seq,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
+                            "buyer_position,seller_position\n");
+  /* Per day of February and March ([month - 2][day]), the window's sum of
+   * qty and of qty x price. */
+  int64_t q[2][32] = {{0}}, qp[2][32] = {{0}};
+  unsigned rows = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    char time[40], sym[32], px[16], side[8];
+    unsigned long long seq;
+    unsigned inst;
+    long long qty;
+    assert_int_equal(sscanf(line, "%llu,%39[^,],%u,%31[^,],%15[^,],%lld,%7[^,],", &seq, time, &inst,
+                            sym, px, &qty, side),
+                     7);
+    assert_true(strcmp(side, "buy") == 0 || strcmp(side, "sell") == 0);
+    rows++;
+    int mon, day, hh, mm;
+    assert_int_equal(sscanf(time, "2027-%d-%dT%d:%d:", &mon, &day, &hh, &mm), 4);
+    assert_true((mon == 2 || mon == 3) && day >= 1 && day <= 31);
+    if (hh == 15 && mm >= 55) {
+      q[mon - 2][day] += qty;
+      qp[mon - 2][day] += qty * ticks(px);
+    }
+  }
+  fclose(f);
+  remove(fills);
+  assert_true(rows > 100);
+  unsigned checked = 0;
+  for (const char *p = o; (p = strstr(p, "dsp seq=")) != NULL; p++) {
+    int mon, day;
+    unsigned inst, tier;
+    long long price;
+    unsigned long long seq;
+    assert_int_equal(sscanf(p, "dsp seq=%llu day=2027-%d-%d instrument=%u price=%lld tier=%u", &seq,
+                            &mon, &day, &inst, &price, &tier),
+                     6);
+    assert_true((mon == 2 || mon == 3) && day >= 1 && day <= 31);
+    if (tier != 1) continue;
+    int64_t Q = q[mon - 2][day], P = qp[mon - 2][day];
+    assert_true(Q > 0);
+    /* VWAP rounded half up in one step: floor((2 x sum qp + Q) / (2 Q)). */
+    int64_t dsp = (2 * P + Q) / (2 * Q);
+    if (dsp != price)
+      fail_msg("2027-%02d-%02d: fills give %lld, replay %lld", mon, day, (long long)dsp, price);
+    checked++;
+  }
+  assert_true(checked >= 30); /* 36 tier-1 days in the scenario */
+  free(o);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: test_replay_month HGCTL HOURGLASSD\n");
+    return 2;
+  }
+  hgctl = argv[1];
+  hourglassd = argv[2];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(expect_matches_scenario_statements),
+      cmocka_unit_test(dsp_recomputed_from_fills),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
