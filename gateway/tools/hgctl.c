@@ -333,6 +333,7 @@ out:
 
 static const command_t INDEX_CMDS[] = {
     {"fix", "compute one day's index fixing from CSV files", cmd_index_fix},
+    {"fixings", "an index's fixings from a data directory, as CSV", hgctl_index_fixings},
 };
 
 static const command_t HEDGE_CMDS[] = {

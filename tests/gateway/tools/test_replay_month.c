@@ -9,7 +9,8 @@
  * - every tier-1 daily settlement price the replay prints is recomputed
  *   from the `--fills` export alone: the VWAP of the fills stamped in
  *   [15:55, 16:00) UTC of that day, rounded half up to a tick
- *   (settlement/CONTRACT.md section 4.2 and 5.6).
+ *   (settlement/CONTRACT.md section 4.2 and 5.6);
+ * - `index fixings` exports the fixings in the format `hedge ratio` reads.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -28,6 +29,7 @@
 
 static const char *hgctl, *hourglassd;
 static char dir[64];
+static char *scenario_out; /* what the scenario printed */
 
 static int setup(void **state) {
   (void)state;
@@ -36,13 +38,14 @@ static int setup(void **state) {
   char args[256];
   snprintf(args, sizeof args, "--scenario month --scenario-dir %s", dir);
   assert_int_equal(cli_run(hourglassd, args, CLI_BOTH, &o), 0);
-  free(o);
+  scenario_out = o;
   return 0;
 }
 
 static int teardown(void **state) {
   (void)state;
   util_rm_rf(dir);
+  free(scenario_out);
   return 0;
 }
 
@@ -137,6 +140,65 @@ static void dsp_recomputed_from_fills(void **state) {
   free(o);
 }
 
+/*
+ * `index fixings` writes what `hedge ratio` reads: the scenario's fixings
+ * (as it printed them) come back; a rent of exactly twice the index moves
+ * twice as much, so the hedge ratio is 2 and the correlation 1.
+ */
+static void fixings_export_round_trip(void **state) {
+  (void)state;
+  char args[512], fx[128], rent[128], *o, *r;
+  snprintf(fx, sizeof fx, "%s.fixings.csv", dir);
+  snprintf(rent, sizeof rent, "%s.rent.csv", dir);
+  snprintf(args, sizeof args, "index fixings --data %s --index B200.A --from 2027-03-01 > %s", dir,
+           fx);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  free(o);
+  char *f = NULL;
+  {
+    FILE *in = fopen(fx, "r");
+    assert_non_null(in);
+    f = calloc(1, 1 << 16);
+    assert_non_null(f);
+    assert_true(fread(f, 1, (1 << 16) - 1, in) > 0);
+    fclose(in);
+  }
+  static const char head[] = "day,value,status\n2027-03-01,";
+  assert_true(strncmp(f, head, sizeof head - 1) == 0);
+  /* Each "  fixing 2027-03-DD V FINAL tier T" line of the scenario is a row. */
+  unsigned seen = 0;
+  for (const char *p = scenario_out; (p = strstr(p, "  fixing 2027-03-")) != NULL; p++) {
+    char day[11], val[16], st[16], row[64];
+    assert_int_equal(sscanf(p, "  fixing %10s %15s %15s", day, val, st), 3);
+    snprintf(row, sizeof row, "\n%s,%s,%s\n", day, val, st);
+    cli_expect(f, row);
+    seen++;
+  }
+  assert_int_equal(seen, 31);
+  /* rent = 2 x index, every day of the export */
+  FILE *rf = fopen(rent, "w");
+  assert_non_null(rf);
+  fputs("day,price\n", rf);
+  for (const char *p = strchr(f, '\n') + 1; *p; p = strchr(p, '\n') + 1) {
+    char day[11];
+    long long w, frac;
+    assert_int_equal(sscanf(p, "%10[^,],%lld.%lld,", day, &w, &frac), 3);
+    long long micro = 2 * (w * 1000000 + frac);
+    fprintf(rf, "%s,%lld.%06lld\n", day, micro / 1000000, micro % 1000000);
+  }
+  fclose(rf);
+  snprintf(args, sizeof args, "hedge ratio --rent %s --index %s", rent, fx);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &r), 0);
+  cli_expect(r, "index_read 33 days 2027-03-01..2027-04-02 usd_per_gpu_hour 3.3");
+  cli_expect(r, "index_provisional 2 (used as published)\nindex_no_fix 0 (skipped)\ngaps 0 ");
+  cli_expect(r, "days_aligned 33\n");
+  cli_expect(r, "correlation 1.000000\nhedge_ratio 2.000000\nhedge_effectiveness 1.000000\n");
+  free(r);
+  free(f);
+  remove(fx);
+  remove(rent);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_replay_month HGCTL HOURGLASSD\n");
@@ -147,6 +209,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(expect_matches_scenario_statements),
       cmocka_unit_test(dsp_recomputed_from_fills),
+      cmocka_unit_test(fixings_export_round_trip),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
