@@ -167,9 +167,9 @@ static void fill_row(replay_t *rp, const hg_exchange_event_t *ev, hg_account_t b
   }
   const char *sym = hgctl_replay_symbol(rp, b->instrument_id);
   fprintf(rp->fills,
-          "%" PRIu64 ",%s,%" PRIu32 ",%s,%s,%" PRId64 ",%s,%" PRIu32 ",%" PRIu32 ",%" PRId64
-          ",%" PRId64 "\n",
-          ev->seq, ts, b->instrument_id, sym ? sym : "", px, b->qty,
+          "%" PRIu64 ",%" PRIu64 ".%" PRIu32 ",%s,%" PRIu32 ",%s,%s,%" PRId64 ",%s,%" PRIu32
+          ",%" PRIu32 ",%" PRId64 ",%" PRId64 "\n",
+          ev->seq, ev->seq, rp->fill_k, ts, b->instrument_id, sym ? sym : "", px, b->qty,
           b->side == HG_SIDE_BUY ? "buy" : "sell", buyer, seller,
           pos_get(rp, b->instrument_id, buyer), pos_get(rp, b->instrument_id, seller));
 }
@@ -187,7 +187,29 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
     int rc = pos_add(rp, b->instrument_id, buyer, q, b->price);
     if (rc == 0) rc = pos_add(rp, b->instrument_id, seller, -q, b->price);
     if (rc != 0) rp->pos_err = rc;
+    rp->fill_k++;
     if (rp->fills != NULL && rp->show) fill_row(rp, ev, buyer, seller);
+    if (rp->trades_of != 0 && (buyer == rp->trades_of || seller == rp->trades_of)) {
+      /* a self-trade is two rows: one per side */
+      for (int buy = 1; buy >= 0; buy--) {
+        if ((buy ? buyer : seller) != rp->trades_of) continue;
+        if (rp->n_trades == rp->cap_trades) {
+          size_t nc = rp->cap_trades ? rp->cap_trades * 2 : 256;
+          trade_t *n = realloc(rp->trades, nc * sizeof *n);
+          if (n == NULL) {
+            rp->pos_err = -ENOMEM;
+            return;
+          }
+          rp->trades = n;
+          rp->cap_trades = nc;
+        }
+        uint8_t side = buy ? HG_SIDE_BUY : HG_SIDE_SELL;
+        rp->trades[rp->n_trades++] = (trade_t){
+            .seq = ev->seq, .k = rp->fill_k, .ts = ev->ts, .instrument = b->instrument_id,
+            .side = side, .aggressor = b->side == side, .price = b->price, .qty = q,
+            .pos_after = pos_get(rp, b->instrument_id, rp->trades_of)};
+      }
+    }
     return;
   }
   char day[11] = "";
@@ -452,7 +474,9 @@ void hgctl_replay_dispose(replay_t *rp) {
   free(rp->wf);
   free(rp->wf_used);
   free(rp->syms);
+  free(rp->trades);
   rp->syms = NULL;
+  rp->trades = NULL;
   rp->ex = NULL;
   rp->pos = NULL;
   rp->wf = NULL;
@@ -530,6 +554,7 @@ int hgctl_replay_run(replay_t *rp, bool check_snap) {
       break;
     }
     rp->show = cmd.ts >= rp->from_ns;
+    rp->fill_k = 0;
     rp->out = rp->show ? rp->out_all : NULL;
     if (rp->n_wf > 0 && !whatif_rewrite(rp, &cmd)) {
       rp->dropped++;
@@ -662,14 +687,15 @@ static void replay_usage(FILE *o) {
         "                 or of the month scenario's <A>-<SYMBOL>.csv/.json (then only\n"
         "                 per-contract statements are compared): prints\n"
         "                 DIFF/MISSING/EXTRA lines, exit 1 if any\n"
-        "  --fills FILE   writes every fill: seq,time_utc,instrument,symbol,price_usd,\n"
-        "                 qty,aggressor (the taker's side, buy or sell),buyer,seller,\n"
+        "  --fills FILE   writes every fill: seq,trade_id (seq.k: the command's k-th\n"
+        "                 fill),time_utc,instrument,symbol,price_usd,qty,aggressor (the\n"
+        "                 taker's side, buy or sell),buyer,seller,\n"
         "                 buyer_position,seller_position (positions after the fill);\n"
         "                 with --raw ts_ns and price_ticks instead\n"
         "  --fsp I=P      what-if: instrument I's final settlement paid at P ticks\n"
         "                 instead, in the statements; the expiry line and the hashes\n"
         "                 stay the journal's and say so (later commands replay as\n"
-        "                 journaled)\n"
+        "                 journaled); prints each account's change as a table\n"
         "  --project USD --index GPU.GRADE   what-if before expiry: at the end of the\n"
         "                 replay (or of --until DAY), every day of each open contract's\n"
         "                 delivery month without a FINAL fixing fixes at USD; prints\n"
@@ -685,7 +711,8 @@ static void replay_usage(FILE *o) {
         "                 FINALIZE_FIXING if the file says FINAL, others are dropped\n"
         "                 (all of them for NO_FIX); same seqs. Cycle lines and the end\n"
         "                 line end with (what-if): another state. The snapshot is not\n"
-        "                 compared. Nothing is written unless --out is given.\n"
+        "                 compared. Nothing is written unless --out is given. Prints\n"
+        "                 each account's cash against the journal's as a table.\n"
         "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n"
         "  Nothing under DIR is written. Meant for a stopped exchange's directory (or a\n"
         "  copy): on a running one the journal's in-flight tail may read as corrupt and\n"
@@ -845,8 +872,8 @@ int hgctl_replay(int argc, char **argv) {
       fprintf(stderr, "hgctl replay: cannot write %s: %s\n", fills, strerror(errno));
       goto out;
     }
-    fprintf(rp.fills, "seq,%s,instrument,symbol,%s,qty,aggressor,buyer,seller,buyer_position,"
-                      "seller_position\n",
+    fprintf(rp.fills, "seq,trade_id,%s,instrument,symbol,%s,qty,aggressor,buyer,seller,"
+                      "buyer_position,seller_position\n",
             raw ? "ts_ns" : "time_utc", raw ? "price_ticks" : "price_usd");
   }
   /* A what-if state differs from the snapshot's by design: not compared. */
@@ -861,6 +888,18 @@ int hgctl_replay(int argc, char **argv) {
     fprintf(rp.out, "stopped at the end of %s (later commands not replayed)\n", d);
   }
   if (project && hgctl_whatif_project(&rp, project_value, raw, stdout) != 0) goto out;
+  if (rp.n_wf) {
+    /* The journal's own replay, to the same point, for the change table. */
+    replay_t base;
+    hgctl_replay_init(&base);
+    base.data_dir = data;
+    base.xcfg = rp.xcfg;
+    base.until_ns = rp.until_ns;
+    rc = hgctl_replay_run(&base, false);
+    if (rc == 0) rc = hgctl_whatif_cash_table(&rp, &base, raw, stdout);
+    hgctl_replay_dispose(&base);
+    if (rc != 0) goto out;
+  }
   if (out_dir || expect || rp.n_fsp || rp.n_wf) {
     if ((rc = hgctl_stmt_build(&rp, &set)) != 0) {
       if (rc != HG_ENOTFOUND) fprintf(stderr, "hgctl replay: statements: %s\n", hg_strerror(rc));

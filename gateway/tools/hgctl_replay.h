@@ -32,6 +32,19 @@ typedef struct pos_slot {
                     * instrument's last DSP: what the next VM settles */
 } pos_slot_t;
 
+/* One fill seen from one account (statement --trades). */
+typedef struct trade {
+  uint64_t seq;
+  uint32_t k;          /* trade id: seq.k */
+  uint64_t ts;
+  uint32_t instrument;
+  uint8_t side;        /* the account's: HG_SIDE_BUY or HG_SIDE_SELL */
+  bool aggressor;      /* the account's order took liquidity */
+  int64_t price;       /* ticks */
+  int64_t qty;
+  int64_t pos_after;
+} trade_t;
+
 /* An instrument's symbol, kept after it is delisted or expires. */
 typedef struct sym_slot {
   uint32_t id;
@@ -58,6 +71,14 @@ typedef struct replay {
 
   sym_slot_t *syms; /* every instrument ever listed (owned) */
   size_t n_syms, cap_syms;
+
+  /* Fills are named by trade id "<seq>.<k>": the k-th fill (from 1) of the
+   * command with that seq. */
+  uint32_t fill_k;
+  /* trades_of != 0: every fill of that account is kept in trades (owned). */
+  hg_account_t trades_of;
+  trade_t *trades;
+  size_t n_trades, cap_trades;
 
   uint64_t commands, fills_n, cycles, rejects, dropped;
   bool cycle;              /* set by the sink, consumed after apply */
@@ -116,6 +137,11 @@ int hgctl_replay_run(replay_t *rp, bool check_snap);
  * nothing. 0, or HG_ENOTFOUND (no open contract of the index; printed).
  */
 int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o);
+
+/* Each account's cash in the what-if replay wf against the journal's
+ * replay base, as a table on o (USD; raw: micro-USD), with the total. 0 or
+ * -ENOMEM. */
+int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, FILE *o);
 
 /* --max-instruments, --max-accounts, --max-book-orders (NULL: default) into
  * *x. 0, or EXIT_USAGE (2) after printing why. */

@@ -8,6 +8,7 @@
  * fetches the gateway's instead (hgctl_risk.c).
  */
 #include "hgctl_args.h"
+#include "hgctl_fmt.h"
 #include "hgctl_net.h"
 #include "hgctl_replay.h"
 #include "hgctl_tools.h"
@@ -129,9 +130,21 @@ static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
       return HG_ENOTFOUND;
     }
     if (sum != 0) return HG_ECORRUPT;
-    if (rp->out)
+    if (rp->out) {
+      char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
       fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%" PRId64 " (journal: %" PRId64 ")\n",
               o->instrument, o->fsp, o->recorded);
+      fprintf(rp->out, "what-if final settlement change per account (USD):\n"
+                       "  %-10s %10s %10s %10s %18s\n",
+              "account", "position", "journal", "what-if", "change");
+      for (size_t i = 0; i < n; i++) {
+        if (e[i].kind != HG_LEDGER_FINAL || e[i].instrument != o->instrument) continue;
+        __int128 d = (__int128)e[i].qty * (o->fsp - o->recorded) * tv;
+        fprintf(rp->out, "  %-10" PRIu32 " %10" PRId64 " %10s %10s %18s\n", e[i].account, e[i].qty,
+                hgctl_fmt_price(o->recorded, b1), hgctl_fmt_price(o->fsp, b2),
+                d > INT64_MAX || d < INT64_MIN ? "overflow" : hgctl_fmt_money((int64_t)d, b3));
+      }
+    }
   }
   return 0;
 }
@@ -430,7 +443,13 @@ static void statement_usage(FILE *o) {
         "  Replays the data directory's journal (read-only) and prints account A's\n"
         "  statement: every cash movement (deposits, withdrawals, variation margin,\n"
         "  final settlement, fees), oldest first, with the balance after each; only\n"
-        "  those of instrument I with --instrument. CSV (default) or JSON.\n" CAPS_HELP
+        "  those of instrument I with --instrument. CSV (default) or JSON.\n"
+        "  --trades       instead, the account's trades (CSV): trade_id (seq.k, as\n"
+        "                 in replay --fills),seq,time_utc,instrument,symbol,side,\n"
+        "                 aggressor (yes: the account's order took liquidity),\n"
+        "                 price_usd,qty,position_after, and settled_by_index and\n"
+        "                 settled_by_seq: the statement entry (VM or FINAL) whose\n"
+        "                 amount includes the trade, empty while none has\n" CAPS_HELP
         "   or: hgctl statement --remote [--account N] [--instrument I] [--format csv|json]\n"
         "  The same statement of the own account from the gateway (risk viewers:\n"
         "  --account of the own firm); 'hgctl statement --remote --help' for the\n"
@@ -438,19 +457,54 @@ static void statement_usage(FILE *o) {
         o);
 }
 
+/* The account's trades (rp->trades), each with the ledger entry that
+ * settled it: the account's first VM or FINAL entry of the instrument
+ * posted by a later command. */
+static int print_trades(const replay_t *rp, uint32_t instrument, FILE *o) {
+  hg_ledger_entry_t *e = NULL;
+  size_t n = 0;
+  int rc = collect_ledger(hgctl_replay_ledger(rp), &e, &n);
+  if (rc != 0) return rc;
+  fputs("trade_id,seq,time_utc,instrument,symbol,side,aggressor,price_usd,qty,position_after,"
+        "settled_by_index,settled_by_seq\n",
+        o);
+  size_t from = 0; /* trades are in seq order, so the settling entry only moves on */
+  for (size_t t = 0; t < rp->n_trades; t++) {
+    const trade_t *x = &rp->trades[t];
+    if (instrument != HG_CLR_NO_INSTRUMENT && x->instrument != instrument) continue;
+    while (from < n && e[from].seq <= x->seq) from++;
+    size_t k = from;
+    while (k < n && !(e[k].account == rp->trades_of && e[k].instrument == x->instrument &&
+                      (e[k].kind == HG_LEDGER_VM || e[k].kind == HG_LEDGER_FINAL)))
+      k++;
+    char ts[HGCTL_FMT_LEN], px[HGCTL_FMT_LEN], by[48] = ",";
+    if (k < n) snprintf(by, sizeof by, "%" PRIu64 ",%" PRIu64, e[k].index, e[k].seq);
+    const char *sym = hgctl_replay_symbol(rp, x->instrument);
+    fprintf(o, "%" PRIu64 ".%" PRIu32 ",%" PRIu64 ",%s,%" PRIu32 ",%s,%s,%s,%s,%" PRId64 ",%" PRId64
+               ",%s\n",
+            x->seq, x->k, x->seq, hgctl_fmt_time(x->ts, ts), x->instrument, sym ? sym : "",
+            x->side == HG_SIDE_BUY ? "buy" : "sell", x->aggressor ? "yes" : "no",
+            hgctl_fmt_price(x->price, px), x->qty, x->pos_after, by);
+  }
+  free(e);
+  return 0;
+}
+
 int hgctl_statement(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
     if (strcmp(argv[i], "--remote") == 0) return hgctl_statement_remote(argc, argv);
   const char *data = NULL, *acct_s = NULL, *inst_s = NULL, *fmt = NULL, *mi = NULL, *ma = NULL,
              *mo = NULL;
+  bool trades = false;
   const hgctl_opt_t opts[] = {{"--data", &data, NULL},
                         {"--account", &acct_s, NULL},
                         {"--instrument", &inst_s, NULL},
                         {"--format", &fmt, NULL},
                         {"--max-instruments", &mi, NULL},
                         {"--max-accounts", &ma, NULL},
-                        {"--max-book-orders", &mo, NULL}};
-  int rc = hgctl_parse_opts("statement", argc, argv, opts, 7, statement_usage);
+                        {"--max-book-orders", &mo, NULL},
+                        {"--trades", NULL, &trades}};
+  int rc = hgctl_parse_opts("statement", argc, argv, opts, 8, statement_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if (!data || !acct_s) {
     fprintf(stderr, "hgctl statement: missing %s\n", !data ? "--data" : "--account");
@@ -472,9 +526,14 @@ int hgctl_statement(int argc, char **argv) {
     fprintf(stderr, "hgctl statement: --format must be csv or json\n");
     return EXIT_USAGE;
   }
+  if (trades && json) {
+    fprintf(stderr, "hgctl statement: --trades is CSV only\n");
+    return EXIT_USAGE;
+  }
   replay_t rp;
   hgctl_replay_init(&rp);
   rp.data_dir = data;
+  if (trades) rp.trades_of = (hg_account_t)acct;
   if ((rc = hgctl_parse_caps("statement", mi, ma, mo, &rp.xcfg)) != 0) return rc;
   int status = EXIT_INPUT;
   if (hgctl_replay_run(&rp, false) != 0) goto out;
@@ -483,6 +542,12 @@ int hgctl_statement(int argc, char **argv) {
   if (hg_clearing_account_info(c, (hg_account_t)acct, &ai) != 0) {
     fprintf(stderr, "hgctl statement: account %" PRId64 " does not exist in %s (replayed to seq %" PRIu64 ")\n",
             acct, data, hg_exchange_last_seq(rp.ex));
+    goto out;
+  }
+  if (trades) {
+    rc = print_trades(&rp, (uint32_t)inst, stdout);
+    if (rc != 0) fprintf(stderr, "hgctl statement: %s\n", hg_strerror(rc));
+    status = rc == 0 && fflush(stdout) == 0 ? 0 : EXIT_INPUT;
     goto out;
   }
   rc = json ? hg_clearing_statement_json_file(c, (hg_account_t)acct, (uint32_t)inst, stdout)

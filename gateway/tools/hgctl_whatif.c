@@ -155,6 +155,33 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
   return total == 0 ? 0 : HG_ECORRUPT;
 }
 
+int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, FILE *o) {
+  acct_ids_t accts = {0};
+  hg_exchange_foreach_account(wf->ex, pick_account, &accts);
+  if (accts.oom) {
+    free(accts.id);
+    return -ENOMEM;
+  }
+  char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
+  fprintf(o, "what-if cash change per account against the journal (%s):\n",
+          raw ? "micro-USD" : "USD");
+  fprintf(o, "  %-10s %20s %20s %18s\n", "account", "journal", "what-if", "change");
+  __int128 total = 0;
+  for (size_t k = 0; k < accts.n; k++) {
+    int64_t cw = 0, cb = 0;
+    uint32_t firm;
+    if (hg_exchange_account(wf->ex, accts.id[k], &cw, &firm) != 0) continue;
+    if (hg_exchange_account(base->ex, accts.id[k], &cb, &firm) != 0) cb = 0;
+    __int128 d = (__int128)cw - cb;
+    total += d;
+    fprintf(o, "  %-10" PRIu32 " %20s %20s %18s\n", accts.id[k], money(cb, raw, b1),
+            money(cw, raw, b2), money(d, raw, b3));
+  }
+  fprintf(o, "  %-10s %20s %20s %18s\n", "total", "", "", money(total, raw, b3));
+  free(accts.id);
+  return 0;
+}
+
 int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
   inst_list_t l = {.rp = rp};
   hg_exchange_foreach_instrument(rp->ex, pick_instrument, &l);

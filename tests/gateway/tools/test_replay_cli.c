@@ -372,6 +372,24 @@ static void statement_and_fills(void **state) {
   cli_expect(o, ",2,1,VM,16000000,999686000000,3004,-1\n");
   cli_expect(o, ",2,1,FINAL,-6000000,999680000000,3010,-1\n");
   free(o);
+  /* The trades behind the VM entries: account 3 sold 2 at 3020 (seq 15) and
+   * 3 at 3020 (seq 17), both resting (not the aggressor); the cycles of seq
+   * 16 and 19 settled them. Account 1's buy of 2027-04 (seq 85) is not
+   * settled yet. */
+  snprintf(args, sizeof args, "statement --data %s " CAPS " --account 3 --trades", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "trade_id,seq,time_utc,instrument,symbol,side,aggressor,price_usd,qty,"
+                "position_after,settled_by_index,settled_by_seq\n"
+                "15.1,15,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,sell,no,3.020,2,-2,");
+  cli_expect(o, ",16\n17.1,17,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,sell,no,3.020,3,-5,");
+  cli_expect(o, ",19\n");
+  free(o);
+  snprintf(args, sizeof args, "statement --data %s " CAPS " --account 1 --instrument 2 --trades",
+           dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "\n85.1,85,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,buy,no,3.000,1,1,,\n");
+  assert_null(strstr(o, ",B200.A.2027-03,"));
+  free(o);
   snprintf(args, sizeof args,
            "statement --data %s " CAPS " --account 4 --instrument 1 --format json", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
@@ -392,20 +410,20 @@ static void statement_and_fills(void **state) {
   /* UTC times (the sequencer's clock: the time set, +1 ns per command
    * stamped since), USD, and the aggressor: the side of the order that
    * arrived and took liquidity. */
-  assert_string_equal(o, "seq,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
+  assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
                          "buyer_position,seller_position\n"
-                         "12,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4\n"
-                         "15,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2\n"
-                         "17,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n"
-                         "85,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1\n");
+                         "12,12.1,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4\n"
+                         "15,15.1,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2\n"
+                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n"
+                         "85,85.1,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1\n");
   free(o);
   snprintf(args, sizeof args, "replay --quiet --raw --data %s " CAPS " --fills %s", dir, fills);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   cli_expect(o, "verdict: OK\n"); /* --quiet keeps the verdict */
   free(o);
   o = slurp(fills);
-  cli_expect(o, "seq,ts_ns,instrument,symbol,price_ticks,qty,aggressor,");
-  cli_expect(o, "\n15,1806422220000000000,1,B200.A.2027-03,3020,2,buy,4,3,2,-2\n");
+  cli_expect(o, "seq,trade_id,ts_ns,instrument,symbol,price_ticks,qty,aggressor,");
+  cli_expect(o, "\n15,15.1,1806422220000000000,1,B200.A.2027-03,3020,2,buy,4,3,2,-2\n");
   free(o);
   remove(fills);
 }
@@ -426,9 +444,9 @@ static void replay_one_day(void **state) {
   cli_expect(o, "verdict: OK\n");
   free(o);
   o = slurp(fills);
-  assert_string_equal(o, "seq,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
+  assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
                          "buyer_position,seller_position\n"
-                         "17,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n");
+                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n");
   free(o);
   remove(fills);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --until 2027-03-30", dir);
@@ -575,6 +593,11 @@ static void whatif_changes_statements_not_data(void **state) {
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   cli_expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)");
   cli_expect(o, "EXPIRE instrument=1 fsp=3010 (journal's; what-if fsp=3100 in the statements)");
+  /* pos x (3100 - 3010) x 1 USD */
+  cli_expect(o, "  1                   4      3.010      3.100             360.00\n"
+                "  2                  -1      3.010      3.100             -90.00\n"
+                "  3                  -5      3.010      3.100            -450.00\n"
+                "  4                   2      3.010      3.100             180.00\n");
   snprintf(want, sizeof want, "snapshot seq=87 hash=%s matches", hash_hex);
   cli_expect(o, want);
   free(o);
@@ -603,6 +626,13 @@ static void whatif_changes_statements_not_data(void **state) {
   cli_expect(o, "cycle seq=82 EXPIRE instrument=1 fsp=3000 positions_closed=4");
   cli_expect(o, "orders_cancelled=0 hash=");
   cli_expect(o, " (what-if)\ncycle seq=87"); /* a what-if run labels its hashes */
+  /* Cash against the journal: pos x (3000 - 3010) x 1 USD. */
+  cli_expect(o, "what-if cash change per account against the journal (USD):\n");
+  cli_expect(o, "  1                    1000040.00           1000000.00             -40.00\n");
+  cli_expect(o, "  2                     999680.00            999690.00              10.00\n");
+  cli_expect(o, "  3                    1000050.00           1000100.00              50.00\n");
+  cli_expect(o, "  4                     999985.00            999965.00             -20.00\n");
+  cli_expect(o, "  total                                                              0.00\n");
   snprintf(want, sizeof want, "hash=%s", hash_hex);
   assert_null(strstr(o, want)); /* another state */
   free(o);

@@ -90,8 +90,8 @@ static void dsp_recomputed_from_fills(void **state) {
   assert_non_null(f);
   char line[512];
   assert_non_null(fgets(line, sizeof line, f));
-  assert_string_equal(line, "seq,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
-                            "buyer_position,seller_position\n");
+  assert_string_equal(line, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,"
+                            "buyer,seller,buyer_position,seller_position\n");
   /* Per day of February and March ([month - 2][day]), the window's sum of
    * qty and of qty x price. */
   int64_t q[2][32] = {{0}}, qp[2][32] = {{0}};
@@ -101,9 +101,10 @@ static void dsp_recomputed_from_fills(void **state) {
     unsigned long long seq;
     unsigned inst;
     long long qty;
-    assert_int_equal(sscanf(line, "%llu,%39[^,],%u,%31[^,],%15[^,],%lld,%7[^,],", &seq, time, &inst,
-                            sym, px, &qty, side),
-                     7);
+    char id[32];
+    assert_int_equal(sscanf(line, "%llu,%31[^,],%39[^,],%u,%31[^,],%15[^,],%lld,%7[^,],", &seq, id,
+                            time, &inst, sym, px, &qty, side),
+                     8);
     assert_true(strcmp(side, "buy") == 0 || strcmp(side, "sell") == 0);
     rows++;
     int mon, day, hh, mm;
