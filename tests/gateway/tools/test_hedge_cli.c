@@ -154,6 +154,13 @@ static void hedge_ratio(void **state) {
                 "values must be USD per GPU-hour; if it is micro-USD, write 1.000000");
   assert_null(strstr(o, "hedge_ratio"));
   free(o);
+  /* A spreadsheet's byte-order mark before the header is accepted. */
+  put("bom.csv", "\xef\xbb\xbf" "day,price\n2027-03-01,2.000\n2027-03-02,2.100\n2027-03-03,9.9\n"
+                 "2027-03-04,2.050\n2027-03-05,2.250\n2027-03-06,7\n");
+  snprintf(args, sizeof args, "hedge ratio --rent %s/bom.csv --index %s/index.csv", tmp, tmp);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "hedge_ratio 0.821429\n");
+  free(o);
   put("bad.csv", "day,price\n2027-03-01,2.000\n2027-03-01,2.100\n");
   snprintf(args, sizeof args, "hedge ratio --rent %s/bad.csv --index %s/index.csv", tmp, tmp);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);

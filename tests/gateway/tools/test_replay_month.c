@@ -195,6 +195,24 @@ static void fixings_export_round_trip(void **state) {
   cli_expect(r, "days_aligned 33\n");
   cli_expect(r, "correlation 1.000000\nhedge_ratio 2.000000\nhedge_effectiveness 1.000000\n");
   free(r);
+  /* The same file as a what-if of replay: the journal's own fixings, so the
+   * expiry pays the journal's FSP and no account's cash changes. */
+  snprintf(args, sizeof args, "replay --data %s --fixings %s --index B200.A", dir, fx);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &r), 0);
+  cli_expect(r, "EXPIRE instrument=1 fsp=3407 ");
+  cli_expect(r, "  total                                                              0.00\n");
+  /* Every row of the table (after its two header lines, up to the total)
+   * ends in a change of 0.00. */
+  const char *p = strstr(r, "what-if cash change");
+  assert_non_null(p);
+  p = strchr(strchr(p, '\n') + 1, '\n') + 1;
+  unsigned rows = 0;
+  for (; strncmp(p, "  total", 7) != 0; p = strchr(p, '\n') + 1, rows++) {
+    size_t l = strcspn(p, "\n");
+    assert_true(l > 5 && strncmp(p + l - 5, " 0.00", 5) == 0);
+  }
+  assert_int_equal(rows, 5);
+  free(r);
   free(f);
   remove(fx);
   remove(rent);
