@@ -24,7 +24,6 @@
 #include "hourglass/error.h"
 #include "hourglass/hedge.h"
 #include "hourglass/index.h"
-#include "hourglass/names.h"
 
 #define EXIT_INPUT 1
 #define EXIT_USAGE 2
@@ -434,6 +433,7 @@ static void export_fixing(void *ctx, const hg_exchange_fixing_info_t *info) {
   if (strcmp(info->gpu, x->rp->wf_gpu) != 0 || strcmp(info->grade, x->rp->wf_grade) != 0) return;
   if (f->day < x->from || f->day > x->to) return;
   char day[11], v[HGCTL_FMT_LEN];
+  if (x->n == 0) printf("day,value,status\n");
   hg_index_day_format(f->day, day);
   if (f->status == HG_INDEX_NO_FIX) printf("%s,,NO_FIX\n", day);
   else printf("%s,%s,%s\n", day, hgctl_fmt_decimal(f->value, 6, v), hg_index_status_str(f->status));
@@ -461,15 +461,10 @@ int hgctl_index_fixings(int argc, char **argv) {
   hgctl_replay_init(&rp);
   rp.data_dir = data;
   fix_export_t x = {.rp = &rp, .from = INT32_MIN, .to = INT32_MAX};
-  const char *dot = strchr(index, '.');
-  size_t gl = dot ? (size_t)(dot - index) : 0;
-  if (dot == NULL || !hg_name_ok_n(index, gl, sizeof rp.wf_gpu) ||
-      !hg_name_ok(dot + 1, sizeof rp.wf_grade)) {
+  if (!hgctl_replay_set_index(&rp, index)) {
     fprintf(stderr, "hgctl index fixings: --index must be GPU.GRADE, e.g. B200.A\n");
     return EXIT_USAGE;
   }
-  memcpy(rp.wf_gpu, index, gl);
-  snprintf(rp.wf_grade, sizeof rp.wf_grade, "%s", dot + 1);
   if ((from && hg_index_day_parse(from, strlen(from), &x.from) != 0) ||
       (to && hg_index_day_parse(to, strlen(to), &x.to) != 0)) {
     fprintf(stderr, "hgctl index fixings: --from and --to are YYYY-MM-DD dates\n");
@@ -478,11 +473,10 @@ int hgctl_index_fixings(int argc, char **argv) {
   if ((rc = hgctl_parse_caps("index fixings", mi, ma, mo, &rp.xcfg)) != 0) return rc;
   int status = EXIT_INPUT;
   if (hgctl_replay_run(&rp, false) != 0) goto out;
-  printf("day,value,status\n");
   hg_exchange_foreach_fixing(rp.ex, export_fixing, &x);
   if (x.n == 0) {
-    fprintf(stderr, "hgctl index fixings: %s has no fixing of %s%s in %s\n", data, index,
-            from || to ? " in that range" : "", data);
+    fprintf(stderr, "hgctl index fixings: %s has no fixing of %s%s\n", data, index,
+            from || to ? " in that range" : "");
     goto out;
   }
   status = fflush(stdout) == 0 ? 0 : EXIT_INPUT;

@@ -458,6 +458,18 @@ static void whatif_report(const replay_t *rp) {
   }
 }
 
+bool hgctl_replay_set_index(replay_t *rp, const char *index) {
+  const char *dot = strchr(index, '.');
+  size_t gl = dot ? (size_t)(dot - index) : 0;
+  if (dot == NULL || !hg_name_ok_n(index, gl, sizeof rp->wf_gpu) ||
+      !hg_name_ok(dot + 1, sizeof rp->wf_grade))
+    return false;
+  memcpy(rp->wf_gpu, index, gl);
+  rp->wf_gpu[gl] = '\0';
+  snprintf(rp->wf_grade, sizeof rp->wf_grade, "%s", dot + 1);
+  return true;
+}
+
 void hgctl_replay_init(replay_t *rp) {
   memset(rp, 0, sizeof *rp);
   /* The pipeline's default capacities (hg_pipeline_config_init). */
@@ -839,17 +851,10 @@ int hgctl_replay(int argc, char **argv) {
     status = EXIT_USAGE;
     goto out;
   }
-  if (index) {
-    const char *dot = strchr(index, '.');
-    size_t gl = dot ? (size_t)(dot - index) : 0;
-    if (dot == NULL || !hg_name_ok_n(index, gl, sizeof rp.wf_gpu) ||
-        !hg_name_ok(dot + 1, sizeof rp.wf_grade)) {
-      fprintf(stderr, "hgctl replay: --index must be GPU.GRADE, e.g. B200.A\n");
-      status = EXIT_USAGE;
-      goto out;
-    }
-    memcpy(rp.wf_gpu, index, gl);
-    snprintf(rp.wf_grade, sizeof rp.wf_grade, "%s", dot + 1);
+  if (index && !hgctl_replay_set_index(&rp, index)) {
+    fprintf(stderr, "hgctl replay: --index must be GPU.GRADE, e.g. B200.A\n");
+    status = EXIT_USAGE;
+    goto out;
   }
   if (fixings) {
     if (hgctl_load_series("fixings", fixings, true, &rp.wf, &rp.n_wf) != 0) goto out;

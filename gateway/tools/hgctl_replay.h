@@ -107,6 +107,21 @@ typedef struct replay {
  * last DSP, as the replay tallied them. */
 __int128 hgctl_replay_day_qp(const replay_t *rp, uint32_t inst, hg_account_t acct);
 
+/* Account ids, in id order. */
+typedef struct acct_list {
+  hg_account_t *id; /* owned: free() */
+  size_t n, cap;
+  int err;
+} acct_list_t;
+
+/* Every account of the replayed exchange into *out (zeroed first). 0, or
+ * -ENOMEM with *out empty. */
+int hgctl_replay_accounts(const replay_t *rp, acct_list_t *out);
+
+/* "GPU.GRADE" (e.g. B200.A) into rp->wf_gpu and rp->wf_grade; false if it
+ * is not of that form. */
+bool hgctl_replay_set_index(replay_t *rp, const char *index);
+
 /* The symbol instrument id had when listed, or NULL. */
 const char *hgctl_replay_symbol(const replay_t *rp, uint32_t id);
 

@@ -165,14 +165,9 @@ static int add_file(stmt_set_t *s, const char *name, sbuf_t *b) {
   return f->data ? 0 : -ENOMEM;
 }
 
-typedef struct acct_list {
-  hg_account_t *id;
-  size_t n, cap;
-  int err;
-} acct_list_t;
-
 static void collect_account(void *ctx, const hg_exchange_account_info_t *info) {
   acct_list_t *l = ctx;
+  if (l->err != 0) return;
   if (l->n == l->cap) {
     size_t nc = l->cap ? l->cap * 2 : 64;
     hg_account_t *ni = realloc(l->id, nc * sizeof *ni);
@@ -184,6 +179,17 @@ static void collect_account(void *ctx, const hg_exchange_account_info_t *info) {
     l->cap = nc;
   }
   l->id[l->n++] = info->id;
+}
+
+int hgctl_replay_accounts(const replay_t *rp, acct_list_t *out) {
+  memset(out, 0, sizeof *out);
+  hg_exchange_foreach_account(rp->ex, collect_account, out);
+  if (out->err != 0) {
+    free(out->id);
+    memset(out, 0, sizeof *out);
+    return -ENOMEM;
+  }
+  return 0;
 }
 
 /*
@@ -198,8 +204,7 @@ int hgctl_stmt_build(replay_t *rp, stmt_set_t *set) {
   if (rc != 0) return rc;
   if ((rc = apply_fsp_overrides(rp, e, n)) != 0) goto out;
   acct_list_t al = {0};
-  hg_exchange_foreach_account(rp->ex, collect_account, &al);
-  if ((rc = al.err) != 0) goto out_al;
+  if ((rc = hgctl_replay_accounts(rp, &al)) != 0) goto out_al;
   uint32_t *insts = NULL;
   for (size_t a = 0; a < al.n && rc == 0; a++) {
     hg_account_t id = al.id[a];

@@ -53,27 +53,6 @@ static void pick_instrument(void *ctx, const hg_exchange_instrument_info_t *info
   if (l->n < sizeof l->id / sizeof l->id[0]) l->id[l->n++] = info->id;
 }
 
-typedef struct acct_ids {
-  hg_account_t *id; /* owned */
-  size_t n, cap;
-  bool oom;
-} acct_ids_t;
-
-static void pick_account(void *ctx, const hg_exchange_account_info_t *info) {
-  acct_ids_t *a = ctx;
-  if (a->n == a->cap) {
-    size_t nc = a->cap ? a->cap * 2 : 64;
-    hg_account_t *n = realloc(a->id, nc * sizeof *n);
-    if (n == NULL) {
-      a->oom = true;
-      return;
-    }
-    a->id = n;
-    a->cap = nc;
-  }
-  a->id[a->n++] = info->id;
-}
-
 static const char *money(__int128 v, bool raw, char *buf) {
   if (v > INT64_MAX || v < INT64_MIN) return "overflow";
   if (raw) {
@@ -93,7 +72,7 @@ static const char *price(int64_t ticks, bool raw, char *buf) {
 
 /* One contract: the projected FSP and the P&L table. */
 static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool raw,
-                       const acct_ids_t *accts, FILE *o) {
+                       const acct_list_t *accts, FILE *o) {
   const hg_clearing_t *c = hgctl_replay_ledger(rp);
   hg_clearing_instrument_info_t ii;
   if (hg_clearing_instrument_info(c, inst, &ii) != 0 || ii.settled) return 0;
@@ -156,12 +135,8 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
 }
 
 int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, FILE *o) {
-  acct_ids_t accts = {0};
-  hg_exchange_foreach_account(wf->ex, pick_account, &accts);
-  if (accts.oom) {
-    free(accts.id);
-    return -ENOMEM;
-  }
+  acct_list_t accts;
+  if (hgctl_replay_accounts(wf, &accts) != 0) return -ENOMEM;
   char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
   fprintf(o, "what-if cash change per account against the journal (%s):\n",
           raw ? "micro-USD" : "USD");
@@ -185,12 +160,8 @@ int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, 
 int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
   inst_list_t l = {.rp = rp};
   hg_exchange_foreach_instrument(rp->ex, pick_instrument, &l);
-  acct_ids_t accts = {0};
-  hg_exchange_foreach_account(rp->ex, pick_account, &accts);
-  if (accts.oom) {
-    free(accts.id);
-    return -ENOMEM;
-  }
+  acct_list_t accts;
+  if (hgctl_replay_accounts(rp, &accts) != 0) return -ENOMEM;
   size_t done = 0;
   for (size_t k = 0; k < l.n; k++) {
     hg_clearing_instrument_info_t ii;

@@ -216,6 +216,15 @@ static void fixings_export_round_trip(void **state) {
   free(f);
   remove(fx);
   remove(rent);
+  snprintf(args, sizeof args, "index fixings --data %s --index B200.B", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "has no fixing of B200.B\n");
+  assert_null(strstr(o, "day,value,status"));
+  free(o);
+  snprintf(args, sizeof args, "index fixings --data %s --index B200", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  cli_expect(o, "--index must be GPU.GRADE");
+  free(o);
 }
 
 int main(int argc, char **argv) {
