@@ -125,7 +125,8 @@ static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
     }
     if (o->recorded == 0) {
       fprintf(stderr, "hgctl replay: instrument %" PRIu32
-                      " was never finally settled in this journal; nothing to override\n",
+                      " was never finally settled in this journal; nothing to override (before "
+                      "expiry: --project USD --index GPU.GRADE)\n",
               o->instrument);
       return HG_ENOTFOUND;
     }
@@ -444,7 +445,7 @@ long hgctl_stmt_compare(const replay_t *rp, const stmt_set_t *set, const char *d
 
 static void statement_usage(FILE *o) {
   fputs("usage: hgctl statement --data DIR --account A [--instrument I] [--format csv|json]\n"
-        "                       [capacities]\n"
+        "                       [--trades] [capacities]\n"
         "  Replays the data directory's journal (read-only) and prints account A's\n"
         "  statement: every cash movement (deposits, withdrawals, variation margin,\n"
         "  final settlement, fees), oldest first, with the balance after each; only\n"
