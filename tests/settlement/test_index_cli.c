@@ -138,16 +138,22 @@ static const char *bom_copy(int bad_lines) {
   return path;
 }
 
-/* A spreadsheet's byte-order mark is not part of the header. */
-static void bom_accepted(void **state) {
-  (void)state;
-  char a[2048], *o;
-  const char *p = bom_copy(0);
+/* `index fix` of the samples file at path for the fixture's day. */
+static const char *bom_args(const char *path) {
+  static char a[2048];
   snprintf(a, sizeof a,
            "index fix --samples %s --providers %s/index_providers.csv --gpu B200 --grade A "
            "--day 2027-03-14",
-           p, data);
-  assert_int_equal(cli_run(hgctl, a, CLI_STDOUT, &o), 0);
+           path, data);
+  return a;
+}
+
+/* A spreadsheet's byte-order mark is not part of the header. */
+static void bom_accepted(void **state) {
+  (void)state;
+  char *o;
+  const char *p = bom_copy(0);
+  assert_int_equal(cli_run(hgctl, bom_args(p), CLI_STDOUT, &o), 0);
   cli_expect(o, "\"value_micro_usd\": 2055000,");
   cli_expect(o, "\"rejected_lines\": []");
   free(o);
@@ -158,13 +164,9 @@ static void bom_accepted(void **state) {
  * lists every one. */
 static void rejected_lines_capped(void **state) {
   (void)state;
-  char a[2048], *o;
+  char *o;
   const char *p = bom_copy(25);
-  snprintf(a, sizeof a,
-           "index fix --samples %s --providers %s/index_providers.csv --gpu B200 --grade A "
-           "--day 2027-03-14",
-           p, data);
-  assert_int_equal(cli_run(hgctl, a, CLI_STDERR, &o), 1);
+  assert_int_equal(cli_run(hgctl, bom_args(p), CLI_STDERR, &o), 1);
   char want[128];
   snprintf(want, sizeof want, "%s:90: price_usd_per_gpu_hour:", p); /* the 20th: line 71 + 19 */
   cli_expect(o, want);
@@ -174,7 +176,7 @@ static void rejected_lines_capped(void **state) {
   cli_expect(o, want);
   cli_expect(o, "25 rejected line(s)");
   free(o);
-  assert_int_equal(cli_run(hgctl, a, CLI_STDOUT, &o), 1);
+  assert_int_equal(cli_run(hgctl, bom_args(p), CLI_STDOUT, &o), 1);
   cli_expect(o, "\"line\": 95, \"column\": \"price_usd_per_gpu_hour\"");
   free(o);
   remove(p);
