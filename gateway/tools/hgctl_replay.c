@@ -72,6 +72,21 @@ static void hex32(const uint8_t h[32], char out[65]) {
 
 /* ============================================================ replay */
 
+/* Progress lines speak USD (prices per GPU-hour, three decimals); --raw
+ * prints the state machine's ticks and micro-USD. Each call formats into
+ * its own buffer. */
+static const char *px(const replay_t *rp, int64_t ticks, char buf[HGCTL_FMT_LEN]) {
+  if (!rp->raw) return hgctl_fmt_price(ticks, buf);
+  snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, ticks);
+  return buf;
+}
+
+static const char *usd(const replay_t *rp, int64_t micro, char buf[HGCTL_FMT_LEN]) {
+  if (!rp->raw) return hgctl_fmt_money(micro, buf);
+  snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, micro);
+  return buf;
+}
+
 
 static int pos_add(replay_t *rp, uint32_t inst, hg_account_t acct, int64_t d, int64_t price) {
   if (rp->pos_n * 2 >= rp->pos_cap) {
@@ -212,7 +227,7 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
     }
     return;
   }
-  char day[11] = "";
+  char day[11] = "", b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
   if (ev->type == HG_XEV_DSP || ev->type == HG_XEV_CYCLE || ev->type == HG_XEV_FIXING_MISSING)
     hg_index_day_format(ev->day, day);
   switch (ev->type) {
@@ -230,16 +245,16 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
   case HG_XEV_DSP:
     pos_cycle(rp, ev->instrument_id);
     if (rp->out)
-      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%" PRId64
-                       " tier=%u\n",
-              ev->seq, day, ev->instrument_id, ev->price, ev->tier);
+      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%s tier=%u\n",
+              ev->seq, day, ev->instrument_id, px(rp, ev->price, b1), ev->tier);
     break;
   case HG_XEV_CYCLE:
     rp->cycle = true;
     snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
-             "DAILY_SETTLEMENT day=%s vm_sum=%" PRId64 " vm_paid=%" PRId64 " vm_received=%" PRId64
-             " vm_entries=%" PRId64 " orders_expired=%" PRId64,
-             day, ev->amount, ev->lo, ev->hi, ev->balance, ev->qty);
+             "DAILY_SETTLEMENT day=%s vm_sum=%s vm_paid=%s vm_received=%s vm_entries=%" PRId64
+             " orders_expired=%" PRId64,
+             day, usd(rp, ev->amount, b1), usd(rp, ev->lo, b2), usd(rp, ev->hi, b3), ev->balance,
+             ev->qty);
     break;
   case HG_XEV_FIXING_MISSING:
     if (rp->out)
@@ -253,15 +268,15 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
     rp->cycle = true;
     /* A --fsp what-if changes the statements only: say which FSP the line
      * and its hash are. */
-    char wf[80] = "";
+    char wf[128] = "";
     for (size_t k = 0; k < rp->n_fsp; k++)
       if (rp->fsp[k].instrument == ev->instrument_id)
-        snprintf(wf, sizeof wf, " (journal's; what-if fsp=%" PRId64 " in the statements)",
-                 rp->fsp[k].fsp);
+        snprintf(wf, sizeof wf, " (journal's; what-if fsp=%s in the statements)",
+                 px(rp, rp->fsp[k].fsp, b2));
     snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
-             "EXPIRE instrument=%" PRIu32 " fsp=%" PRId64 "%s positions_closed=%" PRId64
+             "EXPIRE instrument=%" PRIu32 " fsp=%s%s positions_closed=%" PRId64
              " orders_cancelled=%" PRId64,
-             ev->instrument_id, ev->price, wf, ev->amount, ev->qty);
+             ev->instrument_id, px(rp, ev->price, b1), wf, ev->amount, ev->qty);
     break;
   }
   default:
@@ -672,12 +687,14 @@ bad:
 /* ------------------------------------------------------------ replay */
 
 static void replay_usage(FILE *o) {
-  fputs("usage: hgctl replay --data DIR [--out DIR] [--expect DIR] [--fills FILE.csv [--raw]]\n"
-        "                    [--until YYYY-MM-DD | --day YYYY-MM-DD]\n"
-        "                    [--fsp INSTRUMENT=TICKS[,INSTRUMENT=TICKS...]]\n"
+  fputs("usage: hgctl replay --data DIR [--out DIR] [--expect DIR] [--fills FILE.csv]\n"
+        "                    [--until YYYY-MM-DD | --day YYYY-MM-DD] [--raw]\n"
+        "                    [--fsp INSTRUMENT=USD[,INSTRUMENT=USD...]]\n"
         "                    [--fixings FILE --index GPU.GRADE]\n"
         "                    [--project USD --index GPU.GRADE] [--quiet] [capacities]\n"
-        "  Replays DIR's journal from an empty exchange, read-only, and prints:\n"
+        "  Replays DIR's journal from an empty exchange, read-only, and prints (prices\n"
+        "  in USD per GPU-hour, money in USD; --raw: ticks and micro-USD, and in the\n"
+        "  fills file nanoseconds instead of UTC times):\n"
         "    dsp seq=S day=D instrument=I price=P tier=T   each daily settlement price\n"
         "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
         "    cycle seq=S <what> hash=H   after every settlement cycle (end of session,\n"
@@ -704,10 +721,11 @@ static void replay_usage(FILE *o) {
         "                 taker's side, buy or sell),buyer,seller,\n"
         "                 buyer_position,seller_position (positions after the fill);\n"
         "                 with --raw ts_ns and price_ticks instead\n"
-        "  --fsp I=P      what-if: instrument I's final settlement paid at P ticks\n"
-        "                 instead, in the statements; the expiry line and the hashes\n"
-        "                 stay the journal's and say so (later commands replay as\n"
-        "                 journaled); prints each account's change as a table\n"
+        "  --fsp I=P      what-if: instrument I's final settlement paid at P USD per\n"
+        "                 GPU-hour (ticks with --raw) instead, in the statements; the\n"
+        "                 expiry line and the hashes stay the journal's and say so\n"
+        "                 (later commands replay as journaled); prints each account's\n"
+        "                 change as a table\n"
         "  --project USD --index GPU.GRADE   what-if before expiry: at the end of the\n"
         "                 replay (or of --until DAY), every day of each open contract's\n"
         "                 delivery month without a FINAL fixing fixes at USD; prints\n"
@@ -733,6 +751,8 @@ static void replay_usage(FILE *o) {
         o);
 }
 
+#define FSP_USD_MAX 1000
+
 static int parse_fsp_list(const char *s, replay_t *rp) {
   size_t n = 1;
   for (const char *p = s; *p; p++) n += *p == ',';
@@ -750,7 +770,11 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
     if (eq == NULL) return HG_EPARSE;
     *eq = '\0';
     int64_t id, px;
-    if (!hgctl_parse_i64(item, 1, UINT32_MAX - 1, &id) || !hgctl_parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px))
+    if (!hgctl_parse_i64(item, 1, UINT32_MAX - 1, &id)) return HG_EPARSE;
+    /* USD per GPU-hour, or ticks with --raw; no GPU-hour costs 1,000 USD,
+     * so a larger price is ticks typed without --raw. */
+    if (rp->raw ? !hgctl_parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px)
+                : hgctl_decimal_parse(eq + 1, 3, 0, &px) != 0 || px > FSP_USD_MAX * 1000)
       return HG_EPARSE;
     for (size_t j = 0; j < rp->n_fsp; j++)
       if (rp->fsp[j].instrument == (uint32_t)id) return HG_EPARSE;
@@ -836,8 +860,13 @@ int hgctl_replay(int argc, char **argv) {
     }
   }
   if (fsp && parse_fsp_list(fsp, &rp) != 0) {
-    fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=TICKS[,...] with distinct ids >= 1 "
-                    "and 1 <= TICKS <= %" PRId64 "\n", HG_CLR_PRICE_MAX);
+    if (raw)
+      fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=TICKS[,...] with distinct ids >= 1 "
+                      "and 1 <= TICKS <= %" PRId64 " (--raw)\n", HG_CLR_PRICE_MAX);
+    else
+      fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=USD[,...] with distinct ids >= 1 "
+                      "and a price in USD per GPU-hour above 0 and at most %d with at most 3 "
+                      "decimals (e.g. 1=3.100; ticks with --raw)\n", FSP_USD_MAX);
     status = EXIT_USAGE;
     goto out;
   }

@@ -82,7 +82,7 @@ typedef struct replay {
 
   uint64_t commands, fills_n, cycles, rejects, dropped;
   bool cycle;              /* set by the sink, consumed after apply */
-  char cycle_desc[192];
+  char cycle_desc[320];
 
   pos_slot_t *pos;
   size_t pos_cap, pos_n;

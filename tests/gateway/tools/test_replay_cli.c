@@ -269,16 +269,17 @@ static void replay_hashes_and_snapshot(void **state) {
   snprintf(args, sizeof args, "replay --data %s " CAPS "", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   cli_expect(o, "cycle seq=13 SESSION_END expired_day_orders=0 hash=");
+  /* Prices in USD per GPU-hour, money in USD. */
   cli_expect(o,
-             "dsp seq=16 day=2027-03-30 instrument=1 price=3020 tier=1\n"
-             "cycle seq=16 DAILY_SETTLEMENT day=2027-03-30 vm_sum=0 vm_paid=-80000000 "
-             "vm_received=80000000 vm_entries=4 orders_expired=0 hash=");
+             "dsp seq=16 day=2027-03-30 instrument=1 price=3.020 tier=1\n"
+             "cycle seq=16 DAILY_SETTLEMENT day=2027-03-30 vm_sum=0.00 vm_paid=-80.00 "
+             "vm_received=80.00 vm_entries=4 orders_expired=0 hash=");
   cli_expect(o,
-             "dsp seq=19 day=2027-03-31 instrument=1 price=3004 tier=2\n"
-             "cycle seq=19 DAILY_SETTLEMENT day=2027-03-31 vm_sum=0 vm_paid=-96000000 "
-             "vm_received=96000000 vm_entries=4 orders_expired=3 hash=");
+             "dsp seq=19 day=2027-03-31 instrument=1 price=3.004 tier=2\n"
+             "cycle seq=19 DAILY_SETTLEMENT day=2027-03-31 vm_sum=0.00 vm_paid=-96.00 "
+             "vm_received=96.00 vm_entries=4 orders_expired=3 hash=");
   cli_expect(
-      o, "cycle seq=82 EXPIRE instrument=1 fsp=3010 positions_closed=4 orders_cancelled=0 hash=");
+      o, "cycle seq=82 EXPIRE instrument=1 fsp=3.010 positions_closed=4 orders_cancelled=0 hash=");
   cli_expect(o, "cycle seq=87 SESSION_END");
   snprintf(want, sizeof want, "snapshot seq=87 hash=%s matches", hash_hex);
   cli_expect(o, want);
@@ -286,6 +287,16 @@ static void replay_hashes_and_snapshot(void **state) {
   snprintf(want, sizeof want, "end seq=87 commands=87 fills=4 rejects=0 cycles=5 hash=%s\n",
            hash_hex);
   cli_expect(o, want);
+  free(o);
+  /* --raw: the state machine's ticks and micro-USD. */
+  snprintf(args, sizeof args, "replay --raw --data %s " CAPS "", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o,
+             "dsp seq=16 day=2027-03-30 instrument=1 price=3020 tier=1\n"
+             "cycle seq=16 DAILY_SETTLEMENT day=2027-03-30 vm_sum=0 vm_paid=-80000000 "
+             "vm_received=80000000 vm_entries=4 orders_expired=0 hash=");
+  cli_expect(
+      o, "cycle seq=82 EXPIRE instrument=1 fsp=3010 positions_closed=4 orders_cancelled=0 hash=");
   free(o);
 }
 
@@ -437,7 +448,7 @@ static void replay_one_day(void **state) {
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   assert_null(strstr(o, "day=2027-03-30"));
   assert_null(strstr(o, "SESSION_END"));
-  cli_expect(o, "dsp seq=19 day=2027-03-31 instrument=1 price=3004 tier=2\n");
+  cli_expect(o, "dsp seq=19 day=2027-03-31 instrument=1 price=3.004 tier=2\n");
   cli_expect(o, "snapshot seq=87 not compared: the replay stopped before it\n");
   cli_expect(o, "end seq=19 commands=19 fills=3 rejects=0 cycles=3 hash=");
   cli_expect(o, "stopped at the end of 2027-03-31");
@@ -589,10 +600,10 @@ static void whatif_changes_statements_not_data(void **state) {
   /* FSP 3100 instead of 3010: pos x (3100 - 3004) USD. Account 1 (+4)
    * receives 384 USD; account 4 (+2) 192, and its later deposit's balance
    * moves with it. The exchange state itself is the journal's. */
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 1=3100 --out %s", dir, w);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 1=3.100 --out %s", dir, w);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
-  cli_expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)");
-  cli_expect(o, "EXPIRE instrument=1 fsp=3010 (journal's; what-if fsp=3100 in the statements)");
+  cli_expect(o, "what-if instrument=1 fsp=3.100 (journal: 3.010)");
+  cli_expect(o, "EXPIRE instrument=1 fsp=3.010 (journal's; what-if fsp=3.100 in the statements)");
   /* pos x (3100 - 3010) x 1 USD */
   cli_expect(o, "  1                   4      3.010      3.100             360.00\n"
                 "  2                  -1      3.010      3.100             -90.00\n"
@@ -623,7 +634,7 @@ static void whatif_changes_statements_not_data(void **state) {
            "replay --data %s " CAPS " --fixings %s --index B200.A --out %s", dir, fx, w);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   cli_expect(o, "snapshot not compared");
-  cli_expect(o, "cycle seq=82 EXPIRE instrument=1 fsp=3000 positions_closed=4");
+  cli_expect(o, "cycle seq=82 EXPIRE instrument=1 fsp=3.000 positions_closed=4");
   cli_expect(o, "orders_cancelled=0 hash=");
   cli_expect(o, " (what-if)\ncycle seq=87"); /* a what-if run labels its hashes */
   /* Cash against the journal: pos x (3000 - 3010) x 1 USD. */
@@ -681,7 +692,7 @@ static void errors_are_clear(void **state) {
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
   cli_expect(o, "inside the data directory");
   free(o);
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 2=3100", dir);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 2=3.100", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
   cli_expect(o, "instrument 2 was never finally settled");
   free(o);
@@ -696,6 +707,15 @@ static void errors_are_clear(void **state) {
   free(o);
   snprintf(args, sizeof args, "replay --data %s --fsp 1=x", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  free(o);
+  /* Ticks typed without --raw: 3100 USD per GPU-hour is refused. */
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 1=3100", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  cli_expect(o, "at most 1000 with at most 3 decimals (e.g. 1=3.100; ticks with --raw)");
+  free(o);
+  snprintf(args, sizeof args, "replay --raw --data %s " CAPS " --fsp 1=3100", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)");
   free(o);
   assert_int_equal(cli_run(hgctl, "statement --account 1", CLI_BOTH, &o), 2);
   cli_expect(o, "missing --data");

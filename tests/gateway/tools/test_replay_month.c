@@ -124,9 +124,11 @@ static void dsp_recomputed_from_fills(void **state) {
     unsigned inst, tier;
     long long price;
     unsigned long long seq;
-    assert_int_equal(sscanf(p, "dsp seq=%llu day=2027-%d-%d instrument=%u price=%lld tier=%u", &seq,
-                            &mon, &day, &inst, &price, &tier),
+    char usd[16];
+    assert_int_equal(sscanf(p, "dsp seq=%llu day=2027-%d-%d instrument=%u price=%15s tier=%u", &seq,
+                            &mon, &day, &inst, usd, &tier),
                      6);
+    price = ticks(usd);
     assert_true((mon == 2 || mon == 3) && day >= 1 && day <= 31);
     if (tier != 1) continue;
     int64_t Q = q[mon - 2][day], P = qp[mon - 2][day];
@@ -199,7 +201,7 @@ static void fixings_export_round_trip(void **state) {
    * expiry pays the journal's FSP and no account's cash changes. */
   snprintf(args, sizeof args, "replay --data %s --fixings %s --index B200.A", dir, fx);
   assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &r), 0);
-  cli_expect(r, "EXPIRE instrument=1 fsp=3407 ");
+  cli_expect(r, "EXPIRE instrument=1 fsp=3.407 ");
   cli_expect(r, "  total                                                              0.00\n");
   /* Every row of the table (after its two header lines, up to the total)
    * ends in a change of 0.00. */
