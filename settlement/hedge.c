@@ -289,6 +289,12 @@ static int parse_series(const char *buf, size_t len, bool fixings, hg_hedge_obs_
                         size_t *n_out, hg_hedge_csv_error_t *err) {
   if (buf == NULL && len > 0) return HG_EINVAL;
   if (out == NULL || n_out == NULL) return HG_EINVAL;
+  /* A UTF-8 byte-order mark (spreadsheets write one) is not part of the
+   * header. */
+  if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0) {
+    buf += 3;
+    len -= 3;
+  }
   line_reader_t lr = {buf, buf + len, 0};
   const char *s;
   size_t sl;

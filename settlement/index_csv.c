@@ -196,6 +196,12 @@ static bool is_header(const field_t *line, const char *hdr) {
 static int parse_csv(const char *buf, size_t len, const char *header, size_t nfields,
                      int (*row)(void *ctx, const field_t *f, uint32_t line, int32_t *col),
                      void *ctx, hg_index_csv_error_t **errs, size_t *n_errs, size_t *cap_errs) {
+  /* A UTF-8 byte-order mark (spreadsheets write one) is not part of the
+   * header. */
+  if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0) {
+    buf += 3;
+    len -= 3;
+  }
   line_iter_t it = {.buf = buf, .len = len};
   field_t line;
   if (!next_line(&it, &line) || !is_header(&line, header))

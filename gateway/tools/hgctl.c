@@ -87,9 +87,13 @@ static void print_csv_errors_json(FILE *o, const char *file, const char *const *
   }
 }
 
+/* Rejected lines on stderr: the first CSV_ERRORS_SHOWN, then how many more
+ * (the samples' JSON on stdout lists them all). */
+#define CSV_ERRORS_SHOWN 20
+
 static void print_csv_errors_stderr(const char *path, const char *const *cols, size_t ncols,
                                     const hg_index_csv_error_t *e, size_t n) {
-  for (size_t k = 0; k < n; k++) {
+  for (size_t k = 0; k < n && k < CSV_ERRORS_SHOWN; k++) {
     if (e[k].column >= 0 && (size_t)e[k].column < ncols) {
       fprintf(stderr, "hgctl: %s:%" PRIu32 ": %s: %s\n", path, e[k].line, cols[e[k].column],
               hg_index_csv_reason_str(e[k].reason));
@@ -98,6 +102,9 @@ static void print_csv_errors_stderr(const char *path, const char *const *cols, s
               hg_index_csv_reason_str(e[k].reason));
     }
   }
+  if (n > CSV_ERRORS_SHOWN)
+    fprintf(stderr, "hgctl: %s: and %zu more rejected line(s)\n",
+            path, n - CSV_ERRORS_SHOWN);
 }
 
 static void print_tier_json(FILE *o, int tier, const hg_index_tier_stats_t *t) {
@@ -326,6 +333,7 @@ out:
 
 static const command_t INDEX_CMDS[] = {
     {"fix", "compute one day's index fixing from CSV files", cmd_index_fix},
+    {"fixings", "an index's fixings from a data directory, as CSV", hgctl_index_fixings},
 };
 
 static const command_t HEDGE_CMDS[] = {

@@ -1,10 +1,18 @@
 /*
  * hgctl_hedge.c - the hedger's tools: hedge size, hedge ratio and convert,
- * thin shells over hourglass/hedge.h (declared in hgctl_tools.h). Pure
- * computations on the command line and CSV files; no network, no data
- * directory.
+ * thin shells over hourglass/hedge.h (declared in hgctl_tools.h), and
+ * `index fixings`, which exports an index's fixings from a data directory
+ * (a replay, hgctl_replay.h) in the file format hedge ratio and replay
+ * --fixings read. The hedge commands are pure computations on the command
+ * line and CSV files; no network, no data directory.
+ *
+ * Units: every price in those files is USD per GPU-hour. A value above
+ * HEDGE_USD_MAX is refused as a unit mistake (micro-USD pasted as USD),
+ * naming the line's day and what it was read as.
  */
 #include "hgctl_args.h"
+#include "hgctl_fmt.h"
+#include "hgctl_replay.h"
 #include "hgctl_tools.h"
 
 #include <inttypes.h>
@@ -20,27 +28,77 @@
 #define EXIT_INPUT 1
 #define EXIT_USAGE 2
 
+/* No GPU-hour rents for 1,000 USD: a larger value is in another unit. */
+#define HEDGE_USD_MAX ((int64_t)1000 * 1000000)
+
 /* -------------------------------------------------------- hedge size */
 
 static void hedge_size_usage(FILE *o) {
   fputs("usage: hgctl hedge size --gpus N --hours-per-month H|full --months YYYY-MM[,YYYY-MM...]\n"
-        "                        [--round nearest|down|up]\n"
+        "                        [--round nearest|down|up] [--ratio R]\n"
         "  Contracts to buy per delivery month to hedge N GPUs used H hours each per\n"
         "  month ('full' = every calendar hour of the month). One contract is 1,000\n"
         "  GPU-hours; contracts = N x H / 1000 rounded to the nearest whole contract\n"
         "  (exactly half rounds up) by default, down (never over-hedge) or up (never\n"
         "  under-hedge). residual = exposure - contracts x 1000 GPU-hours: positive is\n"
-        "  left unhedged, negative is over-hedged.\n",
+        "  left unhedged, negative is over-hedged. Each month once.\n"
+        "  --ratio R      hedge R x the exposure (R from `hgctl hedge ratio`, 0 < R <= 10,\n"
+        "                 at most 6 decimals): contracts = N x H x R / 1000, rounded as\n"
+        "                 above; the columns hedge_ratio and target_gpu_hours (N x H x R)\n"
+        "                 are added and residual = target - hedged.\n",
         o);
 }
 
+static const char *round_name(int round) {
+  return round == HG_HEDGE_ROUND_NEAREST ? "to nearest (half up)"
+         : round == HG_HEDGE_ROUND_DOWN  ? "down"
+                                         : "up";
+}
+
+/* x / d rounded as round says (x >= 0, d > 0). */
+static __int128 div_round(__int128 x, __int128 d, int round) {
+  if (round == HG_HEDGE_ROUND_DOWN) return x / d;
+  if (round == HG_HEDGE_ROUND_UP) return (x + d - 1) / d;
+  return (2 * x + d) / (2 * d);
+}
+
+/* The table with a hedge ratio (millionths): the target is exposure x ratio
+ * GPU-hours, exact in millionths; contracts = target / 1000 rounded. */
+static int hedge_size_ratio(const hg_hedge_month_t *rows, size_t nm, int64_t gpus, int64_t ratio,
+                            int round) {
+  char rb[HGCTL_FMT_LEN], tb[HGCTL_FMT_LEN], sb[HGCTL_FMT_LEN];
+  printf("# contracts = gpus x hours x ratio / %d GPU-hours, rounded %s; residual = target - "
+         "hedged\n",
+         HG_HEDGE_CONTRACT_GPU_HOURS, round_name(round));
+  printf("month,gpus,hours_per_gpu,exposure_gpu_hours,hedge_ratio,target_gpu_hours,contracts,"
+         "hedged_gpu_hours,residual_gpu_hours\n");
+  for (size_t k = 0; k < nm; k++) {
+    const hg_hedge_month_t *r = &rows[k];
+    __int128 target = (__int128)r->exposure * ratio; /* millionths of a GPU-hour */
+    __int128 c = div_round(target, (__int128)HG_HEDGE_CONTRACT_GPU_HOURS * 1000000, round);
+    __int128 resid = target - c * HG_HEDGE_CONTRACT_GPU_HOURS * 1000000;
+    if (target > INT64_MAX || c * HG_HEDGE_CONTRACT_GPU_HOURS > INT64_MAX || resid > INT64_MAX ||
+        resid < INT64_MIN) {
+      fprintf(stderr, "hgctl hedge size: %04u-%02u: %s\n", r->year, r->month,
+              hg_strerror(HG_EOVERFLOW));
+      return EXIT_INPUT;
+    }
+    printf("%04u-%02u,%" PRId64 ",%" PRId64 ",%" PRId64 ",%s,%s,%" PRId64 ",%" PRId64 ",%s\n",
+           r->year, r->month, gpus, r->hours_per_gpu, r->exposure,
+           hgctl_fmt_decimal(ratio, 6, rb), hgctl_fmt_decimal((int64_t)target, 6, tb), (int64_t)c,
+           (int64_t)(c * HG_HEDGE_CONTRACT_GPU_HOURS), hgctl_fmt_decimal((int64_t)resid, 6, sb));
+  }
+  return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+}
+
 int hgctl_hedge_size(int argc, char **argv) {
-  const char *gpus_s = NULL, *hours_s = NULL, *months_s = NULL, *round_s = NULL;
+  const char *gpus_s = NULL, *hours_s = NULL, *months_s = NULL, *round_s = NULL, *ratio_s = NULL;
   const hgctl_opt_t opts[] = {{"--gpus", &gpus_s, NULL},
                         {"--hours-per-month", &hours_s, NULL},
                         {"--months", &months_s, NULL},
-                        {"--round", &round_s, NULL}};
-  int rc = hgctl_parse_opts("hedge size", argc, argv, opts, 4, hedge_size_usage);
+                        {"--round", &round_s, NULL},
+                        {"--ratio", &ratio_s, NULL}};
+  int rc = hgctl_parse_opts("hedge size", argc, argv, opts, 5, hedge_size_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if (!gpus_s || !hours_s || !months_s) {
     fprintf(stderr, "hgctl hedge size: missing %s\n",
@@ -70,6 +128,12 @@ int hgctl_hedge_size(int argc, char **argv) {
       return EXIT_USAGE;
     }
   }
+  int64_t ratio = 0; /* millionths */
+  if (ratio_s != NULL && (hgctl_decimal_parse(ratio_s, 6, 0, &ratio) != 0 || ratio > 10000000)) {
+    fprintf(stderr, "hgctl hedge size: --ratio '%s' must be a decimal above 0 and at most 10, with "
+                    "at most 6 decimals (e.g. 0.821429)\n", ratio_s);
+    return EXIT_USAGE;
+  }
   /* Validate every month before printing anything. */
   size_t nm = 1;
   for (const char *p = months_s; *p; p++) nm += *p == ',';
@@ -85,6 +149,13 @@ int hgctl_hedge_size(int argc, char **argv) {
       free(rows);
       return EXIT_USAGE;
     }
+    for (size_t j = 0; j < k; j++)
+      if (rows[j].year == y && rows[j].month == m) {
+        fprintf(stderr, "hgctl hedge size: month %.*s is given twice; each month once\n", (int)len,
+                p);
+        free(rows);
+        return EXIT_USAGE;
+      }
     rc = hg_hedge_size(gpus, hours, y, m, round, &rows[k]);
     if (rc == HG_ERANGE) {
       fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %.*s has\n", hours,
@@ -99,11 +170,13 @@ int hgctl_hedge_size(int argc, char **argv) {
     }
     p = c ? c + 1 : p + len;
   }
+  if (ratio_s != NULL) {
+    int status = hedge_size_ratio(rows, nm, gpus, ratio, round);
+    free(rows);
+    return status;
+  }
   printf("# contracts = gpus x hours / %d GPU-hours, rounded %s; residual = exposure - hedged\n",
-         HG_HEDGE_CONTRACT_GPU_HOURS,
-         round == HG_HEDGE_ROUND_NEAREST ? "to nearest (half up)"
-         : round == HG_HEDGE_ROUND_DOWN  ? "down"
-                                         : "up");
+         HG_HEDGE_CONTRACT_GPU_HOURS, round_name(round));
   printf("month,gpus,hours_per_gpu,exposure_gpu_hours,contracts,hedged_gpu_hours,"
          "residual_gpu_hours\n");
   __int128 te = 0, tc = 0, tr = 0;
@@ -136,7 +209,13 @@ static void hedge_ratio_usage(FILE *o) {
         "  RENT.csv:     header 'day,price', lines YYYY-MM-DD,<USD per GPU-hour>\n"
         "  FIXINGS.csv:  header 'day,value,status', lines YYYY-MM-DD,<USD>,FINAL|PROVISIONAL\n"
         "                or YYYY-MM-DD,,NO_FIX\n"
-        "  Days strictly ascending; prices > 0 with at most 6 decimals.\n",
+        "  Days strictly ascending; prices > 0 with at most 6 decimals, in USD per\n"
+        "  GPU-hour: a value above 1000 is refused as another unit (3400000 is\n"
+        "  micro-USD; write 3.400000). `hgctl index fixings` writes FIXINGS.csv.\n"
+        "  Provisional days are used as published (a restatement may change them);\n"
+        "  NO_FIX days and days missing from either file are gaps: the change is\n"
+        "  taken between the aligned days around a gap, as one change. The output\n"
+        "  first says what was read: days, range, PROVISIONAL and NO_FIX days, gaps.\n",
         o);
 }
 
@@ -164,6 +243,60 @@ int hgctl_load_series(const char *what, const char *path, bool fixings, hg_hedge
   return rc;
 }
 
+/* Refuses a series whose values are not plausibly USD per GPU-hour. */
+static int check_units(const char *what, const char *path, const hg_hedge_obs_t *v, size_t n) {
+  char day[11], b[HGCTL_FMT_LEN], m[HGCTL_FMT_LEN];
+  for (size_t k = 0; k < n; k++) {
+    if (v[k].status == HG_HEDGE_NO_FIX || v[k].value <= HEDGE_USD_MAX) continue;
+    hg_index_day_format(v[k].day, day);
+    /* Read as micro-USD, the written number is value / 10^6 USD. */
+    fprintf(stderr,
+            "hgctl hedge ratio: %s file '%s', %s: the value was read as %s USD per GPU-hour, "
+            "above %" PRId64 ": values must be USD per GPU-hour; if it is micro-USD, write %s; "
+            "nothing computed\n",
+            what, path, day, hgctl_fmt_decimal(v[k].value, 6, b), HEDGE_USD_MAX / 1000000,
+            hgctl_fmt_decimal(v[k].value / 1000000, 6, m));
+    return EXIT_INPUT;
+  }
+  return 0;
+}
+
+/* What was read: days, first and last, the value range. */
+static void print_read(const char *what, const hg_hedge_obs_t *v, size_t n) {
+  char d0[11], d1[11], lo_s[HGCTL_FMT_LEN], hi_s[HGCTL_FMT_LEN];
+  int64_t lo = INT64_MAX, hi = 0;
+  for (size_t k = 0; k < n; k++) {
+    if (v[k].status == HG_HEDGE_NO_FIX) continue;
+    if (v[k].value < lo) lo = v[k].value;
+    if (v[k].value > hi) hi = v[k].value;
+  }
+  hg_index_day_format(v[0].day, d0);
+  hg_index_day_format(v[n - 1].day, d1);
+  printf("%s_read %zu days %s..%s usd_per_gpu_hour %s..%s\n", what, n, d0, d1,
+         lo == INT64_MAX ? "-" : hgctl_fmt_decimal(lo, 6, lo_s),
+         lo == INT64_MAX ? "-" : hgctl_fmt_decimal(hi, 6, hi_s));
+}
+
+/* Aligned days (both files, index NO_FIX skipped) more than one calendar
+ * day apart: each such change spans a gap. */
+static size_t count_gaps(const hg_hedge_obs_t *r, size_t nr, const hg_hedge_obs_t *x, size_t nx) {
+  size_t i = 0, j = 0, gaps = 0;
+  int32_t prev = INT32_MIN;
+  while (i < nr && j < nx) {
+    if (r[i].day < x[j].day) i++;
+    else if (r[i].day > x[j].day) j++;
+    else {
+      if (x[j].status != HG_HEDGE_NO_FIX) {
+        if (prev != INT32_MIN && r[i].day - prev > 1) gaps++;
+        prev = r[i].day;
+      }
+      i++;
+      j++;
+    }
+  }
+  return gaps;
+}
+
 int hgctl_hedge_ratio(int argc, char **argv) {
   const char *rent_s = NULL, *index_s = NULL;
   const hgctl_opt_t opts[] = {{"--rent", &rent_s, NULL}, {"--index", &index_s, NULL}};
@@ -179,6 +312,19 @@ int hgctl_hedge_ratio(int argc, char **argv) {
   int status = EXIT_INPUT;
   if (hgctl_load_series("rent", rent_s, false, &rent, &nr) != 0) goto out;
   if (hgctl_load_series("index", index_s, true, &idx, &ni) != 0) goto out;
+  if (check_units("rent", rent_s, rent, nr) != 0 || check_units("index", index_s, idx, ni) != 0)
+    goto out;
+  size_t prov = 0, nofix = 0;
+  for (size_t k = 0; k < ni; k++) {
+    prov += idx[k].status == HG_HEDGE_PROVISIONAL;
+    nofix += idx[k].status == HG_HEDGE_NO_FIX;
+  }
+  print_read("rent", rent, nr);
+  print_read("index", idx, ni);
+  printf("index_provisional %zu (used as published)\nindex_no_fix %zu (skipped)\n"
+         "gaps %zu (changes across days missing from either file or NO_FIX, each taken as one "
+         "change)\n",
+         prov, nofix, count_gaps(rent, nr, idx, ni));
   hg_hedge_ratio_t r;
   rc = hg_hedge_ratio(rent, nr, idx, ni, &r);
   if (rc != 0) {
@@ -201,7 +347,10 @@ static void convert_usage(FILE *o) {
   fputs("usage: hgctl convert --price USD_PER_GPU_HOUR --tokens-per-second T [--places N]\n"
         "       hgctl convert --usd-per-million-tokens X --tokens-per-second T [--places N]\n"
         "  USD per million output tokens = price / (T x 3600) x 1,000,000, and back:\n"
-        "  price = X x T x 3600 / 1,000,000. T is output tokens per second per GPU.\n"
+        "  price = X x T x 3600 / 1,000,000. T is the throughput: output tokens\n"
+        "  delivered per second per GPU, averaged over the hours you pay for, so\n"
+        "  after utilisation (idle time, batching, failed requests taken out), not a\n"
+        "  benchmark's peak.\n"
         "  Prints the exact value (a repeating block in parentheses: 0.69(4) is\n"
         "  0.694444...; omitted if longer than 64 digits) and the value rounded half\n"
         "  up to N decimals (default 6). Inputs: positive decimals, at most 15\n"
@@ -251,8 +400,87 @@ int hgctl_convert(int argc, char **argv) {
   const char *name = price_s ? "usd_per_million_tokens" : "usd_per_gpu_hour";
   printf("%s %s\n", price_s ? "usd_per_gpu_hour" : "usd_per_million_tokens", in_s);
   printf("tokens_per_second %s\n", tps_s);
+  printf("# tokens_per_second: output tokens delivered per second per GPU after utilisation\n");
   printf("%s %s\n", name, q.exact[0] ? q.exact : "(repeating block longer than 64 digits)");
   printf("%s_rounded %s\n", name, q.rounded);
   printf("exact %s\n", q.terminating ? "yes" : "no (parenthesized digits repeat forever)");
   return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+}
+
+/* ---------------------------------------------------- index fixings */
+
+static void index_fixings_usage(FILE *o) {
+  fputs("usage: hgctl index fixings --data DIR --index GPU.GRADE [--from YYYY-MM-DD]\n"
+        "                           [--to YYYY-MM-DD] [capacities]\n"
+        "  Replays DIR's journal (read-only) and prints the index's fixings as the\n"
+        "  CSV that `hgctl hedge ratio --index` and `hgctl replay --fixings` read:\n"
+        "  header day,value,status; value in USD per GPU-hour with 6 decimals;\n"
+        "  status FINAL, PROVISIONAL, or NO_FIX with an empty value. Days with no\n"
+        "  fixing at all are not written (a gap). A CARRIED fixing is written with\n"
+        "  its status and the value carried.\n" CAPS_HELP,
+        o);
+}
+
+typedef struct fix_export {
+  const replay_t *rp;
+  int32_t from, to;
+  size_t n;
+} fix_export_t;
+
+static void export_fixing(void *ctx, const hg_exchange_fixing_info_t *info) {
+  fix_export_t *x = ctx;
+  const hg_index_fixing_t *f = &info->fixing;
+  if (strcmp(info->gpu, x->rp->wf_gpu) != 0 || strcmp(info->grade, x->rp->wf_grade) != 0) return;
+  if (f->day < x->from || f->day > x->to) return;
+  char day[11], v[HGCTL_FMT_LEN];
+  if (x->n == 0) printf("day,value,status\n");
+  hg_index_day_format(f->day, day);
+  if (f->status == HG_INDEX_NO_FIX) printf("%s,,NO_FIX\n", day);
+  else printf("%s,%s,%s\n", day, hgctl_fmt_decimal(f->value, 6, v), hg_index_status_str(f->status));
+  x->n++;
+}
+
+int hgctl_index_fixings(int argc, char **argv) {
+  const char *data = NULL, *index = NULL, *from = NULL, *to = NULL, *mi = NULL, *ma = NULL,
+             *mo = NULL;
+  const hgctl_opt_t opts[] = {{"--data", &data, NULL},
+                              {"--index", &index, NULL},
+                              {"--from", &from, NULL},
+                              {"--to", &to, NULL},
+                              {"--max-instruments", &mi, NULL},
+                              {"--max-accounts", &ma, NULL},
+                              {"--max-book-orders", &mo, NULL}};
+  int rc = hgctl_parse_opts("index fixings", argc, argv, opts, 7, index_fixings_usage);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  if (!data || !index) {
+    fprintf(stderr, "hgctl index fixings: missing %s\n", !data ? "--data" : "--index");
+    index_fixings_usage(stderr);
+    return EXIT_USAGE;
+  }
+  replay_t rp;
+  hgctl_replay_init(&rp);
+  rp.data_dir = data;
+  fix_export_t x = {.rp = &rp, .from = INT32_MIN, .to = INT32_MAX};
+  if (!hgctl_replay_set_index(&rp, index)) {
+    fprintf(stderr, "hgctl index fixings: --index must be GPU.GRADE, e.g. B200.A\n");
+    return EXIT_USAGE;
+  }
+  if ((from && hg_index_day_parse(from, strlen(from), &x.from) != 0) ||
+      (to && hg_index_day_parse(to, strlen(to), &x.to) != 0)) {
+    fprintf(stderr, "hgctl index fixings: --from and --to are YYYY-MM-DD dates\n");
+    return EXIT_USAGE;
+  }
+  if ((rc = hgctl_parse_caps("index fixings", mi, ma, mo, &rp.xcfg)) != 0) return rc;
+  int status = EXIT_INPUT;
+  if (hgctl_replay_run(&rp, false) != 0) goto out;
+  hg_exchange_foreach_fixing(rp.ex, export_fixing, &x);
+  if (x.n == 0) {
+    fprintf(stderr, "hgctl index fixings: %s has no fixing of %s%s\n", data, index,
+            from || to ? " in that range" : "");
+    goto out;
+  }
+  status = fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+out:
+  hgctl_replay_dispose(&rp);
+  return status;
 }

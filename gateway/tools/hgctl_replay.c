@@ -21,13 +21,19 @@
  * A replay owns one hg_exchange_t (created with the capacities given on the
  * command line, which must match those of the exchange that wrote the
  * journal) and applies every journaled command in seq order, exactly as
- * recovery does, so its hashes are the live exchange's hashes. Statements are
- * written from the clearing ledger inside that exchange
- * (hg_exchange_clearing). A what-if changes the command stream (fixings) or
- * the final settlement payments (FSP) of this private replay only.
+ * recovery does, so its hashes are the live exchange's hashes; --until/--day
+ * stop it after a UTC day. Statements are written from the clearing ledger
+ * inside that exchange (hg_exchange_clearing). A what-if changes the
+ * command stream (fixings) or the final settlement payments (FSP) of this
+ * private replay only, or projects final settlement from where the replay
+ * stopped without applying anything (hgctl_whatif.c). The replay also keeps
+ * what the clearing does not: each fill's time and aggressor for the fills
+ * export, the symbols of expired contracts, and per (instrument, account)
+ * the sum of q x p since the last DSP, which a projection needs.
  */
 #include "hgctl_tools.h"
 #include "hgctl_args.h"
+#include "hgctl_fmt.h"
 #include "hgctl_replay.h"
 
 #include <dirent.h>
@@ -66,8 +72,23 @@ static void hex32(const uint8_t h[32], char out[65]) {
 
 /* ============================================================ replay */
 
+/* Progress lines speak USD (prices per GPU-hour, three decimals); --raw
+ * prints the state machine's ticks and micro-USD. Each call formats into
+ * its own buffer. */
+static const char *px(const replay_t *rp, int64_t ticks, char buf[HGCTL_FMT_LEN]) {
+  if (!rp->raw) return hgctl_fmt_price(ticks, buf);
+  snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, ticks);
+  return buf;
+}
 
-static int pos_add(replay_t *rp, uint32_t inst, hg_account_t acct, int64_t d) {
+static const char *usd(const replay_t *rp, int64_t micro, char buf[HGCTL_FMT_LEN]) {
+  if (!rp->raw) return hgctl_fmt_money(micro, buf);
+  snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, micro);
+  return buf;
+}
+
+
+static int pos_add(replay_t *rp, uint32_t inst, hg_account_t acct, int64_t d, int64_t price) {
   if (rp->pos_n * 2 >= rp->pos_cap) {
     size_t ncap = rp->pos_cap ? rp->pos_cap * 2 : 1024;
     pos_slot_t *n = calloc(ncap, sizeof *n);
@@ -90,18 +111,82 @@ static int pos_add(replay_t *rp, uint32_t inst, hg_account_t acct, int64_t d) {
     rp->pos_n++;
   }
   rp->pos[h].pos += d;
+  rp->pos[h].day_qp += (__int128)d * price;
   return 0;
 }
 
-static int64_t pos_get(const replay_t *rp, uint32_t inst, hg_account_t acct) {
-  if (rp->pos_cap == 0) return 0;
+/* The sums of the fills since the last DSP of inst are settled by it. */
+static void pos_cycle(replay_t *rp, uint32_t inst) {
+  for (size_t i = 0; i < rp->pos_cap; i++)
+    if (rp->pos[i].key >> 32 == inst) rp->pos[i].day_qp = 0;
+}
+
+static const pos_slot_t *pos_slot(const replay_t *rp, uint32_t inst, hg_account_t acct) {
+  if (rp->pos_cap == 0) return NULL;
   uint64_t key = (uint64_t)inst << 32 | acct;
   size_t h = (size_t)(key * 0x9e3779b97f4a7c15ull) & (rp->pos_cap - 1);
   while (rp->pos[h].key != 0) {
-    if (rp->pos[h].key == key) return rp->pos[h].pos;
+    if (rp->pos[h].key == key) return &rp->pos[h];
     h = (h + 1) & (rp->pos_cap - 1);
   }
-  return 0;
+  return NULL;
+}
+
+__int128 hgctl_replay_day_qp(const replay_t *rp, uint32_t inst, hg_account_t acct) {
+  const pos_slot_t *p = pos_slot(rp, inst, acct);
+  return p ? p->day_qp : 0;
+}
+
+static int64_t pos_get(const replay_t *rp, uint32_t inst, hg_account_t acct) {
+  const pos_slot_t *p = pos_slot(rp, inst, acct);
+  return p ? p->pos : 0;
+}
+
+const char *hgctl_replay_symbol(const replay_t *rp, uint32_t id) {
+  for (size_t k = 0; k < rp->n_syms; k++)
+    if (rp->syms[k].id == id) return rp->syms[k].symbol;
+  return NULL;
+}
+
+static void sym_note(void *ctx, const hg_exchange_instrument_info_t *info) {
+  replay_t *rp = ctx;
+  if (hgctl_replay_symbol(rp, info->id) != NULL) return;
+  if (rp->n_syms == rp->cap_syms) {
+    size_t nc = rp->cap_syms ? rp->cap_syms * 2 : 16;
+    sym_slot_t *n = realloc(rp->syms, nc * sizeof *n);
+    if (n == NULL) {
+      rp->pos_err = -ENOMEM;
+      return;
+    }
+    rp->syms = n;
+    rp->cap_syms = nc;
+  }
+  rp->syms[rp->n_syms].id = info->id;
+  snprintf(rp->syms[rp->n_syms].symbol, sizeof rp->syms[rp->n_syms].symbol, "%s", info->symbol);
+  rp->n_syms++;
+}
+
+/* The fills export: one row per fill with its time and the aggressor's
+ * (taker's) side, so that the DSP window's VWAP can be recomputed from the
+ * file alone; USD per GPU-hour and UTC, or ticks and nanoseconds (--raw). */
+static void fill_row(replay_t *rp, const hg_exchange_event_t *ev, hg_account_t buyer,
+                     hg_account_t seller) {
+  const hg_book_event_t *b = &ev->book;
+  char px[HGCTL_FMT_LEN], ts[HGCTL_FMT_LEN];
+  if (rp->raw) {
+    snprintf(px, sizeof px, "%" PRId64, b->price);
+    snprintf(ts, sizeof ts, "%" PRIu64, ev->ts);
+  } else {
+    hgctl_fmt_price(b->price, px);
+    hgctl_fmt_time(ev->ts, ts);
+  }
+  const char *sym = hgctl_replay_symbol(rp, b->instrument_id);
+  fprintf(rp->fills,
+          "%" PRIu64 ",%" PRIu64 ".%" PRIu32 ",%s,%" PRIu32 ",%s,%s,%" PRId64 ",%s,%" PRIu32
+          ",%" PRIu32 ",%" PRId64 ",%" PRId64 "\n",
+          ev->seq, ev->seq, rp->fill_k, ts, b->instrument_id, sym ? sym : "", px, b->qty,
+          b->side == HG_SIDE_BUY ? "buy" : "sell", buyer, seller,
+          pos_get(rp, b->instrument_id, buyer), pos_get(rp, b->instrument_id, seller));
 }
 
 
@@ -114,19 +199,35 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
     int64_t q = b->qty;
     hg_account_t buyer = b->side == HG_SIDE_BUY ? b->account : b->maker_account;
     hg_account_t seller = b->side == HG_SIDE_BUY ? b->maker_account : b->account;
-    int rc = pos_add(rp, b->instrument_id, buyer, q);
-    if (rc == 0) rc = pos_add(rp, b->instrument_id, seller, -q);
+    int rc = pos_add(rp, b->instrument_id, buyer, q, b->price);
+    if (rc == 0) rc = pos_add(rp, b->instrument_id, seller, -q, b->price);
     if (rc != 0) rp->pos_err = rc;
-    if (rp->fills != NULL) {
-      fprintf(rp->fills,
-              "%" PRIu64 ",%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 ",%" PRId64
-              ",%" PRId64 "\n",
-              ev->seq, b->instrument_id, b->price, q, buyer, seller,
-              pos_get(rp, b->instrument_id, buyer), pos_get(rp, b->instrument_id, seller));
+    rp->fill_k++;
+    if (rp->fills != NULL && rp->show) fill_row(rp, ev, buyer, seller);
+    if (rp->trades_of != 0 && (buyer == rp->trades_of || seller == rp->trades_of)) {
+      /* a self-trade is two rows: one per side */
+      for (int buy = 1; buy >= 0; buy--) {
+        if ((buy ? buyer : seller) != rp->trades_of) continue;
+        if (rp->n_trades == rp->cap_trades) {
+          size_t nc = rp->cap_trades ? rp->cap_trades * 2 : 256;
+          trade_t *n = realloc(rp->trades, nc * sizeof *n);
+          if (n == NULL) {
+            rp->pos_err = -ENOMEM;
+            return;
+          }
+          rp->trades = n;
+          rp->cap_trades = nc;
+        }
+        uint8_t side = buy ? HG_SIDE_BUY : HG_SIDE_SELL;
+        rp->trades[rp->n_trades++] = (trade_t){
+            .seq = ev->seq, .k = rp->fill_k, .ts = ev->ts, .instrument = b->instrument_id,
+            .side = side, .aggressor = b->side == side, .price = b->price, .qty = q,
+            .pos_after = pos_get(rp, b->instrument_id, rp->trades_of)};
+      }
     }
     return;
   }
-  char day[11] = "";
+  char day[11] = "", b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
   if (ev->type == HG_XEV_DSP || ev->type == HG_XEV_CYCLE || ev->type == HG_XEV_FIXING_MISSING)
     hg_index_day_format(ev->day, day);
   switch (ev->type) {
@@ -142,17 +243,18 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
              ev->amount);
     break;
   case HG_XEV_DSP:
+    pos_cycle(rp, ev->instrument_id);
     if (rp->out)
-      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%" PRId64
-                       " tier=%u\n",
-              ev->seq, day, ev->instrument_id, ev->price, ev->tier);
+      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%s tier=%u\n",
+              ev->seq, day, ev->instrument_id, px(rp, ev->price, b1), ev->tier);
     break;
   case HG_XEV_CYCLE:
     rp->cycle = true;
     snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
-             "DAILY_SETTLEMENT day=%s vm_sum=%" PRId64 " vm_paid=%" PRId64 " vm_received=%" PRId64
-             " vm_entries=%" PRId64 " orders_expired=%" PRId64,
-             day, ev->amount, ev->lo, ev->hi, ev->balance, ev->qty);
+             "DAILY_SETTLEMENT day=%s vm_sum=%s vm_paid=%s vm_received=%s vm_entries=%" PRId64
+             " orders_expired=%" PRId64,
+             day, usd(rp, ev->amount, b1), usd(rp, ev->lo, b2), usd(rp, ev->hi, b3), ev->balance,
+             ev->qty);
     break;
   case HG_XEV_FIXING_MISSING:
     if (rp->out)
@@ -162,13 +264,21 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
               : ev->status == HG_CLR_FIX_NO_FIX    ? "NO_FIX"
                                                    : "MISSING");
     break;
-  case HG_XEV_EXPIRED:
+  case HG_XEV_EXPIRED: {
     rp->cycle = true;
+    /* A --fsp what-if changes the statements only: say which FSP the line
+     * and its hash are. */
+    char wf[128] = "";
+    for (size_t k = 0; k < rp->n_fsp; k++)
+      if (rp->fsp[k].instrument == ev->instrument_id)
+        snprintf(wf, sizeof wf, " (journal's; what-if fsp=%s in the statements)",
+                 px(rp, rp->fsp[k].fsp, b2));
     snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
-             "EXPIRE instrument=%" PRIu32 " fsp=%" PRId64 " positions_closed=%" PRId64
+             "EXPIRE instrument=%" PRIu32 " fsp=%s%s positions_closed=%" PRId64
              " orders_cancelled=%" PRId64,
-             ev->instrument_id, ev->price, ev->amount, ev->qty);
+             ev->instrument_id, px(rp, ev->price, b1), wf, ev->amount, ev->qty);
     break;
+  }
   default:
     break;
   }
@@ -363,12 +473,26 @@ static void whatif_report(const replay_t *rp) {
   }
 }
 
+bool hgctl_replay_set_index(replay_t *rp, const char *index) {
+  const char *dot = strchr(index, '.');
+  size_t gl = dot ? (size_t)(dot - index) : 0;
+  if (dot == NULL || !hg_name_ok_n(index, gl, sizeof rp->wf_gpu) ||
+      !hg_name_ok(dot + 1, sizeof rp->wf_grade))
+    return false;
+  memcpy(rp->wf_gpu, index, gl);
+  rp->wf_gpu[gl] = '\0';
+  snprintf(rp->wf_grade, sizeof rp->wf_grade, "%s", dot + 1);
+  return true;
+}
+
 void hgctl_replay_init(replay_t *rp) {
   memset(rp, 0, sizeof *rp);
   /* The pipeline's default capacities (hg_pipeline_config_init). */
   rp->xcfg.max_instruments = 64;
   rp->xcfg.max_accounts = 4096;
   rp->xcfg.max_book_orders = 1u << 20;
+  rp->until_ns = UINT64_MAX;
+  rp->show = true;
 }
 
 void hgctl_replay_dispose(replay_t *rp) {
@@ -376,6 +500,10 @@ void hgctl_replay_dispose(replay_t *rp) {
   free(rp->pos);
   free(rp->wf);
   free(rp->wf_used);
+  free(rp->syms);
+  free(rp->trades);
+  rp->syms = NULL;
+  rp->trades = NULL;
   rp->ex = NULL;
   rp->pos = NULL;
   rp->wf = NULL;
@@ -385,6 +513,7 @@ void hgctl_replay_dispose(replay_t *rp) {
 /* Runs the whole replay. Returns 0 or an error (printed). */
 int hgctl_replay_run(replay_t *rp, bool check_snap) {
   struct stat st;
+  rp->out_all = rp->out;
   if (stat(rp->data_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "hgctl: data directory '%s' does not exist or is not a directory\n",
             rp->data_dir);
@@ -447,6 +576,13 @@ int hgctl_replay_run(replay_t *rp, bool check_snap) {
       break;
     }
     cmd.ts = rec.ts;
+    if (cmd.ts >= rp->until_ns) {
+      rp->stopped = true;
+      break;
+    }
+    rp->show = cmd.ts >= rp->from_ns;
+    rp->fill_k = 0;
+    rp->out = rp->show ? rp->out_all : NULL;
     if (rp->n_wf > 0 && !whatif_rewrite(rp, &cmd)) {
       rp->dropped++;
       continue;
@@ -459,6 +595,9 @@ int hgctl_replay_run(replay_t *rp, bool check_snap) {
       break;
     }
     rp->commands++;
+    if (cmd.type == HG_COMMAND_LIST_INSTRUMENT || cmd.type == HG_COMMAND_LIST_CURVE ||
+        cmd.type == HG_COMMAND_EXPIRE)
+      hg_exchange_foreach_instrument(rp->ex, sym_note, rp);
     if (rp->pos_err != 0) {
       rc = rp->pos_err;
       fprintf(stderr, "hgctl: seq %" PRIu64 ": cannot keep the position tally: %s\n", rec.seq,
@@ -470,12 +609,14 @@ int hgctl_replay_run(replay_t *rp, bool check_snap) {
       if (rp->out) {
         hg_exchange_hash(rp->ex, h);
         hex32(h, hx);
-        fprintf(rp->out, "cycle seq=%" PRIu64 " %s hash=%s\n", rec.seq, rp->cycle_desc, hx);
+        fprintf(rp->out, "cycle seq=%" PRIu64 " %s hash=%s%s\n", rec.seq, rp->cycle_desc, hx,
+                rp->n_wf ? " (what-if)" : "");
       }
     }
     check_snapshot(rp);
   }
   hg_journal_reader_close(rd);
+  rp->out = rp->out_all;
   if (rc != 0) return rc;
   if (rp->n_wf > 0) whatif_report(rp);
   /* Every position the fills add up to must be the clearing's (contracts not
@@ -498,6 +639,12 @@ int hgctl_replay_run(replay_t *rp, bool check_snap) {
   }
   if (bad) return HG_ECORRUPT;
   if (rp->out) fprintf(rp->out, "positions checked=%" PRIu64 " (fills agree with clearing)\n", checked);
+  if (rp->snap == 1 && rp->stopped) {
+    if (rp->out)
+      fprintf(rp->out, "snapshot seq=%" PRIu64 " not compared: the replay stopped before it\n",
+              rp->snap_seq);
+    rp->snap = 0;
+  }
   if (rp->snap == 1) {
     fprintf(stderr, "hgctl: the latest snapshot (seq %" PRIu64 ") is beyond the journal's end (seq %" PRIu64 ")\n",
             rp->snap_seq, hg_exchange_last_seq(rp->ex));
@@ -541,9 +688,13 @@ bad:
 
 static void replay_usage(FILE *o) {
   fputs("usage: hgctl replay --data DIR [--out DIR] [--expect DIR] [--fills FILE.csv]\n"
-        "                    [--fsp INSTRUMENT=TICKS[,INSTRUMENT=TICKS...]]\n"
-        "                    [--fixings FILE --index GPU.GRADE] [--quiet] [capacities]\n"
-        "  Replays DIR's journal from an empty exchange, read-only, and prints:\n"
+        "                    [--until YYYY-MM-DD | --day YYYY-MM-DD] [--raw]\n"
+        "                    [--fsp INSTRUMENT=USD[,INSTRUMENT=USD...]]\n"
+        "                    [--fixings FILE --index GPU.GRADE]\n"
+        "                    [--project USD --index GPU.GRADE] [--quiet] [capacities]\n"
+        "  Replays DIR's journal from an empty exchange, read-only, and prints (prices\n"
+        "  in USD per GPU-hour, money in USD; --raw: ticks and micro-USD, and in the\n"
+        "  fills file nanoseconds instead of UTC times):\n"
         "    dsp seq=S day=D instrument=I price=P tier=T   each daily settlement price\n"
         "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
         "    cycle seq=S <what> hash=H   after every settlement cycle (end of session,\n"
@@ -553,23 +704,45 @@ static void replay_usage(FILE *o) {
         "    snapshot seq=S BAD (why)    it fails its checksum or header checks (a\n"
         "                                restart skips it and falls back)\n"
         "    end seq=S commands=N fills=F rejects=R cycles=C hash=H\n"
+        "    verdict: OK | FAILED (why)  last, also with --quiet\n"
+        "  --until DAY    stops after the last command stamped on DAY (UTC); the\n"
+        "                 snapshot is compared only if the replay reaches it\n"
+        "  --day DAY      the same, and prints the lines and fills of DAY only (the\n"
+        "                 days before still replay, silently)\n"
         "  --out DIR      writes every statement: account-<A>.csv/.json (all entries)\n"
         "                 and account-<A>-instrument-<I>.csv/.json (per contract);\n"
         "                 DIR must not be inside the data directory\n"
-        "  --expect DIR   compares them with recorded statement files of those names:\n"
-        "                 prints DIFF/MISSING/EXTRA lines, exit 1 if any\n"
-        "  --fills FILE   writes every fill: seq,instrument,price,qty,buyer,seller,\n"
-        "                 buyer_position,seller_position (positions after the fill)\n"
-        "  --fsp I=P      what-if: instrument I's final settlement paid at P ticks\n"
-        "                 instead (later commands replay as journaled)\n"
+        "  --expect DIR   compares them with recorded statement files of those names,\n"
+        "                 or of the month scenario's <A>-<SYMBOL>.csv/.json (then only\n"
+        "                 per-contract statements are compared): prints\n"
+        "                 DIFF/MISSING/EXTRA lines, exit 1 if any\n"
+        "  --fills FILE   writes every fill: seq,trade_id (seq.k: the command's k-th\n"
+        "                 fill),time_utc,instrument,symbol,price_usd,qty,aggressor (the\n"
+        "                 taker's side, buy or sell),buyer,seller,\n"
+        "                 buyer_position,seller_position (positions after the fill);\n"
+        "                 with --raw ts_ns and price_ticks instead\n"
+        "  --fsp I=P      what-if: instrument I's final settlement paid at P USD per\n"
+        "                 GPU-hour (ticks with --raw) instead, in the statements; the\n"
+        "                 expiry line and the hashes stay the journal's and say so\n"
+        "                 (later commands replay as journaled); prints each account's\n"
+        "                 change as a table\n"
+        "  --project USD --index GPU.GRADE   what-if before expiry: at the end of the\n"
+        "                 replay (or of --until DAY), every day of each open contract's\n"
+        "                 delivery month without a FINAL fixing fixes at USD; prints\n"
+        "                 the projected FSP and a table of each account's P&L to final\n"
+        "                 settlement, positions held (USD; --raw: micro-USD, ticks).\n"
+        "                 Nothing is applied: state, hashes and statements stay\n"
+        "                 the journal's\n"
         "  --fixings FILE --index GPU.GRADE   what-if: the index's fixings of the days\n"
         "                 in FILE (header day,value,status; value in USD per GPU-hour,\n"
         "                 status FINAL, PROVISIONAL or NO_FIX with an empty value)\n"
         "                 replace the journaled ones: a day's first journaled fixing\n"
         "                 command becomes PUBLISH_FIXING of the file's value, its second\n"
         "                 FINALIZE_FIXING if the file says FINAL, others are dropped\n"
-        "                 (all of them for NO_FIX); same seqs. The snapshot is not\n"
-        "                 compared. Nothing is written unless --out is given.\n"
+        "                 (all of them for NO_FIX); same seqs. Cycle lines and the end\n"
+        "                 line end with (what-if): another state. The snapshot is not\n"
+        "                 compared. Nothing is written unless --out is given. Prints\n"
+        "                 each account's cash against the journal's as a table.\n"
         "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n"
         "  Nothing under DIR is written. Meant for a stopped exchange's directory (or a\n"
         "  copy): on a running one the journal's in-flight tail may read as corrupt and\n"
@@ -577,6 +750,8 @@ static void replay_usage(FILE *o) {
         "  guarantee consistent while a writer commits.\n" CAPS_HELP,
         o);
 }
+
+#define FSP_USD_MAX 1000
 
 static int parse_fsp_list(const char *s, replay_t *rp) {
   size_t n = 1;
@@ -595,7 +770,11 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
     if (eq == NULL) return HG_EPARSE;
     *eq = '\0';
     int64_t id, px;
-    if (!hgctl_parse_i64(item, 1, UINT32_MAX - 1, &id) || !hgctl_parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px))
+    if (!hgctl_parse_i64(item, 1, UINT32_MAX - 1, &id)) return HG_EPARSE;
+    /* USD per GPU-hour, or ticks with --raw; no GPU-hour costs 1,000 USD,
+     * so a larger price is ticks typed without --raw. */
+    if (rp->raw ? !hgctl_parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px)
+                : hgctl_decimal_parse(eq + 1, 3, 0, &px) != 0 || px > FSP_USD_MAX * 1000)
       return HG_EPARSE;
     for (size_t j = 0; j < rp->n_fsp; j++)
       if (rp->fsp[j].instrument == (uint32_t)id) return HG_EPARSE;
@@ -609,8 +788,9 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
 
 int hgctl_replay(int argc, char **argv) {
   const char *data = NULL, *out_dir = NULL, *expect = NULL, *fills = NULL, *fsp = NULL,
-             *mi = NULL, *ma = NULL, *mo = NULL, *fixings = NULL, *index = NULL;
-  bool quiet = false;
+             *mi = NULL, *ma = NULL, *mo = NULL, *fixings = NULL, *index = NULL, *until = NULL,
+             *day = NULL, *project = NULL;
+  bool quiet = false, raw = false;
   const hgctl_opt_t opts[] = {{"--data", &data, NULL},
                         {"--out", &out_dir, NULL},
                         {"--expect", &expect, NULL},
@@ -619,10 +799,15 @@ int hgctl_replay(int argc, char **argv) {
                         {"--fixings", &fixings, NULL},
                         {"--index", &index, NULL},
                         {"--quiet", NULL, &quiet},
+                        {"--raw", NULL, &raw},
+                        {"--until", &until, NULL},
+                        {"--day", &day, NULL},
+                        {"--project", &project, NULL},
                         {"--max-instruments", &mi, NULL},
                         {"--max-accounts", &ma, NULL},
                         {"--max-book-orders", &mo, NULL}};
-  int rc = hgctl_parse_opts("replay", argc, argv, opts, 11, replay_usage);
+  int rc = hgctl_parse_opts("replay", argc, argv, opts, sizeof opts / sizeof opts[0],
+                            replay_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if (!data) {
     fprintf(stderr, "hgctl replay: missing --data\n");
@@ -633,31 +818,74 @@ int hgctl_replay(int argc, char **argv) {
   hgctl_replay_init(&rp);
   rp.data_dir = data;
   rp.out = quiet ? NULL : stdout;
+  rp.raw = raw;
   if ((rc = hgctl_parse_caps("replay", mi, ma, mo, &rp.xcfg)) != 0) return rc;
   int status = EXIT_INPUT;
   stmt_set_t set = {0};
-  if (fsp && parse_fsp_list(fsp, &rp) != 0) {
-    fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=TICKS[,...] with distinct ids >= 1 "
-                    "and 1 <= TICKS <= %" PRId64 "\n", HG_CLR_PRICE_MAX);
+  const char *why = NULL; /* the verdict's reason when the replay did not match */
+  char why_buf[160];
+  int64_t project_value = 0;
+  if (until && day) {
+    fprintf(stderr, "hgctl replay: give --until or --day, not both\n");
     status = EXIT_USAGE;
     goto out;
   }
-  if ((fixings == NULL) != (index == NULL)) {
+  if (until || day) {
+    const char *d = until ? until : day;
+    int32_t dn;
+    if (hg_index_day_parse(d, strlen(d), &dn) != 0) {
+      fprintf(stderr, "hgctl replay: %s '%s' is not a valid YYYY-MM-DD date\n",
+              until ? "--until" : "--day", d);
+      status = EXIT_USAGE;
+      goto out;
+    }
+    rp.until_ns = (uint64_t)(dn + 1) * 86400u * 1000000000u;
+    if (day) rp.from_ns = (uint64_t)dn * 86400u * 1000000000u;
+  }
+  if (project) {
+    if (index == NULL || fixings != NULL || fsp != NULL) {
+      fprintf(stderr, "hgctl replay: --project needs --index GPU.GRADE and goes without "
+                      "--fixings and --fsp\n");
+      status = EXIT_USAGE;
+      goto out;
+    }
+    int e = hgctl_decimal_parse(project, 6, 0, &project_value);
+    if (e == 0 && project_value > HG_CLR_FIXING_MAX) e = HGCTL_DEC_RANGE;
+    if (e != 0) {
+      fprintf(stderr, "hgctl replay: --project '%s' %s\n", project,
+              e == HGCTL_DEC_SYNTAX ? "is not an index value in USD per GPU-hour (e.g. 3.400)"
+                                    : hgctl_decimal_error(e, 6));
+      status = EXIT_USAGE;
+      goto out;
+    }
+  }
+  if (fsp && parse_fsp_list(fsp, &rp) != 0) {
+    if (raw)
+      fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=TICKS[,...] with distinct ids >= 1 "
+                      "and 1 <= TICKS <= %" PRId64 " (--raw)\n", HG_CLR_PRICE_MAX);
+    else
+      fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=USD[,...] with distinct ids >= 1 "
+                      "and a price in USD per GPU-hour above 0 and at most %d with at most 3 "
+                      "decimals (e.g. 1=3.100; ticks with --raw)\n", FSP_USD_MAX);
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if (fixings != NULL && index == NULL) {
     fprintf(stderr, "hgctl replay: --fixings and --index go together\n");
     status = EXIT_USAGE;
     goto out;
   }
+  if (index && !fixings && !project) {
+    fprintf(stderr, "hgctl replay: --index goes with --fixings or --project\n");
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if (index && !hgctl_replay_set_index(&rp, index)) {
+    fprintf(stderr, "hgctl replay: --index must be GPU.GRADE, e.g. B200.A\n");
+    status = EXIT_USAGE;
+    goto out;
+  }
   if (fixings) {
-    const char *dot = strchr(index, '.');
-    size_t gl = dot ? (size_t)(dot - index) : 0;
-    if (dot == NULL || !hg_name_ok_n(index, gl, sizeof rp.wf_gpu) ||
-        !hg_name_ok(dot + 1, sizeof rp.wf_grade)) {
-      fprintf(stderr, "hgctl replay: --index must be GPU.GRADE, e.g. B200.A\n");
-      status = EXIT_USAGE;
-      goto out;
-    }
-    memcpy(rp.wf_gpu, index, gl);
-    snprintf(rp.wf_grade, sizeof rp.wf_grade, "%s", dot + 1);
     if (hgctl_load_series("fixings", fixings, true, &rp.wf, &rp.n_wf) != 0) goto out;
     rp.wf_used = calloc(rp.n_wf, 1);
     if (rp.wf_used == NULL) goto out;
@@ -678,13 +906,34 @@ int hgctl_replay(int argc, char **argv) {
       fprintf(stderr, "hgctl replay: cannot write %s: %s\n", fills, strerror(errno));
       goto out;
     }
-    fputs("seq,instrument,price,qty,buyer,seller,buyer_position,seller_position\n", rp.fills);
+    fprintf(rp.fills, "seq,trade_id,%s,instrument,symbol,%s,qty,aggressor,buyer,seller,"
+                      "buyer_position,seller_position\n",
+            raw ? "ts_ns" : "time_utc", raw ? "price_ticks" : "price_usd");
   }
   /* A what-if state differs from the snapshot's by design: not compared. */
   if (rp.out && rp.n_wf) fprintf(rp.out, "what-if fixings of %s from %s: snapshot not compared\n",
                                  index, fixings);
   if (hgctl_replay_run(&rp, rp.n_wf == 0) != 0) goto out;
   bool ok = rp.snap != 3;
+  if (!ok) why = "the snapshot does not match the replay";
+  if (rp.stopped && rp.out) {
+    char d[11];
+    hg_index_day_format((int32_t)(rp.until_ns / 86400000000000ull) - 1, d);
+    fprintf(rp.out, "stopped at the end of %s (later commands not replayed)\n", d);
+  }
+  if (project && hgctl_whatif_project(&rp, project_value, raw, stdout) != 0) goto out;
+  if (rp.n_wf) {
+    /* The journal's own replay, to the same point, for the change table. */
+    replay_t base;
+    hgctl_replay_init(&base);
+    base.data_dir = data;
+    base.xcfg = rp.xcfg;
+    base.until_ns = rp.until_ns;
+    rc = hgctl_replay_run(&base, false);
+    if (rc == 0) rc = hgctl_whatif_cash_table(&rp, &base, raw, stdout);
+    hgctl_replay_dispose(&base);
+    if (rc != 0) goto out;
+  }
   if (out_dir || expect || rp.n_fsp || rp.n_wf) {
     if ((rc = hgctl_stmt_build(&rp, &set)) != 0) {
       if (rc != HG_ENOTFOUND) fprintf(stderr, "hgctl replay: statements: %s\n", hg_strerror(rc));
@@ -702,13 +951,23 @@ int hgctl_replay(int argc, char **argv) {
     if (rp.out) fprintf(rp.out, "statements %zu files written to %s\n", set.n, out_dir);
   }
   if (expect) {
-    long d = hgctl_stmt_compare(&set, expect);
+    long d = hgctl_stmt_compare(&rp, &set, expect);
     if (d < 0) goto out;
     printf("statements compared with %s: %ld difference(s)\n", expect, d);
-    if (d > 0) ok = false;
+    if (d > 0) {
+      snprintf(why_buf, sizeof why_buf, "%s%s%ld statement difference(s)", why ? why : "",
+               why ? "; " : "", d);
+      why = why_buf;
+      ok = false;
+    }
   }
   status = ok ? 0 : EXIT_INPUT;
 out:
+  /* The verdict, also under --quiet. */
+  if (status == 0)
+    printf("verdict: OK%s\n", rp.n_wf || rp.n_fsp || project ? " (what-if replay)" : "");
+  else if (status == EXIT_INPUT)
+    printf("verdict: FAILED (%s)\n", why ? why : "see the error above");
   if (rp.fills && fclose(rp.fills) != 0) status = EXIT_INPUT;
   hgctl_stmt_free(&set);
   free(rp.fsp);

@@ -1,12 +1,14 @@
 /*
  * hgctl_statement.c - account statements from a replay (hgctl_replay.h):
- * `hgctl statement` prints one account's, `hgctl replay --out/--compare`
- * writes or compares every account's, all with the clearing library's
+ * `hgctl statement` prints one account's, `hgctl replay --out/--expect`
+ * writes or compares every account's (the month scenario's file names
+ * included), all with the clearing library's
  * writer (hg_clearing_statement_of) over a copy of the replay's ledger, so
  * a what-if FSP prints the way the ledger would. `statement --remote`
  * fetches the gateway's instead (hgctl_risk.c).
  */
 #include "hgctl_args.h"
+#include "hgctl_fmt.h"
 #include "hgctl_net.h"
 #include "hgctl_replay.h"
 #include "hgctl_tools.h"
@@ -123,14 +125,31 @@ static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
     }
     if (o->recorded == 0) {
       fprintf(stderr, "hgctl replay: instrument %" PRIu32
-                      " was never finally settled in this journal; nothing to override\n",
+                      " was never finally settled in this journal; nothing to override (before "
+                      "expiry: --project USD --index GPU.GRADE)\n",
               o->instrument);
       return HG_ENOTFOUND;
     }
     if (sum != 0) return HG_ECORRUPT;
-    if (rp->out)
-      fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%" PRId64 " (journal: %" PRId64 ")\n",
-              o->instrument, o->fsp, o->recorded);
+    if (rp->out) {
+      char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
+      if (rp->raw)
+        fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%" PRId64 " (journal: %" PRId64 ")\n",
+                o->instrument, o->fsp, o->recorded);
+      else
+        fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%s (journal: %s)\n", o->instrument,
+                hgctl_fmt_price(o->fsp, b1), hgctl_fmt_price(o->recorded, b2));
+      fprintf(rp->out, "what-if final settlement change per account (USD):\n"
+                       "  %-10s %10s %10s %10s %18s\n",
+              "account", "position", "journal", "what-if", "change");
+      for (size_t i = 0; i < n; i++) {
+        if (e[i].kind != HG_LEDGER_FINAL || e[i].instrument != o->instrument) continue;
+        __int128 d = (__int128)e[i].qty * (o->fsp - o->recorded) * tv;
+        fprintf(rp->out, "  %-10" PRIu32 " %10" PRId64 " %10s %10s %18s\n", e[i].account, e[i].qty,
+                hgctl_fmt_price(o->recorded, b1), hgctl_fmt_price(o->fsp, b2),
+                d > INT64_MAX || d < INT64_MIN ? "overflow" : hgctl_fmt_money((int64_t)d, b3));
+      }
+    }
   }
   return 0;
 }
@@ -151,14 +170,9 @@ static int add_file(stmt_set_t *s, const char *name, sbuf_t *b) {
   return f->data ? 0 : -ENOMEM;
 }
 
-typedef struct acct_list {
-  hg_account_t *id;
-  size_t n, cap;
-  int err;
-} acct_list_t;
-
 static void collect_account(void *ctx, const hg_exchange_account_info_t *info) {
   acct_list_t *l = ctx;
+  if (l->err != 0) return;
   if (l->n == l->cap) {
     size_t nc = l->cap ? l->cap * 2 : 64;
     hg_account_t *ni = realloc(l->id, nc * sizeof *ni);
@@ -170,6 +184,17 @@ static void collect_account(void *ctx, const hg_exchange_account_info_t *info) {
     l->cap = nc;
   }
   l->id[l->n++] = info->id;
+}
+
+int hgctl_replay_accounts(const replay_t *rp, acct_list_t *out) {
+  memset(out, 0, sizeof *out);
+  hg_exchange_foreach_account(rp->ex, collect_account, out);
+  if (out->err != 0) {
+    free(out->id);
+    memset(out, 0, sizeof *out);
+    return -ENOMEM;
+  }
+  return 0;
 }
 
 /*
@@ -184,8 +209,7 @@ int hgctl_stmt_build(replay_t *rp, stmt_set_t *set) {
   if (rc != 0) return rc;
   if ((rc = apply_fsp_overrides(rp, e, n)) != 0) goto out;
   acct_list_t al = {0};
-  hg_exchange_foreach_account(rp->ex, collect_account, &al);
-  if ((rc = al.err) != 0) goto out_al;
+  if ((rc = hgctl_replay_accounts(rp, &al)) != 0) goto out_al;
   uint32_t *insts = NULL;
   for (size_t a = 0; a < al.n && rc == 0; a++) {
     hg_account_t id = al.id[a];
@@ -257,10 +281,48 @@ int hgctl_stmt_write(const stmt_set_t *set, const char *dir) {
   return 0;
 }
 
-static bool is_statement_name(const char *n) {
+/* The extension of a statement file name (".csv" or ".json"), or NULL. */
+static const char *stmt_ext(const char *n) {
   size_t l = strlen(n);
-  return strncmp(n, "account-", 8) == 0 &&
-         ((l > 4 && strcmp(n + l - 4, ".csv") == 0) || (l > 5 && strcmp(n + l - 5, ".json") == 0));
+  if (l > 4 && strcmp(n + l - 4, ".csv") == 0) return n + l - 4;
+  if (l > 5 && strcmp(n + l - 5, ".json") == 0) return n + l - 5;
+  return NULL;
+}
+
+static bool is_statement_name(const char *n) {
+  return strncmp(n, "account-", 8) == 0 && stmt_ext(n) != NULL;
+}
+
+/*
+ * The month scenario's name of a per-contract statement,
+ * "<account>-<SYMBOL>.csv" or ".json" (daemon/scenario.c): 0 with the
+ * replay's name of the same statement in out (account-<A>-instrument-<I>),
+ * *account and *instrument; HG_EPARSE if name is not of that form,
+ * HG_ENOTFOUND if the replay never listed that symbol.
+ */
+static int scenario_name(const replay_t *rp, const char *name, char out[96], hg_account_t *account,
+                         uint32_t *instrument) {
+  const char *ext = stmt_ext(name), *dash = strchr(name, '-');
+  if (ext == NULL || dash == NULL || dash == name || dash > ext) return HG_EPARSE;
+  char num[16], sym[HG_SYMBOL_MAX + 1];
+  size_t nl = (size_t)(dash - name), sl = (size_t)(ext - dash - 1);
+  if (nl >= sizeof num || sl == 0 || sl >= sizeof sym) return HG_EPARSE;
+  memcpy(num, name, nl);
+  num[nl] = '\0';
+  memcpy(sym, dash + 1, sl);
+  sym[sl] = '\0';
+  int64_t a;
+  if (!hgctl_parse_i64(num, 1, UINT32_MAX, &a)) return HG_EPARSE;
+  const char *known = NULL;
+  for (size_t k = rp->n_syms; k-- > 0 && known == NULL;)
+    if (strcmp(rp->syms[k].symbol, sym) == 0) {
+      known = rp->syms[k].symbol;
+      *instrument = rp->syms[k].id;
+    }
+  if (known == NULL) return HG_ENOTFOUND;
+  *account = (hg_account_t)a;
+  snprintf(out, 96, "account-%" PRIu32 "-instrument-%" PRIu32 "%s", *account, *instrument, ext);
+  return 0;
 }
 
 /* Prints up to 5 differing lines of two texts. */
@@ -289,7 +351,7 @@ static void print_line_diff(const char *name, const char *a, size_t al, const ch
 /* Compares the produced set with a directory of recorded statement files
  * (account-*.csv / account-*.json). Returns the number of differences, or a
  * negative error. */
-long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
+long hgctl_stmt_compare(const replay_t *rp, const stmt_set_t *set, const char *dir) {
   DIR *d = opendir(dir);
   if (d == NULL) {
     fprintf(stderr, "hgctl replay: cannot open recorded statements %s: %s\n", dir,
@@ -306,8 +368,13 @@ long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
   char **names = NULL;
   size_t nn = 0, nc = 0;
   struct dirent *de;
+  bool replay_names = false;
   while ((de = readdir(d)) != NULL) {
-    if (!is_statement_name(de->d_name)) continue;
+    char alias[96];
+    hg_account_t a;
+    uint32_t in;
+    if (is_statement_name(de->d_name)) replay_names = true;
+    else if (scenario_name(rp, de->d_name, alias, &a, &in) == HG_EPARSE) continue;
     if (nn == nc) {
       nc = nc ? nc * 2 : 32;
       char **x = realloc(names, nc * sizeof *x);
@@ -325,15 +392,32 @@ long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
     }
   for (size_t i = 0; i < nn; i++) {
     if (names[i] == NULL) continue;
+    /* A scenario name stands for the replay's per-contract file. */
+    const char *want = names[i];
+    char alias[96];
+    hg_account_t acct = 0;
+    uint32_t inst = 0;
+    bool scen = !is_statement_name(names[i]);
+    if (scen && scenario_name(rp, names[i], alias, &acct, &inst) == 0) want = alias;
     size_t k = 0;
-    while (k < set->n && strcmp(set->f[k].name, names[i]) != 0) k++;
-    if (k == set->n) {
+    while (k < set->n && strcmp(set->f[k].name, want) != 0) k++;
+    /* An account with no entry in the contract has an empty statement,
+     * which the replay writes only for the scenario's names. */
+    sbuf_t empty = {0};
+    hg_clearing_account_info_t ai;
+    if (k == set->n && want == alias &&
+        hg_clearing_account_info(hgctl_replay_ledger(rp), acct, &ai) == 0 &&
+        write_statement(NULL, 0, acct, inst, strcmp(stmt_ext(alias), ".json") == 0, &empty) != 0)
+      empty.p = NULL;
+    if (k == set->n && empty.p == NULL) {
       printf("MISSING %s: recorded, not produced by the replay\n", names[i]);
       diffs++;
       free(names[i]);
       continue;
     }
-    seen[k] = true;
+    const char *data = empty.p ? empty.p : set->f[k].data;
+    size_t dlen = empty.p ? empty.len : set->f[k].len;
+    if (empty.p == NULL) seen[k] = true;
     char path[PATH_MAX], *buf = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -341,16 +425,18 @@ long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
     if (rc != 0) {
       printf("UNREADABLE %s: %s\n", names[i], hg_strerror(rc));
       diffs++;
-    } else if (len != set->f[k].len || memcmp(buf, set->f[k].data, len) != 0) {
-      print_line_diff(names[i], buf, len, set->f[k].data, set->f[k].len);
+    } else if (len != dlen || memcmp(buf, data, len) != 0) {
+      print_line_diff(names[i], buf, len, data, dlen);
       diffs++;
     }
+    free(empty.p);
     free(buf);
     free(names[i]);
   }
   free(names);
   for (size_t k = 0; k < set->n; k++) {
-    if (!seen[k]) {
+    /* Against the scenario's names only per-contract files are expected. */
+    if (!seen[k] && (replay_names || strstr(set->f[k].name, "-instrument-") != NULL)) {
       printf("EXTRA %s: produced by the replay, not recorded\n", set->f[k].name);
       diffs++;
     }
@@ -363,11 +449,17 @@ long hgctl_stmt_compare(const stmt_set_t *set, const char *dir) {
 
 static void statement_usage(FILE *o) {
   fputs("usage: hgctl statement --data DIR --account A [--instrument I] [--format csv|json]\n"
-        "                       [capacities]\n"
+        "                       [--trades] [capacities]\n"
         "  Replays the data directory's journal (read-only) and prints account A's\n"
         "  statement: every cash movement (deposits, withdrawals, variation margin,\n"
         "  final settlement, fees), oldest first, with the balance after each; only\n"
-        "  those of instrument I with --instrument. CSV (default) or JSON.\n" CAPS_HELP
+        "  those of instrument I with --instrument. CSV (default) or JSON.\n"
+        "  --trades       instead, the account's trades (CSV): trade_id (seq.k, as\n"
+        "                 in replay --fills),seq,time_utc,instrument,symbol,side,\n"
+        "                 aggressor (yes: the account's order took liquidity),\n"
+        "                 price_usd,qty,position_after, and settled_by_index and\n"
+        "                 settled_by_seq: the statement entry (VM or FINAL) whose\n"
+        "                 amount includes the trade, empty while none has\n" CAPS_HELP
         "   or: hgctl statement --remote [--account N] [--instrument I] [--format csv|json]\n"
         "  The same statement of the own account from the gateway (risk viewers:\n"
         "  --account of the own firm); 'hgctl statement --remote --help' for the\n"
@@ -375,19 +467,54 @@ static void statement_usage(FILE *o) {
         o);
 }
 
+/* The account's trades (rp->trades), each with the ledger entry that
+ * settled it: the account's first VM or FINAL entry of the instrument
+ * posted by a later command. */
+static int print_trades(const replay_t *rp, uint32_t instrument, FILE *o) {
+  hg_ledger_entry_t *e = NULL;
+  size_t n = 0;
+  int rc = collect_ledger(hgctl_replay_ledger(rp), &e, &n);
+  if (rc != 0) return rc;
+  fputs("trade_id,seq,time_utc,instrument,symbol,side,aggressor,price_usd,qty,position_after,"
+        "settled_by_index,settled_by_seq\n",
+        o);
+  size_t from = 0; /* trades are in seq order, so the settling entry only moves on */
+  for (size_t t = 0; t < rp->n_trades; t++) {
+    const trade_t *x = &rp->trades[t];
+    if (instrument != HG_CLR_NO_INSTRUMENT && x->instrument != instrument) continue;
+    while (from < n && e[from].seq <= x->seq) from++;
+    size_t k = from;
+    while (k < n && !(e[k].account == rp->trades_of && e[k].instrument == x->instrument &&
+                      (e[k].kind == HG_LEDGER_VM || e[k].kind == HG_LEDGER_FINAL)))
+      k++;
+    char ts[HGCTL_FMT_LEN], px[HGCTL_FMT_LEN], by[48] = ",";
+    if (k < n) snprintf(by, sizeof by, "%" PRIu64 ",%" PRIu64, e[k].index, e[k].seq);
+    const char *sym = hgctl_replay_symbol(rp, x->instrument);
+    fprintf(o, "%" PRIu64 ".%" PRIu32 ",%" PRIu64 ",%s,%" PRIu32 ",%s,%s,%s,%s,%" PRId64 ",%" PRId64
+               ",%s\n",
+            x->seq, x->k, x->seq, hgctl_fmt_time(x->ts, ts), x->instrument, sym ? sym : "",
+            x->side == HG_SIDE_BUY ? "buy" : "sell", x->aggressor ? "yes" : "no",
+            hgctl_fmt_price(x->price, px), x->qty, x->pos_after, by);
+  }
+  free(e);
+  return 0;
+}
+
 int hgctl_statement(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
     if (strcmp(argv[i], "--remote") == 0) return hgctl_statement_remote(argc, argv);
   const char *data = NULL, *acct_s = NULL, *inst_s = NULL, *fmt = NULL, *mi = NULL, *ma = NULL,
              *mo = NULL;
+  bool trades = false;
   const hgctl_opt_t opts[] = {{"--data", &data, NULL},
                         {"--account", &acct_s, NULL},
                         {"--instrument", &inst_s, NULL},
                         {"--format", &fmt, NULL},
                         {"--max-instruments", &mi, NULL},
                         {"--max-accounts", &ma, NULL},
-                        {"--max-book-orders", &mo, NULL}};
-  int rc = hgctl_parse_opts("statement", argc, argv, opts, 7, statement_usage);
+                        {"--max-book-orders", &mo, NULL},
+                        {"--trades", NULL, &trades}};
+  int rc = hgctl_parse_opts("statement", argc, argv, opts, 8, statement_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if (!data || !acct_s) {
     fprintf(stderr, "hgctl statement: missing %s\n", !data ? "--data" : "--account");
@@ -409,9 +536,14 @@ int hgctl_statement(int argc, char **argv) {
     fprintf(stderr, "hgctl statement: --format must be csv or json\n");
     return EXIT_USAGE;
   }
+  if (trades && json) {
+    fprintf(stderr, "hgctl statement: --trades is CSV only\n");
+    return EXIT_USAGE;
+  }
   replay_t rp;
   hgctl_replay_init(&rp);
   rp.data_dir = data;
+  if (trades) rp.trades_of = (hg_account_t)acct;
   if ((rc = hgctl_parse_caps("statement", mi, ma, mo, &rp.xcfg)) != 0) return rc;
   int status = EXIT_INPUT;
   if (hgctl_replay_run(&rp, false) != 0) goto out;
@@ -420,6 +552,12 @@ int hgctl_statement(int argc, char **argv) {
   if (hg_clearing_account_info(c, (hg_account_t)acct, &ai) != 0) {
     fprintf(stderr, "hgctl statement: account %" PRId64 " does not exist in %s (replayed to seq %" PRIu64 ")\n",
             acct, data, hg_exchange_last_seq(rp.ex));
+    goto out;
+  }
+  if (trades) {
+    rc = print_trades(&rp, (uint32_t)inst, stdout);
+    if (rc != 0) fprintf(stderr, "hgctl statement: %s\n", hg_strerror(rc));
+    status = rc == 0 && fflush(stdout) == 0 ? 0 : EXIT_INPUT;
     goto out;
   }
   rc = json ? hg_clearing_statement_json_file(c, (hg_account_t)acct, (uint32_t)inst, stdout)

@@ -1,7 +1,7 @@
 /*
- * hgctl_tools.h - the hedger, statement and replay commands of hgctl
- * (hgctl_hedge.c, hgctl_statement.c, hgctl_replay.c), called from hgctl.c's
- * command table.
+ * hgctl_tools.h - the hedger, statement and replay commands of hgctl and
+ * `index fixings` (hgctl_hedge.c, hgctl_statement.c, hgctl_replay.c,
+ * hgctl_whatif.c), called from hgctl.c's command table.
  *
  * Each takes the arguments after its command name and returns the process
  * exit status: 0 success, 1 input error or (replay) differences found,
@@ -19,6 +19,9 @@
 
 int hgctl_hedge_size(int argc, char **argv);
 int hgctl_hedge_ratio(int argc, char **argv);
+/* `hgctl index fixings`: an index's fixings from a data directory, as the
+ * CSV hedge ratio reads (hgctl_hedge.c). */
+int hgctl_index_fixings(int argc, char **argv);
 int hgctl_convert(int argc, char **argv);
 int hgctl_statement(int argc, char **argv);
 int hgctl_replay(int argc, char **argv);

@@ -117,6 +117,71 @@ static void rejected_lines(void **state) {
   free(o);
 }
 
+/* A copy of the fixture with a UTF-8 byte-order mark and then extra bad
+ * lines (lines 71 and on, "x" as the price) appended; returns its path. */
+static const char *bom_copy(int bad_lines) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/hg-index-bom-XXXXXX");
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *out = fdopen(fd, "w");
+  assert_non_null(out);
+  char src[1024], line[512];
+  snprintf(src, sizeof src, "%s/index_samples.csv", data);
+  FILE *in = fopen(src, "r");
+  assert_non_null(in);
+  fputs("\xef\xbb\xbf", out);
+  while (fgets(line, sizeof line, in) != NULL) fputs(line, out);
+  fclose(in);
+  for (int k = 0; k < bad_lines; k++) fprintf(out, "1804982460,p%d,us,B200,A,30,x,1,trade\n", k);
+  assert_int_equal(fclose(out), 0);
+  return path;
+}
+
+/* `index fix` of the samples file at path for the fixture's day. */
+static const char *bom_args(const char *path) {
+  static char a[2048];
+  snprintf(a, sizeof a,
+           "index fix --samples %s --providers %s/index_providers.csv --gpu B200 --grade A "
+           "--day 2027-03-14",
+           path, data);
+  return a;
+}
+
+/* A spreadsheet's byte-order mark is not part of the header. */
+static void bom_accepted(void **state) {
+  (void)state;
+  char *o;
+  const char *p = bom_copy(0);
+  assert_int_equal(cli_run(hgctl, bom_args(p), CLI_STDOUT, &o), 0);
+  cli_expect(o, "\"value_micro_usd\": 2055000,");
+  cli_expect(o, "\"rejected_lines\": []");
+  free(o);
+  remove(p);
+}
+
+/* stderr names the first 20 rejected lines and counts the rest; the JSON
+ * lists every one. */
+static void rejected_lines_capped(void **state) {
+  (void)state;
+  char *o;
+  const char *p = bom_copy(25);
+  assert_int_equal(cli_run(hgctl, bom_args(p), CLI_STDERR, &o), 1);
+  char want[128];
+  snprintf(want, sizeof want, "%s:90: price_usd_per_gpu_hour:", p); /* the 20th: line 71 + 19 */
+  cli_expect(o, want);
+  snprintf(want, sizeof want, "%s:91:", p);
+  assert_null(strstr(o, want));
+  snprintf(want, sizeof want, "%s: and 5 more rejected line(s)\n", p);
+  cli_expect(o, want);
+  cli_expect(o, "25 rejected line(s)");
+  free(o);
+  assert_int_equal(cli_run(hgctl, bom_args(p), CLI_STDOUT, &o), 1);
+  cli_expect(o, "\"line\": 95, \"column\": \"price_usd_per_gpu_hour\"");
+  free(o);
+  remove(p);
+}
+
 static void usage_errors(void **state) {
   (void)state;
   char *o;
@@ -173,6 +238,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(fixture_json),
       cmocka_unit_test(insufficient_day_is_no_fix),
       cmocka_unit_test(rejected_lines),
+      cmocka_unit_test(bom_accepted),
+      cmocka_unit_test(rejected_lines_capped),
       cmocka_unit_test(usage_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,8 +92,8 @@ typedef struct hg_hedge_csv_error {
 /*
  * Parses a rent history: header `day,price` then one line per observation,
  * `YYYY-MM-DD,<USD per GPU-hour, at most 6 decimals, > 0>`, days strictly
- * ascending. CRLF and a missing final newline are accepted; blank lines are
- * not. On success returns 0 and *out (malloc'd; free() it) with *n entries
+ * ascending. A UTF-8 byte-order mark before the header, CRLF and a missing
+ * final newline are accepted; blank lines are not. On success returns 0 and *out (malloc'd; free() it) with *n entries
  * (at least one). Errors: HG_EPARSE with *err describing the first bad line
  * (header, day, price, order, column count), -ENOMEM. Nothing is allocated
  * on failure.

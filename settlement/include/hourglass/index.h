@@ -136,7 +136,8 @@ typedef struct hg_index_sample_set {
 /*
  * Parses a samples CSV held in buf[0..len). The first line must be exactly
  * ts,provider,region,gpu,grade,term_days,price_usd_per_gpu_hour,volume_gpu_hours,kind
- * A trailing "\r" is removed from every line. Every other line becomes a
+ * A UTF-8 byte-order mark before the header is skipped. A trailing "\r" is
+ * removed from every line. Every other line becomes a
  * sample or an entry in out->errors; nothing is skipped. Fields are not
  * quoted ('"' is rejected). Numbers: ts, term_days and volume are decimal
  * integers with an optional leading '-'; price is [-]digits[.digits] with at

@@ -79,6 +79,49 @@ static void hedge_size(void **state) {
   assert_int_equal(cli_run(hgctl, "hedge size --gpus 4 --months 2027-03", CLI_BOTH, &o), 2);
   cli_expect(o, "missing --hours-per-month");
   free(o);
+  assert_int_equal(cli_run(hgctl,
+                           "hedge size --gpus 1 --hours-per-month 10 --months 2027-03,2027-04,2027-03",
+                           CLI_BOTH, &o),
+                   2);
+  cli_expect(o, "month 2027-03 is given twice");
+  free(o);
+}
+
+/* With a hedge ratio, by hand: 11 GPUs x 700 h = 7,700 GPU-hours; x 0.821429
+ * = 6,325.0033 GPU-hours, 6.3250033 contracts: 6 (nearest), residual
+ * 325.0033; up: 7, residual -674.9967. Ratio 0.5 on 7,000: 3,500 = 3.5
+ * contracts, exactly half: 4 (half up). */
+static void hedge_size_with_ratio(void **state) {
+  (void)state;
+  char *o;
+  assert_int_equal(cli_run(hgctl,
+                           "hedge size --gpus 11 --hours-per-month 700 --months 2027-03 "
+                           "--ratio 0.821429",
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "month,gpus,hours_per_gpu,exposure_gpu_hours,hedge_ratio,target_gpu_hours,"
+                "contracts,hedged_gpu_hours,residual_gpu_hours\n"
+                "2027-03,11,700,7700,0.821429,6325.003300,6,6000,325.003300\n");
+  free(o);
+  assert_int_equal(cli_run(hgctl,
+                           "hedge size --gpus 11 --hours-per-month 700 --months 2027-03 "
+                           "--ratio 0.821429 --round up",
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "2027-03,11,700,7700,0.821429,6325.003300,7,7000,-674.996700\n");
+  free(o);
+  assert_int_equal(cli_run(hgctl,
+                           "hedge size --gpus 10 --hours-per-month 700 --months 2027-03 --ratio 0.5",
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "2027-03,10,700,7000,0.500000,3500.000000,4,4000,-500.000000\n");
+  free(o);
+  assert_int_equal(cli_run(hgctl,
+                           "hedge size --gpus 10 --hours-per-month 700 --months 2027-03 --ratio 0",
+                           CLI_BOTH, &o),
+                   2);
+  cli_expect(o, "--ratio '0' must be a decimal above 0");
+  free(o);
 }
 
 static void hedge_ratio(void **state) {
@@ -95,8 +138,29 @@ static void hedge_ratio(void **state) {
   cli_expect(o, "days_aligned 4\nchanges 3\n");
   cli_expect(o, "rent_vol_usd 0.125831\nindex_vol_usd 0.152753\n");
   cli_expect(o, "correlation 0.997176\nhedge_ratio 0.821429\nhedge_effectiveness 0.994361\n");
+  /* What was read, and how provisional days and gaps count: 03-02 is
+   * PROVISIONAL, 03-03 NO_FIX; aligned 01, 02, 04, 05: one change (02 ->
+   * 04) spans a gap. */
+  cli_expect(o, "rent_read 6 days 2027-03-01..2027-03-06 usd_per_gpu_hour 2.000000..9.900000\n"
+                "index_read 6 days 2027-03-01..2027-03-07 usd_per_gpu_hour 1.000000..5.000000\n"
+                "index_provisional 1 (used as published)\nindex_no_fix 1 (skipped)\ngaps 1 ");
   free(o);
-
+  /* micro-USD written where USD is expected: refused, saying what was read */
+  put("micro.csv", "day,value,status\n2027-03-01,1000000,FINAL\n2027-03-02,3400000,FINAL\n"
+                   "2027-03-04,1000000,FINAL\n");
+  snprintf(args, sizeof args, "hedge ratio --rent %s/rent.csv --index %s/micro.csv", tmp, tmp);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
+  cli_expect(o, "2027-03-01: the value was read as 1000000.000000 USD per GPU-hour, above 1000: "
+                "values must be USD per GPU-hour; if it is micro-USD, write 1.000000");
+  assert_null(strstr(o, "hedge_ratio"));
+  free(o);
+  /* A spreadsheet's byte-order mark before the header is accepted. */
+  put("bom.csv", "\xef\xbb\xbf" "day,price\n2027-03-01,2.000\n2027-03-02,2.100\n2027-03-03,9.9\n"
+                 "2027-03-04,2.050\n2027-03-05,2.250\n2027-03-06,7\n");
+  snprintf(args, sizeof args, "hedge ratio --rent %s/bom.csv --index %s/index.csv", tmp, tmp);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "hedge_ratio 0.821429\n");
+  free(o);
   put("bad.csv", "day,price\n2027-03-01,2.000\n2027-03-01,2.100\n");
   snprintf(args, sizeof args, "hedge ratio --rent %s/bad.csv --index %s/index.csv", tmp, tmp);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
@@ -119,6 +183,8 @@ static void convert(void **state) {
   assert_int_equal(cli_run(hgctl, "convert --price 2.50 --tokens-per-second 1000", CLI_STDOUT, &o),
                    0);
   cli_expect(o, "usd_per_million_tokens 0.69(4)\nusd_per_million_tokens_rounded 0.694444\n");
+  cli_expect(o, "tokens_per_second 1000\n# tokens_per_second: output tokens delivered per second "
+                "per GPU after utilisation\n");
   cli_expect(o, "exact no");
   free(o);
   assert_int_equal(
@@ -152,6 +218,7 @@ int main(int argc, char **argv) {
   if (mkdtemp(tmp) == NULL) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(hedge_size),
+      cmocka_unit_test(hedge_size_with_ratio),
       cmocka_unit_test(hedge_ratio),
       cmocka_unit_test(convert),
   };

@@ -269,16 +269,17 @@ static void replay_hashes_and_snapshot(void **state) {
   snprintf(args, sizeof args, "replay --data %s " CAPS "", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   cli_expect(o, "cycle seq=13 SESSION_END expired_day_orders=0 hash=");
+  /* Prices in USD per GPU-hour, money in USD. */
   cli_expect(o,
-             "dsp seq=16 day=2027-03-30 instrument=1 price=3020 tier=1\n"
-             "cycle seq=16 DAILY_SETTLEMENT day=2027-03-30 vm_sum=0 vm_paid=-80000000 "
-             "vm_received=80000000 vm_entries=4 orders_expired=0 hash=");
+             "dsp seq=16 day=2027-03-30 instrument=1 price=3.020 tier=1\n"
+             "cycle seq=16 DAILY_SETTLEMENT day=2027-03-30 vm_sum=0.00 vm_paid=-80.00 "
+             "vm_received=80.00 vm_entries=4 orders_expired=0 hash=");
   cli_expect(o,
-             "dsp seq=19 day=2027-03-31 instrument=1 price=3004 tier=2\n"
-             "cycle seq=19 DAILY_SETTLEMENT day=2027-03-31 vm_sum=0 vm_paid=-96000000 "
-             "vm_received=96000000 vm_entries=4 orders_expired=3 hash=");
+             "dsp seq=19 day=2027-03-31 instrument=1 price=3.004 tier=2\n"
+             "cycle seq=19 DAILY_SETTLEMENT day=2027-03-31 vm_sum=0.00 vm_paid=-96.00 "
+             "vm_received=96.00 vm_entries=4 orders_expired=3 hash=");
   cli_expect(
-      o, "cycle seq=82 EXPIRE instrument=1 fsp=3010 positions_closed=4 orders_cancelled=0 hash=");
+      o, "cycle seq=82 EXPIRE instrument=1 fsp=3.010 positions_closed=4 orders_cancelled=0 hash=");
   cli_expect(o, "cycle seq=87 SESSION_END");
   snprintf(want, sizeof want, "snapshot seq=87 hash=%s matches", hash_hex);
   cli_expect(o, want);
@@ -286,6 +287,16 @@ static void replay_hashes_and_snapshot(void **state) {
   snprintf(want, sizeof want, "end seq=87 commands=87 fills=4 rejects=0 cycles=5 hash=%s\n",
            hash_hex);
   cli_expect(o, want);
+  free(o);
+  /* --raw: the state machine's ticks and micro-USD. */
+  snprintf(args, sizeof args, "replay --raw --data %s " CAPS "", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o,
+             "dsp seq=16 day=2027-03-30 instrument=1 price=3020 tier=1\n"
+             "cycle seq=16 DAILY_SETTLEMENT day=2027-03-30 vm_sum=0 vm_paid=-80000000 "
+             "vm_received=80000000 vm_entries=4 orders_expired=0 hash=");
+  cli_expect(
+      o, "cycle seq=82 EXPIRE instrument=1 fsp=3010 positions_closed=4 orders_cancelled=0 hash=");
   free(o);
 }
 
@@ -372,6 +383,24 @@ static void statement_and_fills(void **state) {
   cli_expect(o, ",2,1,VM,16000000,999686000000,3004,-1\n");
   cli_expect(o, ",2,1,FINAL,-6000000,999680000000,3010,-1\n");
   free(o);
+  /* The trades behind the VM entries: account 3 sold 2 at 3020 (seq 15) and
+   * 3 at 3020 (seq 17), both resting (not the aggressor); the cycles of seq
+   * 16 and 19 settled them. Account 1's buy of 2027-04 (seq 85) is not
+   * settled yet. */
+  snprintf(args, sizeof args, "statement --data %s " CAPS " --account 3 --trades", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "trade_id,seq,time_utc,instrument,symbol,side,aggressor,price_usd,qty,"
+                "position_after,settled_by_index,settled_by_seq\n"
+                "15.1,15,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,sell,no,3.020,2,-2,");
+  cli_expect(o, ",16\n17.1,17,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,sell,no,3.020,3,-5,");
+  cli_expect(o, ",19\n");
+  free(o);
+  snprintf(args, sizeof args, "statement --data %s " CAPS " --account 1 --instrument 2 --trades",
+           dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "\n85.1,85,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,buy,no,3.000,1,1,,\n");
+  assert_null(strstr(o, ",B200.A.2027-03,"));
+  free(o);
   snprintf(args, sizeof args,
            "statement --data %s " CAPS " --account 4 --instrument 1 --format json", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
@@ -389,13 +418,109 @@ static void statement_and_fills(void **state) {
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   free(o);
   o = slurp(fills);
-  assert_string_equal(o, "seq,instrument,price,qty,buyer,seller,buyer_position,seller_position\n"
-                         "12,1,3000,4,1,2,4,-4\n"
-                         "15,1,3020,2,4,3,2,-2\n"
-                         "17,1,3020,3,2,3,-1,-5\n"
-                         "85,2,3000,1,1,2,1,-1\n");
+  /* UTC times (the sequencer's clock: the time set, +1 ns per command
+   * stamped since), USD, and the aggressor: the side of the order that
+   * arrived and took liquidity. */
+  assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
+                         "buyer_position,seller_position\n"
+                         "12,12.1,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4\n"
+                         "15,15.1,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2\n"
+                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n"
+                         "85,85.1,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1\n");
+  free(o);
+  snprintf(args, sizeof args, "replay --quiet --raw --data %s " CAPS " --fills %s", dir, fills);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "verdict: OK\n"); /* --quiet keeps the verdict */
+  free(o);
+  o = slurp(fills);
+  cli_expect(o, "seq,trade_id,ts_ns,instrument,symbol,price_ticks,qty,aggressor,");
+  cli_expect(o, "\n15,15.1,1806422220000000000,1,B200.A.2027-03,3020,2,buy,4,3,2,-2\n");
   free(o);
   remove(fills);
+}
+
+/* --until stops after a day; --day prints that day's lines and fills only. */
+static void replay_one_day(void **state) {
+  (void)state;
+  char *o, args[512], fills[128];
+  snprintf(fills, sizeof fills, "%s.day.csv", dir);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --day 2027-03-31 --fills %s", dir, fills);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  assert_null(strstr(o, "day=2027-03-30"));
+  assert_null(strstr(o, "SESSION_END"));
+  cli_expect(o, "dsp seq=19 day=2027-03-31 instrument=1 price=3.004 tier=2\n");
+  cli_expect(o, "snapshot seq=87 not compared: the replay stopped before it\n");
+  cli_expect(o, "end seq=19 commands=19 fills=3 rejects=0 cycles=3 hash=");
+  cli_expect(o, "stopped at the end of 2027-03-31");
+  cli_expect(o, "verdict: OK\n");
+  free(o);
+  o = slurp(fills);
+  assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
+                         "buyer_position,seller_position\n"
+                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n");
+  free(o);
+  remove(fills);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --until 2027-03-30", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "cycle seq=13 SESSION_END");
+  cli_expect(o, "end seq=16 commands=16 fills=2 ");
+  assert_null(strstr(o, "day=2027-03-31"));
+  free(o);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --day 2027-02-30", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  cli_expect(o, "not a valid YYYY-MM-DD date");
+  free(o);
+}
+
+/*
+ * What-if before expiry, by hand. After the cycle of 2027-03-30 (--until):
+ * DSP 3020, positions acct 1 +4, 2 -4, 3 -2, 4 +2, no fill since, no
+ * fixing published. The rest of March at 3.0105 USD: all 31 days
+ * 3,010,500 micro-USD, sum 93,325,500;
+ *   FSP = floor((2 x 93,325,500 + 31,000) / 62,000) = floor(186,682,000 / 62,000)
+ *       = 3011 (the mean 3010.5 ticks rounds half up);
+ * P&L = pos x (3011 - 3020) x 1 USD: acct 1 -36, acct 2 +36, acct 3 +18,
+ * acct 4 -18 (sum 0).
+ * At the journal's end B200.A.2027-04 (id 2) is open: acct 1 bought 1 from
+ * acct 2 at 3000 and no cycle followed. At 3.2 (FSP 3200) acct 1 makes
+ * 1 x 3200 - 3000 = +200 USD, acct 2 -200 (the fills since the last DSP,
+ * section 5.6).
+ */
+static void whatif_projection_by_hand(void **state) {
+  (void)state;
+  char *o, args[512], before[65], after[65];
+  dir_digest(dir, before);
+  snprintf(args, sizeof args,
+           "replay --data %s " CAPS " --until 2027-03-30 --project 3.0105 --index B200.A", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "what-if B200.A.2027-03 (instrument 1): the rest of 2027-03 fixes at 3.010500\n");
+  cli_expect(o, "  2027-03-01 not published -> 3.010500 (what-if)\n");
+  cli_expect(o, "what-if fsp=3.011 (0 FINAL fixings kept, 31 filled) last_dsp=3.020\n");
+  cli_expect(o, "  1          B200.A.2027-03            4      3.020      3.011             -36.00\n");
+  cli_expect(o, "  2          B200.A.2027-03           -4      3.020      3.011              36.00\n");
+  cli_expect(o, "  3          B200.A.2027-03           -2      3.020      3.011              18.00\n");
+  cli_expect(o, "  4          B200.A.2027-03            2      3.020      3.011             -18.00\n");
+  cli_expect(o, "  total                                                                      0.00\n");
+  cli_expect(o, "the state, its hashes and the statements are the journal's");
+  cli_expect(o, "verdict: OK (what-if replay)\n");
+  free(o);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --project 3.2 --index B200.A --raw", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  assert_null(strstr(o, "B200.A.2027-03 (instrument 1)")); /* settled */
+  cli_expect(o, "what-if fsp=3200 (0 FINAL fixings kept, 30 filled)");
+  cli_expect(o, "  1          B200.A.2027-04            1");
+  cli_expect(o, "3200          200000000\n");
+  cli_expect(o, "3200         -200000000\n");
+  free(o);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --project 3.2", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  cli_expect(o, "--project needs --index");
+  free(o);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --project 3.2x --index B200.A", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  free(o);
+  dir_digest(dir, after);
+  assert_string_equal(before, after);
 }
 
 static void statements_written_and_compared(void **state) {
@@ -475,9 +600,15 @@ static void whatif_changes_statements_not_data(void **state) {
   /* FSP 3100 instead of 3010: pos x (3100 - 3004) USD. Account 1 (+4)
    * receives 384 USD; account 4 (+2) 192, and its later deposit's balance
    * moves with it. The exchange state itself is the journal's. */
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 1=3100 --out %s", dir, w);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 1=3.100 --out %s", dir, w);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
-  cli_expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)");
+  cli_expect(o, "what-if instrument=1 fsp=3.100 (journal: 3.010)");
+  cli_expect(o, "EXPIRE instrument=1 fsp=3.010 (journal's; what-if fsp=3.100 in the statements)");
+  /* pos x (3100 - 3010) x 1 USD */
+  cli_expect(o, "  1                   4      3.010      3.100             360.00\n"
+                "  2                  -1      3.010      3.100             -90.00\n"
+                "  3                  -5      3.010      3.100            -450.00\n"
+                "  4                   2      3.010      3.100             180.00\n");
   snprintf(want, sizeof want, "snapshot seq=87 hash=%s matches", hash_hex);
   cli_expect(o, want);
   free(o);
@@ -503,8 +634,16 @@ static void whatif_changes_statements_not_data(void **state) {
            "replay --data %s " CAPS " --fixings %s --index B200.A --out %s", dir, fx, w);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   cli_expect(o, "snapshot not compared");
-  cli_expect(o, "cycle seq=82 EXPIRE instrument=1 fsp=3000 positions_closed=4");
-  cli_expect(o, "(what-if)\n");
+  cli_expect(o, "cycle seq=82 EXPIRE instrument=1 fsp=3.000 positions_closed=4");
+  cli_expect(o, "orders_cancelled=0 hash=");
+  cli_expect(o, " (what-if)\ncycle seq=87"); /* a what-if run labels its hashes */
+  /* Cash against the journal: pos x (3000 - 3010) x 1 USD. */
+  cli_expect(o, "what-if cash change per account against the journal (USD):\n");
+  cli_expect(o, "  1                    1000040.00           1000000.00             -40.00\n");
+  cli_expect(o, "  2                     999680.00            999690.00              10.00\n");
+  cli_expect(o, "  3                    1000050.00           1000100.00              50.00\n");
+  cli_expect(o, "  4                     999985.00            999965.00             -20.00\n");
+  cli_expect(o, "  total                                                              0.00\n");
   snprintf(want, sizeof want, "hash=%s", hash_hex);
   assert_null(strstr(o, want)); /* another state */
   free(o);
@@ -553,7 +692,7 @@ static void errors_are_clear(void **state) {
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
   cli_expect(o, "inside the data directory");
   free(o);
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 2=3100", dir);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 2=3.100", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
   cli_expect(o, "instrument 2 was never finally settled");
   free(o);
@@ -568,6 +707,15 @@ static void errors_are_clear(void **state) {
   free(o);
   snprintf(args, sizeof args, "replay --data %s --fsp 1=x", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  free(o);
+  /* Ticks typed without --raw: 3100 USD per GPU-hour is refused. */
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 1=3100", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+  cli_expect(o, "at most 1000 with at most 3 decimals (e.g. 1=3.100; ticks with --raw)");
+  free(o);
+  snprintf(args, sizeof args, "replay --raw --data %s " CAPS " --fsp 1=3100", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)");
   free(o);
   assert_int_equal(cli_run(hgctl, "statement --account 1", CLI_BOTH, &o), 2);
   cli_expect(o, "missing --data");
@@ -585,6 +733,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(snapshot_mismatch_detected),
       cmocka_unit_test(bad_snapshot_named),
       cmocka_unit_test(statement_and_fills),
+      cmocka_unit_test(replay_one_day),
+      cmocka_unit_test(whatif_projection_by_hand),
       cmocka_unit_test(statements_written_and_compared),
       cmocka_unit_test(whatif_changes_statements_not_data),
       cmocka_unit_test(errors_are_clear),

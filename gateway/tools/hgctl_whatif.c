@@ -1,0 +1,186 @@
+/*
+ * hgctl_whatif.c - `hgctl replay --project VALUE --index GPU.GRADE`: final
+ * settlement projected from the state a replay reached (hgctl_replay.h),
+ * before the month's fixings are all FINAL.
+ *
+ * For each open contract of the index, the days of its delivery month whose
+ * fixing in the replayed exchange is FINAL keep it; every other day (never
+ * published, PROVISIONAL or NO_FIX) takes VALUE. The FSP is the clearing
+ * library's (hg_clearing_fsp: the exact mean, one rounding half up to a
+ * tick). Each account's P&L from the replay's end to final settlement, if
+ * it holds its position, is what the remaining daily cycles and the final
+ * payment add up to: the VMs telescope, so only the last DSP, the position
+ * at that cycle and the fills since it matter (settlement/CONTRACT.md
+ * sections 4.2, 4.3 and 5.6):
+ *
+ *   TV x (pos_prev x (FSP - last DSP) + FSP x sum q - sum q x p)
+ *
+ * Nothing is applied to the exchange: the state, its hash and the
+ * statements stay the journal's. Integer arithmetic only (128-bit sums).
+ */
+#include "hgctl_fmt.h"
+#include "hgctl_replay.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hourglass/civil.h"
+#include "hourglass/clearing.h"
+#include "hourglass/error.h"
+#include "hourglass/exchange.h"
+#include "hourglass/index.h"
+#include "hourglass/names.h"
+
+#define TV_DEFAULT 1000000 /* settlement/CONTRACT.md section 1, micro-USD */
+
+typedef struct inst_list {
+  uint32_t id[256];
+  size_t n;
+  const replay_t *rp;
+} inst_list_t;
+
+/* Open (not finally settled) contracts of the what-if index. */
+static void pick_instrument(void *ctx, const hg_exchange_instrument_info_t *info) {
+  inst_list_t *l = ctx;
+  char gpu[HG_INDEX_GPU_MAX], grade[HG_INDEX_GRADE_MAX];
+  uint32_t y, m;
+  if (!hg_symbol_parse(info->symbol, gpu, sizeof gpu, grade, sizeof grade, &y, &m)) return;
+  if (strcmp(gpu, l->rp->wf_gpu) != 0 || strcmp(grade, l->rp->wf_grade) != 0) return;
+  if (l->n < sizeof l->id / sizeof l->id[0]) l->id[l->n++] = info->id;
+}
+
+static const char *money(__int128 v, bool raw, char *buf) {
+  if (v > INT64_MAX || v < INT64_MIN) return "overflow";
+  if (raw) {
+    snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, (int64_t)v);
+    return buf;
+  }
+  return hgctl_fmt_money((int64_t)v, buf);
+}
+
+static const char *price(int64_t ticks, bool raw, char *buf) {
+  if (raw) {
+    snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, ticks);
+    return buf;
+  }
+  return hgctl_fmt_price(ticks, buf);
+}
+
+/* One contract: the projected FSP and the P&L table. */
+static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool raw,
+                       const acct_list_t *accts, FILE *o) {
+  const hg_clearing_t *c = hgctl_replay_ledger(rp);
+  hg_clearing_instrument_info_t ii;
+  if (hg_clearing_instrument_info(c, inst, &ii) != 0 || ii.settled) return 0;
+  const char *sym = hgctl_replay_symbol(rp, inst);
+  unsigned year = ii.inst.year, month = ii.inst.month;
+  uint32_t nd = hg_civil_month_days(year, month);
+  hg_clearing_fixing_t fx[31];
+  unsigned kept = 0;
+  char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN], day[11];
+  fprintf(o, "what-if %s (instrument %" PRIu32 "): the rest of %04u-%02u fixes at %s\n",
+          sym ? sym : "?", inst, year, month, hgctl_fmt_decimal(value, 6, b1));
+  for (uint32_t d = 1; d <= nd; d++) {
+    int32_t dn = hg_civil_to_day(year, month, d);
+    hg_index_fixing_t f;
+    bool have = hg_exchange_fixing(rp->ex, rp->wf_gpu, rp->wf_grade, dn, &f) == 0;
+    fx[d - 1].day = (uint8_t)d;
+    fx[d - 1].status = HG_CLR_FIX_FINAL;
+    if (have && f.status == HG_INDEX_FINAL) {
+      fx[d - 1].value = f.value;
+      kept++;
+      continue;
+    }
+    fx[d - 1].value = value;
+    hg_index_day_format(dn, day);
+    if (have && f.status == HG_INDEX_PROVISIONAL)
+      fprintf(o, "  %s PROVISIONAL %s -> %s (what-if)\n", day, hgctl_fmt_decimal(f.value, 6, b2),
+              b1);
+    else
+      fprintf(o, "  %s %s -> %s (what-if)\n", day, have ? "NO_FIX" : "not published", b1);
+  }
+  hg_clearing_fsp_t fsp;
+  int rc = hg_clearing_fsp(year, month, fx, nd, &fsp);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl replay: %s: FSP: %s\n", sym ? sym : "?", hg_strerror(rc));
+    return rc;
+  }
+  int64_t tv = ii.inst.tick_value > 0 ? ii.inst.tick_value : TV_DEFAULT;
+  int64_t last = ii.inst.last_dsp;
+  fprintf(o, "what-if fsp=%s (%u FINAL fixings kept, %u filled) last_dsp=%s\n",
+          price(fsp.fsp, raw, b1), kept, nd - kept, last ? price(last, raw, b2) : "none");
+  fprintf(o, "what-if P&L to final settlement, positions held (%s):\n",
+          raw ? "micro-USD; prices in ticks" : "USD; prices in USD per GPU-hour");
+  fprintf(o, "  %-10s %-16s %10s %10s %10s %18s\n", "account", "symbol", "position", "last_dsp",
+          "fsp", "pnl");
+  __int128 total = 0;
+  for (size_t k = 0; k < accts->n; k++) {
+    hg_clearing_position_t p;
+    if (hg_clearing_position(c, accts->id[k], inst, &p) != 0) continue;
+    __int128 qp = hgctl_replay_day_qp(rp, inst, accts->id[k]);
+    if (p.pos == 0 && p.pos_prev == 0 && p.day_qty == 0 && qp == 0) continue;
+    __int128 pnl = ((__int128)p.pos_prev * (fsp.fsp - last) + (__int128)fsp.fsp * p.day_qty - qp) *
+                   tv;
+    total += pnl;
+    fprintf(o, "  %-10" PRIu32 " %-16s %10" PRId64 " %10s %10s %18s\n", accts->id[k],
+            sym ? sym : "?", p.pos, last ? price(last, raw, b1) : "none", price(fsp.fsp, raw, b2),
+            money(pnl, raw, b3));
+  }
+  fprintf(o, "  %-10s %-16s %10s %10s %10s %18s\n", "total", "", "", "", "", money(total, raw, b3));
+  return total == 0 ? 0 : HG_ECORRUPT;
+}
+
+int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, FILE *o) {
+  acct_list_t accts;
+  if (hgctl_replay_accounts(wf, &accts) != 0) return -ENOMEM;
+  char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
+  fprintf(o, "what-if cash change per account against the journal (%s):\n",
+          raw ? "micro-USD" : "USD");
+  fprintf(o, "  %-10s %20s %20s %18s\n", "account", "journal", "what-if", "change");
+  __int128 total = 0;
+  for (size_t k = 0; k < accts.n; k++) {
+    int64_t cw = 0, cb = 0;
+    uint32_t firm;
+    if (hg_exchange_account(wf->ex, accts.id[k], &cw, &firm) != 0) continue;
+    if (hg_exchange_account(base->ex, accts.id[k], &cb, &firm) != 0) cb = 0;
+    __int128 d = (__int128)cw - cb;
+    total += d;
+    fprintf(o, "  %-10" PRIu32 " %20s %20s %18s\n", accts.id[k], money(cb, raw, b1),
+            money(cw, raw, b2), money(d, raw, b3));
+  }
+  fprintf(o, "  %-10s %20s %20s %18s\n", "total", "", "", money(total, raw, b3));
+  free(accts.id);
+  return 0;
+}
+
+int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
+  inst_list_t l = {.rp = rp};
+  hg_exchange_foreach_instrument(rp->ex, pick_instrument, &l);
+  acct_list_t accts;
+  if (hgctl_replay_accounts(rp, &accts) != 0) return -ENOMEM;
+  size_t done = 0;
+  for (size_t k = 0; k < l.n; k++) {
+    hg_clearing_instrument_info_t ii;
+    if (hg_clearing_instrument_info(hgctl_replay_ledger(rp), l.id[k], &ii) != 0 || ii.settled)
+      continue;
+    int rc = project_one(rp, l.id[k], value, raw, &accts, o);
+    if (rc != 0) {
+      free(accts.id);
+      return rc;
+    }
+    done++;
+  }
+  free(accts.id);
+  if (done == 0) {
+    fprintf(stderr, "hgctl replay: no open contract of %s.%s at the end of the replay: nothing to "
+                    "project\n", rp->wf_gpu, rp->wf_grade);
+    return HG_ENOTFOUND;
+  }
+  fputs("what-if: nothing was applied; the state, its hashes and the statements are the "
+        "journal's\n", o);
+  return 0;
+}
