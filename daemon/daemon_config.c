@@ -68,6 +68,7 @@ static const keydef_t KEYS[] = {
     {"gateway.max_unauthenticated_per_address", K_U32, OFF(max_unauthenticated_per_address), 1,
      1000000, 0, 0},
     {"gateway.login_timeout_ms", K_U32, OFF(login_timeout_ms), 100, 600000, 0, 0},
+    {"gateway.sessions_per_key", K_U32, OFF(sessions_per_key), 1, 1024, 0, 0},
     {"tls", K_AUTOBOOL, OFF(tls), 0, 1, 0, 0},
     {"tls.cert", K_OPTPATH, OFF(tls_cert), 0, 0, 0, 0},
     {"tls.key", K_OPTPATH, OFF(tls_key), 0, 0, 0, 0},
@@ -166,6 +167,7 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->max_unauthenticated = 64;
   cfg->max_unauthenticated_per_address = 16;
   cfg->login_timeout_ms = 5000;
+  cfg->sessions_per_key = 4;
   cfg->tls = -1;
 }
 

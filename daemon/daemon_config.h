@@ -71,6 +71,7 @@ typedef struct hg_daemon_config {
   uint32_t max_unauthenticated;  /* gateway.max_unauthenticated, 64 */
   uint32_t max_unauthenticated_per_address; /* gateway.max_unauthenticated_per_address, 16 */
   uint32_t login_timeout_ms;     /* gateway.login_timeout_ms, 5000 */
+  uint32_t sessions_per_key;     /* gateway.sessions_per_key, 4 */
   /* TLS on listen.order_entry: tls (on 1 | off 0 | auto -1, the default:
    * on if tls.cert is set), tls.cert and tls.key (PEM), tls.client_ca (PEM CAs
    * whose client certificates are required: mutual TLS). A non-loopback

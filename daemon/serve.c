@@ -433,6 +433,7 @@ static int create_gateway(daemon_t *d) {
   gc.max_unauthenticated = cfg->max_unauthenticated;
   gc.max_unauthenticated_per_address = cfg->max_unauthenticated_per_address;
   gc.login_timeout_ms = cfg->login_timeout_ms;
+  gc.sessions_per_key = cfg->sessions_per_key;
   if (hg_daemon_config_tls(cfg)) {
     gc.tls_cert = cfg->tls_cert;
     gc.tls_key = cfg->tls_key;

@@ -454,7 +454,7 @@ int hg_client_send(hg_client_t *c, Hourglass__V1__Envelope *env, uint64_t *seq) 
   /* The seq is used once the frame is queued, even if writing it failed
    * later: the server may have received it. */
   if (body_is_app(env->body_case) && queued) {
-    if (seq) *seq = c->tx_seq;
+    if (seq) *seq = c->tx_seq + c->session.ref_seq_base;
     c->tx_seq++;
   }
   return rc;
@@ -864,6 +864,7 @@ static int do_login(hg_client_t *c) {
         s->login_next_seq = a->next_seq;
         s->cancel_on_disconnect = a->has_cancel_on_disconnect && a->cancel_on_disconnect;
         s->epoch = a->has_epoch ? a->epoch : 0;
+        s->ref_seq_base = a->has_ref_seq_base ? a->ref_seq_base : 0;
         s->restarted = c->epoch != 0 && s->epoch != c->epoch;
         c->epoch = s->epoch;
         c->logged_in = true;

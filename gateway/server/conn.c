@@ -134,10 +134,31 @@ stream_t *gw_conn_stream(conn_t *c) {
   return c->stream == NONE32 ? NULL : &c->gw->streams[c->stream];
 }
 
-conn_t *gw_stream_conn(hg_gateway_t *gw, stream_t *st) {
-  if (st->conn == 0) return NULL;
-  conn_t *c = &gw->conns[st->conn - 1];
-  return c->used && !c->closing ? c : NULL;
+static conn_t *conn_at(hg_gateway_t *gw, uint32_t idx1) {
+  return idx1 == 0 ? NULL : &gw->conns[idx1 - 1];
+}
+
+bool gw_stream_gen_live(hg_gateway_t *gw, const stream_t *st, uint32_t gen) {
+  for (conn_t *c = conn_at(gw, st->conn); c != NULL; c = conn_at(gw, c->stream_next))
+    if (c->gen == gen) return c->used && !c->closing;
+  return false;
+}
+
+void gw_stream_attach(hg_gateway_t *gw, stream_t *st, conn_t *c) {
+  (void)gw;
+  c->stream_next = st->conn;
+  st->conn = c->idx + 1;
+  st->n_conns++;
+}
+
+void gw_stream_detach(hg_gateway_t *gw, stream_t *st, conn_t *c) {
+  uint32_t *link = &st->conn;
+  while (*link != 0 && *link != c->idx + 1) link = &gw->conns[*link - 1].stream_next;
+  if (*link == 0) return;
+  *link = c->stream_next;
+  c->stream_next = 0;
+  assert(st->n_conns > 0);
+  st->n_conns--;
 }
 
 /* Appends a frame to the stream's retransmission log, evicting the oldest
@@ -171,7 +192,7 @@ static void log_append(hg_gateway_t *gw, stream_t *st, const uint8_t *f, size_t 
 }
 
 /* Sequenced message to a key's stream: logged for retransmission and sent
- * if the key is connected. */
+ * to each of the key's connections. */
 void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env) {
   PB_SET(*env, seq, st->next_seq++);
   size_t n = gw_encode(gw, env);
@@ -181,8 +202,11 @@ void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env) {
   }
   log_append(gw, st, gw->scratch, n);
   hg_outlog_append(gw->outlog, st->key_id, env->seq, gw->scratch, (uint32_t)n);
-  conn_t *c = gw_stream_conn(gw, st);
-  if (c != NULL) gw_conn_send_raw(c, gw->scratch, n);
+  /* A send may close a slow consumer, which unlinks it: take next first. */
+  for (conn_t *c = conn_at(gw, st->conn), *next; c != NULL; c = next) {
+    next = conn_at(gw, c->stream_next);
+    gw_conn_send_raw(c, gw->scratch, n);
+  }
 }
 
 void gw_stream_send_idx(hg_gateway_t *gw, uint32_t s, env_t *env) {

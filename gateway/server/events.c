@@ -87,10 +87,9 @@ static void book_accepted(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
   route_er(gw, o != NULL ? o->stream : gw_owner_stream(gw, NULL, be->account), be->account, &er);
   if (o == NULL || o->stream == NONE32) return;
   stream_t *st = &gw->streams[o->stream];
-  conn_t *live = gw_stream_conn(gw, st);
   /* Entered by a connection that is gone (cancel-on-disconnect), or a
    * quote already superseded by a newer one: cancel it now. */
-  if (o->cod && (live == NULL || live->gen != o->conn_gen)) {
+  if (o->cod && !gw_stream_gen_live(gw, st, o->conn_gen)) {
     gw_cancel_internal(gw, o);
   } else if (o->quote_group != 0 && p != NULL) {
     instr_t *in = gw_instr_find(gw, o->instrument_id);

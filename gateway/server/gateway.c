@@ -100,7 +100,7 @@ static void on_tick(uv_timer_t *t) {
   }
   for (uint32_t s = 0; s < gw->n_streams; s++) {
     stream_t *st = &gw->streams[s];
-    if (st->cod_retry != 0) st->cod_retry = gw_cod_cancel(gw, st, st->cod_gen);
+    if (st->cod_retry != 0) st->cod_retry = gw_cod_cancel(gw, st);
   }
   gw_flush_dirty(gw);
 }
@@ -199,6 +199,7 @@ static void apply_defaults(hg_gateway_config_t *c) {
   DEF(key_map_size, (size_t)64 << 20);
   DEF(max_frame, HG_WIRE_DEFAULT_MAX_FRAME);
   DEF(max_sessions, 1024);
+  DEF(sessions_per_key, 4);
   DEF(max_unauthenticated, 64);
   DEF(max_unauthenticated_per_address, c->max_unauthenticated < 16 ? c->max_unauthenticated : 16);
   DEF(max_streams, 2 * c->max_sessions);

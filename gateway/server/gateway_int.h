@@ -58,8 +58,10 @@
  *    recoverable server -> client sequence: it survives reconnects, holds
  *    the retransmission log (a byte ring of encoded frames with an index
  *    ring by seq), the key's quote and market-maker protection state and
- *    the list of its live orders. Frames for a key with no connection are
- *    still sequenced and logged. Every sequenced frame also goes to the
+ *    the list of its live orders. A key may have up to sessions_per_key
+ *    connections at once; each receives every frame of the stream (same
+ *    seqs, same bytes) and serves its own retransmissions. Frames for a
+ *    key with no connection are still sequenced and logged. Every sequenced frame also goes to the
  *    outbound journal (outlog.c), written once per flush before any socket
  *    write; a retransmission older than the byte ring is read back from it,
  *    and it restores seqs after a restart.
@@ -236,8 +238,12 @@ typedef struct logent {
 typedef struct stream {
   uint64_t key_id;         /* 0: free */
   uint32_t role, account, firm;
-  uint32_t conn;           /* conn index + 1; 0: none */
-  uint32_t conn_gen;
+  /* The key's logged-in connections (at most cfg.sessions_per_key), a list
+   * through conn_t.stream_next: the first one's index + 1; 0: none. Every
+   * one of them receives every frame of the stream. */
+  uint32_t conn;
+  uint32_t n_conns;
+  uint32_t ref_bases;      /* LoginAck.ref_seq_base values handed out (see inbound.c) */
   uint64_t next_seq;       /* seq of the next frame */
   /* retransmission log: frames [first_seq, next_seq) */
   uint8_t *log;
@@ -250,7 +256,6 @@ typedef struct stream {
   uint64_t next_quote_id;
   mmp_t mmp[MAX_MMP_GROUPS];
   uint32_t cod_retry;      /* cancel-on-disconnect cancels still to submit */
-  uint32_t cod_gen;        /* ... for the connection of this generation */
 } stream_t;
 
 typedef struct conn {
@@ -263,6 +268,8 @@ typedef struct conn {
   uint8_t unauth;          /* counted in n_unauth and in its peer's entry */
   uint8_t peer[16];        /* source address, IPv6 form (IPv4-mapped for IPv4) */
   uint32_t stream;         /* NONE32 until login */
+  uint32_t stream_next;    /* the key's next connection: index + 1; 0 ends */
+  uint64_t ref_base;       /* added to this session's request seqs in replies (ref_seq) */
   hg_session_t sess;
   hg_throttle_t thr;
   uint8_t *in;
@@ -513,7 +520,12 @@ void gw_conn_terminate(conn_t *c, uint32_t code, const char *text);
  * read). */
 void gw_conn_end(conn_t *c);
 stream_t *gw_conn_stream(conn_t *c);
-conn_t *gw_stream_conn(hg_gateway_t *gw, stream_t *st);
+/* Whether the connection of generation gen is logged in to st and not
+ * closing. */
+bool gw_stream_gen_live(hg_gateway_t *gw, const stream_t *st, uint32_t gen);
+/* Attaches a logged-in connection to its key's stream / detaches it. */
+void gw_stream_attach(hg_gateway_t *gw, stream_t *st, conn_t *c);
+void gw_stream_detach(hg_gateway_t *gw, stream_t *st, conn_t *c);
 void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env);
 void gw_stream_send_idx(hg_gateway_t *gw, uint32_t s, env_t *env);
 void gw_rt_pump(conn_t *c);
@@ -551,7 +563,7 @@ void gw_send_order_reject(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, u
                           uint32_t reason, uint32_t instrument, uint64_t order_id,
                           uint64_t clordid, uint32_t quote_group, reject_echo_t echo);
 uint32_t gw_cancel_internal(hg_gateway_t *gw, order_t *o);
-uint32_t gw_cod_cancel(hg_gateway_t *gw, stream_t *st, uint32_t gen);
+uint32_t gw_cod_cancel(hg_gateway_t *gw, stream_t *st);
 void gw_release_stream_side(conn_t *c);
 bool gw_role_allows(uint32_t role, uint32_t body);
 void gw_handle_new_order(conn_t *c, stream_t *st, uint32_t si, const env_t *env);

@@ -91,8 +91,11 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
     return;
   }
   uint32_t si = gw_map_get(&gw->stream_map, lg->key_id);
-  if (si != NONE32 && gw_stream_conn(gw, &gw->streams[si]) != NULL) {
-    login_reject(c, LREJ(ALREADY_ACTIVE), "key already has a live session");
+  if (si != NONE32 && gw->streams[si].n_conns >= gw->cfg.sessions_per_key) {
+    char text[80];
+    snprintf(text, sizeof text, "the key has %" PRIu32 " live sessions, the most it may have",
+             gw->streams[si].n_conns);
+    login_reject(c, LREJ(ALREADY_ACTIVE), text);
     return;
   }
   /* Used ids: the journal's in-memory set, then (read only, no commit) ids
@@ -130,8 +133,12 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   c->logged_in = 1;
   c->cod = lg->has_cancel_on_disconnect && lg->cancel_on_disconnect;
   c->stream = si;
-  st->conn = c->idx + 1;
-  st->conn_gen = c->gen;
+  /* Replies go to every session of the key: a session that joins others
+   * gets its own range of ref_seqs (its request seqs plus the base), so
+   * each session tells its replies apart. A key's only session keeps base
+   * 0, and so the ref_seqs of the protocol without several sessions. */
+  c->ref_base = st->n_conns == 0 ? 0 : (uint64_t)(++st->ref_bases) << 32;
+  gw_stream_attach(gw, st, c);
   gw_unauth_release(gw, c);
   gw->n_sessions++;
   STAT_SET(gw, st_sessions, gw->n_sessions);
@@ -148,6 +155,7 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   ack.server_time_ns = gw_now_wall(gw);
   PB_SET(ack, cancel_on_disconnect, c->cod);
   PB_SET(ack, epoch, gw->epoch);
+  if (c->ref_base != 0) PB_SET(ack, ref_seq_base, c->ref_base);
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(LOGIN_ACK);
   env.login_ack = &ack;
@@ -247,6 +255,8 @@ void gw_handle_frame(conn_t *c, const uint8_t *body, size_t len) {
   case HG_SV_APP:
     break;
   }
+  /* From here the request's seq is its ref_seq in every reply. */
+  env->seq += c->ref_base;
   stream_t *st = gw_conn_stream(c);
   uint32_t si = c->stream;
   uint32_t body_case = (uint32_t)env->body_case;

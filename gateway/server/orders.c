@@ -124,14 +124,17 @@ uint32_t gw_cancel_internal(hg_gateway_t *gw, order_t *o) {
   return r;
 }
 
-/* Cancels the flagged live orders the connection (stream, gen) entered.
- * Returns how many could not be submitted (retried from the timer). */
-uint32_t gw_cod_cancel(hg_gateway_t *gw, stream_t *st, uint32_t gen) {
+/* Cancels the flagged live orders of st that connections no longer
+ * logged in entered (the key's other sessions keep theirs). Returns how
+ * many could not be submitted (retried from the timer). */
+uint32_t gw_cod_cancel(hg_gateway_t *gw, stream_t *st) {
   uint32_t left = 0;
   for (uint32_t i = st->orders; i != NONE32;) {
     order_t *o = &gw->orders[i];
     i = o->next;
-    if (o->cod && o->conn_gen == gen && !o->cancel_sent && gw_cancel_internal(gw, o) != 0) left++;
+    if (o->cod && !o->cancel_sent && !gw_stream_gen_live(gw, st, o->conn_gen) &&
+        gw_cancel_internal(gw, o) != 0)
+      left++;
   }
   return left;
 }
@@ -152,11 +155,8 @@ void gw_release_stream_side(conn_t *c) {
   /* At a stop the engine stops next and the reports of these cancels would
    * never be drained; the orders are session-scoped, so the next start's
    * SessionsEnded cancels them and their reports reach this stream then. */
-  if (c->cod && !gw->stopping) {
-    st->cod_gen = c->gen;
-    st->cod_retry = gw_cod_cancel(gw, st, c->gen);
-  }
-  st->conn = 0; /* the seq needs no commit: the journal holds it */
+  gw_stream_detach(gw, st, c); /* the seq needs no commit: the journal holds it */
+  if (c->cod && !gw->stopping) st->cod_retry = gw_cod_cancel(gw, st);
   c->stream = NONE32;
 }
 

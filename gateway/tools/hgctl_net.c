@@ -268,14 +268,17 @@ int net_open_session(const char *cmd, hg_client_t **out) {
     bool term = false;
     char text[128];
     hg_client_login_reject(c, &code, &term, text, sizeof text);
+    /* One reason: the gateway's text when it sent one, else the code's. */
     static const char *const why[] = {"?", "authentication failed (unknown key or wrong secret)",
                                       "clock skew above 5 s", "session id reused",
-                                      "this key already has a live session",
+                                      "the key has as many live sessions as it may have",
                                       "the gateway's session limit is reached",
                                       "invalid login", "key store unavailable"};
-    fprintf(stderr, "hgctl %s: login refused: %s%s%s\n", cmd,
-            !term && code < sizeof why / sizeof why[0] ? why[code] : "terminated",
-            text[0] ? ": " : "", text);
+    const char *reason = code == 1 && !term ? why[1]
+                         : text[0]          ? text
+                         : !term && code < sizeof why / sizeof why[0] ? why[code]
+                                                                       : "terminated";
+    fprintf(stderr, "hgctl %s: login refused: %s\n", cmd, reason);
     hg_client_destroy(c);
     return EXIT_FAIL;
   }

@@ -133,6 +133,7 @@ class Client:
         # its session-scoped orders are cancelled (the cancels are in the
         # stream) and kept orders are best re-read with OrderStatus.
         self.epoch = 0
+        self.ref_seq_base = 0
         self.restarted = False
         self.last_tx = 0.0
 
@@ -163,6 +164,7 @@ class Client:
             if kind == "login_ack":
                 self.ack = e.login_ack
                 self.rx_next = e.login_ack.next_seq
+                self.ref_seq_base = e.login_ack.ref_seq_base
                 epoch = e.login_ack.epoch if e.login_ack.HasField("epoch") else 0
                 self.restarted = self.epoch != 0 and epoch != self.epoch
                 self.epoch = epoch
@@ -194,7 +196,10 @@ class Client:
 
     # ----------------------------------------------------------------- send
     def send(self, env):
-        """Sends env; application messages get the next request seq, returned."""
+        """Sends env; application messages get the next request seq. Returns
+        the ref_seq the replies carry: the seq plus the session's
+        LoginAck.ref_seq_base (0 unless another session of the key was
+        live at login)."""
         kind = env.WhichOneof("body")
         seq = None
         if kind in APP_BODIES:
@@ -202,7 +207,7 @@ class Client:
             env.seq = seq
             self.tx_seq += 1
         self._write(env)
-        return seq
+        return None if seq is None else seq + self.ref_seq_base
 
     def new_order(self, instrument_id, client_order_id, side, qty, price=None,
                   ord_type=pb.ORD_TYPE_LIMIT, tif=pb.TIF_GTC, post_only=False):

@@ -68,7 +68,10 @@ static void md_subscribe(gt_client_t *c, uint32_t instrument_id) {
 
 /* --------------------------------------------------------------- login */
 
-static void short_login(hg_gateway_config_t *cfg) { cfg->login_timeout_ms = 200; }
+static void short_login(hg_gateway_config_t *cfg) {
+  cfg->login_timeout_ms = 200;
+  cfg->sessions_per_key = 2;
+}
 
 static void expect_login_reject(gt_client_t *c, uint32_t code) {
   if (getenv("GT_VERBOSE")) fprintf(stderr, "expect reject %u\n", code);
@@ -127,13 +130,15 @@ static void test_login(void **state) {
   assert_int_equal(gt_send_login(&c, TA, sec, 0, 0, 0, 1), 0);
   expect_login_reject(&c, LREJ(SESSION_ID_REUSED));
   gt_close(&c);
-  /* The same key while a session is live. */
-  gt_client_t live;
+  /* The same key while as many sessions as it may have (2 here) are live. */
+  gt_client_t live, live2;
   assert_true(gt_login(&live, s.port, TA, 0, 0) > 0);
+  assert_true(gt_login(&live2, s.port, TA, 0, 0) > 0);
   assert_int_equal(gt_connect(&c, s.port), 0);
   assert_int_equal(gt_send_login(&c, TA, sec, 0, 0, 0, 0), 0);
   expect_login_reject(&c, LREJ(ALREADY_ACTIVE));
   gt_close(&c);
+  gt_close(&live2);
   gt_close(&live);
   /* Login timeout. */
   assert_int_equal(gt_connect(&c, s.port), 0);
@@ -620,6 +625,73 @@ static void test_cancel_on_disconnect(void **state) {
   gt_close(&a);
   gt_close(&b);
   gt_close(&c);
+  ts_server_stop(&s);
+}
+
+/* Logs c in as key and returns its LoginAck's ref_seq_base. */
+static uint64_t login_base(gt_client_t *c, uint16_t port, uint64_t key, int cod) {
+  uint8_t sec[32];
+  ts_key_secret(key, sec);
+  assert_int_equal(gt_connect(c, port), 0);
+  assert_int_equal(gt_send_login(c, key, sec, 0, cod, 30000, 0), 0);
+  env_t *e = gt_expect(c, BODY(LOGIN_ACK), 3000);
+  assert_non_null(e);
+  return e->login_ack->has_ref_seq_base ? e->login_ack->ref_seq_base : 0;
+}
+
+/* Two sessions of one key: each receives the key's whole stream (the same
+ * seqs), tells its own replies by ref_seq (request seq + its base), and
+ * cancel-on-disconnect cancels only what the closed session entered. */
+static void test_sessions_of_one_key(void **state) {
+  (void)state;
+  ts_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t a1, a2, b;
+  assert_int_equal(login_base(&a1, s.port, TA, 1), 0);
+  uint64_t base = login_base(&a2, s.port, TA, 0);
+  assert_true(base != 0);
+  /* a2's order: both sessions get its NEW, one seq, a2's ref_seq. */
+  gt_new_order(&a2, 1, 21, 0, 500, 5, 0);
+  env_t *e = expect_er(&a2, EXEC(NEW));
+  uint64_t seq_new = e->seq, o2 = e->execution_report->order_id;
+  assert_int_equal(e->execution_report->ref_seq, 1 + base);
+  e = expect_er(&a1, EXEC(NEW));
+  assert_int_equal(e->seq, seq_new);
+  assert_int_equal(e->execution_report->order_id, o2);
+  assert_int_equal(e->execution_report->ref_seq, 1 + base);
+  /* a1's cancel-on-disconnect order: ref_seq 1, the next seq, in both. */
+  gt_new_order(&a1, 2, 22, 1, 900, 5, 0);
+  e = expect_er(&a1, EXEC(NEW));
+  uint64_t o1 = e->execution_report->order_id;
+  assert_int_equal(e->execution_report->ref_seq, 1);
+  assert_int_equal(e->seq, seq_new + 1);
+  e = expect_er(&a2, EXEC(NEW));
+  assert_int_equal(e->seq, seq_new + 1);
+  assert_int_equal(e->execution_report->ref_seq, 1);
+  /* B hits a2's bid: the fill reaches both sessions. */
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+  gt_new_order(&b, 1, 23, 1, 500, 2, 0);
+  e = expect_er(&a1, EXEC(FILL));
+  assert_int_equal(e->execution_report->order_id, o2);
+  uint64_t seq_fill = e->seq;
+  e = expect_er(&a2, EXEC(FILL));
+  assert_int_equal(e->seq, seq_fill);
+  /* a1 drops: only its own order is cancelled, reported to a2. */
+  gt_close(&a1);
+  e = expect_er(&a2, EXEC(CANCELLED));
+  assert_int_equal(e->execution_report->order_id, o1);
+  gt_status(&a2, 1, o2);
+  e = gt_expect(&a2, BODY(ORDER_STATUS), 2000);
+  assert_non_null(e);
+  assert_int_equal(e->order_status->ref_seq, 2 + base);
+  assert_true(e->order_status->live);
+  assert_int_equal(e->order_status->leaves, 3);
+  /* a2 is now the key's only session; a new one joins with a new base. */
+  uint64_t base3 = login_base(&a1, s.port, TA, 0);
+  assert_true(base3 != 0 && base3 != base);
+  gt_close(&a1);
+  gt_close(&a2);
+  gt_close(&b);
   ts_server_stop(&s);
 }
 
@@ -1258,6 +1330,7 @@ int main(void) {
       cmocka_unit_test(test_retransmit),
       cmocka_unit_test(test_throttle),
       cmocka_unit_test(test_cancel_on_disconnect),
+      cmocka_unit_test(test_sessions_of_one_key),
       cmocka_unit_test(test_mass_quote_mmp),
       cmocka_unit_test(test_reject_echoes_request),
       cmocka_unit_test(test_quote_rejects_and_groups),

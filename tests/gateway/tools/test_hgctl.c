@@ -187,6 +187,51 @@ static void test_follow_sees_a_fill(void **state) {
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }
 
+/* The README tour with one key in three terminals: a ladder and an
+ * executions tail run while the same key enters and cancels an order; the
+ * tail prints the order's reports and the ladder shows its level. */
+static void test_three_terminals_one_key(void **state) {
+  (void)state;
+  static hgctl_out_t o, lad, tail;
+  RUN(&o, "order", "new", "--instrument", "1", "--side", "sell", "--qty", "1", "--price", "0.990");
+  assert_int_equal(o.status, 0);
+  int lo, le, fo, fe;
+  const char *const ladder[] = {"ladder", "B200.A.2027-01", NULL};
+  pid_t lpid = hgctl_spawn(TA, NULL, ladder, &lo, &le);
+  size_t lgot = 0;
+  assert_true(hgctl_read_until(lo, lad.text, sizeof lad.text, &lgot, "0.990", 10000));
+  /* The stream holds the ladder's replies too: the sell's NEW is among
+   * the last few frames. */
+  const char *const follow[] = {"executions", "--last", "4", "--follow", NULL};
+  pid_t fpid = hgctl_spawn(TA, NULL, follow, &fo, &fe);
+  size_t fgot = 0;
+  assert_true(hgctl_read_until(fo, tail.text, sizeof tail.text, &fgot, "price=0.990", 10000));
+  /* The third terminal: order entry with the same key. */
+  RUN(&o, "order", "new", "--instrument", "B200.A.2027-01", "--side", "buy", "--qty", "7",
+      "--price", "0.444", "--clordid", "4444");
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "NEW "));
+  assert_non_null(strstr(o.text, "clordid=4444 side=buy price=0.444 qty=7 leaves=7"));
+  char oid_s[24];
+  snprintf(oid_s, sizeof oid_s, "%" PRIu64, field(o.text, "order_id="));
+  assert_true(hgctl_read_until(fo, tail.text, sizeof tail.text, &fgot, "clordid=4444", 10000));
+  assert_true(hgctl_read_until(lo, lad.text, sizeof lad.text, &lgot, "0.444", 10000));
+  RUN(&o, "order", "cancel", "--instrument", "B200.A.2027-01", "--order-id", oid_s);
+  assert_int_equal(o.status, 0);
+  assert_true(hgctl_read_until(fo, tail.text, sizeof tail.text, &fgot, "CANCELLED", 10000));
+  kill(fpid, SIGTERM);
+  hgctl_collect(fpid, fo, fe, &tail, fgot);
+  kill(lpid, SIGTERM);
+  hgctl_collect(lpid, lo, le, &lad, lgot);
+  assert_int_equal(tail.status, 0);
+  assert_int_equal(lad.status, 0);
+  assert_non_null(strstr(tail.text, "NEW "));
+  assert_non_null(strstr(tail.text, oid_s));
+  RUN(&o, "order", "mass-cancel");
+  assert_non_null(strstr(o.text, "cancelled 1 order"));
+}
+
 #define RUN_AS(o, key, ...)                       \
   do {                                            \
     const char *const a_[] = {__VA_ARGS__, NULL}; \
@@ -550,6 +595,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_orders_and_queries),
       cmocka_unit_test(test_follow_sees_a_fill),
+      cmocka_unit_test(test_three_terminals_one_key),
       cmocka_unit_test(test_quotes_and_drop_copy),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_prices_in_usd),

@@ -122,6 +122,11 @@ typedef struct hg_client_session {
    * and the cancels are in the stream; other orders may have changed: ask
    * OrderStatus for the ones kept). false at the first login. */
   bool restarted;
+  /* LoginAck.ref_seq_base: the replies to this session's requests carry
+   * ref_seq = request seq + this (0 unless the key had another live
+   * session at login; proto/README.md, "Several sessions of one key").
+   * hg_client_send() returns the sum. */
+  uint64_t ref_seq_base;
 } hg_client_session_t;
 
 typedef struct hg_client_stats {
@@ -205,8 +210,10 @@ int hg_client_logout(hg_client_t *c, int timeout_ms);
 
 /*
  * Sends one Envelope. For a client application message (body case 30..79)
- * the next request seq is put in env->seq (the caller's env is modified) and
- * returned in *seq (may be NULL); session messages go without seq. Returns
+ * the next request seq is put in env->seq (the caller's env is modified)
+ * and *seq (may be NULL) is set to the ref_seq its replies will carry: that
+ * seq plus the session's ref_seq_base (the seq itself for a key's only
+ * session); session messages go without seq. Returns
  * 0, -ENOTCONN, HG_EFULL, HG_ERANGE (encodes to more than the frame limit),
  * a socket -errno, or -ETIMEDOUT (blocking send: the socket took nothing for
  * timeout_ms; the frame stays queued).

@@ -146,6 +146,8 @@ typedef struct hg_gateway_config {
   size_t key_map_size;           /* LMDB map size; 0: 64 MiB */
   uint32_t max_frame;            /* largest body accepted, bytes; 0: 64 KiB */
   uint32_t max_sessions;         /* logged-in sessions at once; 0: 1024 */
+  uint32_t sessions_per_key;     /* logged-in sessions of one API key at once (each
+                                    receives the key's whole stream); 0: 4 */
   uint32_t max_unauthenticated;  /* connections not yet logged in, all addresses; 0: 64 */
   uint32_t max_unauthenticated_per_address; /* ... from one source address; 0: 16, or
                                     max_unauthenticated if lower (see "Admission" below) */
