@@ -24,10 +24,13 @@
 #define HG_DEMO_MAKERS 2
 #define HG_DEMO_HEDGERS 2
 /* Accounts: makers 1001, 1002 (firm 100, 101); hedgers 2001, 2002 (firm 200,
- * 201); a free account 3001 (firm 300) for the person trying it out. */
+ * 201); a free account 3001 (firm 300) for the person trying it out. The
+ * daemon adds 3003 (firm 300) for the person's market-maker key: not part
+ * of hg_demo_setup, so the month scenario's commands do not change. */
 #define HG_DEMO_MAKER_ACCOUNT(i) (1001u + (i))
 #define HG_DEMO_HEDGER_ACCOUNT(i) (2001u + (i))
 #define HG_DEMO_USER_ACCOUNT 3001u
+#define HG_DEMO_USER_MAKER_ACCOUNT 3003u
 
 typedef struct hg_demo hg_demo_t;
 

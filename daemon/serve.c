@@ -108,7 +108,17 @@ static void *demo_main(void *arg) {
   static hg_pipe_out_t recs[1024];
   size_t n;
   if (d->demo_setup) {
-    n = hg_demo_setup(d->demo, cmds, CAP);
+    n = hg_demo_setup(d->demo, cmds, CAP - 2);
+    /* The account of the person's market-maker key (demo_keys), with the
+     * trader's firm and deposit, so that the firm's risk viewer sees both. */
+    memset(&cmds[n], 0, 2 * sizeof cmds[n]);
+    cmds[n].type = HG_COMMAND_ADD_ACCOUNT;
+    cmds[n].u.add_account.account = HG_DEMO_USER_MAKER_ACCOUNT;
+    cmds[n].u.add_account.firm = 300;
+    cmds[n + 1].type = HG_COMMAND_DEPOSIT;
+    cmds[n + 1].u.cash.account = HG_DEMO_USER_MAKER_ACCOUNT;
+    cmds[n + 1].u.cash.amount = (int64_t)1000000 * 1000000;
+    n += 2;
   } else {
     /* A restart: the makers' old quotes are unknown to this run; pull them. */
     n = 0;
@@ -157,6 +167,8 @@ static int demo_keys(daemon_t *d) {
   } keys[] = {
       {HG_DEMO_USER_ACCOUNT, HG_ROLE_TRADER, HG_DEMO_USER_ACCOUNT, 300, "trader, account 3001"},
       {HG_DEMO_USER_ACCOUNT + 1, HG_ROLE_RISK_VIEWER, 0, 300, "risk viewer, firm 300"},
+      {HG_DEMO_USER_MAKER_ACCOUNT, HG_ROLE_MARKET_MAKER, HG_DEMO_USER_MAKER_ACCOUNT, 300,
+       "market maker, account 3003"},
       {1, HG_ROLE_OPERATOR, 0, 0, "operator"},
   };
   printf("\nDemo market: %d monthly B200 grade-A contracts (%s .. %s), two market makers\n"
@@ -172,7 +184,7 @@ static int demo_keys(daemon_t *d) {
     if (rc != 0) return rc;
     char hx[2 * sizeof secret + 1];
     daemon_hex(secret, sizeof secret, hx);
-    printf("  %-22s export HG_KEY_ID=%llu HG_SECRET=%s\n", keys[i].what,
+    printf("  %-26s export HG_KEY_ID=%llu HG_SECRET=%s\n", keys[i].what,
            (unsigned long long)keys[i].id, hx);
   }
   fflush(stdout);

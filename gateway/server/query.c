@@ -132,6 +132,40 @@ static int positions_room(hg_gateway_t *gw, Hourglass__V1__Position **pos,
   return 0;
 }
 
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* A risk viewer's PositionsRequest without an account: the firm's account
+ * ids, ascending (a firm with more than fit max_frame is refused whole,
+ * REJ_GATEWAY_FULL). */
+static void firm_accounts(hg_gateway_t *gw, uint32_t firm, uint64_t ref_seq, uint32_t si) {
+  Hourglass__V1__Positions m = HOURGLASS__V1__POSITIONS__INIT;
+  m.ref_seq = ref_seq;
+  size_t n = 0;
+  for (uint32_t i = 0; i < gw->cfg.max_accounts; i++)
+    if (gw->accounts[i].id != 0 && gw->accounts[i].firm == firm) n++;
+  /* Five bytes an id at most (packed varints). */
+  uint32_t *ids = n > 0 && REPLY_FIXED_MAX + n * 5 <= gw->cfg.max_frame
+                      ? arena_take(gw, n * sizeof *ids)
+                      : NULL;
+  if (n > 0 && ids == NULL) {
+    PB_SET(m, reason, REJ(GATEWAY_FULL));
+  } else {
+    size_t k = 0;
+    for (uint32_t i = 0; i < gw->cfg.max_accounts; i++)
+      if (gw->accounts[i].id != 0 && gw->accounts[i].firm == firm) ids[k++] = gw->accounts[i].id;
+    qsort(ids, n, sizeof *ids, cmp_u32);
+    m.n_firm_accounts = n;
+    m.firm_accounts = ids;
+  }
+  env_t out = HOURGLASS__V1__ENVELOPE__INIT;
+  out.body_case = B(POSITIONS);
+  out.positions = &m;
+  gw_stream_send_idx(gw, si, &out);
+}
+
 /* Every position of the account, never cut short: a reply that would not
  * fit max_frame is refused whole (REJ_GATEWAY_FULL). */
 void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
@@ -140,8 +174,12 @@ void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   uint32_t acct = st->account;
   account_t *a = NULL;
   uint32_t reason = 0;
+  if (st->role == HG_ROLE_RISK_VIEWER && (!r->has_account || r->account == 0)) {
+    firm_accounts(gw, st->firm, env->seq, si);
+    return;
+  }
   if (st->role == HG_ROLE_RISK_VIEWER) {
-    acct = r->has_account ? r->account : 0;
+    acct = r->account;
     a = gw_account_find(gw, acct);
     /* Another firm's account answers like one that does not exist. */
     if (a == NULL || a->firm != st->firm) reason = REJ(UNKNOWN_ACCOUNT);

@@ -261,40 +261,80 @@ int hgctl_order_mass_cancel(int argc, char **argv) {
 }
 int hgctl_instruments(int argc, char **argv) { return net_list_instruments("instruments", argc, argv); }
 
+/* Asks for account's positions (0: the own account; for a risk viewer,
+ * the firm's account list) and returns the reply in *p (valid until the
+ * next receive on c). 0 or EXIT_FAIL after printing why. */
+static int fetch_positions(const char *cmd, hg_client_t *c, uint32_t account,
+                           const Hourglass__V1__Positions **p) {
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  int rc = hg_client_positions(c, account, &seq);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) return rc;
+  if ((rc = net_response_status(cmd, e)) != 0) return rc;
+  if (e->body_case != BODY(POSITIONS)) {
+    fprintf(stderr, "hgctl %s: unexpected reply to the positions request\n", cmd);
+    return EXIT_FAIL;
+  }
+  if (e->positions->reason != 0) {
+    fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, net_reject_name(e->positions->reason),
+            e->positions->reason);
+    return EXIT_FAIL;
+  }
+  *p = e->positions;
+  return 0;
+}
+
+static void print_positions(const Hourglass__V1__Positions *p, const syms_t *syms) {
+  printf("account %u cash %s %s\n", p->account, net_usd(p->cash), net_raw ? "micro-USD" : "USD");
+  printf("%-10s %-20s %10s %10s %10s\n", "instrument", "symbol", "net", "bought", "sold");
+  for (size_t i = 0; i < p->n_positions; i++) {
+    const Hourglass__V1__Position *x = p->positions[i];
+    printf("%-10u %-20s %10" PRId64 " %10" PRId64 " %10" PRId64 "\n", x->instrument_id,
+           net_symbol_of(syms, x->instrument_id), x->net_qty, x->bought_qty, x->sold_qty);
+  }
+}
+
 int hgctl_positions(int argc, char **argv) {
   const char *cmd = "positions";
   const char *account = NULL;
   const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "positions [--account N (risk viewers: an account of the own firm)]\n");
+                     "positions [--account N]\n"
+                     "  traders and market makers: the own account; risk viewers: every\n"
+                     "  account of the own firm, or the one --account names\n");
   if (rc) return rc;
   int64_t acc = 0;
   if (account && (rc = net_need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) return rc;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   static syms_t syms;
-  if ((rc = net_fetch_symbols(cmd, c, &syms))) {
-    net_close_session(c);
-    return rc;
-  }
-  uint64_t seq = 0;
-  const env_t *e = NULL;
-  rc = hg_client_positions(c, (uint32_t)acc, &seq);
-  if (rc != 0) {
-    fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
-    rc = EXIT_FAIL;
-  } else if ((rc = net_await_reply(cmd, c, seq, &e)) == 1 && (rc = net_response_status(cmd, e)) == 0) {
-    const Hourglass__V1__Positions *p = e->positions;
-    if (p->reason != 0) {
-      fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, net_reject_name(p->reason), p->reason);
-      rc = EXIT_FAIL;
+  const Hourglass__V1__Positions *p = NULL;
+  if ((rc = net_fetch_symbols(cmd, c, &syms)) == 0 &&
+      (rc = fetch_positions(cmd, c, (uint32_t)acc, &p)) == 0) {
+    if (p->account != 0) {
+      print_positions(p, &syms);
+    } else if (p->n_firm_accounts == 0) {
+      printf("firm %u has no accounts\n", hg_client_session(c)->firm);
     } else {
-      printf("account %u cash %s %s\n", p->account, net_usd(p->cash), net_raw ? "micro-USD" : "USD");
-      printf("%-10s %-20s %10s %10s %10s\n", "instrument", "symbol", "net", "bought", "sold");
-      for (size_t i = 0; i < p->n_positions; i++) {
-        const Hourglass__V1__Position *x = p->positions[i];
-        printf("%-10u %-20s %10" PRId64 " %10" PRId64 " %10" PRId64 "\n", x->instrument_id,
-               net_symbol_of(&syms, x->instrument_id), x->net_qty, x->bought_qty, x->sold_qty);
+      /* A risk viewer's firm: each account in turn (the list is copied
+       * first: a reply lives until the next receive). */
+      size_t n = p->n_firm_accounts;
+      uint32_t *ids = malloc(n * sizeof *ids);
+      if (ids == NULL) {
+        fprintf(stderr, "hgctl %s: out of memory\n", cmd);
+        rc = EXIT_FAIL;
+      } else {
+        memcpy(ids, p->firm_accounts, n * sizeof *ids);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+          if ((rc = fetch_positions(cmd, c, ids[i], &p)) != 0) break;
+          if (i > 0) printf("\n");
+          print_positions(p, &syms);
+        }
+        free(ids);
       }
     }
   }

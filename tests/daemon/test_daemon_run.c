@@ -337,7 +337,7 @@ static void bad_configuration_stops_start_up(void **state) {
 
 /* The demo's banner names the addresses the listeners really have: with
  * ephemeral ports, the ports the log says they listen on, and the exports
- * hgctl reads. */
+ * hgctl reads; and a key for each role. */
 static void demo_prints_real_addresses(void **state) {
   (void)state;
   char dir[512], log[600], data[600];
@@ -363,6 +363,12 @@ static void demo_prints_real_addresses(void **state) {
            gw_port, gw_port, http_port);
   if (strstr(b, want) == NULL) fprintf(stderr, "want:\n%s\nlog:\n%s\n", want, b);
   assert_non_null(strstr(b, want));
+  /* A key for every role: the trader, the firm's risk viewer, a market
+   * maker of the same firm (hgctl quote), the operator. */
+  assert_non_null(strstr(b, "  trader, account 3001       export HG_KEY_ID=3001 HG_SECRET="));
+  assert_non_null(strstr(b, "  risk viewer, firm 300      export HG_KEY_ID=3002 HG_SECRET="));
+  assert_non_null(strstr(b, "  market maker, account 3003 export HG_KEY_ID=3003 HG_SECRET="));
+  assert_non_null(strstr(b, "  operator                   export HG_KEY_ID=1 HG_SECRET="));
   free(b);
   assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
   du_rm_rf(dir);

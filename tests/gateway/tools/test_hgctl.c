@@ -238,6 +238,31 @@ static void test_three_terminals_one_key(void **state) {
     hgctl_run_as((o), (key), NULL, a_);                 \
   } while (0)
 
+/* A risk viewer's `positions` shows every account of its firm (here two),
+ * and another firm's account answers like an unknown one. */
+static void test_risk_viewer_positions_whole_firm(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  RUN_AS(&o, OP, "op", "add-account", "--account", "150", "--firm", "1");
+  assert_int_equal(o.status, 0);
+  RUN_AS(&o, RV, "positions");
+  if (o.status != 0) fprintf(stderr, "%s", o.err);
+  assert_int_equal(o.status, 0);
+  const char *a = strstr(o.text, "account 100 cash");
+  const char *b = strstr(o.text, "account 150 cash 0.00 USD");
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_true(a < b);
+  assert_null(strstr(o.text, "account 200"));
+  RUN_AS(&o, RV, "positions", "--account", "150");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "account 150 cash"));
+  assert_null(strstr(o.text, "account 100"));
+  RUN_AS(&o, RV, "positions", "--account", "200");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "unknown_account"));
+}
+
 /* A mass quote, a drop copy tail that sees the fill against it, the
  * protection pull that fill causes, and the group's reset. */
 static void test_quotes_and_drop_copy(void **state) {
@@ -597,6 +622,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_follow_sees_a_fill),
       cmocka_unit_test(test_three_terminals_one_key),
       cmocka_unit_test(test_quotes_and_drop_copy),
+      cmocka_unit_test(test_risk_viewer_positions_whole_firm),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_prices_in_usd),
       cmocka_unit_test(test_address_from_environment),
