@@ -954,5 +954,7 @@ int hg_clearing_position(const hg_clearing_t *c, hg_account_t account, uint32_t 
   out->open_buy = p->open_buy;
   out->open_sell = p->open_sell;
   out->day_qty = p->day_q;
+  out->day_value = p->day_qp > INT64_MAX ? INT64_MAX : p->day_qp < INT64_MIN ? INT64_MIN
+                                                                             : (int64_t)p->day_qp;
   return 0;
 }

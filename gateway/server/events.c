@@ -144,8 +144,8 @@ static void book_fill(hg_gateway_t *gw, const hg_exchange_event_t *ev) {
   order_t *t = gw_order_find(gw, be->order_id);
   order_t *m = gw_order_find(gw, be->maker_order_id);
   instr_t *in = gw_instr_find(gw, be->instrument_id);
-  gw_position_add(gw, be->account, be->instrument_id, be->side, be->qty);
-  gw_position_add(gw, be->maker_account, be->instrument_id, be->side ^ 1, be->qty);
+  gw_position_add(gw, be->account, be->instrument_id, be->side, be->qty, be->price);
+  gw_position_add(gw, be->maker_account, be->instrument_id, be->side ^ 1, be->qty, be->price);
   /* Taker. */
   er_base(&er, EXEC(FILL), ev);
   er_order(&er, be->order_id, be->client_order_id, be->side, be->price, be->qty, be->leaves,

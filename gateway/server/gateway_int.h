@@ -219,6 +219,16 @@ typedef struct account {
 typedef struct position {
   uint64_t key;            /* account << 32 | instrument; 0: free */
   int64_t bought, sold;
+  /* The fills since the instrument's last daily settlement (reset by its
+   * DSP event): sum of signed qty and of signed qty x price (ticks),
+   * saturated; the clearing's own sums, seeded at attach. */
+  int64_t day_q, day_qp;
+  /* The open position's entry value (ticks x contracts, signed like the
+   * position), average cost: a reduction keeps the average price (rounded
+   * toward zero), a flip starts over at the fill's price. cost_known 0:
+   * recovered at attach with entry prices the gateway never saw. */
+  int64_t cost;
+  uint8_t cost_known;
 } position_t;
 
 typedef struct mmp {
@@ -505,8 +515,11 @@ order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stre
 void gw_order_remove(hg_gateway_t *gw, order_t *o);
 account_t *gw_account_find(hg_gateway_t *gw, uint32_t id);
 account_t *gw_account_add(hg_gateway_t *gw, uint32_t id, uint32_t firm, int64_t cash);
+/* A fill (or a final settlement's closing) of qty at price (ticks). */
 void gw_position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument, int side,
-                     int64_t qty);
+                     int64_t qty, int64_t price);
+/* The instrument's daily settlement price was set: the day's sums restart. */
+void gw_positions_settled(hg_gateway_t *gw, uint32_t instrument);
 void gw_ledger_event(hg_gateway_t *gw, const hg_exchange_event_t *ev);
 
 /* conn.c: connection I/O and framing, streams, admission. */

@@ -223,25 +223,60 @@ account_t *gw_account_add(hg_gateway_t *gw, uint32_t id, uint32_t firm, int64_t 
   return a;
 }
 
-void gw_position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument, int side,
-                     int64_t qty) {
+static int64_t sat64(__int128 v) {
+  return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
+}
+
+static position_t *position_get(hg_gateway_t *gw, uint32_t account, uint32_t instrument) {
   uint64_t k = (uint64_t)account << 32 | instrument;
   uint32_t i = gw_map_get(&gw->position_map, k);
   if (i == NONE32) {
     if (gw->n_positions == gw->cfg.max_positions) {
       gw_log(gw, HG_LOG_WARN, "position table full (%u); positions incomplete",
              gw->cfg.max_positions);
-      return;
+      return NULL;
     }
     i = gw->n_positions++;
     gw->positions[i].key = k;
+    gw->positions[i].cost_known = 1;
     gw_map_put(&gw->position_map, k, i);
   }
-  if (side == HG_SIDE_BUY) {
-    gw->positions[i].bought += qty;
+  return &gw->positions[i];
+}
+
+void gw_position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument, int side,
+                     int64_t qty, int64_t price) {
+  position_t *q = position_get(gw, account, instrument);
+  if (q == NULL) return;
+  int64_t net = q->bought - q->sold;
+  int64_t sq = side == HG_SIDE_BUY ? qty : -qty;
+  q->day_q = sat64((__int128)q->day_q + sq);
+  q->day_qp = sat64((__int128)q->day_qp + (__int128)sq * price);
+  if (net == 0 || (net > 0) == (sq > 0)) {
+    q->cost = sat64((__int128)q->cost + (__int128)sq * price);
   } else {
-    gw->positions[i].sold += qty;
+    int64_t left = (net > 0 ? net : -net) - qty;
+    if (left >= 0) /* a reduction: the rest keeps its average */
+      q->cost = sat64((__int128)q->cost * left / (net > 0 ? net : -net));
+    else { /* a flip: the new side's entry is this fill */
+      q->cost = sat64((__int128)(net > 0 ? left : -left) * price);
+      q->cost_known = 1;
+    }
   }
+  if (side == HG_SIDE_BUY) {
+    q->bought += qty;
+  } else {
+    q->sold += qty;
+  }
+  if (q->bought == q->sold) {
+    q->cost = 0;
+    q->cost_known = 1;
+  }
+}
+
+void gw_positions_settled(hg_gateway_t *gw, uint32_t instrument) {
+  for (uint32_t i = 0; i < gw->n_positions; i++)
+    if ((uint32_t)gw->positions[i].key == instrument) gw->positions[i].day_q = gw->positions[i].day_qp = 0;
 }
 
 /* Appends e to the ledger copy and to its account's chain. */
@@ -394,18 +429,24 @@ static void seed_account(void *ctx, const hg_exchange_account_info_t *info) {
 /* The position each account holds at attach (recovered state), carried as
  * bought (long) or sold (short): the mirror otherwise counts only fills it
  * sees, and a restarted gateway must not answer a position query with
- * nothing for an account that holds contracts. */
+ * nothing for an account that holds contracts. The day's sums come from
+ * the clearing; the entry value of a recovered position is unknown. */
 static void seed_positions(hg_gateway_t *gw, const hg_clearing_t *clr) {
   for (uint32_t a = 0; a < gw->cfg.max_accounts; a++) {
     if (gw->accounts[a].id == 0) continue;
     for (uint32_t i = 0; i < gw->cfg.max_instruments; i++) {
       if (gw->instr[i].id == 0) continue;
       hg_clearing_position_t cp;
-      if (hg_clearing_position(clr, gw->accounts[a].id, gw->instr[i].id, &cp) != 0 || cp.pos == 0)
+      if (hg_clearing_position(clr, gw->accounts[a].id, gw->instr[i].id, &cp) != 0 ||
+          (cp.pos == 0 && cp.day_qty == 0 && cp.day_value == 0))
         continue;
-      gw_position_add(gw, gw->accounts[a].id, gw->instr[i].id,
-                      cp.pos > 0 ? HG_SIDE_BUY : HG_SIDE_SELL,
-                      cp.pos > 0 ? cp.pos : -cp.pos);
+      position_t *q = position_get(gw, gw->accounts[a].id, gw->instr[i].id);
+      if (q == NULL) continue;
+      if (cp.pos > 0) q->bought += cp.pos;
+      else q->sold -= cp.pos;
+      q->day_q = cp.day_qty;
+      q->day_qp = cp.day_value;
+      q->cost_known = cp.pos == 0;
     }
   }
 }

@@ -272,9 +272,12 @@ void gw_settle_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
     if (ac != NULL) ac->cash = ev->balance;
     if (ev->type == HG_XEV_FINAL_SETTLEMENT && ev->qty != 0)
       gw_position_add(gw, ev->account, ev->instrument_id, ev->qty > 0 ? HG_SIDE_SELL : HG_SIDE_BUY,
-                      ev->qty > 0 ? ev->qty : -ev->qty);
+                      ev->qty > 0 ? ev->qty : -ev->qty, ev->price);
     break;
   }
+  case HG_XEV_DSP:
+    if (ev->tier != 0) gw_positions_settled(gw, ev->instrument_id);
+    break;
   case HG_XEV_EXPIRED: {
     instr_t *in = gw_instr_find(gw, ev->instrument_id);
     if (in != NULL) {

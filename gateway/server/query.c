@@ -80,7 +80,8 @@ static void md_snapshot(conn_t *c, instr_t *in, uint32_t depth, uint64_t ref_seq
  * uint64 field at most 1 + 10 (a negative int64 always 10), and an element
  * of a repeated message field adds 2 (tag, a length below 128).
  *  - Position{instrument_id, net_qty, bought_qty, sold_qty}: 6 + 3 * 11 + 2
- *    = 41 bytes, rounded up to 48;
+ *    = 41 bytes, rounded up to 48; in a Positions reply also settle_price,
+ *    pnl and open_value: 41 + 3 * 11 = 74, rounded up to 80;
  *  - LedgerEntry{index, seq, ts, amount, balance, price, qty: 7 * 11; kind,
  *    instrument_id: 2 * 6} + 2 = 91 bytes, rounded up to 104;
  *  - the Envelope around the reply and the reply's own scalar fields
@@ -88,6 +89,7 @@ static void md_snapshot(conn_t *c, instr_t *in, uint32_t depth, uint64_t ref_seq
  *    bytes, the Envelope's seq and body tag under 20): 512 leaves room for
  *    fields added later. */
 #define POSITION_ENCODED_MAX 48u
+#define POSITION_PNL_ENCODED_MAX 80u
 #define LEDGER_ENTRY_ENCODED_MAX 104u
 #define REPLY_FIXED_MAX 512u
 
@@ -97,9 +99,21 @@ static void *arena_take(hg_gateway_t *gw, size_t size) {
   return gw->arena.allocator.alloc(gw->arena.allocator.allocator_data, size);
 }
 
+/* settle_price, pnl and open_value of a Positions reply's entry. */
+static void position_pnl(const instr_t *in, const position_t *q, Hourglass__V1__Position *m) {
+  int64_t s = in->ref_price;
+  PB_SET(*m, settle_price, s);
+  __int128 v = ((__int128)q->day_q * s - q->day_qp) * in->params.tick_size *
+               in->params.contract_unit;
+  PB_SET(*m, pnl, v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v);
+  if (q->cost_known) PB_SET(*m, open_value, q->cost);
+}
+
 /* The account's positions as messages, in instrument order (pos holds them,
  * pp points at them; both have room for max_instruments, which bounds an
- * account's positions in listed instruments); open_only skips flat ones. */
+ * account's positions in listed instruments); open_only skips flat ones
+ * (statements), and the others carry settle_price, pnl and open_value
+ * (Positions). */
 static size_t fill_positions(const hg_gateway_t *gw, uint32_t acct, int open_only,
                              Hourglass__V1__Position *pos, Hourglass__V1__Position **pp) {
   size_t n = 0;
@@ -114,6 +128,7 @@ static size_t fill_positions(const hg_gateway_t *gw, uint32_t acct, int open_onl
     pos[n].bought_qty = q->bought;
     pos[n].sold_qty = q->sold;
     pos[n].net_qty = q->bought - q->sold;
+    if (!open_only) position_pnl(&gw->instr[i], q, &pos[n]);
     pp[n] = &pos[n];
     n++;
   }
@@ -195,7 +210,7 @@ void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   size_t n = 0;
   if (reason == 0 && positions_room(gw, &pos, &pp) != 0) reason = REJ(GATEWAY_FULL);
   if (reason == 0) n = fill_positions(gw, acct, 0, pos, pp);
-  if (reason == 0 && REPLY_FIXED_MAX + n * POSITION_ENCODED_MAX > gw->cfg.max_frame) {
+  if (reason == 0 && REPLY_FIXED_MAX + n * POSITION_PNL_ENCODED_MAX > gw->cfg.max_frame) {
     reason = REJ(GATEWAY_FULL);
     n = 0;
   }

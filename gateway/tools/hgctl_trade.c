@@ -288,14 +288,40 @@ static int fetch_positions(const char *cmd, hg_client_t *c, uint32_t account,
   return 0;
 }
 
+/* The open position's average price (USD per GPU-hour: three decimals on
+ * the tick, else six, truncated), or with --raw its entry value (ticks x
+ * contracts); "-" when unknown or flat. */
+static const char *avg_price(const Hourglass__V1__Position *x, char *buf) {
+  if (!x->has_open_value || (x->net_qty == 0 && !net_raw)) return "-";
+  if (net_raw) {
+    snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, x->open_value);
+    return buf;
+  }
+  if (x->open_value % x->net_qty == 0) return hgctl_fmt_price(x->open_value / x->net_qty, buf);
+  /* one tick is 1000 micro-USD per GPU-hour */
+  __int128 micro = (__int128)x->open_value * HG_INDEX_TICK_MICRO_USD / x->net_qty;
+  return hgctl_fmt_decimal((int64_t)micro, 6, buf);
+}
+
 static void print_positions(const Hourglass__V1__Positions *p, const syms_t *syms) {
   printf("account %u cash %s %s\n", p->account, net_usd(p->cash), net_raw ? "micro-USD" : "USD");
-  printf("%-10s %-20s %10s %10s %10s\n", "instrument", "symbol", "net", "bought", "sold");
+  printf("%-10s %-20s %8s %8s %8s %12s %10s %14s\n", "instrument", "symbol", "net", "bought",
+         "sold", net_raw ? "open_value" : "avg_price", net_raw ? "settle" : "settle_usd",
+         net_raw ? "pnl" : "pnl_usd");
+  int64_t total = 0;
   for (size_t i = 0; i < p->n_positions; i++) {
     const Hourglass__V1__Position *x = p->positions[i];
-    printf("%-10u %-20s %10" PRId64 " %10" PRId64 " %10" PRId64 "\n", x->instrument_id,
-           net_symbol_of(syms, x->instrument_id), x->net_qty, x->bought_qty, x->sold_qty);
+    char avg[HGCTL_FMT_LEN];
+    printf("%-10u %-20s %8" PRId64 " %8" PRId64 " %8" PRId64 " %12s %10s %14s\n",
+           x->instrument_id, net_symbol_of(syms, x->instrument_id), x->net_qty, x->bought_qty,
+           x->sold_qty, avg_price(x, avg), x->has_settle_price ? net_px(x->settle_price) : "-",
+           x->has_pnl ? net_usd(x->pnl) : "-");
+    total += x->pnl;
   }
+  /* The P&L of the fills since each contract's last daily settlement, at
+   * its settlement price: what the next cycle pays if prices stay. */
+  printf("pnl against the last settlement: %s %s\n", net_usd(total),
+         net_raw ? "micro-USD" : "USD");
 }
 
 int hgctl_positions(int argc, char **argv) {

@@ -357,6 +357,8 @@ typedef struct hg_clearing_position {
   int64_t open_buy;  /* resting buy quantity */
   int64_t open_sell; /* resting sell quantity */
   int64_t day_qty;   /* sum of signed fill quantities since the last cycle */
+  int64_t day_value; /* sum of signed quantity x price (ticks) of those fills,
+                        saturated at the int64 range */
 } hg_clearing_position_t;
 
 /* HG_ENOTFOUND if the account or instrument is unknown; a known pair with no

@@ -628,6 +628,74 @@ static void test_cancel_on_disconnect(void **state) {
   ts_server_stop(&s);
 }
 
+/* c's own Positions; the entry of instrument id (asserted present). */
+static const Hourglass__V1__Position *own_position(gt_client_t *c, uint32_t id) {
+  Hourglass__V1__PositionsRequest pr = HOURGLASS__V1__POSITIONS_REQUEST__INIT;
+  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+  q.body_case = BODY(POSITIONS_REQUEST);
+  q.positions_request = &pr;
+  assert_int_equal(gt_send(c, &q), 0);
+  env_t *e = gt_expect(c, BODY(POSITIONS), 3000);
+  assert_non_null(e);
+  for (size_t i = 0; i < e->positions->n_positions; i++)
+    if (e->positions->positions[i]->instrument_id == id) return e->positions->positions[i];
+  fail_msg("no position in instrument %u", id);
+  return NULL;
+}
+
+/* A trades against B at 510, 505 and 502 around the reference price 500
+ * (no daily settlement yet; tick value 1000 x 1000 micro-USD = 1 USD).
+ * Hand-computed: after +5@510 -2@505 A holds 3 at an average of 510
+ * (open value 1530 ticks), P&L at 500: 3*500 - (2550 - 1010) = -40 ticks
+ * = -40 USD; B the opposite. Then -5@502 flips A to -2 at 502 (open value
+ * -1004) with P&L -50 + 10 + 10 = -30 USD. After a restart the P&L
+ * comes from the clearing's sums; the entry prices are not known. */
+static void test_positions_pnl(void **state) {
+  (void)state;
+  ts_server_t s;
+  start_market(&s, 0, NULL);
+  gt_client_t a, b;
+  assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  assert_true(gt_login(&b, s.port, TB, 0, 0) > 0);
+  const struct { int b_side; int64_t px, qty; } legs[] = {{1, 510, 5}, {0, 505, 2}, {0, 502, 5}};
+  for (size_t k = 0; k < 3; k++) {
+    gt_new_order(&b, 2, 100 + k, legs[k].b_side, legs[k].px, legs[k].qty, 0);
+    expect_er(&b, EXEC(NEW));
+    gt_new_order(&a, 2, 200 + k, legs[k].b_side ^ 1, legs[k].px, legs[k].qty, 0);
+    expect_er(&a, EXEC(NEW));
+    expect_er(&a, EXEC(FILL));
+    expect_er(&b, EXEC(FILL));
+    if (k == 1) {
+      const Hourglass__V1__Position *p = own_position(&a, 2);
+      assert_int_equal(p->net_qty, 3);
+      assert_int_equal(p->settle_price, 500);
+      assert_true(p->has_open_value);
+      assert_int_equal(p->open_value, 1530);
+      assert_int_equal(p->pnl, -40000000);
+      p = own_position(&b, 2);
+      assert_int_equal(p->net_qty, -3);
+      assert_int_equal(p->open_value, -1530);
+      assert_int_equal(p->pnl, 40000000);
+    }
+  }
+  const Hourglass__V1__Position *p = own_position(&a, 2);
+  assert_int_equal(p->net_qty, -2);
+  assert_int_equal(p->open_value, -1004);
+  assert_int_equal(p->pnl, -30000000);
+  gt_close(&a);
+  gt_close(&b);
+  usleep(50 * 1000);
+  ts_server_halt(&s);
+  assert_int_equal(ts_server_reopen(&s, 0, NULL, NULL), 0);
+  assert_true(gt_login(&a, s.port, TA, 0, 0) > 0);
+  p = own_position(&a, 2);
+  assert_int_equal(p->net_qty, -2);
+  assert_int_equal(p->pnl, -30000000);
+  assert_false(p->has_open_value);
+  gt_close(&a);
+  ts_server_stop(&s);
+}
+
 /* Logs c in as key and returns its LoginAck's ref_seq_base. */
 static uint64_t login_base(gt_client_t *c, uint16_t port, uint64_t key, int cod) {
   uint8_t sec[32];
@@ -1331,6 +1399,7 @@ int main(void) {
       cmocka_unit_test(test_throttle),
       cmocka_unit_test(test_cancel_on_disconnect),
       cmocka_unit_test(test_sessions_of_one_key),
+      cmocka_unit_test(test_positions_pnl),
       cmocka_unit_test(test_mass_quote_mmp),
       cmocka_unit_test(test_reject_echoes_request),
       cmocka_unit_test(test_quote_rejects_and_groups),

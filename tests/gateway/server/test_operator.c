@@ -47,6 +47,23 @@ static const sres_t *await_result(hg_client_t *c, uint64_t seq) {
   }
 }
 
+/* c's own position in instrument 1: settle price, P&L and open value. */
+static void expect_position(hg_client_t *c, int64_t settle, int64_t pnl, int64_t open_value) {
+  uint64_t seq = 0;
+  assert_int_equal(hg_client_positions(c, 0, &seq), 0);
+  for (;;) {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
+    if (e->body_case != BODY(POSITIONS) || e->positions->ref_seq != seq) continue;
+    assert_int_equal(e->positions->n_positions, 1);
+    const Hourglass__V1__Position *p = e->positions->positions[0];
+    assert_int_equal(p->settle_price, settle);
+    assert_int_equal(p->pnl, pnl);
+    assert_int_equal(p->open_value, open_value);
+    return;
+  }
+}
+
 static int ok_result(hg_client_t *c, uint64_t seq) {
   const sres_t *r = await_result(c, seq);
   if (r == NULL) return -1;
@@ -125,6 +142,8 @@ static void test_settlement_through_gateway(void **state) {
   assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 510, 2, 1), 0);
   assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 505, 1, 2), 0);
   assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 509, 1, 2), 0);
+  /* Against the listing's reference 500: 2 x (500 - 510) = -20 USD. */
+  expect_position(ta, 500, -20 * TV, 1020);
 
   /* Providers graded A from 2027-01-01. */
   for (int p = 1; p <= 5; p++) {
@@ -220,6 +239,9 @@ static void test_settlement_through_gateway(void **state) {
   assert_int_equal(r->vm_paid, -6 * TV);
   assert_int_equal(r->vm_received, 6 * TV);
   assert_int_equal(r->vm_entries, 2);
+  /* The cycle paid the day's P&L: none left against the DSP 507; the
+   * average price stays 510. */
+  expect_position(ta, 507, 0, 1020);
   /* The same day again is refused: ALREADY_SETTLED, with the day. */
   assert_int_equal(hg_client_daily_settlement(op, d10, &seq), 0);
   r = await_result(op, seq);

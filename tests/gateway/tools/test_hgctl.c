@@ -179,10 +179,18 @@ static void test_follow_sees_a_fill(void **state) {
   assert_non_null(strstr(o.text, "price=0.600 qty=3 leaves=1 maker=1"));
   hg_client_logout(b, 1000);
   hg_client_destroy(b);
-  /* The 3 bought show under the instrument's symbol. */
+  /* The 3 bought show under the instrument's symbol, at an average of
+   * 0.600 against the reference 0.500: 3 x -0.100 x 1000 = -300 USD. */
   RUN(&o, "positions");
   assert_int_equal(o.status, 0);
-  assert_non_null(strstr(o.text, "B200.A.2027-01"));
+  char want[160];
+  snprintf(want, sizeof want, "%-10u %-20s %8d %8d %8d %12s %10s %14s\n", 1u, "B200.A.2027-01", 3,
+           3, 0, "0.600", "0.500", "-300.00");
+  if (strstr(o.text, want) == NULL) fprintf(stderr, "%s", o.text);
+  assert_non_null(strstr(o.text, want));
+  assert_non_null(strstr(o.text, "pnl against the last settlement: -300.00 USD\n"));
+  RUN(&o, "positions", "--raw");
+  assert_non_null(strstr(o.text, "        1800        500     -300000000\n"));
   RUN(&o, "order", "mass-cancel");
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }

@@ -101,6 +101,14 @@ static void same_statement(ts_server_t *s, uint64_t key, const char *account, co
   if (want_lines) assert_int_equal(count_lines(remote.text), want_lines);
 }
 
+/* The positions text as a restarted gateway prints it: the average price
+ * of the open position in B200.A.2027-03 (0.500) unknown. */
+static void unknown_average(char *text) {
+  char *p = strstr(text, "        0.500 ");
+  assert_non_null(p);
+  memcpy(p, "            - ", 14);
+}
+
 static void test_settle_expire_statements(void **state) {
   (void)state;
   const int32_t d1 = ch_day("2027-02-01"), d10 = ch_day("2027-02-10"),
@@ -272,13 +280,17 @@ static void test_settle_expire_statements(void **state) {
   RUN(&pos_a, TA, "positions");
   RUN(&pos_b, TB, "positions");
   assert_int_equal(pos_b.status, 0);
-  assert_non_null(strstr(pos_b.text, "B200.A.2027-03                2          2          0"));
-  assert_non_null(strstr(pos_a.text, "B200.A.2027-03               -2          0          2"));
+  if (strstr(pos_b.text, "B200.A.2027-03              2        2        0        0.500 ") == NULL)
+    fprintf(stderr, "%s", pos_b.text);
+  assert_non_null(strstr(pos_b.text, "B200.A.2027-03              2        2        0        0.500 "));
+  assert_non_null(strstr(pos_a.text, "B200.A.2027-03             -2        0        2        0.500 "));
 
   /* Restart on the same data directory: the gateway's copy of the ledger
    * is seeded from the recovered state (the same statements), and entries
    * appended after the restart continue its indexes. Positions are seeded
-   * too (net, carried as bought or sold), so they answer as before. */
+   * too (net, carried as bought or sold, and the P&L), so they answer as
+   * before, but for the average price of a position whose fills the
+   * restarted gateway has not seen. */
   static hgctl_out_t before, after;
   RUN(&before, TB, "statement", "--remote", "--format", "json");
   assert_int_equal(before.status, 0);
@@ -292,6 +304,8 @@ static void test_settle_expire_statements(void **state) {
   RUN(&after, TB, "statement", "--remote", "--format", "json");
   assert_int_equal(after.status, 0);
   assert_string_equal(after.text, before.text);
+  unknown_average(pos_b.text);
+  unknown_average(pos_a.text);
   RUN(&after, TB, "positions");
   assert_string_equal(after.text, pos_b.text);
   RUN(&after, TA, "positions");
