@@ -19,7 +19,8 @@
 #include "hourglass/error.h"
 
 /* Waits for the SettlementResult of seq and prints it as KEY=value; a
- * refusal (or a role reject Response) also goes to stderr. 0 or EXIT_FAIL. */
+ * refusal (or a role reject Response) goes to stderr first. 0 or
+ * EXIT_FAIL. */
 static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
   const env_t *e = NULL;
   for (;;) {
@@ -29,6 +30,12 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
     if (e->body_case == BODY(SETTLEMENT_RESULT) && e->settlement_result->ref_seq == seq) break;
   }
   const Hourglass__V1__SettlementResult *r = e->settlement_result;
+  /* A refusal's reason first (a person reads it before the record). */
+  if (r->reason != 0) {
+    fprintf(stderr, "hgctl %s: refused: %s (%u)%s%s\n", cmd, net_reject_name(r->reason), r->reason,
+            r->text ? ": " : "", r->text ? r->text : "");
+    fflush(stderr);
+  }
   char day[11] = "";
   if (r->has_day) hg_index_day_format(r->day, day);
   if (net_raw) printf("RESULT command=%u", r->command);
@@ -64,12 +71,7 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
   }
   for (size_t i = 0; i < r->n_listed; i++) printf("LISTED instrument=%u\n", r->listed[i]);
   fflush(stdout);
-  if (r->reason != 0) {
-    fprintf(stderr, "hgctl %s: refused: %s (%u)%s%s\n", cmd, net_reject_name(r->reason), r->reason,
-            r->text ? ": " : "", r->text ? r->text : "");
-    return EXIT_FAIL;
-  }
-  return 0;
+  return r->reason != 0 ? EXIT_FAIL : 0;
 }
 
 static int parse_day(const char *cmd, const char *s, int32_t *day) {

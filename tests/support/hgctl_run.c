@@ -23,6 +23,7 @@ extern char **environ;
 const char *hgctl_path;
 char hgctl_port[16];
 bool hgctl_port_from_env;
+bool hgctl_merge_stderr;
 
 void hgctl_read_all(int fd, char *buf, size_t cap) {
   size_t n = 0;
@@ -94,7 +95,7 @@ pid_t hgctl_spawn(uint64_t key, const char *secret_hex, const char *const *args,
   assert_true(pid >= 0);
   if (pid == 0) {
     dup2(po[1], 1);
-    dup2(pe[1], 2);
+    dup2(hgctl_merge_stderr ? po[1] : pe[1], 2);
     close(po[0]);
     close(pe[0]);
     execve(hgctl_path, (char *const *)argv, (char *const *)envp);

@@ -16,6 +16,9 @@
 extern const char *hgctl_path; /* the hgctl binary */
 extern char hgctl_port[16];    /* the gateway's port, for --port */
 extern bool hgctl_port_from_env; /* set: hgctl_spawn adds no --port */
+/* set: the child's stderr goes into its stdout (text), in the order a
+ * terminal shows them; err stays empty */
+extern bool hgctl_merge_stderr;
 
 typedef struct hgctl_out {
   char text[65536]; /* stdout, NUL-terminated (truncated if longer) */

@@ -198,6 +198,15 @@ static void test_settle_expire_statements(void **state) {
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.err, "refused: already_settled"));
   assert_non_null(strstr(r.err, "2027-02-10 is already settled"));
+  /* As a terminal shows it: the reason before the record. */
+  hgctl_merge_stderr = true;
+  RUN(&r, OPC, "op", "settle", "--day", "2027-02-10");
+  hgctl_merge_stderr = false;
+  const char *why = strstr(r.text, "refused: already_settled");
+  const char *rec = strstr(r.text, "RESULT command=daily_settlement reason=already_settled(80)");
+  assert_non_null(why);
+  assert_non_null(rec);
+  assert_true(why < rec);
 
   /* Last trading day's cycle (no VM: unchanged DSP), then expiry at FSP
    * 500000 / 1000 = 500: A 2 x (500 - 507) x TV = -14,000,000. */
