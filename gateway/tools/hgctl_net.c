@@ -379,7 +379,9 @@ void net_print_exec(const env_t *e) {
     printf(" reason=%s(%u)", net_cancel_name(r->reason), r->reason);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL) printf(" maker=%d", r->maker ? 1 : 0);
   if (r->drop_copy) printf(" account=%u", r->account);
-  if (r->ref_seq) printf(" ref_seq=%" PRIu64, r->ref_seq);
+  /* The request a report answers: a wire number (with several sessions of
+   * a key, above 2^32), so for scripts only. */
+  if (r->ref_seq && net_raw) printf(" ref_seq=%" PRIu64, r->ref_seq);
   if (r->ts) {
     char t[HGCTL_FMT_LEN];
     if (net_raw) printf(" ts=%" PRIu64, r->ts);

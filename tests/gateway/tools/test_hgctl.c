@@ -221,12 +221,15 @@ static void test_three_terminals_one_key(void **state) {
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "NEW "));
   assert_non_null(strstr(o.text, "clordid=4444 side=buy price=0.444 qty=7 leaves=7"));
+  /* A third session's ref_seq is a wire number above 2^32: --raw only. */
+  assert_null(strstr(o.text, "ref_seq="));
   char oid_s[24];
   snprintf(oid_s, sizeof oid_s, "%" PRIu64, field(o.text, "order_id="));
   assert_true(hgctl_read_until(fo, tail.text, sizeof tail.text, &fgot, "clordid=4444", 10000));
   assert_true(hgctl_read_until(lo, lad.text, sizeof lad.text, &lgot, "0.444", 10000));
-  RUN(&o, "order", "cancel", "--instrument", "B200.A.2027-01", "--order-id", oid_s);
+  RUN(&o, "order", "cancel", "--instrument", "B200.A.2027-01", "--order-id", oid_s, "--raw");
   assert_int_equal(o.status, 0);
+  assert_true(field(o.text, " ref_seq=") > (1ull << 32));
   assert_true(hgctl_read_until(fo, tail.text, sizeof tail.text, &fgot, "CANCELLED", 10000));
   kill(fpid, SIGTERM);
   hgctl_collect(fpid, fo, fe, &tail, fgot);
