@@ -101,6 +101,16 @@ def main():
     check(r.exec_type == pb.EXEC_REJECTED and r.reason == pb.REJ_UNKNOWN_ORDER, "second cancel")
     check(r.request == pb.REQ_CANCEL, "reject request kind")
 
+    # A second session of the same key: a ref_seq base of its own, and
+    # the reply reaches both sessions with the seq the joiner waits for.
+    a2 = Client(port=port, key_id=key_a, secret=secret(key_a))
+    check(a2.connect().ref_seq_base > 0 and a.ref_seq_base == 0, "ref_seq_base")
+    seq2 = a2.instruments()
+    check(seq2 == 1 + a2.ref_seq_base, "joiner's ref_seq %d" % seq2)
+    check(a2.expect("instrument_list").instrument_list.ref_seq == seq2, "joiner's reply")
+    check(a.expect("instrument_list").instrument_list.ref_seq == seq2, "reply seen by both")
+    a2.logout()
+
     # A trade between two Python sessions: fills on both sides.
     b = Client(port=port, key_id=key_b, secret=secret(key_b))
     b.connect()
