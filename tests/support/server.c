@@ -67,6 +67,8 @@ static void pipeline_config(ts_server_t *s, const ts_server_options_t *o,
     pc->outbound_capacity = o->ring_capacity * 4;
     pc->staging_capacity = o->ring_capacity * 4;
   }
+  if (o->staging_capacity) pc->staging_capacity = o->staging_capacity;
+  if (o->outbound_capacity) pc->outbound_capacity = o->outbound_capacity;
   if (o->segment_size) {
     pc->journal.segment_size = o->segment_size;
     pc->journal.batch_bytes = 4u << 20;
@@ -79,6 +81,8 @@ static void pipeline_config(ts_server_t *s, const ts_server_options_t *o,
   pc->mode = ts_pipe_mode(o);
   pc->out_notify = hg_gateway_notify;
   pc->out_notify_ctx = s->gw;
+  pc->loop_drain = hg_gateway_drain;
+  pc->loop_drain_ctx = s->gw;
 }
 
 int ts_server_create(ts_server_t *s, const ts_server_options_t *o) {

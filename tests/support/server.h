@@ -42,6 +42,10 @@ typedef struct ts_server_options {
   uint32_t max_book_orders;  /* 0: 1 << 16 */
   uint32_t throttle_rate;    /* per session; 0: gateway default */
   uint32_t ring_capacity;    /* pipeline rings, power of two; 0: 16384 */
+  uint32_t staging_capacity; /* the pipeline's stage (power of two, >= 2048); 0: as
+                                ring_capacity sets it */
+  uint32_t outbound_capacity;/* each consumer's ring (power of two); 0: as
+                                ring_capacity sets it */
   uint64_t segment_size;     /* journal segment bytes; 0: 4 MiB (tests) */
   int verbose;               /* server logs to stderr */
   int quiet;                 /* not even the gateway's errors to stderr */

@@ -98,10 +98,21 @@
  * which then finishes on the owner thread: queued commands are sequenced,
  * everything is made durable and released). The owner may call execute
  * before its loop runs (the calls then happen on the thread that starts
- * the loop, before it starts). A command whose events do not fit in the
- * stage (staging_capacity) and consumer 0's ring together, a mass cancel
- * of a very large book, cannot wait for consumer 0 (the loop owner is
- * inside the command): consumer 0 loses the excess, logged once.
+ * the loop, before it starts).
+ *  - Overflow. Consumer 0 cannot poll from outside while the loop owner is
+ *    inside a command, so a command whose events do not fit in the stage
+ *    (staging_capacity) and consumer 0's ring together (a mass cancel of a
+ *    very large book, a settlement over many positions) drains in the
+ *    middle: the pipeline makes everything staged durable (one
+ *    hg_journal_sync, the current command's record included), then calls
+ *    cfg.loop_drain, which polls consumer 0 as the loop would, and carries
+ *    on. The same happens before a command when the stage lacks
+ *    1024 free slots, so execute refuses nothing for event volume.
+ *    Inside cfg.loop_drain, hg_pipeline_execute() queues the command (as
+ *    hg_pipeline_submit_nowake) and the loop's next commit sequences it;
+ *    commit and reap return 0 there. Without cfg.loop_drain, execute
+ *    returns HG_EBUSY when the stage is short and consumer 0 loses a
+ *    command's excess events (logged once).
  * With the journal's fallback (force_fallback) the commit is synchronous
  * and loop_commit returns with the batch durable.
  */
@@ -163,6 +174,15 @@ typedef struct hg_pipeline_config {
    * called in loop mode (consumer 0 is the loop owner, see "Loop mode"). */
   void (*out_notify)(void *ctx);
   void *out_notify_ctx;
+  /* Loop mode: consumer 0's drain (see "Loop mode", Overflow), called on
+   * the loop owner's thread from inside hg_pipeline_execute(),
+   * hg_pipeline_loop_commit() or hg_pipeline_loop_reap() when consumer 0's
+   * ring is full, after everything it holds is durable. It must poll
+   * consumer 0 (hg_pipeline_poll) until that returns 0 and handle the
+   * records as the loop does; it may call hg_pipeline_execute() (queued)
+   * but not the other loop calls. NULL: none. Unused in threads mode. */
+  void (*loop_drain)(void *ctx);
+  void *loop_drain_ctx;
   /* Number of consumers, each with its own outbound ring of
    * outbound_capacity records and its own release cursor; 0: 1. Consumer 0
    * is the one hg_pipeline_poll() serves and out_notify wakes; consumer k > 0
@@ -263,11 +283,15 @@ int hg_pipeline_mode(const hg_pipeline_t *p);
  * Loop mode: sequences, journals (into the filling batch, not yet
  * submitted), applies and stages one command at once; its events are
  * released once hg_pipeline_loop_commit() / hg_pipeline_loop_reap() saw it
- * durable. The loop owner's thread only (see "Loop mode"). Returns 0
- * (also for a command the journal cannot hold: it comes back MALFORMED),
- * HG_EBUSY (the stage lacks room for another command's events until the
- * consumers poll: nothing done), HG_EUNAVAIL (not started, stopping, or the
- * journal failed: nothing done) or HG_EINVAL (threads mode).
+ * durable. The loop owner's thread only (see "Loop mode"). It may call
+ * cfg.loop_drain (before the command, or in the middle of it). Called from
+ * inside cfg.loop_drain it only queues the command. Returns 0 (also for a
+ * command the journal cannot hold: it comes back MALFORMED), HG_EBUSY
+ * (without cfg.loop_drain: the stage lacks room for another command's
+ * events until the consumers poll; inside the drain: the inbound ring is
+ * full; nothing done), HG_EUNAVAIL (not started, stopping, or the journal
+ * failed, possibly during a drain: nothing done) or HG_EINVAL (threads
+ * mode).
  */
 int hg_pipeline_execute(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd);
 
