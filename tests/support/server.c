@@ -51,7 +51,7 @@ static void gateway_config(const ts_server_t *s, const ts_server_options_t *o,
 int ts_pipe_mode(const ts_server_options_t *o) {
   if (o != NULL && o->pipe_mode != 0) return o->pipe_mode - 1;
   const char *e = getenv("HG_TEST_PIPE_MODE");
-  return e != NULL && strcmp(e, "loop") == 0 ? HG_PIPE_MODE_LOOP : HG_PIPE_MODE_THREADS;
+  return e != NULL && strcmp(e, "threads") == 0 ? HG_PIPE_MODE_THREADS : HG_PIPE_MODE_LOOP;
 }
 
 static void pipeline_config(ts_server_t *s, const ts_server_options_t *o,

@@ -69,6 +69,18 @@
  * Loop mode (cfg.mode = HG_PIPE_MODE_LOOP). There is no engine thread and
  * no journal thread: the thread that runs an event loop (the gateway's)
  * sequences and journals itself, so an order costs no thread hand-off.
+ *
+ * Which mode. Both give the same records, state, journal and snapshot
+ * bytes, and pass the same tests (the *_threads test registrations).
+ * Loop mode is hourglassd's default: on a machine with few cores (or
+ * shared ones) every hand-off is a wake-up that waits for a CPU, and the
+ * floor benchmark (bench_floor) shows the loop closer to an echo server's
+ * latency and cheaper in CPU per order. Threads mode overlaps decoding,
+ * matching and the disk on separate threads: choose it on a machine with
+ * idle cores for the engine and journal threads (rt_priority applies to
+ * them only), or for an owner with no event loop (a tool or test that
+ * submits and polls from plain threads; hg_pipeline_config_init's
+ * default, since loop mode needs an owner that drives it).
  *  - hg_pipeline_execute(p, origin, cmd) does for one command what the
  *    engine thread does: stamps seq and ts, encodes the record and appends
  *    it to the journal's filling batch, applies it and stages its events.
@@ -136,8 +148,9 @@ typedef enum hg_durability {
 
 /* Who runs the sequencer and the journal (see "Loop mode" above). */
 typedef enum hg_pipe_mode {
-  HG_PIPE_MODE_THREADS = 0, /* default: an engine thread and a journal thread */
-  HG_PIPE_MODE_LOOP = 1     /* the owner's event loop: hg_pipeline_execute() */
+  HG_PIPE_MODE_THREADS = 0, /* an engine thread and a journal thread (config_init's) */
+  HG_PIPE_MODE_LOOP = 1     /* the owner's event loop: hg_pipeline_execute()
+                               (hourglassd's default; see "Which mode") */
 } hg_pipe_mode_t;
 
 /* Most consumers of the outbound record stream (gateway, market-data view, ...). */
