@@ -137,7 +137,7 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->snapshot_keep = 2;
   cfg->store_map_size = 1 * GB;
   cfg->durability = HG_DURABILITY_DURABLE;
-  cfg->pipe_mode = HG_PIPE_MODE_THREADS;
+  cfg->pipe_mode = HG_PIPE_MODE_LOOP;
   cfg->wait_spin = 0;
   cfg->rt_priority = 0;
   cfg->max_instruments = 64;

@@ -39,7 +39,7 @@ typedef struct hg_daemon_config {
   uint32_t snapshot_keep;      /* snapshot.keep, 2 */
   uint64_t store_map_size;     /* store.map_size, 1G */
   int durability;              /* durability, durable */
-  int pipe_mode;               /* pipeline.mode: loop (HG_PIPE_MODE_LOOP) | threads */
+  int pipe_mode;               /* pipeline.mode: loop (HG_PIPE_MODE_LOOP, the default) | threads */
   uint32_t wait_spin;          /* wait = block (0) | spin N */
   uint32_t rt_priority;        /* threads.realtime_priority, 0 = off; 1..99 SCHED_FIFO */
   uint32_t max_instruments;    /* limits.max_instruments, 64 */

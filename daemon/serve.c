@@ -474,6 +474,8 @@ static int open_pipeline(daemon_t *d) {
   pc.consumers = d->demo != NULL ? 3 : 2;
   pc.out_notify = hg_gateway_notify;
   pc.out_notify_ctx = d->gw;
+  pc.loop_drain = hg_gateway_drain;
+  pc.loop_drain_ctx = d->gw;
   set_health(d, 0, "recovering");
   uint64_t t0 = now_ns();
   int rc = hg_pipeline_open(&pc, &d->pipe);

@@ -56,7 +56,11 @@
  * waiter serves only the rare waits for another consumer's ring room, and
  * the eventfd is also how other threads' submits and a consumer that was
  * blocked reach the loop. Consumer 0 is the loop owner: it is told what it
- * can poll by the loop calls' return, never notified.
+ * can poll by the loop calls' return, never notified. When consumer 0's
+ * ring is full inside a command (or the stage is short before one), the
+ * owner cannot poll from outside, so the pipeline syncs the journal and
+ * calls cfg.loop_drain there (loop_drain()); a command the drain executes
+ * is queued in the inbound ring for the next commit, never nested.
  *
  * Start-up recovery and journal replay are in pipeline_recover.c; the
  * layout both files share is pipeline_int.h.
@@ -203,29 +207,56 @@ static int stage_releasable(const hg_pipeline_t *p) {
   return 0;
 }
 
-/* The staging FIFO is full in the middle of a command: wait until the
- * journal and the consumer make room. The command's record is already in
- * the journal ring, so durability of everything staged will come. */
-/* Loop mode: the loop owner is consumer 0 and cannot poll in the middle
- * of a command. Room comes from another consumer (once its records are
- * durable it polls), or, when only consumer 0's ring is full, by dropping
- * its oldest record (logged; pipeline.h, "Loop mode"). */
-static void loop_make_room(hg_pipeline_t *p) {
+/* Loop mode: makes staged records and consumer 0's ring durable, then has
+ * the loop owner poll consumer 0 through cfg.loop_drain, from inside the
+ * command (pipeline.h, "Loop mode"). A command the drain submits meanwhile
+ * is queued (hg_pipeline_execute). Returns whether consumer 0 made room. */
+static int loop_drain(hg_pipeline_t *p) {
+  if (p->cfg.loop_drain == NULL || !p->loop_calling || p->loop_draining) return 0;
+  if (p->cfg.durability == HG_DURABILITY_DURABLE &&
+      hg_journal_durable_seq(p->journal) < p->last_seq) {
+    hg_journal_sync(p->journal);
+    journal_note_failure(p);
+    if (atomic_load(&p->failed)) return 0;
+    p->loop_durable = hg_journal_durable_seq(p->journal);
+    wake_durable(p);
+  }
+  p->loop_draining = 1;
+  p->cfg.loop_drain(p->cfg.loop_drain_ctx);
+  p->loop_draining = 0;
+  atomic_store(&p->cons[0].want_room, 0); /* the owner polled; nobody sleeps on it */
+  return release(p) > 0;
+}
+
+/* Loop mode: a consumer other than 0 is full. Makes everything durable and
+ * waits (bounded) for one of them to poll. Returns 0 when none is full. */
+static int loop_wait_others(hg_pipeline_t *p) {
   int others = 0;
   for (uint32_t k = 1; k < p->ncons; k++) others |= p->cons[k].blocked;
-  if (!atomic_load(&p->failed) && others) {
-    hg_journal_commit(p->journal);
-    hg_journal_poll(p->journal, -1);
-    journal_note_failure(p);
-    wake_durable(p);
-    uint32_t tok = hg_waiter_prepare(p->engine_w);
-    if (stage_releasable(p)) hg_waiter_cancel(p->engine_w);
-    else hg_waiter_sleep(p->engine_w, tok, 1000000);
-    return;
-  }
+  if (atomic_load(&p->failed) || !others) return 0;
+  hg_journal_commit(p->journal);
+  hg_journal_poll(p->journal, -1);
+  journal_note_failure(p);
+  wake_durable(p);
+  uint32_t tok = hg_waiter_prepare(p->engine_w);
+  if (stage_releasable(p)) hg_waiter_cancel(p->engine_w);
+  else hg_waiter_sleep(p->engine_w, tok, 1000000);
+  return 1;
+}
+
+/* Loop mode: the stage has no room and release() moved nothing. Consumer
+ * 0 (the loop owner) drains from inside the command when cfg.loop_drain is
+ * set; another consumer that is full is waited for (once its records are
+ * durable it polls); without a drain, consumer 0 loses its oldest record
+ * (logged; pipeline.h, "Loop mode"). After a journal failure nothing
+ * staged will be released, so the oldest record is dropped for all. */
+static void loop_make_room(hg_pipeline_t *p) {
+  if (!atomic_load(&p->failed) && p->cons[0].blocked && loop_drain(p)) return;
+  if (loop_wait_others(p)) return;
   if (!atomic_load(&p->failed) && p->loop_dropped++ == 0)
     logf_(p, HG_LOG_ERROR, "command seq %llu has more events than the stage and consumer 0's "
-          "ring hold; consumer 0 loses the excess", (unsigned long long)p->last_seq);
+          "ring hold and no drain is set; consumer 0 loses the excess",
+          (unsigned long long)p->last_seq);
   if (p->cons[0].cursor == p->stage_head) p->cons[0].cursor++;
   uint64_t low = p->stage_tail;
   for (uint32_t k = 0; k < p->ncons; k++) {
@@ -812,27 +843,43 @@ static int loop_settle(hg_pipeline_t *p) {
   return consumer_ready(&p->cons[0]);
 }
 
+static int submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd, int wake);
+
 int hg_pipeline_execute(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd) {
   if (!loop_mode(p)) return HG_EINVAL;
   if (!atomic_load(&p->accepting)) return HG_EUNAVAIL;
-  if (stage_free(p) < STAGE_RESERVE) {
-    release(p);
-    if (stage_free(p) < STAGE_RESERVE) {
-      atomic_fetch_add_explicit(&p->stat_busy, 1, memory_order_relaxed); /* statistic */
-      return HG_EBUSY;
+  /* From inside cfg.loop_drain: the command being applied is not finished,
+   * so this one waits in the inbound ring for the loop's next commit. */
+  if (p->loop_draining) return submit(p, origin, cmd, 0);
+  int outer = p->loop_calling, rc = 0;
+  p->loop_calling = 1;
+  while (stage_free(p) < STAGE_RESERVE) {
+    if (release(p)) continue;
+    if (atomic_load(&p->failed)) {
+      rc = HG_EUNAVAIL;
+      break;
     }
+    if (p->cons[0].blocked && loop_drain(p)) continue;
+    if (loop_wait_others(p)) continue;
+    atomic_fetch_add_explicit(&p->stat_busy, 1, memory_order_relaxed); /* statistic */
+    rc = HG_EBUSY;
+    break;
   }
-  return sequence_one(p, origin, cmd) != 0 ? HG_EUNAVAIL : 0;
+  if (rc == 0 && sequence_one(p, origin, cmd) != 0) rc = HG_EUNAVAIL;
+  p->loop_calling = outer;
+  return rc;
 }
 
 int hg_pipeline_loop_commit(hg_pipeline_t *p) {
-  if (!loop_mode(p) || !p->running) return 0;
+  if (!loop_mode(p) || !p->running || p->loop_draining) return 0;
+  p->loop_calling = 1;
   if (!hg_mpsc_ring_empty(p->in)) loop_take_queued(p);
+  p->loop_calling = 0;
   return loop_settle(p);
 }
 
 int hg_pipeline_loop_reap(hg_pipeline_t *p, int timeout_ms) {
-  if (!loop_mode(p) || !p->running) return 0;
+  if (!loop_mode(p) || !p->running || p->loop_draining) return 0;
   uint64_t n;
   ssize_t r = read(p->loop_fd, &n, sizeof n);
   (void)r; /* EAGAIN: nothing signalled; the reap below looks anyway */
@@ -840,7 +887,9 @@ int hg_pipeline_loop_reap(hg_pipeline_t *p, int timeout_ms) {
     hg_journal_poll(p->journal, timeout_ms);
     journal_note_failure(p);
   }
+  p->loop_calling = 1;
   if (!hg_mpsc_ring_empty(p->in)) loop_take_queued(p);
+  p->loop_calling = 0;
   return loop_settle(p);
 }
 

@@ -87,6 +87,10 @@ struct hg_pipeline {
   int loop_fd;
   uint64_t loop_durable;    /* durable seq the consumers were last woken for; loop owner */
   uint64_t loop_dropped;    /* records consumer 0 lost to a full ring (see pipeline.h) */
+  int loop_calling;         /* inside execute / loop_commit / loop_reap: cfg.loop_drain
+                               may be called (never from hg_pipeline_stop) */
+  int loop_draining;        /* inside cfg.loop_drain: execute queues, commit and
+                               reap return 0 */
 
   pthread_t engine_thr, journal_thr, snap_thr;
   int running, stopped;

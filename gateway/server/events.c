@@ -339,7 +339,7 @@ static pending_t *pending_of(hg_gateway_t *gw, uint64_t origin) {
   return p->origin == origin ? p : NULL;
 }
 
-static void retire(hg_gateway_t *gw, pending_t *p) {
+void gw_retire(hg_gateway_t *gw, pending_t *p) {
   assert(!p->done && gw->pend_tail < gw->pend_next);
   p->done = 1;
   if (p->cmd.type == HG_COMMAND_NEW_ORDER) {
@@ -354,6 +354,8 @@ static void retire(hg_gateway_t *gw, pending_t *p) {
 
 void gw_drain(hg_gateway_t *gw) {
   if (gw->pipe == NULL) return;
+  assert(!gw->draining);
+  gw->draining = 1;
   for (;;) {
     size_t n = hg_pipeline_poll(gw->pipe, gw->drain, DRAIN_BATCH);
     if (n == 0) break;
@@ -364,7 +366,7 @@ void gw_drain(hg_gateway_t *gw) {
         on_event(gw, &o->event, p);
       } else if (p != NULL && p->kind == P_SETTLE) {
         gw_settle_done(gw, p, o);
-        retire(gw, p);
+        gw_retire(gw, p);
       } else if (p != NULL) {
         if (o->kind == HG_PIPE_UNAVAILABLE) {
           if (p->kind == P_NEW || p->kind == P_CANCEL || p->kind == P_REPLACE ||
@@ -381,9 +383,10 @@ void gw_drain(hg_gateway_t *gw) {
         } else if (!p->replied && (p->kind == P_MASS_CANCEL || p->kind == P_OPERATOR)) {
           gw_send_response(gw, p->stream, p->ref_seq, 0, NULL);
         }
-        retire(gw, p);
+        gw_retire(gw, p);
       }
     }
   }
+  gw->draining = 0;
   gw_flush_dirty(gw);
 }

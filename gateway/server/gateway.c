@@ -441,6 +441,8 @@ void hg_gateway_notify(void *ctx) {
   atomic_fetch_sub(&gw->notifying, 1);
 }
 
+void hg_gateway_drain(void *ctx) { gw_drain(ctx); }
+
 /* Store name of the exchange epoch (sessions table; no key's name starts
  * with 'e'). */
 #define EPOCH_NAME "epoch"

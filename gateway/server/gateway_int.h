@@ -20,7 +20,11 @@
  * loop mode the loop thread also owns the pipeline's sequencer, exchange
  * and journal while it runs (hourglass/pipeline.h, "Loop mode"): gw_submit
  * executes commands at once and the loop's check/prepare/poll handles
- * commit and reap the journal's batches (gateway.c).
+ * commit and reap the journal's batches (gateway.c). A command with more
+ * events than the pipeline's stage and ring hold is drained in the middle
+ * (hg_gateway_drain, the pipeline's loop_drain): gw_drain then runs inside
+ * gw_submit, and the commands it submits (internal cancels) are queued by
+ * the pipeline for the loop's next commit.
  *
  * Memory. Allocated at create (sized by the configuration): connections
  * with their input buffer (max_frame + 16 bytes: the frame header is
@@ -407,6 +411,9 @@ struct hg_gateway {
    * hg_pipeline_kick() at the end of the read (kick_due says one is owed),
    * so the frames of one read cost one engine wake-up, not one each. */
   int in_read, kick_due;
+  /* Inside gw_drain: in loop mode gw_submit queues instead of executing
+   * (a command executed there could need a drain of its own). */
+  int draining;
   uint16_t port;           /* set at create; any thread reads it */
   atomic_int live;         /* notify may call uv_async_send; any thread */
   atomic_int notifying;    /* notifies in progress; any thread */
@@ -609,5 +616,7 @@ void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o);
 /* events.c: routing of the pipeline's output. */
 uint32_t gw_owner_stream(hg_gateway_t *gw, const order_t *o, uint32_t account);
 void gw_drain(hg_gateway_t *gw);
+/* Marks p answered and frees the ring's answered head. */
+void gw_retire(hg_gateway_t *gw, pending_t *p);
 
 #endif /* HG_GATEWAY_INT_H */

@@ -14,24 +14,18 @@ pending_t *gw_pend_at(hg_gateway_t *gw, uint64_t counter) {
 
 /* Queues cmd for the engine (in loop mode: executes it, its results come
  * once durable). Returns 0, REJ_BUSY (our ring or the
- * pipeline's is full) or REJ_UNAVAILABLE. */
+ * pipeline's is full) or REJ_UNAVAILABLE. The pending entry is recorded
+ * before the pipeline sees the command: in loop mode a drain in the middle
+ * of it (hg_gateway_drain) handles its events before execute returns. */
 uint32_t gw_submit(hg_gateway_t *gw, const hg_command_t *cmd, uint32_t kind, uint32_t stream,
                    conn_t *c, uint64_t ref_seq, pending_t **out) {
   if (gw->pend_next - gw->pend_tail >= gw->cfg.pending_capacity) {
     STAT_ADD(gw, st_busy);
     return REJ(BUSY);
   }
-  uint64_t origin = ORIGIN_TAG | (gw->pend_next & ORIGIN_MASK);
-  int rc = gw->loop_mode  ? hg_pipeline_execute(gw->pipe, origin, cmd)
-           : gw->in_read ? hg_pipeline_submit_nowake(gw->pipe, origin, cmd)
-                         : hg_pipeline_submit(gw->pipe, origin, cmd);
-  if (rc == 0 && gw->in_read && !gw->loop_mode) gw->kick_due = 1;
-  if (rc == HG_EBUSY) {
-    STAT_ADD(gw, st_busy);
-    return REJ(BUSY);
-  }
-  if (rc != 0) return REJ(UNAVAILABLE);
-  pending_t *p = gw_pend_at(gw, gw->pend_next);
+  uint64_t counter = gw->pend_next;
+  uint64_t origin = ORIGIN_TAG | (counter & ORIGIN_MASK);
+  pending_t *p = gw_pend_at(gw, counter);
   memset(p, 0, sizeof *p);
   p->origin = origin;
   p->ref_seq = ref_seq;
@@ -43,6 +37,26 @@ uint32_t gw_submit(hg_gateway_t *gw, const hg_command_t *cmd, uint32_t kind, uin
   gw->pend_next++;
   assert(gw->pend_next - gw->pend_tail <= gw->cfg.pending_capacity);
   if (cmd->type == HG_COMMAND_NEW_ORDER) gw->orders_reserved++;
+  /* Loop mode, while the pipeline's output is handled (gw_drain): queued
+   * for the loop's next commit, so that a drain never runs inside one. */
+  int rc = gw->loop_mode && !gw->draining ? hg_pipeline_execute(gw->pipe, origin, cmd)
+           : gw->in_read || gw->loop_mode ? hg_pipeline_submit_nowake(gw->pipe, origin, cmd)
+                                          : hg_pipeline_submit(gw->pipe, origin, cmd);
+  if (rc == 0 && gw->in_read && !gw->loop_mode) gw->kick_due = 1;
+  if (rc != 0) {
+    /* Nothing will come for it. Commands a drain queued meanwhile sit
+     * after it, so only the newest entry is taken back outright. */
+    if (gw->pend_next == counter + 1) {
+      gw->pend_next = counter;
+      p->origin = 0;
+      if (cmd->type == HG_COMMAND_NEW_ORDER) gw->orders_reserved--;
+    } else {
+      gw_retire(gw, p);
+    }
+    if (rc != HG_EBUSY) return REJ(UNAVAILABLE);
+    STAT_ADD(gw, st_busy);
+    return REJ(BUSY);
+  }
   STAT_ADD(gw, st_submitted);
   if (out != NULL) *out = p;
   return 0;

@@ -36,7 +36,7 @@ static void defaults_are_documented_values(void **state) {
   assert_int_equal(c.snapshot_interval, 1000000);
   assert_int_equal(c.snapshot_keep, 2);
   assert_int_equal(c.durability, HG_DURABILITY_DURABLE);
-  assert_int_equal(c.pipe_mode, HG_PIPE_MODE_THREADS);
+  assert_int_equal(c.pipe_mode, HG_PIPE_MODE_LOOP);
   assert_int_equal(c.wait_spin, 0);
   assert_int_equal(c.rt_priority, 0);
   assert_int_equal(c.max_instruments, 64);

@@ -58,6 +58,7 @@ typedef struct consumer {
   uint64_t unavailable;
   uint64_t malformed;
   uint64_t event_seq;  /* seq of the last EVENT seen */
+  uint64_t cancelled;  /* book cancel events */
 } consumer_t;
 
 static void consume(hg_pipeline_t *p, consumer_t *c) {
@@ -73,6 +74,8 @@ static void consume(hg_pipeline_t *p, consumer_t *c) {
         assert_int_equal(out[i].event.seq, out[i].seq);
         assert_int_equal(out[i].origin, out[i].seq - 1);
         c->events++;
+        c->cancelled += out[i].event.type == HG_XEV_BOOK &&
+                        out[i].event.book.type == HG_EV_CANCELLED;
         break;
       case HG_PIPE_DONE:
         assert_int_equal(out[i].seq, c->next_done);
@@ -802,6 +805,84 @@ static void loop_mode_journal_failure(void **state) {
   hg_pipeline_close(p);
 }
 
+/* Loop mode, one command with more events than the stage and consumer 0's
+ * ring hold (a mass cancel of 3,000 orders against 2,048 + 512 slots): the
+ * pipeline makes the batch durable and calls loop_drain in the middle, so
+ * every event arrives, in order (the orders before it, consumed only every
+ * 100 commands, need drains before a command too, so execute never says
+ * HG_EBUSY); a command executed inside the drain is
+ * queued and comes next; commit and reap do nothing there. */
+typedef struct drain_ctx {
+  hg_pipeline_t *p;
+  consumer_t c;
+  uint32_t calls;         /* drains since nested_origin was set */
+  uint64_t nested_origin; /* 0: no command to execute from the drain yet */
+  int nested_rc, commit_rc;
+} drain_ctx_t;
+
+static void drain_cb(void *ctx) {
+  drain_ctx_t *d = ctx;
+  consume(d->p, &d->c);
+  if (d->nested_origin != 0 && ++d->calls == 1) {
+    hg_command_t cmd;
+    memset(&cmd, 0, sizeof cmd);
+    cmdgen_new_order(&cmd, CMDGEN_INSTRUMENT, 2, 1, 1ull << 16 | 2ull << 40, 3500, 1, 0); /* GTC ask */
+    d->nested_rc = hg_pipeline_execute(d->p, d->nested_origin, &cmd);
+    d->commit_rc = hg_pipeline_loop_commit(d->p) | hg_pipeline_loop_reap(d->p, 0);
+  }
+}
+
+static void loop_mode_drains_inside_a_command(void **state) {
+  fixture_t *f = *state;
+  enum { N = 3000 };
+  f->cfg.mode = HG_PIPE_MODE_LOOP;
+  f->cfg.staging_capacity = 2048;
+  f->cfg.outbound_capacity = 512;
+  f->cfg.exchange.clearing = util_no_risk();
+  drain_ctx_t d = {.c = {.next_done = 1}, .nested_rc = -1, .commit_rc = -1};
+  f->cfg.loop_drain = drain_cb;
+  f->cfg.loop_drain_ctx = &d;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &d.p), 0);
+  hg_pipeline_t *p = d.p;
+  assert_int_equal(hg_pipeline_start(p), 0);
+  uint64_t i = 0;
+  for (; i < CMDGEN_SETUP + N; i++) {
+    hg_command_t cmd;
+    if (i < CMDGEN_SETUP) {
+      cmdgen_command(i, SEED, &cmd);
+    } else {
+      memset(&cmd, 0, sizeof cmd);
+      /* A GTC bid (bits 40..) on one of 50 levels. */
+      cmdgen_new_order(&cmd, CMDGEN_INSTRUMENT, 1, i, 2ull << 40, 2500 + (int64_t)(i % 50), 1, 0);
+      cmd.u.new_order.qty = 1;
+    }
+    assert_int_equal(hg_pipeline_execute(p, i, &cmd), 0);
+    if (i % 100 == 99 && hg_pipeline_loop_commit(p)) consume(p, &d.c);
+  }
+  while (d.c.next_done < i + 1)
+    if (hg_pipeline_loop_commit(p) | hg_pipeline_loop_reap(p, -1)) consume(p, &d.c);
+  hg_command_t mc;
+  memset(&mc, 0, sizeof mc);
+  cmdgen_mass_cancel(&mc, CMDGEN_INSTRUMENT, 1);
+  d.nested_origin = i + 1;
+  assert_int_equal(hg_pipeline_execute(p, i, &mc), 0);
+  assert_true(d.calls >= 1);
+  assert_int_equal(d.nested_rc, 0);
+  assert_int_equal(d.commit_rc, 0);
+  while (d.c.next_done < i + 3)
+    if (hg_pipeline_loop_commit(p) | hg_pipeline_loop_reap(p, -1)) consume(p, &d.c);
+  assert_int_equal(d.c.cancelled, N);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(p, &st);
+  assert_int_equal(st.busy_rejects, 0);
+  assert_int_equal(st.last_seq, i + 2);
+  assert_int_equal(f->log.errors, 0); /* nothing lost (logged as an error) */
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  consume(p, &d.c);
+  assert_int_equal(d.c.next_done, i + 3);
+  hg_pipeline_close(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(lifecycle_restart_and_replay, setup, teardown),
@@ -821,6 +902,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(loop_mode_takes_other_threads_submits, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_journal_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_fallback_commits_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(loop_mode_drains_inside_a_command, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

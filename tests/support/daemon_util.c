@@ -44,7 +44,29 @@ void du_sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
+/* hourglassd's argv with "-o pipeline.mode=M" after argv[0] when
+ * $HG_TEST_PIPE_MODE names a mode; argv itself otherwise. Built before the
+ * fork: the child only execs. */
+static char *const *mode_argv(char *const argv[], char **buf, size_t cap) {
+  static char opt[64];
+  const char *mode = getenv("HG_TEST_PIPE_MODE");
+  const char *base = strrchr(argv[0], '/');
+  base = base != NULL ? base + 1 : argv[0];
+  if (mode == NULL || *mode == '\0' || strcmp(base, "hourglassd") != 0) return argv;
+  size_t n = 0;
+  while (argv[n] != NULL) n++;
+  if (n + 3 > cap) return argv;
+  snprintf(opt, sizeof opt, "pipeline.mode=%s", mode);
+  buf[0] = argv[0];
+  buf[1] = (char *)"-o";
+  buf[2] = opt;
+  for (size_t i = 1; i <= n; i++) buf[i + 2] = argv[i];
+  return buf;
+}
+
 pid_t du_spawn(char *const argv[], const char *log) {
+  char *buf[128];
+  argv = mode_argv(argv, buf, sizeof buf / sizeof buf[0]);
   pid_t pid = fork();
   if (pid == 0) {
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);

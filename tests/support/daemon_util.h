@@ -27,7 +27,9 @@ double du_now(void);
 void du_sleep_ms(int ms);
 
 /* Starts argv[0] with argv (NULL-terminated, argv[0] included); stdout and
- * stderr appended to log. Returns the pid. */
+ * stderr appended to log. Returns the pid. For hourglassd with
+ * $HG_TEST_PIPE_MODE set (the *_threads CTest registrations), "-o
+ * pipeline.mode=$HG_TEST_PIPE_MODE" comes first, so later -o options win. */
 pid_t du_spawn(char *const argv[], const char *log);
 
 /* Reads the whole file into a malloc'd string ("" if missing). */

@@ -51,7 +51,7 @@ static void gateway_config(const ts_server_t *s, const ts_server_options_t *o,
 int ts_pipe_mode(const ts_server_options_t *o) {
   if (o != NULL && o->pipe_mode != 0) return o->pipe_mode - 1;
   const char *e = getenv("HG_TEST_PIPE_MODE");
-  return e != NULL && strcmp(e, "loop") == 0 ? HG_PIPE_MODE_LOOP : HG_PIPE_MODE_THREADS;
+  return e != NULL && strcmp(e, "threads") == 0 ? HG_PIPE_MODE_THREADS : HG_PIPE_MODE_LOOP;
 }
 
 static void pipeline_config(ts_server_t *s, const ts_server_options_t *o,
@@ -67,6 +67,8 @@ static void pipeline_config(ts_server_t *s, const ts_server_options_t *o,
     pc->outbound_capacity = o->ring_capacity * 4;
     pc->staging_capacity = o->ring_capacity * 4;
   }
+  if (o->staging_capacity) pc->staging_capacity = o->staging_capacity;
+  if (o->outbound_capacity) pc->outbound_capacity = o->outbound_capacity;
   if (o->segment_size) {
     pc->journal.segment_size = o->segment_size;
     pc->journal.batch_bytes = 4u << 20;
@@ -79,6 +81,8 @@ static void pipeline_config(ts_server_t *s, const ts_server_options_t *o,
   pc->mode = ts_pipe_mode(o);
   pc->out_notify = hg_gateway_notify;
   pc->out_notify_ctx = s->gw;
+  pc->loop_drain = hg_gateway_drain;
+  pc->loop_drain_ctx = s->gw;
 }
 
 int ts_server_create(ts_server_t *s, const ts_server_options_t *o) {

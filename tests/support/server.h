@@ -12,9 +12,9 @@
  *
  * New data directories go under $TMPDIR (else /tmp) unless base_dir says
  * otherwise, never into the working directory; ts_server_stop removes them.
- * Pipeline mode: threads by default; HG_TEST_PIPE_MODE=loop in the
- * environment runs every server of the test in loop mode (the *_loop CTest
- * registrations do), and pipe_mode sets it for one server.
+ * Pipeline mode: loop by default, as hourglassd's; HG_TEST_PIPE_MODE=threads
+ * in the environment runs every server of the test in threads mode (the
+ * *_threads CTest registrations do), and pipe_mode sets it for one server.
  * Threads: the calling thread owns the ts_server_t; the pipeline's and
  * gateway's own threads run between run and halt.
  */
@@ -42,6 +42,10 @@ typedef struct ts_server_options {
   uint32_t max_book_orders;  /* 0: 1 << 16 */
   uint32_t throttle_rate;    /* per session; 0: gateway default */
   uint32_t ring_capacity;    /* pipeline rings, power of two; 0: 16384 */
+  uint32_t staging_capacity; /* the pipeline's stage (power of two, >= 2048); 0: as
+                                ring_capacity sets it */
+  uint32_t outbound_capacity;/* each consumer's ring (power of two); 0: as
+                                ring_capacity sets it */
   uint64_t segment_size;     /* journal segment bytes; 0: 4 MiB (tests) */
   int verbose;               /* server logs to stderr */
   int quiet;                 /* not even the gateway's errors to stderr */
@@ -51,7 +55,7 @@ typedef struct ts_server_options {
   int rt_priority;           /* SCHED_FIFO for the engine, journal and gateway threads; 0: off */
   const hg_clearing_config_t *clearing; /* NULL: no band and no margin (util_no_risk) */
   int pipe_mode;             /* 0: from $HG_TEST_PIPE_MODE ("loop" or "threads"; unset:
-                                threads); else HG_PIPE_MODE_* + 1 */
+                                loop); else HG_PIPE_MODE_* + 1 */
 } ts_server_options_t;
 
 typedef struct ts_server {

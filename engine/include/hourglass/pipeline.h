@@ -69,6 +69,18 @@
  * Loop mode (cfg.mode = HG_PIPE_MODE_LOOP). There is no engine thread and
  * no journal thread: the thread that runs an event loop (the gateway's)
  * sequences and journals itself, so an order costs no thread hand-off.
+ *
+ * Which mode. Both give the same records, state, journal and snapshot
+ * bytes, and pass the same tests (the *_threads test registrations).
+ * Loop mode is hourglassd's default: on a machine with few cores (or
+ * shared ones) every hand-off is a wake-up that waits for a CPU, and the
+ * floor benchmark (bench_floor) shows the loop closer to an echo server's
+ * latency and cheaper in CPU per order. Threads mode overlaps decoding,
+ * matching and the disk on separate threads: choose it on a machine with
+ * idle cores for the engine and journal threads (rt_priority applies to
+ * them only), or for an owner with no event loop (a tool or test that
+ * submits and polls from plain threads; hg_pipeline_config_init's
+ * default, since loop mode needs an owner that drives it).
  *  - hg_pipeline_execute(p, origin, cmd) does for one command what the
  *    engine thread does: stamps seq and ts, encodes the record and appends
  *    it to the journal's filling batch, applies it and stages its events.
@@ -98,10 +110,21 @@
  * which then finishes on the owner thread: queued commands are sequenced,
  * everything is made durable and released). The owner may call execute
  * before its loop runs (the calls then happen on the thread that starts
- * the loop, before it starts). A command whose events do not fit in the
- * stage (staging_capacity) and consumer 0's ring together, a mass cancel
- * of a very large book, cannot wait for consumer 0 (the loop owner is
- * inside the command): consumer 0 loses the excess, logged once.
+ * the loop, before it starts).
+ *  - Overflow. Consumer 0 cannot poll from outside while the loop owner is
+ *    inside a command, so a command whose events do not fit in the stage
+ *    (staging_capacity) and consumer 0's ring together (a mass cancel of a
+ *    very large book, a settlement over many positions) drains in the
+ *    middle: the pipeline makes everything staged durable (one
+ *    hg_journal_sync, the current command's record included), then calls
+ *    cfg.loop_drain, which polls consumer 0 as the loop would, and carries
+ *    on. The same happens before a command when the stage lacks
+ *    1024 free slots, so execute refuses nothing for event volume.
+ *    Inside cfg.loop_drain, hg_pipeline_execute() queues the command (as
+ *    hg_pipeline_submit_nowake) and the loop's next commit sequences it;
+ *    commit and reap return 0 there. Without cfg.loop_drain, execute
+ *    returns HG_EBUSY when the stage is short and consumer 0 loses a
+ *    command's excess events (logged once).
  * With the journal's fallback (force_fallback) the commit is synchronous
  * and loop_commit returns with the batch durable.
  */
@@ -125,8 +148,9 @@ typedef enum hg_durability {
 
 /* Who runs the sequencer and the journal (see "Loop mode" above). */
 typedef enum hg_pipe_mode {
-  HG_PIPE_MODE_THREADS = 0, /* default: an engine thread and a journal thread */
-  HG_PIPE_MODE_LOOP = 1     /* the owner's event loop: hg_pipeline_execute() */
+  HG_PIPE_MODE_THREADS = 0, /* an engine thread and a journal thread (config_init's) */
+  HG_PIPE_MODE_LOOP = 1     /* the owner's event loop: hg_pipeline_execute()
+                               (hourglassd's default; see "Which mode") */
 } hg_pipe_mode_t;
 
 /* Most consumers of the outbound record stream (gateway, market-data view, ...). */
@@ -163,6 +187,15 @@ typedef struct hg_pipeline_config {
    * called in loop mode (consumer 0 is the loop owner, see "Loop mode"). */
   void (*out_notify)(void *ctx);
   void *out_notify_ctx;
+  /* Loop mode: consumer 0's drain (see "Loop mode", Overflow), called on
+   * the loop owner's thread from inside hg_pipeline_execute(),
+   * hg_pipeline_loop_commit() or hg_pipeline_loop_reap() when consumer 0's
+   * ring is full, after everything it holds is durable. It must poll
+   * consumer 0 (hg_pipeline_poll) until that returns 0 and handle the
+   * records as the loop does; it may call hg_pipeline_execute() (queued)
+   * but not the other loop calls. NULL: none. Unused in threads mode. */
+  void (*loop_drain)(void *ctx);
+  void *loop_drain_ctx;
   /* Number of consumers, each with its own outbound ring of
    * outbound_capacity records and its own release cursor; 0: 1. Consumer 0
    * is the one hg_pipeline_poll() serves and out_notify wakes; consumer k > 0
@@ -263,11 +296,15 @@ int hg_pipeline_mode(const hg_pipeline_t *p);
  * Loop mode: sequences, journals (into the filling batch, not yet
  * submitted), applies and stages one command at once; its events are
  * released once hg_pipeline_loop_commit() / hg_pipeline_loop_reap() saw it
- * durable. The loop owner's thread only (see "Loop mode"). Returns 0
- * (also for a command the journal cannot hold: it comes back MALFORMED),
- * HG_EBUSY (the stage lacks room for another command's events until the
- * consumers poll: nothing done), HG_EUNAVAIL (not started, stopping, or the
- * journal failed: nothing done) or HG_EINVAL (threads mode).
+ * durable. The loop owner's thread only (see "Loop mode"). It may call
+ * cfg.loop_drain (before the command, or in the middle of it). Called from
+ * inside cfg.loop_drain it only queues the command. Returns 0 (also for a
+ * command the journal cannot hold: it comes back MALFORMED), HG_EBUSY
+ * (without cfg.loop_drain: the stage lacks room for another command's
+ * events until the consumers poll; inside the drain: the inbound ring is
+ * full; nothing done), HG_EUNAVAIL (not started, stopping, or the journal
+ * failed, possibly during a drain: nothing done) or HG_EINVAL (threads
+ * mode).
  */
 int hg_pipeline_execute(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd);
 

@@ -85,6 +85,8 @@ int main(int argc, char **argv) {
   pc.durability = unsafe ? HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE : HG_DURABILITY_DURABLE;
   pc.out_notify = hg_gateway_notify;
   pc.out_notify_ctx = gw;
+  pc.loop_drain = hg_gateway_drain;
+  pc.loop_drain_ctx = gw;
   hg_pipeline_t *p = NULL;
   rc = hg_pipeline_open(&pc, &p);
   if (rc == 0) rc = hg_gateway_attach(gw, p);

@@ -77,8 +77,9 @@
  *
  * Lifecycle (owner thread):
  *   hg_gateway_config_init -> hg_gateway_create -> (pipeline config:
- *   out_notify = hg_gateway_notify, out_notify_ctx = gw; mode threads or
- *   loop) -> hg_pipeline_open
+ *   out_notify = hg_gateway_notify, out_notify_ctx = gw; mode loop or
+ *   threads; in loop mode loop_drain = hg_gateway_drain, loop_drain_ctx =
+ *   gw) -> hg_pipeline_open
  *   -> hg_gateway_attach -> hg_gateway_add_key / hg_gateway_load_keys ->
  *   hg_pipeline_start -> hg_gateway_start -> ... -> hg_gateway_stop ->
  *   hg_pipeline_stop / hg_pipeline_close -> hg_gateway_destroy.
@@ -252,6 +253,15 @@ int hg_gateway_create(const hg_gateway_config_t *cfg, hg_gateway_t **out);
  * gateway is stopping.
  */
 void hg_gateway_notify(void *ctx);
+
+/*
+ * Pipeline loop_drain callback (loop mode): ctx is the gateway. Called by
+ * the pipeline on the gateway's loop thread in the middle of a command
+ * whose events overflow the stage; delivers every record consumer 0 can
+ * poll to the sessions, as the loop does, so none is lost. Does nothing
+ * before hg_gateway_attach.
+ */
+void hg_gateway_drain(void *ctx);
 
 /*
  * Binds the gateway to an opened, not yet started pipeline and seeds its
