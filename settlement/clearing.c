@@ -514,16 +514,17 @@ static void margin_add(hg_clearing_t *c, uint32_t *ntouched, const instrument_t 
 }
 
 /* Initial margin of account slot s, with extra_qty added to the open quantity
- * of side on instrument slot extra_inst (NIL32 = none). Uses the group
+ * of side on instrument slot extra_inst (NIL32 = none); orders 0 leaves every
+ * open quantity out (the positions' margin alone). Uses the group
  * scratch arrays (the clearing state is single-threaded) and leaves them
  * zeroed. */
 static i128 account_im(hg_clearing_t *c, uint32_t s, uint32_t extra_inst, int side,
-                       int64_t extra_qty) {
+                       int64_t extra_qty, int orders) {
   uint32_t ntouched = 0;
   int extra_done = extra_inst == NIL32;
   for (uint32_t r = c->accounts[s].rec_head; r != NIL32; r = c->recs[r].a_next) {
     const posrec_t *p = &c->recs[r];
-    int64_t ob = p->open_buy, os = p->open_sell;
+    int64_t ob = orders ? p->open_buy : 0, os = orders ? p->open_sell : 0;
     if (p->inst == extra_inst) {
       if (side == HG_CLR_BUY) ob += extra_qty;
       else os += extra_qty;
@@ -551,7 +552,7 @@ int hg_clearing_initial_margin(const hg_clearing_t *c, hg_account_t account, int
   if (s == NIL32) return HG_ENOTFOUND;
   /* the scratch arrays are restored to zero before returning, so the state
    * is logically unchanged */
-  *out = sat64(account_im((hg_clearing_t *)c, s, NIL32, 0, 0));
+  *out = sat64(account_im((hg_clearing_t *)c, s, NIL32, 0, 0, 1));
   return 0;
 }
 
@@ -562,7 +563,8 @@ int hg_clearing_account_info(const hg_clearing_t *c, hg_account_t id,
   const account_t *a = &c->accounts[s];
   out->firm_id = a->firm_id;
   out->balance = a->balance;
-  out->initial_margin = sat64(account_im((hg_clearing_t *)c, s, NIL32, 0, 0));
+  out->initial_margin = sat64(account_im((hg_clearing_t *)c, s, NIL32, 0, 0, 1));
+  out->position_margin = sat64(account_im((hg_clearing_t *)c, s, NIL32, 0, 0, 0));
   out->positions = a->nrec;
   return 0;
 }
@@ -583,7 +585,7 @@ int hg_clearing_withdraw(hg_clearing_t *c, hg_account_t id, int64_t amount, uint
     res->reason = HG_CLR_REJ_INVALID_AMOUNT;
     return 0;
   }
-  i128 im = account_im(c, s, NIL32, 0, 0);
+  i128 im = account_im(c, s, NIL32, 0, 0, 1);
   res->initial_margin = sat64(im);
   if ((i128)a->balance - amount - im < 0) {
     res->reason = HG_CLR_REJ_INSUFFICIENT_MARGIN;
@@ -833,7 +835,7 @@ int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t ins
     res->reason = HG_CLR_REJ_POSITION_LIMIT;
     return 0;
   }
-  i128 im = account_im(c, s, is, side, qty);
+  i128 im = account_im(c, s, is, side, qty, 1);
   res->initial_margin = sat64(im);
   if ((i128)res->equity - im < 0) {
     res->reason = HG_CLR_REJ_INSUFFICIENT_MARGIN;

@@ -4,6 +4,9 @@
  */
 #include "gateway_int.h"
 
+#include "hourglass/clearing.h"
+#include "hourglass/exchange.h"
+
 /* ------------------------------------------------------------ market data */
 
 void gw_md_send_all(hg_gateway_t *gw, instr_t *in, env_t *env) {
@@ -181,6 +184,23 @@ static void firm_accounts(hg_gateway_t *gw, uint32_t firm, uint64_t ref_seq, uin
   gw_stream_send_idx(gw, si, &out);
 }
 
+/* The account's margin from the clearing, in loop mode only: the loop
+ * then owns the exchange between commands (hourglass/pipeline.h). In
+ * threads mode the engine thread does, and the fields stay absent. */
+static void account_margin(const hg_gateway_t *gw, uint32_t acct, Hourglass__V1__Positions *m) {
+  if (!gw->loop_mode || gw->pipe == NULL) return;
+  hg_clearing_account_info_t info;
+  if (hg_clearing_account_info(hg_exchange_clearing(hg_pipeline_exchange(gw->pipe)), acct,
+                               &info) != 0)
+    return;
+  PB_SET(*m, initial_margin, info.initial_margin);
+  PB_SET(*m, open_order_margin, info.initial_margin - info.position_margin);
+  /* saturates like the margin itself, never wraps */
+  __int128 excess = (__int128)info.balance - info.initial_margin;
+  PB_SET(*m, excess_equity,
+         excess < INT64_MIN ? INT64_MIN : excess > INT64_MAX ? INT64_MAX : (int64_t)excess);
+}
+
 /* Every position of the account, never cut short: a reply that would not
  * fit max_frame is refused whole (REJ_GATEWAY_FULL). */
 void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
@@ -222,6 +242,7 @@ void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   m.positions = pp;
   m.has_reason = reason != 0;
   m.reason = reason;
+  if (reason == 0) account_margin(gw, acct, &m);
   env_t out = HOURGLASS__V1__ENVELOPE__INIT;
   out.body_case = B(POSITIONS);
   out.positions = &m;

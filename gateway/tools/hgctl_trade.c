@@ -322,6 +322,13 @@ static void print_positions(const Hourglass__V1__Positions *p, const syms_t *sym
    * its settlement price: what the next cycle pays if prices stay. */
   printf("pnl against the last settlement: %s %s\n", net_usd(total),
          net_raw ? "micro-USD" : "USD");
+  /* Margin as of the exchange's last command (absent in threads mode). */
+  if (p->has_initial_margin && p->has_open_order_margin && p->has_excess_equity) {
+    const char *unit = net_raw ? "micro-USD" : "USD";
+    printf("initial margin %s %s (open orders %s), excess equity %s %s\n",
+           net_usd(p->initial_margin), unit, net_usd(p->open_order_margin),
+           net_usd(p->excess_equity), unit);
+  }
 }
 
 int hgctl_positions(int argc, char **argv) {

@@ -434,6 +434,33 @@ static void position_limits_count_the_worst_case(void **state) {
   hg_clearing_destroy(c);
 }
 
+/* The positions' own margin next to the initial margin (section 4.4), and an
+ * open order that lowers the margin. Both contracts in one group, reference
+ * 2000: 300 USD a contract. Long 10 + 10: L = 6,000, S = 0, IM = 6,000.
+ * An open sell of 21 in INST turns its worst case to b = 10 - 21 = -11:
+ * L = 3,000, S = 3,300, IM = 6,300 - floor(3,000 / 2) = 4,800: the open
+ * orders add -1,200 USD. */
+static void position_margin_leaves_orders_out(void **state) {
+  (void)state;
+  hg_clearing_t *c = make(3, 16);
+  assert_int_equal(hg_clearing_account_add(c, 1, 1), 0);
+  assert_int_equal(hg_clearing_account_add(c, 2, 1), 0);
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 10, 2000, 0, 0), 0);
+  assert_int_equal(hg_clearing_fill(c, INST2, 1, 2, 10, 2000, 0, 0), 0);
+  hg_clearing_account_info_t ai;
+  assert_int_equal(hg_clearing_account_info(c, 1, &ai), 0);
+  assert_int_equal(ai.initial_margin, 6000 * USD);
+  assert_int_equal(ai.position_margin, 6000 * USD);
+  assert_int_equal(hg_clearing_open_add(c, 1, INST, HG_CLR_SELL, 21), 0);
+  assert_int_equal(hg_clearing_account_info(c, 1, &ai), 0);
+  assert_int_equal(ai.initial_margin, 4800 * USD);
+  assert_int_equal(ai.position_margin, 6000 * USD);
+  int64_t im = 0;
+  assert_int_equal(hg_clearing_initial_margin(c, 1, &im), 0);
+  assert_int_equal(im, 4800 * USD);
+  hg_clearing_destroy(c);
+}
+
 static void withdrawal_respects_margin(void **state) {
   (void)state;
   hg_clearing_t *c = make(3, 16);
@@ -617,6 +644,7 @@ int main(void) {
       cmocka_unit_test(order_checks_band_and_size),
       cmocka_unit_test(band_check_alone_matches_check_order),
       cmocka_unit_test(position_limits_count_the_worst_case),
+      cmocka_unit_test(position_margin_leaves_orders_out),
       cmocka_unit_test(withdrawal_respects_margin),
       cmocka_unit_test(record_churn_keeps_lookups_right),
   };

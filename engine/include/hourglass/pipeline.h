@@ -357,7 +357,10 @@ int hg_pipeline_stop(hg_pipeline_t *p);
 /* Stops if needed and frees everything. NULL is a no-op. */
 void hg_pipeline_close(hg_pipeline_t *p);
 
-/* Owner thread, while not running (before start or after stop). */
+/* Owner thread, while not running (before start or after stop); in loop
+ * mode also the loop owner while running, between hg_pipeline_execute
+ * calls: it then sees every executed command, durable or not, and its
+ * queries run on the loop (keep them O(an account), not O(the book)). */
 const hg_exchange_t *hg_pipeline_exchange(const hg_pipeline_t *p);
 void hg_pipeline_state_hash(const hg_pipeline_t *p, uint8_t out[HG_SHA256_LEN]);
 

@@ -130,6 +130,10 @@ typedef struct hg_clearing_account_info {
   uint32_t firm_id;
   int64_t balance;        /* = equity: collateral plus every VM/final settlement, minus fees */
   int64_t initial_margin; /* current, open orders counted (saturates at INT64_MAX) */
+  int64_t position_margin; /* the same with every open order left out; initial_margin -
+                              position_margin is what the open orders add (it can be
+                              negative: an order that turns an instrument's worst case to
+                              the other side of the group can earn the spread offset) */
   uint32_t positions;     /* position records held (open or not) */
 } hg_clearing_account_info_t;
 

@@ -453,10 +453,102 @@ static void test_reference_in_instrument_info(void **state) {
   ts_server_stop(&s);
 }
 
+/* c's own Positions reply (any number of positions). */
+static const Hourglass__V1__Positions *own_positions(hg_client_t *c) {
+  uint64_t seq = 0;
+  assert_int_equal(hg_client_positions(c, 0, &seq), 0);
+  for (;;) {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
+    if (e->body_case == BODY(POSITIONS) && e->positions->ref_seq == seq) return e->positions;
+  }
+}
+
+/* The margin figures of a Positions reply against a hand computation
+ * (settlement/CONTRACT.md 4.4; default clearing: 1500 bps outside the
+ * delivery month, tick value 1 USD; B200.A.2027-02 on 2027-01-15, reference
+ * 500). Per contract ceil(|w| x 500 x 1,000,000 x 1500 / 10000) = 75 USD.
+ *  - A bids 2 at 500: w = 2, IM 150 USD, all of it the open order's;
+ *    excess 1000 - 150 = 850 USD.
+ *  - B sells 1 into it: A holds +1 with 1 bid left: w = max(1 + 1, 1 - 0)
+ *    = 2, IM still 150, the position's own 75, the order's 75; B holds -1
+ *    with nothing open: 75, no order margin, excess 925.
+ * With the exchange on its own thread (threads mode) the gateway cannot
+ * read the clearing and the fields are absent. */
+static void test_margin_in_positions(void **state) {
+  (void)state;
+  ch_clock_set(&g_now, ch_day("2027-01-15"), 12 * 3600);
+  hg_clearing_config_t clr;
+  hg_clearing_config_default(&clr);
+  ts_server_t s;
+  ts_server_options_t o = {.clock = ch_clock_read, .clock_ctx = &g_now, .clearing = &clr};
+  assert_int_equal(ts_server_create(&s, &o), 0);
+  assert_int_equal(ts_server_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ts_server_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ts_server_add_key(&s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
+  assert_int_equal(ts_server_run(&s), 0);
+  bool loop = ts_pipe_mode(&o) == HG_PIPE_MODE_LOOP;
+  hg_client_t *op = login(&s, OP, 0);
+  uint64_t seq = 0;
+  assert_int_equal(ch_list_contract(op), 0);
+  const uint32_t acc[] = {ACC_A, ACC_B}, firm[] = {1, 2};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(hg_client_add_account(op, acc[i], firm[i], &seq), 0);
+    assert_int_equal(ch_response(op, seq), 0);
+    assert_int_equal(hg_client_cash(op, acc[i], 1000000000, false, &seq), 0);
+    assert_int_equal(ch_response(op, seq), 0);
+  }
+  hg_client_t *ta = login(&s, TA, 0), *tb = login(&s, TB, 0);
+  assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 500, 2, 1), 0);
+  const Hourglass__V1__Positions *p = own_positions(ta);
+  assert_int_equal(p->has_initial_margin, loop);
+  if (loop) {
+    assert_int_equal(p->initial_margin, 150000000);
+    assert_int_equal(p->open_order_margin, 150000000);
+    assert_int_equal(p->excess_equity, 850000000);
+  }
+  hg_client_order_t ord = {.instrument_id = 1, .client_order_id = 2,
+                           .side = HOURGLASS__V1__SIDE__SIDE_SELL,
+                           .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                           .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_IOC, .has_price = true,
+                           .price = 500, .qty = 1};
+  assert_int_equal(hg_client_new_order(tb, &ord, &seq), 0);
+  for (int frames = 0;; frames++) { /* B's NEW, then its fill */
+    const env_t *e = NULL;
+    assert_true(frames < 100);
+    assert_int_equal(hg_client_recv(tb, 5000, &e), 1);
+    if (e->body_case == BODY(EXECUTION_REPORT) &&
+        e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL)
+      break;
+  }
+  p = own_positions(ta);
+  if (loop) {
+    assert_int_equal(p->positions[0]->net_qty, 1);
+    assert_int_equal(p->initial_margin, 150000000);
+    assert_int_equal(p->open_order_margin, 75000000);
+    assert_int_equal(p->excess_equity, 850000000);
+  }
+  p = own_positions(tb);
+  assert_int_equal(p->has_excess_equity, loop);
+  if (loop) {
+    assert_int_equal(p->initial_margin, 75000000);
+    assert_int_equal(p->open_order_margin, 0);
+    assert_int_equal(p->excess_equity, 925000000);
+  }
+  hg_client_logout(ta, 1000);
+  hg_client_destroy(ta);
+  hg_client_logout(tb, 1000);
+  hg_client_destroy(tb);
+  hg_client_logout(op, 1000);
+  hg_client_destroy(op);
+  ts_server_stop(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_settlement_through_gateway),
       cmocka_unit_test(test_reference_in_instrument_info),
+      cmocka_unit_test(test_margin_in_positions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
