@@ -88,6 +88,18 @@ struct hg_pipeline {
   uint64_t loop_durable;    /* durable seq the consumers were last woken for; loop owner */
   uint64_t loop_dropped;    /* records consumer 0 lost to a full ring (see pipeline.h) */
 
+  /* Cluster mode (cfg.replicate set; pipeline.h, "Cluster mode"): the
+   * records sequenced since the last proposal, as one batch (rbatch, owned
+   * here, rbatch_cap bytes), whether this node may sequence (loop owner),
+   * and the seq known committed by the group (written by the loop owner,
+   * read by consumers). */
+  uint8_t *rbatch;
+  size_t rbatch_len, rbatch_cap;
+  uint32_t rbatch_n;
+  uint64_t rbatch_last;
+  int writable;
+  _Atomic uint64_t committed_seq;
+
   pthread_t engine_thr, journal_thr, snap_thr;
   int running, stopped;
 
