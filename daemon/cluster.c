@@ -1,0 +1,368 @@
+/*
+ * cluster.c - hourglassd as one node of a Raft group (cluster.id set): the
+ * glue between the replica (hourglass/replica.h), the pipeline in cluster
+ * mode (hourglass/pipeline.h, "Cluster mode") and the gateway, all on the
+ * gateway's loop thread.
+ *
+ *  - The pipeline hands each iteration's batch of sequenced records to
+ *    cluster_replicate(), which proposes it as one Raft entry.
+ *  - Every committed entry, on every node, goes through cluster_apply() to
+ *    hg_pipeline_apply_batch(): followers apply it, the leader (which
+ *    executed it when it sequenced it) only learns it is committed, and the
+ *    results are released to clients from then on.
+ *  - A timer polls the replica (libraft 0.15 has no role callback): a new
+ *    leader proposes an empty batch (a barrier) and takes orders once that
+ *    is committed, i.e. once it has applied every entry of earlier terms;
+ *    any other role takes none. The timer also publishes role, term,
+ *    indexes and per-member progress for /health and /metrics.
+ *  - A proposal the group lost (done with an error) leaves this node with
+ *    commands applied that the group may not hold: the pipeline fails and
+ *    the daemon exits (serve.c); a restart rebuilds the node from the group.
+ *
+ * The node's state is rebuilt at every start: the pipeline's directory
+ * (data_dir/engine) is emptied, and libraft re-applies the committed log
+ * from the node's Raft directory (no snapshots are taken yet: the log is
+ * kept whole). Threads: everything here runs on the gateway's loop thread
+ * except daemon_cluster_create/open/destroy (main thread, loop not
+ * running) and daemon_cluster_status (any thread: atomics and a mutex).
+ */
+#include "cluster.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon_log.h"
+#include "hourglass/bytes.h"
+#include "hourglass/error.h"
+#include "hourglassd.h"
+
+#define TICK_MS 20
+
+struct daemon_cluster {
+  hg_dcfg_member_t members[HG_DCFG_MAX_MEMBERS];
+  size_t n_members;
+  uint32_t self;
+  char raft_dir[HG_DCFG_PATH_MAX + 8];
+  char engine_dir[HG_DCFG_PATH_MAX + 8];
+  unsigned election_ms;
+
+  /* Loop thread (the main thread before the loop runs). */
+  hg_pipeline_t *pipe; /* not owned */
+  hg_gateway_t *gw;    /* not owned */
+  hg_replica_t *r;     /* owned; NULL once closed */
+  uv_timer_t timer;
+  _Atomic int writable; /* also read by the demo thread */
+  int barrier_pending;
+  uint64_t barrier_term;
+  uint64_t leader_id;
+  char leader_client[HG_DCFG_ADDR_MAX + 8];
+
+  /* Published for other threads. */
+  _Atomic int role;
+  _Atomic uint64_t term, commit, applied, last, leader;
+  _Atomic int failed, closed;
+  pthread_mutex_t mu; /* guards prog, n_prog */
+  hg_replica_progress_t prog[HG_DCFG_MAX_MEMBERS];
+  size_t n_prog;
+};
+
+static void logf_c(int level, const char *msg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void logf_c(int level, const char *msg, const char *fmt, ...) {
+  char kv[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(kv, sizeof kv, fmt, ap);
+  va_end(ap);
+  hg_dlog(level, "cluster", msg, "%s", kv);
+}
+
+static void replica_log(void *ctx, int level, const char *msg) {
+  (void)ctx;
+  hg_dlog(level, "cluster", msg, NULL);
+}
+
+/* ------------------------------------------------------------- data dirs */
+
+static int rm_one(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb;
+  (void)type;
+  (void)ftw;
+  return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* Empties dir (removes it and everything under it). 0 or -errno. */
+static int remove_tree(const char *dir) {
+  if (access(dir, F_OK) != 0) return errno == ENOENT ? 0 : -errno;
+  return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
+}
+
+int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out) {
+  daemon_cluster_t *c = calloc(1, sizeof *c);
+  if (c == NULL) return -ENOMEM;
+  hg_dcfg_error_t err;
+  int rc = hg_daemon_config_members(cfg, c->members, &c->n_members, &err);
+  if (rc != 0) {
+    free(c);
+    return rc;
+  }
+  c->self = cfg->cluster_id;
+  c->election_ms = cfg->cluster_election_ms;
+  if (cfg->cluster_dir[0] != '\0')
+    snprintf(c->raft_dir, sizeof c->raft_dir, "%s", cfg->cluster_dir);
+  else
+    snprintf(c->raft_dir, sizeof c->raft_dir, "%s/raft", cfg->data_dir);
+  snprintf(c->engine_dir, sizeof c->engine_dir, "%s/engine", cfg->data_dir);
+  pthread_mutex_init(&c->mu, NULL);
+  rc = remove_tree(c->engine_dir);
+  if (rc == 0) rc = daemon_mkdir_p(c->engine_dir);
+  if (rc == 0) rc = daemon_mkdir_p(c->raft_dir);
+  if (rc != 0) {
+    logf_c(HG_LOG_ERROR, "cannot prepare the directories", "raft=%s engine=%s err=%s",
+           c->raft_dir, c->engine_dir, hg_strerror(rc));
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+const char *daemon_cluster_engine_dir(const daemon_cluster_t *c) { return c->engine_dir; }
+
+/* ------------------------------------------------------------ the group */
+
+static const hg_dcfg_member_t *member(const daemon_cluster_t *c, uint64_t id) {
+  for (size_t i = 0; i < c->n_members; i++)
+    if (c->members[i].id == id) return &c->members[i];
+  return NULL;
+}
+
+static void fail(daemon_cluster_t *c, int rc, const char *why) {
+  if (atomic_exchange(&c->failed, 1) == 0)
+    logf_c(HG_LOG_ERROR, "this node must be rebuilt from the group: restart it",
+           "reason=\"%s\" err=%s", why, hg_strerror(rc));
+  c->writable = 0;
+  hg_pipeline_set_writable(c->pipe, 0);
+  hg_pipeline_fail(c->pipe, rc);
+}
+
+static void proposal_done(void *ctx, int status, uint64_t index) {
+  daemon_cluster_t *c = ctx;
+  if (status != 0 && status != -ECANCELED) {
+    (void)index;
+    fail(c, status, "a proposed batch was not committed");
+  }
+}
+
+int daemon_cluster_replicate(void *ctx, const void *batch, size_t len, uint64_t last_seq) {
+  daemon_cluster_t *c = ctx;
+  (void)last_seq;
+  if (c->r == NULL) return HG_ESTATE;
+  return hg_replica_propose(c->r, batch, len, proposal_done, c);
+}
+
+static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
+  daemon_cluster_t *c = ctx;
+  int rc = hg_pipeline_apply_batch(c->pipe, data, len);
+  /* The stage is full: let the consumers take what is released, then go
+   * on from the first record not applied (the batch skips applied seqs). */
+  for (int tries = 0; rc == HG_EBUSY && tries < 5000; tries++) {
+    if (c->gw != NULL) hg_gateway_drain(c->gw);
+    rc = hg_pipeline_apply_batch(c->pipe, data, len);
+    if (rc == HG_EBUSY) usleep(1000);
+  }
+  atomic_store(&c->applied, index);
+  if (rc != 0) fail(c, rc, "a committed batch could not be applied");
+  return rc;
+}
+
+static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *len) {
+  (void)ctx;
+  (void)index;
+  (void)data;
+  (void)len;
+  return HG_ESTATE; /* no snapshots yet: the threshold is never reached */
+}
+
+static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t len) {
+  (void)ctx;
+  (void)index;
+  (void)data;
+  (void)len;
+  return HG_ESTATE;
+}
+
+static void barrier_done(void *ctx, int status, uint64_t index) {
+  daemon_cluster_t *c = ctx;
+  (void)index;
+  c->barrier_pending = 0;
+  if (c->r == NULL || atomic_load(&c->failed)) return;
+  if (status == 0 && hg_replica_role(c->r) == HG_REPLICA_LEADER &&
+      hg_replica_term(c->r) == c->barrier_term) {
+    c->writable = 1;
+    hg_pipeline_set_writable(c->pipe, 1);
+    logf_c(HG_LOG_INFO, "leader: taking orders", "term=%" PRIu64 " applied_index=%" PRIu64,
+           c->barrier_term, hg_replica_applied_index(c->r));
+  } else {
+    c->barrier_term = 0; /* try again on the next tick if still leader */
+  }
+}
+
+static void publish(daemon_cluster_t *c) {
+  hg_replica_t *r = c->r;
+  int role = hg_replica_role(r);
+  /* A leader that does not take orders yet reports as a candidate would:
+   * clients are sent elsewhere until it does. */
+  atomic_store(&c->role, role);
+  atomic_store(&c->term, hg_replica_term(r));
+  atomic_store(&c->commit, hg_replica_commit_index(r));
+  atomic_store(&c->applied, hg_replica_applied_index(r));
+  atomic_store(&c->last, hg_replica_last_index(r));
+  uint64_t id = 0;
+  const char *addr = NULL;
+  hg_replica_leader(r, &id, &addr);
+  atomic_store(&c->leader, id);
+  if (id != c->leader_id) {
+    c->leader_id = id;
+    const hg_dcfg_member_t *m = member(c, id);
+    if (m != NULL)
+      snprintf(c->leader_client, sizeof c->leader_client, "%s:%u", m->client.host,
+               m->client.port);
+    else
+      c->leader_client[0] = '\0';
+    logf_c(HG_LOG_INFO, "leader changed", "leader=%" PRIu64 " term=%" PRIu64, id,
+           hg_replica_term(r));
+  }
+  pthread_mutex_lock(&c->mu);
+  c->n_prog = hg_replica_progress(r, c->prog, HG_DCFG_MAX_MEMBERS);
+  if (c->n_prog > HG_DCFG_MAX_MEMBERS) c->n_prog = HG_DCFG_MAX_MEMBERS;
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void on_tick(uv_timer_t *t) {
+  daemon_cluster_t *c = t->data;
+  if (c->r == NULL) return;
+  publish(c);
+  if (atomic_load(&c->failed)) return;
+  int leader = hg_replica_role(c->r) == HG_REPLICA_LEADER;
+  uint64_t term = hg_replica_term(c->r);
+  if (leader && !c->writable && !c->barrier_pending && c->barrier_term != term) {
+    uint8_t empty[HG_PIPE_BATCH_HEADER];
+    hg_st32(empty, HG_PIPE_BATCH_MAGIC);
+    hg_st32(empty + 4, 0);
+    if (hg_replica_propose(c->r, empty, sizeof empty, barrier_done, c) == 0) {
+      c->barrier_pending = 1;
+      c->barrier_term = term;
+    }
+  } else if (c->writable && (!leader || term != c->barrier_term)) {
+    c->writable = 0;
+    hg_pipeline_set_writable(c->pipe, 0);
+    logf_c(HG_LOG_WARN, "leadership lost: not taking orders", "term=%" PRIu64, term);
+  }
+}
+
+int daemon_cluster_writable(daemon_cluster_t *c) { return atomic_load(&c->writable); }
+
+const char *daemon_cluster_leader(void *ctx) {
+  daemon_cluster_t *c = ctx;
+  if (c->writable) return NULL;
+  return c->leader_client;
+}
+
+int daemon_cluster_open(daemon_cluster_t *c, hg_pipeline_t *pipe, hg_gateway_t *gw) {
+  c->pipe = pipe;
+  c->gw = gw;
+  hg_replica_member_t m[HG_DCFG_MAX_MEMBERS];
+  const char *self_addr = NULL;
+  for (size_t i = 0; i < c->n_members; i++) {
+    m[i].id = c->members[i].id;
+    m[i].address = c->members[i].raft;
+    if (c->members[i].id == c->self) self_addr = c->members[i].raft;
+  }
+  hg_replica_config_t rc;
+  memset(&rc, 0, sizeof rc);
+  rc.id = c->self;
+  rc.dir = c->raft_dir;
+  rc.address = self_addr;
+  rc.members = m;
+  rc.n_members = c->n_members;
+  rc.election_timeout_ms = c->election_ms;
+  rc.heartbeat_timeout_ms = c->election_ms / 10 > 0 ? c->election_ms / 10 : 10;
+  rc.snapshot_threshold = UINT_MAX; /* snapshot_take is not implemented yet */
+  rc.apply = apply;
+  rc.snapshot_take = snapshot_take;
+  rc.snapshot_restore = snapshot_restore;
+  rc.ctx = c;
+  rc.log = replica_log;
+  uv_loop_t *loop = hg_gateway_loop(gw);
+  int err = hg_replica_open(loop, &rc, &c->r);
+  if (err != 0) {
+    logf_c(HG_LOG_ERROR, "cannot open the replica", "dir=%s address=%s err=%s", c->raft_dir,
+           self_addr, hg_strerror(err));
+    return err;
+  }
+  uv_timer_init(loop, &c->timer);
+  c->timer.data = c;
+  uv_timer_start(&c->timer, on_tick, TICK_MS, TICK_MS);
+  logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s members=%zu dir=%s", c->self, self_addr,
+         c->n_members, c->raft_dir);
+  return 0;
+}
+
+static void replica_closed(void *ctx, int status) {
+  daemon_cluster_t *c = ctx;
+  (void)status;
+  atomic_store(&c->closed, 1);
+  hg_gateway_close_handles(c->gw);
+}
+
+void daemon_cluster_loop_stop(void *ctx) {
+  daemon_cluster_t *c = ctx;
+  uv_close((uv_handle_t *)&c->timer, NULL);
+  hg_pipeline_set_writable(c->pipe, 0);
+  c->writable = 0;
+  hg_replica_t *r = c->r;
+  c->r = NULL;
+  hg_replica_close(r, replica_closed, c);
+}
+
+void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
+  memset(out, 0, sizeof *out);
+  out->id = c->self;
+  out->role = atomic_load(&c->role);
+  out->term = atomic_load(&c->term);
+  out->commit_index = atomic_load(&c->commit);
+  out->applied_index = atomic_load(&c->applied);
+  out->last_index = atomic_load(&c->last);
+  out->leader = atomic_load(&c->leader);
+  out->failed = atomic_load(&c->failed);
+  pthread_mutex_lock(&c->mu);
+  out->n_members = c->n_prog;
+  memcpy(out->members, c->prog, c->n_prog * sizeof c->prog[0]);
+  pthread_mutex_unlock(&c->mu);
+}
+
+const char *daemon_cluster_role_name(int role) {
+  switch (role) {
+    case HG_REPLICA_FOLLOWER: return "follower";
+    case HG_REPLICA_CANDIDATE: return "candidate";
+    case HG_REPLICA_LEADER: return "leader";
+    default: return "unavailable";
+  }
+}
+
+void daemon_cluster_destroy(daemon_cluster_t *c) {
+  if (c == NULL) return;
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
