@@ -12,12 +12,15 @@
  *    results are released to clients from then on.
  *  - A timer polls the replica (libraft 0.15 has no role callback): a new
  *    leader proposes an empty batch (a barrier) and takes orders once that
- *    is committed, i.e. once it has applied every entry of earlier terms;
- *    any other role takes none. The timer also publishes role, term,
+ *    is committed, i.e. once it has applied every entry of earlier terms,
+ *    and its gateway has routed their results; any other role takes none. The timer also publishes role, term,
  *    indexes and per-member progress for /health and /metrics.
  *  - A proposal the group lost (done with an error) leaves this node with
  *    commands applied that the group may not hold: the pipeline fails and
  *    the daemon exits (serve.c); a restart rebuilds the node from the group.
+ *
+ * A clean stop of the leader (SIGTERM) first transfers leadership to the
+ * most up-to-date follower (bounded by two election timeouts), then closes.
  *
  * The node's state is rebuilt at every start: the pipeline's directory
  * (data_dir/engine) is emptied, and libraft re-applies the committed log
@@ -62,8 +65,12 @@ struct daemon_cluster {
   uv_timer_t timer;
   _Atomic int writable; /* also read by the demo thread */
   int barrier_pending;
-  uint64_t barrier_term;
+  uint64_t barrier_term;      /* term of the barrier proposed (0: none) */
+  uint64_t barrier_done_term; /* term whose barrier is committed */
   uint64_t leader_id;
+  int stopping;          /* loop_stop ran: close once no transfer is pending */
+  int transfer_pending;
+  uint64_t stop_deadline; /* uv_now() after which the transfer is not waited for */
   char leader_client[HG_DCFG_ADDR_MAX + 8];
 
   /* Published for other threads. */
@@ -202,6 +209,22 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
   return HG_ESTATE;
 }
 
+/* A leader takes orders once its barrier is committed (every entry of
+ * earlier terms is applied) and the gateway has routed every result up to
+ * there (its mirror answers order status and positions for all of them). */
+static void maybe_writable(daemon_cluster_t *c) {
+  if (c->writable || c->barrier_done_term == 0 || c->barrier_done_term != c->barrier_term)
+    return;
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(c->pipe, &st);
+  if (st.released_seq < st.last_seq) return; /* the local journal or the drain lags */
+  c->writable = 1;
+  hg_pipeline_set_writable(c->pipe, 1);
+  logf_c(HG_LOG_INFO, "leader: taking orders",
+         "term=%" PRIu64 " applied_index=%" PRIu64 " last_seq=%" PRIu64, c->barrier_term,
+         hg_replica_applied_index(c->r), st.last_seq);
+}
+
 static void barrier_done(void *ctx, int status, uint64_t index) {
   daemon_cluster_t *c = ctx;
   (void)index;
@@ -209,10 +232,8 @@ static void barrier_done(void *ctx, int status, uint64_t index) {
   if (c->r == NULL || atomic_load(&c->failed)) return;
   if (status == 0 && hg_replica_role(c->r) == HG_REPLICA_LEADER &&
       hg_replica_term(c->r) == c->barrier_term) {
-    c->writable = 1;
-    hg_pipeline_set_writable(c->pipe, 1);
-    logf_c(HG_LOG_INFO, "leader: taking orders", "term=%" PRIu64 " applied_index=%" PRIu64,
-           c->barrier_term, hg_replica_applied_index(c->r));
+    c->barrier_done_term = c->barrier_term;
+    maybe_writable(c);
   } else {
     c->barrier_term = 0; /* try again on the next tick if still leader */
   }
@@ -221,8 +242,10 @@ static void barrier_done(void *ctx, int status, uint64_t index) {
 static void publish(daemon_cluster_t *c) {
   hg_replica_t *r = c->r;
   int role = hg_replica_role(r);
-  /* A leader that does not take orders yet reports as a candidate would:
-   * clients are sent elsewhere until it does. */
+  if (role != atomic_load(&c->role))
+    logf_c(HG_LOG_INFO, "role changed", "role=%s term=%" PRIu64 " commit_index=%" PRIu64
+           " last_index=%" PRIu64, daemon_cluster_role_name(role), hg_replica_term(r),
+           hg_replica_commit_index(r), hg_replica_last_index(r));
   atomic_store(&c->role, role);
   atomic_store(&c->term, hg_replica_term(r));
   atomic_store(&c->commit, hg_replica_commit_index(r));
@@ -249,9 +272,25 @@ static void publish(daemon_cluster_t *c) {
   pthread_mutex_unlock(&c->mu);
 }
 
+static void replica_closed(void *ctx, int status);
+
+/* Stopping: once the leadership transfer (if any) is over, or took too
+ * long, the timer and the replica close (not from a replica callback). */
+static void close_when_done(daemon_cluster_t *c) {
+  if (c->transfer_pending && uv_now(c->timer.loop) < c->stop_deadline) return;
+  uv_close((uv_handle_t *)&c->timer, NULL);
+  hg_replica_t *r = c->r;
+  c->r = NULL;
+  hg_replica_close(r, replica_closed, c);
+}
+
 static void on_tick(uv_timer_t *t) {
   daemon_cluster_t *c = t->data;
   if (c->r == NULL) return;
+  if (c->stopping) {
+    close_when_done(c);
+    return;
+  }
   publish(c);
   if (atomic_load(&c->failed)) return;
   int leader = hg_replica_role(c->r) == HG_REPLICA_LEADER;
@@ -264,6 +303,8 @@ static void on_tick(uv_timer_t *t) {
       c->barrier_pending = 1;
       c->barrier_term = term;
     }
+  } else if (leader && !c->writable) {
+    maybe_writable(c);
   } else if (c->writable && (!leader || term != c->barrier_term)) {
     c->writable = 0;
     hg_pipeline_set_writable(c->pipe, 0);
@@ -326,14 +367,25 @@ static void replica_closed(void *ctx, int status) {
   hg_gateway_close_handles(c->gw);
 }
 
+static void transfer_done(void *ctx, int status) {
+  daemon_cluster_t *c = ctx;
+  c->transfer_pending = 0;
+  logf_c(status == 0 ? HG_LOG_INFO : HG_LOG_WARN, "leadership transfer at stop",
+         "result=%s", status == 0 ? "done" : hg_strerror(status));
+}
+
 void daemon_cluster_loop_stop(void *ctx) {
   daemon_cluster_t *c = ctx;
-  uv_close((uv_handle_t *)&c->timer, NULL);
   hg_pipeline_set_writable(c->pipe, 0);
   c->writable = 0;
-  hg_replica_t *r = c->r;
-  c->r = NULL;
-  hg_replica_close(r, replica_closed, c);
+  c->stopping = 1;
+  /* A leader that stops hands leadership to the most up-to-date follower
+   * first, so that order entry pauses for a transfer, not an election. */
+  if (!atomic_load(&c->failed) && hg_replica_role(c->r) == HG_REPLICA_LEADER &&
+      hg_replica_transfer(c->r, 0, transfer_done, c) == 0) {
+    c->transfer_pending = 1;
+    c->stop_deadline = uv_now(c->timer.loop) + 2u * c->election_ms + 100u;
+  }
 }
 
 void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {

@@ -49,7 +49,10 @@ stream_t *gw_stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t *id
   st->firm = k->firm;
   if (k->account != 0) {
     account_t *a = gw_account_find(gw, k->account);
-    if (a != NULL && a->stream == NONE32) a->stream = i;
+    if (a != NULL && a->stream == NONE32) {
+      a->stream = i;
+      gw_orders_adopt(gw, k->account, i);
+    }
   }
   *idx = i;
   return st;
