@@ -496,10 +496,6 @@ void gw_level_set(hg_gateway_t *gw, instr_t *in, int side, int64_t price, int64_
 order_t *gw_order_find(hg_gateway_t *gw, uint64_t id);
 order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stream);
 void gw_order_remove(hg_gateway_t *gw, order_t *o);
-/* Gives the account's orders that have no owning stream (entered through
- * another node of a cluster, before any key of the account logged in
- * here) to stream. A walk of the order table; at a key's first login. */
-void gw_orders_adopt(hg_gateway_t *gw, uint32_t account, uint32_t stream);
 account_t *gw_account_find(hg_gateway_t *gw, uint32_t id);
 account_t *gw_account_add(hg_gateway_t *gw, uint32_t id, uint32_t firm, int64_t cash);
 void gw_position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument, int side,

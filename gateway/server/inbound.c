@@ -49,10 +49,7 @@ stream_t *gw_stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t *id
   st->firm = k->firm;
   if (k->account != 0) {
     account_t *a = gw_account_find(gw, k->account);
-    if (a != NULL && a->stream == NONE32) {
-      a->stream = i;
-      gw_orders_adopt(gw, k->account, i);
-    }
+    if (a != NULL && a->stream == NONE32) a->stream = i;
   }
   *idx = i;
   return st;

@@ -179,15 +179,6 @@ order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stre
   return o;
 }
 
-void gw_orders_adopt(hg_gateway_t *gw, uint32_t account, uint32_t stream) {
-  for (uint32_t i = 0; i < gw->cfg.max_orders; i++) {
-    order_t *o = &gw->orders[i];
-    if (o->order_id == 0 || o->account != account || o->stream != NONE32) continue;
-    o->stream = stream;
-    order_link(gw, i);
-  }
-}
-
 void gw_order_remove(hg_gateway_t *gw, order_t *o) {
   assert(o->order_id != 0); /* a live entry, not one of the free list */
   uint32_t i = (uint32_t)(o - gw->orders);
