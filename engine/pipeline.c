@@ -397,7 +397,7 @@ static int hand_record(hg_pipeline_t *p, const jrec_t *rec) {
   return 0;
 }
 
-static int rbatch_add(hg_pipeline_t *p, const jrec_t *rec);
+static void rbatch_add(hg_pipeline_t *p, const jrec_t *rec);
 
 /* Journals and applies one stamped command (rec holds its encoding); in
  * cluster mode a command this node sequenced (propose) also joins the
@@ -923,7 +923,8 @@ static void rbatch_flush(hg_pipeline_t *p) {
   }
 }
 
-static int rbatch_add(hg_pipeline_t *p, const jrec_t *rec) {
+/* Appends rec to the batch (sending the batch first if rec does not fit). */
+static void rbatch_add(hg_pipeline_t *p, const jrec_t *rec) {
   size_t need = BATCH_REC_HEADER + pad8(rec->len);
   if (p->rbatch_len + need > p->rbatch_cap) rbatch_flush(p);
   uint8_t *d = p->rbatch + p->rbatch_len;
@@ -936,7 +937,6 @@ static int rbatch_add(hg_pipeline_t *p, const jrec_t *rec) {
   p->rbatch_len += need;
   p->rbatch_n++;
   p->rbatch_last = rec->seq;
-  return 0;
 }
 
 void hg_pipeline_set_writable(hg_pipeline_t *p, int writable) { p->writable = writable; }
