@@ -3,11 +3,11 @@
  * serve a risk viewer), /health and /metrics show the roles, and in each
  * round the leader is killed (SIGKILL) while a burst of orders is in
  * flight: every order acknowledged before the kill is live on the new
- * leader, the client (and hgctl) follows the leader from its list of nodes
- * and trades on, the killed node restarts (the last time with empty
- * directories, as a replaced machine) and catches up; at the end a
- * clean stop of the leader transfers leadership, and all three nodes hold
- * the same state hash at the same last seq.
+ * leader, the C client (and hgctl, and the Python client) follows the
+ * leader from its list of nodes and trades on, the killed node restarts
+ * (the last time with empty directories, as a replaced machine) and
+ * catches up; at the end a clean stop of the leader transfers leadership,
+ * and all three nodes hold the same state hash at the same last seq.
  * Usage: test_cluster <hourglassd> [rounds] (CI: 2, slow: 10). */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -239,8 +239,9 @@ static void check_follower(int follower, int leader) {
   hg_client_destroy(c);
 }
 
-/* hgctl (next to hourglassd) given the dead node and --nodes reaches the
- * leader: the dead one refuses the connection, a follower redirects. */
+/* hgctl (next to hourglassd) and the Python client, given the dead node
+ * and --nodes, reach the leader: the dead one refuses the connection, a
+ * follower redirects. */
 static void hgctl_finds_leader(int dead) {
   char cmd[2048], out[700];
   snprintf(out, sizeof out, "%s/hgctl.out", g_root);
@@ -253,6 +254,18 @@ static void hgctl_finds_leader(int dead) {
   if (rc != 0) fail_msg("hgctl --nodes: exit %d: %s", rc, text != NULL ? text : "");
   assert_non_null(strstr(text, "B200.A.2027-02"));
   free(text);
+#ifdef HG_PY_PATH
+  /* The Python client does the same. */
+  snprintf(cmd, sizeof cmd,
+           "PYTHONPATH=%s %s %s/gateway/python/hgclient.py --port %d --nodes %s "
+           "--key-id 1 --secret %s instruments > %s 2>&1",
+           HG_PY_PATH, HG_PYTHON3, HG_SOURCE_DIR, g_n[dead].client_port, g_nodes, SECRET_HEX, out);
+  rc = du_system(cmd);
+  text = du_read(out);
+  if (rc != 0) fail_msg("hgclient.py --nodes: exit %d: %s", rc, text != NULL ? text : "");
+  assert_non_null(strstr(text, "B200.A.2027-02"));
+  free(text);
+#endif
 }
 
 /* Waits until every running node has applied what the leader committed,
