@@ -22,10 +22,21 @@
  * A clean stop of the leader (SIGTERM) first transfers leadership to the
  * most up-to-date follower (bounded by two election timeouts), then closes.
  *
+ * Snapshots. Every cluster.snapshot_entries applied entries libraft asks
+ * for one: the exchange's serialization (as in the LMDB snapshots), taken
+ * on the loop thread when the state is exactly the applied entries (not
+ * on a leader with commands executed ahead of the commit: it is asked
+ * again after the next entry). libraft keeps it in the Raft directory,
+ * trims the log to cluster.snapshot_entries entries behind it and sends
+ * it to a follower further behind than that.
+ *
  * The node's state is rebuilt at every start: the pipeline's directory
- * (data_dir/engine) is emptied, and libraft re-applies the committed log
- * from the node's Raft directory (no snapshots are taken yet: the log is
- * kept whole). Threads: everything here runs on the gateway's loop thread
+ * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
+ * written to data_dir/engine/state before the pipeline opens (which
+ * recovers from it, so the gateway and the market view are seeded from
+ * it), and libraft re-applies the committed entries after it. A snapshot
+ * installed while the node runs cannot replace the state under the
+ * gateway: the node stops (exit 1) and its restart loads it. Threads: everything here runs on the gateway's loop thread
  * except daemon_cluster_create/open/destroy (main thread, loop not
  * running) and daemon_cluster_status (any thread: atomics and a mutex).
  */
@@ -46,6 +57,8 @@
 #include "daemon_log.h"
 #include "hourglass/bytes.h"
 #include "hourglass/error.h"
+#include "hourglass/journal.h"
+#include "hourglass/store.h"
 #include "hourglassd.h"
 
 #define TICK_MS 20
@@ -56,7 +69,9 @@ struct daemon_cluster {
   uint32_t self;
   char raft_dir[HG_DCFG_PATH_MAX + 8];
   char engine_dir[HG_DCFG_PATH_MAX + 8];
-  unsigned election_ms;
+  unsigned election_ms, snapshot_entries;
+  uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
+  size_t boot_len;
 
   /* Loop thread (the main thread before the loop runs). */
   hg_pipeline_t *pipe; /* not owned */
@@ -124,6 +139,7 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
   }
   c->self = cfg->cluster_id;
   c->election_ms = cfg->cluster_election_ms;
+  c->snapshot_entries = cfg->cluster_snapshot_entries;
   if (cfg->cluster_dir[0] != '\0')
     snprintf(c->raft_dir, sizeof c->raft_dir, "%s", cfg->cluster_dir);
   else
@@ -152,6 +168,11 @@ static const hg_dcfg_member_t *member(const daemon_cluster_t *c, uint64_t id) {
   for (size_t i = 0; i < c->n_members; i++)
     if (c->members[i].id == id) return &c->members[i];
   return NULL;
+}
+
+static void discard_event(void *ctx, const hg_exchange_event_t *ev) {
+  (void)ctx;
+  (void)ev;
 }
 
 static void fail(daemon_cluster_t *c, int rc, const char *why) {
@@ -193,20 +214,93 @@ static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
   return rc;
 }
 
+/* The exchange's serialization (what the LMDB snapshots hold), when it
+ * is the state after the entries applied: not on a leader that executed
+ * commands not yet committed (libraft asks again after the next entry). */
 static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *len) {
-  (void)ctx;
+  daemon_cluster_t *c = ctx;
   (void)index;
-  (void)data;
-  (void)len;
-  return HG_ESTATE; /* no snapshots yet: the threshold is never reached */
+  if (c->pipe == NULL) return HG_ESTATE;
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(c->pipe, &st);
+  if (st.last_seq != st.committed_seq) return HG_EBUSY;
+  /* The loop thread owns the exchange in loop mode. */
+  const hg_exchange_t *ex = hg_pipeline_exchange(c->pipe);
+  size_t need = hg_exchange_serialized_size(ex), n = 0;
+  uint8_t *b = malloc(need);
+  if (b == NULL) return -ENOMEM;
+  int rc = hg_exchange_serialize(ex, b, need, &n);
+  if (rc != 0) {
+    free(b);
+    return rc;
+  }
+  *data = b;
+  *len = n;
+  return 0;
 }
 
-static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t len) {
+static void snapshot_release(void *ctx, const void *data, size_t len) {
   (void)ctx;
-  (void)index;
-  (void)data;
   (void)len;
-  return HG_ESTATE;
+  free((void *)data);
+}
+
+/* At open the snapshot is kept for daemon_cluster_seed(). A snapshot
+ * installed while the node runs cannot replace the state under the
+ * gateway's mirror: the node stops, and its restart loads it. */
+static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t len) {
+  daemon_cluster_t *c = ctx;
+  if (c->pipe != NULL) {
+    fail(c, HG_ESTATE, "a snapshot was installed from the leader: a restart loads it");
+    return HG_ESTATE;
+  }
+  free(c->boot);
+  c->boot = malloc(len);
+  if (c->boot == NULL) return -ENOMEM;
+  memcpy(c->boot, data, len);
+  c->boot_len = len;
+  logf_c(HG_LOG_INFO, "snapshot to start from", "index=%" PRIu64 " bytes=%zu", index, len);
+  return 0;
+}
+
+int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc) {
+  if (c->boot == NULL) return 0;
+  char state[HG_DCFG_PATH_MAX + 16];
+  snprintf(state, sizeof state, "%s/state", c->engine_dir);
+  hg_exchange_t *ex = NULL;
+  hg_store_t *s = NULL;
+  int rc = daemon_mkdir_p(state);
+  if (rc == 0) rc = hg_exchange_create(&pc->exchange, discard_event, NULL, &ex);
+  if (rc == 0) rc = hg_exchange_restore(ex, c->boot, c->boot_len);
+  if (rc == 0) rc = hg_store_create(&s);
+  if (rc == 0) rc = hg_store_open(s, state, pc->map_size ? pc->map_size : (size_t)1 << 30);
+  if (rc == 0) rc = hg_store_save_exchange(s, ex, 2);
+  /* The journal starts after the snapshot: an empty segment at its seq + 1
+   * (the pipeline refuses a snapshot whose journal holds no segment). */
+  char jdir[HG_DCFG_PATH_MAX + 16];
+  snprintf(jdir, sizeof jdir, "%s/journal", c->engine_dir);
+  if (rc == 0) rc = daemon_mkdir_p(jdir);
+  if (rc == 0) {
+    hg_journal_options_t jo = pc->journal;
+    jo.first_seq = hg_exchange_last_seq(ex) + 1;
+    jo.durable_floor = 0;
+    jo.mark_path = NULL;
+    jo.log = NULL;
+    hg_journal_t *j = NULL;
+    rc = hg_journal_open(jdir, &jo, &j);
+    if (rc == 0) rc = hg_journal_close(j);
+  }
+  if (rc != 0)
+    logf_c(HG_LOG_ERROR, "cannot write the group's snapshot to the state store",
+           "dir=%s err=%s %s", state, hg_strerror(rc), s != NULL ? hg_store_errmsg(s) : "");
+  else
+    logf_c(HG_LOG_INFO, "state store seeded from the group's snapshot", "last_seq=%" PRIu64,
+           hg_exchange_last_seq(ex));
+  hg_store_close(s);
+  hg_exchange_destroy(ex);
+  free(c->boot);
+  c->boot = NULL;
+  return rc;
 }
 
 /* A leader takes orders once its barrier is committed (every entry of
@@ -320,8 +414,7 @@ const char *daemon_cluster_leader(void *ctx) {
   return c->leader_client;
 }
 
-int daemon_cluster_open(daemon_cluster_t *c, hg_pipeline_t *pipe, hg_gateway_t *gw) {
-  c->pipe = pipe;
+int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   c->gw = gw;
   hg_replica_member_t m[HG_DCFG_MAX_MEMBERS];
   const char *self_addr = NULL;
@@ -339,25 +432,33 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_pipeline_t *pipe, hg_gateway_t *
   rc.n_members = c->n_members;
   rc.election_timeout_ms = c->election_ms;
   rc.heartbeat_timeout_ms = c->election_ms / 10 > 0 ? c->election_ms / 10 : 10;
-  rc.snapshot_threshold = UINT_MAX; /* snapshot_take is not implemented yet */
+  rc.snapshot_threshold = c->snapshot_entries != 0 ? c->snapshot_entries : UINT_MAX;
+  /* As many entries kept behind a snapshot as between two: a follower
+   * further behind than that gets the snapshot. */
+  rc.snapshot_trailing = c->snapshot_entries != 0 ? c->snapshot_entries : 0;
   rc.apply = apply;
   rc.snapshot_take = snapshot_take;
+  rc.snapshot_release = snapshot_release;
   rc.snapshot_restore = snapshot_restore;
   rc.ctx = c;
   rc.log = replica_log;
-  uv_loop_t *loop = hg_gateway_loop(gw);
-  int err = hg_replica_open(loop, &rc, &c->r);
+  int err = hg_replica_open(hg_gateway_loop(gw), &rc, &c->r);
   if (err != 0) {
     logf_c(HG_LOG_ERROR, "cannot open the replica", "dir=%s address=%s err=%s", c->raft_dir,
            self_addr, hg_strerror(err));
     return err;
   }
-  uv_timer_init(loop, &c->timer);
-  c->timer.data = c;
-  uv_timer_start(&c->timer, on_tick, TICK_MS, TICK_MS);
   logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s members=%zu dir=%s", c->self, self_addr,
          c->n_members, c->raft_dir);
   return 0;
+}
+
+void daemon_cluster_start(daemon_cluster_t *c, hg_pipeline_t *pipe) {
+  c->pipe = pipe;
+  uv_loop_t *loop = hg_gateway_loop(c->gw);
+  uv_timer_init(loop, &c->timer);
+  c->timer.data = c;
+  uv_timer_start(&c->timer, on_tick, TICK_MS, TICK_MS);
 }
 
 static void replica_closed(void *ctx, int status) {
@@ -415,6 +516,7 @@ const char *daemon_cluster_role_name(int role) {
 
 void daemon_cluster_destroy(daemon_cluster_t *c) {
   if (c == NULL) return;
+  free(c->boot);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }

@@ -7,11 +7,14 @@
  *
  * Lifecycle (main thread): daemon_cluster_create (before the pipeline
  * opens: it empties data_dir/engine, which the pipeline then uses) ->
- * pipeline config replicate = daemon_cluster_replicate, gateway config
- * order_entry_leader = daemon_cluster_leader and loop_stop =
- * daemon_cluster_loop_stop, ctx the cluster -> daemon_cluster_open (after
- * hg_pipeline_start, before hg_gateway_start) -> ... -> hg_gateway_stop
- * (closes the replica on the loop) -> daemon_cluster_destroy.
+ * gateway config order_entry_leader = daemon_cluster_leader and loop_stop
+ * = daemon_cluster_loop_stop, ctx the cluster -> hg_gateway_create ->
+ * daemon_cluster_open (the replica on the gateway's loop; restores the
+ * newest Raft snapshot) -> pipeline config replicate =
+ * daemon_cluster_replicate -> daemon_cluster_seed -> hg_pipeline_open ->
+ * hg_gateway_attach -> hg_pipeline_start -> daemon_cluster_start ->
+ * hg_gateway_start -> ... -> hg_gateway_stop (closes the replica on the
+ * loop) -> daemon_cluster_destroy.
  */
 #ifndef HG_DAEMON_CLUSTER_H
 #define HG_DAEMON_CLUSTER_H
@@ -45,10 +48,20 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
  * start: the state comes from the group). Valid until destroy. */
 const char *daemon_cluster_engine_dir(const daemon_cluster_t *c);
 
-/* Opens the replica on the gateway's loop and starts the role timer.
- * Main thread, before hg_gateway_start(). 0 or the replica's error
- * (logged). */
-int daemon_cluster_open(daemon_cluster_t *c, hg_pipeline_t *pipe, hg_gateway_t *gw);
+/* Opens the replica on the gateway's loop (which must not run yet); a
+ * Raft snapshot it restores is kept for daemon_cluster_seed(). 0 or the
+ * replica's error (logged). Main thread. */
+int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw);
+
+/* Writes the snapshot daemon_cluster_open() restored, if any, as the
+ * newest snapshot of data_dir/engine/state (with pc's exchange limits and
+ * map size), for hg_pipeline_open() to recover from. 0 or the error
+ * (logged). Main thread, before the pipeline opens. */
+int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc);
+
+/* Gives the cluster the started pipeline and starts the role timer. Main
+ * thread, before hg_gateway_start(). */
+void daemon_cluster_start(daemon_cluster_t *c, hg_pipeline_t *pipe);
 
 /* hg_pipeline_config_t.replicate (ctx: the cluster). Loop thread. */
 int daemon_cluster_replicate(void *ctx, const void *batch, size_t len, uint64_t last_seq);

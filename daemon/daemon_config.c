@@ -110,6 +110,7 @@ static const keydef_t KEYS[] = {
     {"cluster.members", K_OPTPATH, OFF(cluster_members), 0, 0, 0, 0},
     {"cluster.dir", K_OPTPATH, OFF(cluster_dir), 0, 0, 0, 0},
     {"cluster.election_timeout_ms", K_U32, OFF(cluster_election_ms), 100, 60000, 0, 0},
+    {"cluster.snapshot_entries", K_U32, OFF(cluster_snapshot_entries), 0, 1u << 30, 0, 0},
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -172,6 +173,7 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->login_timeout_ms = 5000;
   cfg->tls = -1;
   cfg->cluster_election_ms = 1000;
+  cfg->cluster_snapshot_entries = 8192;
 }
 
 /* 127.0.0.0/8 and ::1 (literals: listen addresses are never names). */

@@ -87,11 +87,13 @@ typedef struct hg_daemon_config {
   int market_data_set;
   /* Cluster mode (hourglassd.h, "Cluster"): cluster.id (0: a single node),
    * cluster.members ("id=raft_ip:port/client_ip:port,..."), cluster.dir
-   * ("" = data_dir/raft), cluster.election_timeout_ms (1000). */
+   * ("" = data_dir/raft), cluster.election_timeout_ms (1000),
+   * cluster.snapshot_entries (8192; 0: never). */
   uint32_t cluster_id;
   char cluster_members[HG_DCFG_PATH_MAX];
   char cluster_dir[HG_DCFG_PATH_MAX];
   uint32_t cluster_election_ms;
+  uint32_t cluster_snapshot_entries;
 } hg_daemon_config_t;
 
 /* Most members in cluster.members (ids are 1..this). */

@@ -487,6 +487,8 @@ static int open_pipeline(daemon_t *d) {
     pc.data_dir = daemon_cluster_engine_dir(d->cluster);
     pc.replicate = daemon_cluster_replicate;
     pc.replicate_ctx = d->cluster;
+    int rc = daemon_cluster_seed(d->cluster, &pc);
+    if (rc != 0) return rc;
   }
   set_health(d, 0, "recovering");
   uint64_t t0 = now_ns();
@@ -695,6 +697,7 @@ int daemon_serve(daemon_t *d) {
     hg_http_stop(d->http);
     return EXIT_START;
   }
+  if (d->cluster != NULL && daemon_cluster_open(d->cluster, d->gw) != 0) goto fail;
   if (open_pipeline(d) != 0 || create_view(d) != 0 || attach_gateway(d) != 0 ||
       plan_generators(d) != 0)
     goto fail;
@@ -704,8 +707,7 @@ int daemon_serve(daemon_t *d) {
             rc == -EPERM ? RT_HINT : "");
     goto fail;
   }
-  if (d->cluster != NULL && (rc = daemon_cluster_open(d->cluster, d->pipe, d->gw)) != 0)
-    goto fail;
+  if (d->cluster != NULL) daemon_cluster_start(d->cluster, d->pipe);
   rc = start_serving(d);
   if (rc == 0) {
     atomic_store(&d->published, 1);

@@ -6,7 +6,8 @@
  * leader, the C client (and hgctl, and the Python client) follows the
  * leader from its list of nodes and trades on, the killed node restarts
  * (the last time with empty directories, as a replaced machine) and
- * catches up; at the end a clean stop of the leader transfers leadership,
+ * catches up from the group's snapshot (taken every 8 entries) and log,
+ * restarting once more when the leader installs a snapshot; at the end a clean stop of the leader transfers leadership,
  * and all three nodes hold the same state hash at the same last seq.
  * Usage: test_cluster <hourglassd> [rounds] (CI: 2, slow: 10). */
 #include <inttypes.h>
@@ -22,6 +23,7 @@
 #include <cmocka.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client_util.h"
@@ -42,6 +44,7 @@ typedef struct node {
 } node_t;
 
 static node_t g_n[NODES];
+static int g_snapshot_restarts; /* restarts to load an installed snapshot */
 static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
 
 /* Keys: 1 operator, 2 and 4 traders (account 1), 3 risk viewer (firm 1). */
@@ -58,7 +61,8 @@ static void node_start(node_t *n) {
   snprintf(n->log, sizeof n->log, "%s/node%d.%d.log", g_root, n->id, ++n->starts);
   char *argv[] = {(char *)g_bin, "-o", o_data, "-o", "pipeline.mode=loop", "-o", o_id, "-o",
                   o_members, "-o", o_oe, "-o", o_http, "-o", o_keys, "-o", "tls=off", "-o",
-                  "cluster.election_timeout_ms=400", DU_SMALL_OPTS, NULL};
+                  "cluster.election_timeout_ms=400", "-o", "cluster.snapshot_entries=8",
+                  DU_SMALL_OPTS, NULL};
   n->pid = du_spawn(argv, n->log);
   char *log = du_wait_log(n->log, "msg=\"ready\"", 120);
   if (log == NULL) fail_msg("node %d not ready after 120 s", n->id);
@@ -73,10 +77,30 @@ static uint64_t json_u64(const char *text, const char *key) {
   return p != NULL ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
 }
 
+/* Plays systemd's Restart=: a node that received a snapshot from the
+ * leader stops (exit 1: it cannot load it under a running gateway) and is
+ * started again, from that snapshot. Any other exit fails the test. */
+static void supervise(void) {
+  for (int i = 0; i < NODES; i++) {
+    int st;
+    if (g_n[i].pid == 0 || waitpid(g_n[i].pid, &st, WNOHANG) != g_n[i].pid) continue;
+    du_forget(g_n[i].pid);
+    g_n[i].pid = 0;
+    char *log = du_read(g_n[i].log);
+    int install = WIFEXITED(st) && WEXITSTATUS(st) == 1 && log != NULL &&
+                  strstr(log, "a snapshot was installed from the leader") != NULL;
+    free(log);
+    if (!install) fail_msg("node %d exited unexpectedly", i + 1);
+    g_snapshot_restarts++;
+    node_start(&g_n[i]);
+  }
+}
+
 /* The node taking orders, waiting up to 30 s; -1 if none. */
 static int find_leader(void) {
   double end = du_now() + 30;
   while (du_now() < end) {
+    supervise();
     for (int i = 0; i < NODES; i++) {
       if (g_n[i].pid == 0) continue;
       char *h = du_get(g_n[i].http_port, "/health");
@@ -109,7 +133,10 @@ static hg_client_t *client(int node, uint64_t key) {
 static void connect_retry(hg_client_t *c) {
   double end = du_now() + 30;
   int rc;
-  while ((rc = hg_client_connect(c)) != 0 && du_now() < end) du_sleep_ms(100);
+  while ((rc = hg_client_connect(c)) != 0 && du_now() < end) {
+    supervise();
+    du_sleep_ms(100);
+  }
   if (rc != 0) fail_msg("no leader took the login: %d", rc);
 }
 
@@ -191,19 +218,25 @@ static void check_live(hg_client_t *c, const acked_t *a) {
 
 /* A follower refuses the trader, naming the leader's address, and takes
  * the risk viewer. */
-static void check_follower(int follower, int leader) {
-  /* A node just started knows the leader once it has heard from it. */
+/* Waits until a node just started knows the leader (it has heard from
+ * it), restarting nodes as supervise() does. */
+static void await_leader(int node, int leader) {
   char want_leader[32];
   snprintf(want_leader, sizeof want_leader, "\"leader\":%d,", g_n[leader].id);
-  double end = du_now() + 30;
+  double end = du_now() + 60;
   for (;;) {
-    char *h = du_get(g_n[follower].http_port, "/health");
+    supervise();
+    char *h = du_get(g_n[node].http_port, "/health");
     int known = h != NULL && strstr(h, want_leader) != NULL;
     free(h);
-    if (known) break;
-    if (du_now() > end) fail_msg("node %d does not know leader %d", follower + 1, leader + 1);
+    if (known) return;
+    if (du_now() > end) fail_msg("node %d does not know leader %d", node + 1, leader + 1);
     du_sleep_ms(50);
   }
+}
+
+static void check_follower(int follower, int leader) {
+  await_leader(follower, leader);
   uint8_t sec[32];
   assert_int_equal(hg_client_parse_hex(SECRET_HEX, sec, sizeof sec), 32);
   hg_client_config_t cfg;
@@ -279,6 +312,7 @@ static void stop_and_compare(void) {
     uint64_t want = json_u64(h, "committed_seq");
     free(h);
     int equal = want != UINT64_MAX;
+    for (int i = 0; i < NODES; i++) await_leader(i, leader); /* restarted if it had to */
     for (int i = 0; i < NODES && equal; i++) {
       char *f = du_get(g_n[i].http_port, "/health");
       equal = json_u64(f, "committed_seq") == want && json_u64(f, "last_seq") == want;
@@ -343,6 +377,7 @@ static void leader_killed_under_orders(void **state) {
   for (int i = 0; i < NODES; i++) node_start(&g_n[i]);
   int leader = find_leader();
   assert_true(leader >= 0);
+  await_leader((leader + 1) % NODES, leader);
   char *h = du_get(g_n[(leader + 1) % NODES].http_port, "/health");
   assert_int_equal(du_status(h), 200);
   assert_non_null(strstr(h, "\"role\":\"follower\""));
@@ -402,7 +437,16 @@ static void leader_killed_under_orders(void **state) {
     check_follower(dead, leader);
   }
   hg_client_destroy(tr);
+  /* Snapshots were taken (every 8 entries) and restarts began from them. */
+  int from_snapshot = 0;
+  for (int i = 0; i < NODES; i++) {
+    char *log = du_read(g_n[i].log);
+    from_snapshot |= log != NULL && strstr(log, "state store seeded from the group's snapshot");
+    free(log);
+  }
+  assert_true(from_snapshot);
   stop_and_compare();
+  fprintf(stderr, "%d restarts loaded a snapshot installed by the leader\n", g_snapshot_restarts);
   du_rm_rf(g_root);
 }
 
