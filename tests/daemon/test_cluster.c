@@ -394,6 +394,14 @@ static void leader_killed_under_orders(void **state) {
   uint64_t next = 1;
   hg_client_t *tr = client(leader, 2);
   connect_retry(tr);
+  /* One order at a time: one entry each, so that every node has taken a
+   * snapshot (every 8 entries) before the first kill. */
+  for (int i = 0; i < 12; i++) {
+    uint64_t first = next;
+    send_burst(tr, &next, 1);
+    assert_int_equal(collect(tr, first, next, &acked), 1);
+  }
+  assert_int_equal(acked.n, 12);
   for (int round = 0; round < g_rounds; round++) {
     /* Steady flow first, then a burst in flight as the leader dies. */
     uint64_t first = next;

@@ -131,7 +131,8 @@
  *    lost (the loop owner calls hg_pipeline_fail()) leaves the state with
  *    commands the group may never hold: the pipeline fails as on a journal
  *    failure (intake stops, nothing more is released) and the node must
- *    be rebuilt from the group (hourglassd: restart; it starts empty).
+ *    be rebuilt from the group (hourglassd: restart; it starts from the
+ *    group's snapshot and log).
  * Batch format (host byte order, the cluster's machines alike): u32 magic
  * HG_PIPE_BATCH_MAGIC, u32 record count, then per record u64 seq, u64 ts,
  * u32 len, u32 zero, len bytes of the encoded command (the journal
