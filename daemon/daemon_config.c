@@ -107,6 +107,11 @@ static const keydef_t KEYS[] = {
     {"market.depth_levels", K_U32, OFF(md_depth), 1, 1000, 0, 0},
     {"market.recent_trades", K_U32, OFF(md_trades), 1, 100000, 0, 0},
     {"synthetic.orders_per_sec", K_U32, OFF(synthetic_rate), 0, 1000000, 1, 0},
+    {"cluster.id", K_U32, OFF(cluster_id), 0, HG_DCFG_MAX_MEMBERS, 0, 0},
+    {"cluster.members", K_OPTPATH, OFF(cluster_members), 0, 0, 0, 0},
+    {"cluster.dir", K_OPTPATH, OFF(cluster_dir), 0, 0, 0, 0},
+    {"cluster.election_timeout_ms", K_U32, OFF(cluster_election_ms), 100, 60000, 0, 0},
+    {"cluster.snapshot_entries", K_U32, OFF(cluster_snapshot_entries), 0, 1u << 30, 0, 0},
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -169,6 +174,8 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->login_timeout_ms = 5000;
   cfg->sessions_per_key = 4;
   cfg->tls = -1;
+  cfg->cluster_election_ms = 1000;
+  cfg->cluster_snapshot_entries = 8192;
 }
 
 /* 127.0.0.0/8 and ::1 (literals: listen addresses are never names). */
@@ -358,6 +365,8 @@ static int set_value(hg_daemon_config_t *cfg, const keydef_t *k, const char *v, 
   return HG_EINVAL;
 }
 
+static char *trim(char *s);
+
 /* Rules that tie keys together. */
 int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
   if (c->market_data_set && (strcmp(c->order_entry.host, c->market_data.host) != 0 ||
@@ -395,6 +404,64 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
                 "listen.order_entry %s is not a loopback address: set tls.cert and tls.key, or "
                 "tls = off to serve plain TCP there",
                 c->order_entry.host);
+  if (c->cluster_id == 0 && c->cluster_members[0] != '\0')
+    return fail(err, 0, "cluster.members", HG_EINVAL, "%s", "is set but cluster.id is not");
+  if (c->cluster_id != 0) {
+    if (c->pipe_mode != HG_PIPE_MODE_LOOP)
+      return fail(err, 0, "cluster.id", HG_EINVAL, "%s", "needs pipeline.mode = loop");
+    hg_dcfg_member_t m[HG_DCFG_MAX_MEMBERS];
+    size_t n = 0;
+    int rc = hg_daemon_config_members(c, m, &n, err);
+    if (rc != 0) return rc;
+    size_t i = 0;
+    while (i < n && m[i].id != c->cluster_id) i++;
+    if (i == n)
+      return fail(err, 0, "cluster.members", HG_EINVAL, "does not list cluster.id %u",
+                  c->cluster_id);
+  }
+  return 0;
+}
+
+/* One "id=raft_ip:port/client_ip:port" of cluster.members. */
+static int parse_member(char *s, hg_dcfg_member_t *m) {
+  char *eq = strchr(s, '='), *slash = strchr(s, '/');
+  if (eq == NULL || slash == NULL || slash < eq) return -1;
+  *eq = '\0';
+  *slash = '\0';
+  uint64_t id;
+  if (parse_u64(trim(s), 0, &id) != 0 || id == 0 || id > HG_DCFG_MAX_MEMBERS) return -1;
+  m->id = (uint32_t)id;
+  hg_dcfg_addr_t raft;
+  const char *ra = trim(eq + 1);
+  if (parse_addr(ra, &raft) != 0 || ra[0] == '[' || raft.port == 0) return -1;
+  snprintf(m->raft, sizeof m->raft, "%s:%u", raft.host, raft.port);
+  if (parse_addr(trim(slash + 1), &m->client) != 0 || m->client.port == 0) return -1;
+  return 0;
+}
+
+int hg_daemon_config_members(const hg_daemon_config_t *c, hg_dcfg_member_t *out, size_t *n,
+                             hg_dcfg_error_t *err) {
+  char buf[HG_DCFG_PATH_MAX];
+  snprintf(buf, sizeof buf, "%s", c->cluster_members);
+  *n = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    if (*n == HG_DCFG_MAX_MEMBERS)
+      return fail(err, 0, "cluster.members", HG_ERANGE, "more than %d members",
+                  HG_DCFG_MAX_MEMBERS);
+    hg_dcfg_member_t *m = &out[*n];
+    char one[HG_DCFG_PATH_MAX];
+    snprintf(one, sizeof one, "%s", tok);
+    if (parse_member(tok, m) != 0)
+      return fail(err, 0, "cluster.members", HG_EINVAL,
+                  "'%.100s' is not id=raft_ipv4:port/client_ip:port (id 1..%d)", one,
+                  HG_DCFG_MAX_MEMBERS);
+    for (size_t i = 0; i < *n; i++)
+      if (out[i].id == m->id || strcmp(out[i].raft, m->raft) == 0)
+        return fail(err, 0, "cluster.members", HG_EINVAL, "member %u is listed twice", m->id);
+    (*n)++;
+  }
+  if (*n == 0) return fail(err, 0, "cluster.members", HG_EINVAL, "%s", "lists no member");
   return 0;
 }
 

@@ -86,7 +86,27 @@ typedef struct hg_daemon_config {
    * logs it) when market_data_set and it names the same one. */
   hg_dcfg_addr_t market_data;
   int market_data_set;
+  /* Cluster mode (hourglassd.h, "Cluster"): cluster.id (0: a single node),
+   * cluster.members ("id=raft_ip:port/client_ip:port,..."), cluster.dir
+   * ("" = data_dir/raft), cluster.election_timeout_ms (1000),
+   * cluster.snapshot_entries (8192; 0: never). */
+  uint32_t cluster_id;
+  char cluster_members[HG_DCFG_PATH_MAX];
+  char cluster_dir[HG_DCFG_PATH_MAX];
+  uint32_t cluster_election_ms;
+  uint32_t cluster_snapshot_entries;
 } hg_daemon_config_t;
+
+/* Most members in cluster.members (ids are 1..this). */
+#define HG_DCFG_MAX_MEMBERS 16
+
+/* One member of cluster.members: its id, the address its peers reach it
+ * at ("ip:port", IPv4) and the order-entry address clients reach it at. */
+typedef struct hg_dcfg_member {
+  uint32_t id;
+  char raft[HG_DCFG_ADDR_MAX + 8];
+  hg_dcfg_addr_t client;
+} hg_dcfg_member_t;
 
 /* Where parsing failed: the line (1-based, 0 for a file-level error), the
  * key ("" if none) and the reason. */
@@ -116,11 +136,18 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
  * listen.order_entry, journal.segment_size exceeds journal.batch_bytes + 64,
  * the retired listen.market_data, when set, equals listen.order_entry,
  * tls.cert and tls.key go together, and a non-loopback listen.order_entry
- * has TLS or an explicit tls = off; http.tls_cert and http.tls_key come
+ * has TLS or an explicit tls = off; cluster.id needs pipeline.mode = loop
+ * and a cluster.members that lists it; http.tls_cert and http.tls_key come
  * together, not with http.tls = off, and a non-loopback listen.http needs
  * them unless http.tls = off). 0 or HG_EINVAL with *err (line 0,
  * naming the key). */
 int hg_daemon_config_check(const hg_daemon_config_t *cfg, hg_dcfg_error_t *err);
+
+/* Parses cfg->cluster_members into out[0..HG_DCFG_MAX_MEMBERS) and *n.
+ * 0, or HG_EINVAL / HG_ERANGE with *err (a malformed member, a duplicate
+ * id or raft address, none at all, too many). */
+int hg_daemon_config_members(const hg_daemon_config_t *cfg, hg_dcfg_member_t *out, size_t *n,
+                             hg_dcfg_error_t *err);
 
 /* Whether listen.order_entry serves TLS: tls = on, or tls not set and
  * tls.cert set. */

@@ -15,7 +15,11 @@
  *  - the gateway's loop thread: the pipeline's consumer 0, routing
  *    execution reports and market data to sessions (gateway.h); with
  *    pipeline.mode = loop (the default) it also sequences, applies and
- *    journals the commands itself (pipeline.h, "Loop mode");
+ *    journals the commands itself (pipeline.h, "Loop mode"); with
+ *    cluster.id set it also runs the Raft replica and its role timer
+ *    (cluster.c: batches proposed, committed batches applied, order entry
+ *    on the leader only; the pipeline's data is then data_dir/engine,
+ *    emptied at every start and rebuilt from the group);
  *  - hg-marketdata: consumer 1, feeds the market-data view the HTTP port
  *    serves (mdview.h), on its own ring so a slow web reader never holds
  *    the gateway back; after a batch that changed the view it wakes the
@@ -33,6 +37,8 @@
  * Health: "starting" -> "recovering" (the HTTP port answers 503 while the
  * journal replays) -> "ready" -> "stopping"; a journal failure turns ready
  * into "journal failed: <cause>" for good (the pipeline refuses intake).
+ * A cluster node is "ready" on every role (a follower answers 200); one
+ * that must be rebuilt from the group stops and exits 1.
  *
  * The data directory lock. data_dir/LOCK (created if missing, never
  * deleted) is held with flock(LOCK_EX) by every process that writes the

@@ -42,6 +42,7 @@ typedef struct daemon {
   hg_mdview_t *view;
   hg_http_t *http;
   hg_gateway_t *gw;
+  struct daemon_cluster *cluster; /* cluster.id set: this node of the group (cluster.h) */
   pthread_t consumer, synth, md, demo_thr;
   int consumer_running, synth_running, md_running, demo_running;
   hg_demo_t *demo;        /* --demo: owned by the demo thread while it runs */

@@ -13,10 +13,78 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "hourglass/error.h"
 #include "hourglassd.h"
 #include "market_api.h"
 #include "web_assets.h"
+
+static void metric(hg_sbuf_t *b, const char *name, const char *type, const char *help,
+                   uint64_t v);
+
+/* A member's lag on the leader: entries it lacks of the leader's log. */
+static uint64_t member_lag(const daemon_cluster_status_t *cs, size_t i) {
+  uint64_t m = cs->members[i].match_index;
+  return cs->last_index > m ? cs->last_index - m : 0;
+}
+
+/* ,"cluster":{...} for /health. */
+static void health_cluster(daemon_t *d, hg_sbuf_t *b) {
+  daemon_cluster_status_t cs;
+  daemon_cluster_status(d->cluster, &cs);
+  hg_sbuf_printf(b,
+                 ",\"cluster\":{\"id\":%u,\"role\":\"%s\",\"taking_orders\":%s,\"term\":%" PRIu64
+                 ",\"leader\":%" PRIu64 ",\"commit_index\":%" PRIu64
+                 ",\"applied_index\":%" PRIu64 ",\"last_index\":%" PRIu64,
+                 cs.id, daemon_cluster_role_name(cs.role),
+                 daemon_cluster_writable(d->cluster) ? "true" : "false", cs.term, cs.leader,
+                 cs.commit_index, cs.applied_index, cs.last_index);
+  if (cs.role == HG_REPLICA_LEADER) {
+    hg_sbuf_puts(b, ",\"followers\":[");
+    int first = 1;
+    for (size_t i = 0; i < cs.n_members; i++) {
+      if (cs.members[i].id == cs.id) continue;
+      hg_sbuf_printf(b, "%s{\"id\":%" PRIu64 ",\"match_index\":%" PRIu64 ",\"lag\":%" PRIu64 "}",
+                     first ? "" : ",", cs.members[i].id, cs.members[i].match_index,
+                     member_lag(&cs, i));
+      first = 0;
+    }
+    hg_sbuf_puts(b, "]");
+  }
+  hg_sbuf_puts(b, "}");
+}
+
+static void metrics_cluster(daemon_t *d, hg_sbuf_t *b) {
+  daemon_cluster_status_t cs;
+  daemon_cluster_status(d->cluster, &cs);
+  hg_sbuf_puts(b, "# HELP hourglass_cluster_role This node's Raft role (1 for the current one).\n"
+                  "# TYPE hourglass_cluster_role gauge\n");
+  static const int roles[] = {HG_REPLICA_FOLLOWER, HG_REPLICA_CANDIDATE, HG_REPLICA_LEADER,
+                              HG_REPLICA_UNAVAILABLE};
+  for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+    hg_sbuf_printf(b, "hourglass_cluster_role{role=\"%s\"} %d\n",
+                   daemon_cluster_role_name(roles[i]), cs.role == roles[i]);
+  metric(b, "hourglass_cluster_taking_orders", "gauge",
+         "1 while this node is the leader and takes orders.",
+         (uint64_t)daemon_cluster_writable(d->cluster));
+  metric(b, "hourglass_cluster_term", "gauge", "Raft term.", cs.term);
+  metric(b, "hourglass_cluster_leader", "gauge", "Id of the leader this node knows (0: none).",
+         cs.leader);
+  metric(b, "hourglass_cluster_commit_index", "gauge", "Raft log index known committed.",
+         cs.commit_index);
+  metric(b, "hourglass_cluster_applied_index", "gauge", "Raft log index applied here.",
+         cs.applied_index);
+  metric(b, "hourglass_cluster_last_index", "gauge", "Last index in this node's Raft log.",
+         cs.last_index);
+  if (cs.role != HG_REPLICA_LEADER) return;
+  hg_sbuf_puts(b, "# HELP hourglass_cluster_follower_lag Entries of the leader's log a "
+                  "follower does not hold yet (leader only).\n"
+                  "# TYPE hourglass_cluster_follower_lag gauge\n");
+  for (size_t i = 0; i < cs.n_members; i++)
+    if (cs.members[i].id != cs.id)
+      hg_sbuf_printf(b, "hourglass_cluster_follower_lag{member=\"%" PRIu64 "\"} %" PRIu64 "\n",
+                     cs.members[i].id, member_lag(&cs, i));
+}
 
 static void health(daemon_t *d, hg_http_response_t *r) {
   hg_pipeline_stats_t st = {0};
@@ -25,9 +93,13 @@ static void health(daemon_t *d, hg_http_response_t *r) {
   r->content_type = "application/json";
   if (ready) {
     hg_sbuf_printf(&r->body,
-                   "{\"status\":\"ready\",\"last_seq\":%" PRIu64 ",\"durable_seq\":%" PRIu64
-                   ",\"version\":",
+                   "{\"status\":\"ready\",\"last_seq\":%" PRIu64 ",\"durable_seq\":%" PRIu64,
                    st.last_seq, st.durable_seq);
+    if (d->cluster != NULL && atomic_load(&d->published)) {
+      hg_sbuf_printf(&r->body, ",\"committed_seq\":%" PRIu64, st.committed_seq);
+      health_cluster(d, &r->body);
+    }
+    hg_sbuf_puts(&r->body, ",\"version\":");
   } else {
     r->status = 503;
     hg_sbuf_puts(&r->body, "{\"status\":\"not ready\",\"reason\":");
@@ -108,6 +180,7 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
            "1 while writes to the outbound journal fail.", (uint64_t)gs.outlog_failing);
   }
   metric(b, "hourglass_sessions", "gauge", "Logged-in client sessions.", sessions);
+  if (pub && d->cluster != NULL) metrics_cluster(d, b);
   if (pub) {
     metric(b, "hourglass_events_total", "counter", "Pipeline records consumed by the daemon.",
            hg_mdview_records(d->view));

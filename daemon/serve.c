@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "cluster.h"
 #include "daemon_log.h"
 #include "hourglass/error.h"
 #include "hourglass/thread.h"
@@ -98,6 +99,21 @@ static int demo_submit(daemon_t *d, hg_command_t *c, size_t n) {
   return 0;
 }
 
+/* Cluster mode: the demo trades only through the leader. Waits until this
+ * node takes orders, then sets the market up if the group's log holds no
+ * command yet (cmds[0..*n) otherwise keeps the restart's mass cancels).
+ * 0, or -1 when stopping. */
+static int demo_wait_leader(daemon_t *d, size_t *n, hg_command_t *cmds, size_t cap) {
+  while (!daemon_cluster_writable(d->cluster)) {
+    if (atomic_load(&d->stop_demo)) return -1;
+    nanosleep(&(struct timespec){0, 50000000}, NULL);
+  }
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(d->pipe, &st);
+  if (st.last_seq == 0) *n = hg_demo_setup(d->demo, cmds, cap);
+  return 0;
+}
+
 /* The demo thread: sets the market up (first run on an empty data dir),
  * then every quarter second moves the makers' quotes and lets the hedgers
  * trade, learning its order ids from its own consumer ring. */
@@ -130,6 +146,7 @@ static void *demo_main(void *arg) {
       n++;
     }
   }
+  if (d->cluster != NULL && demo_wait_leader(d, &n, cmds, CAP) != 0) return NULL;
   if (demo_submit(d, cmds, n) != 0) return NULL;
   uint64_t next_cycle_check = 0; /* right after the first step */
   while (!atomic_load(&d->stop_demo)) {
@@ -453,6 +470,11 @@ static int create_gateway(daemon_t *d) {
   }
   gc.log = hg_dlog_pipe_cb;
   gc.log_ctx = "gateway";
+  if (d->cluster != NULL) {
+    gc.order_entry_leader = daemon_cluster_leader;
+    gc.loop_stop = daemon_cluster_loop_stop;
+    gc.cluster_ctx = d->cluster;
+  }
   rc = hg_gateway_create(&gc, &d->gw);
   if (rc != 0) {
     if (!daemon_disk_full(cfg->data_dir, rc))
@@ -476,6 +498,13 @@ static int open_pipeline(daemon_t *d) {
   pc.out_notify_ctx = d->gw;
   pc.loop_drain = hg_gateway_drain;
   pc.loop_drain_ctx = d->gw;
+  if (d->cluster != NULL) {
+    pc.data_dir = daemon_cluster_engine_dir(d->cluster);
+    pc.replicate = daemon_cluster_replicate;
+    pc.replicate_ctx = d->cluster;
+    int rc = daemon_cluster_seed(d->cluster, &pc);
+    if (rc != 0) return rc;
+  }
   set_health(d, 0, "recovering");
   uint64_t t0 = now_ns();
   int rc = hg_pipeline_open(&pc, &d->pipe);
@@ -586,10 +615,11 @@ static int start_serving(daemon_t *d) {
   return 0;
 }
 
-/* Takes SIGTERM, SIGINT (return) and SIGHUP (reload) synchronously, and
+/* Takes SIGTERM, SIGINT (return 0) and SIGHUP (reload) synchronously, and
  * turns health into "journal failed: ..." once the pipeline reports a
- * journal failure. */
-static void signal_loop(daemon_t *d) {
+ * journal failure. A cluster node whose state the group no longer holds
+ * returns EXIT_START (to be restarted: it rebuilds from the group). */
+static int signal_loop(daemon_t *d) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -601,10 +631,15 @@ static void signal_loop(daemon_t *d) {
     int sig = sigtimedwait(&set, NULL, &tick);
     if (sig == SIGTERM || sig == SIGINT) {
       hg_dlog(HG_LOG_INFO, "daemon", "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
-      return;
+      return 0;
     }
     if (sig == SIGHUP) reload(d);
     int f = hg_pipeline_failed(d->pipe);
+    if (f != 0 && d->cluster != NULL) {
+      hg_dlog(HG_LOG_ERROR, "daemon", "cluster node failed: stopping; a restart rebuilds it",
+              "err=%s", hg_strerror(f));
+      return EXIT_START;
+    }
     if (f != 0 && !failed_logged) {
       failed_logged = 1;
       snprintf(d->fail_reason, sizeof d->fail_reason, "journal failed: %s", hg_strerror(f));
@@ -658,6 +693,7 @@ static void release(daemon_t *d) {
   hg_pipeline_close(d->pipe);
   hg_gateway_destroy(d->gw);
   hg_mdview_destroy(d->view);
+  daemon_cluster_destroy(d->cluster);
 }
 
 int daemon_serve(daemon_t *d) {
@@ -667,10 +703,16 @@ int daemon_serve(daemon_t *d) {
   int rc = claim_data_dir(d);
   if (rc != 0) return rc;
   if (start_http(d) != 0) return EXIT_START;
-  if (create_gateway(d) != 0) {
+  if (d->cfg.cluster_id != 0 && daemon_cluster_create(&d->cfg, &d->cluster) != 0) {
     hg_http_stop(d->http);
     return EXIT_START;
   }
+  if (create_gateway(d) != 0) {
+    daemon_cluster_destroy(d->cluster);
+    hg_http_stop(d->http);
+    return EXIT_START;
+  }
+  if (d->cluster != NULL && daemon_cluster_open(d->cluster, d->gw) != 0) goto fail;
   if (open_pipeline(d) != 0 || create_view(d) != 0 || attach_gateway(d) != 0 ||
       plan_generators(d) != 0)
     goto fail;
@@ -680,12 +722,13 @@ int daemon_serve(daemon_t *d) {
             rc == -EPERM ? RT_HINT : "");
     goto fail;
   }
+  if (d->cluster != NULL) daemon_cluster_start(d->cluster, d->pipe);
   rc = start_serving(d);
   if (rc == 0) {
     atomic_store(&d->published, 1);
     set_health(d, 1, "ready");
     hg_dlog(HG_LOG_INFO, "daemon", "ready", NULL);
-    signal_loop(d);
+    rc = signal_loop(d);
   }
   rc = shut_down(d, rc);
   release(d);

@@ -80,6 +80,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hourglass/bytes.h"
 #include "hourglass/error.h"
 #include "hourglass/thread.h"
 #include "command_internal.h"
@@ -130,8 +131,14 @@ static uint64_t stage_free(const hg_pipeline_t *p) {
 }
 
 static uint64_t durable_limit(const hg_pipeline_t *p) {
-  if (p->cfg.durability == HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE) return UINT64_MAX;
-  return hg_journal_durable_seq(p->journal);
+  uint64_t d = p->cfg.durability == HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE
+                   ? UINT64_MAX
+                   : hg_journal_durable_seq(p->journal);
+  if (p->cfg.replicate != NULL) {
+    uint64_t c = atomic_load(&((hg_pipeline_t *)p)->committed_seq);
+    if (c < d) d = c;
+  }
+  return d;
 }
 
 static int loop_mode(const hg_pipeline_t *p) { return p->cfg.mode == HG_PIPE_MODE_LOOP; }
@@ -421,6 +428,34 @@ static int hand_record(hg_pipeline_t *p, const jrec_t *rec) {
   return 0;
 }
 
+static void rbatch_add(hg_pipeline_t *p, const jrec_t *rec);
+
+/* Journals and applies one stamped command (rec holds its encoding); in
+ * cluster mode a command this node sequenced (propose) also joins the
+ * batch to replicate. Returns 0, or hand_record's refusal (nothing done). */
+static int apply_record(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec,
+                        const hg_command_t *cmd, int propose) {
+  int hrc = hand_record(p, rec);
+  if (hrc != 0) return hrc;
+  if (propose && p->cfg.replicate != NULL) rbatch_add(p, rec);
+  p->last_seq = cmd->seq;
+  p->cur_origin = origin;
+  int rc = hg_exchange_apply(p->ex, cmd);
+  if (rc != 0) {
+    /* Only a broken pipeline gets here (out of memory listing a book). */
+    logf_(p, HG_LOG_ERROR, "command seq %llu failed to apply: %s; intake stopped",
+          (unsigned long long)cmd->seq, hg_strerror(rc));
+    atomic_store(&p->failed, rc);
+    atomic_store(&p->accepting, 0);
+  }
+  stage_push(p, HG_PIPE_DONE, origin, cmd->seq, NULL);
+  atomic_fetch_add_explicit(&p->stat_commands, 1, memory_order_relaxed); /* statistic */
+  atomic_store_explicit(&p->stat_last, cmd->seq, memory_order_relaxed);   /* statistic */
+  if (p->cfg.snapshot_every && p->last_seq - p->snap_seq_taken >= p->cfg.snapshot_every)
+    take_snapshot(p);
+  return 0;
+}
+
 /* Sequences, journals and applies one command. Returns 0, or hand_record's
  * refusal (nothing done; retry after the journal drains). */
 static int sequence_one(hg_pipeline_t *p, uint64_t origin, const hg_command_t *in) {
@@ -438,24 +473,7 @@ static int sequence_one(hg_pipeline_t *p, uint64_t origin, const hg_command_t *i
   rec.ts = cmd.ts;
   rec.len = (uint32_t)len;
   rec.pad_ = 0;
-  int hrc = hand_record(p, &rec);
-  if (hrc != 0) return hrc;
-  p->last_seq = cmd.seq;
-  p->cur_origin = origin;
-  int rc = hg_exchange_apply(p->ex, &cmd);
-  if (rc != 0) {
-    /* Only a broken pipeline gets here (out of memory listing a book). */
-    logf_(p, HG_LOG_ERROR, "command seq %llu failed to apply: %s; intake stopped",
-          (unsigned long long)cmd.seq, hg_strerror(rc));
-    atomic_store(&p->failed, rc);
-    atomic_store(&p->accepting, 0);
-  }
-  stage_push(p, HG_PIPE_DONE, origin, cmd.seq, NULL);
-  atomic_fetch_add_explicit(&p->stat_commands, 1, memory_order_relaxed); /* statistic */
-  atomic_store_explicit(&p->stat_last, cmd.seq, memory_order_relaxed);   /* statistic */
-  if (p->cfg.snapshot_every && p->last_seq - p->snap_seq_taken >= p->cfg.snapshot_every)
-    take_snapshot(p);
-  return 0;
+  return apply_record(p, origin, &rec, &cmd, 1);
 }
 
 /* Journal failed: every queued command comes back UNAVAILABLE. */
@@ -664,6 +682,7 @@ static void free_all(hg_pipeline_t *p) {
   if (p->stage != NULL) munmap(p->stage, (size_t)(p->stage_mask + 1) * sizeof *p->stage);
   free(p->ser_buf);
   free(p->snap_buf);
+  free(p->rbatch);
   pthread_mutex_destroy(&p->snap_mu);
   pthread_cond_destroy(&p->snap_cv);
   free(p);
@@ -683,7 +702,8 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
       !is_pow2(c.staging_capacity) || c.staging_capacity < 2 * STAGE_RESERVE ||
       (c.durability != HG_DURABILITY_DURABLE &&
        c.durability != HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE) ||
-      (c.mode != HG_PIPE_MODE_THREADS && c.mode != HG_PIPE_MODE_LOOP))
+      (c.mode != HG_PIPE_MODE_THREADS && c.mode != HG_PIPE_MODE_LOOP) ||
+      (c.replicate != NULL && c.mode != HG_PIPE_MODE_LOOP))
     return HG_EINVAL;
   if (c.clock == NULL) c.clock = default_clock;
 
@@ -717,7 +737,16 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
     p->loop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (p->loop_fd < 0) rc = -errno;
   }
+  if (rc == 0 && c.replicate != NULL) {
+    p->rbatch_cap = HG_PIPE_BATCH_BYTES;
+    p->rbatch = malloc(p->rbatch_cap);
+    if (p->rbatch == NULL) rc = -ENOMEM;
+    else hg_st32(p->rbatch, HG_PIPE_BATCH_MAGIC);
+    p->rbatch_len = HG_PIPE_BATCH_HEADER;
+  }
   if (rc == 0) rc = hg_pipe__recover(p);
+  /* A pipeline opened on a journal with commands has them committed. */
+  atomic_store(&p->committed_seq, p->last_seq);
   if (rc == 0 && c.mode == HG_PIPE_MODE_LOOP) {
     rc = hg_journal_set_eventfd(p->journal, p->loop_fd);
     if (rc != 0) logf_(p, HG_LOG_ERROR, "cannot register the loop's eventfd with io_uring: %s",
@@ -814,6 +843,10 @@ int hg_pipeline_loop_fd(const hg_pipeline_t *p) { return p->loop_fd; }
  * while the stage has room; after a journal failure refuses it instead. */
 static void loop_take_queued(hg_pipeline_t *p) {
   const inmsg_t *m;
+  if (p->cfg.replicate != NULL && !p->writable) {
+    refuse_queued(p); /* a follower sequences nothing of its own */
+    return;
+  }
   while (!atomic_load(&p->failed) && (m = hg_mpsc_ring_peek(p->in, NULL)) != NULL) {
     if (stage_free(p) < STAGE_RESERVE) {
       release(p);
@@ -829,7 +862,9 @@ static void loop_take_queued(hg_pipeline_t *p) {
  * the kernel, consumers woken when durability moved. Returns whether
  * consumer 0 has something to poll. */
 static bool consumer_ready(void *ctx);
+static void rbatch_flush(hg_pipeline_t *p);
 static int loop_settle(hg_pipeline_t *p) {
+  if (p->rbatch_n != 0) rbatch_flush(p);
   release(p);
   if (!atomic_load(&p->failed)) {
     hg_journal_commit(p->journal);
@@ -848,6 +883,7 @@ static int submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd, in
 int hg_pipeline_execute(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd) {
   if (!loop_mode(p)) return HG_EINVAL;
   if (!atomic_load(&p->accepting)) return HG_EUNAVAIL;
+  if (p->cfg.replicate != NULL && !p->writable) return HG_EPERM;
   /* From inside cfg.loop_drain: the command being applied is not finished,
    * so this one waits in the inbound ring for the loop's next commit. */
   if (p->loop_draining) return submit(p, origin, cmd, 0);
@@ -912,6 +948,101 @@ static void loop_finish(hg_pipeline_t *p) {
     uint32_t tok = hg_waiter_prepare(p->engine_w);
     hg_waiter_sleep(p->engine_w, tok, 1000000);
   }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cluster mode: batches out to the group, committed batches in             */
+/* ------------------------------------------------------------------------ */
+
+#define BATCH_REC_HEADER 24u /* seq, ts, len, zero */
+
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* The batch so far goes to cfg.replicate; a refusal leaves commands
+ * applied here that the group will never hold, so the pipeline fails. */
+static void rbatch_flush(hg_pipeline_t *p) {
+  hg_st32(p->rbatch + 4, p->rbatch_n);
+  int rc = p->cfg.replicate(p->cfg.replicate_ctx, p->rbatch, p->rbatch_len, p->rbatch_last);
+  p->rbatch_len = HG_PIPE_BATCH_HEADER;
+  p->rbatch_n = 0;
+  if (rc != 0) {
+    logf_(p, HG_LOG_ERROR, "batch up to seq %llu not replicated: %s; intake stopped",
+          (unsigned long long)p->rbatch_last, hg_strerror(rc));
+    hg_pipeline_fail(p, rc);
+  }
+}
+
+/* Appends rec to the batch (sending the batch first if rec does not fit). */
+static void rbatch_add(hg_pipeline_t *p, const jrec_t *rec) {
+  size_t need = BATCH_REC_HEADER + pad8(rec->len);
+  if (p->rbatch_len + need > p->rbatch_cap) rbatch_flush(p);
+  uint8_t *d = p->rbatch + p->rbatch_len;
+  hg_st64(d, rec->seq);
+  hg_st64(d + 8, rec->ts);
+  hg_st32(d + 16, rec->len);
+  hg_st32(d + 20, 0);
+  memcpy(d + BATCH_REC_HEADER, rec->bytes, rec->len);
+  memset(d + BATCH_REC_HEADER + rec->len, 0, pad8(rec->len) - rec->len);
+  p->rbatch_len += need;
+  p->rbatch_n++;
+  p->rbatch_last = rec->seq;
+}
+
+void hg_pipeline_set_writable(hg_pipeline_t *p, int writable) { p->writable = writable; }
+
+void hg_pipeline_fail(hg_pipeline_t *p, int err) {
+  int expected = 0;
+  if (err == 0) err = HG_EUNAVAIL;
+  /* failed before accepting, as journal_note_failure() orders them. */
+  if (atomic_compare_exchange_strong(&p->failed, &expected, err))
+    logf_(p, HG_LOG_ERROR, "pipeline failed: %s; intake stopped, nothing after seq %llu "
+          "is released", hg_strerror(err), (unsigned long long)durable_limit(p));
+  atomic_store(&p->accepting, 0);
+}
+
+int hg_pipeline_apply_batch(hg_pipeline_t *p, const void *batch, size_t len) {
+  if (!loop_mode(p) || p->cfg.replicate == NULL) return HG_EINVAL;
+  const uint8_t *b = batch;
+  if (len < HG_PIPE_BATCH_HEADER || hg_ld32(b) != HG_PIPE_BATCH_MAGIC) return HG_ECORRUPT;
+  uint32_t n = hg_ld32(b + 4);
+  size_t off = HG_PIPE_BATCH_HEADER;
+  uint64_t last = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (len - off < BATCH_REC_HEADER) return HG_ECORRUPT;
+    jrec_t rec;
+    rec.seq = hg_ld64(b + off);
+    rec.ts = hg_ld64(b + off + 8);
+    rec.len = hg_ld32(b + off + 16);
+    rec.pad_ = 0;
+    if (rec.len == 0 || rec.len > HG_COMMAND_MAX_ENCODED ||
+        len - off - BATCH_REC_HEADER < pad8(rec.len))
+      return HG_ECORRUPT;
+    const uint8_t *payload = b + off + BATCH_REC_HEADER;
+    off += BATCH_REC_HEADER + pad8(rec.len);
+    last = rec.seq;
+    if (rec.seq <= p->last_seq) continue; /* this node sequenced it */
+    if (rec.seq != p->last_seq + 1) return HG_ECORRUPT;
+    int rc = atomic_load(&p->failed);
+    if (rc != 0) return rc;
+    if (stage_free(p) < STAGE_RESERVE) {
+      release(p);
+      if (stage_free(p) < STAGE_RESERVE) return HG_EBUSY;
+    }
+    hg_command_t cmd;
+    rc = hg_command_decode(payload, rec.len, &cmd);
+    if (rc != 0 || cmd.seq != rec.seq) return rc != 0 ? rc : HG_ECORRUPT;
+    cmd.ts = rec.ts;
+    memcpy(rec.bytes, payload, rec.len);
+    rc = apply_record(p, 0, &rec, &cmd, 0);
+    if (rc != 0) return rc;
+  }
+  if (off != len) return HG_ECORRUPT;
+  if (last > atomic_load(&p->committed_seq)) {
+    atomic_store(&p->committed_seq, last);
+    release(p);
+    wake_durable(p);
+  }
+  return 0;
 }
 
 /* Consumer 0's DONE records count as released (a statistic). */
@@ -1057,6 +1188,7 @@ void hg_pipeline_stats(const hg_pipeline_t *p, hg_pipeline_stats_t *out) {
   out->snapshots = atomic_load_explicit(&q->stat_snapshots, memory_order_relaxed);
   out->busy_rejects = atomic_load_explicit(&q->stat_busy, memory_order_relaxed);
   out->replayed = p->replayed;
+  out->committed_seq = p->cfg.replicate != NULL ? atomic_load(&q->committed_seq) : 0;
 }
 
 int hg_pipeline_failed(const hg_pipeline_t *p) {

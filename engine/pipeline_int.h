@@ -92,6 +92,18 @@ struct hg_pipeline {
   int loop_draining;        /* inside cfg.loop_drain: execute queues, commit and
                                reap return 0 */
 
+  /* Cluster mode (cfg.replicate set; pipeline.h, "Cluster mode"): the
+   * records sequenced since the last proposal, as one batch (rbatch, owned
+   * here, rbatch_cap bytes), whether this node may sequence (loop owner),
+   * and the seq known committed by the group (written by the loop owner,
+   * read by consumers). */
+  uint8_t *rbatch;
+  size_t rbatch_len, rbatch_cap;
+  uint32_t rbatch_n;
+  uint64_t rbatch_last;
+  int writable;
+  _Atomic uint64_t committed_seq;
+
   pthread_t engine_thr, journal_thr, snap_thr;
   int running, stopped;
 

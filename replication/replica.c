@@ -179,7 +179,9 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
   int rc = r->cfg.snapshot_take(r->cfg.ctx, index, &data, &len);
   if (rc != 0) {
     free(s);
-    return callback_failed(r, HG_LOG_WARN, "snapshot", index, rc);
+    /* HG_EBUSY: not now (the caller's state is ahead of what was applied). */
+    return callback_failed(r, rc == HG_EBUSY ? HG_LOG_DEBUG : HG_LOG_WARN, "snapshot", index,
+                           rc);
   }
   if (len > UINT32_MAX) {
     if (r->cfg.snapshot_release != NULL) r->cfg.snapshot_release(r->cfg.ctx, data, len);

@@ -72,6 +72,8 @@ struct hg_client {
   bool reject_terminated;
   uint32_t reject_code;
   char reject_text[128];
+  char reject_leader[128]; /* LoginReject.leader of a LOGIN_NOT_LEADER, "" if none */
+  char nodes[1024];        /* config.nodes, copied */
 
   /* receive side */
   uint8_t *rx;
@@ -231,6 +233,12 @@ int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out) {
   c->cfg = *cfg;
   snprintf(c->host, sizeof c->host, "%s", host);
   c->cfg.host = c->host;
+  if (cfg->nodes != NULL && strlen(cfg->nodes) >= sizeof c->nodes) {
+    free(c);
+    return HG_EINVAL;
+  }
+  snprintf(c->nodes, sizeof c->nodes, "%s", cfg->nodes != NULL ? cfg->nodes : "");
+  c->cfg.nodes = c->nodes;
   memcpy(c->secret, cfg->secret, cfg->secret_len);
   c->cfg.secret = c->secret;
   if (c->cfg.port == 0) c->cfg.port = HG_CLIENT_DEFAULT_PORT;
@@ -888,6 +896,8 @@ static int do_login(hg_client_t *c) {
         c->reject_code = term ? e->terminate->code : e->login_reject->code;
         const char *t = term ? e->terminate->text : e->login_reject->text;
         snprintf(c->reject_text, sizeof c->reject_text, "%s", t ? t : "");
+        const char *l = term ? NULL : e->login_reject->leader;
+        snprintf(c->reject_leader, sizeof c->reject_leader, "%s", l ? l : "");
         return HG_EAUTH;
       }
       default:
@@ -994,12 +1004,82 @@ static int tcp_connect(const hg_client_t *c, int *out) {
   return rc;
 }
 
-int hg_client_connect(hg_client_t *c) {
+static int connect_once(hg_client_t *c) {
   hg_client_close(c);
+  c->rejected = false;
+  c->reject_leader[0] = '\0';
   int fd = -1;
   int rc = tcp_connect(c, &fd);
   if (rc < 0) return rc;
   return hg_client_login_fd(c, fd);
+}
+
+/* "host:port" or "[v6]:port" into the client's host and port. 0 or -1. */
+static int set_address(hg_client_t *c, const char *a, size_t len) {
+  char buf[256];
+  if (len == 0 || len >= sizeof buf) return -1;
+  memcpy(buf, a, len);
+  buf[len] = '\0';
+  char *colon = strrchr(buf, ':');
+  if (colon == NULL || colon == buf) return -1;
+  *colon = '\0';
+  char *end;
+  unsigned long port = strtoul(colon + 1, &end, 10);
+  if (*end != '\0' || port == 0 || port > 65535) return -1;
+  char *host = buf;
+  if (host[0] == '[' && colon[-1] == ']') {
+    host++;
+    colon[-1] = '\0';
+  }
+  snprintf(c->host, sizeof c->host, "%s", host);
+  c->cfg.port = (uint16_t)port;
+  return 0;
+}
+
+/* A refusal that names the leader to go to. */
+static bool redirected(const hg_client_t *c, int rc) {
+  return rc == HG_EAUTH && !c->reject_terminated &&
+         c->reject_code == HOURGLASS__V1__LOGIN_REJECT_CODE__LOGIN_NOT_LEADER &&
+         c->reject_leader[0] != '\0';
+}
+
+int hg_client_connect(hg_client_t *c) {
+  int rc = connect_once(c);
+  /* Follow the leader a follower names (a few hops: leadership may move
+   * while we go). */
+  for (int hop = 0; hop < 3 && redirected(c, rc); hop++) {
+    if (set_address(c, c->reject_leader, strlen(c->reject_leader)) != 0) break;
+    rc = connect_once(c);
+  }
+  if (rc == 0 || c->nodes[0] == '\0') return rc;
+  if (rc == HG_EAUTH && (c->reject_terminated ||
+                         c->reject_code != HOURGLASS__V1__LOGIN_REJECT_CODE__LOGIN_NOT_LEADER))
+    return rc; /* refused for what it is, not for where */
+  /* This node is down or knows no leader: try the others in turn. */
+  for (const char *p = c->nodes; *p != '\0';) {
+    size_t n = strcspn(p, ",");
+    if (set_address(c, p, n) == 0) {
+      rc = connect_once(c);
+      for (int hop = 0; hop < 3 && redirected(c, rc); hop++) {
+        if (set_address(c, c->reject_leader, strlen(c->reject_leader)) != 0) break;
+        rc = connect_once(c);
+      }
+      if (rc == 0) return 0;
+      if (rc == HG_EAUTH && (c->reject_terminated ||
+                             c->reject_code != HOURGLASS__V1__LOGIN_REJECT_CODE__LOGIN_NOT_LEADER))
+        return rc;
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  return rc;
+}
+
+const char *hg_client_login_leader(const hg_client_t *c) { return c->reject_leader; }
+
+void hg_client_address(const hg_client_t *c, char *out, size_t cap) {
+  if (strchr(c->host, ':') != NULL) snprintf(out, cap, "[%s]:%u", c->host, c->cfg.port);
+  else snprintf(out, cap, "%s:%u", c->host, c->cfg.port);
 }
 
 int hg_client_logout(hg_client_t *c, int timeout_ms) {

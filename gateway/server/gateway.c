@@ -155,7 +155,10 @@ static void settle_in_flight(hg_gateway_t *gw) {
 
 static void on_stop(uv_async_t *a) {
   hg_gateway_t *gw = a->data;
-  settle_in_flight(gw);
+  /* In cluster mode results come with commits, which need the loop to run:
+   * what is committed by now is drained, the rest is not waited for. */
+  if (gw->cfg.loop_stop != NULL) gw_drain(gw);
+  else settle_in_flight(gw);
   gw->stopping = 1;
   for (uint32_t i = 0; i < gw->n_conns; i++) {
     conn_t *c = &gw->conns[i];
@@ -170,8 +173,14 @@ static void on_stop(uv_async_t *a) {
     int rc = hg_store_set_session_seq(gw->store, name, gw->streams[s].next_seq - 1);
     if (rc != 0) gw_log(gw, HG_LOG_ERROR, "saving a stream seq: %s", hg_strerror(rc));
   }
+  if (gw->cfg.loop_stop != NULL) {
+    gw->cfg.loop_stop(gw->cfg.cluster_ctx); /* then hg_gateway_close_handles() */
+    return;
+  }
   uv_walk(&gw->loop, close_walk, NULL);
 }
+
+void hg_gateway_close_handles(hg_gateway_t *gw) { uv_walk(&gw->loop, close_walk, NULL); }
 
 static void *loop_main(void *arg) {
   hg_gateway_t *gw = arg;
@@ -563,6 +572,9 @@ int hg_gateway_start(hg_gateway_t *gw) {
 }
 
 uint16_t hg_gateway_port(const hg_gateway_t *gw) { return gw->port; }
+
+uv_loop_t *hg_gateway_loop(hg_gateway_t *gw) { return &gw->loop; }
+
 
 void hg_gateway_stop(hg_gateway_t *gw) {
   if (gw == NULL || gw->stopped) return;

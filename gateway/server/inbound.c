@@ -55,10 +55,11 @@ stream_t *gw_stream_get(hg_gateway_t *gw, const hg_key_record_t *k, uint32_t *id
   return st;
 }
 
-static void login_reject(conn_t *c, uint32_t code, const char *text) {
+static void login_reject_at(conn_t *c, uint32_t code, const char *text, const char *leader) {
   Hourglass__V1__LoginReject r = HOURGLASS__V1__LOGIN_REJECT__INIT;
   r.code = code;
   r.text = (char *)text;
+  r.leader = (char *)leader;
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(LOGIN_REJECT);
   env.login_reject = &r;
@@ -66,6 +67,10 @@ static void login_reject(conn_t *c, uint32_t code, const char *text) {
   STAT_ADD(c->gw, st_login_rejects);
   if (!c->used) return;
   gw_conn_end(c);
+}
+
+static void login_reject(conn_t *c, uint32_t code, const char *text) {
+  login_reject_at(c, code, text, NULL);
 }
 
 static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
@@ -85,6 +90,16 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
                           : code == LREJ(TIMESTAMP_SKEW) ? "timestamp outside the allowed skew"
                                                          : "invalid login");
     return;
+  }
+  if (gw->cfg.order_entry_leader != NULL && key.role != HG_ROLE_RISK_VIEWER) {
+    const char *leader = gw->cfg.order_entry_leader(gw->cfg.cluster_ctx);
+    if (leader != NULL) {
+      login_reject_at(c, LREJ(NOT_LEADER),
+                      leader[0] != '\0' ? "not the leader: log in at the leader"
+                                        : "not the leader: no leader elected yet",
+                      leader[0] != '\0' ? leader : NULL);
+      return;
+    }
   }
   if (gw->n_sessions >= gw->cfg.max_sessions) {
     login_reject(c, LREJ(TOO_MANY_SESSIONS), "session limit reached");

@@ -11,7 +11,9 @@
  * environment HG_HOST/HG_PORT, as the Python client reads them; key from
  * --key-id/--secret or HG_KEY_ID/HG_SECRET, secret in hex; TLS from --tls
  * and --ca or HG_TLS and HG_CA, with --tls-name, --tls-cert, --tls-key or
- * HG_TLS_NAME, HG_TLS_CERT, HG_TLS_KEY; an option wins over the
+ * HG_TLS_NAME, HG_TLS_CERT, HG_TLS_KEY; a cluster's other nodes from
+ * --nodes or HG_NODES, and a follower's LOGIN_NOT_LEADER followed to the
+ * leader by the client library; an option wins over the
  * environment), sends its request, prints
  * the replies that carry its request seq (ref_seq) as one line each, and
  * logs out. Output is plain "KEY=value" text, one event per line, so it
@@ -47,6 +49,8 @@ static const char CONN_HELP[] =
     "connection: --host H (127.0.0.1) --port P (7700) --key-id ID --secret HEX\n"
     "            (or HG_HOST, HG_PORT, HG_KEY_ID, HG_SECRET in the environment)\n"
     "            --timeout MS (5000)\n"
+    "cluster:    --nodes H:P,H:P,... (HG_NODES): the other nodes, tried in turn when the\n"
+    "            one given is down; a follower's LOGIN_NOT_LEADER is followed to the leader\n"
     "tls:        --tls (HG_TLS=1), --ca FILE (HG_CA; implies --tls): CAs to trust, else the\n"
     "            system's; --tls-name NAME (HG_TLS_NAME): name the certificate must carry,\n"
     "            else the host; --tls-cert FILE --tls-key FILE (HG_TLS_CERT, HG_TLS_KEY):\n"
@@ -242,6 +246,7 @@ int net_open_session(const char *cmd, hg_client_t **out) {
   cfg.secret = secret;
   cfg.secret_len = (size_t)n;
   cfg.timeout_ms = (uint32_t)tmo;
+  cfg.nodes = net_conn.nodes ? net_conn.nodes : env_or_null("HG_NODES");
   const char *tls_env = env_or_null("HG_TLS");
   cfg.tls_ca_file = net_conn.ca ? net_conn.ca : env_or_null("HG_CA");
   cfg.tls_server_name = net_conn.tls_name ? net_conn.tls_name : env_or_null("HG_TLS_NAME");
@@ -273,7 +278,8 @@ int net_open_session(const char *cmd, hg_client_t **out) {
                                       "clock skew above 5 s", "session id reused",
                                       "the key has as many live sessions as it may have",
                                       "the gateway's session limit is reached",
-                                      "invalid login", "key store unavailable"};
+                                      "invalid login", "key store unavailable",
+                                      "not the cluster's leader, and no leader is known: retry"};
     const char *reason = code == 1 && !term ? why[1]
                          : text[0]          ? text
                          : !term && code < sizeof why / sizeof why[0] ? why[code]

@@ -37,6 +37,7 @@ typedef struct opt {
 /* The connection options as typed (NULL: not given). */
 typedef struct conn {
   const char *host, *port, *key_id, *secret, *timeout;
+  const char *nodes;                               /* --nodes: a cluster's other nodes */
   const char *ca, *tls_name, *tls_cert, *tls_key; /* TLS files and name */
   bool tls;                                        /* --tls */
 } conn_t;
@@ -57,8 +58,8 @@ extern volatile sig_atomic_t net_stop;
       {"timeout", &net_conn.timeout, NULL}, {"raw", NULL, &net_raw},                     \
       {"tls", NULL, &net_conn.tls}, {"ca", &net_conn.ca, NULL},                          \
       {"tls-name", &net_conn.tls_name, NULL}, {"tls-cert", &net_conn.tls_cert, NULL},    \
-      {"tls-key", &net_conn.tls_key, NULL}
-#define CONN_NOPTS 11
+      {"tls-key", &net_conn.tls_key, NULL}, {"nodes", &net_conn.nodes, NULL}
+#define CONN_NOPTS 12
 
 /* Parses --name value / --name=value / --flag; positional arguments go to
  * pos[0..npos). --help prints usage and exits 0. Returns 0, or EXIT_USAGE

@@ -294,6 +294,55 @@ static void http_tls_rule_accepts(void **state) {
   }
 }
 
+/* cluster.*: the member list parsed with both addresses, and the rules
+ * that tie it to cluster.id and pipeline.mode. */
+static void cluster_keys(void **state) {
+  (void)state;
+  hg_daemon_config_t c;
+  hg_dcfg_error_t e;
+  const char *ok = "pipeline.mode = loop\ncluster.id = 2\ncluster.election_timeout_ms = 300\n"
+                   "cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001, "
+                   "2=127.0.0.1:7302/[::1]:7002,3=10.0.0.3:7303/10.0.0.3:7700\n";
+  assert_int_equal(parse(&c, ok, &e), 0);
+  assert_int_equal(c.cluster_id, 2);
+  assert_int_equal(c.cluster_election_ms, 300);
+  hg_dcfg_member_t m[HG_DCFG_MAX_MEMBERS];
+  size_t n = 0;
+  assert_int_equal(hg_daemon_config_members(&c, m, &n, &e), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(m[1].id, 2);
+  assert_string_equal(m[1].raft, "127.0.0.1:7302");
+  assert_string_equal(m[1].client.host, "::1");
+  assert_int_equal(m[1].client.port, 7002);
+  assert_string_equal(m[2].raft, "10.0.0.3:7303");
+  static const struct {
+    const char *text, *key, *reason_has;
+  } bad[] = {
+      {"pipeline.mode = threads\ncluster.id = 1\n"
+       "cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n",
+       "cluster.id", "pipeline.mode = loop"},
+      {"pipeline.mode = loop\ncluster.id = 1\n", "cluster.members", "lists no member"},
+      {"pipeline.mode = loop\ncluster.id = 4\n"
+       "cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n", "cluster.members",
+       "does not list cluster.id 4"},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.members = 1=127.0.0.1:7301\n",
+       "cluster.members", "is not id=raft_ipv4:port/client_ip:port"},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.members = 1=[::1]:7301/[::1]:7001\n",
+       "cluster.members", "is not id="},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.members = "
+       "1=127.0.0.1:7301/127.0.0.1:7001,1=127.0.0.1:7302/127.0.0.1:7002\n",
+       "cluster.members", "listed twice"},
+      {"cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n", "cluster.members",
+       "cluster.id is not"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = parse(&c, bad[i].text, &e);
+    if (rc == 0 || strcmp(e.key, bad[i].key) != 0 || strstr(e.reason, bad[i].reason_has) == NULL)
+      fail_msg("case %zu: rc %d key '%s' reason '%s'", i, rc, e.key, e.reason);
+  }
+  assert_int_equal(parse(&c, "cluster.id = 17\n", &e), HG_ERANGE);
+}
+
 static void nul_byte_and_long_line_are_refused(void **state) {
   (void)state;
   hg_daemon_config_t c;
@@ -409,6 +458,7 @@ int main(void) {
       cmocka_unit_test(comments_blank_lines_and_spacing),
       cmocka_unit_test(bad_input_names_line_key_and_reason),
       cmocka_unit_test(http_tls_rule_accepts),
+      cmocka_unit_test(cluster_keys),
       cmocka_unit_test(nul_byte_and_long_line_are_refused),
       cmocka_unit_test(load_missing_file_is_errno),
       cmocka_unit_test(reload_diff_says_what_applies),

@@ -705,6 +705,158 @@ static void loop_mode_matches_threads(void **state) {
   util_rm_rf(dir1);
 }
 
+/* Cluster mode: batches as a group would carry them, kept in order. */
+typedef struct batches {
+  uint8_t *b[4096];
+  size_t len[4096];
+  size_t n;
+  int refuse; /* the next replicate call fails with this */
+} batches_t;
+
+static int capture_batch(void *ctx, const void *batch, size_t len, uint64_t last_seq) {
+  batches_t *bs = ctx;
+  (void)last_seq;
+  if (bs->refuse != 0) return bs->refuse;
+  assert_true(bs->n < 4096);
+  bs->b[bs->n] = malloc(len);
+  assert_non_null(bs->b[bs->n]);
+  memcpy(bs->b[bs->n], batch, len);
+  bs->len[bs->n++] = len;
+  return 0;
+}
+
+/* Drives p's journal until records stop coming; counts DONE records. */
+static uint64_t drain_dones(hg_pipeline_t *p) {
+  uint64_t dones = 0;
+  hg_pipe_out_t out[256];
+  for (int idle = 0; idle < 3;) {
+    hg_pipeline_loop_commit(p);
+    hg_pipeline_loop_reap(p, 50);
+    size_t n = hg_pipeline_poll(p, out, 256);
+    for (size_t i = 0; i < n; i++) dones += out[i].kind == HG_PIPE_DONE;
+    idle = n == 0 ? idle + 1 : 0;
+  }
+  return dones;
+}
+
+/* A leader executes ahead but releases nothing before the group commits;
+ * a follower applying the same batches reaches the same state; followers
+ * refuse to sequence; a bad batch is refused; a refused proposal fails the
+ * pipeline with nothing more released. */
+static void cluster_mode_releases_on_commit(void **state) {
+  fixture_t *f = *state;
+  enum { N = 3000 };
+  char dir1[64];
+  assert_non_null(util_tmpdir(dir1, "pipefollow"));
+  static batches_t bl, bf;
+  memset(&bl, 0, sizeof bl);
+  memset(&bf, 0, sizeof bf);
+  static uint64_t t0 = 1767225600000000000ull;
+  f->cfg.clock = fixed_clock; /* the single-node run below stamps the same */
+  f->cfg.clock_ctx = &t0;
+  hg_pipeline_config_t lc = f->cfg;
+  lc.mode = HG_PIPE_MODE_LOOP;
+  lc.replicate = capture_batch;
+  lc.replicate_ctx = &bl;
+  hg_pipeline_config_t tc = lc;
+  tc.mode = HG_PIPE_MODE_THREADS;
+  hg_pipeline_t *bad = NULL;
+  assert_int_equal(hg_pipeline_open(&tc, &bad), HG_EINVAL); /* loop mode only */
+  util_log_t flog = {0};
+  hg_pipeline_config_t fc = lc;
+  fc.data_dir = dir1;
+  fc.log_ctx = &flog;
+  fc.replicate_ctx = &bf;
+  hg_pipeline_t *L = NULL, *F = NULL;
+  assert_int_equal(hg_pipeline_open(&lc, &L), 0);
+  assert_int_equal(hg_pipeline_open(&fc, &F), 0);
+  assert_int_equal(hg_pipeline_start(L), 0);
+  assert_int_equal(hg_pipeline_start(F), 0);
+
+  hg_command_t cmd;
+  cmdgen_command(0, SEED, &cmd);
+  assert_int_equal(hg_pipeline_execute(L, 0, &cmd), HG_EPERM); /* not writable yet */
+  hg_pipeline_set_writable(L, 1);
+  consumer_t c = {.next_done = 1};
+  for (uint64_t i = 0; i < N; i++) {
+    cmdgen_command(i, SEED, &cmd);
+    assert_int_equal(hg_pipeline_execute(L, i, &cmd), 0);
+    if ((i + 1) % 100 == 0) hg_pipeline_loop_commit(L);
+  }
+  hg_pipeline_loop_commit(L);
+  for (int k = 0; k < 20; k++) hg_pipeline_loop_reap(L, 10);
+  consume(L, &c);
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(L, &st);
+  assert_int_equal(st.durable_seq, N);   /* on the local disk ... */
+  assert_int_equal(st.committed_seq, 0); /* ... but not committed */
+  assert_int_equal(c.next_done, 1);      /* so nothing released */
+  assert_true(bl.n >= N / 100);
+
+  /* Commit (in log order) the first half of the batches on both nodes. */
+  size_t half = bl.n / 2;
+  for (size_t i = 0; i < half; i++) {
+    assert_int_equal(hg_pipeline_apply_batch(F, bl.b[i], bl.len[i]), 0);
+    assert_int_equal(hg_pipeline_apply_batch(L, bl.b[i], bl.len[i]), 0);
+  }
+  hg_pipeline_stats(L, &st);
+  assert_true(st.committed_seq > 0 && st.committed_seq < N);
+  hg_pipeline_loop_commit(L);
+  consume(L, &c);
+  assert_int_equal(c.next_done, st.committed_seq + 1); /* released exactly that far */
+  for (size_t i = half; i < bl.n; i++) {
+    assert_int_equal(hg_pipeline_apply_batch(F, bl.b[i], bl.len[i]), 0);
+    assert_int_equal(hg_pipeline_apply_batch(L, bl.b[i], bl.len[i]), 0);
+  }
+  hg_pipeline_loop_commit(L);
+  consume(L, &c);
+  assert_int_equal(c.next_done, N + 1);
+  assert_int_equal(drain_dones(F), N);
+  assert_int_equal(bf.n, 0); /* the follower proposes nothing */
+
+  /* The follower sequences nothing of its own; bad batches are refused. */
+  assert_int_equal(hg_pipeline_execute(F, 0, &cmd), HG_EPERM);
+  uint8_t junk[16] = {1, 2, 3};
+  assert_int_equal(hg_pipeline_apply_batch(F, junk, sizeof junk), HG_ECORRUPT);
+  assert_int_equal(hg_pipeline_apply_batch(F, bl.b[0], bl.len[0] - 8), HG_ECORRUPT);
+  /* Already applied: skipped. */
+  assert_int_equal(hg_pipeline_apply_batch(F, bl.b[bl.n - 1], bl.len[bl.n - 1]), 0);
+
+  /* A proposal the group refuses fails the leader: nothing more leaves. */
+  bl.refuse = HG_EPERM;
+  cmdgen_command(N, SEED, &cmd);
+  assert_int_equal(hg_pipeline_execute(L, N, &cmd), 0);
+  hg_pipeline_loop_commit(L);
+  assert_int_equal(hg_pipeline_failed(L), HG_EPERM);
+  assert_int_equal(hg_pipeline_execute(L, N + 1, &cmd), HG_EUNAVAIL);
+  consume(L, &c);
+  assert_int_equal(c.next_done, N + 1);
+
+  uint8_t hf[HG_SHA256_LEN], hs[HG_SHA256_LEN];
+  assert_int_equal(hg_pipeline_stop(F), 0);
+  hg_pipeline_stop(L);
+  hg_pipeline_state_hash(F, hf);
+  hg_pipeline_close(L);
+  hg_pipeline_close(F);
+  /* The follower's state is the single node's after the same N commands. */
+  util_rm_rf(f->dir);
+  assert_int_equal(mkdir(f->dir, 0700), 0);
+  hg_pipeline_config_t sc = f->cfg;
+  sc.mode = HG_PIPE_MODE_LOOP;
+  hg_pipeline_t *S = NULL;
+  assert_int_equal(hg_pipeline_open(&sc, &S), 0);
+  assert_int_equal(hg_pipeline_start(S), 0);
+  consumer_t cs = {.next_done = 1};
+  loop_run(S, 0, N, 64, &cs);
+  assert_int_equal(hg_pipeline_stop(S), 0);
+  hg_pipeline_state_hash(S, hs);
+  hg_pipeline_close(S);
+  assert_memory_equal(hf, hs, sizeof hf);
+  assert_int_equal(flog.errors, 0);
+  for (size_t i = 0; i < bl.n; i++) free(bl.b[i]);
+  util_rm_rf(dir1);
+}
+
 /* Commands other threads submit in loop mode are sequenced by the loop;
  * hg_pipeline_execute refuses in threads mode. */
 static void *loop_submitter(void *arg) {
@@ -903,6 +1055,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(loop_mode_journal_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_fallback_commits_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_drains_inside_a_command, setup, teardown),
+      cmocka_unit_test_setup_teardown(cluster_mode_releases_on_commit, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

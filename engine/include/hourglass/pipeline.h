@@ -127,6 +127,40 @@
  *    command's excess events (logged once).
  * With the journal's fallback (force_fallback) the commit is synchronous
  * and loop_commit returns with the batch durable.
+ *
+ * Cluster mode (loop mode with cfg.replicate set; hourglass/replica.h is
+ * the group). The pipeline does not talk to the group itself: the loop
+ * owner glues the two.
+ *  - Writable (hg_pipeline_set_writable(p, 1): the leader, once it has
+ *    applied every entry of earlier terms). Execute sequences, journals
+ *    and applies as in loop mode, and each record also joins a batch
+ *    (the format below); loop_commit and loop_reap hand the batch to
+ *    cfg.replicate(ctx, batch, len, last_seq) before they release, one
+ *    call per loop iteration (or when HG_PIPE_BATCH_BYTES fill).
+ *  - Not writable (a follower, a candidate, a leader that has not caught
+ *    up): execute returns HG_EPERM and commands other threads queued come
+ *    back UNAVAILABLE.
+ *  - Every node (leader included) passes every committed batch, in log
+ *    order, to hg_pipeline_apply_batch(): records up to the node's last
+ *    seq are skipped (the leader applied them when it sequenced them),
+ *    the others are journaled locally and applied with the seq and ts they
+ *    carry, their events staged with origin 0. The batch's last seq is
+ *    then committed.
+ *  - Release: a record leaves only once its seq is committed (the group
+ *    holds it on a majority of disks) and, in the durable mode, also
+ *    durable in the local journal. A leader therefore executes ahead of
+ *    the commit but reports nothing before it.
+ *  - A refused proposal (cfg.replicate returned an error) or one the group
+ *    lost (the loop owner calls hg_pipeline_fail()) leaves the state with
+ *    commands the group may never hold: the pipeline fails as on a journal
+ *    failure (intake stops, nothing more is released) and the node must
+ *    be rebuilt from the group (hourglassd: restart; it starts from the
+ *    group's snapshot and log).
+ * Batch format (host byte order, the cluster's machines alike): u32 magic
+ * HG_PIPE_BATCH_MAGIC, u32 record count, then per record u64 seq, u64 ts,
+ * u32 len, u32 zero, len bytes of the encoded command (the journal
+ * record's payload) and zero padding to a multiple of 8. A batch of zero
+ * records is valid (a leader's barrier).
  */
 #ifndef HOURGLASS_PIPELINE_H
 #define HOURGLASS_PIPELINE_H
@@ -152,6 +186,11 @@ typedef enum hg_pipe_mode {
   HG_PIPE_MODE_LOOP = 1     /* the owner's event loop: hg_pipeline_execute()
                                (hourglassd's default; see "Which mode") */
 } hg_pipe_mode_t;
+
+/* Cluster mode batches ("Cluster mode" above). */
+#define HG_PIPE_BATCH_MAGIC 0x31424748u /* "HGB1" */
+#define HG_PIPE_BATCH_HEADER 8u
+#define HG_PIPE_BATCH_BYTES (1u << 20) /* most bytes in one batch */
 
 /* Most consumers of the outbound record stream (gateway, market-data view, ...). */
 #define HG_PIPE_MAX_CONSUMERS 4
@@ -210,6 +249,13 @@ typedef struct hg_pipeline_config {
    * customer data. */
   hg_log_fn log;
   void *log_ctx;
+  /* Cluster mode (loop mode only; see "Cluster mode"): called on the loop
+   * owner's thread with each batch of records this node sequenced; the
+   * bytes are valid during the call only. Returns 0 once the batch is
+   * handed to the group, or an error: the pipeline then fails. NULL: a
+   * single node. */
+  int (*replicate)(void *ctx, const void *batch, size_t len, uint64_t last_seq);
+  void *replicate_ctx;
 } hg_pipeline_config_t;
 
 /* What a consumer receives. */
@@ -238,6 +284,7 @@ typedef struct hg_pipeline_stats {
   uint64_t snapshots;     /* written since open */
   uint64_t replayed;      /* commands replayed by recovery */
   uint64_t busy_rejects;  /* submits refused because the inbound ring was full */
+  uint64_t committed_seq; /* cluster mode: committed by the group up to; else 0 */
 } hg_pipeline_stats_t;
 
 typedef struct hg_pipeline hg_pipeline_t;
@@ -322,6 +369,24 @@ int hg_pipeline_loop_commit(hg_pipeline_t *p);
  * wait for durability: timeout_ms as hg_journal_poll(), < 0 blocks until the
  * batch in flight completes). Returns as hg_pipeline_loop_commit(). */
 int hg_pipeline_loop_reap(hg_pipeline_t *p, int timeout_ms);
+
+/* Cluster mode, the loop owner's thread: whether this node sequences
+ * (see "Cluster mode"). Starts at 0. */
+void hg_pipeline_set_writable(hg_pipeline_t *p, int writable);
+
+/* Cluster mode, the loop owner's thread: applies one committed batch (see
+ * "Cluster mode"). Returns 0; HG_EBUSY when the stage lacks room for the
+ * next record's events (the records before it are applied: let consumer 0
+ * poll and call again with the same batch); HG_ECORRUPT (not a batch, or a
+ * seq that does not follow this node's last); HG_EINVAL (not cluster
+ * mode); the failure of a failed pipeline; a decode error. */
+int hg_pipeline_apply_batch(hg_pipeline_t *p, const void *batch, size_t len);
+
+/* Fails the pipeline with err (0: HG_EUNAVAIL) as a journal failure does:
+ * intake stops and nothing not yet releasable is ever released. The first
+ * failure is kept and logged. The loop owner's thread (or the owner's,
+ * while the loop does not run). */
+void hg_pipeline_fail(hg_pipeline_t *p, int err);
 
 /* Pops up to max released records of consumer 0 into out: in the default
  * mode only those of commands the journal is durable for (records beyond a

@@ -23,6 +23,11 @@ With tls=tls_context(...) the connection runs TLS 1.3 through Python's ssl
 module: the server's certificate must chain to the CA file (else the
 system's trust store) and carry the host's name or address (Client.tls_name
 to check another name). The command line is `python3 -m hgclient --help`.
+
+Against a cluster, a follower's LOGIN_NOT_LEADER is followed to the leader
+it names, and Client(nodes=[(host, port), ...]) (--nodes H:P,H:P or
+HG_NODES on the command line) lists the other nodes to try when the one
+given is down.
 """
 
 import hashlib
@@ -51,12 +56,26 @@ class ProtocolError(Exception):
     """The peer broke the framing rules."""
 
 
+LOGIN_NOT_LEADER = 8  # a cluster follower; LoginReject.leader names the leader
+
+
 class LoginRefused(Exception):
-    def __init__(self, code, text, terminated=False):
+    def __init__(self, code, text, terminated=False, leader=""):
         super().__init__("login refused: code %d%s%s" % (code, ": " if text else "", text))
         self.code = code
         self.text = text
         self.terminated = terminated
+        self.leader = leader  # "host:port" with LOGIN_NOT_LEADER, else ""
+
+
+def parse_address(a):
+    """'host:port' or '[v6]:port' -> (host, port)."""
+    host, _, port = a.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or not port.isdigit():
+        raise ValueError("not host:port: %r" % a)
+    return host, int(port)
 
 
 def encode_varint(n):
@@ -114,9 +133,13 @@ class Client:
 
     def __init__(self, host="127.0.0.1", port=7700, key_id=0, secret=b"",
                  cancel_on_disconnect=False, keepalive_ms=1000, max_frame=DEFAULT_MAX_FRAME,
-                 tls=None):
-        """tls: None for plain TCP, or an ssl.SSLContext (see tls_context)."""
+                 tls=None, nodes=()):
+        """tls: None for plain TCP, or an ssl.SSLContext (see tls_context).
+        nodes: a cluster's other nodes as (host, port) pairs; connect() tries
+        them in turn when the current one is down or knows no leader, and
+        follows a follower's LOGIN_NOT_LEADER to the leader it names."""
         self.host, self.port = host, port
+        self.nodes = list(nodes)
         self.tls = tls
         self.tls_name = host
         self.key_id, self.secret = key_id, secret
@@ -139,6 +162,28 @@ class Client:
 
     # -------------------------------------------------------------- session
     def connect(self, timeout=5.0):
+        """Logs in at host:port, or at the cluster's leader (see nodes)."""
+        last = None
+        for host, port in [(self.host, self.port)] + self.nodes:
+            self.host, self.port = host, port
+            try:
+                for _ in range(3):
+                    try:
+                        return self._connect_once(timeout)
+                    except LoginRefused as r:
+                        self.close()
+                        if r.terminated or r.code != LOGIN_NOT_LEADER:
+                            raise
+                        last = r
+                        if not r.leader:
+                            break
+                        self.host, self.port = parse_address(r.leader)
+            except OSError as e:
+                self.close()
+                last = e
+        raise last
+
+    def _connect_once(self, timeout):
         self.sock = socket.create_connection((self.host, self.port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.tls is not None:
@@ -170,7 +215,8 @@ class Client:
                 self.epoch = epoch
                 return e.login_ack
             if kind == "login_reject":
-                raise LoginRefused(e.login_reject.code, e.login_reject.text)
+                raise LoginRefused(e.login_reject.code, e.login_reject.text,
+                                   leader=e.login_reject.leader)
             if kind == "terminate":
                 raise LoginRefused(e.terminate.code, e.terminate.text, terminated=True)
 

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from . import Client, MarketData, pb, tls_context
+from . import Client, MarketData, parse_address, pb, tls_context
 
 
 def _show(kind, book):
@@ -35,6 +35,8 @@ def main(argv=None):
     ap.add_argument("--ca", default=os.environ.get("HG_CA"), help="PEM CAs to trust (implies --tls)")
     ap.add_argument("--tls-name", default=os.environ.get("HG_TLS_NAME"),
                     help="name the certificate must carry (default: --host)")
+    ap.add_argument("--nodes", default=os.environ.get("HG_NODES", ""),
+                    help="a cluster's other nodes, host:port,host:port,... (the leader is followed)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("instruments", help="list the instruments")
     o = sub.add_parser("order", help="place one limit order and print the answer")
@@ -50,7 +52,9 @@ def main(argv=None):
                    help="stop after this many seconds without market data")
     args = ap.parse_args(argv)
     tls = tls_context(args.ca) if args.tls or args.ca else None
-    c = Client(args.host, args.port, args.key_id, bytes.fromhex(args.secret), tls=tls)
+    nodes = [parse_address(a) for a in args.nodes.split(",") if a]
+    c = Client(args.host, args.port, args.key_id, bytes.fromhex(args.secret), tls=tls,
+               nodes=nodes)
     if args.tls_name:
         c.tls_name = args.tls_name
     c.connect()

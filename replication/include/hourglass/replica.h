@@ -68,7 +68,10 @@
  * must stay valid and unchanged until snapshot_release(ctx, data, len), which
  * libraft triggers once they are written (or the write failed). The module
  * prefixes them with a 16-byte header (magic, index) before they reach disk
- * or a follower. snapshot_restore(ctx, index, data, len) replaces the whole
+ * or a follower. snapshot_take may refuse with HG_EBUSY when its state cannot
+ * be described now (logged at debug level; libraft asks again after the next
+ * applied entry); any other error is logged as a warning.
+ * snapshot_restore(ctx, index, data, len) replaces the whole
  * state with a snapshot taken at index (the next apply has a higher index); data is valid during the call only.
  *
  * ---------------------------------------------------------------------------

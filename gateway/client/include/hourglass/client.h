@@ -50,6 +50,16 @@
  * hg_client_flush(), hg_client_tx_pending()), which is what an event loop
  * (the load generator) wants.
  *
+ * Clusters. A node that does not take orders answers the login of a key
+ * that may enter them with LOGIN_NOT_LEADER and the leader's address
+ * (proto/README.md, "Cluster"); hg_client_connect() then connects there
+ * and logs in again (a few hops at most), and from then on host and port
+ * are the leader's. With config.nodes it also tries each listed node in
+ * turn when the current one does not answer or knows no leader, so a
+ * client given every node's address finds the leader after a failover by
+ * calling hg_client_connect() again. A refusal for any other reason ends
+ * the search (the same key is refused everywhere).
+ *
  * Threads. A client object is owned by one thread at a time; different
  * clients are independent.
  *
@@ -102,6 +112,9 @@ typedef struct hg_client_config {
                                   sent as SNI when a name; NULL: host */
   const char *tls_cert;        /* client certificate for mutual TLS (PEM); NULL: none */
   const char *tls_key;         /* its key (PEM); required with tls_cert */
+  /* A cluster's other nodes, "host:port,host:port,..." ([v6]:port for IPv6
+   * literals; copied, at most 1023 bytes): see "Clusters". NULL: none. */
+  const char *nodes;
 } hg_client_config_t;
 
 /* What the LoginAck said; valid until the next connect. */
@@ -171,8 +184,8 @@ int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out);
 void hg_client_destroy(hg_client_t *c);
 
 /*
- * Connects to config host:port and logs in; waits up to config.timeout_ms
- * for the LoginAck. Closes a previous connection first (without Logout),
+ * Connects to config host:port and logs in (following a cluster's leader,
+ * see "Clusters"); waits up to config.timeout_ms for each LoginAck. Closes a previous connection first (without Logout),
  * keeping the stream position: a reconnect then recovers missed frames by
  * retransmission. Returns 0, HG_EAUTH (LoginReject or a Terminate instead of
  * an ack; see hg_client_login_reject), HG_ETLS (TLS handshake failed: see
@@ -192,6 +205,14 @@ int hg_client_login_fd(hg_client_t *c, int fd);
  */
 int hg_client_login_reject(const hg_client_t *c, uint32_t *code, bool *terminated,
                            char *text, size_t text_cap);
+
+/* After a LOGIN_NOT_LEADER refusal: the leader's address it named
+ * ("host:port"), "" if none. Valid until the next connect. */
+const char *hg_client_login_leader(const hg_client_t *c);
+
+/* The address the client connects to now ("host:port"; after a connect that
+ * followed a leader, the leader's). */
+void hg_client_address(const hg_client_t *c, char *out, size_t cap);
 
 /* The current session (NULL when not logged in). */
 const hg_client_session_t *hg_client_session(const hg_client_t *c);

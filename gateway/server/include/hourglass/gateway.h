@@ -84,6 +84,14 @@
  *   hg_pipeline_start -> hg_gateway_start -> ... -> hg_gateway_stop ->
  *   hg_pipeline_stop / hg_pipeline_close -> hg_gateway_destroy.
  *
+ * Cluster mode (a replica on the gateway's loop, hg_gateway_loop(); the
+ * pipeline in cluster mode, hourglass/pipeline.h): logins of keys that may
+ * enter orders are refused on a node that is not the leader
+ * (order_entry_leader, LOGIN_NOT_LEADER with the leader's address); risk
+ * viewers and market data are served on every node, from the committed
+ * stream each node applies. A session on a leader that loses leadership
+ * stays connected; its orders are refused REJ_UNAVAILABLE from then on.
+ *
  * Admission (before login): a connection counts as unauthenticated from
  * accept until its Login succeeds or it closes, and has login_timeout_ms to
  * log in. At most max_unauthenticated_per_address of them may come from one
@@ -117,6 +125,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <uv.h>
 
 #include "hourglass/pipeline.h"
 
@@ -193,6 +203,19 @@ typedef struct hg_gateway_config {
    * call that logs (the owner's) or on the loop thread. NULL: stderr. */
   void (*log)(void *ctx, int level, const char *msg);
   void *log_ctx;
+  /* Cluster mode (see "Cluster mode" above): called on the loop thread
+   * when a key that may enter orders (trader, market maker, operator) has
+   * passed authentication. NULL return: this node takes orders. Otherwise
+   * the leader's order-entry address ("host:port", "" if none is known,
+   * valid until the loop runs again): the login is refused with
+   * LOGIN_NOT_LEADER naming it. NULL: a single node. */
+  const char *(*order_entry_leader)(void *ctx);
+  /* Cluster mode: called on the loop thread by hg_gateway_stop() once the
+   * sessions have ended, instead of closing every handle on the loop: the
+   * replica closes its own handles first (asynchronously), then calls
+   * hg_gateway_close_handles(). NULL: the gateway closes them at once. */
+  void (*loop_stop)(void *ctx);
+  void *cluster_ctx;
 } hg_gateway_config_t;
 
 typedef struct hg_gateway_key {
@@ -259,7 +282,8 @@ void hg_gateway_notify(void *ctx);
  * the pipeline on the gateway's loop thread in the middle of a command
  * whose events overflow the stage; delivers every record consumer 0 can
  * poll to the sessions, as the loop does, so none is lost. Does nothing
- * before hg_gateway_attach.
+ * before hg_gateway_attach. The cluster's apply calls it too, from another
+ * handle's callback on the loop, when hg_pipeline_apply_batch() needs room.
  */
 void hg_gateway_drain(void *ctx);
 
@@ -330,6 +354,15 @@ int hg_gateway_start(hg_gateway_t *gw);
 
 /* The bound port (useful with port 0). Any thread after create. */
 uint16_t hg_gateway_port(const hg_gateway_t *gw);
+
+/* The gateway's libuv loop, for a replica (hourglass/replica.h) that runs
+ * on the same thread. Valid from create to destroy; run by the loop thread
+ * between hg_gateway_start() and hg_gateway_stop(). Owner thread. */
+uv_loop_t *hg_gateway_loop(hg_gateway_t *gw);
+
+/* Closes every handle on the loop that is not closing yet, so that the
+ * loop thread exits (see loop_stop). The loop thread only. */
+void hg_gateway_close_handles(hg_gateway_t *gw);
 
 /*
  * Stops: the loop reads no more requests and waits (up to 2 s) for the

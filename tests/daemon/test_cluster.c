@@ -1,0 +1,473 @@
+/* Three hourglassd processes as one Raft group on loopback: a leader is
+ * elected and takes orders, followers refuse order entry naming it (and
+ * serve a risk viewer), /health and /metrics show the roles, and in each
+ * round the leader is killed (SIGKILL) while a burst of orders is in
+ * flight: every order acknowledged before the kill is live on the new
+ * leader, the C client (and hgctl, and the Python client) follows the
+ * leader from its list of nodes and trades on, the killed node restarts
+ * (the last time with empty directories, as a replaced machine) and
+ * catches up from the group's snapshot (taken every 8 entries) and log,
+ * restarting once more when the leader installs a snapshot; at the end a clean stop of the leader transfers leadership,
+ * and all three nodes hold the same state hash at the same last seq.
+ * Usage: test_cluster <hourglassd> [rounds] (CI: 2, slow: 10). */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client_util.h"
+#include "daemon_util.h"
+#include "hourglass/client.h"
+
+static const char *g_bin; /* hourglassd, from argv[1] */
+static int g_rounds = 2;
+
+#define NODES 3
+#define INSTR 1
+#define BURST 40
+
+typedef struct node {
+  int id, raft_port, client_port, http_port, starts;
+  char dir[600], log[700];
+  pid_t pid; /* 0: not running */
+} node_t;
+
+static node_t g_n[NODES];
+static int g_snapshot_restarts; /* restarts to load an installed snapshot */
+static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
+
+/* Keys: 1 operator, 2 and 4 traders (account 1), 3 risk viewer (firm 1). */
+static const char SECRET_HEX[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+static void node_start(node_t *n) {
+  char o_data[700], o_id[32], o_members[600], o_oe[64], o_http[64], o_keys[700];
+  snprintf(o_data, sizeof o_data, "data_dir=%s", n->dir);
+  snprintf(o_id, sizeof o_id, "cluster.id=%d", n->id);
+  snprintf(o_members, sizeof o_members, "cluster.members=%s", g_members);
+  snprintf(o_oe, sizeof o_oe, "listen.order_entry=127.0.0.1:%d", n->client_port);
+  snprintf(o_http, sizeof o_http, "listen.http=127.0.0.1:%d", n->http_port);
+  snprintf(o_keys, sizeof o_keys, "gateway.keys_file=%s", g_keys);
+  snprintf(n->log, sizeof n->log, "%s/node%d.%d.log", g_root, n->id, ++n->starts);
+  char *argv[] = {(char *)g_bin, "-o", o_data, "-o", "pipeline.mode=loop", "-o", o_id, "-o",
+                  o_members, "-o", o_oe, "-o", o_http, "-o", o_keys, "-o", "tls=off", "-o",
+                  "cluster.election_timeout_ms=400", "-o", "cluster.snapshot_entries=8",
+                  DU_SMALL_OPTS, NULL};
+  n->pid = du_spawn(argv, n->log);
+  char *log = du_wait_log(n->log, "msg=\"ready\"", 120);
+  if (log == NULL) fail_msg("node %d not ready after 120 s", n->id);
+  free(log);
+}
+
+/* The value of "key":<number> in text; UINT64_MAX if absent. */
+static uint64_t json_u64(const char *text, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = text != NULL ? strstr(text, pat) : NULL;
+  return p != NULL ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+}
+
+/* Plays systemd's Restart=: a node that received a snapshot from the
+ * leader stops (exit 1: it cannot load it under a running gateway) and is
+ * started again, from that snapshot. Any other exit fails the test. */
+static void supervise(void) {
+  for (int i = 0; i < NODES; i++) {
+    int st;
+    if (g_n[i].pid == 0 || waitpid(g_n[i].pid, &st, WNOHANG) != g_n[i].pid) continue;
+    du_forget(g_n[i].pid);
+    g_n[i].pid = 0;
+    char *log = du_read(g_n[i].log);
+    int install = WIFEXITED(st) && WEXITSTATUS(st) == 1 && log != NULL &&
+                  strstr(log, "a snapshot was installed from the leader") != NULL;
+    free(log);
+    if (!install) fail_msg("node %d exited unexpectedly", i + 1);
+    g_snapshot_restarts++;
+    node_start(&g_n[i]);
+  }
+}
+
+/* The node taking orders, waiting up to 30 s; -1 if none. */
+static int find_leader(void) {
+  double end = du_now() + 30;
+  while (du_now() < end) {
+    supervise();
+    for (int i = 0; i < NODES; i++) {
+      if (g_n[i].pid == 0) continue;
+      char *h = du_get(g_n[i].http_port, "/health");
+      int yes = h != NULL && strstr(h, "\"taking_orders\":true") != NULL;
+      free(h);
+      if (yes) return i;
+    }
+    du_sleep_ms(50);
+  }
+  return -1;
+}
+
+static hg_client_t *client(int node, uint64_t key) {
+  uint8_t sec[32];
+  assert_int_equal(hg_client_parse_hex(SECRET_HEX, sec, sizeof sec), 32);
+  hg_client_config_t cfg;
+  hg_client_config_init(&cfg);
+  cfg.port = (uint16_t)g_n[node].client_port;
+  cfg.key_id = key;
+  cfg.secret = sec;
+  cfg.secret_len = sizeof sec;
+  cfg.nodes = g_nodes;
+  cfg.timeout_ms = 2000;
+  hg_client_t *c = NULL;
+  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  return c;
+}
+
+/* Connects (following the leader), retrying for up to 30 s. */
+static void connect_retry(hg_client_t *c) {
+  double end = du_now() + 30;
+  int rc;
+  while ((rc = hg_client_connect(c)) != 0 && du_now() < end) {
+    supervise();
+    du_sleep_ms(100);
+  }
+  if (rc != 0) fail_msg("no leader took the login: %d", rc);
+}
+
+static void setup_market(int leader) {
+  hg_client_t *op = client(leader, 1);
+  connect_retry(op);
+  assert_int_equal(ch_list_contract(op), 0);
+  uint64_t seq;
+  assert_int_equal(hg_client_add_account(op, 1, 1, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(hg_client_cash(op, 1, 1000000000000ll, false, &seq), 0);
+  assert_int_equal(ch_response(op, seq), 0);
+  hg_client_destroy(op);
+}
+
+typedef struct acked {
+  uint64_t order_id[4096];
+  size_t n;
+} acked_t;
+
+/* Reads execution reports until every clordid in [first, next) is answered
+ * or the connection fails; records the acknowledged (NEW) ones. Returns
+ * how many were answered. */
+static uint64_t collect(hg_client_t *c, uint64_t first, uint64_t next, acked_t *a) {
+  uint64_t answered = 0;
+  while (answered < next - first) {
+    const Hourglass__V1__Envelope *e = NULL;
+    int rc = hg_client_recv(c, 3000, &e);
+    if (rc <= 0) break;
+    if (e->body_case != HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT) continue;
+    const Hourglass__V1__ExecutionReport *er = e->execution_report;
+    if (er->client_order_id < first || er->client_order_id >= next) continue;
+    answered++;
+    if (er->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW) {
+      assert_true(a->n < sizeof a->order_id / sizeof a->order_id[0]);
+      a->order_id[a->n++] = er->order_id;
+    }
+  }
+  return answered;
+}
+
+/* Sends clordids [*next, *next + n): resting buys that never cross. */
+static void send_burst(hg_client_t *c, uint64_t *next, int n) {
+  for (int i = 0; i < n; i++, (*next)++) {
+    hg_client_order_t o = {.instrument_id = INSTR,
+                           .client_order_id = *next,
+                           .side = HOURGLASS__V1__SIDE__SIDE_BUY,
+                           .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                           .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC,
+                           .has_price = true,
+                           .price = 480 + (int64_t)(*next % 20), /* near the reference price, 500 */
+                           .qty = 1};
+    uint64_t seq;
+    if (hg_client_new_order(c, &o, &seq) != 0) return;
+  }
+}
+
+/* Every acknowledged order is live at the node c is logged in to. */
+static void check_live(hg_client_t *c, const acked_t *a) {
+  for (size_t i = 0; i < a->n; i++) {
+    uint64_t seq;
+    assert_int_equal(hg_client_order_status(c, INSTR, a->order_id[i], &seq), 0);
+    for (;;) {
+      const Hourglass__V1__Envelope *e = NULL;
+      assert_true(hg_client_recv(c, 5000, &e) > 0);
+      if (e->body_case != HOURGLASS__V1__ENVELOPE__BODY_ORDER_STATUS ||
+          e->order_status->ref_seq != seq)
+        continue;
+      if (!e->order_status->live) {
+        char at[64];
+        hg_client_address(c, at, sizeof at);
+        fail_msg("acknowledged order %" PRIu64 " is missing after failover (asked %s)",
+                 a->order_id[i], at);
+      }
+      break;
+    }
+  }
+}
+
+/* A follower refuses the trader, naming the leader's address, and takes
+ * the risk viewer. */
+/* Waits until a node just started knows the leader (it has heard from
+ * it), restarting nodes as supervise() does. */
+static void await_leader(int node, int leader) {
+  char want_leader[32];
+  snprintf(want_leader, sizeof want_leader, "\"leader\":%d,", g_n[leader].id);
+  double end = du_now() + 60;
+  for (;;) {
+    supervise();
+    char *h = du_get(g_n[node].http_port, "/health");
+    int known = h != NULL && strstr(h, want_leader) != NULL;
+    free(h);
+    if (known) return;
+    if (du_now() > end) fail_msg("node %d does not know leader %d", node + 1, leader + 1);
+    du_sleep_ms(50);
+  }
+}
+
+static void check_follower(int follower, int leader) {
+  await_leader(follower, leader);
+  uint8_t sec[32];
+  assert_int_equal(hg_client_parse_hex(SECRET_HEX, sec, sizeof sec), 32);
+  hg_client_config_t cfg;
+  hg_client_config_init(&cfg);
+  cfg.port = (uint16_t)g_n[follower].client_port;
+  cfg.key_id = 4; /* 2 may be logged in at the leader already */
+  cfg.secret = sec;
+  cfg.secret_len = sizeof sec;
+  hg_client_t *c = NULL;
+  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  /* Without a node list the client still follows the named leader. */
+  int rc = hg_client_connect(c);
+  if (rc != 0) {
+    uint32_t code = 0;
+    bool term = false;
+    char text[128];
+    hg_client_login_reject(c, &code, &term, text, sizeof text);
+    char *h = du_get(g_n[follower].http_port, "/health");
+    fail_msg("connect at node %d: %d code %u%s %s leader '%s' health %s", follower + 1, rc, code,
+             term ? " (terminate)" : "", text, hg_client_login_leader(c), h);
+  }
+  char at[64], want[64];
+  hg_client_address(c, at, sizeof at);
+  snprintf(want, sizeof want, "127.0.0.1:%d", g_n[leader].client_port);
+  assert_string_equal(at, want);
+  hg_client_destroy(c);
+  cfg.key_id = 3;
+  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  assert_int_equal(hg_client_connect(c), 0); /* risk viewer: served here */
+  hg_client_address(c, at, sizeof at);
+  snprintf(want, sizeof want, "127.0.0.1:%d", g_n[follower].client_port);
+  assert_string_equal(at, want);
+  hg_client_destroy(c);
+}
+
+/* hgctl (next to hourglassd) and the Python client, given the dead node
+ * and --nodes, reach the leader: the dead one refuses the connection, a
+ * follower redirects. */
+static void hgctl_finds_leader(int dead) {
+  char cmd[2048], out[700];
+  snprintf(out, sizeof out, "%s/hgctl.out", g_root);
+  snprintf(cmd, sizeof cmd,
+           "\"$(dirname '%s')/hgctl\" op list --port %d --nodes %s --key-id 1 --secret %s "
+           "--timeout 2000 > %s 2>&1",
+           g_bin, g_n[dead].client_port, g_nodes, SECRET_HEX, out);
+  int rc = du_system(cmd);
+  char *text = du_read(out);
+  if (rc != 0) fail_msg("hgctl --nodes: exit %d: %s", rc, text != NULL ? text : "");
+  assert_non_null(strstr(text, "B200.A.2027-02"));
+  free(text);
+#ifdef HG_PY_PATH
+  /* The Python client does the same. */
+  snprintf(cmd, sizeof cmd,
+           "PYTHONPATH=%s %s -m hgclient --port %d --nodes %s "
+           "--key-id 1 --secret %s instruments > %s 2>&1",
+           HG_PY_PATH, HG_PYTHON3, g_n[dead].client_port, g_nodes, SECRET_HEX, out);
+  rc = du_system(cmd);
+  text = du_read(out);
+  if (rc != 0) fail_msg("hgclient.py --nodes: exit %d: %s", rc, text != NULL ? text : "");
+  assert_non_null(strstr(text, "B200.A.2027-02"));
+  free(text);
+#endif
+}
+
+/* Waits until every running node has applied what the leader committed,
+ * then stops them all (SIGTERM) and compares last_seq and state hash. */
+static void stop_and_compare(void) {
+  int leader = find_leader();
+  assert_true(leader >= 0);
+  double end = du_now() + 30;
+  for (;;) {
+    char *h = du_get(g_n[leader].http_port, "/health");
+    uint64_t want = json_u64(h, "committed_seq");
+    free(h);
+    int equal = want != UINT64_MAX;
+    for (int i = 0; i < NODES; i++) await_leader(i, leader); /* restarted if it had to */
+    for (int i = 0; i < NODES && equal; i++) {
+      char *f = du_get(g_n[i].http_port, "/health");
+      equal = json_u64(f, "committed_seq") == want && json_u64(f, "last_seq") == want;
+      free(f);
+    }
+    if (equal) break;
+    if (du_now() > end) fail_msg("nodes did not converge");
+    du_sleep_ms(100);
+  }
+  char seq[NODES][32], hash[NODES][80];
+  /* A clean stop of the leader hands leadership over first: another node
+   * takes orders (within an election timeout, not after an election). */
+  double t0 = du_now();
+  assert_int_equal(du_stop(g_n[leader].pid, SIGTERM, 60), 0);
+  g_n[leader].pid = 0;
+  char *log = du_read(g_n[leader].log);
+  assert_non_null(strstr(log, "msg=\"leadership transfer at stop\" result=done"));
+  free(log);
+  int next = find_leader();
+  assert_true(next >= 0 && next != leader);
+  fprintf(stderr, "leader stopped: node %d takes orders %.0f ms after the stop began\n",
+          g_n[next].id, (du_now() - t0) * 1000);
+  for (int i = 0; i < NODES; i++) {
+    if (g_n[i].pid != 0) assert_int_equal(du_stop(g_n[i].pid, SIGTERM, 60), 0);
+    g_n[i].pid = 0;
+    log = du_read(g_n[i].log);
+    assert_non_null(log);
+    assert_int_equal(du_field(log, "msg=\"stopped\"", "last_seq", seq[i], sizeof seq[i]), 0);
+    assert_int_equal(du_field(log, "msg=\"stopped\"", "state_hash", hash[i], sizeof hash[i]), 0);
+    free(log);
+  }
+  for (int i = 1; i < NODES; i++) {
+    assert_string_equal(seq[i], seq[0]);
+    assert_string_equal(hash[i], hash[0]);
+  }
+  assert_true(strtoull(seq[0], NULL, 10) > 3);
+}
+
+static void leader_killed_under_orders(void **state) {
+  (void)state;
+  assert_non_null(du_tmpdir(g_root, sizeof g_root, "cluster"));
+  snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
+  char keys[512];
+  snprintf(keys, sizeof keys,
+           "1 operator 0 0 %s\n2 trader 1 1 %s\n3 risk_viewer 0 1 %s\n4 trader 1 1 %s\n",
+           SECRET_HEX, SECRET_HEX, SECRET_HEX, SECRET_HEX);
+  assert_int_equal(du_write_file(g_keys, keys), 0);
+  assert_int_equal(chmod(g_keys, 0600), 0);
+  size_t ml = 0, nl = 0;
+  for (int i = 0; i < NODES; i++) {
+    node_t *n = &g_n[i];
+    n->id = i + 1;
+    n->raft_port = du_free_port();
+    n->client_port = du_free_port();
+    n->http_port = du_free_port();
+    snprintf(n->dir, sizeof n->dir, "%s/n%d", g_root, n->id);
+    ml += (size_t)snprintf(g_members + ml, sizeof g_members - ml, "%s%d=127.0.0.1:%d/127.0.0.1:%d",
+                           i ? "," : "", n->id, n->raft_port, n->client_port);
+    nl += (size_t)snprintf(g_nodes + nl, sizeof g_nodes - nl, "%s127.0.0.1:%d", i ? "," : "",
+                           n->client_port);
+  }
+  for (int i = 0; i < NODES; i++) node_start(&g_n[i]);
+  int leader = find_leader();
+  assert_true(leader >= 0);
+  await_leader((leader + 1) % NODES, leader);
+  char *h = du_get(g_n[(leader + 1) % NODES].http_port, "/health");
+  assert_int_equal(du_status(h), 200);
+  assert_non_null(strstr(h, "\"role\":\"follower\""));
+  free(h);
+  char *m = du_get(g_n[leader].http_port, "/metrics");
+  assert_non_null(strstr(m, "hourglass_cluster_role{role=\"leader\"} 1"));
+  assert_non_null(strstr(m, "hourglass_cluster_follower_lag{member="));
+  free(m);
+  setup_market(leader);
+  check_follower((leader + 1) % NODES, leader);
+
+  static acked_t acked;
+  memset(&acked, 0, sizeof acked);
+  uint64_t next = 1;
+  hg_client_t *tr = client(leader, 2);
+  connect_retry(tr);
+  /* One order at a time: one entry each, so that every node has taken a
+   * snapshot (every 8 entries) before the first kill. */
+  for (int i = 0; i < 12; i++) {
+    uint64_t first = next;
+    send_burst(tr, &next, 1);
+    assert_int_equal(collect(tr, first, next, &acked), 1);
+  }
+  assert_int_equal(acked.n, 12);
+  for (int round = 0; round < g_rounds; round++) {
+    /* Steady flow first, then a burst in flight as the leader dies. */
+    uint64_t first = next;
+    size_t had = acked.n;
+    send_burst(tr, &next, BURST);
+    assert_int_equal(collect(tr, first, next, &acked), BURST);
+    assert_int_equal(acked.n - had, BURST); /* all accepted */
+    first = next;
+    send_burst(tr, &next, BURST);
+    hg_client_flush(tr, 1000);
+    usleep((useconds_t)(round * 1300 % 4000)); /* a different moment in each round */
+    kill(g_n[leader].pid, SIGKILL);
+    du_stop(g_n[leader].pid, 0, 10);
+    int dead = leader;
+    g_n[dead].pid = 0;
+    size_t before = acked.n;
+    collect(tr, first, next, &acked); /* what was acknowledged before it died */
+    fprintf(stderr, "round %d: node %d killed, %zu of the %d orders in flight acknowledged, "
+            "%zu acknowledged in all\n", round + 1, g_n[leader].id, acked.n - before, BURST,
+            acked.n);
+    /* The client finds the new leader from its node list. */
+    connect_retry(tr);
+    leader = find_leader();
+    assert_true(leader >= 0 && leader != dead);
+    char at[64], want[64];
+    hg_client_address(tr, at, sizeof at);
+    snprintf(want, sizeof want, "127.0.0.1:%d", g_n[leader].client_port);
+    assert_string_equal(at, want);
+    check_live(tr, &acked);
+    if (round == 0) hgctl_finds_leader(dead);
+    /* The new leader takes orders. */
+    first = next;
+    had = acked.n;
+    send_burst(tr, &next, 5);
+    assert_int_equal(collect(tr, first, next, &acked), 5);
+    assert_int_equal(acked.n - had, 5);
+    /* The dead node comes back, rebuilds from the group, and redirects; in
+     * the last round as a replaced machine, with empty directories. */
+    if (round == g_rounds - 1) du_rm_rf(g_n[dead].dir);
+    node_start(&g_n[dead]);
+    check_follower(dead, leader);
+  }
+  hg_client_destroy(tr);
+  /* Snapshots were taken (every 8 entries) and restarts began from them. */
+  int from_snapshot = 0;
+  for (int i = 0; i < NODES; i++) {
+    char *log = du_read(g_n[i].log);
+    from_snapshot |= log != NULL && strstr(log, "state store seeded from the group's snapshot");
+    free(log);
+  }
+  assert_true(from_snapshot);
+  stop_and_compare();
+  fprintf(stderr, "%d restarts loaded a snapshot installed by the leader\n", g_snapshot_restarts);
+  du_rm_rf(g_root);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <hourglassd> [rounds]\n", argv[0]);
+    return 2;
+  }
+  g_bin = argv[1];
+  if (argc > 2) g_rounds = atoi(argv[2]);
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(leader_killed_under_orders, du_kill_all),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
