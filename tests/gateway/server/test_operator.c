@@ -353,6 +353,16 @@ static void instrument_ref(hg_client_t *c, int64_t *ref, int64_t *lo, int64_t *h
   }
 }
 
+/* Creates and runs a server with options o and the operator's and both
+ * traders' keys. */
+static void run_with_keys(ts_server_t *s, const ts_server_options_t *o) {
+  assert_int_equal(ts_server_create(s, o), 0);
+  assert_int_equal(ts_server_add_key(s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ts_server_add_key(s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ts_server_add_key(s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
+  assert_int_equal(ts_server_run(s), 0);
+}
+
 /* InstrumentInfo carries the clearing's reference price and the band the
  * pre-trade check enforces, and follows them through fixings and cycles.
  * Band 20% (2000 bps, the default), inclusive: lo = ceil(ref x 0.8),
@@ -366,11 +376,7 @@ static void test_reference_in_instrument_info(void **state) {
   assert_int_equal(clr.band_bps, 2000);
   ts_server_t s;
   ts_server_options_t o = {.clock = ch_clock_read, .clock_ctx = &g_now, .clearing = &clr};
-  assert_int_equal(ts_server_create(&s, &o), 0);
-  assert_int_equal(ts_server_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
-  assert_int_equal(ts_server_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
-  assert_int_equal(ts_server_add_key(&s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
-  assert_int_equal(ts_server_run(&s), 0);
+  run_with_keys(&s, &o);
   hg_client_t *op = login(&s, OP, 0);
   uint64_t seq = 0;
   assert_int_equal(ch_list_contract(op), 0);
@@ -482,11 +488,7 @@ static void test_margin_in_positions(void **state) {
   hg_clearing_config_default(&clr);
   ts_server_t s;
   ts_server_options_t o = {.clock = ch_clock_read, .clock_ctx = &g_now, .clearing = &clr};
-  assert_int_equal(ts_server_create(&s, &o), 0);
-  assert_int_equal(ts_server_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
-  assert_int_equal(ts_server_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
-  assert_int_equal(ts_server_add_key(&s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
-  assert_int_equal(ts_server_run(&s), 0);
+  run_with_keys(&s, &o);
   bool loop = ts_pipe_mode(&o) == HG_PIPE_MODE_LOOP;
   hg_client_t *op = login(&s, OP, 0);
   uint64_t seq = 0;
