@@ -49,7 +49,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,16 +61,10 @@
 
 static const char SECRET_HEX[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
-typedef struct node {
-  int id, raft_port, client_port, http_port, starts;
-  char dir[600], log[700];
-  pid_t pid; /* 0: not running */
-} node_t;
-
 static const char *g_bin;
 static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
-static node_t g_n[NODES];
-static node_t g_single; /* the daemon alone (node 1's ports, stopped before the group starts) */
+static du_node_t g_n[NODES];
+static du_node_t g_single; /* the daemon alone (node 1's ports, stopped before the group starts) */
 static hg_client_t *g_tr; /* the trader session, owned here */
 static uint64_t g_next_clid = 1;
 static uint64_t g_due[RING]; /* due time (ns) of clid % RING; 0: answered */
@@ -110,42 +103,25 @@ static _Noreturn __attribute__((format(printf, 1, 2))) void die(const char *fmt,
 
 static uint64_t now_ns(void) { return (uint64_t)(du_now() * 1e9); }
 
-/* Starts n alone (clustered false) or as a member of the group. */
-static void node_start(node_t *n, bool clustered) {
-  char o_data[700], o_id[32], o_members[600], o_oe[64], o_http[64], o_keys[700];
-  snprintf(o_data, sizeof o_data, "data_dir=%s", n->dir);
-  snprintf(o_id, sizeof o_id, "cluster.id=%d", n->id);
-  snprintf(o_members, sizeof o_members, "cluster.members=%s", g_members);
-  snprintf(o_oe, sizeof o_oe, "listen.order_entry=127.0.0.1:%d", n->client_port);
-  snprintf(o_http, sizeof o_http, "listen.http=127.0.0.1:%d", n->http_port);
-  snprintf(o_keys, sizeof o_keys, "gateway.keys_file=%s", g_keys);
-  snprintf(n->log, sizeof n->log, "%s/node%d.%d.log", g_root, n->id, ++n->starts);
-  char *argv[] = {(char *)g_bin, "-o", o_data, "-o", o_oe, "-o", o_http, "-o", o_keys, "-o",
-                  "tls=off", "-o", "throttle.rate=100000000", DU_SMALL_OPTS,
-                  clustered ? "-o" : NULL, o_id, "-o", o_members, NULL};
-  n->pid = du_spawn(argv, n->log);
-  if (n->pid <= 0) die("cannot start %s", g_bin);
+/* Starts n alone (clustered false) or as a member of the group, and waits
+ * until it is ready. */
+static void node_start(du_node_t *n, bool clustered) {
+  static const char *const extra[] = {"throttle.rate=100000000", NULL};
+  du_node_spawn(n, g_bin, g_root, clustered ? g_members : NULL, g_keys, extra);
+  if (n->pid == 0) die("cannot start %s", g_bin);
   char *log = du_wait_log(n->log, "msg=\"ready\"", 60);
   if (log == NULL) die("node %d not ready after 60 s (log %s)", n->id, n->log);
   free(log);
 }
 
-/* Restarts a group member that exited to load a snapshot installed by the
- * leader or to rebuild from the group (as systemd's Restart= would); any
- * other exit ends the run. */
+/* Starts a group member again when it exited to load a snapshot installed
+ * by the leader or to rebuild from the group (du_node_reap); any other exit
+ * ends the run. */
 static void supervise(void) {
   for (int i = 0; i < NODES; i++) {
-    int st;
-    if (g_n[i].pid == 0 || waitpid(g_n[i].pid, &st, WNOHANG) != g_n[i].pid) continue;
-    du_forget(g_n[i].pid);
-    g_n[i].pid = 0;
-    char *log = du_read(g_n[i].log);
-    bool restart = WIFEXITED(st) && WEXITSTATUS(st) == 1 && log != NULL &&
-                   (strstr(log, "a snapshot was installed from the leader") != NULL ||
-                    strstr(log, "must be rebuilt from the group") != NULL);
-    free(log);
-    if (!restart) die("node %d exited unexpectedly (log %s)", i + 1, g_n[i].log);
-    node_start(&g_n[i], true);
+    int r = du_node_reap(&g_n[i]);
+    if (r < 0) die("node %d exited unexpectedly (log %s)", i + 1, g_n[i].log);
+    if (r > 0) node_start(&g_n[i], true);
   }
 }
 
@@ -374,19 +350,8 @@ static void plan(void) {
   snprintf(keys, sizeof keys, "1 operator 0 0 %s\n2 trader 1 1 %s\n", SECRET_HEX, SECRET_HEX);
   if (du_write_file(g_keys, keys) != 0 || chmod(g_keys, 0600) != 0)
     die("cannot write %s: %s", g_keys, strerror(errno));
-  size_t ml = 0, nl = 0;
-  for (int i = 0; i < NODES; i++) {
-    node_t *n = &g_n[i];
-    n->id = i + 1;
-    n->raft_port = du_free_port();
-    n->client_port = du_free_port();
-    n->http_port = du_free_port();
-    snprintf(n->dir, sizeof n->dir, "%s/n%d", g_root, n->id);
-    ml += (size_t)snprintf(g_members + ml, sizeof g_members - ml, "%s%d=127.0.0.1:%d/127.0.0.1:%d",
-                           i ? "," : "", n->id, n->raft_port, n->client_port);
-    nl += (size_t)snprintf(g_nodes + nl, sizeof g_nodes - nl, "%s127.0.0.1:%d", i ? "," : "",
-                           n->client_port);
-  }
+  if (du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes, sizeof g_nodes) != 0)
+    die("the directory's path is too long");
 }
 
 /* The daemon: --daemon, $HG_HOURGLASSD, or <build>/bin/hourglassd. */
@@ -443,7 +408,7 @@ int main(int argc, char **argv) {
 
   /* One daemon alone: node 1's ports, its own directory. */
   g_single = g_n[0];
-  node_t *single = &g_single;
+  du_node_t *single = &g_single;
   snprintf(single->dir, sizeof single->dir, "%s/single", g_root);
   single->id = 0;
   node_start(single, false);

@@ -37,33 +37,17 @@ static int g_rounds = 2;
 #define INSTR 1
 #define BURST 40
 
-typedef struct node {
-  int id, raft_port, client_port, http_port, starts;
-  char dir[600], log[700];
-  pid_t pid; /* 0: not running */
-} node_t;
-
-static node_t g_n[NODES];
+static du_node_t g_n[NODES];
 static int g_snapshot_restarts; /* restarts to load an installed snapshot or rebuild */
 static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
 
 /* Keys: 1 operator, 2 and 4 traders (account 1), 3 risk viewer (firm 1). */
 static const char SECRET_HEX[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
-static void node_start(node_t *n) {
-  char o_data[700], o_id[32], o_members[600], o_oe[64], o_http[64], o_keys[700];
-  snprintf(o_data, sizeof o_data, "data_dir=%s", n->dir);
-  snprintf(o_id, sizeof o_id, "cluster.id=%d", n->id);
-  snprintf(o_members, sizeof o_members, "cluster.members=%s", g_members);
-  snprintf(o_oe, sizeof o_oe, "listen.order_entry=127.0.0.1:%d", n->client_port);
-  snprintf(o_http, sizeof o_http, "listen.http=127.0.0.1:%d", n->http_port);
-  snprintf(o_keys, sizeof o_keys, "gateway.keys_file=%s", g_keys);
-  snprintf(n->log, sizeof n->log, "%s/node%d.%d.log", g_root, n->id, ++n->starts);
-  char *argv[] = {(char *)g_bin, "-o", o_data, "-o", "pipeline.mode=loop", "-o", o_id, "-o",
-                  o_members, "-o", o_oe, "-o", o_http, "-o", o_keys, "-o", "tls=off", "-o",
-                  "cluster.election_timeout_ms=400", "-o", "cluster.snapshot_entries=8",
-                  DU_SMALL_OPTS, NULL};
-  n->pid = du_spawn(argv, n->log);
+static void node_start(du_node_t *n) {
+  static const char *const extra[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
+                                      "cluster.snapshot_entries=8", NULL};
+  du_node_spawn(n, g_bin, g_root, g_members, g_keys, extra);
   char *log = du_wait_log(n->log, "msg=\"ready\"", 120);
   if (log == NULL) fail_msg("node %d not ready after 120 s", n->id);
   free(log);
@@ -85,22 +69,9 @@ static uint64_t json_u64(const char *text, const char *key) {
  * test. */
 static void supervise(void) {
   for (int i = 0; i < NODES; i++) {
-    int st;
-    if (g_n[i].pid == 0 || waitpid(g_n[i].pid, &st, WNOHANG) != g_n[i].pid) continue;
-    du_forget(g_n[i].pid);
-    g_n[i].pid = 0;
-    char *log = du_read(g_n[i].log);
-    int install = WIFEXITED(st) && WEXITSTATUS(st) == 1 && log != NULL &&
-                  (strstr(log, "a snapshot was installed from the leader") != NULL ||
-                   strstr(log, "must be rebuilt from the group") != NULL);
-    if (!install) {
-      size_t len = log != NULL ? strlen(log) : 0;
-      fprintf(stderr, "node %d: %s %d; the end of its log:\n%s\n", i + 1,
-              WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
-              log != NULL ? log + (len > 4000 ? len - 4000 : 0) : "(none)");
-    }
-    free(log);
-    if (!install) fail_msg("node %d exited unexpectedly", i + 1);
+    int r = du_node_reap(&g_n[i]);
+    if (r == 0) continue;
+    if (r < 0) fail_msg("node %d exited unexpectedly", i + 1);
     g_snapshot_restarts++;
     node_start(&g_n[i]);
   }
@@ -371,19 +342,8 @@ static void leader_killed_under_orders(void **state) {
            SECRET_HEX, SECRET_HEX, SECRET_HEX, SECRET_HEX);
   assert_int_equal(du_write_file(g_keys, keys), 0);
   assert_int_equal(chmod(g_keys, 0600), 0);
-  size_t ml = 0, nl = 0;
-  for (int i = 0; i < NODES; i++) {
-    node_t *n = &g_n[i];
-    n->id = i + 1;
-    n->raft_port = du_free_port();
-    n->client_port = du_free_port();
-    n->http_port = du_free_port();
-    snprintf(n->dir, sizeof n->dir, "%s/n%d", g_root, n->id);
-    ml += (size_t)snprintf(g_members + ml, sizeof g_members - ml, "%s%d=127.0.0.1:%d/127.0.0.1:%d",
-                           i ? "," : "", n->id, n->raft_port, n->client_port);
-    nl += (size_t)snprintf(g_nodes + nl, sizeof g_nodes - nl, "%s127.0.0.1:%d", i ? "," : "",
-                           n->client_port);
-  }
+  assert_int_equal(du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes,
+                                   sizeof g_nodes), 0);
   for (int i = 0; i < NODES; i++) node_start(&g_n[i]);
   int leader = find_leader();
   assert_true(leader >= 0);

@@ -267,3 +267,74 @@ int du_system(const char *cmd) {
   int st = system(cmd);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+int du_cluster_plan(du_node_t *node, int n, const char *root, char *members, size_t members_cap,
+                    char *nodes, size_t nodes_cap) {
+  size_t ml = 0, nl = 0;
+  members[0] = nodes[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    du_node_t *d = &node[i];
+    memset(d, 0, sizeof *d);
+    d->id = i + 1;
+    d->raft_port = du_free_port();
+    d->client_port = du_free_port();
+    d->http_port = du_free_port();
+    if ((size_t)snprintf(d->dir, sizeof d->dir, "%s/n%d", root, d->id) >= sizeof d->dir) return -1;
+    ml += (size_t)snprintf(members + ml, members_cap - ml, "%s%d=127.0.0.1:%d/127.0.0.1:%d",
+                           i ? "," : "", d->id, d->raft_port, d->client_port);
+    if (ml >= members_cap) return -1;
+    nl += (size_t)snprintf(nodes + nl, nodes_cap - nl, "%s127.0.0.1:%d", i ? "," : "",
+                           d->client_port);
+    if (nl >= nodes_cap) return -1;
+  }
+  return 0;
+}
+
+void du_node_spawn(du_node_t *node, const char *bin, const char *root, const char *members,
+                   const char *keys_file, const char *const *extra) {
+  char o_data[700], o_id[32], o_members[600], o_oe[64], o_http[64], o_keys[700];
+  snprintf(o_data, sizeof o_data, "data_dir=%s", node->dir);
+  snprintf(o_id, sizeof o_id, "cluster.id=%d", node->id);
+  snprintf(o_members, sizeof o_members, "cluster.members=%s", members ? members : "");
+  snprintf(o_oe, sizeof o_oe, "listen.order_entry=127.0.0.1:%d", node->client_port);
+  snprintf(o_http, sizeof o_http, "listen.http=127.0.0.1:%d", node->http_port);
+  snprintf(o_keys, sizeof o_keys, "gateway.keys_file=%s", keys_file);
+  snprintf(node->log, sizeof node->log, "%s/node%d.%d.log", root, node->id, ++node->starts);
+  char *fixed[] = {(char *)bin, "-o", o_data, "-o", o_oe, "-o", o_http, "-o", o_keys,
+                   "-o", "tls=off", DU_SMALL_OPTS};
+  char *argv[sizeof fixed / sizeof fixed[0] + 4 + 2 * 16 + 1];
+  size_t k = 0;
+  for (; k < sizeof fixed / sizeof fixed[0]; k++) argv[k] = fixed[k];
+  if (members != NULL) {
+    argv[k++] = "-o";
+    argv[k++] = o_id;
+    argv[k++] = "-o";
+    argv[k++] = o_members;
+  }
+  for (int i = 0; extra != NULL && extra[i] != NULL && i < 16; i++) {
+    argv[k++] = "-o";
+    argv[k++] = (char *)extra[i];
+  }
+  argv[k] = NULL;
+  pid_t pid = du_spawn(argv, node->log);
+  node->pid = pid > 0 ? pid : 0;
+}
+
+int du_node_reap(du_node_t *node) {
+  int st;
+  if (node->pid == 0 || waitpid(node->pid, &st, WNOHANG) != node->pid) return 0;
+  du_forget(node->pid);
+  node->pid = 0;
+  char *log = du_read(node->log);
+  int again = WIFEXITED(st) && WEXITSTATUS(st) == 1 && log != NULL &&
+              (strstr(log, "a snapshot was installed from the leader") != NULL ||
+               strstr(log, "must be rebuilt from the group") != NULL);
+  if (!again) {
+    size_t len = log != NULL ? strlen(log) : 0;
+    fprintf(stderr, "node %d: %s %d; the end of its log:\n%s\n", node->id,
+            WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+            log != NULL ? log + (len > 4000 ? len - 4000 : 0) : "(none)");
+  }
+  free(log);
+  return again ? 1 : -1;
+}

@@ -1,8 +1,8 @@
 /*
- * daemon_util.h - for the hourglassd integration tests: temporary
- * directories, starting the daemon as a child process with its log in a
- * file, waiting for log lines, loopback HTTP requests, stopping with a
- * bounded wait. Everything is bounded in time; only 127.0.0.1 is used.
+ * daemon_util.h - for the hourglassd integration tests and bench_cluster:
+ * temporary directories, starting the daemon as a child process with its
+ * log in a file, waiting for log lines, loopback HTTP requests, stopping
+ * with a bounded wait. Everything is bounded in time; only 127.0.0.1 is used.
  * Children started by du_spawn are remembered (at most 16 at a time) so that
  * du_kill_all, as a cmocka teardown, never leaves a daemon running. Main
  * thread only.
@@ -84,6 +84,41 @@ int du_free_port(void);
 
 /* Runs a shell command, returns its exit status (-1 if it did not exit). */
 int du_system(const char *cmd);
+
+/* One hourglassd of a Raft group on loopback (tests/daemon/test_cluster.c,
+ * bench/bench_cluster.c). */
+typedef struct du_node {
+  int id; /* cluster.id, 1.. */
+  int raft_port, client_port, http_port;
+  int starts;     /* how many times started: names the log */
+  char dir[600];  /* data_dir */
+  char log[700];  /* the current start's log */
+  pid_t pid;      /* 0: not running */
+} du_node_t;
+
+/* Plans n nodes under root: ids 1..n, free ports, data directories
+ * root/n<id> (not created), and writes the group's cluster.members value
+ * ("id=127.0.0.1:raft/127.0.0.1:client,...") to members and the client's
+ * node list ("127.0.0.1:client,...") to nodes. 0, or -1 if a path or list
+ * does not fit. */
+int du_cluster_plan(du_node_t *node, int n, const char *root, char *members, size_t members_cap,
+                    char *nodes, size_t nodes_cap);
+
+/* Starts hourglassd bin as node (its log root/node<id>.<starts>.log, data
+ * in node->dir, listening on its client and HTTP ports, keys from
+ * keys_file, TLS off, DU_SMALL_OPTS), a member of the group when members is
+ * not NULL; extra is a NULL-terminated list of further "-o" values (may be
+ * NULL; at most 16). Does not wait: node->pid is set, 0 if it could not be
+ * started. */
+void du_node_spawn(du_node_t *node, const char *bin, const char *root, const char *members,
+                   const char *keys_file, const char *const *extra);
+
+/* Reaps node if it exited: 0 while it runs (or node->pid is 0); 1 if it
+ * exited to be started again (status 1 after a snapshot was installed from
+ * the leader, or after its proposal was lost and it must be rebuilt from
+ * the group: what systemd's Restart= does); -1 for any other exit, with the
+ * end of its log on stderr. node->pid is 0 afterwards. */
+int du_node_reap(du_node_t *node);
 
 /* Small engine sizes so that a daemon starts in a fraction of a second. */
 #define DU_SMALL_OPTS                                                                  \
