@@ -132,15 +132,15 @@ static bool health_has(int i, int leader_id, double timeout_s) {
   if (leader_id > 0) snprintf(want, sizeof want, "\"leader\":%d,", leader_id);
   else snprintf(want, sizeof want, "\"taking_orders\":true");
   double end = du_now() + timeout_s;
-  do {
+  for (;;) {
     supervise();
     char *h = g_n[i].pid != 0 ? du_get(g_n[i].http_port, "/health") : NULL;
     bool yes = h != NULL && strstr(h, want) != NULL;
     free(h);
     if (yes) return true;
+    if (du_now() >= end) return false;
     du_sleep_ms(20);
-  } while (du_now() < end);
-  return false;
+  }
 }
 
 /* The member taking orders, waiting up to 30 s; -1 if none. */
