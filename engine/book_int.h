@@ -3,8 +3,8 @@
  * shared by book.c (everything the book does) and book_check.c (the
  * consistency check). Not installed; tests use book_internal.h.
  *
- * The lookups here are static inline, as they were in book.c: the order
- * path keeps them inlined.
+ * The lookups here are static inline so that the order path, in book.c,
+ * keeps them inlined.
  */
 #ifndef HOURGLASS_BOOK_INT_H
 #define HOURGLASS_BOOK_INT_H

@@ -858,12 +858,15 @@ static void loop_take_queued(hg_pipeline_t *p) {
   if (atomic_load(&p->failed)) refuse_queued(p);
 }
 
-/* The tail of both loop calls: staged records to the rings, the batch to
- * the kernel, consumers woken when durability moved. Returns whether
- * consumer 0 has something to poll. */
+/* The tail of both loop calls: what other threads queued sequenced,
+ * staged records to the rings, the batch to the kernel, consumers woken
+ * when durability moved. Returns whether consumer 0 has something to poll. */
 static bool consumer_ready(void *ctx);
 static void rbatch_flush(hg_pipeline_t *p);
 static int loop_settle(hg_pipeline_t *p) {
+  p->loop_calling = 1;
+  if (!hg_mpsc_ring_empty(p->in)) loop_take_queued(p);
+  p->loop_calling = 0;
   if (p->rbatch_n != 0) rbatch_flush(p);
   release(p);
   if (!atomic_load(&p->failed)) {
@@ -877,8 +880,6 @@ static int loop_settle(hg_pipeline_t *p) {
   }
   return consumer_ready(&p->cons[0]);
 }
-
-static int submit(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd, int wake);
 
 int hg_pipeline_execute(hg_pipeline_t *p, uint64_t origin, const hg_command_t *cmd) {
   if (!loop_mode(p)) return HG_EINVAL;
@@ -908,9 +909,6 @@ int hg_pipeline_execute(hg_pipeline_t *p, uint64_t origin, const hg_command_t *c
 
 int hg_pipeline_loop_commit(hg_pipeline_t *p) {
   if (!loop_mode(p) || !p->running || p->loop_draining) return 0;
-  p->loop_calling = 1;
-  if (!hg_mpsc_ring_empty(p->in)) loop_take_queued(p);
-  p->loop_calling = 0;
   return loop_settle(p);
 }
 
@@ -923,9 +921,6 @@ int hg_pipeline_loop_reap(hg_pipeline_t *p, int timeout_ms) {
     hg_journal_poll(p->journal, timeout_ms);
     journal_note_failure(p);
   }
-  p->loop_calling = 1;
-  if (!hg_mpsc_ring_empty(p->in)) loop_take_queued(p);
-  p->loop_calling = 0;
   return loop_settle(p);
 }
 

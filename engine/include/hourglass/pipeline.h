@@ -2,6 +2,9 @@
  * hourglass/pipeline.h - the exchange core: sequencer, journal writer, state
  * machine, snapshots and crash recovery, wired together with lock-free rings.
  *
+ * Threads mode (below; "Loop mode" and "Cluster mode" further down run the
+ * same stages on the owner's event loop instead of the two threads):
+ *
  *   producers --hg_pipeline_submit()--> inbound MPSC ring
  *     engine thread: stamps seq + ts, encodes the command, hands the record
  *     to the journal thread (SPSC ring), applies it to the state machine and
@@ -423,9 +426,10 @@ int hg_pipeline_stop(hg_pipeline_t *p);
 void hg_pipeline_close(hg_pipeline_t *p);
 
 /* Owner thread, while not running (before start or after stop); in loop
- * mode also the loop owner while running, between hg_pipeline_execute
- * calls: it then sees every executed command, durable or not, and its
- * queries run on the loop (keep them O(an account), not O(the book)). */
+ * and cluster mode also the loop owner while running, between its
+ * hg_pipeline_execute / hg_pipeline_apply_batch calls: it then sees every
+ * executed or applied command, durable, committed or not, and its queries
+ * run on the loop (keep them O(an account), not O(the book)). */
 const hg_exchange_t *hg_pipeline_exchange(const hg_pipeline_t *p);
 void hg_pipeline_state_hash(const hg_pipeline_t *p, uint8_t out[HG_SHA256_LEN]);
 
