@@ -65,10 +65,11 @@
  *    the list of its live orders. A key may have up to sessions_per_key
  *    connections at once; each receives every frame of the stream (same
  *    seqs, same bytes) and serves its own retransmissions. Frames for a
- *    key with no connection are still sequenced and logged. Every sequenced frame also goes to the
- *    outbound journal (outlog.c), written once per flush before any socket
- *    write; a retransmission older than the byte ring is read back from it,
- *    and it restores seqs after a restart.
+ *    key with no connection are still sequenced and logged. Every
+ *    sequenced frame also goes to the outbound journal (outlog.c), written
+ *    once per flush before any socket write; a retransmission older than
+ *    the byte ring is read back from it, and it restores seqs after a
+ *    restart.
  *  - pending: a ring of commands in flight, indexed by the origin tag given
  *    to hg_pipeline_submit(). The pipeline answers our commands in submit
  *    order (one producer thread, a FIFO sequencer), so the DONE markers
