@@ -490,6 +490,11 @@ struct hg_gateway {
 /* Monotonic time, ns (libuv's clock; loop thread). */
 static inline uint64_t now_mono(void) { return uv_hrtime(); }
 
+/* v clamped to the int64 range. */
+static inline int64_t gw_sat64(__int128 v) {
+  return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
+}
+
 /* What a REJECTED report echoes of the refused request: side (new orders
  * only, -1 none), price and quantity as submitted (new_price and new_qty
  * for a replace; nothing for a cancel). */
