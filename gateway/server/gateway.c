@@ -153,6 +153,8 @@ static void settle_in_flight(hg_gateway_t *gw) {
   }
 }
 
+void hg_gateway_close_handles(hg_gateway_t *gw) { uv_walk(&gw->loop, close_walk, NULL); }
+
 static void on_stop(uv_async_t *a) {
   hg_gateway_t *gw = a->data;
   /* In cluster mode results come with commits, which need the loop to run:
@@ -177,10 +179,8 @@ static void on_stop(uv_async_t *a) {
     gw->cfg.loop_stop(gw->cfg.cluster_ctx); /* then hg_gateway_close_handles() */
     return;
   }
-  uv_walk(&gw->loop, close_walk, NULL);
+  hg_gateway_close_handles(gw);
 }
-
-void hg_gateway_close_handles(hg_gateway_t *gw) { uv_walk(&gw->loop, close_walk, NULL); }
 
 static void *loop_main(void *arg) {
   hg_gateway_t *gw = arg;
@@ -595,7 +595,7 @@ void hg_gateway_destroy(hg_gateway_t *gw) {
   if (gw->loop_open) {
     /* Not started (or stopped): close whatever is still open and let the
      * close callbacks run. */
-    uv_walk(&gw->loop, close_walk, NULL);
+    hg_gateway_close_handles(gw);
     uv_run(&gw->loop, UV_RUN_DEFAULT);
     uv_loop_close(&gw->loop);
   }

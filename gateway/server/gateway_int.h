@@ -65,10 +65,11 @@
  *    the list of its live orders. A key may have up to sessions_per_key
  *    connections at once; each receives every frame of the stream (same
  *    seqs, same bytes) and serves its own retransmissions. Frames for a
- *    key with no connection are still sequenced and logged. Every sequenced frame also goes to the
- *    outbound journal (outlog.c), written once per flush before any socket
- *    write; a retransmission older than the byte ring is read back from it,
- *    and it restores seqs after a restart.
+ *    key with no connection are still sequenced and logged. Every
+ *    sequenced frame also goes to the outbound journal (outlog.c), written
+ *    once per flush before any socket write; a retransmission older than
+ *    the byte ring is read back from it, and it restores seqs after a
+ *    restart.
  *  - pending: a ring of commands in flight, indexed by the origin tag given
  *    to hg_pipeline_submit(). The pipeline answers our commands in submit
  *    order (one producer thread, a FIFO sequencer), so the DONE markers
@@ -488,6 +489,11 @@ struct hg_gateway {
 
 /* Monotonic time, ns (libuv's clock; loop thread). */
 static inline uint64_t now_mono(void) { return uv_hrtime(); }
+
+/* v clamped to the int64 range. */
+static inline int64_t gw_sat64(__int128 v) {
+  return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
+}
 
 /* What a REJECTED report echoes of the refused request: side (new orders
  * only, -1 none), price and quantity as submitted (new_price and new_qty

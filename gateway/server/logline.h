@@ -3,7 +3,8 @@
  * the gateway and its outbound journal: formatted into a bounded buffer
  * (longer messages are cut) and given to the callback, or without one
  * written to stderr as "<who>: <message>". Levels are the caller's
- * (HG_LOG_*, hourglass/log.h). Any thread; the callback must be safe on the caller's.
+ * (HG_LOG_*, hourglass/log.h). Any thread; the callback must be safe on
+ * the caller's.
  */
 #ifndef HG_GATEWAY_LOGLINE_H
 #define HG_GATEWAY_LOGLINE_H

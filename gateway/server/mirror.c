@@ -223,10 +223,6 @@ account_t *gw_account_add(hg_gateway_t *gw, uint32_t id, uint32_t firm, int64_t 
   return a;
 }
 
-static int64_t sat64(__int128 v) {
-  return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
-}
-
 static position_t *position_get(hg_gateway_t *gw, uint32_t account, uint32_t instrument) {
   uint64_t k = (uint64_t)account << 32 | instrument;
   uint32_t i = gw_map_get(&gw->position_map, k);
@@ -250,16 +246,16 @@ void gw_position_add(hg_gateway_t *gw, uint32_t account, uint32_t instrument, in
   if (q == NULL) return;
   int64_t net = q->bought - q->sold;
   int64_t sq = side == HG_SIDE_BUY ? qty : -qty;
-  q->day_q = sat64((__int128)q->day_q + sq);
-  q->day_qp = sat64((__int128)q->day_qp + (__int128)sq * price);
+  q->day_q = gw_sat64((__int128)q->day_q + sq);
+  q->day_qp = gw_sat64((__int128)q->day_qp + (__int128)sq * price);
   if (net == 0 || (net > 0) == (sq > 0)) {
-    q->cost = sat64((__int128)q->cost + (__int128)sq * price);
+    q->cost = gw_sat64((__int128)q->cost + (__int128)sq * price);
   } else {
     int64_t left = (net > 0 ? net : -net) - qty;
     if (left >= 0) /* a reduction: the rest keeps its average */
-      q->cost = sat64((__int128)q->cost * left / (net > 0 ? net : -net));
+      q->cost = gw_sat64((__int128)q->cost * left / (net > 0 ? net : -net));
     else { /* a flip: the new side's entry is this fill */
-      q->cost = sat64((__int128)(net > 0 ? left : -left) * price);
+      q->cost = gw_sat64((__int128)(net > 0 ? left : -left) * price);
       q->cost_known = 1;
     }
   }

@@ -53,9 +53,6 @@
 #define SHDR HG_OUTLOG_SEGMENT_HEADER
 #define RHDR HG_OUTLOG_RECORD_HEADER
 #define READ_CHUNK (64u << 10)
-#define LOG_INFO HG_LOG_INFO
-#define LOG_WARN HG_LOG_WARN
-#define LOG_ERROR HG_LOG_ERROR
 
 typedef struct ixent {
   uint64_t seq, seg, off;
@@ -333,14 +330,14 @@ static int write_stage(hg_outlog_t *l) {
   ST_ADD(l, st_bytes, keep);
   if (rc != 0) {
     if (atomic_load_explicit(&l->st_last_error, memory_order_relaxed) == 0)
-      olog(l, LOG_ERROR, "write to outlog-%020" PRIu64 ".hgo failed: %s (retrying; frames are "
+      olog(l, HG_LOG_ERROR, "write to outlog-%020" PRIu64 ".hgo failed: %s (retrying; frames are "
            "still sent)", s->no, strerror(-rc));
     ST_ADD(l, st_errors, 1);
     ST_SET(l, st_last_error, rc);
     return rc;
   }
   if (atomic_load_explicit(&l->st_last_error, memory_order_relaxed) != 0)
-    olog(l, LOG_INFO, "writes to the outbound log work again");
+    olog(l, HG_LOG_INFO, "writes to the outbound log work again");
   ST_SET(l, st_last_error, 0);
   return 0;
 }
@@ -359,7 +356,7 @@ static void delete_old(hg_outlog_t *l) {
     char path[PATH_MAX + 64];
     seg_path(l, l->segs[n].no, path, sizeof path);
     close(l->segs[n].fd);
-    if (unlink(path) != 0) olog(l, LOG_WARN, "cannot delete %s: %s", path, strerror(errno));
+    if (unlink(path) != 0) olog(l, HG_LOG_WARN, "cannot delete %s: %s", path, strerror(errno));
     n++;
   }
   memmove(l->segs, l->segs + n, (l->n_segs - n) * sizeof *l->segs);
@@ -418,7 +415,7 @@ static int roll(hg_outlog_t *l) {
   if (hg_outlog_flush(l) != 0) return HG_EUNAVAIL;
   int rc = seg_create(l, cur_seg(l)->no + 1);
   if (rc != 0) {
-    olog(l, LOG_ERROR, "cannot create an outbound log segment: %s", strerror(-rc));
+    olog(l, HG_LOG_ERROR, "cannot create an outbound log segment: %s", strerror(-rc));
     ST_ADD(l, st_errors, 1);
     ST_SET(l, st_last_error, rc);
     return HG_EUNAVAIL;
@@ -537,7 +534,7 @@ uint64_t hg_outlog_oldest(const hg_outlog_t *l, uint64_t key) {
 
 static void corrupt_at(hg_outlog_t *l, uint64_t seg, uint64_t off) {
   ST_ADD(l, st_corrupt, 1);
-  olog(l, LOG_ERROR, "corrupt record in outlog-%020" PRIu64 ".hgo at offset %" PRIu64, seg, off);
+  olog(l, HG_LOG_ERROR, "corrupt record in outlog-%020" PRIu64 ".hgo at offset %" PRIu64, seg, off);
 }
 
 int hg_outlog_read(hg_outlog_t *l, uint64_t key, uint64_t seq, uint8_t *buf, size_t cap,
@@ -688,12 +685,12 @@ static int scan_seg(hg_outlog_t *l, uint32_t si, int newest) {
   uint8_t *m = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE, s->fd, 0);
   if (m == MAP_FAILED) {
     int e = -errno;
-    olog(l, LOG_ERROR, "cannot map %s: %s", path, strerror(errno));
+    olog(l, HG_LOG_ERROR, "cannot map %s: %s", path, strerror(errno));
     return e;
   }
   int rc = seg_header_ok(m, s->size, s->no);
   if (rc == HG_EVERSION) {
-    olog(l, LOG_ERROR, "%s has a newer format version than %u", path, HG_OUTLOG_VERSION);
+    olog(l, HG_LOG_ERROR, "%s has a newer format version than %u", path, HG_OUTLOG_VERSION);
     munmap(m, s->size);
     return rc;
   }
@@ -721,7 +718,7 @@ static int scan_seg(hg_outlog_t *l, uint32_t si, int newest) {
   }
   if (rc == 0 && off < s->size) {
     if (newest) { /* bytes of the last batch that never fully made it */
-      olog(l, LOG_WARN, "%s: torn tail at offset %" PRIu64 ", %" PRIu64 " bytes cut", path, off,
+      olog(l, HG_LOG_WARN, "%s: torn tail at offset %" PRIu64 ", %" PRIu64 " bytes cut", path, off,
            s->size - off);
       if (ftruncate(s->fd, (off_t)off) != 0) rc = -errno;
       s->size = off;
@@ -771,7 +768,7 @@ static int scan_dir(hg_outlog_t *l) {
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
       rc = -errno;
-      olog(l, LOG_ERROR, "cannot open %s: %s", path, strerror(errno));
+      olog(l, HG_LOG_ERROR, "cannot open %s: %s", path, strerror(errno));
       if (fd >= 0) close(fd);
       break;
     }
@@ -788,7 +785,7 @@ void hg_outlog_close(hg_outlog_t *l) {
   if (l->n_segs > 0) {
     hg_outlog_flush(l);
     if (fdatasync(cur_seg(l)->fd) != 0)
-      olog(l, LOG_WARN, "fdatasync of the outbound log: %s", strerror(errno));
+      olog(l, HG_LOG_WARN, "fdatasync of the outbound log: %s", strerror(errno));
   }
   for (uint32_t i = 0; i < l->n_segs; i++) close(l->segs[i].fd);
   if (l->keys != NULL)
@@ -839,7 +836,7 @@ int hg_outlog_open(const char *dir, const hg_outlog_options_t *opt, hg_outlog_t 
   if (rc == 0) rc = sids_resize(l, l->n_sids + l->o.max_session_ids);
   if (rc != 0) {
     if (rc != HG_EINVAL)
-      olog(l, LOG_ERROR, "cannot open the outbound log in %s: %s", dir, hg_strerror(rc));
+      olog(l, HG_LOG_ERROR, "cannot open the outbound log in %s: %s", dir, hg_strerror(rc));
     l->staged = 0;
     hg_outlog_close(l);
     return rc;
@@ -847,7 +844,7 @@ int hg_outlog_open(const char *dir, const hg_outlog_options_t *opt, hg_outlog_t 
   l->key_limit = l->n_keys + l->o.max_keys;
   l->sid_limit = l->n_sids + l->o.max_session_ids;
   (void)hg_outlog_flush(l);
-  olog(l, LOG_INFO, "outbound log: %u segments, %u keys, %u session ids", l->n_segs, l->n_keys,
+  olog(l, HG_LOG_INFO, "outbound log: %u segments, %u keys, %u session ids", l->n_segs, l->n_keys,
        l->n_sids);
   *out = l;
   return 0;

@@ -108,7 +108,7 @@ static void position_pnl(const instr_t *in, const position_t *q, Hourglass__V1__
   PB_SET(*m, settle_price, s);
   __int128 v = ((__int128)q->day_q * s - q->day_qp) * in->params.tick_size *
                in->params.contract_unit;
-  PB_SET(*m, pnl, v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v);
+  PB_SET(*m, pnl, gw_sat64(v));
   if (q->cost_known) PB_SET(*m, open_value, q->cost);
 }
 
@@ -196,9 +196,7 @@ static void account_margin(const hg_gateway_t *gw, uint32_t acct, Hourglass__V1_
   PB_SET(*m, initial_margin, info.initial_margin);
   PB_SET(*m, open_order_margin, info.initial_margin - info.position_margin);
   /* saturates like the margin itself, never wraps */
-  __int128 excess = (__int128)info.balance - info.initial_margin;
-  PB_SET(*m, excess_equity,
-         excess < INT64_MIN ? INT64_MIN : excess > INT64_MAX ? INT64_MAX : (int64_t)excess);
+  PB_SET(*m, excess_equity, gw_sat64((__int128)info.balance - info.initial_margin));
 }
 
 /* Every position of the account, never cut short: a reply that would not

@@ -1,9 +1,10 @@
 /*
  * hourglass/bytes.h - unaligned loads and stores of fixed-width integers in
- * on-disk records (the journal, the gateway's outbound journal). Host byte
- * order, which the record formats define as little-endian: the build targets
- * x86-64; and big-endian forms where a format says so. memcpy compiles to one move and is free of alignment and
- * strict-aliasing traps. Any thread; no state.
+ * on-disk records (the journal, the gateway's outbound journal), and a
+ * 64-bit mixer for hash tables. Host byte order, which the record formats
+ * define as little-endian: the build targets x86-64; big-endian forms
+ * where a format says so. memcpy compiles to one move and is free of
+ * alignment and strict-aliasing traps. Any thread; no state.
  */
 #ifndef HOURGLASS_BYTES_H
 #define HOURGLASS_BYTES_H

@@ -185,9 +185,9 @@ void hg_client_destroy(hg_client_t *c);
 
 /*
  * Connects to config host:port and logs in (following a cluster's leader,
- * see "Clusters"); waits up to config.timeout_ms for each LoginAck. Closes a previous connection first (without Logout),
- * keeping the stream position: a reconnect then recovers missed frames by
- * retransmission. Returns 0, HG_EAUTH (LoginReject or a Terminate instead of
+ * see "Clusters"); waits up to config.timeout_ms for each LoginAck. Closes
+ * a previous connection first (without Logout), keeping the stream
+ * position: a reconnect then recovers missed frames by retransmission. Returns 0, HG_EAUTH (LoginReject or a Terminate instead of
  * an ack; see hg_client_login_reject), HG_ETLS (TLS handshake failed: see
  * "TLS"), -ETIMEDOUT, the socket's -errno (-ECONNREFUSED, ...), HG_EINVAL
  * (host does not resolve), HG_EPARSE.
@@ -234,9 +234,9 @@ int hg_client_logout(hg_client_t *c, int timeout_ms);
  * the next request seq is put in env->seq (the caller's env is modified)
  * and *seq (may be NULL) is set to the ref_seq its replies will carry: that
  * seq plus the session's ref_seq_base (the seq itself for a key's only
- * session); session messages go without seq. Returns
- * 0, -ENOTCONN, HG_EFULL, HG_ERANGE (encodes to more than the frame limit),
- * a socket -errno, or -ETIMEDOUT (blocking send: the socket took nothing for
+ * session); session messages go without seq. Returns 0, -ENOTCONN,
+ * HG_EFULL, HG_ERANGE (encodes to more than the frame limit), a socket
+ * -errno, or -ETIMEDOUT (blocking send: the socket took nothing for
  * timeout_ms; the frame stays queued).
  */
 int hg_client_send(hg_client_t *c, Hourglass__V1__Envelope *env, uint64_t *seq);

@@ -40,9 +40,12 @@
  * copy of the clearing ledger (for statements), all seeded from the exchange
  * by hg_gateway_attach() (pipeline not yet started) and then maintained from
  * the event stream. Queries are answered from this mirror, so the gateway
- * never reads the engine's memory while the engine thread runs. A position
- * is what the clearing held at attach, carried as bought (long) or sold
- * (short), plus every fill and final settlement seen since.
+ * never reads the engine's memory while the engine thread runs; the one
+ * exception is a Positions reply's margin fields, read from the clearing
+ * in loop mode only (the loop then owns the exchange) and absent in
+ * threads mode. A position is what the clearing held at attach, carried as
+ * bought (long) or sold (short), plus every fill and final settlement seen
+ * since.
  *
  * Limits: the tables are sized by the configuration below. Past max_orders
  * new orders are refused (REJ_GATEWAY_FULL); past max_positions new
