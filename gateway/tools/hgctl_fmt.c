@@ -57,6 +57,18 @@ char *hgctl_fmt_money(int64_t micro, char *buf) {
   return hgctl_fmt_decimal(micro, 6, buf);
 }
 
+char *hgctl_fmt_price_raw(int64_t ticks, bool raw, char *buf) {
+  if (!raw) return hgctl_fmt_price(ticks, buf);
+  snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, ticks);
+  return buf;
+}
+
+char *hgctl_fmt_money_raw(int64_t micro, bool raw, char *buf) {
+  if (!raw) return hgctl_fmt_money(micro, buf);
+  snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, micro);
+  return buf;
+}
+
 char *hgctl_fmt_time(uint64_t ns, char *buf) {
   time_t sec = (time_t)(ns / 1000000000u);
   struct tm tm;

@@ -20,6 +20,7 @@
 #ifndef HG_GATEWAY_HGCTL_FMT_H
 #define HG_GATEWAY_HGCTL_FMT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define HGCTL_FMT_LEN 64
@@ -50,6 +51,11 @@ char *hgctl_fmt_price(int64_t ticks, char *buf);
 
 /* Money in micro-USD as USD: two decimals, six if not whole cents. */
 char *hgctl_fmt_money(int64_t micro, char *buf);
+
+/* As hgctl_fmt_price and hgctl_fmt_money, or when raw (--raw) the bare
+ * integer the wire carries (ticks, micro-USD). */
+char *hgctl_fmt_price_raw(int64_t ticks, bool raw, char *buf);
+char *hgctl_fmt_money_raw(int64_t micro, bool raw, char *buf);
 
 /* Nanoseconds since the epoch as UTC ISO-8601 with nanoseconds. */
 char *hgctl_fmt_time(uint64_t ns, char *buf);

@@ -175,19 +175,9 @@ static char *fmt_buf(void) {
   return bufs[next++ % 8];
 }
 
-const char *net_px(int64_t ticks) {
-  char *b = fmt_buf();
-  if (!net_raw) return hgctl_fmt_price(ticks, b);
-  snprintf(b, HGCTL_FMT_LEN, "%" PRId64, ticks);
-  return b;
-}
+const char *net_px(int64_t ticks) { return hgctl_fmt_price_raw(ticks, net_raw, fmt_buf()); }
 
-const char *net_usd(int64_t micro) {
-  char *b = fmt_buf();
-  if (!net_raw) return hgctl_fmt_money(micro, b);
-  snprintf(b, HGCTL_FMT_LEN, "%" PRId64, micro);
-  return b;
-}
+const char *net_usd(int64_t micro) { return hgctl_fmt_money_raw(micro, net_raw, fmt_buf()); }
 
 /* An index value (micro-USD per GPU-hour): USD with six decimals. */
 const char *net_index_usd(int64_t micro) {

@@ -73,18 +73,13 @@ static void hex32(const uint8_t h[32], char out[65]) {
 /* ============================================================ replay */
 
 /* Progress lines speak USD (prices per GPU-hour, three decimals); --raw
- * prints the state machine's ticks and micro-USD. Each call formats into
- * its own buffer. */
+ * prints the state machine's ticks and micro-USD. */
 static const char *px(const replay_t *rp, int64_t ticks, char buf[HGCTL_FMT_LEN]) {
-  if (!rp->raw) return hgctl_fmt_price(ticks, buf);
-  snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, ticks);
-  return buf;
+  return hgctl_fmt_price_raw(ticks, rp->raw, buf);
 }
 
 static const char *usd(const replay_t *rp, int64_t micro, char buf[HGCTL_FMT_LEN]) {
-  if (!rp->raw) return hgctl_fmt_money(micro, buf);
-  snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, micro);
-  return buf;
+  return hgctl_fmt_money_raw(micro, rp->raw, buf);
 }
 
 

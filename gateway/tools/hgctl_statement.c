@@ -133,12 +133,9 @@ static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
     if (sum != 0) return HG_ECORRUPT;
     if (rp->out) {
       char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
-      if (rp->raw)
-        fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%" PRId64 " (journal: %" PRId64 ")\n",
-                o->instrument, o->fsp, o->recorded);
-      else
-        fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%s (journal: %s)\n", o->instrument,
-                hgctl_fmt_price(o->fsp, b1), hgctl_fmt_price(o->recorded, b2));
+      fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%s (journal: %s)\n", o->instrument,
+              hgctl_fmt_price_raw(o->fsp, rp->raw, b1),
+              hgctl_fmt_price_raw(o->recorded, rp->raw, b2));
       fprintf(rp->out, "what-if final settlement change per account (USD):\n"
                        "  %-10s %10s %10s %10s %18s\n",
               "account", "position", "journal", "what-if", "change");

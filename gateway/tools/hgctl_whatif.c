@@ -55,19 +55,7 @@ static void pick_instrument(void *ctx, const hg_exchange_instrument_info_t *info
 
 static const char *money(__int128 v, bool raw, char *buf) {
   if (v > INT64_MAX || v < INT64_MIN) return "overflow";
-  if (raw) {
-    snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, (int64_t)v);
-    return buf;
-  }
-  return hgctl_fmt_money((int64_t)v, buf);
-}
-
-static const char *price(int64_t ticks, bool raw, char *buf) {
-  if (raw) {
-    snprintf(buf, HGCTL_FMT_LEN, "%" PRId64, ticks);
-    return buf;
-  }
-  return hgctl_fmt_price(ticks, buf);
+  return hgctl_fmt_money_raw((int64_t)v, raw, buf);
 }
 
 /* One contract: the projected FSP and the P&L table. */
@@ -112,7 +100,8 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
   int64_t tv = ii.inst.tick_value > 0 ? ii.inst.tick_value : TV_DEFAULT;
   int64_t last = ii.inst.last_dsp;
   fprintf(o, "what-if fsp=%s (%u FINAL fixings kept, %u filled) last_dsp=%s\n",
-          price(fsp.fsp, raw, b1), kept, nd - kept, last ? price(last, raw, b2) : "none");
+          hgctl_fmt_price_raw(fsp.fsp, raw, b1), kept, nd - kept,
+          last ? hgctl_fmt_price_raw(last, raw, b2) : "none");
   fprintf(o, "what-if P&L to final settlement, positions held (%s):\n",
           raw ? "micro-USD; prices in ticks" : "USD; prices in USD per GPU-hour");
   fprintf(o, "  %-10s %-16s %10s %10s %10s %18s\n", "account", "symbol", "position", "last_dsp",
@@ -127,8 +116,8 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
                    tv;
     total += pnl;
     fprintf(o, "  %-10" PRIu32 " %-16s %10" PRId64 " %10s %10s %18s\n", accts->id[k],
-            sym ? sym : "?", p.pos, last ? price(last, raw, b1) : "none", price(fsp.fsp, raw, b2),
-            money(pnl, raw, b3));
+            sym ? sym : "?", p.pos, last ? hgctl_fmt_price_raw(last, raw, b1) : "none",
+            hgctl_fmt_price_raw(fsp.fsp, raw, b2), money(pnl, raw, b3));
   }
   fprintf(o, "  %-10s %-16s %10s %10s %10s %18s\n", "total", "", "", "", "", money(total, raw, b3));
   return total == 0 ? 0 : HG_ECORRUPT;

@@ -79,6 +79,11 @@ static void test_format(void **state) {
   assert_string_equal(hgctl_fmt_money(-1000001, b), "-1.000001");
   assert_string_equal(hgctl_fmt_money(0, b), "0.00");
   assert_string_equal(hgctl_fmt_decimal(3412345, 6, b), "3.412345");
+  /* --raw: the wire's integers. */
+  assert_string_equal(hgctl_fmt_price_raw(3415, false, b), "3.415");
+  assert_string_equal(hgctl_fmt_price_raw(3415, true, b), "3415");
+  assert_string_equal(hgctl_fmt_money_raw(-3000000, false, b), "-3.00");
+  assert_string_equal(hgctl_fmt_money_raw(-3000000, true, b), "-3000000");
   /* Print, parse back: the same ticks. */
   for (int64_t t = 1; t < 100000; t += 37) {
     int64_t back = 0;
