@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -47,21 +48,31 @@ static const sres_t *await_result(hg_client_t *c, uint64_t seq) {
   }
 }
 
-/* c's own position in instrument 1: settle price, P&L and open value. */
-static void expect_position(hg_client_t *c, int64_t settle, int64_t pnl, int64_t open_value) {
+/* c's own Positions reply (any number of positions); fails the test when
+ * it has not arrived within 10 s, even while other frames keep coming. */
+static const Hourglass__V1__Positions *own_positions(hg_client_t *c) {
   uint64_t seq = 0;
   assert_int_equal(hg_client_positions(c, 0, &seq), 0);
-  for (;;) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
     const env_t *e = NULL;
     assert_int_equal(hg_client_recv(c, 5000, &e), 1);
-    if (e->body_case != BODY(POSITIONS) || e->positions->ref_seq != seq) continue;
-    assert_int_equal(e->positions->n_positions, 1);
-    const Hourglass__V1__Position *p = e->positions->positions[0];
-    assert_int_equal(p->settle_price, settle);
-    assert_int_equal(p->pnl, pnl);
-    assert_int_equal(p->open_value, open_value);
-    return;
-  }
+    if (e->body_case == BODY(POSITIONS) && e->positions->ref_seq == seq) return e->positions;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while (t.tv_sec - t0.tv_sec < 10);
+  fail_msg("no Positions reply to request %" PRIu64 " within 10 s", seq);
+  return NULL;
+}
+
+/* c's own position in instrument 1: settle price, P&L and open value. */
+static void expect_position(hg_client_t *c, int64_t settle, int64_t pnl, int64_t open_value) {
+  const Hourglass__V1__Positions *ps = own_positions(c);
+  assert_int_equal(ps->n_positions, 1);
+  const Hourglass__V1__Position *p = ps->positions[0];
+  assert_int_equal(p->settle_price, settle);
+  assert_int_equal(p->pnl, pnl);
+  assert_int_equal(p->open_value, open_value);
 }
 
 static int ok_result(hg_client_t *c, uint64_t seq) {
@@ -303,14 +314,7 @@ static void test_settlement_through_gateway(void **state) {
   assert_int_equal(r->final_sum, 0);
 
   /* Cash: 1e9 - 6e6 - 14e6 for A, 1e9 + 6e6 + 14e6 for B (the mirror). */
-  assert_int_equal(hg_client_positions(ta, 0, &seq), 0);
-  for (;;) {
-    const env_t *e = NULL;
-    assert_int_equal(hg_client_recv(ta, 5000, &e), 1);
-    if (e->body_case != BODY(POSITIONS) || e->positions->ref_seq != seq) continue;
-    assert_int_equal(e->positions->cash, 1000000000 - 20 * TV);
-    break;
-  }
+  assert_int_equal(own_positions(ta)->cash, 1000000000 - 20 * TV);
 
   /* Trader A tries every settlement command: each gets the role reject. */
   uint64_t seqs[9];
@@ -457,17 +461,6 @@ static void test_reference_in_instrument_info(void **state) {
   hg_client_logout(op, 1000);
   hg_client_destroy(op);
   ts_server_stop(&s);
-}
-
-/* c's own Positions reply (any number of positions). */
-static const Hourglass__V1__Positions *own_positions(hg_client_t *c) {
-  uint64_t seq = 0;
-  assert_int_equal(hg_client_positions(c, 0, &seq), 0);
-  for (;;) {
-    const env_t *e = NULL;
-    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
-    if (e->body_case == BODY(POSITIONS) && e->positions->ref_seq == seq) return e->positions;
-  }
 }
 
 /* The margin figures of a Positions reply against a hand computation

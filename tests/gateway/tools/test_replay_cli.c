@@ -132,6 +132,20 @@ static void hex(const uint8_t *h, char *out) {
   for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", h[i]);
 }
 
+/* Runs `hgctl <args>` (a printf format) with stdout and stderr together and
+ * checks its exit status and that its output holds `want`. */
+static void expect_run(int status, const char *want, const char *fmt, ...) {
+  char args[1024], *o;
+  va_list ap;
+  va_start(ap, fmt);
+  int len = vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  assert_true(len > 0 && (size_t)len < sizeof args);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), status);
+  cli_expect(o, want);
+  free(o);
+}
+
 /* SHA-256 over every file's name and bytes under the data directory, so a
  * test can tell whether anything there changed. */
 static void dir_digest(const char *d, char out[65]) {
@@ -466,10 +480,7 @@ static void replay_one_day(void **state) {
   cli_expect(o, "end seq=16 commands=16 fills=2 ");
   assert_null(strstr(o, "day=2027-03-31"));
   free(o);
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --day 2027-02-30", dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
-  cli_expect(o, "not a valid YYYY-MM-DD date");
-  free(o);
+  expect_run(2, "not a valid YYYY-MM-DD date", "replay --data %s " CAPS " --day 2027-02-30", dir);
 }
 
 /*
@@ -512,10 +523,7 @@ static void whatif_projection_by_hand(void **state) {
   cli_expect(o, "3200          200000000\n");
   cli_expect(o, "3200         -200000000\n");
   free(o);
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --project 3.2", dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
-  cli_expect(o, "--project needs --index");
-  free(o);
+  expect_run(2, "--project needs --index", "replay --data %s " CAPS " --project 3.2", dir);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --project 3.2x --index B200.A", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
   free(o);
@@ -551,10 +559,7 @@ static void statements_written_and_compared(void **state) {
   free(o);
   free(file);
 
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --expect %s", dir, rec);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
-  cli_expect(o, "0 difference(s)");
-  free(o);
+  expect_run(0, "0 difference(s)", "replay --data %s " CAPS " --expect %s", dir, rec);
 
   /* Tamper: change an amount, drop one file, add one the replay cannot make. */
   snprintf(args, sizeof args,
@@ -681,42 +686,25 @@ static void whatif_changes_statements_not_data(void **state) {
 static void errors_are_clear(void **state) {
   (void)state;
   char args[512], *o;
-  snprintf(args, sizeof args, "statement --data %s " CAPS " --account 9", dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
-  cli_expect(o, "account 9 does not exist");
-  free(o);
+  expect_run(1, "account 9 does not exist", "statement --data %s " CAPS " --account 9", dir);
   assert_int_equal(cli_run(hgctl, "statement --data /nonexistent/x --account 1", CLI_BOTH, &o), 1);
   cli_expect(o, "does not exist or is not a directory");
   free(o);
-  snprintf(args, sizeof args, "replay --data %s --out %s/journal", dir, dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
-  cli_expect(o, "inside the data directory");
-  free(o);
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 2=3.100", dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
-  cli_expect(o, "instrument 2 was never finally settled");
-  free(o);
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --fixings x.csv", dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
-  cli_expect(o, "--fixings and --index go together");
-  free(o);
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --fixings /nonexistent.csv --index B200.A",
-           dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 1);
-  cli_expect(o, "cannot read fixings file");
-  free(o);
+  expect_run(2, "inside the data directory", "replay --data %s --out %s/journal", dir, dir);
+  expect_run(1, "instrument 2 was never finally settled",
+             "replay --data %s " CAPS " --fsp 2=3.100", dir);
+  expect_run(2, "--fixings and --index go together",
+             "replay --data %s " CAPS " --fixings x.csv", dir);
+  expect_run(1, "cannot read fixings file",
+             "replay --data %s " CAPS " --fixings /nonexistent.csv --index B200.A", dir);
   snprintf(args, sizeof args, "replay --data %s --fsp 1=x", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
   free(o);
   /* Ticks typed without --raw: 3100 USD per GPU-hour is refused. */
-  snprintf(args, sizeof args, "replay --data %s " CAPS " --fsp 1=3100", dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
-  cli_expect(o, "at most 1000 with at most 3 decimals (e.g. 1=3.100; ticks with --raw)");
-  free(o);
-  snprintf(args, sizeof args, "replay --raw --data %s " CAPS " --fsp 1=3100", dir);
-  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
-  cli_expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)");
-  free(o);
+  expect_run(2, "at most 1000 with at most 3 decimals (e.g. 1=3.100; ticks with --raw)",
+             "replay --data %s " CAPS " --fsp 1=3100", dir);
+  expect_run(0, "what-if instrument=1 fsp=3100 (journal: 3010)",
+             "replay --raw --data %s " CAPS " --fsp 1=3100", dir);
   assert_int_equal(cli_run(hgctl, "statement --account 1", CLI_BOTH, &o), 2);
   cli_expect(o, "missing --data");
   free(o);
