@@ -184,7 +184,7 @@ static uint64_t release(hg_pipeline_t *p) {
     c->blocked = 0;
     while (c->cursor != p->stage_tail) {
       const hg_pipe_out_t *o = &p->stage[c->cursor & p->stage_mask];
-      if (hg_spsc_ring_try_push(c->ring, o, sizeof *o) != 0) {
+      if (hg_spsc_ring_try_push_deferred(c->ring, o, sizeof *o) != 0) {
         c->blocked = 1;
         atomic_store(&c->want_room, 1);
         break;
@@ -194,6 +194,7 @@ static uint64_t release(hg_pipeline_t *p) {
       moved++;
     }
     if (moved) {
+      hg_spsc_ring_publish(c->ring); /* one store for the whole batch */
       atomic_thread_fence(memory_order_seq_cst);
       if (last <= durable_limit(p)) wake_consumer(c);
     }

@@ -222,7 +222,8 @@ bool hg_mpsc_ring_empty(const hg_mpsc_ring_t *r) {
 
 /* Owned by whoever created it; data and lens owned by the ring. */
 struct hg_spsc_ring {
-  alignas(CACHE_LINE) _Atomic uint64_t tail; /* written by the producer */
+  alignas(CACHE_LINE) _Atomic uint64_t tail; /* published by the producer */
+  alignas(CACHE_LINE) uint64_t next;         /* producer's: tail plus the deferred messages */
   uint64_t cached_head;                      /* producer's last view of head */
   alignas(CACHE_LINE) _Atomic uint64_t head; /* written by the consumer */
   uint64_t cached_tail;                      /* consumer's last view of tail */
@@ -259,6 +260,7 @@ int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **
   /* relaxed (both): the ring is not shared until create returns. */
   atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
   atomic_store_explicit(&r->head, 0, memory_order_relaxed);
+  r->next = 0;
   *out = r;
   return 0;
 }
@@ -269,10 +271,9 @@ void hg_spsc_ring_destroy(hg_spsc_ring_t *r) {
   free(r);
 }
 
-int hg_spsc_ring_try_push(hg_spsc_ring_t *r, const void *msg, size_t len) {
+int hg_spsc_ring_try_push_deferred(hg_spsc_ring_t *r, const void *msg, size_t len) {
   if (len > r->slot_size || (msg == NULL && len > 0)) return HG_EINVAL;
-  /* relaxed: only this thread writes tail. */
-  uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  uint64_t t = r->next; /* only this thread writes next and tail */
   assert(t - r->cached_head <= r->capacity); /* tail never laps head */
   if (t - r->cached_head >= r->capacity) {
     /* acquire: the consumer's reads of the slots it freed happen before our
@@ -283,9 +284,21 @@ int hg_spsc_ring_try_push(hg_spsc_ring_t *r, const void *msg, size_t len) {
   size_t i = (size_t)(t & r->mask);
   if (len > 0) memcpy(r->data + i * r->stride, msg, len);
   r->lens[i] = (uint32_t)len;
-  /* release: the consumer's acquire of tail must see the bytes and length. */
-  atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+  r->next = t + 1;
   return 0;
+}
+
+void hg_spsc_ring_publish(hg_spsc_ring_t *r) {
+  /* relaxed load: only this thread writes tail. release store: the
+   * consumer's acquire of tail must see the bytes and lengths. */
+  if (atomic_load_explicit(&r->tail, memory_order_relaxed) != r->next)
+    atomic_store_explicit(&r->tail, r->next, memory_order_release);
+}
+
+int hg_spsc_ring_try_push(hg_spsc_ring_t *r, const void *msg, size_t len) {
+  int rc = hg_spsc_ring_try_push_deferred(r, msg, len);
+  hg_spsc_ring_publish(r); /* deferred ones too, even when full */
+  return rc;
 }
 
 /* Messages available to the consumer, refreshing the cached tail only when

@@ -457,6 +457,42 @@ static void seqlock_publishes_whole_value(void **state) {
   assert_int_equal(v.last_qty, -1);
 }
 
+/* Deferred pushes stay invisible until publish; they count toward a full
+ * ring; try_push publishes them with its own message, even when full. */
+static void spsc_deferred_publication(void **state) {
+  (void)state;
+  hg_spsc_ring_t *r;
+  assert_int_equal(hg_spsc_ring_create(4, 8, &r), 0);
+  uint64_t v = 1, out = 0;
+  size_t len = 0;
+  assert_int_equal(hg_spsc_ring_try_push_deferred(r, &v, sizeof v), 0);
+  v = 2;
+  assert_int_equal(hg_spsc_ring_try_push_deferred(r, &v, sizeof v), 0);
+  assert_true(hg_spsc_ring_empty(r));
+  assert_int_equal(hg_spsc_ring_pop(r, &out, sizeof out, &len), -EAGAIN);
+  hg_spsc_ring_publish(r);
+  hg_spsc_ring_publish(r); /* nothing new: no-op */
+  assert_false(hg_spsc_ring_empty(r));
+  assert_int_equal(hg_spsc_ring_pop(r, &out, sizeof out, &len), 0);
+  assert_int_equal(out, 1);
+  /* one published message left; three deferred fill the ring */
+  for (v = 3; v <= 5; v++) assert_int_equal(hg_spsc_ring_try_push_deferred(r, &v, sizeof v), 0);
+  assert_int_equal(hg_spsc_ring_try_push_deferred(r, &v, sizeof v), HG_EBUSY);
+  /* a failing try_push still publishes what was deferred */
+  assert_int_equal(hg_spsc_ring_try_push(r, &v, sizeof v), HG_EBUSY);
+  for (uint64_t want = 2; want <= 5; want++) {
+    assert_int_equal(hg_spsc_ring_pop(r, &out, sizeof out, &len), 0);
+    assert_int_equal(out, want);
+  }
+  assert_true(hg_spsc_ring_empty(r));
+  assert_int_equal(hg_spsc_ring_try_push_deferred(r, NULL, 9), HG_EINVAL);
+  v = 6;
+  assert_int_equal(hg_spsc_ring_try_push(r, &v, sizeof v), 0); /* visible at once */
+  assert_int_equal(hg_spsc_ring_pop(r, &out, sizeof out, &len), 0);
+  assert_int_equal(out, 6);
+  hg_spsc_ring_destroy(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_prestate(create_rejects_bad_params, (void *)&mpsc_ops),
@@ -473,6 +509,7 @@ int main(void) {
       cmocka_unit_test_prestate(batch_drain, (void *)&spsc_ops),
       cmocka_unit_test_prestate(peek_consume_in_place, (void *)&mpsc_ops),
       cmocka_unit_test_prestate(peek_consume_in_place, (void *)&spsc_ops),
+      cmocka_unit_test(spsc_deferred_publication),
       cmocka_unit_test(waiter_create_params),
       cmocka_unit_test(notify_costs_nothing_without_sleeper),
       cmocka_unit_test(notify_after_announce_is_not_lost),

@@ -122,8 +122,21 @@ int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **
 void hg_spsc_ring_destroy(hg_spsc_ring_t *r);
 
 /* As hg_mpsc_ring_try_push(), same errors, but only the one producer thread
- * may call it. */
+ * may call it. The message is visible to the consumer when it returns. */
 int hg_spsc_ring_try_push(hg_spsc_ring_t *r, const void *msg, size_t len);
+
+/* Batched publication, producer only. try_push_deferred copies the message
+ * into its slot (same errors as try_push; a full ring counts the deferred
+ * messages) but the consumer sees nothing until hg_spsc_ring_publish(),
+ * which makes every deferred message visible with one store. A producer
+ * that pushes several messages per unit of work (a command's events)
+ * publishes once at its end: the line holding the published index then
+ * moves between the cores once per batch instead of once per message.
+ * hg_spsc_ring_try_push() publishes the deferred messages too. A producer
+ * must publish before it waits for room or wakes the consumer. */
+#define HG_SPSC_RING_DEFERRED 1
+int hg_spsc_ring_try_push_deferred(hg_spsc_ring_t *r, const void *msg, size_t len);
+void hg_spsc_ring_publish(hg_spsc_ring_t *r);
 
 /* As the hg_mpsc_ring_ functions of the same name; consumer only.
  * pop_batch frees all its slots with a single index update. */
