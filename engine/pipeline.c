@@ -131,14 +131,12 @@ static uint64_t stage_free(const hg_pipeline_t *p) {
 }
 
 static uint64_t durable_limit(const hg_pipeline_t *p) {
-  uint64_t d = p->cfg.durability == HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE
-                   ? UINT64_MAX
-                   : hg_journal_durable_seq(p->journal);
-  if (p->cfg.replicate != NULL) {
-    uint64_t c = atomic_load(&((hg_pipeline_t *)p)->committed_seq);
-    if (c < d) d = c;
-  }
-  return d;
+  /* Cluster mode: committed means stored on a majority of disks; the local
+   * journal is not waited for (see "Cluster mode" in pipeline.h). */
+  if (p->cfg.replicate != NULL) return atomic_load(&((hg_pipeline_t *)p)->committed_seq);
+  return p->cfg.durability == HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE
+             ? UINT64_MAX
+             : hg_journal_durable_seq(p->journal);
 }
 
 static int loop_mode(const hg_pipeline_t *p) { return p->cfg.mode == HG_PIPE_MODE_LOOP; }

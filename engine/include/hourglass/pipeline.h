@@ -149,10 +149,14 @@
  *    the others are journaled locally and applied with the seq and ts they
  *    carry, their events staged with origin 0. The batch's last seq is
  *    then committed.
- *  - Release: a record leaves only once its seq is committed (the group
- *    holds it on a majority of disks) and, in the durable mode, also
- *    durable in the local journal. A leader therefore executes ahead of
- *    the commit but reports nothing before it.
+ *  - Release: a record leaves once its seq is committed (the group holds
+ *    it on a majority of disks), whatever cfg.durability says. The local
+ *    journal is still written and synced as in loop mode, but not waited
+ *    for: a cluster node rebuilds its state from the group at every start,
+ *    so the local copy's durability adds nothing the majority does not
+ *    hold (the journal serves the tools that read a data directory). A
+ *    leader therefore executes ahead of the commit but reports nothing
+ *    before it.
  *  - A refused proposal (cfg.replicate returned an error) or one the group
  *    lost (the loop owner calls hg_pipeline_fail()) leaves the state with
  *    commands the group may never hold: the pipeline fails as on a journal
