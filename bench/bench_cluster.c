@@ -2,8 +2,8 @@
  * bench_cluster - hourglassd as a three-node Raft group against one
  * hourglassd alone, measured in the same run: real daemon processes on
  * 127.0.0.1 (the configuration tests/daemon/test_cluster.c starts, with the
- * daemon's default election timeout and snapshot interval and the session
- * throttle out of the way), their data
+ * daemon's default election timeout, a snapshot every 256 entries and the
+ * session throttle out of the way), their data
  * directories in a fresh "hgtest-bench_cluster-*" directory under the
  * current directory (a real disk; removed at exit), durable acks.
  *
@@ -33,6 +33,11 @@
  *   new leader (the client reconnecting through its node list and resending
  *   every 10 ms); the killed node then restarts and rejoins before the next
  *   round. 10 rounds (3 with --quick; --rounds N, at most 64).
+ * RESULT cluster.catchup_cmds_per_s: a follower killed and its directories
+ *   emptied while the leader takes orders for S seconds, then started
+ *   again: every command of the run over the seconds from its start until
+ *   its last_seq equals the leader's (snapshot install, the restart that
+ *   loads it, and the log after the snapshot).
  *
  * Every wait is bounded; the daemons are killed and the directory removed
  * on every exit path: exit() runs the cleanup, and SIGINT, SIGTERM and
@@ -106,7 +111,11 @@ static uint64_t now_ns(void) { return (uint64_t)(du_now() * 1e9); }
 /* Starts n alone (clustered false) or as a member of the group, and waits
  * until it is ready. */
 static void node_start(du_node_t *n, bool clustered) {
-  static const char *const extra[] = {"throttle.rate=100000000", NULL};
+  /* A snapshot every 256 entries (the daemon's default is 8,192) so that
+   * the catch-up below includes a snapshot install in a run this short;
+   * the state (an empty book) makes each snapshot small. */
+  static const char *const extra[] = {"throttle.rate=100000000", "cluster.snapshot_entries=256",
+                                      NULL};
   du_node_spawn(n, g_bin, g_root, clustered ? g_members : NULL, g_keys, extra);
   if (n->pid == 0) die("cannot start %s", g_bin);
   char *log = du_wait_log(n->log, "msg=\"ready\"", 60);
@@ -341,6 +350,44 @@ static double failover_round(int *leader) {
   return (done - t0) * 1e3;
 }
 
+/* Catch-up: a follower is killed and its directories emptied (a replaced
+ * machine), the leader takes orders for `seconds` meanwhile, then the
+ * follower starts again and rebuilds from the group: the leader's
+ * snapshot, installed (the node restarts once to load it), and the log
+ * after it. Returns the commands the node has then applied (every command
+ * of the run) over the seconds from its start until its last_seq equals
+ * the leader's; *cmds gets that count, *installed whether the leader sent
+ * its snapshot (it does when the log it kept does not reach back to the
+ * start: cluster.snapshot_entries). */
+static double catchup(int leader, unsigned window, double seconds, uint64_t *cmds,
+                      bool *installed) {
+  int f = (leader + 1) % NODES;
+  kill(g_n[f].pid, SIGKILL);
+  du_stop(g_n[f].pid, 0, 10);
+  g_n[f].pid = 0;
+  du_rm_rf(g_n[f].dir);
+  run_window(g_tr, window, seconds);
+  uint64_t target = du_metric(g_n[leader].http_port, "hourglass_last_seq");
+  if (target == 0 || target == UINT64_MAX) die("cannot read the leader's last_seq");
+  printf("bench_cluster: catch-up: the leader is at seq %llu, Raft index %llu\n",
+         (unsigned long long)target,
+         (unsigned long long)du_metric(g_n[leader].http_port, "hourglass_cluster_last_index"));
+  double t0 = du_now(), end = t0 + 120;
+  int starts = g_n[f].starts;
+  node_start(&g_n[f], true);
+  for (;;) {
+    supervise(); /* the restart that loads the installed snapshot */
+    uint64_t at = g_n[f].pid != 0 ? du_metric(g_n[f].http_port, "hourglass_last_seq") : 0;
+    if (at >= target && at != UINT64_MAX) break; /* UINT64_MAX: no answer */
+    if (du_now() > end) die("node %d reached seq %llu of %llu in 120 s", f + 1,
+                            (unsigned long long)at, (unsigned long long)target);
+    du_sleep_ms(5);
+  }
+  *cmds = target;
+  *installed = g_n[f].starts > starts + 1; /* restarted to load a snapshot */
+  return (double)target / (du_now() - t0);
+}
+
 /* Sets up the nodes' ports and directories, the keys file and the lists. */
 static void plan(void) {
   if (du_tmpdir(g_root, sizeof g_root, "bench_cluster") == NULL)
@@ -455,6 +502,13 @@ int main(int argc, char **argv) {
            r + 1, was + 1, leader + 1, ms);
   }
 
+  uint64_t caught = 0;
+  bool installed = false;
+  double catchup_rate = catchup(leader, window, seconds, &caught, &installed);
+  printf("bench_cluster: a follower with empty directories rebuilt %llu commands from the group"
+         " (%s) at %.0f commands/s\n", (unsigned long long)caught,
+         installed ? "snapshot installed, then the log" : "the log alone", catchup_rate);
+
   printf("RESULT cluster.single_durable_cmds_per_s %.0f cmd/s\n", single_rate);
   printf("RESULT cluster.durable_cmds_per_s %.0f cmd/s\n", cluster_rate);
   printf("RESULT cluster.vs_single_ratio %.2f x\n",
@@ -465,6 +519,7 @@ int main(int argc, char **argv) {
   printf("RESULT cluster.rtt_p99_us %.0f us\n", p99);
   printf("RESULT cluster.failover_ms_p50 %.0f ms\n", pct(fo, (size_t)rounds, 0.50) / 1e3);
   printf("RESULT cluster.failover_ms_p99 %.0f ms\n", pct(fo, (size_t)rounds, 0.99) / 1e3);
+  printf("RESULT cluster.catchup_cmds_per_s %.0f cmd/s\n", catchup_rate);
   fflush(stdout);
   return 0; /* cleanup() stops the daemons and removes the directory */
 }
