@@ -385,7 +385,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
             gw->accounts && gw->positions && gw->arena_buf && gw->scratch && gw->sacc.dsp && gw->sacc.dspp &&
             gw->peers && gw->refusals &&
             gw_map_init(&gw->stream_map, cfg.max_streams) == 0 &&
-            gw_map_init(&gw->order_map, cfg.max_orders) == 0 &&
+            gw_map_init_dense(&gw->order_map, cfg.max_orders) == 0 &&
             gw_map_init(&gw->account_map, cfg.max_accounts) == 0 &&
             gw_map_init(&gw->position_map, cfg.max_positions) == 0;
   for (uint32_t i = 0; ok && i < gw->n_conns; i++) {

@@ -14,6 +14,7 @@ int gw_map_init(u64map_t *m, uint32_t entries) {
   m->keys = calloc(cap, sizeof *m->keys);
   m->vals = calloc(cap, sizeof *m->vals);
   m->mask = cap - 1;
+  m->dense = 0;
   if (m->keys == NULL || m->vals == NULL) return -ENOMEM;
   hg_prefault(m->keys, cap * sizeof *m->keys); /* probes land anywhere */
   hg_prefault(m->vals, cap * sizeof *m->vals);
@@ -25,8 +26,18 @@ void gw_map_free(u64map_t *m) {
   free(m->vals);
 }
 
+int gw_map_init_dense(u64map_t *m, uint32_t entries) {
+  int rc = gw_map_init(m, entries);
+  m->dense = 1;
+  return rc;
+}
+
+static inline uint32_t map_home(const u64map_t *m, uint64_t k) {
+  return (uint32_t)(m->dense ? k : hg_mix64(k)) & m->mask;
+}
+
 uint32_t gw_map_get(const u64map_t *m, uint64_t k) {
-  for (uint32_t i = (uint32_t)hg_mix64(k) & m->mask;; i = (i + 1) & m->mask) {
+  for (uint32_t i = map_home(m, k);; i = (i + 1) & m->mask) {
     if (m->keys[i] == k) return m->vals[i];
     if (m->keys[i] == 0) return NONE32;
   }
@@ -34,7 +45,7 @@ uint32_t gw_map_get(const u64map_t *m, uint64_t k) {
 
 /* The caller keeps the load under one half (tables are sized for it). */
 void gw_map_put(u64map_t *m, uint64_t k, uint32_t v) {
-  uint32_t i = (uint32_t)hg_mix64(k) & m->mask;
+  uint32_t i = map_home(m, k);
   while (m->keys[i] != 0 && m->keys[i] != k) i = (i + 1) & m->mask;
   m->keys[i] = k;
   m->vals[i] = v;
@@ -42,7 +53,7 @@ void gw_map_put(u64map_t *m, uint64_t k, uint32_t v) {
 
 /* Linear probing delete with backward shift, so no tombstones build up. */
 void gw_map_del(u64map_t *m, uint64_t k) {
-  uint32_t i = (uint32_t)hg_mix64(k) & m->mask;
+  uint32_t i = map_home(m, k);
   while (m->keys[i] != k) {
     if (m->keys[i] == 0) return;
     i = (i + 1) & m->mask;
@@ -53,7 +64,7 @@ void gw_map_del(u64map_t *m, uint64_t k) {
     for (;;) {
       j = (j + 1) & m->mask;
       if (m->keys[j] == 0) return;
-      uint32_t home = (uint32_t)hg_mix64(m->keys[j]) & m->mask;
+      uint32_t home = map_home(m, m->keys[j]);
       /* Move j back to i unless home lies cyclically in (i, j]. */
       bool stay = i <= j ? (home > i && home <= j) : (home > i || home <= j);
       if (!stay) break;
