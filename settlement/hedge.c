@@ -58,6 +58,31 @@ int hg_hedge_size(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned m
   return 0;
 }
 
+/* x / d rounded as round says (x >= 0, d > 0). */
+static __int128 div_round(__int128 x, __int128 d, int round) {
+  if (round == HG_HEDGE_ROUND_DOWN) return x / d;
+  if (round == HG_HEDGE_ROUND_UP) return (x + d - 1) / d;
+  return (2 * x + d) / (2 * d);
+}
+
+int hg_hedge_size_ratio(int64_t exposure, int64_t ratio, int round, hg_hedge_ratio_size_t *out) {
+  if (out == NULL || exposure < 0 || ratio <= 0 || ratio > 10 * 1000000 ||
+      round < HG_HEDGE_ROUND_NEAREST || round > HG_HEDGE_ROUND_UP)
+    return HG_EINVAL;
+  const __int128 unit = (__int128)HG_HEDGE_CONTRACT_GPU_HOURS * 1000000; /* millionths */
+  __int128 target = (__int128)exposure * ratio;
+  __int128 c = div_round(target, unit, round);
+  __int128 resid = target - c * unit;
+  if (target > INT64_MAX || c * HG_HEDGE_CONTRACT_GPU_HOURS > INT64_MAX || resid > INT64_MAX ||
+      resid < INT64_MIN)
+    return HG_EOVERFLOW;
+  out->target = (int64_t)target;
+  out->contracts = (int64_t)c;
+  out->hedged = (int64_t)(c * HG_HEDGE_CONTRACT_GPU_HOURS);
+  out->residual = (int64_t)resid;
+  return 0;
+}
+
 /* ------------------------------------------------------------ decimals */
 
 int hg_hedge_decimal_parse(const char *s, size_t len, hg_hedge_decimal_t *out) {

@@ -55,13 +55,6 @@ static const char *round_name(int round) {
                                          : "up";
 }
 
-/* x / d rounded as round says (x >= 0, d > 0). */
-static __int128 div_round(__int128 x, __int128 d, int round) {
-  if (round == HG_HEDGE_ROUND_DOWN) return x / d;
-  if (round == HG_HEDGE_ROUND_UP) return (x + d - 1) / d;
-  return (2 * x + d) / (2 * d);
-}
-
 /* The table with a hedge ratio (millionths): the target is exposure x ratio
  * GPU-hours, exact in millionths; contracts = target / 1000 rounded. */
 static int hedge_size_ratio(const hg_hedge_month_t *rows, size_t nm, int64_t gpus, int64_t ratio,
@@ -74,19 +67,16 @@ static int hedge_size_ratio(const hg_hedge_month_t *rows, size_t nm, int64_t gpu
          "hedged_gpu_hours,residual_gpu_hours\n");
   for (size_t k = 0; k < nm; k++) {
     const hg_hedge_month_t *r = &rows[k];
-    __int128 target = (__int128)r->exposure * ratio; /* millionths of a GPU-hour */
-    __int128 c = div_round(target, (__int128)HG_HEDGE_CONTRACT_GPU_HOURS * 1000000, round);
-    __int128 resid = target - c * HG_HEDGE_CONTRACT_GPU_HOURS * 1000000;
-    if (target > INT64_MAX || c * HG_HEDGE_CONTRACT_GPU_HOURS > INT64_MAX || resid > INT64_MAX ||
-        resid < INT64_MIN) {
-      fprintf(stderr, "hgctl hedge size: %04u-%02u: %s\n", r->year, r->month,
-              hg_strerror(HG_EOVERFLOW));
+    hg_hedge_ratio_size_t z;
+    int rc = hg_hedge_size_ratio(r->exposure, ratio, round, &z);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl hedge size: %04u-%02u: %s\n", r->year, r->month, hg_strerror(rc));
       return EXIT_INPUT;
     }
     printf("%04u-%02u,%" PRId64 ",%" PRId64 ",%" PRId64 ",%s,%s,%" PRId64 ",%" PRId64 ",%s\n",
            r->year, r->month, gpus, r->hours_per_gpu, r->exposure,
-           hgctl_fmt_decimal(ratio, 6, rb), hgctl_fmt_decimal((int64_t)target, 6, tb), (int64_t)c,
-           (int64_t)(c * HG_HEDGE_CONTRACT_GPU_HOURS), hgctl_fmt_decimal((int64_t)resid, 6, sb));
+           hgctl_fmt_decimal(ratio, 6, rb), hgctl_fmt_decimal(z.target, 6, tb), z.contracts,
+           z.hedged, hgctl_fmt_decimal(z.residual, 6, sb));
   }
   return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
 }

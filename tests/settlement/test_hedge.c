@@ -42,6 +42,48 @@ static void test_size_rounding(void **state) {
   assert_int_equal(m.residual, 497);
 }
 
+static void test_size_ratio(void **state) {
+  (void)state;
+  hg_hedge_ratio_size_t z;
+  /* 7,300 GPU-hours at ratio 0.85 = 6,205 GPU-hours: 6.205 contracts ->
+   * nearest 6 (205 unhedged), up 7 (795 over), down 6. */
+  assert_int_equal(hg_hedge_size_ratio(7300, 850000, HG_HEDGE_ROUND_NEAREST, &z), 0);
+  assert_int_equal(z.target, 6205000000);
+  assert_int_equal(z.contracts, 6);
+  assert_int_equal(z.hedged, 6000);
+  assert_int_equal(z.residual, 205000000);
+  assert_int_equal(hg_hedge_size_ratio(7300, 850000, HG_HEDGE_ROUND_UP, &z), 0);
+  assert_int_equal(z.contracts, 7);
+  assert_int_equal(z.residual, -795000000);
+  assert_int_equal(hg_hedge_size_ratio(7300, 850000, HG_HEDGE_ROUND_DOWN, &z), 0);
+  assert_int_equal(z.contracts, 6);
+  /* 1,000 GPU-hours at 0.5 = 500: exactly half a contract rounds up to 1,
+   * 500 over-hedged; at 0.499999 it rounds to 0, all of it unhedged. */
+  assert_int_equal(hg_hedge_size_ratio(1000, 500000, HG_HEDGE_ROUND_NEAREST, &z), 0);
+  assert_int_equal(z.contracts, 1);
+  assert_int_equal(z.residual, -500000000);
+  assert_int_equal(hg_hedge_size_ratio(1000, 499999, HG_HEDGE_ROUND_NEAREST, &z), 0);
+  assert_int_equal(z.contracts, 0);
+  assert_int_equal(z.residual, 499999000);
+  /* 999,999 GPU-hours x 1.000001 = 999,999.999999: 1,000 contracts, one
+   * millionth of a GPU-hour over-hedged, kept exactly. */
+  assert_int_equal(hg_hedge_size_ratio(999999, 1000001, HG_HEDGE_ROUND_NEAREST, &z), 0);
+  assert_int_equal(z.target, 999999999999);
+  assert_int_equal(z.contracts, 1000);
+  assert_int_equal(z.residual, -1);
+  /* Refusals: ratio 0 or above 10, a negative exposure, an unknown
+   * rounding, a target beyond int64 (out untouched). */
+  memset(&z, 0x5a, sizeof z);
+  hg_hedge_ratio_size_t before = z;
+  assert_int_equal(hg_hedge_size_ratio(1000, 0, HG_HEDGE_ROUND_NEAREST, &z), HG_EINVAL);
+  assert_int_equal(hg_hedge_size_ratio(1000, 10000001, HG_HEDGE_ROUND_NEAREST, &z), HG_EINVAL);
+  assert_int_equal(hg_hedge_size_ratio(-1, 1000000, HG_HEDGE_ROUND_NEAREST, &z), HG_EINVAL);
+  assert_int_equal(hg_hedge_size_ratio(1000, 1000000, 3, &z), HG_EINVAL);
+  assert_int_equal(hg_hedge_size_ratio(INT64_MAX / 2, 10000000, HG_HEDGE_ROUND_NEAREST, &z),
+                   HG_EOVERFLOW);
+  assert_memory_equal(&z, &before, sizeof z);
+}
+
 static void test_size_full_month_and_errors(void **state) {
   (void)state;
   hg_hedge_month_t m;
@@ -276,6 +318,7 @@ static void test_convert(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_size_rounding),     cmocka_unit_test(test_size_full_month_and_errors),
+      cmocka_unit_test(test_size_ratio),
       cmocka_unit_test(test_series_parse),      cmocka_unit_test(test_ratio_hand_case),
       cmocka_unit_test(test_ratio_errors),      cmocka_unit_test(test_decimal_parse),
       cmocka_unit_test(test_convert),

@@ -62,6 +62,25 @@ typedef struct hg_hedge_month {
 int hg_hedge_size(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned month, int round,
                   hg_hedge_month_t *out);
 
+/* A month's hedge scaled by a hedge ratio (hg_hedge_ratio's, in
+ * millionths), exact in millionths of a GPU-hour. */
+typedef struct hg_hedge_ratio_size {
+  int64_t target;    /* exposure x ratio, millionths of a GPU-hour */
+  int64_t contracts; /* target / 1000 GPU-hours, rounded as asked */
+  int64_t hedged;    /* contracts x HG_HEDGE_CONTRACT_GPU_HOURS, GPU-hours */
+  int64_t residual;  /* target - hedged, millionths: > 0 unhedged, < 0 over-hedged */
+} hg_hedge_ratio_size_t;
+
+/*
+ * Contracts for exposure GPU-hours (hg_hedge_month_t.exposure) hedged at
+ * ratio millionths (0 < ratio <= 10,000,000: at most 10x): target =
+ * exposure x ratio, contracts = target / (1000 GPU-hours) rounded as round
+ * says (nearest: exactly half rounds up). Errors (out untouched): HG_EINVAL
+ * (exposure < 0, ratio out of range, round unknown), HG_EOVERFLOW (a field
+ * beyond int64).
+ */
+int hg_hedge_size_ratio(int64_t exposure, int64_t ratio, int round, hg_hedge_ratio_size_t *out);
+
 /* "YYYY-MM" (exactly 7 characters, year 1970..9999) to year and month.
  * 0 or HG_EPARSE. */
 int hg_hedge_month_parse(const char *s, size_t len, unsigned *year, unsigned *month);
