@@ -25,6 +25,11 @@
 
 #define HGCTL_FMT_LEN 64
 
+/* The largest USD price per GPU-hour hgctl takes from a person or a file
+ * (an index fixing, an FSP, a rent): no GPU-hour rents for more, so a
+ * larger value is a unit mistake (micro-USD or cents pasted as USD). */
+#define HGCTL_USD_PER_GPU_HOUR_MAX 1000
+
 /* Errors of hgctl_decimal_parse (negative; 0 is success). */
 #define HGCTL_DEC_SYNTAX -1   /* not a decimal number ("", "3.", "1e3", "0x10", "3,42") */
 #define HGCTL_DEC_PLACES -2   /* more decimals than the unit has (a price off the tick) */

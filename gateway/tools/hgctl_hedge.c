@@ -28,8 +28,7 @@
 #define EXIT_INPUT 1
 #define EXIT_USAGE 2
 
-/* No GPU-hour rents for 1,000 USD: a larger value is in another unit. */
-#define HEDGE_USD_MAX ((int64_t)1000 * 1000000)
+#define HEDGE_USD_MAX ((int64_t)HGCTL_USD_PER_GPU_HOUR_MAX * 1000000) /* micro-USD */
 
 /* -------------------------------------------------------- hedge size */
 

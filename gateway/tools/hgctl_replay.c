@@ -746,8 +746,6 @@ static void replay_usage(FILE *o) {
         o);
 }
 
-#define FSP_USD_MAX 1000
-
 static int parse_fsp_list(const char *s, replay_t *rp) {
   size_t n = 1;
   for (const char *p = s; *p; p++) n += *p == ',';
@@ -769,7 +767,7 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
     /* USD per GPU-hour, or ticks with --raw; no GPU-hour costs 1,000 USD,
      * so a larger price is ticks typed without --raw. */
     if (rp->raw ? !hgctl_parse_i64(eq + 1, 1, HG_CLR_PRICE_MAX, &px)
-                : hgctl_decimal_parse(eq + 1, 3, 0, &px) != 0 || px > FSP_USD_MAX * 1000)
+                : hgctl_decimal_parse(eq + 1, 3, 0, &px) != 0 || px > HGCTL_USD_PER_GPU_HOUR_MAX * 1000)
       return HG_EPARSE;
     for (size_t j = 0; j < rp->n_fsp; j++)
       if (rp->fsp[j].instrument == (uint32_t)id) return HG_EPARSE;
@@ -861,7 +859,7 @@ int hgctl_replay(int argc, char **argv) {
     else
       fprintf(stderr, "hgctl replay: --fsp must be INSTRUMENT=USD[,...] with distinct ids >= 1 "
                       "and a price in USD per GPU-hour above 0 and at most %d with at most 3 "
-                      "decimals (e.g. 1=3.100; ticks with --raw)\n", FSP_USD_MAX);
+                      "decimals (e.g. 1=3.100; ticks with --raw)\n", HGCTL_USD_PER_GPU_HOUR_MAX);
     status = EXIT_USAGE;
     goto out;
   }
