@@ -662,6 +662,9 @@ static int tt_connect(struct raft_uv_transport *t, struct raft_uv_connect *req, 
 static void on_connection(uv_stream_t *server, int status) {
   transport_t *tt = server->data;
   if (status < 0 || tt->closing) return;
+  unsigned pending = 0;
+  for (const conn_t *o = tt->conns; o != NULL; o = o->next)
+    pending += !o->outbound && o->state < S_PIPED;
   conn_t *c = conn_new(tt, false);
   if (c == NULL) return;
   if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
@@ -676,6 +679,10 @@ static void on_connection(uv_stream_t *server, int status) {
     char ip[16];
     uv_ip4_name(sin, ip, sizeof ip);
     snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(sin->sin_port));
+  }
+  if (pending >= RTLS_MAX_HANDSHAKES) {
+    conn_fail(c, "too many connections in their handshake");
+    return;
   }
   start_tls(c);
 }

@@ -32,9 +32,11 @@
  * wrong name, garbage, bad preamble, handshake timeout, peer closed during
  * the handshake) is counted (rtls_failures) and logged with the peer's
  * address and OpenSSL's reason only, at most about once a second.
- * Limits: RTLS_HANDSHAKE_MS to finish the handshake and preamble; a peer's
- * unsent data is bounded by pausing the reading side above
- * RTLS_HIGH_WATER bytes queued for writing.
+ * Limits: RTLS_HANDSHAKE_MS to finish the handshake and preamble; at most
+ * RTLS_MAX_HANDSHAKES inbound connections in their handshake at once (one
+ * more is closed and counted); a peer's unsent data is bounded by pausing
+ * the reading side above RTLS_HIGH_WATER bytes queued for writing. Each
+ * connection holds two 64 KiB buffers besides OpenSSL's state.
  */
 #ifndef HG_REPLICATION_TRANSPORT_TLS_H
 #define HG_REPLICATION_TRANSPORT_TLS_H
@@ -49,6 +51,7 @@
 #include "hourglass/log.h"
 
 #define RTLS_HANDSHAKE_MS 5000u
+#define RTLS_MAX_HANDSHAKES 64u
 #define RTLS_HIGH_WATER (1u << 20)
 #define RTLS_LOW_WATER (256u << 10)
 

@@ -692,9 +692,9 @@ static bool peer_closed(cluster_t *c, void *arg) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-/* A client speaking HTTP to the Raft port, and one presenting a valid
- * certificate for node 2 while claiming to be node 3: both are refused
- * and counted. */
+/* A client speaking HTTP to the Raft port, one presenting a valid
+ * certificate for node 2 while claiming to be node 3, and one beyond 64
+ * silent connections: all are refused and counted. */
 static void test_tls_strangers_refused(void **state) {
   (void)state;
   cluster_t *c = tls_cluster();
@@ -751,6 +751,19 @@ static void test_tls_strangers_refused(void **state) {
   ERR_clear_error();
   close(fd);
   assert_int_equal(hg_replica_tls_failures(c->nodes[0].r), 2);
+
+  /* At most 64 connections in their handshake: one more is refused. */
+  int silent[64];
+  for (unsigned i = 0; i < 64; i++) silent[i] = connect_to(c->nodes[0].address);
+  run_for(c, 300);
+  assert_int_equal(hg_replica_tls_failures(c->nodes[0].r), 2);
+  fd = connect_to(c->nodes[0].address);
+  want = 3;
+  /* Well before the 5 s handshake timeout would close any of them. */
+  assert_true(run_until(c, failures_reached, &want, 2000));
+  assert_true(run_until(c, peer_closed, &fd, 2000));
+  close(fd);
+  for (unsigned i = 0; i < 64; i++) close(silent[i]);
   cluster_free(c);
 }
 

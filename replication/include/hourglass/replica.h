@@ -91,7 +91,8 @@
  * that this node's own certificate names it. The files are read once, at
  * open: a new certificate takes effect at the next open.
  * Connections that fail the handshake or the identity check, send garbage,
- * or do not finish within 5 s are closed and counted
+ * do not finish within 5 s, or arrive while 64 others are in their
+ * handshake are closed and counted
  * (hg_replica_tls_failures) and logged as warnings with the peer address
  * and OpenSSL's reason, at most about one line a second. TLS costs a copy
  * through a socketpair per message and direction besides the encryption.
