@@ -371,6 +371,21 @@ static void plan(void) {
     die("the directory's path is too long");
 }
 
+/* Starts the group (over TLS when g_tls), waits until every member knows
+ * the leader, sets up the market and logs the trader g_tr in. Returns the
+ * leader's index. */
+static int group_up(void) {
+  for (int i = 0; i < NODES; i++) node_start(&g_n[i], true);
+  int leader = find_leader();
+  if (leader < 0) die("no leader elected");
+  for (int i = 0; i < NODES; i++)
+    if (!health_has(i, g_n[leader].id, 30)) die("node %d does not know the leader", i + 1);
+  setup_market(g_n[leader].client_port, g_nodes);
+  g_tr = client(g_n[leader].client_port, 2, g_nodes);
+  if (connect_retry(g_tr, 10) != 0) die("trader login failed");
+  return leader;
+}
+
 /* The daemon: --daemon, $HG_HOURGLASSD, or <build>/bin/hourglassd. */
 static const char *daemon_path(const char *given) {
   static char path[PATH_MAX];
@@ -445,14 +460,7 @@ int main(int argc, char **argv) {
          "round trip p50 %.0f us, p99 %.0f us\n", window, seconds, single_rate, rate, s50, s99);
 
   /* The group. */
-  for (int i = 0; i < NODES; i++) node_start(&g_n[i], true);
-  int leader = find_leader();
-  if (leader < 0) die("no leader elected");
-  for (int i = 0; i < NODES; i++)
-    if (!health_has(i, g_n[leader].id, 30)) die("node %d does not know the leader", i + 1);
-  setup_market(g_n[leader].client_port, g_nodes);
-  g_tr = client(g_n[leader].client_port, 2, g_nodes);
-  if (connect_retry(g_tr, 10) != 0) die("trader login failed");
+  int leader = group_up();
   run_window(g_tr, window, warm);
   double cluster_rate = run_window(g_tr, window, seconds);
   printf("bench_cluster: 3-node group, leader node %d, window %u, %.1f s: %.0f orders/s\n",
@@ -490,14 +498,7 @@ int main(int argc, char **argv) {
       die("cannot make node %d's certificate", i + 1);
   }
   g_tls = true;
-  for (int i = 0; i < NODES; i++) node_start(&g_n[i], true);
-  leader = find_leader();
-  if (leader < 0) die("no leader elected over TLS");
-  for (int i = 0; i < NODES; i++)
-    if (!health_has(i, g_n[leader].id, 30)) die("node %d does not know the TLS leader", i + 1);
-  setup_market(g_n[leader].client_port, g_nodes);
-  g_tr = client(g_n[leader].client_port, 2, g_nodes);
-  if (connect_retry(g_tr, 10) != 0) die("trader login failed");
+  group_up();
   run_window(g_tr, window, warm);
   double tls_rate = run_window(g_tr, window, seconds);
   double t50, t99;

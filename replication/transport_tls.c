@@ -262,6 +262,18 @@ static int write_copy(conn_t *c, uv_stream_t *s, const void *p, size_t n, uv_wri
   return rc;
 }
 
+/* Stops reading the other side while more than the high mark waits to be
+ * written to TCP (to_tcp) or to the pipe. */
+static void pause_above_high(conn_t *c, bool to_tcp) {
+  uv_stream_t *to = to_tcp ? (uv_stream_t *)&c->tcp : (uv_stream_t *)&c->pipe;
+  uv_stream_t *from = to_tcp ? (uv_stream_t *)&c->pipe : (uv_stream_t *)&c->tcp;
+  bool *paused = to_tcp ? &c->pipe_paused : &c->tcp_paused;
+  if (!*paused && uv_stream_get_write_queue_size(to) > RTLS_HIGH_WATER) {
+    uv_read_stop(from);
+    *paused = true;
+  }
+}
+
 /* Writes wbio's ciphertext to TCP. 0, or -1 after closing c. */
 static int flush_tls(conn_t *c) {
   size_t n = BIO_ctrl_pending(c->wbio);
@@ -280,11 +292,7 @@ static int flush_tls(conn_t *c) {
     conn_close(c);
     return -1;
   }
-  if (c->pipe_open && !c->pipe_paused &&
-      uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > RTLS_HIGH_WATER) {
-    uv_read_stop((uv_stream_t *)&c->pipe);
-    c->pipe_paused = true;
-  }
+  if (c->pipe_open) pause_above_high(c, true);
   return 0;
 }
 
@@ -297,7 +305,10 @@ static void alloc_in(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static void pipe_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
-static void tcp_written(uv_write_t *req, int status) {
+/* A write to TCP (to_tcp) or to the pipe finished: an error closes c; once
+ * that side is below the low mark, the other side is read again if it was
+ * paused for it. */
+static void written(uv_write_t *req, int status, bool to_tcp) {
   wreq_t *w = (wreq_t *)req;
   conn_t *c = w->c;
   free(w);
@@ -306,28 +317,17 @@ static void tcp_written(uv_write_t *req, int status) {
     conn_close(c);
     return;
   }
-  if (c->pipe_paused && c->state == S_PIPED &&
-      uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) < RTLS_LOW_WATER) {
-    c->pipe_paused = false;
-    if (uv_read_start((uv_stream_t *)&c->pipe, alloc_in, pipe_read) != 0) conn_close(c);
+  uv_stream_t *to = to_tcp ? (uv_stream_t *)&c->tcp : (uv_stream_t *)&c->pipe;
+  uv_stream_t *from = to_tcp ? (uv_stream_t *)&c->pipe : (uv_stream_t *)&c->tcp;
+  bool *paused = to_tcp ? &c->pipe_paused : &c->tcp_paused;
+  if (*paused && c->state == S_PIPED && uv_stream_get_write_queue_size(to) < RTLS_LOW_WATER) {
+    *paused = false;
+    if (uv_read_start(from, alloc_in, to_tcp ? pipe_read : tcp_read) != 0) conn_close(c);
   }
 }
 
-static void pipe_written(uv_write_t *req, int status) {
-  wreq_t *w = (wreq_t *)req;
-  conn_t *c = w->c;
-  free(w);
-  if (c->state == S_CLOSING) return;
-  if (status != 0) {
-    conn_close(c);
-    return;
-  }
-  if (c->tcp_paused && c->state == S_PIPED &&
-      uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) < RTLS_LOW_WATER) {
-    c->tcp_paused = false;
-    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_in, tcp_read) != 0) conn_close(c);
-  }
-}
+static void tcp_written(uv_write_t *req, int status) { written(req, status, true); }
+static void pipe_written(uv_write_t *req, int status) { written(req, status, false); }
 
 /* ---- end of stream ------------------------------------------------------ */
 
@@ -440,11 +440,7 @@ static int on_plain(conn_t *c, const uint8_t *p, size_t n) {
         conn_close(c);
         return -1;
       }
-      if (!c->tcp_paused &&
-          uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > RTLS_HIGH_WATER) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->tcp_paused = true;
-      }
+      pause_above_high(c, false);
       return 0;
     }
     if (c->state == S_ACK) {

@@ -538,13 +538,11 @@ static void test_minority_never_commits(void **state) {
   cluster_free(c);
 }
 
-static void test_open_rejects_bad_config(void **state) {
-  (void)state;
-  cluster_t *c = cluster_new(0, 0);
+/* Node 1's config for open to judge: the three members, no log, no TLS. */
+static hg_replica_config_t node1_config(cluster_t *c) {
   node_t *n = &c->nodes[0];
-  hg_replica_t *r = (hg_replica_t *)1;
-  hg_replica_config_t cfg = {
-      .id = 9, /* not in the member list */
+  return (hg_replica_config_t){
+      .id = 1,
       .dir = n->dir,
       .address = n->address,
       .members = c->members,
@@ -554,6 +552,15 @@ static void test_open_rejects_bad_config(void **state) {
       .snapshot_restore = sm_restore,
       .ctx = n,
   };
+}
+
+static void test_open_rejects_bad_config(void **state) {
+  (void)state;
+  cluster_t *c = cluster_new(0, 0);
+  node_t *n = &c->nodes[0];
+  hg_replica_t *r = (hg_replica_t *)1;
+  hg_replica_config_t cfg = node1_config(c);
+  cfg.id = 9; /* not in the member list */
   assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), HG_EINVAL);
   assert_null(r);
   cfg.id = 1;
@@ -774,19 +781,9 @@ static void test_tls_open_errors(void **state) {
   cluster_t *c = tls_cluster();
   node_t *n = &c->nodes[0];
   hg_replica_t *r = (hg_replica_t *)1;
-  hg_replica_config_t cfg = {
-      .id = 1,
-      .dir = n->dir,
-      .address = n->address,
-      .members = c->members,
-      .n_members = 3,
-      .apply = sm_apply,
-      .snapshot_take = sm_take,
-      .snapshot_restore = sm_restore,
-      .ctx = n,
-      .tls_cert = n->cert,
-      .tls_key = n->key,
-  };
+  hg_replica_config_t cfg = node1_config(c);
+  cfg.tls_cert = n->cert;
+  cfg.tls_key = n->key;
   assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), HG_EINVAL); /* no CA */
   assert_null(r);
   char missing[320];

@@ -201,7 +201,7 @@ typedef struct hg_replica_config {
  * duplicate id or address, an address too long, only some of the TLS files,
  * a TLS file that does not load, a key that does not match its certificate,
  * a certificate that does not name this node), -ENOENT (no such dir, or a
- * TLS file missing),
+ * TLS file missing; -EACCES: a TLS file not readable),
  * HG_ECORRUPT (unreadable Raft files), -EIO (also: the bind address is in
  * use), -ENOMEM. On failure *out is NULL; handles libraft opened
  * may still be closing, so run the loop before closing it. */
