@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon_util.h"
 #include "tls_certs.h"
 #include "transport_tls.h"
 
@@ -60,18 +61,6 @@ static uint8_t pattern(size_t i) { return (uint8_t)(i * 7u + (i >> 16)); }
 
 static void on_tick(uv_timer_t *t) { (void)t; }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t alen = sizeof a;
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 static bool run_until(bool *flag, unsigned timeout_ms) {
   uv_update_time(&g.loop);
   uint64_t end = uv_now(&g.loop) + timeout_ms;
@@ -80,7 +69,7 @@ static bool run_until(bool *flag, unsigned timeout_ms) {
 }
 
 static void side_init(side_t *s, unsigned id) {
-  snprintf(s->address, sizeof s->address, "127.0.0.1:%d", free_port());
+  snprintf(s->address, sizeof s->address, "127.0.0.1:%d", du_free_port());
   char name[16];
   snprintf(name, sizeof name, "node%u", id);
   assert_int_equal(ts_tls_make_node(g.root, "ca", id, name), 0);
