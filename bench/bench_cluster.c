@@ -38,6 +38,12 @@
  *   again: every command of the run over the seconds from its start until
  *   its last_seq equals the leader's (snapshot install, the restart that
  *   loads it, and the log after the snapshot).
+ * RESULT cluster.tls_durable_cmds_per_s, cluster.tls_vs_plain_ratio,
+ *   cluster.tls_rtt_p50_us, cluster.tls_rtt_p99_us: the same window and
+ *   fixed-rate runs on a fresh group whose Raft port is TLS 1.3 with
+ *   certificates both ways (cluster.tls_*, test certificates from
+ *   tests/support/tls_certs.c), started after the plain group stopped; the
+ *   ratio is its rate over the plain group's.
  *
  * Every wait is bounded; the daemons are killed and the directory removed
  * on every exit path: exit() runs the cleanup, and SIGINT, SIGTERM and
@@ -60,6 +66,7 @@
 #include "client_util.h"
 #include "daemon_util.h"
 #include "hourglass/client.h"
+#include "tls_certs.h"
 
 #define NODES 3
 #define RING 65536u /* in-flight orders tracked, by client order id */
@@ -73,6 +80,7 @@ static du_node_t g_single; /* the daemon alone (node 1's ports, stopped before t
 static hg_client_t *g_tr; /* the trader session, owned here */
 static uint64_t g_next_clid = 1;
 static uint64_t g_due[RING]; /* due time (ns) of clid % RING; 0: answered */
+static bool g_tls;           /* group members start with cluster.tls_* */
 
 static void cleanup(void) {
   hg_client_destroy(g_tr);
@@ -114,8 +122,17 @@ static void node_start(du_node_t *n, bool clustered) {
   /* A snapshot every 256 entries (the daemon's default is 8,192) so that
    * the catch-up below includes a snapshot install in a run this short;
    * the state (an empty book) makes each snapshot small. */
-  static const char *const extra[] = {"throttle.rate=100000000", "cluster.snapshot_entries=256",
-                                      NULL};
+  char cert[700], key[700], ca[700];
+  snprintf(cert, sizeof cert, "cluster.tls_cert=%s/node%d.pem", g_root, n->id);
+  snprintf(key, sizeof key, "cluster.tls_key=%s/node%d.key", g_root, n->id);
+  snprintf(ca, sizeof ca, "cluster.tls_ca=%s/ca.pem", g_root);
+  const char *extra[] = {"throttle.rate=100000000", "cluster.snapshot_entries=256", NULL, NULL,
+                         NULL, NULL};
+  if (g_tls && clustered) {
+    extra[2] = cert;
+    extra[3] = key;
+    extra[4] = ca;
+  }
   du_node_spawn(n, g_bin, g_root, clustered ? g_members : NULL, g_keys, extra);
   if (n->pid == 0) die("cannot start %s", g_bin);
   char *log = du_wait_log(n->log, "msg=\"ready\"", 60);
@@ -401,6 +418,21 @@ static void plan(void) {
     die("the directory's path is too long");
 }
 
+/* Starts the group (over TLS when g_tls), waits until every member knows
+ * the leader, sets up the market and logs the trader g_tr in. Returns the
+ * leader's index. */
+static int group_up(void) {
+  for (int i = 0; i < NODES; i++) node_start(&g_n[i], true);
+  int leader = find_leader();
+  if (leader < 0) die("no leader elected");
+  for (int i = 0; i < NODES; i++)
+    if (!health_has(i, g_n[leader].id, 30)) die("node %d does not know the leader", i + 1);
+  setup_market(g_n[leader].client_port, g_nodes);
+  g_tr = client(g_n[leader].client_port, 2, g_nodes);
+  if (connect_retry(g_tr, 10) != 0) die("trader login failed");
+  return leader;
+}
+
 /* The daemon: --daemon, $HG_HOURGLASSD, or <build>/bin/hourglassd. */
 static const char *daemon_path(const char *given) {
   static char path[PATH_MAX];
@@ -475,14 +507,7 @@ int main(int argc, char **argv) {
          "round trip p50 %.0f us, p99 %.0f us\n", window, seconds, single_rate, rate, s50, s99);
 
   /* The group. */
-  for (int i = 0; i < NODES; i++) node_start(&g_n[i], true);
-  int leader = find_leader();
-  if (leader < 0) die("no leader elected");
-  for (int i = 0; i < NODES; i++)
-    if (!health_has(i, g_n[leader].id, 30)) die("node %d does not know the leader", i + 1);
-  setup_market(g_n[leader].client_port, g_nodes);
-  g_tr = client(g_n[leader].client_port, 2, g_nodes);
-  if (connect_retry(g_tr, 10) != 0) die("trader login failed");
+  int leader = group_up();
   run_window(g_tr, window, warm);
   double cluster_rate = run_window(g_tr, window, seconds);
   printf("bench_cluster: 3-node group, leader node %d, window %u, %.1f s: %.0f orders/s\n",
@@ -508,6 +533,32 @@ int main(int argc, char **argv) {
   printf("bench_cluster: a follower with empty directories rebuilt %llu commands from the group"
          " (%s) at %.0f commands/s\n", (unsigned long long)caught,
          installed ? "snapshot installed, then the log" : "the log alone", catchup_rate);
+  /* The same group over TLS: stopped, fresh directories, started again. */
+  hg_client_destroy(g_tr);
+  g_tr = NULL;
+  for (int i = 0; i < NODES; i++) {
+    supervise();
+    if (g_n[i].pid != 0 && du_stop(g_n[i].pid, SIGTERM, 30) != 0)
+      die("node %d did not stop cleanly", i + 1);
+    g_n[i].pid = 0;
+    snprintf(g_n[i].dir, sizeof g_n[i].dir, "%s/tls_n%d", g_root, i + 1);
+  }
+  if (ts_tls_make(g_root) != 0) die("cannot make the test CA");
+  for (int i = 0; i < NODES; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "node%d", i + 1);
+    if (ts_tls_make_node(g_root, "ca", (unsigned)i + 1, name) != 0)
+      die("cannot make node %d's certificate", i + 1);
+  }
+  g_tls = true;
+  group_up();
+  run_window(g_tr, window, warm);
+  double tls_rate = run_window(g_tr, window, seconds);
+  double t50, t99;
+  run_rate(g_tr, rate, seconds, &t50, &t99);
+  printf("bench_cluster: 3-node group over TLS, window %u, %.1f s: %.0f orders/s; at %.0f "
+         "orders/s: round trip p50 %.0f us, p99 %.0f us\n", window, seconds, tls_rate, rate, t50,
+         t99);
 
   printf("RESULT cluster.single_durable_cmds_per_s %.0f cmd/s\n", single_rate);
   printf("RESULT cluster.durable_cmds_per_s %.0f cmd/s\n", cluster_rate);
@@ -520,6 +571,10 @@ int main(int argc, char **argv) {
   printf("RESULT cluster.failover_ms_p50 %.0f ms\n", pct(fo, (size_t)rounds, 0.50) / 1e3);
   printf("RESULT cluster.failover_ms_p99 %.0f ms\n", pct(fo, (size_t)rounds, 0.99) / 1e3);
   printf("RESULT cluster.catchup_cmds_per_s %.0f cmd/s\n", catchup_rate);
+  printf("RESULT cluster.tls_durable_cmds_per_s %.0f cmd/s\n", tls_rate);
+  printf("RESULT cluster.tls_vs_plain_ratio %.2f x\n", cluster_rate > 0 ? tls_rate / cluster_rate : 0);
+  printf("RESULT cluster.tls_rtt_p50_us %.0f us\n", t50);
+  printf("RESULT cluster.tls_rtt_p99_us %.0f us\n", t99);
   fflush(stdout);
   return 0; /* cleanup() stops the daemons and removes the directory */
 }

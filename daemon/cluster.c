@@ -70,6 +70,9 @@ struct daemon_cluster {
   char raft_dir[HG_DCFG_PATH_MAX + 8];
   char engine_dir[HG_DCFG_PATH_MAX + 8];
   unsigned election_ms, snapshot_entries;
+  char tls_cert[HG_DCFG_PATH_MAX]; /* cluster.tls_*; "" = plain TCP */
+  char tls_key[HG_DCFG_PATH_MAX];
+  char tls_ca[HG_DCFG_PATH_MAX];
   uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
   size_t boot_len;
 
@@ -90,7 +93,7 @@ struct daemon_cluster {
 
   /* Published for other threads. */
   _Atomic int role;
-  _Atomic uint64_t term, commit, applied, last, leader;
+  _Atomic uint64_t term, commit, applied, last, leader, tls_failures;
   _Atomic int failed, closed;
   pthread_mutex_t mu; /* guards prog, n_prog */
   hg_replica_progress_t prog[HG_DCFG_MAX_MEMBERS];
@@ -140,6 +143,9 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
   c->self = cfg->cluster_id;
   c->election_ms = cfg->cluster_election_ms;
   c->snapshot_entries = cfg->cluster_snapshot_entries;
+  snprintf(c->tls_cert, sizeof c->tls_cert, "%s", cfg->cluster_tls_cert);
+  snprintf(c->tls_key, sizeof c->tls_key, "%s", cfg->cluster_tls_key);
+  snprintf(c->tls_ca, sizeof c->tls_ca, "%s", cfg->cluster_tls_ca);
   if (cfg->cluster_dir[0] != '\0')
     snprintf(c->raft_dir, sizeof c->raft_dir, "%s", cfg->cluster_dir);
   else
@@ -345,6 +351,7 @@ static void publish(daemon_cluster_t *c) {
   atomic_store(&c->commit, hg_replica_commit_index(r));
   atomic_store(&c->applied, hg_replica_applied_index(r));
   atomic_store(&c->last, hg_replica_last_index(r));
+  atomic_store(&c->tls_failures, hg_replica_tls_failures(r));
   uint64_t id = 0;
   const char *addr = NULL;
   hg_replica_leader(r, &id, &addr);
@@ -442,14 +449,19 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   rc.snapshot_restore = snapshot_restore;
   rc.ctx = c;
   rc.log = replica_log;
+  if (c->tls_cert[0] != '\0') {
+    rc.tls_cert = c->tls_cert;
+    rc.tls_key = c->tls_key;
+    rc.tls_ca = c->tls_ca;
+  }
   int err = hg_replica_open(hg_gateway_loop(gw), &rc, &c->r);
   if (err != 0) {
     logf_c(HG_LOG_ERROR, "cannot open the replica", "dir=%s address=%s err=%s", c->raft_dir,
            self_addr, hg_strerror(err));
     return err;
   }
-  logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s members=%zu dir=%s", c->self, self_addr,
-         c->n_members, c->raft_dir);
+  logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s members=%zu dir=%s tls=%s", c->self,
+         self_addr, c->n_members, c->raft_dir, c->tls_cert[0] != '\0' ? "on" : "off");
   return 0;
 }
 
@@ -499,6 +511,7 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->last_index = atomic_load(&c->last);
   out->leader = atomic_load(&c->leader);
   out->failed = atomic_load(&c->failed);
+  out->tls_failures = atomic_load(&c->tls_failures);
   pthread_mutex_lock(&c->mu);
   out->n_members = c->n_prog;
   memcpy(out->members, c->prog, c->n_prog * sizeof c->prog[0]);

@@ -35,6 +35,7 @@ typedef struct daemon_cluster_status {
   int role;                /* hg_replica_role_t */
   int failed;              /* 1: this node must be restarted */
   uint64_t term, commit_index, applied_index, last_index, leader;
+  uint64_t tls_failures;   /* Raft connections refused by TLS (hg_replica_tls_failures) */
   size_t n_members;
   hg_replica_progress_t members[HG_DCFG_MAX_MEMBERS];
 } daemon_cluster_status_t;

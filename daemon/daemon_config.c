@@ -112,6 +112,10 @@ static const keydef_t KEYS[] = {
     {"cluster.dir", K_OPTPATH, OFF(cluster_dir), 0, 0, 0, 0},
     {"cluster.election_timeout_ms", K_U32, OFF(cluster_election_ms), 100, 60000, 0, 0},
     {"cluster.snapshot_entries", K_U32, OFF(cluster_snapshot_entries), 0, 1u << 30, 0, 0},
+    {"cluster.tls_cert", K_OPTPATH, OFF(cluster_tls_cert), 0, 0, 0, 0},
+    {"cluster.tls_key", K_OPTPATH, OFF(cluster_tls_key), 0, 0, 0, 0},
+    {"cluster.tls_ca", K_OPTPATH, OFF(cluster_tls_ca), 0, 0, 0, 0},
+    {"cluster.insecure", K_BOOL, OFF(cluster_insecure), 0, 1, 0, 0},
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -368,6 +372,36 @@ static int set_value(hg_daemon_config_t *cfg, const keydef_t *k, const char *v, 
 static char *trim(char *s);
 
 /* Rules that tie keys together. */
+/* cluster.tls_*: all three or none; without them every member's Raft
+ * address must be loopback unless cluster.insecure is set. */
+static int check_cluster_tls(const hg_daemon_config_t *c, const hg_dcfg_member_t *m, size_t n,
+                             hg_dcfg_error_t *err) {
+  static const char *const names[3] = {"cluster.tls_cert", "cluster.tls_key", "cluster.tls_ca"};
+  const char *vals[3] = {c->cluster_tls_cert, c->cluster_tls_key, c->cluster_tls_ca};
+  int set = 0;
+  for (int k = 0; k < 3; k++) set += vals[k][0] != '\0';
+  if (set > 0 && set < 3) {
+    int k = 0;
+    while (vals[k][0] != '\0') k++;
+    return fail(err, 0, names[k], HG_EINVAL, "%s",
+                "is required: cluster.tls_cert, cluster.tls_key and cluster.tls_ca go together");
+  }
+  if (set == 3 || c->cluster_insecure) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char host[sizeof m[i].raft];
+    snprintf(host, sizeof host, "%s", m[i].raft);
+    char *colon = strrchr(host, ':');
+    if (colon != NULL) *colon = '\0';
+    if (!is_loopback(host))
+      return fail(err, 0, "cluster.members", HG_EINVAL,
+                  "member %u's Raft address %s is not loopback: set cluster.tls_cert, "
+                  "cluster.tls_key and cluster.tls_ca, or cluster.insecure = yes to run Raft "
+                  "in plain TCP there",
+                  m[i].id, m[i].raft);
+  }
+  return 0;
+}
+
 int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
   if (c->market_data_set && (strcmp(c->order_entry.host, c->market_data.host) != 0 ||
                              c->order_entry.port != c->market_data.port))
@@ -418,6 +452,14 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
     if (i == n)
       return fail(err, 0, "cluster.members", HG_EINVAL, "does not list cluster.id %u",
                   c->cluster_id);
+    rc = check_cluster_tls(c, m, n, err);
+    if (rc != 0) return rc;
+  } else if (c->cluster_tls_cert[0] != '\0' || c->cluster_tls_key[0] != '\0' ||
+             c->cluster_tls_ca[0] != '\0') {
+    return fail(err, 0, c->cluster_tls_cert[0] != '\0'  ? "cluster.tls_cert"
+                        : c->cluster_tls_key[0] != '\0' ? "cluster.tls_key"
+                                                        : "cluster.tls_ca",
+                HG_EINVAL, "%s", "is set but cluster.id is not");
   }
   return 0;
 }

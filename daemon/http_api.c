@@ -76,6 +76,9 @@ static void metrics_cluster(daemon_t *d, hg_sbuf_t *b) {
          cs.applied_index);
   metric(b, "hourglass_cluster_last_index", "gauge", "Last index in this node's Raft log.",
          cs.last_index);
+  metric(b, "hourglass_cluster_tls_failures_total", "counter",
+         "Raft connections refused or broken by TLS (certificate, name, garbage, timeout).",
+         cs.tls_failures);
   if (cs.role != HG_REPLICA_LEADER) return;
   hg_sbuf_puts(b, "# HELP hourglass_cluster_follower_lag Entries of the leader's log a "
                   "follower does not hold yet (leader only).\n"

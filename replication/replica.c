@@ -2,8 +2,9 @@
  * replica.c - one libraft server on a caller-owned libuv loop.
  *
  * Design. hg_replica_t embeds everything libraft needs for one server: the
- * struct raft, the raft_io (raft_uv, files in cfg->dir), the TCP transport
- * (raft_uv_tcp) and the raft_fsm whose three functions forward to the
+ * struct raft, the raft_io (raft_uv, files in cfg->dir), the transport
+ * (raft_uv_tcp, or the TLS transport of transport_tls.c when cfg->tls_cert
+ * is set) and the raft_fsm whose three functions forward to the
  * caller's apply/snapshot/restore callbacks. libraft calls fsm->apply for
  * committed RAFT_COMMAND entries in log order and advances its last_applied
  * only after the call returns, so the entry's index is last_applied + 1.
@@ -33,6 +34,7 @@
 
 #include "hourglass/bytes.h"
 #include "hourglass/error.h"
+#include "transport_tls.h"
 
 /* libraft's wire and disk encoding requires every entry's length to be a
  * multiple of 8 (it pads nothing itself; with an odd length a follower decodes
@@ -85,6 +87,7 @@ struct hg_replica {
   uint64_t transfer_to;
   hg_replica_cb transfer_cb;
   void *transfer_ctx;
+  bool tls;                    /* transport is transport_tls.c's */
   bool raft_inited;            /* raft_init succeeded: close through raft */
   bool closing;
   hg_replica_cb close_cb;
@@ -248,6 +251,9 @@ static int check_config(const hg_replica_config_t *cfg) {
       cfg->snapshot_restore == NULL)
     return HG_EINVAL;
   if (strlen(cfg->address) >= HG_REPLICA_ADDRESS_MAX) return HG_EINVAL;
+  if ((cfg->tls_cert != NULL) != (cfg->tls_key != NULL) ||
+      (cfg->tls_cert != NULL) != (cfg->tls_ca != NULL))
+    return HG_EINVAL;
   if (cfg->n_members > HG_REPLICA_MAX_MEMBERS) return HG_EINVAL;
   if (cfg->n_members > 0 && cfg->members == NULL) return HG_EINVAL;
   bool self = cfg->n_members == 0;
@@ -268,6 +274,11 @@ static int check_config(const hg_replica_config_t *cfg) {
   return self ? 0 : HG_EINVAL;
 }
 
+static void release_transport(hg_replica_t *r) {
+  if (r->tls) rtls_release(&r->transport);
+  else raft_uv_tcp_close(&r->transport);
+}
+
 static void free_replica(hg_replica_t *r) {
   free(r->pool);
   free(r);
@@ -277,7 +288,7 @@ static void free_replica(hg_replica_t *r) {
 static void raft_closed(struct raft *raft) {
   hg_replica_t *r = raft->data;
   raft_uv_close(&r->io);
-  raft_uv_tcp_close(&r->transport);
+  release_transport(r);
   hg_replica_cb cb = r->close_cb;
   void *ctx = r->close_ctx;
   logf_(r, HG_LOG_INFO, "replica %llu: closed", (unsigned long long)r->cfg.id);
@@ -341,12 +352,33 @@ int hg_replica_open(uv_loop_t *loop, const hg_replica_config_t *cfg,
   r->fsm.restore = fsm_restore;
   r->fsm.snapshot_finalize = fsm_snapshot_finalize;
 
-  int rv = raft_uv_tcp_init(&r->transport, loop);
+  int rv = 0;
+  if (cfg->tls_cert != NULL) {
+    rtls_config_t tc = {.cert = cfg->tls_cert,
+                        .key = cfg->tls_key,
+                        .ca = cfg->tls_ca,
+                        .bind_address = cfg->bind_address,
+                        .self_id = cfg->id,
+                        .log = cfg->log,
+                        .log_ctx = cfg->log_ctx};
+    char err[sizeof r->errmsg - 8];
+    rc = rtls_init(&r->transport, loop, &tc, err, sizeof err);
+    if (rc != 0) {
+      snprintf(r->errmsg, sizeof r->errmsg, "TLS: %s", err);
+      logf_(r, HG_LOG_ERROR, "replica %llu: open failed: %s", (unsigned long long)cfg->id,
+            r->errmsg);
+      free_replica(r);
+      return rc;
+    }
+    r->tls = true;
+  } else {
+    rv = raft_uv_tcp_init(&r->transport, loop);
+  }
   if (rv != 0) {
     snprintf(r->errmsg, sizeof r->errmsg, "transport: %s", raft_strerror(rv));
     goto fail_free;
   }
-  if (cfg->bind_address != NULL) {
+  if (!r->tls && cfg->bind_address != NULL) {
     rv = raft_uv_tcp_set_bind_address(&r->transport, cfg->bind_address);
     if (rv != 0) {
       snprintf(r->errmsg, sizeof r->errmsg, "bind address %s: %s",
@@ -401,7 +433,7 @@ fail_raft:
 fail_transport:
   logf_(r, HG_LOG_ERROR, "replica %llu: open failed: %s",
         (unsigned long long)cfg->id, r->errmsg);
-  raft_uv_tcp_close(&r->transport);
+  release_transport(r);
 fail_free:
   free_replica(r);
   return from_raft(rv);
@@ -511,6 +543,10 @@ size_t hg_replica_progress(const hg_replica_t *r, hg_replica_progress_t *out,
 }
 
 const char *hg_replica_errmsg(const hg_replica_t *r) { return r->errmsg; }
+
+uint64_t hg_replica_tls_failures(const hg_replica_t *r) {
+  return r->tls ? rtls_failures(&r->transport) : 0;
+}
 
 /* ---- leadership and membership ----------------------------------------- */
 

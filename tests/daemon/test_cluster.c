@@ -9,6 +9,10 @@
  * catches up from the group's snapshot (taken every 8 entries) and log,
  * restarting once more when the leader installs a snapshot; at the end a clean stop of the leader transfers leadership,
  * and all three nodes hold the same state hash at the same last seq.
+ * A second case runs the group with TLS on the Raft port (cluster.tls_*):
+ * bad certificate files stop a node with a message naming them, the
+ * group elects and commits over TLS, and a stranger on a Raft port is
+ * counted in hourglass_cluster_tls_failures_total.
  * Usage: test_cluster <hourglassd> [rounds] (CI: 2, slow: 10). */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -22,6 +26,9 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +36,7 @@
 #include "client_util.h"
 #include "daemon_util.h"
 #include "hourglass/client.h"
+#include "tls_certs.h"
 
 static const char *g_bin; /* hourglassd, from argv[1] */
 static int g_rounds = 2;
@@ -44,9 +52,14 @@ static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
 /* Keys: 1 operator, 2 and 4 traders (account 1), 3 risk viewer (firm 1). */
 static const char SECRET_HEX[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
+/* The Raft port's TLS options of every node started, or all NULL. */
+static char g_tls_opts[3][700];
+static int g_tls;
+
 static void node_start(du_node_t *n) {
-  static const char *const extra[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
-                                      "cluster.snapshot_entries=8", NULL};
+  const char *extra[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
+                         "cluster.snapshot_entries=8", NULL, NULL, NULL, NULL};
+  for (int k = 0; g_tls && k < 3; k++) extra[3 + k] = g_tls_opts[k];
   du_node_spawn(n, g_bin, g_root, g_members, g_keys, extra);
   char *log = du_wait_log(n->log, "msg=\"ready\"", 120);
   if (log == NULL) fail_msg("node %d not ready after 120 s", n->id);
@@ -428,6 +441,104 @@ static void leader_killed_under_orders(void **state) {
   du_rm_rf(g_root);
 }
 
+/* Starts node with extra options that must stop it: its log must say
+ * want_in_log and it must exit nonzero. */
+static void start_refused(du_node_t *n, const char *const *extra, const char *want_in_log) {
+  du_node_spawn(n, g_bin, g_root, g_members, g_keys, extra);
+  assert_true(n->pid > 0);
+  int st = 0;
+  double end = du_now() + 60;
+  while (waitpid(n->pid, &st, WNOHANG) != n->pid) {
+    if (du_now() > end) fail_msg("node %d did not stop", n->id);
+    du_sleep_ms(20);
+  }
+  du_forget(n->pid);
+  n->pid = 0;
+  char *log = du_read(n->log);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) == 0 || log == NULL || strstr(log, want_in_log) == NULL)
+    fail_msg("node %d: expected a refusal with '%s', log:\n%s", n->id, want_in_log,
+             log != NULL ? log : "(none)");
+  free(log);
+}
+
+static void tls_raft_port(void **state) {
+  (void)state;
+  assert_non_null(du_tmpdir(g_root, sizeof g_root, "clustls"));
+  snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
+  char keys[512];
+  snprintf(keys, sizeof keys, "1 operator 0 0 %s\n2 trader 1 1 %s\n", SECRET_HEX, SECRET_HEX);
+  assert_int_equal(du_write_file(g_keys, keys), 0);
+  assert_int_equal(chmod(g_keys, 0600), 0);
+  assert_int_equal(du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes,
+                                   sizeof g_nodes), 0);
+  assert_int_equal(ts_tls_make(g_root), 0);
+  char name[16];
+  for (int i = 0; i < NODES; i++) {
+    snprintf(name, sizeof name, "node%d", i + 1);
+    assert_int_equal(ts_tls_make_node(g_root, "ca", (unsigned)i + 1, name), 0);
+  }
+
+  /* Bad files: each stops the node with its own message. */
+  char cert[700], key[700], ca[700], missing[700], wrong[700];
+  snprintf(cert, sizeof cert, "cluster.tls_cert=%s/node1.pem", g_root);
+  snprintf(key, sizeof key, "cluster.tls_key=%s/node1.key", g_root);
+  snprintf(ca, sizeof ca, "cluster.tls_ca=%s/ca.pem", g_root);
+  snprintf(missing, sizeof missing, "cluster.tls_ca=%s/absent.pem", g_root);
+  snprintf(wrong, sizeof wrong, "cluster.tls_cert=%s/node2.pem", g_root);
+  const char *no_cert[] = {"pipeline.mode=loop", key, ca, NULL};
+  start_refused(&g_n[0], no_cert, "key=cluster.tls_cert reason=\"is required");
+  const char *no_ca_file[] = {"pipeline.mode=loop", cert, key, missing, NULL};
+  start_refused(&g_n[0], no_ca_file, "absent.pem: No such file or directory");
+  const char *other_node[] = {"pipeline.mode=loop", wrong, key, ca, NULL};
+  start_refused(&g_n[0], other_node, "key values mismatch");
+  snprintf(key, sizeof key, "cluster.tls_key=%s/node2.key", g_root);
+  start_refused(&g_n[0], other_node, "does not name hourglass-node-1");
+
+  /* The group over TLS: elected, commits (the market setup is a command). */
+  g_tls = 1;
+  for (int i = 0; i < NODES; i++) {
+    snprintf(g_tls_opts[0], sizeof g_tls_opts[0], "cluster.tls_cert=%s/node%d.pem", g_root, i + 1);
+    snprintf(g_tls_opts[1], sizeof g_tls_opts[1], "cluster.tls_key=%s/node%d.key", g_root, i + 1);
+    snprintf(g_tls_opts[2], sizeof g_tls_opts[2], "cluster.tls_ca=%s/ca.pem", g_root);
+    node_start(&g_n[i]);
+  }
+  int leader = find_leader();
+  assert_true(leader >= 0);
+  for (int i = 0; i < NODES; i++) await_leader(i, leader);
+  hg_client_t *op = client(leader, 1);
+  connect_retry(op);
+  assert_int_equal(ch_list_contract(op), 0);
+  hg_client_destroy(op);
+  assert_int_equal(du_metric(g_n[leader].http_port, "hourglass_cluster_tls_failures_total"), 0);
+
+  /* A stranger on the leader's Raft port is refused and counted. */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_n[leader].raft_port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  static const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+  assert_int_equal(send(fd, junk, sizeof junk - 1, 0), (ssize_t)(sizeof junk - 1));
+  char buf[256];
+  while (recv(fd, buf, sizeof buf, 0) > 0) {
+  }
+  close(fd);
+  double end = du_now() + 10;
+  while (du_metric(g_n[leader].http_port, "hourglass_cluster_tls_failures_total") != 1) {
+    if (du_now() > end) fail_msg("the stranger was not counted");
+    du_sleep_ms(50);
+  }
+  char *log = du_read(g_n[leader].log);
+  assert_non_null(strstr(log, "Raft TLS from 127.0.0.1:"));
+  free(log);
+  for (int i = 0; i < NODES; i++) {
+    assert_int_equal(du_stop(g_n[i].pid, SIGTERM, 60), 0);
+    g_n[i].pid = 0;
+  }
+  g_tls = 0;
+  du_rm_rf(g_root);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s <hourglassd> [rounds]\n", argv[0]);
@@ -438,6 +549,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(leader_killed_under_orders, du_kill_all),
+      cmocka_unit_test_teardown(tls_raft_port, du_kill_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

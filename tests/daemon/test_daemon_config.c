@@ -295,12 +295,13 @@ static void http_tls_rule_accepts(void **state) {
 }
 
 /* cluster.*: the member list parsed with both addresses, and the rules
- * that tie it to cluster.id and pipeline.mode. */
+ * that tie it to cluster.id, pipeline.mode and the Raft port's TLS. */
 static void cluster_keys(void **state) {
   (void)state;
   hg_daemon_config_t c;
   hg_dcfg_error_t e;
   const char *ok = "pipeline.mode = loop\ncluster.id = 2\ncluster.election_timeout_ms = 300\n"
+                   "cluster.insecure = yes\n"
                    "cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001, "
                    "2=127.0.0.1:7302/[::1]:7002,3=10.0.0.3:7303/10.0.0.3:7700\n";
   assert_int_equal(parse(&c, ok, &e), 0);
@@ -334,6 +335,20 @@ static void cluster_keys(void **state) {
        "cluster.members", "listed twice"},
       {"cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n", "cluster.members",
        "cluster.id is not"},
+      /* Plain Raft off loopback needs cluster.insecure. */
+      {"pipeline.mode = loop\ncluster.id = 1\n"
+       "cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001,2=10.0.0.2:7301/10.0.0.2:7001\n",
+       "cluster.members", "member 2's Raft address 10.0.0.2:7301 is not loopback"},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.tls_cert = /n1.pem\n"
+       "cluster.tls_ca = /ca.pem\ncluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n",
+       "cluster.tls_key", "go together"},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.tls_cert = /n1.pem\n"
+       "cluster.tls_key = /n1.key\ncluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n",
+       "cluster.tls_ca", "go together"},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.tls_key = /n1.key\n"
+       "cluster.tls_ca = /ca.pem\ncluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n",
+       "cluster.tls_cert", "go together"},
+      {"cluster.tls_ca = /ca.pem\n", "cluster.tls_ca", "cluster.id is not"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int rc = parse(&c, bad[i].text, &e);
@@ -341,6 +356,13 @@ static void cluster_keys(void **state) {
       fail_msg("case %zu: rc %d key '%s' reason '%s'", i, rc, e.key, e.reason);
   }
   assert_int_equal(parse(&c, "cluster.id = 17\n", &e), HG_ERANGE);
+  /* With the three TLS files, members off loopback need nothing else. */
+  const char *tls = "pipeline.mode = loop\ncluster.id = 1\ncluster.tls_cert = /n1.pem\n"
+                    "cluster.tls_key = /n1.key\ncluster.tls_ca = /ca.pem\n"
+                    "cluster.members = 1=10.0.0.1:7301/10.0.0.1:7700,2=10.0.0.2:7301/10.0.0.2:7700\n";
+  if (parse(&c, tls, &e) != 0) fail_msg("key '%s' %s", e.key, e.reason);
+  assert_string_equal(c.cluster_tls_ca, "/ca.pem");
+  assert_int_equal(c.cluster_insecure, 0);
 }
 
 static void nul_byte_and_long_line_are_refused(void **state) {

@@ -8,6 +8,10 @@
  * same entries at the same indexes in the same order. A snapshot is the
  * 8-byte index and the 32-byte digest.
  *
+ * The TLS tests run the same groups over the TLS transport with
+ * certificates made by tests/support/tls_certs.c, and talk to a node's
+ * Raft port as a stranger (garbage, a certificate that names another node).
+ *
  * Every wait is bounded (run_until); a test that cannot reach its state fails
  * instead of hanging.
  */
@@ -35,6 +39,11 @@
 #include "hourglass/error.h"
 #include "hourglass/replica.h"
 #include "hourglass/sha256.h"
+#include "tls_certs.h"
+
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #define MAX_NODES 4
 #define MAX_DONE 4096
@@ -52,6 +61,7 @@ typedef struct node {
   int snap_held;             /* taken and not yet released */
   unsigned snaps_taken;
   int order_errors;          /* apply with an index not above the last */
+  char cert[300], key[300], ca[300]; /* TLS files; "" = plain TCP */
 } node_t;
 
 typedef struct cluster {
@@ -194,6 +204,11 @@ static void node_open(cluster_t *c, unsigned i, bool joiner) {
       .ctx = n,
       .log = test_log,
   };
+  if (n->cert[0] != '\0') {
+    cfg.tls_cert = n->cert;
+    cfg.tls_key = n->key;
+    cfg.tls_ca = n->ca;
+  }
   int rc = hg_replica_open(&c->loop, &cfg, &n->r);
   assert_int_equal(rc, 0);
   assert_non_null(n->r);
@@ -523,13 +538,11 @@ static void test_minority_never_commits(void **state) {
   cluster_free(c);
 }
 
-static void test_open_rejects_bad_config(void **state) {
-  (void)state;
-  cluster_t *c = cluster_new(0, 0);
+/* Node 1's config for open to judge: the three members, no log, no TLS. */
+static hg_replica_config_t node1_config(cluster_t *c) {
   node_t *n = &c->nodes[0];
-  hg_replica_t *r = (hg_replica_t *)1;
-  hg_replica_config_t cfg = {
-      .id = 9, /* not in the member list */
+  return (hg_replica_config_t){
+      .id = 1,
       .dir = n->dir,
       .address = n->address,
       .members = c->members,
@@ -539,6 +552,15 @@ static void test_open_rejects_bad_config(void **state) {
       .snapshot_restore = sm_restore,
       .ctx = n,
   };
+}
+
+static void test_open_rejects_bad_config(void **state) {
+  (void)state;
+  cluster_t *c = cluster_new(0, 0);
+  node_t *n = &c->nodes[0];
+  hg_replica_t *r = (hg_replica_t *)1;
+  hg_replica_config_t cfg = node1_config(c);
+  cfg.id = 9; /* not in the member list */
   assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), HG_EINVAL);
   assert_null(r);
   cfg.id = 1;
@@ -575,6 +597,236 @@ static void test_open_rejects_bad_config(void **state) {
   cluster_free(c);
 }
 
+/* ---- TLS ------------------------------------------------------------------ */
+
+/* Gives node i the certificate <cert>.pem/.key in the cluster's root and
+ * trusts <ca>.pem. */
+static void node_tls(cluster_t *c, unsigned i, const char *cert, const char *ca) {
+  node_t *n = &c->nodes[i];
+  snprintf(n->cert, sizeof n->cert, "%s/%s.pem", c->root, cert);
+  snprintf(n->key, sizeof n->key, "%s/%s.key", c->root, cert);
+  snprintf(n->ca, sizeof n->ca, "%s/%s.pem", c->root, ca);
+}
+
+/* A CA ("ca"), an unrelated one ("other_ca") and certificates "node1".."node4"
+ * signed by ca, every node set to use its own. */
+static cluster_t *tls_cluster(void) {
+  cluster_t *c = cluster_new(0, 0);
+  assert_int_equal(ts_tls_make(c->root), 0);
+  for (unsigned i = 0; i < MAX_NODES; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "node%u", i + 1);
+    assert_int_equal(ts_tls_make_node(c->root, "ca", i + 1, name), 0);
+    node_tls(c, i, name, "ca");
+  }
+  return c;
+}
+
+/* Proposes entries of len bytes (content a function of the proposal
+ * number) on the leader and waits for them to commit. */
+static void propose_big(cluster_t *c, int leader, unsigned n, size_t len) {
+  unsigned first = c->n_proposed;
+  uint8_t *buf = malloc(len);
+  assert_non_null(buf);
+  for (unsigned i = 0; i < n; i++) {
+    unsigned k = c->n_proposed;
+    assert_true(k < MAX_DONE);
+    for (size_t j = 0; j < len; j++) buf[j] = (uint8_t)(k * 29u + j * 13u + (j >> 12));
+    proposals[k] = (proposal_t){c, k};
+    assert_int_equal(hg_replica_propose(c->nodes[leader].r, buf, len, on_done, &proposals[k]), 0);
+    c->n_proposed++;
+  }
+  free(buf);
+  assert_true(run_until(c, all_done, NULL, 60000));
+  for (unsigned k = first; k < c->n_proposed; k++) assert_int_equal(c->status[k], 0);
+}
+
+/* Three nodes over TLS elect, commit (entries of a few hundred bytes, and
+ * 256 KiB ones: many TLS records and pump reads per message), fail over and
+ * take a restarted node back; nothing is counted as a TLS failure. */
+static void test_tls_group(void **state) {
+  (void)state;
+  cluster_t *c = tls_cluster();
+  open_three(c);
+  int l = wait_leader(c);
+  propose_and_commit(c, l, 300);
+  propose_big(c, l, 4, 256u << 10);
+  assert_same_state(c);
+  for (unsigned i = 0; i < 3; i++) assert_int_equal(c->nodes[i].n_applied, 304);
+
+  node_close(c, (unsigned)l);
+  int l2 = wait_leader(c);
+  assert_int_not_equal(l2, l);
+  propose_and_commit(c, l2, 100);
+  node_open(c, (unsigned)l, false);
+  assert_same_state(c);
+  assert_int_equal(c->nodes[l].n_applied, 404);
+  for (unsigned i = 0; i < 3; i++) assert_int_equal(hg_replica_tls_failures(c->nodes[i].r), 0);
+  cluster_free(c);
+}
+
+static bool failures_reached(cluster_t *c, void *arg) {
+  uint64_t want = *(uint64_t *)arg;
+  uint64_t sum = 0;
+  for (unsigned i = 0; i < MAX_NODES; i++)
+    if (c->nodes[i].r != NULL) sum += hg_replica_tls_failures(c->nodes[i].r);
+  return sum >= want;
+}
+
+static void run_for(cluster_t *c, unsigned ms) {
+  uv_update_time(&c->loop);
+  uint64_t end = uv_now(&c->loop) + ms;
+  while (uv_now(&c->loop) < end) uv_run(&c->loop, UV_RUN_ONCE);
+}
+
+/* Node 3's certificate is signed by another CA: nodes 1 and 2 refuse it
+ * both ways, so it never receives an entry and never leads, while 1 and 2
+ * commit. */
+static void test_tls_foreign_ca_cannot_join(void **state) {
+  (void)state;
+  cluster_t *c = tls_cluster();
+  assert_int_equal(ts_tls_make_node(c->root, "other_ca", 3, "stranger3"), 0);
+  node_tls(c, 2, "stranger3", "ca");
+  open_three(c);
+  int l = wait_leader(c);
+  assert_true(l == 0 || l == 1);
+  propose_and_commit(c, l, 50);
+  run_for(c, 1500);
+  assert_int_equal(leader_of(c), l);
+  assert_int_equal(c->nodes[2].n_applied, 0);
+  /* Only the bootstrap configuration entry: nothing from the leader. */
+  assert_int_equal(hg_replica_last_index(c->nodes[2].r), 1);
+  assert_true(hg_replica_tls_failures(c->nodes[0].r) + hg_replica_tls_failures(c->nodes[1].r) > 0);
+  assert_true(hg_replica_tls_failures(c->nodes[2].r) > 0);
+  cluster_free(c);
+}
+
+static int connect_to(const char *address) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((uint16_t)atoi(strchr(address, ':') + 1));
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+  return fd;
+}
+
+/* The node closed fd: reading gives end of file or a reset. */
+static bool peer_closed(cluster_t *c, void *arg) {
+  (void)c;
+  char b[512];
+  ssize_t n = recv(*(int *)arg, b, sizeof b, 0);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* A client speaking HTTP to the Raft port, one presenting a valid
+ * certificate for node 2 while claiming to be node 3, and one beyond 64
+ * silent connections: all are refused and counted. */
+static void test_tls_strangers_refused(void **state) {
+  (void)state;
+  cluster_t *c = tls_cluster();
+  node_open(c, 0, false);
+
+  int fd = connect_to(c->nodes[0].address);
+  const char junk[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  assert_int_equal(send(fd, junk, sizeof junk - 1, 0), (ssize_t)(sizeof junk - 1));
+  uint64_t want = 1;
+  assert_true(run_until(c, failures_reached, &want, 5000));
+  assert_true(run_until(c, peer_closed, &fd, 5000));
+  close(fd);
+
+  /* A real TLS client, driven without blocking between loop runs. */
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  assert_non_null(ctx);
+  assert_int_equal(SSL_CTX_use_certificate_chain_file(ctx, c->nodes[1].cert), 1);
+  assert_int_equal(SSL_CTX_use_PrivateKey_file(ctx, c->nodes[1].key, SSL_FILETYPE_PEM), 1);
+  assert_int_equal(SSL_CTX_load_verify_locations(ctx, c->nodes[0].ca, NULL), 1);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  fd = connect_to(c->nodes[0].address);
+  SSL *ssl = SSL_new(ctx);
+  assert_non_null(ssl);
+  assert_int_equal(SSL_set_fd(ssl, fd), 1);
+  assert_int_equal(SSL_set1_host(ssl, "hourglass-node-1"), 1);
+  uv_update_time(&c->loop);
+  uint64_t deadline = uv_now(&c->loop) + 5000;
+  int r;
+  while ((r = SSL_connect(ssl)) != 1) {
+    assert_int_equal(SSL_get_error(ssl, r), SSL_ERROR_WANT_READ);
+    assert_true(uv_now(&c->loop) < deadline);
+    uv_run(&c->loop, UV_RUN_ONCE);
+  }
+  /* The preamble: magic, version, id 3 (the certificate names node 2). */
+  uint8_t pre[20 + 9];
+  hg_st32(pre, 0x54524748u);
+  hg_st32(pre + 4, 1);
+  hg_st64(pre + 8, 3);
+  hg_st32(pre + 16, 9);
+  memcpy(pre + 20, "127.0.0.1", 9);
+  assert_int_equal(SSL_write(ssl, pre, sizeof pre), (int)sizeof pre);
+  want = 2;
+  assert_true(run_until(c, failures_reached, &want, 5000));
+  /* No acknowledgement: the connection ends instead. */
+  uint8_t ack;
+  deadline = uv_now(&c->loop) + 5000;
+  while ((r = SSL_read(ssl, &ack, 1)) <= 0 && SSL_get_error(ssl, r) == SSL_ERROR_WANT_READ) {
+    assert_true(uv_now(&c->loop) < deadline);
+    uv_run(&c->loop, UV_RUN_ONCE);
+  }
+  assert_true(r <= 0);
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  ERR_clear_error();
+  close(fd);
+  assert_int_equal(hg_replica_tls_failures(c->nodes[0].r), 2);
+
+  /* At most 64 connections in their handshake: one more is refused. */
+  int silent[64];
+  for (unsigned i = 0; i < 64; i++) silent[i] = connect_to(c->nodes[0].address);
+  run_for(c, 300);
+  assert_int_equal(hg_replica_tls_failures(c->nodes[0].r), 2);
+  fd = connect_to(c->nodes[0].address);
+  want = 3;
+  /* Well before the 5 s handshake timeout would close any of them. */
+  assert_true(run_until(c, failures_reached, &want, 2000));
+  assert_true(run_until(c, peer_closed, &fd, 2000));
+  close(fd);
+  for (unsigned i = 0; i < 64; i++) close(silent[i]);
+  cluster_free(c);
+}
+
+/* Open refuses TLS files that are partial, missing, mismatched or name
+ * another node. */
+static void test_tls_open_errors(void **state) {
+  (void)state;
+  cluster_t *c = tls_cluster();
+  node_t *n = &c->nodes[0];
+  hg_replica_t *r = (hg_replica_t *)1;
+  hg_replica_config_t cfg = node1_config(c);
+  cfg.tls_cert = n->cert;
+  cfg.tls_key = n->key;
+  assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), HG_EINVAL); /* no CA */
+  assert_null(r);
+  char missing[320];
+  snprintf(missing, sizeof missing, "%s/absent.pem", c->root);
+  cfg.tls_ca = missing;
+  assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), -ENOENT);
+  cfg.tls_ca = n->ca;
+  cfg.tls_key = c->nodes[1].key; /* another certificate's key */
+  assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), HG_EINVAL);
+  cfg.tls_cert = c->nodes[1].cert; /* a valid pair, for node 2 */
+  assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), HG_EINVAL);
+  cfg.tls_cert = n->ca; /* not a key's certificate at all */
+  cfg.tls_key = n->key;
+  assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), HG_EINVAL);
+  assert_null(r);
+  cfg.tls_cert = n->cert;
+  assert_int_equal(hg_replica_open(&c->loop, &cfg, &r), 0);
+  assert_int_equal(hg_replica_tls_failures(r), 0);
+  n->r = r;
+  cluster_free(c);
+}
+
 int main(void) {
   /* A peer that closes makes a write fail with EPIPE, not kill the test. */
   signal(SIGPIPE, SIG_IGN);
@@ -583,6 +835,10 @@ int main(void) {
       cmocka_unit_test(test_replicate_failover_restart),
       cmocka_unit_test(test_snapshot_install_new_member),
       cmocka_unit_test(test_minority_never_commits),
+      cmocka_unit_test(test_tls_open_errors),
+      cmocka_unit_test(test_tls_group),
+      cmocka_unit_test(test_tls_foreign_ca_cannot_join),
+      cmocka_unit_test(test_tls_strangers_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,3 +33,16 @@ int ts_tls_make(const char *dir) {
   if (run(dir, LEAF("client", "test client", "extendedKeyUsage=clientAuth\\n")) != 0) return -1;
   return 0;
 }
+
+int ts_tls_make_node(const char *dir, const char *ca, unsigned id, const char *name) {
+  char script[1536];
+  snprintf(script, sizeof script,
+           KEY("%2$s") " && openssl req -new -key %2$s.key -subj '/CN=hourglass-node-%3$u'"
+           " -out %2$s.csr"
+           " && printf 'subjectAltName=DNS:hourglass-node-%3$u\\nextendedKeyUsage=serverAuth,"
+           "clientAuth\\n' > %2$s.ext"
+           " && openssl x509 -req -in %2$s.csr -CA %1$s.pem -CAkey %1$s.key -CAcreateserial"
+           " -days 1 -extfile %2$s.ext -out %2$s.pem",
+           ca, name, id);
+  return run(dir, script);
+}

@@ -15,4 +15,11 @@
  * (its output goes to stderr). */
 int ts_tls_make(const char *dir);
 
+/* Writes name.pem and name.key in dir: a certificate for Raft member id
+ * (subject CN and DNS subjectAltName "hourglass-node-<id>", extended key
+ * usage serverAuth and clientAuth) signed by ca.pem / ca.key there, e.g.
+ * "ca" or "other_ca" from ts_tls_make. name: letters, digits, '_' only.
+ * 0, or -1 if openssl failed. */
+int ts_tls_make_node(const char *dir, const char *ca, unsigned id, const char *name);
+
 #endif /* HOURGLASS_TESTS_TLS_CERTS_H */

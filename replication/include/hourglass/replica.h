@@ -4,7 +4,9 @@
  *
  * Consensus, the replicated log, its storage and the transport are libraft's
  * (Debian libraft-dev 0.15: raft_uv keeps the log, term, vote and snapshots in
- * a directory; raft_uv_tcp carries the RPCs over TCP). This module wraps one
+ * a directory; raft_uv_tcp carries the RPCs over TCP, or this module's own
+ * transport carries them over mutually authenticated TLS 1.3, see "TLS"
+ * below). This module wraps one
  * libraft server: it bootstraps a fresh group, turns proposals into log
  * entries, hands committed entries to the caller's apply function in log order
  * with their index, maps snapshots onto an opaque blob the caller produces and
@@ -75,6 +77,30 @@
  * state with a snapshot taken at index (the next apply has a higher index); data is valid during the call only.
  *
  * ---------------------------------------------------------------------------
+ * TLS
+ * ---------------------------------------------------------------------------
+ * With tls_cert, tls_key and tls_ca set (all three or none), every Raft
+ * connection is TLS 1.3 with certificates on both sides. A peer is accepted
+ * only with a certificate that chains to a CA in tls_ca and names the
+ * member: the DNS subjectAltName "hourglass-node-<id>" (or, when the
+ * certificate has no DNS subjectAltName, that subject CN), where <id> is
+ * the id this node connects to, or the id a connecting node declares right
+ * after the handshake. The address is not part of the identity, so a node
+ * can move without a new certificate. Extended key usage, if the
+ * certificate has one, must include serverAuth and clientAuth. Open checks
+ * that this node's own certificate names it. The files are read once, at
+ * open: a new certificate takes effect at the next open.
+ * Connections that fail the handshake or the identity check, send garbage,
+ * do not finish within 5 s, or arrive while 64 others are in their
+ * handshake are closed and counted
+ * (hg_replica_tls_failures) and logged as warnings with the peer address
+ * and OpenSSL's reason, at most about one line a second. TLS costs a copy
+ * through a socketpair per message and direction besides the encryption.
+ * Without TLS the RPCs are plain TCP without authentication: anyone who
+ * reaches the port can join the protocol, so use it only on one machine
+ * or a network only the members reach.
+ *
+ * ---------------------------------------------------------------------------
  * Limits
  * ---------------------------------------------------------------------------
  *  - One entry per proposal, at most HG_REPLICA_MAX_ENTRY bytes; propose
@@ -84,7 +110,8 @@
  *  - Do not call hg_replica_close() from inside a replica callback.
  *  - Writes to a peer that has gone raise SIGPIPE: the process must ignore
  *    it, or block it on the loop's thread (hourglassd ignores it).
- *  - The transport has no TLS or authentication: peers are trusted hosts.
+ *  - Without TLS the transport has no authentication: peers are trusted
+ *    hosts.
  */
 #ifndef HOURGLASS_REPLICA_H
 #define HOURGLASS_REPLICA_H
@@ -160,6 +187,10 @@ typedef struct hg_replica_config {
   void *ctx;                                    /* passed to the four above */
   hg_log_fn log;               /* may be NULL */
   void *log_ctx;
+  /* TLS on the Raft port (see "TLS"): PEM files, all three or all NULL. */
+  const char *tls_cert;        /* this node's certificate chain */
+  const char *tls_key;         /* its private key */
+  const char *tls_ca;          /* CA(s) that sign the members' certificates */
 } hg_replica_config_t;
 
 /* Opens node cfg->id on loop: loads dir, bootstraps the group from
@@ -167,7 +198,10 @@ typedef struct hg_replica_config {
  * snapshot_restore before returning), listens on the bind address and starts
  * the election timer. The node reaches the others as the loop runs.
  * Errors: HG_EINVAL (missing callback, id 0, this node not in members, a
- * duplicate id or address, an address too long), -ENOENT (no such dir),
+ * duplicate id or address, an address too long, only some of the TLS files,
+ * a TLS file that does not load, a key that does not match its certificate,
+ * a certificate that does not name this node), -ENOENT (no such dir, or a
+ * TLS file missing; -EACCES: a TLS file not readable),
  * HG_ECORRUPT (unreadable Raft files), -EIO (also: the bind address is in
  * use), -ENOMEM. On failure *out is NULL; handles libraft opened
  * may still be closing, so run the loop before closing it. */
@@ -241,6 +275,11 @@ int hg_replica_remove(hg_replica_t *r, uint64_t id, hg_replica_cb cb, void *ctx)
 /* libraft's description of the last failure on r ("" if none); valid until
  * the next call on r. */
 const char *hg_replica_errmsg(const hg_replica_t *r);
+
+/* Raft connections refused or broken by TLS since open (handshake or
+ * certificate failures, a wrong name, garbage, a handshake timeout); 0
+ * without TLS. */
+uint64_t hg_replica_tls_failures(const hg_replica_t *r);
 
 #ifdef __cplusplus
 }
