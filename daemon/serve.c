@@ -20,6 +20,7 @@
 #include "cluster.h"
 #include "daemon_log.h"
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 #include "hourglass/thread.h"
 #include "hourglassd.h"
 
@@ -174,8 +175,29 @@ static void *demo_main(void *arg) {
   return NULL;
 }
 
+/* 1 if the configured keys file defines key id (it was loaded before the
+ * demo's keys, and its secret is the one its users know). */
+static int keys_file_has(const daemon_t *d, uint64_t id) {
+  if (d->cfg.keys_file[0] == '\0') return 0;
+  FILE *f = fopen(d->cfg.keys_file, "r");
+  if (f == NULL) return 0;
+  char line[512];
+  uint8_t secret[64];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f) != NULL) {
+    hg_gateway_key_t k;
+    found = hg_gateway_key_line_parse(line, &k, secret) == 0 && k.key_id == id;
+  }
+  hg_wipe(line, sizeof line);
+  hg_wipe(secret, sizeof secret);
+  fclose(f);
+  return found;
+}
+
 /* Demo API keys, new random secrets at every start, printed once on stdout
- * (a demo convenience: never logged). */
+ * (a demo convenience: never logged); a key id the keys file defines keeps
+ * the file's secret (ops/run --cluster gives every node the same operator
+ * key that way). */
 static int demo_keys(daemon_t *d) {
   static const struct {
     uint64_t id;
@@ -193,6 +215,11 @@ static int demo_keys(daemon_t *d) {
          HG_DEMO_MONTHS, hg_demo_instruments(d->demo)[0].symbol,
          hg_demo_instruments(d->demo)[HG_DEMO_MONTHS - 1].symbol);
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    if (keys_file_has(d, keys[i].id)) {
+      printf("  %-26s key %llu of %s\n", keys[i].what, (unsigned long long)keys[i].id,
+             d->cfg.keys_file);
+      continue;
+    }
     uint8_t secret[32];
     if (getrandom(secret, sizeof secret, 0) != (ssize_t)sizeof secret) return -EIO;
     hg_gateway_key_t k = {.key_id = keys[i].id, .role = keys[i].role, .account = keys[i].account,

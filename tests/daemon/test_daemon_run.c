@@ -21,10 +21,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include "daemon_util.h"
+#include "hourglass/client.h"
 #include "tls_certs.h"
 
 static const char *g_bin; /* hourglassd, from argv[1] */
@@ -379,6 +381,53 @@ static void demo_prints_real_addresses(void **state) {
   du_rm_rf(dir);
 }
 
+/* The demo with a keys file that defines key 1 (as ops/run --cluster gives
+ * every node one operator key): the file's key stays, the banner says so,
+ * and it logs in with the file's secret; the demo's other keys are new. */
+static void demo_keeps_a_key_of_the_keys_file(void **state) {
+  (void)state;
+  static const char SECRET[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  char dir[512], log[600], data[600], keys[600], okeys[700], line[200];
+  assert_non_null(du_tmpdir(dir, sizeof dir, "demokeys"));
+  snprintf(log, sizeof log, "%s/d.log", dir);
+  snprintf(data, sizeof data, "data_dir=%s/var", dir);
+  snprintf(keys, sizeof keys, "%s/keys", dir);
+  snprintf(okeys, sizeof okeys, "gateway.keys_file=%s", keys);
+  snprintf(line, sizeof line, "1 operator 0 0 %s\n", SECRET);
+  assert_int_equal(du_write_file(keys, line), 0);
+  assert_int_equal(chmod(keys, 0600), 0);
+  char *argv[] = {(char *)g_bin, "--demo", "-o", data, "-o", okeys, "-o", "tls=off", "-o",
+                  "listen.http=127.0.0.1:0", "-o", "listen.order_entry=127.0.0.1:0", "-o",
+                  "pipeline.inbound_capacity=4096", "-o", "pipeline.outbound_capacity=16384", "-o",
+                  "pipeline.staging_capacity=16384", "-o", "journal.segment_size=4M", "-o",
+                  "journal.batch_bytes=256K", "-o", "limits.max_instruments=16", "-o",
+                  "limits.max_accounts=64", NULL};
+  pid_t pid = du_spawn(argv, log);
+  char *b = du_wait_log(log, "Then: hgctl instruments", 120);
+  if (b == NULL) fail_msg("no demo banner after 120 s");
+  char want[800];
+  snprintf(want, sizeof want, "  operator                   key 1 of %s\n", keys);
+  assert_non_null(strstr(b, want));
+  assert_null(strstr(b, "export HG_KEY_ID=1 HG_SECRET="));
+  assert_non_null(strstr(b, "  trader, account 3001       export HG_KEY_ID=3001 HG_SECRET="));
+  int gw_port = du_listen_port(b, "gateway");
+  free(b);
+  uint8_t sec[32];
+  assert_int_equal(hg_client_parse_hex(SECRET, sec, sizeof sec), 32);
+  hg_client_config_t cfg;
+  hg_client_config_init(&cfg);
+  cfg.port = (uint16_t)gw_port;
+  cfg.key_id = 1;
+  cfg.secret = sec;
+  cfg.secret_len = sizeof sec;
+  hg_client_t *c = NULL;
+  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  assert_int_equal(hg_client_connect(c), 0);
+  hg_client_destroy(c);
+  assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
+  du_rm_rf(dir);
+}
+
 /* Runs cmd through the shell; its whole output (malloc'd, NUL-ended). */
 static char *output_of(const char *cmd) {
   FILE *p = popen(cmd, "r");
@@ -494,6 +543,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(daemon_serves_stops_and_recovers, du_kill_all),
       cmocka_unit_test_teardown(bad_configuration_stops_start_up, du_kill_all),
       cmocka_unit_test_teardown(demo_prints_real_addresses, du_kill_all),
+      cmocka_unit_test_teardown(demo_keeps_a_key_of_the_keys_file, du_kill_all),
       cmocka_unit_test_teardown(daemon_over_tls, du_kill_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
