@@ -112,6 +112,7 @@ static const keydef_t KEYS[] = {
     {"cluster.dir", K_OPTPATH, OFF(cluster_dir), 0, 0, 0, 0},
     {"cluster.election_timeout_ms", K_U32, OFF(cluster_election_ms), 100, 60000, 0, 0},
     {"cluster.snapshot_entries", K_U32, OFF(cluster_snapshot_entries), 0, 1u << 30, 0, 0},
+    {"cluster.join", K_BOOL, OFF(cluster_join), 0, 1, 0, 0},
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -406,6 +407,8 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
                 c->order_entry.host);
   if (c->cluster_id == 0 && c->cluster_members[0] != '\0')
     return fail(err, 0, "cluster.members", HG_EINVAL, "%s", "is set but cluster.id is not");
+  if (c->cluster_id == 0 && c->cluster_join)
+    return fail(err, 0, "cluster.join", HG_EINVAL, "%s", "is set but cluster.id is not");
   if (c->cluster_id != 0) {
     if (c->pipe_mode != HG_PIPE_MODE_LOOP)
       return fail(err, 0, "cluster.id", HG_EINVAL, "%s", "needs pipeline.mode = loop");

@@ -89,12 +89,15 @@ typedef struct hg_daemon_config {
   /* Cluster mode (hourglassd.h, "Cluster"): cluster.id (0: a single node),
    * cluster.members ("id=raft_ip:port/client_ip:port,..."), cluster.dir
    * ("" = data_dir/raft), cluster.election_timeout_ms (1000),
-   * cluster.snapshot_entries (8192; 0: never). */
+   * cluster.snapshot_entries (8192; 0: never), cluster.join (no: a node
+   * with an empty Raft directory bootstraps the group from cluster.members;
+   * yes: it waits to be added by the leader). */
   uint32_t cluster_id;
   char cluster_members[HG_DCFG_PATH_MAX];
   char cluster_dir[HG_DCFG_PATH_MAX];
   uint32_t cluster_election_ms;
   uint32_t cluster_snapshot_entries;
+  int cluster_join;
 } hg_daemon_config_t;
 
 /* Most members in cluster.members (ids are 1..this). */
@@ -137,7 +140,7 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
  * the retired listen.market_data, when set, equals listen.order_entry,
  * tls.cert and tls.key go together, and a non-loopback listen.order_entry
  * has TLS or an explicit tls = off; cluster.id needs pipeline.mode = loop
- * and a cluster.members that lists it; http.tls_cert and http.tls_key come
+ * and a cluster.members that lists it, cluster.join needs cluster.id; http.tls_cert and http.tls_key come
  * together, not with http.tls = off, and a non-loopback listen.http needs
  * them unless http.tls = off). 0 or HG_EINVAL with *err (line 0,
  * naming the key). */

@@ -1332,6 +1332,17 @@ int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint6
   ENV_SEND(c, add_account, ADD_ACCOUNT, &m, seq);
 }
 
+int hg_client_cluster(hg_client_t *c, uint32_t op, uint32_t id, const char *raft_address,
+                      const char *client_address, uint64_t *seq) {
+  Hourglass__V1__ClusterRequest m = HOURGLASS__V1__CLUSTER_REQUEST__INIT;
+  m.op = op;
+  m.has_id = id != 0;
+  m.id = id;
+  m.raft_address = (char *)raft_address;
+  m.client_address = (char *)client_address;
+  ENV_SEND(c, cluster_request, CLUSTER_REQUEST, &m, seq);
+}
+
 int hg_client_cash(hg_client_t *c, uint32_t account, int64_t amount, bool withdraw,
                    uint64_t *seq) {
   if (withdraw) {

@@ -1,7 +1,8 @@
 /*
  * hgctl_op.c - the operator's commands (`hgctl op ...`): daily and final
  * settlement, expiry, index fixings and samples, listing and delisting,
- * halt and resume, accounts, deposits and withdrawals, end of session. Each
+ * halt and resume, accounts, deposits and withdrawals, end of session, and
+ * a cluster's membership (status, add, remove, leadership transfer). Each
  * sends one operator command on an operator key's session (hgctl_net.c)
  * and prints its Response or SettlementResult as one "KEY=value" line.
  */
@@ -408,6 +409,92 @@ int hgctl_op_list_curve(int argc, char **argv) {
   rc = hg_client_list_curve(c, gpu, grade, y, m, (uint32_t)id, (uint32_t)no, (uint32_t)na, rp,
                             &seq);
   rc = rc == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  net_close_session(c);
+  return rc;
+}
+
+/* op cluster: prints the ClusterStatus as a CLUSTER line and one MEMBER
+ * line per member; a refusal's reason and text go to stderr first. */
+int hgctl_op_cluster(int argc, char **argv) {
+  const char *cmd = "op cluster", *pos[3] = {NULL, NULL, NULL};
+  const opt_t opts[] = {CONN_OPTS};
+  const char *usage =
+      "op cluster status                      (members, roles, indexes, lags)\n"
+      "  op cluster add ID RAFT_IP:PORT/CLIENT_HOST:PORT   (a node started with cluster.join)\n"
+      "  op cluster remove ID                 (not the leader: transfer first)\n"
+      "  op cluster transfer [ID]             (planned leader switch; no ID: the most\n"
+      "                                        up-to-date voter)\n";
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 3, usage);
+  if (rc) return rc;
+  const char *verb = pos[0] ? pos[0] : "";
+  uint32_t op = strcmp(verb, "status") == 0     ? 1
+                : strcmp(verb, "add") == 0      ? 2
+                : strcmp(verb, "remove") == 0   ? 3
+                : strcmp(verb, "transfer") == 0 ? 4
+                                                : 0;
+  size_t want_pos = op == 1 ? 1 : op == 2 ? 3 : 2;
+  size_t got = pos[2] ? 3 : pos[1] ? 2 : pos[0] ? 1 : 0;
+  if (op == 0 || got > want_pos || (op != 4 && got < want_pos)) {
+    fprintf(stderr, "usage: hgctl %s", usage);
+    return EXIT_USAGE;
+  }
+  int64_t id = 0;
+  if (pos[1] != NULL && (rc = net_need_num(cmd, "ID", pos[1], 1, 16, &id))) return rc;
+  char raft[80] = "", client[80] = "";
+  if (op == 2) {
+    const char *slash = strchr(pos[2], '/');
+    if (slash == NULL || (size_t)(slash - pos[2]) >= sizeof raft ||
+        strlen(slash + 1) >= sizeof client || slash == pos[2] || slash[1] == '\0') {
+      fprintf(stderr, "hgctl %s: the addresses are RAFT_IP:PORT/CLIENT_HOST:PORT\n", cmd);
+      return EXIT_USAGE;
+    }
+    memcpy(raft, pos[2], (size_t)(slash - pos[2]));
+    snprintf(client, sizeof client, "%s", slash + 1);
+  }
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  rc = hg_client_cluster(c, op, (uint32_t)id, op == 2 ? raft : NULL, op == 2 ? client : NULL,
+                         &seq);
+  const env_t *e = NULL;
+  if (rc != 0) {
+    rc = EXIT_FAIL;
+  } else {
+    for (;;) {
+      rc = net_await_reply(cmd, c, seq, &e);
+      if (rc != 1) break;
+      if (e->body_case == BODY(RESPONSE)) {
+        rc = net_response_status(cmd, e);
+        break;
+      }
+      if (e->body_case == BODY(CLUSTER_STATUS) && e->cluster_status->ref_seq == seq) {
+        rc = 2;
+        break;
+      }
+    }
+  }
+  if (rc == 2) {
+    const Hourglass__V1__ClusterStatus *s = e->cluster_status;
+    if (s->reason != 0) {
+      fprintf(stderr, "hgctl %s: refused: %s (%u)%s%s\n", cmd, net_reject_name(s->reason),
+              s->reason, s->text ? ": " : "", s->text ? s->text : "");
+      fflush(stderr);
+    }
+    printf("CLUSTER result=%s(%u) node=%u leader=%u term=%" PRIu64 " commit_index=%" PRIu64
+           " applied_index=%" PRIu64 "\n",
+           s->reason == 0 ? "ok" : net_reject_name(s->reason), s->reason, s->node_id,
+           s->leader_id, s->term, s->commit_index, s->applied_index);
+    for (size_t i = 0; i < s->n_members; i++) {
+      const Hourglass__V1__ClusterMember *m = s->members[i];
+      printf("MEMBER id=%u raft=%s client=%s role=%s match_index=%" PRIu64 " lag=%" PRIu64 "\n",
+             m->id, m->raft_address ? m->raft_address : "-",
+             m->client_address ? m->client_address : "-",
+             m->id == s->leader_id ? "leader" : m->voter ? "voter" : "spare", m->match_index,
+             m->lag);
+    }
+    fflush(stdout);
+    rc = s->reason != 0 ? EXIT_FAIL : 0;
+  }
   net_close_session(c);
   return rc;
 }

@@ -95,18 +95,8 @@ static int find_leader(void) {
 }
 
 static hg_client_t *client(int node, uint64_t key) {
-  uint8_t sec[32];
-  assert_int_equal(hg_client_parse_hex(SECRET_HEX, sec, sizeof sec), 32);
-  hg_client_config_t cfg;
-  hg_client_config_init(&cfg);
-  cfg.port = (uint16_t)g_n[node].client_port;
-  cfg.key_id = key;
-  cfg.secret = sec;
-  cfg.secret_len = sizeof sec;
-  cfg.nodes = g_nodes;
-  cfg.timeout_ms = 2000;
   hg_client_t *c = NULL;
-  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  assert_int_equal(ch_node_client(g_n[node].client_port, g_nodes, key, SECRET_HEX, &c), 0);
   return c;
 }
 

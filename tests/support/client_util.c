@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hourglass/error.h"
 #include "hourglass/index.h"
 #include "test_keys.h"
 
@@ -27,6 +28,21 @@ int ch_client(const ts_server_t *s, uint64_t key_id, hg_client_t **out) {
   cfg.secret_len = 32;
   cfg.tls = tls_ca != NULL;
   cfg.tls_ca_file = tls_ca;
+  return hg_client_create(&cfg, out);
+}
+
+int ch_node_client(int port, const char *nodes, uint64_t key_id, const char *secret_hex,
+                   hg_client_t **out) {
+  uint8_t sec[32];
+  if (hg_client_parse_hex(secret_hex, sec, sizeof sec) != 32) return HG_EINVAL;
+  hg_client_config_t cfg;
+  hg_client_config_init(&cfg);
+  cfg.port = (uint16_t)port;
+  cfg.key_id = key_id;
+  cfg.secret = sec;
+  cfg.secret_len = sizeof sec;
+  cfg.nodes = nodes;
+  cfg.timeout_ms = 2000;
   return hg_client_create(&cfg, out);
 }
 

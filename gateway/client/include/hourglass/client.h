@@ -305,6 +305,12 @@ int hg_client_delist(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
 /* EndOfSession: every DAY order expires; session_date YYYYMMDD or 0 (informational). */
 int hg_client_end_of_session(hg_client_t *c, uint32_t session_date, uint64_t *seq);
 int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint64_t *seq);
+/* Operators, cluster mode: a ClusterRequest (op a ClusterOp: status, add,
+ * remove, transfer; raft_address and client_address for add only, else
+ * NULL), answered by ClusterStatus (proto/README.md, "Cluster
+ * membership"). Returns hg_client_send's errors. */
+int hg_client_cluster(hg_client_t *c, uint32_t op, uint32_t id, const char *raft_address,
+                      const char *client_address, uint64_t *seq);
 /* withdraw false: Deposit; true: Withdraw. amount micro-USD > 0. */
 int hg_client_cash(hg_client_t *c, uint32_t account, int64_t amount, bool withdraw,
                    uint64_t *seq);
