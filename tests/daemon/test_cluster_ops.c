@@ -62,17 +62,10 @@ static void node_start(int i) {
   static const char *const join[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
                                      "cluster.snapshot_entries=8", "cluster.join=yes", NULL};
   du_node_t *n = &g_n[i];
-  if (i < 3) {
-    du_node_spawn(n, g_bin, g_root, g_members, g_keys, extra);
-  } else {
-    char own[128];
-    snprintf(own, sizeof own, "%d=127.0.0.1:%d/127.0.0.1:%d", n->id, n->raft_port,
-             n->client_port);
-    du_node_spawn(n, g_bin, g_root, own, g_keys, join);
-  }
-  char *log = du_wait_log(n->log, "msg=\"ready\"", 120);
-  if (log == NULL) fail_msg("node %d not ready after 120 s", n->id);
-  free(log);
+  char own[128];
+  snprintf(own, sizeof own, "%d=127.0.0.1:%d/127.0.0.1:%d", n->id, n->raft_port, n->client_port);
+  if (du_node_start(n, g_bin, g_root, i < 3 ? g_members : own, g_keys, i < 3 ? extra : join) != 0)
+    fail_msg("node %d not ready after 120 s", n->id);
 }
 
 /* Restarts a node that stopped to load a snapshot installed by the leader
@@ -85,28 +78,8 @@ static void supervise(void) {
   }
 }
 
-/* The value of "key":<number> in text; UINT64_MAX if absent. */
-static uint64_t json_num(const char *text, const char *key) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = text != NULL ? strstr(text, pat) : NULL;
-  return p != NULL ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
-}
-
 /* The slot taking orders, waiting up to 30 s; -1 if none. */
-static int leader_slot(void) {
-  for (double end = du_now() + 30; du_now() < end; du_sleep_ms(50)) {
-    supervise();
-    for (int i = 0; i < SLOTS; i++) {
-      if (g_n[i].pid == 0) continue;
-      char *h = du_get(g_n[i].http_port, "/health");
-      int yes = h != NULL && strstr(h, "\"taking_orders\":true") != NULL;
-      free(h);
-      if (yes) return i;
-    }
-  }
-  return -1;
-}
+static int leader_slot(void) { return du_cluster_leader(g_n, SLOTS, 30, supervise); }
 
 /* Runs `hgctl op cluster ARGS...` as key 1 (the operator), following the
  * leader from the node list; o keeps its output and status. */
@@ -133,12 +106,7 @@ static hg_client_t *client(uint64_t key, const char *secret_hex) {
 
 /* Connects, following the leader, for up to 30 s. */
 static void connect_leader(hg_client_t *c) {
-  double end = du_now() + 30;
-  int rc;
-  while ((rc = hg_client_connect(c)) != 0 && du_now() < end) {
-    supervise();
-    du_sleep_ms(100);
-  }
+  int rc = ch_connect_retry(c, 30, supervise);
   if (rc != 0) fail_msg("no leader took the login: %d", rc);
 }
 
@@ -405,9 +373,9 @@ static void replace_dead_node(void **state) {
   for (;;) {
     supervise();
     char *l = du_get(g_n[leader].http_port, "/health"), *h = du_get(g_n[3].http_port, "/health");
-    int same = json_num(l, "committed_seq") != UINT64_MAX &&
-               json_num(l, "committed_seq") == json_num(h, "last_seq") &&
-               json_num(h, "leader") == (uint64_t)g_n[leader].id;
+    int same = du_json_u64(l, "committed_seq") != UINT64_MAX &&
+               du_json_u64(l, "committed_seq") == du_json_u64(h, "last_seq") &&
+               du_json_u64(h, "leader") == (uint64_t)g_n[leader].id;
     free(l);
     free(h);
     if (same) break;
@@ -442,13 +410,13 @@ static uint64_t quiesce(void) {
   assert_true(leader >= 0);
   for (double end = du_now() + 30;; du_sleep_ms(100)) {
     char *h = du_get(g_n[leader].http_port, "/health");
-    uint64_t want = json_num(h, "committed_seq");
+    uint64_t want = du_json_u64(h, "committed_seq");
     free(h);
     int equal = want != UINT64_MAX;
     for (int i = 0; i < SLOTS && equal; i++) {
       if (g_n[i].pid == 0) continue;
       char *f = du_get(g_n[i].http_port, "/health");
-      equal = json_num(f, "last_seq") == want && json_num(f, "durable_seq") == want;
+      equal = du_json_u64(f, "last_seq") == want && du_json_u64(f, "durable_seq") == want;
       free(f);
     }
     if (equal) return want;

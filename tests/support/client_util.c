@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hourglass/error.h"
 #include "hourglass/index.h"
@@ -44,6 +45,19 @@ int ch_node_client(int port, const char *nodes, uint64_t key_id, const char *sec
   cfg.nodes = nodes;
   cfg.timeout_ms = 2000;
   return hg_client_create(&cfg, out);
+}
+
+int ch_connect_retry(hg_client_t *c, double timeout_s, void (*between)(void)) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    int rc = hg_client_connect(c);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (rc == 0 || (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > timeout_s)
+      return rc;
+    if (between != NULL) between();
+    nanosleep(&(struct timespec){0, 100000000}, NULL);
+  }
 }
 
 int ch_response(hg_client_t *c, uint64_t seq) {

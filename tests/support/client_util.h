@@ -28,6 +28,10 @@ void ch_use_tls(const char *ca_file);
 int ch_node_client(int port, const char *nodes, uint64_t key_id, const char *secret_hex,
                    hg_client_t **out);
 
+/* hg_client_connect(c) until it succeeds or timeout_s pass, 100 ms apart;
+ * between (may be NULL) runs before each retry. Returns the last result. */
+int ch_connect_retry(hg_client_t *c, double timeout_s, void (*between)(void));
+
 /* Waits for the Response to request seq; returns its reason, or -1. */
 int ch_response(hg_client_t *c, uint64_t seq);
 
