@@ -131,6 +131,8 @@ struct daemon_cluster {
   uint64_t stop_deadline; /* uv_now() after which the transfer is not waited for */
   char leader_client[HG_DCFG_ADDR_MAX + 8];
   char cfg_members[HG_DCFG_PATH_MAX]; /* cluster.members as configured, for the log */
+  cmember_t conf[HG_DCFG_MAX_MEMBERS]; /* and parsed */
+  size_t n_conf;
   struct {
     op_state_t state;
     uint32_t id, stream;
@@ -310,14 +312,15 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
     return rc;
   }
   size_t n_cfg = c->n_members;
-  cmember_t conf[HG_DCFG_MAX_MEMBERS];
-  memcpy(conf, c->members, sizeof conf);
+  cmember_t *conf = c->conf;
+  memcpy(conf, c->members, sizeof c->conf);
+  c->n_conf = n_cfg;
   rc = table_load(c);
   if (rc < 0) {
     logf_c(HG_LOG_WARN, "the saved member table is unreadable: using cluster.members",
            "dir=%s err=%s", c->raft_dir, hg_strerror(rc));
   } else if (rc == 1 && (c->n_members != n_cfg ||
-                         memcmp(conf, c->members, n_cfg * sizeof conf[0]) != 0)) {
+                         memcmp(conf, c->members, n_cfg * sizeof c->conf[0]) != 0)) {
     char group[HG_DCFG_MAX_MEMBERS * (2 * ADDR_LEN + 8)];
     table_text(c->members, c->n_members, group, sizeof group);
     logf_c(HG_LOG_WARN, "cluster.members differs from the group's member addresses: following the group",
@@ -1084,10 +1087,12 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   size_t np = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
   if (np > HG_DCFG_MAX_MEMBERS) np = HG_DCFG_MAX_MEMBERS;
   char committed[HG_DCFG_MAX_MEMBERS * (ADDR_LEN + 16)];
-  size_t at = 0, same = np == c->n_members;
+  size_t at = 0, same = np == c->n_conf;
   committed[0] = '\0';
   for (size_t i = 0; i < np; i++) {
-    const cmember_t *cm = member_row(c, p[i].id);
+    const cmember_t *cm = NULL;
+    for (size_t k = 0; k < c->n_conf; k++)
+      if (c->conf[k].id == p[i].id) cm = &c->conf[k];
     same = same && cm != NULL && strcmp(cm->raft, p[i].address) == 0;
     int w = snprintf(committed + at, sizeof committed - at, "%s%" PRIu64 "=%s%s", i ? "," : "",
                      p[i].id, p[i].address, p[i].voter ? "" : "(spare)");

@@ -15,9 +15,12 @@
  *     is added with `op cluster add`, joins by snapshot install (restarting
  *     once to load it), learns the members' client addresses and holds the
  *     key added in step 3;
- *  5. backup from a follower: ops/backup of a follower's engine directory
- *     (the new node's, seeded from the group's snapshot), ops/restore of
- *     it, and its state hash equals the group's;
+ *  5. leadership transferred to the new member by id; the others name
+ *     its client address, learnt from the group; a bootstrap node restarted
+ *     with its original cluster.members follows the group's configuration;
+ *  6. backup from a follower: ops/backup of a follower's engine directory
+ *     (one seeded from the group's snapshot), ops/restore of it, and its
+ *     state hash equals the group's;
  * and at the end every node stops with the same last seq and state hash.
  * Usage: test_cluster_ops <hourglassd> <hgctl> <ops dir>. */
 #include <inttypes.h>
@@ -47,7 +50,8 @@ static const char *g_bin, *g_ops; /* hourglassd; the ops/ directory */
 
 static du_node_t g_n[SLOTS];
 static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
-static int g_gone = -1; /* the slot of the node replaced in step 4 */
+static int g_gone = -1;      /* the slot of the node replaced in step 4 */
+static int g_restarted = -1; /* a bootstrap node restarted after it */
 
 static const char SECRET_HEX[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 /* The key an operator adds in step 3: id 20, trader on account 1. */
@@ -141,6 +145,25 @@ static int one_order(hg_client_t *c) {
   }
 }
 
+/* n acknowledged orders from key 2; a refusal or a lost connection (a
+ * leader change: elections happen on a loaded host) logs in again at the
+ * leader, up to 5 times. */
+static void orders(int n) {
+  hg_client_t *tr = client(2, SECRET_HEX);
+  connect_leader(tr);
+  for (int done = 0, retries = 0; done < n;) {
+    if (one_order(tr) == 0) {
+      done++;
+      continue;
+    }
+    if (++retries > 5) fail_msg("orders keep failing");
+    hg_client_destroy(tr);
+    tr = client(2, SECRET_HEX);
+    connect_leader(tr);
+  }
+  hg_client_destroy(tr);
+}
+
 /* Every acknowledged order is live where c is logged in. */
 static void check_live(hg_client_t *c) {
   for (size_t i = 0; i < g_n_acked; i++) {
@@ -197,11 +220,11 @@ static void bootstrap(void **state) {
 
 static void planned_leader_switch(void **state) {
   (void)state;
+  orders(20);
   int old = leader_slot();
   assert_true(old >= 0);
   hg_client_t *tr = client(2, SECRET_HEX);
   connect_leader(tr);
-  for (int i = 0; i < 20; i++) assert_int_equal(one_order(tr), 0);
   /* The transfer runs beside the trader's stream of orders. */
   char port[16];
   snprintf(port, sizeof port, "%d", g_n[old].client_port);
@@ -336,9 +359,7 @@ static void replace_dead_node(void **state) {
   assert_null(strstr(o.text, gone));
   /* The group trades on with two members, so the new node has a snapshot
    * and log to catch up on. */
-  hg_client_t *tr = client(2, SECRET_HEX);
-  connect_leader(tr);
-  for (int i = 0; i < 20; i++) assert_int_equal(one_order(tr), 0);
+  orders(20);
   /* The new machine: id 4, new addresses, empty directories. */
   node_start(3);
   snprintf(id, sizeof id, "%d", g_n[3].id);
@@ -363,8 +384,8 @@ static void replace_dead_node(void **state) {
   /* Adding it again is refused. */
   op_cluster(&o, "add", id, addrs);
   assert_non_null(strstr(o.err, "member_exists (145)"));
-  for (int i = 0; i < 5; i++) assert_int_equal(one_order(tr), 0);
-  hg_client_destroy(tr);
+  orders(5);
+  hg_client_t *tr = NULL;
   /* It installs the leader's snapshot (restarting once to load it) and
    * catches up: same committed seq, and it names the leader's client
    * address to a trader, learnt from the group. */
@@ -404,6 +425,49 @@ static void replace_dead_node(void **state) {
   knows_key(3);
 }
 
+/* Leadership moves to the new member by id; the others learnt its client
+ * address from the group (none has it in its cluster.members) and name it
+ * to traders. A bootstrap node restarted with its original cluster.members
+ * (which lists the removed node and not the new one) follows the group's
+ * configuration and says so. */
+static void transfer_to_new_member(void **state) {
+  (void)state;
+  hgctl_out_t o;
+  char id[8];
+  snprintf(id, sizeof id, "%d", g_n[3].id);
+  op_cluster(&o, "transfer", id, NULL);
+  if (o.status != 0) fail_msg("op cluster transfer %s: %d %s %s", id, o.status, o.text, o.err);
+  assert_int_equal(leader_slot(), 3);
+  g_restarted = 0;
+  while (g_restarted == g_gone) g_restarted++;
+  hg_client_t *tr = NULL;
+  assert_int_equal(ch_node_client(g_n[g_restarted].client_port, NULL, 2, SECRET_HEX, &tr), 0);
+  assert_int_equal(ch_connect_retry(tr, 30, supervise), 0);
+  char at[64], want[64];
+  hg_client_address(tr, at, sizeof at);
+  snprintf(want, sizeof want, "127.0.0.1:%d", g_n[3].client_port);
+  assert_string_equal(at, want);
+  hg_client_destroy(tr);
+  assert_int_equal(du_stop(g_n[g_restarted].pid, SIGTERM, 60), 0);
+  g_n[g_restarted].pid = 0;
+  node_start(g_restarted);
+  char *log = du_read(g_n[g_restarted].log);
+  if (strstr(log, "cluster.members differs from the group's committed configuration") == NULL)
+    fail_msg("node %d did not say it follows the group:\n%s", g_n[g_restarted].id, log);
+  free(log);
+  op_cluster(&o, "status", NULL, NULL);
+  if (o.status != 0) fail_msg("op cluster status: %d %s %s", o.status, o.text, o.err);
+  char gone[32];
+  snprintf(gone, sizeof gone, "MEMBER id=%d ", g_n[g_gone].id);
+  assert_null(strstr(o.text, gone));
+  for (int i = 0; i < SLOTS; i++) {
+    if (i == g_gone) continue;
+    snprintf(want, sizeof want, "MEMBER id=%d raft=127.0.0.1:%d client=127.0.0.1:%d role=%s",
+             g_n[i].id, g_n[i].raft_port, g_n[i].client_port, i == 3 ? "leader" : "voter");
+    if (strstr(o.text, want) == NULL) fail_msg("no '%s' in:\n%s", want, o.text);
+  }
+}
+
 /* The committed seq every running member has applied, waiting for it. */
 static uint64_t quiesce(void) {
   int leader = leader_slot();
@@ -428,9 +492,9 @@ static uint64_t quiesce(void) {
 static void backup_from_follower(void **state) {
   (void)state;
   uint64_t seq = quiesce();
-  /* Node 4 if it follows: its engine directory was seeded from the
+  /* The node restarted last: its engine directory was seeded from the
    * group's snapshot, so its journal starts after seq 1. */
-  int leader = leader_slot(), f = 3;
+  int leader = leader_slot(), f = g_restarted;
   while (f == leader || g_n[f].pid == 0) f = (f + 1) % SLOTS;
   char cmd[6000], dest[600], restored[600], out[700], mf[700];
   snprintf(dest, sizeof dest, "%s/backup", g_root);
@@ -487,6 +551,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(planned_leader_switch),
       cmocka_unit_test(key_added_then_used_at_new_leader),
       cmocka_unit_test(replace_dead_node),
+      cmocka_unit_test(transfer_to_new_member),
       cmocka_unit_test(backup_from_follower),
   };
   return cmocka_run_group_tests(tests, NULL, du_kill_all);
