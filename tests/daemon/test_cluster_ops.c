@@ -272,24 +272,19 @@ static void planned_leader_switch(void **state) {
   hg_client_destroy(tr);
 }
 
-/* Sends AddApiKey for NEW_KEY (trader, account 1, firm 1) and waits for
- * its Response; returns its reason. */
-static int add_key(hg_client_t *op) {
-  uint8_t sec[32];
-  assert_int_equal(hg_client_parse_hex(NEW_SECRET_HEX, sec, sizeof sec), 32);
-  Hourglass__V1__AddApiKey k = HOURGLASS__V1__ADD_API_KEY__INIT;
-  k.key_id = NEW_KEY;
-  k.secret.data = sec;
-  k.secret.len = sizeof sec;
-  k.role = HOURGLASS__V1__ROLE__ROLE_TRADER;
-  k.has_account = k.has_firm = 1;
-  k.account = k.firm = 1;
-  Hourglass__V1__Envelope env = HOURGLASS__V1__ENVELOPE__INIT;
-  env.body_case = HOURGLASS__V1__ENVELOPE__BODY_ADD_API_KEY;
-  env.add_api_key = &k;
-  uint64_t seq;
-  assert_int_equal(hg_client_send(op, &env, &seq), 0);
-  return ch_response(op, seq);
+/* `hgctl op add-key NEW_KEY trader 1 1 --secret-file FILE` as key 1, at
+ * the leader (following it from the node list). */
+static void add_key(hgctl_out_t *o) {
+  char file[700], port[16];
+  snprintf(file, sizeof file, "%s/new-key.secret", g_root);
+  assert_int_equal(du_write_file(file, NEW_SECRET_HEX), 0);
+  assert_int_equal(chmod(file, 0600), 0);
+  int any = 0;
+  while (g_n[any].pid == 0) any++;
+  snprintf(port, sizeof port, "%d", g_n[any].client_port);
+  const char *args[] = {"op",      "add-key", "20",    "trader", "1",       "1", "--secret-file",
+                        file,      "--port",  port,    "--nodes", g_nodes,  NULL};
+  hgctl_run_as(o, 1, SECRET_HEX, args);
 }
 
 /* Node slot checks the MAC of a login with NEW_KEY: it takes it (the
@@ -310,16 +305,17 @@ static void knows_key(int slot) {
 
 static void key_added_then_used_at_new_leader(void **state) {
   (void)state;
-  hg_client_t *op = client(1, SECRET_HEX);
-  connect_leader(op);
-  assert_int_equal(add_key(op), 0);
+  hgctl_out_t o;
+  add_key(&o);
+  if (o.status != 0) fail_msg("op add-key: %d %s %s", o.status, o.text, o.err);
+  assert_non_null(strstr(o.text, "OK add-key key_id=20 role=trader"));
   /* A second AddApiKey of the same id is refused: the key is there. */
-  assert_int_equal(add_key(op), HOURGLASS__V1__REJECT_REASON__REJ_KEY_EXISTS);
-  hg_client_destroy(op);
+  add_key(&o);
+  assert_int_not_equal(o.status, 0);
+  assert_non_null(strstr(o.err, "key_exists (137)"));
   /* Every node stored it from the group (none has it in its file). */
   for (int i = 0; i < 3; i++) knows_key(i);
   int old = leader_slot();
-  hgctl_out_t o;
   op_cluster(&o, "transfer", NULL, NULL);
   if (o.status != 0) fail_msg("op cluster transfer: %d %s %s", o.status, o.text, o.err);
   int now = leader_slot();
