@@ -43,9 +43,12 @@
  * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
  * written to data_dir/engine/state before the pipeline opens (which
  * recovers from it, so the gateway and the market view are seeded from
- * it), and libraft re-applies the committed entries after it. A snapshot
- * installed while the node runs cannot replace the state under the
- * gateway: the node stops (exit 1) and its restart loads it. Threads: everything here runs on the gateway's loop thread
+ * it; the snapshot's member table and keys take effect at once), and
+ * libraft re-applies the committed entries after it. A snapshot installed
+ * while the node runs cannot replace the state under the gateway: the node
+ * stops (exit 1) and its restart loads it.
+ *
+ * Threads: everything here runs on the gateway's loop thread
  * except daemon_cluster_create/open/destroy (main thread, loop not
  * running) and daemon_cluster_status (any thread: atomics and a mutex).
  */
