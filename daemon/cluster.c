@@ -18,12 +18,21 @@
  *  - A proposal the group lost (done with an error) leaves this node with
  *    commands applied that the group may not hold: the pipeline fails and
  *    the daemon exits (serve.c); a restart rebuilds the node from the group.
+ *  - Two other entry types, told from the batches by their first u32: the
+ *    member address table (ENTRY_MEMBERS, "member table" below) and an
+ *    operator's API key (ENTRY_KEY: every node stores it in its gateway's
+ *    key store; the leader answers the AddApiKey once it is committed).
+ *  - Operators add and remove members and transfer leadership through the
+ *    gateway ("operator requests" below), one request at a time.
+ *  - A node started with cluster.join and an empty Raft directory does not
+ *    bootstrap: it waits for the leader to add it.
  *
  * A clean stop of the leader (SIGTERM) first transfers leadership to the
  * most up-to-date follower (bounded by two election timeouts), then closes.
  *
  * Snapshots. Every cluster.snapshot_entries applied entries libraft asks
- * for one: the exchange's serialization (as in the LMDB snapshots), taken
+ * for one: the exchange's serialization (as in the LMDB snapshots), with
+ * the member table and the key store's keys behind it (SNAP_MAGIC), taken
  * on the loop thread when the state is exactly the applied entries (not
  * on a leader with commands executed ahead of the commit: it is asked
  * again after the next entry). libraft keeps it in the Raft directory,
@@ -34,15 +43,19 @@
  * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
  * written to data_dir/engine/state before the pipeline opens (which
  * recovers from it, so the gateway and the market view are seeded from
- * it), and libraft re-applies the committed entries after it. A snapshot
- * installed while the node runs cannot replace the state under the
- * gateway: the node stops (exit 1) and its restart loads it. Threads: everything here runs on the gateway's loop thread
+ * it; the snapshot's member table and keys take effect at once), and
+ * libraft re-applies the committed entries after it. A snapshot installed
+ * while the node runs cannot replace the state under the gateway: the node
+ * stops (exit 1) and its restart loads it.
+ *
+ * Threads: everything here runs on the gateway's loop thread
  * except daemon_cluster_create/open/destroy (main thread, loop not
  * running) and daemon_cluster_status (any thread: atomics and a mutex).
  */
 #include "cluster.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -57,16 +70,49 @@
 #include "daemon_log.h"
 #include "hourglass/bytes.h"
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 #include "hourglass/journal.h"
 #include "hourglass/store.h"
 #include "hourglassd.h"
 
 #define TICK_MS 20
 
+/* Entries other than the pipeline's batches, told apart by their first
+ * u32 (host byte order, as the batches). */
+#define ENTRY_MEMBERS 0x314d4748u /* "HGM1": the member address table */
+#define ENTRY_KEY 0x314b4748u     /* "HGK1": an API key */
+#define ADDR_LEN 64               /* an address field in ENTRY_MEMBERS, NUL-padded */
+#define MEMBER_BYTES (8 + 2 * ADDR_LEN)
+#define KEY_BYTES (8 + 4 + 4 + 4 + 4 + 64) /* one key in ENTRY_KEY */
+
+/* A member's addresses: its Raft address and its order-entry address as
+ * clients reach it ("host:port"). */
+typedef struct cmember {
+  uint32_t id;
+  char raft[ADDR_LEN];
+  char client[ADDR_LEN];
+} cmember_t;
+
+/* The operator request under way (one at a time). */
+typedef enum {
+  OP_NONE,
+  OP_ADD_TABLE,     /* add: the member table with the new member is proposed */
+  OP_ADD,           /* add: libraft adds (or promotes) it */
+  OP_ADD_RETRY,     /* add: it did not catch up yet; promote again at the next tick */
+  OP_REMOVE,
+  OP_TRANSFER_WAIT, /* transfer: order entry stopped, waiting for the commit */
+  OP_TRANSFER
+} op_state_t;
+
+/* How long an add keeps bringing a new member up to date: long enough for
+ * it to restart once to load the leader's snapshot (systemd RestartSec). */
+#define ADD_CATCHUP_MS 60000u
+
 struct daemon_cluster {
-  hg_dcfg_member_t members[HG_DCFG_MAX_MEMBERS];
+  cmember_t members[HG_DCFG_MAX_MEMBERS]; /* loop thread once open */
   size_t n_members;
   uint32_t self;
+  int join;
   char raft_dir[HG_DCFG_PATH_MAX + 8];
   char engine_dir[HG_DCFG_PATH_MAX + 8];
   unsigned election_ms, snapshot_entries;
@@ -90,6 +136,17 @@ struct daemon_cluster {
   int transfer_pending;
   uint64_t stop_deadline; /* uv_now() after which the transfer is not waited for */
   char leader_client[HG_DCFG_ADDR_MAX + 8];
+  char cfg_members[HG_DCFG_PATH_MAX]; /* cluster.members as configured, for the log */
+  cmember_t conf[HG_DCFG_MAX_MEMBERS]; /* and parsed */
+  size_t n_conf;
+  struct {
+    op_state_t state;
+    uint32_t id, stream;
+    uint64_t ref_seq;
+    uint64_t deadline; /* uv_now(): add stops retrying, transfer stops waiting */
+    int promote;       /* add: the member is a spare already */
+    cmember_t m;       /* add: the new member */
+  } op;
 
   /* Published for other threads. */
   _Atomic int role;
@@ -131,15 +188,116 @@ static int remove_tree(const char *dir) {
   return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
 }
 
+static const cmember_t *member_row(const daemon_cluster_t *c, uint64_t id) {
+  for (size_t i = 0; i < c->n_members; i++)
+    if (c->members[i].id == id) return &c->members[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------- member table
+ *
+ * The member addresses every node knows (for LoginReject.leader and the
+ * operator's status): cluster.members at first, then each ENTRY_MEMBERS
+ * the group commits, which replaces the whole table. The last one applied
+ * is kept in <raft dir>/members, so that a restart whose log no longer
+ * holds it (trimmed behind a snapshot) still knows the members added at
+ * run time. Format of the entry and the file: u32 ENTRY_MEMBERS, u32 n,
+ * then per member u32 id, u32 zero, raft and client address, ADDR_LEN
+ * bytes each, NUL-padded. */
+
+static size_t table_encode(const cmember_t *m, size_t n, uint8_t *out) {
+  hg_st32(out, ENTRY_MEMBERS);
+  hg_st32(out + 4, (uint32_t)n);
+  uint8_t *p = out + 8;
+  for (size_t i = 0; i < n; i++, p += MEMBER_BYTES) {
+    memset(p, 0, MEMBER_BYTES);
+    hg_st32(p, m[i].id);
+    memcpy(p + 8, m[i].raft, strnlen(m[i].raft, ADDR_LEN - 1));
+    memcpy(p + 8 + ADDR_LEN, m[i].client, strnlen(m[i].client, ADDR_LEN - 1));
+  }
+  return (size_t)(p - out);
+}
+
+static int table_decode(const uint8_t *b, size_t len, cmember_t *m, size_t *n) {
+  if (len < 8 || hg_ld32(b) != ENTRY_MEMBERS) return HG_ECORRUPT;
+  uint32_t k = hg_ld32(b + 4);
+  if (k == 0 || k > HG_DCFG_MAX_MEMBERS || len < 8 + (size_t)k * MEMBER_BYTES) return HG_ECORRUPT;
+  const uint8_t *p = b + 8;
+  for (uint32_t i = 0; i < k; i++, p += MEMBER_BYTES) {
+    m[i].id = hg_ld32(p);
+    memcpy(m[i].raft, p + 8, ADDR_LEN);
+    memcpy(m[i].client, p + 8 + ADDR_LEN, ADDR_LEN);
+    m[i].raft[ADDR_LEN - 1] = m[i].client[ADDR_LEN - 1] = '\0';
+    if (m[i].id == 0 || m[i].id > HG_DCFG_MAX_MEMBERS) return HG_ECORRUPT;
+  }
+  *n = k;
+  return 0;
+}
+
+/* Writes the table to <raft dir>/members (a new file renamed over the old
+ * one, synced). 0 or -errno. */
+static int table_save(const daemon_cluster_t *c) {
+  uint8_t buf[8 + HG_DCFG_MAX_MEMBERS * MEMBER_BYTES];
+  size_t len = table_encode(c->members, c->n_members, buf);
+  char path[sizeof c->raft_dir + 16], tmp[sizeof c->raft_dir + 16];
+  snprintf(path, sizeof path, "%s/members", c->raft_dir);
+  snprintf(tmp, sizeof tmp, "%s/members.new", c->raft_dir);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -errno;
+  int rc = write(fd, buf, len) == (ssize_t)len ? 0 : -EIO;
+  if (rc == 0 && fsync(fd) != 0) rc = -errno;
+  close(fd);
+  if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+  return rc;
+}
+
+/* Loads <raft dir>/members over the configured table. 1 loaded, 0 no
+ * file, or an error. */
+static int table_load(daemon_cluster_t *c) {
+  char path[sizeof c->raft_dir + 16];
+  snprintf(path, sizeof path, "%s/members", c->raft_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? 0 : -errno;
+  uint8_t buf[8 + HG_DCFG_MAX_MEMBERS * MEMBER_BYTES];
+  ssize_t len = read(fd, buf, sizeof buf);
+  close(fd);
+  cmember_t m[HG_DCFG_MAX_MEMBERS];
+  size_t n = 0;
+  if (len < 0 || table_decode(buf, (size_t)len, m, &n) != 0) return HG_ECORRUPT;
+  memcpy(c->members, m, n * sizeof m[0]);
+  c->n_members = n;
+  return 1;
+}
+
+/* "id=raft/client,..." of the table, for the log. */
+static void table_text(const cmember_t *m, size_t n, char *out, size_t cap) {
+  size_t at = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < n && at < cap; i++) {
+    int w = snprintf(out + at, cap - at, "%s%u=%s/%s", i ? "," : "", m[i].id, m[i].raft,
+                     m[i].client);
+    if (w < 0) break;
+    at += (size_t)w;
+  }
+}
+
 int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out) {
   daemon_cluster_t *c = calloc(1, sizeof *c);
   if (c == NULL) return -ENOMEM;
   hg_dcfg_error_t err;
-  int rc = hg_daemon_config_members(cfg, c->members, &c->n_members, &err);
+  hg_dcfg_member_t cm[HG_DCFG_MAX_MEMBERS];
+  int rc = hg_daemon_config_members(cfg, cm, &c->n_members, &err);
   if (rc != 0) {
     free(c);
     return rc;
   }
+  for (size_t i = 0; i < c->n_members; i++) {
+    c->members[i].id = cm[i].id;
+    snprintf(c->members[i].raft, ADDR_LEN, "%s", cm[i].raft);
+    snprintf(c->members[i].client, ADDR_LEN, "%s:%u", cm[i].client.host, cm[i].client.port);
+  }
+  snprintf(c->cfg_members, sizeof c->cfg_members, "%s", cfg->cluster_members);
+  c->join = cfg->cluster_join;
   c->self = cfg->cluster_id;
   c->election_ms = cfg->cluster_election_ms;
   c->snapshot_entries = cfg->cluster_snapshot_entries;
@@ -162,6 +320,26 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
     free(c);
     return rc;
   }
+  size_t n_cfg = c->n_members;
+  cmember_t *conf = c->conf;
+  memcpy(conf, c->members, sizeof c->conf);
+  c->n_conf = n_cfg;
+  rc = table_load(c);
+  if (rc < 0) {
+    logf_c(HG_LOG_WARN, "the saved member table is unreadable: using cluster.members",
+           "dir=%s err=%s", c->raft_dir, hg_strerror(rc));
+  } else if (rc == 1 && (c->n_members != n_cfg ||
+                         memcmp(conf, c->members, n_cfg * sizeof c->conf[0]) != 0)) {
+    char group[HG_DCFG_MAX_MEMBERS * (2 * ADDR_LEN + 8)];
+    table_text(c->members, c->n_members, group, sizeof group);
+    logf_c(HG_LOG_WARN, "cluster.members differs from the group's member addresses: following the group",
+           "configured=\"%s\" group=\"%s\"", c->cfg_members, group);
+  }
+  /* This node's own addresses come from its configuration. */
+  if (member_row(c, c->self) == NULL && c->n_members < HG_DCFG_MAX_MEMBERS) {
+    for (size_t i = 0; i < n_cfg; i++)
+      if (conf[i].id == c->self) c->members[c->n_members++] = conf[i];
+  }
   *out = c;
   return 0;
 }
@@ -170,11 +348,6 @@ const char *daemon_cluster_engine_dir(const daemon_cluster_t *c) { return c->eng
 
 /* ------------------------------------------------------------ the group */
 
-static const hg_dcfg_member_t *member(const daemon_cluster_t *c, uint64_t id) {
-  for (size_t i = 0; i < c->n_members; i++)
-    if (c->members[i].id == id) return &c->members[i];
-  return NULL;
-}
 
 static void discard_event(void *ctx, const hg_exchange_event_t *ev) {
   (void)ctx;
@@ -205,8 +378,85 @@ int daemon_cluster_replicate(void *ctx, const void *batch, size_t len, uint64_t 
   return hg_replica_propose(c->r, batch, len, proposal_done, c);
 }
 
+/* ENTRY_MEMBERS: the table replaces this node's, and is saved. */
+static int apply_members(daemon_cluster_t *c, uint64_t index, const uint8_t *b, size_t len) {
+  cmember_t m[HG_DCFG_MAX_MEMBERS];
+  size_t n = 0;
+  if (table_decode(b, len, m, &n) != 0) {
+    logf_c(HG_LOG_ERROR, "a member table entry is malformed: ignored", "index=%" PRIu64, index);
+    return 0;
+  }
+  memcpy(c->members, m, n * sizeof m[0]);
+  c->n_members = n;
+  c->leader_id = 0; /* publish() looks the leader's client address up again */
+  int rc = table_save(c);
+  char text[HG_DCFG_MAX_MEMBERS * (2 * ADDR_LEN + 8)];
+  table_text(m, n, text, sizeof text);
+  logf_c(rc == 0 ? HG_LOG_INFO : HG_LOG_WARN, "member addresses from the group",
+         "index=%" PRIu64 " members=\"%s\" saved=%s", index, text,
+         rc == 0 ? "yes" : hg_strerror(rc));
+  return 0;
+}
+
+/* ENTRY_KEY: u32 magic, u32 n, then n keys of KEY_BYTES: u64 key id, u32
+ * role, account, firm, secret length, 64 bytes of secret (zero-padded).
+ * Every node stores them (replacing keys with their ids). */
+static void key_encode(const hg_gateway_key_t *k, uint8_t out[KEY_BYTES]) {
+  memset(out, 0, KEY_BYTES);
+  hg_st64(out, k->key_id);
+  hg_st32(out + 8, k->role);
+  hg_st32(out + 12, k->account);
+  hg_st32(out + 16, k->firm);
+  hg_st32(out + 20, (uint32_t)k->secret_len);
+  memcpy(out + 24, k->secret, k->secret_len);
+}
+
+/* Stores the n keys at b (KEY_BYTES each). 0, or the key store's error. */
+static int store_keys(daemon_cluster_t *c, uint64_t index, const uint8_t *b, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    const uint8_t *p = b + (size_t)i * KEY_BYTES;
+    uint8_t secret[64];
+    hg_gateway_key_t k = {.key_id = hg_ld64(p), .role = hg_ld32(p + 8),
+                          .account = hg_ld32(p + 12), .firm = hg_ld32(p + 16),
+                          .secret_len = hg_ld32(p + 20), .secret = secret};
+    int rc = HG_EINVAL;
+    if (k.secret_len <= sizeof secret) {
+      memcpy(secret, p + 24, k.secret_len);
+      rc = hg_gateway_apply_key(c->gw, &k);
+    }
+    hg_wipe(secret, sizeof secret);
+    if (rc == HG_EINVAL)
+      logf_c(HG_LOG_ERROR, "an API key from the group is malformed: ignored",
+             "index=%" PRIu64 " key_id=%" PRIu64, index, k.key_id);
+    else if (rc != 0)
+      return rc;
+    else if (n == 1)
+      logf_c(HG_LOG_INFO, "API key stored from the group",
+             "index=%" PRIu64 " key_id=%" PRIu64 " role=%u", index, k.key_id, k.role);
+  }
+  return 0;
+}
+
+static int apply_key(daemon_cluster_t *c, uint64_t index, const uint8_t *b, size_t len) {
+  uint32_t n = len >= 8 ? hg_ld32(b + 4) : 0;
+  if (n == 0 || (len - 8) / KEY_BYTES < n) {
+    logf_c(HG_LOG_ERROR, "an API key entry is malformed: ignored", "index=%" PRIu64, index);
+    return 0;
+  }
+  int rc = store_keys(c, index, b + 8, n);
+  if (rc != 0) fail(c, rc, "an API key from the group could not be stored");
+  return rc;
+}
+
 static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
+  uint32_t magic = len >= 4 ? hg_ld32(data) : 0;
+  if (magic == ENTRY_MEMBERS || magic == ENTRY_KEY) {
+    int r = magic == ENTRY_MEMBERS ? apply_members(c, index, data, len)
+                                   : apply_key(c, index, data, len);
+    atomic_store(&c->applied, index);
+    return r;
+  }
   int rc = hg_pipeline_apply_batch(c->pipe, data, len);
   /* The stage is full: let the consumers take what is released, then go
    * on from the first record not applied (the batch skips applied seqs). */
@@ -220,9 +470,40 @@ static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
   return rc;
 }
 
-/* The exchange's serialization (what the LMDB snapshots hold), when it
- * is the state after the entries applied: not on a leader that executed
- * commands not yet committed (libraft asks again after the next entry). */
+/* A Raft snapshot: u32 SNAP_MAGIC, u32 zero, u64 length L, the exchange's
+ * serialization (what the LMDB snapshots hold; L bytes, zero-padded to a
+ * multiple of 8), then the member table (ENTRY_MEMBERS) and every key of
+ * the key store (ENTRY_KEY, n may be 0): a node that starts from it has
+ * the state, the members' addresses and the API keys the group committed
+ * up to its index. A snapshot that is the exchange's serialization alone
+ * (an earlier format) is read as well. */
+#define SNAP_MAGIC 0x31534748u /* "HGS1" */
+
+typedef struct snap_keys {
+  uint8_t *buf;
+  size_t len, cap;
+} snap_keys_t;
+
+static int snap_key(void *ctx, const hg_gateway_key_t *key) {
+  snap_keys_t *k = ctx;
+  if (k->len + KEY_BYTES > k->cap) {
+    size_t cap = k->cap * 2 + 64 * KEY_BYTES;
+    uint8_t *b = malloc(cap);
+    if (b == NULL) return -ENOMEM;
+    if (k->buf != NULL) memcpy(b, k->buf, k->len);
+    if (k->buf != NULL) hg_wipe(k->buf, k->len);
+    free(k->buf);
+    k->buf = b;
+    k->cap = cap;
+  }
+  key_encode(key, k->buf + k->len);
+  k->len += KEY_BYTES;
+  return 0;
+}
+
+/* Taken when the state is the entries applied: not on a leader that
+ * executed commands not yet committed (libraft asks again after the next
+ * entry). */
 static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *len) {
   daemon_cluster_t *c = ctx;
   (void)index;
@@ -230,42 +511,99 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
   hg_pipeline_stats_t st;
   hg_pipeline_stats(c->pipe, &st);
   if (st.last_seq != st.committed_seq) return HG_EBUSY;
+  snap_keys_t keys = {0};
+  int rc = hg_gateway_keys_foreach(c->gw, snap_key, &keys);
   /* The loop thread owns the exchange in loop mode. */
   const hg_exchange_t *ex = hg_pipeline_exchange(c->pipe);
-  size_t need = hg_exchange_serialized_size(ex), n = 0;
-  uint8_t *b = malloc(need);
-  if (b == NULL) return -ENOMEM;
-  int rc = hg_exchange_serialize(ex, b, need, &n);
-  if (rc != 0) {
+  size_t xlen = hg_exchange_serialized_size(ex), n = 0;
+  size_t table = 8 + c->n_members * MEMBER_BYTES;
+  size_t need = 16 + ((xlen + 7) & ~(size_t)7) + table + 8 + keys.len;
+  uint8_t *b = rc == 0 ? calloc(1, need) : NULL;
+  if (rc == 0 && b == NULL) rc = -ENOMEM;
+  if (rc == 0) rc = hg_exchange_serialize(ex, b + 16, xlen, &n);
+  if (rc == 0) {
+    hg_st32(b, SNAP_MAGIC);
+    hg_st64(b + 8, n);
+    uint8_t *p = b + 16 + ((n + 7) & ~(size_t)7);
+    p += table_encode(c->members, c->n_members, p);
+    hg_st32(p, ENTRY_KEY);
+    hg_st32(p + 4, (uint32_t)(keys.len / KEY_BYTES));
+    if (keys.len != 0) memcpy(p + 8, keys.buf, keys.len);
+    *data = b;
+    *len = (size_t)(p + 8 + keys.len - b);
+  } else {
     free(b);
-    return rc;
   }
-  *data = b;
-  *len = n;
-  return 0;
+  if (keys.buf != NULL) hg_wipe(keys.buf, keys.len);
+  free(keys.buf);
+  return rc;
 }
 
 static void snapshot_release(void *ctx, const void *data, size_t len) {
   (void)ctx;
-  (void)len;
+  hg_wipe((void *)data, len); /* the API keys' secrets */
   free((void *)data);
 }
 
-/* At open the snapshot is kept for daemon_cluster_seed(). A snapshot
- * installed while the node runs cannot replace the state under the
- * gateway's mirror: the node stops, and its restart loads it. */
+/* Splits a snapshot: the exchange's bytes, and the member table and keys
+ * (NULL for an earlier snapshot). HG_ECORRUPT if it does not parse. */
+static int snapshot_split(const uint8_t *b, size_t len, const uint8_t **ex, size_t *ex_len,
+                          const uint8_t **table, size_t *table_len, const uint8_t **keys,
+                          uint32_t *n_keys) {
+  *table = *keys = NULL;
+  *n_keys = 0;
+  if (len < 16 || hg_ld32(b) != SNAP_MAGIC) {
+    *ex = b;
+    *ex_len = len;
+    return 0;
+  }
+  uint64_t xl = hg_ld64(b + 8);
+  size_t at = 16 + (size_t)((xl + 7) & ~(uint64_t)7);
+  if (xl > len || at + 8 > len) return HG_ECORRUPT;
+  *ex = b + 16;
+  *ex_len = (size_t)xl;
+  uint32_t nm = hg_ld32(b + at + 4);
+  *table = b + at;
+  *table_len = 8 + (size_t)nm * MEMBER_BYTES;
+  at += *table_len;
+  if (nm > HG_DCFG_MAX_MEMBERS || at + 8 > len || hg_ld32(b + at) != ENTRY_KEY) return HG_ECORRUPT;
+  *n_keys = hg_ld32(b + at + 4);
+  *keys = b + at + 8;
+  return (len - at - 8) / KEY_BYTES < *n_keys ? HG_ECORRUPT : 0;
+}
+
+/* At open the exchange's part is kept for daemon_cluster_seed(), and the
+ * member table and keys take effect at once. A snapshot installed while
+ * the node runs cannot replace the state under the gateway's mirror: the
+ * node stops, and its restart loads it. */
 static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
   if (c->pipe != NULL) {
     fail(c, HG_ESTATE, "a snapshot was installed from the leader: a restart loads it");
     return HG_ESTATE;
   }
+  const uint8_t *ex, *table, *keys;
+  size_t ex_len = 0, table_len = 0;
+  uint32_t n_keys = 0;
+  int rc = snapshot_split(data, len, &ex, &ex_len, &table, &table_len, &keys, &n_keys);
+  if (rc != 0) {
+    logf_c(HG_LOG_ERROR, "the group's snapshot is malformed", "index=%" PRIu64, index);
+    return rc;
+  }
+  if (table != NULL) (void)apply_members(c, index, table, table_len);
+  if (keys != NULL && (rc = store_keys(c, index, keys, n_keys)) != 0) {
+    logf_c(HG_LOG_ERROR, "cannot store the API keys of the group's snapshot", "err=%s",
+           hg_strerror(rc));
+    return rc;
+  }
   free(c->boot);
-  c->boot = malloc(len);
+  c->boot = malloc(ex_len);
   if (c->boot == NULL) return -ENOMEM;
-  memcpy(c->boot, data, len);
-  c->boot_len = len;
-  logf_c(HG_LOG_INFO, "snapshot to start from", "index=%" PRIu64 " bytes=%zu", index, len);
+  memcpy(c->boot, ex, ex_len);
+  c->boot_len = ex_len;
+  logf_c(HG_LOG_INFO, "snapshot to start from",
+         "index=%" PRIu64 " bytes=%zu members=%s keys=%u", index, ex_len,
+         table != NULL ? "yes" : "no", n_keys);
   return 0;
 }
 
@@ -315,6 +653,7 @@ int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc) {
 static void maybe_writable(daemon_cluster_t *c) {
   if (c->writable || c->barrier_done_term == 0 || c->barrier_done_term != c->barrier_term)
     return;
+  if (c->op.state == OP_TRANSFER_WAIT || c->op.state == OP_TRANSFER) return; /* handing over */
   hg_pipeline_stats_t st;
   hg_pipeline_stats(c->pipe, &st);
   if (st.released_seq < st.last_seq) return; /* the local journal or the drain lags */
@@ -358,10 +697,9 @@ static void publish(daemon_cluster_t *c) {
   atomic_store(&c->leader, id);
   if (id != c->leader_id) {
     c->leader_id = id;
-    const hg_dcfg_member_t *m = member(c, id);
+    const cmember_t *m = member_row(c, id);
     if (m != NULL)
-      snprintf(c->leader_client, sizeof c->leader_client, "%s:%u", m->client.host,
-               m->client.port);
+      snprintf(c->leader_client, sizeof c->leader_client, "%s", m->client);
     else
       c->leader_client[0] = '\0';
     logf_c(HG_LOG_INFO, "leader changed", "leader=%" PRIu64 " term=%" PRIu64, id,
@@ -385,6 +723,9 @@ static void close_when_done(daemon_cluster_t *c) {
   hg_replica_close(r, replica_closed, c);
 }
 
+static void transfer_step(daemon_cluster_t *c);
+static void add_retry(daemon_cluster_t *c);
+
 static void on_tick(uv_timer_t *t) {
   daemon_cluster_t *c = t->data;
   if (c->r == NULL) return;
@@ -394,6 +735,8 @@ static void on_tick(uv_timer_t *t) {
   }
   publish(c);
   if (atomic_load(&c->failed)) return;
+  if (c->op.state == OP_TRANSFER_WAIT) transfer_step(c);
+  else if (c->op.state == OP_ADD_RETRY) add_retry(c);
   int leader = hg_replica_role(c->r) == HG_REPLICA_LEADER;
   uint64_t term = hg_replica_term(c->r);
   if (leader && !c->writable && !c->barrier_pending && c->barrier_term != term) {
@@ -411,6 +754,298 @@ static void on_tick(uv_timer_t *t) {
     hg_pipeline_set_writable(c->pipe, 0);
     logf_c(HG_LOG_WARN, "leadership lost: not taking orders", "term=%" PRIu64, term);
   }
+}
+
+/* ----------------------------------------------------- operator requests
+ *
+ * hgctl op cluster (proto/README.md, "Cluster membership"), on the leader,
+ * one at a time:
+ *  - add: the member table with the new member is committed first (every
+ *    node then knows its client address), then libraft adds it as a spare,
+ *    brings it up to date and makes it a voter; while the new member does
+ *    not answer (it restarts once to load the leader's snapshot) the
+ *    promotion is tried again, for ADD_CATCHUP_MS. Then the table is
+ *    proposed once more (the new member has it from the snapshot, or from
+ *    the log, already: this records the add's outcome in the log). An add of a spare
+ *    at the same address (an earlier add that gave up) promotes it.
+ *  - remove: libraft removes it (not the leader: transfer first), then the
+ *    table without it is committed.
+ *  - transfer: order entry stops, the commands executed so far commit,
+ *    then libraft hands leadership over (the target, or the most
+ *    up-to-date voter); if it fails, this node takes orders again. */
+
+static void reply(daemon_cluster_t *c, uint32_t stream, uint64_t ref_seq, int status,
+                  const char *text) {
+  hg_gateway_cluster_member_t mm[HG_DCFG_MAX_MEMBERS];
+  hg_gateway_cluster_reply_t r;
+  memset(&r, 0, sizeof r);
+  memset(mm, 0, sizeof mm);
+  r.status = status;
+  r.text = text;
+  r.members = mm;
+  if (c->r != NULL) {
+    uint64_t lid = 0;
+    hg_replica_leader(c->r, &lid, NULL);
+    r.node_id = c->self;
+    r.leader_id = (uint32_t)lid;
+    r.term = hg_replica_term(c->r);
+    r.commit_index = hg_replica_commit_index(c->r);
+    r.applied_index = hg_replica_applied_index(c->r);
+    hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
+    size_t n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
+    if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+    uint64_t last = hg_replica_last_index(c->r);
+    int leader = hg_replica_role(c->r) == HG_REPLICA_LEADER;
+    for (size_t i = 0; i < n; i++) {
+      const cmember_t *m = member_row(c, p[i].id);
+      mm[i].id = (uint32_t)p[i].id;
+      snprintf(mm[i].raft_address, sizeof mm[i].raft_address, "%s", p[i].address);
+      if (m != NULL) snprintf(mm[i].client_address, sizeof mm[i].client_address, "%s", m->client);
+      mm[i].voter = p[i].voter;
+      mm[i].match_index = p[i].match_index;
+      mm[i].lag = leader && p[i].id != c->self && last > p[i].match_index
+                      ? last - p[i].match_index
+                      : 0;
+    }
+    r.n_members = n;
+  }
+  hg_gateway_cluster_reply(c->gw, stream, ref_seq, &r);
+}
+
+static void op_finish(daemon_cluster_t *c, int status, const char *text) {
+  uint32_t stream = c->op.stream;
+  uint64_t ref_seq = c->op.ref_seq;
+  uint32_t id = c->op.id;
+  c->op.state = OP_NONE;
+  logf_c(status == 0 ? HG_LOG_INFO : HG_LOG_WARN, "operator cluster request done",
+         "member=%u result=%s text=\"%s\"", id, status == 0 ? "ok" : hg_strerror(status),
+         text != NULL ? text : "");
+  if (!c->stopping) reply(c, stream, ref_seq, status, text);
+}
+
+static void ignore_done(void *ctx, int status, uint64_t index) {
+  (void)ctx;
+  (void)index;
+  if (status != 0 && status != -ECANCELED)
+    logf_c(HG_LOG_WARN, "a member table or API key entry was not committed", "err=%s",
+           hg_strerror(status));
+}
+
+/* Proposes the table with member m set (id != 0) or member drop removed. */
+static int propose_table(daemon_cluster_t *c, const cmember_t *m, uint32_t drop,
+                         hg_replica_done_fn done) {
+  cmember_t t[HG_DCFG_MAX_MEMBERS];
+  size_t n = 0;
+  for (size_t i = 0; i < c->n_members; i++)
+    if (c->members[i].id != drop && (m == NULL || c->members[i].id != m->id))
+      t[n++] = c->members[i];
+  if (m != NULL) {
+    if (n == HG_DCFG_MAX_MEMBERS) return HG_EFULL;
+    t[n++] = *m;
+  }
+  uint8_t buf[8 + HG_DCFG_MAX_MEMBERS * MEMBER_BYTES];
+  size_t len = table_encode(t, n, buf);
+  return hg_replica_propose(c->r, buf, len, done, c);
+}
+
+static void add_done(void *ctx, int status) {
+  daemon_cluster_t *c = ctx;
+  /* A new member that installs the leader's snapshot restarts once to
+   * load it: libraft gives up the catch-up meanwhile; it is a spare. */
+  if (status == -ETIMEDOUT && c->r != NULL && !c->stopping &&
+      uv_now(c->timer.loop) < c->op.deadline) {
+    c->op.state = OP_ADD_RETRY;
+    logf_c(HG_LOG_INFO, "the new member is not up to date yet: trying again", "member=%u",
+           c->op.id);
+    return;
+  }
+  if (status == 0 && c->r != NULL && !c->stopping) (void)propose_table(c, NULL, 0, ignore_done);
+  op_finish(c, status,
+            status == 0           ? "member added: a voter, up to date"
+            : status == -ETIMEDOUT ? "the new member did not catch up in time; it stays a "
+                                     "non-voting spare: add it again once it runs"
+                                   : "the change did not commit (leadership lost?)");
+}
+
+static void add_table_done(void *ctx, int status, uint64_t index) {
+  daemon_cluster_t *c = ctx;
+  (void)index;
+  if (c->op.state != OP_ADD_TABLE) return;
+  if (status == 0 && (c->r == NULL || c->stopping)) status = -ECANCELED;
+  if (status == 0 && c->op.promote)
+    status = hg_replica_promote(c->r, c->op.id, add_done, c);
+  else if (status == 0)
+    status = hg_replica_add(c->r, c->op.id, c->op.m.raft, add_done, c);
+  if (status == HG_EINVAL) status = HG_EEXISTS; /* libraft: a duplicate id or address */
+  if (status != 0) {
+    op_finish(c, status, "the member could not be added");
+    return;
+  }
+  c->op.state = OP_ADD;
+}
+
+static void remove_done(void *ctx, int status) {
+  daemon_cluster_t *c = ctx;
+  if (status == 0 && c->r != NULL && !c->stopping)
+    (void)propose_table(c, NULL, c->op.id, ignore_done);
+  op_finish(c, status, status == 0 ? "member removed" : "the change did not commit");
+}
+
+static void op_transfer_done(void *ctx, int status) {
+  daemon_cluster_t *c = ctx;
+  op_finish(c, status,
+            status == 0 ? "leadership transferred"
+                        : "no other node took over in time: this node takes orders again");
+}
+
+/* An add whose new member is not up to date yet, from the tick. */
+static void add_retry(daemon_cluster_t *c) {
+  if (hg_replica_role(c->r) != HG_REPLICA_LEADER) {
+    op_finish(c, HG_EPERM, "leadership was lost while the member caught up");
+    return;
+  }
+  int rc = hg_replica_promote(c->r, c->op.id, add_done, c);
+  if (rc == 0) c->op.state = OP_ADD;
+  else if (rc != HG_EBUSY) op_finish(c, rc, "the new member could not be made a voter");
+}
+
+/* The transfer's first step, from the tick: once every command executed
+ * here is committed, hand leadership over. */
+static void transfer_step(daemon_cluster_t *c) {
+  if (hg_replica_role(c->r) != HG_REPLICA_LEADER) {
+    op_finish(c, HG_EPERM, "leadership was lost before the transfer");
+    return;
+  }
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(c->pipe, &st);
+  if (st.committed_seq < st.last_seq) {
+    if (uv_now(c->timer.loop) > c->op.deadline)
+      op_finish(c, HG_EUNAVAIL, "commands executed here did not commit in time");
+    return;
+  }
+  int rc = hg_replica_transfer(c->r, c->op.id, op_transfer_done, c);
+  if (rc != 0) {
+    op_finish(c, rc == HG_EINVAL ? HG_ENOTFOUND : rc, "the transfer could not start");
+    return;
+  }
+  c->op.state = OP_TRANSFER;
+}
+
+void daemon_cluster_request(void *ctx, const hg_gateway_cluster_req_t *req, uint32_t stream,
+                            uint64_t ref_seq) {
+  daemon_cluster_t *c = ctx;
+  if (req->op == HG_GW_CLUSTER_STATUS) {
+    reply(c, stream, ref_seq, 0, NULL);
+    return;
+  }
+  int rc = 0;
+  const char *text = NULL;
+  char why[sizeof c->leader_client + 40];
+  hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
+  size_t n = 0, at = HG_DCFG_MAX_MEMBERS;
+  if (c->r == NULL || c->stopping || atomic_load(&c->failed)) {
+    rc = HG_EUNAVAIL;
+    text = "this node is stopping";
+  } else if (c->op.state != OP_NONE) {
+    rc = HG_EBUSY;
+    text = "another cluster request is under way";
+  } else if (hg_replica_role(c->r) != HG_REPLICA_LEADER) {
+    rc = HG_EPERM;
+    snprintf(why, sizeof why, "not the leader; the leader is %s",
+             c->leader_client[0] != '\0' ? c->leader_client : "unknown");
+    text = why;
+  } else {
+    n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
+    if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+    for (size_t i = 0; i < n; i++)
+      if (p[i].id == req->id) at = i;
+  }
+  int promote = 0; /* add of a spare at the same address: make it a voter */
+  if (rc == 0 && req->op == HG_GW_CLUSTER_ADD) {
+    promote = at < n && !p[at].voter && strcmp(p[at].address, req->raft_address) == 0;
+    for (size_t i = 0; i < n && !promote; i++)
+      if (strcmp(p[i].address, req->raft_address) == 0) at = i;
+    if (at < n && !promote) {
+      rc = HG_EEXISTS;
+      text = "the id or the Raft address is a member's";
+    }
+  } else if (rc == 0 && req->op == HG_GW_CLUSTER_REMOVE) {
+    if (at == n || at == HG_DCFG_MAX_MEMBERS) rc = HG_ENOTFOUND, text = "no member has that id";
+    else if (req->id == c->self) rc = HG_ESTATE, text = "this node leads: transfer leadership first";
+  } else if (rc == 0 && req->op == HG_GW_CLUSTER_TRANSFER && req->id != 0) {
+    if (at == n || at == HG_DCFG_MAX_MEMBERS || !p[at].voter)
+      rc = HG_ENOTFOUND, text = "no voting member has that id";
+    else if (req->id == c->self) rc = HG_EINVAL, text = "this node is the leader already";
+  }
+  if (rc != 0) {
+    reply(c, stream, ref_seq, rc, text);
+    return;
+  }
+  c->op.id = req->id;
+  c->op.stream = stream;
+  c->op.ref_seq = ref_seq;
+  logf_c(HG_LOG_INFO, "operator cluster request",
+         "op=%s member=%u raft=%s client=%s",
+         req->op == HG_GW_CLUSTER_ADD      ? "add"
+         : req->op == HG_GW_CLUSTER_REMOVE ? "remove"
+                                           : "transfer",
+         req->id, req->raft_address != NULL ? req->raft_address : "-",
+         req->client_address != NULL ? req->client_address : "-");
+  if (req->op == HG_GW_CLUSTER_ADD) {
+    memset(&c->op.m, 0, sizeof c->op.m);
+    c->op.m.id = req->id;
+    snprintf(c->op.m.raft, ADDR_LEN, "%s", req->raft_address);
+    snprintf(c->op.m.client, ADDR_LEN, "%s", req->client_address);
+    c->op.deadline = uv_now(c->timer.loop) + ADD_CATCHUP_MS;
+    c->op.promote = promote;
+    c->op.state = OP_ADD_TABLE;
+    rc = propose_table(c, &c->op.m, 0, add_table_done);
+  } else if (req->op == HG_GW_CLUSTER_REMOVE) {
+    c->op.state = OP_REMOVE;
+    rc = hg_replica_remove(c->r, req->id, remove_done, c);
+    if (rc == HG_EINVAL) rc = HG_ENOTFOUND;
+  } else {
+    /* Order entry stops now; the tick hands over once the rest commits. */
+    c->op.state = OP_TRANSFER_WAIT;
+    c->writable = 0;
+    hg_pipeline_set_writable(c->pipe, 0);
+    c->op.deadline = uv_now(c->timer.loop) + 2u * c->election_ms;
+    transfer_step(c);
+    return;
+  }
+  if (rc != 0) op_finish(c, rc, "the change could not start");
+}
+
+typedef struct key_req {
+  daemon_cluster_t *c;
+  uint32_t stream;
+  uint64_t ref_seq;
+} key_req_t;
+
+static void key_done(void *ctx, int status, uint64_t index) {
+  key_req_t *q = ctx;
+  (void)index;
+  if (!q->c->stopping) hg_gateway_key_reply(q->c->gw, q->stream, q->ref_seq, status);
+  free(q);
+}
+
+int daemon_cluster_replicate_key(void *ctx, const hg_gateway_key_t *key, uint32_t stream,
+                                 uint64_t ref_seq) {
+  daemon_cluster_t *c = ctx;
+  if (c->r == NULL || c->stopping) return HG_EUNAVAIL;
+  if (!c->writable) return HG_EPERM;
+  if (key->secret_len > 64) return HG_EINVAL;
+  key_req_t *q = malloc(sizeof *q);
+  if (q == NULL) return -ENOMEM;
+  *q = (key_req_t){c, stream, ref_seq};
+  uint8_t buf[8 + KEY_BYTES];
+  hg_st32(buf, ENTRY_KEY);
+  hg_st32(buf + 4, 1);
+  key_encode(key, buf + 8);
+  int rc = hg_replica_propose(c->r, buf, sizeof buf, key_done, q);
+  hg_wipe(buf, sizeof buf);
+  if (rc != 0) free(q);
+  return rc;
 }
 
 int daemon_cluster_writable(daemon_cluster_t *c) { return atomic_load(&c->writable); }
@@ -436,7 +1071,7 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   rc.dir = c->raft_dir;
   rc.address = self_addr;
   rc.members = m;
-  rc.n_members = c->n_members;
+  rc.n_members = c->join ? 0 : c->n_members; /* join: wait to be added */
   rc.election_timeout_ms = c->election_ms;
   rc.heartbeat_timeout_ms = c->election_ms / 10 > 0 ? c->election_ms / 10 : 10;
   rc.snapshot_threshold = c->snapshot_entries != 0 ? c->snapshot_entries : UINT_MAX;
@@ -460,8 +1095,32 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
            self_addr, hg_strerror(err));
     return err;
   }
+  /* The configuration committed in the Raft log is the group's truth: a
+   * cluster.members that differs (a member added or removed at run time)
+   * does not change it. */
+  hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
+  size_t np = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
+  if (np > HG_DCFG_MAX_MEMBERS) np = HG_DCFG_MAX_MEMBERS;
+  char committed[HG_DCFG_MAX_MEMBERS * (ADDR_LEN + 16)];
+  size_t at = 0, same = np == c->n_conf;
+  committed[0] = '\0';
+  for (size_t i = 0; i < np; i++) {
+    const cmember_t *cm = NULL;
+    for (size_t k = 0; k < c->n_conf; k++)
+      if (c->conf[k].id == p[i].id) cm = &c->conf[k];
+    same = same && cm != NULL && strcmp(cm->raft, p[i].address) == 0;
+    int w = snprintf(committed + at, sizeof committed - at, "%s%" PRIu64 "=%s%s", i ? "," : "",
+                     p[i].id, p[i].address, p[i].voter ? "" : "(spare)");
+    if (w > 0 && (size_t)w < sizeof committed - at) at += (size_t)w;
+  }
+  if (np == 0)
+    logf_c(HG_LOG_INFO, "waiting to be added to the group (cluster.join)",
+           "id=%u address=%s", c->self, self_addr);
+  else if (!same)
+    logf_c(HG_LOG_WARN, "cluster.members differs from the group's committed configuration: following the group",
+           "configured=\"%s\" committed=\"%s\"", c->cfg_members, committed);
   logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s members=%zu dir=%s tls=%s", c->self,
-         self_addr, c->n_members, c->raft_dir, c->tls_cert[0] != '\0' ? "on" : "off");
+         self_addr, np, c->raft_dir, c->tls_cert[0] != '\0' ? "on" : "off");
   return 0;
 }
 

@@ -7,8 +7,10 @@
  *
  * Lifecycle (main thread): daemon_cluster_create (before the pipeline
  * opens: it empties data_dir/engine, which the pipeline then uses) ->
- * gateway config order_entry_leader = daemon_cluster_leader and loop_stop
- * = daemon_cluster_loop_stop, ctx the cluster -> hg_gateway_create ->
+ * gateway config order_entry_leader = daemon_cluster_leader, loop_stop
+ * = daemon_cluster_loop_stop, cluster_request = daemon_cluster_request
+ * and replicate_key = daemon_cluster_replicate_key, ctx the cluster ->
+ * hg_gateway_create ->
  * daemon_cluster_open (the replica on the gateway's loop; restores the
  * newest Raft snapshot) -> pipeline config replicate =
  * daemon_cluster_replicate -> daemon_cluster_seed -> hg_pipeline_open ->
@@ -41,7 +43,9 @@ typedef struct daemon_cluster_status {
 } daemon_cluster_status_t;
 
 /* Parses the members, empties data_dir/engine and creates the Raft
- * directory (cluster.dir, or data_dir/raft). 0 or -errno / HG_EINVAL
+ * directory (cluster.dir, or data_dir/raft); the member addresses the
+ * group last committed (saved in the Raft directory) replace
+ * cluster.members' (logged when they differ). 0 or -errno / HG_EINVAL
  * (logged). Main thread. */
 int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out);
 
@@ -70,6 +74,19 @@ int daemon_cluster_replicate(void *ctx, const void *batch, size_t len, uint64_t 
 /* hg_gateway_config_t.order_entry_leader and .loop_stop. Loop thread. */
 const char *daemon_cluster_leader(void *ctx);
 void daemon_cluster_loop_stop(void *ctx);
+
+/* hg_gateway_config_t.cluster_request: an operator's status, add, remove
+ * or transfer (cluster.c, "operator requests"), answered with
+ * hg_gateway_cluster_reply() at once or when the change completes. Loop
+ * thread. */
+void daemon_cluster_request(void *ctx, const hg_gateway_cluster_req_t *req, uint32_t stream,
+                            uint64_t ref_seq);
+
+/* hg_gateway_config_t.replicate_key: proposes an operator's API key to the
+ * group (every node stores it when committed); HG_EPERM when this node
+ * does not take orders. Loop thread. */
+int daemon_cluster_replicate_key(void *ctx, const hg_gateway_key_t *key, uint32_t stream,
+                                 uint64_t ref_seq);
 
 void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out);
 

@@ -116,6 +116,7 @@ static const keydef_t KEYS[] = {
     {"cluster.tls_key", K_OPTPATH, OFF(cluster_tls_key), 0, 0, 0, 0},
     {"cluster.tls_ca", K_OPTPATH, OFF(cluster_tls_ca), 0, 0, 0, 0},
     {"cluster.insecure", K_BOOL, OFF(cluster_insecure), 0, 1, 0, 0},
+    {"cluster.join", K_BOOL, OFF(cluster_join), 0, 1, 0, 0},
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -440,6 +441,8 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
                 c->order_entry.host);
   if (c->cluster_id == 0 && c->cluster_members[0] != '\0')
     return fail(err, 0, "cluster.members", HG_EINVAL, "%s", "is set but cluster.id is not");
+  if (c->cluster_id == 0 && c->cluster_join)
+    return fail(err, 0, "cluster.join", HG_EINVAL, "%s", "is set but cluster.id is not");
   if (c->cluster_id != 0) {
     if (c->pipe_mode != HG_PIPE_MODE_LOOP)
       return fail(err, 0, "cluster.id", HG_EINVAL, "%s", "needs pipeline.mode = loop");

@@ -89,7 +89,9 @@ typedef struct hg_daemon_config {
   /* Cluster mode (hourglassd.h, "Cluster"): cluster.id (0: a single node),
    * cluster.members ("id=raft_ip:port/client_ip:port,..."), cluster.dir
    * ("" = data_dir/raft), cluster.election_timeout_ms (1000),
-   * cluster.snapshot_entries (8192; 0: never). The Raft port's TLS:
+   * cluster.snapshot_entries (8192; 0: never), cluster.join (no: a node
+   * with an empty Raft directory bootstraps the group from cluster.members;
+   * yes: it waits to be added by the leader). The Raft port's TLS:
    * cluster.tls_cert, cluster.tls_key, cluster.tls_ca (PEM; all three or
    * none); without them a member's Raft address that is not loopback is
    * refused unless cluster.insecure = yes. */
@@ -102,6 +104,7 @@ typedef struct hg_daemon_config {
   char cluster_tls_key[HG_DCFG_PATH_MAX];
   char cluster_tls_ca[HG_DCFG_PATH_MAX];
   int cluster_insecure;
+  int cluster_join;
 } hg_daemon_config_t;
 
 /* Most members in cluster.members (ids are 1..this). */
@@ -144,9 +147,10 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
  * the retired listen.market_data, when set, equals listen.order_entry,
  * tls.cert and tls.key go together, and a non-loopback listen.order_entry
  * has TLS or an explicit tls = off; cluster.id needs pipeline.mode = loop
- * and a cluster.members that lists it; cluster.tls_* come all three
- * together and only with cluster.id, and without them every member's Raft
- * address is loopback unless cluster.insecure = yes; http.tls_cert and http.tls_key come
+ * and a cluster.members that lists it, cluster.join needs cluster.id;
+ * cluster.tls_* come all three together and only with cluster.id, and
+ * without them every member's Raft address is loopback unless
+ * cluster.insecure = yes; http.tls_cert and http.tls_key come
  * together, not with http.tls = off, and a non-loopback listen.http needs
  * them unless http.tls = off). 0 or HG_EINVAL with *err (line 0,
  * naming the key). */

@@ -68,7 +68,10 @@
  *   --backup-keys DEST    the same for the gateway's key store (data_dir/keys);
  *   --backup-journal DEST [--max-seq N]
  *                         copies the journal records up to N (the daemon's
- *                         durable seq) into a fresh journal in DEST;
+ *                         durable seq) into a fresh journal in DEST, from
+ *                         its first record (seq 1, or later in a cluster
+ *                         node's journal, which starts after the group's
+ *                         snapshot it was seeded from);
  *   --scenario month [--scenario-dir DIR]
  *                         runs a contract's whole life in simulated time on
  *                         a fresh data directory (scenario.h) and exits.

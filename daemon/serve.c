@@ -500,6 +500,8 @@ static int create_gateway(daemon_t *d) {
   if (d->cluster != NULL) {
     gc.order_entry_leader = daemon_cluster_leader;
     gc.loop_stop = daemon_cluster_loop_stop;
+    gc.cluster_request = daemon_cluster_request;
+    gc.replicate_key = daemon_cluster_replicate_key;
     gc.cluster_ctx = d->cluster;
   }
   rc = hg_gateway_create(&gc, &d->gw);

@@ -4,6 +4,7 @@
  * and --scenario. Each runs on the main thread and returns the process's
  * exit status; hourglassd.c's top comment says what each does.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <lmdb.h>
@@ -107,11 +108,30 @@ int daemon_backup_lmdb(const hg_daemon_config_t *cfg, const char *sub, const cha
   return 0;
 }
 
+/* The first seq of the oldest segment in dir (journal-<first seq>.hgj);
+ * 1 if there is none. A journal starts after 1 when its data directory was
+ * seeded from a snapshot (a cluster node starting from the group's). */
+static uint64_t journal_first_seq(const char *dir) {
+  uint64_t first = UINT64_MAX;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d != NULL && (e = readdir(d)) != NULL) {
+    unsigned long long s;
+    char tail[8];
+    if (sscanf(e->d_name, "journal-%20llu%7s", &s, tail) == 2 && strcmp(tail, ".hgj") == 0 &&
+        s > 0 && s < first)
+      first = s;
+  }
+  if (d != NULL) closedir(d);
+  return first == UINT64_MAX ? 1 : first;
+}
+
 int daemon_backup_journal(const hg_daemon_config_t *cfg, const char *dest, uint64_t max_seq) {
   char dir[HG_DCFG_PATH_MAX + 16];
   snprintf(dir, sizeof dir, "%s/journal", cfg->data_dir);
+  uint64_t first = journal_first_seq(dir);
   hg_journal_reader_t *r;
-  int rc = hg_journal_reader_open(dir, 1, &r);
+  int rc = hg_journal_reader_open(dir, first, &r);
   if (rc != 0) {
     hg_dlog(HG_LOG_ERROR, "tool", "cannot read journal", "dir=%s err=%s", dir, hg_strerror(rc));
     return 1;
@@ -122,6 +142,7 @@ int daemon_backup_journal(const hg_daemon_config_t *cfg, const char *dest, uint6
   opt.batch_bytes = cfg->journal_batch_bytes;
   opt.log = hg_dlog_pipe_cb;
   opt.log_ctx = "journal";
+  opt.first_seq = first;
   hg_journal_t *j;
   rc = hg_journal_open(dest, &opt, &j);
   if (rc != 0) {

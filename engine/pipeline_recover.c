@@ -495,8 +495,10 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
     if (rc != 0) return rc;
   }
   *snap_seq = snap;
-  /* The journal must hold the snapshot's own record: a journal that ends
-   * (or starts) elsewhere does not continue it (as recover_finish checks). */
+  /* The journal must hold the snapshot's own record, or start right after
+   * it (a data directory seeded from a snapshot, as a cluster node's is):
+   * a journal that ends (or starts) elsewhere does not continue it (as
+   * recover_finish checks). */
   if (snap > 0) {
     hg_journal_reader_t *rd;
     hg_journal_record_t rec;
@@ -504,6 +506,9 @@ int hg_pipeline_recover_readonly(const hg_pipeline_config_t *cfg, hg_exchange_t 
     if (rc == 0) {
       rc = hg_journal_reader_next(rd, snap, &rec);
       hg_journal_reader_close(rd);
+    } else if (rc == HG_ENOTFOUND && hg_journal_reader_open(jdir, snap + 1, &rd) == 0) {
+      hg_journal_reader_close(rd); /* its first segment starts at snap + 1 */
+      rc = 0;
     }
     if (rc != 0) {
       hg_pipe__log(cfg, HG_LOG_ERROR,

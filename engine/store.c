@@ -807,6 +807,32 @@ int hg_store_get(hg_store_t *s, hg_store_table_t table, uint64_t key, void *buf,
   return read_one(s, dbi, &k, buf, cap, len, "reading a record");
 }
 
+int hg_store_foreach(hg_store_t *s, hg_store_table_t table,
+                     int (*fn)(void *ctx, uint64_t key, const void *val, size_t len), void *ctx) {
+  MDB_dbi dbi;
+  int rc = need_open(s);
+  if (rc == 0) rc = table_dbi(s, table, &dbi);
+  if (rc != 0) return rc;
+  MDB_txn *txn;
+  MDB_cursor *cur;
+  rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+  if (rc != 0) return fail(s, rc, "begin read");
+  rc = mdb_cursor_open(txn, dbi, &cur);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(s, rc, "opening a cursor");
+  }
+  MDB_val k, v;
+  int out = 0;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && out == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+    if (k.mv_size == 8) out = fn(ctx, hg_ld_be64(k.mv_data), v.mv_data, v.mv_size);
+  mdb_cursor_close(cur);
+  mdb_txn_abort(txn);
+  if (out != 0) return out;
+  return rc == MDB_NOTFOUND ? 0 : fail(s, rc, "walking a table");
+}
+
 int hg_store_del(hg_store_t *s, hg_store_table_t table, uint64_t key) {
   MDB_dbi dbi;
   int rc = need_open(s);

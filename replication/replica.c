@@ -652,3 +652,19 @@ int hg_replica_remove(hg_replica_t *r, uint64_t id, hg_replica_cb cb, void *ctx)
         (unsigned long long)r->cfg.id, (unsigned long long)id);
   return 0;
 }
+
+int hg_replica_promote(hg_replica_t *r, uint64_t id, hg_replica_cb cb, void *ctx) {
+  int rc = change_begin(r, id, cb, ctx);
+  if (rc != 0) return rc;
+  int rv = raft_assign(&r->raft, &r->change, id, RAFT_VOTER, change_done);
+  if (rv != 0) {
+    keep_errmsg(r, "promote", rv);
+    return rv == RAFT_NOTFOUND || rv == RAFT_BADROLE || rv == RAFT_BADID ? HG_EINVAL
+                                                                          : from_raft(rv);
+  }
+  r->change_busy = true;
+  r->change_promote = false;
+  logf_(r, HG_LOG_INFO, "replica %llu: promoting %llu to voter",
+        (unsigned long long)r->cfg.id, (unsigned long long)id);
+  return 0;
+}

@@ -1332,6 +1332,32 @@ int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint6
   ENV_SEND(c, add_account, ADD_ACCOUNT, &m, seq);
 }
 
+int hg_client_add_api_key(hg_client_t *c, uint64_t key_id, uint32_t role, uint32_t account,
+                          uint32_t firm, const uint8_t *secret, size_t len, uint64_t *seq) {
+  if (secret == NULL || len < 16 || len > 64) return HG_EINVAL;
+  Hourglass__V1__AddApiKey m = HOURGLASS__V1__ADD_API_KEY__INIT;
+  m.key_id = key_id;
+  m.role = role;
+  m.has_account = account != 0;
+  m.account = account;
+  m.has_firm = firm != 0;
+  m.firm = firm;
+  m.secret.data = (uint8_t *)secret;
+  m.secret.len = len;
+  ENV_SEND(c, add_api_key, ADD_API_KEY, &m, seq);
+}
+
+int hg_client_cluster(hg_client_t *c, uint32_t op, uint32_t id, const char *raft_address,
+                      const char *client_address, uint64_t *seq) {
+  Hourglass__V1__ClusterRequest m = HOURGLASS__V1__CLUSTER_REQUEST__INIT;
+  m.op = op;
+  m.has_id = id != 0;
+  m.id = id;
+  m.raft_address = (char *)raft_address;
+  m.client_address = (char *)client_address;
+  ENV_SEND(c, cluster_request, CLUSTER_REQUEST, &m, seq);
+}
+
 int hg_client_cash(hg_client_t *c, uint32_t account, int64_t amount, bool withdraw,
                    uint64_t *seq) {
   if (withdraw) {

@@ -2,7 +2,8 @@
  * keys.c - the API key store (LMDB records, store names of session ids and
  * stream seqs) and the keys file (hg_gateway_add_key, hg_gateway_load_keys,
  * hg_gateway_key_line_parse). Owner thread before start, loop thread after
- * (operators add keys over the wire).
+ * (operators add keys over the wire; in cluster mode every node stores the
+ * keys the group commits, hg_gateway_apply_key).
  */
 #include "gateway_int.h"
 
@@ -67,8 +68,9 @@ int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace) {
   return rc;
 }
 
-int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replace) {
-  if (gw->started || key == NULL || key->secret == NULL || key->secret_len > 64) return HG_EINVAL;
+/* key as a store record, stored (replace: over a key with its id). */
+static int store_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replace) {
+  if (key == NULL || key->secret == NULL || key->secret_len > 64) return HG_EINVAL;
   hg_key_record_t k;
   memset(&k, 0, sizeof k);
   k.key_id = key->key_id;
@@ -80,6 +82,39 @@ int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replac
   int rc = gw_key_store(gw, &k, replace);
   hg_wipe(&k, sizeof k);
   return rc;
+}
+
+int hg_gateway_add_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replace) {
+  return gw->started ? HG_EINVAL : store_key(gw, key, replace);
+}
+
+int hg_gateway_apply_key(hg_gateway_t *gw, const hg_gateway_key_t *key) {
+  return store_key(gw, key, 1);
+}
+
+typedef struct key_walk {
+  int (*fn)(void *ctx, const hg_gateway_key_t *key);
+  void *ctx;
+} key_walk_t;
+
+static int key_visit(void *ctx, uint64_t id, const void *val, size_t len) {
+  key_walk_t *w = ctx;
+  hg_key_record_t k;
+  (void)id;
+  int rc = hg_key_record_decode(val, len, &k);
+  if (rc == 0) {
+    hg_gateway_key_t key = {.key_id = k.key_id, .role = k.role, .account = k.account,
+                            .firm = k.firm, .secret = k.secret, .secret_len = k.secret_len};
+    rc = w->fn(w->ctx, &key);
+  }
+  hg_wipe(&k, sizeof k);
+  return rc;
+}
+
+int hg_gateway_keys_foreach(hg_gateway_t *gw, int (*fn)(void *ctx, const hg_gateway_key_t *key),
+                            void *ctx) {
+  key_walk_t w = {fn, ctx};
+  return hg_store_foreach(gw->store, HG_STORE_API_KEYS, key_visit, &w);
 }
 
 static int hexval(char ch) {

@@ -1,7 +1,14 @@
 /*
- * operator.c - operator requests (listing, halts, accounts, cash, API keys)
- * and the nine settlement commands with the SettlementResult that answers
- * them. Loop thread.
+ * operator.c - operator requests (listing, halts, accounts, cash, API keys,
+ * the cluster's membership) and the nine settlement commands with the
+ * SettlementResult that answers them. Loop thread.
+ *
+ * In cluster mode an AddApiKey is checked here, then handed to the cluster
+ * (replicate_key), which proposes it to the group; every node stores it
+ * when it is committed (hg_gateway_apply_key) and the leader answers it
+ * then (hg_gateway_key_reply). A ClusterRequest is checked for its fields
+ * and handed to the cluster (cluster_request), which answers it with
+ * hg_gateway_cluster_reply().
  */
 #include "gateway_int.h"
 
@@ -18,6 +25,126 @@ static bool symbol_ok(const char *s) {
 }
 
 static void handle_settlement(conn_t *c, uint32_t si, const env_t *env);
+
+/* The RejectReason of an AddApiKey's outcome. */
+static uint32_t key_reason(int rc) {
+  return rc == 0               ? 0
+         : rc == HG_EINVAL     ? REJ(INVALID_REQUEST)
+         : rc == HG_EEXISTS    ? REJ(KEY_EXISTS)
+         : rc == HG_EPERM      ? REJ(NOT_LEADER)
+                               : REJ(UNAVAILABLE);
+}
+
+void hg_gateway_key_reply(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, int status) {
+  gw_send_response(gw, stream, ref_seq, key_reason(status), NULL);
+}
+
+/* ---------------------------------------------------- cluster membership */
+
+/* "host:port" with a port 1..65535 and a host of [0-9A-Za-z.-], as
+ * cluster.members writes them. */
+static bool address_ok(const char *s) {
+  const char *colon = s != NULL ? strrchr(s, ':') : NULL;
+  if (colon == NULL || colon == s || strlen(s) >= 64) return false;
+  for (const char *p = s; p < colon; p++)
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          *p == '.' || *p == '-'))
+      return false;
+  unsigned long port = 0;
+  const char *p = colon + 1;
+  if (*p == '\0') return false;
+  for (; *p != '\0'; p++) {
+    if (*p < '0' || *p > '9') return false;
+    port = port * 10 + (unsigned long)(*p - '0');
+    if (port > 65535) return false;
+  }
+  return port > 0;
+}
+
+static void cluster_refuse(hg_gateway_t *gw, uint32_t si, uint64_t ref_seq, int status,
+                           const char *text) {
+  hg_gateway_cluster_reply_t r;
+  memset(&r, 0, sizeof r);
+  r.status = status;
+  r.text = text;
+  hg_gateway_cluster_reply(gw, si, ref_seq, &r);
+}
+
+static void handle_cluster(conn_t *c, uint32_t si, const env_t *env) {
+  hg_gateway_t *gw = c->gw;
+  const Hourglass__V1__ClusterRequest *q = env->cluster_request;
+  hg_gateway_cluster_req_t req = {.op = (int)q->op, .id = q->has_id ? q->id : 0};
+  bool add = q->op == HG_GW_CLUSTER_ADD;
+  bool ok = q->op >= HG_GW_CLUSTER_STATUS && q->op <= HG_GW_CLUSTER_TRANSFER;
+  if (ok && (add || q->op == HG_GW_CLUSTER_REMOVE)) ok = req.id >= 1 && req.id <= 16;
+  if (ok && q->op == HG_GW_CLUSTER_TRANSFER) ok = req.id <= 16;
+  if (ok && add) ok = address_ok(q->raft_address) && address_ok(q->client_address);
+  if (ok && !add) ok = q->raft_address == NULL && q->client_address == NULL;
+  if (!ok) {
+    cluster_refuse(gw, si, env->seq, HG_EINVAL,
+                   "op 1..4; id 1..16 (add, remove); add needs raft_address and "
+                   "client_address as host:port");
+    return;
+  }
+  if (gw->cfg.cluster_request == NULL) {
+    cluster_refuse(gw, si, env->seq, HG_EINVAL, "not a cluster node");
+    return;
+  }
+  if (add) {
+    req.raft_address = q->raft_address;
+    req.client_address = q->client_address;
+  }
+  gw->cfg.cluster_request(gw->cfg.cluster_ctx, &req, si, env->seq);
+}
+
+static uint32_t cluster_reason(int status) {
+  switch (status) {
+  case 0: return 0;
+  case HG_EPERM: return REJ(NOT_LEADER);
+  case HG_EBUSY: return REJ(CHANGE_IN_PROGRESS);
+  case HG_ENOTFOUND: return REJ(UNKNOWN_MEMBER);
+  case HG_EEXISTS: return REJ(MEMBER_EXISTS);
+  case HG_ESTATE: return REJ(MEMBER_IS_LEADER);
+  case HG_EINVAL: return REJ(INVALID_REQUEST);
+  default: return REJ(CHANGE_FAILED);
+  }
+}
+
+void hg_gateway_cluster_reply(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq,
+                              const hg_gateway_cluster_reply_t *rep) {
+  enum { MAXM = 16 };
+  Hourglass__V1__ClusterStatus st = HOURGLASS__V1__CLUSTER_STATUS__INIT;
+  Hourglass__V1__ClusterMember mm[MAXM], *mp[MAXM];
+  st.ref_seq = ref_seq;
+  uint32_t reason = cluster_reason(rep->status);
+  PB_SET(st, reason, reason);
+  st.text = (char *)rep->text;
+  if (rep->node_id != 0) {
+    PB_SET(st, node_id, rep->node_id);
+    PB_SET(st, leader_id, rep->leader_id);
+    PB_SET(st, term, rep->term);
+    PB_SET(st, commit_index, rep->commit_index);
+    PB_SET(st, applied_index, rep->applied_index);
+  }
+  size_t n = rep->n_members < MAXM ? rep->n_members : MAXM;
+  for (size_t i = 0; i < n; i++) {
+    const hg_gateway_cluster_member_t *m = &rep->members[i];
+    hourglass__v1__cluster_member__init(&mm[i]);
+    mm[i].id = m->id;
+    mm[i].raft_address = (char *)m->raft_address;
+    if (m->client_address[0] != '\0') mm[i].client_address = (char *)m->client_address;
+    PB_SET(mm[i], voter, m->voter != 0);
+    PB_SET(mm[i], match_index, m->match_index);
+    PB_SET(mm[i], lag, m->lag);
+    mp[i] = &mm[i];
+  }
+  st.n_members = n;
+  st.members = mp;
+  env_t env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = B(CLUSTER_STATUS);
+  env.cluster_status = &st;
+  gw_stream_send_idx(gw, stream, &env);
+}
 
 void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
   hg_gateway_t *gw = c->gw;
@@ -105,11 +232,22 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
       reason = REJ(FIRM_MISMATCH);
     } else {
       memcpy(rec.secret, k->secret.data, k->secret.len);
-      int rc = gw_key_store(gw, &rec, 0);
-      reason = rc == 0               ? 0
-               : rc == HG_EINVAL     ? REJ(INVALID_REQUEST)
-               : rc == HG_EEXISTS    ? REJ(KEY_EXISTS)
-                                     : REJ(UNAVAILABLE);
+      hg_key_record_t old;
+      int rc = gw_key_load(gw, rec.key_id, &old);
+      hg_wipe(&old, sizeof old);
+      rc = rc == 0 ? HG_EEXISTS : rc == HG_ENOTFOUND ? 0 : rc;
+      if (rc == 0 && gw->cfg.replicate_key != NULL) {
+        hg_gateway_key_t key = {.key_id = rec.key_id, .role = rec.role, .account = rec.account,
+                                .firm = rec.firm, .secret = rec.secret,
+                                .secret_len = rec.secret_len};
+        rc = gw->cfg.replicate_key(gw->cfg.cluster_ctx, &key, si, env->seq);
+        hg_wipe(&rec, sizeof rec);
+        hg_wipe(k->secret.data, k->secret.len);
+        if (rc != 0) hg_gateway_key_reply(gw, si, env->seq, rc);
+        return; /* answered once committed */
+      }
+      if (rc == 0) rc = gw_key_store(gw, &rec, 0);
+      reason = key_reason(rc);
       hg_wipe(&rec, sizeof rec);
     }
     /* The decoded copy of the secret (in the frame arena) goes too. */
@@ -117,6 +255,9 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
     gw_send_response(gw, si, env->seq, reason, NULL);
     return;
   }
+  case B(CLUSTER_REQUEST):
+    handle_cluster(c, si, env);
+    return;
   default:
     reason = REJ(INVALID_REQUEST);
   }

@@ -205,6 +205,7 @@ bool gw_role_allows(uint32_t role, uint32_t body) {
   case B(DAILY_SETTLEMENT):
   case B(EXPIRE):
   case B(LIST_CURVE):
+  case B(CLUSTER_REQUEST):
     return role == HG_ROLE_OPERATOR;
   default:
     return role == HG_ROLE_OPERATOR && body >= B(LIST_INSTRUMENT) && body <= B(ADD_API_KEY);

@@ -382,6 +382,8 @@ static const command_t OP_CMDS[] = {
     {"end-of-session", "expire every DAY order", hgctl_op_end_of_session},
     {"delist", "delist an instrument (its orders are cancelled)", hgctl_op_delist},
     {"list-curve", "list twelve monthly contracts of an index", hgctl_op_list_curve},
+    {"add-key", "add an API key (its secret read from a file)", hgctl_op_add_key},
+    {"cluster", "status|add|remove|transfer: the Raft group's members", hgctl_op_cluster},
 };
 static const command_t QUOTE_CMDS[] = {
     {"", "mass quote (--quote ... --group G), or reset --group G", hgctl_quote}};

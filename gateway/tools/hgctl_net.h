@@ -32,6 +32,8 @@ int hgctl_op_end_of_session(int argc, char **argv);
 int hgctl_op_delist(int argc, char **argv);
 int hgctl_op_withdraw(int argc, char **argv);
 int hgctl_op_list_curve(int argc, char **argv);
+int hgctl_op_cluster(int argc, char **argv);
+int hgctl_op_add_key(int argc, char **argv);
 int hgctl_quote(int argc, char **argv);
 int hgctl_dropcopy(int argc, char **argv);
 /* hgctl statement --remote: the statement fetched from the gateway. */

@@ -1,7 +1,9 @@
 /*
  * hgctl_op.c - the operator's commands (`hgctl op ...`): daily and final
  * settlement, expiry, index fixings and samples, listing and delisting,
- * halt and resume, accounts, deposits and withdrawals, end of session. Each
+ * halt and resume, accounts, deposits and withdrawals, end of session, and
+ * API keys, a cluster's membership (status, add, remove, leadership
+ * transfer). Each
  * sends one operator command on an operator key's session (hgctl_net.c)
  * and prints its Response or SettlementResult as one "KEY=value" line.
  */
@@ -17,6 +19,7 @@
 
 #include "hourglass/civil.h"
 #include "hourglass/error.h"
+#include "hourglass/hmac.h"
 
 /* Waits for the SettlementResult of seq and prints it as KEY=value; a
  * refusal (or a role reject Response) goes to stderr first. 0 or
@@ -408,6 +411,161 @@ int hgctl_op_list_curve(int argc, char **argv) {
   rc = hg_client_list_curve(c, gpu, grade, y, m, (uint32_t)id, (uint32_t)no, (uint32_t)na, rp,
                             &seq);
   rc = rc == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  net_close_session(c);
+  return rc;
+}
+
+/* op cluster: prints the ClusterStatus as a CLUSTER line and one MEMBER
+ * line per member; a refusal's reason and text go to stderr first. */
+int hgctl_op_cluster(int argc, char **argv) {
+  const char *cmd = "op cluster", *pos[3] = {NULL, NULL, NULL};
+  const opt_t opts[] = {CONN_OPTS};
+  const char *usage =
+      "op cluster status                      (members, roles, indexes, lags)\n"
+      "  op cluster add ID RAFT_IP:PORT/CLIENT_HOST:PORT   (a node started with cluster.join)\n"
+      "  op cluster remove ID                 (not the leader: transfer first)\n"
+      "  op cluster transfer [ID]             (planned leader switch; no ID: the most\n"
+      "                                        up-to-date voter)\n";
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 3, usage);
+  if (rc) return rc;
+  const char *verb = pos[0] ? pos[0] : "";
+  uint32_t op = strcmp(verb, "status") == 0     ? 1
+                : strcmp(verb, "add") == 0      ? 2
+                : strcmp(verb, "remove") == 0   ? 3
+                : strcmp(verb, "transfer") == 0 ? 4
+                                                : 0;
+  size_t want_pos = op == 1 ? 1 : op == 2 ? 3 : 2;
+  size_t got = pos[2] ? 3 : pos[1] ? 2 : pos[0] ? 1 : 0;
+  if (op == 0 || got > want_pos || (op != 4 && got < want_pos)) {
+    fprintf(stderr, "usage: hgctl %s", usage);
+    return EXIT_USAGE;
+  }
+  int64_t id = 0;
+  if (pos[1] != NULL && (rc = net_need_num(cmd, "ID", pos[1], 1, 16, &id))) return rc;
+  char raft[80] = "", client[80] = "";
+  if (op == 2) {
+    const char *slash = strchr(pos[2], '/');
+    if (slash == NULL || (size_t)(slash - pos[2]) >= sizeof raft ||
+        strlen(slash + 1) >= sizeof client || slash == pos[2] || slash[1] == '\0') {
+      fprintf(stderr, "hgctl %s: the addresses are RAFT_IP:PORT/CLIENT_HOST:PORT\n", cmd);
+      return EXIT_USAGE;
+    }
+    memcpy(raft, pos[2], (size_t)(slash - pos[2]));
+    snprintf(client, sizeof client, "%s", slash + 1);
+  }
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  rc = hg_client_cluster(c, op, (uint32_t)id, op == 2 ? raft : NULL, op == 2 ? client : NULL,
+                         &seq);
+  const env_t *e = NULL;
+  if (rc != 0) {
+    rc = EXIT_FAIL;
+  } else {
+    for (;;) {
+      rc = net_await_reply(cmd, c, seq, &e);
+      if (rc != 1) break;
+      if (e->body_case == BODY(RESPONSE)) {
+        rc = net_response_status(cmd, e);
+        break;
+      }
+      if (e->body_case == BODY(CLUSTER_STATUS) && e->cluster_status->ref_seq == seq) {
+        rc = 2;
+        break;
+      }
+    }
+  }
+  if (rc == 2) {
+    const Hourglass__V1__ClusterStatus *s = e->cluster_status;
+    if (s->reason != 0) {
+      fprintf(stderr, "hgctl %s: refused: %s (%u)%s%s\n", cmd, net_reject_name(s->reason),
+              s->reason, s->text ? ": " : "", s->text ? s->text : "");
+      fflush(stderr);
+    }
+    printf("CLUSTER result=%s(%u) node=%u leader=%u term=%" PRIu64 " commit_index=%" PRIu64
+           " applied_index=%" PRIu64 "\n",
+           s->reason == 0 ? "ok" : net_reject_name(s->reason), s->reason, s->node_id,
+           s->leader_id, s->term, s->commit_index, s->applied_index);
+    for (size_t i = 0; i < s->n_members; i++) {
+      const Hourglass__V1__ClusterMember *m = s->members[i];
+      printf("MEMBER id=%u raft=%s client=%s role=%s match_index=%" PRIu64 " lag=%" PRIu64 "\n",
+             m->id, m->raft_address ? m->raft_address : "-",
+             m->client_address ? m->client_address : "-",
+             m->id == s->leader_id ? "leader" : m->voter ? "voter" : "spare", m->match_index,
+             m->lag);
+    }
+    fflush(stdout);
+    rc = s->reason != 0 ? EXIT_FAIL : 0;
+  }
+  net_close_session(c);
+  return rc;
+}
+
+/* op add-key: an API key from a file holding its secret in hex (never on
+ * the command line, where ps would show it). */
+int hgctl_op_add_key(int argc, char **argv) {
+  const char *cmd = "op add-key", *pos[4] = {NULL, NULL, NULL, NULL}, *file = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"secret-file", &file, NULL}};
+  const char *usage =
+      "op add-key KEY_ID trader|market_maker|risk_viewer|operator ACCOUNT FIRM\n"
+      "  --secret-file FILE   (FILE: the key's secret, 32..128 hex digits; account 0 for\n"
+      "                        risk viewers and operators, firm 0 for operators)\n";
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 4, usage);
+  if (rc) return rc;
+  if (pos[3] == NULL || file == NULL) {
+    fprintf(stderr, "usage: hgctl %s", usage);
+    return EXIT_USAGE;
+  }
+  int64_t id = 0, account = 0, firm = 0;
+  if ((rc = net_need_num(cmd, "KEY_ID", pos[0], 1, INT64_MAX, &id)) ||
+      (rc = net_need_num(cmd, "ACCOUNT", pos[2], 0, UINT32_MAX, &account)) ||
+      (rc = net_need_num(cmd, "FIRM", pos[3], 0, UINT32_MAX, &firm)))
+    return rc;
+  uint32_t role = strcmp(pos[1], "trader") == 0         ? 1
+                  : strcmp(pos[1], "market_maker") == 0 ? 2
+                  : strcmp(pos[1], "risk_viewer") == 0  ? 3
+                  : strcmp(pos[1], "operator") == 0     ? 4
+                                                        : 0;
+  if (role == 0) {
+    fprintf(stderr, "hgctl %s: the role is trader, market_maker, risk_viewer or operator\n", cmd);
+    return EXIT_USAGE;
+  }
+  char hex[160] = "";
+  FILE *f = fopen(file, "r");
+  if (f == NULL) {
+    fprintf(stderr, "hgctl %s: %s: %s\n", cmd, file, strerror(errno));
+    return EXIT_USAGE;
+  }
+  if (fgets(hex, sizeof hex, f) == NULL) hex[0] = '\0';
+  fclose(f);
+  hex[strcspn(hex, " \t\r\n")] = '\0';
+  uint8_t secret[64];
+  int n = hg_client_parse_hex(hex, secret, sizeof secret);
+  hg_wipe(hex, sizeof hex);
+  if (n < 16) {
+    hg_wipe(secret, sizeof secret);
+    fprintf(stderr, "hgctl %s: %s must hold 32..128 hex digits (16..64 bytes)\n", cmd, file);
+    return EXIT_USAGE;
+  }
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) {
+    hg_wipe(secret, sizeof secret);
+    return rc;
+  }
+  uint64_t seq = 0;
+  rc = hg_client_add_api_key(c, (uint64_t)id, role, (uint32_t)account, (uint32_t)firm, secret,
+                             (size_t)n, &seq);
+  hg_wipe(secret, sizeof secret);
+  if (rc == 0) {
+    const env_t *e = NULL;
+    rc = net_await_reply(cmd, c, seq, &e);
+    if (rc == 1) {
+      rc = net_response_status(cmd, e);
+      if (rc == 0) printf("OK add-key key_id=%" PRId64 " role=%s\n", id, pos[1]);
+    }
+  } else {
+    rc = EXIT_FAIL;
+  }
   net_close_session(c);
   return rc;
 }

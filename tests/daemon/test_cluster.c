@@ -60,18 +60,8 @@ static void node_start(du_node_t *n) {
   const char *extra[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
                          "cluster.snapshot_entries=8", NULL, NULL, NULL, NULL};
   for (int k = 0; g_tls && k < 3; k++) extra[3 + k] = g_tls_opts[k];
-  du_node_spawn(n, g_bin, g_root, g_members, g_keys, extra);
-  char *log = du_wait_log(n->log, "msg=\"ready\"", 120);
-  if (log == NULL) fail_msg("node %d not ready after 120 s", n->id);
-  free(log);
-}
-
-/* The value of "key":<number> in text; UINT64_MAX if absent. */
-static uint64_t json_u64(const char *text, const char *key) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = text != NULL ? strstr(text, pat) : NULL;
-  return p != NULL ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+  if (du_node_start(n, g_bin, g_root, g_members, g_keys, extra) != 0)
+    fail_msg("node %d not ready after 120 s", n->id);
 }
 
 /* Plays systemd's Restart=: a node that received a snapshot from the
@@ -91,46 +81,17 @@ static void supervise(void) {
 }
 
 /* The node taking orders, waiting up to 30 s; -1 if none. */
-static int find_leader(void) {
-  double end = du_now() + 30;
-  while (du_now() < end) {
-    supervise();
-    for (int i = 0; i < NODES; i++) {
-      if (g_n[i].pid == 0) continue;
-      char *h = du_get(g_n[i].http_port, "/health");
-      int yes = h != NULL && strstr(h, "\"taking_orders\":true") != NULL;
-      free(h);
-      if (yes) return i;
-    }
-    du_sleep_ms(50);
-  }
-  return -1;
-}
+static int find_leader(void) { return du_cluster_leader(g_n, NODES, 30, supervise); }
 
 static hg_client_t *client(int node, uint64_t key) {
-  uint8_t sec[32];
-  assert_int_equal(hg_client_parse_hex(SECRET_HEX, sec, sizeof sec), 32);
-  hg_client_config_t cfg;
-  hg_client_config_init(&cfg);
-  cfg.port = (uint16_t)g_n[node].client_port;
-  cfg.key_id = key;
-  cfg.secret = sec;
-  cfg.secret_len = sizeof sec;
-  cfg.nodes = g_nodes;
-  cfg.timeout_ms = 2000;
   hg_client_t *c = NULL;
-  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  assert_int_equal(ch_node_client(g_n[node].client_port, g_nodes, key, SECRET_HEX, &c), 0);
   return c;
 }
 
 /* Connects (following the leader), retrying for up to 30 s. */
 static void connect_retry(hg_client_t *c) {
-  double end = du_now() + 30;
-  int rc;
-  while ((rc = hg_client_connect(c)) != 0 && du_now() < end) {
-    supervise();
-    du_sleep_ms(100);
-  }
+  int rc = ch_connect_retry(c, 30, supervise);
   if (rc != 0) fail_msg("no leader took the login: %d", rc);
 }
 
@@ -303,13 +264,13 @@ static void stop_and_compare(void) {
   double end = du_now() + 30;
   for (;;) {
     char *h = du_get(g_n[leader].http_port, "/health");
-    uint64_t want = json_u64(h, "committed_seq");
+    uint64_t want = du_json_u64(h, "committed_seq");
     free(h);
     int equal = want != UINT64_MAX;
     for (int i = 0; i < NODES; i++) await_leader(i, leader); /* restarted if it had to */
     for (int i = 0; i < NODES && equal; i++) {
       char *f = du_get(g_n[i].http_port, "/health");
-      equal = json_u64(f, "committed_seq") == want && json_u64(f, "last_seq") == want;
+      equal = du_json_u64(f, "committed_seq") == want && du_json_u64(f, "last_seq") == want;
       free(f);
     }
     if (equal) break;

@@ -316,6 +316,10 @@ static void cluster_keys(void **state) {
   assert_string_equal(m[1].client.host, "::1");
   assert_int_equal(m[1].client.port, 7002);
   assert_string_equal(m[2].raft, "10.0.0.3:7303");
+  assert_int_equal(c.cluster_join, 0);
+  assert_int_equal(parse(&c, "pipeline.mode = loop\ncluster.id = 4\ncluster.join = yes\n"
+                             "cluster.members = 4=127.0.0.1:7304/127.0.0.1:7004\n", &e), 0);
+  assert_int_equal(c.cluster_join, 1);
   static const struct {
     const char *text, *key, *reason_has;
   } bad[] = {
@@ -349,6 +353,7 @@ static void cluster_keys(void **state) {
        "cluster.tls_ca = /ca.pem\ncluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n",
        "cluster.tls_cert", "go together"},
       {"cluster.tls_ca = /ca.pem\n", "cluster.tls_ca", "cluster.id is not"},
+      {"cluster.join = yes\n", "cluster.join", "cluster.id is not"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int rc = parse(&c, bad[i].text, &e);

@@ -215,6 +215,20 @@ static void test_snapshot_checks_and_pruning(void **state) {
   hg_store_close(s);
 }
 
+/* hg_store_foreach: keys in order, and a callback's nonzero stops it. */
+typedef struct walk {
+  uint64_t keys[8];
+  size_t n, stop_after;
+} walk_t;
+
+static int walk_cb(void *ctx, uint64_t key, const void *val, size_t len) {
+  walk_t *w = ctx;
+  assert_int_equal(len, 1);
+  assert_int_equal(*(const char *)val, (char)('a' + key % 26));
+  w->keys[w->n++] = key;
+  return w->n == w->stop_after ? 42 : 0;
+}
+
 static void test_records_and_sessions(void **state) {
   fixture_t *f = *state;
   hg_store_t *s = open_ok(f->dir, 0);
@@ -231,6 +245,23 @@ static void test_records_and_sessions(void **state) {
   assert_int_equal(hg_store_del(s, HG_STORE_ACCOUNTS, 7), 0);
   assert_int_equal(hg_store_del(s, HG_STORE_ACCOUNTS, 7), HG_ENOTFOUND);
   assert_int_equal(hg_store_put(s, (hg_store_table_t)9, 1, "x", 1), HG_EINVAL);
+  walk_t w = {.n = 0};
+  assert_int_equal(hg_store_foreach(s, HG_STORE_API_KEYS, walk_cb, &w), 0);
+  assert_int_equal(w.n, 0);
+  const uint64_t ids[] = {300, 2, 70000};
+  for (size_t i = 0; i < 3; i++) {
+    char v = (char)('a' + ids[i] % 26);
+    assert_int_equal(hg_store_put(s, HG_STORE_API_KEYS, ids[i], &v, 1), 0);
+  }
+  assert_int_equal(hg_store_foreach(s, HG_STORE_API_KEYS, walk_cb, &w), 0);
+  assert_int_equal(w.n, 3);
+  assert_int_equal(w.keys[0], 2);
+  assert_int_equal(w.keys[1], 300);
+  assert_int_equal(w.keys[2], 70000);
+  w = (walk_t){.stop_after = 2};
+  assert_int_equal(hg_store_foreach(s, HG_STORE_API_KEYS, walk_cb, &w), 42);
+  assert_int_equal(w.n, 2);
+  assert_int_equal(hg_store_foreach(s, (hg_store_table_t)9, walk_cb, &w), HG_EINVAL);
 
   uint64_t seq = 0;
   assert_int_equal(hg_store_get_session_seq(s, "mm-1", &seq), HG_ENOTFOUND);

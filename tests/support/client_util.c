@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "hourglass/error.h"
 #include "hourglass/index.h"
 #include "test_keys.h"
 
@@ -28,6 +30,34 @@ int ch_client(const ts_server_t *s, uint64_t key_id, hg_client_t **out) {
   cfg.tls = tls_ca != NULL;
   cfg.tls_ca_file = tls_ca;
   return hg_client_create(&cfg, out);
+}
+
+int ch_node_client(int port, const char *nodes, uint64_t key_id, const char *secret_hex,
+                   hg_client_t **out) {
+  uint8_t sec[32];
+  if (hg_client_parse_hex(secret_hex, sec, sizeof sec) != 32) return HG_EINVAL;
+  hg_client_config_t cfg;
+  hg_client_config_init(&cfg);
+  cfg.port = (uint16_t)port;
+  cfg.key_id = key_id;
+  cfg.secret = sec;
+  cfg.secret_len = sizeof sec;
+  cfg.nodes = nodes;
+  cfg.timeout_ms = 2000;
+  return hg_client_create(&cfg, out);
+}
+
+int ch_connect_retry(hg_client_t *c, double timeout_s, void (*between)(void)) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    int rc = hg_client_connect(c);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (rc == 0 || (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > timeout_s)
+      return rc;
+    if (between != NULL) between();
+    nanosleep(&(struct timespec){0, 100000000}, NULL);
+  }
 }
 
 int ch_response(hg_client_t *c, uint64_t seq) {

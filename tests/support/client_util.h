@@ -20,6 +20,18 @@
 int ch_client(const ts_server_t *s, uint64_t key_id, hg_client_t **out);
 void ch_use_tls(const char *ca_file);
 
+/* A client of key_id with the 32-byte secret secret_hex for a group of
+ * hourglassd on loopback (tests/daemon/test_cluster*.c): it tries
+ * 127.0.0.1:port first, then nodes ("127.0.0.1:P,..."), and follows the
+ * leader a follower names; replies time out after 2 s. Not connected. 0
+ * or hg_client_create's error. */
+int ch_node_client(int port, const char *nodes, uint64_t key_id, const char *secret_hex,
+                   hg_client_t **out);
+
+/* hg_client_connect(c) until it succeeds or timeout_s pass, 100 ms apart;
+ * between (may be NULL) runs before each retry. Returns the last result. */
+int ch_connect_retry(hg_client_t *c, double timeout_s, void (*between)(void));
+
 /* Waits for the Response to request seq; returns its reason, or -1. */
 int ch_response(hg_client_t *c, uint64_t seq);
 

@@ -320,6 +320,35 @@ void du_node_spawn(du_node_t *node, const char *bin, const char *root, const cha
   node->pid = pid > 0 ? pid : 0;
 }
 
+uint64_t du_json_u64(const char *text, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = text != NULL ? strstr(text, pat) : NULL;
+  return p != NULL ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+}
+
+int du_cluster_leader(du_node_t *node, int n, double timeout_s, void (*between)(void)) {
+  for (double end = du_now() + timeout_s; du_now() < end; du_sleep_ms(50)) {
+    if (between != NULL) between();
+    for (int i = 0; i < n; i++) {
+      if (node[i].pid == 0) continue;
+      char *h = du_get(node[i].http_port, "/health");
+      int yes = h != NULL && strstr(h, "\"taking_orders\":true") != NULL;
+      free(h);
+      if (yes) return i;
+    }
+  }
+  return -1;
+}
+
+int du_node_start(du_node_t *node, const char *bin, const char *root, const char *members,
+                  const char *keys_file, const char *const *extra) {
+  du_node_spawn(node, bin, root, members, keys_file, extra);
+  char *log = node->pid != 0 ? du_wait_log(node->log, "msg=\"ready\"", 120) : NULL;
+  free(log);
+  return log != NULL ? 0 : -1;
+}
+
 int du_node_reap(du_node_t *node) {
   int st;
   if (node->pid == 0 || waitpid(node->pid, &st, WNOHANG) != node->pid) return 0;

@@ -113,6 +113,20 @@ int du_cluster_plan(du_node_t *node, int n, const char *root, char *members, siz
 void du_node_spawn(du_node_t *node, const char *bin, const char *root, const char *members,
                    const char *keys_file, const char *const *extra);
 
+/* The value of "key":<number> in text (a /health answer); UINT64_MAX if
+ * absent or text is NULL. */
+uint64_t du_json_u64(const char *text, const char *key);
+
+/* The index in node[0..n) of the running node whose /health says it takes
+ * orders, asking every 50 ms for up to timeout_s; -1 if none. between (may
+ * be NULL) runs before each round, e.g. to restart nodes that stopped. */
+int du_cluster_leader(du_node_t *node, int n, double timeout_s, void (*between)(void));
+
+/* du_node_spawn, then waits up to 120 s for the daemon's "ready" line.
+ * 0, or -1 (it did not start or get ready: node->pid may still be set). */
+int du_node_start(du_node_t *node, const char *bin, const char *root, const char *members,
+                  const char *keys_file, const char *const *extra);
+
 /* Reaps node if it exited: 0 while it runs (or node->pid is 0); 1 if it
  * exited to be started again (status 1 after a snapshot was installed from
  * the leader, or after its proposal was lost and it must be rebuilt from

@@ -256,6 +256,15 @@ int hg_store_get(hg_store_t *s, hg_store_table_t table, uint64_t key, void *buf,
 int hg_store_del(hg_store_t *s, hg_store_table_t table, uint64_t key);
 
 /*
+ * Calls fn(ctx, key, val, len) for every record of table in key order,
+ * inside one read transaction (val is valid during the call only; fn must
+ * not write to the store). A nonzero return from fn stops the walk and is
+ * returned. 0, HG_EINVAL (bad table), HG_ESTATE (not open), -errno.
+ */
+int hg_store_foreach(hg_store_t *s, hg_store_table_t table,
+                     int (*fn)(void *ctx, uint64_t key, const void *val, size_t len), void *ctx);
+
+/*
  * Session sequence numbers (for the gateway): the last seq of session name
  * (NUL-terminated, 1..HG_STORE_SESSION_MAX bytes). get gives HG_ENOTFOUND
  * for a session never set. HG_EINVAL (name), HG_ESTATE, HG_EMAPFULL, -errno.

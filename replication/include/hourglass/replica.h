@@ -272,6 +272,13 @@ int hg_replica_add(hg_replica_t *r, uint64_t id, const char *address,
  * change commits). Same errors as hg_replica_add. */
 int hg_replica_remove(hg_replica_t *r, uint64_t id, hg_replica_cb cb, void *ctx);
 
+/* Makes member id, a spare (an add whose catch-up timed out: the node was
+ * down or restarting), a voter once the leader has brought it up to date.
+ * cb(ctx, 0) once the voter configuration is committed; -ETIMEDOUT again
+ * if it still does not catch up. Errors: HG_EPERM, HG_EBUSY, HG_EINVAL (no
+ * such member, or it votes already), HG_ESTATE. */
+int hg_replica_promote(hg_replica_t *r, uint64_t id, hg_replica_cb cb, void *ctx);
+
 /* libraft's description of the last failure on r ("" if none); valid until
  * the next call on r. */
 const char *hg_replica_errmsg(const hg_replica_t *r);

@@ -1127,6 +1127,8 @@ static void test_role_refusal_reply_types(void **state) {
   ak.role = HG_ROLE_TRADER;
   Hourglass__V1__DailySettlement ds = HOURGLASS__V1__DAILY_SETTLEMENT__INIT;
   ds.day = 20859;
+  Hourglass__V1__ClusterRequest cr = HOURGLASS__V1__CLUSTER_REQUEST__INIT;
+  cr.op = HOURGLASS__V1__CLUSTER_OP__CLUSTER_STATUS;
   const struct {
     gt_client_t *c;
     uint32_t body;
@@ -1146,6 +1148,8 @@ static void test_role_refusal_reply_types(void **state) {
       {&t, BODY(DROP_COPY_SUBSCRIBE), &dc, 0},
       {&t, BODY(ADD_API_KEY), &ak, 0},
       {&t, BODY(DAILY_SETTLEMENT), &ds, 0},
+      {&t, BODY(CLUSTER_REQUEST), &cr, 0},
+      {&v, BODY(CLUSTER_REQUEST), &cr, 0},
       {&v, BODY(NEW_ORDER), &no, HOURGLASS__V1__REQUEST_KIND__REQ_NEW_ORDER},
       {&v, BODY(MASS_QUOTE), &mq, 0},
       {&v, BODY(MASS_CANCEL), &mc, 0},
@@ -1179,6 +1183,53 @@ static void test_role_refusal_reply_types(void **state) {
   }
   gt_close(&v);
   gt_close(&t);
+  gt_close(&op);
+  ts_server_stop(&s);
+}
+
+/* An operator's ClusterRequest on a gateway that is not a cluster node
+ * (no cluster_request callback) is answered by a ClusterStatus refusing it
+ * REJ_INVALID_REQUEST, as is a malformed one (proto/README.md, "Cluster
+ * membership"). */
+static void test_cluster_request_single_node(void **state) {
+  (void)state;
+  ts_server_t s;
+  start_market(&s, 1, NULL);
+  gt_client_t op;
+  assert_true(gt_login(&op, s.port, OP, 0, 0) > 0);
+  Hourglass__V1__ClusterRequest cr = HOURGLASS__V1__CLUSTER_REQUEST__INIT;
+  const struct {
+    uint32_t op, id;
+    char *raft, *client;
+    const char *text; /* in the refusal */
+  } cases[] = {
+      {HOURGLASS__V1__CLUSTER_OP__CLUSTER_STATUS, 0, NULL, NULL, "not a cluster node"},
+      {HOURGLASS__V1__CLUSTER_OP__CLUSTER_ADD, 4, "127.0.0.1:7304", "127.0.0.1:7704",
+       "not a cluster node"},
+      {HOURGLASS__V1__CLUSTER_OP__CLUSTER_ADD, 4, "127.0.0.1", "127.0.0.1:7704", "host:port"},
+      {HOURGLASS__V1__CLUSTER_OP__CLUSTER_REMOVE, 17, NULL, NULL, "id 1..16"},
+      {HOURGLASS__V1__CLUSTER_OP__CLUSTER_REMOVE, 2, "127.0.0.1:7304", NULL, "op 1..4"},
+      {9, 0, NULL, NULL, "op 1..4"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cr.op = cases[i].op;
+    cr.has_id = cases[i].id != 0;
+    cr.id = cases[i].id;
+    cr.raft_address = cases[i].raft;
+    cr.client_address = cases[i].client;
+    env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+    q.body_case = BODY(CLUSTER_REQUEST);
+    q.cluster_request = &cr;
+    assert_int_equal(gt_send(&op, &q), 0);
+    env_t *e = next_reply(&op);
+    if (e->body_case != BODY(CLUSTER_STATUS)) fail_msg("case %zu: body %d", i, (int)e->body_case);
+    const Hourglass__V1__ClusterStatus *st = e->cluster_status;
+    assert_int_equal(st->ref_seq, op.seq);
+    assert_int_equal(st->reason, REJ(INVALID_REQUEST));
+    if (st->text == NULL || strstr(st->text, cases[i].text) == NULL)
+      fail_msg("case %zu: text '%s'", i, st->text ? st->text : "");
+    assert_int_equal(st->n_members, 0);
+  }
   gt_close(&op);
   ts_server_stop(&s);
 }
@@ -1393,6 +1444,7 @@ static void test_loop_thread_blocks_sigpipe(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_login),
+      cmocka_unit_test(test_cluster_request_single_node),
       cmocka_unit_test(test_violations),
       cmocka_unit_test(test_order_lifecycle),
       cmocka_unit_test(test_retransmit),

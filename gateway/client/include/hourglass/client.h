@@ -305,6 +305,20 @@ int hg_client_delist(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
 /* EndOfSession: every DAY order expires; session_date YYYYMMDD or 0 (informational). */
 int hg_client_end_of_session(hg_client_t *c, uint32_t session_date, uint64_t *seq);
 int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint64_t *seq);
+/* Operators: AddApiKey for key_id (role a Role value; account and firm as
+ * proto/README.md requires them per role; 0: absent) with the secret
+ * secret[0..len), 16..64 bytes (encoded into the frame sent; the caller
+ * wipes its own copy); answered by a Response, which never echoes it.
+ * Returns hg_client_send's errors, or HG_EINVAL for a secret of another
+ * length. */
+int hg_client_add_api_key(hg_client_t *c, uint64_t key_id, uint32_t role, uint32_t account,
+                          uint32_t firm, const uint8_t *secret, size_t len, uint64_t *seq);
+/* Operators, cluster mode: a ClusterRequest (op a ClusterOp: status, add,
+ * remove, transfer; raft_address and client_address for add only, else
+ * NULL), answered by ClusterStatus (proto/README.md, "Cluster
+ * membership"). Returns hg_client_send's errors. */
+int hg_client_cluster(hg_client_t *c, uint32_t op, uint32_t id, const char *raft_address,
+                      const char *client_address, uint64_t *seq);
 /* withdraw false: Deposit; true: Withdraw. amount micro-USD > 0. */
 int hg_client_cash(hg_client_t *c, uint32_t account, int64_t amount, bool withdraw,
                    uint64_t *seq);

@@ -94,6 +94,10 @@
  * viewers and market data are served on every node, from the committed
  * stream each node applies. A session on a leader that loses leadership
  * stays connected; its orders are refused REJ_UNAVAILABLE from then on.
+ * An operator's AddApiKey goes to the group (replicate_key) and every node
+ * stores it once committed (hg_gateway_apply_key); a ClusterRequest goes
+ * to the cluster (cluster_request), which answers it
+ * (hg_gateway_cluster_reply).
  *
  * Admission (before login): a connection counts as unauthenticated from
  * accept until its Login succeeds or it closes, and has login_timeout_ms to
@@ -144,6 +148,9 @@ enum {
   HG_ROLE_RISK_VIEWER = 3,
   HG_ROLE_OPERATOR = 4
 };
+
+struct hg_gateway_cluster_req;
+struct hg_gateway_key;
 
 typedef struct hg_gateway_config {
   const char *host;              /* listen address; NULL: "127.0.0.1" */
@@ -218,8 +225,62 @@ typedef struct hg_gateway_config {
    * replica closes its own handles first (asynchronously), then calls
    * hg_gateway_close_handles(). NULL: the gateway closes them at once. */
   void (*loop_stop)(void *ctx);
+  /* Cluster mode: an operator's ClusterRequest (proto/README.md, "Cluster
+   * membership"), checked for its fields, on the loop thread. The cluster
+   * answers it exactly once, at once or later (a membership change takes
+   * until it commits), with hg_gateway_cluster_reply(gw, stream, ref_seq,
+   * ...). req's strings are valid during the call only. NULL: the request
+   * is refused REJ_INVALID_REQUEST (not a cluster node). */
+  void (*cluster_request)(void *ctx, const struct hg_gateway_cluster_req *req, uint32_t stream,
+                          uint64_t ref_seq);
+  /* Cluster mode: an operator's AddApiKey that passed the gateway's checks,
+   * on the loop thread (the key's secret is valid during the call only).
+   * The cluster proposes it to the group; every node's apply stores it
+   * with hg_gateway_apply_key(), and the node that proposed it answers with
+   * hg_gateway_key_reply() once it is committed (or failed). 0: proposed;
+   * otherwise an HG_E* code, answered at once as hg_gateway_key_reply()
+   * maps it. NULL: the key is stored in this node's key store at once. */
+  int (*replicate_key)(void *ctx, const struct hg_gateway_key *key, uint32_t stream,
+                       uint64_t ref_seq);
   void *cluster_ctx;
 } hg_gateway_config_t;
+
+/* An operator's ClusterRequest (the ClusterOp values). */
+typedef enum hg_gateway_cluster_op {
+  HG_GW_CLUSTER_STATUS = 1,
+  HG_GW_CLUSTER_ADD = 2,      /* id, raft_address, client_address */
+  HG_GW_CLUSTER_REMOVE = 3,   /* id */
+  HG_GW_CLUSTER_TRANSFER = 4  /* id, 0: the most up-to-date voter */
+} hg_gateway_cluster_op_t;
+
+typedef struct hg_gateway_cluster_req {
+  int op;                      /* hg_gateway_cluster_op_t */
+  uint32_t id;
+  const char *raft_address;    /* CLUSTER_ADD: "ip:port"; otherwise NULL */
+  const char *client_address;  /* CLUSTER_ADD: "host:port"; otherwise NULL */
+} hg_gateway_cluster_req_t;
+
+typedef struct hg_gateway_cluster_member {
+  uint32_t id;
+  char raft_address[64];
+  char client_address[64];     /* "" if unknown */
+  int voter;
+  uint64_t match_index, lag;
+} hg_gateway_cluster_member_t;
+
+/* The answer to a ClusterRequest. status 0, or the refusal as an HG_E*
+ * code, sent as a RejectReason: HG_EPERM REJ_NOT_LEADER, HG_EBUSY
+ * REJ_CHANGE_IN_PROGRESS, HG_ENOTFOUND REJ_UNKNOWN_MEMBER, HG_EEXISTS
+ * REJ_MEMBER_EXISTS, HG_ESTATE REJ_MEMBER_IS_LEADER, HG_EINVAL
+ * REJ_INVALID_REQUEST, anything else REJ_CHANGE_FAILED. */
+typedef struct hg_gateway_cluster_reply {
+  int status;
+  const char *text;            /* NULL: none */
+  uint32_t node_id, leader_id;
+  uint64_t term, commit_index, applied_index;
+  size_t n_members;
+  const hg_gateway_cluster_member_t *members;
+} hg_gateway_cluster_reply_t;
 
 typedef struct hg_gateway_key {
   uint64_t key_id;        /* > 0 */
@@ -366,6 +427,31 @@ uv_loop_t *hg_gateway_loop(hg_gateway_t *gw);
 /* Closes every handle on the loop that is not closing yet, so that the
  * loop thread exits (see loop_stop). The loop thread only. */
 void hg_gateway_close_handles(hg_gateway_t *gw);
+
+/* Sends the answer to the ClusterRequest ref_seq (cluster_request above)
+ * into the key stream stream. Loop thread. */
+void hg_gateway_cluster_reply(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq,
+                              const hg_gateway_cluster_reply_t *rep);
+
+/* Stores an API key the group committed (cluster mode), on every node;
+ * an existing key with its id is replaced (the group's record wins over a
+ * keys file's). Loop thread once started, owner thread before. 0,
+ * HG_EINVAL (inconsistent key) or the key store's errors. */
+int hg_gateway_apply_key(hg_gateway_t *gw, const hg_gateway_key_t *key);
+
+/* Calls fn(ctx, key) for every key in the key store, in id order (key and
+ * its secret valid during the call only); a nonzero return stops the walk
+ * and is returned. For a cluster to hand its keys to a new member. 0 or
+ * the key store's errors. Loop thread once started, owner thread before. */
+int hg_gateway_keys_foreach(hg_gateway_t *gw, int (*fn)(void *ctx, const hg_gateway_key_t *key),
+                            void *ctx);
+
+/* Answers the AddApiKey ref_seq that replicate_key proposed: status 0
+ * (committed), HG_EEXISTS (REJ_KEY_EXISTS), HG_EINVAL
+ * (REJ_INVALID_REQUEST), HG_EPERM (REJ_NOT_LEADER: this node is not the
+ * leader), anything else REJ_UNAVAILABLE (the outcome is unknown when
+ * leadership was lost: the group may still commit it). Loop thread. */
+void hg_gateway_key_reply(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, int status);
 
 /*
  * Stops: the loop reads no more requests and waits (up to 2 s) for the
