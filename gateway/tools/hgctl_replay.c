@@ -747,15 +747,14 @@ static void replay_usage(FILE *o) {
 }
 
 static int parse_fsp_list(const char *s, replay_t *rp) {
-  size_t n = 1;
-  for (const char *p = s; *p; p++) n += *p == ',';
+  size_t n = hgctl_list_count(s);
   rp->fsp = calloc(n, sizeof *rp->fsp);
   if (rp->fsp == NULL) return -ENOMEM;
-  const char *p = s;
+  const char *next = s;
   for (size_t k = 0; k < n; k++) {
     char item[64];
-    const char *c = strchr(p, ',');
-    size_t len = c ? (size_t)(c - p) : strlen(p);
+    size_t len;
+    const char *p = hgctl_list_next(&next, &len);
     if (len == 0 || len >= sizeof item) return HG_EPARSE;
     memcpy(item, p, len);
     item[len] = '\0';
@@ -774,7 +773,6 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
     rp->fsp[rp->n_fsp].instrument = (uint32_t)id;
     rp->fsp[rp->n_fsp].fsp = px;
     rp->n_fsp++;
-    p = c ? c + 1 : p + len;
   }
   return 0;
 }
