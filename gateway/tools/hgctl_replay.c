@@ -720,7 +720,7 @@ static void replay_usage(FILE *o) {
         "                 GPU-hour (ticks with --raw) instead, in the statements; the\n"
         "                 expiry line and the hashes stay the journal's and say so\n"
         "                 (later commands replay as journaled); prints each account's\n"
-        "                 change as a table\n"
+        "                 change as a table (USD; --raw: micro-USD, ticks)\n"
         "  --project USD --index GPU.GRADE   what-if before expiry: at the end of the\n"
         "                 replay (or of --until DAY), every day of each open contract's\n"
         "                 delivery month without a FINAL fixing fixes at USD; prints\n"

@@ -136,15 +136,18 @@ static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
       fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%s (journal: %s)\n", o->instrument,
               hgctl_fmt_price_raw(o->fsp, rp->raw, b1),
               hgctl_fmt_price_raw(o->recorded, rp->raw, b2));
-      fprintf(rp->out, "what-if final settlement change per account (USD):\n"
+      fprintf(rp->out, "what-if final settlement change per account (%s):\n"
                        "  %-10s %10s %10s %10s %18s\n",
+              rp->raw ? "micro-USD; prices in ticks" : "USD; prices in USD per GPU-hour",
               "account", "position", "journal", "what-if", "change");
       for (size_t i = 0; i < n; i++) {
         if (e[i].kind != HG_LEDGER_FINAL || e[i].instrument != o->instrument) continue;
         __int128 d = (__int128)e[i].qty * (o->fsp - o->recorded) * tv;
         fprintf(rp->out, "  %-10" PRIu32 " %10" PRId64 " %10s %10s %18s\n", e[i].account, e[i].qty,
-                hgctl_fmt_price(o->recorded, b1), hgctl_fmt_price(o->fsp, b2),
-                d > INT64_MAX || d < INT64_MIN ? "overflow" : hgctl_fmt_money((int64_t)d, b3));
+                hgctl_fmt_price_raw(o->recorded, rp->raw, b1),
+                hgctl_fmt_price_raw(o->fsp, rp->raw, b2),
+                d > INT64_MAX || d < INT64_MIN ? "overflow"
+                                               : hgctl_fmt_money_raw((int64_t)d, rp->raw, b3));
       }
     }
   }
