@@ -52,6 +52,7 @@
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
+#include "hourglass/grow.h"
 #include "hourglass/hedge.h"
 #include "hourglass/index.h"
 #include "hourglass/journal.h"
@@ -146,16 +147,12 @@ const char *hgctl_replay_symbol(const replay_t *rp, uint32_t id) {
 static void sym_note(void *ctx, const hg_exchange_instrument_info_t *info) {
   replay_t *rp = ctx;
   if (hgctl_replay_symbol(rp, info->id) != NULL) return;
-  if (rp->n_syms == rp->cap_syms) {
-    size_t nc = rp->cap_syms ? rp->cap_syms * 2 : 16;
-    sym_slot_t *n = realloc(rp->syms, nc * sizeof *n);
-    if (n == NULL) {
-      rp->pos_err = -ENOMEM;
-      return;
-    }
-    rp->syms = n;
-    rp->cap_syms = nc;
+  sym_slot_t *n = hg_grow(rp->syms, &rp->cap_syms, sizeof *n, rp->n_syms + 1, 16);
+  if (n == NULL) {
+    rp->pos_err = -ENOMEM;
+    return;
   }
+  rp->syms = n;
   rp->syms[rp->n_syms].id = info->id;
   snprintf(rp->syms[rp->n_syms].symbol, sizeof rp->syms[rp->n_syms].symbol, "%s", info->symbol);
   rp->n_syms++;
@@ -203,16 +200,12 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
       /* a self-trade is two rows: one per side */
       for (int buy = 1; buy >= 0; buy--) {
         if ((buy ? buyer : seller) != rp->trades_of) continue;
-        if (rp->n_trades == rp->cap_trades) {
-          size_t nc = rp->cap_trades ? rp->cap_trades * 2 : 256;
-          trade_t *n = realloc(rp->trades, nc * sizeof *n);
-          if (n == NULL) {
-            rp->pos_err = -ENOMEM;
-            return;
-          }
-          rp->trades = n;
-          rp->cap_trades = nc;
+        trade_t *n = hg_grow(rp->trades, &rp->cap_trades, sizeof *n, rp->n_trades + 1, 256);
+        if (n == NULL) {
+          rp->pos_err = -ENOMEM;
+          return;
         }
+        rp->trades = n;
         uint8_t side = buy ? HG_SIDE_BUY : HG_SIDE_SELL;
         rp->trades[rp->n_trades++] = (trade_t){
             .seq = ev->seq, .k = rp->fill_k, .ts = ev->ts, .instrument = b->instrument_id,
