@@ -34,21 +34,19 @@
 #include <unistd.h>
 
 #include "hourglass/error.h"
+#include "hourglass/grow.h"
 
 /* ------------------------------------------------------------ text buffer */
 
 static int sb_reserve(hg_sbuf_t *b, size_t more) {
   if (b->oom) return -1;
-  if (b->len + more + 1 <= b->cap) return 0;
-  size_t cap = b->cap ? b->cap : 1024;
-  while (cap < b->len + more + 1) cap *= 2;
-  char *p = realloc(b->p, cap);
+  char *p = NULL;
+  if (more < SIZE_MAX - b->len - 1) p = hg_grow(b->p, &b->cap, 1, b->len + more + 1, 1024);
   if (p == NULL) {
     b->oom = 1;
     return -1;
   }
   b->p = p;
-  b->cap = cap;
   return 0;
 }
 

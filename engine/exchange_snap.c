@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hourglass/bytes.h"
 #include "hourglass/error.h"
 #include "hourglass/names.h"
 #include "hourglass/sha256.h"
@@ -53,24 +54,17 @@ static void w_bytes(writer_t *w, const void *p, size_t n) {
   w->len += n;
 }
 
-static void w_u64(writer_t *w, uint64_t v) {
+static void w_le(writer_t *w, uint64_t v, int n) {
   uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-  w_bytes(w, b, 8);
+  w_bytes(w, b, hg_st_le(b, v, n));
 }
 
-static void w_u32(writer_t *w, uint32_t v) {
-  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-  w_bytes(w, b, 4);
-}
-
+static void w_u64(writer_t *w, uint64_t v) { w_le(w, v, 8); }
+static void w_u32(writer_t *w, uint32_t v) { w_le(w, v, 4); }
+static void w_u16(writer_t *w, uint16_t v) { w_le(w, v, 2); }
 static void w_u8(writer_t *w, uint8_t v) { w_bytes(w, &v, 1); }
 static void w_i64(writer_t *w, int64_t v) { w_u64(w, (uint64_t)v); }
 static void w_i32(writer_t *w, int32_t v) { w_u32(w, (uint32_t)v); }
-static void w_u16(writer_t *w, uint16_t v) {
-  uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-  w_bytes(w, b, 2);
-}
 
 /* u8 length, then the bytes (strings are at most 255 bytes here). */
 static void w_str(writer_t *w, const char *s, size_t cap) {
@@ -300,33 +294,18 @@ static void r_bytes(reader_t *r, void *out, size_t n) {
   r->left -= n;
 }
 
-static uint64_t r_u64(reader_t *r) {
+static uint64_t r_le(reader_t *r, int n) {
   uint8_t b[8];
-  r_bytes(r, b, 8);
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | b[i];
-  return v;
+  r_bytes(r, b, (size_t)n);
+  return hg_ld_le(b, n);
 }
 
-static uint32_t r_u32(reader_t *r) {
-  uint8_t b[4];
-  r_bytes(r, b, 4);
-  return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
-}
-
-static uint8_t r_u8(reader_t *r) {
-  uint8_t b;
-  r_bytes(r, &b, 1);
-  return b;
-}
-
+static uint64_t r_u64(reader_t *r) { return r_le(r, 8); }
+static uint32_t r_u32(reader_t *r) { return (uint32_t)r_le(r, 4); }
+static uint16_t r_u16(reader_t *r) { return (uint16_t)r_le(r, 2); }
+static uint8_t r_u8(reader_t *r) { return (uint8_t)r_le(r, 1); }
 static int64_t r_i64(reader_t *r) { return (int64_t)r_u64(r); }
 static int32_t r_i32(reader_t *r) { return (int32_t)r_u32(r); }
-static uint16_t r_u16(reader_t *r) {
-  uint8_t b[2];
-  r_bytes(r, b, 2);
-  return (uint16_t)(b[0] | (b[1] << 8));
-}
 
 /* A string of at most cap - 1 bytes into dst[cap], NUL-padded. */
 static int r_str(reader_t *r, char *dst, size_t cap) {
@@ -571,9 +550,7 @@ static int restore_settlement(hg_exchange_t *ex, reader_t *r, hg_clearing_t **ou
                             ex->ccfg.max_groups, ex->ccfg.max_positions};
   for (int k = 0; k < 5; k++) {
     const uint8_t *q = r->p + 8 + 4 * k;
-    uint32_t v = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16) |
-                 ((uint32_t)q[3] << 24);
-    if (v > caps[k]) return HG_EFULL;
+    if (hg_ld_le(q, 4) > caps[k]) return HG_EFULL;
   }
   hg_clearing_t *clr = NULL;
   rc = hg_clearing_restore(r->p, (size_t)clen, &clr);

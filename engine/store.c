@@ -171,8 +171,7 @@ static int open_tables(hg_store_t *s) {
       set_msg(s, "state store %s: format version record is malformed", s->dir);
       return HG_ECORRUPT;
     }
-    uint32_t ver = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-                   ((uint32_t)p[3] << 24);
+    uint32_t ver = (uint32_t)hg_ld_le(p, 4);
     if (ver > HG_STORE_FORMAT_VERSION || ver == 0) {
       mdb_txn_abort(txn);
       set_msg(s, "state store %s: format version %u, this build reads up to %u", s->dir, ver,
@@ -263,14 +262,8 @@ static int need_open(hg_store_t *s) {
 /* Snapshots                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static size_t put_le(uint8_t *p, uint64_t v, int bytes);
-
-static uint32_t ld32(const uint8_t *p) {
-  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-         ((uint32_t)p[3] << 24);
-}
-
-static uint64_t ld64(const uint8_t *p) { return (uint64_t)ld32(p) | ((uint64_t)ld32(p + 4) << 32); }
+static uint32_t ld32(const uint8_t *p) { return (uint32_t)hg_ld_le(p, 4); }
+static uint64_t ld64(const uint8_t *p) { return hg_ld_le(p, 8); }
 
 static uint32_t header_crc(const uint8_t *hdr, const uint8_t *blob, size_t len) {
   return hg_crc32c(hg_crc32c(0, hdr, HG_STORE_SNAPSHOT_HEADER - 4), blob, len);
@@ -280,12 +273,12 @@ static uint32_t header_crc(const uint8_t *hdr, const uint8_t *blob, size_t len) 
 static void put_header(uint8_t hdr[HG_STORE_SNAPSHOT_HEADER], uint64_t seq, const uint8_t *blob,
                        size_t len) {
   memset(hdr, 0, HG_STORE_SNAPSHOT_HEADER);
-  put_le(hdr, HG_STORE_SNAPSHOT_MAGIC, 4);
-  put_le(hdr + 4, HG_STORE_SNAPSHOT_LAYOUT, 4);
-  put_le(hdr + 8, seq, 8);
-  put_le(hdr + 16, len, 8);
+  hg_st_le(hdr, HG_STORE_SNAPSHOT_MAGIC, 4);
+  hg_st_le(hdr + 4, HG_STORE_SNAPSHOT_LAYOUT, 4);
+  hg_st_le(hdr + 8, seq, 8);
+  hg_st_le(hdr + 16, len, 8);
   hg_sha256(blob, len, hdr + 24);
-  put_le(hdr + 60, header_crc(hdr, blob, len), 4);
+  hg_st_le(hdr + 60, header_crc(hdr, blob, len), 4);
 }
 
 /* Checks one stored snapshot. 0 and *out (if not NULL), or HG_ECORRUPT
@@ -432,11 +425,6 @@ typedef struct ref_writer {
   int rc; /* first LMDB failure; later records are skipped */
 } ref_writer_t;
 
-static size_t put_le(uint8_t *p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-  return (size_t)bytes;
-}
-
 static void ref_put(ref_writer_t *w, uint64_t key, const uint8_t *val, size_t len) {
   if (w->rc != 0) return;
   uint8_t kb[8];
@@ -453,23 +441,23 @@ static void put_instrument(void *ctx, const hg_exchange_instrument_info_t *in) {
   b[n++] = (uint8_t)sl;
   memcpy(b + n, in->symbol, sl);
   n += sl;
-  n += put_le(b + n, (uint64_t)in->params.tick_size, 8);
-  n += put_le(b + n, (uint64_t)in->params.contract_unit, 8);
-  n += put_le(b + n, (uint64_t)in->params.min_price, 8);
-  n += put_le(b + n, (uint64_t)in->params.max_price, 8);
-  n += put_le(b + n, (uint64_t)in->params.max_order_qty, 8);
-  n += put_le(b + n, (uint64_t)in->params.ref_price, 8);
-  n += put_le(b + n, in->params.band_bps, 4);
-  n += put_le(b + n, in->params.max_orders, 4);
-  n += put_le(b + n, in->params.max_accounts, 4);
+  n += hg_st_le(b + n, (uint64_t)in->params.tick_size, 8);
+  n += hg_st_le(b + n, (uint64_t)in->params.contract_unit, 8);
+  n += hg_st_le(b + n, (uint64_t)in->params.min_price, 8);
+  n += hg_st_le(b + n, (uint64_t)in->params.max_price, 8);
+  n += hg_st_le(b + n, (uint64_t)in->params.max_order_qty, 8);
+  n += hg_st_le(b + n, (uint64_t)in->params.ref_price, 8);
+  n += hg_st_le(b + n, in->params.band_bps, 4);
+  n += hg_st_le(b + n, in->params.max_orders, 4);
+  n += hg_st_le(b + n, in->params.max_accounts, 4);
   b[n++] = in->params.default_stp;
   ref_put(ctx, in->id, b, n);
 }
 
 static void put_account(void *ctx, const hg_exchange_account_info_t *a) {
   uint8_t b[12];
-  size_t n = put_le(b, a->firm, 4);
-  n += put_le(b + n, (uint64_t)a->cash, 8);
+  size_t n = hg_st_le(b, a->firm, 4);
+  n += hg_st_le(b + n, (uint64_t)a->cash, 8);
   ref_put(ctx, a->id, b, n);
 }
 
@@ -486,8 +474,8 @@ static void put_fixing(void *ctx, const hg_exchange_fixing_info_t *fi) {
   const hg_index_fixing_t *f = &fi->fixing;
   size_t n = put_str(b, fi->gpu, sizeof fi->gpu);
   n += put_str(b + n, fi->grade, sizeof fi->grade);
-  n += put_le(b + n, (uint64_t)f->value, 8);
-  n += put_le(b + n, (uint32_t)f->carried_from, 4);
+  n += hg_st_le(b + n, (uint64_t)f->value, 8);
+  n += hg_st_le(b + n, (uint32_t)f->carried_from, 4);
   b[n++] = f->status;
   b[n++] = f->kind;
   b[n++] = f->tier;
@@ -513,15 +501,15 @@ static int put_ledger(MDB_txn *txn, MDB_dbi dbi, const hg_clearing_t *c) {
     hg_ledger_entry_t e;
     if (hg_clearing_ledger_get(c, i, &e) != 0) return EIO;
     uint8_t b[8 + 8 + 4 + 4 + 4 + 4 * 8];
-    size_t n = put_le(b, e.seq, 8);
-    n += put_le(b + n, e.ts, 8);
-    n += put_le(b + n, e.account, 4);
-    n += put_le(b + n, e.instrument, 4);
-    n += put_le(b + n, e.kind, 4);
-    n += put_le(b + n, (uint64_t)e.amount, 8);
-    n += put_le(b + n, (uint64_t)e.balance, 8);
-    n += put_le(b + n, (uint64_t)e.price, 8);
-    n += put_le(b + n, (uint64_t)e.qty, 8);
+    size_t n = hg_st_le(b, e.seq, 8);
+    n += hg_st_le(b + n, e.ts, 8);
+    n += hg_st_le(b + n, e.account, 4);
+    n += hg_st_le(b + n, e.instrument, 4);
+    n += hg_st_le(b + n, e.kind, 4);
+    n += hg_st_le(b + n, (uint64_t)e.amount, 8);
+    n += hg_st_le(b + n, (uint64_t)e.balance, 8);
+    n += hg_st_le(b + n, (uint64_t)e.price, 8);
+    n += hg_st_le(b + n, (uint64_t)e.qty, 8);
     ref_put(&w, i, b, n);
   }
   return w.rc;

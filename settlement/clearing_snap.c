@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "clearing_int.h"
+#include "hourglass/bytes.h"
 #include "hourglass/error.h"
 
 #define SNAP_MAGIC 0x4c434748u /* "HGCL" little-endian */
@@ -45,7 +46,7 @@ static void flush(out_t *o) {
 
 static void put(out_t *o, uint64_t v, int bytes) {
   if (o->len + (size_t)bytes > sizeof o->buf) flush(o);
-  for (int i = 0; i < bytes; i++) o->buf[o->len++] = (unsigned char)(v >> (8 * i));
+  o->len += hg_st_le(o->buf + o->len, v, bytes);
 }
 static void p8(out_t *o, uint64_t v) { put(o, v, 1); }
 static void p16(out_t *o, uint64_t v) { put(o, v, 2); }
@@ -163,8 +164,7 @@ static uint64_t get(in_t *r, int bytes) {
     r->bad = 1;
     return 0;
   }
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[i] << (8 * i);
+  uint64_t v = hg_ld_le(r->p, bytes);
   r->p += bytes;
   r->left -= (size_t)bytes;
   return v;

@@ -19,6 +19,7 @@
 
 #include "hourglass/civil.h"
 #include "hourglass/error.h"
+#include "hourglass/grow.h"
 #include "hourglass/index.h"
 
 typedef unsigned __int128 u128;
@@ -381,15 +382,12 @@ static int parse_series(const char *buf, size_t len, bool fixings, hg_hedge_obs_
       rc = csv_fail(err, lr.line, 1, "price must be USD per GPU-hour > 0 with at most 6 decimals");
       goto fail;
     }
-    if (n == cap) {
-      hg_hedge_obs_t *nv = realloc(v, 2 * cap * sizeof *v);
-      if (nv == NULL) {
-        rc = -ENOMEM;
-        goto fail;
-      }
-      v = nv;
-      cap *= 2;
+    hg_hedge_obs_t *nv = hg_grow(v, &cap, sizeof *nv, n + 1, 64);
+    if (nv == NULL) {
+      rc = -ENOMEM;
+      goto fail;
     }
+    v = nv;
     v[n++] = o;
   }
   if (n == 0) {

@@ -20,6 +20,7 @@
 #include "hourglass/index.h"
 
 #include "hourglass/error.h"
+#include "hourglass/grow.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -247,15 +248,12 @@ static int intern_providers(work_t *w) {
     size_t h = (size_t)hash_str(p) & (cap - 1);
     while (slot[h] != 0 && strcmp(w->names[slot[h] - 1], p) != 0) h = (h + 1) & (cap - 1);
     if (slot[h] == 0) {
-      if (n_prov == names_cap) {
-        const char **nn = realloc(w->names, 2 * names_cap * sizeof *nn);
-        if (nn == NULL) {
-          free(slot);
-          return -ENOMEM;
-        }
-        w->names = nn;
-        names_cap *= 2;
+      const char **nn = hg_grow(w->names, &names_cap, sizeof *nn, (size_t)n_prov + 1, 256);
+      if (nn == NULL) {
+        free(slot);
+        return -ENOMEM;
       }
+      w->names = nn;
       w->names[n_prov] = p;
       slot[h] = ++n_prov;
       if ((size_t)n_prov * 2 > cap) { /* rehash at half load */

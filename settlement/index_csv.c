@@ -7,12 +7,13 @@
  * (prices to micro-USD by integer arithmetic), and a line that fails any
  * check becomes one error record naming its line, column and reason. Lines are
  * never dropped without a record: that is what makes the rejected_lines list
- * of the CLI complete. Arrays grow by doubling with realloc; this is offline
+ * of the CLI complete. Arrays grow by doubling (hg_grow); this is offline
  * input handling, not the order path.
  */
 #include "hourglass/civil.h"
 #include "hourglass/decimal.h"
 #include "hourglass/error.h"
+#include "hourglass/grow.h"
 #include "hourglass/index.h"
 
 #include <errno.h>
@@ -45,21 +46,11 @@ const char *hg_index_csv_reason_str(int reason) {
   }
 }
 
-static int grow(void **arr, size_t *cap, size_t elem, size_t need) {
-  if (need <= *cap) return 0;
-  size_t nc = *cap ? *cap : 64;
-  while (nc < need) nc *= 2;
-  void *p = realloc(*arr, nc * elem);
-  if (p == NULL) return -ENOMEM;
-  *arr = p;
-  *cap = nc;
-  return 0;
-}
-
 static int add_error(hg_index_csv_error_t **errs, size_t *n, size_t *cap, uint32_t line,
                      int32_t column, int reason) {
-  int rc = grow((void **)errs, cap, sizeof **errs, *n + 1);
-  if (rc) return rc;
+  hg_index_csv_error_t *ne = hg_grow(*errs, cap, sizeof *ne, *n + 1, 64);
+  if (ne == NULL) return -ENOMEM;
+  *errs = ne;
   (*errs)[*n] = (hg_index_csv_error_t){.line = line, .column = column, .reason = reason};
   (*n)++;
   return 0;
@@ -232,10 +223,14 @@ static int sample_row(void *ctx, const field_t *f, uint32_t line, int32_t *col) 
     return HG_INDEX_CSV_TOO_MANY;
   }
   size_t cap = out->cap;
-  if ((rc = grow((void **)&out->samples, &cap, sizeof s, out->n + 1))) return rc;
+  hg_index_sample_t *ns = hg_grow(out->samples, &cap, sizeof s, out->n + 1, 64);
+  if (ns == NULL) return -ENOMEM;
+  out->samples = ns;
   if (cap != out->cap) {
     size_t lcap = out->cap;
-    if ((rc = grow((void **)&out->lines, &lcap, sizeof *out->lines, cap))) return rc;
+    uint32_t *nl = hg_grow(out->lines, &lcap, sizeof *nl, cap, 64);
+    if (nl == NULL) return -ENOMEM;
+    out->lines = nl;
     out->cap = cap;
   }
   out->samples[out->n] = s;
@@ -305,8 +300,9 @@ static int reg_insert(hg_index_registry_t *reg, const hg_index_reg_row_t *row) {
   size_t at = lower_bound(reg, row->provider, row->gpu, row->effective_from);
   if (at < reg->n && row_cmp(&reg->rows[at], row->provider, row->gpu, row->effective_from) == 0)
     return HG_EEXISTS;
-  int rc = grow((void **)&reg->rows, &reg->cap, sizeof *reg->rows, reg->n + 1);
-  if (rc) return rc;
+  hg_index_reg_row_t *nr = hg_grow(reg->rows, &reg->cap, sizeof *nr, reg->n + 1, 64);
+  if (nr == NULL) return -ENOMEM;
+  reg->rows = nr;
   memmove(&reg->rows[at + 1], &reg->rows[at], (reg->n - at) * sizeof *reg->rows);
   reg->rows[at] = *row;
   reg->n++;

@@ -151,8 +151,11 @@ static void handle_login(conn_t *c, const Hourglass__V1__Login *lg) {
   /* Replies go to every session of the key: a session that joins others
    * gets its own range of ref_seqs (its request seqs plus the base), so
    * each session tells its replies apart. A key's only session keeps base
-   * 0, and so the ref_seqs of the protocol without several sessions. */
-  c->ref_base = st->n_conns == 0 ? 0 : (uint64_t)(++st->ref_bases) << 32;
+   * 0, and so the ref_seqs of the protocol without several sessions. The
+   * 32-bit counter skips 0 when it wraps: base 0 is that first session's
+   * range, never a joining one's. */
+  if (st->n_conns != 0 && ++st->ref_bases == 0) st->ref_bases = 1;
+  c->ref_base = st->n_conns == 0 ? 0 : (uint64_t)st->ref_bases << 32;
   gw_stream_attach(gw, st, c);
   gw_unauth_release(gw, c);
   gw->n_sessions++;

@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "hourglass/bytes.h"
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
 
@@ -48,23 +49,13 @@ bool hg_throttle_take(hg_throttle_t *t, uint64_t now_ns) {
 
 /* ------------------------------------------------------------- key records */
 
-static void put_le(uint8_t *p, uint64_t v, int n) {
-  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-
 void hg_key_record_encode(const hg_key_record_t *k, uint8_t out[HG_KEY_RECORD_SIZE]) {
   memset(out, 0, HG_KEY_RECORD_SIZE);
   out[0] = 1; /* record version */
-  put_le(out + 1, k->key_id, 8);
-  put_le(out + 9, k->role, 4);
-  put_le(out + 13, k->account, 4);
-  put_le(out + 17, k->firm, 4);
+  hg_st_le(out + 1, k->key_id, 8);
+  hg_st_le(out + 9, k->role, 4);
+  hg_st_le(out + 13, k->account, 4);
+  hg_st_le(out + 17, k->firm, 4);
   out[21] = k->secret_len;
   memcpy(out + 22, k->secret, k->secret_len <= 64 ? k->secret_len : 64);
 }
@@ -73,10 +64,10 @@ int hg_key_record_decode(const uint8_t *buf, size_t len, hg_key_record_t *out) {
   if (len != HG_KEY_RECORD_SIZE || buf[0] != 1) return HG_ECORRUPT;
   hg_key_record_t k;
   memset(&k, 0, sizeof k);
-  k.key_id = get_le(buf + 1, 8);
-  k.role = (uint32_t)get_le(buf + 9, 4);
-  k.account = (uint32_t)get_le(buf + 13, 4);
-  k.firm = (uint32_t)get_le(buf + 17, 4);
+  k.key_id = hg_ld_le(buf + 1, 8);
+  k.role = (uint32_t)hg_ld_le(buf + 9, 4);
+  k.account = (uint32_t)hg_ld_le(buf + 13, 4);
+  k.firm = (uint32_t)hg_ld_le(buf + 17, 4);
   k.secret_len = buf[21];
   if (k.secret_len > 64) return HG_ECORRUPT;
   memcpy(k.secret, buf + 22, k.secret_len);

@@ -1,6 +1,6 @@
 /*
- * hgctl_args.c - option parsing and whole-file input for hgctl's local
- * commands (hgctl_args.h).
+ * hgctl_args.c - option parsing, comma-separated lists and whole-file
+ * input for hgctl's local commands (hgctl_args.h).
  */
 #include "hgctl_args.h"
 
@@ -52,6 +52,19 @@ bool hgctl_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
   *out = v;
   return true;
+}
+
+size_t hgctl_list_count(const char *s) {
+  size_t n = 1;
+  for (; *s; s++) n += *s == ',';
+  return n;
+}
+
+const char *hgctl_list_next(const char **p, size_t *len) {
+  const char *item = *p;
+  *len = strcspn(item, ",");
+  *p = item + *len + (item[*len] == ',');
+  return item;
 }
 
 int hgctl_read_file(const char *path, char **buf, size_t *len) {

@@ -124,14 +124,13 @@ int hgctl_hedge_size(int argc, char **argv) {
     return EXIT_USAGE;
   }
   /* Validate every month before printing anything. */
-  size_t nm = 1;
-  for (const char *p = months_s; *p; p++) nm += *p == ',';
+  size_t nm = hgctl_list_count(months_s);
   hg_hedge_month_t *rows = calloc(nm, sizeof *rows);
   if (rows == NULL) return EXIT_INPUT;
-  const char *p = months_s;
+  const char *next = months_s;
   for (size_t k = 0; k < nm; k++) {
-    const char *c = strchr(p, ',');
-    size_t len = c ? (size_t)(c - p) : strlen(p);
+    size_t len;
+    const char *p = hgctl_list_next(&next, &len);
     unsigned y, m;
     if (hg_hedge_month_parse(p, len, &y, &m) != 0) {
       fprintf(stderr, "hgctl hedge size: month '%.*s' is not YYYY-MM\n", (int)len, p);
@@ -157,7 +156,6 @@ int hgctl_hedge_size(int argc, char **argv) {
       free(rows);
       return EXIT_USAGE;
     }
-    p = c ? c + 1 : p + len;
   }
   if (ratio_s != NULL) {
     int status = hedge_size_ratio(rows, nm, gpus, ratio, round);

@@ -52,6 +52,7 @@
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
+#include "hourglass/grow.h"
 #include "hourglass/hedge.h"
 #include "hourglass/index.h"
 #include "hourglass/journal.h"
@@ -146,16 +147,12 @@ const char *hgctl_replay_symbol(const replay_t *rp, uint32_t id) {
 static void sym_note(void *ctx, const hg_exchange_instrument_info_t *info) {
   replay_t *rp = ctx;
   if (hgctl_replay_symbol(rp, info->id) != NULL) return;
-  if (rp->n_syms == rp->cap_syms) {
-    size_t nc = rp->cap_syms ? rp->cap_syms * 2 : 16;
-    sym_slot_t *n = realloc(rp->syms, nc * sizeof *n);
-    if (n == NULL) {
-      rp->pos_err = -ENOMEM;
-      return;
-    }
-    rp->syms = n;
-    rp->cap_syms = nc;
+  sym_slot_t *n = hg_grow(rp->syms, &rp->cap_syms, sizeof *n, rp->n_syms + 1, 16);
+  if (n == NULL) {
+    rp->pos_err = -ENOMEM;
+    return;
   }
+  rp->syms = n;
   rp->syms[rp->n_syms].id = info->id;
   snprintf(rp->syms[rp->n_syms].symbol, sizeof rp->syms[rp->n_syms].symbol, "%s", info->symbol);
   rp->n_syms++;
@@ -203,16 +200,12 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
       /* a self-trade is two rows: one per side */
       for (int buy = 1; buy >= 0; buy--) {
         if ((buy ? buyer : seller) != rp->trades_of) continue;
-        if (rp->n_trades == rp->cap_trades) {
-          size_t nc = rp->cap_trades ? rp->cap_trades * 2 : 256;
-          trade_t *n = realloc(rp->trades, nc * sizeof *n);
-          if (n == NULL) {
-            rp->pos_err = -ENOMEM;
-            return;
-          }
-          rp->trades = n;
-          rp->cap_trades = nc;
+        trade_t *n = hg_grow(rp->trades, &rp->cap_trades, sizeof *n, rp->n_trades + 1, 256);
+        if (n == NULL) {
+          rp->pos_err = -ENOMEM;
+          return;
         }
+        rp->trades = n;
         uint8_t side = buy ? HG_SIDE_BUY : HG_SIDE_SELL;
         rp->trades[rp->n_trades++] = (trade_t){
             .seq = ev->seq, .k = rp->fill_k, .ts = ev->ts, .instrument = b->instrument_id,
@@ -720,7 +713,7 @@ static void replay_usage(FILE *o) {
         "                 GPU-hour (ticks with --raw) instead, in the statements; the\n"
         "                 expiry line and the hashes stay the journal's and say so\n"
         "                 (later commands replay as journaled); prints each account's\n"
-        "                 change as a table\n"
+        "                 change as a table (USD; --raw: micro-USD, ticks)\n"
         "  --project USD --index GPU.GRADE   what-if before expiry: at the end of the\n"
         "                 replay (or of --until DAY), every day of each open contract's\n"
         "                 delivery month without a FINAL fixing fixes at USD; prints\n"
@@ -747,15 +740,14 @@ static void replay_usage(FILE *o) {
 }
 
 static int parse_fsp_list(const char *s, replay_t *rp) {
-  size_t n = 1;
-  for (const char *p = s; *p; p++) n += *p == ',';
+  size_t n = hgctl_list_count(s);
   rp->fsp = calloc(n, sizeof *rp->fsp);
   if (rp->fsp == NULL) return -ENOMEM;
-  const char *p = s;
+  const char *next = s;
   for (size_t k = 0; k < n; k++) {
     char item[64];
-    const char *c = strchr(p, ',');
-    size_t len = c ? (size_t)(c - p) : strlen(p);
+    size_t len;
+    const char *p = hgctl_list_next(&next, &len);
     if (len == 0 || len >= sizeof item) return HG_EPARSE;
     memcpy(item, p, len);
     item[len] = '\0';
@@ -774,7 +766,6 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
     rp->fsp[rp->n_fsp].instrument = (uint32_t)id;
     rp->fsp[rp->n_fsp].fsp = px;
     rp->n_fsp++;
-    p = c ? c + 1 : p + len;
   }
   return 0;
 }

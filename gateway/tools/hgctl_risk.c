@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "hourglass/error.h"
+#include "hourglass/grow.h"
 
 int hgctl_dropcopy(int argc, char **argv) {
   const char *cmd = "dropcopy", *count_s = NULL;
@@ -114,18 +115,13 @@ int hgctl_statement_remote(int argc, char **argv) {
       break;
     }
     who = s->account;
-    if (n + s->n_entries > cap) {
-      size_t ncap = cap ? cap * 2 : 1024;
-      while (ncap < n + s->n_entries) ncap *= 2;
-      hg_ledger_entry_t *ne = realloc(ent, ncap * sizeof *ne);
-      if (ne == NULL) {
-        fprintf(stderr, "hgctl %s: out of memory\n", cmd);
-        rc = EXIT_FAIL;
-        break;
-      }
-      ent = ne;
-      cap = ncap;
+    hg_ledger_entry_t *ne = hg_grow(ent, &cap, sizeof *ne, n + s->n_entries, 1024);
+    if (ne == NULL) {
+      fprintf(stderr, "hgctl %s: out of memory\n", cmd);
+      rc = EXIT_FAIL;
+      break;
     }
+    ent = ne;
     for (size_t k = 0; k < s->n_entries; k++) {
       const Hourglass__V1__LedgerEntry *x = s->entries[k];
       hg_ledger_entry_t *y = &ent[n++];

@@ -27,6 +27,7 @@
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
+#include "hourglass/grow.h"
 
 #define EXIT_INPUT 1
 #define EXIT_USAGE 2
@@ -136,15 +137,18 @@ static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
       fprintf(rp->out, "what-if instrument=%" PRIu32 " fsp=%s (journal: %s)\n", o->instrument,
               hgctl_fmt_price_raw(o->fsp, rp->raw, b1),
               hgctl_fmt_price_raw(o->recorded, rp->raw, b2));
-      fprintf(rp->out, "what-if final settlement change per account (USD):\n"
+      fprintf(rp->out, "what-if final settlement change per account (%s):\n"
                        "  %-10s %10s %10s %10s %18s\n",
+              rp->raw ? "micro-USD; prices in ticks" : "USD; prices in USD per GPU-hour",
               "account", "position", "journal", "what-if", "change");
       for (size_t i = 0; i < n; i++) {
         if (e[i].kind != HG_LEDGER_FINAL || e[i].instrument != o->instrument) continue;
         __int128 d = (__int128)e[i].qty * (o->fsp - o->recorded) * tv;
         fprintf(rp->out, "  %-10" PRIu32 " %10" PRId64 " %10s %10s %18s\n", e[i].account, e[i].qty,
-                hgctl_fmt_price(o->recorded, b1), hgctl_fmt_price(o->fsp, b2),
-                d > INT64_MAX || d < INT64_MIN ? "overflow" : hgctl_fmt_money((int64_t)d, b3));
+                hgctl_fmt_price_raw(o->recorded, rp->raw, b1),
+                hgctl_fmt_price_raw(o->fsp, rp->raw, b2),
+                d > INT64_MAX || d < INT64_MIN ? "overflow"
+                                               : hgctl_fmt_money_raw((int64_t)d, rp->raw, b3));
       }
     }
   }
@@ -152,13 +156,9 @@ static int apply_fsp_overrides(replay_t *rp, hg_ledger_entry_t *e, size_t n) {
 }
 
 static int add_file(stmt_set_t *s, const char *name, sbuf_t *b) {
-  if (s->n == s->cap) {
-    size_t nc = s->cap ? s->cap * 2 : 16;
-    stmt_file_t *nf = realloc(s->f, nc * sizeof *nf);
-    if (nf == NULL) return -ENOMEM;
-    s->f = nf;
-    s->cap = nc;
-  }
+  stmt_file_t *nf = hg_grow(s->f, &s->cap, sizeof *nf, s->n + 1, 16);
+  if (nf == NULL) return -ENOMEM;
+  s->f = nf;
   stmt_file_t *f = &s->f[s->n++];
   snprintf(f->name, sizeof f->name, "%s", name);
   f->data = b->p ? b->p : calloc(1, 1);
@@ -170,16 +170,12 @@ static int add_file(stmt_set_t *s, const char *name, sbuf_t *b) {
 static void collect_account(void *ctx, const hg_exchange_account_info_t *info) {
   acct_list_t *l = ctx;
   if (l->err != 0) return;
-  if (l->n == l->cap) {
-    size_t nc = l->cap ? l->cap * 2 : 64;
-    hg_account_t *ni = realloc(l->id, nc * sizeof *ni);
-    if (ni == NULL) {
-      l->err = -ENOMEM;
-      return;
-    }
-    l->id = ni;
-    l->cap = nc;
+  hg_account_t *ni = hg_grow(l->id, &l->cap, sizeof *ni, l->n + 1, 64);
+  if (ni == NULL) {
+    l->err = -ENOMEM;
+    return;
   }
+  l->id = ni;
   l->id[l->n++] = info->id;
 }
 
@@ -372,12 +368,9 @@ long hgctl_stmt_compare(const replay_t *rp, const stmt_set_t *set, const char *d
     uint32_t in;
     if (is_statement_name(de->d_name)) replay_names = true;
     else if (scenario_name(rp, de->d_name, alias, &a, &in) == HG_EPARSE) continue;
-    if (nn == nc) {
-      nc = nc ? nc * 2 : 32;
-      char **x = realloc(names, nc * sizeof *x);
-      if (x == NULL) break;
-      names = x;
-    }
+    char **x = hg_grow(names, &nc, sizeof *x, nn + 1, 32);
+    if (x == NULL) break;
+    names = x;
     names[nn++] = strdup(de->d_name);
   }
   closedir(d);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "hourglass/error.h"
+#include "hourglass/grow.h"
 #include "hourglass/levels.h"
 
 int hgctl_order_new(int argc, char **argv) {
@@ -459,13 +460,9 @@ static int cmp_oid(const void *a, const void *b) {
 }
 
 static int push_ref(order_ref_t **v, size_t *n, size_t *cap, uint64_t oid, uint32_t inst) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 256;
-    order_ref_t *nv = realloc(*v, nc * sizeof *nv);
-    if (nv == NULL) return -ENOMEM;
-    *v = nv;
-    *cap = nc;
-  }
+  order_ref_t *nv = hg_grow(*v, cap, sizeof *nv, *n + 1, 256);
+  if (nv == NULL) return -ENOMEM;
+  *v = nv;
   (*v)[(*n)++] = (order_ref_t){oid, inst};
   return 0;
 }

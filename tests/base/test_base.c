@@ -1,19 +1,22 @@
 /*
  * test_base.c - base/'s dates, names and decimals against simpler models:
  * day numbers against a day-by-day walk of the calendar, text forms against
- * snprintf/strtol, decimals round-tripped through their own printer.
+ * snprintf/strtol, decimals round-tripped through their own printer; array
+ * growth's capacities and its refusal of sizes that overflow.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "hourglass/civil.h"
 #include "hourglass/decimal.h"
+#include "hourglass/grow.h"
 #include "hourglass/log.h"
 #include "hourglass/names.h"
 
@@ -188,6 +191,43 @@ static void log_level_names(void **state) {
   assert_string_equal(hg_log_level_name(9), "?");
 }
 
+/* Capacities double from first (or the current one) to hold need; the
+ * items kept survive; a size past SIZE_MAX is refused with the array and
+ * its capacity untouched. */
+static void grow_doubles_and_refuses_overflow(void **state) {
+  (void)state;
+  size_t cap = 0;
+  uint32_t *v = hg_grow(NULL, &cap, sizeof *v, 1, 16);
+  assert_non_null(v);
+  assert_int_equal(cap, 16);
+  for (uint32_t i = 0; i < 16; i++) v[i] = i;
+  assert_ptr_equal(hg_grow(v, &cap, sizeof *v, 16, 16), v); /* room already */
+  assert_int_equal(cap, 16);
+  uint32_t *w = hg_grow(v, &cap, sizeof *v, 17, 16);
+  assert_non_null(w);
+  assert_int_equal(cap, 32);
+  v = w;
+  w = hg_grow(v, &cap, sizeof *v, 200, 16);
+  assert_non_null(w);
+  assert_int_equal(cap, 256);
+  v = w;
+  for (uint32_t i = 0; i < 16; i++) assert_int_equal(v[i], i);
+  /* More items than size_t can count bytes for: refused, nothing lost. */
+  assert_null(hg_grow(v, &cap, sizeof *v, SIZE_MAX / sizeof *v + 1, 16));
+  assert_int_equal(cap, 256);
+  /* A capacity that cannot double again: refused. */
+  assert_null(hg_grow(v, &cap, 1, SIZE_MAX, 16));
+  assert_int_equal(cap, 256);
+  assert_int_equal(v[15], 15);
+  free(v);
+  /* first 0: starts at one item. */
+  cap = 0;
+  v = hg_grow(NULL, &cap, sizeof *v, 3, 0);
+  assert_non_null(v);
+  assert_int_equal(cap, 4);
+  free(v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(civil_matches_a_day_by_day_walk),
@@ -197,6 +237,7 @@ int main(void) {
       cmocka_unit_test(decimal_parse_cases),
       cmocka_unit_test(decimal_round_trip),
       cmocka_unit_test(log_level_names),
+      cmocka_unit_test(grow_doubles_and_refuses_overflow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
  * group elects and commits over TLS, and a stranger on a Raft port is
  * counted in hourglass_cluster_tls_failures_total.
  * Usage: test_cluster <hourglassd> [rounds] (CI: 2, slow: 10). */
+#include <errno.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -114,10 +116,14 @@ typedef struct acked {
 
 /* Reads execution reports until every clordid in [first, next) is answered
  * or the connection fails; records the acknowledged (NEW) ones. Returns
- * how many were answered. */
+ * how many were answered; fails the test after 30 s of other frames. */
 static uint64_t collect(hg_client_t *c, uint64_t first, uint64_t next, acked_t *a) {
   uint64_t answered = 0;
+  double end = du_now() + 30;
   while (answered < next - first) {
+    if (du_now() > end)
+      fail_msg("execution reports for clordids %" PRIu64 "..%" PRIu64 ": %" PRIu64
+               " answered in 30 s", first, next - 1, answered);
     const Hourglass__V1__Envelope *e = NULL;
     int rc = hg_client_recv(c, 3000, &e);
     if (rc <= 0) break;
@@ -149,12 +155,17 @@ static void send_burst(hg_client_t *c, uint64_t *next, int n) {
   }
 }
 
-/* Every acknowledged order is live at the node c is logged in to. */
+/* Every acknowledged order is live at the node c is logged in to (each
+ * reply awaited for up to 10 s). */
 static void check_live(hg_client_t *c, const acked_t *a) {
   for (size_t i = 0; i < a->n; i++) {
     uint64_t seq;
     assert_int_equal(hg_client_order_status(c, INSTR, a->order_id[i], &seq), 0);
+    double end = du_now() + 10;
     for (;;) {
+      if (du_now() > end)
+        fail_msg("no OrderStatus for order %" PRIu64 " (request %" PRIu64 ") within 10 s",
+                 a->order_id[i], seq);
       const Hourglass__V1__Envelope *e = NULL;
       assert_true(hg_client_recv(c, 5000, &e) > 0);
       if (e->body_case != HOURGLASS__V1__ENVELOPE__BODY_ORDER_STATUS ||
@@ -480,9 +491,15 @@ static void tls_raft_port(void **state) {
   assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
   static const char junk[] = "GET / HTTP/1.0\r\n\r\n";
   assert_int_equal(send(fd, junk, sizeof junk - 1, 0), (ssize_t)(sizeof junk - 1));
+  struct timeval tmo = {.tv_sec = 10};
+  assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof tmo), 0);
   char buf[256];
-  while (recv(fd, buf, sizeof buf, 0) > 0) {
+  double closed_by = du_now() + 10;
+  ssize_t got;
+  while ((got = recv(fd, buf, sizeof buf, 0)) > 0 && du_now() < closed_by) {
   }
+  if (got > 0 || (got < 0 && errno != ECONNRESET)) /* a reset is a close too */
+    fail_msg("the leader did not close the stranger's Raft connection within 10 s");
   close(fd);
   double end = du_now() + 10;
   while (du_metric(g_n[leader].http_port, "hourglass_cluster_tls_failures_total") != 1) {

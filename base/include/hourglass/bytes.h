@@ -3,12 +3,16 @@
  * on-disk records (the journal, the gateway's outbound journal), and a
  * 64-bit mixer for hash tables. Host byte order, which the record formats
  * define as little-endian: the build targets x86-64; big-endian forms
- * where a format says so. memcpy compiles to one move and is free of
- * alignment and strict-aliasing traps. Any thread; no state.
+ * where a format says so; little-endian forms of any width for the
+ * formats written field by field (the exchange's and the clearing's
+ * snapshots, the state store's records, the gateway's key records). memcpy
+ * compiles to one move and is free of alignment and strict-aliasing traps.
+ * Any thread; no state.
  */
 #ifndef HOURGLASS_BYTES_H
 #define HOURGLASS_BYTES_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -47,6 +51,19 @@ static inline void hg_st_be64(uint8_t *p, uint64_t v) {
 }
 static inline void hg_st_be32(uint8_t *p, uint32_t v) {
   for (int i = 3; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+
+/* Little-endian whatever the host: the low n (1..8) bytes of v, least
+ * significant first. hg_st_le returns n, so stores chain (off +=
+ * hg_st_le(p + off, v, 4)). */
+static inline size_t hg_st_le(uint8_t *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+  return (size_t)n;
+}
+static inline uint64_t hg_ld_le(const uint8_t *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
 }
 
 /* A 64-bit finalising mixer (every input bit affects every output bit): the

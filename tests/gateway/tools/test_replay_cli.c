@@ -703,8 +703,16 @@ static void errors_are_clear(void **state) {
   /* Ticks typed without --raw: 3100 USD per GPU-hour is refused. */
   expect_run(2, "at most 1000 with at most 3 decimals (e.g. 1=3.100; ticks with --raw)",
              "replay --data %s " CAPS " --fsp 1=3100", dir);
-  expect_run(0, "what-if instrument=1 fsp=3100 (journal: 3010)",
-             "replay --raw --data %s " CAPS " --fsp 1=3100", dir);
+  /* --raw: the change table in ticks and micro-USD too, pos x (3100 - 3010) x TV. */
+  snprintf(args, sizeof args, "replay --raw --data %s " CAPS " --fsp 1=3100", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "what-if instrument=1 fsp=3100 (journal: 3010)\n"
+                "what-if final settlement change per account (micro-USD; prices in ticks):\n");
+  cli_expect(o, "  1                   4       3010       3100          360000000\n"
+                "  2                  -1       3010       3100          -90000000\n"
+                "  3                  -5       3010       3100         -450000000\n"
+                "  4                   2       3010       3100          180000000\n");
+  free(o);
   assert_int_equal(cli_run(hgctl, "statement --account 1", CLI_BOTH, &o), 2);
   cli_expect(o, "missing --data");
   free(o);
