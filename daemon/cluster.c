@@ -293,8 +293,16 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
   }
   for (size_t i = 0; i < c->n_members; i++) {
     c->members[i].id = cm[i].id;
-    snprintf(c->members[i].raft, ADDR_LEN, "%s", cm[i].raft);
-    snprintf(c->members[i].client, ADDR_LEN, "%s:%u", cm[i].client.host, cm[i].client.port);
+    /* IP literals with a port always fit; refuse rather than cut one. */
+    int wr = snprintf(c->members[i].raft, ADDR_LEN, "%s", cm[i].raft);
+    int wc = snprintf(c->members[i].client, ADDR_LEN, "%s:%u", cm[i].client.host,
+                      cm[i].client.port);
+    if (wr < 0 || wr >= ADDR_LEN || wc < 0 || wc >= ADDR_LEN) {
+      logf_c(HG_LOG_ERROR, "a member's address is too long", "id=%u max=%d", cm[i].id,
+             ADDR_LEN - 1);
+      free(c);
+      return HG_EINVAL;
+    }
   }
   snprintf(c->cfg_members, sizeof c->cfg_members, "%s", cfg->cluster_members);
   c->join = cfg->cluster_join;

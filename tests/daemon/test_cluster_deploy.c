@@ -226,7 +226,7 @@ static void *trader_main(void *arg) {
 static void write_config(int i) {
   snprintf(g_prefix[i], sizeof g_prefix[i], "%s/opt%d", g_root, i + 1);
   snprintf(g_conf[i], sizeof g_conf[i], "%s/node%d.conf", g_root, i + 1);
-  char text[2048];
+  char text[8192];
   snprintf(text, sizeof text,
            "data_dir = %s\n"
            "listen.order_entry = 127.0.0.1:%d\n"
