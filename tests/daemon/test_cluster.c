@@ -13,7 +13,7 @@
  * bad certificate files stop a node with a message naming them, the
  * group elects and commits over TLS, and a stranger on a Raft port is
  * counted in hourglass_cluster_tls_failures_total.
- * Usage: test_cluster <hourglassd> [rounds] (CI: 2, slow: 10). */
+ * Usage: test_cluster <hourglassd> [rounds] (CI: 5, slow: 50). */
 #include <errno.h>
 #include <inttypes.h>
 #include <setjmp.h>
@@ -41,7 +41,7 @@
 #include "tls_certs.h"
 
 static const char *g_bin; /* hourglassd, from argv[1] */
-static int g_rounds = 2;
+static int g_rounds = 5; /* CI; test_cluster_slow runs 50 */
 
 #define NODES 3
 #define INSTR 1
