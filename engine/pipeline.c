@@ -427,7 +427,7 @@ static int hand_record(hg_pipeline_t *p, const jrec_t *rec) {
   return 0;
 }
 
-static void rbatch_add(hg_pipeline_t *p, const jrec_t *rec);
+static void rbatch_add(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec);
 
 /* Journals and applies one stamped command (rec holds its encoding); in
  * cluster mode a command this node sequenced (propose) also joins the
@@ -436,7 +436,7 @@ static int apply_record(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec,
                         const hg_command_t *cmd, int propose) {
   int hrc = hand_record(p, rec);
   if (hrc != 0) return hrc;
-  if (propose && p->cfg.replicate != NULL) rbatch_add(p, rec);
+  if (propose && p->cfg.replicate != NULL) rbatch_add(p, origin, rec);
   p->last_seq = cmd->seq;
   p->cur_origin = origin;
   int rc = hg_exchange_apply(p->ex, cmd);
@@ -948,14 +948,31 @@ static void loop_finish(hg_pipeline_t *p) {
 /* Cluster mode: batches out to the group, committed batches in             */
 /* ------------------------------------------------------------------------ */
 
-#define BATCH_REC_HEADER 24u /* seq, ts, len, zero */
+#define BATCH_REC_HEADER 24u /* seq, ts, len, route length */
 
 static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* Bytes a record takes in the batch: header, route slot, command. */
+static size_t rec_bytes(const hg_pipeline_t *p, size_t len) {
+  return BATCH_REC_HEADER + (p->cfg.route_out != NULL ? HG_PIPE_ROUTE_BYTES : 0) + pad8(len);
+}
 
 /* The batch so far goes to cfg.replicate; a refusal leaves commands
  * applied here that the group will never hold, so the pipeline fails. */
 static void rbatch_flush(hg_pipeline_t *p) {
   hg_st32(p->rbatch + 4, p->rbatch_n);
+  if (p->cfg.route_out != NULL) {
+    /* Each route slot holds its record's origin (rbatch_add): ask for the route. */
+    for (size_t off = HG_PIPE_BATCH_HEADER; off < p->rbatch_len;) {
+      uint8_t *d = p->rbatch + off;
+      uint32_t len = hg_ld32(d + 16);
+      uint8_t *slot = d + BATCH_REC_HEADER;
+      uint64_t origin = hg_ld64(slot);
+      memset(slot, 0, HG_PIPE_ROUTE_BYTES);
+      p->cfg.route_out(p->cfg.route_ctx, origin, slot);
+      off += rec_bytes(p, len);
+    }
+  }
   int rc = p->cfg.replicate(p->cfg.replicate_ctx, p->rbatch, p->rbatch_len, p->rbatch_last);
   p->rbatch_len = HG_PIPE_BATCH_HEADER;
   p->rbatch_n = 0;
@@ -966,17 +983,27 @@ static void rbatch_flush(hg_pipeline_t *p) {
   }
 }
 
-/* Appends rec to the batch (sending the batch first if rec does not fit). */
-static void rbatch_add(hg_pipeline_t *p, const jrec_t *rec) {
-  size_t need = BATCH_REC_HEADER + pad8(rec->len);
+/* Appends rec to the batch (sending the batch first if rec does not fit).
+ * With cfg.route_out the record's route slot holds its origin until
+ * rbatch_flush() asks for the route (the submitter may still be filling in
+ * what the route says while the command executes). */
+static void rbatch_add(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec) {
+  size_t need = rec_bytes(p, rec->len);
   if (p->rbatch_len + need > p->rbatch_cap) rbatch_flush(p);
   uint8_t *d = p->rbatch + p->rbatch_len;
+  uint32_t rlen = p->cfg.route_out != NULL ? HG_PIPE_ROUTE_BYTES : 0;
   hg_st64(d, rec->seq);
   hg_st64(d + 8, rec->ts);
   hg_st32(d + 16, rec->len);
-  hg_st32(d + 20, 0);
-  memcpy(d + BATCH_REC_HEADER, rec->bytes, rec->len);
-  memset(d + BATCH_REC_HEADER + rec->len, 0, pad8(rec->len) - rec->len);
+  hg_st32(d + 20, rlen);
+  d += BATCH_REC_HEADER;
+  if (rlen != 0) {
+    memset(d, 0, rlen);
+    hg_st64(d, origin);
+    d += rlen;
+  }
+  memcpy(d, rec->bytes, rec->len);
+  memset(d + rec->len, 0, pad8(rec->len) - rec->len);
   p->rbatch_len += need;
   p->rbatch_n++;
   p->rbatch_last = rec->seq;
@@ -994,10 +1021,21 @@ void hg_pipeline_fail(hg_pipeline_t *p, int err) {
   atomic_store(&p->accepting, 0);
 }
 
+/* The records of a committed batch up to seq are committed: released to
+ * the consumers from now on. */
+static void commit_upto(hg_pipeline_t *p, uint64_t seq) {
+  if (seq <= atomic_load(&p->committed_seq)) return;
+  atomic_store(&p->committed_seq, seq);
+  release(p);
+  wake_durable(p);
+}
+
 int hg_pipeline_apply_batch(hg_pipeline_t *p, const void *batch, size_t len) {
   if (!loop_mode(p) || p->cfg.replicate == NULL) return HG_EINVAL;
   const uint8_t *b = batch;
-  if (len < HG_PIPE_BATCH_HEADER || hg_ld32(b) != HG_PIPE_BATCH_MAGIC) return HG_ECORRUPT;
+  if (len < HG_PIPE_BATCH_HEADER) return HG_ECORRUPT;
+  uint32_t magic = hg_ld32(b);
+  if (magic != HG_PIPE_BATCH_MAGIC && magic != HG_PIPE_BATCH_MAGIC_V1) return HG_ECORRUPT;
   uint32_t n = hg_ld32(b + 4);
   size_t off = HG_PIPE_BATCH_HEADER;
   uint64_t last = 0;
@@ -1007,18 +1045,26 @@ int hg_pipeline_apply_batch(hg_pipeline_t *p, const void *batch, size_t len) {
     rec.seq = hg_ld64(b + off);
     rec.ts = hg_ld64(b + off + 8);
     rec.len = hg_ld32(b + off + 16);
+    uint32_t rlen = hg_ld32(b + off + 20);
     rec.pad_ = 0;
     if (rec.len == 0 || rec.len > HG_COMMAND_MAX_ENCODED ||
-        len - off - BATCH_REC_HEADER < pad8(rec.len))
+        (magic == HG_PIPE_BATCH_MAGIC_V1 && rlen != 0) || rlen > HG_PIPE_ROUTE_BYTES ||
+        rlen % 8 != 0 || len - off - BATCH_REC_HEADER < rlen + pad8(rec.len))
       return HG_ECORRUPT;
-    const uint8_t *payload = b + off + BATCH_REC_HEADER;
-    off += BATCH_REC_HEADER + pad8(rec.len);
-    last = rec.seq;
-    if (rec.seq <= p->last_seq) continue; /* this node sequenced it */
+    const uint8_t *route = b + off + BATCH_REC_HEADER;
+    const uint8_t *payload = route + rlen;
+    size_t next_off = off + BATCH_REC_HEADER + rlen + pad8(rec.len);
+    if (rec.seq <= p->last_seq) { /* this node sequenced it */
+      off = next_off;
+      last = rec.seq;
+      continue;
+    }
     if (rec.seq != p->last_seq + 1) return HG_ECORRUPT;
     int rc = atomic_load(&p->failed);
     if (rc != 0) return rc;
     if (stage_free(p) < STAGE_RESERVE) {
+      /* The records before this one are committed too: let them out. */
+      commit_upto(p, last);
       release(p);
       if (stage_free(p) < STAGE_RESERVE) return HG_EBUSY;
     }
@@ -1026,16 +1072,22 @@ int hg_pipeline_apply_batch(hg_pipeline_t *p, const void *batch, size_t len) {
     rc = hg_command_decode(payload, rec.len, &cmd);
     if (rc != 0 || cmd.seq != rec.seq) return rc != 0 ? rc : HG_ECORRUPT;
     cmd.ts = rec.ts;
+    uint64_t origin = 0;
+    if (p->cfg.route_in != NULL && rlen != 0) {
+      origin = p->cfg.route_in(p->cfg.route_ctx, route, rlen, &cmd);
+      if (origin == HG_PIPE_ROUTE_BUSY) {
+        commit_upto(p, last);
+        return HG_EBUSY;
+      }
+    }
     memcpy(rec.bytes, payload, rec.len);
-    rc = apply_record(p, 0, &rec, &cmd, 0);
+    rc = apply_record(p, origin, &rec, &cmd, 0);
     if (rc != 0) return rc;
+    off = next_off;
+    last = rec.seq;
   }
   if (off != len) return HG_ECORRUPT;
-  if (last > atomic_load(&p->committed_seq)) {
-    atomic_store(&p->committed_seq, last);
-    release(p);
-    wake_durable(p);
-  }
+  commit_upto(p, last);
   return 0;
 }
 

@@ -538,7 +538,11 @@ int hg_gateway_start(hg_gateway_t *gw) {
   int rc = bump_epoch(gw);
   if (rc != 0) return rc;
   open_recovered(gw);
-  if (gw->scoped_at_attach > 0) {
+  if (gw->scoped_at_attach > 0 && gw->cfg.order_entry_leader != NULL) {
+    gw_log(gw, HG_LOG_INFO,
+           "cluster: %" PRIu64 " recovered session-scoped orders are cancelled by the next "
+           "leader's SESSIONS_ENDED", gw->scoped_at_attach);
+  } else if (gw->scoped_at_attach > 0) {
     /* Sequenced before anything a client can send: no new quote can meet a
      * quote of the previous process, no order a dead COD session's order. */
     hg_command_t cmd;
@@ -568,6 +572,22 @@ int hg_gateway_start(hg_gateway_t *gw) {
   gw->started = 1;
   /* Output released before the loop ran (notify coalesced into nothing). */
   uv_async_send(&gw->wake);
+  return 0;
+}
+
+int hg_gateway_sessions_ended(hg_gateway_t *gw) {
+  uint64_t n = gw->scoped_at_attach;
+  for (uint32_t i = 0; i < gw->cfg.max_orders; i++)
+    if (gw->orders[i].order_id != 0 && gw->orders[i].scoped) n++;
+  if (n == 0) return 0;
+  hg_command_t cmd;
+  memset(&cmd, 0, sizeof cmd);
+  cmd.type = HG_COMMAND_SESSIONS_ENDED;
+  uint32_t r = gw_submit(gw, &cmd, P_INTERNAL, NONE32, NULL, 0, NULL);
+  if (r != 0) return r == REJ(BUSY) ? HG_EBUSY : HG_EUNAVAIL;
+  gw_log(gw, HG_LOG_INFO,
+         "new leader: cancelling %" PRIu64 " session-scoped orders (cancel-on-disconnect "
+         "orders and quotes) of the sessions that ended with the previous leader", n);
   return 0;
 }
 

@@ -172,6 +172,7 @@ typedef struct pending {
   uint8_t cod;
   uint8_t replied;
   uint8_t done;
+  uint8_t applied;    /* created from a route (hg_gateway_route_in), not submitted here */
   uint32_t part, parts;  /* P_SETTLE: this command's index among its request's */
   uint32_t refused;      /* P_SETTLE, last part: RejectReason for parts never submitted */
   hg_command_t cmd;
@@ -187,7 +188,8 @@ typedef struct order {
   uint32_t conn_gen;
   uint32_t quote_group;    /* 0: not a quote */
   uint32_t prev, next;     /* the stream's list; NONE32 ends */
-  uint8_t side, cod, cancel_sent, pad_;
+  uint8_t side, cod, cancel_sent;
+  uint8_t scoped;          /* session-scoped (COD order or quote): SESSIONS_ENDED cancels it */
 } order_t;
 
 typedef struct instr {
@@ -453,9 +455,12 @@ struct hg_gateway {
   uint32_t free_order;     /* free list through next */
   uint32_t n_orders;
   uint32_t orders_reserved;/* new orders in flight (may each need a slot) */
-  /* Session-scoped orders the recovered books held at attach: their sessions
-   * died with the previous process, so hg_gateway_start() journals one
-   * SESSIONS_ENDED for them. Owner thread until start. */
+  /* Session-scoped orders the recovered books held at attach (not
+   * mirrored): their sessions died with the previous process, so
+   * hg_gateway_start() journals one SESSIONS_ENDED for them; in cluster
+   * mode the next leader does (hg_gateway_sessions_ended), and the count
+   * drops to 0 when a SESSIONS_ENDED is drained. Owner thread until
+   * start, then the loop thread. */
   uint64_t scoped_at_attach;
 
   instr_t *instr;
@@ -628,6 +633,8 @@ void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o);
 /* events.c: routing of the pipeline's output. */
 uint32_t gw_owner_stream(hg_gateway_t *gw, const order_t *o, uint32_t account);
 void gw_drain(hg_gateway_t *gw);
+/* The pending entry of origin, NULL if origin is none of ours. */
+pending_t *gw_pending_of(hg_gateway_t *gw, uint64_t origin);
 /* Marks p answered and frees the ring's answered head. */
 void gw_retire(hg_gateway_t *gw, pending_t *p);
 
