@@ -531,6 +531,7 @@ static int open_pipeline(daemon_t *d) {
     pc.replicate_ctx = d->cluster;
     pc.route_out = hg_gateway_route_out;
     pc.route_in = hg_gateway_route_in;
+    pc.stream_in = hg_gateway_stream_in;
     pc.route_ctx = d->gw;
     int rc = daemon_cluster_seed(d->cluster, &pc);
     if (rc != 0) return rc;

@@ -345,83 +345,6 @@ pending_t *gw_pending_of(hg_gateway_t *gw, uint64_t origin) {
   return p->origin == origin ? p : NULL;
 }
 
-/* ------------------------------------------------------------- routes */
-
-/* Route layout (HG_PIPE_ROUTE_BYTES, zero elsewhere): u64 key id, u64
- * ref_seq, u32 kind (0: no pending entry), u32 quote group, u32 part, u32
- * parts, u32 refused, u8 cod, u8 replied. */
-#define RT_KEY 0
-#define RT_REF 8
-#define RT_KIND 16
-#define RT_GROUP 20
-#define RT_PART 24
-#define RT_PARTS 28
-#define RT_REFUSED 32
-#define RT_COD 36
-#define RT_REPLIED 37
-
-void hg_gateway_route_out(void *ctx, uint64_t origin, uint8_t *out) {
-  hg_gateway_t *gw = ctx;
-  pending_t *p = gw_pending_of(gw, origin);
-  if (p == NULL) return;
-  uint64_t key = p->stream != NONE32 && p->stream < gw->cfg.max_streams
-                     ? gw->streams[p->stream].key_id
-                     : 0;
-  hg_st64(out + RT_KEY, key);
-  hg_st64(out + RT_REF, p->ref_seq);
-  hg_st32(out + RT_KIND, p->kind);
-  hg_st32(out + RT_GROUP, p->quote_group);
-  hg_st32(out + RT_PART, p->part);
-  hg_st32(out + RT_PARTS, p->parts);
-  hg_st32(out + RT_REFUSED, p->refused);
-  out[RT_COD] = p->cod;
-  out[RT_REPLIED] = p->replied;
-}
-
-/* The stream of key_id, opened if this node has none yet; NONE32 for key
- * 0 or a key this node does not know. */
-static uint32_t stream_of_key(hg_gateway_t *gw, uint64_t key_id) {
-  if (key_id == 0) return NONE32;
-  uint32_t si = gw_map_get(&gw->stream_map, key_id);
-  if (si != NONE32) return si;
-  hg_key_record_t k;
-  int rc = gw_key_load(gw, key_id, &k);
-  hg_wipe(k.secret, sizeof k.secret);
-  if (rc != 0 || gw_stream_get(gw, &k, &si) == NULL) {
-    gw_log(gw, HG_LOG_WARN, "key %" PRIu64 " of a replicated command: %s; its reports reach "
-           "no stream on this node", key_id, rc != 0 ? hg_strerror(rc) : "stream table full");
-    return NONE32;
-  }
-  return si;
-}
-
-uint64_t hg_gateway_route_in(void *ctx, const uint8_t *route, size_t len,
-                             const hg_command_t *cmd) {
-  hg_gateway_t *gw = ctx;
-  if (len < HG_PIPE_ROUTE_BYTES) return 0;
-  uint32_t kind = hg_ld32(route + RT_KIND);
-  if (kind == 0) return 0;
-  if (gw->pend_next - gw->pend_tail >= gw->cfg.pending_capacity) return HG_PIPE_ROUTE_BUSY;
-  uint64_t counter = gw->pend_next++;
-  pending_t *p = gw_pend_at(gw, counter);
-  memset(p, 0, sizeof *p);
-  p->origin = ORIGIN_TAG | (counter & ORIGIN_MASK);
-  p->ref_seq = hg_ld64(route + RT_REF);
-  p->stream = stream_of_key(gw, hg_ld64(route + RT_KEY));
-  p->conn_gen = UINT32_MAX;
-  p->kind = kind;
-  p->quote_group = hg_ld32(route + RT_GROUP);
-  p->part = hg_ld32(route + RT_PART);
-  p->parts = hg_ld32(route + RT_PARTS);
-  p->refused = hg_ld32(route + RT_REFUSED);
-  p->cod = route[RT_COD];
-  p->replied = route[RT_REPLIED];
-  p->applied = 1;
-  p->cmd = *cmd;
-  if (cmd->type == HG_COMMAND_NEW_ORDER) gw->orders_reserved++;
-  return p->origin;
-}
-
 void gw_retire(hg_gateway_t *gw, pending_t *p) {
   assert(!p->done && gw->pend_tail < gw->pend_next);
   p->done = 1;
@@ -439,6 +362,9 @@ void gw_drain(hg_gateway_t *gw) {
   if (gw->pipe == NULL) return;
   assert(!gw->draining);
   gw->draining = 1;
+  /* Results of the log, also when drained in the middle of a request. */
+  int local = gw->local;
+  gw->local = 0;
   for (;;) {
     size_t n = hg_pipeline_poll(gw->pipe, gw->drain, DRAIN_BATCH);
     if (n == 0) break;
@@ -447,6 +373,8 @@ void gw_drain(hg_gateway_t *gw) {
       pending_t *p = gw_pending_of(gw, o->origin);
       if (o->kind == HG_PIPE_EVENT) {
         on_event(gw, &o->event, p);
+      } else if (o->kind == HG_PIPE_STREAM) {
+        gw_hold_release(gw);
       } else if (p != NULL && p->kind == P_SETTLE) {
         gw_settle_done(gw, p, o);
         gw_retire(gw, p);
@@ -471,5 +399,6 @@ void gw_drain(hg_gateway_t *gw) {
     }
   }
   gw->draining = 0;
+  gw->local = local;
   gw_flush_dirty(gw);
 }

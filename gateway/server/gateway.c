@@ -275,6 +275,7 @@ static void free_all(hg_gateway_t *gw) {
   gw_map_free(&gw->position_map);
   free(gw->arena_buf);
   free(gw->scratch);
+  free(gw->hold);
   gw_tls_destroy(gw);
   hg_outlog_close(gw->outlog);
   hg_store_close(gw->store);
@@ -374,6 +375,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   size_t arena = HG_WIRE_ARENA_SIZE(cfg.max_frame);
   gw->arena_buf = malloc(arena);
   gw->scratch = malloc(SCRATCH_SIZE);
+  if (cfg.order_entry_leader != NULL) gw->hold = malloc(HOLD_BYTES);
   gw->sacc.dsp = calloc(cfg.max_instruments, sizeof *gw->sacc.dsp);
   gw->sacc.dspp = calloc(cfg.max_instruments, sizeof *gw->sacc.dspp);
   uint32_t pcap = 16;
@@ -383,6 +385,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   gw->refusals = calloc(N_REFUSALS, sizeof *gw->refusals);
   bool ok = gw->conns && gw->streams && gw->instr && gw->drop_list && gw->pend && gw->orders &&
             gw->accounts && gw->positions && gw->arena_buf && gw->scratch && gw->sacc.dsp && gw->sacc.dspp &&
+            (cfg.order_entry_leader == NULL || gw->hold != NULL) &&
             gw->peers && gw->refusals &&
             gw_map_init(&gw->stream_map, cfg.max_streams) == 0 &&
             gw_map_init_dense(&gw->order_map, cfg.max_orders) == 0 &&

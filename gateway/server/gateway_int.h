@@ -147,6 +147,7 @@ typedef Hourglass__V1__Envelope env_t;
 #define MAX_MMP_GROUPS 8
 #define MAX_MD_DEPTH 50
 #define SCRATCH_SIZE (1u << 20)
+#define HOLD_BYTES (4u << 20)
 
 /* ------------------------------------------------------------------ types */
 
@@ -484,6 +485,16 @@ struct hg_gateway {
   hg_wire_arena_t arena;
   uint8_t *arena_buf;
   uint8_t *scratch;        /* encode buffer */
+  /* Cluster mode (group.c): frames the gateway decided itself (replies,
+   * refusals) for keys that trade, held until the group commits them,
+   * in log order: a byte ring of HOLD_BYTES (allocated at create; NULL in
+   * single-node mode) of records u32 length, u64 key id, the frame's
+   * Envelope without seq; head and tail are byte counts. local: the loop
+   * is handling a client's request (not the pipeline's output), so a
+   * frame sent now is such a frame. */
+  uint8_t *hold;
+  uint64_t hold_head, hold_tail;
+  int local;
   hg_pipe_out_t drain[DRAIN_BATCH]; /* one hg_pipeline_poll() batch */
 
   /* Counters: written by the loop thread, read by hg_gateway_stats on any. */
@@ -564,6 +575,9 @@ bool gw_stream_gen_live(hg_gateway_t *gw, const stream_t *st, uint32_t gen);
 void gw_stream_attach(hg_gateway_t *gw, stream_t *st, conn_t *c);
 void gw_stream_detach(hg_gateway_t *gw, stream_t *st, conn_t *c);
 void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env);
+/* The frame of n bytes in gw->scratch carries seq, st's next one (taken):
+ * logged for retransmission, journaled and sent to the key's sessions. */
+void gw_stream_emit(hg_gateway_t *gw, stream_t *st, uint64_t seq, size_t n);
 void gw_stream_send_idx(hg_gateway_t *gw, uint32_t s, env_t *env);
 void gw_rt_pump(conn_t *c);
 void gw_unauth_release(hg_gateway_t *gw, conn_t *c);
@@ -629,6 +643,20 @@ void gw_handle_drop_copy(conn_t *c, uint32_t si, const env_t *env);
 void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env);
 void gw_settle_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p);
 void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o);
+
+/* group.c: cluster mode's routes and held frames (see hold above). */
+/* The stream of key_id, opened if this node has none yet; NONE32 for key
+ * 0 or a key this node does not know. */
+uint32_t gw_stream_of_key(hg_gateway_t *gw, uint64_t key_id);
+/* Whether a frame for st sent now waits for the group: cluster mode, a
+ * key that trades or operates (a risk viewer's stream is its node's own),
+ * sent while handling a request. */
+bool gw_hold_applies(const hg_gateway_t *gw, const stream_t *st);
+/* Holds the encoded Envelope (without seq) of a frame for st and hands it
+ * to the pipeline as a stream record; logged and dropped if it cannot. */
+void gw_hold_frame(hg_gateway_t *gw, stream_t *st, const uint8_t *frame, size_t len);
+/* The oldest held frame is committed: sequence it into its key's stream. */
+void gw_hold_release(hg_gateway_t *gw);
 
 /* events.c: routing of the pipeline's output. */
 uint32_t gw_owner_stream(hg_gateway_t *gw, const order_t *o, uint32_t account);

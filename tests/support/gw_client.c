@@ -127,6 +127,8 @@ env_t *gt_recv(gt_client_t *c, int timeout_ms) {
     if (rc == 0 && avail >= (size_t)f.hdr_len + f.body_len) {
       env_t *e = NULL;
       int d = hg_wire_decode(&c->arena, p + f.hdr_len, f.body_len, &e);
+      c->last_off = c->in_off;
+      c->last_len = f.hdr_len + f.body_len;
       c->in_off += f.hdr_len + f.body_len;
       return d == 0 ? e : NULL;
     }

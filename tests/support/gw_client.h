@@ -44,6 +44,9 @@ typedef struct gt_client {
   uint32_t sid_counter;
   int eof;
   struct ssl_st *ssl; /* TLS (gt_use_tls); NULL: plain */
+  /* The frame gt_recv returned last, as received (length prefix
+   * included): in + last_off, last_len bytes, until the next gt_recv. */
+  size_t last_off, last_len;
 } gt_client_t;
 
 /* From now on gt_connect uses TLS and trusts the CAs in ca_file (PEM);

@@ -182,6 +182,17 @@
  *    return HG_EBUSY before the record, with the records before it
  *    released. So every node's consumer 0 sees every result with an
  *    origin that routes it the same way.
+ *  - Stream records. hg_pipeline_stream_add(p, bytes, len) on the writable
+ *    leader adds opaque bytes (hourglassd's gateway: a frame it decided
+ *    itself, such as a query's reply, for one key's stream) to the batch
+ *    as a record of its own, at position (S, k): after command S = the
+ *    last seq, the k-th since it. It is no command: nothing is journaled
+ *    or applied, no seq is taken. Consumer 0 (only) receives an
+ *    HG_PIPE_STREAM record for it in log order, once the group committed
+ *    it, on the leader and, through cfg.stream_in, on every node that
+ *    applies it; so each node handles the same bytes at the same place
+ *    among the results. In the batch: seq = S, ts = k, len, the route
+ *    length's field = 0x80000000, len bytes, padding to 8.
  */
 #ifndef HOURGLASS_PIPELINE_H
 #define HOURGLASS_PIPELINE_H
@@ -213,6 +224,7 @@ typedef enum hg_pipe_mode {
 #define HG_PIPE_BATCH_MAGIC_V1 0x31424748u /* "HGB1": no routes (still applied) */
 #define HG_PIPE_ROUTE_BYTES 48u            /* a record's route slot (cfg.route_out) */
 #define HG_PIPE_ROUTE_BUSY UINT64_MAX      /* cfg.route_in: no room yet */
+#define HG_PIPE_STREAM_MAX (256u << 10)    /* most bytes in one stream record */
 #define HG_PIPE_BATCH_HEADER 8u
 #define HG_PIPE_BATCH_BYTES (1u << 20) /* most bytes in one batch */
 
@@ -291,7 +303,13 @@ typedef struct hg_pipeline_config {
    * NULL: batches carry no routes and applied records have origin 0. */
   void (*route_out)(void *ctx, uint64_t origin, uint8_t *out);
   uint64_t (*route_in)(void *ctx, const uint8_t *route, size_t len, const hg_command_t *cmd);
-  void *route_ctx;
+  /* Cluster mode, optional, the loop owner's thread: receives the bytes of
+   * a stream record applied from the group ("Stream records"; valid
+   * during the call only) before its HG_PIPE_STREAM record is staged.
+   * Returns 0, or nonzero when it has no room yet (apply_batch then
+   * returns HG_EBUSY before it). NULL: such records are skipped. */
+  int (*stream_in)(void *ctx, const uint8_t *bytes, size_t len);
+  void *route_ctx; /* ctx of route_out, route_in and stream_in */
 } hg_pipeline_config_t;
 
 /* What a consumer receives. */
@@ -299,8 +317,11 @@ typedef enum hg_pipe_kind {
   HG_PIPE_EVENT = 1,       /* .event is an event of command .seq */
   HG_PIPE_DONE = 2,        /* command .seq is fully processed (after its events) */
   HG_PIPE_UNAVAILABLE = 3, /* the command was not processed: the journal failed */
-  HG_PIPE_MALFORMED = 4    /* the command cannot be journaled (unknown type, bad
+  HG_PIPE_MALFORMED = 4,   /* the command cannot be journaled (unknown type, bad
                               symbol); it got no seq and changed nothing */
+  HG_PIPE_STREAM = 5       /* cluster mode, consumer 0 only: the next stream record
+                              ("Stream records"), committed; .seq is the seq it
+                              follows, .event.seq its place after it (1, 2, ...) */
 } hg_pipe_kind_t;
 
 typedef struct hg_pipe_out {
@@ -409,6 +430,13 @@ int hg_pipeline_loop_reap(hg_pipeline_t *p, int timeout_ms);
 /* Cluster mode, the loop owner's thread: whether this node sequences
  * (see "Cluster mode"). Starts at 0. */
 void hg_pipeline_set_writable(hg_pipeline_t *p, int writable);
+
+/* Cluster mode, the loop owner's thread: adds a stream record of len
+ * bytes (1..HG_PIPE_STREAM_MAX; copied) to the batch and stages it for
+ * consumer 0 (see "Stream records"). 0; HG_EPERM (not writable);
+ * HG_EBUSY (the stage is full: nothing added); HG_EUNAVAIL (failed or not
+ * running); HG_EINVAL (not cluster mode, bad len). */
+int hg_pipeline_stream_add(hg_pipeline_t *p, const void *bytes, size_t len);
 
 /* Cluster mode, the loop owner's thread: applies one committed batch (see
  * "Cluster mode"). Returns 0; HG_EBUSY when the stage lacks room for the

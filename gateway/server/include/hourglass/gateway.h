@@ -307,6 +307,9 @@ void hg_gateway_drain(void *ctx);
  * with the same frame (see "Cluster" in proto/README.md).
  */
 void hg_gateway_route_out(void *ctx, uint64_t origin, uint8_t *out);
+/* Pipeline stream_in callback (cluster mode, ctx the gateway): holds a
+ * frame the leader's gateway decided, until the pipeline releases it. */
+int hg_gateway_stream_in(void *ctx, const uint8_t *bytes, size_t len);
 uint64_t hg_gateway_route_in(void *ctx, const uint8_t *route, size_t len,
                              const hg_command_t *cmd);
 
