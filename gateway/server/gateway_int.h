@@ -73,7 +73,12 @@
  *  - pending: a ring of commands in flight, indexed by the origin tag given
  *    to hg_pipeline_submit(). The pipeline answers our commands in submit
  *    order (one producer thread, a FIFO sequencer), so the DONE markers
- *    retire entries from the tail.
+ *    retire entries from the tail. In cluster mode a node that applies a
+ *    command from the group gets an entry for it from its route (group.c),
+ *    marked applied: routed like ours, but no action of this node follows
+ *    from it (cancel-on-disconnect, stale quotes).
+ *  - hold (cluster mode, group.c): frames the gateway decided itself,
+ *    waiting for the group to commit them.
  *  - mirror (mirror.c): live orders (open-addressing hash by order id ->
  *    pool entry, linked into their stream), instruments with their price
  *    levels (hourglass/levels.h, one level per possible resting order, so
@@ -83,7 +88,7 @@
  *  - ledger: a copy of the clearing ledger for statements (an array in
  *    ledger order, each account's entries chained through ledger_next).
  *
- * Routing (events.c): an order's events go to the stream that entered it
+ * Routing (events.c, with group.c in cluster mode): an order's events go to the stream that entered it
  * (seeded and foreign orders: the account's stream, its home key's when it
  * held orders at attach, else its first to log in), a reject to the stream
  * that sent the request, fills to both parties separately, drop copies to

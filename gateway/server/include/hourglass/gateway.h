@@ -93,8 +93,14 @@
  * enter orders are refused on a node that is not the leader
  * (order_entry_leader, LOGIN_NOT_LEADER with the leader's address); risk
  * viewers and market data are served on every node, from the committed
- * stream each node applies. A session on a leader that loses leadership
- * stays connected; its orders are refused REJ_UNAVAILABLE from then on.
+ * stream each node applies. Every node builds each trading key's stream
+ * from the log (hg_gateway_route_out / hg_gateway_route_in /
+ * hg_gateway_stream_in): results are routed as on the node that took the
+ * request, and the frames the gateway decides itself are held until the
+ * group commits them. A request of a trading or operator session on a node
+ * that does not take orders (a leader that lost leadership) ends the
+ * session (TERM_NOT_LEADER). A new leader ends the previous leader's
+ * sessions (hg_gateway_sessions_ended).
  *
  * Admission (before login): a connection counts as unauthenticated from
  * accept until its Login succeeds or it closes, and has login_timeout_ms to
