@@ -95,13 +95,8 @@ static int find_leader(void) {
   double end = du_now() + 30;
   while (du_now() < end) {
     supervise();
-    for (int i = 0; i < NODES; i++) {
-      if (g_n[i].pid == 0) continue;
-      char *h = du_get(g_n[i].http_port, "/health");
-      int yes = h != NULL && strstr(h, "\"taking_orders\":true") != NULL;
-      free(h);
-      if (yes) return i;
-    }
+    int i = du_cluster_taking_orders(g_n, NODES);
+    if (i >= 0) return i;
     du_sleep_ms(50);
   }
   return -1;

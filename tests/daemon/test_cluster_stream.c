@@ -60,17 +60,9 @@ static void node_start(du_node_t *n) {
 /* The node taking orders, waiting up to 30 s; -1 if none. */
 static int find_leader(void) {
   double end = du_now() + 30;
-  while (du_now() < end) {
-    for (int i = 0; i < NODES; i++) {
-      if (g_n[i].pid == 0) continue;
-      char *h = du_get(g_n[i].http_port, "/health");
-      int yes = h != NULL && strstr(h, "\"taking_orders\":true") != NULL;
-      free(h);
-      if (yes) return i;
-    }
-    du_sleep_ms(50);
-  }
-  return -1;
+  int i;
+  while ((i = du_cluster_taking_orders(g_n, NODES)) < 0 && du_now() < end) du_sleep_ms(50);
+  return i;
 }
 
 static void setup_market(int leader) {
@@ -133,16 +125,6 @@ static env_t *await_body(gt_client_t *c, seen_t *s, uint32_t want) {
     keep(c, e, s);
     if ((uint32_t)e->body_case == want) return e;
   }
-}
-
-static void send_retransmit(gt_client_t *c, uint64_t from, uint32_t count) {
-  Hourglass__V1__RetransmitRequest r = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
-  r.from_seq = from;
-  r.count = count;
-  env_t e = HOURGLASS__V1__ENVELOPE__INIT;
-  e.body_case = BODY(RETRANSMIT_REQUEST);
-  e.retransmit_request = &r;
-  assert_int_equal(gt_send(c, &e), 0);
 }
 
 /* Whether order oid rests at the node c is logged in to. */
@@ -219,7 +201,7 @@ static void stream_survives_failover(void **state) {
   /* Key 2 resumes with the next seq it expects; every frame the old
    * leader sent comes back byte for byte. */
   assert_int_equal(gt_login(&t2, port, 2, 0, 0), s2.last + 1);
-  send_retransmit(&t2, 1, (uint32_t)s2.last);
+  assert_int_equal(gt_retransmit(&t2, 1, (uint32_t)s2.last), 0);
   e = gt_expect(&t2, BODY(RETRANSMISSION), 5000);
   assert_non_null(e);
   assert_false(e->retransmission->has_reason && e->retransmission->reason != 0);
@@ -242,7 +224,7 @@ static void stream_survives_failover(void **state) {
    * cancelled, the reports in its stream after the last frame it saw. */
   uint64_t next3 = gt_login(&t3, port, 3, 0, 0);
   assert_int_equal(next3, last3 + 3);
-  send_retransmit(&t3, last3 + 1, 2);
+  assert_int_equal(gt_retransmit(&t3, last3 + 1, 2), 0);
   e = gt_expect(&t3, BODY(RETRANSMISSION), 5000);
   assert_non_null(e);
   assert_false(e->retransmission->has_reason && e->retransmission->reason != 0);

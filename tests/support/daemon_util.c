@@ -320,6 +320,17 @@ void du_node_spawn(du_node_t *node, const char *bin, const char *root, const cha
   node->pid = pid > 0 ? pid : 0;
 }
 
+int du_cluster_taking_orders(const du_node_t *node, int n) {
+  for (int i = 0; i < n; i++) {
+    if (node[i].pid == 0) continue;
+    char *h = du_get(node[i].http_port, "/health");
+    int yes = h != NULL && strstr(h, "\"taking_orders\":true") != NULL;
+    free(h);
+    if (yes) return i;
+  }
+  return -1;
+}
+
 int du_node_reap(du_node_t *node) {
   int st;
   if (node->pid == 0 || waitpid(node->pid, &st, WNOHANG) != node->pid) return 0;

@@ -276,6 +276,16 @@ int gt_status(gt_client_t *c, uint32_t instr, uint64_t oid) {
   return gt_send(c, &e);
 }
 
+int gt_retransmit(gt_client_t *c, uint64_t from, uint32_t count) {
+  Hourglass__V1__RetransmitRequest r = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
+  r.from_seq = from;
+  r.count = count;
+  env_t e = HOURGLASS__V1__ENVELOPE__INIT;
+  e.body_case = BODY(RETRANSMIT_REQUEST);
+  e.retransmit_request = &r;
+  return gt_send(c, &e);
+}
+
 int gt_list(gt_client_t *c, uint32_t id, const char *sym) {
   Hourglass__V1__ListInstrument l = HOURGLASS__V1__LIST_INSTRUMENT__INIT;
   l.instrument_id = id;

@@ -96,6 +96,9 @@ int gt_replace(gt_client_t *c, uint32_t instr, uint64_t oid, int64_t px, int64_t
 
 int gt_status(gt_client_t *c, uint32_t instr, uint64_t oid);
 
+/* Sends RetransmitRequest{from, count}. */
+int gt_retransmit(gt_client_t *c, uint64_t from, uint32_t count);
+
 /* Operator: list an instrument with a wide range and no band. */
 int gt_list(gt_client_t *c, uint32_t id, const char *sym);
 
