@@ -500,6 +500,7 @@ struct hg_gateway {
   uint8_t *hold;
   uint64_t hold_head, hold_tail;
   int local;
+  uint64_t unrouted;       /* results of keys this node does not know (group.c) */
   hg_pipe_out_t drain[DRAIN_BATCH]; /* one hg_pipeline_poll() batch */
 
   /* Counters: written by the loop thread, read by hg_gateway_stats on any. */

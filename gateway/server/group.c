@@ -58,8 +58,13 @@ uint32_t gw_stream_of_key(hg_gateway_t *gw, uint64_t key_id) {
   int rc = gw_key_load(gw, key_id, &k);
   hg_wipe(k.secret, sizeof k.secret);
   if (rc != 0 || gw_stream_get(gw, &k, &si) == NULL) {
-    gw_log(gw, HG_LOG_WARN, "key %" PRIu64 " of a replicated command: %s; its reports reach "
-           "no stream on this node", key_id, rc != 0 ? hg_strerror(rc) : "stream table full");
+    /* A key the leader knows and this node does not (keys are each node's
+     * own): logged at the 1st, 2nd, 4th, ... such frame, not each. */
+    uint64_t n = ++gw->unrouted;
+    if ((n & (n - 1)) == 0)
+      gw_log(gw, HG_LOG_WARN, "key %" PRIu64 " of a replicated command: %s; its reports reach "
+             "no stream on this node (%" PRIu64 " so far)", key_id,
+             rc != 0 ? hg_strerror(rc) : "stream table full", n);
     return NONE32;
   }
   return si;

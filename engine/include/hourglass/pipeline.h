@@ -148,9 +148,13 @@
  *    seq are skipped (the leader applied them when it sequenced them),
  *    the others are journaled locally and applied with the seq and ts they
  *    carry, their events staged with the origin cfg.route_in gave (0
- *    without one). The batch's last seq is then committed.
+ *    without one). The position of the batch's last record (its seq, or
+ *    a stream record's (S, k), below) is then committed; when
+ *    apply_batch returns HG_EBUSY, the records before the one it stopped
+ *    at are committed already (the group holds the whole batch).
  *  - Release: a record leaves once its seq is committed (the group holds
- *    it on a majority of disks), whatever cfg.durability says. The local
+ *    it on a majority of disks), whatever cfg.durability says; a stream
+ *    record once its position is. The local
  *    journal is still written and synced as in loop mode, but not waited
  *    for: a cluster node rebuilds its state from the group at every start,
  *    so the local copy's durability adds nothing the majority does not
@@ -172,7 +176,9 @@
  * rlen always 0) are still applied. The route is not journaled: the
  * journal's records are the same bytes with or without it.
  *  - Routes. With cfg.route_out set, the node that sequences a record asks
- *    it, when the batch is handed to the group, for the record's route:
+ *    it, when the batch is handed to the group (normally at the end of
+ *    the loop iteration; earlier only when the batch fills), for the
+ *    record's route:
  *    HG_PIPE_ROUTE_BYTES opaque bytes saying where the command's results
  *    go (hourglassd's gateway: the entering key, the ref_seq, ...). A node
  *    that applies the record from the group (a follower) hands the route
