@@ -321,6 +321,9 @@ int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc) {
 static void maybe_writable(daemon_cluster_t *c) {
   if (c->writable || c->barrier_done_term == 0 || c->barrier_done_term != c->barrier_term)
     return;
+  /* Everything committed is routed (stream records after the last
+   * command too), so a login sees each key's whole stream. */
+  hg_gateway_drain(c->gw);
   hg_pipeline_stats_t st;
   hg_pipeline_stats(c->pipe, &st);
   if (st.released_seq < st.last_seq) return; /* the local journal or the drain lags */

@@ -221,19 +221,27 @@ static void stream_survives_failover(void **state) {
   assert_true(order_live(&t2, o22));
 
   /* Key 3's session ended with the old leader: its resting orders are
-   * cancelled, the reports in its stream after the last frame it saw. */
+   * cancelled, the reports in its stream right after the last frame it
+   * saw (sent before the login, or live if the login came first). */
   uint64_t next3 = gt_login(&t3, port, 3, 0, 0);
-  assert_int_equal(next3, last3 + 3);
-  assert_int_equal(gt_retransmit(&t3, last3 + 1, 2), 0);
-  e = gt_expect(&t3, BODY(RETRANSMISSION), 5000);
-  assert_non_null(e);
-  assert_false(e->retransmission->has_reason && e->retransmission->reason != 0);
-  uint64_t cancelled[2] = {0, 0};
-  for (int i = 0; i < 2; i++) {
-    e = gt_expect(&t3, BODY(EXECUTION_REPORT), 5000);
+  assert_true(next3 > last3 && next3 <= last3 + 3);
+  if (next3 > last3 + 1) {
+    assert_int_equal(gt_retransmit(&t3, last3 + 1, (uint32_t)(next3 - 1 - last3)), 0);
+    e = gt_expect(&t3, BODY(RETRANSMISSION), 5000);
     assert_non_null(e);
+    assert_false(e->retransmission->has_reason && e->retransmission->reason != 0);
+  }
+  uint64_t cancelled[2] = {0, 0};
+  for (int got = 0; got < 2;) {
+    e = gt_recv(&t3, 5000);
+    assert_non_null(e);
+    if (!e->has_seq) continue;
+    assert_true(e->seq == last3 + 1 || e->seq == last3 + 2);
+    assert_int_equal(e->body_case, BODY(EXECUTION_REPORT));
     assert_int_equal(e->execution_report->exec_type, EXEC(CANCELLED));
-    cancelled[i] = e->execution_report->order_id;
+    assert_int_equal(cancelled[e->seq - last3 - 1], 0);
+    cancelled[e->seq - last3 - 1] = e->execution_report->order_id;
+    got++;
   }
   assert_true((cancelled[0] == o32 && cancelled[1] == o33) ||
               (cancelled[0] == o33 && cancelled[1] == o32));
