@@ -113,6 +113,9 @@ static hg_client_t *client(int node, uint64_t key) {
   cfg.secret_len = sizeof sec;
   cfg.nodes = g_nodes;
   cfg.timeout_ms = 2000;
+  /* The trader idles while a node restarts (seconds in a sanitized
+   * build): a session must not lapse meanwhile. */
+  cfg.keepalive_ms = 30000;
   hg_client_t *c = NULL;
   assert_int_equal(hg_client_create(&cfg, &c), 0);
   return c;
