@@ -13,8 +13,14 @@
  *  - A timer polls the replica (libraft 0.15 has no role callback): a new
  *    leader proposes an empty batch (a barrier) and takes orders once that
  *    is committed, i.e. once it has applied every entry of earlier terms,
- *    and its gateway has routed their results; any other role takes none. The timer also publishes role, term,
- *    indexes and per-member progress for /health and /metrics.
+ *    and its gateway has routed their results; any other role takes none.
+ *    Its first command then (if any order is session-scoped) is the
+ *    gateway's SESSIONS_ENDED: every session was on the previous leader.
+ *    The timer also publishes role, term, indexes and per-member progress
+ *    for /health and /metrics.
+ *  - Every record of a batch carries its route (the gateway's
+ *    hg_gateway_route_out / hg_gateway_route_in, pipeline.h "Routes"), so
+ *    every node sequences each result into the same key's stream.
  *  - A proposal the group lost (done with an error) leaves this node with
  *    commands applied that the group may not hold: the pipeline fails and
  *    the daemon exits (serve.c); a restart rebuilds the node from the group.
@@ -662,11 +668,23 @@ static void maybe_writable(daemon_cluster_t *c) {
   if (c->writable || c->barrier_done_term == 0 || c->barrier_done_term != c->barrier_term)
     return;
   if (c->op.state == OP_TRANSFER_WAIT || c->op.state == OP_TRANSFER) return; /* handing over */
+  /* Everything committed is routed (stream records after the last
+   * command too), so a login sees each key's whole stream. */
+  hg_gateway_drain(c->gw);
   hg_pipeline_stats_t st;
   hg_pipeline_stats(c->pipe, &st);
   if (st.released_seq < st.last_seq) return; /* the local journal or the drain lags */
-  c->writable = 1;
   hg_pipeline_set_writable(c->pipe, 1);
+  /* The sessions of the previous leader ended: their session-scoped
+   * orders are cancelled through the log before any order is taken. */
+  int rc = hg_gateway_sessions_ended(c->gw);
+  if (rc != 0) {
+    hg_pipeline_set_writable(c->pipe, 0);
+    logf_c(HG_LOG_WARN, "new leader: cannot submit SESSIONS_ENDED yet", "err=%s",
+           hg_strerror(rc));
+    return;
+  }
+  c->writable = 1;
   logf_c(HG_LOG_INFO, "leader: taking orders",
          "term=%" PRIu64 " applied_index=%" PRIu64 " last_seq=%" PRIu64, c->barrier_term,
          hg_replica_applied_index(c->r), st.last_seq);

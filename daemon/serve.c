@@ -531,6 +531,10 @@ static int open_pipeline(daemon_t *d) {
     pc.data_dir = daemon_cluster_engine_dir(d->cluster);
     pc.replicate = daemon_cluster_replicate;
     pc.replicate_ctx = d->cluster;
+    pc.route_out = hg_gateway_route_out;
+    pc.route_in = hg_gateway_route_in;
+    pc.stream_in = hg_gateway_stream_in;
+    pc.route_ctx = d->gw;
     int rc = daemon_cluster_seed(d->cluster, &pc);
     if (rc != 0) return rc;
   }

@@ -139,6 +139,15 @@ static uint64_t durable_limit(const hg_pipeline_t *p) {
              : hg_journal_durable_seq(p->journal);
 }
 
+/* Whether a record within the durable limit may leave: a stream record
+ * (S, k) only once the group committed it, i.e. its position is at or
+ * before the committed one (pipeline.h, "Stream records"). */
+static int out_committed(const hg_pipeline_t *p, const hg_pipe_out_t *m) {
+  if (m->kind != HG_PIPE_STREAM) return 1;
+  uint64_t c = atomic_load(&((hg_pipeline_t *)p)->committed_seq);
+  return m->seq < c || (m->seq == c && m->event.seq <= p->committed_k);
+}
+
 static int loop_mode(const hg_pipeline_t *p) { return p->cfg.mode == HG_PIPE_MODE_LOOP; }
 
 /* Tells whoever runs the sequencer that a command was queued or ring room
@@ -182,6 +191,10 @@ static uint64_t release(hg_pipeline_t *p) {
     c->blocked = 0;
     while (c->cursor != p->stage_tail) {
       const hg_pipe_out_t *o = &p->stage[c->cursor & p->stage_mask];
+      if (o->kind == HG_PIPE_STREAM && k != 0) { /* consumer 0's alone */
+        c->cursor++;
+        continue;
+      }
       if (hg_spsc_ring_try_push_deferred(c->ring, o, sizeof *o) != 0) {
         c->blocked = 1;
         atomic_store(&c->want_room, 1);
@@ -427,7 +440,7 @@ static int hand_record(hg_pipeline_t *p, const jrec_t *rec) {
   return 0;
 }
 
-static void rbatch_add(hg_pipeline_t *p, const jrec_t *rec);
+static void rbatch_add(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec);
 
 /* Journals and applies one stamped command (rec holds its encoding); in
  * cluster mode a command this node sequenced (propose) also joins the
@@ -436,7 +449,7 @@ static int apply_record(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec,
                         const hg_command_t *cmd, int propose) {
   int hrc = hand_record(p, rec);
   if (hrc != 0) return hrc;
-  if (propose && p->cfg.replicate != NULL) rbatch_add(p, rec);
+  if (propose && p->cfg.replicate != NULL) rbatch_add(p, origin, rec);
   p->last_seq = cmd->seq;
   p->cur_origin = origin;
   int rc = hg_exchange_apply(p->ex, cmd);
@@ -948,14 +961,36 @@ static void loop_finish(hg_pipeline_t *p) {
 /* Cluster mode: batches out to the group, committed batches in             */
 /* ------------------------------------------------------------------------ */
 
-#define BATCH_REC_HEADER 24u /* seq, ts, len, zero */
+#define BATCH_REC_HEADER 24u /* seq, ts, len, route length or BATCH_STREAM */
+#define BATCH_STREAM 0x80000000u /* in the route length's place: a stream record */
 
 static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* Bytes a record takes in the batch: header, route slot, command. */
+static size_t rec_bytes(const hg_pipeline_t *p, size_t len) {
+  return BATCH_REC_HEADER + (p->cfg.route_out != NULL ? HG_PIPE_ROUTE_BYTES : 0) + pad8(len);
+}
 
 /* The batch so far goes to cfg.replicate; a refusal leaves commands
  * applied here that the group will never hold, so the pipeline fails. */
 static void rbatch_flush(hg_pipeline_t *p) {
   hg_st32(p->rbatch + 4, p->rbatch_n);
+  if (p->cfg.route_out != NULL) {
+    /* Each route slot holds its record's origin (rbatch_add): ask for the route. */
+    for (size_t off = HG_PIPE_BATCH_HEADER; off < p->rbatch_len;) {
+      uint8_t *d = p->rbatch + off;
+      uint32_t len = hg_ld32(d + 16);
+      if (hg_ld32(d + 20) == BATCH_STREAM) { /* a stream record: no route */
+        off += BATCH_REC_HEADER + pad8(len);
+        continue;
+      }
+      uint8_t *slot = d + BATCH_REC_HEADER;
+      uint64_t origin = hg_ld64(slot);
+      memset(slot, 0, HG_PIPE_ROUTE_BYTES);
+      p->cfg.route_out(p->cfg.route_ctx, origin, slot);
+      off += rec_bytes(p, len);
+    }
+  }
   int rc = p->cfg.replicate(p->cfg.replicate_ctx, p->rbatch, p->rbatch_len, p->rbatch_last);
   p->rbatch_len = HG_PIPE_BATCH_HEADER;
   p->rbatch_n = 0;
@@ -966,20 +1001,65 @@ static void rbatch_flush(hg_pipeline_t *p) {
   }
 }
 
-/* Appends rec to the batch (sending the batch first if rec does not fit). */
-static void rbatch_add(hg_pipeline_t *p, const jrec_t *rec) {
-  size_t need = BATCH_REC_HEADER + pad8(rec->len);
+/* Appends rec to the batch (sending the batch first if rec does not fit).
+ * With cfg.route_out the record's route slot holds its origin until
+ * rbatch_flush() asks for the route (the submitter may still be filling in
+ * what the route says while the command executes). */
+static void rbatch_add(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec) {
+  size_t need = rec_bytes(p, rec->len);
   if (p->rbatch_len + need > p->rbatch_cap) rbatch_flush(p);
   uint8_t *d = p->rbatch + p->rbatch_len;
+  uint32_t rlen = p->cfg.route_out != NULL ? HG_PIPE_ROUTE_BYTES : 0;
   hg_st64(d, rec->seq);
   hg_st64(d + 8, rec->ts);
   hg_st32(d + 16, rec->len);
-  hg_st32(d + 20, 0);
-  memcpy(d + BATCH_REC_HEADER, rec->bytes, rec->len);
-  memset(d + BATCH_REC_HEADER + rec->len, 0, pad8(rec->len) - rec->len);
+  hg_st32(d + 20, rlen);
+  d += BATCH_REC_HEADER;
+  if (rlen != 0) {
+    memset(d, 0, rlen);
+    hg_st64(d, origin);
+    d += rlen;
+  }
+  memcpy(d, rec->bytes, rec->len);
+  memset(d + rec->len, 0, pad8(rec->len) - rec->len);
   p->rbatch_len += need;
   p->rbatch_n++;
   p->rbatch_last = rec->seq;
+}
+
+/* Stages stream record (after, k) for consumer 0. */
+static void stage_stream(hg_pipeline_t *p, uint64_t after, uint64_t k) {
+  hg_exchange_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.seq = k;
+  stage_push(p, HG_PIPE_STREAM, 0, after, &ev);
+  p->stream_after = after;
+  p->stream_k = k;
+}
+
+int hg_pipeline_stream_add(hg_pipeline_t *p, const void *bytes, size_t len) {
+  if (!loop_mode(p) || p->cfg.replicate == NULL || len == 0 || len > HG_PIPE_STREAM_MAX)
+    return HG_EINVAL;
+  if (!atomic_load(&p->accepting) || atomic_load(&p->failed)) return HG_EUNAVAIL;
+  if (!p->writable) return HG_EPERM;
+  if (stage_free(p) == 0) release(p);
+  if (stage_free(p) == 0) return HG_EBUSY;
+  size_t need = BATCH_REC_HEADER + pad8(len);
+  if (p->rbatch_len + need > p->rbatch_cap) rbatch_flush(p);
+  if (atomic_load(&p->failed)) return HG_EUNAVAIL;
+  uint64_t after = p->last_seq;
+  uint64_t k = p->stream_after == after ? p->stream_k + 1 : 1;
+  uint8_t *d = p->rbatch + p->rbatch_len;
+  hg_st64(d, after);
+  hg_st64(d + 8, k);
+  hg_st32(d + 16, (uint32_t)len);
+  hg_st32(d + 20, BATCH_STREAM);
+  memcpy(d + BATCH_REC_HEADER, bytes, len);
+  memset(d + BATCH_REC_HEADER + len, 0, pad8(len) - len);
+  p->rbatch_len += need;
+  p->rbatch_n++;
+  stage_stream(p, after, k);
+  return 0;
 }
 
 void hg_pipeline_set_writable(hg_pipeline_t *p, int writable) { p->writable = writable; }
@@ -994,31 +1074,85 @@ void hg_pipeline_fail(hg_pipeline_t *p, int err) {
   atomic_store(&p->accepting, 0);
 }
 
+/* The records of a committed batch up to seq are committed: released to
+ * the consumers from now on. */
+static void commit_upto(hg_pipeline_t *p, uint64_t seq, uint64_t k) {
+  uint64_t c = atomic_load(&p->committed_seq);
+  if (seq < c || (seq == c && k <= p->committed_k)) return;
+  p->committed_k = k;
+  atomic_store(&p->committed_seq, seq);
+  release(p);
+  wake_durable(p);
+}
+
+/* Applies stream record (after, k) of a committed batch: skipped when this
+ * node staged it (it added it, or applied it before), else handed to
+ * cfg.stream_in and staged. 0, 1 (skipped), HG_EBUSY, HG_ECORRUPT. */
+static int apply_stream(hg_pipeline_t *p, uint64_t after, uint64_t k, const uint8_t *bytes,
+                        uint32_t len) {
+  if (after < p->stream_after || (after == p->stream_after && k <= p->stream_k)) return 1;
+  /* Positions only grow; k need not start at 1 (after a restart from a
+   * snapshot the records before it in the same place are not replayed). */
+  if (after != p->last_seq || k == 0 || len > HG_PIPE_STREAM_MAX) return HG_ECORRUPT;
+  if (p->cfg.stream_in == NULL) { /* nobody to hand it to: its place is kept */
+    p->stream_after = after;
+    p->stream_k = k;
+    return 0;
+  }
+  if (stage_free(p) == 0) release(p);
+  if (stage_free(p) == 0) return HG_EBUSY;
+  int rc = p->cfg.stream_in(p->cfg.route_ctx, bytes, len);
+  if (rc != 0) return HG_EBUSY;
+  stage_stream(p, after, k);
+  return 0;
+}
+
 int hg_pipeline_apply_batch(hg_pipeline_t *p, const void *batch, size_t len) {
   if (!loop_mode(p) || p->cfg.replicate == NULL) return HG_EINVAL;
   const uint8_t *b = batch;
-  if (len < HG_PIPE_BATCH_HEADER || hg_ld32(b) != HG_PIPE_BATCH_MAGIC) return HG_ECORRUPT;
+  if (len < HG_PIPE_BATCH_HEADER) return HG_ECORRUPT;
+  uint32_t magic = hg_ld32(b);
+  if (magic != HG_PIPE_BATCH_MAGIC && magic != HG_PIPE_BATCH_MAGIC_V1) return HG_ECORRUPT;
   uint32_t n = hg_ld32(b + 4);
   size_t off = HG_PIPE_BATCH_HEADER;
-  uint64_t last = 0;
+  uint64_t last = 0, last_k = 0; /* position of the last record applied or skipped */
   for (uint32_t i = 0; i < n; i++) {
     if (len - off < BATCH_REC_HEADER) return HG_ECORRUPT;
     jrec_t rec;
     rec.seq = hg_ld64(b + off);
     rec.ts = hg_ld64(b + off + 8);
     rec.len = hg_ld32(b + off + 16);
+    uint32_t rlen = hg_ld32(b + off + 20);
     rec.pad_ = 0;
+    if (magic == HG_PIPE_BATCH_MAGIC && rlen == BATCH_STREAM) {
+      if (rec.len == 0 || len - off - BATCH_REC_HEADER < pad8(rec.len)) return HG_ECORRUPT;
+      int rc = apply_stream(p, rec.seq, rec.ts, b + off + BATCH_REC_HEADER, rec.len);
+      if (rc == HG_EBUSY) commit_upto(p, last, last_k);
+      if (rc < 0) return rc;
+      off += BATCH_REC_HEADER + pad8(rec.len);
+      last = rec.seq;
+      last_k = rec.ts;
+      continue;
+    }
     if (rec.len == 0 || rec.len > HG_COMMAND_MAX_ENCODED ||
-        len - off - BATCH_REC_HEADER < pad8(rec.len))
+        (magic == HG_PIPE_BATCH_MAGIC_V1 && rlen != 0) || rlen > HG_PIPE_ROUTE_BYTES ||
+        rlen % 8 != 0 || len - off - BATCH_REC_HEADER < rlen + pad8(rec.len))
       return HG_ECORRUPT;
-    const uint8_t *payload = b + off + BATCH_REC_HEADER;
-    off += BATCH_REC_HEADER + pad8(rec.len);
-    last = rec.seq;
-    if (rec.seq <= p->last_seq) continue; /* this node sequenced it */
+    const uint8_t *route = b + off + BATCH_REC_HEADER;
+    const uint8_t *payload = route + rlen;
+    size_t next_off = off + BATCH_REC_HEADER + rlen + pad8(rec.len);
+    if (rec.seq <= p->last_seq) { /* this node sequenced it */
+      off = next_off;
+      last = rec.seq;
+      last_k = 0;
+      continue;
+    }
     if (rec.seq != p->last_seq + 1) return HG_ECORRUPT;
     int rc = atomic_load(&p->failed);
     if (rc != 0) return rc;
     if (stage_free(p) < STAGE_RESERVE) {
+      /* The records before this one are committed too: let them out. */
+      commit_upto(p, last, last_k);
       release(p);
       if (stage_free(p) < STAGE_RESERVE) return HG_EBUSY;
     }
@@ -1026,16 +1160,23 @@ int hg_pipeline_apply_batch(hg_pipeline_t *p, const void *batch, size_t len) {
     rc = hg_command_decode(payload, rec.len, &cmd);
     if (rc != 0 || cmd.seq != rec.seq) return rc != 0 ? rc : HG_ECORRUPT;
     cmd.ts = rec.ts;
+    uint64_t origin = 0;
+    if (p->cfg.route_in != NULL && rlen != 0) {
+      origin = p->cfg.route_in(p->cfg.route_ctx, route, rlen, &cmd);
+      if (origin == HG_PIPE_ROUTE_BUSY) {
+        commit_upto(p, last, last_k);
+        return HG_EBUSY;
+      }
+    }
     memcpy(rec.bytes, payload, rec.len);
-    rc = apply_record(p, 0, &rec, &cmd, 0);
+    rc = apply_record(p, origin, &rec, &cmd, 0);
     if (rc != 0) return rc;
+    off = next_off;
+    last = rec.seq;
+    last_k = 0;
   }
   if (off != len) return HG_ECORRUPT;
-  if (last > atomic_load(&p->committed_seq)) {
-    atomic_store(&p->committed_seq, last);
-    release(p);
-    wake_durable(p);
-  }
+  if (n > 0) commit_upto(p, last, last_k);
   return 0;
 }
 
@@ -1054,6 +1195,7 @@ size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_ou
   const hg_pipe_out_t *m;
   uint64_t durable = durable_limit(p);
   while (n < max && (m = hg_spsc_ring_peek(c->ring, &len)) != NULL) {
+    if (m->seq <= durable && !out_committed(p, m)) break;
     if (m->seq > durable) {
       /* The durability gate (release() pushes records before they are
        * durable). Once the journal failed its durable seq is final and what
@@ -1085,7 +1227,8 @@ size_t hg_pipeline_poll_consumer(hg_pipeline_t *p, uint32_t consumer, hg_pipe_ou
      * threads_done). Each consumer reads through its own cursor. */
     durable = durable_limit(p);
     while (n < max && c->cursor != p->stage_tail &&
-           p->stage[c->cursor & p->stage_mask].seq <= durable) {
+           p->stage[c->cursor & p->stage_mask].seq <= durable &&
+           out_committed(p, &p->stage[c->cursor & p->stage_mask])) {
       out[n] = p->stage[c->cursor++ & p->stage_mask];
       note_released(p, consumer, &out[n++]);
     }
@@ -1105,9 +1248,12 @@ static bool consumer_ready(void *ctx) {
   hg_pipeline_t *p = c->p;
   size_t len;
   const hg_pipe_out_t *m = hg_spsc_ring_peek(c->ring, &len);
-  if (m != NULL) return m->seq <= durable_limit(p) || hg_journal_failed(p->journal) != 0;
+  if (m != NULL)
+    return (m->seq <= durable_limit(p) && out_committed(p, m)) ||
+           hg_journal_failed(p->journal) != 0;
   return atomic_load(&p->threads_done) && c->cursor != p->stage_tail &&
-         p->stage[c->cursor & p->stage_mask].seq <= durable_limit(p);
+         p->stage[c->cursor & p->stage_mask].seq <= durable_limit(p) &&
+         out_committed(p, &p->stage[c->cursor & p->stage_mask]);
 }
 
 int hg_pipeline_wait_consumer(hg_pipeline_t *p, uint32_t consumer, int64_t timeout_ns) {

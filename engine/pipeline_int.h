@@ -103,6 +103,10 @@ struct hg_pipeline {
   uint64_t rbatch_last;
   int writable;
   _Atomic uint64_t committed_seq;
+  /* Stream records (pipeline.h, "Stream records"), loop owner: the
+   * position (after seq, k) of the last one staged, and the k of the
+   * committed position (committed_seq, committed_k). */
+  uint64_t stream_after, stream_k, committed_k;
 
   pthread_t engine_thr, journal_thr, snap_thr;
   int running, stopped;

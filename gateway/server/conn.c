@@ -194,14 +194,24 @@ static void log_append(hg_gateway_t *gw, stream_t *st, const uint8_t *f, size_t 
 /* Sequenced message to a key's stream: logged for retransmission and sent
  * to each of the key's connections. */
 void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env) {
+  if (gw_hold_applies(gw, st)) {
+    env->has_seq = 0;
+    size_t n = gw_encode(gw, env);
+    if (n > 0) gw_hold_frame(gw, st, gw->scratch, n);
+    return;
+  }
   PB_SET(*env, seq, st->next_seq++);
   size_t n = gw_encode(gw, env);
   if (n == 0) { /* logged; neither sent nor kept, so its seq is not used */
     st->next_seq--;
     return;
   }
+  gw_stream_emit(gw, st, env->seq, n);
+}
+
+void gw_stream_emit(hg_gateway_t *gw, stream_t *st, uint64_t seq, size_t n) {
   log_append(gw, st, gw->scratch, n);
-  hg_outlog_append(gw->outlog, st->key_id, env->seq, gw->scratch, (uint32_t)n);
+  hg_outlog_append(gw->outlog, st->key_id, seq, gw->scratch, (uint32_t)n);
   /* A send may close a slow consumer, which unlinks it: take next first. */
   for (conn_t *c = conn_at(gw, st->conn), *next; c != NULL; c = next) {
     next = conn_at(gw, c->stream_next);

@@ -74,6 +74,7 @@ static void book_accepted(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
   if (stream == NONE32) stream = gw_owner_stream(gw, NULL, be->account);
   order_t *o = gw_order_add(gw, be, stream);
   if (o != NULL && p != NULL) {
+    o->scoped = p->cmd.type == HG_COMMAND_NEW_ORDER && p->cmd.u.new_order.session_scoped;
     o->cod = p->cod;
     o->conn_gen = p->conn_gen;
     o->quote_group = p->quote_group;
@@ -85,7 +86,8 @@ static void book_accepted(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
            p != NULL ? p->quote_group : 0);
   set_ref(&er, p);
   route_er(gw, o != NULL ? o->stream : gw_owner_stream(gw, NULL, be->account), be->account, &er);
-  if (o == NULL || o->stream == NONE32) return;
+  /* Applied from the group: the node that entered it decides about these. */
+  if (o == NULL || o->stream == NONE32 || (p != NULL && p->applied)) return;
   stream_t *st = &gw->streams[o->stream];
   /* Entered by a connection that is gone (cancel-on-disconnect), or a
    * quote already superseded by a newer one: cancel it now. */
@@ -313,6 +315,10 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
     }
     op_response(gw, p, ev, 0);
     break;
+  case HG_XEV_SESSIONS_ENDED:
+    gw->scoped_at_attach = 0; /* every session-scoped order is cancelled */
+    op_response(gw, p, ev, 0);
+    break;
   case HG_XEV_ACCOUNT_ADDED:
     if (gw_account_add(gw, ev->account, ev->firm, 0) == NULL)
       gw_log(gw, HG_LOG_WARN, "account table full");
@@ -331,7 +337,7 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
   }
 }
 
-static pending_t *pending_of(hg_gateway_t *gw, uint64_t origin) {
+pending_t *gw_pending_of(hg_gateway_t *gw, uint64_t origin) {
   if ((origin & ~ORIGIN_MASK) != ORIGIN_TAG) return NULL;
   uint64_t k = origin & ORIGIN_MASK;
   if (k < (gw->pend_tail & ORIGIN_MASK) || k >= (gw->pend_next & ORIGIN_MASK)) return NULL;
@@ -356,14 +362,19 @@ void gw_drain(hg_gateway_t *gw) {
   if (gw->pipe == NULL) return;
   assert(!gw->draining);
   gw->draining = 1;
+  /* Results of the log, also when drained in the middle of a request. */
+  int local = gw->local;
+  gw->local = 0;
   for (;;) {
     size_t n = hg_pipeline_poll(gw->pipe, gw->drain, DRAIN_BATCH);
     if (n == 0) break;
     for (size_t i = 0; i < n; i++) {
       const hg_pipe_out_t *o = &gw->drain[i];
-      pending_t *p = pending_of(gw, o->origin);
+      pending_t *p = gw_pending_of(gw, o->origin);
       if (o->kind == HG_PIPE_EVENT) {
         on_event(gw, &o->event, p);
+      } else if (o->kind == HG_PIPE_STREAM) {
+        gw_hold_release(gw);
       } else if (p != NULL && p->kind == P_SETTLE) {
         gw_settle_done(gw, p, o);
         gw_retire(gw, p);
@@ -388,5 +399,6 @@ void gw_drain(hg_gateway_t *gw) {
     }
   }
   gw->draining = 0;
+  gw->local = local;
   gw_flush_dirty(gw);
 }

@@ -275,6 +275,7 @@ static void free_all(hg_gateway_t *gw) {
   gw_map_free(&gw->position_map);
   free(gw->arena_buf);
   free(gw->scratch);
+  free(gw->hold);
   gw_tls_destroy(gw);
   hg_outlog_close(gw->outlog);
   hg_store_close(gw->store);
@@ -374,6 +375,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   size_t arena = HG_WIRE_ARENA_SIZE(cfg.max_frame);
   gw->arena_buf = malloc(arena);
   gw->scratch = malloc(SCRATCH_SIZE);
+  if (cfg.order_entry_leader != NULL) gw->hold = malloc(HOLD_BYTES);
   gw->sacc.dsp = calloc(cfg.max_instruments, sizeof *gw->sacc.dsp);
   gw->sacc.dspp = calloc(cfg.max_instruments, sizeof *gw->sacc.dspp);
   uint32_t pcap = 16;
@@ -383,6 +385,7 @@ int hg_gateway_create(const hg_gateway_config_t *cfg_in, hg_gateway_t **out) {
   gw->refusals = calloc(N_REFUSALS, sizeof *gw->refusals);
   bool ok = gw->conns && gw->streams && gw->instr && gw->drop_list && gw->pend && gw->orders &&
             gw->accounts && gw->positions && gw->arena_buf && gw->scratch && gw->sacc.dsp && gw->sacc.dspp &&
+            (cfg.order_entry_leader == NULL || gw->hold != NULL) &&
             gw->peers && gw->refusals &&
             gw_map_init(&gw->stream_map, cfg.max_streams) == 0 &&
             gw_map_init_dense(&gw->order_map, cfg.max_orders) == 0 &&
@@ -538,7 +541,11 @@ int hg_gateway_start(hg_gateway_t *gw) {
   int rc = bump_epoch(gw);
   if (rc != 0) return rc;
   open_recovered(gw);
-  if (gw->scoped_at_attach > 0) {
+  if (gw->scoped_at_attach > 0 && gw->cfg.order_entry_leader != NULL) {
+    gw_log(gw, HG_LOG_INFO,
+           "cluster: %" PRIu64 " recovered session-scoped orders are cancelled by the next "
+           "leader's SESSIONS_ENDED", gw->scoped_at_attach);
+  } else if (gw->scoped_at_attach > 0) {
     /* Sequenced before anything a client can send: no new quote can meet a
      * quote of the previous process, no order a dead COD session's order. */
     hg_command_t cmd;
@@ -568,6 +575,22 @@ int hg_gateway_start(hg_gateway_t *gw) {
   gw->started = 1;
   /* Output released before the loop ran (notify coalesced into nothing). */
   uv_async_send(&gw->wake);
+  return 0;
+}
+
+int hg_gateway_sessions_ended(hg_gateway_t *gw) {
+  uint64_t n = gw->scoped_at_attach;
+  for (uint32_t i = 0; i < gw->cfg.max_orders; i++)
+    if (gw->orders[i].order_id != 0 && gw->orders[i].scoped) n++;
+  if (n == 0) return 0;
+  hg_command_t cmd;
+  memset(&cmd, 0, sizeof cmd);
+  cmd.type = HG_COMMAND_SESSIONS_ENDED;
+  uint32_t r = gw_submit(gw, &cmd, P_INTERNAL, NONE32, NULL, 0, NULL);
+  if (r != 0) return r == REJ(BUSY) ? HG_EBUSY : HG_EUNAVAIL;
+  gw_log(gw, HG_LOG_INFO,
+         "new leader: cancelling %" PRIu64 " session-scoped orders (cancel-on-disconnect "
+         "orders and quotes) of the sessions that ended with the previous leader", n);
   return 0;
 }
 

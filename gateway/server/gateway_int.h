@@ -73,7 +73,12 @@
  *  - pending: a ring of commands in flight, indexed by the origin tag given
  *    to hg_pipeline_submit(). The pipeline answers our commands in submit
  *    order (one producer thread, a FIFO sequencer), so the DONE markers
- *    retire entries from the tail.
+ *    retire entries from the tail. In cluster mode a node that applies a
+ *    command from the group gets an entry for it from its route (group.c),
+ *    marked applied: routed like ours, but no action of this node follows
+ *    from it (cancel-on-disconnect, stale quotes).
+ *  - hold (cluster mode, group.c): frames the gateway decided itself,
+ *    waiting for the group to commit them.
  *  - mirror (mirror.c): live orders (open-addressing hash by order id ->
  *    pool entry, linked into their stream), instruments with their price
  *    levels (hourglass/levels.h, one level per possible resting order, so
@@ -83,7 +88,7 @@
  *  - ledger: a copy of the clearing ledger for statements (an array in
  *    ledger order, each account's entries chained through ledger_next).
  *
- * Routing (events.c): an order's events go to the stream that entered it
+ * Routing (events.c, with group.c in cluster mode): an order's events go to the stream that entered it
  * (seeded and foreign orders: the account's stream, its home key's when it
  * held orders at attach, else its first to log in), a reject to the stream
  * that sent the request, fills to both parties separately, drop copies to
@@ -147,6 +152,7 @@ typedef Hourglass__V1__Envelope env_t;
 #define MAX_MMP_GROUPS 8
 #define MAX_MD_DEPTH 50
 #define SCRATCH_SIZE (1u << 20)
+#define HOLD_BYTES (4u << 20)
 
 /* ------------------------------------------------------------------ types */
 
@@ -172,6 +178,7 @@ typedef struct pending {
   uint8_t cod;
   uint8_t replied;
   uint8_t done;
+  uint8_t applied;    /* created from a route (hg_gateway_route_in), not submitted here */
   uint32_t part, parts;  /* P_SETTLE: this command's index among its request's */
   uint32_t refused;      /* P_SETTLE, last part: RejectReason for parts never submitted */
   hg_command_t cmd;
@@ -187,7 +194,8 @@ typedef struct order {
   uint32_t conn_gen;
   uint32_t quote_group;    /* 0: not a quote */
   uint32_t prev, next;     /* the stream's list; NONE32 ends */
-  uint8_t side, cod, cancel_sent, pad_;
+  uint8_t side, cod, cancel_sent;
+  uint8_t scoped;          /* session-scoped (COD order or quote): SESSIONS_ENDED cancels it */
 } order_t;
 
 typedef struct instr {
@@ -453,9 +461,12 @@ struct hg_gateway {
   uint32_t free_order;     /* free list through next */
   uint32_t n_orders;
   uint32_t orders_reserved;/* new orders in flight (may each need a slot) */
-  /* Session-scoped orders the recovered books held at attach: their sessions
-   * died with the previous process, so hg_gateway_start() journals one
-   * SESSIONS_ENDED for them. Owner thread until start. */
+  /* Session-scoped orders the recovered books held at attach (not
+   * mirrored): their sessions died with the previous process, so
+   * hg_gateway_start() journals one SESSIONS_ENDED for them; in cluster
+   * mode the next leader does (hg_gateway_sessions_ended), and the count
+   * drops to 0 when a SESSIONS_ENDED is drained. Owner thread until
+   * start, then the loop thread. */
   uint64_t scoped_at_attach;
 
   instr_t *instr;
@@ -479,6 +490,17 @@ struct hg_gateway {
   hg_wire_arena_t arena;
   uint8_t *arena_buf;
   uint8_t *scratch;        /* encode buffer */
+  /* Cluster mode (group.c): frames the gateway decided itself (replies,
+   * refusals) for keys that trade, held until the group commits them,
+   * in log order: a byte ring of HOLD_BYTES (allocated at create; NULL in
+   * single-node mode) of records u32 length, u64 key id, the frame's
+   * Envelope without seq; head and tail are byte counts. local: the loop
+   * is handling a client's request (not the pipeline's output), so a
+   * frame sent now is such a frame. */
+  uint8_t *hold;
+  uint64_t hold_head, hold_tail;
+  int local;
+  uint64_t unrouted;       /* results of keys this node does not know (group.c) */
   hg_pipe_out_t drain[DRAIN_BATCH]; /* one hg_pipeline_poll() batch */
 
   /* Counters: written by the loop thread, read by hg_gateway_stats on any. */
@@ -559,6 +581,9 @@ bool gw_stream_gen_live(hg_gateway_t *gw, const stream_t *st, uint32_t gen);
 void gw_stream_attach(hg_gateway_t *gw, stream_t *st, conn_t *c);
 void gw_stream_detach(hg_gateway_t *gw, stream_t *st, conn_t *c);
 void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env);
+/* The frame of n bytes in gw->scratch carries seq, st's next one (taken):
+ * logged for retransmission, journaled and sent to the key's sessions. */
+void gw_stream_emit(hg_gateway_t *gw, stream_t *st, uint64_t seq, size_t n);
 void gw_stream_send_idx(hg_gateway_t *gw, uint32_t s, env_t *env);
 void gw_rt_pump(conn_t *c);
 void gw_unauth_release(hg_gateway_t *gw, conn_t *c);
@@ -625,9 +650,25 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env);
 void gw_settle_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p);
 void gw_settle_done(hg_gateway_t *gw, pending_t *p, const hg_pipe_out_t *o);
 
+/* group.c: cluster mode's routes and held frames (see hold above). */
+/* The stream of key_id, opened if this node has none yet; NONE32 for key
+ * 0 or a key this node does not know. */
+uint32_t gw_stream_of_key(hg_gateway_t *gw, uint64_t key_id);
+/* Whether a frame for st sent now waits for the group: cluster mode, a
+ * key that trades or operates (a risk viewer's stream is its node's own),
+ * sent while handling a request. */
+bool gw_hold_applies(const hg_gateway_t *gw, const stream_t *st);
+/* Holds the encoded Envelope (without seq) of a frame for st and hands it
+ * to the pipeline as a stream record; logged and dropped if it cannot. */
+void gw_hold_frame(hg_gateway_t *gw, stream_t *st, const uint8_t *frame, size_t len);
+/* The oldest held frame is committed: sequence it into its key's stream. */
+void gw_hold_release(hg_gateway_t *gw);
+
 /* events.c: routing of the pipeline's output. */
 uint32_t gw_owner_stream(hg_gateway_t *gw, const order_t *o, uint32_t account);
 void gw_drain(hg_gateway_t *gw);
+/* The pending entry of origin, NULL if origin is none of ours. */
+pending_t *gw_pending_of(hg_gateway_t *gw, uint64_t origin);
 /* Marks p answered and frees the ring's answered head. */
 void gw_retire(hg_gateway_t *gw, pending_t *p);
 

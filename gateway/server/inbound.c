@@ -242,7 +242,17 @@ static void send_gap(conn_t *c, uint64_t expected, uint64_t received) {
   gw_conn_send(c, &env);
 }
 
+static void handle_frame(conn_t *c, const uint8_t *body, size_t len);
+
+/* Frames sent while a request is handled are the gateway's own (in
+ * cluster mode held until committed: group.c). */
 void gw_handle_frame(conn_t *c, const uint8_t *body, size_t len) {
+  c->gw->local = 1;
+  handle_frame(c, body, len);
+  c->gw->local = 0;
+}
+
+static void handle_frame(conn_t *c, const uint8_t *body, size_t len) {
   hg_gateway_t *gw = c->gw;
   env_t *env = NULL;
   if (hg_wire_decode(&gw->arena, body, len, &env) != 0) {
@@ -276,6 +286,14 @@ void gw_handle_frame(conn_t *c, const uint8_t *body, size_t len) {
   /* From here the request's seq is its ref_seq in every reply. */
   env->seq += c->ref_base;
   stream_t *st = gw_conn_stream(c);
+  /* Cluster mode: a key that trades has one stream in the group, which
+   * only the leader extends; a session left on a node that lost the
+   * leadership ends and logs in at the new leader. */
+  if (gw->hold != NULL && st->role != HG_ROLE_RISK_VIEWER &&
+      gw->cfg.order_entry_leader(gw->cfg.cluster_ctx) != NULL) {
+    gw_conn_terminate(c, TERM(NOT_LEADER), "not the leader: log in at the leader");
+    return;
+  }
   uint32_t si = c->stream;
   uint32_t body_case = (uint32_t)env->body_case;
   if (!gw_role_allows(st->role, body_case)) {

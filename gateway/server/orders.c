@@ -502,5 +502,9 @@ void gw_mmp_fill(hg_gateway_t *gw, order_t *o, int64_t qty, uint64_t ts) {
   env_t env = HOURGLASS__V1__ENVELOPE__INIT;
   env.body_case = B(MMP_TRIGGERED);
   env.mmp_triggered = &t;
+  /* This key's protection state, decided here: held like a reply. */
+  int local = gw->local;
+  gw->local = 1;
   gw_stream_send(gw, st, &env);
+  gw->local = local;
 }

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "cmdgen.h"
+#include "hourglass/bytes.h"
 #include "hourglass/error.h"
 #include "hourglass/thread.h"
 #include "journal_internal.h"
@@ -876,6 +877,153 @@ static void cluster_mode_releases_on_commit(void **state) {
   util_rm_rf(dir1);
 }
 
+/* Cluster mode routes and stream records: what one node records. */
+typedef struct routed {
+  uint64_t origin[8192], seq[8192], k[8192];
+  uint32_t kind[8192];
+  size_t n;
+  char streamed[64][16]; /* the follower's cfg.stream_in bytes, in order */
+  size_t n_streamed;
+} routed_t;
+
+/* The leader's route of a record: its origin times 3. */
+static void route_out_x3(void *ctx, uint64_t origin, uint8_t *out) {
+  (void)ctx;
+  hg_st64(out, origin * 3);
+  out[HG_PIPE_ROUTE_BYTES - 1] = 0x5a;
+}
+
+/* The follower's origin for a route: what the route says, plus 1. */
+static uint64_t route_in_plus1(void *ctx, const uint8_t *route, size_t len,
+                               const hg_command_t *cmd) {
+  (void)ctx;
+  (void)cmd;
+  assert_int_equal(len, HG_PIPE_ROUTE_BYTES);
+  assert_int_equal(route[HG_PIPE_ROUTE_BYTES - 1], 0x5a);
+  return hg_ld64(route) + 1;
+}
+
+static int stream_in_keep(void *ctx, const uint8_t *bytes, size_t len) {
+  routed_t *r = ctx;
+  assert_true(r->n_streamed < 64 && len < 16);
+  memcpy(r->streamed[r->n_streamed], bytes, len);
+  r->streamed[r->n_streamed++][len] = '\0';
+  return 0;
+}
+
+/* Polls p until nothing comes, recording the DONE and STREAM records. */
+static void poll_routed(hg_pipeline_t *p, routed_t *r) {
+  hg_pipe_out_t out[256];
+  for (int idle = 0; idle < 3;) {
+    hg_pipeline_loop_commit(p);
+    hg_pipeline_loop_reap(p, 20);
+    size_t n = hg_pipeline_poll(p, out, 256);
+    for (size_t i = 0; i < n; i++) {
+      if (out[i].kind != HG_PIPE_DONE && out[i].kind != HG_PIPE_STREAM) continue;
+      assert_true(r->n < 8192);
+      r->origin[r->n] = out[i].origin;
+      r->seq[r->n] = out[i].seq;
+      r->kind[r->n] = out[i].kind;
+      r->k[r->n++] = out[i].kind == HG_PIPE_STREAM ? out[i].event.seq : 0;
+    }
+    idle = n == 0 ? idle + 1 : 0;
+  }
+}
+
+/* The follower stages each applied record with the origin its route
+ * gives (not 0), and both nodes see the leader's stream records at the
+ * same place among the results, only once committed. */
+static void cluster_routes_and_stream_records(void **state) {
+  fixture_t *f = *state;
+  enum { N = 400 };
+  char dir1[64];
+  assert_non_null(util_tmpdir(dir1, "piperoute"));
+  static batches_t bl, bf;
+  static routed_t rl, rf;
+  memset(&bl, 0, sizeof bl);
+  memset(&bf, 0, sizeof bf);
+  memset(&rl, 0, sizeof rl);
+  memset(&rf, 0, sizeof rf);
+  hg_pipeline_config_t lc = f->cfg;
+  lc.mode = HG_PIPE_MODE_LOOP;
+  lc.replicate = capture_batch;
+  lc.replicate_ctx = &bl;
+  lc.route_out = route_out_x3;
+  lc.route_in = route_in_plus1;
+  lc.stream_in = stream_in_keep;
+  lc.route_ctx = &rl;
+  hg_pipeline_config_t fc = lc;
+  fc.data_dir = dir1;
+  fc.replicate_ctx = &bf;
+  fc.route_ctx = &rf;
+  hg_pipeline_t *L = NULL, *F = NULL;
+  assert_int_equal(hg_pipeline_open(&lc, &L), 0);
+  assert_int_equal(hg_pipeline_open(&fc, &F), 0);
+  assert_int_equal(hg_pipeline_start(L), 0);
+  assert_int_equal(hg_pipeline_start(F), 0);
+  assert_int_equal(hg_pipeline_stream_add(L, "x", 1), HG_EPERM); /* not writable */
+  assert_int_equal(hg_pipeline_stream_add(F, "x", 0), HG_EINVAL);
+  hg_pipeline_set_writable(L, 1);
+  hg_command_t cmd;
+  size_t streams = 0;
+  for (uint64_t i = 0; i < N; i++) {
+    cmdgen_command(i, SEED, &cmd);
+    assert_int_equal(hg_pipeline_execute(L, 1000 + i, &cmd), 0);
+    /* Stream records after some commands, two in a row now and then. */
+    for (uint64_t k = 0; k < (i % 37 == 0 ? 2u : i % 11 == 0 ? 1u : 0u); k++) {
+      char b[16];
+      int n = snprintf(b, sizeof b, "s%zu", streams++);
+      assert_int_equal(hg_pipeline_stream_add(L, b, (size_t)n), 0);
+    }
+    if ((i + 1) % 50 == 0) hg_pipeline_loop_commit(L);
+  }
+  char tail[] = "tail";
+  assert_int_equal(hg_pipeline_stream_add(L, tail, 4), 0); /* alone in the last batch */
+  streams++;
+  hg_pipeline_loop_commit(L);
+  poll_routed(L, &rl);
+  assert_int_equal(rl.n, 0); /* nothing committed, nothing out */
+  /* Every batch but the last (the lone stream record after seq N). */
+  for (size_t i = 0; i + 1 < bl.n; i++) {
+    assert_int_equal(hg_pipeline_apply_batch(F, bl.b[i], bl.len[i]), 0);
+    assert_int_equal(hg_pipeline_apply_batch(L, bl.b[i], bl.len[i]), 0);
+  }
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(L, &st);
+  assert_int_equal(st.committed_seq, N);
+  poll_routed(L, &rl);
+  poll_routed(F, &rf);
+  assert_int_equal(rl.n, N + streams - 1); /* seq N is committed, its stream record not */
+  assert_int_equal(hg_pipeline_apply_batch(F, bl.b[bl.n - 1], bl.len[bl.n - 1]), 0);
+  assert_int_equal(hg_pipeline_apply_batch(L, bl.b[bl.n - 1], bl.len[bl.n - 1]), 0);
+  poll_routed(L, &rl);
+  poll_routed(F, &rf);
+  assert_int_equal(rl.n, N + streams);
+  assert_int_equal(rf.n, rl.n);
+  for (size_t i = 0; i < rl.n; i++) {
+    assert_int_equal(rf.kind[i], rl.kind[i]);
+    assert_int_equal(rf.seq[i], rl.seq[i]);
+    assert_int_equal(rf.k[i], rl.k[i]);
+    if (rl.kind[i] == HG_PIPE_DONE) /* the follower's origin comes from the route */
+      assert_int_equal(rf.origin[i], rl.origin[i] * 3 + 1);
+  }
+  assert_int_equal(rl.kind[rl.n - 1], HG_PIPE_STREAM);
+  assert_int_equal(rl.seq[rl.n - 1], N);
+  assert_int_equal(rf.n_streamed, streams);
+  assert_string_equal(rf.streamed[0], "s0");
+  assert_string_equal(rf.streamed[streams - 1], "tail");
+  assert_int_equal(rl.n_streamed, 0); /* the leader keeps its own */
+  /* Applied again: skipped, nothing new. */
+  assert_int_equal(hg_pipeline_apply_batch(F, bl.b[0], bl.len[0]), 0);
+  assert_int_equal(rf.n_streamed, streams);
+  assert_int_equal(hg_pipeline_stop(F), 0);
+  assert_int_equal(hg_pipeline_stop(L), 0);
+  hg_pipeline_close(L);
+  hg_pipeline_close(F);
+  for (size_t i = 0; i < bl.n; i++) free(bl.b[i]);
+  util_rm_rf(dir1);
+}
+
 /* Commands other threads submit in loop mode are sequenced by the loop;
  * hg_pipeline_execute refuses in threads mode. */
 static void *loop_submitter(void *arg) {
@@ -1071,6 +1219,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(corrupt_journal_stops_startup, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_matches_threads, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_takes_other_threads_submits, setup, teardown),
+      cmocka_unit_test_setup_teardown(cluster_routes_and_stream_records, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_journal_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_fallback_commits_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_drains_inside_a_command, setup, teardown),

@@ -44,6 +44,9 @@ int ch_node_client(int port, const char *nodes, uint64_t key_id, const char *sec
   cfg.secret_len = sizeof sec;
   cfg.nodes = nodes;
   cfg.timeout_ms = 2000;
+  /* A test's client idles while a node restarts (seconds in a sanitized
+   * build): its session must not lapse meanwhile. */
+  cfg.keepalive_ms = 30000;
   return hg_client_create(&cfg, out);
 }
 

@@ -23,7 +23,7 @@ void ch_use_tls(const char *ca_file);
 /* A client of key_id with the 32-byte secret secret_hex for a group of
  * hourglassd on loopback (tests/daemon/test_cluster*.c): it tries
  * 127.0.0.1:port first, then nodes ("127.0.0.1:P,..."), and follows the
- * leader a follower names; replies time out after 2 s. Not connected. 0
+ * leader a follower names; replies time out after 2 s; keepalive 30 s. Not connected. 0
  * or hg_client_create's error. */
 int ch_node_client(int port, const char *nodes, uint64_t key_id, const char *secret_hex,
                    hg_client_t **out);

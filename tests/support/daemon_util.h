@@ -127,6 +127,10 @@ int du_cluster_leader(du_node_t *node, int n, double timeout_s, void (*between)(
 int du_node_start(du_node_t *node, const char *bin, const char *root, const char *members,
                   const char *keys_file, const char *const *extra);
 
+/* The index of a running node among node[0..n) whose /health says it
+ * takes orders (the first found), -1 if none does now. */
+int du_cluster_taking_orders(const du_node_t *node, int n);
+
 /* Reaps node if it exited: 0 while it runs (or node->pid is 0); 1 if it
  * exited to be started again (status 1 after a snapshot was installed from
  * the leader, or after its proposal was lost and it must be rebuilt from

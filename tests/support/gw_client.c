@@ -127,6 +127,8 @@ env_t *gt_recv(gt_client_t *c, int timeout_ms) {
     if (rc == 0 && avail >= (size_t)f.hdr_len + f.body_len) {
       env_t *e = NULL;
       int d = hg_wire_decode(&c->arena, p + f.hdr_len, f.body_len, &e);
+      c->last_off = c->in_off;
+      c->last_len = f.hdr_len + f.body_len;
       c->in_off += f.hdr_len + f.body_len;
       return d == 0 ? e : NULL;
     }
@@ -271,6 +273,16 @@ int gt_status(gt_client_t *c, uint32_t instr, uint64_t oid) {
   env_t e = HOURGLASS__V1__ENVELOPE__INIT;
   e.body_case = BODY(ORDER_STATUS_REQUEST);
   e.order_status_request = &r;
+  return gt_send(c, &e);
+}
+
+int gt_retransmit(gt_client_t *c, uint64_t from, uint32_t count) {
+  Hourglass__V1__RetransmitRequest r = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
+  r.from_seq = from;
+  r.count = count;
+  env_t e = HOURGLASS__V1__ENVELOPE__INIT;
+  e.body_case = BODY(RETRANSMIT_REQUEST);
+  e.retransmit_request = &r;
   return gt_send(c, &e);
 }
 

@@ -44,6 +44,9 @@ typedef struct gt_client {
   uint32_t sid_counter;
   int eof;
   struct ssl_st *ssl; /* TLS (gt_use_tls); NULL: plain */
+  /* The frame gt_recv returned last, as received (length prefix
+   * included): in + last_off, last_len bytes, until the next gt_recv. */
+  size_t last_off, last_len;
 } gt_client_t;
 
 /* From now on gt_connect uses TLS and trusts the CAs in ca_file (PEM);
@@ -92,6 +95,9 @@ int gt_cancel(gt_client_t *c, uint32_t instr, uint64_t oid);
 int gt_replace(gt_client_t *c, uint32_t instr, uint64_t oid, int64_t px, int64_t qty);
 
 int gt_status(gt_client_t *c, uint32_t instr, uint64_t oid);
+
+/* Sends RetransmitRequest{from, count}. */
+int gt_retransmit(gt_client_t *c, uint64_t from, uint32_t count);
 
 /* Operator: list an instrument with a wide range and no band. */
 int gt_list(gt_client_t *c, uint32_t id, const char *sym);

@@ -147,10 +147,14 @@
  *    order, to hg_pipeline_apply_batch(): records up to the node's last
  *    seq are skipped (the leader applied them when it sequenced them),
  *    the others are journaled locally and applied with the seq and ts they
- *    carry, their events staged with origin 0. The batch's last seq is
- *    then committed.
+ *    carry, their events staged with the origin cfg.route_in gave (0
+ *    without one). The position of the batch's last record (its seq, or
+ *    a stream record's (S, k), below) is then committed; when
+ *    apply_batch returns HG_EBUSY, the records before the one it stopped
+ *    at are committed already (the group holds the whole batch).
  *  - Release: a record leaves once its seq is committed (the group holds
- *    it on a majority of disks), whatever cfg.durability says. The local
+ *    it on a majority of disks), whatever cfg.durability says; a stream
+ *    record once its position is. The local
  *    journal is still written and synced as in loop mode, but not waited
  *    for: a cluster node rebuilds its state from the group at every start,
  *    so the local copy's durability adds nothing the majority does not
@@ -165,9 +169,36 @@
  *    group's snapshot and log).
  * Batch format (host byte order, the cluster's machines alike): u32 magic
  * HG_PIPE_BATCH_MAGIC, u32 record count, then per record u64 seq, u64 ts,
- * u32 len, u32 zero, len bytes of the encoded command (the journal
- * record's payload) and zero padding to a multiple of 8. A batch of zero
- * records is valid (a leader's barrier).
+ * u32 len, u32 rlen, rlen bytes of route (0 or HG_PIPE_ROUTE_BYTES), len
+ * bytes of the encoded command (the journal record's payload) and zero
+ * padding to a multiple of 8. A batch of zero records is valid (a
+ * leader's barrier). Batches of the first format (HG_PIPE_BATCH_MAGIC_V1,
+ * rlen always 0) are still applied. The route is not journaled: the
+ * journal's records are the same bytes with or without it.
+ *  - Routes. With cfg.route_out set, the node that sequences a record asks
+ *    it, when the batch is handed to the group (normally at the end of
+ *    the loop iteration; earlier only when the batch fills), for the
+ *    record's route:
+ *    HG_PIPE_ROUTE_BYTES opaque bytes saying where the command's results
+ *    go (hourglassd's gateway: the entering key, the ref_seq, ...). A node
+ *    that applies the record from the group (a follower) hands the route
+ *    and the decoded command to cfg.route_in, which returns the origin its
+ *    events are staged with (0: none), as if that node's own submitter had
+ *    executed it; HG_PIPE_ROUTE_BUSY makes hg_pipeline_apply_batch()
+ *    return HG_EBUSY before the record, with the records before it
+ *    released. So every node's consumer 0 sees every result with an
+ *    origin that routes it the same way.
+ *  - Stream records. hg_pipeline_stream_add(p, bytes, len) on the writable
+ *    leader adds opaque bytes (hourglassd's gateway: a frame it decided
+ *    itself, such as a query's reply, for one key's stream) to the batch
+ *    as a record of its own, at position (S, k): after command S = the
+ *    last seq, the k-th since it. It is no command: nothing is journaled
+ *    or applied, no seq is taken. Consumer 0 (only) receives an
+ *    HG_PIPE_STREAM record for it in log order, once the group committed
+ *    it, on the leader and, through cfg.stream_in, on every node that
+ *    applies it; so each node handles the same bytes at the same place
+ *    among the results. In the batch: seq = S, ts = k, len, the route
+ *    length's field = 0x80000000, len bytes, padding to 8.
  */
 #ifndef HOURGLASS_PIPELINE_H
 #define HOURGLASS_PIPELINE_H
@@ -195,7 +226,11 @@ typedef enum hg_pipe_mode {
 } hg_pipe_mode_t;
 
 /* Cluster mode batches ("Cluster mode" above). */
-#define HG_PIPE_BATCH_MAGIC 0x31424748u /* "HGB1" */
+#define HG_PIPE_BATCH_MAGIC 0x32424748u    /* "HGB2": records with routes */
+#define HG_PIPE_BATCH_MAGIC_V1 0x31424748u /* "HGB1": no routes (still applied) */
+#define HG_PIPE_ROUTE_BYTES 48u            /* a record's route slot (cfg.route_out) */
+#define HG_PIPE_ROUTE_BUSY UINT64_MAX      /* cfg.route_in: no room yet */
+#define HG_PIPE_STREAM_MAX (256u << 10)    /* most bytes in one stream record */
 #define HG_PIPE_BATCH_HEADER 8u
 #define HG_PIPE_BATCH_BYTES (1u << 20) /* most bytes in one batch */
 
@@ -263,6 +298,24 @@ typedef struct hg_pipeline_config {
    * single node. */
   int (*replicate)(void *ctx, const void *batch, size_t len, uint64_t last_seq);
   void *replicate_ctx;
+  /* Cluster mode, optional, both on the loop owner's thread (see "Routes"
+   * under "Cluster mode"). route_out writes the route of the record this
+   * node sequenced with origin into out (HG_PIPE_ROUTE_BYTES, zeroed);
+   * it is called when the batch is handed to cfg.replicate, so what the
+   * submitter records about the command after hg_pipeline_execute()
+   * returns, in the same loop iteration, is in it. route_in receives the
+   * route of a record applied from the group and the command, and returns
+   * the origin to stage its events with (0: none), or HG_PIPE_ROUTE_BUSY.
+   * NULL: batches carry no routes and applied records have origin 0. */
+  void (*route_out)(void *ctx, uint64_t origin, uint8_t *out);
+  uint64_t (*route_in)(void *ctx, const uint8_t *route, size_t len, const hg_command_t *cmd);
+  /* Cluster mode, optional, the loop owner's thread: receives the bytes of
+   * a stream record applied from the group ("Stream records"; valid
+   * during the call only) before its HG_PIPE_STREAM record is staged.
+   * Returns 0, or nonzero when it has no room yet (apply_batch then
+   * returns HG_EBUSY before it). NULL: such records are skipped. */
+  int (*stream_in)(void *ctx, const uint8_t *bytes, size_t len);
+  void *route_ctx; /* ctx of route_out, route_in and stream_in */
 } hg_pipeline_config_t;
 
 /* What a consumer receives. */
@@ -270,8 +323,11 @@ typedef enum hg_pipe_kind {
   HG_PIPE_EVENT = 1,       /* .event is an event of command .seq */
   HG_PIPE_DONE = 2,        /* command .seq is fully processed (after its events) */
   HG_PIPE_UNAVAILABLE = 3, /* the command was not processed: the journal failed */
-  HG_PIPE_MALFORMED = 4    /* the command cannot be journaled (unknown type, bad
+  HG_PIPE_MALFORMED = 4,   /* the command cannot be journaled (unknown type, bad
                               symbol); it got no seq and changed nothing */
+  HG_PIPE_STREAM = 5       /* cluster mode, consumer 0 only: the next stream record
+                              ("Stream records"), committed; .seq is the seq it
+                              follows, .event.seq its place after it (1, 2, ...) */
 } hg_pipe_kind_t;
 
 typedef struct hg_pipe_out {
@@ -381,11 +437,19 @@ int hg_pipeline_loop_reap(hg_pipeline_t *p, int timeout_ms);
  * (see "Cluster mode"). Starts at 0. */
 void hg_pipeline_set_writable(hg_pipeline_t *p, int writable);
 
+/* Cluster mode, the loop owner's thread: adds a stream record of len
+ * bytes (1..HG_PIPE_STREAM_MAX; copied) to the batch and stages it for
+ * consumer 0 (see "Stream records"). 0; HG_EPERM (not writable);
+ * HG_EBUSY (the stage is full: nothing added); HG_EUNAVAIL (failed or not
+ * running); HG_EINVAL (not cluster mode, bad len). */
+int hg_pipeline_stream_add(hg_pipeline_t *p, const void *bytes, size_t len);
+
 /* Cluster mode, the loop owner's thread: applies one committed batch (see
  * "Cluster mode"). Returns 0; HG_EBUSY when the stage lacks room for the
  * next record's events (the records before it are applied: let consumer 0
  * poll and call again with the same batch); HG_ECORRUPT (not a batch, or a
- * seq that does not follow this node's last); HG_EINVAL (not cluster
+ * seq that does not follow this node's last); HG_EBUSY also when
+ * cfg.route_in returned HG_PIPE_ROUTE_BUSY; HG_EINVAL (not cluster
  * mode); the failure of a failed pipeline; a decode error. */
 int hg_pipeline_apply_batch(hg_pipeline_t *p, const void *batch, size_t len);
 

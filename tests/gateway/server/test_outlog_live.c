@@ -75,13 +75,7 @@ static env_t *recv_raw(gt_client_t *c, uint32_t want, raw_t *out) {
 }
 
 static env_t *retransmit(gt_client_t *c, uint64_t from, uint32_t count) {
-  Hourglass__V1__RetransmitRequest rr = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
-  rr.from_seq = from;
-  rr.count = count;
-  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(RETRANSMIT_REQUEST);
-  q.retransmit_request = &rr;
-  gt_send(c, &q);
+  gt_retransmit(c, from, count);
   env_t *e = gt_expect(c, BODY(RETRANSMISSION), 2000);
   assert_non_null(e);
   return e;

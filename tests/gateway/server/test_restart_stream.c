@@ -126,13 +126,7 @@ static void quote_two(gt_client_t *b, key_view_t *v) {
 }
 
 static void retransmit(gt_client_t *c, uint64_t from, uint32_t count) {
-  Hourglass__V1__RetransmitRequest rr = HOURGLASS__V1__RETRANSMIT_REQUEST__INIT;
-  rr.from_seq = from;
-  rr.count = count;
-  env_t q = HOURGLASS__V1__ENVELOPE__INIT;
-  q.body_case = BODY(RETRANSMIT_REQUEST);
-  q.retransmit_request = &rr;
-  assert_int_equal(gt_send(c, &q), 0);
+  assert_int_equal(gt_retransmit(c, from, count), 0);
 }
 
 /*

@@ -82,7 +82,8 @@
  *   hg_gateway_config_init -> hg_gateway_create -> (pipeline config:
  *   out_notify = hg_gateway_notify, out_notify_ctx = gw; mode loop or
  *   threads; in loop mode loop_drain = hg_gateway_drain, loop_drain_ctx =
- *   gw) -> hg_pipeline_open
+ *   gw; in cluster mode route_out / route_in = hg_gateway_route_out /
+ *   hg_gateway_route_in, route_ctx = gw) -> hg_pipeline_open
  *   -> hg_gateway_attach -> hg_gateway_add_key / hg_gateway_load_keys ->
  *   hg_pipeline_start -> hg_gateway_start -> ... -> hg_gateway_stop ->
  *   hg_pipeline_stop / hg_pipeline_close -> hg_gateway_destroy.
@@ -92,12 +93,17 @@
  * enter orders are refused on a node that is not the leader
  * (order_entry_leader, LOGIN_NOT_LEADER with the leader's address); risk
  * viewers and market data are served on every node, from the committed
- * stream each node applies. A session on a leader that loses leadership
- * stays connected; its orders are refused REJ_UNAVAILABLE from then on.
- * An operator's AddApiKey goes to the group (replicate_key) and every node
- * stores it once committed (hg_gateway_apply_key); a ClusterRequest goes
- * to the cluster (cluster_request), which answers it
- * (hg_gateway_cluster_reply).
+ * stream each node applies. Every node builds each trading key's stream
+ * from the log (hg_gateway_route_out / hg_gateway_route_in /
+ * hg_gateway_stream_in): results are routed as on the node that took the
+ * request, and the frames the gateway decides itself are held until the
+ * group commits them. A request of a trading or operator session on a node
+ * that does not take orders (a leader that lost leadership) ends the
+ * session (TERM_NOT_LEADER). A new leader ends the previous leader's
+ * sessions (hg_gateway_sessions_ended). An operator's AddApiKey goes to
+ * the group (replicate_key) and every node stores it once committed
+ * (hg_gateway_apply_key); a ClusterRequest goes to the cluster
+ * (cluster_request), which answers it (hg_gateway_cluster_reply).
  *
  * Admission (before login): a connection counts as unauthenticated from
  * accept until its Login succeeds or it closes, and has login_timeout_ms to
@@ -352,6 +358,28 @@ void hg_gateway_notify(void *ctx);
 void hg_gateway_drain(void *ctx);
 
 /*
+ * Pipeline route callbacks (cluster mode: cfg.route_out / cfg.route_in,
+ * route_ctx = gw; hourglass/pipeline.h, "Routes"), on the gateway's loop
+ * thread. hg_gateway_route_out writes where the results of the command
+ * this node submitted with origin go: the entering key, the request's
+ * ref_seq (with the session's ref_seq_base), the kind of request, whether
+ * the entering session had cancel-on-disconnect, the quote group and the
+ * settlement part (zeros for a command the gateway did not submit).
+ * hg_gateway_route_in turns such a route, on a node that applies the
+ * command from the group, into a pending entry as if this gateway had
+ * submitted it (opening the key's stream if needed) and returns its
+ * origin; 0 for a zero route; HG_PIPE_ROUTE_BUSY while the pending ring is
+ * full. So every node routes every result into the same key's stream
+ * with the same frame (see "Cluster" in proto/README.md).
+ */
+void hg_gateway_route_out(void *ctx, uint64_t origin, uint8_t *out);
+/* Pipeline stream_in callback (cluster mode, ctx the gateway): holds a
+ * frame the leader's gateway decided, until the pipeline releases it. */
+int hg_gateway_stream_in(void *ctx, const uint8_t *bytes, size_t len);
+uint64_t hg_gateway_route_in(void *ctx, const uint8_t *route, size_t len,
+                             const hg_command_t *cmd);
+
+/*
  * Binds the gateway to an opened, not yet started pipeline and seeds its
  * mirror from the exchange (instruments, levels, live orders, accounts,
  * positions, the clearing ledger).
@@ -415,6 +443,17 @@ int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret[
  * started), HG_EBUSY (that command could not be submitted: nothing started),
  * -EPERM (cfg.rt_priority set and real-time scheduling not permitted), -errno. */
 int hg_gateway_start(hg_gateway_t *gw);
+
+/* Cluster mode, the loop thread, when this node has just become the
+ * leader that takes orders (its pipeline writable, nothing of this term
+ * submitted yet): every session counts as ended with the previous
+ * leader (sessions live on the leader only), so
+ * if the exchange holds session-scoped orders (cancel-on-disconnect orders
+ * and quotes: mirrored ones, and those recovered at attach) it submits one
+ * HG_COMMAND_SESSIONS_ENDED through the log, before any client request.
+ * Their reports go to the keys that entered them. 0 (also when there is
+ * nothing to cancel), HG_EBUSY or HG_EUNAVAIL (not submitted: call again). */
+int hg_gateway_sessions_ended(hg_gateway_t *gw);
 
 /* The bound port (useful with port 0). Any thread after create. */
 uint16_t hg_gateway_port(const hg_gateway_t *gw);
