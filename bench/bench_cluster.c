@@ -2,8 +2,8 @@
  * bench_cluster - hourglassd as a three-node Raft group against one
  * hourglassd alone, measured in the same run: real daemon processes on
  * 127.0.0.1 (the configuration tests/daemon/test_cluster.c starts, with the
- * daemon's default election timeout, a snapshot every 256 entries and the
- * session throttle out of the way), their data
+ * daemon's default election timeout and snapshot interval and the session
+ * throttle out of the way), their data
  * directories in a fresh "hgtest-bench_cluster-*" directory under the
  * current directory (a real disk; removed at exit), durable acks.
  *
@@ -33,7 +33,8 @@
  *   new leader (the client reconnecting through its node list and resending
  *   every 10 ms); the killed node then restarts and rejoins before the next
  *   round. 10 rounds (3 with --quick; --rounds N, at most 64).
- * RESULT cluster.catchup_cmds_per_s: a follower killed and its directories
+ * RESULT cluster.catchup_cmds_per_s: last, on a fresh plain group that
+ *   snapshots every 256 entries: a follower killed and its directories
  *   emptied while the leader takes orders for S seconds, then started
  *   again: every command of the run over the seconds from its start until
  *   its last_seq equals the leader's (snapshot install, the restart that
@@ -81,6 +82,10 @@ static hg_client_t *g_tr; /* the trader session, owned here */
 static uint64_t g_next_clid = 1;
 static uint64_t g_due[RING]; /* due time (ns) of clid % RING; 0: answered */
 static bool g_tls;           /* group members start with cluster.tls_* */
+/* Group members snapshot every 256 entries (the daemon's default is
+ * 8,192) so that the catch-up includes a snapshot install in a short run;
+ * only the catch-up's own group, as frequent snapshots slow the others. */
+static bool g_small_snapshots;
 
 static void cleanup(void) {
   hg_client_destroy(g_tr);
@@ -119,19 +124,17 @@ static uint64_t now_ns(void) { return (uint64_t)(du_now() * 1e9); }
 /* Starts n alone (clustered false) or as a member of the group, and waits
  * until it is ready. */
 static void node_start(du_node_t *n, bool clustered) {
-  /* A snapshot every 256 entries (the daemon's default is 8,192) so that
-   * the catch-up below includes a snapshot install in a run this short;
-   * the state (an empty book) makes each snapshot small. */
   char cert[700], key[700], ca[700];
   snprintf(cert, sizeof cert, "cluster.tls_cert=%s/node%d.pem", g_root, n->id);
   snprintf(key, sizeof key, "cluster.tls_key=%s/node%d.key", g_root, n->id);
   snprintf(ca, sizeof ca, "cluster.tls_ca=%s/ca.pem", g_root);
-  const char *extra[] = {"throttle.rate=100000000", "cluster.snapshot_entries=256", NULL, NULL,
-                         NULL, NULL};
+  const char *extra[6] = {"throttle.rate=100000000"};
+  int k = 1;
+  if (g_small_snapshots && clustered) extra[k++] = "cluster.snapshot_entries=256";
   if (g_tls && clustered) {
-    extra[2] = cert;
-    extra[3] = key;
-    extra[4] = ca;
+    extra[k++] = cert;
+    extra[k++] = key;
+    extra[k++] = ca;
   }
   du_node_spawn(n, g_bin, g_root, clustered ? g_members : NULL, g_keys, extra);
   if (n->pid == 0) die("cannot start %s", g_bin);
@@ -418,6 +421,20 @@ static void plan(void) {
     die("the directory's path is too long");
 }
 
+/* Stops the group's members (and the trader's session) and gives them
+ * fresh directories root/<tag><id> for the next group_up(). */
+static void group_down(const char *tag) {
+  hg_client_destroy(g_tr);
+  g_tr = NULL;
+  for (int i = 0; i < NODES; i++) {
+    supervise();
+    if (g_n[i].pid != 0 && du_stop(g_n[i].pid, SIGTERM, 30) != 0)
+      die("node %d did not stop cleanly", i + 1);
+    g_n[i].pid = 0;
+    snprintf(g_n[i].dir, sizeof g_n[i].dir, "%s/%s%d", g_root, tag, i + 1);
+  }
+}
+
 /* Starts the group (over TLS when g_tls), waits until every member knows
  * the leader, sets up the market and logs the trader g_tr in. Returns the
  * leader's index. */
@@ -527,22 +544,8 @@ int main(int argc, char **argv) {
            r + 1, was + 1, leader + 1, ms);
   }
 
-  uint64_t caught = 0;
-  bool installed = false;
-  double catchup_rate = catchup(leader, window, seconds, &caught, &installed);
-  printf("bench_cluster: a follower with empty directories rebuilt %llu commands from the group"
-         " (%s) at %.0f commands/s\n", (unsigned long long)caught,
-         installed ? "snapshot installed, then the log" : "the log alone", catchup_rate);
   /* The same group over TLS: stopped, fresh directories, started again. */
-  hg_client_destroy(g_tr);
-  g_tr = NULL;
-  for (int i = 0; i < NODES; i++) {
-    supervise();
-    if (g_n[i].pid != 0 && du_stop(g_n[i].pid, SIGTERM, 30) != 0)
-      die("node %d did not stop cleanly", i + 1);
-    g_n[i].pid = 0;
-    snprintf(g_n[i].dir, sizeof g_n[i].dir, "%s/tls_n%d", g_root, i + 1);
-  }
+  group_down("tls_n");
   if (ts_tls_make(g_root) != 0) die("cannot make the test CA");
   for (int i = 0; i < NODES; i++) {
     char name[16];
@@ -559,6 +562,19 @@ int main(int argc, char **argv) {
   printf("bench_cluster: 3-node group over TLS, window %u, %.1f s: %.0f orders/s; at %.0f "
          "orders/s: round trip p50 %.0f us, p99 %.0f us\n", window, seconds, tls_rate, rate, t50,
          t99);
+
+  /* Catch-up on a fresh plain group with frequent snapshots. */
+  group_down("cu_n");
+  g_tls = false;
+  g_small_snapshots = true;
+  int cu_leader = group_up();
+  run_window(g_tr, window, warm);
+  uint64_t caught = 0;
+  bool installed = false;
+  double catchup_rate = catchup(cu_leader, window, seconds, &caught, &installed);
+  printf("bench_cluster: a follower with empty directories rebuilt %llu commands from the group"
+         " (%s) at %.0f commands/s\n", (unsigned long long)caught,
+         installed ? "snapshot installed, then the log" : "the log alone", catchup_rate);
 
   printf("RESULT cluster.single_durable_cmds_per_s %.0f cmd/s\n", single_rate);
   printf("RESULT cluster.durable_cmds_per_s %.0f cmd/s\n", cluster_rate);
