@@ -115,6 +115,7 @@ struct daemon_cluster {
   int join;
   char raft_dir[HG_DCFG_PATH_MAX + 8];
   char engine_dir[HG_DCFG_PATH_MAX + 8];
+  char listen[HG_DCFG_PATH_MAX]; /* cluster.listen; "": the member's raft address */
   unsigned election_ms, snapshot_entries;
   char tls_cert[HG_DCFG_PATH_MAX]; /* cluster.tls_*; "" = plain TCP */
   char tls_key[HG_DCFG_PATH_MAX];
@@ -312,6 +313,7 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
   snprintf(c->tls_cert, sizeof c->tls_cert, "%s", cfg->cluster_tls_cert);
   snprintf(c->tls_key, sizeof c->tls_key, "%s", cfg->cluster_tls_key);
   snprintf(c->tls_ca, sizeof c->tls_ca, "%s", cfg->cluster_tls_ca);
+  snprintf(c->listen, sizeof c->listen, "%s", cfg->cluster_listen);
   if (cfg->cluster_dir[0] != '\0')
     snprintf(c->raft_dir, sizeof c->raft_dir, "%s", cfg->cluster_dir);
   else
@@ -1078,6 +1080,7 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   rc.id = c->self;
   rc.dir = c->raft_dir;
   rc.address = self_addr;
+  rc.bind_address = c->listen[0] != '\0' ? c->listen : NULL;
   rc.members = m;
   rc.n_members = c->join ? 0 : c->n_members; /* join: wait to be added */
   rc.election_timeout_ms = c->election_ms;
@@ -1127,8 +1130,9 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   else if (!same)
     logf_c(HG_LOG_WARN, "cluster.members differs from the group's committed configuration: following the group",
            "configured=\"%s\" committed=\"%s\"", c->cfg_members, committed);
-  logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s members=%zu dir=%s tls=%s", c->self,
-         self_addr, np, c->raft_dir, c->tls_cert[0] != '\0' ? "on" : "off");
+  logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s listen=%s members=%zu dir=%s tls=%s",
+         c->self, self_addr, c->listen[0] != '\0' ? c->listen : self_addr, np, c->raft_dir,
+         c->tls_cert[0] != '\0' ? "on" : "off");
   return 0;
 }
 
