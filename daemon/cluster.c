@@ -37,7 +37,12 @@
  * on a leader with commands executed ahead of the commit: it is asked
  * again after the next entry). libraft keeps it in the Raft directory,
  * trims the log to cluster.snapshot_entries entries behind it and sends
- * it to a follower further behind than that.
+ * it to a follower further behind than that. The leader holds a snapshot
+ * back while a voter lags further than that, for up to SNAPSHOT_HOLD
+ * snapshot intervals: a node that restarts to load an installed snapshot
+ * comes back behind by the entries of its restart, and must find them in
+ * the log (were it sent the next snapshot, it would restart forever). The
+ * leader's log then holds up to (SNAPSHOT_HOLD + 1) intervals of entries.
  *
  * The node's state is rebuilt at every start: the pipeline's directory
  * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
@@ -76,6 +81,7 @@
 #include "hourglassd.h"
 
 #define TICK_MS 20
+#define SNAPSHOT_HOLD 4 /* snapshot intervals a lagging voter holds the leader's back */
 
 /* Entries other than the pipeline's batches, told apart by their first
  * u32 (host byte order, as the batches). */
@@ -120,6 +126,7 @@ struct daemon_cluster {
   char tls_cert[HG_DCFG_PATH_MAX]; /* cluster.tls_*; "" = plain TCP */
   char tls_key[HG_DCFG_PATH_MAX];
   char tls_ca[HG_DCFG_PATH_MAX];
+  uint64_t snap_index; /* of the newest snapshot taken or restored here */
   uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
   size_t boot_len;
 
@@ -511,16 +518,34 @@ static int snap_key(void *ctx, const hg_gateway_key_t *key) {
   return 0;
 }
 
+/* 1 while the leader should not trim its log: a voter lags further than
+ * the entries a snapshot keeps behind it (it would be sent the snapshot,
+ * restart to load it, and come back behind by the entries of its restart:
+ * sent another, it would never catch up), and fewer than SNAPSHOT_HOLD
+ * snapshot intervals have passed since the last snapshot (a member down
+ * for longer than that gets the snapshot). */
+static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
+  if (c->r == NULL || hg_replica_role(c->r) != HG_REPLICA_LEADER) return 0;
+  if (index - c->snap_index >= (uint64_t)SNAPSHOT_HOLD * c->snapshot_entries) return 0;
+  hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
+  size_t n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
+  if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+  for (size_t i = 0; i < n; i++)
+    if (p[i].id != c->self && p[i].voter && p[i].match_index + c->snapshot_entries < index)
+      return 1;
+  return 0;
+}
+
 /* Taken when the state is the entries applied: not on a leader that
- * executed commands not yet committed (libraft asks again after the next
- * entry). */
+ * executed commands not yet committed, nor while hold_snapshot() says so
+ * (libraft asks again after the next entry). */
 static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *len) {
   daemon_cluster_t *c = ctx;
-  (void)index;
   if (c->pipe == NULL) return HG_ESTATE;
   hg_pipeline_stats_t st;
   hg_pipeline_stats(c->pipe, &st);
   if (st.last_seq != st.committed_seq) return HG_EBUSY;
+  if (hold_snapshot(c, index)) return HG_EBUSY;
   snap_keys_t keys = {0};
   int rc = hg_gateway_keys_foreach(c->gw, snap_key, &keys);
   /* The loop thread owns the exchange in loop mode. */
@@ -541,6 +566,7 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
     if (keys.len != 0) memcpy(p + 8, keys.buf, keys.len);
     *data = b;
     *len = (size_t)(p + 8 + keys.len - b);
+    c->snap_index = index;
   } else {
     free(b);
   }
@@ -611,6 +637,7 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
   if (c->boot == NULL) return -ENOMEM;
   memcpy(c->boot, ex, ex_len);
   c->boot_len = ex_len;
+  c->snap_index = index;
   logf_c(HG_LOG_INFO, "snapshot to start from",
          "index=%" PRIu64 " bytes=%zu members=%s keys=%u", index, ex_len,
          table != NULL ? "yes" : "no", n_keys);
