@@ -14,7 +14,8 @@
  *    leader proposes an empty batch (a barrier) and takes orders once that
  *    is committed, i.e. once it has applied every entry of earlier terms,
  *    and its gateway has routed their results; any other role takes none. The timer also publishes role, term,
- *    indexes and per-member progress for /health and /metrics.
+ *    indexes, per-member progress and the last failed write to the Raft
+ *    log (a full cluster.dir) for /health and /metrics.
  *  - A proposal the group lost (done with an error) leaves this node with
  *    commands applied that the group may not hold: the pipeline fails and
  *    the daemon exits (serve.c); a restart rebuilds the node from the group.
@@ -29,6 +30,11 @@
  *
  * A clean stop of the leader (SIGTERM) first transfers leadership to the
  * most up-to-date follower (bounded by two election timeouts), then closes.
+ * So does a leader whose writes to its Raft log fail (a full cluster.dir),
+ * without stopping. A node whose write failed stores nothing more until it
+ * is restarted (hg_replica_log_error); /health answers 503 naming the disk,
+ * the group goes on without it, and a restart after space is freed catches
+ * up from what it had stored.
  *
  * Snapshots. Every cluster.snapshot_entries applied entries libraft asks
  * for one: the exchange's serialization (as in the LMDB snapshots), with
@@ -160,7 +166,9 @@ struct daemon_cluster {
   _Atomic int role;
   _Atomic uint64_t term, commit, applied, last, leader, tls_failures;
   _Atomic int failed, closed;
-  pthread_mutex_t mu; /* guards prog, n_prog */
+  pthread_mutex_t mu; /* guards prog, n_prog, log_error, log_errmsg */
+  int log_error;
+  char log_errmsg[256];
   hg_replica_progress_t prog[HG_DCFG_MAX_MEMBERS];
   size_t n_prog;
 };
@@ -742,7 +750,11 @@ static void publish(daemon_cluster_t *c) {
     logf_c(HG_LOG_INFO, "leader changed", "leader=%" PRIu64 " term=%" PRIu64, id,
            hg_replica_term(r));
   }
+  const char *why = NULL;
+  int log_error = hg_replica_log_error(r, &why);
   pthread_mutex_lock(&c->mu);
+  c->log_error = log_error;
+  snprintf(c->log_errmsg, sizeof c->log_errmsg, "%s", why);
   c->n_prog = hg_replica_progress(r, c->prog, HG_DCFG_MAX_MEMBERS);
   if (c->n_prog > HG_DCFG_MAX_MEMBERS) c->n_prog = HG_DCFG_MAX_MEMBERS;
   pthread_mutex_unlock(&c->mu);
@@ -762,6 +774,13 @@ static void close_when_done(daemon_cluster_t *c) {
 
 static void transfer_step(daemon_cluster_t *c);
 static void add_retry(daemon_cluster_t *c);
+static void handed_over(void *ctx, int status) {
+  daemon_cluster_t *c = ctx;
+  c->transfer_pending = 0;
+  logf_c(status == 0 ? HG_LOG_INFO : HG_LOG_WARN,
+         "leadership handed over: this node cannot write its Raft log", "result=%s",
+         status == 0 ? "done" : hg_strerror(status));
+}
 
 static void on_tick(uv_timer_t *t) {
   daemon_cluster_t *c = t->data;
@@ -776,6 +795,11 @@ static void on_tick(uv_timer_t *t) {
   else if (c->op.state == OP_ADD_RETRY) add_retry(c);
   int leader = hg_replica_role(c->r) == HG_REPLICA_LEADER;
   uint64_t term = hg_replica_term(c->r);
+  /* A leader that cannot store entries (its disk is full) commits only
+   * with both others and never its own barrier: a member that can leads. */
+  if (leader && hg_replica_log_error(c->r, NULL) != 0 && !c->transfer_pending &&
+      hg_replica_transfer(c->r, 0, handed_over, c) == 0)
+    c->transfer_pending = 1;
   if (leader && !c->writable && !c->barrier_pending && c->barrier_term != term) {
     uint8_t empty[HG_PIPE_BATCH_HEADER];
     hg_st32(empty, HG_PIPE_BATCH_MAGIC);
@@ -1211,6 +1235,8 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->failed = atomic_load(&c->failed);
   out->tls_failures = atomic_load(&c->tls_failures);
   pthread_mutex_lock(&c->mu);
+  out->log_error = c->log_error;
+  snprintf(out->log_errmsg, sizeof out->log_errmsg, "%s", c->log_errmsg);
   out->n_members = c->n_prog;
   memcpy(out->members, c->prog, c->n_prog * sizeof c->prog[0]);
   pthread_mutex_unlock(&c->mu);
