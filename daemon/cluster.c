@@ -28,8 +28,10 @@
  *  - A node started with cluster.join and an empty Raft directory does not
  *    bootstrap: it waits for the leader to add it.
  *
- * A clean stop of the leader (SIGTERM) first transfers leadership to the
- * most up-to-date follower (bounded by two election timeouts), then closes.
+ * A clean stop of the leader (SIGTERM) takes no more orders, waits until
+ * the batches it executed are committed (up to an election timeout: a
+ * proposal during a transfer is refused), transfers leadership to the most
+ * up-to-date follower (bounded by two election timeouts), then closes.
  * So does a leader whose writes to its Raft log fail (a full cluster.dir),
  * without stopping. A node whose write failed stores nothing more until it
  * is restarted (hg_replica_log_error); /health answers 503 naming the disk,
@@ -87,7 +89,7 @@
 #include "hourglassd.h"
 
 #define TICK_MS 20
-#define SNAPSHOT_HOLD 4 /* snapshot intervals a lagging voter holds the leader's back */
+#define SNAPSHOT_HOLD 8 /* snapshot intervals a lagging voter holds the leader's back */
 
 /* Entries other than the pipeline's batches, told apart by their first
  * u32 (host byte order, as the batches). */
@@ -148,6 +150,8 @@ struct daemon_cluster {
   uint64_t leader_id;
   int stopping;          /* loop_stop ran: close once no transfer is pending */
   int transfer_pending;
+  int transfer_wanted;      /* stopping leader: transfer once its batches commit */
+  uint64_t settle_deadline; /* uv_now() after which it transfers regardless */
   uint64_t stop_deadline; /* uv_now() after which the transfer is not waited for */
   char leader_client[HG_DCFG_ADDR_MAX + 8];
   char cfg_members[HG_DCFG_PATH_MAX]; /* cluster.members as configured, for the log */
@@ -762,9 +766,27 @@ static void publish(daemon_cluster_t *c) {
 
 static void replica_closed(void *ctx, int status);
 
+static void transfer_done(void *ctx, int status);
+
 /* Stopping: once the leadership transfer (if any) is over, or took too
  * long, the timer and the replica close (not from a replica callback). */
 static void close_when_done(daemon_cluster_t *c) {
+  if (c->transfer_wanted) {
+    /* Batches executed before the stop are proposed and committed first
+     * (their results released): libraft refuses proposals during a
+     * transfer, and such a batch would fail the pipeline. */
+    hg_pipeline_stats_t st;
+    hg_pipeline_stats(c->pipe, &st);
+    uint64_t now = uv_now(c->timer.loop);
+    int settled = st.committed_seq == st.last_seq;
+    if (!settled && !atomic_load(&c->failed) && now < c->settle_deadline) return;
+    c->transfer_wanted = 0;
+    if (!atomic_load(&c->failed) && hg_replica_role(c->r) == HG_REPLICA_LEADER &&
+        hg_replica_transfer(c->r, 0, transfer_done, c) == 0) {
+      c->transfer_pending = 1;
+      c->stop_deadline = now + 2u * c->election_ms + 100u;
+    }
+  }
   if (c->transfer_pending && uv_now(c->timer.loop) < c->stop_deadline) return;
   uv_close((uv_handle_t *)&c->timer, NULL);
   hg_replica_t *r = c->r;
@@ -1215,11 +1237,12 @@ void daemon_cluster_loop_stop(void *ctx) {
   c->writable = 0;
   c->stopping = 1;
   /* A leader that stops hands leadership to the most up-to-date follower
-   * first, so that order entry pauses for a transfer, not an election. */
-  if (!atomic_load(&c->failed) && hg_replica_role(c->r) == HG_REPLICA_LEADER &&
-      hg_replica_transfer(c->r, 0, transfer_done, c) == 0) {
-    c->transfer_pending = 1;
-    c->stop_deadline = uv_now(c->timer.loop) + 2u * c->election_ms + 100u;
+   * first, so that order entry pauses for a transfer, not an election;
+   * once what it executed is committed (close_when_done, within an
+   * election timeout). */
+  if (!atomic_load(&c->failed) && hg_replica_role(c->r) == HG_REPLICA_LEADER) {
+    c->transfer_wanted = 1;
+    c->settle_deadline = uv_now(c->timer.loop) + c->election_ms;
   }
 }
 
