@@ -17,6 +17,10 @@
  * the caller's blob is written as it is (behind a 16-byte header in a second
  * buffer) and released through snapshot_release without a copy.
  *
+ * Log writes: raft_io's append and close are wrapped (append_hook,
+ * close_hook) to see a failed write, stop writing after it, and keep a
+ * leader's failed write from libraft 0.15's core ("log writes" below).
+ *
  * Closing: raft_close() stops the server and closes the raft_io; its callback
  * releases raft_uv's and the transport's memory, then ours.
  */
