@@ -16,8 +16,9 @@
  *    and its gateway has routed their results; any other role takes none.
  *    Its first command then (if any order is session-scoped) is the
  *    gateway's SESSIONS_ENDED: every session was on the previous leader.
- *    The timer also publishes role, term, indexes and per-member progress
- *    for /health and /metrics.
+ *    The timer also publishes role, term, indexes, per-member progress and
+ *    the last failed write to the Raft log (a full cluster.dir) for
+ *    /health and /metrics.
  *  - Every record of a batch carries its route (the gateway's
  *    hg_gateway_route_out / hg_gateway_route_in, pipeline.h "Routes"), so
  *    every node sequences each result into the same key's stream.
@@ -33,8 +34,15 @@
  *  - A node started with cluster.join and an empty Raft directory does not
  *    bootstrap: it waits for the leader to add it.
  *
- * A clean stop of the leader (SIGTERM) first transfers leadership to the
- * most up-to-date follower (bounded by two election timeouts), then closes.
+ * A clean stop of the leader (SIGTERM) takes no more orders, waits until
+ * the batches it executed are committed (up to an election timeout: a
+ * proposal during a transfer is refused), transfers leadership to the most
+ * up-to-date follower (bounded by two election timeouts), then closes.
+ * So does a leader whose writes to its Raft log fail (a full cluster.dir),
+ * without stopping. A node whose write failed stores nothing more until it
+ * is restarted (hg_replica_log_error); /health answers 503 naming the disk,
+ * the group goes on without it, and a restart after space is freed catches
+ * up from what it had stored.
  *
  * Snapshots. Every cluster.snapshot_entries applied entries libraft asks
  * for one: the exchange's serialization (as in the LMDB snapshots), with
@@ -43,7 +51,12 @@
  * on a leader with commands executed ahead of the commit: it is asked
  * again after the next entry). libraft keeps it in the Raft directory,
  * trims the log to cluster.snapshot_entries entries behind it and sends
- * it to a follower further behind than that.
+ * it to a follower further behind than that. The leader holds a snapshot
+ * back while a voter lags further than that, for up to SNAPSHOT_HOLD
+ * snapshot intervals: a node that restarts to load an installed snapshot
+ * comes back behind by the entries of its restart, and must find them in
+ * the log (were it sent the next snapshot, it would restart forever). The
+ * leader's log then holds up to (SNAPSHOT_HOLD + 1) intervals of entries.
  *
  * The node's state is rebuilt at every start: the pipeline's directory
  * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
@@ -82,6 +95,7 @@
 #include "hourglassd.h"
 
 #define TICK_MS 20
+#define SNAPSHOT_HOLD 8 /* snapshot intervals a lagging voter holds the leader's back */
 
 /* Entries other than the pipeline's batches, told apart by their first
  * u32 (host byte order, as the batches). */
@@ -121,10 +135,12 @@ struct daemon_cluster {
   int join;
   char raft_dir[HG_DCFG_PATH_MAX + 8];
   char engine_dir[HG_DCFG_PATH_MAX + 8];
+  char listen[HG_DCFG_PATH_MAX]; /* cluster.listen; "": the member's raft address */
   unsigned election_ms, snapshot_entries;
   char tls_cert[HG_DCFG_PATH_MAX]; /* cluster.tls_*; "" = plain TCP */
   char tls_key[HG_DCFG_PATH_MAX];
   char tls_ca[HG_DCFG_PATH_MAX];
+  uint64_t snap_index; /* of the newest snapshot taken or restored here */
   uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
   size_t boot_len;
 
@@ -140,6 +156,8 @@ struct daemon_cluster {
   uint64_t leader_id;
   int stopping;          /* loop_stop ran: close once no transfer is pending */
   int transfer_pending;
+  int transfer_wanted;      /* stopping leader: transfer once its batches commit */
+  uint64_t settle_deadline; /* uv_now() after which it transfers regardless */
   uint64_t stop_deadline; /* uv_now() after which the transfer is not waited for */
   char leader_client[HG_DCFG_ADDR_MAX + 8];
   char cfg_members[HG_DCFG_PATH_MAX]; /* cluster.members as configured, for the log */
@@ -158,7 +176,9 @@ struct daemon_cluster {
   _Atomic int role;
   _Atomic uint64_t term, commit, applied, last, leader, tls_failures;
   _Atomic int failed, closed;
-  pthread_mutex_t mu; /* guards prog, n_prog */
+  pthread_mutex_t mu; /* guards prog, n_prog, log_error, log_errmsg */
+  int log_error;
+  char log_errmsg[256];
   hg_replica_progress_t prog[HG_DCFG_MAX_MEMBERS];
   size_t n_prog;
 };
@@ -318,6 +338,7 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
   snprintf(c->tls_cert, sizeof c->tls_cert, "%s", cfg->cluster_tls_cert);
   snprintf(c->tls_key, sizeof c->tls_key, "%s", cfg->cluster_tls_key);
   snprintf(c->tls_ca, sizeof c->tls_ca, "%s", cfg->cluster_tls_ca);
+  snprintf(c->listen, sizeof c->listen, "%s", cfg->cluster_listen);
   if (cfg->cluster_dir[0] != '\0')
     snprintf(c->raft_dir, sizeof c->raft_dir, "%s", cfg->cluster_dir);
   else
@@ -515,16 +536,34 @@ static int snap_key(void *ctx, const hg_gateway_key_t *key) {
   return 0;
 }
 
+/* 1 while the leader should not trim its log: a voter lags further than
+ * the entries a snapshot keeps behind it (it would be sent the snapshot,
+ * restart to load it, and come back behind by the entries of its restart:
+ * sent another, it would never catch up), and fewer than SNAPSHOT_HOLD
+ * snapshot intervals have passed since the last snapshot (a member down
+ * for longer than that gets the snapshot). */
+static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
+  if (c->r == NULL || hg_replica_role(c->r) != HG_REPLICA_LEADER) return 0;
+  if (index - c->snap_index >= (uint64_t)SNAPSHOT_HOLD * c->snapshot_entries) return 0;
+  hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
+  size_t n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
+  if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+  for (size_t i = 0; i < n; i++)
+    if (p[i].id != c->self && p[i].voter && p[i].match_index + c->snapshot_entries < index)
+      return 1;
+  return 0;
+}
+
 /* Taken when the state is the entries applied: not on a leader that
- * executed commands not yet committed (libraft asks again after the next
- * entry). */
+ * executed commands not yet committed, nor while hold_snapshot() says so
+ * (libraft asks again after the next entry). */
 static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *len) {
   daemon_cluster_t *c = ctx;
-  (void)index;
   if (c->pipe == NULL) return HG_ESTATE;
   hg_pipeline_stats_t st;
   hg_pipeline_stats(c->pipe, &st);
   if (st.last_seq != st.committed_seq) return HG_EBUSY;
+  if (hold_snapshot(c, index)) return HG_EBUSY;
   snap_keys_t keys = {0};
   int rc = hg_gateway_keys_foreach(c->gw, snap_key, &keys);
   /* The loop thread owns the exchange in loop mode. */
@@ -545,6 +584,7 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
     if (keys.len != 0) memcpy(p + 8, keys.buf, keys.len);
     *data = b;
     *len = (size_t)(p + 8 + keys.len - b);
+    c->snap_index = index;
   } else {
     free(b);
   }
@@ -615,6 +655,7 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
   if (c->boot == NULL) return -ENOMEM;
   memcpy(c->boot, ex, ex_len);
   c->boot_len = ex_len;
+  c->snap_index = index;
   logf_c(HG_LOG_INFO, "snapshot to start from",
          "index=%" PRIu64 " bytes=%zu members=%s keys=%u", index, ex_len,
          table != NULL ? "yes" : "no", n_keys);
@@ -731,7 +772,11 @@ static void publish(daemon_cluster_t *c) {
     logf_c(HG_LOG_INFO, "leader changed", "leader=%" PRIu64 " term=%" PRIu64, id,
            hg_replica_term(r));
   }
+  const char *why = NULL;
+  int log_error = hg_replica_log_error(r, &why);
   pthread_mutex_lock(&c->mu);
+  c->log_error = log_error;
+  snprintf(c->log_errmsg, sizeof c->log_errmsg, "%s", why);
   c->n_prog = hg_replica_progress(r, c->prog, HG_DCFG_MAX_MEMBERS);
   if (c->n_prog > HG_DCFG_MAX_MEMBERS) c->n_prog = HG_DCFG_MAX_MEMBERS;
   pthread_mutex_unlock(&c->mu);
@@ -739,9 +784,27 @@ static void publish(daemon_cluster_t *c) {
 
 static void replica_closed(void *ctx, int status);
 
+static void transfer_done(void *ctx, int status);
+
 /* Stopping: once the leadership transfer (if any) is over, or took too
  * long, the timer and the replica close (not from a replica callback). */
 static void close_when_done(daemon_cluster_t *c) {
+  if (c->transfer_wanted) {
+    /* Batches executed before the stop are proposed and committed first
+     * (their results released): libraft refuses proposals during a
+     * transfer, and such a batch would fail the pipeline. */
+    hg_pipeline_stats_t st;
+    hg_pipeline_stats(c->pipe, &st);
+    uint64_t now = uv_now(c->timer.loop);
+    int settled = st.committed_seq == st.last_seq;
+    if (!settled && !atomic_load(&c->failed) && now < c->settle_deadline) return;
+    c->transfer_wanted = 0;
+    if (!atomic_load(&c->failed) && hg_replica_role(c->r) == HG_REPLICA_LEADER &&
+        hg_replica_transfer(c->r, 0, transfer_done, c) == 0) {
+      c->transfer_pending = 1;
+      c->stop_deadline = now + 2u * c->election_ms + 100u;
+    }
+  }
   if (c->transfer_pending && uv_now(c->timer.loop) < c->stop_deadline) return;
   uv_close((uv_handle_t *)&c->timer, NULL);
   hg_replica_t *r = c->r;
@@ -751,6 +814,13 @@ static void close_when_done(daemon_cluster_t *c) {
 
 static void transfer_step(daemon_cluster_t *c);
 static void add_retry(daemon_cluster_t *c);
+static void handed_over(void *ctx, int status) {
+  daemon_cluster_t *c = ctx;
+  c->transfer_pending = 0;
+  logf_c(status == 0 ? HG_LOG_INFO : HG_LOG_WARN,
+         "leadership handed over: this node cannot write its Raft log", "result=%s",
+         status == 0 ? "done" : hg_strerror(status));
+}
 
 static void on_tick(uv_timer_t *t) {
   daemon_cluster_t *c = t->data;
@@ -765,6 +835,11 @@ static void on_tick(uv_timer_t *t) {
   else if (c->op.state == OP_ADD_RETRY) add_retry(c);
   int leader = hg_replica_role(c->r) == HG_REPLICA_LEADER;
   uint64_t term = hg_replica_term(c->r);
+  /* A leader that cannot store entries (its disk is full) commits only
+   * with both others and never its own barrier: a member that can leads. */
+  if (leader && hg_replica_log_error(c->r, NULL) != 0 && !c->transfer_pending &&
+      hg_replica_transfer(c->r, 0, handed_over, c) == 0)
+    c->transfer_pending = 1;
   if (leader && !c->writable && !c->barrier_pending && c->barrier_term != term) {
     uint8_t empty[HG_PIPE_BATCH_HEADER];
     hg_st32(empty, HG_PIPE_BATCH_MAGIC);
@@ -1096,6 +1171,7 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   rc.id = c->self;
   rc.dir = c->raft_dir;
   rc.address = self_addr;
+  rc.bind_address = c->listen[0] != '\0' ? c->listen : NULL;
   rc.members = m;
   rc.n_members = c->join ? 0 : c->n_members; /* join: wait to be added */
   rc.election_timeout_ms = c->election_ms;
@@ -1145,8 +1221,9 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   else if (!same)
     logf_c(HG_LOG_WARN, "cluster.members differs from the group's committed configuration: following the group",
            "configured=\"%s\" committed=\"%s\"", c->cfg_members, committed);
-  logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s members=%zu dir=%s tls=%s", c->self,
-         self_addr, np, c->raft_dir, c->tls_cert[0] != '\0' ? "on" : "off");
+  logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s listen=%s members=%zu dir=%s tls=%s",
+         c->self, self_addr, c->listen[0] != '\0' ? c->listen : self_addr, np, c->raft_dir,
+         c->tls_cert[0] != '\0' ? "on" : "off");
   return 0;
 }
 
@@ -1178,11 +1255,12 @@ void daemon_cluster_loop_stop(void *ctx) {
   c->writable = 0;
   c->stopping = 1;
   /* A leader that stops hands leadership to the most up-to-date follower
-   * first, so that order entry pauses for a transfer, not an election. */
-  if (!atomic_load(&c->failed) && hg_replica_role(c->r) == HG_REPLICA_LEADER &&
-      hg_replica_transfer(c->r, 0, transfer_done, c) == 0) {
-    c->transfer_pending = 1;
-    c->stop_deadline = uv_now(c->timer.loop) + 2u * c->election_ms + 100u;
+   * first, so that order entry pauses for a transfer, not an election;
+   * once what it executed is committed (close_when_done, within an
+   * election timeout). */
+  if (!atomic_load(&c->failed) && hg_replica_role(c->r) == HG_REPLICA_LEADER) {
+    c->transfer_wanted = 1;
+    c->settle_deadline = uv_now(c->timer.loop) + c->election_ms;
   }
 }
 
@@ -1198,6 +1276,8 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->failed = atomic_load(&c->failed);
   out->tls_failures = atomic_load(&c->tls_failures);
   pthread_mutex_lock(&c->mu);
+  out->log_error = c->log_error;
+  snprintf(out->log_errmsg, sizeof out->log_errmsg, "%s", c->log_errmsg);
   out->n_members = c->n_prog;
   memcpy(out->members, c->prog, c->n_prog * sizeof c->prog[0]);
   pthread_mutex_unlock(&c->mu);

@@ -38,6 +38,8 @@ typedef struct daemon_cluster_status {
   int failed;              /* 1: this node must be restarted */
   uint64_t term, commit_index, applied_index, last_index, leader;
   uint64_t tls_failures;   /* Raft connections refused by TLS (hg_replica_tls_failures) */
+  int log_error;           /* 0, or why the last write to cluster.dir failed */
+  char log_errmsg[256];    /* its text ("" when log_error is 0) */
   size_t n_members;
   hg_replica_progress_t members[HG_DCFG_MAX_MEMBERS];
 } daemon_cluster_status_t;

@@ -117,6 +117,7 @@ static const keydef_t KEYS[] = {
     {"cluster.tls_ca", K_OPTPATH, OFF(cluster_tls_ca), 0, 0, 0, 0},
     {"cluster.insecure", K_BOOL, OFF(cluster_insecure), 0, 1, 0, 0},
     {"cluster.join", K_BOOL, OFF(cluster_join), 0, 1, 0, 0},
+    {"cluster.listen", K_OPTPATH, OFF(cluster_listen), 0, 0, 0, 0},
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -374,7 +375,8 @@ static char *trim(char *s);
 
 /* Rules that tie keys together. */
 /* cluster.tls_*: all three or none; without them every member's Raft
- * address must be loopback unless cluster.insecure is set. */
+ * address, and cluster.listen, must be loopback unless cluster.insecure is
+ * set. */
 static int check_cluster_tls(const hg_daemon_config_t *c, const hg_dcfg_member_t *m, size_t n,
                              hg_dcfg_error_t *err) {
   static const char *const names[3] = {"cluster.tls_cert", "cluster.tls_key", "cluster.tls_ca"};
@@ -400,6 +402,15 @@ static int check_cluster_tls(const hg_daemon_config_t *c, const hg_dcfg_member_t
                   "in plain TCP there",
                   m[i].id, m[i].raft);
   }
+  char host[HG_DCFG_PATH_MAX];
+  snprintf(host, sizeof host, "%s", c->cluster_listen);
+  char *colon = strrchr(host, ':');
+  if (colon != NULL) *colon = '\0';
+  if (host[0] != '\0' && !is_loopback(host))
+    return fail(err, 0, "cluster.listen", HG_EINVAL,
+                "%s is not loopback: set cluster.tls_cert, cluster.tls_key and cluster.tls_ca, "
+                "or cluster.insecure = yes to run Raft in plain TCP there",
+                c->cluster_listen);
   return 0;
 }
 
@@ -443,6 +454,14 @@ int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
     return fail(err, 0, "cluster.members", HG_EINVAL, "%s", "is set but cluster.id is not");
   if (c->cluster_id == 0 && c->cluster_join)
     return fail(err, 0, "cluster.join", HG_EINVAL, "%s", "is set but cluster.id is not");
+  if (c->cluster_listen[0] != '\0') {
+    hg_dcfg_addr_t a;
+    if (c->cluster_id == 0)
+      return fail(err, 0, "cluster.listen", HG_EINVAL, "%s", "is set but cluster.id is not");
+    if (c->cluster_listen[0] == '[' || parse_addr(c->cluster_listen, &a) != 0 || a.port == 0)
+      return fail(err, 0, "cluster.listen", HG_EINVAL, "'%.100s' is not ipv4:port",
+                  c->cluster_listen);
+  }
   if (c->cluster_id != 0) {
     if (c->pipe_mode != HG_PIPE_MODE_LOOP)
       return fail(err, 0, "cluster.id", HG_EINVAL, "%s", "needs pipeline.mode = loop");

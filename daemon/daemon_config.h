@@ -91,7 +91,9 @@ typedef struct hg_daemon_config {
    * ("" = data_dir/raft), cluster.election_timeout_ms (1000),
    * cluster.snapshot_entries (8192; 0: never), cluster.join (no: a node
    * with an empty Raft directory bootstraps the group from cluster.members;
-   * yes: it waits to be added by the leader). The Raft port's TLS:
+   * yes: it waits to be added by the leader), cluster.listen ("ipv4:port"
+   * the Raft port binds; "" = this member's address in cluster.members).
+   * The Raft port's TLS:
    * cluster.tls_cert, cluster.tls_key, cluster.tls_ca (PEM; all three or
    * none); without them a member's Raft address that is not loopback is
    * refused unless cluster.insecure = yes. */
@@ -105,6 +107,7 @@ typedef struct hg_daemon_config {
   char cluster_tls_ca[HG_DCFG_PATH_MAX];
   int cluster_insecure;
   int cluster_join;
+  char cluster_listen[HG_DCFG_PATH_MAX];
 } hg_daemon_config_t;
 
 /* Most members in cluster.members (ids are 1..this). */

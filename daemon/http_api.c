@@ -39,6 +39,10 @@ static void health_cluster(daemon_t *d, hg_sbuf_t *b) {
                  cs.id, daemon_cluster_role_name(cs.role),
                  daemon_cluster_writable(d->cluster) ? "true" : "false", cs.term, cs.leader,
                  cs.commit_index, cs.applied_index, cs.last_index);
+  if (cs.log_error != 0) {
+    hg_sbuf_puts(b, ",\"log_error\":");
+    hg_sbuf_json_str(b, cs.log_errmsg);
+  }
   if (cs.role == HG_REPLICA_LEADER) {
     hg_sbuf_puts(b, ",\"followers\":[");
     int first = 1;
@@ -79,6 +83,9 @@ static void metrics_cluster(daemon_t *d, hg_sbuf_t *b) {
   metric(b, "hourglass_cluster_tls_failures_total", "counter",
          "Raft connections refused or broken by TLS (certificate, name, garbage, timeout).",
          cs.tls_failures);
+  metric(b, "hourglass_cluster_log_write_failing", "gauge",
+         "1 while writes to this node's Raft log (cluster.dir) fail, e.g. on a full disk.",
+         (uint64_t)(cs.log_error != 0));
   if (cs.role != HG_REPLICA_LEADER) return;
   hg_sbuf_puts(b, "# HELP hourglass_cluster_follower_lag Entries of the leader's log a "
                   "follower does not hold yet (leader only).\n"
@@ -89,15 +96,35 @@ static void metrics_cluster(daemon_t *d, hg_sbuf_t *b) {
                      cs.members[i].id, member_lag(&cs, i));
 }
 
+/* A cluster node that cannot write its Raft log (cluster.dir full or
+ * failing) stores nothing the group sends: not healthy, though it runs. */
+static int cluster_log_failing(daemon_t *d, char *why, size_t cap) {
+  if (d->cluster == NULL || !atomic_load(&d->published)) return 0;
+  daemon_cluster_status_t cs;
+  daemon_cluster_status(d->cluster, &cs);
+  if (cs.log_error == 0) return 0;
+  snprintf(why, cap, "the Raft log (cluster.dir) cannot be written: %s", cs.log_errmsg);
+  return 1;
+}
+
 static void health(daemon_t *d, hg_http_response_t *r) {
   hg_pipeline_stats_t st = {0};
   int ready = atomic_load(&d->ready);
   if (ready && atomic_load(&d->published)) hg_pipeline_stats(d->pipe, &st);
   r->content_type = "application/json";
-  if (ready) {
+  char why[400];
+  if (ready && cluster_log_failing(d, why, sizeof why)) {
+    r->status = 503;
+    hg_sbuf_puts(&r->body, "{\"status\":\"not ready\",\"reason\":");
+    hg_sbuf_json_str(&r->body, why);
+    hg_sbuf_printf(&r->body, ",\"last_seq\":%" PRIu64 ",\"durable_seq\":%" PRIu64, st.last_seq,
+                   st.durable_seq);
+  } else if (ready) {
     hg_sbuf_printf(&r->body,
                    "{\"status\":\"ready\",\"last_seq\":%" PRIu64 ",\"durable_seq\":%" PRIu64,
                    st.last_seq, st.durable_seq);
+  }
+  if (ready) {
     if (d->cluster != NULL && atomic_load(&d->published)) {
       hg_sbuf_printf(&r->body, ",\"committed_seq\":%" PRIu64, st.committed_seq);
       health_cluster(d, &r->body);
@@ -129,7 +156,9 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
   hg_sbuf_printf(b, "# HELP hourglass_build_info Version of the running daemon.\n"
                     "# TYPE hourglass_build_info gauge\nhourglass_build_info{version=\"%s\"} 1\n",
                  HG_VERSION);
-  metric(b, "hourglass_ready", "gauge", "1 when /health answers 200.", (uint64_t)ready);
+  char why[400];
+  metric(b, "hourglass_ready", "gauge", "1 when /health answers 200.",
+         (uint64_t)(ready && !cluster_log_failing(d, why, sizeof why)));
   metric(b, "hourglass_uptime_seconds", "gauge", "Seconds since start.",
          (now_ns() - d->start_ns) / 1000000000u);
   metric(b, "hourglass_commands_total", "counter", "Commands sequenced since start.", st.commands);

@@ -17,6 +17,10 @@
  * the caller's blob is written as it is (behind a 16-byte header in a second
  * buffer) and released through snapshot_release without a copy.
  *
+ * Log writes: raft_io's append and close are wrapped (append_hook,
+ * close_hook) to see a failed write, stop writing after it, and keep a
+ * leader's failed write from libraft 0.15's core ("log writes" below).
+ *
  * Closing: raft_close() stops the server and closes the raft_io; its callback
  * releases raft_uv's and the transport's memory, then ours.
  */
@@ -24,6 +28,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,9 +69,29 @@ typedef struct snapshot_bufs {
   uint8_t pad[8];
 } snapshot_bufs_t;
 
+/* A log write in flight: raft_uv sees `inner`; libraft's core gave
+ * `outer` and `cb`, called back through append_done (raft_io_append has no
+ * room for a second callback). */
+typedef struct append_wrap {
+  struct raft_io_append inner; /* first: raft_uv's pointer is ours */
+  struct raft_io_append *outer;
+  raft_io_append_cb cb;
+  hg_replica_t *owner;
+  struct append_wrap *next; /* in held */
+} append_wrap_t;
+
+typedef int (*io_append_fn)(struct raft_io *io, struct raft_io_append *req,
+                            const struct raft_entry entries[], unsigned n,
+                            raft_io_append_cb cb);
+
 struct hg_replica {
   struct raft raft;
   struct raft_io io;
+  io_append_fn uv_append;      /* raft_uv's; io.append is append_hook */
+  void (*uv_close)(struct raft_io *io, raft_io_close_cb cb); /* io.close: close_hook */
+  append_wrap_t *held;         /* a leader's failed writes, not reported (owned) */
+  int log_status;              /* the last log write: 0 or its error */
+  char log_errmsg[RAFT_ERRMSG_BUF_SIZE];
   struct raft_uv_transport transport;
   struct raft_fsm fsm;
   uv_loop_t *loop;
@@ -243,6 +268,80 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf) {
   return 0;
 }
 
+/* ---- log writes --------------------------------------------------------- */
+
+/* Every append goes through here so that a failing disk is seen, and so
+ * that nothing is written after a failed write. libraft 0.15 keeps the
+ * entries of a failed write in its in-memory log and appends only later
+ * ones when the leader sends them again; raft_uv would store those after
+ * the last entry it did store, under the wrong indexes (on the next start
+ * the node applies the wrong batches). So after one failed write every
+ * append fails until the process restarts and reloads what was stored. */
+static void append_done(struct raft_io_append *req, int status) {
+  append_wrap_t *w = (append_wrap_t *)req;
+  hg_replica_t *r = w->owner;
+  struct raft_io_append *outer = w->outer;
+  raft_io_append_cb cb = w->cb;
+  if (status != 0 && status != RAFT_CANCELED) {
+    if (r->log_status == 0)
+      logf_(r, HG_LOG_ERROR, "replica %llu: writing the log failed: %s",
+            (unsigned long long)r->cfg.id,
+            r->io.errmsg[0] != '\0' ? r->io.errmsg : raft_strerror(status));
+    r->log_status = from_raft(status);
+    snprintf(r->log_errmsg, sizeof r->log_errmsg, "%s",
+             r->io.errmsg[0] != '\0' ? r->io.errmsg : raft_strerror(status));
+    /* libraft 0.15's leader answers a failed write by dropping its entries
+     * from the in-memory log, which the followers may already hold, and
+     * then crashes on their replies. So the leader is not told: the write
+     * is held (reported as canceled at close), the entries stay in memory
+     * and commit on the other voters, nothing more is appended, and the
+     * caller hands leadership over (hg_replica_log_error). */
+    if (raft_state(&r->raft) == RAFT_LEADER) {
+      w->next = r->held;
+      r->held = w;
+      return;
+    }
+  }
+  free(w);
+  cb(outer, status);
+}
+
+/* Held writes are reported before raft_uv closes, as it reports its own. */
+static void close_hook(struct raft_io *io, raft_io_close_cb cb) {
+  hg_replica_t *r = (hg_replica_t *)(void *)((char *)io - offsetof(hg_replica_t, io));
+  while (r->held != NULL) {
+    append_wrap_t *w = r->held;
+    r->held = w->next;
+    struct raft_io_append *outer = w->outer;
+    raft_io_append_cb done = w->cb;
+    free(w);
+    done(outer, RAFT_CANCELED);
+  }
+  r->uv_close(io, cb);
+}
+
+static int append_hook(struct raft_io *io, struct raft_io_append *req,
+                       const struct raft_entry entries[], unsigned n,
+                       raft_io_append_cb cb) {
+  hg_replica_t *r = (hg_replica_t *)(void *)((char *)io - offsetof(hg_replica_t, io));
+  if (r->log_status != 0) return RAFT_IOERR;
+  append_wrap_t *w = malloc(sizeof *w);
+  if (w == NULL) return RAFT_NOMEM;
+  w->inner.data = NULL;
+  w->outer = req;
+  w->cb = cb;
+  w->owner = r;
+  req->cb = cb;
+  int rv = r->uv_append(io, &w->inner, entries, n, append_done);
+  if (rv != 0) free(w);
+  return rv;
+}
+
+int hg_replica_log_error(const hg_replica_t *r, const char **msg) {
+  if (msg != NULL) *msg = r->log_status != 0 ? r->log_errmsg : "";
+  return r->log_status;
+}
+
 /* ---- open / close ------------------------------------------------------- */
 
 static int check_config(const hg_replica_config_t *cfg) {
@@ -391,6 +490,10 @@ int hg_replica_open(uv_loop_t *loop, const hg_replica_config_t *cfg,
     keep_errmsg(r, cfg->dir, rv);
     goto fail_transport;
   }
+  r->uv_append = r->io.append;
+  r->io.append = append_hook;
+  r->uv_close = r->io.close;
+  r->io.close = close_hook;
   rv = raft_init(&r->raft, &r->io, &r->fsm, cfg->id, cfg->address);
   if (rv != 0) {
     snprintf(r->errmsg, sizeof r->errmsg, "init: %s", r->raft.errmsg);

@@ -100,12 +100,7 @@ static void connect_retry(hg_client_t *c) {
 static void setup_market(int leader) {
   hg_client_t *op = client(leader, 1);
   connect_retry(op);
-  assert_int_equal(ch_list_contract(op), 0);
-  uint64_t seq;
-  assert_int_equal(hg_client_add_account(op, 1, 1, &seq), 0);
-  assert_int_equal(ch_response(op, seq), 0);
-  assert_int_equal(hg_client_cash(op, 1, 1000000000000ll, false, &seq), 0);
-  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(ch_cluster_market(op, 1024), 0);
   hg_client_destroy(op);
 }
 

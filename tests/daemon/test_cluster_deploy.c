@@ -75,14 +75,6 @@ static int deploy(int i, const char *ver) {
   return du_system(cmd);
 }
 
-/* "key":<number> in text; UINT64_MAX if absent. */
-static uint64_t json_u64(const char *text, const char *key) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = text != NULL ? strstr(text, pat) : NULL;
-  return p != NULL ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
-}
-
 /* The node taking orders, waiting up to 60 s; -1 if none. */
 static int find_leader(void) {
   double end = du_now() + 60;
@@ -105,13 +97,13 @@ static void await_caught_up(int i) {
   int leader = find_leader();
   assert_true(leader >= 0);
   char *lh = du_get(g_n[leader].http_port, "/health");
-  uint64_t want = json_u64(lh, "last_seq");
+  uint64_t want = du_json_u64(lh, "last_seq");
   free(lh);
   assert_true(want != UINT64_MAX);
   for (;;) {
     char *h = du_get(g_n[i].http_port, "/health");
-    uint64_t at = json_u64(h, "last_seq");
-    int leads = json_u64(h, "leader") != 0 && json_u64(h, "leader") != UINT64_MAX;
+    uint64_t at = du_json_u64(h, "last_seq");
+    int leads = du_json_u64(h, "leader") != 0 && du_json_u64(h, "leader") != UINT64_MAX;
     free(h);
     if (leads && at != UINT64_MAX && at >= want) return;
     if (du_now() > end)
@@ -306,12 +298,7 @@ static void rolling_upgrade_with_ops_deploy(void **state) {
 
   hg_client_t *op = client(1);
   assert_int_equal(connect_retry(op, 60), 0);
-  assert_int_equal(ch_list_contract(op), 0);
-  uint64_t seq;
-  assert_int_equal(hg_client_add_account(op, 1, 1, &seq), 0);
-  assert_int_equal(ch_response(op, seq), 0);
-  assert_int_equal(hg_client_cash(op, 1, 1000000000000ll, false, &seq), 0);
-  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(ch_cluster_market(op, 1024), 0);
   hg_client_destroy(op);
 
   static trader_t t;
@@ -321,11 +308,9 @@ static void rolling_upgrade_with_ops_deploy(void **state) {
 
   /* The upgrade: followers first, the leader last; each caught up before
    * the next goes down, so two of three always hold the log. */
-  int order[NODES], k = 0;
-  for (int i = 0; i < NODES; i++)
-    if (i != leader) order[k++] = i;
-  order[k] = leader;
-  for (k = 0; k < NODES; k++) {
+  int order[NODES];
+  du_rolling_order(NODES, leader, order);
+  for (int k = 0; k < NODES; k++) {
     int i = order[k];
     uint64_t before = t.acked;
     assert_int_equal(deploy(i, "v2"), 0);
@@ -355,14 +340,14 @@ static void rolling_upgrade_with_ops_deploy(void **state) {
     uint64_t seqs[NODES];
     for (int i = 0; i < NODES; i++) {
       char *h = du_get(g_n[i].http_port, "/health");
-      seqs[i] = json_u64(h, "last_seq");
+      seqs[i] = du_json_u64(h, "last_seq");
       free(h);
     }
     if (seqs[0] != UINT64_MAX && seqs[0] == seqs[1] && seqs[1] == seqs[2]) break;
     if (du_now() > end) fail_msg("the nodes stay at different seqs");
     du_sleep_ms(50);
   }
-  for (k = 0; k < NODES; k++) {
+  for (int k = 0; k < NODES; k++) {
     int i = (now_leader + 1 + k) % NODES;
     pid_t p = deployed_pid(i);
     assert_true(p > 0);

@@ -320,6 +320,11 @@ static void cluster_keys(void **state) {
   assert_int_equal(parse(&c, "pipeline.mode = loop\ncluster.id = 4\ncluster.join = yes\n"
                              "cluster.members = 4=127.0.0.1:7304/127.0.0.1:7004\n", &e), 0);
   assert_int_equal(c.cluster_join, 1);
+  assert_string_equal(c.cluster_listen, "");
+  assert_int_equal(parse(&c, "pipeline.mode = loop\ncluster.id = 1\ncluster.listen = 0.0.0.0:7301\n"
+                             "cluster.insecure = yes\n"
+                             "cluster.members = 1=10.0.0.1:7301/10.0.0.1:7001\n", &e), 0);
+  assert_string_equal(c.cluster_listen, "0.0.0.0:7301");
   static const struct {
     const char *text, *key, *reason_has;
   } bad[] = {
@@ -354,6 +359,16 @@ static void cluster_keys(void **state) {
        "cluster.tls_cert", "go together"},
       {"cluster.tls_ca = /ca.pem\n", "cluster.tls_ca", "cluster.id is not"},
       {"cluster.join = yes\n", "cluster.join", "cluster.id is not"},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.listen = localhost:7301\n"
+       "cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n", "cluster.listen",
+       "is not ipv4:port"},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.listen = [::1]:7301\n"
+       "cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n", "cluster.listen",
+       "is not ipv4:port"},
+      {"cluster.listen = 0.0.0.0:7301\n", "cluster.listen", "cluster.id is not"},
+      {"pipeline.mode = loop\ncluster.id = 1\ncluster.listen = 0.0.0.0:7301\n"
+       "cluster.members = 1=127.0.0.1:7301/127.0.0.1:7001\n", "cluster.listen",
+       "0.0.0.0:7301 is not loopback"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int rc = parse(&c, bad[i].text, &e);

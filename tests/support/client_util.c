@@ -89,7 +89,18 @@ void ch_clock_set(_Atomic uint64_t *now, int32_t day, int64_t secs) {
   atomic_store(now, ((uint64_t)day * 86400u + (uint64_t)secs) * 1000000000ull);
 }
 
-int ch_list_contract(hg_client_t *op) {
+int ch_list_contract(hg_client_t *op) { return ch_list_contract_sized(op, 1024); }
+
+int ch_cluster_market(hg_client_t *op, uint32_t max_orders) {
+  uint64_t seq;
+  if (ch_list_contract_sized(op, max_orders) != 0) return -1;
+  if (hg_client_add_account(op, 1, 1, &seq) != 0 || ch_response(op, seq) != 0) return -1;
+  if (hg_client_cash(op, 1, 1000000000000ll, false, &seq) != 0 || ch_response(op, seq) != 0)
+    return -1;
+  return 0;
+}
+
+int ch_list_contract_sized(hg_client_t *op, uint32_t max_orders) {
   Hourglass__V1__ListInstrument l = HOURGLASS__V1__LIST_INSTRUMENT__INIT;
   l.instrument_id = 1;
   l.symbol = "B200.A.2027-02";
@@ -98,7 +109,7 @@ int ch_list_contract(hg_client_t *op) {
   l.min_price = 1;
   l.max_price = 100000;
   l.max_order_qty = 1000;
-  l.max_orders = 1024;
+  l.max_orders = max_orders;
   l.max_accounts = 64;
   l.has_ref_price = 1;
   l.ref_price = 500;

@@ -52,6 +52,14 @@ void ch_clock_set(_Atomic uint64_t *now, int32_t day, int64_t secs);
  * listed), or -1 if it could not be sent or no Response came. */
 int ch_list_contract(hg_client_t *op);
 
+/* The same with room for max_orders orders in the book. */
+int ch_list_contract_sized(hg_client_t *op, uint32_t max_orders);
+
+/* The cluster tests' market, set up by operator op: instrument 1 as
+ * ch_list_contract_sized(op, max_orders), account 1 of firm 1 with
+ * 1,000,000,000,000 of cash. 0, or -1 at the first step refused. */
+int ch_cluster_market(hg_client_t *op, uint32_t max_orders);
+
 /* Sends a GTC limit order on instrument 1 and waits for the execution
  * report answering it (other messages are skipped). 0 if that report is
  * NEW; -1 if it is anything else, the order could not be sent, or the

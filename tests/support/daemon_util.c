@@ -290,6 +290,22 @@ int du_cluster_plan(du_node_t *node, int n, const char *root, char *members, siz
   return 0;
 }
 
+void du_rolling_order(int n, int leader, int *order) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (i != leader) order[k++] = i;
+  order[k] = leader;
+}
+
+int du_cluster_keys(const char *path, const char *secret_hex) {
+  char keys[512];
+  snprintf(keys, sizeof keys,
+           "1 operator 0 0 %s\n2 trader 1 1 %s\n3 risk_viewer 0 1 %s\n4 trader 1 1 %s\n",
+           secret_hex, secret_hex, secret_hex, secret_hex);
+  if (du_write_file(path, keys) != 0) return -1;
+  return chmod(path, 0600) == 0 ? 0 : -1;
+}
+
 void du_node_spawn(du_node_t *node, const char *bin, const char *root, const char *members,
                    const char *keys_file, const char *const *extra) {
   char o_data[700], o_id[32], o_members[600], o_oe[64], o_http[64], o_keys[700];

@@ -104,6 +104,15 @@ typedef struct du_node {
 int du_cluster_plan(du_node_t *node, int n, const char *root, char *members, size_t members_cap,
                     char *nodes, size_t nodes_cap);
 
+/* order[0..n): the nodes 0..n-1 other than leader in index order, then
+ * leader: a rolling restart's order, followers first. */
+void du_rolling_order(int n, int leader, int *order);
+
+/* Writes the cluster tests' keys file at path (mode 0600), every key with
+ * the secret secret_hex: 1 operator, 2 and 4 traders (account 1, firm 1),
+ * 3 risk viewer (firm 1). 0, or -1. */
+int du_cluster_keys(const char *path, const char *secret_hex);
+
 /* Starts hourglassd bin as node (its log root/node<id>.<starts>.log, data
  * in node->dir, listening on its client and HTTP ports, keys from
  * keys_file, TLS off, DU_SMALL_OPTS), a member of the group when members is

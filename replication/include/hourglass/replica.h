@@ -278,6 +278,17 @@ int hg_replica_remove(hg_replica_t *r, uint64_t id, hg_replica_cb cb, void *ctx)
  * if it still does not catch up. Errors: HG_EPERM, HG_EBUSY, HG_EINVAL (no
  * such member, or it votes already), HG_ESTATE. */
 int hg_replica_promote(hg_replica_t *r, uint64_t id, hg_replica_cb cb, void *ctx);
+/* 0 while every write to this node's Raft log has succeeded; after one
+ * failed, its error (-ENOSPC for a full disk, -EIO, ...) with raft_uv's text
+ * in *msg (valid until the loop runs again; "" when 0; msg may be NULL).
+ * From then on every append fails (libraft 0.15 would otherwise store later
+ * entries under the wrong indexes), until the process restarts: the node
+ * stays a follower that stores nothing (libraft rejects the entries, the
+ * group commits without it), and a restart after space is freed reloads
+ * what was stored and catches up. A leader whose writes fail commits only
+ * with every other voter: hand leadership over (hg_replica_transfer). The
+ * first failure is logged. */
+int hg_replica_log_error(const hg_replica_t *r, const char **msg);
 
 /* libraft's description of the last failure on r ("" if none); valid until
  * the next call on r. */
