@@ -75,7 +75,9 @@ static int deploy(int i, const char *ver) {
   return du_system(cmd);
 }
 
-/* The node taking orders, waiting up to 60 s; -1 if none. */
+/* The node taking orders, waiting up to 60 s; -1 if none. (The nodes are
+ * ops/deploy's children, not this process's: du_cluster_leader, which
+ * skips nodes it did not start, does not apply.) */
 static int find_leader(void) {
   double end = du_now() + 60;
   while (du_now() < end) {
@@ -113,26 +115,13 @@ static void await_caught_up(int i) {
 }
 
 static hg_client_t *client(uint64_t key) {
-  uint8_t sec[32];
-  assert_int_equal(hg_client_parse_hex(SECRET_HEX, sec, sizeof sec), 32);
-  hg_client_config_t cfg;
-  hg_client_config_init(&cfg);
-  cfg.port = (uint16_t)g_n[0].client_port;
-  cfg.key_id = key;
-  cfg.secret = sec;
-  cfg.secret_len = sizeof sec;
-  cfg.nodes = g_nodes;
-  cfg.timeout_ms = 2000;
   hg_client_t *c = NULL;
-  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  assert_int_equal(ch_node_client(g_n[0].client_port, g_nodes, key, SECRET_HEX, &c), 0);
   return c;
 }
 
 static int connect_retry(hg_client_t *c, double timeout_s) {
-  double end = du_now() + timeout_s;
-  int rc;
-  while ((rc = hg_client_connect(c)) != 0 && du_now() < end) du_sleep_ms(50);
-  return rc;
+  return ch_connect_retry(c, timeout_s, NULL);
 }
 
 /* The trader: one IOC buy at a time (an empty book: each is answered
@@ -148,18 +137,8 @@ typedef struct trader {
 
 static void *trader_main(void *arg) {
   trader_t *t = arg;
-  uint8_t sec[32];
-  hg_client_parse_hex(SECRET_HEX, sec, sizeof sec);
-  hg_client_config_t cfg;
-  hg_client_config_init(&cfg);
-  cfg.port = (uint16_t)g_n[0].client_port;
-  cfg.key_id = 2;
-  cfg.secret = sec;
-  cfg.secret_len = sizeof sec;
-  cfg.nodes = g_nodes;
-  cfg.timeout_ms = 2000;
   hg_client_t *c = NULL;
-  if (hg_client_create(&cfg, &c) != 0) {
+  if (ch_node_client(g_n[0].client_port, g_nodes, 2, SECRET_HEX, &c) != 0) {
     t->failed = 1;
     return NULL;
   }
