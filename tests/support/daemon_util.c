@@ -251,16 +251,46 @@ int du_kill_all(void **state) {
   return 0;
 }
 
-int du_free_port(void) {
+/* 1 if a TCP socket can bind 127.0.0.1:port now. */
+static int port_bindable(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
   struct sockaddr_in a = {0};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, (struct sockaddr *)&a, sizeof a);
-  socklen_t l = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &l);
+  a.sin_port = htons((uint16_t)port);
+  int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
   close(fd);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+/* Ports are taken below the kernel's ephemeral range: a port the kernel
+ * hands out to an outgoing connection (the tests' clients, the Raft links)
+ * between our check and the daemon's bind would make that bind fail. Each
+ * process starts at its own place in the range and walks it, never giving
+ * the same port twice; a port another test chose and bound meanwhile is
+ * skipped by the bind check. */
+int du_free_port(void) {
+  static int lo, hi, next;
+  if (lo == 0) {
+    int elo = 32768, ehi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+      if (fscanf(f, "%d %d", &elo, &ehi) != 2) elo = 32768, ehi = 60999;
+      fclose(f);
+    }
+    if (elo > 12000) lo = 10000, hi = elo - 1; /* below the ephemeral range */
+    else lo = ehi + 1, hi = 65535;             /* above it */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    next = lo + (int)(((unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec) % (unsigned)(hi - lo));
+  }
+  for (int tries = 0; tries <= hi - lo; tries++) {
+    int port = next;
+    next = next >= hi ? lo : next + 1;
+    if (port_bindable(port)) return port;
+  }
+  return 0;
 }
 
 int du_system(const char *cmd) {

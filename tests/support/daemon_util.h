@@ -79,7 +79,9 @@ int du_stop(pid_t pid, int sig, double timeout_s);
  * still running. Returns 0. */
 int du_kill_all(void **state);
 
-/* A port that was free a moment ago on 127.0.0.1. */
+/* A port that was free a moment ago on 127.0.0.1, outside the kernel's
+ * ephemeral range (no outgoing connection takes it before the daemon
+ * binds it), never the same twice in one process; 0 if none is free. */
 int du_free_port(void);
 
 /* Runs a shell command, returns its exit status (-1 if it did not exit). */
