@@ -129,7 +129,7 @@ static int connect_retry(hg_client_t *c, double timeout_s) {
 typedef struct trader {
   pthread_t th;
   atomic_int stop;
-  uint64_t acked;
+  _Atomic uint64_t acked; /* read by the main thread while it trades */
   double longest_pause_s;
   int failed; /* no connection for 60 s */
 } trader_t;
