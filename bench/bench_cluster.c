@@ -60,7 +60,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -216,10 +215,7 @@ static int connect_retry(hg_client_t *c, double timeout_s) {
 /* Lists the instrument and funds the trader's account, as the operator. */
 static void setup_market(int port, const char *nodes) {
   hg_client_t *op = client(port, 1, nodes);
-  uint64_t seq;
-  if (connect_retry(op, 30) != 0 || ch_list_contract(op) != 0 ||
-      hg_client_add_account(op, 1, 1, &seq) != 0 || ch_response(op, seq) != 0 ||
-      hg_client_cash(op, 1, 1000000000000ll, false, &seq) != 0 || ch_response(op, seq) != 0)
+  if (connect_retry(op, 30) != 0 || ch_cluster_market(op, 1024) != 0)
     die("market setup at port %d failed", port);
   hg_client_destroy(op);
 }
@@ -413,9 +409,7 @@ static void plan(void) {
   if (du_tmpdir(g_root, sizeof g_root, "bench_cluster") == NULL)
     die("cannot make a directory: %s", strerror(errno));
   snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
-  char keys[256];
-  snprintf(keys, sizeof keys, "1 operator 0 0 %s\n2 trader 1 1 %s\n", SECRET_HEX, SECRET_HEX);
-  if (du_write_file(g_keys, keys) != 0 || chmod(g_keys, 0600) != 0)
+  if (du_cluster_keys(g_keys, SECRET_HEX) != 0)
     die("cannot write %s: %s", g_keys, strerror(errno));
   if (du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes, sizeof g_nodes) != 0)
     die("the directory's path is too long");

@@ -30,7 +30,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,8 +176,6 @@ static void check_live(hg_client_t *c, const acked_t *a) {
   }
 }
 
-/* A follower refuses the trader, naming the leader's address, and takes
- * the risk viewer. */
 /* Waits until a node just started knows the leader (it has heard from
  * it), restarting nodes as supervise() does. */
 static void await_leader(int node, int leader) {
@@ -196,6 +193,8 @@ static void await_leader(int node, int leader) {
   }
 }
 
+/* A follower refuses the trader, naming the leader's address, and takes
+ * the risk viewer. */
 static void check_follower(int follower, int leader) {
   await_leader(follower, leader);
   uint8_t sec[32];
@@ -316,12 +315,7 @@ static void leader_killed_under_orders(void **state) {
   (void)state;
   assert_non_null(du_tmpdir(g_root, sizeof g_root, "cluster"));
   snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
-  char keys[512];
-  snprintf(keys, sizeof keys,
-           "1 operator 0 0 %s\n2 trader 1 1 %s\n3 risk_viewer 0 1 %s\n4 trader 1 1 %s\n",
-           SECRET_HEX, SECRET_HEX, SECRET_HEX, SECRET_HEX);
-  assert_int_equal(du_write_file(g_keys, keys), 0);
-  assert_int_equal(chmod(g_keys, 0600), 0);
+  assert_int_equal(du_cluster_keys(g_keys, SECRET_HEX), 0);
   assert_int_equal(du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes,
                                    sizeof g_nodes), 0);
   for (int i = 0; i < NODES; i++) node_start(&g_n[i]);
@@ -440,10 +434,7 @@ static void tls_raft_port(void **state) {
   (void)state;
   assert_non_null(du_tmpdir(g_root, sizeof g_root, "clustls"));
   snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
-  char keys[512];
-  snprintf(keys, sizeof keys, "1 operator 0 0 %s\n2 trader 1 1 %s\n", SECRET_HEX, SECRET_HEX);
-  assert_int_equal(du_write_file(g_keys, keys), 0);
-  assert_int_equal(chmod(g_keys, 0600), 0);
+  assert_int_equal(du_cluster_keys(g_keys, SECRET_HEX), 0);
   assert_int_equal(du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes,
                                    sizeof g_nodes), 0);
   assert_int_equal(ts_tls_make(g_root), 0);

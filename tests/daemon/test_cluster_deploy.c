@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "client_util.h"
@@ -130,7 +129,7 @@ static int connect_retry(hg_client_t *c, double timeout_s) {
 typedef struct trader {
   pthread_t th;
   atomic_int stop;
-  uint64_t acked;
+  _Atomic uint64_t acked; /* read by the main thread while it trades */
   double longest_pause_s;
   int failed; /* no connection for 60 s */
 } trader_t;
@@ -250,10 +249,7 @@ static void rolling_upgrade_with_ops_deploy(void **state) {
   (void)state;
   assert_non_null(du_tmpdir(g_root, sizeof g_root, "cluster_deploy"));
   snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
-  char keys[256];
-  snprintf(keys, sizeof keys, "1 operator 0 0 %s\n2 trader 1 1 %s\n", SECRET_HEX, SECRET_HEX);
-  assert_int_equal(du_write_file(g_keys, keys), 0);
-  assert_int_equal(chmod(g_keys, 0600), 0);
+  assert_int_equal(du_cluster_keys(g_keys, SECRET_HEX), 0);
   assert_int_equal(du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes,
                                    sizeof g_nodes), 0);
   for (int i = 0; i < NODES; i++) write_config(i);

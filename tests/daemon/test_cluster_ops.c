@@ -183,10 +183,7 @@ static void bootstrap(void **state) {
   (void)state;
   assert_non_null(du_tmpdir(g_root, sizeof g_root, "clusterops"));
   snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
-  char keys[512];
-  snprintf(keys, sizeof keys, "1 operator 0 0 %s\n2 trader 1 1 %s\n", SECRET_HEX, SECRET_HEX);
-  assert_int_equal(du_write_file(g_keys, keys), 0);
-  assert_int_equal(chmod(g_keys, 0600), 0);
+  assert_int_equal(du_cluster_keys(g_keys, SECRET_HEX), 0);
   char all[512];
   assert_int_equal(du_cluster_plan(g_n, SLOTS, g_root, all, sizeof all, g_nodes, sizeof g_nodes),
                    0);
@@ -209,12 +206,7 @@ static void bootstrap(void **state) {
   }
   hg_client_t *op = client(1, SECRET_HEX);
   connect_leader(op);
-  assert_int_equal(ch_list_contract(op), 0);
-  uint64_t seq;
-  assert_int_equal(hg_client_add_account(op, 1, 1, &seq), 0);
-  assert_int_equal(ch_response(op, seq), 0);
-  assert_int_equal(hg_client_cash(op, 1, 1000000000000ll, false, &seq), 0);
-  assert_int_equal(ch_response(op, seq), 0);
+  assert_int_equal(ch_cluster_market(op, 1024), 0);
   hg_client_destroy(op);
 }
 
@@ -399,14 +391,14 @@ static void replace_dead_node(void **state) {
     if (du_now() > end) fail_msg("the new node did not catch up");
     du_sleep_ms(100);
   }
-  /* The snapshot carried the group's member addresses and its three keys
-   * (1 and 2 of the keys file, NEW_KEY added through the log). */
+  /* The snapshot carried the group's member addresses and its five keys
+   * (1 to 4 of the keys file, NEW_KEY added through the log). */
   char *log = du_read(g_n[3].log), nkeys[8], members[8];
   assert_non_null(strstr(log, "state store seeded from the group's snapshot"));
   assert_int_equal(du_field(log, "snapshot to start from", "keys", nkeys, sizeof nkeys), 0);
   assert_int_equal(du_field(log, "snapshot to start from", "members", members, sizeof members), 0);
   free(log);
-  assert_string_equal(nkeys, "3");
+  assert_string_equal(nkeys, "5");
   assert_string_equal(members, "yes");
   /* No node list: the client only knows node 4, which names the leader. */
   assert_int_equal(ch_node_client(g_n[3].client_port, NULL, 2, SECRET_HEX, &tr), 0);

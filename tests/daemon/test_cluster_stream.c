@@ -51,19 +51,12 @@ typedef struct seen {
 static void node_start(du_node_t *n) {
   static const char *const extra[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
                                       NULL};
-  du_node_spawn(n, g_bin, g_root, g_members, g_keys, extra);
-  char *log = du_wait_log(n->log, "msg=\"ready\"", 120);
-  if (log == NULL) fail_msg("node %d not ready after 120 s", n->id);
-  free(log);
+  if (du_node_start(n, g_bin, g_root, g_members, g_keys, extra) != 0)
+    fail_msg("node %d not ready after 120 s", n->id);
 }
 
 /* The node taking orders, waiting up to 30 s; -1 if none. */
-static int find_leader(void) {
-  double end = du_now() + 30;
-  int i;
-  while ((i = du_cluster_taking_orders(g_n, NODES)) < 0 && du_now() < end) du_sleep_ms(50);
-  return i;
-}
+static int find_leader(void) { return du_cluster_leader(g_n, NODES, 30, NULL); }
 
 static void setup_market(int leader) {
   uint8_t sec[32];

@@ -189,16 +189,22 @@ static void mpsc_four_producers(void **state) {
 static void *spsc_producer(void *arg) {
   prod_arg_t *a = arg;
   msg_t m;
+  uint64_t batch = 1, held = 0; /* bursty: this batch's size; deferred, not yet published */
   for (uint64_t seq = 0; seq < a->n; seq++) {
     fill(&m, 0, seq);
     int rc;
     if (a->bursty) {
       while ((rc = hg_spsc_ring_try_push_deferred(a->spsc, &m, m.len)) == HG_EBUSY) {
         hg_spsc_ring_publish(a->spsc);
+        held = 0;
         a->busy++;
         sched_yield();
       }
-      if (rc == 0 && (seq % 7 == seq / 7 % 7 || seq + 1 == a->n)) hg_spsc_ring_publish(a->spsc);
+      if (rc == 0 && (++held == batch || seq + 1 == a->n)) {
+        hg_spsc_ring_publish(a->spsc);
+        held = 0;
+        batch = batch % 7 + 1;
+      }
     } else {
       while ((rc = hg_spsc_ring_try_push(a->spsc, &m, m.len)) == HG_EBUSY) {
         a->busy++;

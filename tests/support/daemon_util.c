@@ -373,7 +373,9 @@ uint64_t du_json_u64(const char *text, const char *key) {
   return p != NULL ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
 }
 
-int du_cluster_taking_orders(const du_node_t *node, int n) {
+/* The index of a running node among node[0..n) whose /health says it
+ * takes orders (the first found), -1 if none does now. */
+static int taking_orders(const du_node_t *node, int n) {
   for (int i = 0; i < n; i++) {
     if (node[i].pid == 0) continue;
     char *h = du_get(node[i].http_port, "/health");
@@ -387,7 +389,7 @@ int du_cluster_taking_orders(const du_node_t *node, int n) {
 int du_cluster_leader(du_node_t *node, int n, double timeout_s, void (*between)(void)) {
   for (double end = du_now() + timeout_s; du_now() < end; du_sleep_ms(50)) {
     if (between != NULL) between();
-    int i = du_cluster_taking_orders(node, n);
+    int i = taking_orders(node, n);
     if (i >= 0) return i;
   }
   return -1;

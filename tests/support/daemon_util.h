@@ -110,9 +110,9 @@ int du_cluster_plan(du_node_t *node, int n, const char *root, char *members, siz
  * leader: a rolling restart's order, followers first. */
 void du_rolling_order(int n, int leader, int *order);
 
-/* Writes the cluster tests' keys file at path (mode 0600), every key with
- * the secret secret_hex: 1 operator, 2 and 4 traders (account 1, firm 1),
- * 3 risk viewer (firm 1). 0, or -1. */
+/* Writes the keys file of the cluster tests and bench_cluster at path
+ * (mode 0600), every key with the secret secret_hex: 1 operator, 2 and 4
+ * traders (account 1, firm 1), 3 risk viewer (firm 1). 0, or -1. */
 int du_cluster_keys(const char *path, const char *secret_hex);
 
 /* Starts hourglassd bin as node (its log root/node<id>.<starts>.log, data
@@ -137,10 +137,6 @@ int du_cluster_leader(du_node_t *node, int n, double timeout_s, void (*between)(
  * 0, or -1 (it did not start or get ready: node->pid may still be set). */
 int du_node_start(du_node_t *node, const char *bin, const char *root, const char *members,
                   const char *keys_file, const char *const *extra);
-
-/* The index of a running node among node[0..n) whose /health says it
- * takes orders (the first found), -1 if none does now. */
-int du_cluster_taking_orders(const du_node_t *node, int n);
 
 /* Reaps node if it exited: 0 while it runs (or node->pid is 0); 1 if it
  * exited to be started again (status 1 after a snapshot was installed from

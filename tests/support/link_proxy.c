@@ -46,7 +46,6 @@ struct lp_proxy {
   int lfd[LP_MAX_NODES];
   pthread_t thread;
   atomic_int stop;
-  atomic_ullong relayed;
   pthread_mutex_t mu;            /* guards cut, gen */
   unsigned char cut[LP_MAX_NODES + 1][LP_MAX_NODES + 1];
   unsigned gen;
@@ -113,11 +112,10 @@ static int pump_in(int fd, dir_t *d, int black) {
   return 0;
 }
 
-static int pump_out(lp_proxy_t *p, int fd, dir_t *d) {
+static int pump_out(int fd, dir_t *d) {
   ssize_t w = send(fd, d->buf + d->off, d->len - d->off, MSG_NOSIGNAL);
   if (w < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
   d->off += (size_t)w;
-  atomic_fetch_add(&p->relayed, (unsigned long long)w);
   if (d->off == d->len) d->off = d->len = 0;
   return 0;
 }
@@ -197,12 +195,12 @@ static void *loop(void *arg) {
           if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) bad = 1;
           if (r > 0 && (c->hs_n += (size_t)r) == HANDSHAKE) bad = handshake_done(p, c, cut);
         } else {
-          if (!bad && (pf[j].revents & POLLOUT)) bad = pump_out(p, c->cfd, &c->down);
+          if (!bad && (pf[j].revents & POLLOUT)) bad = pump_out(c->cfd, &c->down);
           if (!bad && (pf[j].revents & (POLLIN | POLLHUP | POLLERR)))
             bad = pump_in(c->cfd, &c->up, c->black);
         }
       } else {
-        if (pf[j].revents & POLLOUT) bad = pump_out(p, c->sfd, &c->up);
+        if (pf[j].revents & POLLOUT) bad = pump_out(c->sfd, &c->up);
         if (!bad && (pf[j].revents & (POLLIN | POLLHUP | POLLERR)))
           bad = pump_in(c->sfd, &c->down, c->black);
       }
@@ -256,8 +254,6 @@ void lp_cut(lp_proxy_t *p, int a, int b, int cut) {
   p->gen++;
   pthread_mutex_unlock(&p->mu);
 }
-
-unsigned long long lp_relayed(lp_proxy_t *p) { return atomic_load(&p->relayed); }
 
 void lp_stop(lp_proxy_t *p) {
   if (p == NULL) return;

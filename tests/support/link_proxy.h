@@ -37,9 +37,6 @@ int lp_start(int n, const int *front, const int *back, lp_proxy_t **out);
  * isolates node L from the rest. */
 void lp_cut(lp_proxy_t *p, int a, int b, int cut);
 
-/* Bytes relayed (not dropped) so far, all links together. */
-unsigned long long lp_relayed(lp_proxy_t *p);
-
 /* Stops the thread, closes every socket, frees p. NULL: no-op. */
 void lp_stop(lp_proxy_t *p);
 
