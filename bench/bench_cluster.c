@@ -15,8 +15,9 @@
  *
  * One trader session (the C client given every node's address, so it
  * follows the leader) sends IOC limit buys, qty 1, below the reference
- * price into an empty book: each is sequenced, replicated (cluster), made
- * durable and answered, and the book never grows. An order is acknowledged
+ * price into an empty book: each is sequenced, made durable (alone: the
+ * journal's fsync; in the group: committed on a majority of the nodes'
+ * Raft logs) and answered, and the book never grows. An order is acknowledged
  * by the first ExecutionReport carrying its client order id.
  *
  * RESULT cluster.single_durable_cmds_per_s, cluster.durable_cmds_per_s:
