@@ -601,6 +601,8 @@ void gw_tls_free(conn_t *c);
 void gw_used_name(char *out, uint64_t key_id, const uint8_t *sid);
 void gw_seq_name(char *out, uint64_t key_id);
 int gw_key_load(hg_gateway_t *gw, uint64_t key_id, hg_key_record_t *out);
+/* 0 when no key has key_id, HG_EEXISTS when one has, or the store's error. */
+int gw_key_absent(hg_gateway_t *gw, uint64_t key_id);
 int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace);
 
 /* inbound.c: login, retransmission requests, frame dispatch. */
