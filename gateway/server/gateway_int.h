@@ -88,12 +88,13 @@
  *  - ledger: a copy of the clearing ledger for statements (an array in
  *    ledger order, each account's entries chained through ledger_next).
  *
- * Routing (events.c, with group.c in cluster mode): an order's events go to the stream that entered it
- * (seeded and foreign orders: the account's stream, its home key's when it
- * held orders at attach, else its first to log in), a reject to the stream
- * that sent the request, fills to both parties separately, drop copies to
- * the subscribed risk viewers of the account's firm, and public market data
- * (no account, no order id) to subscribers.
+ * Routing (events.c, with group.c in cluster mode): an order's events go
+ * to the stream that entered it (seeded and foreign orders: the account's
+ * stream, its home key's when it held orders at attach, else its first to
+ * log in), a reject to the stream that sent the request, fills to both
+ * parties separately, drop copies to the subscribed risk viewers of the
+ * account's firm, and public market data (no account, no order id) to
+ * subscribers.
  *
  * Names: functions shared between the files are gw_*; file-local ones are
  * static without prefix.
