@@ -1001,29 +1001,36 @@ static void rbatch_flush(hg_pipeline_t *p) {
   }
 }
 
-/* Appends rec to the batch (sending the batch first if rec does not fit).
- * With cfg.route_out the record's route slot holds its origin until
- * rbatch_flush() asks for the route (the submitter may still be filling in
- * what the route says while the command executes). */
-static void rbatch_add(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec) {
-  size_t need = rec_bytes(p, rec->len);
-  if (p->rbatch_len + need > p->rbatch_cap) rbatch_flush(p);
+/* Appends a record to the batch, which has room for it: the header (a, b,
+ * len, rword), rlen bytes of route slot holding origin, len bytes and zero
+ * padding to a multiple of 8. */
+static void rbatch_put(hg_pipeline_t *p, uint64_t a, uint64_t b, uint32_t rword, uint32_t rlen,
+                       uint64_t origin, const void *bytes, uint32_t len) {
   uint8_t *d = p->rbatch + p->rbatch_len;
-  uint32_t rlen = p->cfg.route_out != NULL ? HG_PIPE_ROUTE_BYTES : 0;
-  hg_st64(d, rec->seq);
-  hg_st64(d + 8, rec->ts);
-  hg_st32(d + 16, rec->len);
-  hg_st32(d + 20, rlen);
+  hg_st64(d, a);
+  hg_st64(d + 8, b);
+  hg_st32(d + 16, len);
+  hg_st32(d + 20, rword);
   d += BATCH_REC_HEADER;
   if (rlen != 0) {
     memset(d, 0, rlen);
     hg_st64(d, origin);
     d += rlen;
   }
-  memcpy(d, rec->bytes, rec->len);
-  memset(d + rec->len, 0, pad8(rec->len) - rec->len);
-  p->rbatch_len += need;
+  memcpy(d, bytes, len);
+  memset(d + len, 0, pad8(len) - len);
+  p->rbatch_len += BATCH_REC_HEADER + rlen + pad8(len);
   p->rbatch_n++;
+}
+
+/* Appends rec to the batch (sending the batch first if rec does not fit).
+ * With cfg.route_out the record's route slot holds its origin until
+ * rbatch_flush() asks for the route (the submitter may still be filling in
+ * what the route says while the command executes). */
+static void rbatch_add(hg_pipeline_t *p, uint64_t origin, const jrec_t *rec) {
+  if (p->rbatch_len + rec_bytes(p, rec->len) > p->rbatch_cap) rbatch_flush(p);
+  uint32_t rlen = p->cfg.route_out != NULL ? HG_PIPE_ROUTE_BYTES : 0;
+  rbatch_put(p, rec->seq, rec->ts, rlen, rlen, origin, rec->bytes, rec->len);
   p->rbatch_last = rec->seq;
 }
 
@@ -1044,20 +1051,11 @@ int hg_pipeline_stream_add(hg_pipeline_t *p, const void *bytes, size_t len) {
   if (!p->writable) return HG_EPERM;
   if (stage_free(p) == 0) release(p);
   if (stage_free(p) == 0) return HG_EBUSY;
-  size_t need = BATCH_REC_HEADER + pad8(len);
-  if (p->rbatch_len + need > p->rbatch_cap) rbatch_flush(p);
+  if (p->rbatch_len + BATCH_REC_HEADER + pad8(len) > p->rbatch_cap) rbatch_flush(p);
   if (atomic_load(&p->failed)) return HG_EUNAVAIL;
   uint64_t after = p->last_seq;
   uint64_t k = p->stream_after == after ? p->stream_k + 1 : 1;
-  uint8_t *d = p->rbatch + p->rbatch_len;
-  hg_st64(d, after);
-  hg_st64(d + 8, k);
-  hg_st32(d + 16, (uint32_t)len);
-  hg_st32(d + 20, BATCH_STREAM);
-  memcpy(d + BATCH_REC_HEADER, bytes, len);
-  memset(d + BATCH_REC_HEADER + len, 0, pad8(len) - len);
-  p->rbatch_len += need;
-  p->rbatch_n++;
+  rbatch_put(p, after, k, BATCH_STREAM, 0, 0, bytes, (uint32_t)len);
   stage_stream(p, after, k);
   return 0;
 }

@@ -122,7 +122,6 @@ struct transport {
 typedef struct wreq {
   uv_write_t req;
   conn_t *c;
-  size_t len;
   char data[];
 } wreq_t;
 
@@ -254,7 +253,6 @@ static int write_copy(conn_t *c, uv_stream_t *s, const void *p, size_t n, uv_wri
   wreq_t *w = malloc(sizeof *w + n);
   if (w == NULL) return -ENOMEM;
   w->c = c;
-  w->len = n;
   memcpy(w->data, p, n);
   uv_buf_t b = uv_buf_init(w->data, (unsigned)n);
   int rc = uv_write(&w->req, s, &b, 1, cb);
@@ -284,7 +282,6 @@ static int flush_tls(conn_t *c) {
     return -1;
   }
   w->c = c;
-  w->len = n;
   int got = BIO_read(c->wbio, w->data, (int)n);
   uv_buf_t b = uv_buf_init(w->data, got > 0 ? (unsigned)got : 0);
   if (got <= 0 || uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, tcp_written) != 0) {

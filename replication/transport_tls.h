@@ -60,15 +60,17 @@ typedef struct rtls_config {
   const char *key;          /* PEM private key of cert */
   const char *ca;           /* PEM CA(s) that sign the members' certificates */
   const char *bind_address; /* "ip:port" to listen on; NULL: the Raft address */
-  uint64_t self_id;         /* for log lines */
+  uint64_t self_id;         /* this node: cert must name it; log lines */
   hg_log_fn log;            /* may be NULL */
   void *log_ctx;
 } rtls_config_t;
 
 /* Sets up t (which libraft then drives through its function pointers) on
- * loop: loads and checks the certificate, key and CA. Returns 0, -ENOENT
- * (a file does not exist), HG_EINVAL (a file cannot be loaded, the key does
- * not match the certificate, a bad bind address) or -ENOMEM; on failure
+ * loop: loads and checks the certificate, key and CA. Returns 0, -errno of
+ * a file it cannot read (-ENOENT: it does not exist, -EACCES), HG_EINVAL (a
+ * file missing from cfg or that cannot be loaded, the key does not match
+ * the certificate, a certificate that does not name self_id, a bad bind
+ * address) or -ENOMEM; on failure
  * nothing is left to release and err holds the reason (file names and
  * OpenSSL's text, never key material). */
 int rtls_init(struct raft_uv_transport *t, uv_loop_t *loop, const rtls_config_t *cfg,

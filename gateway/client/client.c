@@ -1043,31 +1043,32 @@ static bool redirected(const hg_client_t *c, int rc) {
          c->reject_leader[0] != '\0';
 }
 
-int hg_client_connect(hg_client_t *c) {
+/* A refusal for what the client is, not for where it connected. */
+static bool refused(const hg_client_t *c, int rc) {
+  return rc == HG_EAUTH && (c->reject_terminated ||
+                            c->reject_code != HOURGLASS__V1__LOGIN_REJECT_CODE__LOGIN_NOT_LEADER);
+}
+
+/* Connects to the client's address and follows the leader a follower
+ * names (a few hops: leadership may move while we go). */
+static int connect_follow(hg_client_t *c) {
   int rc = connect_once(c);
-  /* Follow the leader a follower names (a few hops: leadership may move
-   * while we go). */
   for (int hop = 0; hop < 3 && redirected(c, rc); hop++) {
     if (set_address(c, c->reject_leader, strlen(c->reject_leader)) != 0) break;
     rc = connect_once(c);
   }
-  if (rc == 0 || c->nodes[0] == '\0') return rc;
-  if (rc == HG_EAUTH && (c->reject_terminated ||
-                         c->reject_code != HOURGLASS__V1__LOGIN_REJECT_CODE__LOGIN_NOT_LEADER))
-    return rc; /* refused for what it is, not for where */
+  return rc;
+}
+
+int hg_client_connect(hg_client_t *c) {
+  int rc = connect_follow(c);
+  if (rc == 0 || c->nodes[0] == '\0' || refused(c, rc)) return rc;
   /* This node is down or knows no leader: try the others in turn. */
   for (const char *p = c->nodes; *p != '\0';) {
     size_t n = strcspn(p, ",");
     if (set_address(c, p, n) == 0) {
-      rc = connect_once(c);
-      for (int hop = 0; hop < 3 && redirected(c, rc); hop++) {
-        if (set_address(c, c->reject_leader, strlen(c->reject_leader)) != 0) break;
-        rc = connect_once(c);
-      }
-      if (rc == 0) return 0;
-      if (rc == HG_EAUTH && (c->reject_terminated ||
-                             c->reject_code != HOURGLASS__V1__LOGIN_REJECT_CODE__LOGIN_NOT_LEADER))
-        return rc;
+      rc = connect_follow(c);
+      if (rc == 0 || refused(c, rc)) return rc;
     }
     p += n;
     if (*p == ',') p++;

@@ -598,7 +598,6 @@ uint16_t hg_gateway_port(const hg_gateway_t *gw) { return gw->port; }
 
 uv_loop_t *hg_gateway_loop(hg_gateway_t *gw) { return &gw->loop; }
 
-
 void hg_gateway_stop(hg_gateway_t *gw) {
   if (gw == NULL || gw->stopped) return;
   gw->stopped = 1;

@@ -88,12 +88,13 @@
  *  - ledger: a copy of the clearing ledger for statements (an array in
  *    ledger order, each account's entries chained through ledger_next).
  *
- * Routing (events.c, with group.c in cluster mode): an order's events go to the stream that entered it
- * (seeded and foreign orders: the account's stream, its home key's when it
- * held orders at attach, else its first to log in), a reject to the stream
- * that sent the request, fills to both parties separately, drop copies to
- * the subscribed risk viewers of the account's firm, and public market data
- * (no account, no order id) to subscribers.
+ * Routing (events.c, with group.c in cluster mode): an order's events go
+ * to the stream that entered it (seeded and foreign orders: the account's
+ * stream, its home key's when it held orders at attach, else its first to
+ * log in), a reject to the stream that sent the request, fills to both
+ * parties separately, drop copies to the subscribed risk viewers of the
+ * account's firm, and public market data (no account, no order id) to
+ * subscribers.
  *
  * Names: functions shared between the files are gw_*; file-local ones are
  * static without prefix.
@@ -601,6 +602,8 @@ void gw_tls_free(conn_t *c);
 void gw_used_name(char *out, uint64_t key_id, const uint8_t *sid);
 void gw_seq_name(char *out, uint64_t key_id);
 int gw_key_load(hg_gateway_t *gw, uint64_t key_id, hg_key_record_t *out);
+/* 0 when no key has key_id, HG_EEXISTS when one has, or the store's error. */
+int gw_key_absent(hg_gateway_t *gw, uint64_t key_id);
 int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace);
 
 /* inbound.c: login, retransmission requests, frame dispatch. */

@@ -124,6 +124,13 @@ static bool hold_room(const hg_gateway_t *gw, size_t n) {
   return HOLD_BYTES - (gw->hold_tail - gw->hold_head) >= 4 + n;
 }
 
+/* Appends a record of n bytes (key and body; hold_room said yes). */
+static void hold_push(hg_gateway_t *gw, const uint8_t *rec, size_t n) {
+  uint32_t l = (uint32_t)n;
+  hold_put(gw, &l, sizeof l);
+  hold_put(gw, rec, n);
+}
+
 void gw_hold_frame(hg_gateway_t *gw, stream_t *st, const uint8_t *frame, size_t len) {
   /* Skip the frame's length varint: the record is the key and the body. */
   size_t h = 0;
@@ -138,9 +145,7 @@ void gw_hold_frame(hg_gateway_t *gw, stream_t *st, const uint8_t *frame, size_t 
     hg_st64(rec, st->key_id);
     rc = hg_pipeline_stream_add(gw->pipe, rec, n);
     if (rc == 0) {
-      uint32_t l = (uint32_t)n;
-      hold_put(gw, &l, sizeof l);
-      hold_put(gw, rec, n);
+      hold_push(gw, rec, n);
       return;
     }
   } else if (body > 0 && n <= HG_PIPE_STREAM_MAX) {
@@ -154,9 +159,7 @@ int hg_gateway_stream_in(void *ctx, const uint8_t *bytes, size_t len) {
   hg_gateway_t *gw = ctx;
   if (gw->hold == NULL || len < 8 || len > HG_PIPE_STREAM_MAX) return 0; /* not ours: dropped */
   if (!hold_room(gw, len)) return HG_EBUSY;
-  uint32_t l = (uint32_t)len;
-  hold_put(gw, &l, sizeof l);
-  hold_put(gw, bytes, len);
+  hold_push(gw, bytes, len);
   return 0;
 }
 

@@ -52,14 +52,18 @@ int gw_key_load(hg_gateway_t *gw, uint64_t key_id, hg_key_record_t *out) {
   return rc;
 }
 
+int gw_key_absent(hg_gateway_t *gw, uint64_t key_id) {
+  hg_key_record_t old;
+  int rc = gw_key_load(gw, key_id, &old);
+  hg_wipe(&old, sizeof old);
+  return rc == 0 ? HG_EEXISTS : rc == HG_ENOTFOUND ? 0 : rc;
+}
+
 int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace) {
   if (hg_key_record_check(k) != 0) return HG_EINVAL;
   if (!replace) {
-    hg_key_record_t old;
-    int rc = gw_key_load(gw, k->key_id, &old);
-    hg_wipe(&old, sizeof old);
-    if (rc == 0) return HG_EEXISTS;
-    if (rc != HG_ENOTFOUND) return rc;
+    int rc = gw_key_absent(gw, k->key_id);
+    if (rc != 0) return rc;
   }
   uint8_t buf[HG_KEY_RECORD_SIZE];
   hg_key_record_encode(k, buf);

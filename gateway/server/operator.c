@@ -232,10 +232,9 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
       reason = REJ(FIRM_MISMATCH);
     } else {
       memcpy(rec.secret, k->secret.data, k->secret.len);
-      hg_key_record_t old;
-      int rc = gw_key_load(gw, rec.key_id, &old);
-      hg_wipe(&old, sizeof old);
-      rc = rc == 0 ? HG_EEXISTS : rc == HG_ENOTFOUND ? 0 : rc;
+      /* Cluster mode stores it when the group commits it (hg_gateway_apply_key). */
+      int rc = gw->cfg.replicate_key != NULL ? gw_key_absent(gw, rec.key_id)
+                                              : gw_key_store(gw, &rec, 0);
       if (rc == 0 && gw->cfg.replicate_key != NULL) {
         hg_gateway_key_t key = {.key_id = rec.key_id, .role = rec.role, .account = rec.account,
                                 .firm = rec.firm, .secret = rec.secret,
@@ -246,7 +245,6 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
         if (rc != 0) hg_gateway_key_reply(gw, si, env->seq, rc);
         return; /* answered once committed */
       }
-      if (rc == 0) rc = gw_key_store(gw, &rec, 0);
       reason = key_reason(rc);
       hg_wipe(&rec, sizeof rec);
     }

@@ -343,7 +343,7 @@ void hg_book_destroy(hg_book_t *book);
  * where that is wanted (a venue's listing, a benchmark's set-up), never on
  * the order path. Idempotent; contents unchanged. 0, or -ENOMEM when the
  * kernel cannot back them (the book stays usable, with faults on first
- * touch as before).
+ * touch as without this call).
  */
 int hg_book_prefault(hg_book_t *book);
 

@@ -1061,6 +1061,9 @@ static void test_add_api_key_account_firm(void **state) {
   /* The right firm: stored, and the key trades for the account. */
   assert_int_equal(add_api_key(&op, 50, HG_ROLE_TRADER, ACC_A, 1), 0);
   assert_int_equal(add_api_key(&op, 51, HG_ROLE_RISK_VIEWER, 0, 2), 0);
+  /* An id already stored is refused, whatever the rest says. */
+  assert_int_equal(add_api_key(&op, 50, HG_ROLE_TRADER, ACC_A, 1), REJ(KEY_EXISTS));
+  assert_int_equal(add_api_key(&op, 51, HG_ROLE_OPERATOR, 0, 0), REJ(KEY_EXISTS));
   assert_true(gt_login(&t, s.port, 50, 0, 0) > 0);
   gt_new_order(&t, 1, 1, 0, 400, 1, 0);
   assert_int_equal(expect_er(&t, EXEC(NEW))->execution_report->ref_seq, t.seq);
