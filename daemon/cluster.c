@@ -200,6 +200,13 @@ static int remove_tree(const char *dir) {
   return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
 }
 
+/* The replica's members into p[0..HG_DCFG_MAX_MEMBERS); returns the rows
+ * written (at most HG_DCFG_MAX_MEMBERS). */
+static size_t progress(const hg_replica_t *r, hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS]) {
+  size_t n = hg_replica_progress(r, p, HG_DCFG_MAX_MEMBERS);
+  return n < HG_DCFG_MAX_MEMBERS ? n : HG_DCFG_MAX_MEMBERS;
+}
+
 static const cmember_t *member_row(const daemon_cluster_t *c, uint64_t id) {
   for (size_t i = 0; i < c->n_members; i++)
     if (c->members[i].id == id) return &c->members[i];
@@ -532,8 +539,7 @@ static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
   if (c->r == NULL || hg_replica_role(c->r) != HG_REPLICA_LEADER) return 0;
   if (index - c->snap_index >= (uint64_t)SNAPSHOT_HOLD * c->snapshot_entries) return 0;
   hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
-  size_t n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
-  if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+  size_t n = progress(c->r, p);
   for (size_t i = 0; i < n; i++)
     if (p[i].id != c->self && p[i].voter && p[i].match_index + c->snapshot_entries < index)
       return 1;
@@ -763,8 +769,7 @@ static void publish(daemon_cluster_t *c) {
   pthread_mutex_lock(&c->mu);
   c->log_error = log_error;
   snprintf(c->log_errmsg, sizeof c->log_errmsg, "%s", why);
-  c->n_prog = hg_replica_progress(r, c->prog, HG_DCFG_MAX_MEMBERS);
-  if (c->n_prog > HG_DCFG_MAX_MEMBERS) c->n_prog = HG_DCFG_MAX_MEMBERS;
+  c->n_prog = progress(r, c->prog);
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -879,8 +884,7 @@ static void reply(daemon_cluster_t *c, uint32_t stream, uint64_t ref_seq, int st
     r.commit_index = hg_replica_commit_index(c->r);
     r.applied_index = hg_replica_applied_index(c->r);
     hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
-    size_t n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
-    if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+    size_t n = progress(c->r, p);
     uint64_t last = hg_replica_last_index(c->r);
     int leader = hg_replica_role(c->r) == HG_REPLICA_LEADER;
     for (size_t i = 0; i < n; i++) {
@@ -1042,8 +1046,7 @@ void daemon_cluster_request(void *ctx, const hg_gateway_cluster_req_t *req, uint
              c->leader_client[0] != '\0' ? c->leader_client : "unknown");
     text = why;
   } else {
-    n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
-    if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+    n = progress(c->r, p);
     for (size_t i = 0; i < n; i++)
       if (p[i].id == req->id) at = i;
   }
@@ -1188,8 +1191,7 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
    * cluster.members that differs (a member added or removed at run time)
    * does not change it. */
   hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
-  size_t np = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
-  if (np > HG_DCFG_MAX_MEMBERS) np = HG_DCFG_MAX_MEMBERS;
+  size_t np = progress(c->r, p);
   char committed[HG_DCFG_MAX_MEMBERS * (ADDR_LEN + 16)];
   size_t at = 0, same = np == c->n_conf;
   committed[0] = '\0';
