@@ -514,6 +514,7 @@ typedef struct snap_keys {
 
 static int snap_key(void *ctx, const hg_gateway_key_t *key) {
   snap_keys_t *k = ctx;
+  /* Grown by copy and wipe, not realloc: the old buffer holds secrets. */
   if (k->len + KEY_BYTES > k->cap) {
     size_t cap = k->cap * 2 + 64 * KEY_BYTES;
     uint8_t *b = malloc(cap);
