@@ -1263,7 +1263,6 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->applied_index = atomic_load(&c->applied);
   out->last_index = atomic_load(&c->last);
   out->leader = atomic_load(&c->leader);
-  out->failed = atomic_load(&c->failed);
   out->tls_failures = atomic_load(&c->tls_failures);
   pthread_mutex_lock(&c->mu);
   out->log_error = c->log_error;
