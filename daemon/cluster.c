@@ -174,7 +174,7 @@ struct daemon_cluster {
   /* Published for other threads. */
   _Atomic int role;
   _Atomic uint64_t term, commit, applied, last, leader, tls_failures;
-  _Atomic int failed, closed;
+  _Atomic int failed;
   pthread_mutex_t mu; /* guards prog, n_prog, log_error, log_errmsg */
   int log_error;
   char log_errmsg[256];
@@ -1228,7 +1228,6 @@ void daemon_cluster_start(daemon_cluster_t *c, hg_pipeline_t *pipe) {
 static void replica_closed(void *ctx, int status) {
   daemon_cluster_t *c = ctx;
   (void)status;
-  atomic_store(&c->closed, 1);
   hg_gateway_close_handles(c->gw);
 }
 
