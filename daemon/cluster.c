@@ -79,7 +79,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,7 +174,7 @@ struct daemon_cluster {
   /* Published for other threads. */
   _Atomic int role;
   _Atomic uint64_t term, commit, applied, last, leader, tls_failures;
-  _Atomic int failed, closed;
+  _Atomic int failed;
   pthread_mutex_t mu; /* guards prog, n_prog, log_error, log_errmsg */
   int log_error;
   char log_errmsg[256];
@@ -183,21 +182,8 @@ struct daemon_cluster {
   size_t n_prog;
 };
 
-static void logf_c(int level, const char *msg, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void logf_c(int level, const char *msg, const char *fmt, ...) {
-  char kv[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(kv, sizeof kv, fmt, ap);
-  va_end(ap);
-  hg_dlog(level, "cluster", msg, "%s", kv);
-}
-
-static void replica_log(void *ctx, int level, const char *msg) {
-  (void)ctx;
-  hg_dlog(level, "cluster", msg, NULL);
-}
+/* A record of the "cluster" component (daemon_log.h). */
+#define CLOG(level, msg, ...) hg_dlog((level), "cluster", (msg), __VA_ARGS__)
 
 /* ------------------------------------------------------------- data dirs */
 
@@ -212,6 +198,13 @@ static int rm_one(const char *path, const struct stat *sb, int type, struct FTW 
 static int remove_tree(const char *dir) {
   if (access(dir, F_OK) != 0) return errno == ENOENT ? 0 : -errno;
   return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
+}
+
+/* The replica's members into p[0..HG_DCFG_MAX_MEMBERS); returns the rows
+ * written (at most HG_DCFG_MAX_MEMBERS). */
+static size_t progress(const hg_replica_t *r, hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS]) {
+  size_t n = hg_replica_progress(r, p, HG_DCFG_MAX_MEMBERS);
+  return n < HG_DCFG_MAX_MEMBERS ? n : HG_DCFG_MAX_MEMBERS;
 }
 
 static const cmember_t *member_row(const daemon_cluster_t *c, uint64_t id) {
@@ -324,7 +317,7 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
     int wc = snprintf(c->members[i].client, ADDR_LEN, "%s:%u", cm[i].client.host,
                       cm[i].client.port);
     if (wr < 0 || wr >= ADDR_LEN || wc < 0 || wc >= ADDR_LEN) {
-      logf_c(HG_LOG_ERROR, "a member's address is too long", "id=%u max=%d", cm[i].id,
+      CLOG(HG_LOG_ERROR, "a member's address is too long", "id=%u max=%d", cm[i].id,
              ADDR_LEN - 1);
       free(c);
       return HG_EINVAL;
@@ -349,7 +342,7 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
   if (rc == 0) rc = daemon_mkdir_p(c->engine_dir);
   if (rc == 0) rc = daemon_mkdir_p(c->raft_dir);
   if (rc != 0) {
-    logf_c(HG_LOG_ERROR, "cannot prepare the directories", "raft=%s engine=%s err=%s",
+    CLOG(HG_LOG_ERROR, "cannot prepare the directories", "raft=%s engine=%s err=%s",
            c->raft_dir, c->engine_dir, hg_strerror(rc));
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -361,13 +354,13 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
   c->n_conf = n_cfg;
   rc = table_load(c);
   if (rc < 0) {
-    logf_c(HG_LOG_WARN, "the saved member table is unreadable: using cluster.members",
+    CLOG(HG_LOG_WARN, "the saved member table is unreadable: using cluster.members",
            "dir=%s err=%s", c->raft_dir, hg_strerror(rc));
   } else if (rc == 1 && (c->n_members != n_cfg ||
                          memcmp(conf, c->members, n_cfg * sizeof c->conf[0]) != 0)) {
     char group[HG_DCFG_MAX_MEMBERS * (2 * ADDR_LEN + 8)];
     table_text(c->members, c->n_members, group, sizeof group);
-    logf_c(HG_LOG_WARN, "cluster.members differs from the group's member addresses: following the group",
+    CLOG(HG_LOG_WARN, "cluster.members differs from the group's member addresses: following the group",
            "configured=\"%s\" group=\"%s\"", c->cfg_members, group);
   }
   /* This node's own addresses come from its configuration. */
@@ -391,7 +384,7 @@ static void discard_event(void *ctx, const hg_exchange_event_t *ev) {
 
 static void fail(daemon_cluster_t *c, int rc, const char *why) {
   if (atomic_exchange(&c->failed, 1) == 0)
-    logf_c(HG_LOG_ERROR, "this node must be rebuilt from the group: restart it",
+    CLOG(HG_LOG_ERROR, "this node must be rebuilt from the group: restart it",
            "reason=\"%s\" err=%s", why, hg_strerror(rc));
   c->writable = 0;
   hg_pipeline_set_writable(c->pipe, 0);
@@ -418,7 +411,7 @@ static int apply_members(daemon_cluster_t *c, uint64_t index, const uint8_t *b, 
   cmember_t m[HG_DCFG_MAX_MEMBERS];
   size_t n = 0;
   if (table_decode(b, len, m, &n) != 0) {
-    logf_c(HG_LOG_ERROR, "a member table entry is malformed: ignored", "index=%" PRIu64, index);
+    CLOG(HG_LOG_ERROR, "a member table entry is malformed: ignored", "index=%" PRIu64, index);
     return 0;
   }
   memcpy(c->members, m, n * sizeof m[0]);
@@ -427,7 +420,7 @@ static int apply_members(daemon_cluster_t *c, uint64_t index, const uint8_t *b, 
   int rc = table_save(c);
   char text[HG_DCFG_MAX_MEMBERS * (2 * ADDR_LEN + 8)];
   table_text(m, n, text, sizeof text);
-  logf_c(rc == 0 ? HG_LOG_INFO : HG_LOG_WARN, "member addresses from the group",
+  CLOG(rc == 0 ? HG_LOG_INFO : HG_LOG_WARN, "member addresses from the group",
          "index=%" PRIu64 " members=\"%s\" saved=%s", index, text,
          rc == 0 ? "yes" : hg_strerror(rc));
   return 0;
@@ -461,12 +454,12 @@ static int store_keys(daemon_cluster_t *c, uint64_t index, const uint8_t *b, uin
     }
     hg_wipe(secret, sizeof secret);
     if (rc == HG_EINVAL)
-      logf_c(HG_LOG_ERROR, "an API key from the group is malformed: ignored",
+      CLOG(HG_LOG_ERROR, "an API key from the group is malformed: ignored",
              "index=%" PRIu64 " key_id=%" PRIu64, index, k.key_id);
     else if (rc != 0)
       return rc;
     else if (n == 1)
-      logf_c(HG_LOG_INFO, "API key stored from the group",
+      CLOG(HG_LOG_INFO, "API key stored from the group",
              "index=%" PRIu64 " key_id=%" PRIu64 " role=%u", index, k.key_id, k.role);
   }
   return 0;
@@ -475,7 +468,7 @@ static int store_keys(daemon_cluster_t *c, uint64_t index, const uint8_t *b, uin
 static int apply_key(daemon_cluster_t *c, uint64_t index, const uint8_t *b, size_t len) {
   uint32_t n = len >= 8 ? hg_ld32(b + 4) : 0;
   if (n == 0 || (len - 8) / KEY_BYTES < n) {
-    logf_c(HG_LOG_ERROR, "an API key entry is malformed: ignored", "index=%" PRIu64, index);
+    CLOG(HG_LOG_ERROR, "an API key entry is malformed: ignored", "index=%" PRIu64, index);
     return 0;
   }
   int rc = store_keys(c, index, b + 8, n);
@@ -521,6 +514,7 @@ typedef struct snap_keys {
 
 static int snap_key(void *ctx, const hg_gateway_key_t *key) {
   snap_keys_t *k = ctx;
+  /* Grown by copy and wipe, not realloc: the old buffer holds secrets. */
   if (k->len + KEY_BYTES > k->cap) {
     size_t cap = k->cap * 2 + 64 * KEY_BYTES;
     uint8_t *b = malloc(cap);
@@ -546,8 +540,7 @@ static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
   if (c->r == NULL || hg_replica_role(c->r) != HG_REPLICA_LEADER) return 0;
   if (index - c->snap_index >= (uint64_t)SNAPSHOT_HOLD * c->snapshot_entries) return 0;
   hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
-  size_t n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
-  if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+  size_t n = progress(c->r, p);
   for (size_t i = 0; i < n; i++)
     if (p[i].id != c->self && p[i].voter && p[i].match_index + c->snapshot_entries < index)
       return 1;
@@ -641,12 +634,12 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
   uint32_t n_keys = 0;
   int rc = snapshot_split(data, len, &ex, &ex_len, &table, &table_len, &keys, &n_keys);
   if (rc != 0) {
-    logf_c(HG_LOG_ERROR, "the group's snapshot is malformed", "index=%" PRIu64, index);
+    CLOG(HG_LOG_ERROR, "the group's snapshot is malformed", "index=%" PRIu64, index);
     return rc;
   }
   if (table != NULL) (void)apply_members(c, index, table, table_len);
   if (keys != NULL && (rc = store_keys(c, index, keys, n_keys)) != 0) {
-    logf_c(HG_LOG_ERROR, "cannot store the API keys of the group's snapshot", "err=%s",
+    CLOG(HG_LOG_ERROR, "cannot store the API keys of the group's snapshot", "err=%s",
            hg_strerror(rc));
     return rc;
   }
@@ -656,7 +649,7 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
   memcpy(c->boot, ex, ex_len);
   c->boot_len = ex_len;
   c->snap_index = index;
-  logf_c(HG_LOG_INFO, "snapshot to start from",
+  CLOG(HG_LOG_INFO, "snapshot to start from",
          "index=%" PRIu64 " bytes=%zu members=%s keys=%u", index, ex_len,
          table != NULL ? "yes" : "no", n_keys);
   return 0;
@@ -690,10 +683,10 @@ int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc) {
     if (rc == 0) rc = hg_journal_close(j);
   }
   if (rc != 0)
-    logf_c(HG_LOG_ERROR, "cannot write the group's snapshot to the state store",
+    CLOG(HG_LOG_ERROR, "cannot write the group's snapshot to the state store",
            "dir=%s err=%s %s", state, hg_strerror(rc), s != NULL ? hg_store_errmsg(s) : "");
   else
-    logf_c(HG_LOG_INFO, "state store seeded from the group's snapshot", "last_seq=%" PRIu64,
+    CLOG(HG_LOG_INFO, "state store seeded from the group's snapshot", "last_seq=%" PRIu64,
            hg_exchange_last_seq(ex));
   hg_store_close(s);
   hg_exchange_destroy(ex);
@@ -721,12 +714,12 @@ static void maybe_writable(daemon_cluster_t *c) {
   int rc = hg_gateway_sessions_ended(c->gw);
   if (rc != 0) {
     hg_pipeline_set_writable(c->pipe, 0);
-    logf_c(HG_LOG_WARN, "new leader: cannot submit SESSIONS_ENDED yet", "err=%s",
+    CLOG(HG_LOG_WARN, "new leader: cannot submit SESSIONS_ENDED yet", "err=%s",
            hg_strerror(rc));
     return;
   }
   c->writable = 1;
-  logf_c(HG_LOG_INFO, "leader: taking orders",
+  CLOG(HG_LOG_INFO, "leader: taking orders",
          "term=%" PRIu64 " applied_index=%" PRIu64 " last_seq=%" PRIu64, c->barrier_term,
          hg_replica_applied_index(c->r), st.last_seq);
 }
@@ -749,7 +742,7 @@ static void publish(daemon_cluster_t *c) {
   hg_replica_t *r = c->r;
   int role = hg_replica_role(r);
   if (role != atomic_load(&c->role))
-    logf_c(HG_LOG_INFO, "role changed", "role=%s term=%" PRIu64 " commit_index=%" PRIu64
+    CLOG(HG_LOG_INFO, "role changed", "role=%s term=%" PRIu64 " commit_index=%" PRIu64
            " last_index=%" PRIu64, daemon_cluster_role_name(role), hg_replica_term(r),
            hg_replica_commit_index(r), hg_replica_last_index(r));
   atomic_store(&c->role, role);
@@ -769,7 +762,7 @@ static void publish(daemon_cluster_t *c) {
       snprintf(c->leader_client, sizeof c->leader_client, "%s", m->client);
     else
       c->leader_client[0] = '\0';
-    logf_c(HG_LOG_INFO, "leader changed", "leader=%" PRIu64 " term=%" PRIu64, id,
+    CLOG(HG_LOG_INFO, "leader changed", "leader=%" PRIu64 " term=%" PRIu64, id,
            hg_replica_term(r));
   }
   const char *why = NULL;
@@ -777,8 +770,7 @@ static void publish(daemon_cluster_t *c) {
   pthread_mutex_lock(&c->mu);
   c->log_error = log_error;
   snprintf(c->log_errmsg, sizeof c->log_errmsg, "%s", why);
-  c->n_prog = hg_replica_progress(r, c->prog, HG_DCFG_MAX_MEMBERS);
-  if (c->n_prog > HG_DCFG_MAX_MEMBERS) c->n_prog = HG_DCFG_MAX_MEMBERS;
+  c->n_prog = progress(r, c->prog);
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -817,7 +809,7 @@ static void add_retry(daemon_cluster_t *c);
 static void handed_over(void *ctx, int status) {
   daemon_cluster_t *c = ctx;
   c->transfer_pending = 0;
-  logf_c(status == 0 ? HG_LOG_INFO : HG_LOG_WARN,
+  CLOG(status == 0 ? HG_LOG_INFO : HG_LOG_WARN,
          "leadership handed over: this node cannot write its Raft log", "result=%s",
          status == 0 ? "done" : hg_strerror(status));
 }
@@ -853,7 +845,7 @@ static void on_tick(uv_timer_t *t) {
   } else if (c->writable && (!leader || term != c->barrier_term)) {
     c->writable = 0;
     hg_pipeline_set_writable(c->pipe, 0);
-    logf_c(HG_LOG_WARN, "leadership lost: not taking orders", "term=%" PRIu64, term);
+    CLOG(HG_LOG_WARN, "leadership lost: not taking orders", "term=%" PRIu64, term);
   }
 }
 
@@ -893,8 +885,7 @@ static void reply(daemon_cluster_t *c, uint32_t stream, uint64_t ref_seq, int st
     r.commit_index = hg_replica_commit_index(c->r);
     r.applied_index = hg_replica_applied_index(c->r);
     hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
-    size_t n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
-    if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+    size_t n = progress(c->r, p);
     uint64_t last = hg_replica_last_index(c->r);
     int leader = hg_replica_role(c->r) == HG_REPLICA_LEADER;
     for (size_t i = 0; i < n; i++) {
@@ -918,7 +909,7 @@ static void op_finish(daemon_cluster_t *c, int status, const char *text) {
   uint64_t ref_seq = c->op.ref_seq;
   uint32_t id = c->op.id;
   c->op.state = OP_NONE;
-  logf_c(status == 0 ? HG_LOG_INFO : HG_LOG_WARN, "operator cluster request done",
+  CLOG(status == 0 ? HG_LOG_INFO : HG_LOG_WARN, "operator cluster request done",
          "member=%u result=%s text=\"%s\"", id, status == 0 ? "ok" : hg_strerror(status),
          text != NULL ? text : "");
   if (!c->stopping) reply(c, stream, ref_seq, status, text);
@@ -928,7 +919,7 @@ static void ignore_done(void *ctx, int status, uint64_t index) {
   (void)ctx;
   (void)index;
   if (status != 0 && status != -ECANCELED)
-    logf_c(HG_LOG_WARN, "a member table or API key entry was not committed", "err=%s",
+    CLOG(HG_LOG_WARN, "a member table or API key entry was not committed", "err=%s",
            hg_strerror(status));
 }
 
@@ -956,7 +947,7 @@ static void add_done(void *ctx, int status) {
   if (status == -ETIMEDOUT && c->r != NULL && !c->stopping &&
       uv_now(c->timer.loop) < c->op.deadline) {
     c->op.state = OP_ADD_RETRY;
-    logf_c(HG_LOG_INFO, "the new member is not up to date yet: trying again", "member=%u",
+    CLOG(HG_LOG_INFO, "the new member is not up to date yet: trying again", "member=%u",
            c->op.id);
     return;
   }
@@ -1056,8 +1047,7 @@ void daemon_cluster_request(void *ctx, const hg_gateway_cluster_req_t *req, uint
              c->leader_client[0] != '\0' ? c->leader_client : "unknown");
     text = why;
   } else {
-    n = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
-    if (n > HG_DCFG_MAX_MEMBERS) n = HG_DCFG_MAX_MEMBERS;
+    n = progress(c->r, p);
     for (size_t i = 0; i < n; i++)
       if (p[i].id == req->id) at = i;
   }
@@ -1085,7 +1075,7 @@ void daemon_cluster_request(void *ctx, const hg_gateway_cluster_req_t *req, uint
   c->op.id = req->id;
   c->op.stream = stream;
   c->op.ref_seq = ref_seq;
-  logf_c(HG_LOG_INFO, "operator cluster request",
+  CLOG(HG_LOG_INFO, "operator cluster request",
          "op=%s member=%u raft=%s client=%s",
          req->op == HG_GW_CLUSTER_ADD      ? "add"
          : req->op == HG_GW_CLUSTER_REMOVE ? "remove"
@@ -1185,7 +1175,8 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   rc.snapshot_release = snapshot_release;
   rc.snapshot_restore = snapshot_restore;
   rc.ctx = c;
-  rc.log = replica_log;
+  rc.log = hg_dlog_pipe_cb;
+  rc.log_ctx = "cluster";
   if (c->tls_cert[0] != '\0') {
     rc.tls_cert = c->tls_cert;
     rc.tls_key = c->tls_key;
@@ -1193,7 +1184,7 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
   }
   int err = hg_replica_open(hg_gateway_loop(gw), &rc, &c->r);
   if (err != 0) {
-    logf_c(HG_LOG_ERROR, "cannot open the replica", "dir=%s address=%s err=%s", c->raft_dir,
+    CLOG(HG_LOG_ERROR, "cannot open the replica", "dir=%s address=%s err=%s", c->raft_dir,
            self_addr, hg_strerror(err));
     return err;
   }
@@ -1201,8 +1192,7 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
    * cluster.members that differs (a member added or removed at run time)
    * does not change it. */
   hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
-  size_t np = hg_replica_progress(c->r, p, HG_DCFG_MAX_MEMBERS);
-  if (np > HG_DCFG_MAX_MEMBERS) np = HG_DCFG_MAX_MEMBERS;
+  size_t np = progress(c->r, p);
   char committed[HG_DCFG_MAX_MEMBERS * (ADDR_LEN + 16)];
   size_t at = 0, same = np == c->n_conf;
   committed[0] = '\0';
@@ -1216,12 +1206,12 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
     if (w > 0 && (size_t)w < sizeof committed - at) at += (size_t)w;
   }
   if (np == 0)
-    logf_c(HG_LOG_INFO, "waiting to be added to the group (cluster.join)",
+    CLOG(HG_LOG_INFO, "waiting to be added to the group (cluster.join)",
            "id=%u address=%s", c->self, self_addr);
   else if (!same)
-    logf_c(HG_LOG_WARN, "cluster.members differs from the group's committed configuration: following the group",
+    CLOG(HG_LOG_WARN, "cluster.members differs from the group's committed configuration: following the group",
            "configured=\"%s\" committed=\"%s\"", c->cfg_members, committed);
-  logf_c(HG_LOG_INFO, "replica open", "id=%u address=%s listen=%s members=%zu dir=%s tls=%s",
+  CLOG(HG_LOG_INFO, "replica open", "id=%u address=%s listen=%s members=%zu dir=%s tls=%s",
          c->self, self_addr, c->listen[0] != '\0' ? c->listen : self_addr, np, c->raft_dir,
          c->tls_cert[0] != '\0' ? "on" : "off");
   return 0;
@@ -1238,14 +1228,13 @@ void daemon_cluster_start(daemon_cluster_t *c, hg_pipeline_t *pipe) {
 static void replica_closed(void *ctx, int status) {
   daemon_cluster_t *c = ctx;
   (void)status;
-  atomic_store(&c->closed, 1);
   hg_gateway_close_handles(c->gw);
 }
 
 static void transfer_done(void *ctx, int status) {
   daemon_cluster_t *c = ctx;
   c->transfer_pending = 0;
-  logf_c(status == 0 ? HG_LOG_INFO : HG_LOG_WARN, "leadership transfer at stop",
+  CLOG(status == 0 ? HG_LOG_INFO : HG_LOG_WARN, "leadership transfer at stop",
          "result=%s", status == 0 ? "done" : hg_strerror(status));
 }
 
@@ -1273,7 +1262,6 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->applied_index = atomic_load(&c->applied);
   out->last_index = atomic_load(&c->last);
   out->leader = atomic_load(&c->leader);
-  out->failed = atomic_load(&c->failed);
   out->tls_failures = atomic_load(&c->tls_failures);
   pthread_mutex_lock(&c->mu);
   out->log_error = c->log_error;

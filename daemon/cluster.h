@@ -35,7 +35,6 @@ typedef struct daemon_cluster daemon_cluster_t;
 typedef struct daemon_cluster_status {
   uint32_t id;
   int role;                /* hg_replica_role_t */
-  int failed;              /* 1: this node must be restarted */
   uint64_t term, commit_index, applied_index, last_index, leader;
   uint64_t tls_failures;   /* Raft connections refused by TLS (hg_replica_tls_failures) */
   int log_error;           /* 0, or why the last write to cluster.dir failed */

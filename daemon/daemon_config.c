@@ -373,6 +373,14 @@ static int set_value(hg_daemon_config_t *cfg, const keydef_t *k, const char *v, 
 
 static char *trim(char *s);
 
+/* The host of "ip:port" (all of it without a colon) into host[cap]. */
+static const char *host_of(const char *hostport, char *host, size_t cap) {
+  snprintf(host, cap, "%s", hostport);
+  char *colon = strrchr(host, ':');
+  if (colon != NULL) *colon = '\0';
+  return host;
+}
+
 /* Rules that tie keys together. */
 /* cluster.tls_*: all three or none; without them every member's Raft
  * address, and cluster.listen, must be loopback unless cluster.insecure is
@@ -390,27 +398,17 @@ static int check_cluster_tls(const hg_daemon_config_t *c, const hg_dcfg_member_t
                 "is required: cluster.tls_cert, cluster.tls_key and cluster.tls_ca go together");
   }
   if (set == 3 || c->cluster_insecure) return 0;
-  for (size_t i = 0; i < n; i++) {
-    char host[sizeof m[i].raft];
-    snprintf(host, sizeof host, "%s", m[i].raft);
-    char *colon = strrchr(host, ':');
-    if (colon != NULL) *colon = '\0';
-    if (!is_loopback(host))
-      return fail(err, 0, "cluster.members", HG_EINVAL,
-                  "member %u's Raft address %s is not loopback: set cluster.tls_cert, "
-                  "cluster.tls_key and cluster.tls_ca, or cluster.insecure = yes to run Raft "
-                  "in plain TCP there",
-                  m[i].id, m[i].raft);
-  }
+  static const char *const plain =
+      "set cluster.tls_cert, cluster.tls_key and cluster.tls_ca, or cluster.insecure = yes to "
+      "run Raft in plain TCP there";
   char host[HG_DCFG_PATH_MAX];
-  snprintf(host, sizeof host, "%s", c->cluster_listen);
-  char *colon = strrchr(host, ':');
-  if (colon != NULL) *colon = '\0';
-  if (host[0] != '\0' && !is_loopback(host))
-    return fail(err, 0, "cluster.listen", HG_EINVAL,
-                "%s is not loopback: set cluster.tls_cert, cluster.tls_key and cluster.tls_ca, "
-                "or cluster.insecure = yes to run Raft in plain TCP there",
-                c->cluster_listen);
+  for (size_t i = 0; i < n; i++)
+    if (!is_loopback(host_of(m[i].raft, host, sizeof host)))
+      return fail(err, 0, "cluster.members", HG_EINVAL,
+                  "member %u's Raft address %s is not loopback: %s", m[i].id, m[i].raft, plain);
+  if (host_of(c->cluster_listen, host, sizeof host)[0] != '\0' && !is_loopback(host))
+    return fail(err, 0, "cluster.listen", HG_EINVAL, "%s is not loopback: %s",
+                c->cluster_listen, plain);
   return 0;
 }
 

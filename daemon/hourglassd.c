@@ -37,7 +37,8 @@
  * Health: "starting" -> "recovering" (the HTTP port answers 503 while the
  * journal replays) -> "ready" -> "stopping"; a journal failure turns ready
  * into "journal failed: <cause>" for good (the pipeline refuses intake).
- * A cluster node is "ready" on every role (a follower answers 200); one
+ * A cluster node is "ready" on every role (a follower answers 200) while
+ * it can write its Raft log (503 naming cluster.dir when it cannot); one
  * that must be rebuilt from the group stops and exits 1.
  *
  * The data directory lock. data_dir/LOCK (created if missing, never

@@ -97,7 +97,8 @@ static void metrics_cluster(daemon_t *d, hg_sbuf_t *b) {
 }
 
 /* A cluster node that cannot write its Raft log (cluster.dir full or
- * failing) stores nothing the group sends: not healthy, though it runs. */
+ * failing) stores nothing the group sends: not healthy, though it runs.
+ * 1 with the reason in why[cap] (why may be NULL with cap 0), or 0. */
 static int cluster_log_failing(daemon_t *d, char *why, size_t cap) {
   if (d->cluster == NULL || !atomic_load(&d->published)) return 0;
   daemon_cluster_status_t cs;
@@ -117,14 +118,12 @@ static void health(daemon_t *d, hg_http_response_t *r) {
     r->status = 503;
     hg_sbuf_puts(&r->body, "{\"status\":\"not ready\",\"reason\":");
     hg_sbuf_json_str(&r->body, why);
-    hg_sbuf_printf(&r->body, ",\"last_seq\":%" PRIu64 ",\"durable_seq\":%" PRIu64, st.last_seq,
-                   st.durable_seq);
   } else if (ready) {
-    hg_sbuf_printf(&r->body,
-                   "{\"status\":\"ready\",\"last_seq\":%" PRIu64 ",\"durable_seq\":%" PRIu64,
-                   st.last_seq, st.durable_seq);
+    hg_sbuf_puts(&r->body, "{\"status\":\"ready\"");
   }
   if (ready) {
+    hg_sbuf_printf(&r->body, ",\"last_seq\":%" PRIu64 ",\"durable_seq\":%" PRIu64, st.last_seq,
+                   st.durable_seq);
     if (d->cluster != NULL && atomic_load(&d->published)) {
       hg_sbuf_printf(&r->body, ",\"committed_seq\":%" PRIu64, st.committed_seq);
       health_cluster(d, &r->body);
@@ -156,9 +155,8 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
   hg_sbuf_printf(b, "# HELP hourglass_build_info Version of the running daemon.\n"
                     "# TYPE hourglass_build_info gauge\nhourglass_build_info{version=\"%s\"} 1\n",
                  HG_VERSION);
-  char why[400];
   metric(b, "hourglass_ready", "gauge", "1 when /health answers 200.",
-         (uint64_t)(ready && !cluster_log_failing(d, why, sizeof why)));
+         (uint64_t)(ready && !cluster_log_failing(d, NULL, 0)));
   metric(b, "hourglass_uptime_seconds", "gauge", "Seconds since start.",
          (now_ns() - d->start_ns) / 1000000000u);
   metric(b, "hourglass_commands_total", "counter", "Commands sequenced since start.", st.commands);

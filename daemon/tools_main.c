@@ -4,7 +4,6 @@
  * and --scenario. Each runs on the main thread and returns the process's
  * exit status; hourglassd.c's top comment says what each does.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <lmdb.h>
@@ -108,28 +107,13 @@ int daemon_backup_lmdb(const hg_daemon_config_t *cfg, const char *sub, const cha
   return 0;
 }
 
-/* The first seq of the oldest segment in dir (journal-<first seq>.hgj);
- * 1 if there is none. A journal starts after 1 when its data directory was
- * seeded from a snapshot (a cluster node starting from the group's). */
-static uint64_t journal_first_seq(const char *dir) {
-  uint64_t first = UINT64_MAX;
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  while (d != NULL && (e = readdir(d)) != NULL) {
-    unsigned long long s;
-    char tail[8];
-    if (sscanf(e->d_name, "journal-%20llu%7s", &s, tail) == 2 && strcmp(tail, ".hgj") == 0 &&
-        s > 0 && s < first)
-      first = s;
-  }
-  if (d != NULL) closedir(d);
-  return first == UINT64_MAX ? 1 : first;
-}
-
 int daemon_backup_journal(const hg_daemon_config_t *cfg, const char *dest, uint64_t max_seq) {
   char dir[HG_DCFG_PATH_MAX + 16];
   snprintf(dir, sizeof dir, "%s/journal", cfg->data_dir);
-  uint64_t first = journal_first_seq(dir);
+  /* From the first record: seq 1, or later in a journal seeded from a
+   * snapshot (a cluster node starting from the group's). No segment: 1. */
+  uint64_t first = 1;
+  if (hg_journal_first_seq(dir, &first) != 0) first = 1;
   hg_journal_reader_t *r;
   int rc = hg_journal_reader_open(dir, first, &r);
   if (rc != 0) {

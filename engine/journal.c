@@ -1252,6 +1252,20 @@ static int reader_enter(hg_journal_reader_t *r) {
   return 1;
 }
 
+int hg_journal_first_seq(const char *dir, uint64_t *seq) {
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return -errno;
+  uint64_t *firsts;
+  size_t n;
+  int rc = list_segments(dirfd, &firsts, &n);
+  close(dirfd);
+  if (rc != 0) return rc;
+  if (n == 0) rc = HG_ENOTFOUND;
+  else *seq = firsts[0];
+  free(firsts);
+  return rc;
+}
+
 int hg_journal_reader_open(const char *dir, uint64_t from_seq, hg_journal_reader_t **out) {
   hg_journal_reader_t *r = calloc(1, sizeof *r);
   if (r == NULL) return -ENOMEM;

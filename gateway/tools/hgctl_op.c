@@ -429,21 +429,27 @@ int hgctl_op_cluster(int argc, char **argv) {
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos, 3, usage);
   if (rc) return rc;
   const char *verb = pos[0] ? pos[0] : "";
-  uint32_t op = strcmp(verb, "status") == 0     ? 1
-                : strcmp(verb, "add") == 0      ? 2
-                : strcmp(verb, "remove") == 0   ? 3
-                : strcmp(verb, "transfer") == 0 ? 4
+  enum {
+    STATUS = HOURGLASS__V1__CLUSTER_OP__CLUSTER_STATUS,
+    ADD = HOURGLASS__V1__CLUSTER_OP__CLUSTER_ADD,
+    REMOVE = HOURGLASS__V1__CLUSTER_OP__CLUSTER_REMOVE,
+    TRANSFER = HOURGLASS__V1__CLUSTER_OP__CLUSTER_TRANSFER
+  };
+  uint32_t op = strcmp(verb, "status") == 0     ? STATUS
+                : strcmp(verb, "add") == 0      ? ADD
+                : strcmp(verb, "remove") == 0   ? REMOVE
+                : strcmp(verb, "transfer") == 0 ? TRANSFER
                                                 : 0;
-  size_t want_pos = op == 1 ? 1 : op == 2 ? 3 : 2;
+  size_t want_pos = op == STATUS ? 1 : op == ADD ? 3 : 2;
   size_t got = pos[2] ? 3 : pos[1] ? 2 : pos[0] ? 1 : 0;
-  if (op == 0 || got > want_pos || (op != 4 && got < want_pos)) {
+  if (op == 0 || got > want_pos || (op != TRANSFER && got < want_pos)) {
     fprintf(stderr, "usage: hgctl %s", usage);
     return EXIT_USAGE;
   }
   int64_t id = 0;
   if (pos[1] != NULL && (rc = net_need_num(cmd, "ID", pos[1], 1, 16, &id))) return rc;
   char raft[80] = "", client[80] = "";
-  if (op == 2) {
+  if (op == ADD) {
     const char *slash = strchr(pos[2], '/');
     if (slash == NULL || (size_t)(slash - pos[2]) >= sizeof raft ||
         strlen(slash + 1) >= sizeof client || slash == pos[2] || slash[1] == '\0') {
@@ -456,7 +462,7 @@ int hgctl_op_cluster(int argc, char **argv) {
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   uint64_t seq = 0;
-  rc = hg_client_cluster(c, op, (uint32_t)id, op == 2 ? raft : NULL, op == 2 ? client : NULL,
+  rc = hg_client_cluster(c, op, (uint32_t)id, op == ADD ? raft : NULL, op == ADD ? client : NULL,
                          &seq);
   const env_t *e = NULL;
   if (rc != 0) {
@@ -521,10 +527,10 @@ int hgctl_op_add_key(int argc, char **argv) {
       (rc = net_need_num(cmd, "ACCOUNT", pos[2], 0, UINT32_MAX, &account)) ||
       (rc = net_need_num(cmd, "FIRM", pos[3], 0, UINT32_MAX, &firm)))
     return rc;
-  uint32_t role = strcmp(pos[1], "trader") == 0         ? 1
-                  : strcmp(pos[1], "market_maker") == 0 ? 2
-                  : strcmp(pos[1], "risk_viewer") == 0  ? 3
-                  : strcmp(pos[1], "operator") == 0     ? 4
+  uint32_t role = strcmp(pos[1], "trader") == 0         ? HOURGLASS__V1__ROLE__ROLE_TRADER
+                  : strcmp(pos[1], "market_maker") == 0 ? HOURGLASS__V1__ROLE__ROLE_MARKET_MAKER
+                  : strcmp(pos[1], "risk_viewer") == 0  ? HOURGLASS__V1__ROLE__ROLE_RISK_VIEWER
+                  : strcmp(pos[1], "operator") == 0     ? HOURGLASS__V1__ROLE__ROLE_OPERATOR
                                                         : 0;
   if (role == 0) {
     fprintf(stderr, "hgctl %s: the role is trader, market_maker, risk_viewer or operator\n", cmd);

@@ -760,6 +760,25 @@ static void first_seq_option(void **state) {
   expect_records(f->dir, 1005, 1010);
 }
 
+/* hg_journal_first_seq: the oldest segment's first seq, none, no directory. */
+static void first_seq_of_directory(void **state) {
+  fixture_t *f = *state;
+  uint64_t seq = 7;
+  assert_int_equal(hg_journal_first_seq(f->dir, &seq), HG_ENOTFOUND);
+  assert_int_equal(seq, 7);
+  char missing[sizeof f->dir + 16];
+  snprintf(missing, sizeof missing, "%s/none", f->dir);
+  assert_int_equal(hg_journal_first_seq(missing, &seq), -ENOENT);
+  hg_journal_options_t o = small_opts(f);
+  o.first_seq = 1000;
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  append_range(j, 1000, 1400);
+  assert_int_equal(hg_journal_close(j), 0);
+  assert_int_equal(hg_journal_first_seq(f->dir, &seq), 0);
+  assert_int_equal(seq, 1000);
+}
+
 /* Bytes of path in unwritten (allocated, never written) extents, after a
  * sync; -1 if the filesystem cannot say (FIEMAP unsupported). */
 static long long unwritten_bytes(const char *path) {
@@ -858,6 +877,8 @@ int main(void) {
       cmocka_unit_test_prestate_setup_teardown(falls_back_when_io_uring_init_fails, setup, teardown,
                                                &path_uring),
       cmocka_unit_test_prestate_setup_teardown(first_seq_option, setup, teardown, &path_uring),
+      cmocka_unit_test_prestate_setup_teardown(first_seq_of_directory, setup, teardown,
+                                               &path_uring),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

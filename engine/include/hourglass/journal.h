@@ -332,6 +332,15 @@ typedef struct hg_journal_record {
 } hg_journal_record_t;
 
 /*
+ * The first seq of the oldest segment in dir into *seq: where a reader of
+ * the whole journal starts (1, or later for a journal opened with a larger
+ * first_seq or trimmed). Any thread; reads only the directory.
+ * Errors: HG_ENOTFOUND (dir holds no segment), -errno for directory
+ * errors, -ENOMEM.
+ */
+int hg_journal_first_seq(const char *dir, uint64_t *seq);
+
+/*
  * Opens a reader positioned at from_seq. The reader verifies every record's
  * CRC and seq. It may run while a writer appends to the same directory.
  *   dir       journal directory.
