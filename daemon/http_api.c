@@ -217,7 +217,8 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
     hg_md_latency_t lat;
     hg_mdview_latency(d->view, &lat);
     hg_sbuf_puts(b, "# HELP hourglass_release_latency_seconds Sequencer stamp to events "
-                    "consumed (includes the journal fsync in durable mode).\n"
+                    "consumed (includes the journal fsync in durable mode; in cluster mode the "
+                    "group's commit instead).\n"
                     "# TYPE hourglass_release_latency_seconds histogram\n");
     for (size_t i = 0; i < HG_MD_LAT_BUCKETS; i++)
       hg_sbuf_printf(b, "hourglass_release_latency_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
