@@ -47,7 +47,7 @@ static int model_set(model_t *m, int64_t price, int64_t qty) {
   m->qty[price] = qty > 0 ? qty : 0;
   hg_level_t all[PRICES];
   uint32_t n = model_sorted(m, all);
-  if (n <= m->cap) return 0;
+  if (n <= m->cap || n > PRICES) return 0; /* n > PRICES cannot happen; it tells gcc -O3 so */
   m->qty[all[n - 1].price] = 0;
   m->truncated = 1;
   return 1;

@@ -220,7 +220,7 @@ static void write_config(int i) {
 }
 
 static void current_is(int i, const char *ver) {
-  char link[800], target[256];
+  char link[2200], target[256];
   snprintf(link, sizeof link, "%s/current", g_prefix[i]);
   ssize_t n = readlink(link, target, sizeof target - 1);
   assert_true(n > 0);

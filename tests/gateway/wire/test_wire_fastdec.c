@@ -333,19 +333,19 @@ static void take_apart(const uint8_t *buf, size_t len, shape_t *s) {
   memset(s, 0, sizeof *s);
   const uint8_t *p = buf, *end = buf + len;
   while (p < end) {
-    uint64_t k;
+    uint64_t k = 0;
     size_t kl = read_varint(p, end, &k);
     if ((k & 7) == 2) {
       s->body_at = s->ntop;
       memcpy(s->body_key, p, kl);
       s->body_klen = kl;
       p += kl;
-      uint64_t n;
+      uint64_t n = 0;
       p += read_varint(p, end, &n);
       const uint8_t *ie = p + n;
       while (p < ie) {
         fld_t *f = &s->in[s->nin++];
-        uint64_t ik, v;
+        uint64_t ik = 0, v = 0;
         f->klen = read_varint(p, ie, &ik);
         f->n = f->klen + read_varint(p + f->klen, ie, &v);
         memcpy(f->b, p, f->n);
