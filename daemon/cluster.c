@@ -63,7 +63,9 @@
  * written to data_dir/engine/state before the pipeline opens (which
  * recovers from it, so the gateway and the market view are seeded from
  * it; the snapshot's member table and keys take effect at once), and
- * libraft re-applies the committed entries after it. A snapshot installed
+ * libraft re-applies the committed entries after it (the gateway's
+ * outbound journal tells the frames of results it had sequenced before
+ * from new ones: outlog.h "Positions"). A snapshot installed
  * while the node runs cannot replace the state under the gateway: the node
  * stops (exit 1) and its restart loads it.
  *

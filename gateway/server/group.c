@@ -176,6 +176,10 @@ void gw_hold_release(hg_gateway_t *gw) {
     return;
   }
   stream_t *st = &gw->streams[si];
+  if (gw_relogged(gw, st)) {
+    gw->hold_head += rest;
+    return;
+  }
   uint64_t seq = st->next_seq;
   size_t body = 1 + hg_wire_varint_len(seq) + rest;
   size_t h = hg_wire_varint_len(body);

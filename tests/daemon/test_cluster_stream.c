@@ -9,7 +9,12 @@
  * received, and a retransmission from seq 1 returns every frame byte for
  * byte as the old leader sent it; the second trader's resting orders are
  * cancelled (its session ended with the old leader) with the reports in
- * its stream, and the first trader's orders rest on.
+ * its stream, and the first trader's orders rest on. The killed node then
+ * comes back (it rebuilds its state from the group and applies again the
+ * entries whose results its outbound log already holds), the first trader
+ * trades on, and leadership is transferred to the restarted node: there
+ * the trader resumes with the next seq it expects and a retransmission
+ * from seq 1 returns every frame byte for byte, none sequenced twice.
  * Usage: test_cluster_stream <hourglassd>. */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -120,6 +125,85 @@ static env_t *await_body(gt_client_t *c, seen_t *s, uint32_t want) {
   }
 }
 
+/* Asks for frames 1..s->last and checks each byte for byte against s. */
+static void expect_replay(gt_client_t *c, const seen_t *s) {
+  assert_int_equal(gt_retransmit(c, 1, (uint32_t)s->last), 0);
+  env_t *e = gt_expect(c, BODY(RETRANSMISSION), 5000);
+  assert_non_null(e);
+  assert_false(e->retransmission->has_reason && e->retransmission->reason != 0);
+  for (uint64_t want = 1; want <= s->last; want++) {
+    e = gt_recv(c, 5000);
+    assert_non_null(e);
+    if (!e->has_seq) { /* heartbeats may interleave */
+      want--;
+      continue;
+    }
+    assert_int_equal(e->seq, want);
+    assert_int_equal(c->last_len, s->len[want]);
+    assert_memory_equal(c->in + c->last_off, s->frame[want], s->len[want]);
+  }
+}
+
+/* Logs c in as key at port and makes s the key's whole stream so far, as
+ * the node retransmits it. */
+static void capture(gt_client_t *c, uint16_t port, uint64_t key, seen_t *s) {
+  uint64_t next = gt_login(c, port, key, 0, 0);
+  assert_true(next >= 1);
+  for (uint64_t i = 0; i < MAX_FRAMES; i++) {
+    free(s->frame[i]);
+    s->frame[i] = NULL;
+  }
+  s->last = 0;
+  if (next == 1) return;
+  assert_int_equal(gt_retransmit(c, 1, (uint32_t)(next - 1)), 0);
+  env_t *e = gt_expect(c, BODY(RETRANSMISSION), 5000);
+  assert_non_null(e);
+  while (s->last < next - 1) {
+    e = gt_recv(c, 5000);
+    assert_non_null(e);
+    keep(c, e, s);
+  }
+}
+
+/* Waits up to 30 s until node index i has applied what the leader at
+ * index leader had committed when asked. */
+static void await_caught_up(int i, int leader) {
+  char *h = du_get(g_n[leader].http_port, "/health");
+  uint64_t want = du_json_u64(h, "commit_index");
+  free(h);
+  assert_true(want != UINT64_MAX);
+  for (double end = du_now() + 30;;) {
+    h = du_get(g_n[i].http_port, "/health");
+    uint64_t got = du_json_u64(h, "applied_index");
+    free(h);
+    if (got != UINT64_MAX && got >= want) return;
+    if (du_now() > end) fail_msg("node %d applied %" PRIu64 " of %" PRIu64 " after 30 s", g_n[i].id,
+                                 got, want);
+    du_sleep_ms(100);
+  }
+}
+
+/* Leadership to node index to, asked of the leader at index from (the
+ * operator's ClusterRequest; answered once a new leader is elected). */
+static void transfer(int from, int to) {
+  static gt_client_t op;
+  assert_true(gt_login(&op, (uint16_t)g_n[from].client_port, 1, 0, 0) >= 1);
+  Hourglass__V1__ClusterRequest cr = HOURGLASS__V1__CLUSTER_REQUEST__INIT;
+  cr.op = HOURGLASS__V1__CLUSTER_OP__CLUSTER_TRANSFER;
+  cr.has_id = 1;
+  cr.id = (uint32_t)g_n[to].id;
+  env_t env = HOURGLASS__V1__ENVELOPE__INIT;
+  env.body_case = BODY(CLUSTER_REQUEST);
+  env.cluster_request = &cr;
+  assert_int_equal(gt_send(&op, &env), 0);
+  env_t *e = gt_expect(&op, BODY(CLUSTER_STATUS), 30000);
+  assert_non_null(e);
+  if (e->cluster_status->reason != 0)
+    fail_msg("transfer to node %d: %u %s", g_n[to].id, e->cluster_status->reason,
+             e->cluster_status->text != NULL ? e->cluster_status->text : "");
+  gt_close(&op);
+}
+
 /* Whether order oid rests at the node c is logged in to. */
 static bool order_live(gt_client_t *c, uint64_t oid) {
   assert_int_equal(gt_status(c, INSTR, oid), 0);
@@ -194,21 +278,7 @@ static void stream_survives_failover(void **state) {
   /* Key 2 resumes with the next seq it expects; every frame the old
    * leader sent comes back byte for byte. */
   assert_int_equal(gt_login(&t2, port, 2, 0, 0), s2.last + 1);
-  assert_int_equal(gt_retransmit(&t2, 1, (uint32_t)s2.last), 0);
-  e = gt_expect(&t2, BODY(RETRANSMISSION), 5000);
-  assert_non_null(e);
-  assert_false(e->retransmission->has_reason && e->retransmission->reason != 0);
-  for (uint64_t want = 1; want <= s2.last; want++) {
-    e = gt_recv(&t2, 5000);
-    assert_non_null(e);
-    if (!e->has_seq) { /* heartbeats may interleave */
-      want--;
-      continue;
-    }
-    assert_int_equal(e->seq, want);
-    assert_int_equal(t2.last_len, s2.len[want]);
-    assert_memory_equal(t2.in + t2.last_off, s2.frame[want], s2.len[want]);
-  }
+  expect_replay(&t2, &s2);
   /* Key 2's orders rest on. */
   assert_true(order_live(&t2, o21));
   assert_true(order_live(&t2, o22));
@@ -241,6 +311,23 @@ static void stream_survives_failover(void **state) {
   assert_false(order_live(&t3, o32));
   gt_close(&t2);
   gt_close(&t3);
+
+  /* The killed node comes back and applies the group's entries again;
+   * key 2 trades on at the second leader. */
+  node_start(&g_n[dead]);
+  capture(&t2, port, 2, &s2);
+  assert_int_equal(gt_new_order(&t2, INSTR, 24, 0, 480, 1, 1), 0);
+  await_er(&t2, &s2, 24, EXEC(NEW));
+  gt_close(&t2);
+  /* The restarted node leads: key 2's stream there is the same. */
+  await_caught_up(dead, leader);
+  transfer(leader, dead);
+  int now = -1;
+  for (int tries = 0; tries < 100 && (now = find_leader()) != dead; tries++) usleep(100000);
+  assert_int_equal(now, dead);
+  assert_int_equal(gt_login(&t2, (uint16_t)g_n[dead].client_port, 2, 0, 0), s2.last + 1);
+  expect_replay(&t2, &s2);
+  gt_close(&t2);
   for (uint64_t i = 0; i < MAX_FRAMES; i++) {
     free(s2.frame[i]);
     free(s3.frame[i]);
