@@ -46,7 +46,9 @@
  *
  * Snapshots. Every cluster.snapshot_entries applied entries libraft asks
  * for one: the exchange's serialization (as in the LMDB snapshots), with
- * the member table and the key store's keys behind it (SNAP_MAGIC), taken
+ * the member table, the key store's keys and the gateway's route state
+ * (hg_gateway_route_state: streams' next seqs, home keys, orders' entering
+ * keys) behind it (SNAP_MAGIC), taken
  * on the loop thread when the state is exactly the applied entries (not
  * on a leader with commands executed ahead of the commit: it is asked
  * again after the next entry). libraft keeps it in the Raft directory,
@@ -144,6 +146,8 @@ struct daemon_cluster {
   uint64_t snap_index; /* of the newest snapshot taken or restored here */
   uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
   size_t boot_len;
+  uint8_t *routes;    /* its gateway route state (owned), NULL: none */
+  size_t routes_len;
 
   /* Loop thread (the main thread before the loop runs). */
   hg_pipeline_t *pipe; /* not owned */
@@ -502,11 +506,14 @@ static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
 
 /* A Raft snapshot: u32 SNAP_MAGIC, u32 zero, u64 length L, the exchange's
  * serialization (what the LMDB snapshots hold; L bytes, zero-padded to a
- * multiple of 8), then the member table (ENTRY_MEMBERS) and every key of
- * the key store (ENTRY_KEY, n may be 0): a node that starts from it has
- * the state, the members' addresses and the API keys the group committed
- * up to its index. A snapshot that is the exchange's serialization alone
- * (an earlier format) is read as well. */
+ * multiple of 8), then the member table (ENTRY_MEMBERS), every key of the
+ * key store (ENTRY_KEY, n may be 0) and the gateway's route state
+ * (hourglass/gateway.h, HG_GATEWAY_ROUTES_MAGIC; absent in earlier
+ * snapshots, and ignored by versions before it): a node that starts from
+ * it has the state, the members' addresses, the API keys the group
+ * committed up to its index and routes results as the other nodes do. A
+ * snapshot that is the exchange's serialization alone (an earlier format)
+ * is read as well. */
 #define SNAP_MAGIC 0x31534748u /* "HGS1" */
 
 typedef struct snap_keys {
@@ -559,13 +566,18 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
   hg_pipeline_stats(c->pipe, &st);
   if (st.last_seq != st.committed_seq) return HG_EBUSY;
   if (hold_snapshot(c, index)) return HG_EBUSY;
+  /* The route state is the applied entries' once every result is routed. */
+  if (c->gw != NULL) hg_gateway_drain(c->gw);
+  hg_pipeline_stats(c->pipe, &st);
+  if (st.released_seq < st.last_seq) return HG_EBUSY;
   snap_keys_t keys = {0};
   int rc = hg_gateway_keys_foreach(c->gw, snap_key, &keys);
   /* The loop thread owns the exchange in loop mode. */
   const hg_exchange_t *ex = hg_pipeline_exchange(c->pipe);
   size_t xlen = hg_exchange_serialized_size(ex), n = 0;
   size_t table = 8 + c->n_members * MEMBER_BYTES;
-  size_t need = 16 + ((xlen + 7) & ~(size_t)7) + table + 8 + keys.len;
+  size_t routes = c->gw != NULL ? hg_gateway_route_state(c->gw, NULL, 0) : 0;
+  size_t need = 16 + ((xlen + 7) & ~(size_t)7) + table + 8 + keys.len + routes;
   uint8_t *b = rc == 0 ? calloc(1, need) : NULL;
   if (rc == 0 && b == NULL) rc = -ENOMEM;
   if (rc == 0) rc = hg_exchange_serialize(ex, b + 16, xlen, &n);
@@ -577,8 +589,10 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
     hg_st32(p, ENTRY_KEY);
     hg_st32(p + 4, (uint32_t)(keys.len / KEY_BYTES));
     if (keys.len != 0) memcpy(p + 8, keys.buf, keys.len);
+    p += 8 + keys.len;
+    if (routes != 0) p += hg_gateway_route_state(c->gw, p, routes);
     *data = b;
-    *len = (size_t)(p + 8 + keys.len - b);
+    *len = (size_t)(p - b);
     c->snap_index = index;
   } else {
     free(b);
@@ -594,13 +608,15 @@ static void snapshot_release(void *ctx, const void *data, size_t len) {
   free((void *)data);
 }
 
-/* Splits a snapshot: the exchange's bytes, and the member table and keys
- * (NULL for an earlier snapshot). HG_ECORRUPT if it does not parse. */
+/* Splits a snapshot: the exchange's bytes, and the member table, keys and
+ * route state (NULL for an earlier snapshot). HG_ECORRUPT if it does not
+ * parse. */
 static int snapshot_split(const uint8_t *b, size_t len, const uint8_t **ex, size_t *ex_len,
                           const uint8_t **table, size_t *table_len, const uint8_t **keys,
-                          uint32_t *n_keys) {
-  *table = *keys = NULL;
+                          uint32_t *n_keys, const uint8_t **routes, size_t *routes_len) {
+  *table = *keys = *routes = NULL;
   *n_keys = 0;
+  *routes_len = 0;
   if (len < 16 || hg_ld32(b) != SNAP_MAGIC) {
     *ex = b;
     *ex_len = len;
@@ -618,7 +634,13 @@ static int snapshot_split(const uint8_t *b, size_t len, const uint8_t **ex, size
   if (nm > HG_DCFG_MAX_MEMBERS || at + 8 > len || hg_ld32(b + at) != ENTRY_KEY) return HG_ECORRUPT;
   *n_keys = hg_ld32(b + at + 4);
   *keys = b + at + 8;
-  return (len - at - 8) / KEY_BYTES < *n_keys ? HG_ECORRUPT : 0;
+  if ((len - at - 8) / KEY_BYTES < *n_keys) return HG_ECORRUPT;
+  at += 8 + (size_t)*n_keys * KEY_BYTES;
+  if (len - at >= 4 && hg_ld32(b + at) == HG_GATEWAY_ROUTES_MAGIC) {
+    *routes = b + at;
+    *routes_len = len - at;
+  }
+  return 0;
 }
 
 /* At open the exchange's part is kept for daemon_cluster_seed(), and the
@@ -631,10 +653,11 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
     fail(c, HG_ESTATE, "a snapshot was installed from the leader: a restart loads it");
     return HG_ESTATE;
   }
-  const uint8_t *ex, *table, *keys;
-  size_t ex_len = 0, table_len = 0;
+  const uint8_t *ex, *table, *keys, *routes;
+  size_t ex_len = 0, table_len = 0, routes_len = 0;
   uint32_t n_keys = 0;
-  int rc = snapshot_split(data, len, &ex, &ex_len, &table, &table_len, &keys, &n_keys);
+  int rc = snapshot_split(data, len, &ex, &ex_len, &table, &table_len, &keys, &n_keys, &routes,
+                          &routes_len);
   if (rc != 0) {
     CLOG(HG_LOG_ERROR, "the group's snapshot is malformed", "index=%" PRIu64, index);
     return rc;
@@ -650,10 +673,19 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
   if (c->boot == NULL) return -ENOMEM;
   memcpy(c->boot, ex, ex_len);
   c->boot_len = ex_len;
+  free(c->routes);
+  c->routes = NULL;
+  c->routes_len = 0;
+  if (routes != NULL) {
+    c->routes = malloc(routes_len);
+    if (c->routes == NULL) return -ENOMEM;
+    memcpy(c->routes, routes, routes_len);
+    c->routes_len = routes_len;
+  }
   c->snap_index = index;
   CLOG(HG_LOG_INFO, "snapshot to start from",
-         "index=%" PRIu64 " bytes=%zu members=%s keys=%u", index, ex_len,
-         table != NULL ? "yes" : "no", n_keys);
+         "index=%" PRIu64 " bytes=%zu members=%s keys=%u routes=%s", index, ex_len,
+         table != NULL ? "yes" : "no", n_keys, routes != NULL ? "yes" : "no");
   return 0;
 }
 
@@ -1221,6 +1253,14 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
 
 void daemon_cluster_start(daemon_cluster_t *c, hg_pipeline_t *pipe) {
   c->pipe = pipe;
+  if (c->routes != NULL) {
+    int rc = hg_gateway_seed_routes(c->gw, c->routes, c->routes_len);
+    if (rc != 0) /* reports then go where a single node's restart sends them */
+      CLOG(HG_LOG_ERROR, "the snapshot's route state is not usable: ignored", "err=%s",
+             hg_strerror(rc));
+    free(c->routes);
+    c->routes = NULL;
+  }
   uv_loop_t *loop = hg_gateway_loop(c->gw);
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
@@ -1285,6 +1325,7 @@ const char *daemon_cluster_role_name(int role) {
 void daemon_cluster_destroy(daemon_cluster_t *c) {
   if (c == NULL) return;
   free(c->boot);
+  free(c->routes);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }

@@ -54,8 +54,10 @@ typedef struct seen {
 } seen_t;
 
 static void node_start(du_node_t *n) {
+  /* Snapshots every 4 entries: a restart starts from one, with orders
+   * resting in it. */
   static const char *const extra[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
-                                      NULL};
+                                      "cluster.snapshot_entries=4", NULL};
   if (du_node_start(n, g_bin, g_root, g_members, g_keys, extra) != 0)
     fail_msg("node %d not ready after 120 s", n->id);
 }
@@ -217,12 +219,14 @@ static void stream_survives_failover(void **state) {
   (void)state;
   assert_non_null(du_tmpdir(g_root, sizeof g_root, "cstream"));
   snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
-  char h1[65], h2[65], h3[65], keys[512];
+  char h1[65], h2[65], h3[65], h4[65], keys[600];
   ts_key_secret_hex(1, h1);
   ts_key_secret_hex(2, h2);
   ts_key_secret_hex(3, h3);
-  snprintf(keys, sizeof keys, "1 operator 0 0 %s\n2 trader 1 1 %s\n3 trader 2 1 %s\n", h1, h2,
-           h3);
+  ts_key_secret_hex(4, h4);
+  snprintf(keys, sizeof keys,
+           "1 operator 0 0 %s\n2 trader 1 1 %s\n3 trader 2 1 %s\n4 trader 1 1 %s\n", h1, h2, h3,
+           h4);
   assert_int_equal(du_write_file(g_keys, keys), 0);
   assert_int_equal(chmod(g_keys, 0600), 0);
   assert_int_equal(du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes,
@@ -232,9 +236,14 @@ static void stream_survives_failover(void **state) {
   assert_true(leader >= 0);
   setup_market(leader);
 
-  static seen_t s2, s3;
-  static gt_client_t t2, t3;
+  static seen_t s2, s3, s4;
+  static gt_client_t t2, t3, t4;
   uint16_t port = (uint16_t)g_n[leader].client_port;
+  /* Key 4 (account 1, as key 2) rests a buy that fills only at the end. */
+  assert_int_equal(gt_login(&t4, port, 4, 0, 0), 1);
+  assert_int_equal(gt_new_order(&t4, INSTR, 41, 0, 485, 2, 1), 0);
+  uint64_t o41 = await_er(&t4, &s4, 41, EXEC(NEW));
+  gt_close(&t4);
   assert_int_equal(gt_login(&t2, port, 2, 0, 0), 1); /* no cancel-on-disconnect */
   assert_int_equal(gt_login(&t3, port, 3, 1, 0), 1); /* cancel-on-disconnect */
   /* Key 2 rests two buys; key 3 sells into one and rests two sells. */
@@ -325,12 +334,32 @@ static void stream_survives_failover(void **state) {
   int now = -1;
   for (int tries = 0; tries < 100 && (now = find_leader()) != dead; tries++) usleep(100000);
   assert_int_equal(now, dead);
-  assert_int_equal(gt_login(&t2, (uint16_t)g_n[dead].client_port, 2, 0, 0), s2.last + 1);
+  port = (uint16_t)g_n[dead].client_port;
+  assert_int_equal(gt_login(&t2, port, 2, 0, 0), s2.last + 1);
   expect_replay(&t2, &s2);
   gt_close(&t2);
+  /* The restarted node started from a snapshot holding key 4's order: a
+   * sell through the book fills it, and the report goes to key 4, which
+   * entered it, as on every other node (not to account 1's first key). */
+  assert_true(gt_login(&t3, port, 3, 0, 0) >= 1);
+  assert_int_equal(gt_new_order(&t3, INSTR, 34, 1, 485, 8, 1), 0);
+  (void)gt_expect(&t3, BODY(EXECUTION_REPORT), 5000);
+  gt_close(&t3);
+  assert_true(gt_login(&t4, port, 4, 0, 0) > s4.last + 1);
+  assert_int_equal(gt_retransmit(&t4, s4.last + 1, 1), 0);
+  e = gt_expect(&t4, BODY(RETRANSMISSION), 5000);
+  assert_non_null(e);
+  assert_false(e->retransmission->has_reason && e->retransmission->reason != 0);
+  e = gt_expect(&t4, BODY(EXECUTION_REPORT), 5000);
+  assert_non_null(e);
+  assert_int_equal(e->seq, s4.last + 1);
+  assert_int_equal(e->execution_report->order_id, o41);
+  assert_int_equal(e->execution_report->exec_type, EXEC(FILL));
+  gt_close(&t4);
   for (uint64_t i = 0; i < MAX_FRAMES; i++) {
     free(s2.frame[i]);
     free(s3.frame[i]);
+    free(s4.frame[i]);
   }
   du_rm_rf(g_root);
 }
