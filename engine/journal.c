@@ -1072,7 +1072,7 @@ static int recover(hg_journal_t *j, uint64_t floor, hg_journal_record_fn record,
          " records from seq %" PRIu64 " on (never acknowledged: a torn last batch)",
          j->dir, m.name, bad_off, why, dropped, expected);
   } else if (torn != NULL) {
-    char what[144] = "";
+    char what[sizeof gap + 8] = ""; /* " (" why ")": why is at most gap's text */
     if (why != NULL) snprintf(what, sizeof what, " (%s)", why);
     jlog(&j->opt, HG_LOG_WARN,
          "journal: %s/%s: %s at the tail, offset %" PRIu64 "%s: %" PRIu64

@@ -220,7 +220,8 @@ static void write_config(int i) {
 }
 
 static void current_is(int i, const char *ver) {
-  char link[2200], target[256];
+  /* gcc -O3 bounds g_prefix[i] by the whole array, not one row. */
+  char link[sizeof g_prefix + 16], target[256];
   snprintf(link, sizeof link, "%s/current", g_prefix[i]);
   ssize_t n = readlink(link, target, sizeof target - 1);
   assert_true(n > 0);
