@@ -6,10 +6,13 @@
  *
  *  - The pipeline hands each iteration's batch of sequenced records to
  *    cluster_replicate(), which proposes it as one Raft entry.
- *  - Every committed entry, on every node, goes through cluster_apply() to
+ *  - Every committed entry, on every node, goes through apply() to
  *    hg_pipeline_apply_batch(): followers apply it, the leader (which
  *    executed it when it sequenced it) only learns it is committed, and the
- *    results are released to clients from then on.
+ *    results are released to clients from then on. The loop never waits
+ *    for room in the pipeline: an entry it has none for waits in the apply
+ *    queue with every later one, retried from the loop ("apply queue"
+ *    below; bounded, shown on /metrics).
  *  - A timer polls the replica (libraft 0.15 has no role callback): a new
  *    leader proposes an empty batch (a barrier) and takes orders once that
  *    is committed, i.e. once it has applied every entry of earlier terms,
@@ -46,7 +49,9 @@
  *
  * Snapshots. Every cluster.snapshot_entries applied entries libraft asks
  * for one: the exchange's serialization (as in the LMDB snapshots), with
- * the member table and the key store's keys behind it (SNAP_MAGIC), taken
+ * the member table, the key store's keys and the gateway's route state
+ * (hg_gateway_route_state: streams' next seqs, home keys, orders' entering
+ * keys) behind it (SNAP_MAGIC), taken
  * on the loop thread when the state is exactly the applied entries (not
  * on a leader with commands executed ahead of the commit: it is asked
  * again after the next entry). libraft keeps it in the Raft directory,
@@ -63,7 +68,9 @@
  * written to data_dir/engine/state before the pipeline opens (which
  * recovers from it, so the gateway and the market view are seeded from
  * it; the snapshot's member table and keys take effect at once), and
- * libraft re-applies the committed entries after it. A snapshot installed
+ * libraft re-applies the committed entries after it (the gateway's
+ * outbound journal tells the frames of results it had sequenced before
+ * from new ones: outlog.h "Positions"). A snapshot installed
  * while the node runs cannot replace the state under the gateway: the node
  * stops (exit 1) and its restart loads it.
  *
@@ -94,6 +101,10 @@
 #include "hourglassd.h"
 
 #define TICK_MS 20
+#define APPLY_RETRY_MS 1 /* the apply queue's retry period */
+/* Bytes of committed entries the apply queue holds at most (see "apply
+ * queue"): beyond them the node fails and is rebuilt from the group. */
+#define APPLY_QUEUE_MAX ((size_t)64 << 20)
 #define SNAPSHOT_HOLD 8 /* snapshot intervals a lagging voter holds the leader's back */
 
 /* Entries other than the pipeline's batches, told apart by their first
@@ -123,6 +134,15 @@ typedef enum {
   OP_TRANSFER
 } op_state_t;
 
+/* A committed entry this node has not applied yet (the apply queue): its
+ * bytes, copied from libraft's buffer. */
+typedef struct qentry {
+  struct qentry *next;
+  uint64_t index;
+  size_t len;
+  uint8_t data[]; /* len bytes */
+} qentry_t;
+
 /* How long an add keeps bringing a new member up to date: long enough for
  * it to restart once to load the leader's snapshot (systemd RestartSec). */
 #define ADD_CATCHUP_MS 60000u
@@ -142,12 +162,19 @@ struct daemon_cluster {
   uint64_t snap_index; /* of the newest snapshot taken or restored here */
   uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
   size_t boot_len;
+  uint8_t *routes;    /* its gateway route state (owned), NULL: none */
+  size_t routes_len;
 
   /* Loop thread (the main thread before the loop runs). */
   hg_pipeline_t *pipe; /* not owned */
   hg_gateway_t *gw;    /* not owned */
   hg_replica_t *r;     /* owned; NULL once closed */
   uv_timer_t timer;
+  uv_timer_t retry;        /* runs while the apply queue holds entries */
+  qentry_t *q_head, *q_tail; /* the apply queue, in log order (owned) */
+  size_t q_bytes;
+  uint64_t applied_index;  /* the last entry really applied (see applied_now) */
+  uint64_t drain_deadline; /* stopping: uv_now() after which the queue is dropped */
   _Atomic int writable; /* also read by the demo thread */
   int barrier_pending;
   uint64_t barrier_term;      /* term of the barrier proposed (0: none) */
@@ -174,6 +201,7 @@ struct daemon_cluster {
   /* Published for other threads. */
   _Atomic int role;
   _Atomic uint64_t term, commit, applied, last, leader, tls_failures;
+  _Atomic uint64_t q_entries, q_bytes_pub, q_total; /* apply queue: now, and ever queued */
   _Atomic int failed;
   pthread_mutex_t mu; /* guards prog, n_prog, log_error, log_errmsg */
   int log_error;
@@ -476,35 +504,157 @@ static int apply_key(daemon_cluster_t *c, uint64_t index, const uint8_t *b, size
   return rc;
 }
 
+/* ------------------------------------------------------------ apply queue
+ *
+ * libraft calls apply() on the loop thread for every committed entry and
+ * takes a return of 0 as "applied". A batch the pipeline has no room for
+ * (hg_pipeline_apply_batch() returns HG_EBUSY: the stage is full because
+ * a consumer such as the market view lags, or the gateway's pending table
+ * is) is not waited for on the loop, which must go on answering clients
+ * and Raft: the rest of the entry is copied into the apply queue, and so
+ * is every later entry (of any type) while the queue holds one, so that
+ * entries are applied strictly in log order. The retry timer applies the
+ * queue every APPLY_RETRY_MS (and apply() first, on each new entry) until
+ * it is empty; a batch applied again skips the records it applied before
+ * (pipeline.h, "Cluster mode"). c->applied_index is the last entry really
+ * applied, which /health, /metrics and the operator's status show; it
+ * trails libraft's applied index while the queue holds entries. Meanwhile
+ * the state is not libraft's applied index: no snapshot is taken, and a
+ * new leader does not take orders before the queue is empty
+ * (maybe_writable). A writable leader never queues: every batch committed
+ * then is its own (skipped records), and the keys it proposes apply at
+ * once. The queue holds at most APPLY_QUEUE_MAX bytes; beyond that the
+ * node fails (this node must be rebuilt from the group) as a batch that
+ * cannot be applied does. A stop waits for the queue to drain (as long as
+ * a transfer, bounded); what is left then is dropped, and the restart
+ * rebuilds the node from the group. */
+
+/* The index this node's state holds: libraft's applied index unless
+ * entries are queued. */
+static uint64_t applied_now(const daemon_cluster_t *c) {
+  if (c->q_head != NULL || c->r == NULL) return c->applied_index;
+  return hg_replica_applied_index(c->r);
+}
+
+/* Applies one entry. 0 (applied), HG_EBUSY (a batch the pipeline has no
+ * room for yet: the records before the one it stopped at are applied), or
+ * the error that failed the node. */
+static int apply_entry(daemon_cluster_t *c, uint64_t index, const void *data, size_t len) {
+  uint32_t magic = len >= 4 ? hg_ld32(data) : 0;
+  int rc;
+  if (magic == ENTRY_MEMBERS) {
+    rc = apply_members(c, index, data, len);
+  } else if (magic == ENTRY_KEY) {
+    rc = apply_key(c, index, data, len);
+  } else {
+    rc = hg_pipeline_apply_batch(c->pipe, data, len);
+    /* The stage is full: let the gateway take what is released, then go
+     * on from the first record not applied (the batch skips applied seqs). */
+    if (rc == HG_EBUSY && c->gw != NULL) {
+      hg_gateway_drain(c->gw);
+      rc = hg_pipeline_apply_batch(c->pipe, data, len);
+    }
+    if (rc == HG_EBUSY) return rc;
+    if (rc != 0) fail(c, rc, "a committed batch could not be applied");
+  }
+  c->applied_index = index;
+  atomic_store(&c->applied, index);
+  return rc;
+}
+
+static void queue_clear(daemon_cluster_t *c) {
+  while (c->q_head != NULL) {
+    qentry_t *e = c->q_head;
+    c->q_head = e->next;
+    free(e);
+  }
+  c->q_tail = NULL;
+  c->q_bytes = 0;
+  atomic_store(&c->q_entries, 0);
+  atomic_store(&c->q_bytes_pub, 0);
+}
+
+/* Applies queued entries in order until one is refused for room or the
+ * queue is empty (the retry timer then stops). */
+static void queue_run(daemon_cluster_t *c) {
+  while (c->q_head != NULL && !atomic_load(&c->failed)) {
+    qentry_t *e = c->q_head;
+    if (apply_entry(c, e->index, e->data, e->len) == HG_EBUSY) break;
+    c->q_head = e->next;
+    if (c->q_head == NULL) c->q_tail = NULL;
+    c->q_bytes -= e->len;
+    atomic_fetch_sub(&c->q_entries, 1);
+    free(e);
+  }
+  if (atomic_load(&c->failed)) queue_clear(c); /* the node is rebuilt from the group */
+  atomic_store(&c->q_bytes_pub, (uint64_t)c->q_bytes);
+  if (c->q_head == NULL) uv_timer_stop(&c->retry);
+}
+
+static void on_retry(uv_timer_t *t) { queue_run(t->data); }
+
+/* Queues what apply_entry() could not apply (yet) of entry index. 0, or
+ * the error that failed the node (the queue is full, no memory). */
+static int queue_push(daemon_cluster_t *c, uint64_t index, const void *data, size_t len) {
+  if (len > APPLY_QUEUE_MAX - c->q_bytes) {
+    CLOG(HG_LOG_ERROR, "committed entries wait to be applied beyond the apply queue's bound",
+         "index=%" PRIu64 " applied_index=%" PRIu64 " queued_entries=%" PRIu64
+         " queued_bytes=%zu max_bytes=%zu",
+         index, c->applied_index, atomic_load(&c->q_entries), c->q_bytes,
+         (size_t)APPLY_QUEUE_MAX);
+    fail(c, HG_EFULL, "this node applies committed entries slower than the group commits them");
+    queue_clear(c);
+    return HG_EFULL;
+  }
+  qentry_t *e = malloc(sizeof *e + len);
+  if (e == NULL) {
+    fail(c, -ENOMEM, "a committed entry could not be queued");
+    queue_clear(c);
+    return -ENOMEM;
+  }
+  if (c->q_head == NULL) {
+    /* libraft applied every entry before this one (replica.c: index is
+     * its last applied + 1): the state holds them. */
+    c->applied_index = index - 1;
+    atomic_store(&c->applied, c->applied_index);
+  }
+  e->next = NULL;
+  e->index = index;
+  e->len = len;
+  memcpy(e->data, data, len);
+  if (c->q_tail != NULL) c->q_tail->next = e;
+  else c->q_head = e;
+  c->q_tail = e;
+  c->q_bytes += len;
+  atomic_fetch_add(&c->q_entries, 1);
+  atomic_fetch_add(&c->q_total, 1);
+  atomic_store(&c->q_bytes_pub, (uint64_t)c->q_bytes);
+  if (!uv_is_active((uv_handle_t *)&c->retry))
+    uv_timer_start(&c->retry, on_retry, APPLY_RETRY_MS, APPLY_RETRY_MS);
+  return 0;
+}
+
 static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
-  uint32_t magic = len >= 4 ? hg_ld32(data) : 0;
-  if (magic == ENTRY_MEMBERS || magic == ENTRY_KEY) {
-    int r = magic == ENTRY_MEMBERS ? apply_members(c, index, data, len)
-                                   : apply_key(c, index, data, len);
-    atomic_store(&c->applied, index);
-    return r;
+  if (atomic_load(&c->failed)) return HG_EUNAVAIL;
+  if (c->q_head != NULL) queue_run(c);
+  if (c->q_head == NULL) {
+    int rc = apply_entry(c, index, data, len);
+    if (rc != HG_EBUSY) return rc;
   }
-  int rc = hg_pipeline_apply_batch(c->pipe, data, len);
-  /* The stage is full: let the consumers take what is released, then go
-   * on from the first record not applied (the batch skips applied seqs). */
-  for (int tries = 0; rc == HG_EBUSY && tries < 5000; tries++) {
-    if (c->gw != NULL) hg_gateway_drain(c->gw);
-    rc = hg_pipeline_apply_batch(c->pipe, data, len);
-    if (rc == HG_EBUSY) usleep(1000);
-  }
-  atomic_store(&c->applied, index);
-  if (rc != 0) fail(c, rc, "a committed batch could not be applied");
-  return rc;
+  return queue_push(c, index, data, len);
 }
 
 /* A Raft snapshot: u32 SNAP_MAGIC, u32 zero, u64 length L, the exchange's
  * serialization (what the LMDB snapshots hold; L bytes, zero-padded to a
- * multiple of 8), then the member table (ENTRY_MEMBERS) and every key of
- * the key store (ENTRY_KEY, n may be 0): a node that starts from it has
- * the state, the members' addresses and the API keys the group committed
- * up to its index. A snapshot that is the exchange's serialization alone
- * (an earlier format) is read as well. */
+ * multiple of 8), then the member table (ENTRY_MEMBERS), every key of the
+ * key store (ENTRY_KEY, n may be 0) and the gateway's route state
+ * (hourglass/gateway.h, HG_GATEWAY_ROUTES_MAGIC; absent in earlier
+ * snapshots, and ignored by versions before it): a node that starts from
+ * it has the state, the members' addresses, the API keys the group
+ * committed up to its index and routes results as the other nodes do. A
+ * snapshot that is the exchange's serialization alone (an earlier format)
+ * is read as well. */
 #define SNAP_MAGIC 0x31534748u /* "HGS1" */
 
 typedef struct snap_keys {
@@ -548,22 +698,29 @@ static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
 }
 
 /* Taken when the state is the entries applied: not on a leader that
- * executed commands not yet committed, nor while hold_snapshot() says so
- * (libraft asks again after the next entry). */
+ * executed commands not yet committed, nor while entries wait in the apply
+ * queue, nor while hold_snapshot() says so (libraft asks again after the
+ * next entry). */
 static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *len) {
   daemon_cluster_t *c = ctx;
   if (c->pipe == NULL) return HG_ESTATE;
+  if (c->q_head != NULL) return HG_EBUSY;
   hg_pipeline_stats_t st;
   hg_pipeline_stats(c->pipe, &st);
   if (st.last_seq != st.committed_seq) return HG_EBUSY;
   if (hold_snapshot(c, index)) return HG_EBUSY;
+  /* The route state is the applied entries' once every result is routed. */
+  if (c->gw != NULL) hg_gateway_drain(c->gw);
+  hg_pipeline_stats(c->pipe, &st);
+  if (st.released_seq < st.last_seq) return HG_EBUSY;
   snap_keys_t keys = {0};
   int rc = hg_gateway_keys_foreach(c->gw, snap_key, &keys);
   /* The loop thread owns the exchange in loop mode. */
   const hg_exchange_t *ex = hg_pipeline_exchange(c->pipe);
   size_t xlen = hg_exchange_serialized_size(ex), n = 0;
   size_t table = 8 + c->n_members * MEMBER_BYTES;
-  size_t need = 16 + ((xlen + 7) & ~(size_t)7) + table + 8 + keys.len;
+  size_t routes = c->gw != NULL ? hg_gateway_route_state(c->gw, NULL, 0) : 0;
+  size_t need = 16 + ((xlen + 7) & ~(size_t)7) + table + 8 + keys.len + routes;
   uint8_t *b = rc == 0 ? calloc(1, need) : NULL;
   if (rc == 0 && b == NULL) rc = -ENOMEM;
   if (rc == 0) rc = hg_exchange_serialize(ex, b + 16, xlen, &n);
@@ -575,8 +732,10 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
     hg_st32(p, ENTRY_KEY);
     hg_st32(p + 4, (uint32_t)(keys.len / KEY_BYTES));
     if (keys.len != 0) memcpy(p + 8, keys.buf, keys.len);
+    p += 8 + keys.len;
+    if (routes != 0) p += hg_gateway_route_state(c->gw, p, routes);
     *data = b;
-    *len = (size_t)(p + 8 + keys.len - b);
+    *len = (size_t)(p - b);
     c->snap_index = index;
   } else {
     free(b);
@@ -592,13 +751,15 @@ static void snapshot_release(void *ctx, const void *data, size_t len) {
   free((void *)data);
 }
 
-/* Splits a snapshot: the exchange's bytes, and the member table and keys
- * (NULL for an earlier snapshot). HG_ECORRUPT if it does not parse. */
+/* Splits a snapshot: the exchange's bytes, and the member table, keys and
+ * route state (NULL for an earlier snapshot). HG_ECORRUPT if it does not
+ * parse. */
 static int snapshot_split(const uint8_t *b, size_t len, const uint8_t **ex, size_t *ex_len,
                           const uint8_t **table, size_t *table_len, const uint8_t **keys,
-                          uint32_t *n_keys) {
-  *table = *keys = NULL;
+                          uint32_t *n_keys, const uint8_t **routes, size_t *routes_len) {
+  *table = *keys = *routes = NULL;
   *n_keys = 0;
+  *routes_len = 0;
   if (len < 16 || hg_ld32(b) != SNAP_MAGIC) {
     *ex = b;
     *ex_len = len;
@@ -616,7 +777,13 @@ static int snapshot_split(const uint8_t *b, size_t len, const uint8_t **ex, size
   if (nm > HG_DCFG_MAX_MEMBERS || at + 8 > len || hg_ld32(b + at) != ENTRY_KEY) return HG_ECORRUPT;
   *n_keys = hg_ld32(b + at + 4);
   *keys = b + at + 8;
-  return (len - at - 8) / KEY_BYTES < *n_keys ? HG_ECORRUPT : 0;
+  if ((len - at - 8) / KEY_BYTES < *n_keys) return HG_ECORRUPT;
+  at += 8 + (size_t)*n_keys * KEY_BYTES;
+  if (len - at >= 4 && hg_ld32(b + at) == HG_GATEWAY_ROUTES_MAGIC) {
+    *routes = b + at;
+    *routes_len = len - at;
+  }
+  return 0;
 }
 
 /* At open the exchange's part is kept for daemon_cluster_seed(), and the
@@ -629,10 +796,11 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
     fail(c, HG_ESTATE, "a snapshot was installed from the leader: a restart loads it");
     return HG_ESTATE;
   }
-  const uint8_t *ex, *table, *keys;
-  size_t ex_len = 0, table_len = 0;
+  const uint8_t *ex, *table, *keys, *routes;
+  size_t ex_len = 0, table_len = 0, routes_len = 0;
   uint32_t n_keys = 0;
-  int rc = snapshot_split(data, len, &ex, &ex_len, &table, &table_len, &keys, &n_keys);
+  int rc = snapshot_split(data, len, &ex, &ex_len, &table, &table_len, &keys, &n_keys, &routes,
+                          &routes_len);
   if (rc != 0) {
     CLOG(HG_LOG_ERROR, "the group's snapshot is malformed", "index=%" PRIu64, index);
     return rc;
@@ -648,10 +816,19 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
   if (c->boot == NULL) return -ENOMEM;
   memcpy(c->boot, ex, ex_len);
   c->boot_len = ex_len;
+  free(c->routes);
+  c->routes = NULL;
+  c->routes_len = 0;
+  if (routes != NULL) {
+    c->routes = malloc(routes_len);
+    if (c->routes == NULL) return -ENOMEM;
+    memcpy(c->routes, routes, routes_len);
+    c->routes_len = routes_len;
+  }
   c->snap_index = index;
   CLOG(HG_LOG_INFO, "snapshot to start from",
-         "index=%" PRIu64 " bytes=%zu members=%s keys=%u", index, ex_len,
-         table != NULL ? "yes" : "no", n_keys);
+         "index=%" PRIu64 " bytes=%zu members=%s keys=%u routes=%s", index, ex_len,
+         table != NULL ? "yes" : "no", n_keys, routes != NULL ? "yes" : "no");
   return 0;
 }
 
@@ -695,12 +872,16 @@ int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc) {
   return rc;
 }
 
-/* A leader takes orders once its barrier is committed (every entry of
- * earlier terms is applied) and the gateway has routed every result up to
- * there (its mirror answers order status and positions for all of them). */
+/* A leader takes orders once its barrier is committed and every entry of
+ * earlier terms is applied (libraft calls barrier_done() once it handed
+ * the barrier to apply(), which may have queued it: then the tick asks
+ * again until the apply queue is empty) and the gateway has routed every
+ * result up to there (its mirror answers order status and positions for
+ * all of them). */
 static void maybe_writable(daemon_cluster_t *c) {
   if (c->writable || c->barrier_done_term == 0 || c->barrier_done_term != c->barrier_term)
     return;
+  if (c->q_head != NULL) return;
   if (c->op.state == OP_TRANSFER_WAIT || c->op.state == OP_TRANSFER) return; /* handing over */
   /* Everything committed is routed (stream records after the last
    * command too), so a login sees each key's whole stream. */
@@ -721,7 +902,7 @@ static void maybe_writable(daemon_cluster_t *c) {
   c->writable = 1;
   CLOG(HG_LOG_INFO, "leader: taking orders",
          "term=%" PRIu64 " applied_index=%" PRIu64 " last_seq=%" PRIu64, c->barrier_term,
-         hg_replica_applied_index(c->r), st.last_seq);
+         applied_now(c), st.last_seq);
 }
 
 static void barrier_done(void *ctx, int status, uint64_t index) {
@@ -748,7 +929,7 @@ static void publish(daemon_cluster_t *c) {
   atomic_store(&c->role, role);
   atomic_store(&c->term, hg_replica_term(r));
   atomic_store(&c->commit, hg_replica_commit_index(r));
-  atomic_store(&c->applied, hg_replica_applied_index(r));
+  atomic_store(&c->applied, applied_now(c));
   atomic_store(&c->last, hg_replica_last_index(r));
   atomic_store(&c->tls_failures, hg_replica_tls_failures(r));
   uint64_t id = 0;
@@ -798,6 +979,17 @@ static void close_when_done(daemon_cluster_t *c) {
     }
   }
   if (c->transfer_pending && uv_now(c->timer.loop) < c->stop_deadline) return;
+  /* Committed entries still queued are applied first, for a bounded time
+   * (the gateway may have stopped taking results); a restart rebuilds the
+   * node from the group anyway. */
+  if (c->q_head != NULL && !atomic_load(&c->failed) && uv_now(c->timer.loop) < c->drain_deadline)
+    return;
+  if (c->q_head != NULL)
+    CLOG(HG_LOG_WARN, "stopping with committed entries not applied here: a restart applies them",
+         "applied_index=%" PRIu64 " queued_entries=%" PRIu64 " queued_bytes=%zu",
+         c->applied_index, atomic_load(&c->q_entries), c->q_bytes);
+  queue_clear(c);
+  uv_close((uv_handle_t *)&c->retry, NULL);
   uv_close((uv_handle_t *)&c->timer, NULL);
   hg_replica_t *r = c->r;
   c->r = NULL;
@@ -883,7 +1075,7 @@ static void reply(daemon_cluster_t *c, uint32_t stream, uint64_t ref_seq, int st
     r.leader_id = (uint32_t)lid;
     r.term = hg_replica_term(c->r);
     r.commit_index = hg_replica_commit_index(c->r);
-    r.applied_index = hg_replica_applied_index(c->r);
+    r.applied_index = applied_now(c);
     hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
     size_t n = progress(c->r, p);
     uint64_t last = hg_replica_last_index(c->r);
@@ -1219,9 +1411,19 @@ int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
 
 void daemon_cluster_start(daemon_cluster_t *c, hg_pipeline_t *pipe) {
   c->pipe = pipe;
+  if (c->routes != NULL) {
+    int rc = hg_gateway_seed_routes(c->gw, c->routes, c->routes_len);
+    if (rc != 0) /* reports then go where a single node's restart sends them */
+      CLOG(HG_LOG_ERROR, "the snapshot's route state is not usable: ignored", "err=%s",
+             hg_strerror(rc));
+    free(c->routes);
+    c->routes = NULL;
+  }
   uv_loop_t *loop = hg_gateway_loop(c->gw);
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
+  uv_timer_init(loop, &c->retry);
+  c->retry.data = c;
   uv_timer_start(&c->timer, on_tick, TICK_MS, TICK_MS);
 }
 
@@ -1243,6 +1445,7 @@ void daemon_cluster_loop_stop(void *ctx) {
   hg_pipeline_set_writable(c->pipe, 0);
   c->writable = 0;
   c->stopping = 1;
+  c->drain_deadline = uv_now(c->timer.loop) + 2u * c->election_ms + 100u;
   /* A leader that stops hands leadership to the most up-to-date follower
    * first, so that order entry pauses for a transfer, not an election;
    * once what it executed is committed (close_when_done, within an
@@ -1263,6 +1466,9 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->last_index = atomic_load(&c->last);
   out->leader = atomic_load(&c->leader);
   out->tls_failures = atomic_load(&c->tls_failures);
+  out->apply_queued = atomic_load(&c->q_entries);
+  out->apply_queued_bytes = atomic_load(&c->q_bytes_pub);
+  out->apply_queued_total = atomic_load(&c->q_total);
   pthread_mutex_lock(&c->mu);
   out->log_error = c->log_error;
   snprintf(out->log_errmsg, sizeof out->log_errmsg, "%s", c->log_errmsg);
@@ -1282,7 +1488,9 @@ const char *daemon_cluster_role_name(int role) {
 
 void daemon_cluster_destroy(daemon_cluster_t *c) {
   if (c == NULL) return;
+  queue_clear(c);
   free(c->boot);
+  free(c->routes);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }

@@ -37,6 +37,9 @@ typedef struct daemon_cluster_status {
   int role;                /* hg_replica_role_t */
   uint64_t term, commit_index, applied_index, last_index, leader;
   uint64_t tls_failures;   /* Raft connections refused by TLS (hg_replica_tls_failures) */
+  uint64_t apply_queued;       /* committed entries waiting to be applied here */
+  uint64_t apply_queued_bytes; /* their bytes */
+  uint64_t apply_queued_total; /* entries ever queued (a counter) */
   int log_error;           /* 0, or why the last write to cluster.dir failed */
   char log_errmsg[256];    /* its text ("" when log_error is 0) */
   size_t n_members;

@@ -35,10 +35,11 @@ static void health_cluster(daemon_t *d, hg_sbuf_t *b) {
   hg_sbuf_printf(b,
                  ",\"cluster\":{\"id\":%u,\"role\":\"%s\",\"taking_orders\":%s,\"term\":%" PRIu64
                  ",\"leader\":%" PRIu64 ",\"commit_index\":%" PRIu64
-                 ",\"applied_index\":%" PRIu64 ",\"last_index\":%" PRIu64,
+                 ",\"applied_index\":%" PRIu64 ",\"last_index\":%" PRIu64
+                 ",\"apply_queued\":%" PRIu64,
                  cs.id, daemon_cluster_role_name(cs.role),
                  daemon_cluster_writable(d->cluster) ? "true" : "false", cs.term, cs.leader,
-                 cs.commit_index, cs.applied_index, cs.last_index);
+                 cs.commit_index, cs.applied_index, cs.last_index, cs.apply_queued);
   if (cs.log_error != 0) {
     hg_sbuf_puts(b, ",\"log_error\":");
     hg_sbuf_json_str(b, cs.log_errmsg);
@@ -86,6 +87,13 @@ static void metrics_cluster(daemon_t *d, hg_sbuf_t *b) {
   metric(b, "hourglass_cluster_log_write_failing", "gauge",
          "1 while writes to this node's Raft log (cluster.dir) fail, e.g. on a full disk.",
          (uint64_t)(cs.log_error != 0));
+  metric(b, "hourglass_cluster_apply_queued_entries", "gauge",
+         "Committed entries waiting to be applied here (the pipeline had no room for them).",
+         cs.apply_queued);
+  metric(b, "hourglass_cluster_apply_queued_bytes", "gauge",
+         "Bytes of the committed entries waiting to be applied here.", cs.apply_queued_bytes);
+  metric(b, "hourglass_cluster_apply_queued_entries_total", "counter",
+         "Committed entries that waited to be applied here.", cs.apply_queued_total);
   if (cs.role != HG_REPLICA_LEADER) return;
   hg_sbuf_puts(b, "# HELP hourglass_cluster_follower_lag Entries of the leader's log a "
                   "follower does not hold yet (leader only).\n"

@@ -173,7 +173,8 @@ static void wake_consumer(consumer_t *c) {
 }
 
 /* Moves staged records to every consumer's ring, durable or not, and frees
- * what all of them have. Returns how many records moved in all.
+ * what all of them have (an empty stage starts over at its first slot).
+ * Returns how many records moved in all.
  *
  * The durability gate is on the consumer's side (poll_consumer reads a ring
  * only up to the journal's durable seq), so a batch becoming durable needs
@@ -213,6 +214,15 @@ static uint64_t release(hg_pipeline_t *p) {
     n += moved;
   }
   p->stage_head = low;
+  if (low == p->stage_tail && low != 0) {
+    /* Every consumer has everything: start over at slot 0, so that the
+     * records of the next commands reuse the same few slots, still in the
+     * cache, instead of sweeping the whole capacity (a cache miss per
+     * record). Nothing else holds a stage index: the consumers read the
+     * stage only once the engine has stopped (threads_done). */
+    p->stage_head = p->stage_tail = 0;
+    for (uint32_t k = 0; k < p->ncons; k++) p->cons[k].cursor = 0;
+  }
   return n;
 }
 

@@ -20,6 +20,9 @@
  * Log writes: raft_io's append and close are wrapped (append_hook,
  * close_hook) to see a failed write, stop writing after it, and keep a
  * leader's failed write from libraft 0.15's core ("log writes" below).
+ * A write's wrapper goes back to a free list when it completes, so the
+ * list grows to the most writes ever in flight at once and the steady
+ * path allocates none.
  *
  * Closing: raft_close() stops the server and closes the raft_io; its callback
  * releases raft_uv's and the transport's memory, then ours.
@@ -77,7 +80,7 @@ typedef struct append_wrap {
   struct raft_io_append *outer;
   raft_io_append_cb cb;
   hg_replica_t *owner;
-  struct append_wrap *next; /* in held */
+  struct append_wrap *next; /* in held, or in wrap_free */
 } append_wrap_t;
 
 typedef int (*io_append_fn)(struct raft_io *io, struct raft_io_append *req,
@@ -90,6 +93,7 @@ struct hg_replica {
   io_append_fn uv_append;      /* raft_uv's; io.append is append_hook */
   void (*uv_close)(struct raft_io *io, raft_io_close_cb cb); /* io.close: close_hook */
   append_wrap_t *held;         /* a leader's failed writes, not reported (owned) */
+  append_wrap_t *wrap_free;    /* wrappers of completed writes, reused (owned) */
   int log_status;              /* the last log write: 0 or its error */
   char log_errmsg[RAFT_ERRMSG_BUF_SIZE];
   struct raft_uv_transport transport;
@@ -277,6 +281,20 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf) {
  * the last entry it did store, under the wrong indexes (on the next start
  * the node applies the wrong batches). So after one failed write every
  * append fails until the process restarts and reloads what was stored. */
+/* A wrapper for a new write: a completed one's, or a new one (NULL: no
+ * memory). */
+static append_wrap_t *wrap_get(hg_replica_t *r) {
+  append_wrap_t *w = r->wrap_free;
+  if (w == NULL) return malloc(sizeof *w);
+  r->wrap_free = w->next;
+  return w;
+}
+
+static void wrap_put(hg_replica_t *r, append_wrap_t *w) {
+  w->next = r->wrap_free;
+  r->wrap_free = w;
+}
+
 static void append_done(struct raft_io_append *req, int status) {
   append_wrap_t *w = (append_wrap_t *)req;
   hg_replica_t *r = w->owner;
@@ -302,7 +320,7 @@ static void append_done(struct raft_io_append *req, int status) {
       return;
     }
   }
-  free(w);
+  wrap_put(r, w);
   cb(outer, status);
 }
 
@@ -314,7 +332,7 @@ static void close_hook(struct raft_io *io, raft_io_close_cb cb) {
     r->held = w->next;
     struct raft_io_append *outer = w->outer;
     raft_io_append_cb done = w->cb;
-    free(w);
+    wrap_put(r, w);
     done(outer, RAFT_CANCELED);
   }
   r->uv_close(io, cb);
@@ -325,7 +343,7 @@ static int append_hook(struct raft_io *io, struct raft_io_append *req,
                        raft_io_append_cb cb) {
   hg_replica_t *r = (hg_replica_t *)(void *)((char *)io - offsetof(hg_replica_t, io));
   if (r->log_status != 0) return RAFT_IOERR;
-  append_wrap_t *w = malloc(sizeof *w);
+  append_wrap_t *w = wrap_get(r);
   if (w == NULL) return RAFT_NOMEM;
   w->inner.data = NULL;
   w->outer = req;
@@ -333,7 +351,7 @@ static int append_hook(struct raft_io *io, struct raft_io_append *req,
   w->owner = r;
   req->cb = cb;
   int rv = r->uv_append(io, &w->inner, entries, n, append_done);
-  if (rv != 0) free(w);
+  if (rv != 0) wrap_put(r, w);
   return rv;
 }
 
@@ -379,6 +397,11 @@ static void release_transport(hg_replica_t *r) {
 }
 
 static void free_replica(hg_replica_t *r) {
+  while (r->wrap_free != NULL) {
+    append_wrap_t *w = r->wrap_free;
+    r->wrap_free = w->next;
+    free(w);
+  }
   free(r->pool);
   free(r);
 }

@@ -200,6 +200,7 @@ void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env) {
     if (n > 0) gw_hold_frame(gw, st, gw->scratch, n);
     return;
   }
+  if (gw_relogged(gw, st)) return;
   PB_SET(*env, seq, st->next_seq++);
   size_t n = gw_encode(gw, env);
   if (n == 0) { /* logged; neither sent nor kept, so its seq is not used */
@@ -207,6 +208,14 @@ void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env) {
     return;
   }
   gw_stream_emit(gw, st, env->seq, n);
+}
+
+bool gw_relogged(hg_gateway_t *gw, const stream_t *st) {
+  if (!hg_outlog_logged(gw->outlog, st->key_id)) return false;
+  if (gw->relogged++ == 0)
+    gw_log(gw, HG_LOG_INFO, "restart: results of log entries applied before the restart are "
+           "applied again; their frames are in the outbound log already and keep their seqs");
+  return true;
 }
 
 void gw_stream_emit(hg_gateway_t *gw, stream_t *st, uint64_t seq, size_t n) {

@@ -358,6 +358,26 @@ void gw_retire(hg_gateway_t *gw, pending_t *p) {
   }
 }
 
+/* Cluster mode: the outbound log's position for o's frames (gateway_int.h,
+ * pos_seq). Records that are not the log's (UNAVAILABLE, MALFORMED: a
+ * leader's own) have none. */
+#define POS_STREAM (1ull << 63)
+static void set_position(hg_gateway_t *gw, const hg_pipe_out_t *o) {
+  uint64_t a = 0, b = 0;
+  if (o->kind == HG_PIPE_EVENT || o->kind == HG_PIPE_DONE) {
+    if (o->seq != gw->pos_seq) {
+      gw->pos_seq = o->seq;
+      gw->pos_j = 0;
+    }
+    a = o->seq + 1;
+    b = gw->pos_j++;
+  } else if (o->kind == HG_PIPE_STREAM) {
+    a = o->seq + 1;
+    b = POS_STREAM | o->event.seq;
+  }
+  hg_outlog_set_position(gw->outlog, a, b);
+}
+
 void gw_drain(hg_gateway_t *gw) {
   if (gw->pipe == NULL) return;
   assert(!gw->draining);
@@ -371,6 +391,7 @@ void gw_drain(hg_gateway_t *gw) {
     for (size_t i = 0; i < n; i++) {
       const hg_pipe_out_t *o = &gw->drain[i];
       pending_t *p = gw_pending_of(gw, o->origin);
+      if (gw->hold != NULL) set_position(gw, o);
       if (o->kind == HG_PIPE_EVENT) {
         on_event(gw, &o->event, p);
       } else if (o->kind == HG_PIPE_STREAM) {
@@ -398,6 +419,7 @@ void gw_drain(hg_gateway_t *gw) {
       }
     }
   }
+  if (gw->hold != NULL) hg_outlog_set_position(gw->outlog, 0, 0);
   gw->draining = 0;
   gw->local = local;
   gw_flush_dirty(gw);

@@ -502,6 +502,13 @@ struct hg_gateway {
   uint64_t hold_head, hold_tail;
   int local;
   uint64_t unrouted;       /* results of keys this node does not know (group.c) */
+  /* Cluster mode: the place in the log of the result being routed, set as
+   * the outbound log's position (events.c; outlog.h "Positions"): command
+   * seq + 1 and the result's index among the command's, or stream record
+   * (S, k) as S + 1 and POS_STREAM | k. After a restart, frames of results
+   * the node had routed before are met again and not sequenced twice. */
+  uint64_t pos_seq, pos_j;
+  uint64_t relogged;       /* such frames met since start */
   hg_pipe_out_t drain[DRAIN_BATCH]; /* one hg_pipeline_poll() batch */
 
   /* Counters: written by the loop thread, read by hg_gateway_stats on any. */
@@ -585,6 +592,10 @@ void gw_stream_send(hg_gateway_t *gw, stream_t *st, env_t *env);
 /* The frame of n bytes in gw->scratch carries seq, st's next one (taken):
  * logged for retransmission, journaled and sent to the key's sessions. */
 void gw_stream_emit(hg_gateway_t *gw, stream_t *st, uint64_t seq, size_t n);
+/* True when st's next frame is one the outbound log holds already (a
+ * result applied again after a restart, outlog.h "Positions"): it is
+ * neither sequenced nor sent. */
+bool gw_relogged(hg_gateway_t *gw, const stream_t *st);
 void gw_stream_send_idx(hg_gateway_t *gw, uint32_t s, env_t *env);
 void gw_rt_pump(conn_t *c);
 void gw_unauth_release(hg_gateway_t *gw, conn_t *c);

@@ -16,6 +16,8 @@
  *    the same bytes into the key's stream at the same place. The released
  *    frame is the length, field 1 (seq) and the held body, so its bytes
  *    are the same on every node.
+ *  - Route state: what a node starting from a snapshot needs to route as
+ *    the others do (hg_gateway_route_state / hg_gateway_seed_routes).
  */
 #include "gateway_int.h"
 
@@ -176,6 +178,10 @@ void gw_hold_release(hg_gateway_t *gw) {
     return;
   }
   stream_t *st = &gw->streams[si];
+  if (gw_relogged(gw, st)) {
+    gw->hold_head += rest;
+    return;
+  }
   uint64_t seq = st->next_seq;
   size_t body = 1 + hg_wire_varint_len(seq) + rest;
   size_t h = hg_wire_varint_len(body);
@@ -190,4 +196,115 @@ void gw_hold_release(hg_gateway_t *gw) {
   hold_get(gw, f + at, rest);
   st->next_seq++;
   gw_stream_emit(gw, st, seq, h + body);
+}
+
+/* ---- route state (cluster snapshots) ------------------------------------ */
+
+#define RS_HEADER 16u
+#define RS_STREAM 16u
+#define RS_ACCOUNT 16u
+#define RS_ORDER 24u
+
+static uint64_t stream_key(const hg_gateway_t *gw, uint32_t si) {
+  return si != NONE32 && si < gw->cfg.max_streams ? gw->streams[si].key_id : 0;
+}
+
+size_t hg_gateway_route_state(hg_gateway_t *gw, uint8_t *buf, size_t cap) {
+  uint32_t ns = 0, na = 0;
+  for (uint32_t i = 0; i < gw->cfg.max_streams; i++) ns += gw->streams[i].key_id != 0;
+  for (uint32_t i = 0; i < gw->cfg.max_accounts; i++)
+    na += gw->accounts[i].id != 0 && stream_key(gw, gw->accounts[i].stream) != 0;
+  size_t need = RS_HEADER + (size_t)ns * RS_STREAM + (size_t)na * RS_ACCOUNT +
+                (size_t)gw->n_orders * RS_ORDER;
+  if (buf == NULL || cap < need) return need;
+  memset(buf, 0, need);
+  hg_st32(buf, HG_GATEWAY_ROUTES_MAGIC);
+  hg_st32(buf + 4, ns);
+  hg_st32(buf + 8, na);
+  hg_st32(buf + 12, gw->n_orders);
+  uint8_t *p = buf + RS_HEADER;
+  for (uint32_t i = 0; i < gw->cfg.max_streams; i++) {
+    if (gw->streams[i].key_id == 0) continue;
+    hg_st64(p, gw->streams[i].key_id);
+    hg_st64(p + 8, gw->streams[i].next_seq);
+    p += RS_STREAM;
+  }
+  for (uint32_t i = 0; i < gw->cfg.max_accounts; i++) {
+    uint64_t key = stream_key(gw, gw->accounts[i].stream);
+    if (gw->accounts[i].id == 0 || key == 0) continue;
+    hg_st32(p, gw->accounts[i].id);
+    hg_st64(p + 8, key);
+    p += RS_ACCOUNT;
+  }
+  for (uint32_t i = 0, n = 0; i < gw->cfg.max_orders && n < gw->n_orders; i++) {
+    const order_t *o = &gw->orders[i];
+    if (o->order_id == 0) continue;
+    hg_st64(p, o->order_id);
+    hg_st64(p + 8, stream_key(gw, o->stream));
+    hg_st32(p + 16, o->quote_group);
+    p[20] = o->cod;
+    p += RS_ORDER;
+    n++;
+  }
+  return need;
+}
+
+/* Moves mirrored order o to stream si (its list is the stream's). */
+static void order_restream(hg_gateway_t *gw, order_t *o, uint32_t si) {
+  order_t keep = *o;
+  hg_book_event_t be;
+  memset(&be, 0, sizeof be);
+  be.order_id = o->order_id;
+  be.client_order_id = o->client_order_id;
+  be.price = o->price;
+  be.qty = o->qty;
+  be.leaves = o->leaves;
+  be.instrument_id = o->instrument_id;
+  be.account = o->account;
+  be.side = o->side;
+  gw_order_remove(gw, o);
+  order_t *n = gw_order_add(gw, &be, si); /* the slot just freed: cannot fail */
+  n->conn_gen = keep.conn_gen;
+  n->quote_group = keep.quote_group;
+  n->cod = keep.cod;
+  n->cancel_sent = keep.cancel_sent;
+  n->scoped = keep.scoped;
+}
+
+int hg_gateway_seed_routes(hg_gateway_t *gw, const uint8_t *b, size_t len) {
+  if (!gw->attached || gw->started) return HG_ESTATE;
+  if (len < RS_HEADER || hg_ld32(b) != HG_GATEWAY_ROUTES_MAGIC) return HG_ECORRUPT;
+  uint64_t ns = hg_ld32(b + 4), na = hg_ld32(b + 8), no = hg_ld32(b + 12);
+  if (ns * RS_STREAM + na * RS_ACCOUNT + no * RS_ORDER != len - RS_HEADER) return HG_ECORRUPT;
+  const uint8_t *p = b + RS_HEADER;
+  uint32_t raised = 0, homes = 0, routed = 0;
+  for (uint64_t i = 0; i < ns; i++, p += RS_STREAM) {
+    uint32_t si = gw_stream_of_key(gw, hg_ld64(p));
+    uint64_t next = hg_ld64(p + 8);
+    if (si == NONE32 || gw->streams[si].next_seq >= next || gw->streams[si].n_ent != 0) continue;
+    gw->streams[si].next_seq = next;
+    gw->streams[si].first_seq = next;
+    raised++;
+  }
+  for (uint64_t i = 0; i < na; i++, p += RS_ACCOUNT) {
+    account_t *a = gw_account_find(gw, hg_ld32(p));
+    uint32_t si = gw_stream_of_key(gw, hg_ld64(p + 8));
+    if (a == NULL || si == NONE32) continue;
+    a->stream = si;
+    homes++;
+  }
+  for (uint64_t i = 0; i < no; i++, p += RS_ORDER) {
+    order_t *o = gw_order_find(gw, hg_ld64(p));
+    if (o == NULL) continue;
+    uint64_t key = hg_ld64(p + 8);
+    uint32_t si = key != 0 ? gw_stream_of_key(gw, key) : NONE32;
+    if (key != 0 && si == NONE32) continue;
+    if (o->stream != si) order_restream(gw, o, si);
+    o->quote_group = hg_ld32(p + 16);
+    o->cod = p[20];
+    routed++;
+  }
+  gw_log(gw, HG_LOG_INFO, "routes from the snapshot: %" PRIu32 " streams numbered on from it, %"
+         PRIu32 " accounts' home keys, %" PRIu32 " orders' entering keys", raised, homes, routed);
+  return 0;
 }

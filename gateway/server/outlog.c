@@ -21,6 +21,11 @@
  * key are written the same way, so numbering survives the deletion of the
  * segments that held a key's frames.
  *
+ * Positions: each key keeps the last position it logged frames at and how
+ * many (restored by the scan from its position records and the frames
+ * after them), and how many of them were met again at the current
+ * position (seen_n, valid for generation seen_gen of the position).
+ *
  * Tables are sized at open (keys and ids found plus the configured room);
  * nothing is allocated per record.
  */
@@ -53,6 +58,7 @@
 #define SHDR HG_OUTLOG_SEGMENT_HEADER
 #define RHDR HG_OUTLOG_RECORD_HEADER
 #define READ_CHUNK (64u << 10)
+#define POS_LEN 16u /* a position record's payload */
 
 typedef struct ixent {
   uint64_t seq, seg, off;
@@ -64,6 +70,10 @@ typedef struct okey {
   uint64_t last_seg; /* segment of the key's last indexed record */
   ixent_t *ix;       /* ring of index_entries, oldest at ix_head; owned here */
   uint32_t ix_head, ix_n;
+  uint64_t pos_a, pos_b; /* last position frames were logged at (pos_a 0: none) */
+  uint64_t pos_n;        /* frames logged at it */
+  uint64_t seen_gen, seen_n;
+  int pos_on;            /* the key's last position record is pos (0: none, or untracked) */
 } okey_t;
 
 typedef struct sident {
@@ -104,6 +114,9 @@ struct hg_outlog {
   size_t rcap, rlen;
   uint64_t rseg, roff;
   uint64_t cur_key, cur_seq, cur_seg, cur_off;
+  uint64_t pos_a, pos_b;   /* hg_outlog_set_position's (pos_a 0: none) */
+  uint64_t last_a, last_b; /* the last position set other than none */
+  uint64_t pos_gen;        /* changes with last_a, last_b */
   _Atomic uint64_t st_bytes, st_errors, st_dropped, st_corrupt;
   _Atomic uint32_t st_segments;
   _Atomic int st_last_error;
@@ -161,8 +174,9 @@ static int rec_check(const hg_outlog_t *l, const uint8_t *p, uint64_t avail, rec
   r->key = hg_ld64(p + 16);
   r->seq = hg_ld64(p + 24);
   r->payload = p + RHDR;
-  if (r->type < HG_OUTLOG_FRAME || r->type > HG_OUTLOG_SEQ_MARK) return HG_EVERSION;
-  if (r->key == 0 || (r->type == HG_OUTLOG_SESSION_ID && len != HG_OUTLOG_SID_LEN))
+  if (r->type < HG_OUTLOG_FRAME || r->type > HG_OUTLOG_POSITION) return HG_EVERSION;
+  if (r->key == 0 || (r->type == HG_OUTLOG_SESSION_ID && len != HG_OUTLOG_SID_LEN) ||
+      (r->type == HG_OUTLOG_POSITION && len != POS_LEN))
     return HG_ECORRUPT;
   return 0;
 }
@@ -409,8 +423,17 @@ static int seg_create(hg_outlog_t *l, uint64_t no) {
   return 0;
 }
 
+/* Stages key's position record: (a, b) with n of its frames logged there. */
+static int stage_pos(hg_outlog_t *l, uint64_t key, uint64_t a, uint64_t b, uint64_t n) {
+  uint8_t p[POS_LEN];
+  hg_st64(p, b);
+  hg_st64(p + 8, n);
+  return stage_rec(l, HG_OUTLOG_POSITION, key, a, p, POS_LEN, NULL);
+}
+
 /* Starts the next segment (the current one's bytes are all written) and
- * carries seq marks and the session ids of doomed segments into it. */
+ * carries seq marks, positions and the session ids of doomed segments into
+ * it. */
 static int roll(hg_outlog_t *l) {
   if (hg_outlog_flush(l) != 0) return HG_EUNAVAIL;
   int rc = seg_create(l, cur_seg(l)->no + 1);
@@ -427,6 +450,8 @@ static int roll(hg_outlog_t *l) {
     okey_t *k = &l->keys[i];
     if (k->key != 0 && k->next_seq > 1)
       stage_rec(l, HG_OUTLOG_SEQ_MARK, k->key, k->next_seq - 1, NULL, 0, NULL);
+    if (k->key != 0 && k->pos_a != 0)
+      k->pos_on = stage_pos(l, k->key, k->pos_a, k->pos_b, k->pos_n) == 0;
   }
   for (uint32_t i = 0; i <= l->sid_mask; i++) {
     sident_t *e = &l->sids[i];
@@ -458,22 +483,75 @@ uint64_t hg_outlog_next_seq(const hg_outlog_t *l, uint64_t key) {
   return k != NULL ? k->next_seq : 1;
 }
 
+static int pos_cmp(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  return a != c ? (a < c ? -1 : 1) : b != d ? (b < d ? -1 : 1) : 0;
+}
+
+void hg_outlog_set_position(hg_outlog_t *l, uint64_t a, uint64_t b) {
+  l->pos_a = a;
+  l->pos_b = a == 0 ? 0 : b;
+  if (a == 0 || (a == l->last_a && b == l->last_b)) return;
+  l->last_a = a;
+  l->last_b = b;
+  l->pos_gen++;
+}
+
+int hg_outlog_logged(hg_outlog_t *l, uint64_t key) {
+  if (l->pos_a == 0) return 0;
+  okey_t *k = key_find(l, key);
+  if (k == NULL || k->pos_a == 0) return 0;
+  int c = pos_cmp(l->pos_a, l->pos_b, k->pos_a, k->pos_b);
+  if (c != 0) return c < 0;
+  if (k->seen_gen != l->pos_gen) {
+    k->seen_gen = l->pos_gen;
+    k->seen_n = 0;
+  }
+  if (k->seen_n >= k->pos_n) return 0;
+  k->seen_n++;
+  return 1;
+}
+
+/* 1 when a frame of k appended now needs a position record before it. */
+static int pos_needed(const hg_outlog_t *l, const okey_t *k) {
+  if (l->pos_a == 0) return k->pos_on && k->pos_a != 0;
+  return !k->pos_on || k->pos_a != l->pos_a || k->pos_b != l->pos_b;
+}
+
 int hg_outlog_append(hg_outlog_t *l, uint64_t key, uint64_t seq, const void *frame, uint32_t len) {
   okey_t *k = key_find(l, key);
   if (k == NULL) return HG_ENOTFOUND;
   if (len == 0 || len > l->o.max_frame || frame == NULL || seq < k->next_seq) return HG_EINVAL;
   k->next_seq = seq + 1;
-  size_t rs = HG_OUTLOG_RECORD_SIZE(len);
+  size_t rs = HG_OUTLOG_RECORD_SIZE(len) + (pos_needed(l, k) ? HG_OUTLOG_RECORD_SIZE(POS_LEN) : 0);
   seg_t *s = cur_seg(l);
   if (s->size + l->staged + rs > l->o.segment_size && s->size + l->staged > SHDR &&
       roll(l) != 0) {
     ST_ADD(l, st_dropped, 1);
     return HG_EUNAVAIL;
   }
+  if (pos_needed(l, k)) {
+    int same = k->pos_a == l->pos_a && k->pos_b == l->pos_b;
+    uint64_t n = same ? k->pos_n : 0;
+    /* Untracked: the key's last position stays, its count stops. */
+    int rc = l->pos_a == 0 ? stage_pos(l, key, 0, 0, 0) : stage_pos(l, key, l->pos_a, l->pos_b, n);
+    if (rc != 0) return rc; /* the frame is not logged under another position */
+    if (l->pos_a != 0) {
+      k->pos_a = l->pos_a;
+      k->pos_b = l->pos_b;
+      k->pos_n = n;
+    }
+    k->pos_on = l->pos_a != 0;
+  }
   uint64_t off;
   int rc = stage_rec(l, HG_OUTLOG_FRAME, key, seq, frame, len, &off);
-  if (rc == 0) ix_add(l, k, seq, cur_seg(l)->no, off);
-  return rc;
+  if (rc != 0) return rc;
+  ix_add(l, k, seq, cur_seg(l)->no, off);
+  if (k->pos_on) {
+    k->pos_n++;
+    k->seen_gen = l->pos_gen;
+    k->seen_n = k->pos_n;
+  }
+  return 0;
 }
 
 int hg_outlog_sid_used(const hg_outlog_t *l, uint64_t key, const uint8_t *sid) {
@@ -645,7 +723,20 @@ static int apply(hg_outlog_t *l, const rec_t *r, uint64_t no, uint64_t off) {
     rc = key_new(l, r->key, 1, &k);
     if (rc != 0) return rc;
     if (r->seq + 1 > k->next_seq) k->next_seq = r->seq + 1;
-    if (r->type == HG_OUTLOG_FRAME) ix_add(l, k, r->seq, no, off);
+    if (r->type == HG_OUTLOG_FRAME) {
+      ix_add(l, k, r->seq, no, off);
+      if (k->pos_on) k->pos_n++;
+    }
+    return 0;
+  case HG_OUTLOG_POSITION:
+    rc = key_new(l, r->key, 1, &k);
+    if (rc != 0) return rc;
+    k->pos_on = r->seq != 0;
+    if (r->seq != 0) {
+      k->pos_a = r->seq;
+      k->pos_b = hg_ld64(r->payload);
+      k->pos_n = hg_ld64(r->payload + 8);
+    }
     return 0;
   default: {
     rc = sids_resize(l, l->n_sids + 1);

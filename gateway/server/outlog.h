@@ -23,19 +23,28 @@
  *    28  u32 CRC32C of bytes 0..27
  * Records follow, each on an 8-byte boundary:
  *     0  u32 magic 0x524F4748 ("HGOR")
- *     4  u8  type: 1 frame, 2 session id, 3 seq mark
+ *     4  u8  type: 1 frame, 2 session id, 3 seq mark, 4 position
  *     5  u8  reserved, zero;  6  u16 reserved, zero
  *     8  u32 payload length
  *    12  u32 CRC32C of bytes 0..11, 16..31 and the payload
  *    16  u64 API key id (> 0)
- *    24  u64 frame: its stream seq; seq mark: the last seq used; session id: 0
+ *    24  u64 frame: its stream seq; seq mark: the last seq used; session id: 0;
+ *        position: its first half (0: none)
  *    32  payload, zero padded to a multiple of 8. Frame: the encoded frame
  *        exactly as sent (length prefix included). Session id: 16 bytes.
- *        Seq mark: empty.
+ *        Seq mark: empty. Position: u64 second half, u64 frames of the key
+ *        logged at the position before this record.
+ * Positions (cluster mode, hg_outlog_set_position): the key's frames after
+ * a position record, up to its next one, were appended at that position
+ * (none: no position). A log without position records is read as today.
+ * Versions that predate the type skip such records as unknown (counted as
+ * corrupt) and read everything else.
  * A segment ends where its file ends. When a segment rolls, the new one
  * starts with a seq mark for every key and with the session ids whose
  * records live in segments about to be deleted, so deleting old segments
- * loses neither a key's numbering nor the used-session-id rule.
+ * loses neither a key's numbering nor the used-session-id rule; the new
+ * segment also starts with each key's position record, so the frames a key
+ * logged at its last position stay counted.
  *
  * Threads: an hg_outlog_t is owned by one thread (the gateway loop thread);
  * every function must be called from it, except hg_outlog_stats (any
@@ -59,7 +68,12 @@
 #define HG_OUTLOG_RECORD_SIZE(len) \
   ((((uint64_t)(len)) + HG_OUTLOG_RECORD_HEADER + 7u) & ~(uint64_t)7u)
 
-enum { HG_OUTLOG_FRAME = 1, HG_OUTLOG_SESSION_ID = 2, HG_OUTLOG_SEQ_MARK = 3 };
+enum {
+  HG_OUTLOG_FRAME = 1,
+  HG_OUTLOG_SESSION_ID = 2,
+  HG_OUTLOG_SEQ_MARK = 3,
+  HG_OUTLOG_POSITION = 4
+};
 
 typedef struct hg_outlog_options {
   uint64_t segment_size;  /* a segment rolls before passing it; 0: 64 MiB; 4 KiB .. 4 GiB */
@@ -118,12 +132,35 @@ uint64_t hg_outlog_next_seq(const hg_outlog_t *log, uint64_t key);
 
 /*
  * Stages a frame record (a memcpy; a write happens only when the staging
- * buffer is full, else at hg_outlog_flush). seq must be above the key's
+ * buffer is full, else at hg_outlog_flush), after a position record when
+ * the key's position changed. seq must be above the key's
  * last one. 0, HG_ENOTFOUND (key not added), HG_EINVAL (len 0 or above
  * max_frame, or seq not increasing), HG_EUNAVAIL (dropped: writes are
  * failing and the staging buffer is full; counted, the log keeps going).
  */
 int hg_outlog_append(hg_outlog_t *log, uint64_t key, uint64_t seq, const void *frame, uint32_t len);
+
+/*
+ * Positions: where the frames appended next come from, as a pair (a, b)
+ * ordered by a, then b; a = 0: nowhere in particular (the default). A
+ * cluster node's gateway sets the place in the replicated log of the
+ * result it is routing, so that after a restart, when the node applies
+ * entries it had applied before, it can tell the frames it already logged
+ * (hg_outlog_logged) from new ones. Cheap when unchanged: a position
+ * record is staged only before a key's first frame at a new position.
+ */
+void hg_outlog_set_position(hg_outlog_t *log, uint64_t a, uint64_t b);
+
+/*
+ * 1 when the next frame of key at the current position is one the log
+ * already holds (and counts it as met): the current position is before
+ * the key's last logged one, or equal to it and fewer of the key's frames
+ * were met at it since it was set (setting none in between and the same
+ * position again does not count anew) than the log holds. 0
+ * otherwise, and always with no position set. A frame it calls logged is
+ * not to be appended (nor sequenced) again.
+ */
+int hg_outlog_logged(hg_outlog_t *log, uint64_t key);
 
 /* 1 when (key, sid) was recorded before, else 0. sid: HG_OUTLOG_SID_LEN bytes. */
 int hg_outlog_sid_used(const hg_outlog_t *log, uint64_t key, const uint8_t *sid);

@@ -15,7 +15,8 @@
  *     is added with `op cluster add`, joins by snapshot install (restarting
  *     once to load it), learns the members' client addresses and holds the
  *     key added in step 3;
- *  5. leadership transferred to the new member by id; the others name
+ *  5. leadership transferred to the new member by id: a trader's stream
+ *     numbers on there from where it was (the snapshot's seqs); the others name
  *     its client address, learnt from the group; a bootstrap node restarted
  *     with its original cluster.members follows the group's configuration;
  *  6. backup from a follower: ops/backup of a follower's engine directory
@@ -418,14 +419,28 @@ static void replace_dead_node(void **state) {
  * to traders. A bootstrap node restarted with its original cluster.members
  * (which lists the removed node and not the new one) follows the group's
  * configuration and says so. */
+static uint64_t key2_next_seq(int slot) {
+  hg_client_t *tr = NULL;
+  assert_int_equal(ch_node_client(g_n[slot].client_port, NULL, 2, SECRET_HEX, &tr), 0);
+  assert_int_equal(ch_connect_retry(tr, 30, supervise), 0);
+  uint64_t next = hg_client_session(tr)->login_next_seq;
+  hg_client_destroy(tr);
+  return next;
+}
+
 static void transfer_to_new_member(void **state) {
   (void)state;
   hgctl_out_t o;
   char id[8];
+  /* Node 4 started from the leader's snapshot and never sequenced the
+   * frames before it: it numbers key 2's stream on from the snapshot's. */
+  uint64_t next2 = key2_next_seq(leader_slot());
+  assert_true(next2 > 1);
   snprintf(id, sizeof id, "%d", g_n[3].id);
   op_cluster(&o, "transfer", id, NULL);
   if (o.status != 0) fail_msg("op cluster transfer %s: %d %s %s", id, o.status, o.text, o.err);
   assert_int_equal(leader_slot(), 3);
+  assert_int_equal(key2_next_seq(3), next2);
   g_restarted = 0;
   while (g_restarted == g_gone) g_restarted++;
   hg_client_t *tr = NULL;

@@ -62,10 +62,10 @@ typedef struct consumer {
   uint64_t cancelled;  /* book cancel events */
 } consumer_t;
 
-static void consume(hg_pipeline_t *p, consumer_t *c) {
+static void consume_k(hg_pipeline_t *p, uint32_t k, consumer_t *c) {
   hg_pipe_out_t out[256];
   size_t n;
-  while ((n = hg_pipeline_poll(p, out, 256)) > 0) {
+  while ((n = hg_pipeline_poll_consumer(p, k, out, 256)) > 0) {
     for (size_t i = 0; i < n; i++) {
       switch (out[i].kind) {
       case HG_PIPE_EVENT:
@@ -96,6 +96,8 @@ static void consume(hg_pipeline_t *p, consumer_t *c) {
     }
   }
 }
+
+static void consume(hg_pipeline_t *p, consumer_t *c) { consume_k(p, 0, c); }
 
 static void submit_range(hg_pipeline_t *p, uint64_t from, uint64_t to, consumer_t *c) {
   for (uint64_t i = from; i < to; i++) {
@@ -1067,6 +1069,51 @@ static void loop_mode_takes_other_threads_submits(void **state) {
   hg_pipeline_close(p);
 }
 
+/* Loop mode with small outbound rings and a second consumer that the owner
+ * polls only now and then: its excess waits in the stage, so the stage is
+ * emptied and refilled many times over its capacity with the consumers'
+ * cursors apart and together, and each consumer still gets every record
+ * once, in order. (The backlog stays below the stage's reserve: a full
+ * consumer other than 0 is waited for, and here nobody else polls it.) */
+static void loop_mode_two_consumers_over_many_stages(void **state) {
+  fixture_t *f = *state;
+  f->cfg.mode = HG_PIPE_MODE_LOOP;
+  f->cfg.consumers = 2;
+  f->cfg.staging_capacity = 2048;
+  f->cfg.outbound_capacity = 64;
+  hg_pipeline_t *p = NULL;
+  assert_int_equal(hg_pipeline_open(&f->cfg, &p), 0);
+  assert_int_equal(hg_pipeline_start(p), 0);
+  enum { N = 12000 };
+  consumer_t c0 = {.next_done = 1}, c1 = {.next_done = 1};
+  for (uint64_t i = 0; i < N; i++) {
+    hg_command_t cmd;
+    cmdgen_command(i, SEED, &cmd);
+    assert_int_equal(hg_pipeline_execute(p, i, &cmd), 0);
+    if ((i + 1) % 2 != 0) continue;
+    hg_pipeline_loop_commit(p);
+    hg_pipeline_loop_reap(p, -1);
+    consume(p, &c0);
+    if ((i + 1) % 16 == 0) consume_k(p, 1, &c1);
+  }
+  while (c0.next_done < N + 1 || c1.next_done < N + 1) {
+    hg_pipeline_loop_commit(p);
+    hg_pipeline_loop_reap(p, -1);
+    consume(p, &c0);
+    consume_k(p, 1, &c1);
+  }
+  assert_int_equal(c0.next_done, N + 1);
+  assert_int_equal(c1.next_done, N + 1);
+  assert_true(c0.events > N);
+  assert_int_equal(c1.events, c0.events);
+  assert_int_equal(c1.cancelled, c0.cancelled);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipe_out_t extra;
+  assert_int_equal(hg_pipeline_poll(p, &extra, 1), 0);
+  assert_int_equal(hg_pipeline_poll_consumer(p, 1, &extra, 1), 0);
+  hg_pipeline_close(p);
+}
+
 /* Loop mode with the journal's fallback: each commit is synchronous, so
  * the commit call itself makes the batch durable and releasable. */
 static void loop_mode_fallback_commits_at_once(void **state) {
@@ -1223,6 +1270,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(cluster_routes_and_stream_records, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_journal_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_fallback_commits_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(loop_mode_two_consumers_over_many_stages, setup, teardown),
       cmocka_unit_test_setup_teardown(loop_mode_drains_inside_a_command, setup, teardown),
       cmocka_unit_test_setup_teardown(cluster_mode_releases_on_commit, setup, teardown),
   };

@@ -3,7 +3,11 @@
  * reopen, seq and session-id recovery, segment roll and retention with the
  * exact layout computed by hand, the before-retention answer, a corrupt
  * record in the middle, a torn tail, and a write that fails (file size limit
- * standing in for a full disk) without losing what is staged.
+ * standing in for a full disk) without losing what is staged. Positions: a
+ * hand-written case, and a property test against a plain list of every
+ * frame appended (a restart that applies entries again from an earlier
+ * point meets exactly the frames logged before it, across rolls and
+ * deleted segments).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -296,11 +300,157 @@ static void test_sid_table_full(void **state) {
   util_rm_rf(dir);
 }
 
+/* Appends the next frame of key (seq: its next). */
+static void append_key(hg_outlog_t *l, uint64_t key) {
+  uint8_t f[LEN];
+  uint64_t seq = hg_outlog_next_seq(l, key);
+  frame(seq, f);
+  assert_int_equal(hg_outlog_append(l, key, seq, f, LEN), 0);
+}
+
+/* Key A logs two frames at (1, 0), B one at (1, 1), A one with no
+ * position, then one at (2, 0). After a reopen the frames met again at
+ * each position are exactly those; the untracked frame counts nowhere. */
+static void test_positions(void **state) {
+  (void)state;
+  enum { A = 11, B = 12 };
+  char dir[64];
+  assert_non_null(util_tmpdir(dir, "outlog"));
+  hg_outlog_t *l = open_log(dir, 1u << 20, 4);
+  assert_int_equal(hg_outlog_key_add(l, A), 0);
+  assert_int_equal(hg_outlog_key_add(l, B), 0);
+  assert_false(hg_outlog_logged(l, A)); /* no position: never */
+  hg_outlog_set_position(l, 1, 0);
+  assert_false(hg_outlog_logged(l, A));
+  append_key(l, A);
+  assert_false(hg_outlog_logged(l, A)); /* a second frame at the same place is new */
+  append_key(l, A);
+  hg_outlog_set_position(l, 1, 1);
+  append_key(l, B);
+  hg_outlog_set_position(l, 0, 0);
+  append_key(l, A);
+  hg_outlog_set_position(l, 2, 0);
+  append_key(l, A);
+  hg_outlog_close(l);
+
+  l = open_log(dir, 1u << 20, 4);
+  assert_int_equal(hg_outlog_next_seq(l, A), 5);
+  assert_false(hg_outlog_logged(l, A));
+  hg_outlog_set_position(l, 1, 0);
+  assert_true(hg_outlog_logged(l, A));
+  assert_true(hg_outlog_logged(l, A));
+  assert_true(hg_outlog_logged(l, B)); /* before B's last position: all logged */
+  hg_outlog_set_position(l, 1, 1);
+  assert_true(hg_outlog_logged(l, A)); /* before A's last position */
+  assert_true(hg_outlog_logged(l, B));
+  assert_false(hg_outlog_logged(l, B));
+  hg_outlog_set_position(l, 2, 0);
+  assert_true(hg_outlog_logged(l, A));
+  assert_false(hg_outlog_logged(l, A));
+  append_key(l, A); /* continues at (2, 0): now two there */
+  hg_outlog_set_position(l, 3, 0);
+  assert_false(hg_outlog_logged(l, A));
+  assert_false(hg_outlog_logged(l, B));
+  hg_outlog_close(l);
+
+  l = open_log(dir, 1u << 20, 4);
+  hg_outlog_set_position(l, 2, 0);
+  assert_true(hg_outlog_logged(l, A));
+  assert_true(hg_outlog_logged(l, A));
+  assert_false(hg_outlog_logged(l, A));
+  hg_outlog_stats_t st;
+  hg_outlog_stats(l, &st);
+  assert_int_equal(st.corrupt, 0);
+  hg_outlog_close(l);
+  util_rm_rf(dir);
+}
+
+/* One frame of a script: key, and its position (a 0: none). */
+typedef struct pev {
+  uint64_t key, a, b;
+} pev_t;
+
+/* Property: a random script of frames (3 keys, positions in order, 1..4
+ * frames of a key at a place, some with no position) runs up to a random
+ * point M, in 4 KiB segments of which 2 are kept (rolls carry positions;
+ * old segments go). A reopen then replays the script from a random place
+ * boundary R <= M, as a restarted node applies entries again from its
+ * snapshot: a tracked frame is met as logged exactly when it is before M
+ * (and is not appended again), an untracked one is not replayed before M
+ * (it came from no entry). At the end every key's next seq is one past
+ * its frames in the whole script, as in a run that never stopped. */
+static void test_positions_property(void **state) {
+  (void)state;
+  enum { EVENTS = 600, KEYS = 3 };
+  static pev_t ev[EVENTS];
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  for (int round = 0; round < 40; round++) {
+    size_t n = 0;
+    uint64_t a = 1, b = 0;
+    while (n < EVENTS) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      uint32_t r = (uint32_t)(seed >> 33);
+      if (r % 5 == 0) b++;
+      else if (r % 5 == 1) a++, b = 0;
+      uint64_t key = 1 + (r >> 8) % KEYS;
+      int untracked = (r >> 12) % 13 == 0;
+      for (uint32_t f = 0; f < 1 + (r >> 16) % 4 && n < EVENTS; f++)
+        ev[n++] = (pev_t){key, untracked ? 0 : a, untracked ? 0 : b};
+    }
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    size_t m = (size_t)(seed >> 33) % (EVENTS + 1);
+    /* R: the first tracked event at or after a random place before M whose
+     * place differs from the tracked event before it (a place boundary). */
+    size_t rr = m == 0 ? 0 : (size_t)(seed >> 20) % m;
+    while (rr > 0 && rr < m) {
+      size_t prev = rr;
+      while (prev > 0 && ev[prev - 1].a == 0) prev--;
+      if (ev[rr].a != 0 && (prev == 0 || ev[prev - 1].a != ev[rr].a || ev[prev - 1].b != ev[rr].b))
+        break;
+      rr++;
+    }
+    if (rr >= m) rr = 0;
+    char dir[64];
+    assert_non_null(util_tmpdir(dir, "outlog"));
+    hg_outlog_t *l = open_log(dir, 4096, 2);
+    for (uint64_t k = 1; k <= KEYS; k++) assert_int_equal(hg_outlog_key_add(l, k), 0);
+    for (size_t i = 0; i < m; i++) {
+      hg_outlog_set_position(l, ev[i].a, ev[i].b);
+      assert_false(hg_outlog_logged(l, ev[i].key));
+      append_key(l, ev[i].key);
+    }
+    hg_outlog_close(l);
+    l = open_log(dir, 4096, 2);
+    for (uint64_t k = 1; k <= KEYS; k++) assert_int_equal(hg_outlog_key_add(l, k), 0);
+    for (size_t i = rr; i < EVENTS; i++) {
+      if (ev[i].a == 0 && i < m) continue;
+      hg_outlog_set_position(l, ev[i].a, ev[i].b);
+      int logged = hg_outlog_logged(l, ev[i].key);
+      if (logged != (ev[i].a != 0 && i < m))
+        fail_msg("round %d: event %zu of %d (M %zu, R %zu): logged %d", round, i, EVENTS, m, rr,
+                 logged);
+      if (!logged) append_key(l, ev[i].key);
+    }
+    for (uint64_t k = 1; k <= KEYS; k++) {
+      uint64_t want = 1;
+      for (size_t i = 0; i < EVENTS; i++) want += ev[i].key == k;
+      assert_int_equal(hg_outlog_next_seq(l, k), want);
+    }
+    hg_outlog_stats_t st;
+    hg_outlog_stats(l, &st);
+    assert_int_equal(st.corrupt, 0);
+    assert_true(st.segments <= 3);
+    hg_outlog_close(l);
+    util_rm_rf(dir);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reopen),           cmocka_unit_test(test_retention),
       cmocka_unit_test(test_corrupt_and_torn), cmocka_unit_test(test_write_failure),
-      cmocka_unit_test(test_sid_table_full),
+      cmocka_unit_test(test_sid_table_full),   cmocka_unit_test(test_positions),
+      cmocka_unit_test(test_positions_property),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

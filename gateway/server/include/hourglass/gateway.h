@@ -444,6 +444,32 @@ int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret[
  * -EPERM (cfg.rt_priority set and real-time scheduling not permitted), -errno. */
 int hg_gateway_start(hg_gateway_t *gw);
 
+/*
+ * Cluster snapshots (loop thread, once every released result is drained:
+ * the state is then exactly the applied entries). hg_gateway_route_state
+ * writes where this gateway routes, in cap bytes at buf, and returns the
+ * bytes it takes (nothing written when above cap): each stream's key and
+ * next seq, each account's home key (the stream of reports of orders no
+ * key is known to have entered), each mirrored order's entering key,
+ * quote group and cancel-on-disconnect flag. Host byte order (the
+ * cluster's machines alike): u32 HG_GATEWAY_ROUTES_MAGIC, u32 streams,
+ * u32 accounts, u32 orders; per stream u64 key, u64 next seq; per account
+ * u32 account, u32 zero, u64 key; per order u64 order id, u64 key (0:
+ * none), u32 quote group, u8 cod, 3 zero bytes.
+ * hg_gateway_seed_routes (owner thread, after hg_gateway_attach and the
+ * keys, before hg_gateway_start) takes such bytes from the snapshot the
+ * node starts from: a stream's next seq rises to the snapshot's (a node
+ * that starts from a snapshot installed from the leader never sequenced
+ * the frames before it, and numbers on as the others do), accounts get
+ * their home keys and recovered orders their entering keys, so their
+ * reports go where they go on every other node. Keys this node does not
+ * know and orders it does not mirror are skipped. 0, HG_ECORRUPT (does
+ * not parse; nothing applied), HG_ESTATE (not attached, or started).
+ */
+#define HG_GATEWAY_ROUTES_MAGIC 0x31524748u /* "HGR1" */
+size_t hg_gateway_route_state(hg_gateway_t *gw, uint8_t *buf, size_t cap);
+int hg_gateway_seed_routes(hg_gateway_t *gw, const uint8_t *b, size_t len);
+
 /* Cluster mode, the loop thread, when this node has just become the
  * leader that takes orders (its pipeline writable, nothing of this term
  * submitted yet): every session counts as ended with the previous
