@@ -57,11 +57,15 @@
  * again after the next entry). libraft keeps it in the Raft directory,
  * trims the log to cluster.snapshot_entries entries behind it and sends
  * it to a follower further behind than that. The leader holds a snapshot
- * back while a voter lags further than that, for up to SNAPSHOT_HOLD
- * snapshot intervals: a node that restarts to load an installed snapshot
- * comes back behind by the entries of its restart, and must find them in
- * the log (were it sent the next snapshot, it would restart forever). The
- * leader's log then holds up to (SNAPSHOT_HOLD + 1) intervals of entries.
+ * back while a voter lags further than that, for up to
+ * cluster.snapshot_hold_ms and SNAPSHOT_HOLD_BYTES of entries: a node that restarts to load an
+ * installed snapshot comes back behind by the entries of its restart, and
+ * must find them in the log (were it sent the next snapshot, it would
+ * restart forever). The bound is a time, not a count of entries: how many
+ * entries a restart misses is the order rate times the restart's length,
+ * and neither is the group's to choose. A voter down for longer than that
+ * gets the snapshot; at most one more snapshot is sent to a node whose
+ * restart straddled a hold's end, as the hold after it starts afresh.
  *
  * The node's state is rebuilt at every start: the pipeline's directory
  * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
@@ -105,7 +109,7 @@
 /* Bytes of committed entries the apply queue holds at most (see "apply
  * queue"): beyond them the node fails and is rebuilt from the group. */
 #define APPLY_QUEUE_MAX ((size_t)64 << 20)
-#define SNAPSHOT_HOLD 8 /* snapshot intervals a lagging voter holds the leader's back */
+#define SNAPSHOT_HOLD_BYTES (256u << 20) /* of entries a lagging voter may hold back */
 
 /* Entries other than the pipeline's batches, told apart by their first
  * u32 (host byte order, as the batches). */
@@ -155,11 +159,13 @@ struct daemon_cluster {
   char raft_dir[HG_DCFG_PATH_MAX + 8];
   char engine_dir[HG_DCFG_PATH_MAX + 8];
   char listen[HG_DCFG_PATH_MAX]; /* cluster.listen; "": the member's raft address */
-  unsigned election_ms, snapshot_entries;
+  unsigned election_ms, snapshot_entries, hold_ms;
   char tls_cert[HG_DCFG_PATH_MAX]; /* cluster.tls_*; "" = plain TCP */
   char tls_key[HG_DCFG_PATH_MAX];
   char tls_ca[HG_DCFG_PATH_MAX];
   uint64_t snap_index; /* of the newest snapshot taken or restored here */
+  uint64_t hold_since; /* uv_now() a lagging voter first held a snapshot back; 0: none */
+  uint64_t snap_bytes; /* of the entries applied since the newest snapshot */
   uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
   size_t boot_len;
   uint8_t *routes;    /* its gateway route state (owned), NULL: none */
@@ -356,6 +362,7 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
   c->self = cfg->cluster_id;
   c->election_ms = cfg->cluster_election_ms;
   c->snapshot_entries = cfg->cluster_snapshot_entries;
+  c->hold_ms = cfg->cluster_snapshot_hold_ms;
   snprintf(c->tls_cert, sizeof c->tls_cert, "%s", cfg->cluster_tls_cert);
   snprintf(c->tls_key, sizeof c->tls_key, "%s", cfg->cluster_tls_key);
   snprintf(c->tls_ca, sizeof c->tls_ca, "%s", cfg->cluster_tls_ca);
@@ -637,6 +644,7 @@ static int queue_push(daemon_cluster_t *c, uint64_t index, const void *data, siz
 static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
   if (atomic_load(&c->failed)) return HG_EUNAVAIL;
+  c->snap_bytes += len;
   if (c->q_head != NULL) queue_run(c);
   if (c->q_head == NULL) {
     int rc = apply_entry(c, index, data, len);
@@ -683,18 +691,22 @@ static int snap_key(void *ctx, const hg_gateway_key_t *key) {
 /* 1 while the leader should not trim its log: a voter lags further than
  * the entries a snapshot keeps behind it (it would be sent the snapshot,
  * restart to load it, and come back behind by the entries of its restart:
- * sent another, it would never catch up), and fewer than SNAPSHOT_HOLD
- * snapshot intervals have passed since the last snapshot (a member down
- * for longer than that gets the snapshot). */
+ * sent another, it would never catch up), for cluster.snapshot_hold_ms from the
+ * first time it held one back, while the entries since the last snapshot
+ * stay under SNAPSHOT_HOLD_BYTES (a member down for longer than that gets
+ * the snapshot). */
 static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
   if (c->r == NULL || hg_replica_role(c->r) != HG_REPLICA_LEADER) return 0;
-  if (index - c->snap_index >= (uint64_t)SNAPSHOT_HOLD * c->snapshot_entries) return 0;
+  if (c->snap_bytes >= SNAPSHOT_HOLD_BYTES) return 0;
   hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
-  size_t n = progress(c->r, p);
+  size_t n = progress(c->r, p), lagging = 0;
   for (size_t i = 0; i < n; i++)
     if (p[i].id != c->self && p[i].voter && p[i].match_index + c->snapshot_entries < index)
-      return 1;
-  return 0;
+      lagging++;
+  if (lagging == 0) return 0;
+  uint64_t now = uv_now(c->timer.loop);
+  if (c->hold_since == 0) c->hold_since = now != 0 ? now : 1;
+  return now - c->hold_since < c->hold_ms;
 }
 
 /* Taken when the state is the entries applied: not on a leader that
@@ -737,6 +749,8 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
     *data = b;
     *len = (size_t)(p - b);
     c->snap_index = index;
+    c->hold_since = 0;
+    c->snap_bytes = 0;
   } else {
     free(b);
   }

@@ -112,6 +112,7 @@ static const keydef_t KEYS[] = {
     {"cluster.dir", K_OPTPATH, OFF(cluster_dir), 0, 0, 0, 0},
     {"cluster.election_timeout_ms", K_U32, OFF(cluster_election_ms), 100, 60000, 0, 0},
     {"cluster.snapshot_entries", K_U32, OFF(cluster_snapshot_entries), 0, 1u << 30, 0, 0},
+    {"cluster.snapshot_hold_ms", K_U32, OFF(cluster_snapshot_hold_ms), 0, 3600000, 0, 0},
     {"cluster.tls_cert", K_OPTPATH, OFF(cluster_tls_cert), 0, 0, 0, 0},
     {"cluster.tls_key", K_OPTPATH, OFF(cluster_tls_key), 0, 0, 0, 0},
     {"cluster.tls_ca", K_OPTPATH, OFF(cluster_tls_ca), 0, 0, 0, 0},
@@ -182,6 +183,7 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->tls = -1;
   cfg->cluster_election_ms = 1000;
   cfg->cluster_snapshot_entries = 8192;
+  cfg->cluster_snapshot_hold_ms = 60000;
 }
 
 /* 127.0.0.0/8 and ::1 (literals: listen addresses are never names). */

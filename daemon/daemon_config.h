@@ -89,7 +89,9 @@ typedef struct hg_daemon_config {
   /* Cluster mode (hourglassd.h, "Cluster"): cluster.id (0: a single node),
    * cluster.members ("id=raft_ip:port/client_ip:port,..."), cluster.dir
    * ("" = data_dir/raft), cluster.election_timeout_ms (1000),
-   * cluster.snapshot_entries (8192; 0: never), cluster.join (no: a node
+   * cluster.snapshot_entries (8192; 0: never), cluster.snapshot_hold_ms
+   * (60000: how long a lagging voter holds the leader's next snapshot
+   * back), cluster.join (no: a node
    * with an empty Raft directory bootstraps the group from cluster.members;
    * yes: it waits to be added by the leader), cluster.listen ("ipv4:port"
    * the Raft port binds; "" = this member's address in cluster.members).
@@ -102,6 +104,7 @@ typedef struct hg_daemon_config {
   char cluster_dir[HG_DCFG_PATH_MAX];
   uint32_t cluster_election_ms;
   uint32_t cluster_snapshot_entries;
+  uint32_t cluster_snapshot_hold_ms;
   char cluster_tls_cert[HG_DCFG_PATH_MAX];
   char cluster_tls_key[HG_DCFG_PATH_MAX];
   char cluster_tls_ca[HG_DCFG_PATH_MAX];

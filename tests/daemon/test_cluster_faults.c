@@ -47,6 +47,7 @@
 #define NODES 3
 #define INSTR 1
 #define ELECTION_MS 400
+#define HOLD_MS 20000 /* cluster.snapshot_hold_ms: above a node's restart under ASan */
 #define SKIPPED 77 /* the exit status when a test skipped itself and none failed */
 
 static const char *g_bin; /* hourglassd, from argv[1] */
@@ -76,8 +77,10 @@ static void node_spawn(int i) {
   snprintf(dir, sizeof dir, "cluster.dir=%s", g_raft_dir[i]);
   char election[64];
   snprintf(election, sizeof election, "cluster.election_timeout_ms=%d", ELECTION_MS);
-  const char *extra[] = {"pipeline.mode=loop", election, "cluster.snapshot_entries=64", listen,
-                         g_raft_dir[i][0] != '\0' ? dir : NULL, NULL};
+  char hold[64];
+  snprintf(hold, sizeof hold, "cluster.snapshot_hold_ms=%d", HOLD_MS);
+  const char *extra[] = {"pipeline.mode=loop", election, "cluster.snapshot_entries=64", hold,
+                         listen, g_raft_dir[i][0] != '\0' ? dir : NULL, NULL};
   du_node_spawn(&g_n[i], g_node_bin[i] != NULL ? g_node_bin[i] : g_bin, g_root, g_members, g_keys,
                 extra);
 }
@@ -554,7 +557,8 @@ static void small_fs_free(int i) {
 /* Node 3's cluster.dir is nearly full (small_fs): the node starts but
  * cannot store an entry. The two others trade on; /health on node 3 names
  * the disk; space is freed, node 3 restarted, and it catches up. Then a
- * follower is killed with -9: the other two trade on. */
+ * follower is killed with -9: the other two trade on; it returns after
+ * the leader stopped keeping its log for it, and catches up by a snapshot. */
 static void follower_disk_full(void **state) {
   (void)state;
   const int f = 2; /* node 3 */
@@ -589,8 +593,18 @@ static void follower_disk_full(void **state) {
   g_n[victim].pid = 0;
   stream_await(&s, atomic_load(&s.n), 50, 30);
   assert_int_equal(find_leader(-1), leader);
+  /* Down for longer than the leader holds its log for it: it returns to a
+   * newer snapshot, restarts to load it (at most twice: once more if its
+   * restart straddled the end of a hold) and catches up from the log the
+   * leader keeps for it meanwhile, however many entries its restart took. */
+  du_sleep_ms(HOLD_MS + 2000);
+  stream_await(&s, atomic_load(&s.n), 50, 30);
+  int before = g_restarts;
   node_start(victim);
   await_caught_up(victim, leader);
+  fprintf(stderr, "node %d back after %d s down: %d restarts to load a snapshot\n", victim + 1,
+          HOLD_MS / 1000 + 2, g_restarts - before);
+  assert_in_range(g_restarts - before, 1, 2);
   trading_end(&s);
 }
 

@@ -307,6 +307,12 @@ static void cluster_keys(void **state) {
   assert_int_equal(parse(&c, ok, &e), 0);
   assert_int_equal(c.cluster_id, 2);
   assert_int_equal(c.cluster_election_ms, 300);
+  assert_int_equal(c.cluster_snapshot_hold_ms, 60000);
+  assert_int_equal(parse(&c, "cluster.snapshot_hold_ms = 0\n", &e), 0);
+  assert_int_equal(c.cluster_snapshot_hold_ms, 0);
+  assert_int_not_equal(parse(&c, "cluster.snapshot_hold_ms = 3600001\n", &e), 0);
+  assert_string_equal(e.key, "cluster.snapshot_hold_ms");
+  assert_int_equal(parse(&c, ok, &e), 0);
   hg_dcfg_member_t m[HG_DCFG_MAX_MEMBERS];
   size_t n = 0;
   assert_int_equal(hg_daemon_config_members(&c, m, &n, &e), 0);
