@@ -23,7 +23,9 @@
  * journal is zero-filled when it is created; each spare a little at a
  * time (ZERO_PACE), after each batch is handed to the kernel (while
  * io_uring works on it), with writeback started at once so activation
- * finds little left to sync.
+ * finds little left to sync. A journal in memory (tmpfs, ramfs) has no
+ * extents to convert and nothing to flush: its segments are not filled,
+ * which would only copy zeros into the pages the records then overwrite.
  *
  * Why one batch in flight: chains do not span submit calls and separate
  * chains may complete out of order; with one chain at a time there is no
@@ -48,7 +50,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -366,6 +370,7 @@ struct hg_journal {
   char seg_name[NAME_LEN];
   int spare_fd;      /* preallocated next segment, or -1; owned here */
   uint64_t spare_zeroed; /* spare bytes written with zeros so far (see top) */
+  int zero_fill;     /* spares are zero-filled: not opt.no_zero_fill, nor in memory */
   batch_t b[2];
   int fill;          /* index of the filling batch */
   int inflight;      /* nonzero when b[fill ^ 1] is with the kernel */
@@ -424,9 +429,11 @@ static int create_spare(hg_journal_t *j) {
     }
   }
   j->spare_fd = fd;
-  j->spare_zeroed = j->opt.no_zero_fill ? j->opt.segment_size : 0;
+  j->spare_zeroed = j->zero_fill ? 0 : j->opt.segment_size;
   return 0;
 }
+
+int hg_journal__zero_fills(const hg_journal_t *j) { return j->zero_fill; }
 
 /* Writes zeros over the next len bytes at most of the spare and starts
  * their writeback. Only an optimisation (the space is already allocated
@@ -1144,6 +1151,9 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
     jlog(&o, HG_LOG_ERROR, "journal: cannot open directory %s: %s", dir, hg_strerror(rc));
     goto fail;
   }
+  struct statfs fs;
+  j->zero_fill = !o.no_zero_fill && !(fstatfs(j->dirfd, &fs) == 0 &&
+                                      (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC));
   for (int k = 0; k < 2; k++) {
     j->b[k].buf = aligned_alloc(4096, ((size_t)o.batch_bytes + 4095u) & ~(size_t)4095u);
     if (j->b[k].buf == NULL) {

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -828,6 +830,7 @@ static void segments_are_zero_filled(void **state) {
 
   o.no_zero_fill = 1;
   assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_int_equal(hg_journal__zero_fills(j), 0);
   long long before = unwritten_bytes(seg);
   assert_int_equal(hg_journal_close(j), 0);
   if (before <= 0) {
@@ -838,6 +841,7 @@ static void segments_are_zero_filled(void **state) {
 
   o.no_zero_fill = 0;
   assert_int_equal(hg_journal_open(f->dir, &o, &j), 0);
+  assert_int_equal(hg_journal__zero_fills(j), 1);
   assert_int_equal(unwritten_bytes(seg), 0);
   assert_true(unwritten_bytes(spare) > 0); /* not yet: no batch has run */
   /* 2000 * ~88 bytes: more than half the 256 KiB segment, less than all */
@@ -848,6 +852,36 @@ static void segments_are_zero_filled(void **state) {
   assert_int_equal(unwritten_bytes(spare), 0);
   assert_int_equal(hg_journal_close(j), 0);
   expect_records(f->dir, 1, 2000);
+}
+
+/* A journal in memory (tmpfs) writes no zeros: no extents to convert, no
+ * flush to shorten. It still rolls over and reads back whole. */
+static void memory_journal_is_not_zero_filled(void **state) {
+  fixture_t *f = *state;
+  struct statfs fs;
+  if (statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
+    skip(); /* no tmpfs to try it on */
+  }
+  char dir[64];
+  strcpy(dir, "/dev/shm/hg_journal_test_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  hg_journal_options_t o = small_opts(f);
+  o.segment_size = 64 * 1024;
+  hg_journal_t *j;
+  assert_int_equal(hg_journal_open(dir, &o, &j), 0);
+  assert_int_equal(hg_journal__zero_fills(j), 0);
+  append_range(j, 1, 2000); /* ~176 KB: across segments */
+  assert_int_equal(hg_journal_sync(j), 0);
+  assert_int_equal(hg_journal_close(j), 0);
+  assert_true(count_segments(dir) > 1);
+  expect_records(dir, 1, 2000);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL)
+    if (de->d_name[0] != '.') unlinkat(dirfd(d), de->d_name, 0);
+  closedir(d);
+  assert_int_equal(rmdir(dir), 0);
 }
 
 #define BOTH(fn)                                                   \
@@ -872,6 +906,7 @@ int main(void) {
       BOTH(repair_refuses_more_than_a_batch),
       BOTH(torn_tail_below_mark_is_refused),
       BOTH(segments_are_zero_filled),
+      BOTH(memory_journal_is_not_zero_filled),
       cmocka_unit_test_prestate_setup_teardown(newer_version_is_rejected, setup, teardown, &path_uring),
       cmocka_unit_test_prestate_setup_teardown(missing_directory, setup, teardown, &path_uring),
       cmocka_unit_test_prestate_setup_teardown(falls_back_when_io_uring_init_fails, setup, teardown,
