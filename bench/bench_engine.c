@@ -70,6 +70,9 @@ extern int hg_book_prefault(hg_book_t *book) __attribute__((weak));
 #define hg_spsc_ring_try_push_deferred hg_spsc_ring_try_push
 #define hg_spsc_ring_publish(r) ((void)(r))
 #endif
+#ifndef HG_SPSC_RING_FIXED /* older than fixed-size rings (A/B runs) */
+#define hg_spsc_ring_create_fixed hg_spsc_ring_create
+#endif
 #include "refbook.h"
 
 /* ------------------------------------------------------------------------ */
@@ -1540,9 +1543,9 @@ int main(int argc, char **argv) {
          ns_per_tick, timer_overhead_ticks * ns_per_tick);
 
   hg_spsc_ring_t *ring = NULL;
-  int rc = hg_spsc_ring_create(RING_SLOTS, sizeof(report_t), &ring);
+  int rc = hg_spsc_ring_create_fixed(RING_SLOTS, sizeof(report_t), &ring);
   if (rc != 0) {
-    fprintf(stderr, "bench_engine: hg_spsc_ring_create failed: %d\n", rc);
+    fprintf(stderr, "bench_engine: hg_spsc_ring_create_fixed failed: %d\n", rc);
     return 1;
   }
   cpu_set_t cpus;

@@ -58,10 +58,10 @@
  * trims the log to cluster.snapshot_entries entries behind it and sends
  * it to a follower further behind than that. The leader holds a snapshot
  * back while a voter lags further than that, for up to
- * cluster.snapshot_hold_ms and SNAPSHOT_HOLD_BYTES of entries: a node that restarts to load an
- * installed snapshot comes back behind by the entries of its restart, and
- * must find them in the log (were it sent the next snapshot, it would
- * restart forever). The bound is a time, not a count of entries: how many
+ * cluster.snapshot_hold_ms and SNAPSHOT_HOLD_BYTES of entries: a node
+ * that restarts to load an installed snapshot comes back behind by the
+ * entries of its restart, and must find them in the log (were it sent the
+ * next snapshot, it would restart forever). The bound is a time, not a count of entries: how many
  * entries a restart misses is the order rate times the restart's length,
  * and neither is the group's to choose. A voter down for longer than that
  * gets the snapshot; at most one more snapshot is sent to a node whose

@@ -747,7 +747,7 @@ int hg_pipeline_open(const hg_pipeline_config_t *cfg, hg_pipeline_t **out) {
   for (uint32_t k = 0; rc == 0 && k < p->ncons; k++) {
     consumer_t *cn = &p->cons[k];
     cn->p = p;
-    rc = hg_spsc_ring_create(c.outbound_capacity, sizeof(hg_pipe_out_t), &cn->ring);
+    rc = hg_spsc_ring_create_fixed(c.outbound_capacity, sizeof(hg_pipe_out_t), &cn->ring);
     if (rc == 0) rc = hg_waiter_create(c.spin, &cn->w);
     cn->notify = k == 0 ? c.out_notify : c.consumer_notify[k];
     if (k == 0 && c.mode == HG_PIPE_MODE_LOOP) cn->notify = NULL; /* the loop owner */

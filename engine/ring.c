@@ -19,6 +19,12 @@
  * empty (consumer), so in steady state a push or pop touches no line the
  * other side writes except for the slot itself. Each index shares a line
  * with its owner's cache; the read-only configuration sits in a third line.
+ * Lengths sit in an array beside the slots, sixteen to a line, a line the
+ * consumer reads while the producer writes the next lengths into it: a
+ * ring of fixed-size messages (hg_spsc_ring_create_fixed) has no such
+ * array, and a push then writes only its slot and, at publish, the tail.
+ * The producer asks for the slot a few pushes ahead for writing
+ * (PREFETCHW), so its line is already its own when the push comes.
  *
  * Waiter. A futex word: bit 0 "consumer announced sleep", bit 1 "closed",
  * bits 2.. an epoch bumped on every wake. See the protocol in ring.h; the
@@ -220,6 +226,20 @@ bool hg_mpsc_ring_empty(const hg_mpsc_ring_t *r) {
 /* SPSC                                                                     */
 /* ------------------------------------------------------------------------ */
 
+#define SPSC_AHEAD 8 /* slots the producer prefetches ahead */
+
+/* Asks for the line in the exclusive state, as a store would: a read
+ * prefetch (what __builtin_prefetch(p, 1) gives without -mprfchw) would
+ * still leave the store to take it from the consumer's cache. PREFETCHW
+ * is a hint: CPUs without it execute it as a no-op. */
+static inline void prefetch_for_write(const void *p) {
+#if defined(__x86_64__)
+  __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 /* Owned by whoever created it; data and lens owned by the ring. */
 struct hg_spsc_ring {
   alignas(CACHE_LINE) _Atomic uint64_t tail; /* published by the producer */
@@ -229,20 +249,21 @@ struct hg_spsc_ring {
   uint64_t cached_tail;                      /* consumer's last view of tail */
   alignas(CACHE_LINE) unsigned char *data;   /* read-only after create */
   size_t data_len;                           /* bytes mapped at data */
-  uint32_t *lens;                            /* inside the data block */
+  uint32_t *lens;                            /* inside the data block; NULL: fixed size */
   size_t stride;
   uint64_t mask;
   uint32_t capacity;
   uint32_t slot_size;
 };
 
-int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **out) {
+static int spsc_create(uint32_t capacity, uint32_t slot_size, int fixed, hg_spsc_ring_t **out) {
   int rc = check_params(capacity, slot_size, out);
   if (rc != 0) return rc;
   size_t stride = round_up(slot_size, 8);
   if (capacity > (SIZE_MAX / 2) / stride) return -ENOMEM;
   size_t data_bytes = round_up((size_t)capacity * stride, CACHE_LINE);
-  size_t total = round_up(data_bytes + (size_t)capacity * sizeof(uint32_t), CACHE_LINE);
+  size_t lens_bytes = fixed ? 0 : (size_t)capacity * sizeof(uint32_t);
+  size_t total = round_up(data_bytes + lens_bytes, CACHE_LINE);
   hg_spsc_ring_t *r = aligned_alloc(CACHE_LINE, sizeof *r);
   if (r == NULL) return -ENOMEM;
   memset(r, 0, sizeof *r);
@@ -252,7 +273,7 @@ int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **
     free(r);
     return -ENOMEM;
   }
-  r->lens = (uint32_t *)(void *)(r->data + data_bytes);
+  r->lens = fixed ? NULL : (uint32_t *)(void *)(r->data + data_bytes);
   r->stride = stride;
   r->mask = capacity - 1u;
   r->capacity = capacity;
@@ -265,6 +286,14 @@ int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **
   return 0;
 }
 
+int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **out) {
+  return spsc_create(capacity, slot_size, 0, out);
+}
+
+int hg_spsc_ring_create_fixed(uint32_t capacity, uint32_t msg_size, hg_spsc_ring_t **out) {
+  return spsc_create(capacity, msg_size, 1, out);
+}
+
 void hg_spsc_ring_destroy(hg_spsc_ring_t *r) {
   if (r == NULL) return;
   (void)munmap(r->data, r->data_len);
@@ -273,6 +302,7 @@ void hg_spsc_ring_destroy(hg_spsc_ring_t *r) {
 
 int hg_spsc_ring_try_push_deferred(hg_spsc_ring_t *r, const void *msg, size_t len) {
   if (len > r->slot_size || (msg == NULL && len > 0)) return HG_EINVAL;
+  if (r->lens == NULL && len != r->slot_size) return HG_EINVAL;
   uint64_t t = r->next; /* only this thread writes next and tail */
   assert(t - r->cached_head <= r->capacity); /* tail never laps head */
   if (t - r->cached_head >= r->capacity) {
@@ -282,8 +312,13 @@ int hg_spsc_ring_try_push_deferred(hg_spsc_ring_t *r, const void *msg, size_t le
     if (t - r->cached_head >= r->capacity) return HG_EBUSY;
   }
   size_t i = (size_t)(t & r->mask);
+  /* For writing, a few slots ahead: those the consumer freed a lap ago, so
+   * the line comes over before the push that writes it waits for it. */
+  uint64_t a = (t + SPSC_AHEAD) & r->mask;
+  prefetch_for_write(r->data + (size_t)a * r->stride);
+  if (r->lens != NULL && (a & 15u) == 0) prefetch_for_write(&r->lens[a]);
   if (len > 0) memcpy(r->data + i * r->stride, msg, len);
-  r->lens[i] = (uint32_t)len;
+  if (r->lens != NULL) r->lens[i] = (uint32_t)len;
   r->next = t + 1;
   return 0;
 }
@@ -320,7 +355,7 @@ const void *hg_spsc_ring_peek(hg_spsc_ring_t *r, size_t *len_out) {
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
   if (spsc_available(r, h, 1) == 0) return NULL;
   size_t i = (size_t)(h & r->mask);
-  if (len_out != NULL) *len_out = r->lens[i];
+  if (len_out != NULL) *len_out = r->lens != NULL ? r->lens[i] : r->slot_size;
   return r->data + i * r->stride;
 }
 
@@ -351,7 +386,7 @@ size_t hg_spsc_ring_pop_batch(hg_spsc_ring_t *r, void *out, size_t max, uint32_t
   unsigned char *dst = out;
   for (size_t k = 0; k < n; k++) {
     size_t i = (size_t)((h + k) & r->mask);
-    uint32_t len = r->lens[i];
+    uint32_t len = r->lens != NULL ? r->lens[i] : r->slot_size;
     if (len > 0) memcpy(dst + k * r->slot_size, r->data + i * r->stride, len);
     if (lens != NULL) lens[k] = len;
   }

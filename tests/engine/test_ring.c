@@ -54,6 +54,18 @@ typedef struct ops {
 WRAP(mpsc)
 WRAP(spsc)
 
+/* The SPSC ring in its fixed-size form: the tests below that push only
+ * whole slots (8-byte values into 8-byte slots) hold for it unchanged. */
+static int spsc_fixed_create(uint32_t c, uint32_t s, void **out) {
+  hg_spsc_ring_t *r = (hg_spsc_ring_t *)(uintptr_t)0x5a5a;
+  int rc = hg_spsc_ring_create_fixed(c, s, out == NULL ? NULL : &r);
+  if (out != NULL) *out = r;
+  return rc;
+}
+static const ops_t spsc_fixed_ops = {"spsc_fixed", spsc_fixed_create, spsc_destroy, spsc_push,
+                                     spsc_pop,     spsc_pop_batch,    spsc_peek,    spsc_consume,
+                                     spsc_empty};
+
 static void *make(const ops_t *o, uint32_t cap, uint32_t slot) {
   void *r = NULL;
   assert_int_equal(o->create(cap, slot, &r), 0);
@@ -185,6 +197,39 @@ static void slot_size_and_lengths(void **state) {
   assert_int_equal(out[1], 4);
   assert_true(o->empty(r));
   o->destroy(r);
+}
+
+/* Fixed size: a push of any other length is refused and leaves nothing;
+ * every pop, batch and peek reports the size. */
+static void spsc_fixed_lengths(void **state) {
+  (void)state;
+  hg_spsc_ring_t *r;
+  assert_int_equal(hg_spsc_ring_create_fixed(4, 12, &r), 0);
+  unsigned char m[12], out[4 * 12];
+  memset(m, 7, sizeof m);
+  assert_int_equal(hg_spsc_ring_try_push(r, m, 11), HG_EINVAL);
+  assert_int_equal(hg_spsc_ring_try_push(r, m, 13), HG_EINVAL);
+  assert_int_equal(hg_spsc_ring_try_push(r, NULL, 0), HG_EINVAL);
+  assert_true(hg_spsc_ring_empty(r));
+  for (int i = 0; i < 3; i++) {
+    m[0] = (unsigned char)i;
+    assert_int_equal(hg_spsc_ring_try_push(r, m, sizeof m), 0);
+  }
+  size_t len = 0;
+  const unsigned char *p = hg_spsc_ring_peek(r, &len);
+  assert_non_null(p);
+  assert_int_equal(len, 12);
+  assert_int_equal(p[0], 0);
+  hg_spsc_ring_consume(r);
+  uint32_t lens[4] = {0};
+  assert_int_equal(hg_spsc_ring_pop_batch(r, out, 4, lens), 2);
+  assert_int_equal(lens[0], 12);
+  assert_int_equal(lens[1], 12);
+  assert_int_equal(out[0], 1);
+  assert_int_equal(out[12], 2);
+  assert_int_equal(out[13], 7);
+  assert_true(hg_spsc_ring_empty(r));
+  hg_spsc_ring_destroy(r);
 }
 
 static void batch_drain(void **state) {
@@ -497,19 +542,25 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_prestate(create_rejects_bad_params, (void *)&mpsc_ops),
       cmocka_unit_test_prestate(create_rejects_bad_params, (void *)&spsc_ops),
+      cmocka_unit_test_prestate(create_rejects_bad_params, (void *)&spsc_fixed_ops),
       cmocka_unit_test_prestate(empty_ring_reports_empty, (void *)&mpsc_ops),
       cmocka_unit_test_prestate(empty_ring_reports_empty, (void *)&spsc_ops),
+      cmocka_unit_test_prestate(empty_ring_reports_empty, (void *)&spsc_fixed_ops),
       cmocka_unit_test_prestate(busy_exactly_at_capacity, (void *)&mpsc_ops),
       cmocka_unit_test_prestate(busy_exactly_at_capacity, (void *)&spsc_ops),
+      cmocka_unit_test_prestate(busy_exactly_at_capacity, (void *)&spsc_fixed_ops),
       cmocka_unit_test_prestate(wraps_around_in_order, (void *)&mpsc_ops),
       cmocka_unit_test_prestate(wraps_around_in_order, (void *)&spsc_ops),
+      cmocka_unit_test_prestate(wraps_around_in_order, (void *)&spsc_fixed_ops),
       cmocka_unit_test_prestate(slot_size_and_lengths, (void *)&mpsc_ops),
       cmocka_unit_test_prestate(slot_size_and_lengths, (void *)&spsc_ops),
       cmocka_unit_test_prestate(batch_drain, (void *)&mpsc_ops),
       cmocka_unit_test_prestate(batch_drain, (void *)&spsc_ops),
       cmocka_unit_test_prestate(peek_consume_in_place, (void *)&mpsc_ops),
       cmocka_unit_test_prestate(peek_consume_in_place, (void *)&spsc_ops),
+      cmocka_unit_test_prestate(peek_consume_in_place, (void *)&spsc_fixed_ops),
       cmocka_unit_test(spsc_deferred_publication),
+      cmocka_unit_test(spsc_fixed_lengths),
       cmocka_unit_test(waiter_create_params),
       cmocka_unit_test(notify_costs_nothing_without_sleeper),
       cmocka_unit_test(notify_after_announce_is_not_lost),

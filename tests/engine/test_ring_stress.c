@@ -75,6 +75,7 @@ typedef struct prod_arg {
   uint32_t id;
   uint64_t n;
   int bursty;
+  int fixed;     /* SPSC: a fixed-size ring; every message is pushed whole (SLOT) */
   uint64_t busy; /* pushes refused as full */
 } prod_arg_t;
 
@@ -194,7 +195,8 @@ static void *spsc_producer(void *arg) {
     fill(&m, 0, seq);
     int rc;
     if (a->bursty) {
-      while ((rc = hg_spsc_ring_try_push_deferred(a->spsc, &m, m.len)) == HG_EBUSY) {
+      while ((rc = hg_spsc_ring_try_push_deferred(a->spsc, &m, a->fixed ? SLOT : m.len)) ==
+             HG_EBUSY) {
         hg_spsc_ring_publish(a->spsc);
         held = 0;
         a->busy++;
@@ -206,7 +208,7 @@ static void *spsc_producer(void *arg) {
         batch = batch % 7 + 1;
       }
     } else {
-      while ((rc = hg_spsc_ring_try_push(a->spsc, &m, m.len)) == HG_EBUSY) {
+      while ((rc = hg_spsc_ring_try_push(a->spsc, &m, a->fixed ? SLOT : m.len)) == HG_EBUSY) {
         a->busy++;
         sched_yield();
       }
@@ -217,12 +219,16 @@ static void *spsc_producer(void *arg) {
   return NULL;
 }
 
-/* state: non-NULL for the producer that publishes in batches. */
+/* state: NULL, or names "deferred" (the producer publishes in batches)
+ * and/or "fixed" (a fixed-size ring: whole messages, no lengths kept). */
 static void spsc_one_to_one(void **state) {
   const uint64_t n = 300000 * scale;
+  const char *how = *state != NULL ? *state : "";
+  int fixed = strstr(how, "fixed") != NULL;
   hg_spsc_ring_t *r;
-  assert_int_equal(hg_spsc_ring_create(128, SLOT, &r), 0);
-  prod_arg_t a = {.spsc = r, .n = n, .bursty = *state != NULL};
+  assert_int_equal(fixed ? hg_spsc_ring_create_fixed(128, SLOT, &r)
+                         : hg_spsc_ring_create(128, SLOT, &r), 0);
+  prod_arg_t a = {.spsc = r, .n = n, .bursty = strstr(how, "deferred") != NULL, .fixed = fixed};
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, spsc_producer, &a), 0);
   uint64_t next[NPROD] = {0}, total = 0;
@@ -235,7 +241,8 @@ static void spsc_one_to_one(void **state) {
       for (size_t k = 0; k < got; k++) {
         msg_t m;
         memcpy(&m, batch + k * SLOT, sizeof m);
-        assert_int_equal(check_msg(&m, lens[k], next), 0);
+        if (fixed) assert_int_equal(lens[k], SLOT);
+        assert_int_equal(check_msg(&m, fixed ? m.len : lens[k], next), 0);
       }
     } else {
       size_t len;
@@ -244,7 +251,8 @@ static void spsc_one_to_one(void **state) {
       if (p != NULL) {
         msg_t m;
         memcpy(&m, p, sizeof m);
-        assert_int_equal(check_msg(&m, len, next), 0);
+        if (fixed) assert_int_equal(len, SLOT);
+        assert_int_equal(check_msg(&m, fixed ? m.len : len, next), 0);
         hg_spsc_ring_consume(r);
       }
     }
@@ -401,6 +409,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(mpsc_four_producers),
       cmocka_unit_test(spsc_one_to_one),
       cmocka_unit_test_prestate(spsc_one_to_one, (void *)"deferred"),
+      cmocka_unit_test_prestate(spsc_one_to_one, (void *)"fixed"),
+      cmocka_unit_test_prestate(spsc_one_to_one, (void *)"fixed deferred"),
       cmocka_unit_test(blocking_consumer_loses_no_wakeup),
       cmocka_unit_test(seqlock_readers_never_see_torn_values),
   };

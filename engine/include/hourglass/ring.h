@@ -119,6 +119,13 @@ typedef struct hg_spsc_ring hg_spsc_ring_t;
 /* As hg_mpsc_ring_create(), same parameters and errors. Slots are packed
  * (slot_size rounded up to 8 bytes), lengths are kept in a separate array. */
 int hg_spsc_ring_create(uint32_t capacity, uint32_t slot_size, hg_spsc_ring_t **out);
+
+/* A ring whose every message is exactly msg_size bytes (a push of any
+ * other length: HG_EINVAL; a pop reports msg_size). It keeps no lengths,
+ * so the two sides share no line but the slot and the indices: the
+ * engine's event records and reports. Parameters and errors as above. */
+#define HG_SPSC_RING_FIXED 1
+int hg_spsc_ring_create_fixed(uint32_t capacity, uint32_t msg_size, hg_spsc_ring_t **out);
 void hg_spsc_ring_destroy(hg_spsc_ring_t *r);
 
 /* As hg_mpsc_ring_try_push(), same errors, but only the one producer thread
