@@ -696,7 +696,10 @@ static int snap_key(void *ctx, const hg_gateway_key_t *key) {
  * stay under SNAPSHOT_HOLD_BYTES (a member down for longer than that gets
  * the snapshot). */
 static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
-  if (c->r == NULL || hg_replica_role(c->r) != HG_REPLICA_LEADER) return 0;
+  if (c->r == NULL || hg_replica_role(c->r) != HG_REPLICA_LEADER) {
+    c->hold_since = 0; /* a hold is a leader's: the next term's starts afresh */
+    return 0;
+  }
   if (c->snap_bytes >= SNAPSHOT_HOLD_BYTES) return 0;
   hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
   size_t n = progress(c->r, p), lagging = 0;
