@@ -562,6 +562,8 @@ void gw_level_set(hg_gateway_t *gw, instr_t *in, int side, int64_t price, int64_
 order_t *gw_order_find(hg_gateway_t *gw, uint64_t id);
 order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stream);
 void gw_order_remove(hg_gateway_t *gw, order_t *o);
+/* Moves o to stream's list of orders (NONE32: none), in place. */
+void gw_order_move(hg_gateway_t *gw, order_t *o, uint32_t stream);
 account_t *gw_account_find(hg_gateway_t *gw, uint32_t id);
 account_t *gw_account_add(hg_gateway_t *gw, uint32_t id, uint32_t firm, int64_t cash);
 /* A fill (or a final settlement's closing) of qty at price (ticks). */

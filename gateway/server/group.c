@@ -249,28 +249,6 @@ size_t hg_gateway_route_state(hg_gateway_t *gw, uint8_t *buf, size_t cap) {
   return need;
 }
 
-/* Moves mirrored order o to stream si (its list is the stream's). */
-static void order_restream(hg_gateway_t *gw, order_t *o, uint32_t si) {
-  order_t keep = *o;
-  hg_book_event_t be;
-  memset(&be, 0, sizeof be);
-  be.order_id = o->order_id;
-  be.client_order_id = o->client_order_id;
-  be.price = o->price;
-  be.qty = o->qty;
-  be.leaves = o->leaves;
-  be.instrument_id = o->instrument_id;
-  be.account = o->account;
-  be.side = o->side;
-  gw_order_remove(gw, o);
-  order_t *n = gw_order_add(gw, &be, si); /* the slot just freed: cannot fail */
-  n->conn_gen = keep.conn_gen;
-  n->quote_group = keep.quote_group;
-  n->cod = keep.cod;
-  n->cancel_sent = keep.cancel_sent;
-  n->scoped = keep.scoped;
-}
-
 int hg_gateway_seed_routes(hg_gateway_t *gw, const uint8_t *b, size_t len) {
   if (!gw->attached || gw->started) return HG_ESTATE;
   if (len < RS_HEADER || hg_ld32(b) != HG_GATEWAY_ROUTES_MAGIC) return HG_ECORRUPT;
@@ -299,7 +277,7 @@ int hg_gateway_seed_routes(hg_gateway_t *gw, const uint8_t *b, size_t len) {
     uint64_t key = hg_ld64(p + 8);
     uint32_t si = key != 0 ? gw_stream_of_key(gw, key) : NONE32;
     if (key != 0 && si == NONE32) continue;
-    if (o->stream != si) order_restream(gw, o, si);
+    if (o->stream != si) gw_order_move(gw, o, si);
     o->quote_group = hg_ld32(p + 16);
     o->cod = p[20];
     routed++;

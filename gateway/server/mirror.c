@@ -190,18 +190,28 @@ order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stre
   return o;
 }
 
+static void order_unlink(hg_gateway_t *gw, order_t *o) {
+  if (o->stream == NONE32) return;
+  stream_t *st = &gw->streams[o->stream];
+  if (o->prev != NONE32) {
+    gw->orders[o->prev].next = o->next;
+  } else {
+    st->orders = o->next;
+  }
+  if (o->next != NONE32) gw->orders[o->next].prev = o->prev;
+}
+
+void gw_order_move(hg_gateway_t *gw, order_t *o, uint32_t stream) {
+  assert(o->order_id != 0);
+  order_unlink(gw, o);
+  o->stream = stream;
+  order_link(gw, (uint32_t)(o - gw->orders));
+}
+
 void gw_order_remove(hg_gateway_t *gw, order_t *o) {
   assert(o->order_id != 0); /* a live entry, not one of the free list */
   uint32_t i = (uint32_t)(o - gw->orders);
-  if (o->stream != NONE32) {
-    stream_t *st = &gw->streams[o->stream];
-    if (o->prev != NONE32) {
-      gw->orders[o->prev].next = o->next;
-    } else {
-      st->orders = o->next;
-    }
-    if (o->next != NONE32) gw->orders[o->next].prev = o->prev;
-  }
+  order_unlink(gw, o);
   gw_map_del(&gw->order_map, o->order_id);
   o->order_id = 0;
   o->next = gw->free_order;
