@@ -50,18 +50,18 @@
  * Snapshots. Every cluster.snapshot_entries applied entries libraft asks
  * for one: the exchange's serialization (as in the LMDB snapshots), with
  * the member table, the key store's keys and the gateway's route state
- * (hg_gateway_route_state: streams' next seqs, home keys, orders' entering
- * keys) behind it (SNAP_MAGIC), taken
- * on the loop thread when the state is exactly the applied entries (not
- * on a leader with commands executed ahead of the commit: it is asked
- * again after the next entry). libraft keeps it in the Raft directory,
- * trims the log to cluster.snapshot_entries entries behind it and sends
- * it to a follower further behind than that. The leader holds a snapshot
- * back while a voter lags further than that, for up to
- * cluster.snapshot_hold_ms and SNAPSHOT_HOLD_BYTES of entries: a node
- * that restarts to load an installed snapshot comes back behind by the
- * entries of its restart, and must find them in the log (were it sent the
- * next snapshot, it would restart forever). The bound is a time, not a count of entries: how many
+ * (hg_gateway_route_state: streams' next seqs, home keys, orders'
+ * entering keys) behind it (SNAP_MAGIC), taken on the loop thread when
+ * the state is exactly the applied entries (not on a leader with commands
+ * executed ahead of the commit: it is asked again after the next entry).
+ * libraft keeps it in the Raft directory, trims the log to
+ * cluster.snapshot_entries entries behind it and sends it to a follower
+ * further behind than that. The leader holds a snapshot back while a
+ * voter lags further than that, for up to cluster.snapshot_hold_ms and
+ * SNAPSHOT_HOLD_BYTES of entries: a node that restarts to load an
+ * installed snapshot comes back behind by the entries of its restart, and
+ * must find them in the log (were it sent the next snapshot, it would
+ * restart forever). The bound is a time, not a count of entries: how many
  * entries a restart misses is the order rate times the restart's length,
  * and neither is the group's to choose. A voter down for longer than that
  * gets the snapshot; at most one more snapshot is sent to a node whose
@@ -74,9 +74,9 @@
  * it; the snapshot's member table and keys take effect at once), and
  * libraft re-applies the committed entries after it (the gateway's
  * outbound journal tells the frames of results it had sequenced before
- * from new ones: outlog.h "Positions"). A snapshot installed
- * while the node runs cannot replace the state under the gateway: the node
- * stops (exit 1) and its restart loads it.
+ * from new ones: outlog.h "Positions"). A snapshot installed while the
+ * node runs cannot replace the state under the gateway: the node stops
+ * (exit 1) and its restart loads it.
  *
  * Threads: everything here runs on the gateway's loop thread
  * except daemon_cluster_create/open/destroy (main thread, loop not
@@ -178,7 +178,6 @@ struct daemon_cluster {
   uv_timer_t timer;
   uv_timer_t retry;        /* runs while the apply queue holds entries */
   qentry_t *q_head, *q_tail; /* the apply queue, in log order (owned) */
-  size_t q_bytes;
   uint64_t applied_index;  /* the last entry really applied (see applied_now) */
   uint64_t drain_deadline; /* stopping: uv_now() after which the queue is dropped */
   _Atomic int writable; /* also read by the demo thread */
@@ -207,7 +206,9 @@ struct daemon_cluster {
   /* Published for other threads. */
   _Atomic int role;
   _Atomic uint64_t term, commit, applied, last, leader, tls_failures;
-  _Atomic uint64_t q_entries, q_bytes_pub, q_total; /* apply queue: now, and ever queued */
+  /* The apply queue's entries and bytes now, and entries ever queued:
+   * written by the loop thread only. */
+  _Atomic uint64_t q_entries, q_bytes, q_total;
   _Atomic int failed;
   pthread_mutex_t mu; /* guards prog, n_prog, log_error, log_errmsg */
   int log_error;
@@ -576,9 +577,8 @@ static void queue_clear(daemon_cluster_t *c) {
     free(e);
   }
   c->q_tail = NULL;
-  c->q_bytes = 0;
   atomic_store(&c->q_entries, 0);
-  atomic_store(&c->q_bytes_pub, 0);
+  atomic_store(&c->q_bytes, 0);
 }
 
 /* Applies queued entries in order until one is refused for room or the
@@ -589,12 +589,11 @@ static void queue_run(daemon_cluster_t *c) {
     if (apply_entry(c, e->index, e->data, e->len) == HG_EBUSY) break;
     c->q_head = e->next;
     if (c->q_head == NULL) c->q_tail = NULL;
-    c->q_bytes -= e->len;
+    atomic_fetch_sub(&c->q_bytes, e->len);
     atomic_fetch_sub(&c->q_entries, 1);
     free(e);
   }
   if (atomic_load(&c->failed)) queue_clear(c); /* the node is rebuilt from the group */
-  atomic_store(&c->q_bytes_pub, (uint64_t)c->q_bytes);
   if (c->q_head == NULL) uv_timer_stop(&c->retry);
 }
 
@@ -603,11 +602,12 @@ static void on_retry(uv_timer_t *t) { queue_run(t->data); }
 /* Queues what apply_entry() could not apply (yet) of entry index. 0, or
  * the error that failed the node (the queue is full, no memory). */
 static int queue_push(daemon_cluster_t *c, uint64_t index, const void *data, size_t len) {
-  if (len > APPLY_QUEUE_MAX - c->q_bytes) {
+  uint64_t queued = atomic_load(&c->q_bytes);
+  if (len > APPLY_QUEUE_MAX - queued) {
     CLOG(HG_LOG_ERROR, "committed entries wait to be applied beyond the apply queue's bound",
          "index=%" PRIu64 " applied_index=%" PRIu64 " queued_entries=%" PRIu64
-         " queued_bytes=%zu max_bytes=%zu",
-         index, c->applied_index, atomic_load(&c->q_entries), c->q_bytes,
+         " queued_bytes=%" PRIu64 " max_bytes=%zu",
+         index, c->applied_index, atomic_load(&c->q_entries), queued,
          (size_t)APPLY_QUEUE_MAX);
     fail(c, HG_EFULL, "this node applies committed entries slower than the group commits them");
     queue_clear(c);
@@ -632,10 +632,9 @@ static int queue_push(daemon_cluster_t *c, uint64_t index, const void *data, siz
   if (c->q_tail != NULL) c->q_tail->next = e;
   else c->q_head = e;
   c->q_tail = e;
-  c->q_bytes += len;
+  atomic_fetch_add(&c->q_bytes, len);
   atomic_fetch_add(&c->q_entries, 1);
   atomic_fetch_add(&c->q_total, 1);
-  atomic_store(&c->q_bytes_pub, (uint64_t)c->q_bytes);
   if (!uv_is_active((uv_handle_t *)&c->retry))
     uv_timer_start(&c->retry, on_retry, APPLY_RETRY_MS, APPLY_RETRY_MS);
   return 0;
@@ -688,25 +687,29 @@ static int snap_key(void *ctx, const hg_gateway_key_t *key) {
   return 0;
 }
 
-/* 1 while the leader should not trim its log: a voter lags further than
- * the entries a snapshot keeps behind it (it would be sent the snapshot,
- * restart to load it, and come back behind by the entries of its restart:
- * sent another, it would never catch up), for cluster.snapshot_hold_ms from the
- * first time it held one back, while the entries since the last snapshot
- * stay under SNAPSHOT_HOLD_BYTES (a member down for longer than that gets
- * the snapshot). */
+/* 1 when a voter other than this leader lags further than the entries a
+ * snapshot at index keeps behind it. */
+static int voter_lags(daemon_cluster_t *c, uint64_t index) {
+  hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
+  size_t n = progress(c->r, p);
+  for (size_t i = 0; i < n; i++)
+    if (p[i].id != c->self && p[i].voter && p[i].match_index + c->snapshot_entries < index)
+      return 1;
+  return 0;
+}
+
+/* 1 while the leader should not trim its log: a voter lags (it would be
+ * sent the snapshot, restart to load it, and come back behind by the
+ * entries of its restart: sent another, it would never catch up), for
+ * cluster.snapshot_hold_ms from the first time it held one back, while
+ * the entries since the last snapshot stay under SNAPSHOT_HOLD_BYTES (a
+ * member down for longer than that gets the snapshot). */
 static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
   if (c->r == NULL || hg_replica_role(c->r) != HG_REPLICA_LEADER) {
     c->hold_since = 0; /* a hold is a leader's: the next term's starts afresh */
     return 0;
   }
-  if (c->snap_bytes >= SNAPSHOT_HOLD_BYTES) return 0;
-  hg_replica_progress_t p[HG_DCFG_MAX_MEMBERS];
-  size_t n = progress(c->r, p), lagging = 0;
-  for (size_t i = 0; i < n; i++)
-    if (p[i].id != c->self && p[i].voter && p[i].match_index + c->snapshot_entries < index)
-      lagging++;
-  if (lagging == 0) return 0;
+  if (c->snap_bytes >= SNAPSHOT_HOLD_BYTES || !voter_lags(c, index)) return 0;
   uint64_t now = uv_now(c->timer.loop);
   if (c->hold_since == 0) c->hold_since = now != 0 ? now : 1;
   return now - c->hold_since < c->hold_ms;
@@ -1003,8 +1006,8 @@ static void close_when_done(daemon_cluster_t *c) {
     return;
   if (c->q_head != NULL)
     CLOG(HG_LOG_WARN, "stopping with committed entries not applied here: a restart applies them",
-         "applied_index=%" PRIu64 " queued_entries=%" PRIu64 " queued_bytes=%zu",
-         c->applied_index, atomic_load(&c->q_entries), c->q_bytes);
+         "applied_index=%" PRIu64 " queued_entries=%" PRIu64 " queued_bytes=%" PRIu64,
+         c->applied_index, atomic_load(&c->q_entries), atomic_load(&c->q_bytes));
   queue_clear(c);
   uv_close((uv_handle_t *)&c->retry, NULL);
   uv_close((uv_handle_t *)&c->timer, NULL);
@@ -1484,7 +1487,7 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->leader = atomic_load(&c->leader);
   out->tls_failures = atomic_load(&c->tls_failures);
   out->apply_queued = atomic_load(&c->q_entries);
-  out->apply_queued_bytes = atomic_load(&c->q_bytes_pub);
+  out->apply_queued_bytes = atomic_load(&c->q_bytes);
   out->apply_queued_total = atomic_load(&c->q_total);
   pthread_mutex_lock(&c->mu);
   out->log_error = c->log_error;
