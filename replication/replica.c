@@ -274,13 +274,6 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf) {
 
 /* ---- log writes --------------------------------------------------------- */
 
-/* Every append goes through here so that a failing disk is seen, and so
- * that nothing is written after a failed write. libraft 0.15 keeps the
- * entries of a failed write in its in-memory log and appends only later
- * ones when the leader sends them again; raft_uv would store those after
- * the last entry it did store, under the wrong indexes (on the next start
- * the node applies the wrong batches). So after one failed write every
- * append fails until the process restarts and reloads what was stored. */
 /* A wrapper for a new write: a completed one's, or a new one (NULL: no
  * memory). */
 static append_wrap_t *wrap_get(hg_replica_t *r) {
@@ -295,6 +288,13 @@ static void wrap_put(hg_replica_t *r, append_wrap_t *w) {
   r->wrap_free = w;
 }
 
+/* Every append goes through here so that a failing disk is seen, and so
+ * that nothing is written after a failed write. libraft 0.15 keeps the
+ * entries of a failed write in its in-memory log and appends only later
+ * ones when the leader sends them again; raft_uv would store those after
+ * the last entry it did store, under the wrong indexes (on the next start
+ * the node applies the wrong batches). So after one failed write every
+ * append fails until the process restarts and reloads what was stored. */
 static void append_done(struct raft_io_append *req, int status) {
   append_wrap_t *w = (append_wrap_t *)req;
   hg_replica_t *r = w->owner;

@@ -529,7 +529,7 @@ int hg_outlog_append(hg_outlog_t *l, uint64_t key, uint64_t seq, const void *fra
     ST_ADD(l, st_dropped, 1);
     return HG_EUNAVAIL;
   }
-  if (pos_needed(l, k)) {
+  if (pos_needed(l, k)) { /* asked again: a roll restages every key's position */
     int same = k->pos_a == l->pos_a && k->pos_b == l->pos_b;
     uint64_t n = same ? k->pos_n : 0;
     /* Untracked: the key's last position stays, its count stops. */

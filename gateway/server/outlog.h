@@ -36,7 +36,8 @@
  *        logged at the position before this record.
  * Positions (cluster mode, hg_outlog_set_position): the key's frames after
  * a position record, up to its next one, were appended at that position
- * (none: no position). A log without position records is read as today.
+ * (none: no position). In a log without position records no frame has a
+ * position.
  * Versions that predate the type skip such records as unknown (counted as
  * corrupt) and read everything else.
  * A segment ends where its file ends. When a segment rolls, the new one
