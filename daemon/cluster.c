@@ -544,6 +544,19 @@ static uint64_t applied_now(const daemon_cluster_t *c) {
   return hg_replica_applied_index(c->r);
 }
 
+/* Records that the state holds every entry up to index. The commit index
+ * is published first: an applied entry is committed, and a reader that
+ * loads applied before commit (daemon_cluster_status) never sees the
+ * applied index ahead of the commit index, between two ticks of
+ * publish(). */
+static void set_applied(daemon_cluster_t *c, uint64_t index) {
+  uint64_t commit = c->r != NULL ? hg_replica_commit_index(c->r) : 0;
+  if (commit < index) commit = index;
+  if (commit > atomic_load(&c->commit)) atomic_store(&c->commit, commit);
+  c->applied_index = index;
+  atomic_store(&c->applied, index);
+}
+
 /* Applies one entry. 0 (applied), HG_EBUSY (a batch the pipeline has no
  * room for yet: the records before the one it stopped at are applied), or
  * the error that failed the node. */
@@ -565,8 +578,7 @@ static int apply_entry(daemon_cluster_t *c, uint64_t index, const void *data, si
     if (rc == HG_EBUSY) return rc;
     if (rc != 0) fail(c, rc, "a committed batch could not be applied");
   }
-  c->applied_index = index;
-  atomic_store(&c->applied, index);
+  set_applied(c, index);
   return rc;
 }
 
@@ -622,8 +634,7 @@ static int queue_push(daemon_cluster_t *c, uint64_t index, const void *data, siz
   if (c->q_head == NULL) {
     /* libraft applied every entry before this one (replica.c: index is
      * its last applied + 1): the state holds them. */
-    c->applied_index = index - 1;
-    atomic_store(&c->applied, c->applied_index);
+    set_applied(c, index - 1);
   }
   e->next = NULL;
   e->index = index;
@@ -1481,8 +1492,10 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->id = c->self;
   out->role = atomic_load(&c->role);
   out->term = atomic_load(&c->term);
-  out->commit_index = atomic_load(&c->commit);
+  /* Applied before commit: set_applied() and publish() store the commit
+   * index first, so applied <= commit in what this returns. */
   out->applied_index = atomic_load(&c->applied);
+  out->commit_index = atomic_load(&c->commit);
   out->last_index = atomic_load(&c->last);
   out->leader = atomic_load(&c->leader);
   out->tls_failures = atomic_load(&c->tls_failures);

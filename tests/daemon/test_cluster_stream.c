@@ -178,7 +178,8 @@ static void capture(gt_client_t *c, uint16_t port, uint64_t key, seen_t *s) {
 }
 
 /* Waits up to 30 s until node index i has applied what the leader at
- * index leader had committed when asked. */
+ * index leader had committed when asked; meanwhile node i's /health
+ * never shows an applied index ahead of its commit index. */
 static void await_caught_up(int i, int leader) {
   char *h = du_get(g_n[leader].http_port, "/health");
   uint64_t want = du_json_u64(h, "commit_index");
@@ -187,7 +188,13 @@ static void await_caught_up(int i, int leader) {
   for (double end = du_now() + 30;;) {
     h = du_get(g_n[i].http_port, "/health");
     uint64_t got = du_json_u64(h, "applied_index");
+    uint64_t commit = du_json_u64(h, "commit_index");
     free(h);
+    /* Every entry a node applied is committed, and /health says so even
+     * between two of the node's status ticks. */
+    if (got != UINT64_MAX && got > commit)
+      fail_msg("node %d: /health applied_index %" PRIu64 " > commit_index %" PRIu64, g_n[i].id,
+               got, commit);
     if (got != UINT64_MAX && got >= want) return;
     if (du_now() > end) fail_msg("node %d applied %" PRIu64 " of %" PRIu64 " after 30 s", g_n[i].id,
                                  got, want);
