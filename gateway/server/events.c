@@ -74,7 +74,8 @@ static void book_accepted(hg_gateway_t *gw, const hg_exchange_event_t *ev, pendi
   if (stream == NONE32) stream = gw_owner_stream(gw, NULL, be->account);
   order_t *o = gw_order_add(gw, be, stream);
   if (o != NULL && p != NULL) {
-    o->scoped = p->cmd.type == HG_COMMAND_NEW_ORDER && p->cmd.u.new_order.session_scoped;
+    if (p->cmd.type == HG_COMMAND_NEW_ORDER && p->cmd.u.new_order.session_scoped)
+      gw_order_set_scoped(gw, o);
     o->cod = p->cod;
     o->conn_gen = p->conn_gen;
     o->quote_group = p->quote_group;
@@ -313,10 +314,6 @@ static void on_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t 
         in->id = 0;
       }
     }
-    op_response(gw, p, ev, 0);
-    break;
-  case HG_XEV_SESSIONS_ENDED:
-    gw->scoped_at_attach = 0; /* every session-scoped order is cancelled */
     op_response(gw, p, ev, 0);
     break;
   case HG_XEV_ACCOUNT_ADDED:

@@ -541,11 +541,11 @@ int hg_gateway_start(hg_gateway_t *gw) {
   int rc = bump_epoch(gw);
   if (rc != 0) return rc;
   open_recovered(gw);
-  if (gw->scoped_at_attach > 0 && gw->cfg.order_entry_leader != NULL) {
+  if (gw->n_scoped > 0 && gw->cfg.order_entry_leader != NULL) {
     gw_log(gw, HG_LOG_INFO,
-           "cluster: %" PRIu64 " recovered session-scoped orders are cancelled by the next "
-           "leader's SESSIONS_ENDED", gw->scoped_at_attach);
-  } else if (gw->scoped_at_attach > 0) {
+           "cluster: %" PRIu32 " recovered session-scoped orders are cancelled by the next "
+           "leader's SESSIONS_ENDED", gw->n_scoped);
+  } else if (gw->n_scoped > 0) {
     /* Sequenced before anything a client can send: no new quote can meet a
      * quote of the previous process, no order a dead COD session's order. */
     hg_command_t cmd;
@@ -553,16 +553,21 @@ int hg_gateway_start(hg_gateway_t *gw) {
     cmd.type = HG_COMMAND_SESSIONS_ENDED;
     if (gw_submit(gw, &cmd, P_INTERNAL, NONE32, NULL, 0, NULL) != 0) {
       gw_log(gw, HG_LOG_ERROR,
-             "cannot submit SESSIONS_ENDED for %" PRIu64 " recovered session-scoped orders",
-             gw->scoped_at_attach);
+             "cannot submit SESSIONS_ENDED for %" PRIu32 " recovered session-scoped orders",
+             gw->n_scoped);
       return HG_EBUSY;
     }
     gw_log(gw, HG_LOG_INFO,
-           "restart: cancelling %" PRIu64
+           "restart: cancelling %" PRIu32
            " session-scoped orders (cancel-on-disconnect orders and quotes) of sessions "
            "that ended with the previous process",
-           gw->scoped_at_attach);
-    gw->scoped_at_attach = 0;
+           gw->n_scoped);
+    /* Cancelled before any request is handled: the mirror forgets them
+     * now, so no OrderStatus shows them live, and their reports go to the
+     * account's stream (open_recovered) like any order it does not hold. */
+    for (uint32_t i = 0; i < gw->cfg.max_orders && gw->n_scoped > 0; i++)
+      if (gw->orders[i].order_id != 0 && gw->orders[i].scoped)
+        gw_order_remove(gw, &gw->orders[i]);
   }
   if (gw->loop_mode && (rc = pipe_handles_start(gw)) != 0) return rc;
   rc = uv_timer_start(&gw->timer, on_tick, gw->cfg.tick_ms, gw->cfg.tick_ms);
@@ -579,9 +584,7 @@ int hg_gateway_start(hg_gateway_t *gw) {
 }
 
 int hg_gateway_sessions_ended(hg_gateway_t *gw) {
-  uint64_t n = gw->scoped_at_attach;
-  for (uint32_t i = 0; i < gw->cfg.max_orders; i++)
-    if (gw->orders[i].order_id != 0 && gw->orders[i].scoped) n++;
+  uint32_t n = gw->n_scoped;
   if (n == 0) return 0;
   hg_command_t cmd;
   memset(&cmd, 0, sizeof cmd);
@@ -589,7 +592,7 @@ int hg_gateway_sessions_ended(hg_gateway_t *gw) {
   uint32_t r = gw_submit(gw, &cmd, P_INTERNAL, NONE32, NULL, 0, NULL);
   if (r != 0) return r == REJ(BUSY) ? HG_EBUSY : HG_EUNAVAIL;
   gw_log(gw, HG_LOG_INFO,
-         "new leader: cancelling %" PRIu64 " session-scoped orders (cancel-on-disconnect "
+         "new leader: cancelling %" PRIu32 " session-scoped orders (cancel-on-disconnect "
          "orders and quotes) of the sessions that ended with the previous leader", n);
   return 0;
 }

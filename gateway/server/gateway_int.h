@@ -462,13 +462,11 @@ struct hg_gateway {
   uint32_t free_order;     /* free list through next */
   uint32_t n_orders;
   uint32_t orders_reserved;/* new orders in flight (may each need a slot) */
-  /* Session-scoped orders the recovered books held at attach (not
-   * mirrored): their sessions died with the previous process, so
-   * hg_gateway_start() journals one SESSIONS_ENDED for them; in cluster
-   * mode the next leader does (hg_gateway_sessions_ended), and the count
-   * drops to 0 when a SESSIONS_ENDED is drained. Owner thread until
-   * start, then the loop thread. */
-  uint64_t scoped_at_attach;
+  /* Mirrored session-scoped orders (order_t.scoped), the recovered ones
+   * included: their sessions died with the previous process, so
+   * hg_gateway_start() journals one SESSIONS_ENDED when it finds any; in
+   * cluster mode the next leader does (hg_gateway_sessions_ended). */
+  uint32_t n_scoped;
 
   instr_t *instr;
   account_t *accounts;
@@ -562,6 +560,8 @@ void gw_level_set(hg_gateway_t *gw, instr_t *in, int side, int64_t price, int64_
 order_t *gw_order_find(hg_gateway_t *gw, uint64_t id);
 order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stream);
 void gw_order_remove(hg_gateway_t *gw, order_t *o);
+/* Flags o session-scoped, counted in n_scoped until it is removed. */
+void gw_order_set_scoped(hg_gateway_t *gw, order_t *o);
 /* Moves o to stream's list of orders (NONE32: none), in place. */
 void gw_order_move(hg_gateway_t *gw, order_t *o, uint32_t stream);
 account_t *gw_account_find(hg_gateway_t *gw, uint32_t id);

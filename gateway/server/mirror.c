@@ -208,9 +208,19 @@ void gw_order_move(hg_gateway_t *gw, order_t *o, uint32_t stream) {
   order_link(gw, (uint32_t)(o - gw->orders));
 }
 
+void gw_order_set_scoped(hg_gateway_t *gw, order_t *o) {
+  assert(o->order_id != 0 && !o->scoped);
+  o->scoped = 1;
+  gw->n_scoped++;
+}
+
 void gw_order_remove(hg_gateway_t *gw, order_t *o) {
   assert(o->order_id != 0); /* a live entry, not one of the free list */
   uint32_t i = (uint32_t)(o - gw->orders);
+  if (o->scoped) {
+    assert(gw->n_scoped > 0);
+    gw->n_scoped--;
+  }
   order_unlink(gw, o);
   gw_map_del(&gw->order_map, o->order_id);
   o->order_id = 0;
@@ -383,19 +393,20 @@ typedef struct seed_ctx {
   int orders_full;     /* the mirror could not hold them all */
 } seed_ctx_t;
 
-/* A recovered resting order. Session-scoped ones (COD orders, quotes) are
- * not mirrored: their sessions are gone and hg_gateway_start() cancels them;
- * their cancels then route like those of any order the mirror never saw (to
- * the account's stream, which hg_gateway_start() opens: see open_recovered). */
+/* A recovered resting order, mirrored on the account's stream (which
+ * hg_gateway_start() opens: see open_recovered). Session-scoped ones (COD
+ * orders, quotes) are mirrored too, flagged: their sessions are gone, and
+ * a SESSIONS_ENDED cancels them. A single node journals it at start and
+ * drops them from the mirror; a cluster node keeps them until the next
+ * leader's, and a cluster snapshot's route state moves each to the key
+ * that entered it (hg_gateway_seed_routes), so that the cancel's report
+ * goes where every other node sends it. */
 static void seed_order(void *ctx, const hg_book_order_t *o) {
   seed_ctx_t *s = ctx;
   account_t *a = gw_account_find(s->gw, o->account);
   if (a != NULL) a->recovered = 1;
-  if (o->session_scoped) {
-    s->scoped++;
-    return;
-  }
-  s->orders++;
+  if (o->session_scoped) s->scoped++;
+  else s->orders++;
   if (s->orders_full) return;
   hg_book_event_t be;
   memset(&be, 0, sizeof be);
@@ -407,9 +418,12 @@ static void seed_order(void *ctx, const hg_book_order_t *o) {
   be.leaves = o->leaves;
   be.side = o->side;
   be.instrument_id = s->instrument;
-  if (gw_order_add(s->gw, &be, gw_owner_stream(s->gw, NULL, o->account)) == NULL) {
+  order_t *m = gw_order_add(s->gw, &be, gw_owner_stream(s->gw, NULL, o->account));
+  if (m == NULL) {
     s->orders_full = 1;
     s->rc = HG_EFULL;
+  } else if (o->session_scoped) {
+    gw_order_set_scoped(s->gw, m);
   }
 }
 
@@ -480,9 +494,8 @@ int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
     gw_log(gw, HG_LOG_ERROR,
            "the recovered books hold %" PRIu64 " live orders but the order mirror holds at "
            "most %" PRIu32 " (max_orders): refusing to start rather than not track some",
-           s.orders, gw->cfg.max_orders);
+           s.orders + s.scoped, gw->cfg.max_orders);
   if (s.rc != 0) return s.rc;
-  gw->scoped_at_attach = s.scoped;
   gw->pipe = p;
   gw->attached = 1;
   return 0;

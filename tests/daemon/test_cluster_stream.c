@@ -9,12 +9,15 @@
  * received, and a retransmission from seq 1 returns every frame byte for
  * byte as the old leader sent it; the second trader's resting orders are
  * cancelled (its session ended with the old leader) with the reports in
- * its stream, and the first trader's orders rest on. The killed node then
+ * its stream, and the first trader's orders rest on; so is the order of a
+ * third trader of the first one's account, with cancel-on-disconnect. The killed node then
  * comes back (it rebuilds its state from the group and applies again the
  * entries whose results its outbound log already holds), the first trader
  * trades on, and leadership is transferred to the restarted node: there
  * the trader resumes with the next seq it expects and a retransmission
- * from seq 1 returns every frame byte for byte, none sequenced twice.
+ * from seq 1 returns every frame byte for byte, none sequenced twice; the
+ * third trader's cancel, applied there on top of a snapshot that held its
+ * order, is in the third trader's stream as on the other nodes.
  * Usage: test_cluster_stream <hourglassd>. */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -237,14 +240,15 @@ static void stream_survives_failover(void **state) {
   (void)state;
   assert_non_null(du_tmpdir(g_root, sizeof g_root, "cstream"));
   snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
-  char h1[65], h2[65], h3[65], h4[65], keys[600];
+  char h1[65], h2[65], h3[65], h4[65], h5[65], keys[600];
   ts_key_secret_hex(1, h1);
   ts_key_secret_hex(2, h2);
   ts_key_secret_hex(3, h3);
   ts_key_secret_hex(4, h4);
+  ts_key_secret_hex(5, h5);
   snprintf(keys, sizeof keys,
-           "1 operator 0 0 %s\n2 trader 1 1 %s\n3 trader 2 1 %s\n4 trader 1 1 %s\n", h1, h2, h3,
-           h4);
+           "1 operator 0 0 %s\n2 trader 1 1 %s\n3 trader 2 1 %s\n4 trader 1 1 %s\n"
+           "5 trader 1 1 %s\n", h1, h2, h3, h4, h5);
   assert_int_equal(du_write_file(g_keys, keys), 0);
   assert_int_equal(chmod(g_keys, 0600), 0);
   assert_int_equal(du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes,
@@ -254,14 +258,19 @@ static void stream_survives_failover(void **state) {
   assert_true(leader >= 0);
   setup_market(leader);
 
-  static seen_t s2, s3, s4;
-  static gt_client_t t2, t3, t4;
+  static seen_t s2, s3, s4, s5;
+  static gt_client_t t2, t3, t4, t5;
   uint16_t port = (uint16_t)g_n[leader].client_port;
   /* Key 4 (account 1, as key 2) rests a buy that fills only at the end. */
   assert_int_equal(gt_login(&t4, port, 4, 0, 0), 1);
   assert_int_equal(gt_new_order(&t4, INSTR, 41, 0, 485, 2, 1), 0);
   uint64_t o41 = await_er(&t4, &s4, 41, EXEC(NEW));
   gt_close(&t4);
+  /* Key 5 (account 1 too, cancel-on-disconnect) rests a buy that the
+   * next leader's SessionsEnded cancels. */
+  assert_int_equal(gt_login(&t5, port, 5, 1, 0), 1);
+  assert_int_equal(gt_new_order(&t5, INSTR, 51, 0, 470, 1, 1), 0);
+  uint64_t o51 = await_er(&t5, &s5, 51, EXEC(NEW));
   assert_int_equal(gt_login(&t2, port, 2, 0, 0), 1); /* no cancel-on-disconnect */
   assert_int_equal(gt_login(&t3, port, 3, 1, 0), 1); /* cancel-on-disconnect */
   /* Key 2 rests two buys; key 3 sells into one and rests two sells. */
@@ -303,6 +312,7 @@ static void stream_survives_failover(void **state) {
   g_n[dead].pid = 0;
   gt_close(&t2);
   gt_close(&t3);
+  gt_close(&t5);
   leader = find_leader();
   assert_true(leader >= 0 && leader != dead);
   port = (uint16_t)g_n[leader].client_port;
@@ -343,6 +353,18 @@ static void stream_survives_failover(void **state) {
   assert_false(order_live(&t3, o32));
   gt_close(&t2);
   gt_close(&t3);
+  /* Key 5's order was cancelled by the same SessionsEnded: the report is
+   * the last frame of key 5's stream. */
+  capture(&t5, port, 5, &s5);
+  assert_int_equal(s5.last, 2);
+  assert_int_equal(gt_retransmit(&t5, 2, 1), 0);
+  assert_non_null(gt_expect(&t5, BODY(RETRANSMISSION), 5000));
+  e = gt_expect(&t5, BODY(EXECUTION_REPORT), 5000);
+  assert_non_null(e);
+  assert_int_equal(e->seq, 2);
+  assert_int_equal(e->execution_report->exec_type, EXEC(CANCELLED));
+  assert_int_equal(e->execution_report->order_id, o51);
+  gt_close(&t5);
 
   /* The killed node comes back and applies the group's entries again;
    * key 2 trades on at the second leader. */
@@ -361,6 +383,12 @@ static void stream_survives_failover(void **state) {
   assert_int_equal(gt_login(&t2, port, 2, 0, 0), s2.last + 1);
   expect_replay(&t2, &s2);
   gt_close(&t2);
+  /* Its snapshot held key 5's session-scoped order too: the cancel it
+   * applied from the second leader's SessionsEnded went to key 5, which
+   * entered the order, as on every other node. */
+  assert_int_equal(gt_login(&t5, port, 5, 0, 0), s5.last + 1);
+  expect_replay(&t5, &s5);
+  gt_close(&t5);
   /* The restarted node started from a snapshot holding key 4's order: a
    * sell through the book fills it, and the report goes to key 4, which
    * entered it, as on every other node (not to account 1's first key). */
@@ -383,6 +411,7 @@ static void stream_survives_failover(void **state) {
     free(s2.frame[i]);
     free(s3.frame[i]);
     free(s4.frame[i]);
+    free(s5.frame[i]);
   }
   du_rm_rf(g_root);
 }
