@@ -101,31 +101,24 @@ static int demo_submit(daemon_t *d, hg_command_t *c, size_t n) {
 }
 
 /* Cluster mode: the demo trades only through the leader. Waits until this
- * node takes orders, then sets the market up if the group's log holds no
- * command yet (cmds[0..*n) otherwise keeps the restart's mass cancels).
- * 0, or -1 when stopping. */
-static int demo_wait_leader(daemon_t *d, size_t *n, hg_command_t *cmds, size_t cap) {
+ * node takes orders. 0, or -1 when stopping. */
+static int demo_wait_leader(daemon_t *d) {
   while (!daemon_cluster_writable(d->cluster)) {
     if (atomic_load(&d->stop_demo)) return -1;
     nanosleep(&(struct timespec){0, 50000000}, NULL);
   }
-  hg_pipeline_stats_t st;
-  hg_pipeline_stats(d->pipe, &st);
-  if (st.last_seq == 0) *n = hg_demo_setup(d->demo, cmds, cap);
   return 0;
 }
 
-/* The demo thread: sets the market up (first run on an empty data dir),
- * then every quarter second moves the makers' quotes and lets the hedgers
- * trade, learning its order ids from its own consumer ring. */
-static void *demo_main(void *arg) {
-  daemon_t *d = arg;
-  enum { CAP = 2048 };
-  static hg_command_t cmds[CAP];     /* demo thread only */
-  static hg_pipe_out_t recs[1024];
-  size_t n;
-  if (d->demo_setup) {
-    n = hg_demo_setup(d->demo, cmds, CAP - 2);
+/* The demo's first commands into cmds[0..cap), how many: on an exchange
+ * that holds nothing yet (fresh), the market's set-up; else the pull of the
+ * makers' quotes, which an earlier run (or, in a cluster, the previous
+ * leader's demo) placed and this run does not know. Never the set-up
+ * twice: its deposits would pay the accounts again. */
+static size_t demo_first(daemon_t *d, hg_command_t *cmds, size_t cap, int fresh) {
+  size_t n = 0;
+  if (fresh) {
+    n = hg_demo_setup(d->demo, cmds, cap - 2);
     /* The account of the person's market-maker key (demo_keys), with the
      * trader's firm and deposit, so that the firm's risk viewer sees both. */
     memset(&cmds[n], 0, 2 * sizeof cmds[n]);
@@ -135,19 +128,39 @@ static void *demo_main(void *arg) {
     cmds[n + 1].type = HG_COMMAND_DEPOSIT;
     cmds[n + 1].u.cash.account = HG_DEMO_USER_MAKER_ACCOUNT;
     cmds[n + 1].u.cash.amount = (int64_t)1000000 * 1000000;
-    n += 2;
-  } else {
-    /* A restart: the makers' old quotes are unknown to this run; pull them. */
-    n = 0;
-    for (uint32_t m = 0; m < HG_DEMO_MAKERS; m++) {
-      memset(&cmds[n], 0, sizeof cmds[n]);
-      cmds[n].type = HG_COMMAND_MASS_CANCEL;
-      cmds[n].u.mass_cancel.account = HG_DEMO_MAKER_ACCOUNT(m);
-      cmds[n].u.mass_cancel.sides = HG_SIDES_BOTH;
-      n++;
-    }
+    return n + 2;
   }
-  if (d->cluster != NULL && demo_wait_leader(d, &n, cmds, CAP) != 0) return NULL;
+  for (uint32_t m = 0; m < HG_DEMO_MAKERS && n < cap; m++) {
+    memset(&cmds[n], 0, sizeof cmds[n]);
+    cmds[n].type = HG_COMMAND_MASS_CANCEL;
+    cmds[n].u.mass_cancel.account = HG_DEMO_MAKER_ACCOUNT(m);
+    cmds[n].u.mass_cancel.sides = HG_SIDES_BOTH;
+    n++;
+  }
+  return n;
+}
+
+/* The demo thread: sets the market up (first run on an empty data dir, or
+ * a cluster's first leader), then every quarter second moves the makers'
+ * quotes and lets the hedgers trade, learning its order ids from its own
+ * consumer ring. */
+static void *demo_main(void *arg) {
+  daemon_t *d = arg;
+  enum { CAP = 2048 };
+  static hg_command_t cmds[CAP];     /* demo thread only */
+  static hg_pipe_out_t recs[1024];
+  size_t n;
+  if (d->cluster != NULL) {
+    /* Every start of a node rebuilds its state from the group, so the data
+     * dir says nothing: what the group's log holds, once this node leads,
+     * does. */
+    if (demo_wait_leader(d) != 0) return NULL;
+    hg_pipeline_stats_t st;
+    hg_pipeline_stats(d->pipe, &st);
+    n = demo_first(d, cmds, CAP, st.last_seq == 0);
+  } else {
+    n = demo_first(d, cmds, CAP, d->demo_setup);
+  }
   if (demo_submit(d, cmds, n) != 0) return NULL;
   uint64_t next_cycle_check = 0; /* right after the first step */
   while (!atomic_load(&d->stop_demo)) {

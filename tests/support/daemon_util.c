@@ -358,7 +358,7 @@ void du_node_spawn(du_node_t *node, const char *bin, const char *root, const cha
     argv[k++] = o_members;
   }
   for (int i = 0; extra != NULL && extra[i] != NULL && i < 16; i++) {
-    argv[k++] = "-o";
+    if (strncmp(extra[i], "--", 2) != 0) argv[k++] = "-o"; /* a flag goes as it is */
     argv[k++] = (char *)extra[i];
   }
   argv[k] = NULL;

@@ -118,7 +118,8 @@ int du_cluster_keys(const char *path, const char *secret_hex);
 /* Starts hourglassd bin as node (its log root/node<id>.<starts>.log, data
  * in node->dir, listening on its client and HTTP ports, keys from
  * keys_file, TLS off, DU_SMALL_OPTS), a member of the group when members is
- * not NULL; extra is a NULL-terminated list of further "-o" values (may be
+ * not NULL; extra is a NULL-terminated list of further "-o" values, or
+ * flags such as "--demo" (what starts with "--" is passed as it is; may be
  * NULL; at most 16). Does not wait: node->pid is set, 0 if it could not be
  * started. */
 void du_node_spawn(du_node_t *node, const char *bin, const char *root, const char *members,

@@ -1,0 +1,149 @@
+/* The demo market of ops/run --cluster across failovers: three hourglassd
+ * --demo processes as one Raft group on loopback, one keys file holding the
+ * operator and the demo trader's key (as ops/run --cluster writes it). The
+ * first leader's demo lists the market and pays the demo accounts; the
+ * leader is then killed twice, and each new leader's demo, once it trades,
+ * pulls the quotes of the previous leader's and never sets the market up
+ * again: the trader's cash stays what the set-up paid (a second set-up
+ * would pay it again), logged in with the same key at whichever node
+ * leads. Usage: test_cluster_demo <hourglassd>. */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_util.h"
+#include "daemon_util.h"
+#include "hourglass/client.h"
+#include "test_keys.h"
+
+typedef Hourglass__V1__Envelope env_t;
+#define BODY(x) HOURGLASS__V1__ENVELOPE__BODY_##x
+
+#define NODES 3
+#define TRADER 3001u                          /* the demo's trader key and account */
+#define SETUP_CASH ((int64_t)1000000 * 1000000) /* what the set-up pays it, micro-USD */
+
+static const char *g_bin; /* hourglassd, from argv[1] */
+static du_node_t g_n[NODES];
+static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
+
+static void node_start(du_node_t *n) {
+  static const char *const extra[] = {"--demo", "pipeline.mode=loop",
+                                      "cluster.election_timeout_ms=400", NULL};
+  if (du_node_start(n, g_bin, g_root, g_members, g_keys, extra) != 0)
+    fail_msg("node %d not ready after 120 s", n->id);
+}
+
+/* Restarts a node that stopped to load a snapshot (systemd's Restart=). */
+static void supervise(void) {
+  for (int i = 0; i < NODES; i++) {
+    int r = du_node_reap(&g_n[i]);
+    if (r < 0) fail_msg("node %d exited unexpectedly", g_n[i].id);
+    if (r > 0) node_start(&g_n[i]);
+  }
+}
+
+static int find_leader(void) { return du_cluster_leader(g_n, NODES, 30, supervise); }
+
+/* The leader's last_seq from /health (UINT64_MAX: no answer). */
+static uint64_t last_seq(int i) {
+  char *h = du_get(g_n[i].http_port, "/health");
+  uint64_t v = du_json_u64(h, "last_seq");
+  free(h);
+  return v;
+}
+
+/* Waits (up to 30 s) until the leader at index i has sequenced more than
+ * 50 commands past from: its demo trades there. */
+static void await_demo(int i, uint64_t from) {
+  for (double end = du_now() + 30; du_now() < end; du_sleep_ms(100)) {
+    uint64_t s = last_seq(i);
+    if (s != UINT64_MAX && s > from + 50) return;
+  }
+  fail_msg("node %d: no demo flow after 30 s", g_n[i].id);
+}
+
+/* The demo trader's cash, asked at the leader at index i. */
+static int64_t trader_cash(int i) {
+  uint8_t sec[32];
+  ts_key_secret(TRADER, sec);
+  hg_client_config_t cfg;
+  hg_client_config_init(&cfg);
+  cfg.port = (uint16_t)g_n[i].client_port;
+  cfg.key_id = TRADER;
+  cfg.secret = sec;
+  cfg.secret_len = sizeof sec;
+  cfg.timeout_ms = 5000;
+  hg_client_t *c = NULL;
+  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  assert_int_equal(hg_client_connect(c), 0);
+  uint64_t seq = 0;
+  assert_int_equal(hg_client_positions(c, 0, &seq), 0);
+  int64_t cash = INT64_MIN;
+  for (double end = du_now() + 10; cash == INT64_MIN && du_now() < end;) {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
+    if (e->body_case == BODY(POSITIONS) && e->positions->ref_seq == seq) cash = e->positions->cash;
+  }
+  hg_client_destroy(c);
+  if (cash == INT64_MIN) fail_msg("no Positions reply within 10 s");
+  return cash;
+}
+
+static void demo_is_set_up_once(void **state) {
+  (void)state;
+  assert_non_null(du_tmpdir(g_root, sizeof g_root, "cdemo"));
+  snprintf(g_keys, sizeof g_keys, "%s/keys", g_root);
+  char h1[65], ht[65], keys[400];
+  ts_key_secret_hex(1, h1);
+  ts_key_secret_hex(TRADER, ht);
+  snprintf(keys, sizeof keys, "1 operator 0 0 %s\n%u trader %u 300 %s\n", h1, TRADER, TRADER, ht);
+  assert_int_equal(du_write_file(g_keys, keys), 0);
+  assert_int_equal(chmod(g_keys, 0600), 0);
+  assert_int_equal(du_cluster_plan(g_n, NODES, g_root, g_members, sizeof g_members, g_nodes,
+                                   sizeof g_nodes), 0);
+  for (int i = 0; i < NODES; i++) node_start(&g_n[i]);
+  int leader = find_leader();
+  assert_true(leader >= 0);
+  await_demo(leader, 0);
+  assert_int_equal(trader_cash(leader), SETUP_CASH);
+
+  for (int round = 0; round < 2; round++) {
+    int dead = leader;
+    uint64_t before = last_seq(dead);
+    kill(g_n[dead].pid, SIGKILL);
+    du_stop(g_n[dead].pid, 0, 10);
+    g_n[dead].pid = 0;
+    leader = find_leader();
+    assert_true(leader >= 0 && leader != dead);
+    /* The new leader's demo ran its first commands and trades on. */
+    await_demo(leader, before);
+    assert_int_equal(trader_cash(leader), SETUP_CASH);
+    node_start(&g_n[dead]);
+  }
+  du_rm_rf(g_root);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <hourglassd>\n", argv[0]);
+    return 2;
+  }
+  g_bin = argv[1];
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(demo_is_set_up_once, du_kill_all),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
