@@ -72,13 +72,9 @@ static void node_start(du_node_t *n) {
  * may not hold, and rebuilds from the group). Any other exit fails the
  * test. */
 static void supervise(void) {
-  for (int i = 0; i < NODES; i++) {
-    int r = du_node_reap(&g_n[i]);
-    if (r == 0) continue;
-    if (r < 0) fail_msg("node %d exited unexpectedly", i + 1);
-    g_snapshot_restarts++;
-    node_start(&g_n[i]);
-  }
+  int r = du_cluster_supervise(g_n, NODES, node_start);
+  if (r < 0) fail_msg("a node exited unexpectedly");
+  g_snapshot_restarts += r;
 }
 
 /* The node taking orders, waiting up to 30 s; -1 if none. */

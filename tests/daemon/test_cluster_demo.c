@@ -47,11 +47,7 @@ static void node_start(du_node_t *n) {
 
 /* Restarts a node that stopped to load a snapshot (systemd's Restart=). */
 static void supervise(void) {
-  for (int i = 0; i < NODES; i++) {
-    int r = du_node_reap(&g_n[i]);
-    if (r < 0) fail_msg("node %d exited unexpectedly", g_n[i].id);
-    if (r > 0) node_start(&g_n[i]);
-  }
+  if (du_cluster_supervise(g_n, NODES, node_start) < 0) fail_msg("a node exited unexpectedly");
 }
 
 static int find_leader(void) { return du_cluster_leader(g_n, NODES, 30, supervise); }

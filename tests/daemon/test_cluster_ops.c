@@ -75,12 +75,10 @@ static void node_start(int i) {
 
 /* Restarts a node that stopped to load a snapshot installed by the leader
  * (what systemd's Restart= does); any other exit fails the test. */
+static void restart(du_node_t *n) { node_start((int)(n - g_n)); }
+
 static void supervise(void) {
-  for (int i = 0; i < SLOTS; i++) {
-    int r = du_node_reap(&g_n[i]);
-    if (r < 0) fail_msg("node %d exited unexpectedly", g_n[i].id);
-    if (r > 0) node_start(i);
-  }
+  if (du_cluster_supervise(g_n, SLOTS, restart) < 0) fail_msg("a node exited unexpectedly");
 }
 
 /* The slot taking orders, waiting up to 30 s; -1 if none. */

@@ -68,11 +68,7 @@ static void node_start(du_node_t *n) {
 /* Restarts a node that stopped to load a snapshot installed by the leader
  * (what systemd's Restart= does); any other exit fails the test. */
 static void supervise(void) {
-  for (int i = 0; i < NODES; i++) {
-    int r = du_node_reap(&g_n[i]);
-    if (r < 0) fail_msg("node %d exited unexpectedly", g_n[i].id);
-    if (r > 0) node_start(&g_n[i]);
-  }
+  if (du_cluster_supervise(g_n, NODES, node_start) < 0) fail_msg("a node exited unexpectedly");
 }
 
 /* The node taking orders, waiting up to 30 s; -1 if none. */

@@ -403,6 +403,19 @@ int du_node_start(du_node_t *node, const char *bin, const char *root, const char
   return log != NULL ? 0 : -1;
 }
 
+int du_cluster_supervise(du_node_t *node, int n, void (*start)(du_node_t *node)) {
+  int again = 0;
+  for (int i = 0; i < n; i++) {
+    int r = du_node_reap(&node[i]);
+    if (r < 0) return -1;
+    if (r > 0) {
+      start(&node[i]);
+      again++;
+    }
+  }
+  return again;
+}
+
 int du_node_reap(du_node_t *node) {
   int st;
   if (node->pid == 0 || waitpid(node->pid, &st, WNOHANG) != node->pid) return 0;

@@ -146,6 +146,12 @@ int du_node_start(du_node_t *node, const char *bin, const char *root, const char
  * end of its log on stderr. node->pid is 0 afterwards. */
 int du_node_reap(du_node_t *node);
 
+/* Reaps every node of node[0..n) that exited, and starts again, with
+ * start, each one that stopped to be started again (du_node_reap 1): what
+ * systemd's Restart= does, between a test's waits. How many were started
+ * again, or -1 at once when a node exited for any other reason. */
+int du_cluster_supervise(du_node_t *node, int n, void (*start)(du_node_t *node));
+
 /* Small engine sizes so that a daemon starts in a fraction of a second. */
 #define DU_SMALL_OPTS                                                                  \
   "-o", "pipeline.inbound_capacity=4096", "-o", "pipeline.outbound_capacity=16384",   \
