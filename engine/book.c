@@ -17,9 +17,15 @@
  *    the low bits of its id when that slot is free (ids usually come in
  *    sequence: in the bench workloads 95% do), otherwise at a free slot
  *    from a stack; so a cancel usually finds its order with a single load,
- *    not a table probe followed by a load. Each slot also counts the live
- *    orders that prefer it but rest elsewhere, so a lookup that misses the
- *    preferred slot skips the table when that count is 0 (see order_find).
+ *    not a table probe followed by a load. The low bits taken (the
+ *    preferred range) start at START_RANGE and double once half as many
+ *    orders are live (pref_grow), so orders rest in a part of the pool that
+ *    follows the live count, not the capacity: with ids in random order a
+ *    book for a million orders would otherwise scatter ten thousand over
+ *    128 MiB, each new one on a line never touched. Each slot also counts
+ *    the live orders that prefer it but rest elsewhere, so a lookup that
+ *    misses the preferred slot skips the table when that count is 0 (see
+ *    order_find).
  *    What matching and cancels read is one 64-byte line per order (the
  *    session-scoped flag and the slot's count included); entry number,
  *    original quantity and timestamp sit in a parallel cold array.
@@ -36,11 +42,13 @@
  *  - order_id -> slot and (account, client_order_id) -> slot are
  *    open-addressing tables of 8-byte (tag, slot) entries with linear
  *    probing, a fixed multiplicative hash and backward-shift deletion,
- *    capacity a power of two >= 1.5x max_orders. Both are fallbacks: the
- *    first holds only orders not at their preferred slot; the second is
- *    filled for an account only once it sends a client order id not above
- *    all of its live ones (until then clid_hi answers the duplicate check),
- *    and a new id above every live one needs no probe either.
+ *    allocated for a power of two >= 1.5x max_orders; the part in use
+ *    starts at START_RANGE entries and doubles before it is 2/3 full
+ *    (tables_grow). Both are fallbacks: the first holds only orders not at
+ *    their preferred slot; the second is filled for an account only once
+ *    it sends a client order id not above all of its live ones (until then
+ *    clid_hi answers the duplicate check), and a new id above every live
+ *    one needs no probe either.
  *    Tables are only probed, never iterated, so hash layout cannot leak into
  *    any output.
  *  - An incoming order is a local struct (struct taker) while it matches;
@@ -151,15 +159,50 @@ static inline int64_t level_after(const hg_book_t *b, int side, int64_t idx) {
 /* ------------------------------------------------------------------------ */
 /* Hash tables                                                                */
 
-static void tab_insert(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
+static void tab_put(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
   uint64_t i = tag_home(b, tag);
   while (tab[i].slot1 != 0) i = (i + 1) & b->id_mask;
   tab[i].tag = tag;
   tab[i].slot1 = slot + 1;
 }
 
+/*
+ * Doubles the part of both id tables in use. The entries of each go out to
+ * scratch memory (the walks' array: max_orders entries of 16 bytes, and a
+ * table holds at most one entry per live order) and back in under the new
+ * mask. Linear in the old size, once per doubling: amortised over the
+ * inserts that filled it.
+ */
+__attribute__((noinline, cold)) static void tables_grow(hg_book_t *b) {
+  assert(!b->walk->busy && b->id_mask < b->id_max_mask);
+  id_ent_t *tmp = (id_ent_t *)(void *)b->walk->a;
+  uint64_t old = b->id_mask;
+  b->id_mask = old * 2 + 1;
+  id_ent_t *tabs[2] = {b->oid_tab, b->clid_tab};
+  for (int t = 0; t < 2; t++) {
+    uint64_t n = 0;
+    for (uint64_t i = 0; i <= old; i++) {
+      if (tabs[t][i].slot1 == 0) continue;
+      tmp[n++] = tabs[t][i];
+      tabs[t][i].tag = 0;
+      tabs[t][i].slot1 = 0;
+    }
+    for (uint64_t k = 0; k < n; k++) tab_put(b, tabs[t], tmp[k].tag, tmp[k].slot1 - 1);
+  }
+}
+
+/* Adds slot under tag to tab (oid_tab or clid_tab), first doubling the
+ * tables' part in use if this entry would fill it beyond 2/3. */
+static void tab_insert(hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
+  uint64_t *used = tab == b->oid_tab ? &b->oid_used : &b->clid_used;
+  if (UNLIKELY((*used + 1) * 3 > (b->id_mask + 1) * 2) && b->id_mask < b->id_max_mask)
+    tables_grow(b);
+  tab_put(b, tab, tag, slot);
+  ++*used;
+}
+
 /* Removes the entry of slot (present, with this tag): backward-shift deletion. */
-static void tab_erase(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
+static void tab_erase(hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t slot) {
   uint64_t mask = b->id_mask;
   uint64_t i = tag_home(b, tag);
   while (tab[i].slot1 != slot + 1) i = (i + 1) & mask;
@@ -173,6 +216,7 @@ static void tab_erase(const hg_book_t *b, id_ent_t *tab, uint32_t tag, uint32_t 
   }
   tab[i].tag = 0;
   tab[i].slot1 = 0;
+  --*(tab == b->oid_tab ? &b->oid_used : &b->clid_used);
 }
 
 /* Takes a free record for account (caller checked capacity) and indexes it. */
@@ -396,9 +440,38 @@ static inline void prefetch_remove(const hg_book_t *b, const order_t *o) {
     __builtin_prefetch(&b->clid_tab[tag_home(b, clid_tag(o->account, o->clid))], 1);
 }
 
+/*
+ * Doubles the preferred range (slot_mask + 1), once half as many orders
+ * are live. An order at its old preferred slot whose new one differs joins
+ * the order-id table; one in the table that sits at its new preferred slot
+ * leaves it; every slot's displaced count is counted again. Live orders sit
+ * below the range or below fresh, so that is all it reads: linear, once per
+ * doubling, amortised over the orders that made it grow.
+ */
+__attribute__((noinline, cold)) static void pref_grow(hg_book_t *b) {
+  uint32_t old = b->slot_mask, mask = old * 2 + 1;
+  uint32_t end = live_end(b);
+  for (uint32_t s = 0; s < end; s++) {
+    const order_t *o = &b->pool[s];
+    if (o->id == 0) continue;
+    bool was = s == ((uint32_t)o->id & old), is = s == ((uint32_t)o->id & mask);
+    if (was && !is) tab_insert(b, b->oid_tab, oid_tag(o->id), s);
+    else if (!was && is) tab_erase(b, b->oid_tab, oid_tag(o->id), s);
+  }
+  b->slot_mask = mask;
+  for (uint32_t s = 0; s <= mask; s++) b->pool[s].displaced = 0;
+  for (uint32_t s = 0; s < end; s++) {
+    const order_t *o = &b->pool[s];
+    if (o->id != 0 && s != pref_slot(b, o->id)) disp_inc(b, pref_slot(b, o->id));
+  }
+}
+
 /* Puts an order at the back of its level, its account's list and the time
  * list. The caller checked that a slot (and an account record) is free. */
 static void order_rest(hg_book_t *b, const struct taker *t) {
+  if (UNLIKELY((uint64_t)b->count * 2 >= (uint64_t)b->slot_mask + 1) &&
+      b->slot_mask + 1 < b->pref_max)
+    pref_grow(b);
   uint32_t s = pool_take(b, t->id);
   order_t *o = &b->pool[s];
   b->count++;
@@ -668,6 +741,15 @@ static void *arr_alloc(hg_book_t *b, size_t n, size_t size) {
   return p;
 }
 
+/*
+ * The preferred range and the id tables start at this many entries (or
+ * their full size, if smaller) and double as orders fill them (pref_grow,
+ * tables_grow): what a book touches follows how many orders are live, not
+ * how many it could hold, so a book sized for a million orders runs a day
+ * of ten thousand on the same few MiB as one sized for ten thousand.
+ */
+#define START_RANGE 32768u
+
 static uint64_t pow2_at_least(uint64_t n) {
   uint64_t c = 16;
   while (c < n) c <<= 1;
@@ -707,7 +789,8 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
   /* A home is 32 tag bits; max_orders < 2^32 still leaves a free entry. */
   if (id_cap > ((uint64_t)1 << 32)) id_cap = (uint64_t)1 << 32;
   uint64_t acct_cap = pow2_at_least(2 * (uint64_t)params->max_accounts);
-  b->id_mask = id_cap - 1;
+  b->id_max_mask = id_cap - 1;
+  b->id_mask = (id_cap < START_RANGE ? id_cap : START_RANGE) - 1;
   b->acct_mask = acct_cap - 1;
   b->acct_shift = 64 - log2u64(acct_cap);
 
@@ -727,7 +810,8 @@ int hg_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *s
   uint64_t nslots = params->max_orders, pref_range = (uint64_t)1 << 30;
   if (nslots <= pref_range) nslots = pref_range = pow2_at_least(2 * nslots);
   b->nslots = (uint32_t)nslots;
-  b->slot_mask = (uint32_t)(pref_range - 1);
+  b->pref_max = (uint32_t)pref_range;
+  b->slot_mask = (uint32_t)((pref_range < START_RANGE ? pref_range : START_RANGE) - 1);
   b->pool = arr_alloc(b, b->nslots, sizeof(order_t));
   b->cold = arr_alloc(b, b->nslots, sizeof(order_cold_t));
   b->free_stack = arr_alloc(b, b->nslots, sizeof(uint32_t));
@@ -1070,8 +1154,8 @@ static inline bool walk_skips(const hg_book_t *b, uint32_t s, walk_filter_t f) {
 /* The oldest live order passing filter f entered after seq `after` (any, if
  * first), or NIL. O(max_orders): for walks nested in walks only. */
 static uint32_t oldest_after(const hg_book_t *b, walk_filter_t f, bool first, uint64_t after) {
-  uint32_t best = NIL;
-  for (uint32_t s = 0; s < b->nslots; s++) {
+  uint32_t best = NIL, end = live_end(b);
+  for (uint32_t s = 0; s < end; s++) {
     if (walk_skips(b, s, f)) continue;
     uint64_t q = b->cold[s].seq;
     if ((first || q > after) && (best == NIL || q < b->cold[best].seq)) best = s;
@@ -1087,8 +1171,8 @@ static uint32_t oldest_after(const hg_book_t *b, walk_filter_t f, bool first, ui
  */
 static uint32_t time_order(const hg_book_t *b, walk_filter_t f) {
   seq_slot_t *src = b->walk->a, *dst = b->walk->b;
-  uint32_t n = 0;
-  for (uint32_t s = 0; s < b->nslots; s++) {
+  uint32_t n = 0, end = live_end(b);
+  for (uint32_t s = 0; s < end; s++) {
     if (walk_skips(b, s, f)) continue;
     src[n].seq = b->cold[s].seq;
     src[n].slot = s;

@@ -3,6 +3,7 @@
  * of the book (book_int.h) and checks that they agree. Tests and debug
  * builds only; nothing on the order path calls it.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -117,6 +118,17 @@ int hg_book_check(const hg_book_t *b) {
     used_clid += b->clid_tab[i].slot1 != 0;
   }
   if (used_oid != displaced || used_clid != clid_indexed) return -21;
+  /* The parts in use: powers of two within what is allocated, the tables
+   * no fuller than 2/3 unless whole, counted right. */
+  if (used_oid != b->oid_used || used_clid != b->clid_used) return -24;
+  if (b->id_mask > b->id_max_mask || ((b->id_mask + 1) & b->id_mask) != 0) return -24;
+  if (b->id_mask < b->id_max_mask && (b->oid_used * 3 > (b->id_mask + 1) * 2 ||
+                                      b->clid_used * 3 > (b->id_mask + 1) * 2))
+    return -24;
+  if ((uint64_t)b->slot_mask + 1 > b->pref_max || ((b->slot_mask + 1) & b->slot_mask) != 0)
+    return -25;
+  for (uint32_t s = live_end(b); s < b->nslots; s++)
+    if (b->pool[s].id != 0) return -25; /* the walks would miss it */
 
   /* Each slot's displaced count against a recount (a stuck count may be
    * anything: it is never decremented). Scratch memory of this test hook
@@ -138,4 +150,10 @@ int hg_book_check(const hg_book_t *b) {
   for (uint64_t i = 0; i <= b->acct_mask; i++) used_acct += b->acct_tab[i].rec != NIL;
   if (used_acct != b->acct_count) return -22;
   return 0;
+}
+
+void hg_book__start_small(hg_book_t *b) {
+  assert(b->count == 0);
+  b->slot_mask = b->pref_max < 2 ? b->pref_max - 1 : 1;
+  b->id_mask = b->id_max_mask < 15 ? b->id_max_mask : 15;
 }

@@ -119,7 +119,8 @@ struct hg_book {
   order_t *pool;
   order_cold_t *cold;
   uint32_t nslots;      /* pool: a power of two >= 2 * max_orders (max_orders if > 2^30) */
-  uint32_t slot_mask;   /* preferred slot = order id & slot_mask */
+  uint32_t slot_mask;   /* preferred slot = order id & slot_mask (grows: pref_grow) */
+  uint32_t pref_max;    /* what slot_mask + 1 may grow to */
   uint32_t *free_stack; /* nslots entries: every free slot below fresh, and some live ones */
   uint32_t free_top;
   uint32_t fresh; /* see pool_take */
@@ -130,7 +131,9 @@ struct hg_book {
 
   id_ent_t *oid_tab;
   id_ent_t *clid_tab;
-  uint64_t id_mask;
+  uint64_t id_mask;     /* entries in use in both tables - 1 (grows: tables_grow) */
+  uint64_t id_max_mask; /* entries allocated - 1 */
+  uint64_t oid_used, clid_used; /* entries held */
 
   acct_t *accts;
   uint32_t acct_free;
@@ -260,6 +263,13 @@ static inline void disp_inc(hg_book_t *b, uint32_t pref) {
 static inline void disp_dec(hg_book_t *b, uint32_t pref) {
   uint16_t *d = &b->pool[pref].displaced;
   if (*d != DISP_STUCK) --*d;
+}
+
+/* Every live order rests below this slot: at its preferred slot (below
+ * the preferred range) or at one taken from the stack or fresh (below
+ * fresh). What a walk over the live orders reads. */
+static inline uint32_t live_end(const hg_book_t *b) {
+  return b->fresh > b->slot_mask ? b->fresh : b->slot_mask + 1;
 }
 
 /* The slot of live order id, or NIL. */

@@ -1528,6 +1528,68 @@ static void prefault_backs_and_changes_nothing(void **state) {
   hg_book_destroy(books[1]);
 }
 
+/* Counts a book's events by type (index HG_EV_*). */
+static void count_sink(void *ctx, const hg_book_event_t *ev) {
+  uint64_t *n = ctx;
+  n[ev->type & 7]++;
+}
+
+/* A book sized for a million orders starts small and grows its preferred
+ * range and id tables as orders come (40,000 live, ids in random order,
+ * far past where both start): every order is found again, the DAY ones are
+ * all expired by the walk (which reads only below where live orders can
+ * be), the rest all cancelled, and the structures agree at each stage. */
+static void large_book_grows_with_its_orders(void **state) {
+  (void)state;
+  hg_book_params_t p = default_params();
+  p.max_orders = 1000000;
+  p.max_accounts = 64;
+  static uint64_t n[8];
+  memset(n, 0, sizeof n);
+  hg_book_t *b = NULL;
+  assert_int_equal(hg_book_create(&p, count_sink, n, &b), 0);
+  enum { N = 40000 };
+  /* ids: a multiplicative permutation of 1..2^20, the first N of it */
+  static hg_oid_t ids[N];
+  for (uint32_t i = 0; i < N; i++) ids[i] = ((uint64_t)(i + 1) * 0x9E3779B1u & 0xFFFFFu) + 1;
+  uint64_t day = 0;
+  for (uint32_t i = 0; i < N; i++) {
+    hg_order_new_t o;
+    memset(&o, 0, sizeof o);
+    o.order_id = ids[i];
+    o.client_order_id = i + 1;
+    o.account = 1 + i % 50;
+    o.side = HG_SIDE_BUY;
+    o.type = HG_ORD_LIMIT;
+    o.tif = i % 3 == 0 ? HG_TIF_DAY : HG_TIF_GTC;
+    day += o.tif == HG_TIF_DAY;
+    o.price = 1 + (hg_price_t)(i % 997);
+    o.qty = 1;
+    hg_book_submit(b, &o);
+  }
+  assert_int_equal(n[HG_EV_ACCEPTED], N);
+  assert_int_equal(n[HG_EV_REJECTED], 0);
+  assert_int_equal(hg_book_order_count(b), N);
+  assert_int_equal(hg_book_check(b), 0);
+  hg_book_order_t got;
+  for (uint32_t i = 0; i < N; i++)
+    assert_int_equal(hg_book_find(b, ids[i], 1 + i % 50, &got), 0);
+  assert_int_equal(hg_book_expire_day(b, 1), day);
+  assert_int_equal(hg_book_order_count(b), N - day);
+  assert_int_equal(hg_book_check(b), 0);
+  for (uint32_t i = N; i-- > 0;) {
+    if (i % 3 == 0) {
+      assert_int_equal(hg_book_find(b, ids[i], 1 + i % 50, &got), HG_ENOTFOUND);
+      continue;
+    }
+    hg_book_cancel(b, ids[i], 1 + i % 50, 2);
+  }
+  assert_int_equal(hg_book_order_count(b), 0);
+  assert_int_equal(n[HG_EV_CANCELLED], N);
+  assert_int_equal(hg_book_check(b), 0);
+  hg_book_destroy(b);
+}
+
 /* ids: 1 + k * id_stride for 40 values of k. */
 static void random_commands(hg_oid_t id_stride) {
   hg_book_params_t p = small_params();
@@ -1587,6 +1649,7 @@ int main(void) {
       cmocka_unit_test(reason_strings),
       cmocka_unit_test(event_buffer_gives_same_events),
       cmocka_unit_test(prefault_backs_and_changes_nothing),
+      cmocka_unit_test(large_book_grows_with_its_orders),
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
       T(new_order_rejects_in_order),
       T(post_only_rests_when_not_crossing),
