@@ -19,9 +19,9 @@ int hg_book_check(const hg_book_t *book);
 
 /*
  * On a book just created (no order yet): the preferred range starts at 2
- * slots and the id tables at 16 entries, instead of 16384 each, so that a
- * test of a few hundred orders makes them double many times (pref_grow,
- * tables_grow in book.c).
+ * slots and the id tables at 16 entries, instead of START_RANGE each
+ * (book.c), so that a test of a few hundred orders makes them double many
+ * times (pref_grow, tables_grow).
  */
 void hg_book__start_small(hg_book_t *book);
 

@@ -388,8 +388,7 @@ typedef struct seed_ctx {
   const hg_exchange_t *ex;
   uint32_t instrument; /* being seeded */
   int rc;
-  uint64_t orders;     /* live unscoped orders seen */
-  uint64_t scoped;     /* live session-scoped orders seen */
+  uint64_t orders;     /* live orders seen */
   int orders_full;     /* the mirror could not hold them all */
 } seed_ctx_t;
 
@@ -405,8 +404,7 @@ static void seed_order(void *ctx, const hg_book_order_t *o) {
   seed_ctx_t *s = ctx;
   account_t *a = gw_account_find(s->gw, o->account);
   if (a != NULL) a->recovered = 1;
-  if (o->session_scoped) s->scoped++;
-  else s->orders++;
+  s->orders++;
   if (s->orders_full) return;
   hg_book_event_t be;
   memset(&be, 0, sizeof be);
@@ -494,7 +492,7 @@ int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
     gw_log(gw, HG_LOG_ERROR,
            "the recovered books hold %" PRIu64 " live orders but the order mirror holds at "
            "most %" PRIu32 " (max_orders): refusing to start rather than not track some",
-           s.orders + s.scoped, gw->cfg.max_orders);
+           s.orders, gw->cfg.max_orders);
   if (s.rc != 0) return s.rc;
   gw->pipe = p;
   gw->attached = 1;
