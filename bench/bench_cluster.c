@@ -38,8 +38,8 @@
  *   snapshots every 256 entries: a follower killed and its directories
  *   emptied while the leader takes orders for S seconds, then started
  *   again: every command of the run over the seconds from its start until
- *   its last_seq equals the leader's (snapshot install, the restart that
- *   loads it, and the log after the snapshot).
+ *   its last_seq equals the leader's (snapshot install, the rebuild in
+ *   place that loads it, and the log after the snapshot).
  * RESULT cluster.tls_durable_cmds_per_s, cluster.tls_vs_plain_ratio,
  *   cluster.tls_rtt_p50_us, cluster.tls_rtt_p99_us: the same window and
  *   fixed-rate runs on a fresh group whose Raft port is TLS 1.3 with
@@ -143,15 +143,12 @@ static void node_start(du_node_t *n, bool clustered) {
   free(log);
 }
 
-/* Starts a group member again when it exited to load a snapshot installed
- * by the leader or to rebuild from the group (du_node_reap); any other exit
- * ends the run. */
+/* A member rebuilds itself in place to load a snapshot installed by the
+ * leader or to rebuild from the group: any exit the run did not cause
+ * ends it. */
 static void supervise(void) {
-  for (int i = 0; i < NODES; i++) {
-    int r = du_node_reap(&g_n[i]);
-    if (r < 0) die("node %d exited unexpectedly (log %s)", i + 1, g_n[i].log);
-    if (r > 0) node_start(&g_n[i], true);
-  }
+  for (int i = 0; i < NODES; i++)
+    if (du_node_reap(&g_n[i]) < 0) die("node %d exited unexpectedly (log %s)", i + 1, g_n[i].log);
 }
 
 /* Waits (up to timeout_s) until node i reports on /health; with leader_id
@@ -370,7 +367,7 @@ static double failover_round(int *leader) {
 /* Catch-up: a follower is killed and its directories emptied (a replaced
  * machine), the leader takes orders for `seconds` meanwhile, then the
  * follower starts again and rebuilds from the group: the leader's
- * snapshot, installed (the node restarts once to load it), and the log
+ * snapshot, installed (the node rebuilds itself once to load it), and the log
  * after it. Returns the commands the node has then applied (every command
  * of the run) over the seconds from its start until its last_seq equals
  * the leader's; *cmds gets that count, *installed whether the leader sent
@@ -390,10 +387,10 @@ static double catchup(int leader, unsigned window, double seconds, uint64_t *cmd
          (unsigned long long)target,
          (unsigned long long)du_metric(g_n[leader].http_port, "hourglass_cluster_last_index"));
   double t0 = du_now(), end = t0 + 120;
-  int starts = g_n[f].starts;
+  int rebuilds = du_node_rebuilds(&g_n[f]);
   node_start(&g_n[f], true);
   for (;;) {
-    supervise(); /* the restart that loads the installed snapshot */
+    supervise();
     uint64_t at = g_n[f].pid != 0 ? du_metric(g_n[f].http_port, "hourglass_last_seq") : 0;
     if (at >= target && at != UINT64_MAX) break; /* UINT64_MAX: no answer */
     if (du_now() > end) die("node %d reached seq %llu of %llu in 120 s", f + 1,
@@ -401,7 +398,7 @@ static double catchup(int leader, unsigned window, double seconds, uint64_t *cmd
     du_sleep_ms(5);
   }
   *cmds = target;
-  *installed = g_n[f].starts > starts + 1; /* restarted to load a snapshot */
+  *installed = du_node_rebuilds(&g_n[f]) > rebuilds; /* rebuilt to load a snapshot */
   return (double)target / (du_now() - t0);
 }
 

@@ -27,7 +27,8 @@
  *    every node sequences each result into the same key's stream.
  *  - A proposal the group lost (done with an error) leaves this node with
  *    commands applied that the group may not hold: the pipeline fails and
- *    the daemon exits (serve.c); a restart rebuilds the node from the group.
+ *    the daemon rebuilds the node from the group in place (serve.c: it
+ *    stops everything, as at a stop, and starts again in the same process).
  *  - Two other entry types, told from the batches by their first u32: the
  *    member address table (ENTRY_MEMBERS, "member table" below) and an
  *    operator's API key (ENTRY_KEY: every node stores it in its gateway's
@@ -58,16 +59,16 @@
  * cluster.snapshot_entries entries behind it and sends it to a follower
  * further behind than that. The leader holds a snapshot back while a
  * voter lags further than that, for up to cluster.snapshot_hold_ms and
- * SNAPSHOT_HOLD_BYTES of entries: a node that restarts to load an
- * installed snapshot comes back behind by the entries of its restart, and
+ * SNAPSHOT_HOLD_BYTES of entries: a node that rebuilds itself to load an
+ * installed snapshot comes back behind by the entries of its rebuild, and
  * must find them in the log (were it sent the next snapshot, it would
- * restart forever). The bound is a time, not a count of entries: how many
- * entries a restart misses is the order rate times the restart's length,
+ * rebuild forever). The bound is a time, not a count of entries: how many
+ * entries a rebuild misses is the order rate times the rebuild's length,
  * and neither is the group's to choose. A voter down for longer than that
  * gets the snapshot; at most one more snapshot is sent to a node whose
- * restart straddled a hold's end, as the hold after it starts afresh.
+ * rebuild straddled a hold's end, as the hold after it starts afresh.
  *
- * The node's state is rebuilt at every start: the pipeline's directory
+ * The node's state is rebuilt at every start (and every rebuild): the pipeline's directory
  * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
  * written to data_dir/engine/state before the pipeline opens (which
  * recovers from it, so the gateway and the market view are seeded from
@@ -75,8 +76,8 @@
  * libraft re-applies the committed entries after it (the gateway's
  * outbound journal tells the frames of results it had sequenced before
  * from new ones: outlog.h "Positions"). A snapshot installed while the
- * node runs cannot replace the state under the gateway: the node stops
- * (exit 1) and its restart loads it.
+ * node runs cannot replace the state under the gateway: the node fails,
+ * and its rebuild in place (serve.c) loads it.
  *
  * Threads: everything here runs on the gateway's loop thread
  * except daemon_cluster_create/open/destroy (main thread, loop not
@@ -148,7 +149,7 @@ typedef struct qentry {
 } qentry_t;
 
 /* How long an add keeps bringing a new member up to date: long enough for
- * it to restart once to load the leader's snapshot (systemd RestartSec). */
+ * it to rebuild itself once to load the leader's snapshot. */
 #define ADD_CATCHUP_MS 60000u
 
 struct daemon_cluster {
@@ -420,7 +421,7 @@ static void discard_event(void *ctx, const hg_exchange_event_t *ev) {
 
 static void fail(daemon_cluster_t *c, int rc, const char *why) {
   if (atomic_exchange(&c->failed, 1) == 0)
-    CLOG(HG_LOG_ERROR, "this node must be rebuilt from the group: restart it",
+    CLOG(HG_LOG_ERROR, "this node must be rebuilt from the group",
            "reason=\"%s\" err=%s", why, hg_strerror(rc));
   c->writable = 0;
   hg_pipeline_set_writable(c->pipe, 0);
@@ -534,7 +535,7 @@ static int apply_key(daemon_cluster_t *c, uint64_t index, const uint8_t *b, size
  * once. The queue holds at most APPLY_QUEUE_MAX bytes; beyond that the
  * node fails (this node must be rebuilt from the group) as a batch that
  * cannot be applied does. A stop waits for the queue to drain (as long as
- * a transfer, bounded); what is left then is dropped, and the restart
+ * a transfer, bounded); what is left then is dropped, and the next start
  * rebuilds the node from the group. */
 
 /* The index this node's state holds: libraft's applied index unless
@@ -710,8 +711,8 @@ static int voter_lags(daemon_cluster_t *c, uint64_t index) {
 }
 
 /* 1 while the leader should not trim its log: a voter lags (it would be
- * sent the snapshot, restart to load it, and come back behind by the
- * entries of its restart: sent another, it would never catch up), for
+ * sent the snapshot, rebuild itself to load it, and come back behind by
+ * the entries of its rebuild: sent another, it would never catch up), for
  * cluster.snapshot_hold_ms from the first time it held one back, while
  * the entries since the last snapshot stay under SNAPSHOT_HOLD_BYTES (a
  * member down for longer than that gets the snapshot). */
@@ -820,11 +821,11 @@ static int snapshot_split(const uint8_t *b, size_t len, const uint8_t **ex, size
 /* At open the exchange's part is kept for daemon_cluster_seed(), and the
  * member table and keys take effect at once. A snapshot installed while
  * the node runs cannot replace the state under the gateway's mirror: the
- * node stops, and its restart loads it. */
+ * node fails, and its rebuild in place loads it. */
 static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
   if (c->pipe != NULL) {
-    fail(c, HG_ESTATE, "a snapshot was installed from the leader: a restart loads it");
+    fail(c, HG_ESTATE, "a snapshot was installed from the leader: the rebuild loads it");
     return HG_ESTATE;
   }
   const uint8_t *ex, *table, *keys, *routes;
@@ -1011,12 +1012,12 @@ static void close_when_done(daemon_cluster_t *c) {
   }
   if (c->transfer_pending && uv_now(c->timer.loop) < c->stop_deadline) return;
   /* Committed entries still queued are applied first, for a bounded time
-   * (the gateway may have stopped taking results); a restart rebuilds the
-   * node from the group anyway. */
+   * (the gateway may have stopped taking results); the next start rebuilds
+   * the node from the group anyway. */
   if (c->q_head != NULL && !atomic_load(&c->failed) && uv_now(c->timer.loop) < c->drain_deadline)
     return;
   if (c->q_head != NULL)
-    CLOG(HG_LOG_WARN, "stopping with committed entries not applied here: a restart applies them",
+    CLOG(HG_LOG_WARN, "stopping with committed entries not applied here: the next start applies them",
          "applied_index=%" PRIu64 " queued_entries=%" PRIu64 " queued_bytes=%" PRIu64,
          c->applied_index, atomic_load(&c->q_entries), atomic_load(&c->q_bytes));
   queue_clear(c);
@@ -1079,7 +1080,7 @@ static void on_tick(uv_timer_t *t) {
  *  - add: the member table with the new member is committed first (every
  *    node then knows its client address), then libraft adds it as a spare,
  *    brings it up to date and makes it a voter; while the new member does
- *    not answer (it restarts once to load the leader's snapshot) the
+ *    not answer (it rebuilds itself once to load the leader's snapshot) the
  *    promotion is tried again, for ADD_CATCHUP_MS. Then the table is
  *    proposed once more (the new member has it from the snapshot, or from
  *    the log, already: this records the add's outcome in the log). An add of a spare
@@ -1165,8 +1166,8 @@ static int propose_table(daemon_cluster_t *c, const cmember_t *m, uint32_t drop,
 
 static void add_done(void *ctx, int status) {
   daemon_cluster_t *c = ctx;
-  /* A new member that installs the leader's snapshot restarts once to
-   * load it: libraft gives up the catch-up meanwhile; it is a spare. */
+  /* A new member that installs the leader's snapshot rebuilds itself once
+   * to load it: libraft gives up the catch-up meanwhile; it is a spare. */
   if (status == -ETIMEDOUT && c->r != NULL && !c->stopping &&
       uv_now(c->timer.loop) < c->op.deadline) {
     c->op.state = OP_ADD_RETRY;

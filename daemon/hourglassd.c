@@ -39,7 +39,11 @@
  * into "journal failed: <cause>" for good (the pipeline refuses intake).
  * A cluster node is "ready" on every role (a follower answers 200) while
  * it can write its Raft log (503 naming cluster.dir when it cannot); one
- * that must be rebuilt from the group stops and exits 1.
+ * that must be rebuilt from the group (it was sent the leader's snapshot,
+ * or it lost leadership with commands the group may not hold) stops
+ * everything as at a stop and starts again in the same process, keeping
+ * the data directory's lock (serve.c, "rebuilding this node from the
+ * group in place"); meanwhile its ports close and reopen.
  *
  * The data directory lock. data_dir/LOCK (created if missing, never
  * deleted) is held with flock(LOCK_EX) by every process that writes the

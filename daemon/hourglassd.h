@@ -63,6 +63,7 @@ typedef struct daemon {
   _Atomic(const char *) reason;
   char fail_reason[160]; /* written once by main before reason points at it */
   _Atomic uint64_t reloads, reload_failures;
+  _Atomic uint64_t rebuilds; /* cluster: serving cycles ended to rebuild from the group */
   uint64_t start_ns;
 } daemon_t;
 

@@ -94,6 +94,10 @@ static void metrics_cluster(daemon_t *d, hg_sbuf_t *b) {
          "Bytes of the committed entries waiting to be applied here.", cs.apply_queued_bytes);
   metric(b, "hourglass_cluster_apply_queued_entries_total", "counter",
          "Committed entries that waited to be applied here.", cs.apply_queued_total);
+  metric(b, "hourglass_cluster_rebuilds_total", "counter",
+         "Times this process rebuilt the node from the group in place (a snapshot installed "
+         "by the leader, a lost proposal, an apply queue overflow).",
+         atomic_load(&d->rebuilds));
   if (cs.role != HG_REPLICA_LEADER) return;
   hg_sbuf_puts(b, "# HELP hourglass_cluster_follower_lag Entries of the leader's log a "
                   "follower does not hold yet (leader only).\n"

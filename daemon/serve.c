@@ -24,6 +24,12 @@
 #include "hourglass/thread.h"
 #include "hourglassd.h"
 
+/* serve_cycle(): this cluster node must be rebuilt from the group. */
+#define SERVE_REBUILD 100
+/* A rebuild within 10 s of the previous one waits REBUILD_WAIT_MS first. */
+#define REBUILD_QUIET_NS 10000000000ull
+#define REBUILD_WAIT_MS 1000
+
 /* Appended to the start failure when threads.realtime_priority was refused. */
 #define RT_HINT                                                                  \
   " hint=\"threads.realtime_priority needs root, CAP_SYS_NICE or LimitRTPRIO= (with" \
@@ -664,7 +670,7 @@ static int start_serving(daemon_t *d) {
 /* Takes SIGTERM, SIGINT (return 0) and SIGHUP (reload) synchronously, and
  * turns health into "journal failed: ..." once the pipeline reports a
  * journal failure. A cluster node whose state the group no longer holds
- * returns EXIT_START (to be restarted: it rebuilds from the group). */
+ * returns SERVE_REBUILD: daemon_serve() rebuilds it from the group. */
 static int signal_loop(daemon_t *d) {
   sigset_t set;
   sigemptyset(&set);
@@ -681,11 +687,7 @@ static int signal_loop(daemon_t *d) {
     }
     if (sig == SIGHUP) reload(d);
     int f = hg_pipeline_failed(d->pipe);
-    if (f != 0 && d->cluster != NULL) {
-      hg_dlog(HG_LOG_ERROR, "daemon", "cluster node failed: stopping; a restart rebuilds it",
-              "err=%s", hg_strerror(f));
-      return EXIT_START;
-    }
+    if (f != 0 && d->cluster != NULL) return SERVE_REBUILD;
     if (f != 0 && !failed_logged) {
       failed_logged = 1;
       snprintf(d->fail_reason, sizeof d->fail_reason, "journal failed: %s", hg_strerror(f));
@@ -720,7 +722,9 @@ static int shut_down(daemon_t *d, int rc) {
   char hx[2 * HG_SHA256_LEN + 1];
   hg_pipeline_state_hash(d->pipe, h);
   daemon_hex(h, sizeof h, hx);
-  if (src != 0) {
+  if (src != 0 && rc == SERVE_REBUILD) {
+    src = 0; /* the failure that asked for the rebuild, logged then */
+  } else if (src != 0) {
     hg_dlog(HG_LOG_ERROR, "daemon", "stop failed; the journal keeps every durable command",
             "err=%s", hg_strerror(src));
     rc = src;
@@ -742,12 +746,26 @@ static void release(daemon_t *d) {
   daemon_cluster_destroy(d->cluster);
 }
 
-int daemon_serve(daemon_t *d) {
-  d->start_ns = now_ns();
-  set_health(d, 0, "starting");
-  announce(d);
-  int rc = claim_data_dir(d);
-  if (rc != 0) return rc;
+/* Forgets what one serving cycle created, once release() freed it, so the
+ * next cycle starts as the first did (the data directory's lock, the
+ * configuration and the demo market stay). */
+static void forget_cycle(daemon_t *d) {
+  d->pipe = NULL;
+  d->view = NULL;
+  d->http = NULL;
+  d->gw = NULL;
+  d->cluster = NULL;
+  d->consumer_running = d->synth_running = d->md_running = d->demo_running = 0;
+  atomic_store(&d->stop_demo, 0);
+  atomic_store(&d->stop_consumer, 0);
+  atomic_store(&d->stop_synth, 0);
+  atomic_store(&d->published, 0);
+}
+
+/* One serving cycle: everything after the data directory's lock, up to a
+ * stop (0), a failed start (EXIT_START) or a cluster node that must be
+ * rebuilt from the group (SERVE_REBUILD); what it created is released. */
+static int serve_cycle(daemon_t *d) {
   if (start_http(d) != 0) return EXIT_START;
   if (d->cfg.cluster_id != 0 && daemon_cluster_create(&d->cfg, &d->cluster) != 0) {
     hg_http_stop(d->http);
@@ -762,7 +780,7 @@ int daemon_serve(daemon_t *d) {
   if (open_pipeline(d) != 0 || create_view(d) != 0 || attach_gateway(d) != 0 ||
       plan_generators(d) != 0)
     goto fail;
-  rc = hg_pipeline_start(d->pipe);
+  int rc = hg_pipeline_start(d->pipe);
   if (rc != 0) {
     hg_dlog(HG_LOG_ERROR, "daemon", "cannot start the pipeline", "err=%s%s", hg_strerror(rc),
             rc == -EPERM ? RT_HINT : "");
@@ -778,9 +796,47 @@ int daemon_serve(daemon_t *d) {
   }
   rc = shut_down(d, rc);
   release(d);
-  return rc == 0 ? 0 : EXIT_START;
+  return rc == 0 || rc == SERVE_REBUILD ? rc : EXIT_START;
 
 fail:
   release(d);
   return EXIT_START;
+}
+
+/* Waits ms unless SIGTERM or SIGINT comes first (then 1). */
+static int pause_unless_stopped(long ms) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  int sig = sigtimedwait(&set, NULL, &t);
+  if (sig == SIGTERM || sig == SIGINT) {
+    hg_dlog(HG_LOG_INFO, "daemon", "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+    return 1;
+  }
+  return 0;
+}
+
+int daemon_serve(daemon_t *d) {
+  d->start_ns = now_ns();
+  set_health(d, 0, "starting");
+  announce(d);
+  int rc = claim_data_dir(d);
+  if (rc != 0) return rc;
+  uint64_t rebuilt_ns = 0;
+  while ((rc = serve_cycle(d)) == SERVE_REBUILD) {
+    /* A rebuild that follows the last within REBUILD_QUIET_NS waits first,
+     * so a node that cannot hold the group's state does not spin. */
+    uint64_t t = now_ns();
+    int quick = rebuilt_ns != 0 && t - rebuilt_ns < REBUILD_QUIET_NS;
+    uint64_t n = atomic_fetch_add(&d->rebuilds, 1) + 1;
+    hg_dlog(HG_LOG_INFO, "cluster", "rebuilding this node from the group in place",
+            "rebuilds=%" PRIu64 " wait_ms=%d", n, quick ? REBUILD_WAIT_MS : 0);
+    forget_cycle(d);
+    set_health(d, 0, "rebuilding from the group");
+    if (quick && pause_unless_stopped(REBUILD_WAIT_MS)) return 0;
+    rebuilt_ns = now_ns();
+  }
+  return rc == 0 ? 0 : EXIT_START;
 }

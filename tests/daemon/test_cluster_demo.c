@@ -45,9 +45,9 @@ static void node_start(du_node_t *n) {
     fail_msg("node %d not ready after 120 s", n->id);
 }
 
-/* Restarts a node that stopped to load a snapshot (systemd's Restart=). */
+/* A node rebuilds itself in place; any exit the test did not cause fails it. */
 static void supervise(void) {
-  if (du_cluster_supervise(g_n, NODES, node_start) < 0) fail_msg("a node exited unexpectedly");
+  if (du_cluster_supervise(g_n, NODES) < 0) fail_msg("a node exited unexpectedly");
 }
 
 static int find_leader(void) { return du_cluster_leader(g_n, NODES, 30, supervise); }

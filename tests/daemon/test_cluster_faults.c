@@ -5,8 +5,9 @@
  *  - partition: the leader is cut off from both followers; it stops
  *    acknowledging, the two elect a new leader and trade on, and every
  *    acknowledgement the client got is an order the majority holds; after
- *    the heal the old leader rejoins (restarted if it stopped itself, as
- *    systemd would), drops its uncommitted tail and converges;
+ *    the heal the old leader rejoins (rebuilt in place if it had executed
+ *    batches the group did not commit), drops its uncommitted tail and
+ *    converges;
  *  - rolling restart: each node stopped with SIGTERM and started again,
  *    followers first, the leader last; nothing acknowledged is lost and
  *    the longest pause in acknowledgements stays within a few election
@@ -47,7 +48,7 @@
 #define NODES 3
 #define INSTR 1
 #define ELECTION_MS 400
-#define HOLD_MS 20000 /* cluster.snapshot_hold_ms: above a node's restart under ASan */
+#define HOLD_MS 20000 /* cluster.snapshot_hold_ms: above a node's rebuild under ASan */
 #define SKIPPED 77 /* the exit status when a test skipped itself and none failed */
 
 static const char *g_bin; /* hourglassd, from argv[1] */
@@ -57,7 +58,6 @@ static du_node_t g_n[NODES];
 static int g_back[NODES];            /* the port each node's Raft listener binds */
 static char g_raft_dir[NODES][640];  /* cluster.dir when not under data_dir */
 static lp_proxy_t *g_proxy;
-static int g_restarts; /* exits 1 the supervisor restarted */
 static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
 static char g_mnt[640]; /* a mounted tmpfs, for the teardown */
 static const char *g_node_bin[NODES]; /* NULL: g_bin */
@@ -92,25 +92,19 @@ static void node_start(int i) {
   free(log);
 }
 
-/* systemd's Restart=: a node that exits 1 saying it must be rebuilt from
- * the group (a deposed leader with batches the group may not hold, or a
- * snapshot installed from the leader) is started again; any other exit
- * fails the test. */
+/* A node that must be rebuilt from the group (a deposed leader with
+ * batches the group may not hold, or a snapshot installed from the
+ * leader) rebuilds itself in place: any exit the test did not cause fails
+ * it. */
 static void supervise(void) {
-  for (int i = 0; i < NODES; i++) {
-    char log[sizeof g_n[i].log];
-    memcpy(log, g_n[i].log, sizeof log);
-    int r = du_node_reap(&g_n[i]);
-    if (r == 0) continue;
-    if (r < 0) fail_msg("node %d exited unexpectedly", i + 1);
-    g_restarts++;
-    char *text = du_read(log);
-    const char *why = strstr(text, "reason=\"");
-    why = why != NULL ? why + 8 : "?\"";
-    fprintf(stderr, "node %d exited 1 (%.*s): restarted\n", i + 1, (int)strcspn(why, "\""), why);
-    free(text);
-    node_start(i);
-  }
+  if (du_cluster_supervise(g_n, NODES) < 0) fail_msg("a node exited unexpectedly");
+}
+
+/* Rebuilds in place over every node's starts. */
+static int rebuilds(void) {
+  int n = 0;
+  for (int i = 0; i < NODES; i++) n += du_node_rebuilds(&g_n[i]);
+  return n;
 }
 
 static char *health(int i) { return du_get(g_n[i].http_port, "/health"); }
@@ -172,7 +166,7 @@ static void setup_market(int leader) {
 }
 
 /* Waits until node i knows `leader` as the leader and holds everything
- * the leader committed, restarting nodes as supervise() does. */
+ * the leader committed, failing if a node exits (supervise). */
 static void await_caught_up(int i, int leader) {
   char want[32];
   snprintf(want, sizeof want, "\"leader\":%d,", g_n[leader].id);
@@ -359,7 +353,6 @@ static int teardown(void **state) {
   memset(g_node_bin, 0, sizeof g_node_bin);
   g_ns = 0; /* killed by du_kill_all */
   g_root[0] = '\0';
-  g_restarts = 0;
   return 0;
 }
 
@@ -382,8 +375,8 @@ static void trading_end(stream_t *s) {
   assert_true(leader >= 0);
   check_live(leader, s->acks, n);
   fprintf(stderr,
-          "%zu orders acknowledged, %u client logins, %d node restarts, longest pause %.0f ms\n",
-          n, s->reconnects, g_restarts, s->longest_pause * 1000);
+          "%zu orders acknowledged, %u client logins, %d rebuilds in place, longest pause %.0f ms\n",
+          n, s->reconnects, rebuilds(), s->longest_pause * 1000);
   free(s->acks);
   stop_and_compare();
   lp_stop(g_proxy);
@@ -423,7 +416,7 @@ static void leader_partitioned(void **state) {
     /* No acknowledgement the majority does not hold. */
     check_live(leader, s.acks, n);
     /* The old leader is not taking orders; after the heal it rejoins (it
-     * may have stopped itself and been restarted) and catches up. */
+     * may have rebuilt itself from the group) and catches up. */
     for (double end = du_now() + 10;;) {
       char *h = health(old);
       int claims = strstr(h, "\"taking_orders\":true") != NULL;
@@ -594,17 +587,19 @@ static void follower_disk_full(void **state) {
   stream_await(&s, atomic_load(&s.n), 50, 30);
   assert_int_equal(find_leader(-1), leader);
   /* Down for longer than the leader holds its log for it: it returns to a
-   * newer snapshot, restarts to load it (at most twice: once more if its
-   * restart straddled the end of a hold) and catches up from the log the
-   * leader keeps for it meanwhile, however many entries its restart took. */
+   * newer snapshot, rebuilds itself in place to load it (at most twice: once
+   * more if its rebuild straddled the end of a hold) and catches up from
+   * the log the leader keeps for it meanwhile, however many entries its
+   * rebuild took. */
   du_sleep_ms(HOLD_MS + 2000);
   stream_await(&s, atomic_load(&s.n), 50, 30);
-  int before = g_restarts;
+  int before = du_node_rebuilds(&g_n[victim]);
   node_start(victim);
   await_caught_up(victim, leader);
-  fprintf(stderr, "node %d back after %d s down: %d restarts to load a snapshot\n", victim + 1,
-          HOLD_MS / 1000 + 2, g_restarts - before);
-  assert_in_range(g_restarts - before, 1, 2);
+  int rebuilt = du_node_rebuilds(&g_n[victim]) - before;
+  fprintf(stderr, "node %d back after %d s down: %d rebuilds in place to load a snapshot\n",
+          victim + 1, HOLD_MS / 1000 + 2, rebuilt);
+  assert_in_range(rebuilt, 1, 2);
   trading_end(&s);
 }
 

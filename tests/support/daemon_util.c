@@ -336,6 +336,17 @@ int du_cluster_keys(const char *path, const char *secret_hex) {
   return chmod(path, 0600) == 0 ? 0 : -1;
 }
 
+/* Occurrences of "rebuilding ... in place" in the log at path. */
+static int log_rebuilds(const char *path) {
+  static const char needle[] = "rebuilding this node from the group in place";
+  char *log = du_read(path);
+  int n = 0;
+  for (const char *p = log; p != NULL && (p = strstr(p, needle)) != NULL; p += sizeof needle - 1)
+    n++;
+  free(log);
+  return n;
+}
+
 void du_node_spawn(du_node_t *node, const char *bin, const char *root, const char *members,
                    const char *keys_file, const char *const *extra) {
   char o_data[700], o_id[32], o_members[600], o_oe[64], o_http[64], o_keys[700];
@@ -345,6 +356,7 @@ void du_node_spawn(du_node_t *node, const char *bin, const char *root, const cha
   snprintf(o_oe, sizeof o_oe, "listen.order_entry=127.0.0.1:%d", node->client_port);
   snprintf(o_http, sizeof o_http, "listen.http=127.0.0.1:%d", node->http_port);
   snprintf(o_keys, sizeof o_keys, "gateway.keys_file=%s", keys_file);
+  if (node->starts > 0) node->rebuilds += log_rebuilds(node->log);
   snprintf(node->log, sizeof node->log, "%s/node%d.%d.log", root, node->id, ++node->starts);
   char *fixed[] = {(char *)bin, "-o", o_data, "-o", o_oe, "-o", o_http, "-o", o_keys,
                    "-o", "tls=off", DU_SMALL_OPTS};
@@ -403,17 +415,10 @@ int du_node_start(du_node_t *node, const char *bin, const char *root, const char
   return log != NULL ? 0 : -1;
 }
 
-int du_cluster_supervise(du_node_t *node, int n, void (*start)(du_node_t *node)) {
-  int again = 0;
-  for (int i = 0; i < n; i++) {
-    int r = du_node_reap(&node[i]);
-    if (r < 0) return -1;
-    if (r > 0) {
-      start(&node[i]);
-      again++;
-    }
-  }
-  return again;
+int du_cluster_supervise(du_node_t *node, int n) {
+  for (int i = 0; i < n; i++)
+    if (du_node_reap(&node[i]) < 0) return -1;
+  return 0;
 }
 
 int du_node_reap(du_node_t *node) {
@@ -422,15 +427,14 @@ int du_node_reap(du_node_t *node) {
   du_forget(node->pid);
   node->pid = 0;
   char *log = du_read(node->log);
-  int again = WIFEXITED(st) && WEXITSTATUS(st) == 1 && log != NULL &&
-              (strstr(log, "a snapshot was installed from the leader") != NULL ||
-               strstr(log, "must be rebuilt from the group") != NULL);
-  if (!again) {
-    size_t len = log != NULL ? strlen(log) : 0;
-    fprintf(stderr, "node %d: %s %d; the end of its log:\n%s\n", node->id,
-            WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
-            log != NULL ? log + (len > 4000 ? len - 4000 : 0) : "(none)");
-  }
+  size_t len = log != NULL ? strlen(log) : 0;
+  fprintf(stderr, "node %d: %s %d; the end of its log:\n%s\n", node->id,
+          WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+          log != NULL ? log + (len > 4000 ? len - 4000 : 0) : "(none)");
   free(log);
-  return again ? 1 : -1;
+  return -1;
+}
+
+int du_node_rebuilds(const du_node_t *node) {
+  return node->rebuilds + (node->starts > 0 ? log_rebuilds(node->log) : 0);
 }

@@ -93,6 +93,7 @@ typedef struct du_node {
   int id; /* cluster.id, 1.. */
   int raft_port, client_port, http_port;
   int starts;     /* how many times started: names the log */
+  int rebuilds;   /* rebuilds in place logged by the earlier starts */
   char dir[600];  /* data_dir */
   char log[700];  /* the current start's log */
   pid_t pid;      /* 0: not running */
@@ -139,18 +140,19 @@ int du_cluster_leader(du_node_t *node, int n, double timeout_s, void (*between)(
 int du_node_start(du_node_t *node, const char *bin, const char *root, const char *members,
                   const char *keys_file, const char *const *extra);
 
-/* Reaps node if it exited: 0 while it runs (or node->pid is 0); 1 if it
- * exited to be started again (status 1 after a snapshot was installed from
- * the leader, or after its proposal was lost and it must be rebuilt from
- * the group: what systemd's Restart= does); -1 for any other exit, with the
- * end of its log on stderr. node->pid is 0 afterwards. */
+/* Reaps node if it exited: 0 while it runs (or node->pid is 0); -1 if it
+ * exited (a node rebuilds itself in place, so any exit the test did not
+ * ask for is a failure), with the end of its log on stderr. node->pid is
+ * 0 afterwards. */
 int du_node_reap(du_node_t *node);
 
-/* Reaps every node of node[0..n) that exited, and starts again, with
- * start, each one that stopped to be started again (du_node_reap 1): what
- * systemd's Restart= does, between a test's waits. How many were started
- * again, or -1 at once when a node exited for any other reason. */
-int du_cluster_supervise(du_node_t *node, int n, void (*start)(du_node_t *node));
+/* Reaps every node of node[0..n) that exited: 0, or -1 at once when one
+ * did (du_node_reap). */
+int du_cluster_supervise(du_node_t *node, int n);
+
+/* How many times node rebuilt itself from the group in place (log:
+ * "rebuilding this node from the group in place"), over all its starts. */
+int du_node_rebuilds(const du_node_t *node);
 
 /* Small engine sizes so that a daemon starts in a fraction of a second. */
 #define DU_SMALL_OPTS                                                                  \
