@@ -419,13 +419,20 @@ static void discard_event(void *ctx, const hg_exchange_event_t *ev) {
   (void)ev;
 }
 
-static void fail(daemon_cluster_t *c, int rc, const char *why) {
+/* Fails the node: it must be rebuilt from the group (serve.c does it in
+ * place). Logged at level: an error, but a warning for a snapshot the
+ * leader installed, which is how a node far behind catches up. */
+static void fail_at(daemon_cluster_t *c, int level, int rc, const char *why) {
   if (atomic_exchange(&c->failed, 1) == 0)
-    CLOG(HG_LOG_ERROR, "this node must be rebuilt from the group",
-           "reason=\"%s\" err=%s", why, hg_strerror(rc));
+    CLOG(level, "this node must be rebuilt from the group", "reason=\"%s\" err=%s", why,
+         hg_strerror(rc));
   c->writable = 0;
   hg_pipeline_set_writable(c->pipe, 0);
   hg_pipeline_fail(c->pipe, rc);
+}
+
+static void fail(daemon_cluster_t *c, int rc, const char *why) {
+  fail_at(c, HG_LOG_ERROR, rc, why);
 }
 
 static void proposal_done(void *ctx, int status, uint64_t index) {
@@ -825,7 +832,8 @@ static int snapshot_split(const uint8_t *b, size_t len, const uint8_t **ex, size
 static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
   if (c->pipe != NULL) {
-    fail(c, HG_ESTATE, "a snapshot was installed from the leader: the rebuild loads it");
+    fail_at(c, HG_LOG_WARN, HG_ESTATE,
+            "a snapshot was installed from the leader: the rebuild loads it");
     return HG_ESTATE;
   }
   const uint8_t *ex, *table, *keys, *routes;

@@ -433,8 +433,9 @@ static void reverse(char **v, int from, int to) {
  * (a rotation of argv in place). */
 static void move_leading_options(int argc, char **argv) {
   static const char *const flags[] = {"--tls", "--raw"};
-  static const char *const vals[] = {"--host", "--port", "--key-id", "--secret", "--timeout",
-                                     "--ca", "--tls-name", "--tls-cert", "--tls-key"};
+  static const char *const vals[] = {"--host",     "--port",     "--nodes",   "--key-id",
+                                     "--secret",   "--timeout",  "--ca",      "--tls-name",
+                                     "--tls-cert", "--tls-key"};
   int k = 1;
   while (k < argc) {
     int took = 0;

@@ -271,8 +271,9 @@ static void add_key(hgctl_out_t *o) {
   int any = 0;
   while (g_n[any].pid == 0) any++;
   snprintf(port, sizeof port, "%d", g_n[any].client_port);
-  const char *args[] = {"op",      "add-key", "20",    "trader", "1",       "1", "--secret-file",
-                        file,      "--port",  port,    "--nodes", g_nodes,  NULL};
+  /* The connection options before the command, as ops/run's banner shows. */
+  const char *args[] = {"--nodes", g_nodes, "--port", port,    "op", "add-key", "20",
+                        "trader",  "1",     "1",      "--secret-file", file,   NULL};
   hgctl_run_as(o, 1, SECRET_HEX, args);
 }
 
