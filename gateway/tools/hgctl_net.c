@@ -388,7 +388,7 @@ void net_print_exec(const env_t *e) {
 }
 
 /* Receives until a frame answers request seq (ExecutionReport or Response
- * with that ref_seq, or the given body with that ref_seq). Returns 1 and *e,
+ * with that ref_seq, or the given body with that ref_seq). Returns 0 and *e,
  * or EXIT_FAIL after printing why. */
 int net_await_reply(const char *cmd, hg_client_t *c, uint64_t seq, const env_t **e) {
   for (;;) {
@@ -420,7 +420,7 @@ int net_await_reply(const char *cmd, hg_client_t *c, uint64_t seq, const env_t *
       return EXIT_FAIL;
     default: break;
     }
-    if (ref == seq) return 1;
+    if (ref == seq) return 0;
   }
 }
 
@@ -464,7 +464,7 @@ static int fetch_instruments(const char *cmd, hg_client_t *c, const Hourglass__V
     return EXIT_FAIL;
   }
   const env_t *e = NULL;
-  if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) return rc;
+  if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) return rc;
   if ((rc = net_response_status(cmd, e))) return rc;
   if (e->body_case != BODY(INSTRUMENT_LIST)) {
     fprintf(stderr, "hgctl %s: unexpected reply to the instrument list request\n", cmd);
@@ -560,7 +560,7 @@ void net_on_signal(int sig) {
 int net_op_reply(const char *cmd, const char *verb, hg_client_t *c, uint64_t seq) {
   const env_t *e = NULL;
   int rc = net_await_reply(cmd, c, seq, &e);
-  if (rc != 1) return rc;
+  if (rc != 0) return rc;
   if ((rc = net_response_status(cmd, e)) != 0) return rc;
   if (e->body_case == BODY(RESPONSE)) {
     printf("OK %s engine_seq=%" PRIu64, verb, e->response->engine_seq);

@@ -114,7 +114,7 @@ const char *net_state_name(uint32_t s);
 
 /* Prints an ExecutionReport as one "TYPE key=value ..." line on stdout. */
 void net_print_exec(const env_t *e);
-/* Receives until a frame answers request seq (its ref_seq). Returns 1 and
+/* Receives until a frame answers request seq (its ref_seq). Returns 0 and
  * *e (valid until the next receive on c), or EXIT_FAIL after printing why
  * (timeout, lost connection, the gateway ended the session). */
 int net_await_reply(const char *cmd, hg_client_t *c, uint64_t seq, const env_t **e);

@@ -28,7 +28,7 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
   const env_t *e = NULL;
   for (;;) {
     int rc = net_await_reply(cmd, c, seq, &e);
-    if (rc != 1) return rc;
+    if (rc != 0) return rc;
     if (e->body_case == BODY(RESPONSE)) return net_response_status(cmd, e);
     if (e->body_case == BODY(SETTLEMENT_RESULT) && e->settlement_result->ref_seq == seq) break;
   }
@@ -294,7 +294,7 @@ static int op_simple(const char *verb, int argc, char **argv) {
   if (rc == 0) {
     const env_t *e = NULL;
     rc = net_await_reply(cmd, c, seq, &e);
-    if (rc == 1) {
+    if (rc == 0) {
       rc = net_response_status(cmd, e);
       if (rc == 0) printf("OK %s engine_seq=%" PRIu64 "\n", verb, e->response->engine_seq);
     }
@@ -470,7 +470,7 @@ int hgctl_op_cluster(int argc, char **argv) {
   } else {
     for (;;) {
       rc = net_await_reply(cmd, c, seq, &e);
-      if (rc != 1) break;
+      if (rc != 0) break;
       if (e->body_case == BODY(RESPONSE)) {
         rc = net_response_status(cmd, e);
         break;
@@ -565,7 +565,7 @@ int hgctl_op_add_key(int argc, char **argv) {
   if (rc == 0) {
     const env_t *e = NULL;
     rc = net_await_reply(cmd, c, seq, &e);
-    if (rc == 1) {
+    if (rc == 0) {
       rc = net_response_status(cmd, e);
       if (rc == 0) printf("OK add-key key_id=%" PRId64 " role=%s\n", id, pos[1]);
     }

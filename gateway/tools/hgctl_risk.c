@@ -38,7 +38,7 @@ int hgctl_dropcopy(int argc, char **argv) {
     net_close_session(c);
     return EXIT_FAIL;
   }
-  if ((rc = net_await_reply(cmd, c, seq, &e)) != 1 || (rc = net_response_status(cmd, e)) != 0) {
+  if ((rc = net_await_reply(cmd, c, seq, &e)) != 0 || (rc = net_response_status(cmd, e)) != 0) {
     net_close_session(c);
     return rc;
   }
@@ -101,7 +101,7 @@ int hgctl_statement_remote(int argc, char **argv) {
       break;
     }
     /* The Statement, or a Response (role reject) with this ref_seq. */
-    if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) break;
+    if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) break;
     if (e->body_case != BODY(STATEMENT)) {
       rc = net_response_status(cmd, e);
       if (rc == 0) rc = EXIT_FAIL;

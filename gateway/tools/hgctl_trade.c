@@ -119,7 +119,7 @@ int hgctl_order_new(int argc, char **argv) {
     net_close_session(c);
     return EXIT_FAIL;
   }
-  if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) {
+  if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) {
     net_close_session(c);
     return rc;
   }
@@ -145,7 +145,7 @@ static int order_request(const char *cmd, hg_client_t *c, int kind, uint32_t ins
     return EXIT_FAIL;
   }
   const env_t *e = NULL;
-  if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) return rc;
+  if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) return rc;
   int status = net_response_status(cmd, e);
   if (e->body_case == BODY(EXECUTION_REPORT)) {
     net_print_exec(e);
@@ -274,7 +274,7 @@ static int fetch_positions(const char *cmd, hg_client_t *c, uint32_t account,
     fprintf(stderr, "hgctl %s: send failed: %s\n", cmd, hg_strerror(rc));
     return EXIT_FAIL;
   }
-  if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) return rc;
+  if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) return rc;
   if ((rc = net_response_status(cmd, e)) != 0) return rc;
   if (e->body_case != BODY(POSITIONS)) {
     fprintf(stderr, "hgctl %s: unexpected reply to the positions request\n", cmd);
@@ -568,7 +568,7 @@ int hgctl_orders(int argc, char **argv) {
       rc = EXIT_FAIL;
       break;
     }
-    if ((rc = net_await_reply(cmd, c, seq, &e)) != 1) break;
+    if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) break;
     rc = net_response_status(cmd, e);
     if (rc != 0 || e->body_case != BODY(ORDER_STATUS)) {
       if (rc == 0) rc = EXIT_FAIL;

@@ -4,8 +4,9 @@
  * printed reports, exit statuses (0 done, 1 refused, 2 usage), symbol
  * resolution, the ladder snapshot, positions, executions history and
  * --follow (a fill made by another session while it tails), mass quotes,
- * the quote group reset and the drop copy tail, and the error
- * messages for a bad secret, a refused connection and bad options.
+ * the quote group reset and the drop copy tail, the error messages for a
+ * bad secret, a refused connection and bad options, and a command whose
+ * gateway goes away while it waits (status 1, one "connection lost").
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -19,6 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
 
 #include <cmocka.h>
 
@@ -625,6 +632,112 @@ static void test_orders_lists_live_orders(void **state) {
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }
 
+/* ---- a connection lost while a command waits for its answer ---- */
+
+/* Relays one connection from a port of its own to the gateway, and once
+ * the gateway has answered the login, closes both sides at the client's
+ * next bytes (its request), as a gateway that dies would. */
+typedef struct cut_relay {
+  int lfd, port;
+  pthread_t thr;
+} cut_relay_t;
+
+static void *cut_relay_main(void *arg) {
+  cut_relay_t *r = arg;
+  int cfd = accept(r->lfd, NULL, NULL);
+  int sfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(srv.port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (cfd < 0 || sfd < 0 || connect(sfd, (struct sockaddr *)&a, sizeof a) != 0) goto out;
+  bool answered = false;
+  char buf[4096];
+  for (;;) {
+    struct pollfd p[2] = {{.fd = cfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    if (poll(p, 2, 10000) <= 0) break;
+    if (p[0].revents != 0) {
+      if (answered) break; /* the request: the "gateway" dies */
+      ssize_t n = read(cfd, buf, sizeof buf);
+      if (n <= 0 || write(sfd, buf, (size_t)n) != n) break;
+    }
+    if (p[1].revents != 0) {
+      ssize_t n = read(sfd, buf, sizeof buf);
+      if (n <= 0 || write(cfd, buf, (size_t)n) != n) break;
+      answered = true;
+    }
+  }
+out:
+  if (cfd >= 0) close(cfd);
+  if (sfd >= 0) close(sfd);
+  return NULL;
+}
+
+static void cut_relay_start(cut_relay_t *r) {
+  r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(r->lfd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  assert_int_equal(bind(r->lfd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(r->lfd, 4), 0);
+  assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&a, &len), 0);
+  r->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&r->thr, NULL, cut_relay_main, r), 0);
+}
+
+/* Kills the child still running after 10 s: a command that does not end
+ * fails the test instead of hanging it. */
+static void *watchdog_main(void *arg) {
+  pid_t pid = (pid_t)(intptr_t)arg;
+  for (int i = 0; i < 100 && kill(pid, 0) == 0; i++) usleep(100000);
+  (void)kill(pid, SIGKILL); /* reaped by hgctl_collect; a no-op on a zombie */
+  return NULL;
+}
+
+/* Each command that waits for one answer ends with status 1 and one
+ * "connection lost" line when the gateway goes away after the login. */
+static void test_connection_lost_while_waiting(void **state) {
+  (void)state;
+  static hgctl_out_t o;
+  static const struct {
+    uint64_t key;
+    const char *args[8];
+  } cmds[] = {
+      {OP, {"op", "cluster", "status", NULL}},
+      {TA, {"positions", NULL}},
+      {TA, {"order", "new", "--instrument", "1", "--side", "buy", "--qty", NULL}},
+      {OP, {"op", "deposit", "--account", "100", "--amount", "1", NULL}},
+  };
+  for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+    cut_relay_t r;
+    cut_relay_start(&r);
+    char port[16];
+    snprintf(port, sizeof port, "%d", r.port);
+    const char *args[16];
+    size_t n = 0;
+    for (; cmds[k].args[n] != NULL; n++) args[n] = cmds[k].args[n];
+    if (strcmp(args[0], "order") == 0) {
+      args[n++] = "1";
+      args[n++] = "--price";
+      args[n++] = "0.5";
+    }
+    args[n++] = "--port";
+    args[n++] = port;
+    args[n] = NULL;
+    int fo, fe;
+    pid_t pid = hgctl_spawn(cmds[k].key, NULL, args, &fo, &fe);
+    pthread_t dog;
+    assert_int_equal(pthread_create(&dog, NULL, watchdog_main, (void *)(intptr_t)pid), 0);
+    hgctl_collect(pid, fo, fe, &o, 0);
+    pthread_join(dog, NULL);
+    pthread_join(r.thr, NULL);
+    close(r.lfd);
+    if (o.status != 1 || strstr(o.err, "connection lost") == NULL)
+      fail_msg("%s: status %d, stderr: %.300s", args[0], o.status, o.err);
+    const char *second = strstr(strstr(o.err, "connection lost") + 1, "connection lost");
+    assert_null(second);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PATH_TO_HGCTL\n", argv[0]);
@@ -639,6 +752,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_quotes_and_drop_copy),
       cmocka_unit_test(test_risk_viewer_positions_whole_firm),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_connection_lost_while_waiting),
       cmocka_unit_test(test_prices_in_usd),
       cmocka_unit_test(test_address_from_environment),
       cmocka_unit_test(test_over_tls),
