@@ -26,7 +26,10 @@
  * writeback started at once, so activation finds little left to write. A
  * journal in memory (tmpfs, ramfs) has no extents to convert and nothing
  * to flush: its segments are not filled, which would only copy zeros into
- * the pages the records then overwrite.
+ * the pages the records then overwrite, and its batches are written in
+ * place (pwritev; the fdatasync returns at once) rather than through
+ * io_uring, whose linked fdatasync would run on a kernel worker thread and
+ * wake the caller back: two context switches a batch for a memory copy.
  *
  * Why one batch in flight: chains do not span submit calls and separate
  * chains may complete out of order; with one chain at a time there is no
@@ -1175,8 +1178,9 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
     goto fail;
   }
   struct statfs fs;
-  j->zero_fill = !o.no_zero_fill && !(fstatfs(j->dirfd, &fs) == 0 &&
-                                      (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC));
+  int in_memory = fstatfs(j->dirfd, &fs) == 0 &&
+                  (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
+  j->zero_fill = !o.no_zero_fill && !in_memory;
   for (int k = 0; k < 2; k++) {
     j->b[k].buf = aligned_alloc(4096, ((size_t)o.batch_bytes + 4095u) & ~(size_t)4095u);
     if (j->b[k].buf == NULL) {
@@ -1222,7 +1226,7 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
            "journal: cannot write the durable mark %s at seq %" PRIu64 ": %s; it stays at seq %" PRIu64,
            j->mark_path, j->next_seq - 1, hg_strerror(rc), j->mark_seq);
   }
-  if (!o.force_fallback) {
+  if (!o.force_fallback && !in_memory) {
     int e = atomic_exchange(&fail_next_uring_init, 0);
     if (e == 0) e = io_uring_queue_init(RING_ENTRIES, &j->ring, 0);
     if (e == 0)

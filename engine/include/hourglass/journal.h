@@ -47,8 +47,12 @@
  * reaps the completions, advances durable_seq to the batch's last seq and
  * submits whatever accumulated meanwhile. At most one batch is in flight,
  * so acknowledgements are released strictly in seq order. Without io_uring
- * (option force_fallback, or io_uring_queue_init failing, which is logged
- * once) a commit does pwritev + fdatasync synchronously instead.
+ * (option force_fallback, a journal in memory, or io_uring_queue_init
+ * failing, which is logged once) a commit does pwritev + fdatasync
+ * synchronously instead. A journal in memory (tmpfs, ramfs) always does:
+ * its write is a copy and its sync has nothing to flush, so through io_uring
+ * (whose linked fdatasync runs on a kernel worker thread) the only cost
+ * left would be waking that worker and being woken by it, per batch.
  *
  * Failure. A short write, a failed write or sync (-EIO, -ENOSPC, ...), or a
  * cancelled sync (-ECANCELED) puts the journal into the failed state for
