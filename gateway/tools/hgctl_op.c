@@ -492,13 +492,19 @@ int hgctl_op_cluster(int argc, char **argv) {
            " applied_index=%" PRIu64 "\n",
            s->reason == 0 ? "ok" : net_reject_name(s->reason), s->reason, s->node_id,
            s->leader_id, s->term, s->commit_index, s->applied_index);
+    /* Only the leader knows what each member stores: elsewhere "-". */
+    int known = s->node_id != 0 && s->node_id == s->leader_id;
     for (size_t i = 0; i < s->n_members; i++) {
       const Hourglass__V1__ClusterMember *m = s->members[i];
-      printf("MEMBER id=%u raft=%s client=%s role=%s match_index=%" PRIu64 " lag=%" PRIu64 "\n",
-             m->id, m->raft_address ? m->raft_address : "-",
+      char match[24] = "-", lag[24] = "-";
+      if (known) {
+        snprintf(match, sizeof match, "%" PRIu64, m->match_index);
+        snprintf(lag, sizeof lag, "%" PRIu64, m->lag);
+      }
+      printf("MEMBER id=%u raft=%s client=%s role=%s match_index=%s lag=%s\n", m->id,
+             m->raft_address ? m->raft_address : "-",
              m->client_address ? m->client_address : "-",
-             m->id == s->leader_id ? "leader" : m->voter ? "voter" : "spare", m->match_index,
-             m->lag);
+             m->id == s->leader_id ? "leader" : m->voter ? "voter" : "spare", match, lag);
     }
     fflush(stdout);
     rc = s->reason != 0 ? EXIT_FAIL : 0;

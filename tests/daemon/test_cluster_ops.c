@@ -249,6 +249,9 @@ static void planned_leader_switch(void **state) {
   char want[32];
   snprintf(want, sizeof want, "leader=%d ", g_n[now].id);
   assert_non_null(strstr(o.text, want));
+  /* The old leader answered: it no longer knows what each member stores. */
+  assert_non_null(strstr(o.text, "match_index=- lag=-"));
+  assert_null(strstr(o.text, "match_index=0"));
   assert_true(g_n[old].pid != 0 && du_node_reap(&g_n[old]) == 0); /* still running */
   char *log = du_read(g_n[old].log);
   assert_null(strstr(log, "must be rebuilt"));
