@@ -147,8 +147,7 @@ static void node_start(du_node_t *n, bool clustered) {
  * leader or to rebuild from the group: any exit the run did not cause
  * ends it. */
 static void supervise(void) {
-  for (int i = 0; i < NODES; i++)
-    if (du_node_reap(&g_n[i]) < 0) die("node %d exited unexpectedly (log %s)", i + 1, g_n[i].log);
+  if (du_cluster_supervise(g_n, NODES) < 0) die("a node exited unexpectedly (its log above)");
 }
 
 /* Waits (up to timeout_s) until node i reports on /health; with leader_id

@@ -100,13 +100,6 @@ static void supervise(void) {
   if (du_cluster_supervise(g_n, NODES) < 0) fail_msg("a node exited unexpectedly");
 }
 
-/* Rebuilds in place over every node's starts. */
-static int rebuilds(void) {
-  int n = 0;
-  for (int i = 0; i < NODES; i++) n += du_node_rebuilds(&g_n[i]);
-  return n;
-}
-
 static char *health(int i) { return du_get(g_n[i].http_port, "/health"); }
 
 /* A node other than `not` taking orders, within 30 s; -1 if none. */
@@ -375,8 +368,9 @@ static void trading_end(stream_t *s) {
   assert_true(leader >= 0);
   check_live(leader, s->acks, n);
   fprintf(stderr,
-          "%zu orders acknowledged, %u client logins, %d rebuilds in place, longest pause %.0f ms\n",
-          n, s->reconnects, rebuilds(), s->longest_pause * 1000);
+          "%zu orders acknowledged, %u client logins, %d rebuilds in place, "
+          "longest pause %.0f ms\n",
+          n, s->reconnects, du_cluster_rebuilds(g_n, NODES), s->longest_pause * 1000);
   free(s->acks);
   stop_and_compare();
   lp_stop(g_proxy);

@@ -438,3 +438,9 @@ int du_node_reap(du_node_t *node) {
 int du_node_rebuilds(const du_node_t *node) {
   return node->rebuilds + (node->starts > 0 ? log_rebuilds(node->log) : 0);
 }
+
+int du_cluster_rebuilds(const du_node_t *node, int n) {
+  int sum = 0;
+  for (int i = 0; i < n; i++) sum += du_node_rebuilds(&node[i]);
+  return sum;
+}

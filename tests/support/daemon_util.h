@@ -154,6 +154,9 @@ int du_cluster_supervise(du_node_t *node, int n);
  * "rebuilding this node from the group in place"), over all its starts. */
 int du_node_rebuilds(const du_node_t *node);
 
+/* du_node_rebuilds summed over node[0..n). */
+int du_cluster_rebuilds(const du_node_t *node, int n);
+
 /* Small engine sizes so that a daemon starts in a fraction of a second. */
 #define DU_SMALL_OPTS                                                                  \
   "-o", "pipeline.inbound_capacity=4096", "-o", "pipeline.outbound_capacity=16384",   \
