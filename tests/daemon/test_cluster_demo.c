@@ -72,17 +72,10 @@ static void await_demo(int i, uint64_t from) {
 
 /* The demo trader's cash, asked at the leader at index i. */
 static int64_t trader_cash(int i) {
-  uint8_t sec[32];
-  ts_key_secret(TRADER, sec);
-  hg_client_config_t cfg;
-  hg_client_config_init(&cfg);
-  cfg.port = (uint16_t)g_n[i].client_port;
-  cfg.key_id = TRADER;
-  cfg.secret = sec;
-  cfg.secret_len = sizeof sec;
-  cfg.timeout_ms = 5000;
+  char hex[65];
+  ts_key_secret_hex(TRADER, hex);
   hg_client_t *c = NULL;
-  assert_int_equal(hg_client_create(&cfg, &c), 0);
+  assert_int_equal(ch_node_client(g_n[i].client_port, NULL, TRADER, hex, &c), 0);
   assert_int_equal(hg_client_connect(c), 0);
   uint64_t seq = 0;
   assert_int_equal(hg_client_positions(c, 0, &seq), 0);
