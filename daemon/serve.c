@@ -667,6 +667,13 @@ static int start_serving(daemon_t *d) {
   return 0;
 }
 
+/* 1 (logged) when sig, as sigtimedwait returned it, asks the daemon to stop. */
+static int is_stop(int sig) {
+  if (sig != SIGTERM && sig != SIGINT) return 0;
+  hg_dlog(HG_LOG_INFO, "daemon", "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+  return 1;
+}
+
 /* Takes SIGTERM, SIGINT (return 0) and SIGHUP (reload) synchronously, and
  * turns health into "journal failed: ..." once the pipeline reports a
  * journal failure. A cluster node whose state the group no longer holds
@@ -681,10 +688,7 @@ static int signal_loop(daemon_t *d) {
   for (;;) {
     struct timespec tick = {0, 200000000};
     int sig = sigtimedwait(&set, NULL, &tick);
-    if (sig == SIGTERM || sig == SIGINT) {
-      hg_dlog(HG_LOG_INFO, "daemon", "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
-      return 0;
-    }
+    if (is_stop(sig)) return 0;
     if (sig == SIGHUP) reload(d);
     int f = hg_pipeline_failed(d->pipe);
     if (f != 0 && d->cluster != NULL) return SERVE_REBUILD;
@@ -810,12 +814,7 @@ static int pause_unless_stopped(long ms) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  int sig = sigtimedwait(&set, NULL, &t);
-  if (sig == SIGTERM || sig == SIGINT) {
-    hg_dlog(HG_LOG_INFO, "daemon", "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
-    return 1;
-  }
-  return 0;
+  return is_stop(sigtimedwait(&set, NULL, &t));
 }
 
 int daemon_serve(daemon_t *d) {
