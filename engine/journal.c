@@ -27,9 +27,7 @@
  * journal in memory (tmpfs, ramfs) has no extents to convert and nothing
  * to flush: its segments are not filled, which would only copy zeros into
  * the pages the records then overwrite, and its batches are written in
- * place (pwritev; the fdatasync returns at once) rather than through
- * io_uring, whose linked fdatasync would run on a kernel worker thread and
- * wake the caller back: two context switches a batch for a memory copy.
+ * place, not through io_uring (hourglass/journal.h says why).
  *
  * Why one batch in flight: chains do not span submit calls and separate
  * chains may complete out of order; with one chain at a time there is no
@@ -473,8 +471,8 @@ static void zero_spare_step(hg_journal_t *j, uint64_t len) {
  * segment's room left, plus a quarter of len so the spare is ready a
  * little before it is needed. The credit is written ZERO_BURST at a time:
  * a few large writes instead of a small one per batch, whose device
- * writes every batch's fdatasync would otherwise wait behind (bench_floor:
- * the durable round trip, against the same group commit without them). */
+ * writes every batch's fdatasync would otherwise wait behind (bench_floor's
+ * gateway.durable_p50_floor_ratio measures the durable round trip). */
 static void zero_spare_pace(hg_journal_t *j, uint64_t len) {
   if (j->spare_fd < 0 || j->spare_zeroed >= j->opt.segment_size) return;
   uint64_t left = j->opt.segment_size - j->spare_zeroed;

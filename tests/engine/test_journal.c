@@ -922,11 +922,11 @@ static void spare_is_zeroed_at_the_segments_pace(void **state) {
   expect_records(f->dir, 1, seq - 1);
 }
 
-/* A journal in memory (tmpfs) writes no zeros: no extents to convert, no
- * flush to shorten. It still rolls over and reads back whole. */
-/* A journal in memory is neither zero-filled nor committed through
- * io_uring: the write is a copy and the sync has nothing to flush, so each
- * commit is done when it returns. */
+/* A journal in memory (tmpfs) is neither zero-filled (no extents to
+ * convert, no flush to shorten) nor committed through io_uring (the sync
+ * has nothing to flush), so each commit is done when it returns. It still
+ * rolls over and reads back whole. One run: on tmpfs the io_uring and the
+ * fallback fixture take the same path. */
 static void memory_journal_is_written_in_place(void **state) {
   fixture_t *f = *state;
   struct statfs fs;
@@ -976,7 +976,8 @@ int main(void) {
       BOTH(torn_tail_below_mark_is_refused),
       BOTH(segments_are_zero_filled),
       BOTH(spare_is_zeroed_at_the_segments_pace),
-      BOTH(memory_journal_is_written_in_place),
+      cmocka_unit_test_prestate_setup_teardown(memory_journal_is_written_in_place, setup,
+                                               teardown, &path_uring),
       cmocka_unit_test_prestate_setup_teardown(newer_version_is_rejected, setup, teardown, &path_uring),
       cmocka_unit_test_prestate_setup_teardown(missing_directory, setup, teardown, &path_uring),
       cmocka_unit_test_prestate_setup_teardown(falls_back_when_io_uring_init_fails, setup, teardown,
