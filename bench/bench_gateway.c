@@ -255,7 +255,8 @@ int main(int argc, char **argv) {
     }
   }
   if (nrates == 0) {
-    static const double q[] = {25000, 50000, 100000, 200000, 300000, 400000, 500000, 600000, 700000, 800000};
+    static const double q[] = {25000,  50000,  100000, 200000, 300000,
+                               400000, 500000, 600000, 700000, 800000};
     static const double f[] = {10000,  25000,  50000,  75000,  100000, 150000, 200000,
                                300000, 400000, 500000, 600000, 700000, 800000, 1000000};
     const double *src = quick ? q : f;
@@ -333,7 +334,8 @@ int main(int argc, char **argv) {
   printf("RESULT gateway.max_orders_per_s %.0f orders/s\n", best);
   if (!g_threads_mode) {
     printf("RESULT gateway.threads_max_orders_per_s %.0f orders/s\n", other);
-    printf("RESULT gateway.max_orders_loop_vs_threads_ratio %.2f x\n", other > 0 ? best / other : 0);
+    printf("RESULT gateway.max_orders_loop_vs_threads_ratio %.2f x\n",
+           other > 0 ? best / other : 0);
   }
   printf("RESULT gateway.rtt_p50_us_at_50k %.0f us\n", at50.p50);
   printf("RESULT gateway.rtt_p99_us_at_50k %.0f us\n", at50.p99);

@@ -1025,7 +1025,8 @@ static void close_when_done(daemon_cluster_t *c) {
   if (c->q_head != NULL && !atomic_load(&c->failed) && uv_now(c->timer.loop) < c->drain_deadline)
     return;
   if (c->q_head != NULL)
-    CLOG(HG_LOG_WARN, "stopping with committed entries not applied here: the next start applies them",
+    CLOG(HG_LOG_WARN,
+         "stopping with committed entries not applied here: the next start applies them",
          "applied_index=%" PRIu64 " queued_entries=%" PRIu64 " queued_bytes=%" PRIu64,
          c->applied_index, atomic_load(&c->q_entries), atomic_load(&c->q_bytes));
   queue_clear(c);
