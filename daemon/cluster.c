@@ -48,8 +48,15 @@
  * the group goes on without it, and a restart after space is freed catches
  * up from what it had stored.
  *
- * Snapshots. Every cluster.snapshot_entries applied entries libraft asks
- * for one: the exchange's serialization (as in the LMDB snapshots), with
+ * Snapshots. libraft asks for one every cluster.snapshot_entries applied
+ * entries, or at the next entry once those since the newest snapshot hold
+ * SNAPSHOT_BYTES (apply() lowers libraft's threshold; snapshot_take()
+ * restores it), which bounds the log a restart replays. Each costs the
+ * group a stall of its commits while libraft stores it (files created,
+ * synced and unlinked in the Raft directory, on the disk the log is
+ * appended to): tens of ms on a virtual disk, hence a default of 65536
+ * entries. A snapshot is the exchange's serialization (as in the LMDB
+ * snapshots), with
  * the member table, the key store's keys and the gateway's route state
  * (hg_gateway_route_state: streams' next seqs, home keys, orders'
  * entering keys) behind it (SNAP_MAGIC), taken on the loop thread when
@@ -111,6 +118,7 @@
  * queue"): beyond them the node fails and is rebuilt from the group. */
 #define APPLY_QUEUE_MAX ((size_t)64 << 20)
 #define SNAPSHOT_HOLD_BYTES (256u << 20) /* of entries a lagging voter may hold back */
+#define SNAPSHOT_BYTES (64u << 20) /* of entries since the newest snapshot: take the next */
 
 /* Entries other than the pipeline's batches, told apart by their first
  * u32 (host byte order, as the batches). */
@@ -167,6 +175,7 @@ struct daemon_cluster {
   uint64_t snap_index; /* of the newest snapshot taken or restored here */
   uint64_t hold_since; /* uv_now() a lagging voter first held a snapshot back; 0: none */
   uint64_t snap_bytes; /* of the entries applied since the newest snapshot */
+  int snap_soon;       /* SNAPSHOT_BYTES reached: libraft asks at every entry */
   uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
   size_t boot_len;
   uint8_t *routes;    /* its gateway route state (owned), NULL: none */
@@ -663,6 +672,11 @@ static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
   if (atomic_load(&c->failed)) return HG_EUNAVAIL;
   c->snap_bytes += len;
+  if (c->snap_bytes >= SNAPSHOT_BYTES && !c->snap_soon && c->snapshot_entries != 0 &&
+      c->r != NULL) {
+    hg_replica_set_snapshot_threshold(c->r, 1); /* libraft asks after this entry */
+    c->snap_soon = 1;
+  }
   if (c->q_head != NULL) queue_run(c);
   if (c->q_head == NULL) {
     int rc = apply_entry(c, index, data, len);
@@ -776,6 +790,10 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
     c->snap_index = index;
     c->hold_since = 0;
     c->snap_bytes = 0;
+    if (c->snap_soon) { /* back to every cluster.snapshot_entries */
+      hg_replica_set_snapshot_threshold(c->r, c->snapshot_entries);
+      c->snap_soon = 0;
+    }
   } else {
     free(b);
   }

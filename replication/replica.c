@@ -642,6 +642,10 @@ uint64_t hg_replica_last_index(const hg_replica_t *r) {
   return raft_last_index((struct raft *)&r->raft);
 }
 
+void hg_replica_set_snapshot_threshold(hg_replica_t *r, unsigned entries) {
+  raft_set_snapshot_threshold(&r->raft, entries != 0 ? entries : 1);
+}
+
 void hg_replica_leader(const hg_replica_t *r, uint64_t *id, const char **address) {
   raft_id lid = 0;
   const char *addr = NULL;

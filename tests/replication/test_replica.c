@@ -504,6 +504,32 @@ static void test_snapshot_install_new_member(void **state) {
   cluster_free(c);
 }
 
+static bool snap_released(cluster_t *c, void *arg) {
+  return !c->nodes[*(int *)arg].snap_held;
+}
+
+/* hg_replica_set_snapshot_threshold: the next snapshot comes when the new
+ * threshold says, and the old one holds again once it is set back. */
+static void test_snapshot_threshold_changes(void **state) {
+  (void)state;
+  int l;
+  cluster_t *c = group_with_entries(100000, 8, 20, &l);
+  node_t *n = &c->nodes[l];
+  assert_int_equal(n->snaps_taken, 0);
+  hg_replica_set_snapshot_threshold(n->r, 1); /* ask after the next entry */
+  propose_and_commit(c, l, 1);
+  assert_int_equal(n->snaps_taken, 1);
+  assert_true(run_until(c, snap_released, &l, 10000));
+  hg_replica_set_snapshot_threshold(n->r, 100000);
+  propose_and_commit(c, l, 30);
+  assert_int_equal(n->snaps_taken, 1);
+  hg_replica_set_snapshot_threshold(n->r, 0); /* 0 is 1 */
+  propose_and_commit(c, l, 1);
+  assert_int_equal(n->snaps_taken, 2);
+  assert_same_state(c);
+  cluster_free(c);
+}
+
 /* A leader cut off from both followers never reports a proposal committed,
  * and steps down. */
 static void test_minority_never_commits(void **state) {
@@ -834,6 +860,7 @@ int main(void) {
       cmocka_unit_test(test_open_rejects_bad_config),
       cmocka_unit_test(test_replicate_failover_restart),
       cmocka_unit_test(test_snapshot_install_new_member),
+      cmocka_unit_test(test_snapshot_threshold_changes),
       cmocka_unit_test(test_minority_never_commits),
       cmocka_unit_test(test_tls_open_errors),
       cmocka_unit_test(test_tls_group),

@@ -336,15 +336,18 @@ int du_cluster_keys(const char *path, const char *secret_hex) {
   return chmod(path, 0600) == 0 ? 0 : -1;
 }
 
-/* Occurrences of "rebuilding ... in place" in the log at path. */
-static int log_rebuilds(const char *path) {
-  static const char needle[] = "rebuilding this node from the group in place";
+int du_log_count(const char *path, const char *needle) {
   char *log = du_read(path);
+  size_t len = strlen(needle);
   int n = 0;
-  for (const char *p = log; p != NULL && (p = strstr(p, needle)) != NULL; p += sizeof needle - 1)
-    n++;
+  for (const char *p = log; p != NULL && (p = strstr(p, needle)) != NULL; p += len) n++;
   free(log);
   return n;
+}
+
+/* Occurrences of "rebuilding ... in place" in the log at path. */
+static int log_rebuilds(const char *path) {
+  return du_log_count(path, "rebuilding this node from the group in place");
 }
 
 void du_node_spawn(du_node_t *node, const char *bin, const char *root, const char *members,

@@ -150,6 +150,9 @@ int du_node_reap(du_node_t *node);
  * did (du_node_reap). */
 int du_cluster_supervise(du_node_t *node, int n);
 
+/* Occurrences of needle (not empty) in the file at path; 0 if unreadable. */
+int du_log_count(const char *path, const char *needle);
+
 /* How many times node rebuilt itself from the group in place (log:
  * "rebuilding this node from the group in place"), over all its starts. */
 int du_node_rebuilds(const du_node_t *node);

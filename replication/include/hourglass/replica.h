@@ -231,6 +231,11 @@ uint64_t hg_replica_applied_index(const hg_replica_t *r);  /* last applied,
                                          libraft's own entries included */
 uint64_t hg_replica_last_index(const hg_replica_t *r);     /* last in log */
 
+/* Applied entries after the newest snapshot that ask the state machine for
+ * the next one (snapshot_take), from now on: cfg->snapshot_threshold until
+ * changed; 1 asks after the next entry. 0 is taken as 1. */
+void hg_replica_set_snapshot_threshold(hg_replica_t *r, unsigned entries);
+
 /* The leader this node knows: *id (0 if none) and *address (NULL if none;
  * valid until the loop runs again). On the leader, itself. */
 void hg_replica_leader(const hg_replica_t *r, uint64_t *id, const char **address);
