@@ -465,6 +465,12 @@ static void test_address_from_environment(void **state) {
   RUN(&o, "instruments");
   assert_int_equal(o.status, 1);
   assert_non_null(strstr(o.err, "cannot connect to 127.0.0.2:1"));
+  /* With --nodes the client goes on through them: the error names them and
+   * the last one tried, not only the first address. */
+  RUN(&o, "instruments", "--nodes", "127.0.0.3:1,127.0.0.4:1");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "cannot connect to 127.0.0.2:1 nor to any of the nodes "
+                                "127.0.0.3:1,127.0.0.4:1 (the last, 127.0.0.4:1: "));
   RUN(&o, "instruments", "--host", "127.0.0.1", "--port", hgctl_port);
   assert_int_equal(o.status, 0);
   hgctl_port_from_env = false;
