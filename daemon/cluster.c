@@ -175,7 +175,6 @@ struct daemon_cluster {
   uint64_t snap_index; /* of the newest snapshot taken or restored here */
   uint64_t hold_since; /* uv_now() a lagging voter first held a snapshot back; 0: none */
   uint64_t snap_bytes; /* of the entries applied since the newest snapshot */
-  int snap_soon;       /* SNAPSHOT_BYTES reached: libraft asks at every entry */
   uint8_t *boot;      /* the snapshot restored at open (owned), NULL: none */
   size_t boot_len;
   uint8_t *routes;    /* its gateway route state (owned), NULL: none */
@@ -671,12 +670,11 @@ static int queue_push(daemon_cluster_t *c, uint64_t index, const void *data, siz
 static int apply(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
   if (atomic_load(&c->failed)) return HG_EUNAVAIL;
+  /* The entry that reaches SNAPSHOT_BYTES: libraft asks after it. */
+  if (c->snap_bytes < SNAPSHOT_BYTES && c->snap_bytes + len >= SNAPSHOT_BYTES &&
+      c->snapshot_entries != 0 && c->r != NULL)
+    hg_replica_set_snapshot_threshold(c->r, 1);
   c->snap_bytes += len;
-  if (c->snap_bytes >= SNAPSHOT_BYTES && !c->snap_soon && c->snapshot_entries != 0 &&
-      c->r != NULL) {
-    hg_replica_set_snapshot_threshold(c->r, 1); /* libraft asks after this entry */
-    c->snap_soon = 1;
-  }
   if (c->q_head != NULL) queue_run(c);
   if (c->q_head == NULL) {
     int rc = apply_entry(c, index, data, len);
@@ -790,10 +788,9 @@ static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *l
     c->snap_index = index;
     c->hold_since = 0;
     c->snap_bytes = 0;
-    if (c->snap_soon) { /* back to every cluster.snapshot_entries */
+    /* Back to every cluster.snapshot_entries, had SNAPSHOT_BYTES lowered it. */
+    if (c->r != NULL && c->snapshot_entries != 0)
       hg_replica_set_snapshot_threshold(c->r, c->snapshot_entries);
-      c->snap_soon = 0;
-    }
   } else {
     free(b);
   }
