@@ -281,19 +281,16 @@ int net_open_session(const char *cmd, hg_client_t **out) {
   if (rc != 0) {
     /* A TLS listener drops a plain client's first frame: say what to try. */
     bool maybe_tls = !cfg.tls && (rc == -ECONNRESET || rc == -EPIPE);
-    const char *tls_hint =
-        maybe_tls ? " (if the port speaks TLS: --tls --ca FILE, or HG_TLS=1 HG_CA=FILE)" : "";
+    /* With nodes the client went on through them: name them and the last. */
+    char nodes[1200] = "", last[80];
     if (cfg.nodes != NULL && cfg.nodes[0] != '\0') {
-      /* The client went on through the nodes: name them, and the last one's error. */
-      char last[80];
       hg_client_address(c, last, sizeof last);
-      fprintf(stderr, "hgctl %s: cannot connect to %s:%u nor to any of the nodes %s (the last, "
-                      "%s: %s)%s\n", cmd, cfg.host, (unsigned)port, cfg.nodes, last,
-              hg_strerror(rc), tls_hint);
-    } else {
-      fprintf(stderr, "hgctl %s: cannot connect to %s:%u: %s%s\n", cmd, cfg.host, (unsigned)port,
-              hg_strerror(rc), tls_hint);
+      snprintf(nodes, sizeof nodes, " nor to any of the nodes %s (the last tried: %s)", cfg.nodes,
+               last);
     }
+    fprintf(stderr, "hgctl %s: cannot connect to %s:%u%s: %s%s\n", cmd, cfg.host, (unsigned)port,
+            nodes, hg_strerror(rc),
+            maybe_tls ? " (if the port speaks TLS: --tls --ca FILE, or HG_TLS=1 HG_CA=FILE)" : "");
     hg_client_destroy(c);
     return EXIT_FAIL;
   }

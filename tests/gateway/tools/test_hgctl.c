@@ -470,7 +470,7 @@ static void test_address_from_environment(void **state) {
   RUN(&o, "instruments", "--nodes", "127.0.0.3:1,127.0.0.4:1");
   assert_int_equal(o.status, 1);
   assert_non_null(strstr(o.err, "cannot connect to 127.0.0.2:1 nor to any of the nodes "
-                                "127.0.0.3:1,127.0.0.4:1 (the last, 127.0.0.4:1: "));
+                                "127.0.0.3:1,127.0.0.4:1 (the last tried: 127.0.0.4:1): "));
   RUN(&o, "instruments", "--host", "127.0.0.1", "--port", hgctl_port);
   assert_int_equal(o.status, 0);
   hgctl_port_from_env = false;
