@@ -86,8 +86,8 @@ static hg_client_t *g_tr; /* the trader session, owned here */
 static uint64_t g_next_clid = 1;
 static uint64_t g_due[RING]; /* due time (ns) of clid % RING; 0: answered */
 static bool g_tls;           /* group members start with cluster.tls_* */
-/* Group members snapshot every 256 entries (the daemon's default is
- * 65,536) so that the catch-up includes a snapshot install in a short run;
+/* Group members snapshot every 256 entries (far more often than the
+ * daemon's default) so that the catch-up includes a snapshot install in a short run;
  * only the catch-up's own group, as frequent snapshots slow the others. */
 static bool g_small_snapshots;
 static const char *g_set; /* --set: one more option for the group's members */
@@ -298,6 +298,13 @@ static double run_window(hg_client_t *c, unsigned window, double seconds) {
 /* Open loop at `rate` orders/s for `seconds`; each round trip from the
  * order's due time, so lateness in sending counts against it. Fills p50
  * and p99 in us. Between sends it sleeps in ppoll() on the socket. */
+/* Raft snapshots node i has logged taking since its start; 0 for i < 0. A
+ * snapshot stalls the group's commits while libraft stores it: how many
+ * fell in a fixed-rate run says what its p99 holds. */
+static int snapshots_taken(int i) {
+  return i >= 0 ? du_log_count(g_n[i].log, "snapshot at index") : 0;
+}
+
 static void run_rate(hg_client_t *c, double rate, double seconds, double *p50, double *p99) {
   size_t total = (size_t)(rate * seconds);
   int64_t *lat = calloc(total > 0 ? total : 1, sizeof *lat);
@@ -528,11 +535,9 @@ int main(int argc, char **argv) {
   printf("bench_cluster: 3-node group, leader node %d, window %u, %.1f s: %.0f orders/s\n",
          leader + 1, window, seconds, cluster_rate);
   double p50, p99;
-  /* A Raft snapshot stalls the group's commits while libraft stores it: how
-   * many fell in the run says what its p99 holds. */
-  int snaps = du_log_count(g_n[leader].log, "snapshot at index");
+  int snaps = snapshots_taken(leader);
   run_rate(g_tr, rate, seconds, &p50, &p99);
-  snaps = du_log_count(g_n[leader].log, "snapshot at index") - snaps;
+  snaps = snapshots_taken(leader) - snaps;
   printf("bench_cluster: 3-node group at %.0f orders/s, %.1f s: round trip p50 %.0f us, "
          "p99 %.0f us; %d Raft snapshots taken by the leader in that time\n", rate, seconds,
          p50, p99, snaps);
@@ -562,9 +567,9 @@ int main(int argc, char **argv) {
   double tls_rate = run_window(g_tr, window, seconds);
   double t50, t99;
   int tls_leader = find_leader();
-  snaps = tls_leader >= 0 ? du_log_count(g_n[tls_leader].log, "snapshot at index") : 0;
+  snaps = snapshots_taken(tls_leader);
   run_rate(g_tr, rate, seconds, &t50, &t99);
-  snaps = tls_leader >= 0 ? du_log_count(g_n[tls_leader].log, "snapshot at index") - snaps : -1;
+  snaps = snapshots_taken(tls_leader) - snaps;
   printf("bench_cluster: 3-node group over TLS, window %u, %.1f s: %.0f orders/s; at %.0f "
          "orders/s: round trip p50 %.0f us, p99 %.0f us; %d Raft snapshots taken by the leader"
          " in that time\n", window, seconds, tls_rate, rate, t50, t99, snaps);

@@ -929,10 +929,7 @@ static void spare_is_zeroed_at_the_segments_pace(void **state) {
  * fallback fixture take the same path. */
 static void memory_journal_is_written_in_place(void **state) {
   fixture_t *f = *state;
-  struct statfs fs;
-  if (statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
-    skip(); /* no tmpfs to try it on */
-  }
+  if (on_disk("/dev/shm")) skip(); /* no memory file system to try it on */
   char dir[64];
   strcpy(dir, "/dev/shm/hg_journal_test_XXXXXX");
   assert_non_null(mkdtemp(dir));
