@@ -42,7 +42,9 @@ static void encode(void *ctx, hg_sbuf_t *out) {
   char pad[PAD + 1];
   memset(pad, 'x', PAD);
   pad[PAD] = '\0';
-  hg_sbuf_printf(out, "event: tick\ndata: %llu %s\n\n", (unsigned long long)t, pad);
+  char text[PAD + 64];
+  int n = snprintf(text, sizeof text, "event: tick\ndata: %llu %s\n\n", (unsigned long long)t, pad);
+  hg_http_stream_event(out, 0, text, (size_t)n);
 }
 
 static void handler(void *ctx, const char *path, const char *query, hg_http_response_t *r) {

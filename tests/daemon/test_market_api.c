@@ -72,25 +72,88 @@ static void refusals(void **state) {
   }
 }
 
-static void stream_sends_changes_once(void **state) {
+/* The event text of each frame hg_http_stream_event wrote to out, with
+ * its topic, into ev[] (up to 8); how many. */
+typedef struct frame_text {
+  uint32_t topic;
+  char *text;
+} frame_text_t;
+
+static size_t frames(const hg_sbuf_t *out, frame_text_t *ev) {
+  size_t n = 0;
+  for (size_t at = 0; at + 8 <= out->len && n < 8; n++) {
+    uint32_t hdr[2];
+    memcpy(hdr, out->p + at, 8);
+    at += 8;
+    assert_true(hdr[1] <= out->len - at);
+    ev[n].topic = hdr[0];
+    ev[n].text = strndup(out->p + at, hdr[1]);
+    at += hdr[1];
+  }
+  return n;
+}
+
+/* A watcher's snapshot is the state the stream sent; the events after it
+ * carry only what changed (nothing when nothing did); ?book= picks the
+ * book, an unknown one is refused. */
+static void stream_snapshot_then_changes(void **state) {
   (void)state;
-  hg_market_stream_t *st = calloc(1, sizeof *st);
+  hg_market_stream_t *st;
+  assert_int_equal(hg_market_stream_create(g_view, &st), 0);
   hg_sbuf_t out = {0};
-  hg_market_stream(g_view, st, &out);
-  assert_non_null(out.p);
-  assert_true(strncmp(out.p, "event: market\ndata: {\"instruments\":[{\"id\":1,", 44) == 0);
-  assert_non_null(strstr(out.p, "\"books\":[{\"instrument\":1,"));
-  assert_non_null(strstr(out.p, "{\"instrument\":7,\"symbol\":\"H100.B.2027-04\""));
-  assert_non_null(strstr(out.p, "\"trades\":[]}"));
-  assert_string_equal(out.p + out.len - 4, "]}\n\n");
+  hg_market_stream(st, &out); /* the first: every instrument is new */
+  frame_text_t ev[8];
+  size_t n = frames(&out, ev);
+  assert_int_equal(n, 1); /* the delta; the books are empty: no book event */
+  assert_int_equal(ev[0].topic, 0);
+  static const char delta[] = "event: delta\ndata: {\"instruments\":[{\"id\":1,";
+  assert_true(strncmp(ev[0].text, delta, sizeof delta - 1) == 0);
+  assert_non_null(strstr(ev[0].text, "\"last_trading_day\":\"2027-03-31\""));
+  assert_null(strstr(ev[0].text, "\"seq\":"));
+  free(ev[0].text);
+  hg_sbuf_free(&out);
+  hg_market_stream(st, &out); /* nothing changed */
+  assert_int_equal(out.len, 0);
+  uint32_t topic = 99;
+  assert_int_equal(hg_market_stream_snapshot(st, "book=H100.B.2027-04", &out, &topic), 0);
+  assert_int_equal(topic, 7);
+  static const char snap[] = "event: snapshot\ndata: {\"instruments\":[{\"id\":1,";
+  assert_true(strncmp(out.p, snap, sizeof snap - 1) == 0);
+  assert_non_null(strstr(out.p, "{\"id\":7,\"symbol\":\"H100.B.2027-04\""));
+  assert_non_null(strstr(out.p, "\"book\":{\"instrument\":7,\"bids\":[],\"asks\":[],\"trades\":[]}"));
+  assert_string_equal(out.p + out.len - 3, "}\n\n");
   /* one data line: no newline inside the JSON */
   const char *data = strstr(out.p, "data: ");
   assert_ptr_equal(strchr(data, '\n'), out.p + out.len - 2);
   hg_sbuf_free(&out);
-  hg_market_stream(g_view, st, &out); /* nothing changed */
-  assert_int_equal(out.len, 0);
+  assert_int_equal(hg_market_stream_snapshot(st, "", &out, &topic), 0);
+  assert_int_equal(topic, 0);
+  assert_non_null(strstr(out.p, "\"book\":null}"));
   hg_sbuf_free(&out);
-  free(st);
+  assert_int_equal(hg_market_stream_snapshot(st, "book=B200.A.2027-04", &out, &topic), 404);
+  hg_sbuf_free(&out);
+  assert_int_equal(hg_market_stream_snapshot(st, "book=x", &out, &topic), 400);
+  hg_sbuf_free(&out);
+  hg_market_stream_destroy(st);
+}
+
+/* Candles and settlements: known instruments answer (empty before any
+ * trade or cycle), the interval is checked. */
+static void history_endpoints(void **state) {
+  (void)state;
+  char *b;
+  assert_int_equal(get("/api/v1/candles", "instrument=1&interval=1h", &b), 200);
+  assert_string_equal(b, "{\"instrument\":1,\"interval_s\":3600,\"candles\":[]}\n");
+  free(b);
+  assert_int_equal(get("/api/v1/candles", "instrument=1&interval=5m", &b), 400);
+  free(b);
+  assert_int_equal(get("/api/v1/candles", "instrument=1", &b), 400);
+  free(b);
+  assert_int_equal(get("/api/v1/candles", "instrument=2&interval=1m", &b), 404);
+  free(b);
+  assert_int_equal(get("/api/v1/settlements", "instrument=H100.B.2027-04", &b), 200);
+  assert_string_equal(b, "{\"instrument\":7,\"settlements\":[]}\n");
+  free(b);
 }
 
 static void query_get(void **state) {
@@ -114,7 +177,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(instruments_by_id_and_symbol),
       cmocka_unit_test(refusals),
-      cmocka_unit_test(stream_sends_changes_once),
+      cmocka_unit_test(stream_snapshot_then_changes),
+      cmocka_unit_test(history_endpoints),
       cmocka_unit_test(query_get),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

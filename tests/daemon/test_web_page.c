@@ -78,10 +78,10 @@ static double json_bid(const char *json, const char *symbol) {
   snprintf(pat, sizeof pat, "\"symbol\":\"%s\"", symbol);
   const char *p = strstr(json, pat);
   if (p == NULL) return 0;
-  const char *b = strstr(p, "\"bid\":{\"price\":");
+  const char *b = strstr(p, "\"bid\":[");
   const char *next = strstr(p + 1, "\"symbol\":");
   if (b == NULL || (next != NULL && b > next)) return 0;
-  return atof(b + strlen("\"bid\":{\"price\":")) / 1000.0;
+  return atof(b + strlen("\"bid\":[")) / 1000.0;
 }
 
 /* The bid cell of the curve-table row of `symbol` in the DOM, USD. The row is
@@ -338,7 +338,7 @@ static void page_shows_the_demo_market(void **state) {
       continue;
     }
     /* The demo's first daily cycle follows its first quotes. */
-    if (ins != NULL && count(ins, "\"bid\":{") == 12 && count(ins, "\"dsp\":") == 12) break;
+    if (ins != NULL && count(ins, "\"bid\":[") == 12 && count(ins, "\"dsp\":") == 12) break;
     du_sleep_ms(100);
   }
   assert_non_null(ins);
