@@ -53,7 +53,9 @@ static const char *g_bin; /* hourglassd, from argv[1] */
 #define PAGE_READY                                                                         \
   "document.body.dataset.ready === '1' && document.querySelectorAll('#trades tbody tr')"   \
   ".length >= 20 && document.querySelectorAll('#curve-table tbody tr').length >= 12 && "   \
-  "document.querySelectorAll('#fixings tbody tr').length > 0 ? '1' : '0'"
+  "document.querySelectorAll('#fixings tbody tr').length > 0 && "                         \
+  "document.querySelector('#history').dataset.points > 0 && "                              \
+  "document.querySelector('#index').dataset.points > 0 ? '1' : '0'"
 
 /* Counts occurrences of needle in hay. */
 static int count(const char *hay, const char *needle) {
@@ -377,6 +379,7 @@ static void page_shows_the_demo_market(void **state) {
   if (du_cdp_goto(&cdp, url, PAGE_READY, 60) != 0) fail_msg("the page did not show the market");
   du_sleep_ms(300); /* fonts and the curve's canvas */
   assert_int_equal(du_cdp_screenshot(&cdp, shot), 0);
+  assert_int_equal(du_cdp_screenshot_full(&cdp, "web_page_full.png"), 0);
   char *dom = du_cdp_eval(&cdp, "document.documentElement.outerHTML");
   assert_non_null(dom);
   trade_reaches_page(&cdp, log, csym, json_bid(ins, csym));
@@ -548,7 +551,7 @@ static void page_shows_the_demo_market(void **state) {
   free(fj);
   assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
   du_rm_rf(dir);
-  print_message("screenshot: web_page.png\n");
+  print_message("screenshots: web_page.png (1400x900), web_page_full.png (the whole page)\n");
 }
 
 int main(int argc, char **argv) {
