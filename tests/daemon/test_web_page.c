@@ -19,8 +19,16 @@
  * The layout is measured by a probe page (file://, in the temp dir) that
  * loads the page's HTML into a 1400x900 iframe and writes the bounding boxes
  * into its own DOM; it needs --disable-web-security to read the daemon's
- * origin from a file. Saves a 1400x900 screenshot as web_page.png in the
- * working directory (the build tree; README's ops/market-page.png is a copy).
+ * origin from a file. Saves a 1400x900 screenshot as web_page.png and one
+ * of the whole page as web_page_full.png in the working directory (the
+ * build tree; README's ops/market-page.png is a copy of the second).
+ *
+ * The contracts table shows each month's change against the settlement,
+ * the day's high, low and volume, open interest and last trading day; the
+ * price history (candles of /api/v1/candles, settlements of
+ * /api/v1/settlements) and the index history are drawn. The paths the
+ * daemon answers itself (/health, /metrics, /api/v1/openapi.json, the
+ * stream's refusal of an unknown book) answer as the description says.
  *
  * And a trade submitted through the gateway with hgctl reaches the page
  * (its event stream) within 100 ms of the execution report.
@@ -521,6 +529,43 @@ static void page_shows_the_demo_market(void **state) {
   assert_non_null(rc);
   assert_int_equal(du_status(rc), 400);
   free(rc);
+  /* The new columns, and a last trading day on each row (the last day of
+   * its month). */
+  assert_non_null(strstr(dom, "<th>chg</th><th>chg %</th><th>high</th><th>low</th><th>volume</th>"
+                              "<th>open int.</th>"));
+  assert_non_null(strstr(dom, "<th>last trading day</th>"));
+  assert_true(count(dom, "-31</td><td>trading</td>") + count(dom, "-30</td><td>trading</td>") +
+                  count(dom, "-28</td><td>trading</td>") + count(dom, "-29</td><td>trading</td>") ==
+              12);
+  /* The history endpoints of the shown contract: candles of its trades and
+   * the start-up cycle's settlement. */
+  snprintf(q, sizeof q, "/api/v1/candles?instrument=%ld&interval=1m", id);
+  char *cj = du_get(port, q);
+  assert_non_null(cj);
+  assert_int_equal(du_status(cj), 200);
+  assert_true(count(cj, "{\"t\":") >= 1);
+  free(cj);
+  snprintf(q, sizeof q, "/api/v1/settlements?instrument=%ld", id);
+  cj = du_get(port, q);
+  assert_non_null(cj);
+  assert_true(count(cj, "{\"day\":") >= 1);
+  free(cj);
+  /* The daemon's own paths of the API's description. */
+  static const struct {
+    const char *path, *has;
+    int status;
+  } own[] = {{"/health", "\"status\":\"ready\"", 200},
+             {"/metrics", "hourglass_http_stream_watchers", 200},
+             {"/api/v1/openapi.json", "\"/api/v1/candles\"", 200},
+             {"/openapi.json", "not found", 404},
+             {"/api/v1/stream?book=B200.A.1999-01", "unknown instrument", 404}};
+  for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
+    cj = du_get(port, own[k].path);
+    assert_non_null(cj);
+    if (du_status(cj) != own[k].status || strstr(cj, own[k].has) == NULL)
+      fail_msg("%s: %.200s", own[k].path, cj);
+    free(cj);
+  }
   /* The index by name, not by the exchange's internal number. */
   assert_true(count(dom, "<td>IGX B200.A</td>") >= 10);
   assert_null(strstr(dom, "IGX #"));
