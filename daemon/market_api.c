@@ -397,7 +397,8 @@ struct hg_market_stream {
   hg_md_instrument_t *ins;
   hg_md_level_t *lv[2];
   hg_md_trade_t *tr;
-  hg_sbuf_t delta, book;
+  hg_sbuf_t delta, book, books; /* books: the frames of the book events */
+  int resync; /* an encode failed: send every field and whole books next */
 };
 
 int hg_market_stream_create(hg_mdview_t *view, hg_market_stream_t **out) {
@@ -432,6 +433,7 @@ void hg_market_stream_destroy(hg_market_stream_t *st) {
   free(st->tr);
   hg_sbuf_free(&st->delta);
   hg_sbuf_free(&st->book);
+  hg_sbuf_free(&st->books);
   free(st);
 }
 
@@ -439,7 +441,7 @@ void hg_market_stream_destroy(hg_market_stream_t *st) {
  * now (qty 0 for a price gone), or ,"<side>_full":[...] with the whole side
  * when that is shorter; nothing when none differ. 1 if any. */
 static int level_changes(hg_sbuf_t *b, const char *side, const hg_md_level_t *was, size_t nw,
-                         const hg_md_level_t *now, size_t nn) {
+                         const hg_md_level_t *now, size_t nn, int whole) {
   size_t mark = b->len;
   int k = 0;
   hg_sbuf_printf(b, ",\"%s\":[", side);
@@ -455,9 +457,9 @@ static int level_changes(hg_sbuf_t *b, const char *side, const hg_md_level_t *wa
     if (i == nn) hg_sbuf_printf(b, "%s[%" PRId64 ",0]", k++ ? "," : "", was[j].price);
   }
   hg_sbuf_puts(b, "]");
-  if (k == 0 || (size_t)k > nn) {
+  if (k == 0 || (size_t)k > nn || whole) {
     if (!b->oom) b->len = mark; /* nothing, or the whole side */
-    if (k > 0) {
+    if (k > 0 || whole) {
       hg_sbuf_printf(b, ",\"%s_full\":", side);
       levels(b, now, nn);
     }
@@ -474,9 +476,11 @@ static void stream_book(hg_market_stream_t *st, sent_t *s, hg_sbuf_t *out) {
     return;
   hg_sbuf_t *b = &st->book;
   b->len = 0;
+  b->oom = 0;
   hg_sbuf_printf(b, "event: book\ndata: {\"instrument\":%u", s->id);
-  int changed = level_changes(b, "bids", s->lv[0], s->n[0], st->lv[0], n[0]);
-  changed |= level_changes(b, "asks", s->lv[1], s->n[1], st->lv[1], n[1]);
+  int changed = level_changes(b, "bids", s->lv[0], s->n[0], st->lv[0], n[0], st->resync);
+  changed |= level_changes(b, "asks", s->lv[1], s->n[1], st->lv[1], n[1], st->resync);
+  changed |= st->resync;
   /* The trades since the last event: the newest in.trades - s->trades. */
   uint64_t fresh = in.trades > s->trades ? in.trades - s->trades : 0;
   if (fresh > nt) fresh = nt;
@@ -502,12 +506,15 @@ void hg_market_stream(hg_market_stream_t *st, hg_sbuf_t *out) {
   if (n > MAXI) n = MAXI;
   hg_sbuf_t *d = &st->delta;
   d->len = 0;
+  d->oom = 0;
+  st->books.len = 0;
+  st->books.oom = 0;
   hg_sbuf_puts(d, "event: delta\ndata: {\"instruments\":[");
   size_t changed = 0;
   for (size_t i = 0; i < n; i++) {
     const hg_md_instrument_t *in = &st->ins[i];
     sent_t *s = &st->sent[i];
-    if (i < st->n && s->seq == in->seq) continue;
+    if (i < st->n && s->seq == in->seq && !st->resync) continue;
     if (s->lv[0] == NULL) {
       s->lv[0] = calloc(st->depth, sizeof(hg_md_level_t));
       s->lv[1] = calloc(st->depth, sizeof(hg_md_level_t));
@@ -536,12 +543,20 @@ void hg_market_stream(hg_market_stream_t *st, hg_sbuf_t *out) {
       hg_sbuf_printf(d, ",\"%s\":%s", field_name[f], v[f][0] ? v[f] : "null");
     }
     if (k) hg_sbuf_puts(d, "}");
-    stream_book(st, s, out);
+    stream_book(st, s, &st->books);
   }
   if (n > st->n) st->n = n;
   hg_sbuf_puts(d, "]}\n\n");
-  if (d->oom) out->oom = 1;
-  else if (changed) hg_http_stream_event(out, 0, d->p, d->len);
+  st->resync = 0;
+  if (d->oom || st->books.oom) {
+    /* What was sent is no longer known: the next encode sends it all. */
+    for (size_t i = 0; i < st->n; i++) memset(st->sent[i].v, 0, sizeof st->sent[i].v);
+    st->resync = 1;
+    out->oom = 1;
+    return;
+  }
+  if (changed) hg_http_stream_event(out, 0, d->p, d->len);
+  if (st->books.len) hg_sbuf_put(out, st->books.p, st->books.len); /* after the delta */
 }
 
 int hg_market_stream_snapshot(hg_market_stream_t *st, const char *query, hg_sbuf_t *out,

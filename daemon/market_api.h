@@ -65,7 +65,8 @@ extern const char *const hg_market_api_paths[];
  * shorter, "bids_full"/"asks_full" with the whole side; and the trades
  * since the previous event, newest first. A reconnect gets a new snapshot. hg_market_stream_t holds what
  * was sent: the snapshot is made from it, so snapshot plus the events
- * after it always give the present state. */
+ * after it always give the present state. (After an allocation failure in
+ * an encode, the next one sends every field and whole books.) */
 typedef struct hg_market_stream hg_market_stream_t;
 
 /* 0 and *out, or -ENOMEM. Any thread; then used by one thread only. */
