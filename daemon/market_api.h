@@ -1,8 +1,9 @@
 /*
  * market_api.h - the daemon's public market data over HTTP: the JSON of
- * /api/v1/instruments, /book, /tob, /trades, /fixings and
- * /fixings/receipt, and the "market" events of /api/v1/stream, all read
- * from a market view's published copy (mdview.h). Internal to the daemon.
+ * /api/v1/instruments, /book, /tob, /trades, /candles, /settlements,
+ * /fixings and /fixings/receipt, and the events of /api/v1/stream, all
+ * read from a market view's published copy (mdview.h). Internal to the
+ * daemon.
  *
  * Wherever ?instrument= is read, the value is a numeric id or a contract
  * symbol (B200.A.2027-03, hourglass/names.h); a symbol is looked up in the
