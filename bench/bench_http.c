@@ -14,16 +14,18 @@
  * RESULT http.stream_snapshot_bytes: the first event a watcher receives
  *   (the full state).
  * RESULT http.stream_full_list_bytes_per_watcher_s: the baseline, measured
- *   in the same run: events per second times the size of the instrument
- *   list (/api/v1/instruments, read during the run), which a stream that
- *   sends the whole list in every event sends at least.
+ *   in the same run: what the encoding before the deltas sent, the whole
+ *   instrument list (/api/v1/instruments, its size read during the run) in
+ *   every event plus the book and 20 newest trades of each contract the
+ *   event changed (the contracts in each delta the first watcher got; the
+ *   mean size of /api/v1/book and of 20 trades of /api/v1/trades). A lower
+ *   bound: a change to a book alone is not in a delta.
  * RESULT http.stream_reduction_ratio: the baseline over the first figure.
  *
  * The daemon is --daemon, else $HG_HOURGLASSD, else bin/hourglassd of the
  * build tree this program is in. S defaults to 20 (5 with --quick), W to 4.
  */
 #include <arpa/inet.h>
-#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -44,23 +46,6 @@ static void die(const char *msg) {
   exit(1);
 }
 
-/* The daemon: --daemon, $HG_HOURGLASSD, or <build>/bin/hourglassd. */
-static const char *daemon_path(const char *given) {
-  static char path[PATH_MAX];
-  if (given == NULL) given = getenv("HG_HOURGLASSD");
-  if (given != NULL) return given;
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) die("cannot find hourglassd: use --daemon PATH");
-  path[n] = '\0';
-  for (int k = 0; k < 2; k++) {
-    char *slash = strrchr(path, '/');
-    if (slash != NULL) *slash = '\0'; /* <build>/bench, then <build> */
-  }
-  if (strlen(path) + sizeof "/bin/hourglassd" > sizeof path) die("path too long: use --daemon");
-  strcat(path, "/bin/hourglassd");
-  return path;
-}
-
 static int connect_stream(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -79,9 +64,25 @@ typedef struct watcher {
   char tail[7]; /* the last bytes read, to find "\ndata: " and "\n\n" across reads */
 } watcher_t;
 
-static void consume(watcher_t *w, const char *p, size_t n) {
+/* The first watcher's text after its snapshot. */
+static char *g_text;
+static size_t g_len, g_cap;
+
+static void keep(const char *p, size_t n) {
+  if (g_len + n + 1 > g_cap) {
+    g_cap = (g_len + n + 1) * 2;
+    g_text = realloc(g_text, g_cap);
+    if (g_text == NULL) die("out of memory");
+  }
+  memcpy(g_text + g_len, p, n);
+  g_len += n;
+  g_text[g_len] = '\0';
+}
+
+static void consume(watcher_t *w, const char *p, size_t n, int first_watcher) {
   if (w->seen_first) {
     w->after += n;
+    if (first_watcher) keep(p, n);
     return;
   }
   /* The response head and the retry line come first; the snapshot's data
@@ -94,6 +95,7 @@ static void consume(watcher_t *w, const char *p, size_t n) {
     if (w->in_data && w->tail[5] == '\n' && w->tail[6] == '\n') {
       w->seen_first = 1;
       w->after += n - i - 1;
+      if (first_watcher) keep(p + i + 1, n - i - 1);
       return;
     }
   }
@@ -120,7 +122,9 @@ int main(int argc, char **argv) {
   if (du_tmpdir(dir, sizeof dir, "bench_http") == NULL) die("no temp dir");
   snprintf(data, sizeof data, "data_dir=%s/var", dir);
   snprintf(log, sizeof log, "%s/daemon.log", dir);
-  char *av[] = {(char *)daemon_path(given), "--demo", "-o", data, "-o",
+  const char *bin = du_daemon_path(given);
+  if (bin == NULL) die("cannot find hourglassd: use --daemon PATH");
+  char *av[] = {(char *)bin, "--demo", "-o", data, "-o",
                 "listen.http=127.0.0.1:0", "-o", "listen.order_entry=127.0.0.1:0", "-o",
                 "listen.market_data=127.0.0.1:0", NULL};
   pid_t pid = du_spawn(av, log);
@@ -166,7 +170,7 @@ int main(int argc, char **argv) {
       if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = recv(w[i].fd, buf, sizeof buf, 0);
       if (n <= 0) die("a watcher's stream ended");
-      consume(&w[i], buf, (size_t)n);
+      consume(&w[i], buf, (size_t)n, i == 0);
     }
   }
   double dt = du_now() - t0;
@@ -181,10 +185,45 @@ int main(int argc, char **argv) {
   first /= nw;
   double rate = after / dt, evs = (double)(ev1 - ev0) / dt;
   double list = list_n ? (double)list_bytes / (double)list_n : 0;
-  double baseline = evs * list;
+  /* Contracts changed per delta, and the mean size of a book with its 20
+   * newest trades as the old events carried them. */
+  size_t changed = 0;
+  for (const char *d = g_text; d != NULL && (d = strstr(d, "event: delta\ndata: ")) != NULL;) {
+    const char *nl = strchr(d, '\n'), *eol = nl != NULL ? strchr(nl + 1, '\n') : NULL;
+    for (const char *id = d; (id = strstr(id, "{\"id\":")) != NULL && (eol == NULL || id < eol);
+         id++)
+      changed++;
+    d = eol;
+  }
+  double book = 0;
+  int nbooks = 0;
+  char *li = du_get(port, "/api/v1/instruments");
+  for (const char *p = li ? strstr(li, "{\"id\":") : NULL; p != NULL;
+       p = strstr(p + 1, "{\"id\":")) {
+    char q[96];
+    snprintf(q, sizeof q, "/api/v1/book?instrument=%ld", atol(p + 6));
+    char *b = du_get(port, q);
+    snprintf(q, sizeof q, "/api/v1/trades?instrument=%ld", atol(p + 6));
+    char *t = du_get(port, q);
+    const char *bb = b ? strstr(b, "\r\n\r\n") : NULL, *tb = t ? strstr(t, "\r\n\r\n") : NULL;
+    if (bb != NULL && tb != NULL) {
+      int nt = 0;
+      for (const char *x = tb; (x = strstr(x, "{\"seq\":")) != NULL; x++) nt++;
+      double tbytes = (double)strlen(tb + 4);
+      book += (double)strlen(bb + 4) + (nt > 20 ? tbytes * 20 / nt : tbytes);
+      nbooks++;
+    }
+    free(b);
+    free(t);
+  }
+  free(li);
+  if (nbooks) book /= nbooks;
+  double baseline = evs * list + (double)changed / dt * book;
   if (du_stop(pid, SIGTERM, 60) != 0) die("daemon did not stop");
   du_rm_rf(dir);
-  printf("%d watchers, %.1f s, %.1f events/s, instrument list %.0f bytes\n", nw, dt, evs, list);
+  printf("%d watchers, %.1f s, %.1f events/s, instrument list %.0f bytes, %.1f contracts changed "
+         "per event, a book with 20 trades %.0f bytes\n",
+         nw, dt, evs, list, evs > 0 ? (double)changed / dt / evs : 0, book);
   printf("RESULT http.stream_bytes_per_watcher_s %.0f B/s\n", rate);
   printf("RESULT http.stream_events_per_s %.1f events/s\n", evs);
   printf("RESULT http.stream_snapshot_bytes %.0f B\n", first);
