@@ -232,8 +232,9 @@ function timeTicks(t0, t1, want, days) {
 }
 
 // A line chart of series [{t: ms, v: USD}] on a time axis (x) and a price
-// axis (y). Series: [{pts, color, dots}].
-function drawTimeChart(cv, series, days, empty) {
+// axis (y), a point every span ms at most. Series: [{pts, color, dots,
+// dash}] or [{pts of {t, open, high, low, close}, candles: true}].
+function drawTimeChart(cv, series, days, span, empty) {
   const c = canvas2d(cv), { g, w, h } = c;
   const pad = { l: 56, r: 16, t: 14, b: 30 };
   const all = series.flatMap((s) => s.pts);
@@ -246,7 +247,6 @@ function drawTimeChart(cv, series, days, empty) {
   const vs = all.flatMap((p) => [p.v, p.hi, p.lo].filter((v) => v !== undefined));
   const ax = niceAxis(Math.min(...vs), Math.max(...vs), 4);
   let t0 = Math.min(...all.map((p) => p.t)), t1 = Math.max(...all.map((p) => p.t));
-  const span = days ? 864e5 : 6e4;
   t0 -= span / 2;
   t1 += span / 2;
   const x = (t) => pad.l + ((t - t0) * (w - pad.l - pad.r)) / (t1 - t0);
@@ -275,10 +275,12 @@ function drawTimeChart(cv, series, days, empty) {
       continue;
     }
     g.strokeStyle = g.fillStyle = s.color;
-    g.lineWidth = 2;
+    g.lineWidth = s.dash ? 1.5 : 2;
+    g.setLineDash(s.dash ? [5, 4] : []);
     g.beginPath();
     s.pts.forEach((p, k) => (k ? g.lineTo(x(p.t), y(p.v)) : g.moveTo(x(p.t), y(p.v))));
     g.stroke();
+    g.setLineDash([]);
     if (s.dots) for (const p of s.pts) { g.beginPath(); g.arc(x(p.t), y(p.v), 3.5, 0, 2 * Math.PI); g.fill(); }
   }
 }
@@ -294,7 +296,7 @@ function drawIndex() {
   }
   const colors = [css("--idx"), css("--last"), css("--dsp")];
   drawTimeChart($("#index"), [...byIndex.values()].map((pts, k) => ({ pts, color: colors[k % 3], dots: false })),
-                true, "No index fixings yet.");
+                true, 864e5, "No index fixings yet.");
   $("#index-names").textContent = [...byIndex.keys()].join(", ");
 }
 
@@ -306,10 +308,13 @@ function drawHistory() {
   const st = state.settlements.map((s) => ({ t: dayMs(s.day) + 16 * 36e5, v: usd(s.price, inst) }));
   const days = state.interval === "1d";
   // Intraday: the last settlement as a level across the candles.
+  const span = { "1m": 6e4, "1h": 36e5, "1d": 864e5 }[state.interval];
   const last = st.length ? st[st.length - 1].v : null;
-  const level = !days && last && cd.length ? [{ t: cd[0].t, v: last }, { t: cd[cd.length - 1].t, v: last }] : [];
-  drawTimeChart($("#history"), [{ pts: cd, candles: true }, { pts: days ? st : level, color: css("--dsp"), dots: days }],
-                days, "No trades yet.");
+  const level = !days && last && cd.length
+    ? [{ t: cd[0].t - span / 2, v: last }, { t: cd[cd.length - 1].t + span / 2, v: last }] : [];
+  drawTimeChart($("#history"), [{ pts: cd, candles: true },
+                                { pts: days ? st : level, color: css("--dsp"), dots: days, dash: !days }],
+                days, span, "No trades yet.");
   $("#settlements").textContent = st.length
     ? "settlements: " + state.settlements.slice(-5).map((s) => s.day.slice(5) + " " + fmt(usd(s.price, inst))).join(" \u00b7 ")
     : "no settlement yet";
