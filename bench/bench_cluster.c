@@ -454,24 +454,6 @@ static int group_up(void) {
   return leader;
 }
 
-/* The daemon: --daemon, $HG_HOURGLASSD, or <build>/bin/hourglassd. */
-static const char *daemon_path(const char *given) {
-  static char path[PATH_MAX];
-  if (given == NULL) given = getenv("HG_HOURGLASSD");
-  if (given != NULL) return given;
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) die("cannot find hourglassd: use --daemon PATH");
-  path[n] = '\0';
-  char *slash = strrchr(path, '/');
-  if (slash != NULL) *slash = '\0'; /* <build>/bench */
-  slash = strrchr(path, '/');
-  if (slash != NULL) *slash = '\0'; /* <build> */
-  if (strlen(path) + sizeof "/bin/hourglassd" > sizeof path)
-    die("path too long: use --daemon PATH");
-  strcat(path, "/bin/hourglassd");
-  return path;
-}
-
 int main(int argc, char **argv) {
   bool quick = false;
   const char *given = NULL;
@@ -496,7 +478,8 @@ int main(int argc, char **argv) {
   if (seconds <= 0) seconds = quick ? 2 : 10;
   if (rounds <= 0) rounds = quick ? 3 : 10;
   if (window == 0 || window > RING / 2 || rate <= 0) die("bad --window or --rate");
-  g_bin = daemon_path(given);
+  g_bin = du_daemon_path(given);
+  if (g_bin == NULL) die("cannot find hourglassd: use --daemon PATH");
   if (access(g_bin, X_OK) != 0) die("no hourglassd at %s: use --daemon PATH", g_bin);
   setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows through bench/run's tee */
   signal(SIGPIPE, SIG_IGN);

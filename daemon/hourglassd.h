@@ -40,6 +40,7 @@ typedef struct daemon {
   int noverrides;
   hg_pipeline_t *pipe;
   hg_mdview_t *view;
+  struct hg_market_stream *mstream; /* what the event stream sent (HTTP thread) */
   hg_http_t *http;
   hg_gateway_t *gw;
   struct daemon_cluster *cluster; /* cluster.id set: this node of the group (cluster.h) */
@@ -105,12 +106,14 @@ int daemon_serve(daemon_t *d);
  * /health, /metrics, /api/v1/ and the web page. HTTP thread. */
 void daemon_http_handler(void *ctx, const char *path, const char *query, hg_http_response_t *r);
 
-/* The market's Server-Sent Events: DAEMON_STREAM_PATH answers them, and
- * daemon_http_stream (hg_http_encode_fn, ctx the daemon_t) encodes one
- * "market" event: the instrument list, and the book and newest trades of
- * each instrument that changed since the previous event. HTTP thread. */
+/* The market's Server-Sent Events: DAEMON_STREAM_PATH answers them;
+ * daemon_http_snapshot (hg_http_snapshot_fn) gives a new watcher the
+ * market as sent so far, and daemon_http_stream (hg_http_encode_fn) the
+ * changes since the previous events (market_api.h's hg_market_stream).
+ * ctx the daemon_t. HTTP thread. */
 #define DAEMON_STREAM_PATH "/api/v1/stream"
 void daemon_http_stream(void *ctx, hg_sbuf_t *out);
+int daemon_http_snapshot(void *ctx, const char *query, hg_sbuf_t *out, uint32_t *topic);
 
 /* data_dir.c */
 /* mkdir -p with mode 0750. 0 or -errno. */

@@ -10,9 +10,11 @@
  * Per request, the URI log callback keeps the raw target (the handler gets
  * path and query as sent) and counts the request; the completion callback
  * frees it. The event ring is bytes with a 64-bit write position; an event
- * is copied in once and each watcher's content-reader callback copies from
- * its own position. A watcher with nothing to read suspends its
- * connection; a new event resumes every suspended watcher.
+ * is copied in once, framed by its topic and length (8 bytes the watchers
+ * never send), and each watcher's content-reader callback copies from its
+ * own position, skipping the frames of other topics. A watcher with
+ * nothing to read suspends its connection; a new event resumes every
+ * suspended watcher.
  */
 #include "http.h"
 
@@ -126,10 +128,19 @@ typedef struct watcher {
   struct watcher *prev, *next;
   struct MHD_Connection *conn;
   hg_http_t *srv;
-  uint64_t cursor;  /* ring position of the next byte to send */
-  size_t hello_off; /* bytes of the greeting sent */
+  uint64_t cursor;  /* ring position of the next byte to read */
+  uint32_t left;    /* bytes of the current frame's event not yet sent */
+  uint32_t topic;   /* from the snapshot; frames of topic 0 or this one */
+  size_t hello_off; /* bytes of the greeting and snapshot sent */
+  hg_sbuf_t snap;   /* the snapshot, freed once sent */
   int suspended;
 } watcher_t;
+
+/* A frame in the encode buffer and in the ring: topic, then the length of
+ * the event text that follows. */
+typedef struct frame {
+  uint32_t topic, len;
+} frame_t;
 
 /* One request: the raw target as sent (from the URI log callback). */
 typedef struct req {
@@ -245,6 +256,13 @@ static enum MHD_Result refuse(hg_http_t *srv, struct MHD_Connection *conn, int s
 
 /* ---- the event stream */
 
+void hg_http_stream_event(hg_sbuf_t *out, uint32_t topic, const char *text, size_t len) {
+  if (len > UINT32_MAX) return;
+  frame_t f = {topic, (uint32_t)len};
+  hg_sbuf_put(out, &f, sizeof f);
+  hg_sbuf_put(out, text, len);
+}
+
 static const char HELLO[] = "retry: 1000\n\n";
 
 static void resume_all(hg_http_t *srv) {
@@ -256,25 +274,51 @@ static void resume_all(hg_http_t *srv) {
   }
 }
 
-/* Copies one encoded event into the ring. */
-static void ring_append(hg_http_t *srv, const char *p, size_t n) {
+/* Copies bytes into the ring at its head. */
+static void ring_put(hg_http_t *srv, const void *src, size_t n) {
   size_t cap = srv->cfg.stream_buffer;
-  if (n > cap) return; /* cannot happen with sane sizes; never torn */
+  const char *p = src;
   size_t at = (size_t)(srv->head % cap), first = cap - at < n ? cap - at : n;
   memcpy(srv->ring + at, p, first);
   memcpy(srv->ring, p + first, n - first);
   srv->head += n;
 }
 
+/* Copies n bytes out of the ring from position pos. */
+static void ring_get(const hg_http_t *srv, uint64_t pos, void *dst, size_t n) {
+  size_t cap = srv->cfg.stream_buffer;
+  char *d = dst;
+  size_t at = (size_t)(pos % cap), first = cap - at < n ? cap - at : n;
+  memcpy(d, srv->ring + at, first);
+  memcpy(d + first, srv->ring, n - first);
+}
+
+/* One event for topic into the ring: its frame, the id line (none when id
+ * is 0), the text. */
+static void ring_append(hg_http_t *srv, uint32_t topic, uint64_t id, const char *p, size_t n) {
+  char idl[32];
+  int il = id ? snprintf(idl, sizeof idl, "id: %" PRIu64 "\n", id) : 0;
+  if (sizeof(frame_t) + (size_t)il + n > srv->cfg.stream_buffer) return; /* never torn */
+  frame_t f = {topic, (uint32_t)((size_t)il + n)};
+  ring_put(srv, &f, sizeof f);
+  ring_put(srv, idl, (size_t)il);
+  ring_put(srv, p, n);
+}
+
 static void encode(hg_http_t *srv, uint64_t now) {
   hg_sbuf_t b = {0};
   /* relaxed: a counter only this thread writes. */
   uint64_t id = atomic_load_explicit(&srv->events, memory_order_relaxed) + 1;
-  hg_sbuf_printf(&b, "id: %" PRIu64 "\n", id);
-  size_t pre = b.len;
   srv->cfg.encode(srv->cfg.ctx, &b);
-  if (!b.oom && b.len > pre) {
-    ring_append(srv, b.p, b.len);
+  if (!b.oom && b.len > 0) {
+    for (size_t at = 0; at + sizeof(frame_t) <= b.len;) {
+      frame_t f;
+      memcpy(&f, b.p + at, sizeof f);
+      at += sizeof f;
+      if (f.len > b.len - at) break;
+      ring_append(srv, f.topic, id, b.p + at, f.len);
+      at += f.len;
+    }
     atomic_store_explicit(&srv->events, id, memory_order_relaxed);
     srv->last_event_ns = now;
     resume_all(srv);
@@ -289,31 +333,51 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   watcher_t *w = cls;
   hg_http_t *srv = w->srv;
   if (atomic_load(&srv->stop)) return MHD_CONTENT_READER_END_OF_STREAM;
-  if (w->hello_off < sizeof HELLO - 1) {
-    size_t n = sizeof HELLO - 1 - w->hello_off;
-    if (n > max) n = max;
-    memcpy(buf, HELLO + w->hello_off, n);
+  if (w->hello_off < sizeof HELLO - 1 + w->snap.len) {
+    size_t off = w->hello_off, n;
+    if (off < sizeof HELLO - 1) {
+      n = sizeof HELLO - 1 - off;
+      if (n > max) n = max;
+      memcpy(buf, HELLO + off, n);
+    } else {
+      off -= sizeof HELLO - 1;
+      n = w->snap.len - off;
+      if (n > max) n = max;
+      memcpy(buf, w->snap.p + off, n);
+    }
     w->hello_off += n;
+    if (w->hello_off == sizeof HELLO - 1 + w->snap.len)
+      hg_sbuf_free(&w->snap); /* sent: its memory goes back (len 0 now) */
     return (ssize_t)n;
   }
   size_t cap = srv->cfg.stream_buffer;
-  uint64_t behind = srv->head - w->cursor;
-  if (behind > cap) {
-    /* relaxed: a statistic. */
-    atomic_fetch_add_explicit(&srv->dropped, 1, memory_order_relaxed);
-    return MHD_CONTENT_READER_END_WITH_ERROR;
+  for (;;) {
+    uint64_t behind = srv->head - w->cursor;
+    if (behind > cap) {
+      /* relaxed: a statistic. */
+      atomic_fetch_add_explicit(&srv->dropped, 1, memory_order_relaxed);
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (behind == 0) {
+      w->suspended = 1;
+      MHD_suspend_connection(w->conn);
+      return 0;
+    }
+    if (w->left > 0) {
+      size_t n = w->left < max ? w->left : max;
+      ring_get(srv, w->cursor, buf, n);
+      w->cursor += n;
+      w->left -= (uint32_t)n;
+      return (ssize_t)n;
+    }
+    frame_t f;
+    ring_get(srv, w->cursor, &f, sizeof f);
+    w->cursor += sizeof f;
+    if (f.topic == 0 || f.topic == w->topic)
+      w->left = f.len;
+    else
+      w->cursor += f.len; /* another topic's */
   }
-  if (behind == 0) {
-    w->suspended = 1;
-    MHD_suspend_connection(w->conn);
-    return 0;
-  }
-  size_t n = behind < max ? (size_t)behind : max;
-  size_t at = (size_t)(w->cursor % cap), first = cap - at < n ? cap - at : n;
-  memcpy(buf, srv->ring + at, first);
-  memcpy(buf + first, srv->ring, n - first);
-  w->cursor += n;
-  return (ssize_t)n;
 }
 
 static void stream_free(void *cls) {
@@ -326,14 +390,32 @@ static void stream_free(void *cls) {
   if (w->next) w->next->prev = w->prev;
   /* relaxed: a statistic. */
   atomic_fetch_sub_explicit(&srv->watchers, 1, memory_order_relaxed);
+  hg_sbuf_free(&w->snap);
   free(w);
 }
 
-static enum MHD_Result stream_start(hg_http_t *srv, struct MHD_Connection *conn) {
+static enum MHD_Result stream_start(hg_http_t *srv, struct MHD_Connection *conn,
+                                    const char *query) {
   watcher_t *w = calloc(1, sizeof *w);
   if (w == NULL) return MHD_NO;
   w->conn = conn;
   w->srv = srv;
+  /* What changed is in the ring first, so that the snapshot and the events
+   * after it agree. */
+  encode(srv, mono_ns());
+  if (srv->cfg.snapshot != NULL) {
+    int st = srv->cfg.snapshot(srv->cfg.ctx, query, &w->snap, &w->topic);
+    if (w->snap.oom) st = 500;
+    if (st != 0) {
+      struct MHD_Response *r = MHD_create_response_from_buffer(
+          w->snap.len, w->snap.p ? w->snap.p : (void *)"", MHD_RESPMEM_MUST_COPY);
+      hg_sbuf_free(&w->snap);
+      free(w);
+      /* relaxed: a statistic. */
+      atomic_fetch_add_explicit(&srv->bad, 1, memory_order_relaxed);
+      return queue(srv, conn, st, "application/json", r);
+    }
+  }
   w->cursor = srv->head; /* events from now on */
   struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read,
                                                              w, stream_free);
@@ -390,7 +472,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
   path[pl] = '\0';
   if (srv->cfg.stream_path != NULL && strcmp(path, srv->cfg.stream_path) == 0) {
     rq->stream = 1;
-    return stream_start(srv, conn);
+    return stream_start(srv, conn, q ? q + 1 : "");
   }
   hg_http_response_t resp = {200, "text/plain; charset=utf-8", {0}};
   srv->cfg.handler(srv->cfg.ctx, path, q ? q + 1 : "", &resp);
@@ -433,7 +515,7 @@ static void *thread_main(void *arg) {
       if (srv->pending && srv->wl == NULL) srv->pending = 0; /* nobody to tell */
     if (srv->pending && now >= srv->last_encode_ns + ENCODE_GAP_NS) encode(srv, now);
       if (srv->wl != NULL && now - srv->last_event_ns >= HEARTBEAT_NS) {
-        ring_append(srv, ":\n\n", 3);
+        ring_append(srv, 0, 0, ":\n\n", 3);
         srv->last_event_ns = now;
         resume_all(srv);
       }

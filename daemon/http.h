@@ -13,16 +13,22 @@
  * address, are closed at accept.
  *
  * Server-Sent Events: a GET of stream_path answers text/event-stream and
- * stays open. After hg_http_wake() the HTTP thread calls encode once; what
- * it appends becomes one event ("id: N" first), copied once into a ring of
- * stream_buffer bytes that every watcher reads with its own cursor. A
+ * stays open. At the start of each stream the HTTP thread calls encode
+ * (so that what was sent is current), then snapshot with the query: its
+ * text goes to that watcher alone, first, and its topic picks which
+ * events the watcher receives. After hg_http_wake() the HTTP thread calls
+ * encode once; the events it appends (hg_http_stream_event, each with a
+ * topic: 0 for every watcher, else only for the watchers of that topic)
+ * get "id: N" first and are copied once into a ring of stream_buffer bytes
+ * that every watcher reads with its own cursor, skipping other topics. A
  * watcher whose unread bytes have been overwritten (it fell more than
  * stream_buffer behind) is dropped; so is one whose socket accepts nothing
  * for idle_ms. A watcher that has read everything is suspended (no
  * polling, no timeout) until the next event; a comment line (":") goes
  * out after 15 s without events. Memory is the ring plus libmicrohttpd's
- * fixed per-connection pool and a fixed 32 KiB kernel send buffer per
- * connection: it does not grow with a slow watcher.
+ * fixed per-connection pool, a fixed 32 KiB kernel send buffer per
+ * connection and each watcher's snapshot until it is sent: it does not
+ * grow with a slow watcher.
  *
  * Threads: hg_http_start/stop on the owner thread; the handler and encode
  * run on the server's thread; hg_http_wake, hg_http_set_keepalive and
@@ -63,9 +69,21 @@ typedef struct hg_http_response {
 typedef void (*hg_http_handler_fn)(void *ctx, const char *path, const char *query,
                                    hg_http_response_t *resp);
 
-/* Appends the data of one event ("event: ...\ndata: ...\n\n") to out, or
- * nothing when nothing changed since the last call. Server's thread. */
+/* Appends the events that changed since the last call to out with
+ * hg_http_stream_event, or nothing. Server's thread. */
 typedef void (*hg_http_encode_fn)(void *ctx, hg_sbuf_t *out);
+
+/* A new watcher's first event(s) ("event: ...\ndata: ...\n\n") into out,
+ * from query (as sent, "" if none): the state the events encode has
+ * appended so far bring up to date. Sets *topic (0: none). 0, or an HTTP
+ * status (400, 404) to refuse the stream with out as the message.
+ * Server's thread. */
+typedef int (*hg_http_snapshot_fn)(void *ctx, const char *query, hg_sbuf_t *out,
+                                   uint32_t *topic);
+
+/* Appends one event's text ("event: ...\ndata: ...\n\n", without the id
+ * line) to an encode's out, for the watchers of topic (0: all). */
+void hg_http_stream_event(hg_sbuf_t *out, uint32_t topic, const char *text, size_t len);
 
 typedef struct hg_http_config {
   const char *host;          /* IPv4 or IPv6 literal */
@@ -82,6 +100,7 @@ typedef struct hg_http_config {
   const char *stream_path;   /* NULL: no event stream */
   uint32_t stream_buffer;    /* ring bytes (>= 4096) */
   hg_http_encode_fn encode;  /* required with stream_path */
+  hg_http_snapshot_fn snapshot; /* NULL: no snapshot, topic 0 */
 } hg_http_config_t;
 
 typedef struct hg_http_stats {

@@ -312,14 +312,19 @@ void daemon_http_handler(void *ctx, const char *path, const char *query, hg_http
       hg_sbuf_puts(&r->body, "{\"error\":\"starting\"}\n");
       return;
     }
-    {
-      hg_market_api(d->view, path, query, r);
+    if (strcmp(path, "/api/v1/openapi.json") == 0) {
+      const hg_web_asset_t *spec = hg_web_asset_find("/openapi.json");
+      r->content_type = spec->content_type;
+      hg_sbuf_put(&r->body, spec->data, spec->len);
       return;
     }
+    hg_market_api(d->view, path, query, r);
+    return;
   }
-  /* The market web page (daemon/web, compiled in): public data only. */
+  /* The market web page (daemon/web, compiled in): public data only. The
+   * API's description is served at /api/v1/openapi.json only. */
   const hg_web_asset_t *asset = hg_web_asset_find(path);
-  if (asset != NULL) {
+  if (asset != NULL && strcmp(path, "/openapi.json") != 0) {
     r->content_type = asset->content_type;
     hg_sbuf_put(&r->body, asset->data, asset->len);
     return;
@@ -331,6 +336,15 @@ void daemon_http_handler(void *ctx, const char *path, const char *query, hg_http
 
 void daemon_http_stream(void *ctx, hg_sbuf_t *out) {
   daemon_t *d = ctx;
-  static hg_market_stream_t st; /* the HTTP thread's */
-  if (atomic_load(&d->published)) hg_market_stream(d->view, &st, out);
+  if (atomic_load(&d->published)) hg_market_stream(d->mstream, out);
+}
+
+int daemon_http_snapshot(void *ctx, const char *query, hg_sbuf_t *out, uint32_t *topic) {
+  daemon_t *d = ctx;
+  *topic = 0;
+  if (!atomic_load(&d->published)) {
+    hg_sbuf_puts(out, "{\"error\":\"starting\"}\n");
+    return 503;
+  }
+  return hg_market_stream_snapshot(d->mstream, query, out, topic);
 }

@@ -10,7 +10,9 @@
  *    trades and public counters;
  *  - pub (under the mutex): the top `depth` levels per side, the recent
  *    trades newest first and a copy of the counters.
- * plus a seqlock carrying top of book for lock-free readers. The consumer
+ * plus a seqlock carrying top of book for lock-free readers. Candles and
+ * settlements are fixed rings in both halves; a publish copies only the
+ * candles written since the last one (usually the newest). The consumer
  * marks slots dirty while applying and copies dirty work into pub once per
  * batch; a reader copies pub out. Both halves are allocated at create.
  *
@@ -27,11 +29,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hourglass/civil.h"
 #include "hourglass/error.h"
 
 const uint64_t hg_md_lat_bounds_ns[HG_MD_LAT_BUCKETS] = {
     10000,    25000,    50000,     100000,    250000,    500000,     1000000,
     2500000,  5000000,  10000000,  25000000,  50000000,  100000000,  1000000000};
+
+const uint32_t hg_md_intervals_s[HG_MD_INTERVALS] = {60, 3600, 86400};
+
+/* Candle and settlement rings (in work and pub alike). */
+typedef struct history {
+  hg_md_candle_t cd[HG_MD_INTERVALS][HG_MD_CANDLES];
+  uint64_t cd_n[HG_MD_INTERVALS]; /* candles ever started; the newest at (n - 1) % cap */
+  hg_md_settlement_t st[HG_MD_SETTLEMENTS];
+  uint64_t st_n;
+} history_t;
 
 typedef struct work {
   hg_md_instrument_t info;
@@ -41,6 +54,7 @@ typedef struct work {
   uint32_t tr_count;
   uint8_t dirty;        /* pub copy out of date */
   uint8_t tob_dirty;    /* seqlock out of date */
+  history_t h;
 } work_t;
 
 typedef struct pub {
@@ -49,6 +63,7 @@ typedef struct pub {
   uint32_t n[2];
   hg_md_trade_t *tr;    /* newest first */
   uint32_t tr_count;
+  history_t h;
 } pub_t;
 
 struct hg_mdview {
@@ -174,6 +189,44 @@ static void set_level(work_t *w, int side, int64_t price, int64_t qty) {
   if (hg_levels_set(&w->lv[side], price, qty) != 0) w->info.depth_truncated = 1;
 }
 
+/* The day's figures: a trade of a later UTC day starts them again. */
+static void add_day(hg_md_instrument_t *in, uint64_t ts, int64_t price, int64_t qty) {
+  int32_t day = hg_civil_day_of_ns(ts);
+  if (in->day_trades == 0 || day > in->day) {
+    in->day = day;
+    in->day_open = in->day_high = in->day_low = price;
+    in->day_volume = in->day_trades = 0;
+  }
+  if (price > in->day_high) in->day_high = price;
+  if (price < in->day_low) in->day_low = price;
+  in->day_volume += qty > 0 ? (uint64_t)qty : 0;
+  in->day_trades++;
+}
+
+/* A trade into the candle of interval k it falls in: the newest, or a new
+ * one (a timestamp older than the newest candle counts in the newest). */
+static void add_candle(history_t *h, size_t k, uint64_t ts, int64_t price, int64_t qty) {
+  int64_t iv = hg_md_intervals_s[k], t = (int64_t)(ts / 1000000000u);
+  int64_t start = t - t % iv;
+  hg_md_candle_t *c = h->cd_n[k] ? &h->cd[k][(h->cd_n[k] - 1) % HG_MD_CANDLES] : NULL;
+  if (c == NULL || start > c->start) {
+    c = &h->cd[k][h->cd_n[k]++ % HG_MD_CANDLES];
+    *c = (hg_md_candle_t){.start = start, .open = price, .high = price, .low = price};
+  }
+  if (price > c->high) c->high = price;
+  if (price < c->low) c->low = price;
+  c->close = price;
+  c->volume += qty > 0 ? (uint64_t)qty : 0;
+  c->trades++;
+}
+
+/* A day's settlement price; a second one for the same day replaces it. */
+static void add_settlement(history_t *h, int32_t day, uint8_t tier, int64_t price) {
+  hg_md_settlement_t *s = h->st_n ? &h->st[(h->st_n - 1) % HG_MD_SETTLEMENTS] : NULL;
+  if (s == NULL || s->day != day) s = &h->st[h->st_n++ % HG_MD_SETTLEMENTS];
+  *s = (hg_md_settlement_t){.day = day, .tier = tier, .price = price};
+}
+
 static void add_trade(hg_mdview_t *v, work_t *w, const hg_exchange_event_t *ev) {
   const hg_book_event_t *b = &ev->book;
   hg_md_trade_t *t = &w->tr[w->tr_head];
@@ -188,6 +241,8 @@ static void add_trade(hg_mdview_t *v, work_t *w, const hg_exchange_event_t *ev) 
   w->info.volume += b->qty > 0 ? (uint64_t)b->qty : 0;
   w->info.last_price = b->price;
   w->info.last_qty = b->qty;
+  add_day(&w->info, ev->ts, b->price, b->qty);
+  for (size_t k = 0; k < HG_MD_INTERVALS; k++) add_candle(&w->h, k, ev->ts, b->price, b->qty);
 }
 
 static void latency(hg_mdview_t *v, uint64_t now, uint64_t ts) {
@@ -277,6 +332,11 @@ static void apply_one(hg_mdview_t *v, const hg_exchange_event_t *ev) {
       if (ev->tier == 0) return; /* no price could be set: keep the last one */
       w->info.dsp = ev->price;
       w->info.dsp_day = ev->day;
+      add_settlement(&w->h, ev->day, ev->tier, ev->price);
+      w->info.open_interest = 0; /* the cycle's VM events, next, sum it again */
+      break;
+    case HG_XEV_VM:
+      if (ev->qty > 0) w->info.open_interest += ev->qty;
       break;
     default: return;
   }
@@ -329,6 +389,21 @@ static void copy_pub(hg_mdview_t *v, uint32_t i) {
   for (uint32_t j = 0; j < w->tr_count; j++)
     p->tr[j] = w->tr[(w->tr_head + v->tcap - 1 - j) % v->tcap];
   p->tr_count = w->tr_count;
+  /* Candles started since the last publish, and the newest one before them
+   * (it may have changed). */
+  for (size_t k = 0; k < HG_MD_INTERVALS; k++) {
+    uint64_t n = w->h.cd_n[k], from = p->h.cd_n[k] ? p->h.cd_n[k] - 1 : 0;
+    if (n - from > HG_MD_CANDLES) from = n - HG_MD_CANDLES;
+    for (uint64_t j = from; j < n; j++)
+      p->h.cd[k][j % HG_MD_CANDLES] = w->h.cd[k][j % HG_MD_CANDLES];
+    p->h.cd_n[k] = n;
+  }
+  if (p->h.st_n != w->h.st_n || (w->h.st_n && memcmp(&p->h.st[(w->h.st_n - 1) % HG_MD_SETTLEMENTS],
+                                                     &w->h.st[(w->h.st_n - 1) % HG_MD_SETTLEMENTS],
+                                                     sizeof(hg_md_settlement_t)) != 0)) {
+    memcpy(p->h.st, w->h.st, sizeof p->h.st);
+    p->h.st_n = w->h.st_n;
+  }
 }
 
 static int publish(hg_mdview_t *v, int wait) {
@@ -392,9 +467,14 @@ static void seed_one(void *ctx, const hg_exchange_instrument_info_t *info) {
   }
   /* The last DSP a cycle set (a listing's initial price is not one). */
   hg_clearing_instrument_info_t ci;
-  if (hg_clearing_instrument_info(hg_exchange_clearing(c->ex), info->id, &ci) == 0 &&
-      ci.last_dsp_tier != 0)
-    w->info.dsp = ci.inst.last_dsp;
+  if (hg_clearing_instrument_info(hg_exchange_clearing(c->ex), info->id, &ci) == 0) {
+    w->info.open_interest = ci.open_interest;
+    if (ci.last_dsp_tier != 0) {
+      w->info.dsp = ci.inst.last_dsp;
+      w->info.dsp_day = hg_exchange_last_cycle_day(c->ex);
+      add_settlement(&w->h, w->info.dsp_day, (uint8_t)ci.last_dsp_tier, ci.inst.last_dsp);
+    }
+  }
   w->info.seq = hg_exchange_last_seq(c->ex);
   w->dirty = w->tob_dirty = 1;
   c->v->any_dirty = 1;
@@ -525,4 +605,40 @@ size_t hg_mdview_fixings(hg_mdview_t *v, hg_md_fixing_t *out, size_t cap) {
   pthread_mutex_unlock(&v->mu);
   qsort(out, n, sizeof *out, fixing_cmp);
   return n;
+}
+
+/* The published slot of id, under mu; NULL when unknown. */
+static const pub_t *pub_of(hg_mdview_t *v, uint32_t id) {
+  /* acquire: as in hg_mdview_instruments. */
+  uint32_t n = atomic_load_explicit(&v->nids, memory_order_acquire);
+  for (uint32_t i = 0; i < n && id != 0; i++)
+    if (v->pub[i].info.id == id) return &v->pub[i];
+  return NULL;
+}
+
+int hg_mdview_candles(hg_mdview_t *v, uint32_t id, size_t interval, hg_md_candle_t *out,
+                      size_t *n) {
+  if (interval >= HG_MD_INTERVALS) return HG_EINVAL;
+  pthread_mutex_lock(&v->mu);
+  const pub_t *p = pub_of(v, id);
+  if (p != NULL) {
+    uint64_t total = p->h.cd_n[interval], k = total < HG_MD_CANDLES ? total : HG_MD_CANDLES;
+    for (uint64_t j = 0; j < k; j++)
+      out[j] = p->h.cd[interval][(total - k + j) % HG_MD_CANDLES];
+    *n = (size_t)k;
+  }
+  pthread_mutex_unlock(&v->mu);
+  return p != NULL ? 0 : HG_ENOTFOUND;
+}
+
+int hg_mdview_settlements(hg_mdview_t *v, uint32_t id, hg_md_settlement_t *out, size_t *n) {
+  pthread_mutex_lock(&v->mu);
+  const pub_t *p = pub_of(v, id);
+  if (p != NULL) {
+    uint64_t total = p->h.st_n, k = total < HG_MD_SETTLEMENTS ? total : HG_MD_SETTLEMENTS;
+    for (uint64_t j = 0; j < k; j++) out[j] = p->h.st[(total - k + j) % HG_MD_SETTLEMENTS];
+    *n = (size_t)k;
+  }
+  pthread_mutex_unlock(&v->mu);
+  return p != NULL ? 0 : HG_ENOTFOUND;
 }

@@ -19,7 +19,9 @@
  *        reader. Readers copy out under the lock and format without it.
  *  - Counters of the latency histogram are atomics.
  *
- * Only public data is kept: no accounts, no order ids, no client ids.
+ * Only public data is kept: no accounts, no order ids, no client ids
+ * (open interest is summed from the cycle's variation-margin events, whose
+ * accounts are not kept).
  * Memory is allocated at create; applying events never allocates.
  */
 #ifndef HOURGLASS_MDVIEW_H
@@ -65,7 +67,39 @@ typedef struct hg_md_instrument {
   int64_t last_price, last_qty;
   int64_t dsp;         /* last daily settlement price, ticks; 0 = no cycle set one yet */
   int32_t dsp_day;     /* its UTC day number */
+  /* The trading of one UTC day (that of the newest trade's timestamp):
+   * first, highest and lowest trade price (ticks), contracts and trades.
+   * All 0 until the view sees a trade. */
+  int32_t day;
+  int64_t day_open, day_high, day_low;
+  uint64_t day_volume, day_trades;
+  /* Contracts open (the sum of long positions) as of the last daily cycle
+   * the view saw, or as the exchange held them when the view was seeded. */
+  int64_t open_interest;
 } hg_md_instrument_t;
+
+/* OHLC candles, per instrument and interval, of the trades the view saw
+ * (since the process started): HG_MD_CANDLES per interval, the oldest
+ * dropped first. Intervals, seconds: hg_md_intervals_s. */
+#define HG_MD_INTERVALS 3
+#define HG_MD_CANDLES 120
+extern const uint32_t hg_md_intervals_s[HG_MD_INTERVALS]; /* 60, 3600, 86400 */
+
+typedef struct hg_md_candle {
+  int64_t start; /* seconds since the epoch, a multiple of the interval */
+  int64_t open, high, low, close; /* ticks */
+  uint64_t volume, trades;
+} hg_md_candle_t;
+
+/* Daily settlement prices, per instrument: the last one at seeding, then
+ * every cycle's; HG_MD_SETTLEMENTS kept, the oldest dropped first. */
+#define HG_MD_SETTLEMENTS 64
+
+typedef struct hg_md_settlement {
+  int32_t day;  /* UTC day number of the cycle */
+  uint8_t tier; /* hg_clr_dsp_tier_t */
+  int64_t price; /* ticks */
+} hg_md_settlement_t;
 
 /* One published index fixing (public data: the index, not who traded). */
 typedef struct hg_md_fixing {
@@ -133,6 +167,16 @@ size_t hg_mdview_instruments(hg_mdview_t *v, hg_md_instrument_t *out, size_t cap
 int hg_mdview_book(hg_mdview_t *v, uint32_t id, hg_md_instrument_t *info, hg_md_level_t *bids,
                    size_t *nbids, hg_md_level_t *asks, size_t *nasks, hg_md_trade_t *trades,
                    size_t *ntrades);
+
+/* The candles of one instrument for interval hg_md_intervals_s[interval],
+ * oldest first, into out[HG_MD_CANDLES]; *n how many. 0, HG_ENOTFOUND or
+ * HG_EINVAL (interval). */
+int hg_mdview_candles(hg_mdview_t *v, uint32_t id, size_t interval, hg_md_candle_t *out,
+                      size_t *n);
+
+/* The settlement history of one instrument, oldest day first, into
+ * out[HG_MD_SETTLEMENTS]; *n how many. 0 or HG_ENOTFOUND. */
+int hg_mdview_settlements(hg_mdview_t *v, uint32_t id, hg_md_settlement_t *out, size_t *n);
 
 /* Lock-free top of book (seqlock). 0 or HG_ENOTFOUND. */
 int hg_mdview_tob(hg_mdview_t *v, uint32_t id, hg_tob_t *out);

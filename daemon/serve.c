@@ -23,6 +23,7 @@
 #include "hourglass/hmac.h"
 #include "hourglass/thread.h"
 #include "hourglassd.h"
+#include "market_api.h"
 
 /* serve_cycle(): this cluster node must be rebuilt from the group. */
 #define SERVE_REBUILD 100
@@ -463,7 +464,8 @@ static int start_http(daemon_t *d) {
                          cfg->http_max_per_ip, cfg->http_max_request, cfg->http_keepalive,
                          cfg->http_idle_ms, tls ? cfg->http_tls_cert : NULL,
                          tls ? cfg->http_tls_key : NULL, daemon_http_handler, d,
-                         DAEMON_STREAM_PATH, cfg->http_stream_buffer, daemon_http_stream};
+                         DAEMON_STREAM_PATH, cfg->http_stream_buffer, daemon_http_stream,
+                         daemon_http_snapshot};
   int rc = hg_http_start(&hc, &d->http);
   if (rc != 0) {
     hg_dlog(HG_LOG_ERROR, "http", "cannot listen", "addr=%s:%u err=%s", cfg->http.host,
@@ -585,6 +587,7 @@ static int open_pipeline(daemon_t *d) {
 static int create_view(daemon_t *d) {
   const hg_daemon_config_t *cfg = &d->cfg;
   int rc = hg_mdview_create(cfg->max_instruments, cfg->md_depth, cfg->md_trades, &d->view);
+  if (rc == 0) rc = hg_market_stream_create(d->view, &d->mstream);
   if (rc == 0) {
     rc = hg_mdview_seed(d->view, hg_pipeline_exchange(d->pipe));
     if (rc == HG_EFULL) {
@@ -746,6 +749,7 @@ static void release(daemon_t *d) {
   hg_http_stop(d->http);
   hg_pipeline_close(d->pipe);
   hg_gateway_destroy(d->gw);
+  hg_market_stream_destroy(d->mstream);
   hg_mdview_destroy(d->view);
   daemon_cluster_destroy(d->cluster);
 }
@@ -756,6 +760,7 @@ static void release(daemon_t *d) {
 static void forget_cycle(daemon_t *d) {
   d->pipe = NULL;
   d->view = NULL;
+  d->mstream = NULL;
   d->http = NULL;
   d->gw = NULL;
   d->cluster = NULL;

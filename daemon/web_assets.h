@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 typedef struct hg_web_asset {
-  const char *path;         /* "/index.html", "/app.js", "/style.css" */
+  const char *path;         /* "/index.html", "/app.js", "/style.css", "/openapi.json" */
   const char *content_type;
   const unsigned char *data;
   size_t len;

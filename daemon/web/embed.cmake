@@ -1,9 +1,9 @@
 # Turns the market web page's files into a C source file, so the daemon
 # serves them from its own binary (no files to install, nothing external).
 # Usage: cmake -DOUT=web_assets.c -DDIR=<daemon/web> -P embed.cmake
-set(files index.html app.js style.css)
+set(files index.html app.js style.css openapi.json)
 # (a ';' would split a CMake list item, so the charset is added below)
-set(types text/html text/javascript text/css)
+set(types text/html text/javascript text/css application/json)
 set(body "/* Generated from daemon/web by embed.cmake; do not edit. */\n#include \"web_assets.h\"\n\n")
 set(table "static const hg_web_asset_t assets[] = {\n")
 set(i 0)

@@ -76,7 +76,7 @@ static char *read_stream(int port, const char *until) {
   size_t cap = 1 << 20, n = 0;
   char *buf = calloc(1, cap);
   assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-  const char req[] = "GET /api/v1/stream HTTP/1.1\r\nHost: x\r\n\r\n";
+  const char req[] = "GET /api/v1/stream?book=SYN.T.2099-12 HTTP/1.1\r\nHost: x\r\n\r\n";
   assert_int_equal(send(fd, req, sizeof req - 1, 0), (ssize_t)(sizeof req - 1));
   double end = du_now() + 10;
   while (du_now() < end && n + 1 < cap) {
@@ -184,13 +184,14 @@ static void daemon_serves_stops_and_recovers(void **state) {
       fail_msg("%s: %s", sym[i].path, b);
     free(b);
   }
-  /* The event stream: a market event with the book of the changed instrument. */
-  b = read_stream(r.port, "\"books\":[");
+  /* The event stream: a snapshot with the book asked for. */
+  b = read_stream(r.port, "\"book\":{");
   assert_true(strncmp(b, "HTTP/1.0 200 ", 13) == 0); /* no chunked framing */
   assert_non_null(strstr(b, "Content-Type: text/event-stream"));
   assert_non_null(strstr(b, "\r\n\r\nretry: 1000\n\n"));
-  assert_non_null(strstr(b, "\nevent: market\ndata: {\"instruments\":[{\"id\":1,"));
-  assert_non_null(strstr(b, "\"books\":[{\"instrument\":1,\"symbol\":\"SYN.T.2099-12\""));
+  assert_non_null(strstr(b, "\nevent: snapshot\ndata: {\"instruments\":[{\"id\":1,"));
+  assert_non_null(strstr(b, "\"symbol\":\"SYN.T.2099-12\""));
+  assert_non_null(strstr(b, "\"book\":{\"instrument\":1,\"bids\":["));
   free(b);
 
   /* Bad HTTP input: specific answers, and the server lives on. */

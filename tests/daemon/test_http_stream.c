@@ -5,7 +5,9 @@
  * every reader receives every event, in order, none missing; the
  * non-readers are dropped (the idle timeout, or falling more than the ring
  * behind) and counted; the process's memory grows by far less than what
- * per-watcher buffering of the sent events would take. And HTTPS.
+ * per-watcher buffering of the sent events would take. Each watcher gets
+ * its own snapshot first and then only the events of its topic and of
+ * topic 0; a refused snapshot is the stream's answer. And HTTPS.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,7 +44,9 @@ static void encode(void *ctx, hg_sbuf_t *out) {
   char pad[PAD + 1];
   memset(pad, 'x', PAD);
   pad[PAD] = '\0';
-  hg_sbuf_printf(out, "event: tick\ndata: %llu %s\n\n", (unsigned long long)t, pad);
+  char text[PAD + 64];
+  int n = snprintf(text, sizeof text, "event: tick\ndata: %llu %s\n\n", (unsigned long long)t, pad);
+  hg_http_stream_event(out, 0, text, (size_t)n);
 }
 
 static void handler(void *ctx, const char *path, const char *query, hg_http_response_t *r) {
@@ -221,6 +225,24 @@ static void thousand_watchers(void **state) {
   for (int i = 0; i < WATCHERS - READERS; i++) close(quiet[i]);
 }
 
+static char *read_until(int fd, const char *want);
+
+/* GET path over a fresh connection (Connection: close); the answer's head
+ * and the start of its body. */
+static char *get_raw(uint16_t port, const char *path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  char req[256];
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                   path);
+  assert_int_equal(send(fd, req, (size_t)n, 0), n);
+  char *got = strdup(read_until(fd, "\r\n\r\n{"));
+  close(fd);
+  return got;
+}
+
 /* Runs cmd through the shell; its first output line into out. */
 static int run_line(const char *cmd, char *out, size_t cap) {
   FILE *p = popen(cmd, "r");
@@ -267,8 +289,104 @@ static void https_with_certificate(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* ---- topics and snapshots */
+
+static _Atomic int g_round; /* the encode sends round g_round's events once */
+static int g_sent_round;
+
+static void topic_encode(void *ctx, hg_sbuf_t *out) {
+  (void)ctx;
+  int r = atomic_load(&g_round);
+  if (r == g_sent_round) return;
+  g_sent_round = r;
+  char t[64];
+  for (uint32_t topic = 0; topic <= 2; topic++) {
+    int n = snprintf(t, sizeof t, "event: e\ndata: round %d topic %u\n\n", r, topic);
+    hg_http_stream_event(out, topic, t, (size_t)n);
+  }
+}
+
+/* ?t=N: topic N (1 or 2) with a snapshot naming it; anything else 404. */
+static int topic_snapshot(void *ctx, const char *query, hg_sbuf_t *out, uint32_t *topic) {
+  (void)ctx;
+  if (strcmp(query, "t=1") != 0 && strcmp(query, "t=2") != 0) {
+    hg_sbuf_puts(out, "{\"error\":\"no such topic\"}\n");
+    return 404;
+  }
+  *topic = (uint32_t)(query[2] - '0');
+  hg_sbuf_printf(out, "event: snapshot\ndata: topic %u\n\n", *topic);
+  return 0;
+}
+
+/* Reads fd until text holds want (or 10 s pass); the text read. */
+static char *read_until(int fd, const char *want) {
+  static char buf[8192];
+  size_t len = 0;
+  double end = now_s() + 10;
+  buf[0] = '\0';
+  while (strstr(buf, want) == NULL && now_s() < end && len < sizeof buf - 1) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+    if (n <= 0) break;
+    len += (size_t)n;
+    buf[len] = '\0';
+  }
+  return buf;
+}
+
+/* Each watcher gets its snapshot first, then the events of its topic and of
+ * topic 0, never another topic's; a snapshot refusal is the answer. */
+static void topics_and_snapshots(void **state) {
+  (void)state;
+  hg_http_config_t cfg = {.host = "127.0.0.1", .max_connections = 16, .max_request = 8192,
+                          .keepalive = 1, .idle_ms = 5000, .handler = handler,
+                          .stream_path = "/stream", .stream_buffer = 64 * 1024,
+                          .encode = topic_encode, .snapshot = topic_snapshot};
+  hg_http_t *h;
+  assert_int_equal(hg_http_start(&cfg, &h), 0);
+  uint16_t port = hg_http_port(h);
+  int fd[2];
+  for (int i = 0; i < 2; i++) {
+    fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd[i], (struct sockaddr *)&a, sizeof a), 0);
+    char req[64];
+    int n = snprintf(req, sizeof req, "GET /stream?t=%d HTTP/1.1\r\nHost: x\r\n\r\n", i + 1);
+    assert_int_equal(send(fd[i], req, (size_t)n, 0), n);
+    char want[32];
+    snprintf(want, sizeof want, "data: topic %d\n\n", i + 1);
+    assert_non_null(strstr(read_until(fd[i], want), "retry: 1000\n\nevent: snapshot\n"));
+  }
+  for (int r = 1; r <= 3; r++) {
+    atomic_store(&g_round, r);
+    hg_http_wake(h);
+    for (int i = 0; i < 2; i++) {
+      char want[64], other[64];
+      snprintf(want, sizeof want, "data: round %d topic %d\n\n", r, i + 1);
+      snprintf(other, sizeof other, "topic %d", 2 - i);
+      char *got = read_until(fd[i], want);
+      if (strstr(got, want) == NULL || strstr(got, other) != NULL)
+        fail_msg("watcher of topic %d, round %d: %s", i + 1, r, got);
+      char all[32];
+      snprintf(all, sizeof all, "data: round %d topic 0\n\n", r);
+      assert_non_null(strstr(got, all));
+      assert_true(strstr(got, all) < strstr(got, want)); /* in the encode's order */
+    }
+  }
+  char *bad = get_raw(port, "/stream?t=9");
+  assert_non_null(strstr(bad, "404"));
+  assert_non_null(strstr(bad, "no such topic"));
+  free(bad);
+  hg_http_stop(h);
+  close(fd[0]);
+  close(fd[1]);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(thousand_watchers),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(topics_and_snapshots),
+                                     cmocka_unit_test(thousand_watchers),
                                      cmocka_unit_test(https_with_certificate)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,8 +19,16 @@
  * The layout is measured by a probe page (file://, in the temp dir) that
  * loads the page's HTML into a 1400x900 iframe and writes the bounding boxes
  * into its own DOM; it needs --disable-web-security to read the daemon's
- * origin from a file. Saves a 1400x900 screenshot as web_page.png in the
- * working directory (the build tree; README's ops/market-page.png is a copy).
+ * origin from a file. Saves a 1400x900 screenshot as web_page.png and one
+ * of the whole page as web_page_full.png in the working directory (the
+ * build tree; README's ops/market-page.png is a copy of the second).
+ *
+ * The contracts table shows each month's change against the settlement,
+ * the day's high, low and volume, open interest and last trading day; the
+ * price history (candles of /api/v1/candles, settlements of
+ * /api/v1/settlements) and the index history are drawn. The paths the
+ * daemon answers itself (/health, /metrics, /api/v1/openapi.json, the
+ * stream's refusal of an unknown book) answer as the description says.
  *
  * And a trade submitted through the gateway with hgctl reaches the page
  * (its event stream) within 100 ms of the execution report.
@@ -53,7 +61,9 @@ static const char *g_bin; /* hourglassd, from argv[1] */
 #define PAGE_READY                                                                         \
   "document.body.dataset.ready === '1' && document.querySelectorAll('#trades tbody tr')"   \
   ".length >= 20 && document.querySelectorAll('#curve-table tbody tr').length >= 12 && "   \
-  "document.querySelectorAll('#fixings tbody tr').length > 0 ? '1' : '0'"
+  "document.querySelectorAll('#fixings tbody tr').length > 0 && "                         \
+  "document.querySelector('#history').dataset.points > 0 && "                              \
+  "document.querySelector('#index').dataset.points > 0 ? '1' : '0'"
 
 /* Counts occurrences of needle in hay. */
 static int count(const char *hay, const char *needle) {
@@ -78,10 +88,10 @@ static double json_bid(const char *json, const char *symbol) {
   snprintf(pat, sizeof pat, "\"symbol\":\"%s\"", symbol);
   const char *p = strstr(json, pat);
   if (p == NULL) return 0;
-  const char *b = strstr(p, "\"bid\":{\"price\":");
+  const char *b = strstr(p, "\"bid\":[");
   const char *next = strstr(p + 1, "\"symbol\":");
   if (b == NULL || (next != NULL && b > next)) return 0;
-  return atof(b + strlen("\"bid\":{\"price\":")) / 1000.0;
+  return atof(b + strlen("\"bid\":[")) / 1000.0;
 }
 
 /* The bid cell of the curve-table row of `symbol` in the DOM, USD. The row is
@@ -338,7 +348,7 @@ static void page_shows_the_demo_market(void **state) {
       continue;
     }
     /* The demo's first daily cycle follows its first quotes. */
-    if (ins != NULL && count(ins, "\"bid\":{") == 12 && count(ins, "\"dsp\":") == 12) break;
+    if (ins != NULL && count(ins, "\"bid\":[") == 12 && count(ins, "\"dsp\":") == 12) break;
     du_sleep_ms(100);
   }
   assert_non_null(ins);
@@ -377,6 +387,7 @@ static void page_shows_the_demo_market(void **state) {
   if (du_cdp_goto(&cdp, url, PAGE_READY, 60) != 0) fail_msg("the page did not show the market");
   du_sleep_ms(300); /* fonts and the curve's canvas */
   assert_int_equal(du_cdp_screenshot(&cdp, shot), 0);
+  assert_int_equal(du_cdp_screenshot_full(&cdp, "web_page_full.png"), 0);
   char *dom = du_cdp_eval(&cdp, "document.documentElement.outerHTML");
   assert_non_null(dom);
   trade_reaches_page(&cdp, log, csym, json_bid(ins, csym));
@@ -518,6 +529,43 @@ static void page_shows_the_demo_market(void **state) {
   assert_non_null(rc);
   assert_int_equal(du_status(rc), 400);
   free(rc);
+  /* The new columns, and a last trading day on each row (the last day of
+   * its month). */
+  assert_non_null(strstr(dom, "<th>chg</th><th>chg %</th><th>high</th><th>low</th><th>volume</th>"
+                              "<th>open int.</th>"));
+  assert_non_null(strstr(dom, "<th>last trading day</th>"));
+  assert_true(count(dom, "-31</td><td>trading</td>") + count(dom, "-30</td><td>trading</td>") +
+                  count(dom, "-28</td><td>trading</td>") + count(dom, "-29</td><td>trading</td>") ==
+              12);
+  /* The history endpoints of the shown contract: candles of its trades and
+   * the start-up cycle's settlement. */
+  snprintf(q, sizeof q, "/api/v1/candles?instrument=%ld&interval=1m", id);
+  char *cj = du_get(port, q);
+  assert_non_null(cj);
+  assert_int_equal(du_status(cj), 200);
+  assert_true(count(cj, "{\"t\":") >= 1);
+  free(cj);
+  snprintf(q, sizeof q, "/api/v1/settlements?instrument=%ld", id);
+  cj = du_get(port, q);
+  assert_non_null(cj);
+  assert_true(count(cj, "{\"day\":") >= 1);
+  free(cj);
+  /* The daemon's own paths of the API's description. */
+  static const struct {
+    const char *path, *has;
+    int status;
+  } own[] = {{"/health", "\"status\":\"ready\"", 200},
+             {"/metrics", "hourglass_http_stream_watchers", 200},
+             {"/api/v1/openapi.json", "\"/api/v1/candles\"", 200},
+             {"/openapi.json", "not found", 404},
+             {"/api/v1/stream?book=B200.A.1999-01", "unknown instrument", 404}};
+  for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
+    cj = du_get(port, own[k].path);
+    assert_non_null(cj);
+    if (du_status(cj) != own[k].status || strstr(cj, own[k].has) == NULL)
+      fail_msg("%s: %.200s", own[k].path, cj);
+    free(cj);
+  }
   /* The index by name, not by the exchange's internal number. */
   assert_true(count(dom, "<td>IGX B200.A</td>") >= 10);
   assert_null(strstr(dom, "IGX #"));
@@ -548,7 +596,7 @@ static void page_shows_the_demo_market(void **state) {
   free(fj);
   assert_int_equal(du_stop(pid, SIGTERM, 60), 0);
   du_rm_rf(dir);
-  print_message("screenshot: web_page.png\n");
+  print_message("screenshots: web_page.png (1400x900), web_page_full.png (the whole page)\n");
 }
 
 int main(int argc, char **argv) {

@@ -317,8 +317,9 @@ static int b64(int ch) {
   return -1;
 }
 
-int du_cdp_screenshot(du_cdp_t *c, const char *path) {
-  char *r = du_cdp_call(c, "Page.captureScreenshot", "{\"format\":\"png\"}");
+/* Page.captureScreenshot with params, its PNG written to path. */
+static int capture(du_cdp_t *c, const char *params, const char *path) {
+  char *r = du_cdp_call(c, "Page.captureScreenshot", params);
   const char *d = r ? strstr(r, "\"data\":\"") : NULL;
   if (d == NULL) {
     free(r);
@@ -340,6 +341,27 @@ int du_cdp_screenshot(du_cdp_t *c, const char *path) {
   }
   free(r);
   return f != NULL && fclose(f) == 0 ? 0 : -1;
+}
+
+int du_cdp_screenshot(du_cdp_t *c, const char *path) {
+  return capture(c, "{\"format\":\"png\"}", path);
+}
+
+int du_cdp_screenshot_full(du_cdp_t *c, const char *path) {
+  char *wh = du_cdp_eval(c, "document.documentElement.scrollWidth + ' ' + "
+                            "document.documentElement.scrollHeight");
+  int w = 0, h = 0;
+  if (wh == NULL || sscanf(wh, "%d %d", &w, &h) != 2 || w <= 0 || h <= 0) {
+    free(wh);
+    return -1;
+  }
+  free(wh);
+  char params[256];
+  snprintf(params, sizeof params,
+           "{\"format\":\"png\",\"captureBeyondViewport\":true,\"clip\":{\"x\":0,\"y\":0,"
+           "\"width\":%d,\"height\":%d,\"scale\":1}}",
+           w, h);
+  return capture(c, params, path);
 }
 
 void du_cdp_close(du_cdp_t *c) {

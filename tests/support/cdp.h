@@ -37,6 +37,9 @@ int du_cdp_goto(du_cdp_t *c, const char *url, const char *expr, int timeout_s);
 /* Saves a PNG screenshot of the viewport at path. 0 or -1. */
 int du_cdp_screenshot(du_cdp_t *c, const char *path);
 
+/* Saves a PNG screenshot of the whole page (its scroll size) at path. 0 or -1. */
+int du_cdp_screenshot_full(du_cdp_t *c, const char *path);
+
 /* Closes the connection, stops and reaps the browser. */
 void du_cdp_close(du_cdp_t *c);
 

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -446,4 +447,20 @@ int du_cluster_rebuilds(const du_node_t *node, int n) {
   int sum = 0;
   for (int i = 0; i < n; i++) sum += du_node_rebuilds(&node[i]);
   return sum;
+}
+
+const char *du_daemon_path(const char *given) {
+  static char path[PATH_MAX];
+  if (given == NULL) given = getenv("HG_HOURGLASSD");
+  if (given != NULL) return given;
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return NULL;
+  path[n] = '\0';
+  for (int k = 0; k < 2; k++) {
+    char *slash = strrchr(path, '/');
+    if (slash != NULL) *slash = '\0'; /* <build>/bench, then <build> */
+  }
+  if (strlen(path) + sizeof "/bin/hourglassd" > sizeof path) return NULL;
+  strcat(path, "/bin/hourglassd");
+  return path;
 }

@@ -51,6 +51,11 @@ int du_field(const char *text, const char *line_has, const char *key, char *out,
  * malloc'd reply ("" on connect failure). */
 char *du_http_raw(int port, const char *req, size_t len, int want_responses);
 
+/* The hourglassd a benchmark runs: given, else $HG_HOURGLASSD, else
+ * bin/hourglassd of the build tree the running program is in (its
+ * directory's parent). NULL when it cannot be found. */
+const char *du_daemon_path(const char *given);
+
 /* GET path with Connection: close; as du_http_raw. */
 char *du_get(int port, const char *path);
 
