@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
@@ -142,6 +143,10 @@ int net_need_num(const char *cmd, const char *name, const char *s, int64_t lo, i
   return 0;
 }
 
+/* A price in USD per GPU-hour typed as a whole number from this many ticks
+ * (1000 USD) up is taken for ticks typed without --raw. */
+#define HGCTL_TICKS_TYPO_MIN 1000000
+
 /* A price option in USD per GPU-hour ("3.42"), above zero; or in ticks
  * from lo up with --raw. */
 int net_need_price(const char *cmd, const char *name, const char *s, int64_t lo,
@@ -150,6 +155,15 @@ int net_need_price(const char *cmd, const char *name, const char *s, int64_t lo,
   int rc = hgctl_decimal_parse(s, 3, 0, out);
   if (rc != 0) {
     fprintf(stderr, "hgctl %s: --%s '%s' %s\n", cmd, name, s, hgctl_decimal_error(rc, 3));
+    return EXIT_USAGE;
+  }
+  /* A whole number of 1000 or more is ticks typed without --raw: no
+   * contract trades at 1000 USD per GPU-hour. */
+  if (strchr(s, '.') == NULL && *out >= HGCTL_TICKS_TYPO_MIN) {
+    char ticks[HGCTL_FMT_LEN];
+    fprintf(stderr, "hgctl %s: --%s '%s' is %s USD per GPU-hour: did you mean %s? (prices are "
+                    "in USD per GPU-hour; --raw takes ticks)\n", cmd, name, s, s,
+            hgctl_fmt_price(*out / 1000, ticks));
     return EXIT_USAGE;
   }
   return 0;
@@ -486,7 +500,8 @@ static int instrument_by_symbol(const char *cmd, hg_client_t *c, const char *sym
   int rc = fetch_instruments(cmd, c, &l);
   if (rc) return rc;
   for (size_t i = 0; i < l->n_instruments; i++) {
-    if (strcmp(l->instruments[i]->symbol, sym) == 0) {
+    /* Symbols are upper case; b200.a.2027-03 names the same contract. */
+    if (strcasecmp(l->instruments[i]->symbol, sym) == 0) {
       *id = l->instruments[i]->instrument_id;
       return 0;
     }

@@ -400,6 +400,9 @@ static void test_prices_in_usd(void **state) {
       {"99999999999999999999", "--price '99999999999999999999' is too large"},
       {"3,42", "--price '3,42' is not a price in USD per GPU-hour (e.g. 3.42)"},
       {"3.", "is not a price"},
+      /* ticks typed without --raw: no contract trades at 1000 USD */
+      {"3420", "--price '3420' is 3420 USD per GPU-hour: did you mean 3.420? (prices are in USD "
+               "per GPU-hour; --raw takes ticks)"},
   };
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
@@ -414,8 +417,10 @@ static void test_prices_in_usd(void **state) {
   assert_int_equal(o.status, 2);
   assert_non_null(strstr(o.err, "has more than 3 decimals"));
 
-  /* 3.420 USD is 3420 ticks on the wire, printed back as typed. */
-  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price", "3.420");
+  /* 3.420 USD is 3420 ticks on the wire, printed back as typed; a symbol
+   * in lower case names the same contract. */
+  RUN(&o, "order", "new", "--instrument", "b200.a.2027-01", "--side", "buy", "--qty", "1",
+      "--price", "3.420");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "side=buy price=3.420 qty=1 leaves=1"));
   RUN(&o, "ladder", "1", "--once", "--depth", "1", "--raw");
