@@ -190,6 +190,105 @@ static void readme_tour_runs_as_printed(void **state) {
   free(readme);
 }
 
+/* The indented lines of text that start with prefix, one per line,
+ * appended to out. */
+static void indented_lines(const char *text, const char *prefix, char *out, size_t cap) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\n    %s", prefix);
+  for (const char *p = strstr(text, pat); p != NULL; p = strstr(p, pat)) {
+    p += 5;
+    const char *e = strchr(p, '\n');
+    assert_non_null(e);
+    size_t used = strlen(out);
+    assert_true(used + (size_t)(e - p) + 2 < cap);
+    memcpy(out + used, p, (size_t)(e - p) + 1);
+    out[used + (size_t)(e - p) + 1] = '\0';
+  }
+}
+
+/* The terminal of the tour (its exports) with python3 the interpreter that
+ * has Debian's protobuf and the built package on its path, as after the
+ * README's venv install. */
+static void python_prelude(char *out, size_t cap) {
+  prelude(out, cap);
+  size_t n = strlen(out);
+  snprintf(out + n, cap - n,
+           "export PATH=$PWD/build/release/bin:$PATH HG_TLS=1 HG_CA=$PWD/var/tls/demo.pem\n"
+           "export HG_KEY_ID=3001 HG_SECRET=$(awk '$1==3001{print $5}' var/demo-keys)\n"
+           "export PYTHONPATH='%s'\n"
+           "python3() { echo \"== python3 $*\"; '%s' -s \"$@\"; }\n",
+           g_pypkg, g_python);
+}
+
+/* gateway/python/README.md's "Use": its program and its command lines. */
+static void python_readme_runs_as_printed(void **state) {
+  (void)state;
+  if (strcmp(g_python, "-") == 0) skip();
+  char path[600];
+  snprintf(path, sizeof path, "%s/gateway/python/README.md", g_src);
+  char *readme = du_read(path);
+  char *use = section(readme, "## Use", "\n## ");
+  static char prog[8192], script[16384];
+  prog[0] = '\0';
+  blocks(use, "python", prog, sizeof prog);
+  assert_true(strlen(prog) > 0);
+  char ppath[700];
+  snprintf(ppath, sizeof ppath, "%s/use.py", g_root);
+  assert_int_equal(du_write_file(ppath, prog), 0);
+  python_prelude(script, sizeof script);
+  size_t n = strlen(script);
+  snprintf(script + n, sizeof script - n, "python3 use.py\n");
+  indented_lines(use, "python3 -m hgclient ", script, sizeof script);
+  char *out = run_script("python.sh", script);
+  /* The program: symbols and USD, the order answered, the positions. */
+  const char *want[] = {"B200.A.2027-01 0.001", "new B200.A.2027-03 3.300 1 1",
+                        "'cash_usd': Decimal('1000000.00')",
+                        /* the command lines: a table, an order, CSV, the book in USD */
+                        "1   B200.A.2027-01  A      2027-01  0.001",
+                        "NEW B200.A.2027-03 order_id=", "price=3.300 qty=3 leaves=3",
+                        "account,symbol,net,bought,sold,avg_price_usd,settle_usd,pnl_usd\n",
+                        "snapshot B200.A.2027-03 md_seq="};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (strstr(out, want[i]) == NULL) fail_msg("no '%s' in:\n%s", want[i], out);
+  assert_null(strstr(out, "exec_type:")); /* no protobuf text */
+  free(out);
+  free(use);
+  free(readme);
+}
+
+/* The Python command line's errors: one line on stderr and a non-zero exit
+ * status, never a traceback. */
+static void python_errors_are_one_line(void **state) {
+  (void)state;
+  if (strcmp(g_python, "-") == 0) skip();
+  static char script[8192];
+  python_prelude(script, sizeof script);
+  size_t n = strlen(script);
+  snprintf(script + n, sizeof script - n,
+           "one() { local want=$1; shift; local rc=0; \"$@\" 2>err >/dev/null || rc=$?\n"
+           "  cat err; [ $rc -eq $want ] && [ $(wc -l <err) -eq 1 ] && ! grep -q Traceback err; }\n"
+           "one 1 env HG_SECRET=00ff '%s' -s -m hgclient positions\n"
+           "one 1 env HG_TLS= HG_CA= '%s' -s -m hgclient instruments\n"
+           "one 2 '%s' -s -m hgclient order --instrument B200.A.2027-03 --side buy --qty 1 "
+           "--price 3420\n"
+           "one 2 '%s' -s -m hgclient order --instrument B200.A.2027-03 --side buy --qty 1 "
+           "--price 3.4205\n"
+           "one 1 '%s' -s -m hgclient order --instrument B200.A.2099-01 --side buy --qty 1 "
+           "--price 3.4\n",
+           g_python, g_python, g_python, g_python, g_python);
+  char *out = run_script("pyerr.sh", script);
+  const char *want[] = {
+      "hgclient positions: login refused: authentication failed (unknown key or wrong secret)",
+      "connection closed by the server (if the port speaks TLS: --tls --ca FILE, or HG_TLS=1 "
+      "HG_CA=FILE)",
+      "price '3420' is 3420 USD per GPU-hour: did you mean 3.420?",
+      "price '3.4205' is not on the tick: prices are on a tick of 0.001 USD per GPU-hour",
+      "no instrument 'B200.A.2099-01'"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (strstr(out, want[i]) == NULL) fail_msg("no '%s' in:\n%s", want[i], out);
+  free(out);
+}
+
 int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: %s HOURGLASSD SOURCE_TREE PYTHON3|- PACKAGE_DIR|-\n", argv[0]);
@@ -201,6 +300,8 @@ int main(int argc, char **argv) {
   g_pypkg = argv[4];
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(readme_tour_runs_as_printed),
+      cmocka_unit_test(python_readme_runs_as_printed),
+      cmocka_unit_test(python_errors_are_one_line),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -170,7 +170,7 @@ static void test_python_install(void **state) {
              "instruments",
              g_prefix, dir, py, (unsigned)g_srv.port, TA, hex);
     out = sh_ok(cmd);
-    cli_expect(out, "1 B200.A.2027-01 tick=1000");
+    cli_expect(out, "B200.A.2027-01  A      2027-01  0.001");
     free(out);
   }
   /* The command line's market data: the snapshot, then a second of quiet. */
@@ -179,7 +179,7 @@ static void test_python_install(void **state) {
            "md --instrument 1 --idle 0.5",
            g_prefix, g_prefix, (unsigned)g_srv.port, TA, hex, py);
   char *out = sh_ok(cmd);
-  cli_expect(out, "snapshot md_seq=");
+  cli_expect(out, "snapshot B200.A.2027-01 md_seq=");
   cli_expect(out, "bid - ask -");
   free(out);
 }
