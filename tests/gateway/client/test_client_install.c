@@ -6,7 +6,8 @@
  * `cc $(pkg-config --cflags --libs hourglass-client)` on that prefix's
  * PKG_CONFIG_PATH, and run against a test server: it logs in and places an
  * order, which the exchange acknowledges (and a second one, out of the
- * price band, it rejects). The compile flags must name the prefix and
+ * price band, it rejects); and against a TLS server with HG_TLS and HG_CA
+ * set as ops/run's banner sets them. The compile flags must name the prefix and
  * neither the build nor the source tree.
  *
  * The Python client the same way: the hgclient package installed twice,
@@ -30,12 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include <cmocka.h>
 
 #include "cli_run.h"
 #include "client_util.h"
 #include "pipeline_util.h"
 #include "test_keys.h"
+#include "tls_certs.h"
 
 #define OP 1u
 #define TA 10u
@@ -77,6 +81,14 @@ static void make_prefix(void) {
 
 /* The server: operator OP, traders TA (account ACC_A) and TB (ACC_B), one
  * instrument. */
+/* The TLS server's files (set before it is made). */
+static const char *g_tls_cert, *g_tls_key;
+
+static void tls_on(hg_gateway_config_t *cfg) {
+  cfg->tls_cert = g_tls_cert;
+  cfg->tls_key = g_tls_key;
+}
+
 static void start_server(void) {
   server_made = 1;
   assert_int_equal(ch_two_trader_market(&g_srv, OP, TA, ACC_A, TB, ACC_B, 1), 0);
@@ -123,6 +135,29 @@ static void test_c_install(void **state) {
   /* Unknown instrument: the example prints the reject, with its reason. */
   assert_int_equal(cli_run(cmd, "77 sell 500 1", CLI_BOTH, &out), 0);
   cli_expect(out, "EXEC_REJECTED order ");
+  free(out);
+  /* Over TLS, from HG_TLS and HG_CA as ops/run's banner sets them: a
+   * second server with throwaway certificates. */
+  char tdir[300], cert[400], key[400];
+  snprintf(tdir, sizeof tdir, "%s/tls", g_prefix);
+  assert_int_equal(mkdir(tdir, 0700), 0);
+  assert_int_equal(ts_tls_make(tdir), 0);
+  snprintf(cert, sizeof cert, "%s/server.pem", tdir);
+  snprintf(key, sizeof key, "%s/server.key", tdir);
+  g_tls_cert = cert;
+  g_tls_key = key;
+  ts_server_t tls_srv;
+  ts_server_options_t so = {0};
+  so.tweak = tls_on;
+  assert_int_equal(ts_server_create(&tls_srv, &so), 0);
+  assert_int_equal(ts_server_add_key(&tls_srv, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ts_server_run(&tls_srv), 0);
+  snprintf(cmd, sizeof cmd, "HG_PORT=%u HG_KEY_ID=%u HG_SECRET=%s HG_TLS=1 HG_CA='%s/ca.pem' "
+           "'%s/first_order'", (unsigned)tls_srv.port, TA, hex, tdir, g_prefix);
+  int rc = cli_run(cmd, "1 buy 500 1", CLI_BOTH, &out);
+  ts_server_stop(&tls_srv);
+  if (rc != 0) fail_msg("first_order over TLS: exit %d: %s", rc, out);
+  cli_expect(out, "logged in: account 100");
   free(out);
   /* A wrong secret: login refused, exit 1. */
   snprintf(cmd, sizeof cmd, "HG_PORT=%u HG_KEY_ID=%u HG_SECRET=00ff '%s/first_order'",
