@@ -63,6 +63,27 @@ int hgctl_dropcopy(int argc, char **argv) {
 
 /* ---------------------------------------------------------- statement */
 
+/* A risk viewer's statement needs --account: says which accounts of its
+ * firm it may name (a Positions request without an account lists them).
+ * Returns the exit status (usage). */
+static int name_firm_accounts(const char *cmd, hg_client_t *c) {
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  int rc;
+  if (hg_client_positions(c, 0, &seq) != 0 || (rc = net_await_reply(cmd, c, seq, &e)) != 0 ||
+      e->body_case != BODY(POSITIONS)) {
+    fprintf(stderr, "hgctl %s: a risk viewer names the account: --account N\n", cmd);
+    return EXIT_USAGE;
+  }
+  const Hourglass__V1__Positions *p = e->positions;
+  fprintf(stderr, "hgctl %s: a risk viewer names the account: --account N, one of firm %u's:",
+          cmd, (unsigned)hg_client_session(c)->firm);
+  for (size_t k = 0; k < p->n_firm_accounts; k++)
+    fprintf(stderr, "%s %u", k ? "," : "", (unsigned)p->firm_accounts[k]);
+  fprintf(stderr, "%s\n", p->n_firm_accounts ? "" : " (none yet)");
+  return EXIT_USAGE;
+}
+
 /* Fetches every page of the account's statement and prints it with the
  * same writer as `hgctl statement --data`. */
 int hgctl_statement_remote(int argc, char **argv) {
@@ -88,6 +109,11 @@ int hgctl_statement_remote(int argc, char **argv) {
   }
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
+  if (acc == 0 && hg_client_session(c)->role == HOURGLASS__V1__ROLE__ROLE_RISK_VIEWER) {
+    rc = name_firm_accounts(cmd, c);
+    net_close_session(c);
+    return rc;
+  }
   hg_ledger_entry_t *ent = NULL;
   size_t n = 0, cap = 0;
   uint64_t from = 0;

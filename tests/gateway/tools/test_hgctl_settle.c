@@ -250,6 +250,13 @@ static void test_settle_expire_statements(void **state) {
   assert_int_equal(other.status, 1);
   assert_string_equal(other.err, unknown.err);
   assert_string_equal(other.text, "");
+  /* A risk viewer without --account is told which accounts it may name:
+   * its firm's (100), never another firm's (200). */
+  RUN(&other, RV1, "statement", "--remote");
+  assert_int_equal(other.status, 2);
+  assert_string_equal(other.err,
+                      "hgctl statement: a risk viewer names the account: --account N, one of "
+                      "firm 1's: 100\n");
   RUN(&other, TA, "statement", "--remote", "--account", "200");
   assert_int_equal(other.status, 1);
   assert_string_equal(other.err, unknown.err);
