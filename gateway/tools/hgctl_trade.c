@@ -756,10 +756,14 @@ int hgctl_ladder(int argc, char **argv) {
 /* ------------------------------------------------------------ quotes */
 
 /* One side of a quote, "QTY@PRICE" in [s, end): the price in USD (ticks
- * with --raw); "0@0" leaves the side unquoted. */
+ * with --raw); nothing (or "0@0") leaves the side unquoted. */
 static bool quote_side(const char *s, const char *end, int64_t *qty, int64_t *price) {
   char buf[64];
-  if (end <= s || (size_t)(end - s) >= sizeof buf) return false;
+  if (end == s) {
+    *qty = *price = 0;
+    return true;
+  }
+  if (end < s || (size_t)(end - s) >= sizeof buf) return false;
   memcpy(buf, s, (size_t)(end - s));
   buf[end - s] = '\0';
   char *at = strchr(buf, '@');
@@ -770,7 +774,8 @@ static bool quote_side(const char *s, const char *end, int64_t *qty, int64_t *pr
   return hgctl_decimal_parse(at + 1, 3, 1, price) == 0;
 }
 
-/* "SYMBOL:BIDQTY@BID/ASKQTY@ASK" (either side may be "0@0": unquoted). */
+/* "SYMBOL:BIDQTY@BID/ASKQTY@ASK"; either side may be left out (SYMBOL:10@3.400/
+ * bids only, SYMBOL:/10@3.440 offers only; "0@0" says the same). */
 static int parse_quote(const char *cmd, hg_client_t *c, const char *s,
                        Hourglass__V1__QuoteEntry *q) {
   const char *colon = strrchr(s, ':');
@@ -833,6 +838,7 @@ int hgctl_quote(int argc, char **argv) {
   const char *usage =
       "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]   (prices in USD)\n"
       "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
+      "  one side only: SYMBOL:BIDQTY@BID/ (bids) or SYMBOL:/ASKQTY@ASK (offers)\n"
       "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
   int rc = net_parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   int64_t g = 0, mq = 0, mw = 0;

@@ -291,7 +291,7 @@ static void test_quotes_and_drop_copy(void **state) {
   (void)state;
   static hgctl_out_t o;
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "B200.A.2027-02:5@0.4/5@0.600", "--quote",
-         "1:2@0.410/0@0", "--mmp-qty", "1", "--mmp-window-ms", "60000");
+         "1:2@0.410/", "--mmp-qty", "1", "--mmp-window-ms", "60000");
   if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
@@ -330,6 +330,16 @@ static void test_quotes_and_drop_copy(void **state) {
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+  /* One side only, the other left out (the old "0@0" still means the same). */
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/1@0.620");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+  RUN(&o, "ladder", "2", "--once", "--depth", "1");
+  assert_non_null(strstr(o.text, "| 0.620        1"));
+  assert_null(strstr(o.text, "0.390"));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
 
   /* Refusals and usage errors. */
   RUN(&o, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
