@@ -523,33 +523,58 @@ const char *net_state_name(uint32_t s) {
   return s == 1 ? "trading" : s == 2 ? "halted" : s == 3 ? "delisted" : "?";
 }
 
+int net_need_format(const char *cmd, const char *s, hgctl_out_t *out) {
+  if (hgctl_out_parse(s, out) == 0) return 0;
+  fprintf(stderr, "hgctl %s: --format must be text, json or csv\n", cmd);
+  return EXIT_USAGE;
+}
+
 int net_list_instruments(const char *cmd, int argc, char **argv) {
-  char usage[48];
-  snprintf(usage, sizeof usage, "%s\n", cmd);
-  const opt_t opts[] = {CONN_OPTS};
+  char usage[96];
+  snprintf(usage, sizeof usage, "%s [--format text|json|csv]\n", cmd);
+  const char *fmt_s = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
-  if (rc) return rc;
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   const Hourglass__V1__InstrumentList *l = NULL;
   if ((rc = fetch_instruments(cmd, c, &l)) == 0) {
     /* tick, min and max in one unit: USD per GPU-hour (raw: the wire's
      * micro-USD tick value and prices in ticks). */
-    printf("%-6s %-20s %-8s %-8s %10s %8s %10s %10s %12s %s\n", "id", "symbol", "grade", "month",
-           net_raw ? "tick" : "tick_usd", "unit", net_raw ? "min" : "min_usd",
-           net_raw ? "max" : "max_usd", "max_qty", "state");
+    const hgctl_col_t cols[] = {{"id", 0},        {"symbol", 1},
+                                {"grade", 1},     {"month", 1},
+                                {net_raw ? "tick" : "tick_usd", 0},
+                                {"unit", 0},      {net_raw ? "min" : "min_usd", 0},
+                                {net_raw ? "max" : "max_usd", 0},
+                                {"max_qty", 0},   {"state", 1}};
+    hgctl_table_t t;
+    if (fmt == HGCTL_OUT_TEXT)
+      printf("%-6s %-20s %-8s %-8s %10s %8s %10s %10s %12s %s\n", cols[0].name, cols[1].name,
+             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name,
+             cols[8].name, cols[9].name);
+    else hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
     for (size_t i = 0; i < l->n_instruments; i++) {
       const Hourglass__V1__InstrumentInfo *x = l->instruments[i];
-      char tick[HGCTL_FMT_LEN];
+      char tick[HGCTL_FMT_LEN], id[16], unit[24], maxq[24];
       if (net_raw) snprintf(tick, sizeof tick, "%" PRId64, x->tick_size);
       else if (x->tick_size % HG_INDEX_TICK_MICRO_USD == 0)
         hgctl_fmt_price(x->tick_size / HG_INDEX_TICK_MICRO_USD, tick);
       else hgctl_fmt_decimal(x->tick_size, 6, tick);
-      printf("%-6u %-20s %-8s %-8s %10s %8" PRId64 " %10s %10s %12" PRId64 " %s\n",
-             x->instrument_id, x->symbol, x->grade ? x->grade : "-",
-             x->delivery_month ? x->delivery_month : "-", tick, x->contract_unit,
-             net_px(x->min_price), net_px(x->max_price), x->max_order_qty, net_state_name(x->state));
+      snprintf(id, sizeof id, "%u", x->instrument_id);
+      snprintf(unit, sizeof unit, "%" PRId64, x->contract_unit);
+      snprintf(maxq, sizeof maxq, "%" PRId64, x->max_order_qty);
+      const char *v[] = {id, x->symbol, x->grade ? x->grade : "-",
+                         x->delivery_month ? x->delivery_month : "-", tick, unit,
+                         net_px(x->min_price), net_px(x->max_price), maxq,
+                         net_state_name(x->state)};
+      if (fmt == HGCTL_OUT_TEXT)
+        printf("%-6s %-20s %-8s %-8s %10s %8s %10s %10s %12s %s\n", v[0], v[1], v[2], v[3], v[4],
+               v[5], v[6], v[7], v[8], v[9]);
+      else hgctl_table_row(&t, v);
     }
+    if (fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
   }
   net_close_session(c);
   return rc;

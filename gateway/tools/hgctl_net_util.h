@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hgctl_table.h"
 #include "hourglass/client.h"
 
 #define EXIT_FAIL 1
@@ -138,6 +139,10 @@ int net_op_reply(const char *cmd, const char *verb, hg_client_t *c, uint64_t seq
 int net_resolve_instrument(const char *cmd, hg_client_t *c, const char *val, uint32_t *id);
 /* `hgctl instruments` and `hgctl op list`: the whole command, cmd naming it. */
 int net_list_instruments(const char *cmd, int argc, char **argv);
+
+/* A --format value (text, json, csv; NULL: text) into *out; EXIT_USAGE
+ * after saying what it may be. */
+int net_need_format(const char *cmd, const char *s, hgctl_out_t *out);
 
 /* Symbols of the listed instruments, fetched before a reply that names
  * instruments by id (a reply lives only until the next receive). At most

@@ -304,6 +304,53 @@ static const char *avg_price(const Hourglass__V1__Position *x, char *buf) {
   return hgctl_fmt_decimal((int64_t)micro, 6, buf);
 }
 
+/* The positions table for scripts: one row per account and contract (an
+ * account without positions: one row with the contract columns missing),
+ * each with the account's cash and margin. */
+static const hgctl_col_t *position_cols(size_t *n) {
+  static const hgctl_col_t usd[] = {
+      {"account", 0}, {"instrument", 0}, {"symbol", 1}, {"net", 0}, {"bought", 0}, {"sold", 0},
+      {"avg_price", 0}, {"settle_usd", 0}, {"pnl_usd", 0}, {"cash_usd", 0},
+      {"initial_margin_usd", 0}, {"excess_equity_usd", 0}};
+  static const hgctl_col_t raw[] = {
+      {"account", 0}, {"instrument", 0}, {"symbol", 1}, {"net", 0}, {"bought", 0}, {"sold", 0},
+      {"open_value", 0}, {"settle", 0}, {"pnl", 0}, {"cash", 0},
+      {"initial_margin", 0}, {"excess_equity", 0}};
+  *n = sizeof usd / sizeof usd[0];
+  return net_raw ? raw : usd;
+}
+
+static void table_positions(hgctl_table_t *t, const Hourglass__V1__Positions *p,
+                            const syms_t *syms) {
+  char acct[16], inst[16], net[24], bought[24], sold[24], avg[HGCTL_FMT_LEN];
+  snprintf(acct, sizeof acct, "%u", p->account);
+  const char *cash = net_usd(p->cash);
+  const char *im = p->has_initial_margin ? net_usd(p->initial_margin) : NULL;
+  const char *ee = p->has_excess_equity ? net_usd(p->excess_equity) : NULL;
+  for (size_t i = 0; i < p->n_positions || (i == 0 && p->n_positions == 0); i++) {
+    const Hourglass__V1__Position *x = p->n_positions ? p->positions[i] : NULL;
+    if (x != NULL) {
+      snprintf(inst, sizeof inst, "%u", x->instrument_id);
+      snprintf(net, sizeof net, "%" PRId64, x->net_qty);
+      snprintf(bought, sizeof bought, "%" PRId64, x->bought_qty);
+      snprintf(sold, sizeof sold, "%" PRId64, x->sold_qty);
+    }
+    const char *v[] = {acct,
+                       x ? inst : NULL,
+                       x ? net_symbol_of(syms, x->instrument_id) : NULL,
+                       x ? net : NULL,
+                       x ? bought : NULL,
+                       x ? sold : NULL,
+                       x ? avg_price(x, avg) : NULL,
+                       x && x->has_settle_price ? net_px(x->settle_price) : NULL,
+                       x && x->has_pnl ? net_usd(x->pnl) : NULL,
+                       cash,
+                       im,
+                       ee};
+    hgctl_table_row(t, v);
+  }
+}
+
 static void print_positions(const Hourglass__V1__Positions *p, const syms_t *syms) {
   printf("account %u cash %s %s\n", p->account, net_usd(p->cash), net_raw ? "micro-USD" : "USD");
   printf("%-10s %-20s %8s %8s %8s %12s %10s %14s\n", "instrument", "symbol", "net", "bought",
@@ -334,13 +381,18 @@ static void print_positions(const Hourglass__V1__Positions *p, const syms_t *sym
 
 int hgctl_positions(int argc, char **argv) {
   const char *cmd = "positions";
-  const char *account = NULL;
-  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}};
+  const char *account = NULL, *fmt_s = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "positions [--account N]\n"
+                     "positions [--account N] [--format text|json|csv]\n"
                      "  traders and market makers: the own account; risk viewers: every\n"
-                     "  account of the own firm, or the one --account names\n");
-  if (rc) return rc;
+                     "  account of the own firm, or the one --account names. json and csv:\n"
+                     "  one row per account and contract, with the account's cash and margin\n");
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
+  size_t ncols;
+  const hgctl_col_t *cols = position_cols(&ncols);
+  hgctl_table_t t;
   int64_t acc = 0;
   if (account && (rc = net_need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) return rc;
   hg_client_t *c = NULL;
@@ -349,10 +401,12 @@ int hgctl_positions(int argc, char **argv) {
   const Hourglass__V1__Positions *p = NULL;
   if ((rc = net_fetch_symbols(cmd, c, &syms)) == 0 &&
       (rc = fetch_positions(cmd, c, (uint32_t)acc, &p)) == 0) {
+    if (fmt != HGCTL_OUT_TEXT) hgctl_table_start(&t, stdout, fmt, cols, ncols);
     if (p->account != 0) {
-      print_positions(p, &syms);
+      if (fmt == HGCTL_OUT_TEXT) print_positions(p, &syms);
+      else table_positions(&t, p, &syms);
     } else if (p->n_firm_accounts == 0) {
-      printf("firm %u has no accounts\n", hg_client_session(c)->firm);
+      if (fmt == HGCTL_OUT_TEXT) printf("firm %u has no accounts\n", hg_client_session(c)->firm);
     } else {
       /* A risk viewer's firm: each account in turn (the list is copied
        * first: a reply lives until the next receive). */
@@ -365,12 +419,17 @@ int hgctl_positions(int argc, char **argv) {
         memcpy(ids, p->firm_accounts, n * sizeof *ids);
         for (size_t i = 0; i < n && rc == 0; i++) {
           if ((rc = fetch_positions(cmd, c, ids[i], &p)) != 0) break;
+          if (fmt != HGCTL_OUT_TEXT) {
+            table_positions(&t, p, &syms);
+            continue;
+          }
           if (i > 0) printf("\n");
           print_positions(p, &syms);
         }
         free(ids);
       }
     }
+    if (fmt != HGCTL_OUT_TEXT && rc == 0) hgctl_table_end(&t);
   }
   net_close_session(c);
   return rc;
@@ -540,11 +599,17 @@ static int scan_stream(const char *cmd, hg_client_t *c, uint64_t next, order_ref
 }
 
 int hgctl_orders(int argc, char **argv) {
-  const char *cmd = "orders";
-  const opt_t opts[] = {CONN_OPTS};
+  const char *cmd = "orders", *fmt_s = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "orders   (this key's live orders: price, quantity, what is left)\n");
-  if (rc) return rc;
+                     "orders [--format text|json|csv]   (this key's live orders: price, "
+                     "quantity, what is left)\n");
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
+  const hgctl_col_t cols[] = {{"order_id", 0}, {"symbol", 1}, {"side", 1},
+                              {net_raw ? "price" : "price_usd", 0}, {"qty", 0}, {"leaves", 0},
+                              {"group", 0}, {"clordid", 0}};
+  hgctl_table_t t;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   static syms_t syms;
@@ -556,8 +621,10 @@ int hgctl_orders(int argc, char **argv) {
                      &ecap, &expired);
   if (rc == 0) {
     qsort(ev, en, sizeof *ev, cmp_oid);
-    printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", "order_id", "symbol", "side",
-           net_raw ? "price" : "price_usd", "qty", "leaves", "group", "clordid");
+    if (fmt == HGCTL_OUT_TEXT)
+      printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
+             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name);
+    else hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
   }
   for (size_t i = 0; rc == 0 && i < nn; i++) {
     if (en > 0 && bsearch(&nv[i], ev, en, sizeof *ev, cmp_oid) != NULL) continue;
@@ -576,13 +643,21 @@ int hgctl_orders(int argc, char **argv) {
     }
     const Hourglass__V1__OrderStatus *st = e->order_status;
     if (!st->live) continue;
-    char group[12] = "-";
+    char group[12] = "-", oid[24], qty[24], leaves[24], clid[24];
     if (st->quote_group) snprintf(group, sizeof group, "%u", st->quote_group);
-    printf("%-12" PRIu64 " %-20s %-4s %10s %10" PRId64 " %10" PRId64 " %-6s %" PRIu64 "\n",
-           st->order_id, net_symbol_of(&syms, st->instrument_id),
-           st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy", net_px(st->price), st->qty,
-           st->leaves, group, st->client_order_id);
+    snprintf(oid, sizeof oid, "%" PRIu64, st->order_id);
+    snprintf(qty, sizeof qty, "%" PRId64, st->qty);
+    snprintf(leaves, sizeof leaves, "%" PRId64, st->leaves);
+    snprintf(clid, sizeof clid, "%" PRIu64, st->client_order_id);
+    const char *v[] = {oid,    net_symbol_of(&syms, st->instrument_id),
+                       st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
+                       net_px(st->price), qty, leaves, group, clid};
+    if (fmt == HGCTL_OUT_TEXT)
+      printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", v[0], v[1], v[2], v[3], v[4], v[5],
+             v[6], v[7]);
+    else hgctl_table_row(&t, v);
   }
+  if (rc == 0 && fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
   fflush(stdout);
   if (rc == 0 && expired) {
     fprintf(stderr, "hgctl %s: the gateway no longer keeps all of this key's history: orders "

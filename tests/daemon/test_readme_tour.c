@@ -246,7 +246,7 @@ static void python_readme_runs_as_printed(void **state) {
                         /* the command lines: a table, an order, CSV, the book in USD */
                         "1   B200.A.2027-01  A      2027-01  0.001",
                         "NEW B200.A.2027-03 order_id=", "price=3.300 qty=3 leaves=3",
-                        "account,symbol,net,bought,sold,avg_price_usd,settle_usd,pnl_usd\n",
+                        "account,symbol,net,bought,sold,avg_price,settle_usd,pnl_usd\n",
                         "snapshot B200.A.2027-03 md_seq="};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     if (strstr(out, want[i]) == NULL) fail_msg("no '%s' in:\n%s", want[i], out);

@@ -19,6 +19,7 @@ import json
 import os
 import ssl
 import sys
+from decimal import Decimal
 
 from . import Client, HgError, HgUsageError, LoginRefused, MarketData, ProtocolError, parse_address, tls_context
 
@@ -35,9 +36,11 @@ def _show(kind, sym, inst, book):
 def _table(rows, fmt, columns):
     """rows (dicts) as a text table, JSON (one array) or CSV, columns in order."""
     if fmt == "json":
-        print(json.dumps([{k: (None if r[k] is None else
-                               str(r[k]) if not isinstance(r[k], (int, bool)) else r[k])
-                           for k in columns} for r in rows]))
+        # Decimals as bare numbers with their exact text (3.420), as hgctl.
+        def val(v):
+            return str(v) if isinstance(v, Decimal) else json.dumps(v)
+        print("[" + ",".join("{" + ",".join("%s:%s" % (json.dumps(k), val(r[k])) for k in columns)
+                             + "}" for r in rows) + "]")
         return
     if fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
@@ -144,7 +147,7 @@ def _run(args):
         status = EXIT_FAIL if reports[0]["exec_type"] == "rejected" else 0
     elif args.cmd == "positions":
         pos, accts = c.position_list(args.account)
-        _table(pos, args.format, ["account", "symbol", "net", "bought", "sold", "avg_price_usd",
+        _table(pos, args.format, ["account", "symbol", "net", "bought", "sold", "avg_price",
                                   "settle_usd", "pnl_usd"])
         if args.format == "text":
             for a in accts:

@@ -226,7 +226,7 @@ class TradingMixin:
                                  inst.tick_usd)
                 pos_rows.append({
                     "account": p.account, "symbol": inst.symbol, "net": x.net_qty,
-                    "bought": x.bought_qty, "sold": x.sold_qty, "avg_price_usd": avg,
+                    "bought": x.bought_qty, "sold": x.sold_qty, "avg_price": avg,
                     "settle_usd": inst.usd(x.settle_price) if x.HasField("settle_price") else None,
                     "pnl_usd": usd_money(x.pnl) if x.HasField("pnl") else None})
             acct_rows.append({

@@ -91,6 +91,11 @@ static void test_orders_and_queries(void **state) {
   RUN(&o, "instruments", "--raw");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "      1000     1000          1     100000"));
+  RUN(&o, "instruments", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "id,symbol,grade,month,tick_usd,unit,min_usd,max_usd,max_qty,state\n",
+                      66) == 0);
+  assert_non_null(strstr(o.text, "\n1,B200.A.2027-01,A,2027-01,0.001,1000,0.001,100.000,"));
 
   /* 0.5 USD = 500 ticks; printed back with three decimals and a UTC time. */
   RUN(&o, "order", "new", "--instrument", "B200.A.2027-01", "--side", "buy", "--qty", "3",
@@ -276,6 +281,19 @@ static void test_risk_viewer_positions_whole_firm(void **state) {
   assert_non_null(b);
   assert_true(a < b);
   assert_null(strstr(o.text, "account 200"));
+  /* For scripts: one row per account and contract, an account without
+   * positions as one row with the contract columns empty. */
+  RUN_AS(&o, RV, "positions", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text,
+                      "account,instrument,symbol,net,bought,sold,avg_price,settle_usd,pnl_usd,"
+                      "cash_usd,initial_margin_usd,excess_equity_usd\n", 114) == 0);
+  assert_non_null(strstr(o.text, "\n150,,,,,,,,,0.00,"));
+  assert_non_null(strstr(o.text, "\n100,"));
+  assert_null(strstr(o.text, "\n200,"));
+  RUN_AS(&o, RV, "positions", "--format", "json", "--account", "150");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "[{\"account\":150,\"instrument\":null,\"symbol\":null,"));
   RUN_AS(&o, RV, "positions", "--account", "150");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "account 150 cash"));
@@ -649,6 +667,18 @@ static void test_orders_lists_live_orders(void **state) {
   assert_null(strstr(o.text, "9601"));
   RUN(&o, "orders", "--raw");
   assert_non_null(strstr(o.text, " buy         450          2          2 -      4501\n"));
+  /* For scripts: the text's column names, a missing group empty or null. */
+  RUN(&o, "orders", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "order_id,symbol,side,price_usd,qty,leaves,group,clordid\n", 56) == 0);
+  assert_non_null(strstr(o.text, ",B200.A.2027-01,buy,0.450,2,2,,4501\n"));
+  RUN(&o, "orders", "--format", "json");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "\"symbol\":\"B200.A.2027-01\",\"side\":\"buy\",\"price_usd\":0.450,"
+                                  "\"qty\":2,\"leaves\":2,\"group\":null,\"clordid\":4501}]\n"));
+  RUN(&o, "orders", "--format", "xml");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "--format must be text, json or csv"));
   RUN(&o, "order", "mass-cancel");
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }
