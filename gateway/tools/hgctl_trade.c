@@ -155,6 +155,34 @@ static int order_request(const char *cmd, hg_client_t *c, int kind, uint32_t ins
   return status;
 }
 
+/* The instrument of the account's live order oid, found by asking each
+ * listed instrument for the order's status (an order of another account
+ * answers like none). 0, or EXIT_FAIL after saying why. */
+static int order_instrument(const char *cmd, hg_client_t *c, uint64_t oid, uint32_t *iid) {
+  static syms_t syms;
+  int rc = net_fetch_symbols(cmd, c, &syms);
+  for (uint32_t i = 0; rc == 0 && i < syms.n; i++) {
+    uint64_t seq = 0;
+    const env_t *e = NULL;
+    if (hg_client_order_status(c, syms.id[i], oid, &seq) != 0) {
+      fprintf(stderr, "hgctl %s: send failed\n", cmd);
+      return EXIT_FAIL;
+    }
+    if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) return rc;
+    if ((rc = net_response_status(cmd, e)) != 0) return rc;
+    if (e->body_case == BODY(ORDER_STATUS) && e->order_status->live) {
+      *iid = syms.id[i];
+      return 0;
+    }
+  }
+  if (rc == 0) {
+    fprintf(stderr, "hgctl %s: no live order %" PRIu64 " of this account (hgctl orders lists "
+                    "them)\n", cmd, oid);
+    rc = EXIT_FAIL;
+  }
+  return rc;
+}
+
 static int cancel_or_replace(int argc, char **argv, int kind) {
   const char *cmd = kind == 0 ? "order cancel" : "order replace";
   const char *instr = NULL, *oid = NULL, *price = NULL, *qty = NULL;
@@ -163,17 +191,15 @@ static int cancel_or_replace(int argc, char **argv, int kind) {
                         {"order-id", &oid, NULL},
                         {"price", &price, NULL},
                         {"qty", &qty, NULL}};
-  const char *usage = kind == 0 ? "order cancel --instrument ID|SYMBOL --order-id N\n"
-                                : "order replace --instrument ID|SYMBOL --order-id N --price USD "
-                                  "--qty N\n";
+  const char *usage = kind == 0 ? "order cancel --order-id N [--instrument ID|SYMBOL]\n"
+                                  "  (without --instrument, the order's is looked up)\n"
+                                : "order replace --order-id N --price USD --qty N "
+                                  "[--instrument ID|SYMBOL]\n"
+                                  "  (without --instrument, the order's is looked up)\n";
   int rc = net_parse(cmd, argc, argv, opts, kind == 0 ? CONN_NOPTS + 2 : CONN_NOPTS + 4, NULL, 0,
                      usage);
   if (rc) return rc;
   int64_t id, price_ticks = 0, q = 0;
-  if (instr == NULL) {
-    fprintf(stderr, "hgctl %s: --instrument is required\n", cmd);
-    return EXIT_USAGE;
-  }
   if ((rc = net_need_num(cmd, "order-id", oid, 1, INT64_MAX, &id))) return rc;
   if (kind == 1) {
     if ((rc = net_need_price(cmd, "price", price, INT64_MIN, &price_ticks))) return rc;
@@ -182,7 +208,8 @@ static int cancel_or_replace(int argc, char **argv, int kind) {
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   uint32_t iid = 0;
-  rc = net_resolve_instrument(cmd, c, instr, &iid);
+  rc = instr != NULL ? net_resolve_instrument(cmd, c, instr, &iid)
+                     : order_instrument(cmd, c, (uint64_t)id, &iid);
   if (rc == 0) rc = order_request(cmd, c, kind, iid, (uint64_t)id, price_ticks, q);
   net_close_session(c);
   return rc;

@@ -651,8 +651,18 @@ static void test_orders_lists_live_orders(void **state) {
   RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.96",
       "--clordid", "9601");
   assert_int_equal(o.status, 0);
-  RUN(&o, "order", "cancel", "--instrument", "2", "--order-id", oid_s);
+  /* The id alone is enough: the order's instrument is looked up among
+   * the account's live orders; another account's order is not found. */
+  const char *const cancel_b[] = {"order", "cancel", "--order-id", oid_s, NULL};
+  hgctl_run_as(&o, TB, NULL, cancel_b);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "no live order "));
+  RUN(&o, "order", "cancel", "--order-id", oid_s);
   assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "CANCELLED "));
+  RUN(&o, "order", "cancel", "--order-id", oid_s);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "(hgctl orders lists them)"));
   /* Another key buys the 0.96 offer whole: filled, not live. */
   const char *const buy[] = {"order", "new", "--instrument", "2", "--side", "buy", "--qty", "1",
                              "--price", "0.96", "--tif", "ioc", NULL};
