@@ -408,6 +408,53 @@ void net_print_exec(const env_t *e) {
   fflush(stdout);
 }
 
+const hgctl_col_t *net_exec_cols(size_t *n) {
+  static const hgctl_col_t usd[] = {
+      {"exec_type", 1}, {"seq", 0},    {"instrument", 0}, {"symbol", 1}, {"order_id", 0},
+      {"clordid", 0},   {"side", 1},   {"price_usd", 0},  {"qty", 0},    {"leaves", 0},
+      {"maker", 0},     {"reason", 1}, {"account", 0},    {"time_utc", 1}};
+  static const hgctl_col_t raw[] = {
+      {"exec_type", 1}, {"seq", 0},    {"instrument", 0}, {"symbol", 1}, {"order_id", 0},
+      {"clordid", 0},   {"side", 1},   {"price", 0},      {"qty", 0},    {"leaves", 0},
+      {"maker", 0},     {"reason", 1}, {"account", 0},    {"ts", 0}};
+  *n = sizeof usd / sizeof usd[0];
+  return net_raw ? raw : usd;
+}
+
+void net_table_exec(hgctl_table_t *t, const env_t *e, const syms_t *syms) {
+  const Hourglass__V1__ExecutionReport *r = e->execution_report;
+  char seq[24], inst[16], oid[24], clid[24], qty[24], leaves[24], acct[16], ts[HGCTL_FMT_LEN];
+  snprintf(seq, sizeof seq, "%" PRIu64, e->seq);
+  snprintf(inst, sizeof inst, "%u", r->instrument_id);
+  snprintf(oid, sizeof oid, "%" PRIu64, r->order_id);
+  snprintf(clid, sizeof clid, "%" PRIu64, r->client_order_id);
+  snprintf(qty, sizeof qty, "%" PRId64, r->qty);
+  snprintf(leaves, sizeof leaves, "%" PRId64, r->leaves);
+  snprintf(acct, sizeof acct, "%u", r->account);
+  if (net_raw) snprintf(ts, sizeof ts, "%" PRIu64, r->ts);
+  else hgctl_fmt_time(r->ts, ts);
+  bool fill = r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL;
+  const char *reason = r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED ? net_reject_name(r->reason)
+                       : r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED
+                           ? net_cancel_name(r->reason)
+                           : NULL;
+  const char *v[] = {exec_name(r->exec_type),
+                     seq,
+                     inst,
+                     net_symbol_of(syms, r->instrument_id),
+                     oid,
+                     clid,
+                     !r->has_side ? NULL : r->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
+                     net_px(r->price),
+                     qty,
+                     leaves,
+                     fill ? (r->maker ? "1" : "0") : NULL,
+                     reason,
+                     r->drop_copy ? acct : NULL,
+                     r->ts ? ts : NULL};
+  hgctl_table_row(t, v);
+}
+
 /* Receives until a frame answers request seq (ExecutionReport or Response
  * with that ref_seq, or the given body with that ref_seq). Returns 0 and *e,
  * or EXIT_FAIL after printing why. */

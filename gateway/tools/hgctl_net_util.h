@@ -158,6 +158,11 @@ int net_fetch_symbols(const char *cmd, hg_client_t *c, syms_t *t);
 /* The symbol of id, "-" if not listed. */
 const char *net_symbol_of(const syms_t *t, uint32_t id);
 
+/* Execution reports as a table for scripts (--format json|csv): the
+ * columns, then one row per report. */
+const hgctl_col_t *net_exec_cols(size_t *n);
+void net_table_exec(hgctl_table_t *t, const env_t *e, const syms_t *syms);
+
 /* A signal handler that sets net_stop. */
 void net_on_signal(int sig);
 

@@ -22,9 +22,8 @@ void hgctl_table_start(hgctl_table_t *t, FILE *f, hgctl_out_t fmt, const hgctl_c
   t->cols = cols;
   t->ncols = ncols;
   t->rows = 0;
-  if (fmt == HGCTL_OUT_JSON) {
-    fputc('[', f);
-  } else if (fmt == HGCTL_OUT_CSV) {
+  t->lines = 0;
+  if (fmt == HGCTL_OUT_CSV) {
     for (size_t i = 0; i < ncols; i++) fprintf(f, "%s%s", i ? "," : "", cols[i].name);
     fputc('\n', f);
   }
@@ -54,7 +53,9 @@ static void csv_field(FILE *f, const char *s) {
 }
 
 void hgctl_table_row(hgctl_table_t *t, const char *const *vals) {
-  if (t->fmt == HGCTL_OUT_JSON) fputs(t->rows ? ",{" : "{", t->f);
+  /* The array opens with the first row (or at the end when there is none),
+   * so that JSON lines may be chosen after the start. */
+  if (t->fmt == HGCTL_OUT_JSON) fputs(t->lines ? "{" : t->rows ? ",{" : "[{", t->f);
   for (size_t i = 0; i < t->ncols; i++) {
     const char *v = vals[i];
     int missing = v == NULL || strcmp(v, "-") == 0;
@@ -70,11 +71,11 @@ void hgctl_table_row(hgctl_table_t *t, const char *const *vals) {
     else if (t->cols[i].text) json_string(t->f, v);
     else fputs(v, t->f);
   }
-  if (t->fmt == HGCTL_OUT_JSON) fputc('}', t->f);
+  if (t->fmt == HGCTL_OUT_JSON) fputs(t->lines ? "}\n" : "}", t->f);
   else fputc('\n', t->f);
   t->rows++;
 }
 
 void hgctl_table_end(hgctl_table_t *t) {
-  if (t->fmt == HGCTL_OUT_JSON) fputs("]\n", t->f);
+  if (t->fmt == HGCTL_OUT_JSON && !t->lines) fputs(t->rows ? "]\n" : "[]\n", t->f);
 }

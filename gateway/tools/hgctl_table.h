@@ -32,12 +32,14 @@ typedef struct hgctl_col {
 typedef struct hgctl_table {
   FILE *f;
   hgctl_out_t fmt;
+  int lines; /* JSON: one object per line, no brackets (a tail that never ends) */
   const hgctl_col_t *cols;
   size_t ncols;
   size_t rows;
 } hgctl_table_t;
 
-/* Starts a JSON or CSV table on f (CSV: the header line). */
+/* Starts a JSON or CSV table on f (CSV: the header line). t->lines may be
+ * set after: JSON lines instead of one array. */
 void hgctl_table_start(hgctl_table_t *t, FILE *f, hgctl_out_t fmt, const hgctl_col_t *cols,
                        size_t ncols);
 

@@ -464,16 +464,31 @@ int hgctl_positions(int argc, char **argv) {
 
 int hgctl_executions(int argc, char **argv) {
   const char *cmd = "executions";
-  const char *last = NULL;
+  const char *last = NULL, *fmt_s = NULL;
   bool follow = false;
-  const opt_t opts[] = {CONN_OPTS, {"last", &last, NULL}, {"follow", NULL, &follow}};
+  const opt_t opts[] = {CONN_OPTS, {"last", &last, NULL}, {"follow", NULL, &follow},
+                        {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "executions [--last N (default 20)] [--follow]\n");
-  if (rc) return rc;
+                     "executions [--last N (default 20)] [--follow] [--format text|json|csv]\n"
+                     "  json: one array, or with --follow one object per line\n");
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
   int64_t n = 20;
   if (last && (rc = net_need_num(cmd, "last", last, 0, 1000, &n))) return rc;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
+  static syms_t syms;
+  hgctl_table_t t;
+  if (fmt != HGCTL_OUT_TEXT) {
+    if ((rc = net_fetch_symbols(cmd, c, &syms)) != 0) {
+      net_close_session(c);
+      return rc;
+    }
+    size_t ncols;
+    const hgctl_col_t *cols = net_exec_cols(&ncols);
+    hgctl_table_start(&t, stdout, fmt, cols, ncols);
+    t.lines = follow;
+  }
   signal(SIGINT, net_on_signal);
   signal(SIGTERM, net_on_signal);
   /* The last n frames of this key's stream, then (with --follow) live ones. */
@@ -517,10 +532,12 @@ int hgctl_executions(int argc, char **argv) {
     }
     if (e->has_seq && left > 0 && e->seq < next) left--;
     if (e->body_case == BODY(EXECUTION_REPORT)) {
-      net_print_exec(e);
+      if (fmt == HGCTL_OUT_TEXT) net_print_exec(e);
+      else net_table_exec(&t, e, &syms);
       if (follow) fflush(stdout); /* a tail is read as it happens, often through a pipe */
     }
   }
+  if (fmt != HGCTL_OUT_TEXT && rc == 0) hgctl_table_end(&t);
   net_close_session(c);
   return rc;
 }

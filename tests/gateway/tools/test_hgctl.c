@@ -468,6 +468,20 @@ static void test_prices_in_usd(void **state) {
   RUN(&o, "executions", "--last", "1");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "price=0.550 qty=1"));
+  /* For scripts: the same report as a row (symbol, USD, UTC). */
+  RUN(&o, "executions", "--last", "1", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "exec_type,seq,instrument,symbol,order_id,clordid,side,price_usd,"
+                              "qty,leaves,maker,reason,account,time_utc\nNEW,", 96) == 0);
+  assert_non_null(strstr(o.text, ",1,B200.A.2027-01,"));
+  assert_non_null(strstr(o.text, ",buy,0.550,1,1,,,,"));
+  /* --last counts the stream's frames, and the table's symbol lookup
+   * answered in it: three frames back reach the report again. */
+  RUN(&o, "executions", "--last", "3", "--format", "json");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "[{\"exec_type\":\"NEW\","));
+  assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,\"qty\":1,\"leaves\":1,"
+                                  "\"maker\":null,\"reason\":null,\"account\":null,\"time_utc\":\""));
   RUN(&o, "positions");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, " USD\n"));

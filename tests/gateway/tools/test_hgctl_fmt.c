@@ -123,6 +123,22 @@ static void test_tables(void **state) {
                                : "[{\"id\":1,\"name\":\"a \\\"b\\\", c\",\"price_usd\":3.420},"
                                  "{\"id\":2,\"name\":null,\"price_usd\":null}]\n");
   }
+  /* JSON lines (a tail): one object a line, no brackets; an empty array. */
+  char buf[256] = "";
+  FILE *m = fmemopen(buf, sizeof buf, "w");
+  assert_non_null(m);
+  hgctl_table_t t;
+  hgctl_table_start(&t, m, HGCTL_OUT_JSON, cols, 3);
+  t.lines = 1;
+  const char *r[] = {"7", "x", "1.5"};
+  hgctl_table_row(&t, r);
+  hgctl_table_row(&t, r);
+  hgctl_table_end(&t);
+  hgctl_table_start(&t, m, HGCTL_OUT_JSON, cols, 3);
+  hgctl_table_end(&t);
+  fclose(m);
+  assert_string_equal(buf, "{\"id\":7,\"name\":\"x\",\"price_usd\":1.5}\n"
+                           "{\"id\":7,\"name\":\"x\",\"price_usd\":1.5}\n[]\n");
 }
 
 int main(void) {
