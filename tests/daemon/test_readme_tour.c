@@ -100,6 +100,16 @@ static void prelude(char *out, size_t cap) {
            g_port);
 }
 
+/* Appends printf-style text to the script in buf (cap bytes). */
+static void script_add(char *buf, size_t cap, const char *fmt, ...) {
+  size_t n = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(buf + n, cap - n, fmt, ap);
+  va_end(ap);
+  assert_true(k >= 0 && (size_t)k < cap - n);
+}
+
 static int setup(void **state) {
   (void)state;
   assert_non_null(du_tmpdir(g_root, sizeof g_root, "tour"));
@@ -134,8 +144,7 @@ static int setup(void **state) {
   /* The makers' first quotes are in the book before the tour starts. */
   char script[2048];
   prelude(script, sizeof script);
-  size_t n = strlen(script);
-  snprintf(script + n, sizeof script - n,
+  script_add(script, sizeof script,
            "export PATH=$PWD/build/release/bin:$PATH HG_TLS=1 HG_CA=$PWD/var/tls/demo.pem\n"
            "export HG_KEY_ID=3001 HG_SECRET=$(awk '$1==3001{print $5}' var/demo-keys)\n"
            "for i in $(seq 240); do\n"
@@ -211,8 +220,7 @@ static void indented_lines(const char *text, const char *prefix, char *out, size
  * README's venv install. */
 static void python_prelude(char *out, size_t cap) {
   prelude(out, cap);
-  size_t n = strlen(out);
-  snprintf(out + n, cap - n,
+  script_add(out, cap,
            "export PATH=$PWD/build/release/bin:$PATH HG_TLS=1 HG_CA=$PWD/var/tls/demo.pem\n"
            "export HG_KEY_ID=3001 HG_SECRET=$(awk '$1==3001{print $5}' var/demo-keys)\n"
            "export PYTHONPATH='%s'\n"
@@ -236,8 +244,7 @@ static void python_readme_runs_as_printed(void **state) {
   snprintf(ppath, sizeof ppath, "%s/use.py", g_root);
   assert_int_equal(du_write_file(ppath, prog), 0);
   python_prelude(script, sizeof script);
-  size_t n = strlen(script);
-  snprintf(script + n, sizeof script - n, "python3 use.py\n");
+  script_add(script, sizeof script, "python3 use.py\n");
   indented_lines(use, "python3 -m hgclient ", script, sizeof script);
   char *out = run_script("python.sh", script);
   /* The program: symbols and USD, the order answered, the positions. */
@@ -263,8 +270,7 @@ static void python_errors_are_one_line(void **state) {
   if (strcmp(g_python, "-") == 0) skip();
   static char script[8192];
   python_prelude(script, sizeof script);
-  size_t n = strlen(script);
-  snprintf(script + n, sizeof script - n,
+  script_add(script, sizeof script,
            "one() { local want=$1; shift; local rc=0; \"$@\" 2>err >/dev/null || rc=$?\n"
            "  cat err; [ $rc -eq $want ] && [ $(wc -l <err) -eq 1 ] && ! grep -q Traceback err; }\n"
            "one 1 env HG_SECRET=00ff '%s' -s -m hgclient positions\n"

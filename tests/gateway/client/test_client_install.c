@@ -39,7 +39,6 @@
 #include "client_util.h"
 #include "pipeline_util.h"
 #include "test_keys.h"
-#include "tls_certs.h"
 
 #define OP 1u
 #define TA 10u
@@ -81,14 +80,6 @@ static void make_prefix(void) {
 
 /* The server: operator OP, traders TA (account ACC_A) and TB (ACC_B), one
  * instrument. */
-/* The TLS server's files (set before it is made). */
-static const char *g_tls_cert, *g_tls_key;
-
-static void tls_on(hg_gateway_config_t *cfg) {
-  cfg->tls_cert = g_tls_cert;
-  cfg->tls_key = g_tls_key;
-}
-
 static void start_server(void) {
   server_made = 1;
   assert_int_equal(ch_two_trader_market(&g_srv, OP, TA, ACC_A, TB, ACC_B, 1), 0);
@@ -138,18 +129,11 @@ static void test_c_install(void **state) {
   free(out);
   /* Over TLS, from HG_TLS and HG_CA as ops/run's banner sets them: a
    * second server with throwaway certificates. */
-  char tdir[300], cert[400], key[400];
+  char tdir[300];
   snprintf(tdir, sizeof tdir, "%s/tls", g_prefix);
   assert_int_equal(mkdir(tdir, 0700), 0);
-  assert_int_equal(ts_tls_make(tdir), 0);
-  snprintf(cert, sizeof cert, "%s/server.pem", tdir);
-  snprintf(key, sizeof key, "%s/server.key", tdir);
-  g_tls_cert = cert;
-  g_tls_key = key;
   ts_server_t tls_srv;
-  ts_server_options_t so = {0};
-  so.tweak = tls_on;
-  assert_int_equal(ts_server_create(&tls_srv, &so), 0);
+  assert_int_equal(ts_server_create_tls(&tls_srv, tdir), 0);
   assert_int_equal(ts_server_add_key(&tls_srv, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
   assert_int_equal(ts_server_run(&tls_srv), 0);
   snprintf(cmd, sizeof cmd, "HG_PORT=%u HG_KEY_ID=%u HG_SECRET=%s HG_TLS=1 HG_CA='%s/ca.pem' "

@@ -32,7 +32,6 @@
 #include "client_util.h"
 #include "hgctl_run.h"
 #include "pipeline_util.h"
-#include "tls_certs.h"
 
 #define OP 1u
 #define TA 10u
@@ -528,26 +527,15 @@ static void test_address_from_environment(void **state) {
 /* A second gateway serving TLS (throwaway certificates): hgctl reaches it
  * with --tls --ca (also written before the command) or HG_TLS/HG_CA, and
  * fails, saying why, without a CA it trusts or without TLS. */
-static char tls_cert[320], tls_key[320];
-
-static void tls_on(hg_gateway_config_t *cfg) {
-  cfg->tls_cert = tls_cert;
-  cfg->tls_key = tls_key;
-}
 
 static void test_over_tls(void **state) {
   (void)state;
   static hgctl_out_t o;
   char dir[256], ca[320];
   assert_non_null(util_tmpdir(dir, "hgctltls"));
-  assert_int_equal(ts_tls_make(dir), 0);
-  snprintf(tls_cert, sizeof tls_cert, "%s/server.pem", dir);
-  snprintf(tls_key, sizeof tls_key, "%s/server.key", dir);
   snprintf(ca, sizeof ca, "%s/ca.pem", dir);
   ts_server_t ts;
-  ts_server_options_t so = {0};
-  so.tweak = tls_on;
-  assert_int_equal(ts_server_create(&ts, &so), 0);
+  assert_int_equal(ts_server_create_tls(&ts, dir), 0);
   assert_int_equal(ts_server_add_key(&ts, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
   assert_int_equal(ts_server_run(&ts), 0);
   char plain_port[16];
