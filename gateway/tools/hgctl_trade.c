@@ -664,7 +664,7 @@ int hgctl_orders(int argc, char **argv) {
     rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
                      &ecap, &expired);
   if (rc == 0) {
-    qsort(ev, en, sizeof *ev, cmp_oid);
+    if (en > 0) qsort(ev, en, sizeof *ev, cmp_oid); /* ev is NULL when none ended */
     if (fmt == HGCTL_OUT_TEXT)
       printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
              cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name);
