@@ -16,6 +16,11 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
 
 #include "cluster.h"
 #include "daemon_log.h"
@@ -214,10 +219,23 @@ static int keys_file_has(const daemon_t *d, uint64_t id) {
   return found;
 }
 
-/* Demo API keys, new random secrets at every start, printed once on stdout
- * (a demo convenience: never logged); a key id the keys file defines keeps
- * the file's secret (ops/run --cluster gives every node the same operator
- * key that way). */
+/* An absolute form of path (as given when realpath fails), for lines a
+ * user pastes in another directory. */
+static const char *abs_path(const char *path, char out[PATH_MAX]) {
+  if (realpath(path, out) == NULL) snprintf(out, PATH_MAX, "%s", path);
+  return out;
+}
+
+/* The demo's key lines, made by demo_keys at start and printed by
+ * demo_banner once the daemon is ready (main thread only). */
+static char demo_key_lines[1024];
+
+/* Demo API keys, as lines that paste as they are (a demo convenience: never
+ * logged). A key id the keys file defines keeps the file's secret, and its
+ * line reads the secret from the file rather than showing it (ops/run keeps
+ * the demo's keys in var/demo-keys so exports survive restarts, and a
+ * cluster node's stdout is its log); the others get new random secrets at
+ * every start, shown once. */
 static int demo_keys(daemon_t *d) {
   static const struct {
     uint64_t id;
@@ -230,14 +248,25 @@ static int demo_keys(daemon_t *d) {
        "market maker, account 3003"},
       {1, HG_ROLE_OPERATOR, 0, 0, "operator"},
   };
-  printf("\nDemo market: %d monthly B200 grade-A contracts (%s .. %s), two market makers\n"
-         "quoting, two inference producers hedging. API keys (new at every start):\n",
-         HG_DEMO_MONTHS, hg_demo_instruments(d->demo)[0].symbol,
-         hg_demo_instruments(d->demo)[HG_DEMO_MONTHS - 1].symbol);
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    if (keys_file_has(d, keys[i].id)) {
-      printf("  %-26s key %llu of %s\n", keys[i].what, (unsigned long long)keys[i].id,
-             d->cfg.keys_file);
+  enum { NKEYS = sizeof keys / sizeof keys[0] };
+  int in_file[NKEYS], all_in_file = 1;
+  for (size_t i = 0; i < NKEYS; i++) {
+    in_file[i] = keys_file_has(d, keys[i].id);
+    all_in_file &= in_file[i];
+  }
+  char file[PATH_MAX];
+  abs_path(d->cfg.keys_file, file);
+  size_t n = 0, cap = sizeof demo_key_lines;
+  n += (size_t)snprintf(demo_key_lines, cap, "and one key per terminal (%s%s):\n",
+                        all_in_file ? "kept across restarts in " : "new at every start",
+                        all_in_file ? file : "");
+  for (size_t i = 0; i < NKEYS && n < cap; i++) {
+    if (in_file[i]) {
+      n += (size_t)snprintf(demo_key_lines + n, cap - n,
+                            "  %-26s export HG_KEY_ID=%llu HG_SECRET=$(awk '$1==%llu{print $5}' "
+                            "%s)\n",
+                            keys[i].what, (unsigned long long)keys[i].id,
+                            (unsigned long long)keys[i].id, file);
       continue;
     }
     uint8_t secret[32];
@@ -248,25 +277,61 @@ static int demo_keys(daemon_t *d) {
     if (rc != 0) return rc;
     char hx[2 * sizeof secret + 1];
     daemon_hex(secret, sizeof secret, hx);
-    printf("  %-26s export HG_KEY_ID=%llu HG_SECRET=%s\n", keys[i].what,
-           (unsigned long long)keys[i].id, hx);
+    hg_wipe(secret, sizeof secret);
+    n += (size_t)snprintf(demo_key_lines + n, cap - n, "  %-26s export HG_KEY_ID=%llu HG_SECRET=%s\n",
+                          keys[i].what, (unsigned long long)keys[i].id, hx);
   }
-  fflush(stdout);
   return 0;
 }
 
-/* The demo's addresses as the listeners really have them (an ephemeral
- * port included), printed once both listen. */
-static void demo_addresses(daemon_t *d) {
+/* 1 if the first certificate of the PEM file is self-signed (its own
+ * issuer): then it is also the CA a client trusts. */
+static int cert_self_signed(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+  fclose(f);
+  int self = x != NULL && X509_check_issued(x, x) == X509_V_OK;
+  X509_free(x);
+  return self;
+}
+
+/* The demo's banner, the last thing the daemon prints at start (after
+ * "ready"): lines that paste as they are, with the addresses the listeners
+ * really have (an ephemeral port included), the trust anchor of the order
+ * entry's TLS, where the tools are, and the keys. */
+static void demo_banner(daemon_t *d) {
   unsigned gw = hg_gateway_port(d->gw), http = hg_http_port(d->http);
-  printf("Order entry: %s:%u   (hgctl and the Python client: export HG_HOST=%s HG_PORT=%u)\n"
+  printf("\nDemo market: %d monthly B200 grade-A contracts (%s .. %s), two market makers\n"
+         "quoting, two inference producers hedging. Paste in each terminal:\n",
+         HG_DEMO_MONTHS, hg_demo_instruments(d->demo)[0].symbol,
+         hg_demo_instruments(d->demo)[HG_DEMO_MONTHS - 1].symbol);
+  /* hgctl is built beside hourglassd. */
+  char exe[PATH_MAX], tool[PATH_MAX + 8];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash != NULL) *slash = '\0';
+    snprintf(tool, sizeof tool, "%s/hgctl", exe);
+    if (access(tool, X_OK) == 0) printf("  export PATH=%s:$PATH\n", exe);
+  }
+  printf("  export HG_HOST=%s HG_PORT=%u\n", d->cfg.order_entry.host, gw);
+  if (hg_daemon_config_tls(&d->cfg)) {
+    char cert[PATH_MAX];
+    abs_path(d->cfg.tls_cert, cert);
+    if (cert_self_signed(cert))
+      printf("  export HG_TLS=1 HG_CA=%s\n", cert);
+    else
+      printf("  export HG_TLS=1 HG_CA=<the CA that signed %s>\n", cert);
+  }
+  fputs(demo_key_lines, stdout);
+  printf("Order entry: %s:%u%s\n"
          "Market page: http://%s:%u/\n"
-         "Then: hgctl instruments; hgctl ladder %s; hgctl order new --help\n\n",
-         d->cfg.order_entry.host, gw, d->cfg.order_entry.host, gw, d->cfg.http.host, http,
-         hg_demo_instruments(d->demo)[0].symbol);
-  if (hg_daemon_config_tls(&d->cfg))
-    printf("Order entry is TLS 1.3: also export HG_TLS=1 HG_CA=<the CA of %s> (hgctl --tls --ca FILE)\n\n",
-           d->cfg.tls_cert);
+         "Then: hgctl instruments; hgctl ladder %s; hgctl order new --help (README.md, "
+         "\"A short tour\")\n\n",
+         d->cfg.order_entry.host, gw, hg_daemon_config_tls(&d->cfg) ? " (TLS 1.3)" : "",
+         d->cfg.http.host, http, hg_demo_instruments(d->demo)[0].symbol);
   fflush(stdout);
 }
 
@@ -655,7 +720,6 @@ static int start_serving(daemon_t *d) {
   if (hg_daemon_config_tls(cfg))
     hg_dlog(HG_LOG_INFO, "gateway", "TLS 1.3 on", "cert=%s client_ca=%s", cfg->tls_cert,
             cfg->tls_client_ca[0] != '\0' ? cfg->tls_client_ca : "none");
-  if (d->demo != NULL) demo_addresses(d);
   if (cfg->synthetic_rate > 0) {
     atomic_store(&d->synth_rate, cfg->synthetic_rate);
     if ((rc = hg_thread_start("hg-synthetic", 0, synth_main, d, &d->synth)) != 0) return rc;
@@ -801,6 +865,7 @@ static int serve_cycle(daemon_t *d) {
     atomic_store(&d->published, 1);
     set_health(d, 1, "ready");
     hg_dlog(HG_LOG_INFO, "daemon", "ready", NULL);
+    if (d->demo != NULL) demo_banner(d);
     rc = signal_loop(d);
   }
   rc = shut_down(d, rc);

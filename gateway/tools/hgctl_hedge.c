@@ -32,9 +32,14 @@
 
 /* -------------------------------------------------------- hedge size */
 
+/* Months one FIRST..LAST range of --months may span. */
+#define HEDGE_RANGE_MAX 120
+
 static void hedge_size_usage(FILE *o) {
-  fputs("usage: hgctl hedge size --gpus N --hours-per-month H|full --months YYYY-MM[,YYYY-MM...]\n"
+  fprintf(o, "usage: hgctl hedge size --gpus N --hours-per-month H|full --months MONTHS\n"
         "                        [--round nearest|down|up] [--ratio R]\n"
+        "  MONTHS: YYYY-MM[,YYYY-MM...], each item a month or a range of months\n"
+        "  FIRST..LAST (2027-03..2027-06: March to June, at most %d months).\n"
         "  Contracts to buy per delivery month to hedge N GPUs used H hours each per\n"
         "  month ('full' = every calendar hour of the month). One contract is 1,000\n"
         "  GPU-hours; contracts = N x H / 1000 rounded to the nearest whole contract\n"
@@ -44,8 +49,9 @@ static void hedge_size_usage(FILE *o) {
         "  --ratio R      hedge R x the exposure (R from `hgctl hedge ratio`, 0 < R <= 10,\n"
         "                 at most 6 decimals): contracts = N x H x R / 1000, rounded as\n"
         "                 above; the columns hedge_ratio and target_gpu_hours (N x H x R)\n"
-        "                 are added and residual = target - hedged.\n",
-        o);
+        "                 are added and residual = target - hedged.\n"
+        "  The last line, total, sums the months' columns.\n",
+        HEDGE_RANGE_MAX);
 }
 
 static const char *round_name(int round) {
@@ -59,6 +65,7 @@ static const char *round_name(int round) {
 static int hedge_size_ratio(const hg_hedge_month_t *rows, size_t nm, int64_t gpus, int64_t ratio,
                             int round) {
   char rb[HGCTL_FMT_LEN], tb[HGCTL_FMT_LEN], sb[HGCTL_FMT_LEN];
+  __int128 te = 0, tt = 0, tc = 0, th = 0, tr = 0;
   printf("# contracts = gpus x hours x ratio / %d GPU-hours, rounded %s; residual = target - "
          "hedged\n",
          HG_HEDGE_CONTRACT_GPU_HOURS, round_name(round));
@@ -76,7 +83,18 @@ static int hedge_size_ratio(const hg_hedge_month_t *rows, size_t nm, int64_t gpu
            r->year, r->month, gpus, r->hours_per_gpu, r->exposure,
            hgctl_fmt_decimal(ratio, 6, rb), hgctl_fmt_decimal(z.target, 6, tb), z.contracts,
            z.hedged, hgctl_fmt_decimal(z.residual, 6, sb));
+    te += r->exposure;
+    tt += z.target;
+    tc += z.contracts;
+    th += z.hedged;
+    tr += z.residual;
   }
+  /* The months' sums; the ratio column stays empty (one ratio for all). */
+  if (tt <= INT64_MAX && tt >= INT64_MIN && te <= INT64_MAX && th <= INT64_MAX &&
+      tr <= INT64_MAX && tr >= INT64_MIN)
+    printf("total,,,%" PRId64 ",,%s,%" PRId64 ",%" PRId64 ",%s\n", (int64_t)te,
+           hgctl_fmt_decimal((int64_t)tt, 6, tb), (int64_t)tc, (int64_t)th,
+           hgctl_fmt_decimal((int64_t)tr, 6, sb));
   return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
 }
 
@@ -123,38 +141,67 @@ int hgctl_hedge_size(int argc, char **argv) {
                     "at most 6 decimals (e.g. 0.821429)\n", ratio_s);
     return EXIT_USAGE;
   }
-  /* Validate every month before printing anything. */
-  size_t nm = hgctl_list_count(months_s);
-  hg_hedge_month_t *rows = calloc(nm, sizeof *rows);
+  /* Validate every month before printing anything: the items, each a
+   * month or a FIRST..LAST range, expanded into months. */
+  size_t nitems = hgctl_list_count(months_s), nm = 0, cap = nitems;
+  hg_hedge_month_t *rows = calloc(cap, sizeof *rows);
   if (rows == NULL) return EXIT_INPUT;
   const char *next = months_s;
-  for (size_t k = 0; k < nm; k++) {
+  for (size_t k = 0; k < nitems; k++) {
     size_t len;
     const char *p = hgctl_list_next(&next, &len);
-    unsigned y, m;
-    if (hg_hedge_month_parse(p, len, &y, &m) != 0) {
-      fprintf(stderr, "hgctl hedge size: month '%.*s' is not YYYY-MM\n", (int)len, p);
-      free(rows);
-      return EXIT_USAGE;
-    }
-    for (size_t j = 0; j < k; j++)
-      if (rows[j].year == y && rows[j].month == m) {
-        fprintf(stderr, "hgctl hedge size: month %.*s is given twice; each month once\n", (int)len,
-                p);
-        free(rows);
-        return EXIT_USAGE;
-      }
-    rc = hg_hedge_size(gpus, hours, y, m, round, &rows[k]);
-    if (rc == HG_ERANGE) {
-      fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %.*s has\n", hours,
+    unsigned y, m, ly, lm;
+    const char *dots = memchr(p, '.', len);
+    size_t first_len = dots != NULL ? (size_t)(dots - p) : len;
+    int bad = hg_hedge_month_parse(p, first_len, &y, &m) != 0;
+    ly = y;
+    lm = m;
+    if (!bad && dots != NULL)
+      bad = len < first_len + 3 || dots[1] != '.' ||
+            hg_hedge_month_parse(dots + 2, len - first_len - 2, &ly, &lm) != 0;
+    if (bad) {
+      fprintf(stderr, "hgctl hedge size: month '%.*s' is not YYYY-MM or a range YYYY-MM..YYYY-MM\n",
               (int)len, p);
       free(rows);
       return EXIT_USAGE;
     }
-    if (rc != 0) {
-      fprintf(stderr, "hgctl hedge size: %.*s: %s\n", (int)len, p, hg_strerror(rc));
+    long span = ((long)ly * 12 + lm) - ((long)y * 12 + m) + 1;
+    if (span < 1 || span > HEDGE_RANGE_MAX) {
+      fprintf(stderr, "hgctl hedge size: range '%.*s' must run forwards over 1 to %d months\n",
+              (int)len, p, HEDGE_RANGE_MAX);
       free(rows);
       return EXIT_USAGE;
+    }
+    if (nm + (size_t)span > cap) {
+      cap = nm + (size_t)span + nitems;
+      hg_hedge_month_t *grown = realloc(rows, cap * sizeof *rows);
+      if (grown == NULL) {
+        free(rows);
+        return EXIT_INPUT;
+      }
+      rows = grown;
+    }
+    for (long i = 0; i < span; i++, m = m == 12 ? 1 : m + 1, y += m == 1) {
+      for (size_t j = 0; j < nm; j++)
+        if (rows[j].year == y && rows[j].month == m) {
+          fprintf(stderr, "hgctl hedge size: month %04u-%02u is given twice; each month once\n",
+                  y, m);
+          free(rows);
+          return EXIT_USAGE;
+        }
+      rc = hg_hedge_size(gpus, hours, y, m, round, &rows[nm]);
+      if (rc == HG_ERANGE) {
+        fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %04u-%02u has\n",
+                hours, y, m);
+        free(rows);
+        return EXIT_USAGE;
+      }
+      if (rc != 0) {
+        fprintf(stderr, "hgctl hedge size: %04u-%02u: %s\n", y, m, hg_strerror(rc));
+        free(rows);
+        return EXIT_USAGE;
+      }
+      nm++;
     }
   }
   if (ratio_s != NULL) {

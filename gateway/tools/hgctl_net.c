@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
@@ -142,6 +143,10 @@ int net_need_num(const char *cmd, const char *name, const char *s, int64_t lo, i
   return 0;
 }
 
+/* A price in USD per GPU-hour typed as a whole number from this many ticks
+ * (1000 USD) up is taken for ticks typed without --raw. */
+#define HGCTL_TICKS_TYPO_MIN 1000000
+
 /* A price option in USD per GPU-hour ("3.42"), above zero; or in ticks
  * from lo up with --raw. */
 int net_need_price(const char *cmd, const char *name, const char *s, int64_t lo,
@@ -150,6 +155,15 @@ int net_need_price(const char *cmd, const char *name, const char *s, int64_t lo,
   int rc = hgctl_decimal_parse(s, 3, 0, out);
   if (rc != 0) {
     fprintf(stderr, "hgctl %s: --%s '%s' %s\n", cmd, name, s, hgctl_decimal_error(rc, 3));
+    return EXIT_USAGE;
+  }
+  /* A whole number of 1000 or more is ticks typed without --raw: no
+   * contract trades at 1000 USD per GPU-hour. */
+  if (strchr(s, '.') == NULL && *out >= HGCTL_TICKS_TYPO_MIN) {
+    char ticks[HGCTL_FMT_LEN];
+    fprintf(stderr, "hgctl %s: --%s '%s' is %s USD per GPU-hour: did you mean %s? (prices are "
+                    "in USD per GPU-hour; --raw takes ticks)\n", cmd, name, s, s,
+            hgctl_fmt_price(*out / 1000, ticks));
     return EXIT_USAGE;
   }
   return 0;
@@ -394,6 +408,53 @@ void net_print_exec(const env_t *e) {
   fflush(stdout);
 }
 
+const hgctl_col_t *net_exec_cols(size_t *n) {
+  static const hgctl_col_t usd[] = {
+      {"exec_type", 1}, {"seq", 0},    {"instrument", 0}, {"symbol", 1}, {"order_id", 0},
+      {"clordid", 0},   {"side", 1},   {"price_usd", 0},  {"qty", 0},    {"leaves", 0},
+      {"maker", 0},     {"reason", 1}, {"account", 0},    {"time_utc", 1}};
+  static const hgctl_col_t raw[] = {
+      {"exec_type", 1}, {"seq", 0},    {"instrument", 0}, {"symbol", 1}, {"order_id", 0},
+      {"clordid", 0},   {"side", 1},   {"price", 0},      {"qty", 0},    {"leaves", 0},
+      {"maker", 0},     {"reason", 1}, {"account", 0},    {"ts", 0}};
+  *n = sizeof usd / sizeof usd[0];
+  return net_raw ? raw : usd;
+}
+
+void net_table_exec(hgctl_table_t *t, const env_t *e, const syms_t *syms) {
+  const Hourglass__V1__ExecutionReport *r = e->execution_report;
+  char seq[24], inst[16], oid[24], clid[24], qty[24], leaves[24], acct[16], ts[HGCTL_FMT_LEN];
+  snprintf(seq, sizeof seq, "%" PRIu64, e->seq);
+  snprintf(inst, sizeof inst, "%u", r->instrument_id);
+  snprintf(oid, sizeof oid, "%" PRIu64, r->order_id);
+  snprintf(clid, sizeof clid, "%" PRIu64, r->client_order_id);
+  snprintf(qty, sizeof qty, "%" PRId64, r->qty);
+  snprintf(leaves, sizeof leaves, "%" PRId64, r->leaves);
+  snprintf(acct, sizeof acct, "%u", r->account);
+  if (net_raw) snprintf(ts, sizeof ts, "%" PRIu64, r->ts);
+  else hgctl_fmt_time(r->ts, ts);
+  bool fill = r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL;
+  const char *reason = r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED ? net_reject_name(r->reason)
+                       : r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED
+                           ? net_cancel_name(r->reason)
+                           : NULL;
+  const char *v[] = {exec_name(r->exec_type),
+                     seq,
+                     inst,
+                     net_symbol_of(syms, r->instrument_id),
+                     oid,
+                     clid,
+                     !r->has_side ? NULL : r->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
+                     net_px(r->price),
+                     qty,
+                     leaves,
+                     fill ? (r->maker ? "1" : "0") : NULL,
+                     reason,
+                     r->drop_copy ? acct : NULL,
+                     r->ts ? ts : NULL};
+  hgctl_table_row(t, v);
+}
+
 /* Receives until a frame answers request seq (ExecutionReport or Response
  * with that ref_seq, or the given body with that ref_seq). Returns 0 and *e,
  * or EXIT_FAIL after printing why. */
@@ -486,7 +547,8 @@ static int instrument_by_symbol(const char *cmd, hg_client_t *c, const char *sym
   int rc = fetch_instruments(cmd, c, &l);
   if (rc) return rc;
   for (size_t i = 0; i < l->n_instruments; i++) {
-    if (strcmp(l->instruments[i]->symbol, sym) == 0) {
+    /* Symbols are upper case; b200.a.2027-03 names the same contract. */
+    if (strcasecmp(l->instruments[i]->symbol, sym) == 0) {
       *id = l->instruments[i]->instrument_id;
       return 0;
     }
@@ -508,33 +570,58 @@ const char *net_state_name(uint32_t s) {
   return s == 1 ? "trading" : s == 2 ? "halted" : s == 3 ? "delisted" : "?";
 }
 
+int net_need_format(const char *cmd, const char *s, hgctl_out_t *out) {
+  if (hgctl_out_parse(s, out) == 0) return 0;
+  fprintf(stderr, "hgctl %s: --format must be text, json or csv\n", cmd);
+  return EXIT_USAGE;
+}
+
 int net_list_instruments(const char *cmd, int argc, char **argv) {
-  char usage[48];
-  snprintf(usage, sizeof usage, "%s\n", cmd);
-  const opt_t opts[] = {CONN_OPTS};
+  char usage[96];
+  snprintf(usage, sizeof usage, "%s [--format text|json|csv]\n", cmd);
+  const char *fmt_s = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
-  if (rc) return rc;
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   const Hourglass__V1__InstrumentList *l = NULL;
   if ((rc = fetch_instruments(cmd, c, &l)) == 0) {
     /* tick, min and max in one unit: USD per GPU-hour (raw: the wire's
      * micro-USD tick value and prices in ticks). */
-    printf("%-6s %-20s %-8s %-8s %10s %8s %10s %10s %12s %s\n", "id", "symbol", "grade", "month",
-           net_raw ? "tick" : "tick_usd", "unit", net_raw ? "min" : "min_usd",
-           net_raw ? "max" : "max_usd", "max_qty", "state");
+    const hgctl_col_t cols[] = {{"id", 0},        {"symbol", 1},
+                                {"grade", 1},     {"month", 1},
+                                {net_raw ? "tick" : "tick_usd", 0},
+                                {"unit", 0},      {net_raw ? "min" : "min_usd", 0},
+                                {net_raw ? "max" : "max_usd", 0},
+                                {"max_qty", 0},   {"state", 1}};
+    hgctl_table_t t;
+    if (fmt == HGCTL_OUT_TEXT)
+      printf("%-6s %-20s %-8s %-8s %10s %8s %10s %10s %12s %s\n", cols[0].name, cols[1].name,
+             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name,
+             cols[8].name, cols[9].name);
+    else hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
     for (size_t i = 0; i < l->n_instruments; i++) {
       const Hourglass__V1__InstrumentInfo *x = l->instruments[i];
-      char tick[HGCTL_FMT_LEN];
+      char tick[HGCTL_FMT_LEN], id[16], unit[24], maxq[24];
       if (net_raw) snprintf(tick, sizeof tick, "%" PRId64, x->tick_size);
       else if (x->tick_size % HG_INDEX_TICK_MICRO_USD == 0)
         hgctl_fmt_price(x->tick_size / HG_INDEX_TICK_MICRO_USD, tick);
       else hgctl_fmt_decimal(x->tick_size, 6, tick);
-      printf("%-6u %-20s %-8s %-8s %10s %8" PRId64 " %10s %10s %12" PRId64 " %s\n",
-             x->instrument_id, x->symbol, x->grade ? x->grade : "-",
-             x->delivery_month ? x->delivery_month : "-", tick, x->contract_unit,
-             net_px(x->min_price), net_px(x->max_price), x->max_order_qty, net_state_name(x->state));
+      snprintf(id, sizeof id, "%u", x->instrument_id);
+      snprintf(unit, sizeof unit, "%" PRId64, x->contract_unit);
+      snprintf(maxq, sizeof maxq, "%" PRId64, x->max_order_qty);
+      const char *v[] = {id, x->symbol, x->grade ? x->grade : "-",
+                         x->delivery_month ? x->delivery_month : "-", tick, unit,
+                         net_px(x->min_price), net_px(x->max_price), maxq,
+                         net_state_name(x->state)};
+      if (fmt == HGCTL_OUT_TEXT)
+        printf("%-6s %-20s %-8s %-8s %10s %8s %10s %10s %12s %s\n", v[0], v[1], v[2], v[3], v[4],
+               v[5], v[6], v[7], v[8], v[9]);
+      else hgctl_table_row(&t, v);
     }
+    if (fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
   }
   net_close_session(c);
   return rc;

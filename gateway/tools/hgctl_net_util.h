@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hgctl_table.h"
 #include "hourglass/client.h"
 
 #define EXIT_FAIL 1
@@ -139,6 +140,10 @@ int net_resolve_instrument(const char *cmd, hg_client_t *c, const char *val, uin
 /* `hgctl instruments` and `hgctl op list`: the whole command, cmd naming it. */
 int net_list_instruments(const char *cmd, int argc, char **argv);
 
+/* A --format value (text, json, csv; NULL: text) into *out; EXIT_USAGE
+ * after saying what it may be. */
+int net_need_format(const char *cmd, const char *s, hgctl_out_t *out);
+
 /* Symbols of the listed instruments, fetched before a reply that names
  * instruments by id (a reply lives only until the next receive). At most
  * SYMS_MAX are kept. */
@@ -152,6 +157,11 @@ typedef struct syms {
 int net_fetch_symbols(const char *cmd, hg_client_t *c, syms_t *t);
 /* The symbol of id, "-" if not listed. */
 const char *net_symbol_of(const syms_t *t, uint32_t id);
+
+/* Execution reports as a table for scripts (--format json|csv): the
+ * columns, then one row per report. */
+const hgctl_col_t *net_exec_cols(size_t *n);
+void net_table_exec(hgctl_table_t *t, const env_t *e, const syms_t *syms);
 
 /* A signal handler that sets net_stop. */
 void net_on_signal(int sig);

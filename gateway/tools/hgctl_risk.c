@@ -63,20 +63,50 @@ int hgctl_dropcopy(int argc, char **argv) {
 
 /* ---------------------------------------------------------- statement */
 
+/* A listed instrument's symbol, NULL if none. */
+static const char *syms_symbol(const void *ctx, uint32_t id) {
+  const char *s = net_symbol_of(ctx, id);
+  return strcmp(s, "-") == 0 ? NULL : s;
+}
+
+/* A risk viewer's statement needs --account: says which accounts of its
+ * firm it may name (a Positions request without an account lists them).
+ * Returns the exit status (usage). */
+static int name_firm_accounts(const char *cmd, hg_client_t *c) {
+  uint64_t seq = 0;
+  const env_t *e = NULL;
+  int rc;
+  if (hg_client_positions(c, 0, &seq) != 0 || (rc = net_await_reply(cmd, c, seq, &e)) != 0 ||
+      e->body_case != BODY(POSITIONS)) {
+    fprintf(stderr, "hgctl %s: a risk viewer names the account: --account N\n", cmd);
+    return EXIT_USAGE;
+  }
+  const Hourglass__V1__Positions *p = e->positions;
+  fprintf(stderr, "hgctl %s: a risk viewer names the account: --account N, one of firm %u's:",
+          cmd, (unsigned)hg_client_session(c)->firm);
+  for (size_t k = 0; k < p->n_firm_accounts; k++)
+    fprintf(stderr, "%s %u", k ? "," : "", (unsigned)p->firm_accounts[k]);
+  fprintf(stderr, "%s\n", p->n_firm_accounts ? "" : " (none yet)");
+  return EXIT_USAGE;
+}
+
 /* Fetches every page of the account's statement and prints it with the
  * same writer as `hgctl statement --data`. */
 int hgctl_statement_remote(int argc, char **argv) {
   const char *cmd = "statement", *account = NULL, *instr = NULL, *fmt = NULL;
-  bool remote = false;
+  bool remote = false, usd = false;
   const opt_t opts[] = {CONN_OPTS,
                         {"remote", NULL, &remote},
+                        {"usd", NULL, &usd},
                         {"account", &account, NULL},
                         {"instrument", &instr, NULL},
                         {"format", &fmt, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "statement --remote [--account N] [--instrument I] [--format csv|json]\n"
+                     "statement --remote [--account N] [--instrument I] [--format csv|json] "
+                     "[--usd]\n"
                  "  the statement of the own account (risk viewers: --account of the own\n"
-                 "  firm) from the gateway, in the format of `hgctl statement --data`\n");
+                 "  firm) from the gateway, in the format of `hgctl statement --data`\n"
+                 "  (--usd: in USD, UTC times and symbols)\n");
   int64_t acc = 0, inst = 0;
   if (rc || (account && (rc = net_need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) ||
       (instr && (rc = net_need_num(cmd, "instrument", instr, 1, UINT32_MAX - 1, &inst))))
@@ -88,6 +118,16 @@ int hgctl_statement_remote(int argc, char **argv) {
   }
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
+  if (acc == 0 && hg_client_session(c)->role == HOURGLASS__V1__ROLE__ROLE_RISK_VIEWER) {
+    rc = name_firm_accounts(cmd, c);
+    net_close_session(c);
+    return rc;
+  }
+  static syms_t syms;
+  if (usd && (rc = net_fetch_symbols(cmd, c, &syms)) != 0) {
+    net_close_session(c);
+    return rc;
+  }
   hg_ledger_entry_t *ent = NULL;
   size_t n = 0, cap = 0;
   uint64_t from = 0;
@@ -147,8 +187,9 @@ int hgctl_statement_remote(int argc, char **argv) {
   }
   net_close_session(c);
   if (rc == 0) {
-    rc = hgctl_statement_print(ent, n, who, inst ? (uint32_t)inst : HG_CLR_NO_INSTRUMENT, json,
-                               stdout);
+    uint32_t which = inst ? (uint32_t)inst : HG_CLR_NO_INSTRUMENT;
+    rc = usd ? hgctl_statement_print_usd(ent, n, who, which, json, syms_symbol, &syms, stdout)
+             : hgctl_statement_print(ent, n, who, which, json, stdout);
     if (rc != 0) {
       fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
       rc = EXIT_FAIL;

@@ -11,6 +11,7 @@
 #include "hgctl_fmt.h"
 #include "hgctl_net.h"
 #include "hgctl_replay.h"
+#include "hgctl_table.h"
 #include "hgctl_tools.h"
 
 #include <dirent.h>
@@ -73,6 +74,52 @@ int hgctl_statement_print(const hg_ledger_entry_t *e, size_t n, uint32_t account
   if (rc == 0 && fflush(out) != 0) rc = -EIO;
   free(b.p);
   return rc;
+}
+
+int hgctl_statement_print_usd(const hg_ledger_entry_t *e, size_t n, uint32_t account,
+                              uint32_t instrument, bool json,
+                              const char *(*sym)(const void *ctx, uint32_t id), const void *ctx,
+                              FILE *out) {
+  static const hgctl_col_t cols[] = {
+      {"index", 0},  {"seq", 0},         {"time_utc", 1},    {"account", 0},
+      {"instrument", 0}, {"symbol", 1},  {"kind", 1},        {"amount_usd", 0},
+      {"balance_usd", 0}, {"price_usd", 0}, {"qty", 0}};
+  static const char *const kinds[] = {"?", "DEPOSIT", "WITHDRAWAL", "VM", "FINAL", "FEE"};
+  hgctl_table_t t;
+  hgctl_table_start(&t, out, json ? HGCTL_OUT_JSON : HGCTL_OUT_CSV, cols,
+                    sizeof cols / sizeof cols[0]);
+  for (size_t i = 0; i < n; i++) {
+    const hg_ledger_entry_t *x = &e[i];
+    if (x->account != account ||
+        (instrument != HG_CLR_NO_INSTRUMENT && x->instrument != instrument))
+      continue;
+    bool has_inst = x->instrument != HG_CLR_NO_INSTRUMENT;
+    /* price and qty mean something for VM (DSP, position) and FINAL (FSP,
+     * position closed) only. */
+    bool has_px = x->kind == HG_LEDGER_VM || x->kind == HG_LEDGER_FINAL;
+    char idx[24], seq[24], ts[HGCTL_FMT_LEN], acct[16], inst[16], amt[HGCTL_FMT_LEN],
+        bal[HGCTL_FMT_LEN], px[HGCTL_FMT_LEN], qty[24];
+    snprintf(idx, sizeof idx, "%" PRIu64, x->index);
+    snprintf(seq, sizeof seq, "%" PRIu64, x->seq);
+    snprintf(acct, sizeof acct, "%" PRIu32, x->account);
+    snprintf(inst, sizeof inst, "%" PRIu32, x->instrument);
+    snprintf(qty, sizeof qty, "%" PRId64, x->qty);
+    const char *sy = has_inst && sym != NULL ? sym(ctx, x->instrument) : NULL;
+    const char *v[] = {idx,
+                       seq,
+                       hgctl_fmt_time(x->ts, ts),
+                       acct,
+                       has_inst ? inst : NULL,
+                       sy,
+                       x->kind >= 1 && x->kind <= 5 ? kinds[x->kind] : kinds[0],
+                       hgctl_fmt_money(x->amount, amt),
+                       hgctl_fmt_money(x->balance, bal),
+                       has_px ? hgctl_fmt_price(x->price, px) : NULL,
+                       has_px ? qty : NULL};
+    hgctl_table_row(&t, v);
+  }
+  hgctl_table_end(&t);
+  return fflush(out) == 0 ? 0 : -EIO;
 }
 
 static int collect_ledger(const hg_clearing_t *c, hg_ledger_entry_t **out, size_t *n) {
@@ -443,14 +490,20 @@ static void statement_usage(FILE *o) {
         "  Replays the data directory's journal (read-only) and prints account A's\n"
         "  statement: every cash movement (deposits, withdrawals, variation margin,\n"
         "  final settlement, fees), oldest first, with the balance after each; only\n"
-        "  those of instrument I with --instrument. CSV (default) or JSON.\n"
+        "  those of instrument I with --instrument. CSV (default) or JSON, in the\n"
+        "  ledger's units (micro-USD, ticks, ns, instrument ids: what a replay\n"
+        "  compares byte for byte).\n"
+        "  --usd          instead in USD, USD per GPU-hour, UTC times and symbols:\n"
+        "                 index,seq,time_utc,account,instrument,symbol,kind,amount_usd,\n"
+        "                 balance_usd,price_usd,qty (price and qty: VM and FINAL only;\n"
+        "                 with --remote the symbol of a contract no longer listed is empty)\n"
         "  --trades       instead, the account's trades (CSV): trade_id (seq.k, as\n"
         "                 in replay --fills),seq,time_utc,instrument,symbol,side,\n"
         "                 aggressor (yes: the account's order took liquidity),\n"
         "                 price_usd,qty,position_after, and settled_by_index and\n"
         "                 settled_by_seq: the statement entry (VM or FINAL) whose\n"
         "                 amount includes the trade, empty while none has\n" CAPS_HELP
-        "   or: hgctl statement --remote [--account N] [--instrument I] [--format csv|json]\n"
+        "   or: hgctl statement --remote [--account N] [--instrument I] [--format csv|json] [--usd]\n"
         "  The same statement of the own account from the gateway (risk viewers:\n"
         "  --account of the own firm); 'hgctl statement --remote --help' for the\n"
         "  connection options.\n",
@@ -490,12 +543,16 @@ static int print_trades(const replay_t *rp, uint32_t instrument, FILE *o) {
   return 0;
 }
 
+static const char *replay_sym(const void *ctx, uint32_t id) {
+  return hgctl_replay_symbol(ctx, id);
+}
+
 int hgctl_statement(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
     if (strcmp(argv[i], "--remote") == 0) return hgctl_statement_remote(argc, argv);
   const char *data = NULL, *acct_s = NULL, *inst_s = NULL, *fmt = NULL, *mi = NULL, *ma = NULL,
              *mo = NULL;
-  bool trades = false;
+  bool trades = false, usd = false;
   const hgctl_opt_t opts[] = {{"--data", &data, NULL},
                         {"--account", &acct_s, NULL},
                         {"--instrument", &inst_s, NULL},
@@ -503,8 +560,9 @@ int hgctl_statement(int argc, char **argv) {
                         {"--max-instruments", &mi, NULL},
                         {"--max-accounts", &ma, NULL},
                         {"--max-book-orders", &mo, NULL},
-                        {"--trades", NULL, &trades}};
-  int rc = hgctl_parse_opts("statement", argc, argv, opts, 8, statement_usage);
+                        {"--trades", NULL, &trades},
+                        {"--usd", NULL, &usd}};
+  int rc = hgctl_parse_opts("statement", argc, argv, opts, 9, statement_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if (!data || !acct_s) {
     fprintf(stderr, "hgctl statement: missing %s\n", !data ? "--data" : "--account");
@@ -526,8 +584,8 @@ int hgctl_statement(int argc, char **argv) {
     fprintf(stderr, "hgctl statement: --format must be csv or json\n");
     return EXIT_USAGE;
   }
-  if (trades && json) {
-    fprintf(stderr, "hgctl statement: --trades is CSV only\n");
+  if (trades && (json || usd)) {
+    fprintf(stderr, "hgctl statement: --trades is CSV only, in USD already\n");
     return EXIT_USAGE;
   }
   replay_t rp;
@@ -550,8 +608,18 @@ int hgctl_statement(int argc, char **argv) {
     status = rc == 0 && fflush(stdout) == 0 ? 0 : EXIT_INPUT;
     goto out;
   }
-  rc = json ? hg_clearing_statement_json_file(c, (hg_account_t)acct, (uint32_t)inst, stdout)
-            : hg_clearing_statement_csv_file(c, (hg_account_t)acct, (uint32_t)inst, stdout);
+  if (usd) {
+    hg_ledger_entry_t *le = NULL;
+    size_t ln = 0;
+    rc = collect_ledger(c, &le, &ln);
+    if (rc == 0)
+      rc = hgctl_statement_print_usd(le, ln, (uint32_t)acct, (uint32_t)inst, json, replay_sym,
+                                     &rp, stdout);
+    free(le);
+  } else {
+    rc = json ? hg_clearing_statement_json_file(c, (hg_account_t)acct, (uint32_t)inst, stdout)
+              : hg_clearing_statement_csv_file(c, (hg_account_t)acct, (uint32_t)inst, stdout);
+  }
   if (rc != 0) {
     fprintf(stderr, "hgctl statement: %s\n", hg_strerror(rc));
     goto out;

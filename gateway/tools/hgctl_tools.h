@@ -40,4 +40,15 @@ int hgctl_load_series(const char *what, const char *path, bool fixings, hg_hedge
 int hgctl_statement_print(const hg_ledger_entry_t *e, size_t n, uint32_t account,
                           uint32_t instrument, bool json, FILE *out);
 
+/* The same statement for people and notebooks (--usd): CSV or JSON rows
+ * (hgctl_table.h) with the columns index,seq,time_utc,account,instrument,
+ * symbol,kind,amount_usd,balance_usd,price_usd,qty: money in USD, prices in
+ * USD per GPU-hour, times in UTC, the instrument's symbol from sym(ctx, id)
+ * (NULL: none known). Never compared byte for byte: the ledger's units stay
+ * the default. 0 or -EIO. */
+int hgctl_statement_print_usd(const hg_ledger_entry_t *e, size_t n, uint32_t account,
+                              uint32_t instrument, bool json,
+                              const char *(*sym)(const void *ctx, uint32_t id), const void *ctx,
+                              FILE *out);
+
 #endif /* HOURGLASS_HGCTL_TOOLS_H */

@@ -155,6 +155,34 @@ static int order_request(const char *cmd, hg_client_t *c, int kind, uint32_t ins
   return status;
 }
 
+/* The instrument of the account's live order oid, found by asking each
+ * listed instrument for the order's status (an order of another account
+ * answers like none). 0, or EXIT_FAIL after saying why. */
+static int order_instrument(const char *cmd, hg_client_t *c, uint64_t oid, uint32_t *iid) {
+  static syms_t syms;
+  int rc = net_fetch_symbols(cmd, c, &syms);
+  for (uint32_t i = 0; rc == 0 && i < syms.n; i++) {
+    uint64_t seq = 0;
+    const env_t *e = NULL;
+    if (hg_client_order_status(c, syms.id[i], oid, &seq) != 0) {
+      fprintf(stderr, "hgctl %s: send failed\n", cmd);
+      return EXIT_FAIL;
+    }
+    if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) return rc;
+    if ((rc = net_response_status(cmd, e)) != 0) return rc;
+    if (e->body_case == BODY(ORDER_STATUS) && e->order_status->live) {
+      *iid = syms.id[i];
+      return 0;
+    }
+  }
+  if (rc == 0) {
+    fprintf(stderr, "hgctl %s: no live order %" PRIu64 " of this account (hgctl orders lists "
+                    "them)\n", cmd, oid);
+    rc = EXIT_FAIL;
+  }
+  return rc;
+}
+
 static int cancel_or_replace(int argc, char **argv, int kind) {
   const char *cmd = kind == 0 ? "order cancel" : "order replace";
   const char *instr = NULL, *oid = NULL, *price = NULL, *qty = NULL;
@@ -163,17 +191,15 @@ static int cancel_or_replace(int argc, char **argv, int kind) {
                         {"order-id", &oid, NULL},
                         {"price", &price, NULL},
                         {"qty", &qty, NULL}};
-  const char *usage = kind == 0 ? "order cancel --instrument ID|SYMBOL --order-id N\n"
-                                : "order replace --instrument ID|SYMBOL --order-id N --price USD "
-                                  "--qty N\n";
+  const char *usage = kind == 0 ? "order cancel --order-id N [--instrument ID|SYMBOL]\n"
+                                  "  (without --instrument, the order's is looked up)\n"
+                                : "order replace --order-id N --price USD --qty N "
+                                  "[--instrument ID|SYMBOL]\n"
+                                  "  (without --instrument, the order's is looked up)\n";
   int rc = net_parse(cmd, argc, argv, opts, kind == 0 ? CONN_NOPTS + 2 : CONN_NOPTS + 4, NULL, 0,
                      usage);
   if (rc) return rc;
   int64_t id, price_ticks = 0, q = 0;
-  if (instr == NULL) {
-    fprintf(stderr, "hgctl %s: --instrument is required\n", cmd);
-    return EXIT_USAGE;
-  }
   if ((rc = net_need_num(cmd, "order-id", oid, 1, INT64_MAX, &id))) return rc;
   if (kind == 1) {
     if ((rc = net_need_price(cmd, "price", price, INT64_MIN, &price_ticks))) return rc;
@@ -182,7 +208,8 @@ static int cancel_or_replace(int argc, char **argv, int kind) {
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   uint32_t iid = 0;
-  rc = net_resolve_instrument(cmd, c, instr, &iid);
+  rc = instr != NULL ? net_resolve_instrument(cmd, c, instr, &iid)
+                     : order_instrument(cmd, c, (uint64_t)id, &iid);
   if (rc == 0) rc = order_request(cmd, c, kind, iid, (uint64_t)id, price_ticks, q);
   net_close_session(c);
   return rc;
@@ -304,6 +331,53 @@ static const char *avg_price(const Hourglass__V1__Position *x, char *buf) {
   return hgctl_fmt_decimal((int64_t)micro, 6, buf);
 }
 
+/* The positions table for scripts: one row per account and contract (an
+ * account without positions: one row with the contract columns missing),
+ * each with the account's cash and margin. */
+static const hgctl_col_t *position_cols(size_t *n) {
+  static const hgctl_col_t usd[] = {
+      {"account", 0}, {"instrument", 0}, {"symbol", 1}, {"net", 0}, {"bought", 0}, {"sold", 0},
+      {"avg_price", 0}, {"settle_usd", 0}, {"pnl_usd", 0}, {"cash_usd", 0},
+      {"initial_margin_usd", 0}, {"excess_equity_usd", 0}};
+  static const hgctl_col_t raw[] = {
+      {"account", 0}, {"instrument", 0}, {"symbol", 1}, {"net", 0}, {"bought", 0}, {"sold", 0},
+      {"open_value", 0}, {"settle", 0}, {"pnl", 0}, {"cash", 0},
+      {"initial_margin", 0}, {"excess_equity", 0}};
+  *n = sizeof usd / sizeof usd[0];
+  return net_raw ? raw : usd;
+}
+
+static void table_positions(hgctl_table_t *t, const Hourglass__V1__Positions *p,
+                            const syms_t *syms) {
+  char acct[16], inst[16], net[24], bought[24], sold[24], avg[HGCTL_FMT_LEN];
+  snprintf(acct, sizeof acct, "%u", p->account);
+  const char *cash = net_usd(p->cash);
+  const char *im = p->has_initial_margin ? net_usd(p->initial_margin) : NULL;
+  const char *ee = p->has_excess_equity ? net_usd(p->excess_equity) : NULL;
+  for (size_t i = 0; i < p->n_positions || (i == 0 && p->n_positions == 0); i++) {
+    const Hourglass__V1__Position *x = p->n_positions ? p->positions[i] : NULL;
+    if (x != NULL) {
+      snprintf(inst, sizeof inst, "%u", x->instrument_id);
+      snprintf(net, sizeof net, "%" PRId64, x->net_qty);
+      snprintf(bought, sizeof bought, "%" PRId64, x->bought_qty);
+      snprintf(sold, sizeof sold, "%" PRId64, x->sold_qty);
+    }
+    const char *v[] = {acct,
+                       x ? inst : NULL,
+                       x ? net_symbol_of(syms, x->instrument_id) : NULL,
+                       x ? net : NULL,
+                       x ? bought : NULL,
+                       x ? sold : NULL,
+                       x ? avg_price(x, avg) : NULL,
+                       x && x->has_settle_price ? net_px(x->settle_price) : NULL,
+                       x && x->has_pnl ? net_usd(x->pnl) : NULL,
+                       cash,
+                       im,
+                       ee};
+    hgctl_table_row(t, v);
+  }
+}
+
 static void print_positions(const Hourglass__V1__Positions *p, const syms_t *syms) {
   printf("account %u cash %s %s\n", p->account, net_usd(p->cash), net_raw ? "micro-USD" : "USD");
   printf("%-10s %-20s %8s %8s %8s %12s %10s %14s\n", "instrument", "symbol", "net", "bought",
@@ -334,13 +408,18 @@ static void print_positions(const Hourglass__V1__Positions *p, const syms_t *sym
 
 int hgctl_positions(int argc, char **argv) {
   const char *cmd = "positions";
-  const char *account = NULL;
-  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}};
+  const char *account = NULL, *fmt_s = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "positions [--account N]\n"
+                     "positions [--account N] [--format text|json|csv]\n"
                      "  traders and market makers: the own account; risk viewers: every\n"
-                     "  account of the own firm, or the one --account names\n");
-  if (rc) return rc;
+                     "  account of the own firm, or the one --account names. json and csv:\n"
+                     "  one row per account and contract, with the account's cash and margin\n");
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
+  size_t ncols;
+  const hgctl_col_t *cols = position_cols(&ncols);
+  hgctl_table_t t;
   int64_t acc = 0;
   if (account && (rc = net_need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) return rc;
   hg_client_t *c = NULL;
@@ -349,10 +428,12 @@ int hgctl_positions(int argc, char **argv) {
   const Hourglass__V1__Positions *p = NULL;
   if ((rc = net_fetch_symbols(cmd, c, &syms)) == 0 &&
       (rc = fetch_positions(cmd, c, (uint32_t)acc, &p)) == 0) {
+    if (fmt != HGCTL_OUT_TEXT) hgctl_table_start(&t, stdout, fmt, cols, ncols);
     if (p->account != 0) {
-      print_positions(p, &syms);
+      if (fmt == HGCTL_OUT_TEXT) print_positions(p, &syms);
+      else table_positions(&t, p, &syms);
     } else if (p->n_firm_accounts == 0) {
-      printf("firm %u has no accounts\n", hg_client_session(c)->firm);
+      if (fmt == HGCTL_OUT_TEXT) printf("firm %u has no accounts\n", hg_client_session(c)->firm);
     } else {
       /* A risk viewer's firm: each account in turn (the list is copied
        * first: a reply lives until the next receive). */
@@ -365,12 +446,17 @@ int hgctl_positions(int argc, char **argv) {
         memcpy(ids, p->firm_accounts, n * sizeof *ids);
         for (size_t i = 0; i < n && rc == 0; i++) {
           if ((rc = fetch_positions(cmd, c, ids[i], &p)) != 0) break;
+          if (fmt != HGCTL_OUT_TEXT) {
+            table_positions(&t, p, &syms);
+            continue;
+          }
           if (i > 0) printf("\n");
           print_positions(p, &syms);
         }
         free(ids);
       }
     }
+    if (fmt != HGCTL_OUT_TEXT && rc == 0) hgctl_table_end(&t);
   }
   net_close_session(c);
   return rc;
@@ -378,16 +464,31 @@ int hgctl_positions(int argc, char **argv) {
 
 int hgctl_executions(int argc, char **argv) {
   const char *cmd = "executions";
-  const char *last = NULL;
+  const char *last = NULL, *fmt_s = NULL;
   bool follow = false;
-  const opt_t opts[] = {CONN_OPTS, {"last", &last, NULL}, {"follow", NULL, &follow}};
+  const opt_t opts[] = {CONN_OPTS, {"last", &last, NULL}, {"follow", NULL, &follow},
+                        {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "executions [--last N (default 20)] [--follow]\n");
-  if (rc) return rc;
+                     "executions [--last N (default 20)] [--follow] [--format text|json|csv]\n"
+                     "  json: one array, or with --follow one object per line\n");
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
   int64_t n = 20;
   if (last && (rc = net_need_num(cmd, "last", last, 0, 1000, &n))) return rc;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
+  static syms_t syms;
+  hgctl_table_t t;
+  if (fmt != HGCTL_OUT_TEXT) {
+    if ((rc = net_fetch_symbols(cmd, c, &syms)) != 0) {
+      net_close_session(c);
+      return rc;
+    }
+    size_t ncols;
+    const hgctl_col_t *cols = net_exec_cols(&ncols);
+    hgctl_table_start(&t, stdout, fmt, cols, ncols);
+    t.lines = follow;
+  }
   signal(SIGINT, net_on_signal);
   signal(SIGTERM, net_on_signal);
   /* The last n frames of this key's stream, then (with --follow) live ones. */
@@ -431,10 +532,12 @@ int hgctl_executions(int argc, char **argv) {
     }
     if (e->has_seq && left > 0 && e->seq < next) left--;
     if (e->body_case == BODY(EXECUTION_REPORT)) {
-      net_print_exec(e);
+      if (fmt == HGCTL_OUT_TEXT) net_print_exec(e);
+      else net_table_exec(&t, e, &syms);
       if (follow) fflush(stdout); /* a tail is read as it happens, often through a pipe */
     }
   }
+  if (fmt != HGCTL_OUT_TEXT && rc == 0) hgctl_table_end(&t);
   net_close_session(c);
   return rc;
 }
@@ -540,11 +643,17 @@ static int scan_stream(const char *cmd, hg_client_t *c, uint64_t next, order_ref
 }
 
 int hgctl_orders(int argc, char **argv) {
-  const char *cmd = "orders";
-  const opt_t opts[] = {CONN_OPTS};
+  const char *cmd = "orders", *fmt_s = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "orders   (this key's live orders: price, quantity, what is left)\n");
-  if (rc) return rc;
+                     "orders [--format text|json|csv]   (this key's live orders: price, "
+                     "quantity, what is left)\n");
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
+  const hgctl_col_t cols[] = {{"order_id", 0}, {"symbol", 1}, {"side", 1},
+                              {net_raw ? "price" : "price_usd", 0}, {"qty", 0}, {"leaves", 0},
+                              {"group", 0}, {"clordid", 0}};
+  hgctl_table_t t;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   static syms_t syms;
@@ -555,9 +664,11 @@ int hgctl_orders(int argc, char **argv) {
     rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
                      &ecap, &expired);
   if (rc == 0) {
-    qsort(ev, en, sizeof *ev, cmp_oid);
-    printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", "order_id", "symbol", "side",
-           net_raw ? "price" : "price_usd", "qty", "leaves", "group", "clordid");
+    if (en > 0) qsort(ev, en, sizeof *ev, cmp_oid); /* ev is NULL when none ended */
+    if (fmt == HGCTL_OUT_TEXT)
+      printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
+             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name);
+    else hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
   }
   for (size_t i = 0; rc == 0 && i < nn; i++) {
     if (en > 0 && bsearch(&nv[i], ev, en, sizeof *ev, cmp_oid) != NULL) continue;
@@ -576,13 +687,21 @@ int hgctl_orders(int argc, char **argv) {
     }
     const Hourglass__V1__OrderStatus *st = e->order_status;
     if (!st->live) continue;
-    char group[12] = "-";
+    char group[12] = "-", oid[24], qty[24], leaves[24], clid[24];
     if (st->quote_group) snprintf(group, sizeof group, "%u", st->quote_group);
-    printf("%-12" PRIu64 " %-20s %-4s %10s %10" PRId64 " %10" PRId64 " %-6s %" PRIu64 "\n",
-           st->order_id, net_symbol_of(&syms, st->instrument_id),
-           st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy", net_px(st->price), st->qty,
-           st->leaves, group, st->client_order_id);
+    snprintf(oid, sizeof oid, "%" PRIu64, st->order_id);
+    snprintf(qty, sizeof qty, "%" PRId64, st->qty);
+    snprintf(leaves, sizeof leaves, "%" PRId64, st->leaves);
+    snprintf(clid, sizeof clid, "%" PRIu64, st->client_order_id);
+    const char *v[] = {oid,    net_symbol_of(&syms, st->instrument_id),
+                       st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
+                       net_px(st->price), qty, leaves, group, clid};
+    if (fmt == HGCTL_OUT_TEXT)
+      printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", v[0], v[1], v[2], v[3], v[4], v[5],
+             v[6], v[7]);
+    else hgctl_table_row(&t, v);
   }
+  if (rc == 0 && fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
   fflush(stdout);
   if (rc == 0 && expired) {
     fprintf(stderr, "hgctl %s: the gateway no longer keeps all of this key's history: orders "
@@ -756,10 +875,14 @@ int hgctl_ladder(int argc, char **argv) {
 /* ------------------------------------------------------------ quotes */
 
 /* One side of a quote, "QTY@PRICE" in [s, end): the price in USD (ticks
- * with --raw); "0@0" leaves the side unquoted. */
+ * with --raw); nothing (or "0@0") leaves the side unquoted. */
 static bool quote_side(const char *s, const char *end, int64_t *qty, int64_t *price) {
   char buf[64];
-  if (end <= s || (size_t)(end - s) >= sizeof buf) return false;
+  if (end == s) {
+    *qty = *price = 0;
+    return true;
+  }
+  if (end < s || (size_t)(end - s) >= sizeof buf) return false;
   memcpy(buf, s, (size_t)(end - s));
   buf[end - s] = '\0';
   char *at = strchr(buf, '@');
@@ -770,7 +893,8 @@ static bool quote_side(const char *s, const char *end, int64_t *qty, int64_t *pr
   return hgctl_decimal_parse(at + 1, 3, 1, price) == 0;
 }
 
-/* "SYMBOL:BIDQTY@BID/ASKQTY@ASK" (either side may be "0@0": unquoted). */
+/* "SYMBOL:BIDQTY@BID/ASKQTY@ASK"; either side may be left out (SYMBOL:10@3.400/
+ * bids only, SYMBOL:/10@3.440 offers only; "0@0" says the same). */
 static int parse_quote(const char *cmd, hg_client_t *c, const char *s,
                        Hourglass__V1__QuoteEntry *q) {
   const char *colon = strrchr(s, ':');
@@ -833,6 +957,7 @@ int hgctl_quote(int argc, char **argv) {
   const char *usage =
       "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]   (prices in USD)\n"
       "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
+      "  one side only: SYMBOL:BIDQTY@BID/ (bids) or SYMBOL:/ASKQTY@ASK (offers)\n"
       "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
   int rc = net_parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   int64_t g = 0, mq = 0, mw = 0;

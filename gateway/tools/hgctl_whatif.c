@@ -58,9 +58,11 @@ static const char *money(__int128 v, bool raw, char *buf) {
   return hgctl_fmt_money_raw((int64_t)v, raw, buf);
 }
 
-/* One contract: the projected FSP and the P&L table. */
+/* One contract: the projected FSP, one line for the days the value fills,
+ * and the P&L table, one row per account holding it; each account's P&L is
+ * added to pnl_acc[k] (accts->id[k]) for the firm totals. */
 static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool raw,
-                       const acct_list_t *accts, FILE *o) {
+                       const acct_list_t *accts, __int128 *pnl_acc, FILE *o) {
   const hg_clearing_t *c = hgctl_replay_ledger(rp);
   hg_clearing_instrument_info_t ii;
   if (hg_clearing_instrument_info(c, inst, &ii) != 0 || ii.settled) return 0;
@@ -69,9 +71,11 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
   uint32_t nd = hg_civil_month_days(year, month);
   hg_clearing_fixing_t fx[31];
   unsigned kept = 0;
-  char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN], day[11];
+  char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN], day[11], last_day[11];
   fprintf(o, "what-if %s (instrument %" PRIu32 "): the rest of %04u-%02u fixes at %s\n",
           sym ? sym : "?", inst, year, month, hgctl_fmt_decimal(value, 6, b1));
+  unsigned unpublished = 0, provisional = 0, nofix = 0;
+  day[0] = last_day[0] = '\0';
   for (uint32_t d = 1; d <= nd; d++) {
     int32_t dn = hg_civil_to_day(year, month, d);
     hg_index_fixing_t f;
@@ -84,13 +88,16 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
       continue;
     }
     fx[d - 1].value = value;
-    hg_index_day_format(dn, day);
-    if (have && f.status == HG_INDEX_PROVISIONAL)
-      fprintf(o, "  %s PROVISIONAL %s -> %s (what-if)\n", day, hgctl_fmt_decimal(f.value, 6, b2),
-              b1);
-    else
-      fprintf(o, "  %s %s -> %s (what-if)\n", day, have ? "NO_FIX" : "not published", b1);
+    hg_index_day_format(dn, day[0] ? last_day : day);
+    if (!have) unpublished++;
+    else if (f.status == HG_INDEX_PROVISIONAL) provisional++;
+    else nofix++;
   }
+  /* One line, not one per day: how many days take the value, and why. */
+  if (kept < nd)
+    fprintf(o, "  %u days %s%s%s take %s (what-if): %u not published, %u PROVISIONAL, %u NO_FIX\n",
+            nd - kept, day, last_day[0] ? ".." : "", last_day, b1, unpublished, provisional,
+            nofix);
   hg_clearing_fsp_t fsp;
   int rc = hg_clearing_fsp(year, month, fx, nd, &fsp);
   if (rc != 0) {
@@ -115,6 +122,7 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
     __int128 pnl = ((__int128)p.pos_prev * (fsp.fsp - last) + (__int128)fsp.fsp * p.day_qty - qp) *
                    tv;
     total += pnl;
+    pnl_acc[k] += pnl;
     fprintf(o, "  %-10" PRIu32 " %-16s %10" PRId64 " %10s %10s %18s\n", accts->id[k],
             sym ? sym : "?", p.pos, last ? hgctl_fmt_price_raw(last, raw, b1) : "none",
             hgctl_fmt_price_raw(fsp.fsp, raw, b2), money(pnl, raw, b3));
@@ -146,23 +154,69 @@ int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, 
   return 0;
 }
 
+/* The projected P&L summed over every contract, per firm (ascending) and
+ * in all (zero: the contracts' totals are). */
+static void firm_totals(const replay_t *rp, const acct_list_t *accts, const __int128 *pnl,
+                        bool raw, FILE *o) {
+  char b[HGCTL_FMT_LEN];
+  fprintf(o, "what-if P&L to final settlement per firm, all contracts (%s):\n",
+          raw ? "micro-USD" : "USD");
+  fprintf(o, "  %-10s %18s\n", "firm", "pnl");
+  __int128 total = 0;
+  int64_t prev = -1; /* the last firm printed */
+  for (;;) {
+    /* the next firm above prev: accounts are few, firms fewer */
+    uint32_t firm = UINT32_MAX;
+    bool any = false;
+    for (size_t k = 0; k < accts->n; k++) {
+      int64_t cash;
+      uint32_t f;
+      if (hg_exchange_account(rp->ex, accts->id[k], &cash, &f) == 0 && (int64_t)f > prev &&
+          f <= firm) {
+        firm = f;
+        any = true;
+      }
+    }
+    if (!any) break;
+    __int128 sum = 0;
+    for (size_t k = 0; k < accts->n; k++) {
+      int64_t cash;
+      uint32_t f;
+      if (hg_exchange_account(rp->ex, accts->id[k], &cash, &f) == 0 && f == firm) sum += pnl[k];
+    }
+    total += sum;
+    fprintf(o, "  %-10" PRIu32 " %18s\n", firm, money(sum, raw, b));
+    if (firm == UINT32_MAX) break;
+    prev = firm;
+  }
+  fprintf(o, "  %-10s %18s\n", "total", money(total, raw, b));
+}
+
 int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
   inst_list_t l = {.rp = rp};
   hg_exchange_foreach_instrument(rp->ex, pick_instrument, &l);
   acct_list_t accts;
   if (hgctl_replay_accounts(rp, &accts) != 0) return -ENOMEM;
+  __int128 *pnl = calloc(accts.n ? accts.n : 1, sizeof *pnl);
+  if (pnl == NULL) {
+    free(accts.id);
+    return -ENOMEM;
+  }
   size_t done = 0;
   for (size_t k = 0; k < l.n; k++) {
     hg_clearing_instrument_info_t ii;
     if (hg_clearing_instrument_info(hgctl_replay_ledger(rp), l.id[k], &ii) != 0 || ii.settled)
       continue;
-    int rc = project_one(rp, l.id[k], value, raw, &accts, o);
+    int rc = project_one(rp, l.id[k], value, raw, &accts, pnl, o);
     if (rc != 0) {
+      free(pnl);
       free(accts.id);
       return rc;
     }
     done++;
   }
+  if (done > 0) firm_totals(rp, &accts, pnl, raw, o);
+  free(pnl);
   free(accts.id);
   if (done == 0) {
     fprintf(stderr, "hgctl replay: no open contract of %s.%s at the end of the replay: nothing to "

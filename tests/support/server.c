@@ -5,6 +5,7 @@
  * (ts_server_create) run the same server.
  */
 #include "server.h"
+#include "tls_certs.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -173,4 +174,21 @@ int ts_server_start(ts_server_t *s, int unsafe, void (*tweak)(hg_gateway_config_
 int ts_server_reopen(ts_server_t *s, int unsafe, void (*tweak)(hg_gateway_config_t *cfg),
                      void (*keys)(ts_server_t *s)) {
   return start_small(s, s->dir, unsafe, tweak, keys);
+}
+
+/* ts_server_create_tls: the certificate files the tweak names. */
+static char tls_cert[600], tls_key[600];
+
+static void tls_tweak(hg_gateway_config_t *cfg) {
+  cfg->tls_cert = tls_cert;
+  cfg->tls_key = tls_key;
+}
+
+int ts_server_create_tls(ts_server_t *s, const char *dir) {
+  if (ts_tls_make(dir) != 0) return -1;
+  snprintf(tls_cert, sizeof tls_cert, "%s/server.pem", dir);
+  snprintf(tls_key, sizeof tls_key, "%s/server.key", dir);
+  ts_server_options_t so = {0};
+  so.tweak = tls_tweak;
+  return ts_server_create(s, &so);
 }

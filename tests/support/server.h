@@ -75,6 +75,13 @@ typedef struct ts_server {
  * was made). */
 int ts_server_create(ts_server_t *s, const ts_server_options_t *o);
 
+/* ts_server_create with default options and TLS 1.3 on order entry, with
+ * throwaway certificates made in dir (tls_certs.h: a client trusts
+ * dir/ca.pem and connects to 127.0.0.1 or localhost). One such server at
+ * a time per process (the certificate paths are kept in statics). 0, -1 if
+ * the certificates could not be made, or ts_server_create's error. */
+int ts_server_create_tls(ts_server_t *s, const char *dir);
+
 /* Adds key id with the harness secret (ts_key_secret). 0 or the gateway's
  * error. */
 int ts_server_add_key(ts_server_t *s, uint64_t id, uint32_t role, uint32_t account,

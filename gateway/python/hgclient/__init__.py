@@ -7,10 +7,15 @@ generates from proto/hourglass.proto with protoc; gateway/python/README.md
 says how to install the package and documents every call.
 
     from hgclient import Client, MarketData, pb
-    c = Client("127.0.0.1", 7700, key_id=10, secret=bytes.fromhex(HEX))
+    c = Client.from_env()          # HG_HOST, HG_PORT, HG_KEY_ID, HG_SECRET, HG_TLS, HG_CA
     c.connect()
-    seq = c.new_order(1, client_order_id=7, side=pb.SIDE_BUY, qty=3, price=3400)
+    reports = c.order("B200.A.2027-03", "buy", qty=3, price="3.300")  # dicts, USD
+    seq = c.new_order(1, client_order_id=7, side=pb.SIDE_BUY, qty=3, price=3400)  # the wire
     report = c.expect("execution_report").execution_report
+
+Calls in symbols and USD (hgclient.trading: order, cancel_order,
+list_instruments, position_list, dataframe) return dataclasses and dicts;
+the others speak the wire's units.
 
 Framing is written here from the protobuf "delimited" convention (a
 base-128 varint length, then one Envelope), independently of the C codec,
@@ -40,6 +45,7 @@ import struct
 import time
 
 from . import hourglass_pb2 as pb
+from .trading import HgError, HgUsageError, Instrument, TradingMixin, dataframe  # noqa: F401
 
 DEFAULT_MAX_FRAME = 64 * 1024
 
@@ -59,9 +65,23 @@ class ProtocolError(Exception):
 LOGIN_NOT_LEADER = 8  # a cluster follower; LoginReject.leader names the leader
 
 
+# LoginReject.code's meaning, as hgctl says it.
+LOGIN_REASONS = {1: "authentication failed (unknown key or wrong secret)",
+                 2: "clock skew above 5 s", 3: "session id reused",
+                 4: "the key has as many live sessions as it may have",
+                 5: "the gateway's session limit is reached", 6: "invalid login",
+                 7: "key store unavailable",
+                 8: "not the cluster's leader, and no leader is known: retry"}
+
+
 class LoginRefused(Exception):
     def __init__(self, code, text, terminated=False, leader=""):
-        super().__init__("login refused: code %d%s%s" % (code, ": " if text else "", text))
+        # One reason: for a wrong key the code's (the text is terse), else
+        # the gateway's text when it sent one, else the code's.
+        why = (LOGIN_REASONS[1] if code == 1 and not terminated else text
+               or (LOGIN_REASONS.get(code, "code %d" % code) if not terminated
+                   else "terminated (code %d)" % code))
+        super().__init__("login refused: %s" % why)
         self.code = code
         self.text = text
         self.terminated = terminated
@@ -128,8 +148,39 @@ def tls_context(ca_file=None, cert_file=None, key_file=None):
     return ctx
 
 
-class Client:
+def _env_on(name):
+    v = os.environ.get(name, "")
+    return v not in ("", "0", "no")
+
+
+class Client(TradingMixin):
     """One session. Blocking socket calls with timeouts; one thread."""
+
+    @classmethod
+    def from_env(cls, **kw):
+        """A Client from the environment hgctl reads: HG_HOST (127.0.0.1),
+        HG_PORT (7700), HG_KEY_ID, HG_SECRET (hex), HG_TLS=1 and HG_CA (a CA
+        file, implies TLS), HG_TLS_NAME, HG_NODES (host:port,...); keyword
+        arguments go to Client(). HgError when one is malformed."""
+        try:
+            port = int(os.environ.get("HG_PORT") or 7700)
+            key_id = int(os.environ.get("HG_KEY_ID") or 0)
+        except ValueError:
+            raise HgError("HG_PORT and HG_KEY_ID must be numbers") from None
+        try:
+            secret = bytes.fromhex(os.environ.get("HG_SECRET", ""))
+        except ValueError:
+            raise HgError("HG_SECRET must be the key's secret in hex") from None
+        if key_id == 0 or not secret:
+            raise HgError("no API key: set HG_KEY_ID and HG_SECRET (ops/run prints the lines)")
+        ca = os.environ.get("HG_CA") or None
+        tls = tls_context(ca) if ca or _env_on("HG_TLS") else None
+        nodes = [parse_address(a) for a in os.environ.get("HG_NODES", "").split(",") if a]
+        c = cls(os.environ.get("HG_HOST") or "127.0.0.1", port, key_id, secret, tls=tls,
+                nodes=nodes, **kw)
+        if os.environ.get("HG_TLS_NAME"):
+            c.tls_name = os.environ["HG_TLS_NAME"]
+        return c
 
     def __init__(self, host="127.0.0.1", port=7700, key_id=0, secret=b"",
                  cancel_on_disconnect=False, keepalive_ms=1000, max_frame=DEFAULT_MAX_FRAME,
@@ -389,6 +440,6 @@ class Client:
 
 from .marketdata import Book, MarketData, MarketDataRefused, Update  # noqa: E402
 
-__all__ = ["APP_BODIES", "Book", "Client", "LoginRefused", "MarketData", "MarketDataRefused",
-           "ProtocolError", "Update", "decode_varint", "encode_varint", "frame", "login_mac",
-           "pb", "tls_context"]
+__all__ = ["APP_BODIES", "Book", "Client", "HgError", "HgUsageError", "Instrument", "LoginRefused", "MarketData",
+           "MarketDataRefused", "ProtocolError", "Update", "dataframe", "decode_varint",
+           "encode_varint", "frame", "login_mac", "pb", "tls_context"]

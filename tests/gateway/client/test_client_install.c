@@ -6,7 +6,8 @@
  * `cc $(pkg-config --cflags --libs hourglass-client)` on that prefix's
  * PKG_CONFIG_PATH, and run against a test server: it logs in and places an
  * order, which the exchange acknowledges (and a second one, out of the
- * price band, it rejects). The compile flags must name the prefix and
+ * price band, it rejects); and against a TLS server with HG_TLS and HG_CA
+ * set as ops/run's banner sets them. The compile flags must name the prefix and
  * neither the build nor the source tree.
  *
  * The Python client the same way: the hgclient package installed twice,
@@ -29,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -124,6 +127,22 @@ static void test_c_install(void **state) {
   assert_int_equal(cli_run(cmd, "77 sell 500 1", CLI_BOTH, &out), 0);
   cli_expect(out, "EXEC_REJECTED order ");
   free(out);
+  /* Over TLS, from HG_TLS and HG_CA as ops/run's banner sets them: a
+   * second server with throwaway certificates. */
+  char tdir[300];
+  snprintf(tdir, sizeof tdir, "%s/tls", g_prefix);
+  assert_int_equal(mkdir(tdir, 0700), 0);
+  ts_server_t tls_srv;
+  assert_int_equal(ts_server_create_tls(&tls_srv, tdir), 0);
+  assert_int_equal(ts_server_add_key(&tls_srv, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ts_server_run(&tls_srv), 0);
+  snprintf(cmd, sizeof cmd, "HG_PORT=%u HG_KEY_ID=%u HG_SECRET=%s HG_TLS=1 HG_CA='%s/ca.pem' "
+           "'%s/first_order'", (unsigned)tls_srv.port, TA, hex, tdir, g_prefix);
+  int rc = cli_run(cmd, "1 buy 500 1", CLI_BOTH, &out);
+  ts_server_stop(&tls_srv);
+  if (rc != 0) fail_msg("first_order over TLS: exit %d: %s", rc, out);
+  cli_expect(out, "logged in: account 100");
+  free(out);
   /* A wrong secret: login refused, exit 1. */
   snprintf(cmd, sizeof cmd, "HG_PORT=%u HG_KEY_ID=%u HG_SECRET=00ff '%s/first_order'",
            (unsigned)g_srv.port, TA, g_prefix);
@@ -170,7 +189,7 @@ static void test_python_install(void **state) {
              "instruments",
              g_prefix, dir, py, (unsigned)g_srv.port, TA, hex);
     out = sh_ok(cmd);
-    cli_expect(out, "1 B200.A.2027-01 tick=1000");
+    cli_expect(out, "B200.A.2027-01  A      2027-01  0.001");
     free(out);
   }
   /* The command line's market data: the snapshot, then a second of quiet. */
@@ -179,7 +198,7 @@ static void test_python_install(void **state) {
            "md --instrument 1 --idle 0.5",
            g_prefix, g_prefix, (unsigned)g_srv.port, TA, hex, py);
   char *out = sh_ok(cmd);
-  cli_expect(out, "snapshot md_seq=");
+  cli_expect(out, "snapshot B200.A.2027-01 md_seq=");
   cli_expect(out, "bid - ask -");
   free(out);
 }

@@ -85,6 +85,35 @@ static void hedge_size(void **state) {
                    2);
   cli_expect(o, "month 2027-03 is given twice");
   free(o);
+  /* A range of months, across a year end, with a single month after it:
+   * 2027-11 (720 h), 2027-12 (744), 2028-01 (744), 2028-02 (696, leap). */
+  assert_int_equal(cli_run(hgctl,
+                           "hedge size --gpus 10 --hours-per-month full "
+                           "--months 2027-11..2028-02,2028-04",
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "2027-11,10,720,7200,7,7000,200\n2027-12,10,744,7440,7,7000,440\n"
+                "2028-01,10,744,7440,7,7000,440\n2028-02,10,696,6960,7,7000,-40\n"
+                "2028-04,10,720,7200,7,7000,200\n"
+                "total,,,36240,35,35000,1240\n");
+  free(o);
+  static const struct {
+    const char *months, *why;
+  } bad[] = {
+      {"2027-06..2027-03", "range '2027-06..2027-03' must run forwards over 1 to 120 months"},
+      {"2027-01..2037-02", "must run forwards over 1 to 120 months"},
+      {"2027-03..", "month '2027-03..' is not YYYY-MM or a range YYYY-MM..YYYY-MM"},
+      {"2027-03.2027-04", "is not YYYY-MM or a range"},
+      {"2027-03..2027-05,2027-04", "month 2027-04 is given twice"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    char args[160];
+    snprintf(args, sizeof args, "hedge size --gpus 1 --hours-per-month 10 --months %s",
+             bad[k].months);
+    assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
+    cli_expect(o, bad[k].why);
+    free(o);
+  }
 }
 
 /* With a hedge ratio, by hand: 11 GPUs x 700 h = 7,700 GPU-hours; x 0.821429
@@ -115,6 +144,16 @@ static void hedge_size_with_ratio(void **state) {
                            CLI_STDOUT, &o),
                    0);
   cli_expect(o, "2027-03,10,700,7000,0.500000,3500.000000,4,4000,-500.000000\n");
+  free(o);
+  /* The total line stays with a ratio: the targets, contracts, hedged and
+   * residuals summed (7,000 x 0.5 = 3,500 in March and April alike). */
+  assert_int_equal(cli_run(hgctl,
+                           "hedge size --gpus 10 --hours-per-month 700 --months 2027-03..2027-04 "
+                           "--ratio 0.5",
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "2027-04,10,700,7000,0.500000,3500.000000,4,4000,-500.000000\n"
+                "total,,,14000,,7000.000000,8,8000,-1000.000000\n");
   free(o);
   assert_int_equal(cli_run(hgctl,
                            "hedge size --gpus 10 --hours-per-month 700 --months 2027-03 --ratio 0",

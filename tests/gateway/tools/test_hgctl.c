@@ -32,7 +32,6 @@
 #include "client_util.h"
 #include "hgctl_run.h"
 #include "pipeline_util.h"
-#include "tls_certs.h"
 
 #define OP 1u
 #define TA 10u
@@ -91,6 +90,11 @@ static void test_orders_and_queries(void **state) {
   RUN(&o, "instruments", "--raw");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "      1000     1000          1     100000"));
+  RUN(&o, "instruments", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "id,symbol,grade,month,tick_usd,unit,min_usd,max_usd,max_qty,state\n",
+                      66) == 0);
+  assert_non_null(strstr(o.text, "\n1,B200.A.2027-01,A,2027-01,0.001,1000,0.001,100.000,"));
 
   /* 0.5 USD = 500 ticks; printed back with three decimals and a UTC time. */
   RUN(&o, "order", "new", "--instrument", "B200.A.2027-01", "--side", "buy", "--qty", "3",
@@ -276,6 +280,19 @@ static void test_risk_viewer_positions_whole_firm(void **state) {
   assert_non_null(b);
   assert_true(a < b);
   assert_null(strstr(o.text, "account 200"));
+  /* For scripts: one row per account and contract, an account without
+   * positions as one row with the contract columns empty. */
+  RUN_AS(&o, RV, "positions", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text,
+                      "account,instrument,symbol,net,bought,sold,avg_price,settle_usd,pnl_usd,"
+                      "cash_usd,initial_margin_usd,excess_equity_usd\n", 114) == 0);
+  assert_non_null(strstr(o.text, "\n150,,,,,,,,,0.00,"));
+  assert_non_null(strstr(o.text, "\n100,"));
+  assert_null(strstr(o.text, "\n200,"));
+  RUN_AS(&o, RV, "positions", "--format", "json", "--account", "150");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "[{\"account\":150,\"instrument\":null,\"symbol\":null,"));
   RUN_AS(&o, RV, "positions", "--account", "150");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "account 150 cash"));
@@ -291,7 +308,7 @@ static void test_quotes_and_drop_copy(void **state) {
   (void)state;
   static hgctl_out_t o;
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "B200.A.2027-02:5@0.4/5@0.600", "--quote",
-         "1:2@0.410/0@0", "--mmp-qty", "1", "--mmp-window-ms", "60000");
+         "1:2@0.410/", "--mmp-qty", "1", "--mmp-window-ms", "60000");
   if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
@@ -330,6 +347,16 @@ static void test_quotes_and_drop_copy(void **state) {
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+  /* One side only, the other left out (the old "0@0" still means the same). */
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/1@0.620");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+  RUN(&o, "ladder", "2", "--once", "--depth", "1");
+  assert_non_null(strstr(o.text, "| 0.620        1"));
+  assert_null(strstr(o.text, "0.390"));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
 
   /* Refusals and usage errors. */
   RUN(&o, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
@@ -400,6 +427,9 @@ static void test_prices_in_usd(void **state) {
       {"99999999999999999999", "--price '99999999999999999999' is too large"},
       {"3,42", "--price '3,42' is not a price in USD per GPU-hour (e.g. 3.42)"},
       {"3.", "is not a price"},
+      /* ticks typed without --raw: no contract trades at 1000 USD */
+      {"3420", "--price '3420' is 3420 USD per GPU-hour: did you mean 3.420? (prices are in USD "
+               "per GPU-hour; --raw takes ticks)"},
   };
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price",
@@ -414,8 +444,10 @@ static void test_prices_in_usd(void **state) {
   assert_int_equal(o.status, 2);
   assert_non_null(strstr(o.err, "has more than 3 decimals"));
 
-  /* 3.420 USD is 3420 ticks on the wire, printed back as typed. */
-  RUN(&o, "order", "new", "--instrument", "1", "--side", "buy", "--qty", "1", "--price", "3.420");
+  /* 3.420 USD is 3420 ticks on the wire, printed back as typed; a symbol
+   * in lower case names the same contract. */
+  RUN(&o, "order", "new", "--instrument", "b200.a.2027-01", "--side", "buy", "--qty", "1",
+      "--price", "3.420");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "side=buy price=3.420 qty=1 leaves=1"));
   RUN(&o, "ladder", "1", "--once", "--depth", "1", "--raw");
@@ -435,6 +467,20 @@ static void test_prices_in_usd(void **state) {
   RUN(&o, "executions", "--last", "1");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "price=0.550 qty=1"));
+  /* For scripts: the same report as a row (symbol, USD, UTC). */
+  RUN(&o, "executions", "--last", "1", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "exec_type,seq,instrument,symbol,order_id,clordid,side,price_usd,"
+                              "qty,leaves,maker,reason,account,time_utc\nNEW,", 96) == 0);
+  assert_non_null(strstr(o.text, ",1,B200.A.2027-01,"));
+  assert_non_null(strstr(o.text, ",buy,0.550,1,1,,,,"));
+  /* --last counts the stream's frames, and the table's symbol lookup
+   * answered in it: three frames back reach the report again. */
+  RUN(&o, "executions", "--last", "3", "--format", "json");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "[{\"exec_type\":\"NEW\","));
+  assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,\"qty\":1,\"leaves\":1,"
+                                  "\"maker\":null,\"reason\":null,\"account\":null,\"time_utc\":\""));
   RUN(&o, "positions");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, " USD\n"));
@@ -481,26 +527,15 @@ static void test_address_from_environment(void **state) {
 /* A second gateway serving TLS (throwaway certificates): hgctl reaches it
  * with --tls --ca (also written before the command) or HG_TLS/HG_CA, and
  * fails, saying why, without a CA it trusts or without TLS. */
-static char tls_cert[320], tls_key[320];
-
-static void tls_on(hg_gateway_config_t *cfg) {
-  cfg->tls_cert = tls_cert;
-  cfg->tls_key = tls_key;
-}
 
 static void test_over_tls(void **state) {
   (void)state;
   static hgctl_out_t o;
   char dir[256], ca[320];
   assert_non_null(util_tmpdir(dir, "hgctltls"));
-  assert_int_equal(ts_tls_make(dir), 0);
-  snprintf(tls_cert, sizeof tls_cert, "%s/server.pem", dir);
-  snprintf(tls_key, sizeof tls_key, "%s/server.key", dir);
   snprintf(ca, sizeof ca, "%s/ca.pem", dir);
   ts_server_t ts;
-  ts_server_options_t so = {0};
-  so.tweak = tls_on;
-  assert_int_equal(ts_server_create(&ts, &so), 0);
+  assert_int_equal(ts_server_create_tls(&ts, dir), 0);
   assert_int_equal(ts_server_add_key(&ts, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
   assert_int_equal(ts_server_run(&ts), 0);
   char plain_port[16];
@@ -618,8 +653,18 @@ static void test_orders_lists_live_orders(void **state) {
   RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.96",
       "--clordid", "9601");
   assert_int_equal(o.status, 0);
-  RUN(&o, "order", "cancel", "--instrument", "2", "--order-id", oid_s);
+  /* The id alone is enough: the order's instrument is looked up among
+   * the account's live orders; another account's order is not found. */
+  const char *const cancel_b[] = {"order", "cancel", "--order-id", oid_s, NULL};
+  hgctl_run_as(&o, TB, NULL, cancel_b);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "no live order "));
+  RUN(&o, "order", "cancel", "--order-id", oid_s);
   assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "CANCELLED "));
+  RUN(&o, "order", "cancel", "--order-id", oid_s);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "(hgctl orders lists them)"));
   /* Another key buys the 0.96 offer whole: filled, not live. */
   const char *const buy[] = {"order", "new", "--instrument", "2", "--side", "buy", "--qty", "1",
                              "--price", "0.96", "--tif", "ioc", NULL};
@@ -634,6 +679,18 @@ static void test_orders_lists_live_orders(void **state) {
   assert_null(strstr(o.text, "9601"));
   RUN(&o, "orders", "--raw");
   assert_non_null(strstr(o.text, " buy         450          2          2 -      4501\n"));
+  /* For scripts: the text's column names, a missing group empty or null. */
+  RUN(&o, "orders", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "order_id,symbol,side,price_usd,qty,leaves,group,clordid\n", 56) == 0);
+  assert_non_null(strstr(o.text, ",B200.A.2027-01,buy,0.450,2,2,,4501\n"));
+  RUN(&o, "orders", "--format", "json");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "\"symbol\":\"B200.A.2027-01\",\"side\":\"buy\",\"price_usd\":0.450,"
+                                  "\"qty\":2,\"leaves\":2,\"group\":null,\"clordid\":4501}]\n"));
+  RUN(&o, "orders", "--format", "xml");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "--format must be text, json or csv"));
   RUN(&o, "order", "mass-cancel");
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }

@@ -7,11 +7,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "hgctl_fmt.h"
+#include "hgctl_table.h"
 
 static int64_t price_ok(const char *s) {
   int64_t v = -777;
@@ -95,10 +97,55 @@ static void test_format(void **state) {
   assert_string_equal(hgctl_fmt_time(0, b), "1970-01-01T00:00:00.000000000Z");
 }
 
+/* The tables of --format json|csv: names in order, numbers bare, text
+ * quoted and escaped, a missing value null or empty, CSV quoting. */
+static void test_tables(void **state) {
+  (void)state;
+  static const hgctl_col_t cols[] = {{"id", 0}, {"name", 1}, {"price_usd", 0}};
+  hgctl_out_t f;
+  assert_int_equal(hgctl_out_parse(NULL, &f), 0);
+  assert_int_equal(f, HGCTL_OUT_TEXT);
+  assert_int_equal(hgctl_out_parse("csv", &f), 0);
+  assert_int_equal(f, HGCTL_OUT_CSV);
+  assert_int_equal(hgctl_out_parse("JSON", &f), -1);
+  for (int k = 0; k < 2; k++) {
+    char buf[512] = "";
+    FILE *m = fmemopen(buf, sizeof buf, "w");
+    assert_non_null(m);
+    hgctl_table_t t;
+    hgctl_table_start(&t, m, k ? HGCTL_OUT_CSV : HGCTL_OUT_JSON, cols, 3);
+    const char *r1[] = {"1", "a \"b\", c", "3.420"}, *r2[] = {"2", "-", NULL};
+    hgctl_table_row(&t, r1);
+    hgctl_table_row(&t, r2);
+    hgctl_table_end(&t);
+    fclose(m);
+    assert_string_equal(buf, k ? "id,name,price_usd\n1,\"a \"\"b\"\", c\",3.420\n2,,\n"
+                               : "[{\"id\":1,\"name\":\"a \\\"b\\\", c\",\"price_usd\":3.420},"
+                                 "{\"id\":2,\"name\":null,\"price_usd\":null}]\n");
+  }
+  /* JSON lines (a tail): one object a line, no brackets; an empty array. */
+  char buf[256] = "";
+  FILE *m = fmemopen(buf, sizeof buf, "w");
+  assert_non_null(m);
+  hgctl_table_t t;
+  hgctl_table_start(&t, m, HGCTL_OUT_JSON, cols, 3);
+  t.lines = 1;
+  const char *r[] = {"7", "x", "1.5"};
+  hgctl_table_row(&t, r);
+  hgctl_table_row(&t, r);
+  hgctl_table_end(&t);
+  hgctl_table_start(&t, m, HGCTL_OUT_JSON, cols, 3);
+  hgctl_table_end(&t);
+  fclose(m);
+  assert_string_equal(buf, "{\"id\":7,\"name\":\"x\",\"price_usd\":1.5}\n"
+                           "{\"id\":7,\"name\":\"x\",\"price_usd\":1.5}\n[]\n");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_price_parse),
       cmocka_unit_test(test_format),
+      cmocka_unit_test(test_tables),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -237,6 +237,24 @@ static void test_settle_expire_statements(void **state) {
   assert_non_null(strstr(r.text, ",WITHDRAWAL,-1000000,999000000,0,0\n"));
   assert_non_null(strstr(r.text, ",1,VM,-6000000,993000000,507,2\n"));
   assert_non_null(strstr(r.text, ",1,FINAL,-14000000,979000000,500,2\n"));
+  /* --usd: the same entries in USD, USD per GPU-hour, UTC and symbols,
+   * alike from the data directory and from the gateway, which knows the
+   * symbols of listed contracts only (B200.A.2027-02 expired above). */
+  static hgctl_out_t ru, lu;
+  const char *lu_args[] = {"statement", "--data", s.dir, "--account", "100", "--usd", NULL};
+  hgctl_run_as(&lu, 0, NULL, lu_args);
+  assert_int_equal(lu.status, 0);
+  assert_true(strncmp(lu.text, "index,seq,time_utc,account,instrument,symbol,kind,amount_usd,"
+                               "balance_usd,price_usd,qty\n", 86) == 0);
+  assert_non_null(strstr(lu.text, ",100,,,WITHDRAWAL,-1.00,999.00,,\n"));
+  assert_non_null(strstr(lu.text, "T16:00:00.000000000Z,100,1,B200.A.2027-02,VM,-6.00,993.00,"
+                                  "0.507,2\n"));
+  assert_non_null(strstr(lu.text, ",100,1,B200.A.2027-02,FINAL,-14.00,979.00,0.500,2\n"));
+  RUN(&ru, TA, "statement", "--remote", "--usd");
+  assert_int_equal(ru.status, 0);
+  for (char *p = strstr(lu.text, "B200.A.2027-02"); p != NULL; p = strstr(p, "B200.A.2027-02"))
+    memmove(p, p + 14, strlen(p + 14) + 1);
+  assert_string_equal(ru.text, lu.text);
   /* B: 1 + B_DEPOSITS + 3 entries, over two pages. */
   same_statement(&s, TB, "200", NULL, "csv", 1 + 1 + B_DEPOSITS + 3);
   same_statement(&s, TB, "200", NULL, "json", 1);
@@ -250,6 +268,13 @@ static void test_settle_expire_statements(void **state) {
   assert_int_equal(other.status, 1);
   assert_string_equal(other.err, unknown.err);
   assert_string_equal(other.text, "");
+  /* A risk viewer without --account is told which accounts it may name:
+   * its firm's (100), never another firm's (200). */
+  RUN(&other, RV1, "statement", "--remote");
+  assert_int_equal(other.status, 2);
+  assert_string_equal(other.err,
+                      "hgctl statement: a risk viewer names the account: --account N, one of "
+                      "firm 1's: 100\n");
   RUN(&other, TA, "statement", "--remote", "--account", "200");
   assert_int_equal(other.status, 1);
   assert_string_equal(other.err, unknown.err);

@@ -505,13 +505,23 @@ static void whatif_projection_by_hand(void **state) {
            "replay --data %s " CAPS " --until 2027-03-30 --project 3.0105 --index B200.A", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   cli_expect(o, "what-if B200.A.2027-03 (instrument 1): the rest of 2027-03 fixes at 3.010500\n");
-  cli_expect(o, "  2027-03-01 not published -> 3.010500 (what-if)\n");
+  /* One line for the days the value fills, not one per day. */
+  cli_expect(o, "  31 days 2027-03-01..2027-03-31 take 3.010500 (what-if): 31 not published, 0 "
+                "PROVISIONAL, 0 NO_FIX\n");
+  assert_null(strstr(o, "2027-03-02"));
   cli_expect(o, "what-if fsp=3.011 (0 FINAL fixings kept, 31 filled) last_dsp=3.020\n");
   cli_expect(o, "  1          B200.A.2027-03            4      3.020      3.011             -36.00\n");
   cli_expect(o, "  2          B200.A.2027-03           -4      3.020      3.011              36.00\n");
   cli_expect(o, "  3          B200.A.2027-03           -2      3.020      3.011              18.00\n");
   cli_expect(o, "  4          B200.A.2027-03            2      3.020      3.011             -18.00\n");
   cli_expect(o, "  total                                                                      0.00\n");
+  /* Then the firm totals over every contract: firm 1 (accounts 1 and 2)
+   * -36 + 36 = 0, firm 2 (3 and 4) 18 - 18 = 0. */
+  cli_expect(o, "what-if P&L to final settlement per firm, all contracts (USD):\n"
+                "  firm                      pnl\n"
+                "  1                        0.00\n"
+                "  2                        0.00\n"
+                "  total                    0.00\n");
   cli_expect(o, "the state, its hashes and the statements are the journal's");
   cli_expect(o, "verdict: OK (what-if replay)\n");
   free(o);
