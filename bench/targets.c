@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <liburing.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -548,6 +549,7 @@ static void ep_input(struct tg_floor *s, fl_conn_t *c) {
 
 static void ep_main(void *arg) {
   struct tg_floor *s = arg;
+  pthread_setname_np(pthread_self(), "floor-epoll"); /* for perf -t and /proc */
   struct epoll_event evs[64];
   for (;;) {
     int n = epoll_wait(s->epfd, evs, 64, -1);
@@ -600,6 +602,7 @@ static void on_stop(uv_async_t *h) {
 
 static void loop_main(void *arg) {
   struct tg_floor *s = arg;
+  pthread_setname_np(pthread_self(), s->kind == TG_COMMIT ? "floor-commit" : "floor-echo");
   uv_run(&s->loop, UV_RUN_DEFAULT);
 }
 
