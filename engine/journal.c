@@ -27,7 +27,8 @@
  * journal in memory (tmpfs, ramfs) has no extents to convert and nothing
  * to flush: its segments are not filled, which would only copy zeros into
  * the pages the records then overwrite, and its batches are written in
- * place, not through io_uring (hourglass/journal.h says why).
+ * place, not through io_uring, with no fdatasync after them (hourglass/
+ * journal.h says why).
  *
  * Why one batch in flight: chains do not span submit calls and separate
  * chains may complete out of order; with one chain at a time there is no
@@ -372,6 +373,7 @@ struct hg_journal {
   uint64_t zero_credit;  /* spare bytes due to be zeroed, not written yet */
   uint64_t zero_writes;  /* zero-fill writes into spares (hg_journal__zero_writes) */
   int zero_fill;     /* spares are zero-filled: not opt.no_zero_fill, nor in memory */
+  int in_memory;     /* tmpfs or ramfs: a batch's write is all there is (no fdatasync) */
   batch_t b[2];
   int fill;          /* index of the filling batch */
   int inflight;      /* nonzero when b[fill ^ 1] is with the kernel */
@@ -747,7 +749,7 @@ static int submit(hg_journal_t *j) {
   if (w < 0 && b->fault == HG_JOURNAL_FAULT_NONE) w = -errno;
   b->write_res = (int)w;
   b->sync_res = 0;
-  if ((size_t)w == b->len && fdatasync(b->fd) != 0) b->sync_res = -errno;
+  if ((size_t)w == b->len && !j->in_memory && fdatasync(b->fd) != 0) b->sync_res = -errno;
   size_t done = b->len; /* finish_batch clears it */
   finish_batch(j, b);
   if (j->mark_due) roll_mark(j);
@@ -1179,6 +1181,7 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
   int in_memory = fstatfs(j->dirfd, &fs) == 0 &&
                   (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
   j->zero_fill = !o.no_zero_fill && !in_memory;
+  j->in_memory = in_memory;
   for (int k = 0; k < 2; k++) {
     j->b[k].buf = aligned_alloc(4096, ((size_t)o.batch_bytes + 4095u) & ~(size_t)4095u);
     if (j->b[k].buf == NULL) {
