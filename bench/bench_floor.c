@@ -180,39 +180,42 @@ static double ratio(const double *a, const double *b, int rounds) {
   return median(v, rounds);
 }
 
+/* The figures of one pipeline mode (pre "" or "threads_"): its tmpfs
+ * gateway gw over the epoll floor, its durable one du over the commit floor. */
+static void print_mode(const char *pre, const target_t *gw, const target_t *du, const target_t *t,
+                       int rounds) {
+  const target_t *ep = &t[T_EPOLL], *cm = &t[T_COMMIT];
+  printf("RESULT gateway.%srtt_p50_floor_ratio %.2f x\n", pre, ratio(gw->p50, ep->p50, rounds));
+  printf("RESULT gateway.%srtt_p99_floor_ratio %.2f x\n", pre, ratio(gw->p99, ep->p99, rounds));
+  printf("RESULT gateway.%sdurable_p50_floor_ratio %.2f x\n", pre, ratio(du->p50, cm->p50, rounds));
+  printf("RESULT gateway.%sdurable_p99_floor_ratio %.2f x\n", pre, ratio(du->p99, cm->p99, rounds));
+  printf("RESULT gateway.%scpu_us_per_order %.2f us\n", pre, median(gw->cpu, rounds));
+  printf("RESULT gateway.%swakeups_per_order %.2f switches/order\n", pre, median(gw->wakes, rounds));
+}
+
+/* A floor's own figures: latency, CPU and context switches per order. */
+static void print_floor(const char *name, const target_t *f, int rounds, bool costs) {
+  printf("RESULT gateway.floor_%s_p50_us %.0f us\n", name, median(f->p50, rounds));
+  printf("RESULT gateway.floor_%s_p99_us %.0f us\n", name, median(f->p99, rounds));
+  if (!costs) return;
+  printf("RESULT gateway.floor_%s_cpu_us_per_order %.2f us\n", name, median(f->cpu, rounds));
+  printf("RESULT gateway.floor_%s_wakeups_per_order %.2f switches/order\n", name,
+         median(f->wakes, rounds));
+}
+
 static void print_results(const target_t *t, int rounds) {
-  const target_t *ep = &t[T_EPOLL], *uv = &t[T_ECHO], *gw = &t[T_GATEWAY], *cm = &t[T_COMMIT],
-                 *du = &t[T_DURABLE], *gt = &t[T_GW_THREADS], *dt = &t[T_DUR_THREADS];
-  printf("RESULT gateway.floor_epoll_p50_us %.0f us\n", median(ep->p50, rounds));
-  printf("RESULT gateway.floor_epoll_p99_us %.0f us\n", median(ep->p99, rounds));
-  printf("RESULT gateway.floor_echo_p50_us %.0f us\n", median(uv->p50, rounds));
-  printf("RESULT gateway.floor_echo_p99_us %.0f us\n", median(uv->p99, rounds));
-  printf("RESULT gateway.floor_commit_p50_us %.0f us\n", median(cm->p50, rounds));
-  printf("RESULT gateway.floor_commit_p99_us %.0f us\n", median(cm->p99, rounds));
-  printf("RESULT gateway.rtt_p50_floor_ratio %.2f x\n", ratio(gw->p50, ep->p50, rounds));
-  printf("RESULT gateway.rtt_p99_floor_ratio %.2f x\n", ratio(gw->p99, ep->p99, rounds));
+  const target_t *ep = &t[T_EPOLL], *uv = &t[T_ECHO], *gw = &t[T_GATEWAY], *gt = &t[T_GW_THREADS];
+  print_floor("epoll", ep, rounds, true);
+  print_floor("echo", uv, rounds, true);
+  print_floor("commit", &t[T_COMMIT], rounds, false);
+  print_mode("", gw, &t[T_DURABLE], t, rounds);
   printf("RESULT gateway.rtt_p50_echo_floor_ratio %.2f x\n", ratio(gw->p50, uv->p50, rounds));
   printf("RESULT gateway.rtt_p99_echo_floor_ratio %.2f x\n", ratio(gw->p99, uv->p99, rounds));
-  printf("RESULT gateway.durable_p50_floor_ratio %.2f x\n", ratio(du->p50, cm->p50, rounds));
-  printf("RESULT gateway.durable_p99_floor_ratio %.2f x\n", ratio(du->p99, cm->p99, rounds));
-  printf("RESULT gateway.cpu_us_per_order %.2f us\n", median(gw->cpu, rounds));
-  printf("RESULT gateway.floor_epoll_cpu_us_per_order %.2f us\n", median(ep->cpu, rounds));
-  printf("RESULT gateway.floor_echo_cpu_us_per_order %.2f us\n", median(uv->cpu, rounds));
   printf("RESULT gateway.cpu_floor_ratio %.2f x\n", ratio(gw->cpu, ep->cpu, rounds));
   printf("RESULT gateway.cpu_echo_floor_ratio %.2f x\n", ratio(gw->cpu, uv->cpu, rounds));
-  printf("RESULT gateway.wakeups_per_order %.2f switches/order\n", median(gw->wakes, rounds));
-  printf("RESULT gateway.floor_epoll_wakeups_per_order %.2f switches/order\n",
-         median(ep->wakes, rounds));
-  printf("RESULT gateway.floor_echo_wakeups_per_order %.2f switches/order\n",
-         median(uv->wakes, rounds));
   printf("RESULT gateway.threads_rtt_p50_us %.0f us\n", median(gt->p50, rounds));
   printf("RESULT gateway.threads_rtt_p99_us %.0f us\n", median(gt->p99, rounds));
-  printf("RESULT gateway.threads_rtt_p50_floor_ratio %.2f x\n", ratio(gt->p50, ep->p50, rounds));
-  printf("RESULT gateway.threads_rtt_p99_floor_ratio %.2f x\n", ratio(gt->p99, ep->p99, rounds));
-  printf("RESULT gateway.threads_durable_p50_floor_ratio %.2f x\n", ratio(dt->p50, cm->p50, rounds));
-  printf("RESULT gateway.threads_durable_p99_floor_ratio %.2f x\n", ratio(dt->p99, cm->p99, rounds));
-  printf("RESULT gateway.threads_cpu_us_per_order %.2f us\n", median(gt->cpu, rounds));
-  printf("RESULT gateway.threads_wakeups_per_order %.2f switches/order\n", median(gt->wakes, rounds));
+  print_mode("threads_", gt, &t[T_DUR_THREADS], t, rounds);
 }
 
 int main(int argc, char **argv) {
