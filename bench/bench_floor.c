@@ -4,30 +4,36 @@
  *
  * Method. The generator of bench_gateway (loadgen.h: 16 sessions, per-tick
  * batching, round trip from each request's due time) offers 50k orders/s
- * to six servers in this process (targets.h): echo (one libuv thread that
- * decodes each order and answers at once with a frame of the gateway's
- * reply size), gateway (journal on tmpfs, --shm), commit (echo + group
- * commit: 64 bytes per order, io_uring writev + fdatasync in --dir, one
- * commit in flight, replies held until durable) and durable (gateway,
- * journal in --dir); gateway and durable run the pipeline in hourglassd's
- * default mode (pipeline.mode = loop), gateway_threads and durable_threads
- * are the same in threads mode, for comparison (RESULT
- * gateway.threads_*). All six start once; each round then runs them one
- * after the other, so a noisy spell hits neighbours alike: 3 short rounds
- * with --quick, 5 otherwise. Figures are medians over the rounds; a ratio
- * is the median of the per-round ratios (gateway / echo, durable /
- * commit), each comparing runs seconds apart. gateway.cpu_us_per_order is
- * process CPU minus the generator thread's (RUSAGE_THREAD) over the tmpfs
- * gateway run, per order answered ("# cpu" gives it for all four servers,
- * and the generator's own). Like the gateway, the floors follow each
- * reply with the IOC's cancel report (the generator skips it), so both send
- * the same frames per order; "# reply frame bytes" checks the sizes match; "# load" gives the load average at start and end.
- * "# wake-ups per order" counts the context switches (voluntary and not)
- * of every thread of the process but the generator's over each run, per
- * order answered: the hand-offs an order costs the server.
+ * to seven servers in this process (targets.h): epoll (the bare floor: one
+ * thread in a plain epoll loop that decodes each order and answers at once
+ * with the gateway's two frames), echo (the same answers from one libuv
+ * thread), gateway (journal on tmpfs, --shm), commit (echo + group commit:
+ * 64 bytes per order, io_uring writev + fdatasync in --dir, one commit in
+ * flight, replies held until durable) and durable (gateway, journal in
+ * --dir); gateway and durable run the pipeline in hourglassd's default
+ * mode (pipeline.mode = loop), gateway_threads and durable_threads are the
+ * same in threads mode, for comparison (RESULT gateway.threads_*). All
+ * start once; each round then runs them one after the other, so a noisy
+ * spell hits neighbours alike: 3 short rounds with --quick, 5 otherwise.
+ * Figures are medians over the rounds; a ratio is the median of the
+ * per-round ratios, each comparing runs seconds apart: gateway / epoll
+ * (gateway.rtt_*_floor_ratio), gateway / echo (rtt_*_echo_floor_ratio),
+ * durable / commit. CPU per order is process CPU minus the generator
+ * thread's (RUSAGE_THREAD) over a target's run, per order answered ("# cpu"
+ * gives it for every server, and the generator's own);
+ * gateway.cpu_floor_ratio is the gateway's over the epoll floor's. Like
+ * the gateway, the floors follow each reply with the IOC's cancel report
+ * (the generator skips it), so all send the same frames per order; "#
+ * reply frame bytes" checks the sizes match (a byte may differ where a
+ * session's seq crosses a varint length); "# load" gives the load average
+ * at start and end. "# wake-ups per order" counts the context switches
+ * (voluntary and not) of every thread of the process but the generator's
+ * over each run, per order answered: the hand-offs an order costs the
+ * server. --only NAME,... starts and runs only those servers (for
+ * profiling one of them); RESULT lines need them all.
  *
  * Usage: bench_floor [--quick] [--rounds N] [--seconds S] [--rate R]
- *        [--dir DIR] [--shm DIR]. Loopback only.
+ *        [--dir DIR] [--shm DIR] [--only NAME,...]. Loopback only.
  */
 #include <errno.h>
 #include <signal.h>
@@ -50,14 +56,25 @@
 #define MAX_ROUNDS 32
 #define KEEPALIVE_MS 60000u /* a fleet is silent while the others run */
 
-enum { T_ECHO, T_GATEWAY, T_COMMIT, T_DURABLE, T_GW_THREADS, T_DUR_THREADS, N_TARGETS };
-static const char *const NAMES[N_TARGETS] = {"echo",    "gateway",         "commit",
-                                             "durable", "gateway_threads", "durable_threads"};
+enum {
+  T_EPOLL,
+  T_ECHO,
+  T_GATEWAY,
+  T_COMMIT,
+  T_DURABLE,
+  T_GW_THREADS,
+  T_DUR_THREADS,
+  N_TARGETS
+};
+static const char *const NAMES[N_TARGETS] = {"epoll",   "echo",           "gateway",
+                                             "commit",  "durable",        "gateway_threads",
+                                             "durable_threads"};
 
 typedef struct target {
   lg_fleet_t f;
   tg_gateway_t *gw;  /* T_GATEWAY, T_DURABLE */
-  tg_floor_t *floor; /* T_ECHO, T_COMMIT */
+  tg_floor_t *floor; /* T_EPOLL, T_ECHO, T_COMMIT */
+  bool on;            /* started (all of them unless --only) */
   double p50[MAX_ROUNDS], p99[MAX_ROUNDS], cpu[MAX_ROUNDS], gen_cpu[MAX_ROUNDS], wakes[MAX_ROUNDS];
   uint64_t unanswered, rejected;
 } target_t;
@@ -135,12 +152,79 @@ static size_t reply_frame_bytes(lg_fleet_t *f) {
   }
 }
 
+/* Marks the targets --only names (a comma list) as on; all of them when
+ * there is no list. Returns whether all are on. */
+static bool only_parse(const char *only, target_t *t) {
+  for (int k = 0; k < N_TARGETS; k++) {
+    t[k].on = only == NULL;
+    if (only == NULL) continue;
+    size_t n = strlen(NAMES[k]);
+    for (const char *p = only; p != NULL; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+      if (strncmp(p, NAMES[k], n) == 0 && (p[n] == ',' || p[n] == '\0')) t[k].on = true;
+  }
+  bool all = true;
+  for (int k = 0; k < N_TARGETS; k++) all &= t[k].on;
+  return all;
+}
+
+static bool any_on(const target_t *t) {
+  for (int k = 0; k < N_TARGETS; k++)
+    if (t[k].on) return true;
+  return false;
+}
+
+/* The median over the rounds of a / b, per round, of one figure. */
+static double ratio(const double *a, const double *b, int rounds) {
+  double v[MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) v[r] = b[r] > 0 ? a[r] / b[r] : 0;
+  return median(v, rounds);
+}
+
+/* The figures of one pipeline mode (pre "" or "threads_"): its tmpfs
+ * gateway gw over the epoll floor, its durable one du over the commit floor. */
+static void print_mode(const char *pre, const target_t *gw, const target_t *du, const target_t *t,
+                       int rounds) {
+  const target_t *ep = &t[T_EPOLL], *cm = &t[T_COMMIT];
+  printf("RESULT gateway.%srtt_p50_floor_ratio %.2f x\n", pre, ratio(gw->p50, ep->p50, rounds));
+  printf("RESULT gateway.%srtt_p99_floor_ratio %.2f x\n", pre, ratio(gw->p99, ep->p99, rounds));
+  printf("RESULT gateway.%sdurable_p50_floor_ratio %.2f x\n", pre, ratio(du->p50, cm->p50, rounds));
+  printf("RESULT gateway.%sdurable_p99_floor_ratio %.2f x\n", pre, ratio(du->p99, cm->p99, rounds));
+  printf("RESULT gateway.%scpu_us_per_order %.2f us\n", pre, median(gw->cpu, rounds));
+  printf("RESULT gateway.%swakeups_per_order %.2f switches/order\n", pre, median(gw->wakes, rounds));
+}
+
+/* A floor's own figures: latency, CPU and context switches per order. */
+static void print_floor(const char *name, const target_t *f, int rounds, bool costs) {
+  printf("RESULT gateway.floor_%s_p50_us %.0f us\n", name, median(f->p50, rounds));
+  printf("RESULT gateway.floor_%s_p99_us %.0f us\n", name, median(f->p99, rounds));
+  if (!costs) return;
+  printf("RESULT gateway.floor_%s_cpu_us_per_order %.2f us\n", name, median(f->cpu, rounds));
+  printf("RESULT gateway.floor_%s_wakeups_per_order %.2f switches/order\n", name,
+         median(f->wakes, rounds));
+}
+
+static void print_results(const target_t *t, int rounds) {
+  const target_t *ep = &t[T_EPOLL], *uv = &t[T_ECHO], *gw = &t[T_GATEWAY], *gt = &t[T_GW_THREADS];
+  print_floor("epoll", ep, rounds, true);
+  print_floor("echo", uv, rounds, true);
+  print_floor("commit", &t[T_COMMIT], rounds, false);
+  print_mode("", gw, &t[T_DURABLE], t, rounds);
+  printf("RESULT gateway.rtt_p50_echo_floor_ratio %.2f x\n", ratio(gw->p50, uv->p50, rounds));
+  printf("RESULT gateway.rtt_p99_echo_floor_ratio %.2f x\n", ratio(gw->p99, uv->p99, rounds));
+  printf("RESULT gateway.cpu_floor_ratio %.2f x\n", ratio(gw->cpu, ep->cpu, rounds));
+  printf("RESULT gateway.cpu_echo_floor_ratio %.2f x\n", ratio(gw->cpu, uv->cpu, rounds));
+  printf("RESULT gateway.threads_rtt_p50_us %.0f us\n", median(gt->p50, rounds));
+  printf("RESULT gateway.threads_rtt_p99_us %.0f us\n", median(gt->p99, rounds));
+  print_mode("threads_", gt, &t[T_DUR_THREADS], t, rounds);
+}
+
 int main(int argc, char **argv) {
   bool quick = false;
   int rounds = 0;
   double seconds = 0, rate = 50000;
   const char *disk_dir = ".";
   const char *shm_dir = "/dev/shm";
+  const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = true;
     else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = atoi(argv[++i]);
@@ -148,11 +232,19 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc) rate = atof(argv[++i]);
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) disk_dir = argv[++i];
     else if (strcmp(argv[i], "--shm") == 0 && i + 1 < argc) shm_dir = argv[++i];
+    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else {
       fprintf(stderr, "usage: bench_floor [--quick] [--rounds N] [--seconds S] [--rate R] "
-                      "[--dir DIR] [--shm DIR]\n");
+                      "[--dir DIR] [--shm DIR] [--only NAME,...]\n");
       return 2;
     }
+  }
+  static target_t t[N_TARGETS];
+  bool all = only_parse(only, t);
+  if (!any_on(t)) {
+    fprintf(stderr, "bench_floor: --only takes names among epoll, echo, gateway, commit, durable, "
+                    "gateway_threads, durable_threads\n");
+    return 2;
   }
   if (rounds <= 0) rounds = quick ? 3 : 5;
   if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
@@ -166,28 +258,33 @@ int main(int argc, char **argv) {
          quick ? "quick" : "full", NSESS, rate, rounds, seconds, disk_dir, shm_dir);
   print_load("start");
 
-  /* All six up and warm before the first timed run. */
-  static target_t t[N_TARGETS];
-  t[T_ECHO].floor = tg_floor_start(TG_ECHO, NULL, 0, NSESS, KEEPALIVE_MS, &t[T_ECHO].f);
+  /* All of them up and warm before the first timed run. */
+  if (t[T_EPOLL].on)
+    t[T_EPOLL].floor = tg_floor_start(TG_EPOLL, NULL, 0, NSESS, KEEPALIVE_MS, &t[T_EPOLL].f);
+  if (t[T_ECHO].on)
+    t[T_ECHO].floor = tg_floor_start(TG_ECHO, NULL, 0, NSESS, KEEPALIVE_MS, &t[T_ECHO].f);
   tg_gateway_opts_t go = {.dir = shm_dir, .sessions = NSESS, .keepalive_ms = KEEPALIVE_MS};
-  t[T_GATEWAY].gw = tg_gateway_up(&go, &t[T_GATEWAY].f);
+  if (t[T_GATEWAY].on) t[T_GATEWAY].gw = tg_gateway_up(&go, &t[T_GATEWAY].f);
   go.threads_mode = 1;
-  t[T_GW_THREADS].gw = tg_gateway_up(&go, &t[T_GW_THREADS].f);
+  if (t[T_GW_THREADS].on) t[T_GW_THREADS].gw = tg_gateway_up(&go, &t[T_GW_THREADS].f);
   go.threads_mode = 0;
   /* Room for every round's records; more would only wrap around. */
   uint64_t file_bytes = (uint64_t)(rate * seconds * 1.25) * 64u;
-  t[T_COMMIT].floor =
-      tg_floor_start(TG_COMMIT, disk_dir, file_bytes, NSESS, KEEPALIVE_MS, &t[T_COMMIT].f);
+  if (t[T_COMMIT].on)
+    t[T_COMMIT].floor =
+        tg_floor_start(TG_COMMIT, disk_dir, file_bytes, NSESS, KEEPALIVE_MS, &t[T_COMMIT].f);
   go.dir = disk_dir;
-  t[T_DURABLE].gw = tg_gateway_up(&go, &t[T_DURABLE].f);
+  if (t[T_DURABLE].on) t[T_DURABLE].gw = tg_gateway_up(&go, &t[T_DURABLE].f);
   go.threads_mode = 1;
-  t[T_DUR_THREADS].gw = tg_gateway_up(&go, &t[T_DUR_THREADS].f);
-  for (int k = 0; k < N_TARGETS; k++) (void)lg_run(&t[k].f, NSESS, 20000, quick ? 0.2 : 1.0);
+  if (t[T_DUR_THREADS].on) t[T_DUR_THREADS].gw = tg_gateway_up(&go, &t[T_DUR_THREADS].f);
+  for (int k = 0; k < N_TARGETS; k++)
+    if (t[k].on) (void)lg_run(&t[k].f, NSESS, 20000, quick ? 0.2 : 1.0);
 
   bool bad = false;
   for (int r = 0; r < rounds; r++) {
     for (int k = 0; k < N_TARGETS; k++) {
       target_t *x = &t[k];
+      if (!x->on) continue;
       uint64_t sw0 = switches_but_mine();
       uint64_t self0 = cpu_us(RUSAGE_SELF), gen0 = cpu_us(RUSAGE_THREAD);
       lg_result_t res = lg_run(&x->f, NSESS, rate, seconds);
@@ -207,69 +304,48 @@ int main(int argc, char **argv) {
       bad |= res.answered == 0;
     }
   }
-  double rp50[MAX_ROUNDS], rp99[MAX_ROUNDS], dp50[MAX_ROUNDS], dp99[MAX_ROUNDS];
-  double trp50[MAX_ROUNDS], trp99[MAX_ROUNDS], tdp50[MAX_ROUNDS], tdp99[MAX_ROUNDS];
-  for (int r = 0; r < rounds; r++) {
-    rp50[r] = t[T_GATEWAY].p50[r] / t[T_ECHO].p50[r];
-    rp99[r] = t[T_GATEWAY].p99[r] / t[T_ECHO].p99[r];
-    dp50[r] = t[T_DURABLE].p50[r] / t[T_COMMIT].p50[r];
-    dp99[r] = t[T_DURABLE].p99[r] / t[T_COMMIT].p99[r];
-    trp50[r] = t[T_GW_THREADS].p50[r] / t[T_ECHO].p50[r];
-    trp99[r] = t[T_GW_THREADS].p99[r] / t[T_ECHO].p99[r];
-    tdp50[r] = t[T_DUR_THREADS].p50[r] / t[T_COMMIT].p50[r];
-    tdp99[r] = t[T_DUR_THREADS].p99[r] / t[T_COMMIT].p99[r];
-    printf("# round %d ratios: gateway/echo p50 %.2f p99 %.2f, durable/commit p50 %.2f p99 %.2f"
-           " (threads mode: %.2f %.2f, %.2f %.2f)\n",
-           r + 1, rp50[r], rp99[r], dp50[r], dp99[r], trp50[r], trp99[r], tdp50[r], tdp99[r]);
+  if (all) {
+    for (int r = 0; r < rounds; r++)
+      printf("# round %d ratios: gateway/epoll p50 %.2f p99 %.2f, gateway/echo p50 %.2f p99 %.2f, "
+             "durable/commit p50 %.2f p99 %.2f (threads mode: %.2f %.2f, %.2f %.2f)\n",
+             r + 1, t[T_GATEWAY].p50[r] / t[T_EPOLL].p50[r], t[T_GATEWAY].p99[r] / t[T_EPOLL].p99[r],
+             t[T_GATEWAY].p50[r] / t[T_ECHO].p50[r], t[T_GATEWAY].p99[r] / t[T_ECHO].p99[r],
+             t[T_DURABLE].p50[r] / t[T_COMMIT].p50[r], t[T_DURABLE].p99[r] / t[T_COMMIT].p99[r],
+             t[T_GW_THREADS].p50[r] / t[T_EPOLL].p50[r], t[T_GW_THREADS].p99[r] / t[T_EPOLL].p99[r],
+             t[T_DUR_THREADS].p50[r] / t[T_COMMIT].p50[r],
+             t[T_DUR_THREADS].p99[r] / t[T_COMMIT].p99[r]);
   }
   printf("# medians over %d rounds, us:", rounds);
   for (int k = 0; k < N_TARGETS; k++)
-    printf(" %s p50 %.0f p99 %.0f%s", NAMES[k], median(t[k].p50, rounds), median(t[k].p99, rounds),
-           k + 1 < N_TARGETS ? "," : "\n");
-  printf("# cpu us per order, server threads (generator thread):");
+    if (t[k].on) printf(" %s p50 %.0f p99 %.0f", NAMES[k], median(t[k].p50, rounds), median(t[k].p99, rounds));
+  printf("\n# cpu us per order, server threads (generator thread):");
   for (int k = 0; k < N_TARGETS; k++)
-    printf(" %s %.2f (%.2f)%s", NAMES[k], median(t[k].cpu, rounds), median(t[k].gen_cpu, rounds),
-           k + 1 < N_TARGETS ? "," : "\n");
-  printf("# wake-ups per order (context switches of the server threads):");
+    if (t[k].on) printf(" %s %.2f (%.2f)", NAMES[k], median(t[k].cpu, rounds), median(t[k].gen_cpu, rounds));
+  printf("\n# wake-ups per order (context switches of the server threads):");
   for (int k = 0; k < N_TARGETS; k++)
-    printf(" %s %.2f%s", NAMES[k], median(t[k].wakes, rounds), k + 1 < N_TARGETS ? "," : "\n");
-  tg_floor_stats_t cs = tg_floor_stats(t[T_COMMIT].floor);
-  if (cs.commits > 0)
-    printf("# commit floor: %llu commits, %.1f orders each\n", (unsigned long long)cs.commits,
-           (double)cs.records / (double)cs.commits);
+    if (t[k].on) printf(" %s %.2f", NAMES[k], median(t[k].wakes, rounds));
+  printf("\n");
+  if (t[T_COMMIT].on) {
+    tg_floor_stats_t cs = tg_floor_stats(t[T_COMMIT].floor);
+    if (cs.commits > 0)
+      printf("# commit floor: %llu commits, %.1f orders each\n", (unsigned long long)cs.commits,
+             (double)cs.records / (double)cs.commits);
+  }
   for (int k = 0; k < N_TARGETS; k++)
     if (t[k].unanswered != 0 || t[k].rejected != 0)
       printf("# warning: %s: %llu unanswered, %llu rejected over the rounds\n", NAMES[k],
              (unsigned long long)t[k].unanswered, (unsigned long long)t[k].rejected);
   printf("# reply frame bytes:");
   for (int k = 0; k < N_TARGETS; k++)
-    printf(" %s %zu%s", NAMES[k], reply_frame_bytes(&t[k].f), k + 1 < N_TARGETS ? "," : "\n");
-  tg_floor_stop(t[T_ECHO].floor, &t[T_ECHO].f);
-  tg_gateway_down(t[T_GATEWAY].gw, &t[T_GATEWAY].f);
-  tg_floor_stop(t[T_COMMIT].floor, &t[T_COMMIT].f);
-  tg_gateway_down(t[T_DURABLE].gw, &t[T_DURABLE].f);
-  tg_gateway_down(t[T_GW_THREADS].gw, &t[T_GW_THREADS].f);
-  tg_gateway_down(t[T_DUR_THREADS].gw, &t[T_DUR_THREADS].f);
+    if (t[k].on) printf(" %s %zu", NAMES[k], reply_frame_bytes(&t[k].f));
+  printf("\n");
+  for (int k = 0; k < N_TARGETS; k++) {
+    if (!t[k].on) continue;
+    if (t[k].floor != NULL) tg_floor_stop(t[k].floor, &t[k].f);
+    else tg_gateway_down(t[k].gw, &t[k].f);
+  }
   print_load("end");
-
-  printf("RESULT gateway.floor_echo_p50_us %.0f us\n", median(t[T_ECHO].p50, rounds));
-  printf("RESULT gateway.floor_echo_p99_us %.0f us\n", median(t[T_ECHO].p99, rounds));
-  printf("RESULT gateway.floor_commit_p50_us %.0f us\n", median(t[T_COMMIT].p50, rounds));
-  printf("RESULT gateway.floor_commit_p99_us %.0f us\n", median(t[T_COMMIT].p99, rounds));
-  printf("RESULT gateway.rtt_p50_floor_ratio %.2f x\n", median(rp50, rounds));
-  printf("RESULT gateway.rtt_p99_floor_ratio %.2f x\n", median(rp99, rounds));
-  printf("RESULT gateway.durable_p50_floor_ratio %.2f x\n", median(dp50, rounds));
-  printf("RESULT gateway.durable_p99_floor_ratio %.2f x\n", median(dp99, rounds));
-  printf("RESULT gateway.cpu_us_per_order %.2f us\n", median(t[T_GATEWAY].cpu, rounds));
-  printf("RESULT gateway.wakeups_per_order %.2f switches/order\n", median(t[T_GATEWAY].wakes, rounds));
-  printf("RESULT gateway.threads_rtt_p50_us %.0f us\n", median(t[T_GW_THREADS].p50, rounds));
-  printf("RESULT gateway.threads_rtt_p99_us %.0f us\n", median(t[T_GW_THREADS].p99, rounds));
-  printf("RESULT gateway.threads_rtt_p50_floor_ratio %.2f x\n", median(trp50, rounds));
-  printf("RESULT gateway.threads_rtt_p99_floor_ratio %.2f x\n", median(trp99, rounds));
-  printf("RESULT gateway.threads_durable_p50_floor_ratio %.2f x\n", median(tdp50, rounds));
-  printf("RESULT gateway.threads_durable_p99_floor_ratio %.2f x\n", median(tdp99, rounds));
-  printf("RESULT gateway.threads_cpu_us_per_order %.2f us\n", median(t[T_GW_THREADS].cpu, rounds));
-  printf("RESULT gateway.threads_wakeups_per_order %.2f switches/order\n", median(t[T_GW_THREADS].wakes, rounds));
+  if (all) print_results(t, rounds);
   if (bad) {
     fprintf(stderr, "bench_floor: a run had no answer at all; its figures are meaningless\n");
     return 1;

@@ -294,6 +294,8 @@ lg_result_t lg_run(lg_fleet_t *f, uint32_t nsess, double rate, double seconds) {
       ts.tv_nsec = (long)(d % 1000000000u);
     }
     int n = epoll_pwait2(ep, evs, 256, &ts, NULL);
+    if (n < 0 && errno == ENOSYS) /* e.g. under valgrind: ms resolution instead */
+      n = epoll_wait(ep, evs, 256, (int)((ts.tv_sec * 1000000000 + ts.tv_nsec + 999999) / 1000000));
     for (int i = 0; i < n; i++) drain(&f->sess[evs[i].data.u32], &lg);
     /* Pending bytes (a full socket): retry at once rather than wait 50 ms. */
     for (uint32_t i = 0; i < nsess && n >= 0; i++)

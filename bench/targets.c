@@ -1,32 +1,40 @@
 /*
  * targets.c - the servers the load generator drives (targets.h): the real
- * gateway set up through the client harness, and the two floor servers.
+ * gateway set up through the client harness, and the three floor servers.
  *
- * A floor server is one libuv loop on its own thread. Each connection has
- * a receive buffer (frames are parsed in place and decoded into the
- * server's one arena) and a send buffer of encoded replies split in three
- * by offsets: [0, ready) may be written now, [ready, commit) waits for the
- * commit in flight, [commit, len) for the next one. Echo makes everything
- * ready at the end of each read. Group commit moves `commit` to `len` for
- * every connection when it submits a batch, and `ready` to `commit` when
- * that batch's fdatasync completes. At most one uv_write per connection is
- * in flight, over [0, ready) as it was when issued; bytes are only appended
- * behind it and moved down once it completes.
+ * The echo and commit floors are one libuv loop on its own thread; the
+ * epoll floor is the same connections and replies under a bare epoll loop
+ * (only [0, len) of its send buffer is used: everything is ready at once).
+ * Each connection has a receive buffer (frames are parsed in place and
+ * decoded into the server's one arena) and a send buffer of encoded
+ * replies. In the libuv floors it is split in three by offsets: [0, ready)
+ * may be written now, [ready, commit) waits for the commit in flight,
+ * [commit, len) for the next one. Echo makes everything ready at the end
+ * of each read. Group commit moves `commit` to `len` for every connection
+ * when it submits a batch, and `ready` to `commit` when that batch's
+ * fdatasync completes. At most one uv_write per connection is in flight,
+ * over [0, ready) as it was when issued; bytes are only appended behind it
+ * and moved down once it completes.
  */
 #include "targets.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <liburing.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <uv.h>
 
 #include "client_util.h"
@@ -143,6 +151,8 @@ typedef struct fl_conn {
   size_t tx_inflight;   /* [0, tx_inflight): handed to the uv_write in flight */
   uv_write_t wr;
   uint64_t out_seq;     /* seq of the next stream frame */
+  int fd;               /* TG_EPOLL: the socket (the uv handle is unused) */
+  bool want_out;        /* TG_EPOLL: EPOLLOUT registered (a write fell short) */
 } fl_conn_t;
 
 /* One 64-byte record per order, as a journal would log it. */
@@ -165,6 +175,8 @@ struct tg_floor {
   hg_wire_arena_t arena;
   uint8_t *arena_buf;
   uint64_t next_order_id;
+  /* TG_EPOLL */
+  int epfd, lfd, stop_fd;
   /* TG_COMMIT */
   struct io_uring ring;
   int efd, fd;
@@ -390,30 +402,26 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   *buf = uv_buf_init((char *)c->rx + c->rx_len, (unsigned)(FL_RX_CAP - c->rx_len));
 }
 
-static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
-  (void)buf;
-  fl_conn_t *c = st->data;
+/* Decodes every complete frame in c->rx and queues the replies; keeps a
+ * partial frame. Returns 0, or -1 when the bytes are not the protocol. */
+static int rx_frames(fl_conn_t *c) {
   struct tg_floor *s = c->srv;
-  if (nread < 0) {
-    conn_close(c);
-    return;
-  }
-  c->rx_len += (size_t)nread;
   size_t off = 0;
+  int bad = 0;
   for (;;) {
     hg_wire_frame_t f;
     int rc = hg_wire_frame_parse(c->rx + off, c->rx_len - off, FL_MAX_FRAME, &f);
     if (rc == -EAGAIN) break;
     if (rc < 0) {
-      conn_close(c);
-      return;
+      bad = -1;
+      break;
     }
     size_t total = (size_t)f.hdr_len + f.body_len;
     if (c->rx_len - off < total) break;
     Hourglass__V1__Envelope *e = NULL;
     if (hg_wire_decode(&s->arena, c->rx + off + f.hdr_len, f.body_len, &e) != 0) {
-      conn_close(c);
-      return;
+      bad = -1;
+      break;
     }
     off += total;
     if (e->body_case == HOURGLASS__V1__ENVELOPE__BODY_LOGIN)
@@ -423,6 +431,22 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   }
   memmove(c->rx, c->rx + off, c->rx_len - off);
   c->rx_len -= off;
+  return bad;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  (void)buf;
+  fl_conn_t *c = st->data;
+  struct tg_floor *s = c->srv;
+  if (nread < 0) {
+    conn_close(c);
+    return;
+  }
+  c->rx_len += (size_t)nread;
+  if (rx_frames(c) != 0) {
+    conn_close(c);
+    return;
+  }
   if (s->kind == TG_ECHO) c->tx_commit = c->tx_ready = c->tx_len;
   conn_flush(c);
 }
@@ -449,6 +473,121 @@ static void on_connection(uv_stream_t *l, int status) {
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
+/* ---------------------------------------------------- the bare epoll floor */
+
+#define EP_LISTEN UINT32_MAX
+#define EP_STOP (UINT32_MAX - 1)
+
+static void ep_close(struct tg_floor *s, fl_conn_t *c) {
+  epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  c->fd = -1;
+  c->used = false;
+}
+
+static void ep_interest(struct tg_floor *s, fl_conn_t *c, bool out) {
+  if (c->want_out == out) return;
+  struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0u),
+                           .data.u32 = (uint32_t)(c - s->conns)};
+  epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+  c->want_out = out;
+}
+
+/* Writes what is queued; what the socket does not take waits for EPOLLOUT. */
+static void ep_flush(struct tg_floor *s, fl_conn_t *c) {
+  if (c->tx_len == 0) return;
+  ssize_t w = write(c->fd, c->tx, c->tx_len);
+  if (w < 0 && errno != EAGAIN) {
+    ep_close(s, c);
+    return;
+  }
+  if (w > 0) {
+    memmove(c->tx, c->tx + w, c->tx_len - (size_t)w);
+    c->tx_len -= (size_t)w;
+  }
+  ep_interest(s, c, c->tx_len > 0);
+}
+
+static void ep_accept(struct tg_floor *s) {
+  for (;;) {
+    int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    fl_conn_t *c = NULL;
+    for (uint32_t i = 0; i < FL_MAX_CONNS && c == NULL; i++)
+      if (!s->conns[i].used) c = &s->conns[i];
+    if (c == NULL) lg_die("epoll floor: connections", HG_EFULL);
+    uint8_t *tx = c->tx; /* kept across connections: no allocation after the first */
+    memset(c, 0, sizeof *c);
+    c->srv = s;
+    c->tx = tx != NULL ? tx : malloc(FL_TX_CAP);
+    if (c->tx == NULL) lg_die("epoll floor: connection", -ENOMEM);
+    c->fd = fd;
+    c->used = true;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)(c - s->conns)};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) lg_die("epoll floor: epoll_ctl", -errno);
+  }
+}
+
+/* One read per readiness (level-triggered: what is left comes back at
+ * once), every complete frame answered, one write for all the replies. */
+static void ep_input(struct tg_floor *s, fl_conn_t *c) {
+  ssize_t n = read(c->fd, c->rx + c->rx_len, FL_RX_CAP - c->rx_len);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    ep_close(s, c);
+    return;
+  }
+  if (n < 0) return;
+  c->rx_len += (size_t)n;
+  if (rx_frames(c) != 0) {
+    ep_close(s, c);
+    return;
+  }
+  if (!c->want_out) ep_flush(s, c);
+}
+
+static void ep_main(void *arg) {
+  struct tg_floor *s = arg;
+  pthread_setname_np(pthread_self(), "floor-epoll"); /* for perf -t and /proc */
+  struct epoll_event evs[64];
+  for (;;) {
+    int n = epoll_wait(s->epfd, evs, 64, -1);
+    if (n < 0 && errno != EINTR) lg_die("epoll floor: epoll_wait", -errno);
+    for (int i = 0; i < n; i++) {
+      uint32_t k = evs[i].data.u32;
+      if (k == EP_STOP) return;
+      if (k == EP_LISTEN) {
+        ep_accept(s);
+        continue;
+      }
+      fl_conn_t *c = &s->conns[k];
+      if (!c->used) continue;
+      if (evs[i].events & EPOLLOUT) ep_flush(s, c);
+      if (c->used && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) ep_input(s, c);
+    }
+  }
+}
+
+/* The listener, the stop eventfd and the epoll set; returns the port. */
+static uint16_t ep_open(struct tg_floor *s) {
+  s->epfd = epoll_create1(EPOLL_CLOEXEC);
+  s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s->epfd < 0 || s->stop_fd < 0 || s->lfd < 0) lg_die("epoll floor: setup", -errno);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (bind(s->lfd, (const struct sockaddr *)&a, sizeof a) != 0 || listen(s->lfd, 128) != 0 ||
+      getsockname(s->lfd, (struct sockaddr *)&a, &len) != 0)
+    lg_die("epoll floor: listen", -errno);
+  struct epoll_event ev = {.events = EPOLLIN, .data.u32 = EP_LISTEN};
+  struct epoll_event st = {.events = EPOLLIN, .data.u32 = EP_STOP};
+  if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) != 0 ||
+      epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->stop_fd, &st) != 0)
+    lg_die("epoll floor: epoll_ctl", -errno);
+  return ntohs(a.sin_port);
+}
+
 static void on_stop(uv_async_t *h) {
   struct tg_floor *s = h->data;
   for (uint32_t i = 0; i < FL_MAX_CONNS; i++)
@@ -463,6 +602,7 @@ static void on_stop(uv_async_t *h) {
 
 static void loop_main(void *arg) {
   struct tg_floor *s = arg;
+  pthread_setname_np(pthread_self(), s->kind == TG_COMMIT ? "floor-commit" : "floor-echo");
   uv_run(&s->loop, UV_RUN_DEFAULT);
 }
 
@@ -514,26 +654,34 @@ tg_floor_t *tg_floor_start(tg_floor_kind_t kind, const char *dir, uint64_t file_
   s->arena_buf = malloc(HG_WIRE_ARENA_SIZE(FL_MAX_FRAME));
   if (s->conns == NULL || s->arena_buf == NULL) lg_die("floor server", -ENOMEM);
   hg_wire_arena_init(&s->arena, s->arena_buf, HG_WIRE_ARENA_SIZE(FL_MAX_FRAME));
-  int rc = uv_loop_init(&s->loop);
-  if (rc != 0) lg_die("floor server: loop", rc);
-  uv_async_init(&s->loop, &s->stop, on_stop);
-  s->stop.data = s;
-  uv_tcp_init(&s->loop, &s->listener);
-  s->listener.data = s;
-  struct sockaddr_in a;
-  uv_ip4_addr("127.0.0.1", 0, &a);
-  if ((rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&a, 0)) != 0 ||
-      (rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection)) != 0)
-    lg_die("floor server: listen", rc);
-  struct sockaddr_in bound;
-  int len = sizeof bound;
-  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
-  if (kind == TG_COMMIT) commit_open(s, dir, file_bytes);
-  /* Every handle is set up before the loop thread starts; from now on only
-   * that thread touches them (tg_floor_stop signals through the async). */
-  if ((rc = uv_thread_create(&s->thread, loop_main, s)) != 0) lg_die("floor server: thread", rc);
+  uint16_t port = 0;
+  int rc;
+  if (kind == TG_EPOLL) {
+    s->fd = s->efd = s->epfd = s->lfd = s->stop_fd = -1;
+    port = ep_open(s);
+    if ((rc = uv_thread_create(&s->thread, ep_main, s)) != 0) lg_die("epoll floor: thread", rc);
+  } else {
+    if ((rc = uv_loop_init(&s->loop)) != 0) lg_die("floor server: loop", rc);
+    uv_async_init(&s->loop, &s->stop, on_stop);
+    s->stop.data = s;
+    uv_tcp_init(&s->loop, &s->listener);
+    s->listener.data = s;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    if ((rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&a, 0)) != 0 ||
+        (rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection)) != 0)
+      lg_die("floor server: listen", rc);
+    struct sockaddr_in bound;
+    int len = sizeof bound;
+    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
+    port = ntohs(bound.sin_port);
+    if (kind == TG_COMMIT) commit_open(s, dir, file_bytes);
+    /* Every handle is set up before the loop thread starts; from now on only
+     * that thread touches them (tg_floor_stop signals through the async). */
+    if ((rc = uv_thread_create(&s->thread, loop_main, s)) != 0) lg_die("floor server: thread", rc);
+  }
   /* Any secret does: the floor does not check the proof. */
-  rc = lg_fleet_login(f, ntohs(bound.sin_port), TG_KEY_BASE, sessions, ts_key_secret, keepalive_ms);
+  rc = lg_fleet_login(f, port, TG_KEY_BASE, sessions, ts_key_secret, keepalive_ms);
   if (rc != 0) lg_die("login", rc);
   return s;
 }
@@ -548,9 +696,20 @@ tg_floor_stats_t tg_floor_stats(const tg_floor_t *s) {
 
 void tg_floor_stop(tg_floor_t *s, lg_fleet_t *f) {
   lg_fleet_close(f);
-  uv_async_send(&s->stop);
-  uv_thread_join(&s->thread);
-  uv_loop_close(&s->loop);
+  if (s->kind == TG_EPOLL) {
+    uint64_t one = 1;
+    if (write(s->stop_fd, &one, sizeof one) != sizeof one) lg_die("epoll floor: stop", -errno);
+    uv_thread_join(&s->thread);
+    for (uint32_t i = 0; i < FL_MAX_CONNS; i++)
+      if (s->conns[i].used) ep_close(s, &s->conns[i]);
+    close(s->lfd);
+    close(s->stop_fd);
+    close(s->epfd);
+  } else {
+    uv_async_send(&s->stop);
+    uv_thread_join(&s->thread);
+    uv_loop_close(&s->loop);
+  }
   if (s->kind == TG_COMMIT) {
     /* A commit still in flight ends before its buffer is freed. */
     struct io_uring_cqe *cqe;

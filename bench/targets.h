@@ -7,7 +7,8 @@
  *    pipeline in loop mode unless the options ask for threads, one
  *    instrument, one trading key per session and resting sells far above
  *    the generator's IOC buys, so orders never trade;
- *  - the floor servers: one libuv loop thread that speaks just enough of
+ *  - the floor servers: one thread (a libuv loop, or for TG_EPOLL a bare
+ *    epoll loop) that speaks just enough of
  *    the protocol for the generator: it answers any Login with a LoginAck
  *    (secrets are not checked), ignores every other request but
  *    NewOrderRequest, and answers each order with an ExecutionReport(NEW)
@@ -19,6 +20,10 @@
  *    a ref_seq, as the gateway does.
  *      TG_ECHO: the reply is written as soon as the bytes that carried the
  *      request are decoded (one write per connection per read).
+ *      TG_EPOLL: the same echo without libuv: one thread in a bare
+ *      level-triggered epoll loop (epoll_wait, one read per readable
+ *      socket, one write of every reply it produced; EPOLLOUT only while
+ *      a write fell short), the least a server on this kernel can do.
  *      TG_COMMIT: group commit. Each order also appends a 64-byte record
  *      to a file in `dir`; the records of the orders that arrived since the
  *      last commit go to disk in one io_uring writev linked to an
@@ -68,7 +73,7 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f);
 /* Closes f's sessions, stops the server and removes its data directory. */
 void tg_gateway_down(tg_gateway_t *g, lg_fleet_t *f);
 
-typedef enum tg_floor_kind { TG_ECHO, TG_COMMIT } tg_floor_kind_t;
+typedef enum tg_floor_kind { TG_ECHO, TG_COMMIT, TG_EPOLL } tg_floor_kind_t;
 
 typedef struct tg_floor tg_floor_t;
 

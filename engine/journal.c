@@ -27,7 +27,9 @@
  * journal in memory (tmpfs, ramfs) has no extents to convert and nothing
  * to flush: its segments are not filled, which would only copy zeros into
  * the pages the records then overwrite, and its batches are written in
- * place, not through io_uring (hourglass/journal.h says why).
+ * place, not through io_uring, with no fdatasync after them: copied into
+ * a shared mapping of the segment when its file holds the whole segment
+ * (fallocate reserved it), else by pwritev (hourglass/journal.h says why).
  *
  * Why one batch in flight: chains do not span submit calls and separate
  * chains may complete out of order; with one chain at a time there is no
@@ -372,6 +374,12 @@ struct hg_journal {
   uint64_t zero_credit;  /* spare bytes due to be zeroed, not written yet */
   uint64_t zero_writes;  /* zero-fill writes into spares (hg_journal__zero_writes) */
   int zero_fill;     /* spares are zero-filled: not opt.no_zero_fill, nor in memory */
+  int in_memory;     /* tmpfs or ramfs: a batch's write is all there is (no fdatasync) */
+  /* In memory: the current segment mapped shared (seg_cap bytes), so a
+   * batch is a copy into the page cache, not a system call; NULL until the
+   * first batch of a segment maps it, or when it cannot be (map_tried). */
+  uint8_t *map;
+  int map_tried;
   batch_t b[2];
   int fill;          /* index of the filling batch */
   int inflight;      /* nonzero when b[fill ^ 1] is with the kernel */
@@ -436,6 +444,8 @@ static int create_spare(hg_journal_t *j) {
 }
 
 int hg_journal__zero_fills(const hg_journal_t *j) { return j->zero_fill; }
+
+int hg_journal__mapped(const hg_journal_t *j) { return j->map != NULL; }
 
 uint64_t hg_journal__zero_writes(const hg_journal_t *j) { return j->zero_writes; }
 
@@ -635,6 +645,24 @@ static void roll_mark(hg_journal_t *j) {
          j->opt.mark_path, j->seg_first - 1, hg_strerror(rc), j->mark_seq);
 }
 
+/* Forgets the current segment's mapping (the segment changes). */
+static void seg_unmap(hg_journal_t *j) {
+  if (j->map != NULL) munmap(j->map, j->seg_cap);
+  j->map = NULL;
+  j->map_tried = 0;
+}
+
+/* In memory, once per segment: maps the current segment shared when the
+ * file holds all of seg_cap (fallocate reserved it, so a store can never
+ * meet a missing page: no SIGBUS). Otherwise batches go through pwritev. */
+static void seg_map(hg_journal_t *j) {
+  j->map_tried = 1;
+  struct stat st;
+  if (fstat(j->fd, &st) != 0 || (uint64_t)st.st_size < j->seg_cap) return;
+  void *p = mmap(NULL, j->seg_cap, PROT_READ | PROT_WRITE, MAP_SHARED, j->fd, 0);
+  if (p != MAP_FAILED) j->map = p;
+}
+
 /* Makes the spare the current segment, starting at first_seq. Called only
  * with nothing in flight, so the old segment's data is already durable. */
 static int activate_spare(hg_journal_t *j, uint64_t first_seq) {
@@ -649,6 +677,7 @@ static int activate_spare(hg_journal_t *j, uint64_t first_seq) {
   if (fdatasync(j->spare_fd) != 0) return -errno;
   if (renameat(j->dirfd, SPARE_NAME, j->dirfd, name) != 0) return -errno;
   if (fsync(j->dirfd) != 0) return -errno;
+  seg_unmap(j);
   if (j->fd >= 0) close(j->fd);
   j->fd = j->spare_fd;
   j->spare_fd = -1;
@@ -736,18 +765,22 @@ static int submit(hg_journal_t *j) {
   }
 
   ssize_t w;
+  if (j->in_memory && !j->map_tried) seg_map(j);
   if (b->fault == HG_JOURNAL_FAULT_EIO)
     w = -EIO;
   else if (b->fault == HG_JOURNAL_FAULT_ENOSPC)
     w = -ENOSPC;
-  else
+  else if (j->map != NULL && b->fault == HG_JOURNAL_FAULT_NONE) {
+    memcpy(j->map + b->file_off, b->buf, b->len); /* the page cache, as pwritev would */
+    w = (ssize_t)b->len;
+  } else
     do
       w = pwritev(b->fd, &b->iov, 1, (off_t)b->file_off);
     while (w < 0 && errno == EINTR);
   if (w < 0 && b->fault == HG_JOURNAL_FAULT_NONE) w = -errno;
   b->write_res = (int)w;
   b->sync_res = 0;
-  if ((size_t)w == b->len && fdatasync(b->fd) != 0) b->sync_res = -errno;
+  if ((size_t)w == b->len && !j->in_memory && fdatasync(b->fd) != 0) b->sync_res = -errno;
   size_t done = b->len; /* finish_batch clears it */
   finish_batch(j, b);
   if (j->mark_due) roll_mark(j);
@@ -872,6 +905,7 @@ int hg_journal_in_flight(const hg_journal_t *j) { return j->inflight; }
 /* Positions the writer at the end of the good data of segment m, taking
  * over its fd. */
 static void position_at(hg_journal_t *j, seg_map_t *m, uint64_t off) {
+  seg_unmap(j);
   if (j->fd >= 0) close(j->fd);
   j->fd = m->fd;
   m->fd = -1;
@@ -1127,6 +1161,7 @@ out:
 
 static void destroy(hg_journal_t *j) {
   if (j->use_uring) io_uring_queue_exit(&j->ring);
+  seg_unmap(j);
   if (j->fd >= 0) close(j->fd);
   if (j->spare_fd >= 0) {
     close(j->spare_fd);
@@ -1179,6 +1214,7 @@ int hg_journal__open_scan(const char *dir, const hg_journal_options_t *opt,
   int in_memory = fstatfs(j->dirfd, &fs) == 0 &&
                   (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
   j->zero_fill = !o.no_zero_fill && !in_memory;
+  j->in_memory = in_memory;
   for (int k = 0; k < 2; k++) {
     j->b[k].buf = aligned_alloc(4096, ((size_t)o.batch_bytes + 4095u) & ~(size_t)4095u);
     if (j->b[k].buf == NULL) {

@@ -30,6 +30,10 @@ int hg_journal__zero_fills(const hg_journal_t *j);
 /* Zero-fill writes into spare segments so far (each at most 128 KiB). */
 uint64_t hg_journal__zero_writes(const hg_journal_t *j);
 
+/* 1 if the current segment is mapped and batches are copied into it (a
+ * journal in memory, once its segment took a batch), else 0. */
+int hg_journal__mapped(const hg_journal_t *j);
+
 /* Nonzero err: the next hg_journal_open() behaves as if io_uring_queue_init
  * returned err (to test the automatic fallback). One-shot; any thread. */
 void hg_journal__fail_next_uring_init(int err);

@@ -62,7 +62,7 @@ bool gw_conn_send_raw(conn_t *c, const uint8_t *bytes, size_t len) {
   memcpy(c->out[c->fill] + c->out_len[c->fill], bytes, len);
   c->out_len[c->fill] += len;
   STAT_ADD(gw, st_frames_out);
-  hg_sess_sent(&c->sess, now_mono());
+  hg_sess_sent(&c->sess, gw_clock(gw));
   mark_dirty(c);
   if (c->reading && conn_queued(c) > gw->cfg.out_high_water) {
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -647,7 +647,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   } else {
     if (c->ssl == NULL) c->in_len += (size_t)nread;
     gw->in_read = 1;
+    int outer = gw_clock_hold(gw);
     conn_input(c);
+    gw_clock_release(gw, outer);
     gw->in_read = 0;
     if (gw->kick_due) {
       gw->kick_due = 0;

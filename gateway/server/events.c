@@ -379,6 +379,7 @@ void gw_drain(hg_gateway_t *gw) {
   if (gw->pipe == NULL) return;
   assert(!gw->draining);
   gw->draining = 1;
+  int outer = gw_clock_hold(gw);
   /* Results of the log, also when drained in the middle of a request. */
   int local = gw->local;
   gw->local = 0;
@@ -420,4 +421,5 @@ void gw_drain(hg_gateway_t *gw) {
   gw->draining = 0;
   gw->local = local;
   gw_flush_dirty(gw);
+  gw_clock_release(gw, outer);
 }

@@ -426,6 +426,14 @@ struct hg_gateway {
    * hg_pipeline_kick() at the end of the read (kick_due says one is owed),
    * so the frames of one read cost one engine wake-up, not one each. */
   int in_read, kick_due;
+  /* Loop thread: the monotonic clock read once at the start of a read
+   * callback or a drain (clock_ns, valid while clock_held), for the
+   * per-frame bookkeeping of everything handled in it (receive and send
+   * times of the sessions, throttling): frames of one read arrived
+   * together, and one clock read per frame cost more than the rest of the
+   * session's bookkeeping. gw_clock() reads it. */
+  uint64_t clock_ns;
+  int clock_held;
   /* Inside gw_drain: in loop mode gw_submit queues instead of executing
    * (a command executed there could need a drain of its own). */
   int draining;
@@ -522,6 +530,25 @@ struct hg_gateway {
 
 /* Monotonic time, ns (libuv's clock; loop thread). */
 static inline uint64_t now_mono(void) { return uv_hrtime(); }
+
+/* The loop's clock for per-frame bookkeeping: the time taken at the start
+ * of the read callback or drain in progress (gw_clock_hold), else now. */
+static inline uint64_t gw_clock(const struct hg_gateway *gw) {
+  return gw->clock_held ? gw->clock_ns : now_mono();
+}
+
+/* Takes the clock for what follows unless an outer callback holds it
+ * already; returns what gw_clock_release() needs to restore. */
+static inline int gw_clock_hold(struct hg_gateway *gw) {
+  int outer = gw->clock_held;
+  if (!outer) {
+    gw->clock_ns = now_mono();
+    gw->clock_held = 1;
+  }
+  return outer;
+}
+
+static inline void gw_clock_release(struct hg_gateway *gw, int outer) { gw->clock_held = outer; }
 
 /* v clamped to the int64 range. */
 static inline int64_t gw_sat64(__int128 v) {

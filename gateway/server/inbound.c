@@ -260,7 +260,7 @@ static void handle_frame(conn_t *c, const uint8_t *body, size_t len) {
     return;
   }
   uint32_t code = 0;
-  hg_sess_verdict_t v = hg_sess_on_frame(&c->sess, env, now_mono(), &code);
+  hg_sess_verdict_t v = hg_sess_on_frame(&c->sess, env, gw_clock(gw), &code);
   switch (v) {
   case HG_SV_TERMINATE:
     gw_conn_terminate(c, code, NULL);

@@ -246,7 +246,7 @@ void gw_handle_new_order(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   /* A cancel-on-disconnect session's order dies with the session, also
    * across a restart (see hg_gateway_start). */
   if (rej == 0) cmd.u.new_order.session_scoped = c->cod ? 1 : 0;
-  if (rej == 0 && !hg_throttle_take(&c->thr, now_mono())) {
+  if (rej == 0 && !hg_throttle_take(&c->thr, gw_clock(gw))) {
     rej = REJ(THROTTLED);
     STAT_ADD(gw, st_throttled);
   }
@@ -281,7 +281,7 @@ void gw_handle_replace(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
   hg_gateway_t *gw = c->gw;
   const Hourglass__V1__ReplaceRequest *r = env->replace;
   uint32_t rej = r->base.n_unknown_fields != 0 || r->order_id == 0 ? REJ(INVALID_REQUEST) : 0;
-  if (rej == 0 && !hg_throttle_take(&c->thr, now_mono())) {
+  if (rej == 0 && !hg_throttle_take(&c->thr, gw_clock(gw))) {
     rej = REJ(THROTTLED);
     STAT_ADD(gw, st_throttled);
   }
@@ -397,7 +397,7 @@ void gw_handle_mass_quote(conn_t *c, stream_t *st, uint32_t si, const env_t *env
     if (m == NULL) reason = REJ(GATEWAY_FULL);
   }
   if (reason == 0 && m->tripped) reason = REJ(MMP_TRIPPED);
-  if (reason == 0 && !hg_throttle_take(&c->thr, now_mono())) {
+  if (reason == 0 && !hg_throttle_take(&c->thr, gw_clock(gw))) {
     reason = REJ(THROTTLED);
     STAT_ADD(gw, st_throttled);
   }

@@ -142,24 +142,25 @@ static void seg_path(const hg_outlog_t *l, uint64_t no, char *out, size_t cap) {
 
 /* ------------------------------------------------------------- records */
 
-static uint32_t rec_crc(const uint8_t *hdr, const uint8_t *payload, uint32_t len) {
-  uint32_t c = hg_crc32c(0, hdr, 12);
-  c = hg_crc32c(c, hdr + 16, 16);
-  return hg_crc32c(c, payload, len);
+/* The CRC of the record at r: its header but the CRC field, then its
+ * payload, which follows the header (one run from byte 16 on). */
+static uint32_t rec_crc(const uint8_t *r, uint32_t len) {
+  return hg_crc32c(hg_crc32c(0, r, 12), r + 16, RHDR - 16 + (size_t)len);
 }
 
 /* Encodes a record at dst (RECORD_SIZE(len) bytes). */
 static void rec_put(uint8_t *dst, uint32_t type, uint64_t key, uint64_t seq, const void *p,
                     uint32_t len) {
   size_t rs = HG_OUTLOG_RECORD_SIZE(len);
-  memset(dst, 0, rs);
+  memset(dst, 0, RHDR);
+  memset(dst + RHDR + len, 0, rs - RHDR - len); /* the padding; the payload is copied over */
   hg_st32(dst, HG_OUTLOG_RECORD_MAGIC);
   dst[4] = (uint8_t)type;
   hg_st32(dst + 8, len);
   hg_st64(dst + 16, key);
   hg_st64(dst + 24, seq);
   if (len > 0) memcpy(dst + RHDR, p, len);
-  hg_st32(dst + 12, rec_crc(dst, dst + RHDR, len));
+  hg_st32(dst + 12, rec_crc(dst, len));
 }
 
 /* Checks the record at p with avail bytes up to the end of the data.
@@ -168,7 +169,7 @@ static int rec_check(const hg_outlog_t *l, const uint8_t *p, uint64_t avail, rec
   if (avail < RHDR || hg_ld32(p) != HG_OUTLOG_RECORD_MAGIC) return HG_ECORRUPT;
   uint32_t len = hg_ld32(p + 8);
   if (len > l->o.max_frame || HG_OUTLOG_RECORD_SIZE(len) > avail) return HG_ECORRUPT;
-  if (rec_crc(p, p + RHDR, len) != hg_ld32(p + 12)) return HG_ECORRUPT;
+  if (rec_crc(p, len) != hg_ld32(p + 12)) return HG_ECORRUPT;
   r->type = p[4];
   r->len = len;
   r->key = hg_ld64(p + 16);

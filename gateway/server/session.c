@@ -161,7 +161,7 @@ hg_sess_verdict_t hg_sess_on_frame(hg_session_t *s, const Hourglass__V1__Envelop
   if (env->base.n_unknown_fields != 0 || dir < 0)
     return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_UNKNOWN_MESSAGE);
   if (dir == 0) return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_WRONG_DIRECTION);
-  if (hg_wire_has_unknown(&env->base))
+  if (hg_wire_envelope_has_unknown(env))
     return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_INVALID_FIELD);
   if (s->state != HG_SESS_ACTIVE) {
     if (c != HOURGLASS__V1__ENVELOPE__BODY_LOGIN)

@@ -132,6 +132,18 @@ int hg_wire_has_unknown(const ProtobufCMessage *m) {
   return 0;
 }
 
+int hg_wire_envelope_has_unknown(const Hourglass__V1__Envelope *env) {
+  if (env->base.n_unknown_fields != 0) return 1;
+  if (env->body_case == HOURGLASS__V1__ENVELOPE__BODY__NOT_SET) return 0;
+  /* Besides the body, an Envelope holds only scalars (seq): the body's
+   * field is the one a walk of every member of the oneof would reach. */
+  const ProtobufCFieldDescriptor *f =
+      protobuf_c_message_descriptor_get_field(env->base.descriptor, (unsigned)env->body_case);
+  if (f == NULL || f->type != PROTOBUF_C_TYPE_MESSAGE) return hg_wire_has_unknown(&env->base);
+  const uint8_t *base = (const uint8_t *)env;
+  return hg_wire_has_unknown(*(ProtobufCMessage *const *)(const void *)(base + f->offset));
+}
+
 /* -------------------------------------------------------------- login proof */
 
 void hg_wire_login_mac(const uint8_t *secret, size_t secret_len, uint64_t timestamp_ns,

@@ -924,8 +924,9 @@ static void spare_is_zeroed_at_the_segments_pace(void **state) {
 
 /* A journal in memory (tmpfs) is neither zero-filled (no extents to
  * convert, no flush to shorten) nor committed through io_uring (the sync
- * has nothing to flush), so each commit is done when it returns. It still
- * rolls over and reads back whole. One run: on tmpfs the io_uring and the
+ * has nothing to flush), so each commit is done when it returns: a copy
+ * into the mapped segment. It still rolls over, reads back whole, and
+ * carries on after a reopen. One run: on tmpfs the io_uring and the
  * fallback fixture take the same path. */
 static void memory_journal_is_written_in_place(void **state) {
   fixture_t *f = *state;
@@ -942,11 +943,20 @@ static void memory_journal_is_written_in_place(void **state) {
   append_range(j, 1, 10);
   assert_int_equal(hg_journal_commit(j), 0);
   assert_int_equal(hg_journal_durable_seq(j), 10); /* no poll needed */
+  assert_int_equal(hg_journal__mapped(j), 1);     /* copied, not written */
   append_range(j, 11, 2000); /* ~176 KB: across segments */
   assert_int_equal(hg_journal_sync(j), 0);
+  assert_int_equal(hg_journal__mapped(j), 1); /* the new segment too */
   assert_int_equal(hg_journal_close(j), 0);
   assert_true(count_segments(dir) > 1);
   expect_records(dir, 1, 2000);
+  /* Reopened, it carries on in the segment it recovered. */
+  assert_int_equal(hg_journal_open(dir, &o, &j), 0);
+  append_range(j, 2001, 2100);
+  assert_int_equal(hg_journal_sync(j), 0);
+  assert_int_equal(hg_journal__mapped(j), 1);
+  assert_int_equal(hg_journal_close(j), 0);
+  expect_records(dir, 1, 2100);
   assert_int_equal(remove_dir(dir), 0);
 }
 

@@ -49,10 +49,15 @@
  * so acknowledgements are released strictly in seq order. Without io_uring
  * (option force_fallback, a journal in memory, or io_uring_queue_init
  * failing, which is logged once) a commit does pwritev + fdatasync
- * synchronously instead. A journal in memory (tmpfs, ramfs) always does:
- * its write is a copy and its sync has nothing to flush, so through io_uring
- * (whose linked fdatasync runs on a kernel worker thread) the only cost
- * left would be waking that worker and being woken by it, per batch.
+ * synchronously instead. A journal in memory (tmpfs, ramfs) always does,
+ * and makes no fdatasync call: its write is a copy (into a shared mapping
+ * of the segment when its file holds the whole segment, so no system call
+ * at all) and its sync has nothing to flush (the kernel's sync of these
+ * filesystems does nothing), so
+ * through io_uring (whose linked fdatasync runs on a kernel worker thread)
+ * the only cost left would be waking that worker and being woken by it, and
+ * on the fallback path the sync would be a system call per batch that
+ * changes nothing.
  *
  * Failure. A short write, a failed write or sync (-EIO, -ENOSPC, ...), or a
  * cancelled sync (-ECANCELED) puts the journal into the failed state for

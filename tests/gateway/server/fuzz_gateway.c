@@ -60,6 +60,7 @@ static void same_as_protobuf_c(hg_wire_arena_t *a3, const uint8_t *body, size_t 
   if (env->body_case != ref->body_case) abort();
   int unknown = hg_wire_has_unknown(&env->base);
   if (unknown != hg_wire_has_unknown(&ref->base)) abort();
+  if (unknown != hg_wire_envelope_has_unknown(env)) abort(); /* the session's shortcut */
   if (unknown) return; /* then both came from protobuf-c (see above for why not packed) */
   size_t n1 = protobuf_c_message_get_packed_size(&env->base);
   size_t n2 = protobuf_c_message_get_packed_size(&ref->base);

@@ -140,6 +140,7 @@ static void test_encode_decode(void **state) {
   assert_int_equal(hg_wire_decode(&a, junk, sizeof junk, &d), HG_EPARSE);
   /* Unknown fields, top level or nested, are found. */
   assert_false(hg_wire_has_unknown(&d->base));
+  assert_false(hg_wire_envelope_has_unknown(d));
   uint8_t nested[64];
   size_t nl = 0;
   memcpy(nested, buf + f.hdr_len, f.body_len);
@@ -156,6 +157,25 @@ static void test_encode_decode(void **state) {
   assert_int_equal(d->base.n_unknown_fields, 0);
   assert_int_equal(d->new_order->base.n_unknown_fields, 1);
   assert_true(hg_wire_has_unknown(&d->base));
+  assert_true(hg_wire_envelope_has_unknown(d));
+  /* At the top level too (field 99 after the body), and none in a body
+   * that has no message of its own (a heartbeat). */
+  memcpy(nested, buf + f.hdr_len, f.body_len);
+  nl = f.body_len;
+  nested[nl++] = 0x98;
+  nested[nl++] = 0x06;
+  nested[nl++] = 0x01;
+  assert_int_equal(hg_wire_decode(&a, nested, nl, &d), 0);
+  assert_int_equal(d->base.n_unknown_fields, 1);
+  assert_true(hg_wire_has_unknown(&d->base));
+  assert_true(hg_wire_envelope_has_unknown(d));
+  const uint8_t hb[] = {0x08, 0x05, 0x62, 0x00}; /* seq 5, heartbeat {} */
+  assert_int_equal(hg_wire_decode(&a, hb, sizeof hb, &d), 0);
+  assert_int_equal(d->body_case, HOURGLASS__V1__ENVELOPE__BODY_HEARTBEAT);
+  assert_false(hg_wire_envelope_has_unknown(d));
+  const uint8_t none[] = {0x08, 0x05}; /* seq alone, no body */
+  assert_int_equal(hg_wire_decode(&a, none, sizeof none, &d), 0);
+  assert_false(hg_wire_envelope_has_unknown(d));
   /* An empty Envelope encodes to no bytes: not a frame. */
   Hourglass__V1__Envelope empty = HOURGLASS__V1__ENVELOPE__INIT;
   assert_int_equal(hg_wire_encode(&empty, buf, sizeof buf, &len), HG_ERANGE);

@@ -131,6 +131,11 @@ int hg_wire_decode(hg_wire_arena_t *a, const uint8_t *body, size_t len,
  */
 int hg_wire_has_unknown(const ProtobufCMessage *m);
 
+/* hg_wire_has_unknown() for an Envelope, without walking every member of
+ * its body oneof: the envelope's own unknown fields, then its body's. The
+ * same answer, at the cost of one body instead of the whole schema. */
+int hg_wire_envelope_has_unknown(const Hourglass__V1__Envelope *env);
+
 /* -------------------------------------------------------------- login proof */
 
 /* Length of the signed login string: "HGv1" + 8 + 16 + 8. */
