@@ -102,9 +102,9 @@ static void supervise(void) {
 
 static char *health(int i) { return du_get(g_n[i].http_port, "/health"); }
 
-/* A node other than `not` taking orders, within 30 s; -1 if none. */
+/* A node other than `not` taking orders, within 120 s; -1 if none. */
 static int find_leader(int not) {
-  double end = du_now() + 30;
+  double end = du_now() + 120;
   while (du_now() < end) {
     supervise();
     for (int i = 0; i < NODES; i++) {
