@@ -691,7 +691,8 @@ static int signal_loop(daemon_t *d) {
     if (is_stop(sig)) return 0;
     if (sig == SIGHUP) reload(d);
     int f = hg_pipeline_failed(d->pipe);
-    if (f != 0 && d->cluster != NULL) return SERVE_REBUILD;
+    if (d->cluster != NULL && (f != 0 || daemon_cluster_must_rebuild(d->cluster)))
+      return SERVE_REBUILD;
     if (f != 0 && !failed_logged) {
       failed_logged = 1;
       snprintf(d->fail_reason, sizeof d->fail_reason, "journal failed: %s", hg_strerror(f));

@@ -168,15 +168,16 @@ static void check_live(hg_client_t *c, const acked_t *a) {
 }
 
 /* Waits until a node just started knows the leader (it has heard from
- * it), failing if a node exits. */
+ * it) and has caught up (/health "caught_up"), failing if a node exits. */
 static void await_leader(int node, int leader) {
   char want_leader[32];
   snprintf(want_leader, sizeof want_leader, "\"leader\":%d,", g_n[leader].id);
-  double end = du_now() + 60;
+  double end = du_now() + 120;
   for (;;) {
     supervise();
     char *h = du_get(g_n[node].http_port, "/health");
-    int known = h != NULL && strstr(h, want_leader) != NULL;
+    int known = h != NULL && strstr(h, want_leader) != NULL &&
+                strstr(h, "\"caught_up\":true") != NULL;
     free(h);
     if (known) return;
     if (du_now() > end) fail_msg("node %d does not know leader %d", node + 1, leader + 1);
