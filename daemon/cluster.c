@@ -116,7 +116,7 @@
 #include "hourglass/store.h"
 #include "hourglassd.h"
 
-#define TICK_MS 20
+#define TICK_MS 5 /* the role poll: a new leader proposes its barrier within it */
 #define APPLY_RETRY_MS 1 /* the apply queue's retry period */
 /* Bytes of committed entries the apply queue holds at most (see "apply
  * queue"): beyond them the node fails and is rebuilt from the group. */
@@ -1001,6 +1001,11 @@ static void publish(daemon_cluster_t *c) {
            hg_replica_commit_index(r), hg_replica_last_index(r));
   atomic_store(&c->role, role);
   atomic_store(&c->term, hg_replica_term(r));
+  /* The exchange epoch is the group's: its Raft term, raised by every
+   * election (each new leader ends every session), never lower on any
+   * node (a term only rises, and a leader's is above every earlier
+   * leader's). */
+  hg_gateway_set_epoch(c->gw, hg_replica_term(r));
   atomic_store(&c->commit, hg_replica_commit_index(r));
   atomic_store(&c->applied, applied_now(c));
   atomic_store(&c->last, hg_replica_last_index(r));
@@ -1427,7 +1432,14 @@ int daemon_cluster_must_rebuild(daemon_cluster_t *c) { return atomic_load(&c->fa
 const char *daemon_cluster_leader(void *ctx) {
   daemon_cluster_t *c = ctx;
   if (c->writable) return NULL;
-  return c->leader_client;
+  /* Asked of libraft now, not at the last tick: a client is never sent to
+   * a leader that is gone, nor to this node while it leads but does not
+   * take orders yet (it applies what earlier leaders committed): no
+   * leader field, the client tries again shortly. */
+  uint64_t id = 0;
+  if (c->r != NULL) hg_replica_leader(c->r, &id, NULL);
+  const cmember_t *m = id != 0 && id != c->self ? member_row(c, id) : NULL;
+  return m != NULL ? m->client : "";
 }
 
 int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
@@ -1510,6 +1522,7 @@ void daemon_cluster_start(daemon_cluster_t *c, hg_pipeline_t *pipe) {
     free(c->routes);
     c->routes = NULL;
   }
+  hg_gateway_set_epoch(c->gw, hg_replica_term(c->r));
   uv_loop_t *loop = hg_gateway_loop(c->gw);
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
