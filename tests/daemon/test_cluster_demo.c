@@ -53,6 +53,26 @@ static void supervise(void) {
 
 static int find_leader(void) { return du_cluster_leader(g_n, NODES, WAIT_S, supervise); }
 
+/* Waits (up to WAIT_S) until every running node names the leader at index
+ * l and has caught up (/health): killing the leader before a restarted
+ * node holds the log (it may still be loading a snapshot) would leave the
+ * survivor without a majority. */
+static void await_caught_up(int l) {
+  char want[32];
+  snprintf(want, sizeof want, "\"leader\":%d,", g_n[l].id);
+  for (int i = 0; i < NODES; i++) {
+    for (double end = du_now() + WAIT_S;; du_sleep_ms(100)) {
+      supervise();
+      if (g_n[i].pid == 0) break;
+      char *h = du_get(g_n[i].http_port, "/health");
+      int ok = h != NULL && strstr(h, want) != NULL && strstr(h, "\"caught_up\":true") != NULL;
+      free(h);
+      if (ok) break;
+      if (du_now() > end) fail_msg("node %d did not catch up in %d s", g_n[i].id, WAIT_S);
+    }
+  }
+}
+
 /* The leader's last_seq from /health (UINT64_MAX: no answer). */
 static uint64_t last_seq(int i) {
   char *h = du_get(g_n[i].http_port, "/health");
@@ -129,6 +149,7 @@ static void demo_is_set_up_once(void **state) {
   assert_true(setup_len != UINT64_MAX);
 
   for (int round = 0; round < 2; round++) {
+    await_caught_up(leader);
     int dead = leader;
     uint64_t before = last_seq(dead);
     kill(g_n[dead].pid, SIGKILL);

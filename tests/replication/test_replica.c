@@ -48,7 +48,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#define ELECTION_MS 1000 /* randomized by libraft to 1x..2x */
+#define ELECTION_MS 3000 /* randomized by libraft to 1x..2x */
 #define WAIT_MS 60000    /* how long a test waits for a state it expects */
 #define MAX_NODES 4
 #define MAX_DONE 4096
