@@ -139,7 +139,9 @@ static void burst(hg_client_t *c) {
     while (answered < CHUNK) {
       if (du_now() > end) fail_msg("%d of %d orders answered in %d s", answered, CHUNK, WAIT_S);
       const Hourglass__V1__Envelope *e = NULL;
-      assert_true(hg_client_recv(c, 5000, &e) > 0);
+      int rc = hg_client_recv(c, 1000, &e);
+      assert_true(rc >= 0);
+      if (rc == 0) continue; /* a busy machine: until the deadline above */
       if (e->body_case != HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT) continue;
       uint64_t id = e->execution_report->client_order_id;
       if (id + CHUNK >= next && id < next &&
