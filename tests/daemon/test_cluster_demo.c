@@ -6,7 +6,11 @@
  * pulls the quotes of the previous leader's and never sets the market up
  * again: the trader's cash stays what the set-up paid (a second set-up
  * would pay it again), logged in with the same key at whichever node
- * leads. Usage: test_cluster_demo <hourglassd>. */
+ * leads. The nodes run with small rings (pipeline.outbound_capacity 64,
+ * staging_capacity 2048): a follower's demo thread, which only trades once
+ * its node leads, must drain its consumer ring meanwhile, else the stage
+ * fills, the follower stops applying and, elected, never takes orders.
+ * Usage: test_cluster_demo <hourglassd>. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -41,7 +45,9 @@ static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
 
 static void node_start(du_node_t *n) {
   static const char *const extra[] = {"--demo", "pipeline.mode=loop",
-                                      "cluster.election_timeout_ms=1000", NULL};
+                                      "cluster.election_timeout_ms=1000",
+                                      "pipeline.outbound_capacity=64",
+                                      "pipeline.staging_capacity=2048", NULL};
   if (du_node_start(n, g_bin, g_root, g_members, g_keys, extra) != 0)
     fail_msg("node %d not ready after 120 s", n->id);
 }
