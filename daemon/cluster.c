@@ -83,8 +83,12 @@
  * libraft re-applies the committed entries after it (the gateway's
  * outbound journal tells the frames of results it had sequenced before
  * from new ones: outlog.h "Positions"). A snapshot installed while the
- * node runs cannot replace the state under the gateway: the node fails,
- * and its rebuild in place (serve.c) loads it.
+ * node runs cannot replace the state under the gateway: the node accepts
+ * it (libraft stored it; the leader goes on from its index), applies
+ * nothing more, and its rebuild in place (serve.c) loads it and catches
+ * up from the leader's log ("snapshot_restore" below). /health says
+ * "catching up" until the node has applied what a leader said was
+ * committed (publish()).
  *
  * Threads: everything here runs on the gateway's loop thread
  * except daemon_cluster_create/open/destroy (main thread, loop not
@@ -112,7 +116,7 @@
 #include "hourglass/store.h"
 #include "hourglassd.h"
 
-#define TICK_MS 20
+#define TICK_MS 5 /* the role poll: a new leader proposes its barrier within it */
 #define APPLY_RETRY_MS 1 /* the apply queue's retry period */
 /* Bytes of committed entries the apply queue holds at most (see "apply
  * queue"): beyond them the node fails and is rebuilt from the group. */
@@ -219,6 +223,9 @@ struct daemon_cluster {
    * written by the loop thread only. */
   _Atomic uint64_t q_entries, q_bytes, q_total;
   _Atomic int failed;
+  _Atomic uint64_t leader_commit; /* hg_replica_leader_commit at the last tick */
+  _Atomic int caught_up; /* once applied up to catchup_target (or taking orders) */
+  uint64_t catchup_target; /* the first leader commit index heard (0: none yet) */
   pthread_mutex_t mu; /* guards prog, n_prog, log_error, log_errmsg */
   int log_error;
   char log_errmsg[256];
@@ -427,20 +434,23 @@ static void discard_event(void *ctx, const hg_exchange_event_t *ev) {
   (void)ev;
 }
 
-/* Fails the node: it must be rebuilt from the group (serve.c does it in
- * place). Logged at level: an error, but a warning for a snapshot the
- * leader installed, which is how a node far behind catches up. */
-static void fail_at(daemon_cluster_t *c, int level, int rc, const char *why) {
-  if (atomic_exchange(&c->failed, 1) == 0)
+/* The node stops applying and taking orders: it must be rebuilt from the
+ * group (serve.c does it in place once daemon_cluster_must_rebuild() says
+ * so). Logged once, at level. */
+static void must_rebuild(daemon_cluster_t *c, int level, int rc, const char *why) {
+  if (atomic_exchange(&c->failed, 1) == 0 && rc != 0)
     CLOG(level, "this node must be rebuilt from the group", "reason=\"%s\" err=%s", why,
          hg_strerror(rc));
+  else if (rc == 0)
+    CLOG(level, "this node must be rebuilt from the group", "reason=\"%s\"", why);
   c->writable = 0;
   hg_pipeline_set_writable(c->pipe, 0);
-  hg_pipeline_fail(c->pipe, rc);
 }
 
+/* The same for an error: the pipeline fails too (nothing more released). */
 static void fail(daemon_cluster_t *c, int rc, const char *why) {
-  fail_at(c, HG_LOG_ERROR, rc, why);
+  must_rebuild(c, HG_LOG_ERROR, rc, why);
+  hg_pipeline_fail(c->pipe, rc);
 }
 
 static void proposal_done(void *ctx, int status, uint64_t index) {
@@ -753,6 +763,7 @@ static int hold_snapshot(daemon_cluster_t *c, uint64_t index) {
 static int snapshot_take(void *ctx, uint64_t index, const void **data, size_t *len) {
   daemon_cluster_t *c = ctx;
   if (c->pipe == NULL) return HG_ESTATE;
+  if (atomic_load(&c->failed)) return HG_EBUSY; /* the state is not the applied entries' */
   if (c->q_head != NULL) return HG_EBUSY;
   hg_pipeline_stats_t st;
   hg_pipeline_stats(c->pipe, &st);
@@ -842,14 +853,21 @@ static int snapshot_split(const uint8_t *b, size_t len, const uint8_t **ex, size
 
 /* At open the exchange's part is kept for daemon_cluster_seed(), and the
  * member table and keys take effect at once. A snapshot installed while
- * the node runs cannot replace the state under the gateway's mirror: the
- * node fails, and its rebuild in place loads it. */
+ * the node runs cannot replace the state under the gateway's mirror, but
+ * libraft has stored it already (replica.h, "Snapshots"): it is accepted,
+ * so that the leader goes on from its index at once (a refusal would make
+ * libraft 0.15's leader wait its 30 s install-snapshot timeout, then send
+ * another snapshot), this node applies nothing more (apply() refuses) and
+ * rebuilds itself in place, which restores it from the Raft directory and
+ * catches up from the leader's log. */
 static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t len) {
   daemon_cluster_t *c = ctx;
   if (c->pipe != NULL) {
-    fail_at(c, HG_LOG_WARN, HG_ESTATE,
-            "a snapshot was installed from the leader: the rebuild loads it");
-    return HG_ESTATE;
+    CLOG(HG_LOG_INFO, "snapshot installed from the leader", "index=%" PRIu64 " bytes=%zu",
+         index, len);
+    must_rebuild(c, HG_LOG_INFO, 0,
+                 "a snapshot was installed from the leader: the rebuild loads it");
+    return 0;
   }
   const uint8_t *ex, *table, *keys, *routes;
   size_t ex_len = 0, table_len = 0, routes_len = 0;
@@ -983,6 +1001,11 @@ static void publish(daemon_cluster_t *c) {
            hg_replica_commit_index(r), hg_replica_last_index(r));
   atomic_store(&c->role, role);
   atomic_store(&c->term, hg_replica_term(r));
+  /* The exchange epoch is the group's: its Raft term, raised by every
+   * election (each new leader ends every session), never lower on any
+   * node (a term only rises, and a leader's is above every earlier
+   * leader's). */
+  hg_gateway_set_epoch(c->gw, hg_replica_term(r));
   atomic_store(&c->commit, hg_replica_commit_index(r));
   atomic_store(&c->applied, applied_now(c));
   atomic_store(&c->last, hg_replica_last_index(r));
@@ -1000,6 +1023,21 @@ static void publish(daemon_cluster_t *c) {
       c->leader_client[0] = '\0';
     CLOG(HG_LOG_INFO, "leader changed", "leader=%" PRIu64 " term=%" PRIu64, id,
            hg_replica_term(r));
+  }
+  /* Caught up once the state holds what the group had committed when a
+   * leader was first heard from (a follower: the latest commit index heard
+   * runs ahead of what is stored while entries keep coming), or once taking
+   * orders (a leader): /health says "catching up" before that. */
+  uint64_t lc = hg_replica_leader_commit(r);
+  atomic_store(&c->leader_commit, lc);
+  if (c->catchup_target == 0) c->catchup_target = lc;
+  if (!atomic_load(&c->caught_up) && !atomic_load(&c->failed) &&
+      ((role == HG_REPLICA_LEADER && c->writable) ||
+       (role == HG_REPLICA_FOLLOWER && c->catchup_target != 0 &&
+        applied_now(c) >= c->catchup_target))) {
+    atomic_store(&c->caught_up, 1);
+    CLOG(HG_LOG_INFO, "caught up with the group",
+         "applied_index=%" PRIu64 " leader_commit=%" PRIu64, applied_now(c), lc);
   }
   const char *why = NULL;
   int log_error = hg_replica_log_error(r, &why);
@@ -1389,10 +1427,19 @@ int daemon_cluster_replicate_key(void *ctx, const hg_gateway_key_t *key, uint32_
 
 int daemon_cluster_writable(daemon_cluster_t *c) { return atomic_load(&c->writable); }
 
+int daemon_cluster_must_rebuild(daemon_cluster_t *c) { return atomic_load(&c->failed); }
+
 const char *daemon_cluster_leader(void *ctx) {
   daemon_cluster_t *c = ctx;
   if (c->writable) return NULL;
-  return c->leader_client;
+  /* Asked of libraft now, not at the last tick: a client is never sent to
+   * a leader that is gone, nor to this node while it leads but does not
+   * take orders yet (it applies what earlier leaders committed): no
+   * leader field, the client tries again shortly. */
+  uint64_t id = 0;
+  if (c->r != NULL) hg_replica_leader(c->r, &id, NULL);
+  const cmember_t *m = id != 0 && id != c->self ? member_row(c, id) : NULL;
+  return m != NULL ? m->client : "";
 }
 
 int daemon_cluster_open(daemon_cluster_t *c, hg_gateway_t *gw) {
@@ -1475,6 +1522,7 @@ void daemon_cluster_start(daemon_cluster_t *c, hg_pipeline_t *pipe) {
     free(c->routes);
     c->routes = NULL;
   }
+  hg_gateway_set_epoch(c->gw, hg_replica_term(c->r));
   uv_loop_t *loop = hg_gateway_loop(c->gw);
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
@@ -1527,6 +1575,8 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out) {
   out->apply_queued = atomic_load(&c->q_entries);
   out->apply_queued_bytes = atomic_load(&c->q_bytes);
   out->apply_queued_total = atomic_load(&c->q_total);
+  out->leader_commit = atomic_load(&c->leader_commit);
+  out->caught_up = atomic_load(&c->caught_up);
   pthread_mutex_lock(&c->mu);
   out->log_error = c->log_error;
   snprintf(out->log_errmsg, sizeof out->log_errmsg, "%s", c->log_errmsg);

@@ -40,6 +40,8 @@ typedef struct daemon_cluster_status {
   uint64_t apply_queued;       /* committed entries waiting to be applied here */
   uint64_t apply_queued_bytes; /* their bytes */
   uint64_t apply_queued_total; /* entries ever queued (a counter) */
+  uint64_t leader_commit;  /* the group's commit index as last heard (0: not yet) */
+  int caught_up;           /* 1 once applied up to leader_commit (or taking orders) */
   int log_error;           /* 0, or why the last write to cluster.dir failed */
   char log_errmsg[256];    /* its text ("" when log_error is 0) */
   size_t n_members;
@@ -96,6 +98,11 @@ void daemon_cluster_status(daemon_cluster_t *c, daemon_cluster_status_t *out);
 
 /* 1 while this node takes orders (the leader, caught up). Any thread. */
 int daemon_cluster_writable(daemon_cluster_t *c);
+
+/* 1 once this node must be rebuilt from the group (a snapshot installed
+ * from the leader, or a failure): serve.c then rebuilds it in place. Any
+ * thread. */
+int daemon_cluster_must_rebuild(daemon_cluster_t *c);
 
 /* "leader", "follower", "candidate" or "unavailable". */
 const char *daemon_cluster_role_name(int role);

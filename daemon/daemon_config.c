@@ -181,7 +181,7 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->login_timeout_ms = 5000;
   cfg->sessions_per_key = 4;
   cfg->tls = -1;
-  cfg->cluster_election_ms = 1000;
+  cfg->cluster_election_ms = 300;
   cfg->cluster_snapshot_entries = 65536;
   cfg->cluster_snapshot_hold_ms = 60000;
 }

@@ -88,7 +88,7 @@ typedef struct hg_daemon_config {
   int market_data_set;
   /* Cluster mode (hourglassd.h, "Cluster"): cluster.id (0: a single node),
    * cluster.members ("id=raft_ip:port/client_ip:port,..."), cluster.dir
-   * ("" = data_dir/raft), cluster.election_timeout_ms (1000),
+   * ("" = data_dir/raft), cluster.election_timeout_ms (300),
    * cluster.snapshot_entries (65536; 0: never), cluster.snapshot_hold_ms
    * (60000: how long a lagging voter holds the leader's next snapshot
    * back), cluster.join (no: a node

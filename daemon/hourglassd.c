@@ -38,7 +38,10 @@
  * journal replays) -> "ready" -> "stopping"; a journal failure turns ready
  * into "journal failed: <cause>" for good (the pipeline refuses intake).
  * A cluster node is "ready" on every role (a follower answers 200) while
- * it can write its Raft log (503 naming cluster.dir when it cannot); one
+ * it can write its Raft log (503 naming cluster.dir when it cannot) and
+ * has caught up ("catching up", 503, while it has not yet applied what the
+ * group had committed when it first heard from a leader, and after a
+ * rebuild until it has); one
  * that must be rebuilt from the group (it was sent the leader's snapshot,
  * or it lost leadership with commands the group may not hold) stops
  * everything as at a stop and starts again in the same process, keeping

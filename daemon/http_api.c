@@ -36,10 +36,12 @@ static void health_cluster(daemon_t *d, hg_sbuf_t *b) {
                  ",\"cluster\":{\"id\":%u,\"role\":\"%s\",\"taking_orders\":%s,\"term\":%" PRIu64
                  ",\"leader\":%" PRIu64 ",\"commit_index\":%" PRIu64
                  ",\"applied_index\":%" PRIu64 ",\"last_index\":%" PRIu64
-                 ",\"apply_queued\":%" PRIu64,
+                 ",\"apply_queued\":%" PRIu64 ",\"leader_commit\":%" PRIu64
+                 ",\"caught_up\":%s",
                  cs.id, daemon_cluster_role_name(cs.role),
                  daemon_cluster_writable(d->cluster) ? "true" : "false", cs.term, cs.leader,
-                 cs.commit_index, cs.applied_index, cs.last_index, cs.apply_queued);
+                 cs.commit_index, cs.applied_index, cs.last_index, cs.apply_queued,
+                 cs.leader_commit, cs.caught_up ? "true" : "false");
   if (cs.log_error != 0) {
     hg_sbuf_puts(b, ",\"log_error\":");
     hg_sbuf_json_str(b, cs.log_errmsg);
@@ -120,6 +122,20 @@ static int cluster_log_failing(daemon_t *d, char *why, size_t cap) {
   return 1;
 }
 
+/* A cluster node that has not yet applied what the group committed when
+ * it last heard from a leader (one that was rebuilt from the group is
+ * catching up until it has heard from one): not ready for traffic or the
+ * next step of a rolling restart. 1 with the reason in why[cap], or 0. */
+static int cluster_catching_up(daemon_t *d, char *why, size_t cap) {
+  if (d->cluster == NULL || !atomic_load(&d->published)) return 0;
+  daemon_cluster_status_t cs;
+  daemon_cluster_status(d->cluster, &cs);
+  if (cs.caught_up || (cs.leader_commit == 0 && atomic_load(&d->rebuilds) == 0)) return 0;
+  snprintf(why, cap, "catching up with the group: applied index %" PRIu64 " of %" PRIu64,
+           cs.applied_index, cs.leader_commit);
+  return 1;
+}
+
 static void health(daemon_t *d, hg_http_response_t *r) {
   hg_pipeline_stats_t st = {0};
   int ready = atomic_load(&d->ready);
@@ -129,6 +145,10 @@ static void health(daemon_t *d, hg_http_response_t *r) {
   if (ready && cluster_log_failing(d, why, sizeof why)) {
     r->status = 503;
     hg_sbuf_puts(&r->body, "{\"status\":\"not ready\",\"reason\":");
+    hg_sbuf_json_str(&r->body, why);
+  } else if (ready && cluster_catching_up(d, why, sizeof why)) {
+    r->status = 503;
+    hg_sbuf_puts(&r->body, "{\"status\":\"catching up\",\"reason\":");
     hg_sbuf_json_str(&r->body, why);
   } else if (ready) {
     hg_sbuf_puts(&r->body, "{\"status\":\"ready\"");
@@ -168,7 +188,8 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
                     "# TYPE hourglass_build_info gauge\nhourglass_build_info{version=\"%s\"} 1\n",
                  HG_VERSION);
   metric(b, "hourglass_ready", "gauge", "1 when /health answers 200.",
-         (uint64_t)(ready && !cluster_log_failing(d, NULL, 0)));
+         (uint64_t)(ready && !cluster_log_failing(d, NULL, 0) &&
+                    !cluster_catching_up(d, NULL, 0)));
   metric(b, "hourglass_uptime_seconds", "gauge", "Seconds since start.",
          (now_ns() - d->start_ns) / 1000000000u);
   metric(b, "hourglass_commands_total", "counter", "Commands sequenced since start.", st.commands);

@@ -113,11 +113,17 @@ static int demo_submit(daemon_t *d, hg_command_t *c, size_t n) {
 }
 
 /* Cluster mode: the demo trades only through the leader. Waits until this
- * node takes orders. 0, or -1 when stopping. */
+ * node takes orders, 0, or -1 when stopping. Meanwhile it drains its
+ * consumer ring (the records of the group's batches this node applies,
+ * which the demo does not need): the stage frees a slot only once every
+ * consumer has taken it, so a full demo ring would stop this node applying
+ * the group's log, and, elected, it would never take orders. */
 static int demo_wait_leader(daemon_t *d) {
+  static hg_pipe_out_t recs[1024]; /* demo thread only */
   while (!daemon_cluster_writable(d->cluster)) {
     if (atomic_load(&d->stop_demo)) return -1;
-    nanosleep(&(struct timespec){0, 50000000}, NULL);
+    if (hg_pipeline_poll_consumer(d->pipe, CONSUMER_DEMO, recs, 1024) == 0)
+      hg_pipeline_wait_consumer(d->pipe, CONSUMER_DEMO, 50000000);
   }
   return 0;
 }
@@ -758,7 +764,8 @@ static int signal_loop(daemon_t *d) {
     if (is_stop(sig)) return 0;
     if (sig == SIGHUP) reload(d);
     int f = hg_pipeline_failed(d->pipe);
-    if (f != 0 && d->cluster != NULL) return SERVE_REBUILD;
+    if (d->cluster != NULL && (f != 0 || daemon_cluster_must_rebuild(d->cluster)))
+      return SERVE_REBUILD;
     if (f != 0 && !failed_logged) {
       failed_logged = 1;
       snprintf(d->fail_reason, sizeof d->fail_reason, "journal failed: %s", hg_strerror(f));

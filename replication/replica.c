@@ -24,6 +24,12 @@
  * list grows to the most writes ever in flight at once and the steady
  * path allocates none.
  *
+ * The leader's commit index: raft_io's start is wrapped (start_hook) so
+ * that every message libraft receives passes recv_hook first, which keeps
+ * the highest commit index an AppendEntries from a leader carried: a
+ * follower far behind learns how far it has to go (libraft's own commit
+ * index only follows the entries it has stored).
+ *
  * Closing: raft_close() stops the server and closes the raft_io; its callback
  * releases raft_uv's and the transport's memory, then ours.
  */
@@ -92,6 +98,10 @@ struct hg_replica {
   struct raft_io io;
   io_append_fn uv_append;      /* raft_uv's; io.append is append_hook */
   void (*uv_close)(struct raft_io *io, raft_io_close_cb cb); /* io.close: close_hook */
+  int (*uv_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                  raft_io_recv_cb recv);   /* io.start: start_hook */
+  raft_io_recv_cb raft_recv;   /* libraft's, behind recv_hook */
+  uint64_t leader_commit;      /* highest leader_commit received (0: none) */
   append_wrap_t *held;         /* a leader's failed writes, not reported (owned) */
   append_wrap_t *wrap_free;    /* wrappers of completed writes, reused (owned) */
   int log_status;              /* the last log write: 0 or its error */
@@ -197,7 +207,10 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
     return RAFT_MALFORMED;
   }
   int rc = r->cfg.apply(r->cfg.ctx, index, p + ENTRY_HEADER, len);
-  return rc == 0 ? 0 : callback_failed(r, HG_LOG_ERROR, "apply", index, rc);
+  /* HG_EUNAVAIL: the state machine stopped taking entries on purpose. */
+  return rc == 0 ? 0
+                 : callback_failed(r, rc == HG_EUNAVAIL ? HG_LOG_DEBUG : HG_LOG_ERROR, "apply",
+                                   index, rc);
 }
 
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
@@ -274,6 +287,11 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf) {
 
 /* ---- log writes --------------------------------------------------------- */
 
+/* The replica whose raft_io is io. */
+static hg_replica_t *of_io(struct raft_io *io) {
+  return (hg_replica_t *)(void *)((char *)io - offsetof(hg_replica_t, io));
+}
+
 /* A wrapper for a new write: a completed one's, or a new one (NULL: no
  * memory). */
 static append_wrap_t *wrap_get(hg_replica_t *r) {
@@ -326,7 +344,7 @@ static void append_done(struct raft_io_append *req, int status) {
 
 /* Held writes are reported before raft_uv closes, as it reports its own. */
 static void close_hook(struct raft_io *io, raft_io_close_cb cb) {
-  hg_replica_t *r = (hg_replica_t *)(void *)((char *)io - offsetof(hg_replica_t, io));
+  hg_replica_t *r = of_io(io);
   while (r->held != NULL) {
     append_wrap_t *w = r->held;
     r->held = w->next;
@@ -341,7 +359,7 @@ static void close_hook(struct raft_io *io, raft_io_close_cb cb) {
 static int append_hook(struct raft_io *io, struct raft_io_append *req,
                        const struct raft_entry entries[], unsigned n,
                        raft_io_append_cb cb) {
-  hg_replica_t *r = (hg_replica_t *)(void *)((char *)io - offsetof(hg_replica_t, io));
+  hg_replica_t *r = of_io(io);
   if (r->log_status != 0) return RAFT_IOERR;
   append_wrap_t *w = wrap_get(r);
   if (w == NULL) return RAFT_NOMEM;
@@ -353,6 +371,29 @@ static int append_hook(struct raft_io *io, struct raft_io_append *req,
   int rv = r->uv_append(io, &w->inner, entries, n, append_done);
   if (rv != 0) wrap_put(r, w);
   return rv;
+}
+
+/* ---- messages received ------------------------------------------------- */
+
+static void recv_hook(struct raft_io *io, struct raft_message *msg) {
+  hg_replica_t *r = of_io(io);
+  if (msg->type == RAFT_IO_APPEND_ENTRIES &&
+      msg->append_entries.term >= r->raft.current_term &&
+      msg->append_entries.leader_commit > r->leader_commit)
+    r->leader_commit = msg->append_entries.leader_commit;
+  r->raft_recv(io, msg);
+}
+
+static int start_hook(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                      raft_io_recv_cb recv) {
+  hg_replica_t *r = of_io(io);
+  r->raft_recv = recv;
+  return r->uv_start(io, msecs, tick, recv_hook);
+}
+
+uint64_t hg_replica_leader_commit(const hg_replica_t *r) {
+  if (raft_state((struct raft *)&r->raft) == RAFT_LEADER) return r->raft.commit_index;
+  return r->leader_commit;
 }
 
 int hg_replica_log_error(const hg_replica_t *r, const char **msg) {
@@ -517,6 +558,8 @@ int hg_replica_open(uv_loop_t *loop, const hg_replica_config_t *cfg,
   r->io.append = append_hook;
   r->uv_close = r->io.close;
   r->io.close = close_hook;
+  r->uv_start = r->io.start;
+  r->io.start = start_hook;
   rv = raft_init(&r->raft, &r->io, &r->fsm, cfg->id, cfg->address);
   if (rv != 0) {
     snprintf(r->errmsg, sizeof r->errmsg, "init: %s", r->raft.errmsg);

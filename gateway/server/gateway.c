@@ -535,10 +535,13 @@ static void open_recovered(hg_gateway_t *gw) {
            "into any stream", full, gw->cfg.max_streams);
 }
 
+void hg_gateway_set_epoch(hg_gateway_t *gw, uint64_t epoch) { gw->epoch = epoch; }
+
 int hg_gateway_start(hg_gateway_t *gw) {
   if (gw->pipe == NULL || gw->started) return HG_ESTATE;
   gw->loop_mode = hg_pipeline_mode(gw->pipe) == HG_PIPE_MODE_LOOP;
-  int rc = bump_epoch(gw);
+  /* A cluster node's epoch is the group's (hg_gateway_set_epoch). */
+  int rc = gw->cfg.order_entry_leader == NULL ? bump_epoch(gw) : 0;
   if (rc != 0) return rc;
   open_recovered(gw);
   if (gw->n_scoped > 0 && gw->cfg.order_entry_leader != NULL) {

@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
@@ -211,6 +213,60 @@ static const char *env_or_null(const char *name) {
   return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
+static const char *net_nodes; /* the node list of the session, NULL: none */
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A failed login worth trying again: a cluster electing its leader (a node
+ * that knows no leader, or that leads but does not take orders yet) or,
+ * with a node list, nodes that did not answer (the leader just died). */
+static bool during_election(hg_client_t *c, int rc) {
+  if (rc == HG_EAUTH) {
+    uint32_t code = 0;
+    bool term = false;
+    char text[8];
+    return hg_client_login_reject(c, &code, &term, text, sizeof text) == 0 && !term &&
+           code == HOURGLASS__V1__LOGIN_REJECT_CODE__LOGIN_NOT_LEADER;
+  }
+  return rc != 0 && net_nodes != NULL && net_nodes[0] != '\0';
+}
+
+/* Logs c in, again every 50 ms while the cluster elects a leader, for up
+ * to timeout_ms. hg_client_connect's result. */
+static int login_retrying(hg_client_t *c, int timeout_ms) {
+  uint64_t end = mono_ms() + (uint64_t)timeout_ms;
+  int rc;
+  while ((rc = hg_client_connect(c)) != 0 && during_election(c, rc) && !net_stop &&
+         mono_ms() + 50 < end)
+    usleep(50000);
+  return rc;
+}
+
+bool net_stream_lost(int r, const env_t *e) {
+  if (r < 0) return r != -EINTR;
+  return r > 0 && e->body_case == BODY(TERMINATE) &&
+         e->terminate->code == HOURGLASS__V1__TERMINATE_CODE__TERM_NOT_LEADER;
+}
+
+int net_reconnect(const char *cmd, hg_client_t *c, int r) {
+  fprintf(stderr, "hgctl %s: %s: logging in again\n", cmd,
+          r < 0 ? hg_strerror(r) : "the node no longer takes orders");
+  int rc = login_retrying(c, net_timeout_ms);
+  char at[80];
+  hg_client_address(c, at, sizeof at);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: cannot log in again within %d ms (the last tried: %s): %s\n",
+            cmd, net_timeout_ms, at, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  fprintf(stderr, "hgctl %s: logged in again at %s\n", cmd, at);
+  return 0;
+}
+
 int net_open_session(const char *cmd, hg_client_t **out) {
   const char *key = net_conn.key_id ? net_conn.key_id : getenv("HG_KEY_ID");
   const char *sec = net_conn.secret ? net_conn.secret : getenv("HG_SECRET");
@@ -271,7 +327,8 @@ int net_open_session(const char *cmd, hg_client_t **out) {
     fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
     return EXIT_FAIL;
   }
-  rc = hg_client_connect(c);
+  net_nodes = cfg.nodes;
+  rc = login_retrying(c, (int)tmo);
   if (rc == HG_EAUTH) {
     uint32_t code = 0;
     bool term = false;

@@ -93,7 +93,10 @@ const char *net_index_usd(int64_t micro);
 
 /* Builds the client from the connection options (and environment) and logs
  * in. 0 and *out (close with net_close_session), EXIT_USAGE for a bad
- * option, EXIT_FAIL when the connection or login fails. */
+ * option, EXIT_FAIL when the connection or login fails. While a cluster
+ * elects its leader (LOGIN_NOT_LEADER naming none, or, with a node list,
+ * nodes that do not answer) the login is tried again every 50 ms within
+ * --timeout. */
 int net_open_session(const char *cmd, hg_client_t **out);
 /* Logs out (1 s at most) and destroys c. */
 void net_close_session(hg_client_t *c);
@@ -126,6 +129,15 @@ int net_response_status(const char *cmd, const env_t *e);
  * (not 0, not -EINTR) and e: true, after printing why, when the connection
  * is lost (r < 0) or the gateway ended the session (a Terminate). */
 bool net_stream_ended(const char *cmd, int r, const env_t *e);
+/* For a command that follows a stream: true when hg_client_recv's r and e
+ * say the session ended for a failover (the connection lost, or
+ * TERM_NOT_LEADER from a node that no longer takes orders), which
+ * net_reconnect() may repair. */
+bool net_stream_lost(int r, const env_t *e);
+/* Logs c in again (at the new leader, through the node list), trying for
+ * --timeout while the cluster elects one; says so on stderr. 0, or
+ * EXIT_FAIL after printing why. r: what ended the stream (see above). */
+int net_reconnect(const char *cmd, hg_client_t *c, int r);
 /* Prints every report of this order (or of this request) that arrives
  * within settle_ms, e.g. the fills after a NEW. */
 void net_print_followers(hg_client_t *c, uint64_t seq, uint64_t order_id, int settle_ms);

@@ -506,6 +506,9 @@ int hgctl_executions(int argc, char **argv) {
     left = count + 1; /* the header, then count frames */
   }
   rc = 0;
+  /* Following, frames up to floor were printed before a failover: the
+   * stream is resumed after them at the new leader. */
+  uint64_t seen = 0, floor = 0;
   while (!net_stop && (follow || left > 0)) {
     const env_t *e = NULL;
     int r = hg_client_recv(c, follow ? 500 : net_timeout_ms, &e);
@@ -516,10 +519,23 @@ int hgctl_executions(int argc, char **argv) {
       break;
     }
     if (r == -EINTR) continue;
+    if (follow && net_stream_lost(r, e)) {
+      if ((rc = net_reconnect(cmd, c, r)) != 0) break;
+      floor = seen;
+      uint64_t now_next = hg_client_session(c)->login_next_seq;
+      if (now_next > floor + 1 && hg_client_retransmit(c, floor + 1,
+                                                       (uint32_t)(now_next - floor - 1)) != 0)
+        fprintf(stderr, "hgctl %s: cannot ask for frames %" PRIu64 "..%" PRIu64 "\n", cmd,
+                floor + 1, now_next - 1);
+      left = 0;
+      continue;
+    }
     if (net_stream_ended(cmd, r, e)) {
       rc = EXIT_FAIL;
       break;
     }
+    if (e->has_seq && e->seq <= floor) continue; /* printed before the failover */
+    if (e->has_seq && e->seq > seen) seen = e->seq;
     if (e->body_case == BODY(RETRANSMISSION)) {
       if (e->retransmission->reason != 0) {
         fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd,
@@ -786,11 +802,16 @@ int hgctl_ladder(int argc, char **argv) {
   while (rc == 0 && !net_stop) {
     const env_t *e = NULL;
     int r = hg_client_recv(c, 100, &e);
-    if (r < 0) {
-      if (r == -EINTR) continue;
-      fprintf(stderr, "hgctl %s: connection lost: %s\n", cmd, hg_strerror(r));
-      rc = EXIT_FAIL;
-      break;
+    if (r == -EINTR) continue;
+    if (net_stream_lost(r, e)) {
+      /* A failover: log in again and subscribe anew (a fresh snapshot). */
+      have = false;
+      if (net_reconnect(cmd, c, r) != 0 ||
+          hg_client_md_subscribe(c, id, (uint32_t)depth, &sub_seq) != 0) {
+        rc = EXIT_FAIL;
+        break;
+      }
+      continue;
     }
     if (r == 1) {
       switch (e->body_case) {

@@ -4,7 +4,11 @@
  * round the leader is killed (SIGKILL) while a burst of orders is in
  * flight: every order acknowledged before the kill is live on the new
  * leader, the C client (and hgctl, and the Python client) follows the
- * leader from its list of nodes and trades on, the killed node restarts
+ * leader from its list of nodes and trades on (a one-shot hgctl started
+ * during the election tries again until it is taken; `hgctl executions
+ * --follow` and `hgctl ladder` log in again at the new leader and go on,
+ * each report printed once; no node refuses a login naming itself as the
+ * leader; the exchange epoch rises at each new leader), the killed node restarts
  * (the last time with empty directories, as a replaced machine) and
  * catches up from the group's snapshot (taken every 8 entries) and log,
  * rebuilding itself in place (no exit) when the leader installs a
@@ -37,7 +41,9 @@
 
 #include "client_util.h"
 #include "daemon_util.h"
+#include "hgctl_run.h"
 #include "hourglass/client.h"
+#include "hourglass/error.h"
 #include "tls_certs.h"
 
 static const char *g_bin; /* hourglassd, from argv[1] */
@@ -73,7 +79,7 @@ static void supervise(void) {
 }
 
 /* The node taking orders, waiting up to 30 s; -1 if none. */
-static int find_leader(void) { return du_cluster_leader(g_n, NODES, 30, supervise); }
+static int find_leader(void) { return du_cluster_leader(g_n, NODES, 120, supervise); }
 
 static hg_client_t *client(int node, uint64_t key) {
   hg_client_t *c = NULL;
@@ -168,15 +174,16 @@ static void check_live(hg_client_t *c, const acked_t *a) {
 }
 
 /* Waits until a node just started knows the leader (it has heard from
- * it), failing if a node exits. */
+ * it) and has caught up (/health "caught_up"), failing if a node exits. */
 static void await_leader(int node, int leader) {
   char want_leader[32];
   snprintf(want_leader, sizeof want_leader, "\"leader\":%d,", g_n[leader].id);
-  double end = du_now() + 60;
+  double end = du_now() + 120;
   for (;;) {
     supervise();
     char *h = du_get(g_n[node].http_port, "/health");
-    int known = h != NULL && strstr(h, want_leader) != NULL;
+    int known = h != NULL && strstr(h, want_leader) != NULL &&
+                strstr(h, "\"caught_up\":true") != NULL;
     free(h);
     if (known) return;
     if (du_now() > end) fail_msg("node %d does not know leader %d", node + 1, leader + 1);
@@ -250,6 +257,61 @@ static void hgctl_finds_leader(int dead) {
   assert_non_null(strstr(text, "B200.A.2027-02"));
   free(text);
 #endif
+}
+
+/* During the election after node `dead` was killed: a trader (key 4) logs in at
+ * each other node in turn (no node list; a named leader is followed) until
+ * one takes the login, up to 120 s. Returns how many refusals named the
+ * refusing node itself as the leader: none should (a new leader that does
+ * not take orders yet names no leader), else a client that follows the
+ * name spins on that node. */
+static int self_redirects(int dead) {
+  int self = 0;
+  for (double end = du_now() + 120; du_now() < end; du_sleep_ms(1)) {
+    supervise();
+    for (int i = 0; i < NODES; i++) {
+      if (i == dead || g_n[i].pid == 0) continue;
+      hg_client_t *c = NULL;
+      assert_int_equal(ch_node_client(g_n[i].client_port, NULL, 4, SECRET_HEX, &c), 0);
+      int rc = hg_client_connect(c);
+      char at[64];
+      hg_client_address(c, at, sizeof at);
+      if (rc == HG_EAUTH && strcmp(hg_client_login_leader(c), at) == 0) self++;
+      hg_client_destroy(c);
+      if (rc == 0) return self;
+    }
+  }
+  fail_msg("no node took a trader's login within 120 s of killing node %d", dead + 1);
+  return self;
+}
+
+/* An hgctl that follows a stream through the node list (stderr merged
+ * into out). */
+typedef struct follower_cmd {
+  pid_t pid;
+  int out, err;
+  size_t len;
+  char buf[65536];
+} follower_cmd_t;
+
+static void follower_cmd_start(follower_cmd_t *f, const char *const *args) {
+  hgctl_merge_stderr = true;
+  f->len = 0;
+  f->pid = hgctl_spawn(2, SECRET_HEX, args, &f->out, &f->err);
+  hgctl_merge_stderr = false;
+  assert_true(f->pid > 0);
+}
+
+/* Reads f's output until needle appears (120 s at most). */
+static void follower_cmd_await(follower_cmd_t *f, const char *needle) {
+  if (!hgctl_read_until(f->out, f->buf, sizeof f->buf, &f->len, needle, 120000))
+    fail_msg("hgctl did not print \"%s\"; its output:\n%s", needle, f->buf);
+}
+
+static void follower_cmd_stop(follower_cmd_t *f) {
+  kill(f->pid, SIGTERM);
+  static hgctl_out_t o;
+  hgctl_collect(f->pid, f->out, f->err, &o, 0);
 }
 
 /* Waits until every running node has applied what the leader committed,
@@ -337,6 +399,34 @@ static void leader_killed_under_orders(void **state) {
     assert_int_equal(collect(tr, first, next, &acked), 1);
   }
   assert_int_equal(acked.n, 12);
+  /* Every follower holds what the leader committed before the first kill
+   * (one that started last may still be loading the leader's snapshot:
+   * with the leader killed then, the survivor would have no majority
+   * until it is back). */
+  for (int i = 0; i < NODES; i++)
+    if (i != leader) await_leader(i, leader);
+  /* The exchange epoch is the group's: the same at a follower, higher at
+   * each new leader. */
+  uint64_t epoch = hg_client_session(tr)->epoch;
+  assert_true(epoch > 0);
+  /* hgctl following the trader's executions and the ladder through the
+   * node list, from before the first kill. */
+  static char hgctl_bin[700];
+  snprintf(hgctl_bin, sizeof hgctl_bin, "%s", g_bin);
+  char *slash = strrchr(hgctl_bin, '/');
+  assert_non_null(slash);
+  snprintf(slash + 1, sizeof hgctl_bin - (size_t)(slash + 1 - hgctl_bin), "hgctl");
+  hgctl_path = hgctl_bin;
+  char lport[16];
+  snprintf(lport, sizeof lport, "%d", g_n[leader].client_port);
+  const char *ex_args[] = {"executions", "--follow", "--last", "0", "--port", lport, "--nodes",
+                           g_nodes, "--timeout", "60000", NULL};
+  const char *ld_args[] = {"ladder", "1", "--depth", "3", "--port", lport, "--nodes", g_nodes,
+                           "--timeout", "60000", NULL};
+  static follower_cmd_t ex, ld;
+  follower_cmd_start(&ex, ex_args);
+  follower_cmd_start(&ld, ld_args);
+  follower_cmd_await(&ld, "(id 1)");
   size_t total = 0; /* acknowledged in earlier rounds (then cancelled) */
   for (int round = 0; round < g_rounds; round++) {
     /* Steady flow first, then a burst in flight as the leader dies. */
@@ -353,15 +443,34 @@ static void leader_killed_under_orders(void **state) {
     du_stop(g_n[leader].pid, 0, 10);
     int dead = leader;
     g_n[dead].pid = 0;
+    /* A one-shot hgctl started during the election, at the dead node: it
+     * tries again within its --timeout until the new leader takes it. */
+    char dport[16];
+    snprintf(dport, sizeof dport, "%d", g_n[dead].client_port);
+    const char *pos_args[] = {"positions", "--port", dport, "--nodes", g_nodes,
+                              "--timeout", "60000", NULL};
+    int po, pe;
+    pid_t one_shot = round == 0 ? hgctl_spawn(4, SECRET_HEX, pos_args, &po, &pe) : 0;
+    if (round == 0) assert_int_equal(self_redirects(dead), 0);
     size_t before = acked.n;
     collect(tr, first, next, &acked); /* what was acknowledged before it died */
     fprintf(stderr, "round %d: node %d killed, %zu of the %d orders in flight acknowledged, "
             "%zu acknowledged in all\n", round + 1, g_n[leader].id, acked.n - before, BURST,
             total + acked.n);
+    if (one_shot > 0) {
+      static hgctl_out_t o;
+      hgctl_collect(one_shot, po, pe, &o, 0);
+      if (o.status != 0) fail_msg("hgctl positions during the election: exit %d: %s%s", o.status,
+                                  o.text, o.err);
+    }
     /* The client finds the new leader from its node list. */
     connect_retry(tr);
     leader = find_leader();
     assert_true(leader >= 0 && leader != dead);
+    uint64_t new_epoch = hg_client_session(tr)->epoch;
+    if (new_epoch <= epoch)
+      fail_msg("epoch %" PRIu64 " at the new leader after %" PRIu64, new_epoch, epoch);
+    epoch = new_epoch;
     char at[64], want[64];
     hg_client_address(tr, at, sizeof at);
     snprintf(want, sizeof want, "127.0.0.1:%d", g_n[leader].client_port);
@@ -381,6 +490,31 @@ static void leader_killed_under_orders(void **state) {
     send_burst(tr, &next, 5);
     assert_int_equal(collect(tr, first, next, &acked), 5);
     assert_int_equal(acked.n - had, 5);
+    if (round == 0) {
+      /* The hgctl streams logged in again at the new leader: the ladder
+       * drew the book anew, the executions tail printed the new orders,
+       * each report once. */
+      follower_cmd_await(&ld, "logged in again");
+      ld.len = 0;
+      follower_cmd_await(&ld, "(id 1)");
+      follower_cmd_stop(&ld);
+      char last[48];
+      snprintf(last, sizeof last, " clordid=%" PRIu64 " ", next - 1);
+      follower_cmd_await(&ex, last);
+      follower_cmd_stop(&ex);
+      assert_non_null(strstr(ex.buf, "logged in again"));
+      for (uint64_t k = 1; k < next; k++) {
+        char id[48];
+        snprintf(id, sizeof id, " clordid=%" PRIu64 " ", k);
+        int news = 0;
+        for (const char *p = ex.buf; (p = strstr(p, "NEW seq=")) != NULL; p++) {
+          const char *eol = strchr(p, '\n');
+          const char *hit = strstr(p, id);
+          if (hit != NULL && (eol == NULL || hit < eol)) news++;
+        }
+        if (news > 1) fail_msg("hgctl executions printed clordid %" PRIu64 " %d times", k, news);
+      }
+    }
     /* The dead node comes back, rebuilds from the group, and redirects; in
      * the last round as a replaced machine, with empty directories. */
     if (round == g_rounds - 1) du_rm_rf(g_n[dead].dir);

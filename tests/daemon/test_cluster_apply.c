@@ -5,10 +5,13 @@
  * orders at the leader find its stage full over and over (its market-data
  * thread takes 64 records at a time) and wait in its apply queue. While
  * the burst is applied a risk viewer logs in at that follower again and
- * again: every login is answered within LOGIN_BOUND_MS (the follower's
- * loop never sleeps), no node changes term (no election), the follower's
- * /metrics shows entries that were queued, and the group ends with the
- * same state hash at the same last seq on every node.
+ * again: every login is answered, and logins are answered while committed
+ * entries wait in its apply queue (/health's apply_queued before and after
+ * the login): the follower's loop serves clients instead of waiting for
+ * room. No node changes term (no election), the follower's /metrics shows
+ * entries that were queued, and the group ends with the same state hash at
+ * the same last seq on every node. Nothing here bounds a duration (the
+ * longest login is printed): the test holds on a busy machine.
  * Usage: test_cluster_apply <hourglassd>. */
 #include <inttypes.h>
 #include <pthread.h>
@@ -33,7 +36,9 @@
 #define INSTR 1
 #define ORDERS 60000   /* the burst */
 #define CHUNK 4000     /* orders sent before their reports are read */
-#define LOGIN_BOUND_MS 400.0
+/* Well above a pause of a loaded machine: no election during the test. */
+#define ELECTION "cluster.election_timeout_ms=2000"
+#define WAIT_S 120 /* how long a state the test expects is waited for */
 
 static const char *g_bin;
 static du_node_t g_n[NODES];
@@ -42,9 +47,8 @@ static const char SECRET_HEX[] = "00112233445566778899aabbccddeeff00112233445566
 
 static void node_start(du_node_t *n, int slow) {
   /* No throttle: every order of the burst is sequenced. */
-  const char *fast[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
-                        "throttle.rate=100000000", NULL};
-  const char *small[] = {"pipeline.mode=loop", "cluster.election_timeout_ms=400",
+  const char *fast[] = {"pipeline.mode=loop", ELECTION, "throttle.rate=100000000", NULL};
+  const char *small[] = {"pipeline.mode=loop", ELECTION,
                          "throttle.rate=100000000", "pipeline.outbound_capacity=64",
                          "pipeline.staging_capacity=2048", NULL};
   if (du_node_start(n, g_bin, g_root, g_members, g_keys, slow ? small : fast) != 0)
@@ -74,14 +78,21 @@ static uint64_t health_u64(int node, const char *key) {
 }
 
 /* The prober: logs a risk viewer in at the slow follower until told to
- * stop, keeping the longest login and the number of logins. */
+ * stop, counting logins, those answered while entries waited in its apply
+ * queue before and after, and keeping the longest (printed only). */
 typedef struct probe {
   hg_client_config_t cfg;
   uint8_t sec[32];
   _Atomic int stop;
   double max_ms;
-  int logins, failures;
+  int logins, failures, while_queued;
 } probe_t;
+
+/* The slow follower's apply_queued from /health (0 if no answer). */
+static uint64_t slow_queued(void) {
+  uint64_t q = health_u64(SLOW, "apply_queued");
+  return q == UINT64_MAX ? 0 : q;
+}
 
 static void *probe_main(void *arg) {
   probe_t *p = arg;
@@ -91,12 +102,15 @@ static void *probe_main(void *arg) {
       p->failures++;
       break;
     }
+    uint64_t before = slow_queued();
     double t0 = du_now();
     int rc = hg_client_connect(c);
     double ms = (du_now() - t0) * 1000;
+    uint64_t after = slow_queued();
     hg_client_destroy(c);
     if (rc != 0) p->failures++;
     else p->logins++;
+    if (rc == 0 && before > 0 && after > 0) p->while_queued++;
     if (ms > p->max_ms) p->max_ms = ms;
     du_sleep_ms(10);
   }
@@ -121,11 +135,13 @@ static void burst(hg_client_t *c) {
       assert_int_equal(hg_client_new_order(c, &o, &seq), 0);
     }
     int answered = 0;
-    double end = du_now() + 30;
+    double end = du_now() + WAIT_S;
     while (answered < CHUNK) {
-      if (du_now() > end) fail_msg("%d of %d orders answered in 30 s", answered, CHUNK);
+      if (du_now() > end) fail_msg("%d of %d orders answered in %d s", answered, CHUNK, WAIT_S);
       const Hourglass__V1__Envelope *e = NULL;
-      assert_true(hg_client_recv(c, 5000, &e) > 0);
+      int rc = hg_client_recv(c, 1000, &e);
+      assert_true(rc >= 0);
+      if (rc == 0) continue; /* a busy machine: until the deadline above */
       if (e->body_case != HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT) continue;
       uint64_t id = e->execution_report->client_order_id;
       if (id + CHUNK >= next && id < next &&
@@ -145,7 +161,7 @@ static void slow_follower_keeps_serving(void **state) {
   /* The two others elect a leader first: the slow node follows. */
   node_start(&g_n[0], 0);
   node_start(&g_n[1], 0);
-  int leader = du_cluster_leader(g_n, 2, 30, NULL);
+  int leader = du_cluster_leader(g_n, 2, WAIT_S, NULL);
   assert_true(leader >= 0);
   node_start(&g_n[SLOW], 1);
   hg_client_t *op = client_at(leader, 1);
@@ -153,7 +169,7 @@ static void slow_follower_keeps_serving(void **state) {
   assert_int_equal(ch_cluster_market(op, 1024), 0);
   hg_client_destroy(op);
   /* The slow follower has the market: it knows the leader and applied it. */
-  double end = du_now() + 30;
+  double end = du_now() + WAIT_S;
   uint64_t want = health_u64(leader, "committed_seq");
   uint64_t term[NODES];
   for (;;) {
@@ -185,11 +201,11 @@ static void slow_follower_keeps_serving(void **state) {
 
   /* Until the slow follower has applied the whole burst. */
   want = health_u64(leader, "committed_seq");
-  end = du_now() + 60;
+  end = du_now() + WAIT_S;
   for (;;) {
     uint64_t q = health_u64(SLOW, "apply_queued"); /* absent: checked below */
     if (health_u64(SLOW, "last_seq") == want && (q == 0 || q == UINT64_MAX)) break;
-    if (du_now() > end) fail_msg("the slow follower did not apply the burst in 60 s");
+    if (du_now() > end) fail_msg("the slow follower did not apply the burst in %d s", WAIT_S);
     du_sleep_ms(20);
   }
   double applied_ms = (du_now() - t0) * 1000;
@@ -198,13 +214,16 @@ static void slow_follower_keeps_serving(void **state) {
   uint64_t queued = du_metric(g_n[SLOW].http_port, "hourglass_cluster_apply_queued_entries_total");
   fprintf(stderr,
           "burst of %d orders: %.0f ms at the leader, applied by the slow follower after %.0f ms; "
-          "%d logins there, the longest %.1f ms; %" PRIu64 " entries queued\n",
-          ORDERS, burst_ms, applied_ms, p.logins, p.max_ms, queued);
+          "%d logins there (%d while entries were queued), the longest %.1f ms; %" PRIu64
+          " entries queued\n",
+          ORDERS, burst_ms, applied_ms, p.logins, p.while_queued, p.max_ms, queued);
   assert_int_equal(p.failures, 0);
   assert_true(p.logins > 0);
-  if (p.max_ms > LOGIN_BOUND_MS)
-    fail_msg("a login at the slow follower took %.0f ms (bound %.0f): its loop was blocked",
-             p.max_ms, LOGIN_BOUND_MS);
+  /* A loop that waited for room in the pipeline would queue nothing, and
+   * would answer no login while entries are queued. */
+  if (p.while_queued == 0)
+    fail_msg("no login at the slow follower was answered while entries waited in its apply "
+             "queue (%d logins)", p.logins);
   for (int i = 0; i < NODES; i++) assert_int_equal(health_u64(i, "term"), term[i]);
   /* The queue was used (else this test proves nothing). */
   assert_true(queued != UINT64_MAX && queued > 0);
@@ -212,7 +231,7 @@ static void slow_follower_keeps_serving(void **state) {
   /* The same state at the same seq everywhere. */
   want = health_u64(leader, "committed_seq");
   for (int i = 0; i < NODES; i++) {
-    end = du_now() + 30;
+    end = du_now() + WAIT_S;
     while (health_u64(i, "last_seq") != want) {
       if (du_now() > end) fail_msg("node %d did not reach seq %" PRIu64, i + 1, want);
       du_sleep_ms(20);

@@ -9,15 +9,19 @@
  *    batches the group did not commit), drops its uncommitted tail and
  *    converges;
  *  - rolling restart: each node stopped with SIGTERM and started again,
- *    followers first, the leader last; nothing acknowledged is lost and
- *    the longest pause in acknowledgements stays within a few election
- *    timeouts;
+ *    followers first, the leader last; nothing acknowledged is lost (the
+ *    longest pause in acknowledgements is printed: bench_cluster bounds
+ *    failover times, not this test);
  *  - a follower's Raft disk is full (its cluster.dir a small tmpfs with
  *    less free than one 8 MB log segment; not root, in a user and mount
  *    namespace, or skipped with the reason when there are none): the
  *    other two take orders on, /health on that node names
  *    the disk, and once space is freed and it is started again it catches
- *    up; then a follower killed with -9 does not stop the other two.
+ *    up; then a follower killed with -9 does not stop the other two;
+ *  - a follower wiped (killed, its data directory removed) after the log
+ *    was trimmed behind a snapshot: it installs the leader's snapshot once,
+ *    rebuilds itself in place once and catches up from the log, with no
+ *    error-level line in any node's log.
  * Every test ends with all three nodes at the same last seq and state hash.
  * Usage: test_cluster_faults <hourglassd> [rounds] (CI: 1, slow: 3). */
 #include <errno.h>
@@ -102,9 +106,9 @@ static void supervise(void) {
 
 static char *health(int i) { return du_get(g_n[i].http_port, "/health"); }
 
-/* A node other than `not` taking orders, within 30 s; -1 if none. */
+/* A node other than `not` taking orders, within 120 s; -1 if none. */
 static int find_leader(int not) {
-  double end = du_now() + 30;
+  double end = du_now() + 120;
   while (du_now() < end) {
     supervise();
     for (int i = 0; i < NODES; i++) {
@@ -163,7 +167,7 @@ static void setup_market(int leader) {
 static void await_caught_up(int i, int leader) {
   char want[32];
   snprintf(want, sizeof want, "\"leader\":%d,", g_n[leader].id);
-  double end = du_now() + 60;
+  double end = du_now() + 120;
   for (;;) {
     supervise();
     char *l = health(leader), *h = health(i);
@@ -456,11 +460,53 @@ static void rolling_restart(void **state) {
       stream_await(&s, atomic_load(&s.n), 10, 30);
     }
   }
-  /* Order entry paused only for the leader switches. */
-  double pause_ms = s.longest_pause * 1000;
+  trading_end(&s); /* prints the longest pause of order entry (bench_cluster bounds it) */
+}
+
+/* Error-level lines in node i's log. */
+static int log_errors(int i) { return du_log_count(g_n[i].log, "Z error "); }
+
+/* A follower's data directory is wiped (kill -9, then removed) after the
+ * leader's log was trimmed behind a snapshot: started again, it is sent
+ * the leader's snapshot, accepts it, rebuilds itself in place once to load
+ * it and catches up from the leader's log: one snapshot, one rebuild, no
+ * error-level line on the way, /health 200 and "caught_up" at the end. */
+static void follower_wiped(void **state) {
+  (void)state;
+  static stream_t s;
+  int leader = trading_start("faults-wipe", -1, &s);
+  /* Far more entries than cluster.snapshot_entries (64): snapshots taken,
+   * the log trimmed behind them. */
+  stream_await(&s, atomic_load(&s.n), 400, 120);
+  int victim = (leader + 1) % NODES;
+  kill(g_n[victim].pid, SIGKILL);
+  du_stop(g_n[victim].pid, 0, 10);
+  g_n[victim].pid = 0;
+  du_rm_rf(g_n[victim].dir);
+  assert_int_equal(mkdir(g_n[victim].dir, 0700), 0);
+  stream_await(&s, atomic_load(&s.n), 50, 60);
+  int before = du_node_rebuilds(&g_n[victim]);
+  node_start(victim);
+  await_caught_up(victim, leader);
+  int rebuilt = du_node_rebuilds(&g_n[victim]) - before;
+  int installs = du_log_count(g_n[victim].log, "msg=\"snapshot installed from the leader\"");
+  fprintf(stderr, "node %d wiped: %d snapshot installed, %d rebuilds in place\n", victim + 1,
+          installs, rebuilt);
+  assert_int_equal(installs, 1);
+  assert_int_equal(rebuilt, 1);
+  /* Caught up: /health says so. */
+  for (double end = du_now() + 120;; du_sleep_ms(50)) {
+    supervise();
+    char *h = health(victim);
+    int ok = du_status(h) == 200 && strstr(h, "\"caught_up\":true") != NULL;
+    free(h);
+    if (ok) break;
+    if (du_now() > end) fail_msg("node %d: /health does not say it caught up", victim + 1);
+  }
+  stream_await(&s, atomic_load(&s.n), 50, 60);
+  for (int i = 0; i < NODES; i++)
+    if (log_errors(i) != 0) fail_msg("node %d logged %d error-level lines", i + 1, log_errors(i));
   trading_end(&s);
-  if (pause_ms >= 5 * ELECTION_MS)
-    fail_msg("order entry paused %.0f ms, more than 5 election timeouts", pause_ms);
 }
 
 /* Waits until node i's /health answers 503 naming the Raft log and the
@@ -581,10 +627,9 @@ static void follower_disk_full(void **state) {
   stream_await(&s, atomic_load(&s.n), 50, 30);
   assert_int_equal(find_leader(-1), leader);
   /* Down for longer than the leader holds its log for it: it returns to a
-   * newer snapshot, rebuilds itself in place to load it (at most twice: once
-   * more if its rebuild straddled the end of a hold) and catches up from
-   * the log the leader keeps for it meanwhile, however many entries its
-   * rebuild took. */
+   * newer snapshot, accepts it, rebuilds itself in place once to load it
+   * and catches up from the log the leader keeps for it meanwhile, however
+   * many entries its rebuild took. */
   du_sleep_ms(HOLD_MS + 2000);
   stream_await(&s, atomic_load(&s.n), 50, 30);
   int before = du_node_rebuilds(&g_n[victim]);
@@ -593,7 +638,7 @@ static void follower_disk_full(void **state) {
   int rebuilt = du_node_rebuilds(&g_n[victim]) - before;
   fprintf(stderr, "node %d back after %d s down: %d rebuilds in place to load a snapshot\n",
           victim + 1, HOLD_MS / 1000 + 2, rebuilt);
-  assert_in_range(rebuilt, 1, 2);
+  assert_int_equal(rebuilt, 1);
   trading_end(&s);
 }
 
@@ -611,6 +656,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(leader_partitioned, teardown),
       cmocka_unit_test_teardown(rolling_restart, teardown),
       cmocka_unit_test_teardown(follower_disk_full, teardown),
+      cmocka_unit_test_teardown(follower_wiped, teardown),
   };
   /* CTest reports SKIPPED (SKIP_RETURN_CODE) only when no test failed. */
   int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -80,7 +80,7 @@ static void supervise(void) {
 }
 
 /* The slot taking orders, waiting up to 30 s; -1 if none. */
-static int leader_slot(void) { return du_cluster_leader(g_n, SLOTS, 30, supervise); }
+static int leader_slot(void) { return du_cluster_leader(g_n, SLOTS, 120, supervise); }
 
 /* Runs `hgctl op cluster ARGS...` as key 1 (the operator), following the
  * leader from the node list; o keeps its output and status. */

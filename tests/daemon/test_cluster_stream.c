@@ -72,7 +72,7 @@ static void supervise(void) {
 }
 
 /* The node taking orders, waiting up to 30 s; -1 if none. */
-static int find_leader(void) { return du_cluster_leader(g_n, NODES, 30, supervise); }
+static int find_leader(void) { return du_cluster_leader(g_n, NODES, 120, supervise); }
 
 static void setup_market(int leader) {
   uint8_t sec[32];

@@ -54,7 +54,9 @@
  * libraft's own configuration and barrier entries take indexes too. data is
  * valid only during the call. apply must be deterministic; a nonzero return
  * stops this node's applying (libraft offers the same entry again later), so
- * treat it as fatal.
+ * treat it as fatal: logged as an error, except HG_EUNAVAIL (the state
+ * machine stopped taking entries on purpose, e.g. until the node is reopened;
+ * debug level).
  *
  * Restart. libraft does not know how far a durable state machine got, so
  * after hg_replica_open() the caller's state must be the empty state: the
@@ -75,6 +77,14 @@
  * applied entry); any other error is logged as a warning.
  * snapshot_restore(ctx, index, data, len) replaces the whole
  * state with a snapshot taken at index (the next apply has a higher index); data is valid during the call only.
+ * A snapshot installed by the leader is stored in dir (replacing the log)
+ * before snapshot_restore is called, and the leader goes on from its index
+ * once the call returns 0. A state machine that cannot replace its state
+ * while it runs returns 0 all the same, refuses every apply with
+ * HG_EUNAVAIL and reopens the replica: open restores the stored snapshot.
+ * (An error from snapshot_restore is answered to the leader as a refusal;
+ * libraft 0.15's leader then waits its install-snapshot timeout, 30 s,
+ * before it sends this node anything again.)
  *
  * ---------------------------------------------------------------------------
  * TLS
@@ -230,6 +240,12 @@ uint64_t hg_replica_commit_index(const hg_replica_t *r);   /* known committed */
 uint64_t hg_replica_applied_index(const hg_replica_t *r);  /* last applied,
                                          libraft's own entries included */
 uint64_t hg_replica_last_index(const hg_replica_t *r);     /* last in log */
+
+/* How far the group has committed, as this node last heard: on the leader
+ * its commit index; elsewhere the highest commit index an AppendEntries
+ * from a leader carried since open (0: none heard yet). A follower whose
+ * applied index is below it is catching up. */
+uint64_t hg_replica_leader_commit(const hg_replica_t *r);
 
 /* Applied entries after the newest snapshot that ask the state machine for
  * the next one (snapshot_take), from now on: cfg->snapshot_threshold until

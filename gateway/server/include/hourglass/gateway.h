@@ -481,6 +481,12 @@ int hg_gateway_seed_routes(hg_gateway_t *gw, const uint8_t *b, size_t len);
  * nothing to cancel), HG_EBUSY or HG_EUNAVAIL (not submitted: call again). */
 int hg_gateway_sessions_ended(hg_gateway_t *gw);
 
+/* Cluster mode (cfg.order_entry_leader set): the exchange epoch LoginAck
+ * carries from now on, the group's rather than this node's count of starts
+ * (hg_gateway_start does not count them in cluster mode). The owner thread
+ * before start, then the loop thread. */
+void hg_gateway_set_epoch(hg_gateway_t *gw, uint64_t epoch);
+
 /* The bound port (useful with port 0). Any thread after create. */
 uint16_t hg_gateway_port(const hg_gateway_t *gw);
 
