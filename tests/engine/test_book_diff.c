@@ -6,7 +6,9 @@
  * common, cancels and replaces of live, foreign and unknown ids, mass cancels,
  * DAY expiry, reference moves, price regimes, invalid fields, and a small
  * order pool and account table so capacity rejects happen; every third seed
- * sends its order ids in scrambled rather than sequential order). Each command goes
+ * sends its order ids scrambled over 64 bits, and seeds 1, 7, 13, ...
+ * shuffled within blocks of 8192, so that some come in sequence and some
+ * do not and the book places them both ways). Each command goes
  * to both books; their event streams must be identical event by event, and
  * after every command their best prices, order counts and top-10 depth must
  * agree; every 64 commands the full time-priority order lists must agree too.
@@ -96,7 +98,7 @@ typedef struct run {
   uint32_t home_group[16];
   uint64_t next_clordid[16];
   hg_oid_t next_oid;
-  int scramble; /* ids go out as oid_out(n): in sequence or scrambled */
+  int scramble; /* ids go out as oid_out(n): 0 in sequence, 1 scrambled, 2 shuffled in blocks */
   uint64_t ts;
 
   /* price regime */
@@ -291,7 +293,7 @@ static void compare_full(run_t *r) {
   free(a.o);
   free(b.o);
   /* And the book's own structures (FIFOs, account lists, id tables, free
-   * slots, displaced counts) agree with one another. */
+   * slots, the map of orders at their preferred slot) agree with one another. */
   int c = hg_book_check(r->book);
   STATE_CHECK(r, c == 0, "hg_book_check = %d", c);
 }
@@ -385,11 +387,16 @@ static hg_qty_t gen_qty(run_t *r) {
   return range_i(&r->rng, 1, 20 < r->params.max_order_qty ? 20 : r->params.max_order_qty);
 }
 
-/* The id the books see for the generator's n-th id: n, or (every third seed)
- * n times an odd constant, a bijection that keeps 0 at 0 and scatters the
- * rest over 64 bits. */
+/* The id the books see for the generator's n-th id: n; or n times an odd
+ * constant, a bijection that keeps 0 at 0 and scatters the rest over 64
+ * bits; or n with its low 13 bits multiplied by the same constant modulo
+ * 2^13, a bijection within each block of 8192 ids (0 still at 0): ids that
+ * wander around the highest one so far, near it or thousands below. */
 static hg_oid_t oid_out(const run_t *r, hg_oid_t n) {
-  return r->scramble ? n * 0x9E3779B97F4A7C15ull : n;
+  const hg_oid_t k = 0x9E3779B97F4A7C15ull, low = 8191;
+  if (r->scramble == 1) return n * k;
+  if (r->scramble == 2) return (n & ~low) | ((n * k) & low);
+  return n;
 }
 
 static hg_account_t gen_account(run_t *r) { return (hg_account_t)(1 + below(&r->rng, r->n_accounts)); }
@@ -625,7 +632,7 @@ static void run_seed(uint64_t seed, uint64_t commands) {
     r.next_clordid[a] = 1;
   }
   r.next_oid = 1;
-  r.scramble = seed % 3 == 0;
+  r.scramble = seed % 3 == 0 ? 1 : seed % 6 == 1 ? 2 : 0;
   r.ts = 1000000;
 
   assert_int_equal(hg_book_create(p, capture, &r.got, &r.book), 0);
