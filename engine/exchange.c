@@ -94,6 +94,8 @@ static void emit_order_reject(hg_exchange_t *ex, uint8_t cmd, uint16_t reason,
     } else if (res->reason == HG_CLR_REJ_POSITION_LIMIT) {
       ev->lo = -res->limit;
       ev->hi = res->limit;
+    } else if (res->reason == HG_CLR_REJ_MARGIN_CALL) {
+      ev->hi = res->amount; /* the call */
     }
   }
   ev->instrument_id = instrument_id;
@@ -720,7 +722,8 @@ static void do_cash(hg_exchange_t *ex, const hg_cmd_cash_t *c, int deposit) {
   } else {
     int rc = hg_clearing_withdraw(ex->clr, c->account, c->amount, ex->cur.seq, ex->cur.ts, &res);
     if (rc != 0) rej = HG_XREJ_CAPACITY;
-    else if (res.reason == HG_CLR_REJ_INSUFFICIENT_MARGIN) rej = HG_XREJ_INSUFFICIENT_FUNDS;
+    else if (res.reason == HG_CLR_REJ_INSUFFICIENT_MARGIN || res.reason == HG_CLR_REJ_MARGIN_CALL)
+      rej = HG_XREJ_INSUFFICIENT_FUNDS; /* called: nothing may leave (CONTRACT.md 4.7) */
     else if (res.reason != HG_CLR_REJ_NONE) rej = HG_XREJ_INVALID_AMOUNT;
   }
   hg_exchange_event_t ev;

@@ -561,8 +561,10 @@ typedef struct hg_exchange_event {
    * .margin = initial margin with the order counted, .price = reference
    * price (ticks, 0 = none), .qty = worst-case position with the order and
    * .lo/.hi = the inclusive price band (PRICE_BAND) or -limit/+limit
-   * (POSITION_LIMIT). A refused WITHDRAW has .margin = current initial
-   * margin and .balance = cash. */
+   * (POSITION_LIMIT); for MARGIN_CALL (45) .balance = equity at the marks,
+   * .margin = initial margin at the marks, .hi = the call amount. A refused
+   * WITHDRAW has .margin = current initial margin and .balance = cash (a
+   * called account's withdrawal is INSUFFICIENT_FUNDS). */
   int64_t price;
   int64_t qty;
   int64_t margin;
