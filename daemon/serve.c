@@ -674,14 +674,15 @@ static int start_serving(daemon_t *d) {
  * clearing.mark_interval_ms, a MARK command through the normal command path,
  * while trading: only when commands were sequenced since the last MARK (an
  * idle exchange would mark to the same prices and journal a command a
- * second for nothing), and in a cluster only on the node that takes
- * commands. Main thread. */
+ * second for nothing). Single node only: a cluster's nodes would each
+ * need to agree which one marks, so a cluster marks by operator command
+ * (`hgctl op mark`) for now. Main thread. */
 static void mark_tick(daemon_t *d, uint64_t *next, uint64_t *seen_seq) {
   uint32_t ms = d->cfg.mark_interval_ms;
   uint64_t t = now_ns();
   if (ms == 0 || t < *next) return;
   *next = t + (uint64_t)ms * 1000000u;
-  if (d->cluster != NULL && !daemon_cluster_writable(d->cluster)) return;
+  if (d->cluster != NULL) return; /* a cluster marks by operator command for now */
   hg_pipeline_stats_t st;
   hg_pipeline_stats(d->pipe, &st);
   if (st.last_seq == *seen_seq) return;

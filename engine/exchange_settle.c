@@ -574,9 +574,22 @@ static int do_mark(hg_exchange_t *ex) {
     instrument_t *inst = instr_find(ex, sl->instrument);
     if (inst == NULL || inst->halted || ex->cur.ts >= inst->cutoff_ts) continue;
     const hg_book_params_t *bp = hg_book_params(inst->book);
-    hg_price_t px = sl->limit;
-    if (px != 0 && px < bp->min_price) px = bp->min_price;
-    if (px > bp->max_price) px = bp->max_price;
+    /* the band edge around the mark, kept inside the price band around the
+     * reference (the clearing's, and the book's own if it has one): an order
+     * outside it would be refused (CONTRACT.md 5.12) */
+    hg_price_t px = sl->limit, lo = bp->min_price, hi = bp->max_price;
+    int64_t ref, blo, bhi;
+    hg_ex__ref_band(ex, inst->id, &ref, &blo, &bhi);
+    if (blo > lo) lo = blo;
+    if (bhi != 0 && bhi < hi) hi = bhi;
+    if (bp->band_bps != 0 && bp->ref_price > 0) {
+      int64_t l = (bp->ref_price * (10000 - (int64_t)bp->band_bps) + 9999) / 10000;
+      int64_t h = bp->ref_price * (10000 + (int64_t)bp->band_bps) / 10000;
+      if (l > lo) lo = l;
+      if (h < hi) hi = h;
+    }
+    if (px != 0 && px < lo) px = lo;
+    if (px > hi) px = hi;
     hg_qty_t q = sl->qty < bp->max_order_qty ? sl->qty : bp->max_order_qty;
     hg_order_new_t o = {
         .order_id = HG_XLIQ_OID(ex->cur.seq, k),
