@@ -443,31 +443,19 @@ static int64_t emit_ledger(hg_exchange_t *ex, uint64_t from, uint16_t type, int3
     if (hg_clearing_ledger_get(ex->clr, i, &e) != 0) continue;
     const account_t *a = e.account == HG_CLR_FUND_ACCOUNT ? NULL : acct_find(ex, e.account);
     hg_exchange_event_t ev;
-    if (e.kind != HG_LEDGER_VM && e.kind != HG_LEDGER_FINAL) {
-      event_init(ex, &ev, HG_XEV_CASH);
-      ev.kind = (uint8_t)e.kind;
-      ev.account = e.account;
-      ev.firm = a != NULL ? a->firm : 0;
-      ev.instrument_id = e.instrument == HG_CLR_NO_INSTRUMENT ? 0 : e.instrument;
-      ev.amount = e.amount;
-      ev.balance = e.balance;
-      ev.price = e.price;
-      ev.qty = e.qty;
-      ev.day = day;
-      ex->sink(ex->sink_ctx, &ev);
-      continue;
-    }
-    event_init(ex, &ev, type);
+    int cash = e.kind != HG_LEDGER_VM && e.kind != HG_LEDGER_FINAL;
+    event_init(ex, &ev, cash ? HG_XEV_CASH : type);
+    ev.kind = cash ? (uint8_t)e.kind : 0;
     ev.account = e.account;
     ev.firm = a != NULL ? a->firm : 0;
-    ev.instrument_id = e.instrument;
+    ev.instrument_id = cash && e.instrument == HG_CLR_NO_INSTRUMENT ? 0 : e.instrument;
     ev.amount = e.amount;
     ev.balance = e.balance;
     ev.price = e.price;
     ev.qty = e.qty;
     ev.day = day;
     ex->sink(ex->sink_ctx, &ev);
-    sum += e.amount;
+    if (!cash) sum += e.amount;
   }
   return sum;
 }

@@ -165,6 +165,10 @@ i128 hg_clr__account_im(hg_clearing_t *c, uint32_t s, int at_mark);
 /* Appends a fund entry (capacity reserved) and applies it to the fund. */
 void hg_clr__post_fund(hg_clearing_t *c, uint32_t kind, uint32_t instrument, int64_t amount,
                        hg_price_t price, int64_t qty, uint64_t seq, uint64_t ts);
+/* settle.c: checks tops and loads them into the per-slot scratch (daily
+ * cycle and mark round). HG_EINVAL (unknown or repeated instrument, bad
+ * prices). */
+int hg_clr__load_tops(hg_clearing_t *c, const hg_clearing_top_t *tops, size_t ntops);
 /* guarantee.c, used by clearing.c and settle.c */
 /* E of account slot s at the last marks; *has_pos = any position. */
 i128 hg_clr__equity(const hg_clearing_t *c, uint32_t s, int *has_pos);

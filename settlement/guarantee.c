@@ -158,26 +158,11 @@ void hg_clr__evaluate_all(hg_clearing_t *c, int deadline, hg_clearing_mark_repor
 
 int hg_clearing_mark(hg_clearing_t *c, const hg_clearing_top_t *tops, size_t ntops,
                      hg_clearing_mark_report_t *rep) {
-  if (ntops > 0 && tops == NULL) return HG_EINVAL;
+  int rc = hg_clr__load_tops(c, tops, ntops);
+  if (rc < 0) return rc;
   hg_clearing_mark_report_t local;
   if (rep == NULL) rep = &local;
   memset(rep, 0, sizeof *rep);
-  /* the cycle's scratch arrays hold the tops (the cycle is not running) */
-  for (uint32_t k = 0; k < c->ninst_order; k++) {
-    uint32_t s = c->inst_order[k];
-    c->top_bid[s] = c->top_ask[s] = 0;
-    c->top_seen[s] = 0;
-  }
-  for (size_t i = 0; i < ntops; i++) {
-    uint32_t s = hg_clr__inst_slot(c, tops[i].instrument);
-    if (s == NIL32 || c->top_seen[s] || tops[i].best_bid < 0 ||
-        tops[i].best_bid > HG_CLR_PRICE_MAX || tops[i].best_ask < 0 ||
-        tops[i].best_ask > HG_CLR_PRICE_MAX)
-      return HG_EINVAL;
-    c->top_seen[s] = 1;
-    c->top_bid[s] = tops[i].best_bid;
-    c->top_ask[s] = tops[i].best_ask;
-  }
   for (uint32_t k = 0; k < c->ninst_order; k++) {
     uint32_t s = c->inst_order[k];
     instrument_t *in = &c->insts[s];

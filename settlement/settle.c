@@ -65,6 +65,26 @@ int hg_clearing_dsp_compute(const hg_clearing_dsp_input_t *in, hg_price_t *dsp, 
 
 /* ------------------------------------------------------- daily cycle -- */
 
+int hg_clr__load_tops(hg_clearing_t *c, const hg_clearing_top_t *tops, size_t ntops) {
+  if (ntops > 0 && tops == NULL) return HG_EINVAL;
+  for (uint32_t k = 0; k < c->ninst_order; k++) {
+    uint32_t s = c->inst_order[k];
+    c->top_bid[s] = c->top_ask[s] = 0;
+    c->top_seen[s] = 0;
+  }
+  for (size_t i = 0; i < ntops; i++) {
+    uint32_t s = hg_clr__inst_slot(c, tops[i].instrument);
+    if (s == NIL32 || c->top_seen[s] || tops[i].best_bid < 0 ||
+        tops[i].best_bid > HG_CLR_PRICE_MAX || tops[i].best_ask < 0 ||
+        tops[i].best_ask > HG_CLR_PRICE_MAX)
+      return HG_EINVAL;
+    c->top_seen[s] = 1;
+    c->top_bid[s] = tops[i].best_bid;
+    c->top_ask[s] = tops[i].best_ask;
+  }
+  return 0;
+}
+
 static int fits64(i128 v) { return v >= INT64_MIN && v <= INT64_MAX; }
 
 /* Clears the per-account scratch of every account. */
@@ -194,23 +214,9 @@ static void waterfall_post(hg_clearing_t *c, const waterfall_t *w, uint64_t seq,
 int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
                             const hg_clearing_top_t *tops, size_t ntops,
                             hg_clearing_cycle_report_t *report) {
-  if (ntops > 0 && tops == NULL) return HG_EINVAL;
+  int rc0 = hg_clr__load_tops(c, tops, ntops);
+  if (rc0 < 0) return rc0;
   uint64_t day = ts / HG_CLR_NS_PER_DAY;
-  for (uint32_t k = 0; k < c->ninst_order; k++) {
-    uint32_t s = c->inst_order[k];
-    c->top_bid[s] = c->top_ask[s] = 0;
-    c->top_seen[s] = 0;
-  }
-  for (size_t i = 0; i < ntops; i++) {
-    uint32_t s = hg_clr__inst_slot(c, tops[i].instrument);
-    if (s == NIL32 || c->top_seen[s] || tops[i].best_bid < 0 ||
-        tops[i].best_bid > HG_CLR_PRICE_MAX || tops[i].best_ask < 0 ||
-        tops[i].best_ask > HG_CLR_PRICE_MAX)
-      return HG_EINVAL;
-    c->top_seen[s] = 1;
-    c->top_bid[s] = tops[i].best_bid;
-    c->top_ask[s] = tops[i].best_ask;
-  }
 
   /* pass 1: prices, payments, checks */
   clear_acct_scratch(c);
