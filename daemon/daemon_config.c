@@ -79,6 +79,7 @@ static const keydef_t KEYS[] = {
     {"journal.force_fallback", K_BOOL, OFF(journal_force_fallback), 0, 1, 0, 0},
     {"snapshot.interval", K_U64, OFF(snapshot_interval), 0, UINT64_MAX, 0, 0},
     {"snapshot.keep", K_U32, OFF(snapshot_keep), 1, 1000, 0, 0},
+    {"clearing.mark_interval_ms", K_U32, OFF(mark_interval_ms), 0, 86400000, 0, 0},
     {"store.map_size", K_SIZE64, OFF(store_map_size), 1 * MB, 1024 * GB, 0, 0},
     {"durability", K_DURABILITY, OFF(durability), 0, 1, 0, 0},
     {"wait", K_WAIT, OFF(wait_spin), 0, 100000000, 0, 0},
@@ -146,6 +147,7 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->journal_segment_size = 64 * MB;
   cfg->journal_batch_bytes = (uint32_t)(4 * MB);
   cfg->snapshot_interval = 1000000;
+  cfg->mark_interval_ms = 1000;
   cfg->snapshot_keep = 2;
   cfg->store_map_size = 1 * GB;
   cfg->durability = HG_DURABILITY_DURABLE;

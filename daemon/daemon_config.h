@@ -37,6 +37,7 @@ typedef struct hg_daemon_config {
   int journal_force_fallback;    /* journal.force_fallback, no */
   uint64_t snapshot_interval;  /* snapshot.interval (commands), 1000000 */
   uint32_t snapshot_keep;      /* snapshot.keep, 2 */
+  uint32_t mark_interval_ms;   /* clearing.mark_interval_ms, 1000; 0 = no MARK timer */
   uint64_t store_map_size;     /* store.map_size, 1G */
   int durability;              /* durability, durable */
   int pipe_mode;               /* pipeline.mode: loop (HG_PIPE_MODE_LOOP, the default) | threads */

@@ -740,6 +740,32 @@ static int start_serving(daemon_t *d) {
   return 0;
 }
 
+/* Origin of the MARK commands of the timer (no one waits for their results). */
+#define MARK_ORIGIN (UINT64_C(0x4d) << 56)
+
+/* The mark timer (settlement/CONTRACT.md section 4.6): every
+ * clearing.mark_interval_ms, a MARK command through the normal command path,
+ * while trading: only when commands were sequenced since the last MARK (an
+ * idle exchange would mark to the same prices and journal a command a
+ * second for nothing). Single node only: a cluster's nodes would each
+ * need to agree which one marks, so a cluster marks by operator command
+ * (`hgctl op mark`) for now. Main thread. */
+static void mark_tick(daemon_t *d, uint64_t *next, uint64_t *seen_seq) {
+  uint32_t ms = d->cfg.mark_interval_ms;
+  uint64_t t = now_ns();
+  if (ms == 0 || t < *next) return;
+  *next = t + (uint64_t)ms * 1000000u;
+  if (d->cluster != NULL) return; /* a cluster marks by operator command for now */
+  hg_pipeline_stats_t st;
+  hg_pipeline_stats(d->pipe, &st);
+  if (st.last_seq == *seen_seq) return;
+  hg_command_t c;
+  memset(&c, 0, sizeof c);
+  c.type = HG_COMMAND_MARK;
+  /* busy: the next tick tries again */
+  if (hg_pipeline_submit(d->pipe, MARK_ORIGIN, &c) == 0) *seen_seq = st.last_seq + 1;
+}
+
 /* 1 (logged) when sig, as sigtimedwait returned it, asks the daemon to stop. */
 static int is_stop(int sig) {
   if (sig != SIGTERM && sig != SIGINT) return 0;
@@ -758,11 +784,16 @@ static int signal_loop(daemon_t *d) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   int failed_logged = 0;
+  uint64_t next_mark = now_ns() + (uint64_t)d->cfg.mark_interval_ms * 1000000u, mark_seq = 0;
   for (;;) {
-    struct timespec tick = {0, 200000000};
+    long tick_ns = 200000000;
+    if (d->cfg.mark_interval_ms != 0 && d->cfg.mark_interval_ms < 200)
+      tick_ns = (long)d->cfg.mark_interval_ms * 1000000;
+    struct timespec tick = {0, tick_ns};
     int sig = sigtimedwait(&set, NULL, &tick);
     if (is_stop(sig)) return 0;
     if (sig == SIGHUP) reload(d);
+    mark_tick(d, &next_mark, &mark_seq);
     int f = hg_pipeline_failed(d->pipe);
     if (d->cluster != NULL && (f != 0 || daemon_cluster_must_rebuild(d->cluster)))
       return SERVE_REBUILD;

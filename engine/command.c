@@ -89,6 +89,8 @@ typedef struct enc_bodies {
   Hourglass__V1__Expire ep;
   Hourglass__V1__ListCurve lc;
   Hourglass__V1__SessionsEnded se;
+  Hourglass__V1__Mark mk;
+  Hourglass__V1__FundDeposit fd;
 } enc_bodies_t;
 
 /* Order commands into m. 0, HG_EINVAL, or NOT_MINE for another family's command. */
@@ -308,6 +310,15 @@ static int encode_settlement(const hg_command_t *cmd, Hourglass__V1__Command *m,
     m->body_case = HOURGLASS__V1__COMMAND__BODY_EXPIRE;
     m->expire = &b->ep;
     break;
+  case HG_COMMAND_MARK:
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_MARK;
+    m->mark = &b->mk;
+    break;
+  case HG_COMMAND_FUND_DEPOSIT:
+    b->fd.amount = cmd->u.fund.amount;
+    m->body_case = HOURGLASS__V1__COMMAND__BODY_FUND_DEPOSIT;
+    m->fund_deposit = &b->fd;
+    break;
   case HG_COMMAND_LIST_CURVE: {
     const hg_cmd_list_curve_t *c = &cmd->u.curve;
     if (!STR_TERM(c->gpu) || !STR_TERM(c->grade)) return HG_EINVAL;
@@ -356,6 +367,8 @@ static int encode_full(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t
       .ep = HOURGLASS__V1__EXPIRE__INIT,
       .lc = HOURGLASS__V1__LIST_CURVE__INIT,
       .se = HOURGLASS__V1__SESSIONS_ENDED__INIT,
+      .mk = HOURGLASS__V1__MARK__INIT,
+      .fd = HOURGLASS__V1__FUND_DEPOSIT__INIT,
   };
   m.seq = cmd->seq;
   m.ts = cmd->ts;
@@ -847,6 +860,15 @@ static int decode_settlement(const Hourglass__V1__Command *m, hg_command_t *out)
     out->type = HG_COMMAND_EXPIRE;
     out->u.expire.instrument_id = m->expire->instrument_id;
     return 0;
+  case HOURGLASS__V1__COMMAND__BODY_MARK:
+    if (m->mark->base.n_unknown_fields) return HG_EPARSE;
+    out->type = HG_COMMAND_MARK;
+    return 0;
+  case HOURGLASS__V1__COMMAND__BODY_FUND_DEPOSIT:
+    if (m->fund_deposit->base.n_unknown_fields) return HG_EPARSE;
+    out->type = HG_COMMAND_FUND_DEPOSIT;
+    out->u.fund.amount = m->fund_deposit->amount; /* the state machine checks > 0 */
+    return 0;
   case HOURGLASS__V1__COMMAND__BODY_LIST_CURVE: {
     const Hourglass__V1__ListCurve *b = m->list_curve;
     if (b->base.n_unknown_fields) return HG_EPARSE;
@@ -1199,6 +1221,8 @@ const char *hg_command_type_str(uint32_t type) {
   case HG_COMMAND_DAILY_SETTLEMENT: return "DAILY_SETTLEMENT";
   case HG_COMMAND_EXPIRE: return "EXPIRE";
   case HG_COMMAND_LIST_CURVE: return "LIST_CURVE";
+  case HG_COMMAND_MARK: return "MARK";
+  case HG_COMMAND_FUND_DEPOSIT: return "FUND_DEPOSIT";
   case HG_COMMAND_SESSIONS_ENDED: return "SESSIONS_ENDED";
   default: return "UNKNOWN";
   }

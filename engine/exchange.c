@@ -94,6 +94,8 @@ static void emit_order_reject(hg_exchange_t *ex, uint8_t cmd, uint16_t reason,
     } else if (res->reason == HG_CLR_REJ_POSITION_LIMIT) {
       ev->lo = -res->limit;
       ev->hi = res->limit;
+    } else if (res->reason == HG_CLR_REJ_MARGIN_CALL) {
+      ev->hi = res->amount; /* the call */
     }
   }
   ev->instrument_id = instrument_id;
@@ -184,6 +186,15 @@ static uint16_t risk_check_replace(hg_exchange_t *ex, const instrument_t *inst,
 static void book_fill(hg_exchange_t *ex, const hg_book_event_t *f) {
   hg_account_t buyer = f->side == HG_SIDE_BUY ? f->account : f->maker_account;
   hg_account_t seller = f->side == HG_SIDE_BUY ? f->maker_account : f->account;
+  if (__builtin_expect(ex->cur.liq, 0) && f->account == ex->cur.liq_account) {
+    /* a liquidation order is the taker: its fill pays the fee to the fund */
+    ex->cur.liq_led = hg_clearing_ledger_size(ex->clr);
+    ex->cur.liq_fills++;
+    clr_fault(ex, hg_clearing_liq_fill(ex->clr, f->instrument_id, buyer, seller, f->qty, f->price,
+                                       HG_CLR_FILL_BUY_RESTING | HG_CLR_FILL_SELL_RESTING,
+                                       f->side, ex->cur.seq, ex->cur.ts, NULL));
+    return;
+  }
   clr_fault(ex, hg_clearing_fill(ex->clr, f->instrument_id, buyer, seller, f->qty, f->price,
                                  ex->cur.ts, HG_CLR_FILL_BUY_RESTING | HG_CLR_FILL_SELL_RESTING));
 }
@@ -229,6 +240,13 @@ void hg_ex__book_sink(void *ctx, const hg_book_event_t *bev) {
   if (bev != &ev->book) ev->book = *bev;
   if (ex->cur.relabel != 0 && bev->type == HG_EV_CANCELLED && bev->reason == HG_CXL_USER)
     ev->book.reason = ex->cur.relabel;
+  if (__builtin_expect(ex->cur.liq, 0)) {
+    ev->kind = HG_XBOOK_LIQUIDATION;
+    ex->sink(ex->sink_ctx, ev);
+    ev->kind = 0;
+    if (bev->type == HG_EV_FILL) hg_ex__emit_cash(ex, ex->cur.liq_led, -1); /* the fee */
+    return;
+  }
   ex->sink(ex->sink_ctx, ev);
 }
 
@@ -248,6 +266,7 @@ static void free_all(hg_exchange_t *ex) {
   hg_idhint_free(&ex->acct_dir);
   free(ex->scratch);
   free(ex->tops);
+  free(ex->liq);
   free(ex->idx);
   free(ex);
 }
@@ -720,7 +739,8 @@ static void do_cash(hg_exchange_t *ex, const hg_cmd_cash_t *c, int deposit) {
   } else {
     int rc = hg_clearing_withdraw(ex->clr, c->account, c->amount, ex->cur.seq, ex->cur.ts, &res);
     if (rc != 0) rej = HG_XREJ_CAPACITY;
-    else if (res.reason == HG_CLR_REJ_INSUFFICIENT_MARGIN) rej = HG_XREJ_INSUFFICIENT_FUNDS;
+    else if (res.reason == HG_CLR_REJ_INSUFFICIENT_MARGIN || res.reason == HG_CLR_REJ_MARGIN_CALL)
+      rej = HG_XREJ_INSUFFICIENT_FUNDS; /* called: nothing may leave (CONTRACT.md 4.7) */
     else if (res.reason != HG_CLR_REJ_NONE) rej = HG_XREJ_INVALID_AMOUNT;
   }
   hg_exchange_event_t ev;
@@ -804,7 +824,9 @@ int hg_exchange_apply(hg_exchange_t *ex, const hg_command_t *cmd) {
   case HG_COMMAND_FINALIZE_FIXING:
   case HG_COMMAND_DAILY_SETTLEMENT:
   case HG_COMMAND_EXPIRE:
-  case HG_COMMAND_LIST_CURVE: rc = hg_ex__apply_settlement(ex, cmd); break;
+  case HG_COMMAND_LIST_CURVE:
+  case HG_COMMAND_MARK:
+  case HG_COMMAND_FUND_DEPOSIT: rc = hg_ex__apply_settlement(ex, cmd); break;
   case HG_COMMAND_SESSIONS_ENDED: do_sessions_ended(ex); break;
   }
   if (rc != 0) {

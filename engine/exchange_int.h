@@ -68,6 +68,13 @@ typedef struct current {
   uint32_t type;
   uint16_t relabel;        /* cancel reason replacing HG_CXL_USER, 0 = none */
   hg_qty_t replace_leaves; /* leaves of the order being replaced */
+  /* a liquidation order of a MARK being submitted (liq != 0): its fills
+   * are booked by hg_clearing_liq_fill and its events flagged */
+  uint8_t liq;
+  uint8_t liq_side;
+  hg_account_t liq_account;
+  uint64_t liq_led;        /* ledger size before the fill being booked */
+  uint32_t liq_fills;      /* liquidation fills of this MARK */
 } current_t;
 
 typedef struct staged {
@@ -107,7 +114,9 @@ struct hg_exchange {
   uint32_t scratch_n;
   hg_clearing_t *clr;   /* owned */
   hg_clearing_config_t ccfg; /* as created (restore: band and cycle time from the blob) */
-  hg_clearing_top_t *tops;   /* owned; cfg.max_instruments slots, daily cycle only */
+  hg_clearing_top_t *tops;   /* owned; cfg.max_instruments slots, daily cycle and MARK */
+  hg_clearing_liq_slice_t *liq; /* owned; n_liq_cap slots, grown by MARK only */
+  size_t n_liq_cap;
   index_t *idx;        /* owned; cfg.max_indexes slots, n_idx used, creation order */
   uint32_t n_idx;
   hg_index_registry_t reg; /* owned: provider grades */
@@ -224,6 +233,9 @@ int hg_ex__list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_
 /* Cancels every resting order of inst in time priority, relabelled with
  * reason; returns how many. */
 uint32_t hg_ex__cancel_all(hg_exchange_t *ex, instrument_t *inst, uint16_t reason);
+/* Emits HG_XEV_CASH for each ledger entry from index from on (the
+ * guarantee's kinds; day: the cycle's, or -1 outside a cycle). */
+void hg_ex__emit_cash(hg_exchange_t *ex, uint64_t from, int32_t day);
 /* Destroys the book at instr[pos] and closes the gap. */
 void hg_ex__remove_instrument(hg_exchange_t *ex, uint32_t pos);
 /* Expires every book's day orders; returns how many. */

@@ -432,29 +432,204 @@ static void do_finalize(hg_exchange_t *ex, const hg_cmd_index_day_t *c) {
   emit_references(ex, (uint32_t)slot);
 }
 
-/* Emits one event per ledger entry posted since `from` (VM or FINAL);
- * returns their sum. */
+/* Emits one event per ledger entry posted since `from`: VM and FINAL entries
+ * as `type` (their sum is returned), the guarantee's entries (waterfall,
+ * fees, the fund's side) as HG_XEV_CASH. */
 static int64_t emit_ledger(hg_exchange_t *ex, uint64_t from, uint16_t type, int32_t day) {
   int64_t sum = 0;
   uint64_t to = hg_clearing_ledger_size(ex->clr);
   for (uint64_t i = from; i < to; i++) {
     hg_ledger_entry_t e;
     if (hg_clearing_ledger_get(ex->clr, i, &e) != 0) continue;
-    const account_t *a = acct_find(ex, e.account);
+    const account_t *a = e.account == HG_CLR_FUND_ACCOUNT ? NULL : acct_find(ex, e.account);
     hg_exchange_event_t ev;
-    event_init(ex, &ev, type);
+    int cash = e.kind != HG_LEDGER_VM && e.kind != HG_LEDGER_FINAL;
+    event_init(ex, &ev, cash ? HG_XEV_CASH : type);
+    ev.kind = cash ? (uint8_t)e.kind : 0;
     ev.account = e.account;
     ev.firm = a != NULL ? a->firm : 0;
-    ev.instrument_id = e.instrument;
+    ev.instrument_id = cash && e.instrument == HG_CLR_NO_INSTRUMENT ? 0 : e.instrument;
     ev.amount = e.amount;
     ev.balance = e.balance;
     ev.price = e.price;
     ev.qty = e.qty;
     ev.day = day;
     ex->sink(ex->sink_ctx, &ev);
-    sum += e.amount;
+    if (!cash) sum += e.amount;
   }
   return sum;
+}
+
+void hg_ex__emit_cash(hg_exchange_t *ex, uint64_t from, int32_t day) {
+  (void)emit_ledger(ex, from, HG_XEV_CASH, day);
+}
+
+/* One HG_XEV_MARGIN_CALL per account called or liquidating, in id order;
+ * returns how many. */
+static uint32_t emit_calls(hg_exchange_t *ex) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < ex->n_acct; i++) {
+    hg_clearing_standing_t st;
+    if (hg_clearing_standing(ex->clr, ex->acct[i].id, &st) != 0 || st.state == HG_CLR_OK)
+      continue;
+    hg_exchange_event_t ev;
+    event_init(ex, &ev, HG_XEV_MARGIN_CALL);
+    ev.account = ex->acct[i].id;
+    ev.firm = ex->acct[i].firm;
+    ev.status = (uint8_t)st.state;
+    ev.kind = (uint8_t)st.liq_reason;
+    ev.amount = st.call_amount;
+    ev.balance = st.equity;
+    ev.margin = st.im;
+    ev.lo = st.mm;
+    ev.qty = (int64_t)st.call_due;
+    ex->sink(ex->sink_ctx, &ev);
+    n++;
+  }
+  return n;
+}
+
+/* Best bid and ask of every listed contract into ex->tops. */
+static void fill_tops(hg_exchange_t *ex) {
+  for (uint32_t i = 0; i < ex->n_instr; i++) {
+    hg_clearing_top_t *t = &ex->tops[i];
+    hg_qty_t q;
+    t->instrument = ex->instr[i].id;
+    if (hg_book_best(ex->instr[i].book, HG_SIDE_BUY, &t->best_bid, &q) != 0) t->best_bid = 0;
+    if (hg_book_best(ex->instr[i].book, HG_SIDE_SELL, &t->best_ask, &q) != 0) t->best_ask = 0;
+  }
+}
+
+static void collect_account_order(void *ctx, const hg_book_order_t *o) {
+  hg_exchange_t *ex = ctx;
+  if (o->account == ex->cur.liq_account && ex->scratch_n < ex->cfg.max_book_orders)
+    ex->scratch[ex->scratch_n++] = (order_ref_t){o->order_id, o->account};
+}
+
+/* Cancels every resting order of account in every book (id order, time
+ * priority), relabelled HG_XCXL_LIQUIDATION. */
+static void cancel_for_liquidation(hg_exchange_t *ex, hg_account_t account) {
+  ex->cur.liq_account = account;
+  for (uint32_t i = 0; i < ex->n_instr; i++) {
+    instrument_t *inst = &ex->instr[i];
+    ex->scratch_n = 0;
+    hg_book_foreach(inst->book, collect_account_order, ex);
+    ex->cur.relabel = HG_XCXL_LIQUIDATION;
+    for (uint32_t k = 0; k < ex->scratch_n; k++)
+      hg_book_cancel(inst->book, ex->scratch[k].order_id, account, ex->cur.ts);
+    ex->cur.relabel = 0;
+    ex->scratch_n = 0;
+  }
+}
+
+/* MARK: a mark round, then the liquidation slices (exchange.h). */
+static int do_mark(hg_exchange_t *ex) {
+  fill_tops(ex);
+  hg_clearing_mark_report_t rep;
+  int rc = hg_clearing_mark(ex->clr, ex->tops, ex->n_instr, &rep);
+  if (rc != 0) {
+    emit_failed(ex, rc, 0, 0);
+    return 0;
+  }
+  for (uint32_t i = 0; i < ex->n_instr; i++) {
+    hg_price_t m;
+    if (hg_clearing_mark_get(ex->clr, ex->instr[i].id, &m, NULL) != 0 || m == 0) continue;
+    hg_exchange_event_t ev;
+    event_init(ex, &ev, HG_XEV_MARK);
+    ev.instrument_id = ex->instr[i].id;
+    ev.group = ex->instr[i].index + 1;
+    ev.price = m;
+    int64_t ref;
+    hg_ex__ref_band(ex, ex->instr[i].id, &ref, &ev.lo, &ev.hi);
+    ex->sink(ex->sink_ctx, &ev);
+  }
+  (void)emit_calls(ex);
+  size_t n = 0;
+  (void)hg_clearing_liq_slices(ex->clr, NULL, 0, &n);
+  if (n > ex->n_liq_cap) {
+    hg_clearing_liq_slice_t *p = realloc(ex->liq, n * sizeof *p);
+    if (p == NULL) return -ENOMEM;
+    ex->liq = p;
+    ex->n_liq_cap = n;
+  }
+  if (n > 0 && hg_clearing_liq_slices(ex->clr, ex->liq, ex->n_liq_cap, &n) != 0)
+    clr_fault(ex, HG_ECORRUPT);
+  ex->cur.liq_fills = 0;
+  uint32_t sent = 0;
+  for (size_t k = 0; k < n; k++) {
+    const hg_clearing_liq_slice_t *sl = &ex->liq[k];
+    if (k == 0 || sl->account != ex->liq[k - 1].account) cancel_for_liquidation(ex, sl->account);
+    instrument_t *inst = instr_find(ex, sl->instrument);
+    if (inst == NULL || inst->halted || ex->cur.ts >= inst->cutoff_ts) continue;
+    const hg_book_params_t *bp = hg_book_params(inst->book);
+    /* the band edge around the mark, kept inside the price band around the
+     * reference (the clearing's, and the book's own if it has one): an order
+     * outside it would be refused (CONTRACT.md 5.12) */
+    hg_price_t px = sl->limit, lo = bp->min_price, hi = bp->max_price;
+    int64_t ref, blo, bhi;
+    hg_ex__ref_band(ex, inst->id, &ref, &blo, &bhi);
+    if (blo > lo) lo = blo;
+    if (bhi != 0 && bhi < hi) hi = bhi;
+    if (bp->band_bps != 0 && bp->ref_price > 0) {
+      int64_t l = (bp->ref_price * (10000 - (int64_t)bp->band_bps) + 9999) / 10000;
+      int64_t h = bp->ref_price * (10000 + (int64_t)bp->band_bps) / 10000;
+      if (l > lo) lo = l;
+      if (h < hi) hi = h;
+    }
+    if (px != 0 && px < lo) px = lo;
+    if (px > hi) px = hi;
+    hg_qty_t q = sl->qty < bp->max_order_qty ? sl->qty : bp->max_order_qty;
+    hg_order_new_t o = {
+        .order_id = HG_XLIQ_OID(ex->cur.seq, k),
+        .account = sl->account,
+        .price = px,
+        .qty = q,
+        .side = (uint8_t)sl->side,
+        .type = px == 0 ? HG_ORD_MARKET : HG_ORD_LIMIT,
+        .tif = HG_TIF_IOC,
+        .stp = HG_STP_CANCEL_INCOMING,
+        .ts = ex->cur.ts,
+    };
+    ex->cur.liq = 1;
+    ex->cur.liq_side = (uint8_t)sl->side;
+    ex->cur.liq_account = sl->account;
+    hg_book_submit(inst->book, &o);
+    ex->cur.liq = 0;
+    sent++;
+  }
+  hg_clearing_guarantee_t g;
+  hg_clearing_guarantee(ex->clr, &g);
+  hg_exchange_event_t ev;
+  event_init(ex, &ev, HG_XEV_MARK_ROUND);
+  ev.amount = rep.accounts_evaluated;
+  ev.lo = g.called;
+  ev.hi = g.liquidating;
+  ev.qty = sent;
+  ev.margin = ex->cur.liq_fills;
+  ev.balance = g.fund;
+  ex->sink(ex->sink_ctx, &ev);
+  return 0;
+}
+
+/* FUND_DEPOSIT: credits the insurance fund. */
+static int do_fund(hg_exchange_t *ex, const hg_cmd_fund_t *c) {
+  uint64_t before = hg_clearing_ledger_size(ex->clr);
+  int rc = c->amount <= 0 ? HG_EINVAL : hg_clearing_fund_deposit(ex->clr, c->amount, ex->cur.seq, ex->cur.ts);
+  if (rc == -ENOMEM) return rc;
+  if (rc == HG_EINVAL || rc == HG_EOVERFLOW) {
+    hg_exchange_event_t ev;
+    event_init(ex, &ev, HG_XEV_REJECTED);
+    ev.reason = HG_XREJ_INVALID_AMOUNT;
+    ev.amount = c->amount;
+    ex->sink(ex->sink_ctx, &ev);
+    return 0;
+  }
+  if (rc != 0) {
+    emit_failed(ex, rc, 0, 0);
+    return 0;
+  }
+  hg_ex__emit_cash(ex, before, -1);
+  return 0;
 }
 
 static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
@@ -472,13 +647,7 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
     emit_reject_day(ex, HG_XREJ_NOT_IN_STATE, 0, c->day);
     return 0;
   }
-  for (uint32_t i = 0; i < ex->n_instr; i++) {
-    hg_clearing_top_t *t = &ex->tops[i];
-    hg_qty_t q;
-    t->instrument = ex->instr[i].id;
-    if (hg_book_best(ex->instr[i].book, HG_SIDE_BUY, &t->best_bid, &q) != 0) t->best_bid = 0;
-    if (hg_book_best(ex->instr[i].book, HG_SIDE_SELL, &t->best_ask, &q) != 0) t->best_ask = 0;
-  }
+  fill_tops(ex);
   uint64_t before = hg_clearing_ledger_size(ex->clr);
   hg_clearing_cycle_report_t rep;
   int rc = hg_clearing_daily_cycle(ex->clr, ex->cur.seq, cycle_ts, ex->tops, ex->n_instr, &rep);
@@ -502,6 +671,7 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
   emit_references(ex, UINT32_MAX); /* the DSPs are the new references */
   int64_t vm_sum = emit_ledger(ex, before, HG_XEV_VM, c->day);
   if (vm_sum != 0 || rep.vm_paid + rep.vm_received != 0) clr_fault(ex, HG_ECORRUPT);
+  (void)emit_calls(ex); /* the evaluation at the DSPs (CONTRACT.md 4.7) */
   int64_t expired = hg_ex__expire_day_orders(ex);
   /* Trading has ended for the contracts whose last trading day this is:
    * what still rests can never trade and stops counting for margin. */
@@ -517,6 +687,8 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
   ev.hi = rep.vm_received;
   ev.qty = expired;
   ev.balance = (int64_t)rep.entries_posted;
+  ev.margin = rep.bankrupt;
+  ev.price = rep.fund_used;
   ex->sink(ex->sink_ctx, &ev);
   return 0;
 }
@@ -721,6 +893,8 @@ int hg_ex__apply_settlement(hg_exchange_t *ex, const hg_command_t *cmd) {
   case HG_COMMAND_DAILY_SETTLEMENT: return do_daily(ex, &cmd->u.daily);
   case HG_COMMAND_EXPIRE: return do_expire(ex, &cmd->u.expire);
   case HG_COMMAND_LIST_CURVE: return do_list_curve(ex, &cmd->u.curve);
+  case HG_COMMAND_MARK: return do_mark(ex);
+  case HG_COMMAND_FUND_DEPOSIT: return do_fund(ex, &cmd->u.fund);
   default: return 0; /* not a settlement command: hg_exchange_apply() dispatches it */
   }
 }

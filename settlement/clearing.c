@@ -223,6 +223,10 @@ static hg_price_t ref_price(const hg_clearing_t *c, const instrument_t *in) {
   return in->def.last_dsp;
 }
 
+hg_price_t hg_clr__ref_price(const hg_clearing_t *c, const instrument_t *in) {
+  return ref_price(c, in);
+}
+
 /* ------------------------------------------------------------- create -- */
 
 void hg_clearing_config_default(hg_clearing_config_t *cfg) {
@@ -244,6 +248,10 @@ void hg_clearing_config_default(hg_clearing_config_t *cfg) {
   cfg->dsp_max_spread = 10;
   cfg->dsp_window_ns = (uint64_t)5 * 60 * 1000000000u;
   cfg->cycle_time_of_day_ns = (uint64_t)16 * 3600 * 1000000000u;
+  cfg->mm_rate_bps = 7500;
+  cfg->liq_fee_bps = 50;
+  cfg->liq_slice_qty = 10;
+  cfg->call_cycles = 1;
 }
 
 static int config_valid(const hg_clearing_config_t *g) {
@@ -265,6 +273,10 @@ static int config_valid(const hg_clearing_config_t *g) {
   if (g->dsp_max_spread < 0 || g->dsp_max_spread > HG_CLR_PRICE_MAX) return 0;
   if (g->cycle_time_of_day_ns >= HG_CLR_NS_PER_DAY) return 0;
   if (g->dsp_window_ns > g->cycle_time_of_day_ns) return 0;
+  if (g->mm_rate_bps == 0 || g->mm_rate_bps > 10000 || g->liq_fee_bps > 10000) return 0;
+  if (g->liq_slice_qty <= 0 || g->liq_slice_qty > HG_CLR_QTY_MAX || g->call_cycles == 0 ||
+      g->call_cycles > 1000000)
+    return 0;
   return 1;
 }
 
@@ -404,6 +416,25 @@ void hg_clr__post(hg_clearing_t *c, uint32_t acct, uint32_t kind, uint32_t instr
   a->led_last = idx;
 }
 
+void hg_clr__post_fund(hg_clearing_t *c, uint32_t kind, uint32_t instrument, int64_t amount,
+                       hg_price_t price, int64_t qty, uint64_t seq, uint64_t ts) {
+  uint64_t idx = c->ledger_len++;
+  ledger_rec_t *l = &c->ledger[idx];
+  c->fund += amount;
+  l->e = (hg_ledger_entry_t){.index = idx,
+                             .seq = seq,
+                             .ts = ts,
+                             .account = HG_CLR_FUND_ACCOUNT,
+                             .instrument = instrument,
+                             .kind = kind,
+                             .amount = amount,
+                             .balance = c->fund,
+                             .price = price,
+                             .qty = qty};
+  l->next_same = NIL64;
+  l->acct = NIL32; /* the fund is no member account: no statement chain */
+}
+
 uint64_t hg_clearing_ledger_size(const hg_clearing_t *c) { return c->ledger_len; }
 
 int hg_clearing_ledger_get(const hg_clearing_t *c, uint64_t index, hg_ledger_entry_t *out) {
@@ -419,11 +450,19 @@ void hg_clearing_totals(const hg_clearing_t *c, hg_clearing_totals_t *out) {
   int64_t sum = 0;
   for (uint32_t i = 0; i < c->naccounts; i++) sum += c->accounts[i].balance;
   out->balances = sum;
+  out->fund = c->fund;
+}
+
+int hg_clearing_conserved(const hg_clearing_t *c) {
+  i128 sum = c->fund;
+  for (uint32_t i = 0; i < c->naccounts; i++) sum += c->accounts[i].balance;
+  return sum == (i128)c->tot_deposits - c->tot_withdrawals - c->tot_fees;
 }
 
 /* ----------------------------------------------------------- accounts -- */
 
 int hg_clearing_account_add(hg_clearing_t *c, hg_account_t id, uint32_t firm_id) {
+  if (id == HG_CLR_FUND_ACCOUNT) return HG_EINVAL;
   if (acct_lookup(c, id) != NIL32) return HG_EEXISTS;
   if (c->naccounts == c->cfg.max_accounts) return HG_EFULL;
   int new_firm = map_get(&c->firm_map, firm_id) == NIL32;
@@ -454,6 +493,7 @@ int hg_clearing_deposit(hg_clearing_t *c, hg_account_t id, int64_t amount, uint6
   if (rc < 0) return rc;
   hg_clr__post(c, s, HG_LEDGER_DEPOSIT, HG_CLR_NO_INSTRUMENT, amount, 0, 0, seq, ts);
   c->tot_deposits = nt;
+  hg_clr__improve(c, s); /* a deposit may meet a call */
   return 0;
 }
 
@@ -494,12 +534,12 @@ static i128 contract_margin(int64_t w, hg_price_t ref, int64_t tv, uint32_t rate
 
 /* Adds one contract's worst case into the group scratch. */
 static void margin_add(hg_clearing_t *c, uint32_t *ntouched, const instrument_t *in,
-                       int64_t pos, int64_t open_buy, int64_t open_sell) {
+                       int64_t pos, int64_t open_buy, int64_t open_sell, int at_mark) {
   int64_t a = pos + open_buy, b = pos - open_sell;
   int64_t aa = a < 0 ? -a : a, ab = b < 0 ? -b : b;
   int64_t w = aa >= ab ? a : b; /* a on a tie */
   if (w == 0) return;
-  hg_price_t ref = ref_price(c, in);
+  hg_price_t ref = at_mark && in->mark > 0 ? in->mark : ref_price(c, in);
   uint32_t rate = in->def.in_delivery ? c->cfg.im_rate_delivery_bps : c->cfg.im_rate_bps;
   i128 m = contract_margin(w, ref, hg_clr__tv(c, in), rate);
   if (m == 0) return;
@@ -515,7 +555,8 @@ static void margin_add(hg_clearing_t *c, uint32_t *ntouched, const instrument_t 
 
 /* Initial margin of account slot s, with extra_qty added to the open quantity
  * of side on instrument slot extra_inst (NIL32 = none); orders 0 leaves every
- * open quantity out (the positions' margin alone). Uses the group
+ * open quantity out (the positions' margin alone), orders -1 too and prices
+ * the positions at the marks (CONTRACT.md 4.6). Uses the group
  * scratch arrays (the clearing state is single-threaded) and leaves them
  * zeroed. */
 static i128 account_im(hg_clearing_t *c, uint32_t s, uint32_t extra_inst, int side,
@@ -524,17 +565,17 @@ static i128 account_im(hg_clearing_t *c, uint32_t s, uint32_t extra_inst, int si
   int extra_done = extra_inst == NIL32;
   for (uint32_t r = c->accounts[s].rec_head; r != NIL32; r = c->recs[r].a_next) {
     const posrec_t *p = &c->recs[r];
-    int64_t ob = orders ? p->open_buy : 0, os = orders ? p->open_sell : 0;
+    int64_t ob = orders > 0 ? p->open_buy : 0, os = orders > 0 ? p->open_sell : 0;
     if (p->inst == extra_inst) {
       if (side == HG_CLR_BUY) ob += extra_qty;
       else os += extra_qty;
       extra_done = 1;
     }
-    margin_add(c, &ntouched, &c->insts[p->inst], p->pos, ob, os);
+    margin_add(c, &ntouched, &c->insts[p->inst], p->pos, ob, os, orders < 0);
   }
   if (!extra_done)
     margin_add(c, &ntouched, &c->insts[extra_inst], 0, side == HG_CLR_BUY ? extra_qty : 0,
-               side == HG_CLR_SELL ? extra_qty : 0);
+               side == HG_CLR_SELL ? extra_qty : 0, 0);
   i128 im = 0;
   for (uint32_t i = 0; i < ntouched; i++) {
     uint32_t g = c->grp_touched[i];
@@ -546,6 +587,10 @@ static i128 account_im(hg_clearing_t *c, uint32_t s, uint32_t extra_inst, int si
 }
 
 static int64_t sat64(i128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
+
+i128 hg_clr__account_im(hg_clearing_t *c, uint32_t s, int at_mark) {
+  return account_im(c, s, NIL32, 0, 0, at_mark ? -1 : 1);
+}
 
 int hg_clearing_initial_margin(const hg_clearing_t *c, hg_account_t account, int64_t *out) {
   uint32_t s = acct_lookup(c, account);
@@ -585,9 +630,19 @@ int hg_clearing_withdraw(hg_clearing_t *c, hg_account_t id, int64_t amount, uint
     res->reason = HG_CLR_REJ_INVALID_AMOUNT;
     return 0;
   }
+  if (a->state != HG_CLR_OK) {
+    res->reason = HG_CLR_REJ_MARGIN_CALL;
+    res->amount = a->call_amount;
+    return 0;
+  }
+  /* only money a loser has paid may leave: an open loss at the marks
+   * lowers what may be withdrawn, an open profit does not raise it */
+  i128 eq = hg_clr__equity(c, s, NULL);
+  if (eq > a->balance) eq = a->balance;
+  res->equity = eq < INT64_MIN ? INT64_MIN : (int64_t)eq;
   i128 im = account_im(c, s, NIL32, 0, 0, 1);
   res->initial_margin = sat64(im);
-  if ((i128)a->balance - amount - im < 0) {
+  if (eq - amount - im < 0) {
     res->reason = HG_CLR_REJ_INSUFFICIENT_MARGIN;
     return 0;
   }
@@ -821,6 +876,16 @@ int hg_clearing_check_order(hg_clearing_t *c, hg_account_t account, uint32_t ins
     ob = c->recs[r].open_buy;
     os = c->recs[r].open_sell;
   }
+  if (__builtin_expect(c->accounts[s].state != HG_CLR_OK, 0) &&
+      !(side == HG_CLR_BUY ? pos < 0 && pos + ob + qty <= 0 : pos > 0 && pos - os - qty >= 0)) {
+    hg_clearing_standing_t st;
+    (void)hg_clearing_standing(c, account, &st);
+    res->reason = HG_CLR_REJ_MARGIN_CALL;
+    res->equity = st.equity;
+    res->initial_margin = st.im;
+    res->amount = st.call_amount;
+    return 0;
+  }
   int64_t before = side == HG_CLR_BUY ? pos + ob : pos - os;
   int64_t x = side == HG_CLR_BUY ? before + qty : before - qty;
   int64_t limit = in->def.in_delivery ? c->cfg.position_limit_delivery : c->cfg.position_limit;
@@ -887,9 +952,9 @@ int hg_clearing_open_remove(hg_clearing_t *c, hg_account_t account, uint32_t ins
   return 0;
 }
 
-int hg_clearing_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
+static int fill_impl(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
                      hg_account_t seller, hg_qty_t qty, hg_price_t price, uint64_t ts,
-                     unsigned flags) {
+                     unsigned flags, uint32_t *bsp, uint32_t *ssp) {
   uint32_t bs = acct_lookup(c, buyer), ss = acct_lookup(c, seller);
   uint32_t is = inst_lookup(c, instrument);
   if (bs == NIL32 || ss == NIL32 || is == NIL32) return HG_ENOTFOUND;
@@ -940,6 +1005,51 @@ int hg_clearing_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
     in->win_q += qty;
     in->win_qp += qp;
   }
+  in->last_trade = price;
+  *bsp = bs;
+  *ssp = ss;
+  return 0;
+}
+
+int hg_clearing_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
+                     hg_account_t seller, hg_qty_t qty, hg_price_t price, uint64_t ts,
+                     unsigned flags) {
+  uint32_t bs, ss;
+  int rc = fill_impl(c, instrument, buyer, seller, qty, price, ts, flags, &bs, &ss);
+  if (rc < 0) return rc;
+  /* a called account's fill may meet its call (a flag test otherwise) */
+  if (__builtin_expect(c->accounts[bs].state != HG_CLR_OK, 0)) hg_clr__improve(c, bs);
+  if (__builtin_expect(c->accounts[ss].state != HG_CLR_OK, 0)) hg_clr__improve(c, ss);
+  return 0;
+}
+
+int hg_clearing_liq_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
+                         hg_account_t seller, hg_qty_t qty, hg_price_t price, unsigned flags,
+                         int liq_side, uint64_t seq, uint64_t ts, int64_t *fee) {
+  if (fee != NULL) *fee = 0;
+  if (liq_side != HG_CLR_BUY && liq_side != HG_CLR_SELL) return HG_EINVAL;
+  int rc = hg_clr__ledger_reserve(c, 2);
+  if (rc < 0) return rc;
+  uint32_t bs, ss;
+  rc = fill_impl(c, instrument, buyer, seller, qty, price, ts, flags, &bs, &ss);
+  if (rc < 0) return rc;
+  uint32_t ls = liq_side == HG_CLR_BUY ? bs : ss;
+  const instrument_t *in = &c->insts[inst_lookup(c, instrument)];
+  /* ceil(q p TV bps / 10000); q, p, TV <= 1e9 and bps <= 1e4: < 2^103 */
+  i128 full = ((i128)qty * price * hg_clr__tv(c, in) * c->cfg.liq_fee_bps + 9999) / 10000;
+  i128 eq = hg_clr__equity(c, ls, NULL);
+  i128 f = full < eq ? full : eq;
+  i128 room = (i128)c->accounts[ls].balance - INT64_MIN;
+  if (f > room) f = room;
+  if (f > (i128)INT64_MAX - c->fund) f = (i128)INT64_MAX - c->fund;
+  if (f > 0) { /* f <= E: the balance stays above the open loss, no overflow */
+    hg_clr__post(c, ls, HG_LEDGER_LIQ_FEE, instrument, -(int64_t)f, price, qty, seq, ts);
+    hg_clr__post_fund(c, HG_LEDGER_LIQ_FEE, instrument, (int64_t)f, price, qty, seq, ts);
+    c->g_liq_fees += (int64_t)f;
+    if (fee != NULL) *fee = (int64_t)f;
+  }
+  if (c->accounts[bs].state != HG_CLR_OK) hg_clr__improve(c, bs);
+  if (c->accounts[ss].state != HG_CLR_OK) hg_clr__improve(c, ss);
   return 0;
 }
 

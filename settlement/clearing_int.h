@@ -60,6 +60,12 @@ typedef struct account {
   uint64_t led_first, led_last; /* this account's ledger chain */
   i128 scratch;                 /* pending cash during cycle checks */
   uint64_t mark;                /* == mark_gen: already listed by the current scan */
+  /* the guarantee (CONTRACT.md 4.6, 4.7) */
+  uint8_t state;                /* hg_clr_standing_t */
+  uint8_t liq_reason;           /* HG_CLR_LIQ_* */
+  uint64_t call_due;            /* cycle count the call is due at; 0 = none */
+  int64_t call_amount;
+  int64_t wf;                   /* waterfall amount between check and post */
 } account_t;
 
 typedef struct instrument {
@@ -75,6 +81,8 @@ typedef struct instrument {
   uint64_t win_day;
   int64_t win_q;
   i128 win_qp;
+  hg_price_t mark;       /* last mark, 0 = never marked */
+  hg_price_t last_trade; /* last fill price, 0 = none */
 } instrument_t;
 
 typedef struct group {
@@ -140,9 +148,38 @@ struct hg_clearing {
 
   int64_t tot_deposits, tot_withdrawals, tot_fees;
   uint64_t mark_gen;
+
+  /* the guarantee */
+  int64_t fund;
+  int64_t g_fund_deposits, g_liq_fees, g_fund_used, g_socialized, g_uncovered;
+  uint64_t g_bankruptcies;
+  uint64_t ncycles; /* daily cycles run */
 };
 
-/* clearing.c helpers used by settle.c */
+/* clearing.c helpers used by settle.c and guarantee.c */
+hg_price_t hg_clr__ref_price(const hg_clearing_t *c, const instrument_t *in);
+/* Initial margin of account slot s: positions and open orders at the
+ * reference prices (at_mark 0), or positions alone at the marks (at_mark 1,
+ * an unmarked instrument at its reference price). */
+i128 hg_clr__account_im(hg_clearing_t *c, uint32_t s, int at_mark);
+/* Appends a fund entry (capacity reserved) and applies it to the fund. */
+void hg_clr__post_fund(hg_clearing_t *c, uint32_t kind, uint32_t instrument, int64_t amount,
+                       hg_price_t price, int64_t qty, uint64_t seq, uint64_t ts);
+/* settle.c: checks tops and loads them into the per-slot scratch (daily
+ * cycle and mark round). HG_EINVAL (unknown or repeated instrument, bad
+ * prices). */
+int hg_clr__load_tops(hg_clearing_t *c, const hg_clearing_top_t *tops, size_t ntops);
+/* guarantee.c, used by clearing.c and settle.c */
+/* E of account slot s at the last marks; *has_pos = any position. */
+i128 hg_clr__equity(const hg_clearing_t *c, uint32_t s, int *has_pos);
+/* Full evaluation of account slot s (mark round or cycle; deadline: a cycle,
+ * calls due at the cycle count become liquidations); rep counts. */
+void hg_clr__evaluate(hg_clearing_t *c, uint32_t s, int deadline, hg_clearing_mark_report_t *rep);
+/* Improve-only re-evaluation after a deposit or fill (no-op when OK). */
+void hg_clr__improve(hg_clearing_t *c, uint32_t s);
+/* Marks := DSP of the instruments settled by a cycle; then every account is
+ * evaluated with the deadline rule. */
+void hg_clr__evaluate_all(hg_clearing_t *c, int deadline, hg_clearing_mark_report_t *rep);
 uint32_t hg_clr__inst_slot(const hg_clearing_t *c, uint32_t id);
 uint32_t hg_clr__acct_slot(const hg_clearing_t *c, hg_account_t id);
 int hg_clr__ledger_reserve(hg_clearing_t *c, uint64_t n);

@@ -12,7 +12,15 @@
  * Restore trusts nothing: it rebuilds the state through the same code paths
  * as live calls, replays the ledger to recompute every balance and total,
  * and checks the invariants (positions and today's sums add up to zero per
- * instrument, day_q = pos - pos_prev, balances agree with the ledger).
+ * instrument, day_q = pos - pos_prev, balances and the fund agree with the
+ * ledger, the fund's totals agree with its entries).
+ *
+ * Version 2 adds, after the version 1 configuration: mm_rate_bps,
+ * liq_fee_bps, liq_slice_qty, call_cycles; after each account's balance:
+ * state, liq_reason, call_due, call_amount; after each instrument's window
+ * sums: mark, last_trade; after the ledger: fund, the waterfall totals,
+ * bankruptcies, cycles. A version 1 blob restores with the defaults and
+ * nothing called, marked or funded.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,7 +32,8 @@
 
 #define SNAP_MAGIC 0x4c434748u /* "HGCL" little-endian */
 #define SNAP_END 0x444e4547u   /* "GEND" */
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u /* 2: the guarantee (config, standings, marks, fund) */
+#define SNAP_VERSION_OLDEST 1u
 
 /* ---------------------------------------------------------------- write -- */
 
@@ -87,12 +96,20 @@ int hg_clearing_serialize(const hg_clearing_t *c, hg_clearing_write_fn write, vo
   pi64(o, g->dsp_max_spread);
   p64(o, g->dsp_window_ns);
   p64(o, g->cycle_time_of_day_ns);
+  p32(o, g->mm_rate_bps);
+  p32(o, g->liq_fee_bps);
+  pi64(o, g->liq_slice_qty);
+  p32(o, g->call_cycles);
 
   p32(o, c->naccounts);
   for (uint32_t i = 0; i < c->naccounts; i++) {
     p32(o, c->accounts[i].id);
     p32(o, c->accounts[i].firm_id);
     pi64(o, c->accounts[i].balance);
+    p8(o, c->accounts[i].state);
+    p8(o, c->accounts[i].liq_reason);
+    p64(o, c->accounts[i].call_due);
+    pi64(o, c->accounts[i].call_amount);
   }
   p32(o, c->ngroups);
   for (uint32_t i = 0; i < c->ngroups; i++) {
@@ -116,6 +133,8 @@ int hg_clearing_serialize(const hg_clearing_t *c, hg_clearing_write_fn write, vo
     p64(o, in->win_day);
     pi64(o, in->win_q);
     p128(o, in->win_qp);
+    pi64(o, in->mark);
+    pi64(o, in->last_trade);
     uint32_t n = 0;
     for (uint32_t r = in->rec_head; r != NIL32; r = c->recs[r].i_next) n++;
     p32(o, n);
@@ -144,6 +163,14 @@ int hg_clearing_serialize(const hg_clearing_t *c, hg_clearing_write_fn write, vo
     pi64(o, e->price);
     pi64(o, e->qty);
   }
+  pi64(o, c->fund);
+  pi64(o, c->g_fund_deposits);
+  pi64(o, c->g_liq_fees);
+  pi64(o, c->g_fund_used);
+  pi64(o, c->g_socialized);
+  pi64(o, c->g_uncovered);
+  p64(o, c->g_bankruptcies);
+  p64(o, c->ncycles);
   p32(o, SNAP_END);
   flush(o);
   int rc = o->err;
@@ -181,7 +208,7 @@ static i128 g128(in_t *r) {
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
-static int restore_body(hg_clearing_t *c, in_t *r) {
+static int restore_body(hg_clearing_t *c, in_t *r, uint32_t version) {
   /* accounts (balances are rebuilt from the ledger and compared) */
   uint32_t na = g32(r);
   if (r->bad || na > c->cfg.max_accounts) return HG_ECORRUPT;
@@ -192,6 +219,18 @@ static int restore_body(hg_clearing_t *c, in_t *r) {
     uint32_t id = g32(r), firm = g32(r);
     want[i] = gi64(r);
     if (r->bad || hg_clearing_account_add(c, id, firm) != 0) goto out;
+    if (version >= 2) {
+      account_t *a = &c->accounts[i];
+      a->state = g8(r);
+      a->liq_reason = g8(r);
+      a->call_due = g64(r);
+      a->call_amount = gi64(r);
+      if (r->bad || a->state > HG_CLR_LIQUIDATING || a->liq_reason > HG_CLR_LIQ_DEADLINE ||
+          (a->state == HG_CLR_LIQUIDATING) != (a->liq_reason != 0) ||
+          (a->state == HG_CLR_OK) != (a->call_due == 0) ||
+          (a->state == HG_CLR_OK && a->call_amount != 0) || a->call_amount < 0)
+        goto out;
+    }
   }
   /* groups */
   uint32_t ng = g32(r);
@@ -223,13 +262,15 @@ static int restore_body(hg_clearing_t *c, in_t *r) {
     uint64_t win_day = g64(r);
     int64_t win_q = gi64(r);
     i128 win_qp = g128(r);
+    int64_t mark = version >= 2 ? gi64(r) : 0, last_trade = version >= 2 ? gi64(r) : 0;
     uint32_t nrec = g32(r);
     if (r->bad || d.in_delivery > 1 || settled > 1 || tier > HG_DSP_TIER_INDEX ||
         hg_clr__group_slot(c, d.group_id) == NIL32 || hg_clearing_instrument_add(c, &d) != 0)
       goto out;
     if (fsp < 0 || fsp > HG_CLR_PRICE_MAX || (settled != 0) != (fsp != 0) || win_q < 0 ||
         win_qp < 0 || (win_q == 0) != (win_qp == 0) || (win_q > 0 && win_day == NIL64) ||
-        nrec > c->cfg.max_positions)
+        nrec > c->cfg.max_positions || mark < 0 || mark > HG_CLR_PRICE_MAX ||
+        last_trade < 0 || last_trade > HG_CLR_PRICE_MAX)
       goto out;
     uint32_t s = hg_clr__inst_slot(c, d.id);
     instrument_t *in = &c->insts[s];
@@ -239,6 +280,8 @@ static int restore_body(hg_clearing_t *c, in_t *r) {
     in->win_day = win_day;
     in->win_q = win_q;
     in->win_qp = win_qp;
+    in->mark = mark;
+    in->last_trade = last_trade;
     i128 sum_pos = 0, sum_prev = 0, sum_qp = 0;
     for (uint32_t j = 0; j < nrec; j++) {
       uint32_t acct_id = g32(r);
@@ -273,12 +316,33 @@ static int restore_body(hg_clearing_t *c, in_t *r) {
   if (r->bad || nl > r->left / 60) goto out; /* 60 bytes per entry */
   if ((rc = hg_clr__ledger_reserve(c, nl)) < 0) goto out;
   rc = HG_ECORRUPT;
+  int64_t fund_dep = 0, fund_fees = 0;
   for (uint64_t i = 0; i < nl; i++) {
     uint64_t seq = g64(r), ts = g64(r);
     uint32_t acct_id = g32(r), inst = g32(r), kind = g32(r);
     int64_t amount = gi64(r), bal = gi64(r), price = gi64(r), qty = gi64(r);
+    if (r->bad) goto out;
+    if (acct_id == HG_CLR_FUND_ACCOUNT) {
+      /* the fund's side: funding, fees in, cover out */
+      int64_t nf;
+      if (__builtin_add_overflow(c->fund, amount, &nf) || nf != bal || nf < 0) goto out;
+      if (kind == HG_LEDGER_FUND_DEPOSIT) {
+        if (amount <= 0 || __builtin_add_overflow(c->tot_deposits, amount, &c->tot_deposits) ||
+            __builtin_add_overflow(fund_dep, amount, &fund_dep))
+          goto out;
+      } else if (kind == HG_LEDGER_LIQ_FEE) {
+        if (amount <= 0 || __builtin_add_overflow(fund_fees, amount, &fund_fees)) goto out;
+      } else if (kind != HG_LEDGER_FUND_COVER || amount >= 0) {
+        goto out;
+      }
+      hg_clr__post_fund(c, kind, inst, amount, price, qty, seq, ts);
+      continue;
+    }
     uint32_t as = hg_clr__acct_slot(c, acct_id);
-    if (r->bad || as == NIL32 || kind < HG_LEDGER_DEPOSIT || kind > HG_LEDGER_FEE) goto out;
+    uint32_t kmax = version >= 2 ? HG_LEDGER_SOCIALIZED : HG_LEDGER_FEE;
+    if (as == NIL32 || kind < HG_LEDGER_DEPOSIT || kind > kmax ||
+        kind == HG_LEDGER_FUND_DEPOSIT)
+      goto out;
     int64_t nb, *tot = NULL, delta = 0;
     if (__builtin_add_overflow(c->accounts[as].balance, amount, &nb) || nb != bal) goto out;
     switch (kind) {
@@ -292,6 +356,23 @@ static int restore_body(hg_clearing_t *c, in_t *r) {
   }
   for (uint32_t i = 0; i < na; i++)
     if (c->accounts[i].balance != want[i]) goto out;
+  if (version >= 2) {
+    int64_t fund = gi64(r);
+    c->g_fund_deposits = gi64(r);
+    c->g_liq_fees = gi64(r);
+    c->g_fund_used = gi64(r);
+    c->g_socialized = gi64(r);
+    c->g_uncovered = gi64(r);
+    c->g_bankruptcies = g64(r);
+    c->ncycles = g64(r);
+    if (r->bad || fund != c->fund || c->g_fund_deposits != fund_dep ||
+        c->g_liq_fees != fund_fees || c->g_fund_used < 0 || c->g_socialized < 0 ||
+        c->g_uncovered < 0)
+      goto out;
+    for (uint32_t i = 0; i < na; i++)
+      if (c->accounts[i].call_due > c->ncycles + c->cfg.call_cycles) goto out;
+  }
+  if (!hg_clearing_conserved(c)) goto out;
   if (g32(r) != SNAP_END || r->bad || r->left != 0) goto out;
   rc = 0;
 out:
@@ -303,7 +384,9 @@ int hg_clearing_restore(const void *data, size_t len, hg_clearing_t **out) {
   if ((data == NULL && len > 0) || out == NULL) return HG_EINVAL;
   in_t r = {.p = data, .left = len};
   if (g32(&r) != SNAP_MAGIC || r.bad) return HG_ECORRUPT;
-  if (g32(&r) != SNAP_VERSION) return r.bad ? HG_ECORRUPT : HG_EVERSION;
+  uint32_t version = g32(&r);
+  if (r.bad) return HG_ECORRUPT;
+  if (version != SNAP_VERSION && version != SNAP_VERSION_OLDEST) return HG_EVERSION;
   /* A truncated blob is refused before anything is allocated for it. */
   if (len < 12) return HG_ECORRUPT;
   const unsigned char *tail = (const unsigned char *)data + len - 4;
@@ -329,6 +412,19 @@ int hg_clearing_restore(const void *data, size_t len, hg_clearing_t **out) {
   g.dsp_max_spread = gi64(&r);
   g.dsp_window_ns = g64(&r);
   g.cycle_time_of_day_ns = g64(&r);
+  if (version >= 2) {
+    g.mm_rate_bps = g32(&r);
+    g.liq_fee_bps = g32(&r);
+    g.liq_slice_qty = gi64(&r);
+    g.call_cycles = g32(&r);
+  } else {
+    hg_clearing_config_t d;
+    hg_clearing_config_default(&d);
+    g.mm_rate_bps = d.mm_rate_bps;
+    g.liq_fee_bps = d.liq_fee_bps;
+    g.liq_slice_qty = d.liq_slice_qty;
+    g.call_cycles = d.call_cycles;
+  }
   if (r.bad) return HG_ECORRUPT;
   /* the ledger is sized from the entries actually present, not from the
    * recorded initial capacity; the recorded value is kept for serialization */
@@ -343,7 +439,7 @@ int hg_clearing_restore(const void *data, size_t len, hg_clearing_t **out) {
     return HG_ECORRUPT;
   }
   c->cfg.ledger_initial = ledger_initial;
-  rc = restore_body(c, &r);
+  rc = restore_body(c, &r, version);
   if (rc < 0) {
     hg_clearing_destroy(c);
     return rc;

@@ -65,6 +65,26 @@ int hg_clearing_dsp_compute(const hg_clearing_dsp_input_t *in, hg_price_t *dsp, 
 
 /* ------------------------------------------------------- daily cycle -- */
 
+int hg_clr__load_tops(hg_clearing_t *c, const hg_clearing_top_t *tops, size_t ntops) {
+  if (ntops > 0 && tops == NULL) return HG_EINVAL;
+  for (uint32_t k = 0; k < c->ninst_order; k++) {
+    uint32_t s = c->inst_order[k];
+    c->top_bid[s] = c->top_ask[s] = 0;
+    c->top_seen[s] = 0;
+  }
+  for (size_t i = 0; i < ntops; i++) {
+    uint32_t s = hg_clr__inst_slot(c, tops[i].instrument);
+    if (s == NIL32 || c->top_seen[s] || tops[i].best_bid < 0 ||
+        tops[i].best_bid > HG_CLR_PRICE_MAX || tops[i].best_ask < 0 ||
+        tops[i].best_ask > HG_CLR_PRICE_MAX)
+      return HG_EINVAL;
+    c->top_seen[s] = 1;
+    c->top_bid[s] = tops[i].best_bid;
+    c->top_ask[s] = tops[i].best_ask;
+  }
+  return 0;
+}
+
 static int fits64(i128 v) { return v >= INT64_MIN && v <= INT64_MAX; }
 
 /* Clears the per-account scratch of every account. */
@@ -94,26 +114,109 @@ static void assert_zero_sum(const hg_clearing_t *c, uint64_t from) {
 #endif
 }
 
+/* ------------------------------------------------------- waterfall -- */
+
+/* The waterfall of a cycle (CONTRACT.md 4.7), planned on the balances after
+ * VM (balance + scratch) before anything is posted: for a bankrupt account
+ * wf = what the fund pays it, for a winner wf = -(its share of the
+ * socialized loss). */
+typedef struct waterfall {
+  uint32_t nbank;
+  uint64_t entries;
+  i128 fund_used, social, uncovered;
+} waterfall_t;
+
+static i128 min128(i128 a, i128 b) { return a < b ? a : b; }
+
+static int waterfall_plan(hg_clearing_t *c, waterfall_t *w) {
+  memset(w, 0, sizeof *w);
+  i128 fund = c->fund, rest = 0, k_sum = 0;
+  uint32_t nwin = 0;
+  for (uint32_t i = 0; i < c->naccounts; i++) {
+    account_t *a = &c->accounts[i];
+    i128 cash = (i128)a->balance + a->scratch;
+    a->wf = 0;
+    if (cash < 0) {
+      i128 cover = min128(fund, -cash);
+      fund -= cover;
+      a->wf = (int64_t)cover;
+      rest += -cash - cover;
+      w->nbank++;
+      w->entries += (cover > 0 ? 2 : 0) + 1; /* cover pair, socialized credit */
+      w->fund_used += cover;
+    } else if (a->scratch > 0) {
+      k_sum += min128(a->scratch, cash);
+      nwin++;
+    }
+  }
+  if (rest > INT64_MAX || k_sum > INT64_MAX) return HG_EOVERFLOW;
+  i128 social = min128(rest, k_sum), left = social;
+  if (social > 0) {
+    for (uint32_t i = 0; i < c->naccounts; i++) {
+      account_t *a = &c->accounts[i];
+      i128 cash = (i128)a->balance + a->scratch;
+      if (cash < 0 || a->scratch <= 0) continue;
+      i128 k = min128(a->scratch, cash);
+      i128 h = rest >= k_sum ? k : rest * k / k_sum; /* < 2^126 */
+      a->wf = -(int64_t)h;
+      left -= h;
+    }
+    /* the micro-USD that flooring left, one each in registration order;
+     * fewer than the winners, and a floored share is below its weight */
+    for (uint32_t i = 0; i < c->naccounts && left > 0; i++) {
+      account_t *a = &c->accounts[i];
+      i128 cash = (i128)a->balance + a->scratch;
+      if (cash < 0 || a->scratch <= 0) continue;
+      a->wf -= 1;
+      left--;
+    }
+    w->entries += nwin;
+  }
+  w->social = social;
+  w->uncovered = rest - social;
+  return 0;
+}
+
+static int64_t sat_add(int64_t a, i128 b) {
+  i128 v = (i128)a + b;
+  return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+/* Posts the plan on the balances after VM; cannot fail (reserved). */
+static void waterfall_post(hg_clearing_t *c, const waterfall_t *w, uint64_t seq, uint64_t ts) {
+  for (uint32_t i = 0; i < c->naccounts; i++) {
+    account_t *a = &c->accounts[i];
+    if (a->balance < 0 && a->wf > 0) {
+      hg_clr__post(c, i, HG_LEDGER_FUND_COVER, HG_CLR_NO_INSTRUMENT, a->wf, 0, 0, seq, ts);
+      hg_clr__post_fund(c, HG_LEDGER_FUND_COVER, HG_CLR_NO_INSTRUMENT, -a->wf, 0, 0, seq, ts);
+    }
+  }
+  for (uint32_t i = 0; i < c->naccounts; i++) {
+    account_t *a = &c->accounts[i];
+    if (a->balance >= 0 && a->wf < 0)
+      hg_clr__post(c, i, HG_LEDGER_SOCIALIZED, HG_CLR_NO_INSTRUMENT, a->wf, 0, 0, seq, ts);
+  }
+  i128 left = w->social;
+  for (uint32_t i = 0; i < c->naccounts && left > 0; i++) {
+    account_t *a = &c->accounts[i];
+    if (a->balance >= 0) continue;
+    int64_t credit = (int64_t)min128(left, -(i128)a->balance);
+    hg_clr__post(c, i, HG_LEDGER_SOCIALIZED, HG_CLR_NO_INSTRUMENT, credit, 0, 0, seq, ts);
+    left -= credit;
+  }
+  for (uint32_t i = 0; i < c->naccounts; i++) c->accounts[i].wf = 0;
+  c->g_bankruptcies += w->nbank;
+  c->g_fund_used = sat_add(c->g_fund_used, w->fund_used);
+  c->g_socialized = sat_add(c->g_socialized, w->social);
+  c->g_uncovered = (int64_t)w->uncovered;
+}
+
 int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
                             const hg_clearing_top_t *tops, size_t ntops,
                             hg_clearing_cycle_report_t *report) {
-  if (ntops > 0 && tops == NULL) return HG_EINVAL;
+  int rc0 = hg_clr__load_tops(c, tops, ntops);
+  if (rc0 < 0) return rc0;
   uint64_t day = ts / HG_CLR_NS_PER_DAY;
-  for (uint32_t k = 0; k < c->ninst_order; k++) {
-    uint32_t s = c->inst_order[k];
-    c->top_bid[s] = c->top_ask[s] = 0;
-    c->top_seen[s] = 0;
-  }
-  for (size_t i = 0; i < ntops; i++) {
-    uint32_t s = hg_clr__inst_slot(c, tops[i].instrument);
-    if (s == NIL32 || c->top_seen[s] || tops[i].best_bid < 0 ||
-        tops[i].best_bid > HG_CLR_PRICE_MAX || tops[i].best_ask < 0 ||
-        tops[i].best_ask > HG_CLR_PRICE_MAX)
-      return HG_EINVAL;
-    c->top_seen[s] = 1;
-    c->top_bid[s] = tops[i].best_bid;
-    c->top_ask[s] = tops[i].best_ask;
-  }
 
   /* pass 1: prices, payments, checks */
   clear_acct_scratch(c);
@@ -173,7 +276,10 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
     if (sum != 0) return HG_ECORRUPT;
   }
   if (!balances_fit(c)) return HG_EOVERFLOW;
-  int rc = hg_clr__ledger_reserve(c, entries);
+  waterfall_t wf;
+  int rc = waterfall_plan(c, &wf);
+  if (rc < 0) return rc;
+  rc = hg_clr__ledger_reserve(c, entries + wf.entries);
   if (rc < 0) return rc;
 
   /* pass 2: post and roll; nothing below can fail */
@@ -199,7 +305,20 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
     in->win_q = 0;
     in->win_qp = 0;
   }
+  waterfall_post(c, &wf, seq, ts);
+  c->ncycles++;
+  for (uint32_t k = 0; k < c->ninst_order; k++) {
+    uint32_t s = c->inst_order[k];
+    if (c->cyc_tier[s] != HG_DSP_TIER_NONE) c->insts[s].mark = c->cyc_dsp[s];
+  }
+  hg_clearing_mark_report_t marks = {0};
+  hg_clr__evaluate_all(c, 1, &marks);
   if (report != NULL) {
+    report->bankrupt = wf.nbank;
+    report->fund_used = (int64_t)wf.fund_used;
+    report->socialized = (int64_t)wf.social;
+    report->uncovered = (int64_t)wf.uncovered;
+    report->marks = marks;
     report->instruments_settled = settled;
     report->instruments_skipped = skipped;
     report->entries_posted = entries;
@@ -329,6 +448,10 @@ static const char *kind_name(uint32_t k) {
   case HG_LEDGER_VM: return "VM";
   case HG_LEDGER_FINAL: return "FINAL";
   case HG_LEDGER_FEE: return "FEE";
+  case HG_LEDGER_FUND_DEPOSIT: return "FUND_DEPOSIT";
+  case HG_LEDGER_LIQ_FEE: return "LIQ_FEE";
+  case HG_LEDGER_FUND_COVER: return "FUND_COVER";
+  case HG_LEDGER_SOCIALIZED: return "SOCIALIZED";
   default: return "UNKNOWN";
   }
 }
@@ -413,7 +536,7 @@ int hg_clearing_statement_accounts(hg_clearing_t *c, uint32_t instrument, hg_acc
   size_t count = 0;
   for (uint64_t i = 0; i < c->ledger_len; i++) {
     const ledger_rec_t *l = &c->ledger[i];
-    if (l->e.instrument != instrument) continue;
+    if (l->e.instrument != instrument || l->acct == NIL32) continue; /* NIL32: the fund */
     account_t *a = &c->accounts[l->acct];
     if (a->mark == gen) continue;
     a->mark = gen;

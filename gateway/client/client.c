@@ -1267,6 +1267,17 @@ int hg_client_daily_settlement(hg_client_t *c, int32_t day, uint64_t *seq) {
   ENV_SEND(c, daily_settlement, DAILY_SETTLEMENT, &m, seq);
 }
 
+int hg_client_mark(hg_client_t *c, uint64_t *seq) {
+  Hourglass__V1__Mark m = HOURGLASS__V1__MARK__INIT;
+  ENV_SEND(c, mark, MARK, &m, seq);
+}
+
+int hg_client_fund_deposit(hg_client_t *c, int64_t amount, uint64_t *seq) {
+  Hourglass__V1__FundDeposit m = HOURGLASS__V1__FUND_DEPOSIT__INIT;
+  m.amount = amount;
+  ENV_SEND(c, fund_deposit, FUND_DEPOSIT, &m, seq);
+}
+
 int hg_client_expire(hg_client_t *c, uint32_t instrument_id, uint64_t *seq) {
   Hourglass__V1__Expire m = HOURGLASS__V1__EXPIRE__INIT;
   m.instrument_id = instrument_id;

@@ -45,6 +45,7 @@ static void er_base(Hourglass__V1__ExecutionReport *er, uint32_t type,
   er->instrument_id = ev->book.instrument_id;
   PB_SET(*er, engine_seq, ev->seq);
   PB_SET(*er, ts, ev->ts);
+  if (ev->kind == HG_XBOOK_LIQUIDATION) PB_SET(*er, liquidation, 1); /* the clearing's order */
 }
 
 static void er_order(Hourglass__V1__ExecutionReport *er, uint64_t oid, uint64_t clordid,

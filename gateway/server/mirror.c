@@ -359,6 +359,15 @@ void gw_ledger_event(hg_gateway_t *gw, const hg_exchange_event_t *ev) {
     /* The cycle posts VM at the 16:00 of its day, not at the command's ts. */
     if (ev->type == HG_XEV_VM) e.ts = (uint64_t)ev->day * HG_CLR_NS_PER_DAY + gw->cycle_tod_ns;
     break;
+  case HG_XEV_CASH: /* the guarantee's entries, the fund's (account 0) included */
+    e.kind = ev->kind;
+    e.instrument = ev->instrument_id != 0 ? ev->instrument_id : HG_CLR_NO_INSTRUMENT;
+    e.amount = ev->amount;
+    e.price = ev->price;
+    e.qty = ev->qty;
+    if (ev->command == HG_COMMAND_DAILY_SETTLEMENT)
+      e.ts = (uint64_t)ev->day * HG_CLR_NS_PER_DAY + gw->cycle_tod_ns;
+    break;
   default:
     return;
   }

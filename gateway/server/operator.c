@@ -151,7 +151,8 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
   hg_command_t cmd;
   memset(&cmd, 0, sizeof cmd);
   uint32_t reason = 0;
-  if (env->body_case >= B(SET_PROVIDER_GRADE) && env->body_case <= B(LIST_CURVE)) {
+  if ((env->body_case >= B(SET_PROVIDER_GRADE) && env->body_case <= B(LIST_CURVE)) ||
+      env->body_case == B(MARK) || env->body_case == B(FUND_DEPOSIT)) {
     handle_settlement(c, si, env);
     return;
   }
@@ -291,6 +292,14 @@ static uint32_t settle_build(const env_t *env, size_t from, size_t n, hg_command
   m.ts = 0;
   m.body_case = (Hourglass__V1__Command__BodyCase)(env->body_case - SETTLE_CMD_OFFSET);
   switch (env->body_case) {
+  case B(MARK): /* numbered after the others on the envelope */
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_MARK;
+    m.mark = env->mark;
+    break;
+  case B(FUND_DEPOSIT):
+    m.body_case = HOURGLASS__V1__COMMAND__BODY_FUND_DEPOSIT;
+    m.fund_deposit = env->fund_deposit;
+    break;
   case B(SET_PROVIDER_GRADE): m.set_provider_grade = env->set_provider_grade; break;
   case B(PUBLISH_SAMPLES):
     ps = *env->publish_samples;
@@ -331,7 +340,9 @@ static void settle_refuse(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, u
 
 static void handle_settlement(conn_t *c, uint32_t si, const env_t *env) {
   hg_gateway_t *gw = c->gw;
-  uint32_t command = (uint32_t)env->body_case - SETTLE_CMD_OFFSET;
+  uint32_t command = env->body_case == B(MARK)           ? HG_COMMAND_MARK
+                     : env->body_case == B(FUND_DEPOSIT) ? HG_COMMAND_FUND_DEPOSIT
+                                                         : (uint32_t)env->body_case - SETTLE_CMD_OFFSET;
   size_t total = 1, per = 1;
   if (env->body_case == B(PUBLISH_SAMPLES)) {
     total = env->publish_samples->n_samples;
@@ -405,6 +416,12 @@ static settle_acc_t *settle_acc(hg_gateway_t *gw, const pending_t *p) {
  * gathering of a settlement request's result. */
 void gw_settle_event(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p) {
   switch (ev->type) {
+  case HG_XEV_CASH: /* the guarantee's cash: fees, fund cover, loss sharing */
+    if (ev->account != HG_CLR_FUND_ACCOUNT) {
+      account_t *ac = gw_account_find(gw, ev->account);
+      if (ac != NULL) ac->cash = ev->balance;
+    }
+    break;
   case HG_XEV_VM:
   case HG_XEV_FINAL_SETTLEMENT: {
     account_t *ac = gw_account_find(gw, ev->account);

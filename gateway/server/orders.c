@@ -205,6 +205,8 @@ bool gw_role_allows(uint32_t role, uint32_t body) {
   case B(DAILY_SETTLEMENT):
   case B(EXPIRE):
   case B(LIST_CURVE):
+  case B(MARK):
+  case B(FUND_DEPOSIT):
   case B(CLUSTER_REQUEST):
     return role == HG_ROLE_OPERATOR;
   default:

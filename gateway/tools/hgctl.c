@@ -372,6 +372,8 @@ static const command_t OP_CMDS[] = {
     {"samples", "stage a samples CSV for a day's fixing", hgctl_op_samples},
     {"fixing", "compute|finalize|publish|discard a day's fixing", hgctl_op_fixing},
     {"settle", "run the daily settlement cycle of a day", hgctl_op_settle},
+    {"mark", "a mark round: margin calls and liquidations", hgctl_op_mark},
+    {"fund", "deposit into the insurance fund", hgctl_op_fund},
     {"expire", "final settlement of a contract", hgctl_op_expire},
     {"list", "list instruments", hgctl_op_list},
     {"halt", "halt an instrument", hgctl_op_halt},

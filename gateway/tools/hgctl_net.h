@@ -20,6 +20,8 @@ int hgctl_orders(int argc, char **argv);
 int hgctl_executions(int argc, char **argv);
 /* Operator commands (`hgctl op ...`). */
 int hgctl_op_settle(int argc, char **argv);
+int hgctl_op_mark(int argc, char **argv);
+int hgctl_op_fund(int argc, char **argv);
 int hgctl_op_expire(int argc, char **argv);
 int hgctl_op_fixing(int argc, char **argv);
 int hgctl_op_samples(int argc, char **argv);

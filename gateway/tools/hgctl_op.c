@@ -101,6 +101,37 @@ int hgctl_op_settle(int argc, char **argv) {
   return rc;
 }
 
+int hgctl_op_mark(int argc, char **argv) {
+  const char *cmd = "op mark";
+  const opt_t opts[] = {CONN_OPTS};
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                     "op mark   (a mark round: calls and liquidations)\n");
+  if (rc) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  rc = hg_client_mark(c, &seq);
+  rc = rc == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  net_close_session(c);
+  return rc;
+}
+
+int hgctl_op_fund(int argc, char **argv) {
+  const char *cmd = "op fund", *amount = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"amount", &amount, NULL}};
+  int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
+                     "op fund --amount USD   (a deposit into the insurance fund)\n");
+  int64_t a = 0;
+  if (rc || (rc = net_need_money(cmd, "amount", amount, &a))) return rc;
+  hg_client_t *c = NULL;
+  if ((rc = net_open_session(cmd, &c))) return rc;
+  uint64_t seq = 0;
+  rc = hg_client_fund_deposit(c, a, &seq);
+  rc = rc == 0 ? settle_reply(cmd, c, seq) : EXIT_FAIL;
+  net_close_session(c);
+  return rc;
+}
+
 /* op expire, op delist: one instrument, by id or symbol, one request. */
 typedef int (*instrument_send_fn)(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
 typedef int (*instrument_reply_fn)(const char *cmd, hg_client_t *c, uint64_t seq);

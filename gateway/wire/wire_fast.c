@@ -69,8 +69,8 @@ static inline uint8_t *put_key(uint8_t *p, uint32_t id) {
   return hg_wire__put_varint(p, (uint64_t)id << 3);
 }
 
-/* Longest bodies, bytes: ExecutionReport 216 (15 one-byte keys, 9 two-byte
- * keys, 15 ten-byte values, 6 five-byte ones, 3 bools), NewOrderRequest 91. */
+/* Longest bodies, bytes: ExecutionReport 219 (15 one-byte keys, 10 two-byte
+ * keys, 15 ten-byte values, 6 five-byte ones, 4 bools), NewOrderRequest 91. */
 #define BODY_MAX 256
 /* Room in front of the body for frame length (<= 3 bytes here), seq key and
  * value (11), sub-message key (2) and length (2). */

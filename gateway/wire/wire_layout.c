@@ -58,7 +58,7 @@ static const hg_wire_field_t replace_fields[5] = {
 static const hg_wire_field_t heartbeat_fields[1] = {{HG_WK_NONE, 0, 0, 0, NULL}};
 
 typedef Hourglass__V1__ExecutionReport er_t;
-static const hg_wire_field_t exec_report_fields[25] = {
+static const hg_wire_field_t exec_report_fields[26] = {
   [1] = REQ(HG_WK_U32, er_t, exec_type),
   [2] = REQ(HG_WK_U32, er_t, instrument_id),
   [3] = OPT(HG_WK_U64, er_t, order_id),
@@ -83,6 +83,7 @@ static const hg_wire_field_t exec_report_fields[25] = {
   [22] = OPT(HG_WK_I64, er_t, risk_position),
   [23] = OPT(HG_WK_I64, er_t, risk_low),
   [24] = OPT(HG_WK_I64, er_t, risk_high),
+  [25] = OPT(HG_WK_BOOL, er_t, liquidation),
 };
 
 /* Indexes of specs[] and verdicts[]; 0 is the Envelope itself. */
@@ -100,7 +101,7 @@ static const hg_wire_msg_t specs[M_COUNT] = {
                 (1u << 1) | (1u << 2), cancel_fields},
   [M_REPLACE] = {&hourglass__v1__replace_request__descriptor, sizeof(rpr_t), 4, 4,
                  (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4), replace_fields},
-  [M_EXEC_REPORT] = {&hourglass__v1__execution_report__descriptor, sizeof(er_t), 24, 24,
+  [M_EXEC_REPORT] = {&hourglass__v1__execution_report__descriptor, sizeof(er_t), 25, 25,
                      (1u << 1) | (1u << 2), exec_report_fields},
 };
 

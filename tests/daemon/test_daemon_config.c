@@ -35,6 +35,7 @@ static void defaults_are_documented_values(void **state) {
   assert_int_equal(c.journal_batch_bytes, 4u << 20);
   assert_int_equal(c.snapshot_interval, 1000000);
   assert_int_equal(c.snapshot_keep, 2);
+  assert_int_equal(c.mark_interval_ms, 1000);
   assert_int_equal(c.durability, HG_DURABILITY_DURABLE);
   assert_int_equal(c.pipe_mode, HG_PIPE_MODE_LOOP);
   assert_int_equal(c.wait_spin, 0);
@@ -102,6 +103,7 @@ static void every_key_is_set(void **state) {
       "journal.force_fallback = yes\n"
       "snapshot.interval = 0\n"
       "snapshot.keep = 7\n"
+      "clearing.mark_interval_ms = 0\n"
       "store.map_size = 2G\n"
       "durability = ack_before_durable_unsafe\n"
       "wait = spin 500\n"
@@ -147,6 +149,7 @@ static void every_key_is_set(void **state) {
   assert_int_equal(c.journal_force_fallback, 1);
   assert_int_equal(c.snapshot_interval, 0);
   assert_int_equal(c.snapshot_keep, 7);
+  assert_int_equal(c.mark_interval_ms, 0);
   assert_int_equal(c.store_map_size, 2147483648u);
   assert_int_equal(c.durability, HG_DURABILITY_ACK_BEFORE_DURABLE_UNSAFE);
   assert_int_equal(c.wait_spin, 500);

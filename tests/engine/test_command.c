@@ -160,6 +160,11 @@ static size_t all_commands(hg_command_t *out) {
   out[n++] = c;
   c = base(HG_COMMAND_SESSIONS_ENDED, 26);
   out[n++] = c;
+  c = base(HG_COMMAND_MARK, 27);
+  out[n++] = c;
+  c = base(HG_COMMAND_FUND_DEPOSIT, 28);
+  c.u.fund.amount = 250000000000;
+  out[n++] = c;
   return n;
 }
 

@@ -18,7 +18,14 @@
  * would: it executes commands itself, commits each batch, and waits on the
  * pipeline's loop fd for the completion.
  *
- *   test_crash [--kills N] [--seed S] [--mode threads|loop]   (default 20 kills, threads)
+ * With --liquidation 1 the stream is liqgen_command's: thinly funded
+ * accounts sell 30 contracts, the provider's quotes move to the top of the
+ * band, and MARK commands liquidate them a slice at a time (settlement/
+ * CONTRACT.md section 4.6), so kills land in the middle of liquidations;
+ * the test then also checks that liquidation fees were journaled.
+ *
+ *   test_crash [--kills N] [--seed S] [--mode threads|loop] [--liquidation 1]
+ *   (default 20 kills, threads, cmdgen's stream)
  */
 #include <errno.h>
 #include <poll.h>
@@ -44,6 +51,61 @@ static unsigned g_kills = 20;
 static uint64_t g_seed = 1;
 static int g_mode = HG_PIPE_MODE_THREADS;
 
+/* The liquidation stream: cmdgen's set-up (one contract at reference
+ * 3,000, band 20%, eight accounts with 1,000,000 USD each); withdrawals
+ * leave accounts 1..6 with 1,960 USD; then periods of 16 commands in which a
+ * victim v (1..6 in turn) is topped up to 20,500 USD and sells 30 at 3,000
+ * to the provider (8), who then quotes 3,590 / 3,600 (30 offered): mark
+ * 3,595, equity 20,500 - 30 x 595 = 2,650 USD, below maintenance margin
+ * (12,133 USD). Three MARKs buy back 10 at 3,600 each (fee 180 USD each,
+ * equity staying below maintenance margin until flat), v is back to 1,960
+ * USD, and the quotes return to 2,999 / 3,001. Kills land in the middle. */
+#define LIQ_PERIOD 16u
+#define LIQ_LP 8u
+static void liqgen_command(uint64_t i, uint64_t seed, hg_command_t *c) {
+  (void)seed;
+  if (i < CMDGEN_SETUP) {
+    cmdgen_command(i, 0, c);
+    return;
+  }
+  memset(c, 0, sizeof *c);
+  uint64_t j = i - CMDGEN_SETUP;
+  if (j < 6) {
+    c->type = HG_COMMAND_WITHDRAW;
+    c->u.cash = (hg_cmd_cash_t){(hg_account_t)(1 + j), 998040000000ll};
+    return;
+  }
+  j -= 6;
+  hg_account_t v = (hg_account_t)(1 + (j / LIQ_PERIOD) % 6);
+  hg_cmd_new_order_t *o = &c->u.new_order;
+  c->type = HG_COMMAND_NEW_ORDER;
+  *o = (hg_cmd_new_order_t){.instrument_id = CMDGEN_INSTRUMENT, .account = LIQ_LP,
+                            .client_order_id = i, .type = HG_ORD_LIMIT, .tif = HG_TIF_GTC};
+  switch (j % LIQ_PERIOD) {
+  case 0: case 4: case 11:
+    c->type = HG_COMMAND_MASS_CANCEL;
+    c->u.mass_cancel = (hg_cmd_mass_cancel_t){0, LIQ_LP, HG_SIDES_BOTH};
+    break;
+  case 1: /* the last period's loss and fees */
+    c->type = HG_COMMAND_DEPOSIT;
+    c->u.cash = (hg_cmd_cash_t){v, 18540000000ll};
+    break;
+  case 2: o->side = HG_SIDE_BUY, o->price = 3000, o->qty = 30; break;
+  case 3: o->account = v, o->side = HG_SIDE_SELL, o->price = 3000, o->qty = 30; break;
+  case 5: o->side = HG_SIDE_BUY, o->price = 3590, o->qty = 5; break;
+  case 6: o->side = HG_SIDE_SELL, o->price = 3600, o->qty = 30; break;
+  case 12: o->side = HG_SIDE_BUY, o->price = 2999, o->qty = 1; break;
+  case 13: o->side = HG_SIDE_SELL, o->price = 3001, o->qty = 1; break;
+  default: c->type = HG_COMMAND_MARK; break; /* 7..10, 14, 15 */
+  }
+}
+
+static int g_liquidation = 0;
+static void gen(uint64_t i, uint64_t seed, hg_command_t *c) {
+  if (g_liquidation) liqgen_command(i, seed, c);
+  else cmdgen_command(i, seed, c);
+}
+
 /* Writes the seqs of the DONE records among out[0..n) to ack_fd. */
 static void send_acks(int ack_fd, const hg_pipe_out_t *out, size_t n) {
   uint64_t acks[512];
@@ -60,7 +122,7 @@ static void child_loop(hg_pipeline_t *p, uint64_t i, int ack_fd) {
   for (;;) {
     for (int b = 0; b < 64; b++) {
       hg_command_t cmd;
-      cmdgen_command(i, g_seed, &cmd);
+      gen(i, g_seed, &cmd);
       int rc = hg_pipeline_execute(p, i, &cmd);
       if (rc == HG_EBUSY) break;
       if (rc != 0) _exit(4);
@@ -90,7 +152,7 @@ static void child_run(const char *dir, int ack_fd) {
   uint64_t acks[512];
   for (;;) {
     hg_command_t cmd;
-    cmdgen_command(i, g_seed, &cmd);
+    gen(i, g_seed, &cmd);
     int rc = hg_pipeline_submit(p, i, &cmd);
     if (rc == 0) {
       /* About 50k commands/s keeps the journal of a 500-kill run small. */
@@ -181,7 +243,7 @@ static void verify(const char *dir, uint64_t max_ack, hg_exchange_t *shadow, uin
     assert_int_equal(rec.seq, n);
     hg_command_t want, got;
     assert_int_equal(hg_command_decode(rec.payload, rec.len, &got), 0);
-    cmdgen_command(rec.seq - 1, g_seed, &want);
+    gen(rec.seq - 1, g_seed, &want);
     want.seq = rec.seq;
     want.ts = got.ts;
     uint8_t a[HG_COMMAND_MAX_ENCODED], b[HG_COMMAND_MAX_ENCODED];
@@ -254,6 +316,17 @@ static void kill_and_recover(void **state) {
   print_message("crash test: %u kills, %llu acknowledged commands, journal at seq %llu\n",
                 g_kills, (unsigned long long)total_acks, (unsigned long long)last);
   assert_true(last > CMDGEN_SETUP);
+  if (g_liquidation) { /* the kills landed among liquidations that happened */
+    const hg_clearing_t *clr = hg_exchange_clearing(shadow);
+    uint64_t fees = 0;
+    for (uint64_t e = 0; e < hg_clearing_ledger_size(clr); e++) {
+      hg_ledger_entry_t le;
+      assert_int_equal(hg_clearing_ledger_get(clr, e, &le), 0);
+      fees += le.kind == HG_LEDGER_LIQ_FEE;
+    }
+    print_message("liquidation fee entries: %llu\n", (unsigned long long)fees);
+    assert_true(fees > 0);
+  }
   hg_exchange_destroy(shadow);
   util_rm_rf(dir);
 }
@@ -262,6 +335,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--kills") == 0) g_kills = (unsigned)strtoul(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--seed") == 0) g_seed = strtoull(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--liquidation") == 0) g_liquidation = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--mode") == 0)
       g_mode = strcmp(argv[i + 1], "loop") == 0 ? HG_PIPE_MODE_LOOP : HG_PIPE_MODE_THREADS;
   }

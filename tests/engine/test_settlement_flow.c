@@ -1137,6 +1137,144 @@ static void test_property_conservation_and_replay(void **state) {
   assert_int_equal(p1.vm_events, p2.vm_events);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The clearing guarantee (settlement/CONTRACT.md 4.6, 4.7, example 6.8)     */
+/* ------------------------------------------------------------------------ */
+
+static void mark_cmd(fx_t *f) {
+  hg_command_t c = mk(f, HG_COMMAND_MARK);
+  run(f, &c);
+}
+
+static const hg_exchange_event_t *call_of(fx_t *f, hg_account_t a) {
+  for (size_t i = 0; i < f->n; i++)
+    if (f->ev[i].type == HG_XEV_MARGIN_CALL && f->ev[i].account == a) return &f->ev[i];
+  return NULL;
+}
+
+/* Producer 1 short 20 at DSP 2,000 with 7,000 USD; a mark at 2,100 calls it
+ * (reduce only), a mark at 2,150 liquidates it: its resting order is
+ * cancelled and a buy of 10 fills at 2,151 against the provider (3), the
+ * fee going to the fund; the replay of every command gives the same hash. */
+static void test_mark_call_and_liquidation(void **state) {
+  fx_t *f = *state;
+  int32_t d = dayn("2027-01-04");
+  f->ts = at(d, 9 * HOUR);
+  curve(f, "B200", "A", 2027, 3, 1, 2000);
+  account(f, 1, 7000 * (int64_t)TV);
+  account(f, 2, 1000000 * (int64_t)TV);
+  account(f, 3, 1000000 * (int64_t)TV);
+  hg_command_t fd = mk(f, HG_COMMAND_FUND_DEPOSIT);
+  fd.u.fund.amount = 5 * (int64_t)TV;
+  run(f, &fd);
+  assert_int_equal(f->ev[0].type, HG_XEV_CASH);
+  assert_int_equal(f->ev[0].account, HG_CLR_FUND_ACCOUNT);
+  assert_int_equal(f->ev[0].kind, HG_LEDGER_FUND_DEPOSIT);
+  assert_int_equal(f->ev[0].balance, 5 * (int64_t)TV);
+  fd = mk(f, HG_COMMAND_FUND_DEPOSIT);
+  fd.u.fund.amount = 0;
+  run(f, &fd);
+  assert_int_equal(f->ev[0].type, HG_XEV_REJECTED);
+  assert_int_equal(f->ev[0].reason, HG_XREJ_INVALID_AMOUNT);
+  f->ts = at(d, 10 * HOUR);
+  order(f, 1, 2, HG_SIDE_BUY, 2000, 20);
+  order(f, 1, 1, HG_SIDE_SELL, 2000, 20);
+  order(f, 1, 1, HG_SIDE_SELL, 2300, 1); /* rests; IM 21 x 300,000,000 <= 7,000 USD */
+  expect_accepted(f);
+  f->ts = at(d, 16 * HOUR);
+  daily(f, d);
+  assert_int_equal(dsp_of(f, 1)->price, 2000);
+  f->ts = at(d + 1, 10 * HOUR);
+  order(f, 1, 3, HG_SIDE_BUY, 2099, 5);
+  order(f, 1, 3, HG_SIDE_SELL, 2101, 1);
+  mark_cmd(f);
+  const hg_exchange_event_t *m = find(f, HG_XEV_MARK, 0);
+  assert_int_equal(m->instrument_id, 1);
+  assert_int_equal(m->price, 2100);
+  const hg_exchange_event_t *call = call_of(f, 1);
+  assert_non_null(call);
+  assert_int_equal(call->status, HG_CLR_CALLED);
+  assert_int_equal(call->amount, 1300000000);
+  assert_int_equal(call->balance, 5000000000);
+  assert_int_equal(call->margin, 6300000000);
+  assert_int_equal(call->lo, 4725000000);
+  assert_null(call_of(f, 2));
+  assert_int_equal(count(f, HG_XEV_BOOK), 0); /* called, not liquidating */
+  /* a called account may only reduce: a sell is refused with the figures */
+  order(f, 1, 1, HG_SIDE_SELL, 2100, 1);
+  const hg_exchange_event_t *r = expect_order_reject(f, HG_CLR_REJ_MARGIN_CALL);
+  assert_int_equal(r->balance, 5000000000);
+  assert_int_equal(r->margin, 6300000000);
+  assert_int_equal(r->hi, 1300000000);
+  cash(f, HG_COMMAND_WITHDRAW, 1, 1);
+  assert_int_equal(f->ev[0].type, HG_XEV_REJECTED);
+  assert_int_equal(f->ev[0].reason, HG_XREJ_INSUFFICIENT_FUNDS);
+  /* the market moves: the ask is taken, the provider quotes 2,149 / 2,151 */
+  order(f, 1, 2, HG_SIDE_BUY, 2101, 1);
+  order(f, 1, 3, HG_SIDE_BUY, 2149, 5);
+  order(f, 1, 3, HG_SIDE_SELL, 2151, 30);
+  mark_cmd(f);
+  assert_int_equal(find(f, HG_XEV_MARK, 0)->price, 2150);
+  call = call_of(f, 1);
+  assert_non_null(call);
+  assert_int_equal(call->status, HG_CLR_LIQUIDATING);
+  assert_int_equal(call->kind, HG_CLR_LIQ_MM);
+  assert_int_equal(call->amount, 2450000000);
+  assert_int_equal(call->balance, 4000000000);
+  assert_int_equal(call->lo, 4837500000);
+  /* the resting sell is cancelled, then the slice fills 10 at 2,151 */
+  size_t i = 0;
+  for (; i < f->n && f->ev[i].type != HG_XEV_BOOK; i++) {}
+  assert_true(i < f->n);
+  assert_int_equal(f->ev[i].book.type, HG_EV_CANCELLED);
+  assert_int_equal(f->ev[i].book.reason, HG_XCXL_LIQUIDATION);
+  assert_int_equal(f->ev[i].book.account, 1);
+  int fills = 0;
+  for (; i < f->n; i++) {
+    const hg_exchange_event_t *e = &f->ev[i];
+    if (e->type == HG_XEV_BOOK && e->book.order_id == HG_XLIQ_OID(f->seq, 0)) {
+      assert_int_equal(e->kind, HG_XBOOK_LIQUIDATION);
+      if (e->book.type == HG_EV_FILL) {
+        fills++;
+        assert_int_equal(e->book.qty, 10);
+        assert_int_equal(e->book.price, 2151);
+        /* the fee follows: ceil(10 x 2,151 x 1,000,000 x 50 / 10,000) */
+        assert_int_equal(f->ev[i + 1].type, HG_XEV_CASH);
+        assert_int_equal(f->ev[i + 1].kind, HG_LEDGER_LIQ_FEE);
+        assert_int_equal(f->ev[i + 1].account, 1);
+        assert_int_equal(f->ev[i + 1].amount, -107550000);
+        assert_int_equal(f->ev[i + 2].account, HG_CLR_FUND_ACCOUNT);
+        assert_int_equal(f->ev[i + 2].amount, 107550000);
+      }
+    }
+  }
+  assert_int_equal(fills, 1);
+  const hg_exchange_event_t *round = find(f, HG_XEV_MARK_ROUND, 0);
+  assert_int_equal(round->qty, 1);
+  assert_int_equal(round->margin, 1);
+  assert_int_equal(round->hi, 0); /* E 3,882.45 USD >= IM 3,225 USD: good standing */
+  assert_int_equal(round->balance, 5 * (int64_t)TV + 107550000);
+  assert_int_equal(cash_of(f, 1), 7000000000 - 107550000);
+  hg_clearing_totals_t t;
+  hg_clearing_totals(hg_exchange_clearing(f->ex), &t);
+  assert_int_equal(t.balances + t.fund, t.deposits - t.withdrawals - t.fees);
+  /* a fresh exchange replaying every command reaches the same state */
+  uint8_t h1[32], h2[32];
+  hg_exchange_hash(f->ex, h1);
+  size_t len = hg_exchange_serialized_size(f->ex);
+  uint8_t *blob = malloc(len);
+  assert_int_equal(hg_exchange_serialize(f->ex, blob, len, &len), 0);
+  hg_clearing_config_t ccfg;
+  hg_exchange_config_t cfg = config(&ccfg);
+  hg_exchange_t *b;
+  assert_int_equal(hg_exchange_create(&cfg, sink, f, &b), 0);
+  assert_int_equal(hg_exchange_restore(b, blob, len), 0);
+  hg_exchange_hash(b, h2);
+  assert_memory_equal(h1, h2, 32);
+  hg_exchange_destroy(b);
+  free(blob);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_margin_reject_carries_the_numbers, setup, teardown),
@@ -1153,6 +1291,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_daily_cycle_vm_and_every_tier, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fixing_compute_restate_finalize, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expiry_blocked_then_final_settlement, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_mark_call_and_liquidation, setup, teardown),
       cmocka_unit_test(test_property_conservation_and_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

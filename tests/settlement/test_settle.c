@@ -685,12 +685,13 @@ static void snapshot_round_trip(void **state) {
   b1.p[0] ^= 1;
   assert_int_equal(hg_clearing_restore(b1.p, b1.len, &x), HG_ECORRUPT);
   b1.p[0] ^= 1;
-  b1.p[4] = 2;
+  b1.p[4] = 3;
   assert_int_equal(hg_clearing_restore(b1.p, b1.len, &x), HG_EVERSION);
-  b1.p[4] = 1;
+  b1.p[4] = 2;
   /* a balance that the ledger does not replay: the last 4 bytes are the end
-   * marker, before them the last entry's qty, price, balance */
-  b1.p[b1.len - 4 - 16 - 8] ^= 1;
+   * marker, before them the guarantee's 64 bytes (fund, five totals,
+   * bankruptcies, cycles), before them the last entry's qty, price, balance */
+  b1.p[b1.len - 4 - 64 - 16 - 8] ^= 1;
   assert_int_equal(hg_clearing_restore(b1.p, b1.len, &x), HG_ECORRUPT);
   assert_null(x);
   /* a failing writer stops the serialization with its error */

@@ -151,6 +151,36 @@
  *    parameters tick 1, prices 1..100,000 ticks, max order 1,000; each
  *    EXPIRE of the group lists the next month with the next id.
  *
+ * The clearing guarantee (settlement/CONTRACT.md sections 4.6 and 4.7):
+ *  - MARK (operator, or the daemon's timer): for every contract in id order
+ *    its best bid and ask feed hg_clearing_mark (mark = mid inside the band,
+ *    else last trade, else reference, clamped to the band): one HG_XEV_MARK
+ *    per contract marked; then one HG_XEV_MARGIN_CALL per account that is
+ *    called or liquidating after the round (registration order); then, for
+ *    every liquidating account (hg_clearing_liq_slices order), its resting
+ *    orders in every contract are cancelled (book HG_EV_CANCELLED with
+ *    reason HG_XCXL_LIQUIDATION) and one immediate-or-cancel limit order
+ *    per position goes into the book: order id HG_XLIQ_OID(seq, k) (k =
+ *    the slice's index), client_order_id 0, the side that reduces, qty
+ *    min(|pos|, liq_slice_qty), limit the band edge around the mark. Its
+ *    book events carry .kind = HG_XBOOK_LIQUIDATION; each of its fills is
+ *    booked by hg_clearing_liq_fill, and the fee's two ledger entries follow
+ *    the fill as HG_XEV_CASH events. The order bypasses the pre-trade
+ *    check (it only reduces) and is not refused for a halted contract's
+ *    state (a halted book is skipped: no slice). HG_XEV_MARK_ROUND last.
+ *    Nothing but the liquidation fills and fees moves cash.
+ *  - FUND_DEPOSIT (amount): credits the insurance fund (amount <= 0 or an
+ *    overflow: INVALID_AMOUNT); HG_XEV_CASH with .account 0.
+ *  - DAILY_SETTLEMENT also runs the waterfall after VM: each of its ledger
+ *    entries (FUND_COVER, SOCIALIZED, the fund's side with .account 0) is an
+ *    HG_XEV_CASH after the HG_XEV_VM events; HG_XEV_CYCLE then carries
+ *    .margin = accounts bankrupt, .price = fund used, .group = 0, and an
+ *    HG_XEV_MARGIN_CALL per account called or liquidating after the
+ *    evaluation at the DSPs precedes it.
+ *  - A called or liquidating account's orders and replaces that do not
+ *    reduce are refused with the clearing's MARGIN_CALL (45): .balance =
+ *    equity at the marks, .margin = IM at the marks, .hi = the call.
+ *
  * Accounts. Cash, positions, open quantities, margin and the ledger are the
  * clearing library's (hourglass/clearing.h, hg_exchange_clearing() for
  * reads and statements). Deposits that would overflow the balance or the
@@ -206,7 +236,7 @@ typedef enum hg_command_type {
   HG_COMMAND_ADD_ACCOUNT = 12,
   HG_COMMAND_DEPOSIT = 13,
   HG_COMMAND_WITHDRAW = 14,
-  /* Settlement commands (see "Settlement commands" below). 24..39 free. */
+  /* Settlement commands (see "Settlement commands" below). 26..39 free. */
   HG_COMMAND_SET_PROVIDER_GRADE = 15,
   HG_COMMAND_PUBLISH_SAMPLES = 16,
   HG_COMMAND_DISCARD_SAMPLES = 17,
@@ -216,14 +246,16 @@ typedef enum hg_command_type {
   HG_COMMAND_DAILY_SETTLEMENT = 21,
   HG_COMMAND_EXPIRE = 22,
   HG_COMMAND_LIST_CURVE = 23,
+  HG_COMMAND_MARK = 24,         /* the clearing guarantee: a mark round */
+  HG_COMMAND_FUND_DEPOSIT = 25, /* funds the insurance fund */
   /* Non-settlement commands added later. 41..63 free. */
   HG_COMMAND_SESSIONS_ENDED = 40
 } hg_command_type_t;
 
 /* Highest command type this build applies (the range has gaps: see above). */
 #define HG_COMMAND_LAST HG_COMMAND_SESSIONS_ENDED
-/* Last of the settlement commands (24..39 are not commands yet). */
-#define HG_COMMAND_LAST_SETTLEMENT HG_COMMAND_LIST_CURVE
+/* Last of the settlement commands (26..39 are not commands yet). */
+#define HG_COMMAND_LAST_SETTLEMENT HG_COMMAND_FUND_DEPOSIT
 
 typedef struct hg_cmd_new_order {
   uint32_t instrument_id;
@@ -364,6 +396,11 @@ typedef struct hg_cmd_list_curve {
                                    LIST_INSTRUMENT); 0 = none */
 } hg_cmd_list_curve_t;
 
+/* MARK: no parameters; FUND_DEPOSIT: amount. */
+typedef struct hg_cmd_fund {
+  int64_t amount; /* micro-USD, > 0 */
+} hg_cmd_fund_t;
+
 /*
  * One command as the sequencer stamps it and the journal stores it. Plain
  * data, no pointers: copy it freely (into rings, arrays). Zero-initialize it
@@ -391,6 +428,7 @@ typedef struct hg_command {
     hg_cmd_daily_settlement_t daily;
     hg_cmd_expire_t expire;
     hg_cmd_list_curve_t curve;
+    hg_cmd_fund_t fund;             /* fund deposit */
   } u;
 } hg_command_t;
 
@@ -461,6 +499,12 @@ typedef enum hg_xreject {
 #define HG_XCXL_DELISTED 32
 /* Cancel reason of the orders still resting when a contract expires. */
 #define HG_XCXL_EXPIRED 33
+/* Cancel reason of a liquidating account's resting orders (MARK). */
+#define HG_XCXL_LIQUIDATION 34
+/* .kind of the HG_XEV_BOOK events of a liquidation order. */
+#define HG_XBOOK_LIQUIDATION 1
+/* Order id of slice k of the MARK command seq: never a command's seq. */
+#define HG_XLIQ_OID(seq, k) (((uint64_t)1 << 62) | ((uint64_t)(seq) << 16) | (uint64_t)(k))
 
 /* Static string for an hg_reject_t or hg_xreject_t ("unknown" otherwise). */
 const char *hg_xreject_str(int reason);
@@ -521,7 +565,7 @@ typedef enum hg_xevent_type {
                               cancelled */
   HG_XEV_SESSIONS_ENDED = 21, /* .amount = session-scoped orders cancelled in
                               all books */
-  HG_XEV_REFERENCE = 22    /* .instrument_id, .group, .price = the clearing's
+  HG_XEV_REFERENCE = 22,   /* .instrument_id, .group, .price = the clearing's
                               reference price (ticks; last DSP, else the
                               index's latest fixing, else the listing
                               price; 0 none), .lo/.hi = the inclusive price
@@ -530,6 +574,26 @@ typedef enum hg_xevent_type {
                               events of a cycle (every contract) and after
                               the HG_XEV_FIXING of a compute, publish or
                               finalize (the index's contracts). */
+  HG_XEV_MARK = 23,        /* .instrument_id, .group, .price = mark (ticks),
+                              .lo/.hi = the band around the reference */
+  HG_XEV_MARGIN_CALL = 24, /* .account, .firm, .status = hg_clr_standing_t
+                              (CALLED, LIQUIDATING), .kind = HG_CLR_LIQ_*
+                              (0 when called), .amount = the call, .balance =
+                              equity at the marks, .margin = IM at the marks,
+                              .lo = maintenance margin, .qty = cycle count the
+                              call is due at (hg_clearing_standing). The
+                              owning account's data only. */
+  HG_XEV_MARK_ROUND = 25,  /* .amount = accounts evaluated, .lo = called,
+                              .hi = liquidating, .qty = liquidation orders
+                              sent, .margin = liquidation fills, .balance =
+                              insurance fund after */
+  HG_XEV_CASH = 26         /* a ledger entry of the guarantee: .account (0 =
+                              the insurance fund), .firm, .instrument_id (0 =
+                              none), .kind = hg_ledger_kind_t (FUND_DEPOSIT,
+                              LIQ_FEE, FUND_COVER, SOCIALIZED), .amount
+                              (signed), .balance = after, .price/.qty = the
+                              fill of a LIQ_FEE, .day = the cycle's day (cycle
+                              entries, posted at its 16:00) */
 } hg_xevent_type_t;
 
 /* .outcome of an HG_XEV_FIXING caused by FINALIZE_FIXING. */
@@ -561,8 +625,10 @@ typedef struct hg_exchange_event {
    * .margin = initial margin with the order counted, .price = reference
    * price (ticks, 0 = none), .qty = worst-case position with the order and
    * .lo/.hi = the inclusive price band (PRICE_BAND) or -limit/+limit
-   * (POSITION_LIMIT). A refused WITHDRAW has .margin = current initial
-   * margin and .balance = cash. */
+   * (POSITION_LIMIT); for MARGIN_CALL (45) .balance = equity at the marks,
+   * .margin = initial margin at the marks, .hi = the call amount. A refused
+   * WITHDRAW has .margin = current initial margin and .balance = cash (a
+   * called account's withdrawal is INSUFFICIENT_FUNDS). */
   int64_t price;
   int64_t qty;
   int64_t margin;

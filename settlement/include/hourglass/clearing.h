@@ -98,9 +98,18 @@ typedef struct hg_clearing_config {
   int64_t dsp_max_spread;          /* tier-2 widest spread, ticks, default 10 */
   uint64_t dsp_window_ns;          /* tier-1 window before the cycle, default 5 min */
   uint64_t cycle_time_of_day_ns;   /* daily cycle time of day UTC, default 16:00 */
+  /* The clearing guarantee (settlement/CONTRACT.md sections 4.6 and 4.7). */
+  uint32_t mm_rate_bps;            /* maintenance margin, bps of IM at the mark,
+                                      default 7500; 1..10000 */
+  uint32_t liq_fee_bps;            /* liquidation fee, bps of a liquidation fill's
+                                      notional, default 50; <= 10000 */
+  int64_t liq_slice_qty;           /* largest liquidation order, default 10; > 0 */
+  uint32_t call_cycles;            /* a call is due at the n-th daily cycle after
+                                      the mark that opened it, default 1; >= 1 */
 } hg_clearing_config_t;
 
-/* Fills cfg with the defaults of settlement/CONTRACT.md sections 1 and 4 and
+/* Fills cfg with the defaults of settlement/CONTRACT.md sections 1 and 4
+ * (4.6: mm_rate_bps 7500, liq_fee_bps 50, liq_slice_qty 10, call_cycles 1) and
  * modest capacities (1,024 accounts, 64 instruments, 256 firms, 16 groups,
  * 65,536 positions, 65,536 ledger entries initially, unbounded growth).
  * Cannot fail. */
@@ -121,7 +130,8 @@ void hg_clearing_destroy(hg_clearing_t *c);
 /* Accounts and cash                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Registers account id (any uint32 chosen by the caller) of firm firm_id.
+/* Registers account id (any uint32 chosen by the caller but
+ * HG_CLR_FUND_ACCOUNT, HG_EINVAL) of firm firm_id.
  * Balance starts at 0. HG_EEXISTS if id is registered; HG_EFULL if
  * max_accounts accounts, or max_firms firms and firm_id is new. */
 int hg_clearing_account_add(hg_clearing_t *c, hg_account_t id, uint32_t firm_id);
@@ -163,7 +173,8 @@ int hg_clearing_deposit(hg_clearing_t *c, hg_account_t id, int64_t amount, uint6
   XX(INSUFFICIENT_MARGIN,41, "equity below initial margin")                          \
   XX(POSITIONS_FULL,     42, "position table full")                                  \
   XX(INVALID_AMOUNT,     43, "amount must be positive")                              \
-  XX(INVALID_SIDE,       44, "side must be buy or sell")
+  XX(INVALID_SIDE,       44, "side must be buy or sell")                        \
+  XX(MARGIN_CALL,        45, "account under a margin call may only reduce risk")
 
 /* The clearing's share of the reason number space: [FIRST, END). */
 #define HG_CLR_REJECT_FIRST 32
@@ -210,11 +221,14 @@ typedef struct hg_clearing_result {
 } hg_clearing_result_t;
 
 /*
- * Withdraws amount (> 0) if equity - amount - IM >= 0, IM being the current
- * initial margin (positions and open orders). Returns 0 with res->reason
- * NONE (done, one HG_LEDGER_WITHDRAWAL entry) or a reason (nothing changed):
- * UNKNOWN_ACCOUNT, INVALID_AMOUNT, INSUFFICIENT_MARGIN. Errors: HG_EINVAL
- * (res NULL), HG_EFULL or -ENOMEM (ledger).
+ * Withdraws amount (> 0) if min(balance, E) - amount - IM >= 0, E being the
+ * equity at the last marks (hg_clearing_standing) and IM the current
+ * initial margin (positions and open orders); res->equity is that minimum.
+ * Returns 0 with res->reason NONE (done, one HG_LEDGER_WITHDRAWAL entry) or
+ * a reason (nothing changed): UNKNOWN_ACCOUNT, INVALID_AMOUNT, MARGIN_CALL
+ * (the account is called or liquidating: res->amount is the call),
+ * INSUFFICIENT_MARGIN. Errors: HG_EINVAL (res NULL), HG_EFULL or -ENOMEM
+ * (ledger).
  */
 int hg_clearing_withdraw(hg_clearing_t *c, hg_account_t id, int64_t amount, uint64_t seq,
                          uint64_t ts, hg_clearing_result_t *res);
@@ -294,6 +308,10 @@ int hg_clearing_instrument_info(const hg_clearing_t *c, uint32_t instrument,
  *   INVALID_PRICE (price < 0 or > HG_CLR_PRICE_MAX; price 0 = market order,
  *   no band check), NO_REFERENCE (no DSP and no fixing),
  *   PRICE_BAND (|price - ref| * 10000 > ref * band_bps),
+ *   MARGIN_CALL (the account is called or liquidating and the order does
+ *   not reduce: a buy needs pos < 0 and pos + open_buy + qty <= 0, a sell
+ *   pos > 0 and pos - open_sell - qty >= 0; res->equity = E at the marks,
+ *   res->initial_margin = IM at the marks, res->amount = the call),
  *   POSITION_LIMIT, INSUFFICIENT_MARGIN, POSITIONS_FULL.
  * Position limit: x = pos + open_buy + qty for a buy, pos - open_sell - qty
  * for a sell (every open order of that side and this one fill). Rejected iff
@@ -380,6 +398,42 @@ int hg_clearing_position(const hg_clearing_t *c, hg_account_t account, uint32_t 
 int hg_clearing_initial_margin(const hg_clearing_t *c, hg_account_t account, int64_t *out);
 
 /* ------------------------------------------------------------------------ */
+/* The clearing guarantee: marks, calls, liquidation, fund, waterfall        */
+/* (settlement/CONTRACT.md sections 4.6 and 4.7, choices in 5.12)            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The mark rule alone (pure). ref > 0 the reference price, bid/ask the best
+ * prices (0 = side empty), last the last trade price (0 = none), band_bps the
+ * band (0 = none). The band is [ceil(ref (10000 - bps) / 10000) (>= 1),
+ * floor(ref (10000 + bps) / 10000)]. Mark = floor((bid + ask + 1) / 2) when
+ * both sides exist and lie in the band, else last, else ref; then clamped to
+ * the band. HG_EINVAL (ref <= 0, negative or > HG_CLR_PRICE_MAX inputs,
+ * band_bps > 10000).
+ */
+int hg_clearing_mark_compute(hg_price_t ref, hg_price_t bid, hg_price_t ask, hg_price_t last,
+                             uint32_t band_bps, hg_price_t *mark);
+
+/* Standing of an account. */
+typedef enum hg_clr_standing {
+  HG_CLR_OK = 0,          /* in good standing */
+  HG_CLR_CALLED = 1,      /* equity at the marks below IM at the marks */
+  HG_CLR_LIQUIDATING = 2  /* below maintenance margin, or a call past due */
+} hg_clr_standing_t;
+/* Why an account is liquidating (it stops at the target named). */
+#define HG_CLR_LIQ_MM 1       /* below MM: until E >= MM */
+#define HG_CLR_LIQ_DEADLINE 2 /* call past due: until E >= IM at the marks */
+
+typedef struct hg_clearing_mark_report {
+  uint32_t instruments_marked; /* got a mark (a reference price exists) */
+  uint32_t accounts_evaluated; /* accounts holding a position */
+  uint32_t called;             /* accounts CALLED after the round */
+  uint32_t liquidating;        /* accounts LIQUIDATING after the round */
+  uint32_t new_calls;          /* calls opened by this round */
+  uint32_t new_liquidations;   /* accounts that became LIQUIDATING in it */
+} hg_clearing_mark_report_t;
+
+/* ------------------------------------------------------------------------ */
 /* Daily settlement price and the daily cycle                               */
 /* ------------------------------------------------------------------------ */
 typedef enum hg_clr_dsp_tier {
@@ -423,6 +477,12 @@ typedef struct hg_clearing_cycle_report {
   uint64_t entries_posted;      /* VM ledger entries */
   int64_t vm_paid;              /* sum of negative VM (<= 0) */
   int64_t vm_received;          /* sum of positive VM (>= 0); vm_paid + vm_received == 0 */
+  /* the waterfall (CONTRACT.md 4.7) */
+  uint32_t bankrupt;            /* accounts with negative cash after VM */
+  int64_t fund_used;            /* paid by the fund (FUND_COVER) */
+  int64_t socialized;           /* charged to the cycle's winners (SOCIALIZED) */
+  int64_t uncovered;            /* shortfall left negative, carried over */
+  hg_clearing_mark_report_t marks; /* the evaluation at the DSPs */
 } hg_clearing_cycle_report_t;
 
 /*
@@ -439,7 +499,14 @@ typedef struct hg_clearing_cycle_report {
  *   VM = TV * (pos_prev * (DSP_t - DSP_{t-1}) + sum_q * DSP_t - sum_qp)
  * which equals the contract's formula exactly; then pos_prev = pos, today's
  * sums reset, last DSP = DSP_t; records that then hold nothing (no
- * position, no open quantity) return to the pool. Checks that VM sums to exactly zero per
+ * position, no open quantity) return to the pool. Then the waterfall of
+ * CONTRACT.md 4.7 (every account with negative cash is bankrupt: the fund
+ * covers it in registration order, then the winners of this cycle's VM pro
+ * rata, weights min(VM, cash), leftover micro-USD one each in registration
+ * order; anything beyond stays negative and is reported as uncovered); then
+ * every settled instrument's mark becomes its DSP and every account holding
+ * a position is evaluated as by hg_clearing_mark, calls due at this cycle
+ * (cycle count, see hg_clearing_guarantee) becoming liquidations. Checks that VM sums to exactly zero per
  * instrument before changing anything: HG_ECORRUPT otherwise (never
  * expected). Other errors, all leaving the state unchanged: HG_EINVAL (tops
  * names an unknown instrument, or bad prices), HG_EOVERFLOW, HG_EFULL or
@@ -448,6 +515,105 @@ typedef struct hg_clearing_cycle_report {
 int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
                             const hg_clearing_top_t *tops, size_t ntops,
                             hg_clearing_cycle_report_t *report);
+
+/* ------------------------------------------------------------------------ */
+/* The clearing guarantee: calls                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A mark round (CONTRACT.md 4.6). For every live, unsettled instrument in
+ * registration order with a reference price: mark = hg_clearing_mark_compute
+ * (reference, the instrument's best bid/ask from tops - absent: none -, its
+ * last trade, band_bps); the mark is stored (an instrument with no mark
+ * yet is valued at its reference price). Then every account, in
+ * registration order, holding a position is evaluated at the marks:
+ *   E     = balance + sum TV (pos_prev (M - DSP_prev) + day_q M - day_qp)
+ *   IM_M  = initial margin of the positions alone, M in place of ref
+ *   MM    = ceil(IM_M * mm_rate_bps / 10000)
+ * E >= IM_M: OK (call cleared); MM <= E < IM_M: CALLED for IM_M - E (a new
+ * call due at cycle count + call_cycles; an open one keeps its due cycle);
+ * E < MM: LIQUIDATING (reason MM, or DEADLINE if it was already). Accounts
+ * holding no position become OK. Moves no cash and posts nothing; never
+ * allocates. HG_EINVAL (tops names an unknown instrument, twice, or bad
+ * prices). rep may be NULL.
+ */
+int hg_clearing_mark(hg_clearing_t *c, const hg_clearing_top_t *tops, size_t ntops,
+                     hg_clearing_mark_report_t *rep);
+
+/* An instrument's mark (ticks; 0 = never marked) and last trade price (0 =
+ * none). HG_ENOTFOUND. */
+int hg_clearing_mark_get(const hg_clearing_t *c, uint32_t instrument, hg_price_t *mark,
+                         hg_price_t *last_trade);
+
+typedef struct hg_clearing_standing {
+  int state;            /* hg_clr_standing_t */
+  int liq_reason;       /* HG_CLR_LIQ_* when LIQUIDATING, else 0 */
+  int64_t equity;       /* E at the last marks, now (saturated to int64) */
+  int64_t im;           /* IM_M at the last marks, positions only */
+  int64_t mm;           /* ceil(IM_M * mm_rate_bps / 10000) */
+  int64_t call_amount;  /* IM_M - E as of the last evaluation; 0 when OK */
+  uint64_t call_due;    /* cycle count at which the call is due; 0 when OK */
+} hg_clearing_standing_t;
+
+/* The account's standing: state and call as last evaluated, E, IM_M and MM
+ * computed now at the last marks. HG_ENOTFOUND. O(positions of the account). */
+int hg_clearing_standing(const hg_clearing_t *c, hg_account_t account,
+                         hg_clearing_standing_t *out);
+
+/* One liquidation order of a mark round. */
+typedef struct hg_clearing_liq_slice {
+  hg_account_t account;
+  uint32_t instrument;
+  int side;            /* HG_CLR_BUY or HG_CLR_SELL: reduces the position */
+  hg_qty_t qty;        /* min(|pos|, liq_slice_qty) */
+  hg_price_t limit;    /* band edge around the mark (sell: ceil(M (10000 - bps)
+                          / 10000), at least 1; buy: floor(M (10000 + bps) /
+                          10000)); 0 = no band: a market order */
+} hg_clearing_liq_slice_t;
+
+/*
+ * The slices of the current round: for every LIQUIDATING account in
+ * registration order, one per position (record order) in an unsettled
+ * instrument. The caller cancels each listed account's resting orders, then
+ * sends the slices to the books as immediate-or-cancel orders and books
+ * their fills with hg_clearing_liq_fill. Writes at most cap slices (out may
+ * be NULL with cap 0 to count) and sets *n to the full count: 0, or
+ * HG_ERANGE if cap < *n. HG_EINVAL. Changes nothing.
+ */
+int hg_clearing_liq_slices(const hg_clearing_t *c, hg_clearing_liq_slice_t *out, size_t cap,
+                           size_t *n);
+
+/*
+ * A fill of a liquidation order: hg_clearing_fill (same arguments and
+ * errors), then the liquidated side (liq_side HG_CLR_BUY: buyer, else
+ * seller) pays fee = min(ceil(qty * price * TV * liq_fee_bps / 10000),
+ * max(0, E after the fill)) to the fund (two HG_LEDGER_LIQ_FEE entries; none
+ * when 0), then both accounts are re-evaluated as after any fill (a state
+ * only improves between marks). The ledger is reserved first: HG_EFULL or
+ * -ENOMEM change nothing. *fee (may be NULL) gets the fee.
+ */
+int hg_clearing_liq_fill(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
+                         hg_account_t seller, hg_qty_t qty, hg_price_t price, unsigned flags,
+                         int liq_side, uint64_t seq, uint64_t ts, int64_t *fee);
+
+/* Credits the insurance fund (amount > 0; counted as a deposit; one
+ * HG_LEDGER_FUND_DEPOSIT entry). HG_EINVAL, HG_EOVERFLOW, HG_EFULL, -ENOMEM. */
+int hg_clearing_fund_deposit(hg_clearing_t *c, int64_t amount, uint64_t seq, uint64_t ts);
+
+typedef struct hg_clearing_guarantee {
+  int64_t fund;            /* insurance fund balance */
+  int64_t fund_deposits;   /* operator funding, total */
+  int64_t liq_fees;        /* liquidation fees received, total */
+  int64_t fund_used;       /* paid to bankrupt accounts, total */
+  int64_t socialized;      /* charged to winners, total */
+  int64_t uncovered;       /* negative cash left after the last cycle */
+  uint64_t bankruptcies;   /* (account, cycle) pairs with negative cash */
+  uint64_t cycles;         /* daily cycles run (the cycle count) */
+  uint32_t called;         /* accounts CALLED now */
+  uint32_t liquidating;    /* accounts LIQUIDATING now */
+} hg_clearing_guarantee_t;
+/* Aggregates only (no account ids): fit for metrics. O(accounts). */
+void hg_clearing_guarantee(const hg_clearing_t *c, hg_clearing_guarantee_t *out);
 
 /* ------------------------------------------------------------------------ */
 /* Final settlement                                                         */
@@ -512,8 +678,20 @@ typedef enum hg_ledger_kind {
   HG_LEDGER_WITHDRAWAL = 2,
   HG_LEDGER_VM = 3,    /* variation margin; price = DSP_t, qty = position after */
   HG_LEDGER_FINAL = 4, /* final settlement; price = FSP, qty = position closed */
-  HG_LEDGER_FEE = 5
+  HG_LEDGER_FEE = 5,
+  /* The clearing guarantee (CONTRACT.md 4.6, 4.7). Fund entries carry
+   * account HG_CLR_FUND_ACCOUNT and balance = the fund after the entry. */
+  HG_LEDGER_FUND_DEPOSIT = 6, /* fund only: operator funding, + */
+  HG_LEDGER_LIQ_FEE = 7,      /* liquidation fee: - on the liquidated account,
+                                 + on the fund; price, qty = the fill */
+  HG_LEDGER_FUND_COVER = 8,   /* + on a bankrupt account, - on the fund */
+  HG_LEDGER_SOCIALIZED = 9    /* loss sharing: - on each winner of the cycle,
+                                 + on the bankrupt accounts */
 } hg_ledger_kind_t;
+
+/* The insurance fund's account id in ledger entries: 0, never a member
+ * (hg_clearing_account_add refuses it; the exchange never registers 0). */
+#define HG_CLR_FUND_ACCOUNT 0u
 
 typedef struct hg_ledger_entry {
   uint64_t index;        /* position in the ledger, from 0 */
@@ -533,19 +711,25 @@ uint64_t hg_clearing_ledger_size(const hg_clearing_t *c);
 /* Copies entry index into *out. HG_ENOTFOUND if index >= size. */
 int hg_clearing_ledger_get(const hg_clearing_t *c, uint64_t index, hg_ledger_entry_t *out);
 
-/* Sums kept for conservation checks: balances == deposits - withdrawals -
- * fees + vm (always 0) + final (always 0). */
+/* Sums kept for conservation checks: balances + fund == deposits -
+ * withdrawals - fees (VM, final settlement, liquidation fees, fund cover
+ * and socialized losses only move cash). */
 typedef struct hg_clearing_totals {
-  int64_t deposits, withdrawals, fees; /* all >= 0 */
+  int64_t deposits, withdrawals, fees; /* all >= 0; deposits include the fund's */
   int64_t balances;                    /* sum of every account balance */
+  int64_t fund;                        /* the insurance fund's balance */
 } hg_clearing_totals_t;
 void hg_clearing_totals(const hg_clearing_t *c, hg_clearing_totals_t *out);
+
+/* 1 iff balances + fund == deposits - withdrawals - fees. O(accounts). */
+int hg_clearing_conserved(const hg_clearing_t *c);
 
 /*
  * Statement of account for instrument (every ledger entry of that account
  * naming the instrument, oldest first), as CSV with header
  *   index,seq,ts,account,instrument,kind,amount,balance,price,qty
- * (kind as DEPOSIT, WITHDRAWAL, VM, FINAL, FEE; amounts in micro-USD) or as
+ * (kind as DEPOSIT, WITHDRAWAL, VM, FINAL, FEE, FUND_DEPOSIT, LIQ_FEE,
+ * FUND_COVER, SOCIALIZED; amounts in micro-USD) or as
  * JSON: {"account":A,"instrument":I,"entries":[{...same keys...}],"total":T}.
  * instrument HG_CLR_NO_INSTRUMENT gives every entry of the account.
  * Buffer variants write at most cap bytes including the NUL, like snprintf,

@@ -292,6 +292,11 @@ int hg_client_finalize_fixing(hg_client_t *c, const char *gpu, const char *grade
 int hg_client_publish_fixing(hg_client_t *c, const char *gpu, const char *grade, int32_t day,
                              int64_t value, const char *source, uint64_t *seq);
 int hg_client_daily_settlement(hg_client_t *c, int32_t day, uint64_t *seq);
+/* A mark round of the clearing guarantee (settlement/CONTRACT.md 4.6), and a
+ * deposit of amount micro-USD (> 0) into the insurance fund (4.7); both
+ * answered by a SettlementResult. */
+int hg_client_mark(hg_client_t *c, uint64_t *seq);
+int hg_client_fund_deposit(hg_client_t *c, int64_t amount, uint64_t *seq);
 int hg_client_expire(hg_client_t *c, uint32_t instrument_id, uint64_t *seq);
 /* Twelve monthly contracts from (year, month), ids first_id .. first_id + 11;
  * ref_price 0: none. */
