@@ -370,6 +370,8 @@ static const command_t INDEX_CMDS[] = {
 static const command_t HEDGE_CMDS[] = {
     {"size", "contracts per delivery month to hedge a GPU fleet", hgctl_hedge_size},
     {"ratio", "minimum-variance hedge ratio of your rent against the index", hgctl_hedge_ratio},
+    {"margin", "both legs of an inference-margin hedge (tokens against GPU-hours)",
+     hgctl_hedge_margin},
 };
 
 /* Groups whose only command has the name "" take their options directly
