@@ -2,7 +2,8 @@
  * The demo market. Beside the B200 curve (below) the live demo lists a
  * token curve, TOK.OW671B.S (settlement/CONTRACT.md section 7.3), whose
  * front months maker 0 quotes five levels a side around 4.000 USD per
- * million output tokens; the month scenario (hg_demo_create_months) lists
+ * million output tokens once it has seen them LISTED (an exchange without
+ * room for the curve refuses it, and then nothing is quoted); the month scenario (hg_demo_create_months) lists
  * no token curve, so its commands are those of a demo without one.
  *
  * Two makers keep five levels a side each (ten price
@@ -55,7 +56,8 @@ struct hg_demo {
   uint64_t steps;
   uint64_t next_clid;/* hedgers' client order ids */
   int32_t today;     /* UTC day number, 0 = unknown */
-  int tokens;        /* the token curve is listed and quoted */
+  int tokens;        /* the token curve is asked for and quoted */
+  uint32_t token_listed; /* bit j: token month j was LISTED (quoted only then) */
 };
 
 void hg_demo_set_today(hg_demo_t *d, int32_t day) { d->today = day; }
@@ -288,6 +290,32 @@ static void order(hg_command_t *c, uint32_t instrument, hg_account_t account, ui
   o->qty = qty;
 }
 
+/* Keeps slot s's quote at px: a replace if it has a live order at another
+ * price, a new order if it has none and none in flight. Writes at most one
+ * command to *out; returns how many. */
+static size_t quote(hg_demo_t *d, size_t s, uint32_t instrument, hg_account_t account, int side,
+                    hg_price_t px, hg_qty_t qty, hg_command_t *out) {
+  slot_t *sl = &d->slots[s];
+  if (sl->order_id != 0) {
+    if (sl->price == px) return 0;
+    memset(out, 0, sizeof *out);
+    out->type = HG_COMMAND_REPLACE;
+    out->u.replace.instrument_id = instrument;
+    out->u.replace.account = account;
+    out->u.replace.order_id = sl->order_id;
+    out->u.replace.new_price = px;
+    out->u.replace.new_qty = qty;
+  } else if (!sl->pending) {
+    order(out, instrument, account, slot_clid(s), side, px, qty, HG_TIF_GTC);
+    sl->pending = 1;
+  } else {
+    return 0;
+  }
+  sl->price = px;
+  sl->qty = qty;
+  return 1;
+}
+
 size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
   size_t n = 0;
   d->steps++;
@@ -301,30 +329,11 @@ size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
       for (uint32_t side = 0; side < 2; side++) {
         for (uint32_t lv = 0; lv < LEVELS; lv++) {
           size_t s = slot_index(mk, k, side, lv);
-          slot_t *sl = &d->slots[s];
           int64_t off = 2 + (int64_t)mk + 3 * (int64_t)lv;
           hg_price_t px = side == HG_SIDE_BUY ? fair - off : fair + off;
           hg_qty_t qty = 10 + (hg_qty_t)((s * 7 + d->steps / 8) % 5) * 10;
           if (n >= cap) return n;
-          if (sl->order_id != 0) {
-            if (sl->price == px) continue;
-            hg_command_t *c = &out[n++];
-            memset(c, 0, sizeof *c);
-            c->type = HG_COMMAND_REPLACE;
-            c->u.replace.instrument_id = d->inst[k].id;
-            c->u.replace.account = HG_DEMO_MAKER_ACCOUNT(mk);
-            c->u.replace.order_id = sl->order_id;
-            c->u.replace.new_price = px;
-            c->u.replace.new_qty = qty;
-            sl->price = px;
-            sl->qty = qty;
-          } else if (!sl->pending) {
-            order(&out[n++], d->inst[k].id, HG_DEMO_MAKER_ACCOUNT(mk), slot_clid(s), (int)side, px,
-                  qty, HG_TIF_GTC);
-            sl->pending = 1;
-            sl->price = px;
-            sl->qty = qty;
-          }
+          n += quote(d, s, d->inst[k].id, HG_DEMO_MAKER_ACCOUNT(mk), (int)side, px, qty, &out[n]);
         }
       }
     }
@@ -332,35 +341,17 @@ size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
   /* The token curve: maker 0 quotes its front months around the token fair
    * value (no random draw, so the B200 flow is the same with or without). */
   for (uint32_t j = 0; d->tokens && j < HG_DEMO_TOKEN_QUOTED; j++) {
+    if (!(d->token_listed >> j & 1)) continue; /* refused (capacity): nothing to quote */
     int64_t fair = hg_demo_token_fair(d, j);
     for (uint32_t side = 0; side < 2; side++) {
       for (uint32_t lv = 0; lv < LEVELS; lv++) {
         size_t s = token_slot_index(j, side, lv);
-        slot_t *sl = &d->slots[s];
         int64_t off = 2 + 3 * (int64_t)lv;
         hg_price_t px = side == HG_SIDE_BUY ? fair - off : fair + off;
         hg_qty_t qty = 10 + (hg_qty_t)((s * 7 + d->steps / 8) % 5) * 10;
         if (n >= cap) return n;
-        uint32_t id = HG_DEMO_TOKEN_FIRST_INSTRUMENT + j;
-        if (sl->order_id != 0) {
-          if (sl->price == px) continue;
-          hg_command_t *c = &out[n++];
-          memset(c, 0, sizeof *c);
-          c->type = HG_COMMAND_REPLACE;
-          c->u.replace.instrument_id = id;
-          c->u.replace.account = HG_DEMO_MAKER_ACCOUNT(0);
-          c->u.replace.order_id = sl->order_id;
-          c->u.replace.new_price = px;
-          c->u.replace.new_qty = qty;
-          sl->price = px;
-          sl->qty = qty;
-        } else if (!sl->pending) {
-          order(&out[n++], id, HG_DEMO_MAKER_ACCOUNT(0), slot_clid(s), (int)side, px, qty,
-                HG_TIF_GTC);
-          sl->pending = 1;
-          sl->price = px;
-          sl->qty = qty;
-        }
+        n += quote(d, s, HG_DEMO_TOKEN_FIRST_INSTRUMENT + j, HG_DEMO_MAKER_ACCOUNT(0), (int)side,
+                   px, qty, &out[n]);
       }
     }
   }
@@ -393,6 +384,10 @@ static int is_maker(hg_account_t a) {
 }
 
 void hg_demo_observe(hg_demo_t *d, const hg_pipe_out_t *rec) {
+  if (rec->kind == HG_PIPE_EVENT && rec->event.type == HG_XEV_LISTED &&
+      rec->event.instrument_id >= HG_DEMO_TOKEN_FIRST_INSTRUMENT &&
+      rec->event.instrument_id < HG_DEMO_TOKEN_FIRST_INSTRUMENT + HG_DEMO_TOKEN_QUOTED)
+    d->token_listed |= 1u << (rec->event.instrument_id - HG_DEMO_TOKEN_FIRST_INSTRUMENT);
   if (rec->kind != HG_PIPE_EVENT || rec->event.type != HG_XEV_BOOK) return;
   const hg_book_event_t *e = &rec->event.book;
   slot_t *sl;

@@ -35,7 +35,8 @@
 /* The live demo's token curve (hg_demo_create only): LIST_CURVE of
  * TOK.<CLASS>.<GRADE>, twelve months from the B200 curve's first, ids from
  * HG_DEMO_TOKEN_FIRST_INSTRUMENT; maker 0 quotes the first
- * HG_DEMO_TOKEN_QUOTED of them. */
+ * HG_DEMO_TOKEN_QUOTED of them once hg_demo_observe has seen them LISTED
+ * (the curve needs 12 free instrument slots). */
 #define HG_DEMO_TOKEN_CLASS "OW671B"
 #define HG_DEMO_TOKEN_GRADE "S"
 #define HG_DEMO_TOKEN_FIRST_INSTRUMENT 101

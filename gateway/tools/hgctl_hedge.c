@@ -80,6 +80,40 @@ static int hedge_size_ratio(const hg_hedge_month_t *rows, size_t nm, int64_t gpu
   return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
 }
 
+/* One month of a --months list. */
+typedef struct ym {
+  unsigned year, month;
+} ym_t;
+
+/* The --months list of `hgctl <cmd>`: YYYY-MM items, each month once. 0 with
+ * *out (malloc'd, the caller frees) and *n, or an exit status with the
+ * reason printed. */
+static int parse_months(const char *cmd, const char *months_s, ym_t **out, size_t *n) {
+  size_t nm = hgctl_list_count(months_s);
+  ym_t *ym = calloc(nm, sizeof *ym);
+  if (ym == NULL) return EXIT_INPUT;
+  const char *next = months_s;
+  for (size_t k = 0; k < nm; k++) {
+    size_t len;
+    const char *p = hgctl_list_next(&next, &len);
+    if (hg_hedge_month_parse(p, len, &ym[k].year, &ym[k].month) != 0) {
+      fprintf(stderr, "hgctl %s: month '%.*s' is not YYYY-MM\n", cmd, (int)len, p);
+      free(ym);
+      return EXIT_USAGE;
+    }
+    for (size_t j = 0; j < k; j++)
+      if (ym[j].year == ym[k].year && ym[j].month == ym[k].month) {
+        fprintf(stderr, "hgctl %s: month %.*s is given twice; each month once\n", cmd, (int)len,
+                p);
+        free(ym);
+        return EXIT_USAGE;
+      }
+  }
+  *out = ym;
+  *n = nm;
+  return 0;
+}
+
 int hgctl_hedge_size(int argc, char **argv) {
   const char *gpus_s = NULL, *hours_s = NULL, *months_s = NULL, *round_s = NULL, *ratio_s = NULL;
   const hgctl_opt_t opts[] = {{"--gpus", &gpus_s, NULL},
@@ -124,39 +158,29 @@ int hgctl_hedge_size(int argc, char **argv) {
     return EXIT_USAGE;
   }
   /* Validate every month before printing anything. */
-  size_t nm = hgctl_list_count(months_s);
+  ym_t *ym;
+  size_t nm;
+  if ((rc = parse_months("hedge size", months_s, &ym, &nm)) != 0) return rc;
   hg_hedge_month_t *rows = calloc(nm, sizeof *rows);
-  if (rows == NULL) return EXIT_INPUT;
-  const char *next = months_s;
+  if (rows == NULL) {
+    free(ym);
+    return EXIT_INPUT;
+  }
   for (size_t k = 0; k < nm; k++) {
-    size_t len;
-    const char *p = hgctl_list_next(&next, &len);
-    unsigned y, m;
-    if (hg_hedge_month_parse(p, len, &y, &m) != 0) {
-      fprintf(stderr, "hgctl hedge size: month '%.*s' is not YYYY-MM\n", (int)len, p);
-      free(rows);
-      return EXIT_USAGE;
-    }
-    for (size_t j = 0; j < k; j++)
-      if (rows[j].year == y && rows[j].month == m) {
-        fprintf(stderr, "hgctl hedge size: month %.*s is given twice; each month once\n", (int)len,
-                p);
-        free(rows);
-        return EXIT_USAGE;
-      }
-    rc = hg_hedge_size(gpus, hours, y, m, round, &rows[k]);
-    if (rc == HG_ERANGE) {
-      fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %.*s has\n", hours,
-              (int)len, p);
-      free(rows);
-      return EXIT_USAGE;
-    }
+    rc = hg_hedge_size(gpus, hours, ym[k].year, ym[k].month, round, &rows[k]);
     if (rc != 0) {
-      fprintf(stderr, "hgctl hedge size: %.*s: %s\n", (int)len, p, hg_strerror(rc));
+      if (rc == HG_ERANGE)
+        fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %04u-%02u has\n",
+                hours, ym[k].year, ym[k].month);
+      else
+        fprintf(stderr, "hgctl hedge size: %04u-%02u: %s\n", ym[k].year, ym[k].month,
+                hg_strerror(rc));
       free(rows);
+      free(ym);
       return EXIT_USAGE;
     }
   }
+  free(ym);
   if (ratio_s != NULL) {
     int status = hedge_size_ratio(rows, nm, gpus, ratio, round);
     free(rows);
@@ -251,33 +275,25 @@ int hgctl_hedge_margin(int argc, char **argv) {
                     "decimals)\n", HGCTL_USD_PER_GPU_HOUR_MAX);
     return EXIT_USAGE;
   }
-  size_t nm = hgctl_list_count(months_s);
+  ym_t *ym;
+  size_t nm;
+  if ((rc = parse_months("hedge margin", months_s, &ym, &nm)) != 0) return rc;
   hg_hedge_margin_t *rows = calloc(nm, sizeof *rows);
-  if (rows == NULL) return EXIT_INPUT;
-  const char *next = months_s;
+  if (rows == NULL) {
+    free(ym);
+    return EXIT_INPUT;
+  }
   for (size_t k = 0; k < nm; k++) {
-    size_t len;
-    const char *p = hgctl_list_next(&next, &len);
-    unsigned y, m;
-    if (hg_hedge_month_parse(p, len, &y, &m) != 0) {
-      fprintf(stderr, "hgctl hedge margin: month '%.*s' is not YYYY-MM\n", (int)len, p);
-      free(rows);
-      return EXIT_USAGE;
-    }
-    for (size_t j = 0; j < k; j++)
-      if (rows[j].gpu.year == y && rows[j].gpu.month == m) {
-        fprintf(stderr, "hgctl hedge margin: month %.*s is given twice\n", (int)len, p);
-        free(rows);
-        return EXIT_USAGE;
-      }
-    rc = hg_hedge_margin(gpus, hours, y, m, tph, rent, tok, &rows[k]);
+    rc = hg_hedge_margin(gpus, hours, ym[k].year, ym[k].month, tph, rent, tok, &rows[k]);
     if (rc != 0) {
-      fprintf(stderr, "hgctl hedge margin: %.*s: %s\n", (int)len, p,
+      fprintf(stderr, "hgctl hedge margin: %04u-%02u: %s\n", ym[k].year, ym[k].month,
               rc == HG_ERANGE ? "more hours per GPU than the month has" : hg_strerror(rc));
       free(rows);
+      free(ym);
       return EXIT_USAGE;
     }
   }
+  free(ym);
   printf("# buy gpu_contracts (1,000 GPU-hours each), sell token_contracts (10^9 output tokens "
          "each); nearest, half up\n");
   printf("month,gpus,gpu_hours,tokens_per_gpu_hour,million_tokens,gpu_contracts_buy,"

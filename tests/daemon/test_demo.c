@@ -184,6 +184,27 @@ static void token_curve_listed_and_quoted(void **state) {
                            &bid, &bq) != 0);
   hg_exchange_destroy(r.ex);
   hg_demo_destroy(r.demo);
+  /* An exchange without room for the curve refuses it: no token quotes, so
+   * no order names an instrument that does not exist. */
+  memset(&r, 0, sizeof r);
+  assert_int_equal(hg_demo_create(2026, 12, 7, &r.demo), 0);
+  hg_exchange_config_t small = {.max_instruments = 16, .max_accounts = 64,
+                                .max_book_orders = 1u << 14};
+  assert_int_equal(hg_exchange_create(&small, sink, &r, &r.ex), 0);
+  static hg_command_t cmds[512];
+  size_t n = hg_demo_setup(r.demo, cmds, 512);
+  apply(&r, cmds, n);
+  assert_int_equal(r.rejects, 1); /* the LIST_CURVE */
+  for (int st = 0; st < 20; st++) {
+    n = hg_demo_step(r.demo, cmds, 512);
+    for (size_t i = 0; i < n; i++)
+      assert_true(cmds[i].type != HG_COMMAND_NEW_ORDER ||
+                  cmds[i].u.new_order.instrument_id < HG_DEMO_TOKEN_FIRST_INSTRUMENT);
+    apply(&r, cmds, n);
+  }
+  assert_int_equal(r.rejects, 1);
+  hg_exchange_destroy(r.ex);
+  hg_demo_destroy(r.demo);
   hg_demo_t *d = NULL;
   assert_int_equal(hg_demo_create_months(2026, 12, 1, 1, &d), 0);
   assert_false(hg_demo_has_tokens(d));

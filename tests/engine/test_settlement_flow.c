@@ -726,12 +726,13 @@ static void test_daily_cycle_vm_and_every_tier(void **state) {
 /* Fixings by command                                                        */
 /* ------------------------------------------------------------------------ */
 
-static void samples(fx_t *f, int32_t day, int64_t price) {
-  /* 5 graded providers x 12 hours, one trade of 100 GPU-hours each. */
+static void samples_of(fx_t *f, const char *gpu, const char *grade, int32_t day, int64_t price) {
+  /* 5 graded providers x 12 hours, one trade of 100 units each (GPU-hours,
+   * or million output tokens for a token index). */
   hg_cmd_samples_t b;
   memset(&b, 0, sizeof b);
-  strcpy(b.gpu, "B200");
-  strcpy(b.grade, "A");
+  strcpy(b.gpu, gpu);
+  strcpy(b.grade, grade);
   b.day = day;
   for (int p = 0; p < 5; p++) {
     for (int h = 0; h < 12; h++) {
@@ -744,8 +745,8 @@ static void samples(fx_t *f, int32_t day, int64_t price) {
       s->kind = HG_INDEX_TRADE;
       snprintf(s->provider, sizeof s->provider, "prov%d", p);
       strcpy(s->region, "us-east");
-      strcpy(s->gpu, "B200");
-      strcpy(s->grade, "A");
+      strcpy(s->gpu, gpu);
+      strcpy(s->grade, grade);
       if (b.n == HG_SAMPLES_PER_COMMAND) {
         hg_command_t c = mk(f, HG_COMMAND_PUBLISH_SAMPLES);
         c.u.samples = b;
@@ -757,19 +758,26 @@ static void samples(fx_t *f, int32_t day, int64_t price) {
   }
 }
 
+static void samples(fx_t *f, int32_t day, int64_t price) { samples_of(f, "B200", "A", day, price); }
+
+/* prov0..prov4 graded (gpu, grade) from `from`. */
+static void grade_providers(fx_t *f, const char *gpu, const char *grade, int32_t from) {
+  for (int p = 0; p < 5; p++) {
+    hg_command_t c = mk(f, HG_COMMAND_SET_PROVIDER_GRADE);
+    snprintf(c.u.provider_grade.provider, sizeof c.u.provider_grade.provider, "prov%d", p);
+    strcpy(c.u.provider_grade.gpu, gpu);
+    strcpy(c.u.provider_grade.grade, grade);
+    c.u.provider_grade.effective_day = from;
+    run(f, &c);
+    assert_int_equal(f->ev[0].type, HG_XEV_GRADE_SET);
+  }
+}
+
 static void test_fixing_compute_restate_finalize(void **state) {
   fx_t *f = *state;
   int32_t d = dayn("2027-03-14");
   f->ts = at(d + 1, HOUR);
-  for (int p = 0; p < 5; p++) {
-    hg_command_t c = mk(f, HG_COMMAND_SET_PROVIDER_GRADE);
-    snprintf(c.u.provider_grade.provider, sizeof c.u.provider_grade.provider, "prov%d", p);
-    strcpy(c.u.provider_grade.gpu, "B200");
-    strcpy(c.u.provider_grade.grade, "A");
-    c.u.provider_grade.effective_day = d - 10;
-    run(f, &c);
-    assert_int_equal(f->ev[0].type, HG_XEV_GRADE_SET);
-  }
+  grade_providers(f, "B200", "A", d - 10);
   samples(f, d, 3000000);
   index_day(f, HG_COMMAND_COMPUTE_FIXING, "B200", "A", d);
   const hg_exchange_event_t *e = find(f, HG_XEV_FIXING, 0);
@@ -961,10 +969,24 @@ static void test_token_contract_vm_im_fsp(void **state) {
   list_symbol(f, "TOK.OW70B.F.2027-03", 302);
   assert_int_equal(f->ev[0].type, HG_XEV_LISTED);
 
+  /* TPX is computed by the exchange from token samples like IGX: graded
+   * providers of the class, samples naming it, one COMPUTE_FIXING. */
+  int32_t jan14 = dayn("2027-01-14");
+  grade_providers(f, "OW671B", "S", jan14 - 10);
+  samples_of(f, "OW671B", "S", jan14, 4020000);
+  index_day(f, HG_COMMAND_COMPUTE_FIXING, "OW671B", "S", jan14);
+  const hg_exchange_event_t *fx = find(f, HG_XEV_FIXING, 0);
+  assert_int_equal(fx->status, HG_INDEX_PROVISIONAL);
+  hg_index_fixing_t tpx;
+  assert_int_equal(hg_exchange_fixing(f->ex, "OW671B", "S", jan14, &tpx), 0);
+  assert_int_equal(tpx.value, 4020000);
+  assert_int_equal(tpx.tier, 1);
+
   account(f, 1, 10000000000);
   account(f, 2, 10000000000);
   account(f, 3, 10000000000);
-  /* Day 1: A buys 3 from B at 4,000; the DSP is the listing price. */
+  /* Day 1: A buys 3 from B at 4,000; the DSP is the listing price (the
+   * TPX fixing above is PROVISIONAL: tier 4 needs a FINAL one). */
   int32_t d1 = dayn("2027-02-10");
   f->ts = at(d1, 10 * HOUR);
   order(f, 200, 2, HG_SIDE_SELL, 4000, 3);
