@@ -48,6 +48,8 @@ int hg_hedge_size(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned m
   int64_t rem = exposure % u;
   if (round == HG_HEDGE_ROUND_UP && rem > 0) c++;
   if (round == HG_HEDGE_ROUND_NEAREST && 2 * rem >= u) c++;
+  /* Rounding up can take contracts x 1000 past int64 near the top. */
+  if (c > INT64_MAX / u) return HG_EOVERFLOW;
   memset(out, 0, sizeof *out);
   out->year = (uint16_t)year;
   out->month = (uint8_t)month;

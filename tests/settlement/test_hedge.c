@@ -356,6 +356,13 @@ static void test_margin_hand_case(void **state) {
   assert_int_equal(hg_hedge_margin(0, 0, 2027, 3, 1, 1, 1, &m), HG_EINVAL);
   assert_int_equal(hg_hedge_margin(1, 745, 2027, 3, 1, 1, 1, &m), HG_ERANGE);
   assert_int_equal(hg_hedge_margin(INT64_MAX / 744, 0, 2027, 3, 1000000, 0, 0, &m), HG_EOVERFLOW);
+  /* The exposure fits int64 but rounding up to whole contracts would not:
+   * (INT64_MAX / 744) x 744 GPU-hours end in 800, more than half a contract. */
+  hg_hedge_month_t hm;
+  assert_int_equal(hg_hedge_size(INT64_MAX / 744, 0, 2027, 3, HG_HEDGE_ROUND_NEAREST, &hm),
+                   HG_EOVERFLOW);
+  assert_int_equal(hg_hedge_size(INT64_MAX / 744, 0, 2027, 3, HG_HEDGE_ROUND_DOWN, &hm), 0);
+  assert_int_equal(hm.contracts, (INT64_MAX / 744) * 744 / 1000);
   assert_memory_equal(&m, &before, sizeof m);
   assert_int_equal(hg_hedge_margin_per_gpu_hour(1, 1, 0, NULL, &mar), HG_EINVAL);
 }

@@ -57,7 +57,8 @@ typedef struct hg_hedge_month {
  * residual is what stays unhedged (negative: over-hedged).
  * Errors (out untouched): HG_EINVAL (gpus <= 0, hours_per_gpu < 0, year not
  * 1970..9999, month not 1..12, round unknown), HG_ERANGE (hours_per_gpu
- * above the month's calendar hours), HG_EOVERFLOW (exposure beyond int64).
+ * above the month's calendar hours), HG_EOVERFLOW (exposure, or the hedged
+ * contracts x 1000 GPU-hours, beyond int64).
  */
 int hg_hedge_size(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned month, int round,
                   hg_hedge_month_t *out);
