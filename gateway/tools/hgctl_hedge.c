@@ -80,40 +80,6 @@ static int hedge_size_ratio(const hg_hedge_month_t *rows, size_t nm, int64_t gpu
   return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
 }
 
-/* One month of a --months list. */
-typedef struct ym {
-  unsigned year, month;
-} ym_t;
-
-/* The --months list of `hgctl <cmd>`: YYYY-MM items, each month once. 0 with
- * *out (malloc'd, the caller frees) and *n, or an exit status with the
- * reason printed. */
-static int parse_months(const char *cmd, const char *months_s, ym_t **out, size_t *n) {
-  size_t nm = hgctl_list_count(months_s);
-  ym_t *ym = calloc(nm, sizeof *ym);
-  if (ym == NULL) return EXIT_INPUT;
-  const char *next = months_s;
-  for (size_t k = 0; k < nm; k++) {
-    size_t len;
-    const char *p = hgctl_list_next(&next, &len);
-    if (hg_hedge_month_parse(p, len, &ym[k].year, &ym[k].month) != 0) {
-      fprintf(stderr, "hgctl %s: month '%.*s' is not YYYY-MM\n", cmd, (int)len, p);
-      free(ym);
-      return EXIT_USAGE;
-    }
-    for (size_t j = 0; j < k; j++)
-      if (ym[j].year == ym[k].year && ym[j].month == ym[k].month) {
-        fprintf(stderr, "hgctl %s: month %.*s is given twice; each month once\n", cmd, (int)len,
-                p);
-        free(ym);
-        return EXIT_USAGE;
-      }
-  }
-  *out = ym;
-  *n = nm;
-  return 0;
-}
-
 int hgctl_hedge_size(int argc, char **argv) {
   const char *gpus_s = NULL, *hours_s = NULL, *months_s = NULL, *round_s = NULL, *ratio_s = NULL;
   const hgctl_opt_t opts[] = {{"--gpus", &gpus_s, NULL},
@@ -158,29 +124,39 @@ int hgctl_hedge_size(int argc, char **argv) {
     return EXIT_USAGE;
   }
   /* Validate every month before printing anything. */
-  ym_t *ym;
-  size_t nm;
-  if ((rc = parse_months("hedge size", months_s, &ym, &nm)) != 0) return rc;
+  size_t nm = hgctl_list_count(months_s);
   hg_hedge_month_t *rows = calloc(nm, sizeof *rows);
-  if (rows == NULL) {
-    free(ym);
-    return EXIT_INPUT;
-  }
+  if (rows == NULL) return EXIT_INPUT;
+  const char *next = months_s;
   for (size_t k = 0; k < nm; k++) {
-    rc = hg_hedge_size(gpus, hours, ym[k].year, ym[k].month, round, &rows[k]);
-    if (rc != 0) {
-      if (rc == HG_ERANGE)
-        fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %04u-%02u has\n",
-                hours, ym[k].year, ym[k].month);
-      else
-        fprintf(stderr, "hgctl hedge size: %04u-%02u: %s\n", ym[k].year, ym[k].month,
-                hg_strerror(rc));
+    size_t len;
+    const char *p = hgctl_list_next(&next, &len);
+    unsigned y, m;
+    if (hg_hedge_month_parse(p, len, &y, &m) != 0) {
+      fprintf(stderr, "hgctl hedge size: month '%.*s' is not YYYY-MM\n", (int)len, p);
       free(rows);
-      free(ym);
+      return EXIT_USAGE;
+    }
+    for (size_t j = 0; j < k; j++)
+      if (rows[j].year == y && rows[j].month == m) {
+        fprintf(stderr, "hgctl hedge size: month %.*s is given twice; each month once\n", (int)len,
+                p);
+        free(rows);
+        return EXIT_USAGE;
+      }
+    rc = hg_hedge_size(gpus, hours, y, m, round, &rows[k]);
+    if (rc == HG_ERANGE) {
+      fprintf(stderr, "hgctl hedge size: %" PRId64 " hours per GPU is more than %.*s has\n", hours,
+              (int)len, p);
+      free(rows);
+      return EXIT_USAGE;
+    }
+    if (rc != 0) {
+      fprintf(stderr, "hgctl hedge size: %.*s: %s\n", (int)len, p, hg_strerror(rc));
+      free(rows);
       return EXIT_USAGE;
     }
   }
-  free(ym);
   if (ratio_s != NULL) {
     int status = hedge_size_ratio(rows, nm, gpus, ratio, round);
     free(rows);
@@ -208,6 +184,40 @@ int hgctl_hedge_size(int argc, char **argv) {
 }
 
 /* ------------------------------------------------------ hedge margin */
+
+/* One month of a --months list. */
+typedef struct ym {
+  unsigned year, month;
+} ym_t;
+
+/* The --months list of `hgctl <cmd>`: YYYY-MM items, each month once. 0 with
+ * *out (malloc'd, the caller frees) and *n, or an exit status with the
+ * reason printed. */
+static int parse_months(const char *cmd, const char *months_s, ym_t **out, size_t *n) {
+  size_t nm = hgctl_list_count(months_s);
+  ym_t *ym = calloc(nm, sizeof *ym);
+  if (ym == NULL) return EXIT_INPUT;
+  const char *next = months_s;
+  for (size_t k = 0; k < nm; k++) {
+    size_t len;
+    const char *p = hgctl_list_next(&next, &len);
+    if (hg_hedge_month_parse(p, len, &ym[k].year, &ym[k].month) != 0) {
+      fprintf(stderr, "hgctl %s: month '%.*s' is not YYYY-MM\n", cmd, (int)len, p);
+      free(ym);
+      return EXIT_USAGE;
+    }
+    for (size_t j = 0; j < k; j++)
+      if (ym[j].year == ym[k].year && ym[j].month == ym[k].month) {
+        fprintf(stderr, "hgctl %s: month %.*s is given twice; each month once\n", cmd, (int)len,
+                p);
+        free(ym);
+        return EXIT_USAGE;
+      }
+  }
+  *out = ym;
+  *n = nm;
+  return 0;
+}
 
 static void hedge_margin_usage(FILE *o) {
   fputs("usage: hgctl hedge margin --gpus N (--tokens-per-second T | --tokens-per-gpu-hour K)\n"
