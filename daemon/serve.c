@@ -234,10 +234,6 @@ static int demo_keys(daemon_t *d) {
          "quoting, two inference producers hedging. API keys (new at every start):\n",
          HG_DEMO_MONTHS, hg_demo_instruments(d->demo)[0].symbol,
          hg_demo_instruments(d->demo)[HG_DEMO_MONTHS - 1].symbol);
-  if (hg_demo_has_tokens(d->demo))
-    printf("Token curve: %d monthly TOK.%s.%s contracts (USD per million output tokens), the "
-           "front %d quoted.\n",
-           HG_DEMO_MONTHS, HG_DEMO_TOKEN_CLASS, HG_DEMO_TOKEN_GRADE, HG_DEMO_TOKEN_QUOTED);
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     if (keys_file_has(d, keys[i].id)) {
       printf("  %-26s key %llu of %s\n", keys[i].what, (unsigned long long)keys[i].id,
