@@ -41,10 +41,23 @@ static bool take_name(const char **p, char *out, size_t cap) {
   return true;
 }
 
-bool hg_symbol_parse(const char *sym, char *gpu, size_t gpu_cap, char *grade, size_t grade_cap,
-                     uint32_t *year, uint32_t *month) {
+bool hg_symbol_parse_product(const char *sym, bool *token, char *gpu, size_t gpu_cap,
+                             char *grade, size_t grade_cap, uint32_t *year, uint32_t *month) {
   if (sym == NULL) return false;
   const char *p = sym;
+  /* "TOK.<CLASS>.<GRADE>.<YYYY-MM>" has one more dot than a GPU symbol; a
+   * GPU named TOK keeps the three-part form. */
+  size_t plen = sizeof HG_SYMBOL_TOKEN_PREFIX - 1;
+  const char *after = strchr(sym, '.');
+  bool tok = strncmp(sym, HG_SYMBOL_TOKEN_PREFIX, plen) == 0 && after != NULL &&
+             strchr(after + 1, '.') != NULL && strchr(strchr(after + 1, '.') + 1, '.') != NULL;
+  if (tok) p += plen;
   if (!take_name(&p, gpu, gpu_cap) || !take_name(&p, grade, grade_cap)) return false;
+  if (token) *token = tok;
   return hg_civil_parse_month(p, strlen(p), year, month);
+}
+
+bool hg_symbol_parse(const char *sym, char *gpu, size_t gpu_cap, char *grade, size_t grade_cap,
+                     uint32_t *year, uint32_t *month) {
+  return hg_symbol_parse_product(sym, NULL, gpu, gpu_cap, grade, grade_cap, year, month);
 }

@@ -1,5 +1,12 @@
 /*
- * The demo market. Two makers keep five levels a side each (ten price
+ * The demo market. Beside the B200 curve (below) the live demo lists a
+ * token curve, TOK.OW671B.S (settlement/CONTRACT.md section 7.3), whose
+ * front months maker 0 quotes five levels a side around 4.000 USD per
+ * million output tokens once it has seen them LISTED (an exchange without
+ * room for the curve refuses it, and then nothing is quoted); the month scenario (hg_demo_create_months) lists
+ * no token curve, so its commands are those of a demo without one.
+ *
+ * Two makers keep five levels a side each (ten price
  * levels a side in all, 2 to 15 ticks from the fair value) in each of the twelve
  * monthly contracts, around a fair curve in contango (later months dearer,
  * as a rising rent market would price them) whose front end wanders with a
@@ -23,7 +30,13 @@
 #include "hourglass/error.h"
 
 #define LEVELS 5 /* per maker and side */
-#define SLOTS (HG_DEMO_MAKERS * HG_DEMO_MONTHS * 2 * LEVELS)
+#define GPU_SLOTS (HG_DEMO_MAKERS * HG_DEMO_MONTHS * 2 * LEVELS)
+/* The token curve's quotes come after every B200 slot, so the B200 quotes'
+ * client order ids are those of a demo without tokens. */
+#define TOKEN_SLOTS (HG_DEMO_TOKEN_QUOTED * 2 * LEVELS)
+#define SLOTS (GPU_SLOTS + TOKEN_SLOTS)
+#define TOKEN_FAIR 4000  /* ticks: 4.000 USD per million output tokens */
+#define TOKEN_CONTANGO 4 /* ticks per month further out */
 #define FRONT_FAIR 3400   /* ticks: 3.400 USD per GPU-hour */
 #define CONTANGO 9        /* ticks per month further out */
 
@@ -43,6 +56,8 @@ struct hg_demo {
   uint64_t steps;
   uint64_t next_clid;/* hedgers' client order ids */
   int32_t today;     /* UTC day number, 0 = unknown */
+  int tokens;        /* the token curve is asked for and quoted */
+  uint32_t token_listed; /* bit j: token month j was LISTED (quoted only then) */
 };
 
 void hg_demo_set_today(hg_demo_t *d, int32_t day) { d->today = day; }
@@ -101,12 +116,25 @@ static size_t slot_index(uint32_t maker, uint32_t k, uint32_t side, uint32_t lev
   return ((maker * HG_DEMO_MONTHS + k) * 2 + side) * LEVELS + level;
 }
 
+/* Token month j's quote slots (one maker quotes the token curve). */
+static size_t token_slot_index(uint32_t j, uint32_t side, uint32_t level) {
+  return GPU_SLOTS + (j * 2 + side) * LEVELS + level;
+}
+
 /* Slot s's client order id: 1 << 40 marks a maker quote. */
 static uint64_t slot_clid(size_t s) { return (1ull << 40) | s; }
 
 int hg_demo_create(int year, int month, uint64_t seed, hg_demo_t **out) {
-  return hg_demo_create_months(year, month, HG_DEMO_MONTHS, seed, out);
+  int rc = hg_demo_create_months(year, month, HG_DEMO_MONTHS, seed, out);
+  if (rc == 0) (*out)->tokens = 1;
+  return rc;
 }
+
+int64_t hg_demo_token_fair(const hg_demo_t *d, size_t j) {
+  return TOKEN_FAIR + d->walk + (int64_t)j * TOKEN_CONTANGO;
+}
+
+int hg_demo_has_tokens(const hg_demo_t *d) { return d->tokens; }
 
 int hg_demo_create_months(int year, int month, int months, uint64_t seed, hg_demo_t **out) {
   if (out == NULL || month < 1 || month > 12 || year < 2000 || year > 9000 || months < 1 ||
@@ -162,6 +190,22 @@ size_t hg_demo_setup(hg_demo_t *d, hg_command_t *out, size_t cap) {
     bp->band_bps = 2000;
     bp->max_orders = 1u << 14;
     bp->max_accounts = 64;
+    EMIT(c);
+  }
+  if (d->tokens) {
+    /* The token curve: twelve TOK.OW671B.S months from the same month as
+     * the B200 curve (settlement/CONTRACT.md section 7.3). */
+    hg_command_t c;
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_LIST_CURVE;
+    snprintf(c.u.curve.gpu, sizeof c.u.curve.gpu, "%s", HG_DEMO_TOKEN_CLASS);
+    snprintf(c.u.curve.grade, sizeof c.u.curve.grade, "%s", HG_DEMO_TOKEN_GRADE);
+    c.u.curve.year = (uint16_t)d->inst[0].year;
+    c.u.curve.month = (uint8_t)d->inst[0].month;
+    c.u.curve.first_instrument_id = HG_DEMO_TOKEN_FIRST_INSTRUMENT;
+    c.u.curve.max_orders = 1u << 14;
+    c.u.curve.max_accounts = 64;
+    c.u.curve.ref_price = hg_demo_token_fair(d, 0);
     EMIT(c);
   }
   static const struct {
@@ -246,6 +290,32 @@ static void order(hg_command_t *c, uint32_t instrument, hg_account_t account, ui
   o->qty = qty;
 }
 
+/* Keeps slot s's quote at px: a replace if it has a live order at another
+ * price, a new order if it has none and none in flight. Writes at most one
+ * command to *out; returns how many. */
+static size_t quote(hg_demo_t *d, size_t s, uint32_t instrument, hg_account_t account, int side,
+                    hg_price_t px, hg_qty_t qty, hg_command_t *out) {
+  slot_t *sl = &d->slots[s];
+  if (sl->order_id != 0) {
+    if (sl->price == px) return 0;
+    memset(out, 0, sizeof *out);
+    out->type = HG_COMMAND_REPLACE;
+    out->u.replace.instrument_id = instrument;
+    out->u.replace.account = account;
+    out->u.replace.order_id = sl->order_id;
+    out->u.replace.new_price = px;
+    out->u.replace.new_qty = qty;
+  } else if (!sl->pending) {
+    order(out, instrument, account, slot_clid(s), side, px, qty, HG_TIF_GTC);
+    sl->pending = 1;
+  } else {
+    return 0;
+  }
+  sl->price = px;
+  sl->qty = qty;
+  return 1;
+}
+
 size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
   size_t n = 0;
   d->steps++;
@@ -259,31 +329,29 @@ size_t hg_demo_step(hg_demo_t *d, hg_command_t *out, size_t cap) {
       for (uint32_t side = 0; side < 2; side++) {
         for (uint32_t lv = 0; lv < LEVELS; lv++) {
           size_t s = slot_index(mk, k, side, lv);
-          slot_t *sl = &d->slots[s];
           int64_t off = 2 + (int64_t)mk + 3 * (int64_t)lv;
           hg_price_t px = side == HG_SIDE_BUY ? fair - off : fair + off;
           hg_qty_t qty = 10 + (hg_qty_t)((s * 7 + d->steps / 8) % 5) * 10;
           if (n >= cap) return n;
-          if (sl->order_id != 0) {
-            if (sl->price == px) continue;
-            hg_command_t *c = &out[n++];
-            memset(c, 0, sizeof *c);
-            c->type = HG_COMMAND_REPLACE;
-            c->u.replace.instrument_id = d->inst[k].id;
-            c->u.replace.account = HG_DEMO_MAKER_ACCOUNT(mk);
-            c->u.replace.order_id = sl->order_id;
-            c->u.replace.new_price = px;
-            c->u.replace.new_qty = qty;
-            sl->price = px;
-            sl->qty = qty;
-          } else if (!sl->pending) {
-            order(&out[n++], d->inst[k].id, HG_DEMO_MAKER_ACCOUNT(mk), slot_clid(s), (int)side, px,
-                  qty, HG_TIF_GTC);
-            sl->pending = 1;
-            sl->price = px;
-            sl->qty = qty;
-          }
+          n += quote(d, s, d->inst[k].id, HG_DEMO_MAKER_ACCOUNT(mk), (int)side, px, qty, &out[n]);
         }
+      }
+    }
+  }
+  /* The token curve: maker 0 quotes its front months around the token fair
+   * value (no random draw, so the B200 flow is the same with or without). */
+  for (uint32_t j = 0; d->tokens && j < HG_DEMO_TOKEN_QUOTED; j++) {
+    if (!(d->token_listed >> j & 1)) continue; /* refused (capacity): nothing to quote */
+    int64_t fair = hg_demo_token_fair(d, j);
+    for (uint32_t side = 0; side < 2; side++) {
+      for (uint32_t lv = 0; lv < LEVELS; lv++) {
+        size_t s = token_slot_index(j, side, lv);
+        int64_t off = 2 + 3 * (int64_t)lv;
+        hg_price_t px = side == HG_SIDE_BUY ? fair - off : fair + off;
+        hg_qty_t qty = 10 + (hg_qty_t)((s * 7 + d->steps / 8) % 5) * 10;
+        if (n >= cap) return n;
+        n += quote(d, s, HG_DEMO_TOKEN_FIRST_INSTRUMENT + j, HG_DEMO_MAKER_ACCOUNT(0), (int)side,
+                   px, qty, &out[n]);
       }
     }
   }
@@ -316,6 +384,10 @@ static int is_maker(hg_account_t a) {
 }
 
 void hg_demo_observe(hg_demo_t *d, const hg_pipe_out_t *rec) {
+  if (rec->kind == HG_PIPE_EVENT && rec->event.type == HG_XEV_LISTED &&
+      rec->event.instrument_id >= HG_DEMO_TOKEN_FIRST_INSTRUMENT &&
+      rec->event.instrument_id < HG_DEMO_TOKEN_FIRST_INSTRUMENT + HG_DEMO_TOKEN_QUOTED)
+    d->token_listed |= 1u << (rec->event.instrument_id - HG_DEMO_TOKEN_FIRST_INSTRUMENT);
   if (rec->kind != HG_PIPE_EVENT || rec->event.type != HG_XEV_BOOK) return;
   const hg_book_event_t *e = &rec->event.book;
   slot_t *sl;

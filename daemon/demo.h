@@ -32,6 +32,16 @@
 #define HG_DEMO_USER_ACCOUNT 3001u
 #define HG_DEMO_USER_MAKER_ACCOUNT 3003u
 
+/* The live demo's token curve (hg_demo_create only): LIST_CURVE of
+ * TOK.<CLASS>.<GRADE>, twelve months from the B200 curve's first, ids from
+ * HG_DEMO_TOKEN_FIRST_INSTRUMENT; maker 0 quotes the first
+ * HG_DEMO_TOKEN_QUOTED of them once hg_demo_observe has seen them LISTED
+ * (the curve needs 12 free instrument slots). */
+#define HG_DEMO_TOKEN_CLASS "OW671B"
+#define HG_DEMO_TOKEN_GRADE "S"
+#define HG_DEMO_TOKEN_FIRST_INSTRUMENT 101
+#define HG_DEMO_TOKEN_QUOTED 3
+
 typedef struct hg_demo hg_demo_t;
 
 typedef struct hg_demo_instrument {
@@ -51,6 +61,12 @@ int hg_demo_create(int year, int month, uint64_t seed, hg_demo_t **out);
  * months = HG_DEMO_MONTHS; hedgers' strips are min(3, months) wide. */
 int hg_demo_create_months(int year, int month, int months, uint64_t seed, hg_demo_t **out);
 void hg_demo_destroy(hg_demo_t *d);
+
+/* Whether the demo lists the token curve (hg_demo_create: yes;
+ * hg_demo_create_months: no), and the token curve's fair value of month j
+ * (0 = first), ticks of 0.001 USD per million output tokens. */
+int hg_demo_has_tokens(const hg_demo_t *d);
+int64_t hg_demo_token_fair(const hg_demo_t *d, size_t j);
 
 /* A fixed 32-bit mixing function (integer hash): the demo's and the month
  * scenario's deterministic "randomness". Pure. */

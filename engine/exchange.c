@@ -512,8 +512,13 @@ int hg_ex__list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_
   }
   char gpu[HG_INDEX_GPU_MAX], grade[HG_INDEX_GRADE_MAX];
   uint32_t year, month;
-  if (!hg_symbol_parse(symbol, gpu, sizeof gpu, grade, sizeof grade, &year, &month) ||
-      params->ref_price < 0 || params->ref_price > HG_CLR_PRICE_MAX) {
+  bool token;
+  /* A token group's contracts only in the TOK form, a GPU group's never
+   * (settlement/CONTRACT.md 7.3). */
+  if (!hg_symbol_parse_product(symbol, &token, gpu, sizeof gpu, grade, sizeof grade, &year,
+                               &month) ||
+      token != hg_ex__idx_is_token(gpu, grade) || params->ref_price < 0 ||
+      params->ref_price > HG_CLR_PRICE_MAX) {
     hg_ex__emit_reject(ex, HG_XREJ_INVALID_PARAMS, id, 0);
     return 0;
   }

@@ -19,6 +19,7 @@
 #ifndef HOURGLASS_EXCHANGE_INT_H
 #define HOURGLASS_EXCHANGE_INT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -242,6 +243,10 @@ void hg_ex__remove_instrument(hg_exchange_t *ex, uint32_t pos);
 int64_t hg_ex__expire_day_orders(hg_exchange_t *ex);
 
 /* exchange_settle.c */
+
+/* True when (gpu, grade) is a token product group: a (class, grade) of the
+ * output grade table (settlement/CONTRACT.md 7.3; exchange_settle.c). */
+bool hg_ex__idx_is_token(const char *gpu, const char *grade);
 
 /* Applies one settlement command (SET_PROVIDER_GRADE .. LIST_CURVE):
  * 0 once its events are out, or -ENOMEM with nothing changed. */

@@ -711,9 +711,26 @@ static hg_book_params_t curve_params(const index_t *x, uint32_t id) {
                             .max_accounts = x->curve_max_accounts, .default_stp = 0};
 }
 
+/* Token product groups (settlement/CONTRACT.md 7.3): the (class, grade)
+ * pairs of the output grade table. Their contracts are named
+ * TOK.<CLASS>.<GRADE>.<YYYY-MM>; everything else is the GPU-hour rule. */
+bool hg_ex__idx_is_token(const char *gpu, const char *grade) {
+  return hg_index_token_grade_find(gpu, grade) != NULL;
+}
+
+/* The token prefix fits: 4 + class + 1 + grade + 8 <= HG_SYMBOL_MAX. */
+#define TOKEN_NAMES_MAX (HG_SYMBOL_MAX - (sizeof HG_SYMBOL_TOKEN_PREFIX - 1) - 9)
+
 static void contract_symbol(const index_t *x, unsigned y, unsigned m, char out[HG_SYMBOL_MAX + 1]) {
-  /* gpu <= 15, grade <= 7 bytes: at most 31 with the separators */
+  /* gpu <= 15, grade <= 7 bytes: at most 31 with the separators; a token
+   * group's class and grade at most TOKEN_NAMES_MAX together (checked when
+   * the curve is listed) */
   size_t gl = strlen(x->gpu), rl = strlen(x->grade);
+  if (hg_ex__idx_is_token(x->gpu, x->grade)) {
+    size_t pl = sizeof HG_SYMBOL_TOKEN_PREFIX - 1;
+    memcpy(out, HG_SYMBOL_TOKEN_PREFIX, pl);
+    out += pl;
+  }
   memcpy(out, x->gpu, gl);
   out[gl] = '.';
   memcpy(out + gl + 1, x->grade, rl);
@@ -750,7 +767,9 @@ static int do_list_curve(hg_exchange_t *ex, const hg_cmd_list_curve_t *c) {
   if (!hg_name_ok(c->gpu, sizeof c->gpu) || !hg_name_ok(c->grade, sizeof c->grade) ||
       c->year < 1970 || c->year > 9998 || c->month < 1 || c->month > 12 || first == 0 ||
       first > UINT32_MAX - 2 * CURVE_MONTHS || c->max_orders == 0 || c->max_accounts == 0 ||
-      c->ref_price < 0 || c->ref_price > CURVE_MAX_PRICE) {
+      c->ref_price < 0 || c->ref_price > CURVE_MAX_PRICE ||
+      (hg_ex__idx_is_token(c->gpu, c->grade) &&
+       strlen(c->gpu) + strlen(c->grade) > TOKEN_NAMES_MAX)) {
     hg_ex__emit_reject(ex, HG_XREJ_INVALID_PARAMS, first, 0);
     return 0;
   }

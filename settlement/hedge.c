@@ -48,6 +48,8 @@ int hg_hedge_size(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned m
   int64_t rem = exposure % u;
   if (round == HG_HEDGE_ROUND_UP && rem > 0) c++;
   if (round == HG_HEDGE_ROUND_NEAREST && 2 * rem >= u) c++;
+  /* Rounding up can take contracts x 1000 past int64 near the top. */
+  if (c > INT64_MAX / u) return HG_EOVERFLOW;
   memset(out, 0, sizeof *out);
   out->year = (uint16_t)year;
   out->month = (uint8_t)month;
@@ -64,6 +66,55 @@ static __int128 div_round(__int128 x, __int128 d, int round) {
   if (round == HG_HEDGE_ROUND_DOWN) return x / d;
   if (round == HG_HEDGE_ROUND_UP) return (x + d - 1) / d;
   return (2 * x + d) / (2 * d);
+}
+
+#define PRICE_MAX INT64_C(1000000000000)
+
+int hg_hedge_margin_per_gpu_hour(int64_t token_price, int64_t tokens_per_gpu_hour, int64_t rent,
+                                 int64_t *revenue, int64_t *margin) {
+  if (revenue == NULL || margin == NULL || tokens_per_gpu_hour <= 0 ||
+      tokens_per_gpu_hour > INT64_C(1000000000000000) || rent < 0 || rent > PRICE_MAX ||
+      token_price < 0 || token_price > PRICE_MAX)
+    return HG_EINVAL;
+  /* <= 10^12 x 10^15 / 10^6 = 10^21 would not fit: bounded by the 128-bit
+   * product, then checked. */
+  __int128 r = div_round((__int128)token_price * tokens_per_gpu_hour, 1000000,
+                         HG_HEDGE_ROUND_NEAREST);
+  if (r > INT64_MAX) return HG_EINVAL;
+  *revenue = (int64_t)r;
+  *margin = (int64_t)r - rent;
+  return 0;
+}
+
+int hg_hedge_margin(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned month,
+                    int64_t tokens_per_gpu_hour, int64_t rent, int64_t token_price,
+                    hg_hedge_margin_t *out) {
+  int64_t per_h, per_margin;
+  if (out == NULL) return HG_EINVAL;
+  int rc = hg_hedge_margin_per_gpu_hour(token_price, tokens_per_gpu_hour, rent, &per_h,
+                                        &per_margin);
+  if (rc != 0) return rc;
+  hg_hedge_month_t g;
+  if ((rc = hg_hedge_size(gpus, hours_per_gpu, year, month, HG_HEDGE_ROUND_NEAREST, &g)) != 0)
+    return rc;
+  __int128 tokens = (__int128)g.exposure * tokens_per_gpu_hour;
+  if (tokens > INT64_MAX) return HG_EOVERFLOW;
+  /* The month in one rounding: exposure x price x K / 10^6, not exposure x
+   * the rounded per-hour revenue. */
+  __int128 revenue = div_round(tokens * token_price, 1000000, HG_HEDGE_ROUND_NEAREST);
+  __int128 margin = revenue - (__int128)g.exposure * rent;
+  if (revenue > INT64_MAX || margin < INT64_MIN || margin > INT64_MAX) return HG_EOVERFLOW;
+  memset(out, 0, sizeof *out);
+  out->gpu = g;
+  out->tokens_per_gpu_hour = tokens_per_gpu_hour;
+  out->tokens = (int64_t)tokens;
+  out->token_contracts =
+      (int64_t)div_round(tokens, HG_HEDGE_CONTRACT_TOKENS, HG_HEDGE_ROUND_NEAREST);
+  out->token_residual = out->tokens - out->token_contracts * HG_HEDGE_CONTRACT_TOKENS;
+  out->revenue_per_gpu_hour = per_h;
+  out->margin_per_gpu_hour = per_margin;
+  out->margin_month = (int64_t)margin;
+  return 0;
 }
 
 int hg_hedge_size_ratio(int64_t exposure, int64_t ratio, int round, hg_hedge_ratio_size_t *out) {

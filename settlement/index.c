@@ -1,6 +1,10 @@
 /*
- * The rental index IGX-<GPU>-<GRADE>: one day's fixing (settlement/CONTRACT.md
- * section 3, methodology v1), the grade table and the fixing history.
+ * The rental index IGX-<GPU>-<GRADE> and the token-price index
+ * TPX-<CLASS>-<GRADE>: one day's fixing (settlement/CONTRACT.md sections 3
+ * and 7.2, methodology v1), the grade tables and the fixing history. The two
+ * indexes are one computation: a token sample is a sample whose `gpu` is a
+ * model class, priced per million output tokens, with a volume in million
+ * output tokens; nothing below depends on the unit.
  *
  * hg_index_fix works on flat per-sample arrays (provider rank, reason code,
  * weight) indexed like the input, so the receipt can name every sample by its
@@ -56,6 +60,49 @@ const hg_grade_t *hg_index_grade_find(const char *gpu, const char *code) {
       return &DEFAULT_GRADES[i];
   }
   return NULL;
+}
+
+/* Output grades, settlement/CONTRACT.md section 7.1. */
+static const hg_token_grade_t TOKEN_GRADES[] = {
+    {.cls = "OW70B", .code = "S", .family = "open-weights dense, about 70B parameters",
+     .input_tokens = 8000, .output_tokens = 1000, .p50_tps_floor = 100,
+     .min_availability_bp = 9950},
+    {.cls = "OW70B", .code = "F", .family = "open-weights dense, about 70B parameters",
+     .input_tokens = 8000, .output_tokens = 1000, .p50_tps_floor = 200,
+     .min_availability_bp = 9950},
+    {.cls = "OW671B", .code = "S",
+     .family = "open-weights mixture of experts, about 671B total parameters",
+     .input_tokens = 8000, .output_tokens = 1000, .p50_tps_floor = 100,
+     .min_availability_bp = 9950},
+    {.cls = "OW671B", .code = "F",
+     .family = "open-weights mixture of experts, about 671B total parameters",
+     .input_tokens = 8000, .output_tokens = 1000, .p50_tps_floor = 200,
+     .min_availability_bp = 9950},
+};
+
+const hg_token_grade_t *hg_index_token_grades_default(size_t *n) {
+  if (n) *n = sizeof TOKEN_GRADES / sizeof TOKEN_GRADES[0];
+  return TOKEN_GRADES;
+}
+
+const hg_token_grade_t *hg_index_token_grade_find(const char *cls, const char *code) {
+  if (cls == NULL || code == NULL) return NULL;
+  for (size_t i = 0; i < sizeof TOKEN_GRADES / sizeof TOKEN_GRADES[0]; i++) {
+    if (strcmp(TOKEN_GRADES[i].cls, cls) == 0 && strcmp(TOKEN_GRADES[i].code, code) == 0)
+      return &TOKEN_GRADES[i];
+  }
+  return NULL;
+}
+
+const char *hg_index_product_prefix(hg_index_product_t product) {
+  return product == HG_INDEX_GPU_HOURS ? "IGX" : product == HG_INDEX_TOKENS ? "TPX" : NULL;
+}
+
+int hg_index_product_grade_known(hg_index_product_t product, const char *underlying,
+                                 const char *code) {
+  if (product == HG_INDEX_GPU_HOURS) return hg_index_grade_find(underlying, code) != NULL;
+  if (product == HG_INDEX_TOKENS) return hg_index_token_grade_find(underlying, code) != NULL;
+  return 0;
 }
 
 /* --------------------------------------------------------------- strings */

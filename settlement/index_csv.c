@@ -21,9 +21,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char SAMPLES_HEADER[] =
-    "ts,provider,region,gpu,grade,term_days,price_usd_per_gpu_hour,volume_gpu_hours,kind";
-static const char REGISTRY_HEADER[] = "provider,gpu,grade,effective_from";
+/* Headers per product (hg_index_product_t): the columns are the same, only
+ * their names and units differ (settlement/CONTRACT.md sections 3 and 7.2). */
+static const char *const SAMPLES_HEADER[] = {
+    "ts,provider,region,gpu,grade,term_days,price_usd_per_gpu_hour,volume_gpu_hours,kind",
+    "ts,provider,region,class,grade,term_days,price_usd_per_million_tokens,volume_million_tokens,"
+    "kind"};
+static const char *const REGISTRY_HEADER[] = {"provider,gpu,grade,effective_from",
+                                              "provider,class,grade,effective_from"};
+static const char *const VOLUME_NAME[] = {"volume_gpu_hours", "volume_million_tokens"};
+
+static bool product_ok(hg_index_product_t p) {
+  return p == HG_INDEX_GPU_HOURS || p == HG_INDEX_TOKENS;
+}
+
+const char *hg_index_product_header(hg_index_product_t product) {
+  return product_ok(product) ? SAMPLES_HEADER[product] : NULL;
+}
+
+const char *hg_index_product_volume_name(hg_index_product_t product) {
+  return product_ok(product) ? VOLUME_NAME[product] : NULL;
+}
 
 #define MAX_FIELDS 16
 
@@ -239,13 +257,18 @@ static int sample_row(void *ctx, const field_t *f, uint32_t line, int32_t *col) 
   return 0;
 }
 
-int hg_index_samples_parse(const char *buf, size_t len, hg_index_sample_set_t *out) {
-  if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
+int hg_index_samples_parse_product(const char *buf, size_t len, hg_index_product_t product,
+                                   hg_index_sample_set_t *out) {
+  if (out == NULL || (buf == NULL && len > 0) || !product_ok(product)) return HG_EINVAL;
   memset(out, 0, sizeof *out);
-  int rc = parse_csv(buf, len, SAMPLES_HEADER, 9, sample_row, out, &out->errors, &out->n_errors,
-                     &out->cap_errors);
+  int rc = parse_csv(buf, len, SAMPLES_HEADER[product], 9, sample_row, out, &out->errors,
+                     &out->n_errors, &out->cap_errors);
   if (rc) hg_index_samples_dispose(out);
   return rc;
+}
+
+int hg_index_samples_parse(const char *buf, size_t len, hg_index_sample_set_t *out) {
+  return hg_index_samples_parse_product(buf, len, HG_INDEX_GPU_HOURS, out);
 }
 
 void hg_index_samples_dispose(hg_index_sample_set_t *set) {
@@ -344,13 +367,18 @@ static int registry_row(void *ctx, const field_t *f, uint32_t line, int32_t *col
   return rc;
 }
 
-int hg_index_registry_parse(const char *buf, size_t len, hg_index_registry_t *out) {
-  if (out == NULL || (buf == NULL && len > 0)) return HG_EINVAL;
+int hg_index_registry_parse_product(const char *buf, size_t len, hg_index_product_t product,
+                                    hg_index_registry_t *out) {
+  if (out == NULL || (buf == NULL && len > 0) || !product_ok(product)) return HG_EINVAL;
   memset(out, 0, sizeof *out);
-  int rc = parse_csv(buf, len, REGISTRY_HEADER, 4, registry_row, out, &out->errors,
+  int rc = parse_csv(buf, len, REGISTRY_HEADER[product], 4, registry_row, out, &out->errors,
                      &out->n_errors, &out->cap_errors);
   if (rc) hg_index_registry_dispose(out);
   return rc;
+}
+
+int hg_index_registry_parse(const char *buf, size_t len, hg_index_registry_t *out) {
+  return hg_index_registry_parse_product(buf, len, HG_INDEX_GPU_HOURS, out);
 }
 
 const char *hg_index_registry_grade(const hg_index_registry_t *reg, const char *provider,

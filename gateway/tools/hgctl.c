@@ -39,10 +39,15 @@ typedef struct group {
   size_t n;
 } group_t;
 
-static const char *const SAMPLE_COLUMNS[] = {
-    "ts", "provider", "region", "gpu", "grade", "term_days", "price_usd_per_gpu_hour",
-    "volume_gpu_hours", "kind"};
-static const char *const REGISTRY_COLUMNS[] = {"provider", "gpu", "grade", "effective_from"};
+/* Column names per product (hg_index_product_t), for the error messages. */
+static const char *const SAMPLE_COLUMNS[2][9] = {
+    {"ts", "provider", "region", "gpu", "grade", "term_days", "price_usd_per_gpu_hour",
+     "volume_gpu_hours", "kind"},
+    {"ts", "provider", "region", "class", "grade", "term_days", "price_usd_per_million_tokens",
+     "volume_million_tokens", "kind"}};
+static const char *const REGISTRY_COLUMNS[2][4] = {
+    {"provider", "gpu", "grade", "effective_from"},
+    {"provider", "class", "grade", "effective_from"}};
 
 /* ------------------------------------------------------------ JSON out */
 
@@ -107,23 +112,28 @@ static void print_csv_errors_stderr(const char *path, const char *const *cols, s
             path, n - CSV_ERRORS_SHOWN);
 }
 
-static void print_tier_json(FILE *o, int tier, const hg_index_tier_stats_t *t) {
+static void print_tier_json(FILE *o, int tier, const hg_index_tier_stats_t *t,
+                            hg_index_product_t product) {
   fprintf(o,
           "{\"tier\": %d, \"tried\": %s, \"sufficient\": %s, \"eligible\": %" PRIu32
           ", \"used_samples\": %" PRIu32 ", \"providers\": %" PRIu32 ", \"hours\": %" PRIu32
-          ", \"volume_gpu_hours\": %" PRId64 ", \"value_micro_usd\": %" PRId64 "}",
+          ", \"%s\": %" PRId64 ", \"value_micro_usd\": %" PRId64 "}",
           tier, t->tried ? "true" : "false", t->sufficient ? "true" : "false", t->eligible,
-          t->used, t->providers, t->hours, t->volume, t->value);
+          t->used, t->providers, t->hours, hg_index_product_volume_name(product), t->volume,
+          t->value);
 }
 
+/* The fixing as JSON; for TPX the underlying is printed as "class" and the
+ * volumes in million output tokens (settlement/CONTRACT.md section 7.2). */
 static void print_fix_json(FILE *o, const hg_index_result_t *r, const hg_index_sample_set_t *set,
                            const char *samples_path, const hg_index_sample_set_t *errs_of,
-                           bool receipt) {
+                           bool receipt, hg_index_product_t product) {
   const hg_index_fixing_t *f = &r->fixing;
   const hg_index_tier_stats_t *t = &r->tier[r->receipt_tier - 1];
   char day[11];
   hg_index_day_format(f->day, day);
-  fprintf(o, "{\n  \"index\": \"IGX-%s-%s\",\n  \"gpu\": ", r->gpu, r->grade);
+  fprintf(o, "{\n  \"index\": \"%s-%s-%s\",\n  \"%s\": ", hg_index_product_prefix(product),
+          r->gpu, r->grade, product == HG_INDEX_TOKENS ? "class" : "gpu");
   json_str(o, r->gpu);
   fputs(",\n  \"grade\": ", o);
   json_str(o, r->grade);
@@ -140,12 +150,13 @@ static void print_fix_json(FILE *o, const hg_index_result_t *r, const hg_index_s
   fprintf(o, "  \"sample_count\": %" PRIu32 ",\n", r->input_count);
   fprintf(o, "  \"receipt_tier\": %u,\n", r->receipt_tier);
   fprintf(o, "  \"used_samples\": %" PRIu32 ",\n  \"providers\": %" PRIu32
-             ",\n  \"hours\": %" PRIu32 ",\n  \"volume_gpu_hours\": %" PRId64 ",\n",
-          t->used, t->providers, t->hours, t->volume);
+             ",\n  \"hours\": %" PRIu32 ",\n  \"%s\": %" PRId64 ",\n",
+          t->used, t->providers, t->hours, hg_index_product_volume_name(product), t->volume);
   fprintf(o, "  \"median_micro_usd\": %" PRId64 ",\n  \"mad_micro_usd\": %" PRId64 ",\n",
           t->median, t->mad);
-  fprintf(o, "  \"provider_cap_applied\": %s,\n  \"cap_gpu_hours\": %" PRId64 ",\n",
-          t->cap_applied ? "true" : "false", t->cap);
+  fprintf(o, "  \"provider_cap_applied\": %s,\n  \"cap_%s\": %" PRId64 ",\n",
+          t->cap_applied ? "true" : "false",
+          product == HG_INDEX_TOKENS ? "million_tokens" : "gpu_hours", t->cap);
   fputs("  \"bucket_values\": [", o);
   bool first = true;
   for (int h = 0; h < HG_INDEX_HOURS; h++) {
@@ -161,10 +172,10 @@ static void print_fix_json(FILE *o, const hg_index_result_t *r, const hg_index_s
             t->reason_count[k]);
   }
   fputs("},\n  \"tiers\": [", o);
-  print_tier_json(o, 1, &r->tier[0]);
+  print_tier_json(o, 1, &r->tier[0], product);
   if (r->tier[1].tried) {
     fputs(", ", o);
-    print_tier_json(o, 2, &r->tier[1]);
+    print_tier_json(o, 2, &r->tier[1], product);
   }
   fputs("],\n", o);
   if (receipt) {
@@ -183,24 +194,28 @@ static void print_fix_json(FILE *o, const hg_index_result_t *r, const hg_index_s
   }
   fputs("  \"rejected_lines\": [", o);
   first = true;
-  print_csv_errors_json(o, samples_path, SAMPLE_COLUMNS, 9, errs_of->errors, errs_of->n_errors,
-                        &first);
+  print_csv_errors_json(o, samples_path, SAMPLE_COLUMNS[product], 9, errs_of->errors,
+                        errs_of->n_errors, &first);
   fputs(first ? "]\n}\n" : "\n  ]\n}\n", o);
 }
 
 /* ---------------------------------------------------------- index fix */
 
 static void index_fix_usage(FILE *o) {
-  fputs("usage: hgctl index fix --samples FILE.csv --providers FILE.csv --gpu GPU --grade G\n"
-        "                       --day YYYY-MM-DD [--allow-rejected] [--receipt]\n"
+  fputs("usage: hgctl index fix --samples FILE.csv --providers FILE.csv (--gpu GPU | --class C)\n"
+        "                       --grade G --day YYYY-MM-DD [--allow-rejected] [--receipt]\n"
         "  Computes the IGX-<GPU>-<GRADE> fixing of one UTC day (methodology v1) and\n"
-        "  prints it as JSON. Any rejected samples line fails the run (exit 1) unless\n"
+        "  prints it as JSON. With --class it computes the token-price index\n"
+        "  TPX-<CLASS>-<GRADE> (USD per million output tokens) by the same method,\n"
+        "  from files with the token headers (settlement/CONTRACT.md section 7.2).\n"
+        "  Any rejected samples line fails the run (exit 1) unless\n"
         "  --allow-rejected is given; --receipt adds every exclusion and weight.\n",
         o);
 }
 
 static int cmd_index_fix(int argc, char **argv) {
-  const char *samples = NULL, *providers = NULL, *gpu = NULL, *grade = NULL, *day_s = NULL;
+  const char *samples = NULL, *providers = NULL, *gpu = NULL, *grade = NULL, *day_s = NULL,
+             *cls = NULL;
   bool allow_rejected = false, receipt = false;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -211,6 +226,8 @@ static int cmd_index_fix(int argc, char **argv) {
       dst = &providers;
     } else if (strcmp(a, "--gpu") == 0) {
       dst = &gpu;
+    } else if (strcmp(a, "--class") == 0) {
+      dst = &cls;
     } else if (strcmp(a, "--grade") == 0) {
       dst = &grade;
     } else if (strcmp(a, "--day") == 0) {
@@ -239,9 +256,16 @@ static int cmd_index_fix(int argc, char **argv) {
     }
     *dst = argv[++i];
   }
+  if (gpu && cls) {
+    fprintf(stderr, "hgctl index fix: give --gpu (IGX) or --class (TPX), not both\n");
+    return EXIT_USAGE;
+  }
+  hg_index_product_t product = cls ? HG_INDEX_TOKENS : HG_INDEX_GPU_HOURS;
+  const char *what = cls ? "--class" : "--gpu";
+  if (cls) gpu = cls;
   const char *missing = !samples     ? "--samples"
                         : !providers ? "--providers"
-                        : !gpu       ? "--gpu"
+                        : !gpu       ? "--gpu or --class"
                         : !grade     ? "--grade"
                         : !day_s     ? "--day"
                                      : NULL;
@@ -256,15 +280,21 @@ static int cmd_index_fix(int argc, char **argv) {
     return EXIT_USAGE;
   }
   if (strlen(gpu) == 0 || strlen(gpu) >= HG_INDEX_GPU_MAX) {
-    fprintf(stderr, "hgctl index fix: --gpu must be 1 to %d characters\n", HG_INDEX_GPU_MAX - 1);
+    fprintf(stderr, "hgctl index fix: %s must be 1 to %d characters\n", what,
+            HG_INDEX_GPU_MAX - 1);
     return EXIT_USAGE;
   }
-  if (hg_index_grade_find(gpu, grade) == NULL) {
+  if (!hg_index_product_grade_known(product, gpu, grade)) {
+    fprintf(stderr, "hgctl index fix: no grade '%s' for %s '%s' in the grade registry (known:",
+            grade, cls ? "class" : "GPU", gpu);
     size_t ng;
-    const hg_grade_t *g = hg_index_grades_default(&ng);
-    fprintf(stderr, "hgctl index fix: no grade '%s' for GPU '%s' in the grade registry (known:", grade,
-            gpu);
-    for (size_t k = 0; k < ng; k++) fprintf(stderr, " %s.%s", g[k].gpu, g[k].code);
+    if (cls) {
+      const hg_token_grade_t *g = hg_index_token_grades_default(&ng);
+      for (size_t k = 0; k < ng; k++) fprintf(stderr, " %s.%s", g[k].cls, g[k].code);
+    } else {
+      const hg_grade_t *g = hg_index_grades_default(&ng);
+      for (size_t k = 0; k < ng; k++) fprintf(stderr, " %s.%s", g[k].gpu, g[k].code);
+    }
     fputs(")\n", stderr);
     return EXIT_USAGE;
   }
@@ -285,30 +315,31 @@ static int cmd_index_fix(int argc, char **argv) {
             hg_strerror(rc));
     goto out;
   }
-  if ((rc = hg_index_registry_parse(pbuf, plen, &reg))) {
+  if ((rc = hg_index_registry_parse_product(pbuf, plen, product, &reg))) {
     fprintf(stderr, "hgctl index fix: providers: %s\n", hg_strerror(rc));
     goto out;
   }
   if (reg.n_errors) {
-    print_csv_errors_stderr(providers, REGISTRY_COLUMNS, 4, reg.errors, reg.n_errors);
+    print_csv_errors_stderr(providers, REGISTRY_COLUMNS[product], 4, reg.errors, reg.n_errors);
     fprintf(stderr, "hgctl index fix: %zu bad line(s) in the provider registry; nothing computed\n",
             reg.n_errors);
     goto out;
   }
-  if ((rc = hg_index_samples_parse(sbuf, slen, &set))) {
+  if ((rc = hg_index_samples_parse_product(sbuf, slen, product, &set))) {
     fprintf(stderr, "hgctl index fix: samples: %s\n", hg_strerror(rc));
     goto out;
   }
-  print_csv_errors_stderr(samples, SAMPLE_COLUMNS, 9, set.errors, set.n_errors);
+  print_csv_errors_stderr(samples, SAMPLE_COLUMNS[product], 9, set.errors, set.n_errors);
   bool header_bad = set.n_errors > 0 && set.errors[0].reason == HG_INDEX_CSV_HEADER;
   if (header_bad || (set.n_errors > 0 && !allow_rejected)) {
-    fprintf(stdout, "{\n  \"index\": \"IGX-%s-%s\",\n  \"day\": \"%s\",\n  \"error\": ", gpu, grade,
-            day_s);
+    fprintf(stdout, "{\n  \"index\": \"%s-%s-%s\",\n  \"day\": \"%s\",\n  \"error\": ",
+            hg_index_product_prefix(product), gpu, grade, day_s);
     json_str(stdout, header_bad ? "samples header is wrong; nothing parsed"
                                 : "rejected lines in the samples; fix them or pass --allow-rejected");
     fputs(",\n  \"rejected_lines\": [", stdout);
     bool first = true;
-    print_csv_errors_json(stdout, samples, SAMPLE_COLUMNS, 9, set.errors, set.n_errors, &first);
+    print_csv_errors_json(stdout, samples, SAMPLE_COLUMNS[product], 9, set.errors, set.n_errors,
+                          &first);
     fputs("\n  ]\n}\n", stdout);
     fprintf(stderr, "hgctl index fix: %zu rejected line(s)%s\n", set.n_errors,
             header_bad ? "" : "; pass --allow-rejected to compute from the other lines");
@@ -318,7 +349,7 @@ static int cmd_index_fix(int argc, char **argv) {
     fprintf(stderr, "hgctl index fix: %s\n", hg_strerror(rc));
     goto out;
   }
-  print_fix_json(stdout, &res, &set, samples, &set, receipt);
+  print_fix_json(stdout, &res, &set, samples, &set, receipt, product);
   status = fflush(stdout) == 0 ? 0 : EXIT_INPUT;
 out:
   hg_index_result_dispose(&res);
@@ -339,6 +370,8 @@ static const command_t INDEX_CMDS[] = {
 static const command_t HEDGE_CMDS[] = {
     {"size", "contracts per delivery month to hedge a GPU fleet", hgctl_hedge_size},
     {"ratio", "minimum-variance hedge ratio of your rent against the index", hgctl_hedge_ratio},
+    {"margin", "both legs of an inference-margin hedge (tokens against GPU-hours)",
+     hgctl_hedge_margin},
 };
 
 /* Groups whose only command has the name "" take their options directly

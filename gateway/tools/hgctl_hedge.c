@@ -230,6 +230,156 @@ int hgctl_hedge_size(int argc, char **argv) {
   return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
 }
 
+/* ------------------------------------------------------ hedge margin */
+
+/* One month of a --months list. */
+typedef struct ym {
+  unsigned year, month;
+} ym_t;
+
+/* The --months list of `hgctl <cmd>`: YYYY-MM items, each month once. 0 with
+ * *out (malloc'd, the caller frees) and *n, or an exit status with the
+ * reason printed. */
+static int parse_months(const char *cmd, const char *months_s, ym_t **out, size_t *n) {
+  size_t nm = hgctl_list_count(months_s);
+  ym_t *ym = calloc(nm, sizeof *ym);
+  if (ym == NULL) return EXIT_INPUT;
+  const char *next = months_s;
+  for (size_t k = 0; k < nm; k++) {
+    size_t len;
+    const char *p = hgctl_list_next(&next, &len);
+    if (hg_hedge_month_parse(p, len, &ym[k].year, &ym[k].month) != 0) {
+      fprintf(stderr, "hgctl %s: month '%.*s' is not YYYY-MM\n", cmd, (int)len, p);
+      free(ym);
+      return EXIT_USAGE;
+    }
+    for (size_t j = 0; j < k; j++)
+      if (ym[j].year == ym[k].year && ym[j].month == ym[k].month) {
+        fprintf(stderr, "hgctl %s: month %.*s is given twice; each month once\n", cmd, (int)len,
+                p);
+        free(ym);
+        return EXIT_USAGE;
+      }
+  }
+  *out = ym;
+  *n = nm;
+  return 0;
+}
+
+static void hedge_margin_usage(FILE *o) {
+  fputs("usage: hgctl hedge margin --gpus N (--tokens-per-second T | --tokens-per-gpu-hour K)\n"
+        "                          --months YYYY-MM[,YYYY-MM...] [--hours-per-month H|full]\n"
+        "                          [--rent USD_PER_GPU_HOUR --token-price USD_PER_MTOK]\n"
+        "  Sizes the two legs that hedge an inference producer's margin\n"
+        "  (token price x tokens per GPU-hour - rent; settlement/CONTRACT.md 6.13, 7.3):\n"
+        "  buy the GPU-hour leg, gpus x hours / 1,000 GPU-hours a contract, and sell\n"
+        "  the token leg, gpus x hours x K / 10^9 output tokens a contract, each\n"
+        "  rounded to the nearest whole contract (exactly half rounds up). T is the\n"
+        "  throughput in output tokens per second per GPU after utilisation (at most\n"
+        "  3 decimals); K = T x 3,600 tokens per GPU-hour. Hours default to 'full'\n"
+        "  (every calendar hour). With --rent and --token-price (USD, at most 6\n"
+        "  decimals; today's curve prices of the two contracts) it adds the margin\n"
+        "  per GPU-hour and for the month: revenue = token price x K / 10^6.\n",
+        o);
+}
+
+int hgctl_hedge_margin(int argc, char **argv) {
+  const char *gpus_s = NULL, *tps_s = NULL, *tph_s = NULL, *months_s = NULL, *hours_s = NULL,
+             *rent_s = NULL, *tok_s = NULL;
+  const hgctl_opt_t opts[] = {{"--gpus", &gpus_s, NULL},
+                              {"--tokens-per-second", &tps_s, NULL},
+                              {"--tokens-per-gpu-hour", &tph_s, NULL},
+                              {"--months", &months_s, NULL},
+                              {"--hours-per-month", &hours_s, NULL},
+                              {"--rent", &rent_s, NULL},
+                              {"--token-price", &tok_s, NULL}};
+  int rc = hgctl_parse_opts("hedge margin", argc, argv, opts, 7, hedge_margin_usage);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  if (!gpus_s || !months_s || (tps_s == NULL) == (tph_s == NULL) ||
+      (rent_s == NULL) != (tok_s == NULL)) {
+    fprintf(stderr, "hgctl hedge margin: give --gpus, --months, exactly one of "
+                    "--tokens-per-second and --tokens-per-gpu-hour, and --rent with "
+                    "--token-price or neither\n");
+    hedge_margin_usage(stderr);
+    return EXIT_USAGE;
+  }
+  int64_t gpus, hours = 0, tph, rent = 0, tok = 0;
+  if (!hgctl_parse_i64(gpus_s, 1, INT64_MAX, &gpus)) {
+    fprintf(stderr, "hgctl hedge margin: --gpus '%s' must be a whole number >= 1\n", gpus_s);
+    return EXIT_USAGE;
+  }
+  if (hours_s && strcmp(hours_s, "full") != 0 && !hgctl_parse_i64(hours_s, 1, 744, &hours)) {
+    fprintf(stderr, "hgctl hedge margin: --hours-per-month '%s' must be 'full' or 1..744\n",
+            hours_s);
+    return EXIT_USAGE;
+  }
+  if (tps_s) {
+    int64_t milli; /* thousandths of a token per second */
+    if (hgctl_decimal_parse(tps_s, 3, 0, &milli) != 0 || milli > INT64_C(1000000000000)) {
+      fprintf(stderr, "hgctl hedge margin: --tokens-per-second '%s' must be a decimal above 0, "
+                      "at most 3 decimals and 10^9\n", tps_s);
+      return EXIT_USAGE;
+    }
+    tph = (milli * 3600 + 500) / 1000; /* tokens per GPU-hour, half up */
+  } else if (!hgctl_parse_i64(tph_s, 1, INT64_C(1000000000000000), &tph)) {
+    fprintf(stderr, "hgctl hedge margin: --tokens-per-gpu-hour '%s' must be a whole number "
+                    ">= 1\n", tph_s);
+    return EXIT_USAGE;
+  }
+  if (rent_s && (hgctl_decimal_parse(rent_s, 6, 1, &rent) != 0 || rent > HEDGE_USD_MAX ||
+                 hgctl_decimal_parse(tok_s, 6, 1, &tok) != 0 || tok > HEDGE_USD_MAX)) {
+    fprintf(stderr, "hgctl hedge margin: --rent and --token-price are USD (0 to %d, at most 6 "
+                    "decimals)\n", HGCTL_USD_PER_GPU_HOUR_MAX);
+    return EXIT_USAGE;
+  }
+  ym_t *ym;
+  size_t nm;
+  if ((rc = parse_months("hedge margin", months_s, &ym, &nm)) != 0) return rc;
+  hg_hedge_margin_t *rows = calloc(nm, sizeof *rows);
+  if (rows == NULL) {
+    free(ym);
+    return EXIT_INPUT;
+  }
+  for (size_t k = 0; k < nm; k++) {
+    rc = hg_hedge_margin(gpus, hours, ym[k].year, ym[k].month, tph, rent, tok, &rows[k]);
+    if (rc != 0) {
+      fprintf(stderr, "hgctl hedge margin: %04u-%02u: %s\n", ym[k].year, ym[k].month,
+              rc == HG_ERANGE ? "more hours per GPU than the month has" : hg_strerror(rc));
+      free(rows);
+      free(ym);
+      return EXIT_USAGE;
+    }
+  }
+  free(ym);
+  printf("# buy gpu_contracts (1,000 GPU-hours each), sell token_contracts (10^9 output tokens "
+         "each); nearest, half up\n");
+  printf("month,gpus,gpu_hours,tokens_per_gpu_hour,million_tokens,gpu_contracts_buy,"
+         "gpu_residual_gpu_hours,token_contracts_sell,token_residual_million_tokens%s\n",
+         rent_s ? ",rent_usd_per_gpu_hour,token_usd_per_million,revenue_usd_per_gpu_hour,"
+                  "margin_usd_per_gpu_hour,margin_usd_month"
+                : "");
+  for (size_t k = 0; k < nm; k++) {
+    const hg_hedge_margin_t *r = &rows[k];
+    char mt[HGCTL_FMT_LEN], res[HGCTL_FMT_LEN];
+    printf("%04u-%02u,%" PRId64 ",%" PRId64 ",%" PRId64 ",%s,%" PRId64 ",%" PRId64 ",%" PRId64
+           ",%s",
+           r->gpu.year, r->gpu.month, gpus, r->gpu.exposure, r->tokens_per_gpu_hour,
+           hgctl_fmt_decimal(r->tokens, 6, mt), r->gpu.contracts, r->gpu.residual,
+           r->token_contracts, hgctl_fmt_decimal(r->token_residual, 6, res));
+    if (rent_s) {
+      char a[HGCTL_FMT_LEN], b[HGCTL_FMT_LEN], c[HGCTL_FMT_LEN], d[HGCTL_FMT_LEN],
+          e[HGCTL_FMT_LEN];
+      printf(",%s,%s,%s,%s,%s", hgctl_fmt_decimal(rent, 6, a), hgctl_fmt_decimal(tok, 6, b),
+             hgctl_fmt_decimal(r->revenue_per_gpu_hour, 6, c),
+             hgctl_fmt_decimal(r->margin_per_gpu_hour, 6, d),
+             hgctl_fmt_decimal(r->margin_month, 6, e));
+    }
+    putchar('\n');
+  }
+  free(rows);
+  return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
+}
+
 /* ------------------------------------------------------- hedge ratio */
 
 static void hedge_ratio_usage(FILE *o) {
@@ -388,22 +538,57 @@ static void convert_usage(FILE *o) {
         "  Prints the exact value (a repeating block in parentheses: 0.69(4) is\n"
         "  0.694444...; omitted if longer than 64 digits) and the value rounded half\n"
         "  up to N decimals (default 6). Inputs: positive decimals, at most 15\n"
-        "  significant digits and 12 decimals.\n",
+        "  significant digits and 12 decimals.\n"
+        "  --rent R (with --usd-per-million-tokens): also prints the inference margin\n"
+        "  at these prices, token price x T x 3,600 / 10^6 - R USD per GPU-hour\n"
+        "  (settlement/CONTRACT.md 6.13): give today's curve prices of the token and\n"
+        "  GPU-hour contracts; then X and R take at most 6 decimals, T at most 3.\n",
         o);
 }
 
+/* The margin line of `convert --rent`: integer micro-USD, the rule of
+ * hg_hedge_margin_per_gpu_hour. */
+static int convert_margin(const char *mtok_s, const char *tps_s, const char *rent_s) {
+  int64_t tok, rent, milli, revenue, margin;
+  if (hgctl_decimal_parse(mtok_s, 6, 0, &tok) != 0 || tok > HEDGE_USD_MAX ||
+      hgctl_decimal_parse(rent_s, 6, 1, &rent) != 0 || rent > HEDGE_USD_MAX ||
+      hgctl_decimal_parse(tps_s, 3, 0, &milli) != 0 || milli > INT64_C(1000000000000)) {
+    fprintf(stderr, "hgctl convert: with --rent, --usd-per-million-tokens and --rent are USD "
+                    "with at most 6 decimals (at most %d) and --tokens-per-second has at most 3 "
+                    "decimals\n", HGCTL_USD_PER_GPU_HOUR_MAX);
+    return EXIT_USAGE;
+  }
+  int64_t tph = (milli * 3600 + 500) / 1000;
+  if (hg_hedge_margin_per_gpu_hour(tok, tph, rent, &revenue, &margin) != 0) {
+    fprintf(stderr, "hgctl convert: the margin is out of range\n");
+    return EXIT_USAGE;
+  }
+  char a[HGCTL_FMT_LEN], b[HGCTL_FMT_LEN], c[HGCTL_FMT_LEN];
+  printf("tokens_per_gpu_hour %" PRId64 "\n", tph);
+  printf("rent_usd_per_gpu_hour %s\n", hgctl_fmt_decimal(rent, 6, a));
+  printf("revenue_usd_per_gpu_hour %s\n", hgctl_fmt_decimal(revenue, 6, b));
+  printf("margin_usd_per_gpu_hour %s\n", hgctl_fmt_decimal(margin, 6, c));
+  return 0;
+}
+
 int hgctl_convert(int argc, char **argv) {
-  const char *price_s = NULL, *mtok_s = NULL, *tps_s = NULL, *places_s = NULL;
+  const char *price_s = NULL, *mtok_s = NULL, *tps_s = NULL, *places_s = NULL, *rent_s = NULL;
   const hgctl_opt_t opts[] = {{"--price", &price_s, NULL},
                         {"--usd-per-million-tokens", &mtok_s, NULL},
                         {"--tokens-per-second", &tps_s, NULL},
-                        {"--places", &places_s, NULL}};
-  int rc = hgctl_parse_opts("convert", argc, argv, opts, 4, convert_usage);
+                        {"--places", &places_s, NULL},
+                        {"--rent", &rent_s, NULL}};
+  int rc = hgctl_parse_opts("convert", argc, argv, opts, 5, convert_usage);
   if (rc != 0) return rc < 0 ? 0 : rc;
   if ((price_s == NULL) == (mtok_s == NULL) || tps_s == NULL) {
     fprintf(stderr, "hgctl convert: give --tokens-per-second and exactly one of --price and "
                     "--usd-per-million-tokens\n");
     convert_usage(stderr);
+    return EXIT_USAGE;
+  }
+  if (rent_s && mtok_s == NULL) {
+    fprintf(stderr, "hgctl convert: --rent goes with --usd-per-million-tokens (the margin of a "
+                    "token price against a rent)\n");
     return EXIT_USAGE;
   }
   int64_t places = 6;
@@ -438,6 +623,7 @@ int hgctl_convert(int argc, char **argv) {
   printf("%s %s\n", name, q.exact[0] ? q.exact : "(repeating block longer than 64 digits)");
   printf("%s_rounded %s\n", name, q.rounded);
   printf("exact %s\n", q.terminating ? "yes" : "no (parenthesized digits repeat forever)");
+  if (rent_s && (rc = convert_margin(mtok_s, tps_s, rent_s)) != 0) return rc;
   return fflush(stdout) == 0 ? 0 : EXIT_INPUT;
 }
 

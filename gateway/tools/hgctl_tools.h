@@ -19,6 +19,7 @@
 
 int hgctl_hedge_size(int argc, char **argv);
 int hgctl_hedge_ratio(int argc, char **argv);
+int hgctl_hedge_margin(int argc, char **argv);
 /* `hgctl index fixings`: an index's fixings from a data directory, as the
  * CSV hedge ratio reads (hgctl_hedge.c). */
 int hgctl_index_fixings(int argc, char **argv);

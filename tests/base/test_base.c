@@ -123,6 +123,31 @@ static void names_and_symbols(void **state) {
                        "B200.A.1969-12",   "B200.A.2027-13", "B2_0.A.2027-03"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_false(hg_symbol_parse(bad[i], gpu, sizeof gpu, grade, sizeof grade, &y, &m));
+  /* Token contracts (settlement/CONTRACT.md 7.3): the class in gpu. */
+  bool tok = false;
+  assert_true(hg_symbol_parse_product("TOK.OW671B.S.2027-03", &tok, gpu, sizeof gpu, grade,
+                                      sizeof grade, &y, &m));
+  assert_true(tok);
+  assert_string_equal(gpu, "OW671B");
+  assert_string_equal(grade, "S");
+  assert_int_equal(m, 3);
+  assert_true(hg_symbol_parse("TOK.OW671B.S.2027-03", gpu, sizeof gpu, grade, sizeof grade, &y,
+                              &m));
+  assert_string_equal(gpu, "OW671B");
+  /* A GPU named TOK keeps the three-part form. */
+  assert_true(hg_symbol_parse_product("TOK.A.2027-03", &tok, gpu, sizeof gpu, grade, sizeof grade,
+                                      &y, &m));
+  assert_false(tok);
+  assert_string_equal(gpu, "TOK");
+  assert_true(hg_symbol_parse_product("B200.A.2027-03", &tok, gpu, sizeof gpu, grade,
+                                      sizeof grade, &y, &m));
+  assert_false(tok);
+  const char *bad_tok[] = {"TOK.OW671B.S.2027-3", "TOK..S.2027-03", "TOK.OW671B..2027-03",
+                           "TOK.OW671B.S.2027-03.x", "TOK.OW-671B.S.2027-03",
+                           "tok.OW671B.S.2027-03", "TOK.OW671B.ABCDEFGH.2027-03"};
+  for (size_t i = 0; i < sizeof bad_tok / sizeof bad_tok[0]; i++)
+    assert_false(hg_symbol_parse_product(bad_tok[i], &tok, gpu, sizeof gpu, grade, sizeof grade,
+                                         &y, &m));
 }
 
 static void decimal_parse_cases(void **state) {

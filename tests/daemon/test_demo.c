@@ -50,7 +50,7 @@ static void run_demo(run_t *r, uint64_t seed, int steps) {
   memset(r, 0, sizeof *r);
   r->hash = 0xcbf29ce484222325ull;
   assert_int_equal(hg_demo_create(2026, 12, seed, &r->demo), 0);
-  hg_exchange_config_t cfg = {.max_instruments = 16, .max_accounts = 64, .max_book_orders = 1u << 14};
+  hg_exchange_config_t cfg = {.max_instruments = 32, .max_accounts = 64, .max_book_orders = 1u << 14};
   assert_int_equal(hg_exchange_create(&cfg, sink, r, &r->ex), 0);
   hg_command_t cmds[512];
   size_t n = hg_demo_setup(r->demo, cmds, 512);
@@ -72,9 +72,13 @@ static void setup_lists_a_year_of_months(void **state) {
   assert_string_equal(in[11].symbol, "B200.A.2027-12");
   hg_command_t c[64];
   size_t n = hg_demo_setup(d, c, 64);
-  assert_int_equal(n, HG_DEMO_MONTHS + 10);
+  assert_int_equal(n, HG_DEMO_MONTHS + 11);
   assert_int_equal(c[0].type, HG_COMMAND_LIST_INSTRUMENT);
-  assert_int_equal(c[HG_DEMO_MONTHS].type, HG_COMMAND_ADD_ACCOUNT);
+  assert_int_equal(c[HG_DEMO_MONTHS].type, HG_COMMAND_LIST_CURVE);
+  assert_string_equal(c[HG_DEMO_MONTHS].u.curve.gpu, "OW671B");
+  assert_int_equal(c[HG_DEMO_MONTHS].u.curve.year, 2027);
+  assert_int_equal(c[HG_DEMO_MONTHS].u.curve.month, 1);
+  assert_int_equal(c[HG_DEMO_MONTHS + 1].type, HG_COMMAND_ADD_ACCOUNT);
   /* later months are dearer (contango) */
   assert_true(hg_demo_fair(d, 11) > hg_demo_fair(d, 0));
   /* a short buffer is not overrun and still reports the full count */
@@ -93,13 +97,13 @@ static void setup_publishes_an_index_history(void **state) {
   memset(&r, 0, sizeof r);
   assert_int_equal(hg_demo_create(2026, 12, 1, &r.demo), 0);
   hg_demo_set_today(r.demo, 20424); /* 2025-12-02 */
-  hg_exchange_config_t cfg = {.max_instruments = 16, .max_accounts = 64, .max_book_orders = 1u << 14};
+  hg_exchange_config_t cfg = {.max_instruments = 32, .max_accounts = 64, .max_book_orders = 1u << 14};
   assert_int_equal(hg_exchange_create(&cfg, sink, &r, &r.ex), 0);
   static hg_command_t cmds[700];
   size_t n = hg_demo_setup(r.demo, cmds, 700);
-  /* listings, accounts and deposits, 6 grades, per day 18 sample batches
+  /* listings (the B200 months and the token curve), accounts and deposits, 6 grades, per day 18 sample batches
    * and a computation, 27 finalizations */
-  assert_int_equal(n, HG_DEMO_MONTHS + 10 + 6 + 30 * 19 + 27);
+  assert_int_equal(n, HG_DEMO_MONTHS + 11 + 6 + 30 * 19 + 27);
   apply(&r, cmds, n);
   assert_int_equal(r.rejects, 0);
   hg_index_fixing_t f;
@@ -151,6 +155,64 @@ static void makers_keep_every_book_two_sided(void **state) {
   hg_demo_destroy(r.demo);
 }
 
+/* The token curve beside the B200 curve: listed in the TOK form, its front
+ * months quoted two-sided by maker 0, the rest listed and empty; the month
+ * scenario's demo (hg_demo_create_months) lists no token curve. */
+static void token_curve_listed_and_quoted(void **state) {
+  (void)state;
+  run_t r;
+  run_demo(&r, 7, 50);
+  assert_int_equal(r.rejects, 0);
+  char sym[HG_SYMBOL_MAX + 1];
+  assert_int_equal(hg_exchange_instrument_symbol(r.ex, HG_DEMO_TOKEN_FIRST_INSTRUMENT, sym), 0);
+  assert_string_equal(sym, "TOK.OW671B.S.2027-01");
+  assert_int_equal(
+      hg_exchange_instrument_symbol(r.ex, HG_DEMO_TOKEN_FIRST_INSTRUMENT + 11, sym), 0);
+  assert_string_equal(sym, "TOK.OW671B.S.2027-12");
+  for (uint32_t j = 0; j < HG_DEMO_TOKEN_QUOTED; j++) {
+    const hg_book_t *b = hg_exchange_book(r.ex, HG_DEMO_TOKEN_FIRST_INSTRUMENT + j);
+    hg_price_t bid, ask;
+    hg_qty_t bq, aq;
+    assert_int_equal(hg_book_best(b, HG_SIDE_BUY, &bid, &bq), 0);
+    assert_int_equal(hg_book_best(b, HG_SIDE_SELL, &ask, &aq), 0);
+    assert_int_equal(ask - bid, 4);
+    assert_int_equal(bid + 2, hg_demo_token_fair(r.demo, j));
+  }
+  hg_price_t bid;
+  hg_qty_t bq;
+  assert_true(hg_book_best(hg_exchange_book(r.ex, HG_DEMO_TOKEN_FIRST_INSTRUMENT + 5), HG_SIDE_BUY,
+                           &bid, &bq) != 0);
+  hg_exchange_destroy(r.ex);
+  hg_demo_destroy(r.demo);
+  /* An exchange without room for the curve refuses it: no token quotes, so
+   * no order names an instrument that does not exist. */
+  memset(&r, 0, sizeof r);
+  assert_int_equal(hg_demo_create(2026, 12, 7, &r.demo), 0);
+  hg_exchange_config_t small = {.max_instruments = 16, .max_accounts = 64,
+                                .max_book_orders = 1u << 14};
+  assert_int_equal(hg_exchange_create(&small, sink, &r, &r.ex), 0);
+  static hg_command_t cmds[512];
+  size_t n = hg_demo_setup(r.demo, cmds, 512);
+  apply(&r, cmds, n);
+  assert_int_equal(r.rejects, 1); /* the LIST_CURVE */
+  for (int st = 0; st < 20; st++) {
+    n = hg_demo_step(r.demo, cmds, 512);
+    for (size_t i = 0; i < n; i++)
+      assert_true(cmds[i].type != HG_COMMAND_NEW_ORDER ||
+                  cmds[i].u.new_order.instrument_id < HG_DEMO_TOKEN_FIRST_INSTRUMENT);
+    apply(&r, cmds, n);
+  }
+  assert_int_equal(r.rejects, 1);
+  hg_exchange_destroy(r.ex);
+  hg_demo_destroy(r.demo);
+  hg_demo_t *d = NULL;
+  assert_int_equal(hg_demo_create_months(2026, 12, 1, 1, &d), 0);
+  assert_false(hg_demo_has_tokens(d));
+  hg_command_t c[64];
+  assert_int_equal(hg_demo_setup(d, c, 64), 1 + 10);
+  hg_demo_destroy(d);
+}
+
 static void the_flow_is_reproducible(void **state) {
   (void)state;
   run_t a, b, c;
@@ -173,6 +235,7 @@ int main(void) {
       cmocka_unit_test(setup_publishes_an_index_history),
       cmocka_unit_test(makers_keep_every_book_two_sided),
       cmocka_unit_test(the_flow_is_reproducible),
+      cmocka_unit_test(token_curve_listed_and_quoted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

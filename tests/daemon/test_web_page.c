@@ -329,7 +329,7 @@ static void page_shows_the_demo_market(void **state) {
                   "listen.market_data=127.0.0.1:0", "-o", "pipeline.inbound_capacity=4096", "-o",
                   "pipeline.outbound_capacity=16384", "-o", "pipeline.staging_capacity=16384",
                   "-o", "journal.segment_size=4M", "-o", "journal.batch_bytes=256K", "-o",
-                  "limits.max_instruments=16", "-o",
+                  "limits.max_instruments=32", "-o",
                   "limits.max_accounts=64", NULL};
   pid_t pid = du_spawn(argv, log);
   char *l = du_wait_log(log, "msg=\"ready\"", 120);
@@ -536,7 +536,8 @@ static void page_shows_the_demo_market(void **state) {
   assert_non_null(strstr(dom, "<th>last trading day</th>"));
   assert_true(count(dom, "-31</td><td>trading</td>") + count(dom, "-30</td><td>trading</td>") +
                   count(dom, "-28</td><td>trading</td>") + count(dom, "-29</td><td>trading</td>") ==
-              12);
+              24); /* the B200 curve and the token curve, 12 months each */
+  assert_int_equal(count(dom, "<td>TOK.OW671B.S."), 12);
   /* The history endpoints of the shown contract: candles of its trades and
    * the start-up cycle's settlement. */
   snprintf(q, sizeof q, "/api/v1/candles?instrument=%ld&interval=1m", id);

@@ -726,12 +726,13 @@ static void test_daily_cycle_vm_and_every_tier(void **state) {
 /* Fixings by command                                                        */
 /* ------------------------------------------------------------------------ */
 
-static void samples(fx_t *f, int32_t day, int64_t price) {
-  /* 5 graded providers x 12 hours, one trade of 100 GPU-hours each. */
+static void samples_of(fx_t *f, const char *gpu, const char *grade, int32_t day, int64_t price) {
+  /* 5 graded providers x 12 hours, one trade of 100 units each (GPU-hours,
+   * or million output tokens for a token index). */
   hg_cmd_samples_t b;
   memset(&b, 0, sizeof b);
-  strcpy(b.gpu, "B200");
-  strcpy(b.grade, "A");
+  strcpy(b.gpu, gpu);
+  strcpy(b.grade, grade);
   b.day = day;
   for (int p = 0; p < 5; p++) {
     for (int h = 0; h < 12; h++) {
@@ -744,8 +745,8 @@ static void samples(fx_t *f, int32_t day, int64_t price) {
       s->kind = HG_INDEX_TRADE;
       snprintf(s->provider, sizeof s->provider, "prov%d", p);
       strcpy(s->region, "us-east");
-      strcpy(s->gpu, "B200");
-      strcpy(s->grade, "A");
+      strcpy(s->gpu, gpu);
+      strcpy(s->grade, grade);
       if (b.n == HG_SAMPLES_PER_COMMAND) {
         hg_command_t c = mk(f, HG_COMMAND_PUBLISH_SAMPLES);
         c.u.samples = b;
@@ -757,19 +758,26 @@ static void samples(fx_t *f, int32_t day, int64_t price) {
   }
 }
 
+static void samples(fx_t *f, int32_t day, int64_t price) { samples_of(f, "B200", "A", day, price); }
+
+/* prov0..prov4 graded (gpu, grade) from `from`. */
+static void grade_providers(fx_t *f, const char *gpu, const char *grade, int32_t from) {
+  for (int p = 0; p < 5; p++) {
+    hg_command_t c = mk(f, HG_COMMAND_SET_PROVIDER_GRADE);
+    snprintf(c.u.provider_grade.provider, sizeof c.u.provider_grade.provider, "prov%d", p);
+    strcpy(c.u.provider_grade.gpu, gpu);
+    strcpy(c.u.provider_grade.grade, grade);
+    c.u.provider_grade.effective_day = from;
+    run(f, &c);
+    assert_int_equal(f->ev[0].type, HG_XEV_GRADE_SET);
+  }
+}
+
 static void test_fixing_compute_restate_finalize(void **state) {
   fx_t *f = *state;
   int32_t d = dayn("2027-03-14");
   f->ts = at(d + 1, HOUR);
-  for (int p = 0; p < 5; p++) {
-    hg_command_t c = mk(f, HG_COMMAND_SET_PROVIDER_GRADE);
-    snprintf(c.u.provider_grade.provider, sizeof c.u.provider_grade.provider, "prov%d", p);
-    strcpy(c.u.provider_grade.gpu, "B200");
-    strcpy(c.u.provider_grade.grade, "A");
-    c.u.provider_grade.effective_day = d - 10;
-    run(f, &c);
-    assert_int_equal(f->ev[0].type, HG_XEV_GRADE_SET);
-  }
+  grade_providers(f, "B200", "A", d - 10);
   samples(f, d, 3000000);
   index_day(f, HG_COMMAND_COMPUTE_FIXING, "B200", "A", d);
   const hg_exchange_event_t *e = find(f, HG_XEV_FIXING, 0);
@@ -924,6 +932,110 @@ static void test_expiry_blocked_then_final_settlement(void **state) {
   assert_int_equal(hg_exchange_instrument_symbol(f->ex, 112, sym), 0);
   assert_string_equal(sym, "B200.A.2028-02");
   assert_int_equal(hg_exchange_instrument_count(f->ex), 12);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Token futures (settlement/CONTRACT.md 7.3, worked in 6.12)                */
+/* ------------------------------------------------------------------------ */
+
+static void list_symbol(fx_t *f, const char *sym, uint32_t id) {
+  hg_command_t c = mk(f, HG_COMMAND_LIST_INSTRUMENT);
+  strcpy(c.u.list.symbol, sym);
+  c.u.list.params = (hg_book_params_t){.instrument_id = id, .tick_size = 1000,
+                                       .contract_unit = 1000, .min_price = 1,
+                                       .max_price = 100000, .max_order_qty = 1000,
+                                       .ref_price = 4000, .max_orders = 64, .max_accounts = 8};
+  run(f, &c);
+}
+
+/* A token curve is listed, settled daily, margined and finally settled by
+ * the GPU-hour rules with no special case: the figures of section 6.12. */
+static void test_token_contract_vm_im_fsp(void **state) {
+  fx_t *f = *state;
+  f->ts = at(dayn("2027-02-01"), 10 * HOUR);
+  curve(f, "OW671B", "S", 2027, 3, 200, 4000); /* ids 200..211 */
+  assert_int_equal(f->ev[0].type, HG_XEV_LISTED);
+  char sym[HG_SYMBOL_MAX + 1];
+  assert_int_equal(hg_exchange_instrument_symbol(f->ex, 200, sym), 0);
+  assert_string_equal(sym, "TOK.OW671B.S.2027-03");
+  assert_int_equal(hg_exchange_instrument_symbol(f->ex, 211, sym), 0);
+  assert_string_equal(sym, "TOK.OW671B.S.2028-02");
+  /* A token group's contract only in the TOK form, a GPU group's never. */
+  list_symbol(f, "OW671B.S.2027-03", 300);
+  assert_int_equal(f->ev[0].type, HG_XEV_REJECTED);
+  assert_int_equal(f->ev[0].reason, HG_XREJ_INVALID_PARAMS);
+  list_symbol(f, "TOK.B200.A.2027-03", 301);
+  assert_int_equal(f->ev[0].reason, HG_XREJ_INVALID_PARAMS);
+  list_symbol(f, "TOK.OW70B.F.2027-03", 302);
+  assert_int_equal(f->ev[0].type, HG_XEV_LISTED);
+
+  /* TPX is computed by the exchange from token samples like IGX: graded
+   * providers of the class, samples naming it, one COMPUTE_FIXING. */
+  int32_t jan14 = dayn("2027-01-14");
+  grade_providers(f, "OW671B", "S", jan14 - 10);
+  samples_of(f, "OW671B", "S", jan14, 4020000);
+  index_day(f, HG_COMMAND_COMPUTE_FIXING, "OW671B", "S", jan14);
+  const hg_exchange_event_t *fx = find(f, HG_XEV_FIXING, 0);
+  assert_int_equal(fx->status, HG_INDEX_PROVISIONAL);
+  hg_index_fixing_t tpx;
+  assert_int_equal(hg_exchange_fixing(f->ex, "OW671B", "S", jan14, &tpx), 0);
+  assert_int_equal(tpx.value, 4020000);
+  assert_int_equal(tpx.tier, 1);
+
+  account(f, 1, 10000000000);
+  account(f, 2, 10000000000);
+  account(f, 3, 10000000000);
+  /* Day 1: A buys 3 from B at 4,000; the DSP is the listing price (the
+   * TPX fixing above is PROVISIONAL: tier 4 needs a FINAL one). */
+  int32_t d1 = dayn("2027-02-10");
+  f->ts = at(d1, 10 * HOUR);
+  order(f, 200, 2, HG_SIDE_SELL, 4000, 3);
+  order(f, 200, 1, HG_SIDE_BUY, 4000, 3);
+  f->ts = at(d1, 16 * HOUR);
+  daily(f, d1);
+  assert_int_equal(dsp_of(f, 200)->price, 4000);
+  /* Day 2: A buys 2 more at 4,005; quotes 4,011 / 4,013 give DSP 4,012. */
+  f->ts = at(d1 + 1, 10 * HOUR);
+  order(f, 200, 2, HG_SIDE_SELL, 4005, 2);
+  order(f, 200, 1, HG_SIDE_BUY, 4005, 2);
+  order(f, 200, 3, HG_SIDE_BUY, 4011, 1);
+  order(f, 200, 3, HG_SIDE_SELL, 4013, 1);
+  f->ts = at(d1 + 1, 16 * HOUR);
+  daily(f, d1 + 1);
+  assert_int_equal(dsp_of(f, 200)->price, 4012);
+  /* 3 x 12 x TV + 2 x 7 x TV */
+  assert_int_equal(vm_of(f, 1, 200)->amount, 50000000);
+  assert_int_equal(vm_of(f, 2, 200)->amount, -50000000);
+  /* 5 x 4,012 x 150,000 */
+  assert_int_equal(im_of(f, 1), 3009000000);
+  assert_int_equal(im_of(f, 2), 3009000000);
+
+  /* The last trading day, then the month's TPX fixings, then the FSP. */
+  int32_t mar1 = dayn("2027-03-01"), mar31 = dayn("2027-03-31");
+  f->ts = at(mar31, 16 * HOUR);
+  daily(f, mar31);
+  assert_int_equal(dsp_of(f, 200)->price, 4012);
+  for (int32_t d = mar1; d <= mar31; d++) {
+    publish_fixing(f, "OW671B", "S", d, d == mar1 + 16 ? 4020600 : 4020000);
+    index_day(f, HG_COMMAND_FINALIZE_FIXING, "OW671B", "S", d);
+  }
+  int64_t c1 = cash_of(f, 1), c2 = cash_of(f, 2);
+  expire(f, 200);
+  const hg_exchange_event_t *e = find(f, HG_XEV_EXPIRED, 0);
+  assert_int_equal(e->price, 4020);
+  int64_t sum = 0;
+  for (size_t i = 0; i < f->n; i++) {
+    if (f->ev[i].type != HG_XEV_FINAL_SETTLEMENT) continue;
+    sum += f->ev[i].amount;
+    assert_int_equal(f->ev[i].amount, f->ev[i].account == 1 ? 40000000 : -40000000);
+  }
+  assert_int_equal(sum, 0);
+  assert_int_equal(cash_of(f, 1), c1 + 40000000);
+  assert_int_equal(cash_of(f, 2), c2 - 40000000);
+  /* The curve rolls in the TOK form. */
+  e = find(f, HG_XEV_LISTED, 0);
+  assert_int_equal(hg_exchange_instrument_symbol(f->ex, e->instrument_id, sym), 0);
+  assert_string_equal(sym, "TOK.OW671B.S.2028-03");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1292,6 +1404,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fixing_compute_restate_finalize, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expiry_blocked_then_final_settlement, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mark_call_and_liquidation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_token_contract_vm_im_fsp, setup, teardown),
       cmocka_unit_test(test_property_conservation_and_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

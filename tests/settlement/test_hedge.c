@@ -315,13 +315,65 @@ static void test_convert(void **state) {
   assert_int_equal(hg_hedge_usd_per_mtok(&p, &t, 19, &q), HG_EINVAL);
 }
 
+/* settlement/CONTRACT.md section 6.13: same rent, 200 vs 300 tokens/s. */
+static void test_margin_hand_case(void **state) {
+  (void)state;
+  hg_hedge_margin_t m;
+  assert_int_equal(hg_hedge_margin(100, 0, 2027, 3, 1080000, 3400000, 4000000, &m), 0);
+  assert_int_equal(m.gpu.exposure, 74400);
+  assert_int_equal(m.gpu.contracts, 74);
+  assert_int_equal(m.gpu.residual, 400);
+  assert_int_equal(m.tokens, INT64_C(80352000000));
+  assert_int_equal(m.token_contracts, 80);
+  assert_int_equal(m.token_residual, INT64_C(352000000));
+  assert_int_equal(m.revenue_per_gpu_hour, 4320000);
+  assert_int_equal(m.margin_per_gpu_hour, 920000);
+  assert_int_equal(m.margin_month, INT64_C(68448000000));
+  assert_int_equal(hg_hedge_margin(100, 0, 2027, 3, 720000, 3400000, 4000000, &m), 0);
+  assert_int_equal(m.token_contracts, 54); /* 53.568 rounds up */
+  assert_int_equal(m.token_residual, -INT64_C(432000000));
+  assert_int_equal(m.margin_per_gpu_hour, -520000);
+  assert_int_equal(m.margin_month, -INT64_C(38688000000));
+  /* Exactly half a token contract rounds up: 1 GPU x 1 hour x 5 x 10^8. */
+  assert_int_equal(hg_hedge_margin(1, 1, 2027, 3, 500000000, 0, 0, &m), 0);
+  assert_int_equal(m.token_contracts, 1);
+  assert_int_equal(hg_hedge_margin(1, 1, 2027, 3, 499999999, 0, 0, &m), 0);
+  assert_int_equal(m.token_contracts, 0);
+  /* Per-hour revenue rounds half up; the month rounds once from the exact
+   * product: 1 micro-USD per million x 500,000 tokens = 0.5 -> 1 per hour,
+   * and 744 hours x 0.5 = 372 for the month (not 744 x 1). */
+  int64_t rev, mar;
+  assert_int_equal(hg_hedge_margin_per_gpu_hour(1, 500000, 0, &rev, &mar), 0);
+  assert_int_equal(rev, 1);
+  assert_int_equal(hg_hedge_margin(1, 0, 2027, 3, 500000, 0, 1, &m), 0);
+  assert_int_equal(m.revenue_per_gpu_hour, 1);
+  assert_int_equal(m.margin_month, 372);
+  /* Errors change nothing. */
+  memset(&m, 0x5a, sizeof m);
+  hg_hedge_margin_t before = m;
+  assert_int_equal(hg_hedge_margin(100, 0, 2027, 3, 0, 1, 1, &m), HG_EINVAL);
+  assert_int_equal(hg_hedge_margin(100, 0, 2027, 3, 1, -1, 1, &m), HG_EINVAL);
+  assert_int_equal(hg_hedge_margin(0, 0, 2027, 3, 1, 1, 1, &m), HG_EINVAL);
+  assert_int_equal(hg_hedge_margin(1, 745, 2027, 3, 1, 1, 1, &m), HG_ERANGE);
+  assert_int_equal(hg_hedge_margin(INT64_MAX / 744, 0, 2027, 3, 1000000, 0, 0, &m), HG_EOVERFLOW);
+  /* The exposure fits int64 but rounding up to whole contracts would not:
+   * (INT64_MAX / 744) x 744 GPU-hours end in 800, more than half a contract. */
+  hg_hedge_month_t hm;
+  assert_int_equal(hg_hedge_size(INT64_MAX / 744, 0, 2027, 3, HG_HEDGE_ROUND_NEAREST, &hm),
+                   HG_EOVERFLOW);
+  assert_int_equal(hg_hedge_size(INT64_MAX / 744, 0, 2027, 3, HG_HEDGE_ROUND_DOWN, &hm), 0);
+  assert_int_equal(hm.contracts, (INT64_MAX / 744) * 744 / 1000);
+  assert_memory_equal(&m, &before, sizeof m);
+  assert_int_equal(hg_hedge_margin_per_gpu_hour(1, 1, 0, NULL, &mar), HG_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_size_rounding),     cmocka_unit_test(test_size_full_month_and_errors),
       cmocka_unit_test(test_size_ratio),
       cmocka_unit_test(test_series_parse),      cmocka_unit_test(test_ratio_hand_case),
       cmocka_unit_test(test_ratio_errors),      cmocka_unit_test(test_decimal_parse),
-      cmocka_unit_test(test_convert),
+      cmocka_unit_test(test_convert),           cmocka_unit_test(test_margin_hand_case),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

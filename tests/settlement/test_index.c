@@ -707,6 +707,86 @@ static void grade_table(void **state) {
   assert_null(hg_index_grade_find("H100", "A"));
 }
 
+/* Output grades and the token product (settlement/CONTRACT.md 7.1, 7.2). */
+static void token_grade_table(void **state) {
+  (void)state;
+  size_t n = 0;
+  const hg_token_grade_t *g = hg_index_token_grades_default(&n);
+  assert_int_equal(n, 4);
+  const hg_token_grade_t *s = hg_index_token_grade_find("OW671B", "S");
+  assert_non_null(s);
+  assert_ptr_equal(s, &g[2]);
+  assert_int_equal(s->input_tokens, 8000);
+  assert_int_equal(s->output_tokens, 1000);
+  assert_int_equal(s->p50_tps_floor, 100);
+  assert_int_equal(s->min_availability_bp, 9950);
+  assert_int_equal(hg_index_token_grade_find("OW70B", "F")->p50_tps_floor, 200);
+  assert_null(hg_index_token_grade_find("OW671B", "A"));
+  assert_null(hg_index_token_grade_find("B200", "S"));
+  assert_true(hg_index_product_grade_known(HG_INDEX_TOKENS, "OW671B", "S"));
+  assert_false(hg_index_product_grade_known(HG_INDEX_TOKENS, "B200", "A"));
+  assert_true(hg_index_product_grade_known(HG_INDEX_GPU_HOURS, "B200", "A"));
+  assert_false(hg_index_product_grade_known((hg_index_product_t)7, "B200", "A"));
+  assert_string_equal(hg_index_product_prefix(HG_INDEX_GPU_HOURS), "IGX");
+  assert_string_equal(hg_index_product_prefix(HG_INDEX_TOKENS), "TPX");
+  assert_null(hg_index_product_prefix((hg_index_product_t)7));
+}
+
+/* One parser, two headers: each product refuses the other's file, and a
+ * token sample computes through hg_index_fix like a GPU-hour sample. */
+static void token_samples_one_code_path(void **state) {
+  (void)state;
+  static const char tok[] =
+      "ts,provider,region,class,grade,term_days,price_usd_per_million_tokens,"
+      "volume_million_tokens,kind\n"
+      "1804982460,p1,us-east,OW671B,S,30,4.02,20,trade\n";
+  static const char gpu[] =
+      "ts,provider,region,gpu,grade,term_days,price_usd_per_gpu_hour,volume_gpu_hours,kind\n"
+      "1804982460,p1,us-east,B200,A,30,4.02,20,trade\n";
+  hg_index_sample_set_t a, b;
+  assert_int_equal(hg_index_samples_parse_product(tok, sizeof tok - 1, HG_INDEX_TOKENS, &a), 0);
+  assert_int_equal(a.n, 1);
+  assert_int_equal(a.n_errors, 0);
+  assert_string_equal(a.samples[0].gpu, "OW671B");
+  assert_int_equal(a.samples[0].price, 4020000);
+  assert_int_equal(a.samples[0].volume, 20);
+  assert_int_equal(hg_index_samples_parse_product(gpu, sizeof gpu - 1, HG_INDEX_TOKENS, &b), 0);
+  assert_int_equal(b.n, 0);
+  assert_int_equal(b.errors[0].reason, HG_INDEX_CSV_HEADER);
+  hg_index_samples_dispose(&b);
+  assert_int_equal(hg_index_samples_parse(tok, sizeof tok - 1, &b), 0);
+  assert_int_equal(b.errors[0].reason, HG_INDEX_CSV_HEADER);
+  hg_index_samples_dispose(&b);
+  assert_int_equal(hg_index_samples_parse_product(tok, sizeof tok - 1, (hg_index_product_t)2, &b),
+                   HG_EINVAL);
+  assert_string_equal(hg_index_product_header(HG_INDEX_GPU_HOURS),
+                      "ts,provider,region,gpu,grade,term_days,price_usd_per_gpu_hour,"
+                      "volume_gpu_hours,kind");
+  assert_string_equal(hg_index_product_volume_name(HG_INDEX_TOKENS), "volume_million_tokens");
+
+  static const char reg_csv[] = "provider,class,grade,effective_from\np1,OW671B,S,2027-01-01\n";
+  hg_index_registry_t reg;
+  assert_int_equal(
+      hg_index_registry_parse_product(reg_csv, sizeof reg_csv - 1, HG_INDEX_TOKENS, &reg), 0);
+  assert_int_equal(reg.n, 1);
+  assert_string_equal(hg_index_registry_grade(&reg, "p1", "OW671B", 20891), "S");
+  hg_index_result_t res;
+  assert_int_equal(hg_index_fix(NULL, &reg, NULL, "OW671B", "S", 20891, a.samples, a.n, &res), 0);
+  /* One provider: not sufficient, nothing to carry offline. */
+  assert_int_equal(res.fixing.status, HG_INDEX_NO_FIX);
+  assert_int_equal(res.tier[0].eligible, 1);
+  assert_int_equal(res.tier[0].value, 4020000);
+  hg_index_result_dispose(&res);
+  hg_index_registry_dispose(&reg);
+  static const char reg_gpu[] = "provider,gpu,grade,effective_from\np1,OW671B,S,2027-01-01\n";
+  assert_int_equal(
+      hg_index_registry_parse_product(reg_gpu, sizeof reg_gpu - 1, HG_INDEX_TOKENS, &reg), 0);
+  assert_int_equal(reg.n_errors, 1);
+  assert_int_equal(reg.errors[0].reason, HG_INDEX_CSV_HEADER);
+  hg_index_registry_dispose(&reg);
+  hg_index_samples_dispose(&a);
+}
+
 /* ------------------------------------------------------------------ CSV */
 
 #define HDR "ts,provider,region,gpu,grade,term_days,price_usd_per_gpu_hour,volume_gpu_hours,kind\n"
@@ -858,6 +938,8 @@ int main(void) {
       cmocka_unit_test(restatement_and_final),
       cmocka_unit_test(registry_effective_dates),
       cmocka_unit_test(grade_table),
+      cmocka_unit_test(token_grade_table),
+      cmocka_unit_test(token_samples_one_code_path),
       cmocka_unit_test(csv_samples_and_errors),
       cmocka_unit_test(days_and_arguments),
   };

@@ -227,6 +227,93 @@ static void usage_errors(void **state) {
   free(o);
 }
 
+/* TPX, settlement/CONTRACT.md section 6.11, computed by hand there. */
+static char *tpx_args(const char *samples, const char *day, const char *extra) {
+  static char a[2048];
+  snprintf(a, sizeof a,
+           "index fix --samples %s/%s --providers %s/tpx_providers.csv --class OW671B --grade S "
+           "--day %s %s",
+           data, samples, data, day, extra);
+  return a;
+}
+
+static void tpx_tier1_every_reason(void **state) {
+  (void)state;
+  char *o;
+  assert_int_equal(
+      cli_run(hgctl, tpx_args("tpx_samples.csv", "2027-03-14", "--receipt"), CLI_STDOUT, &o), 0);
+  cli_expect(o, "\"index\": \"TPX-OW671B-S\"");
+  cli_expect(o, "\"class\": \"OW671B\"");
+  cli_expect(o, "\"tier\": 1,");
+  cli_expect(o, "\"value_micro_usd\": 4020000,");
+  cli_expect(o, "\"sample_count\": 69,");
+  cli_expect(o, "\"used_samples\": 60,");
+  cli_expect(o, "\"volume_million_tokens\": 1200,");
+  cli_expect(o, "\"median_micro_usd\": 4020000,");
+  cli_expect(o, "\"mad_micro_usd\": 10000,");
+  cli_expect(o, "\"cap_million_tokens\": 240,");
+  /* V_p = C is not above C: every weight stays 20 x 2^20. */
+  cli_expect(o, "{\"line\": 2, \"weight\": 20971520}");
+  assert_null(strstr(o, "\"weight\": 25165824"));
+  cli_expect(o,
+             "\"exclusions\": {\"OUT_OF_WINDOW\": 1, \"WRONG_GPU\": 1, \"INVALID\": 1, "
+             "\"WRONG_GRADE\": 1, \"NOT_GRADED\": 1, \"TERM_TOO_LONG\": 1, \"DUPLICATE\": 1, "
+             "\"QUOTE_NOT_USED\": 1, \"OUTLIER\": 1}");
+  cli_expect(o, "{\"line\": 62, \"reason\": \"OUTLIER\"}");
+  cli_expect(o, "{\"line\": 69, \"reason\": \"DUPLICATE\"}");
+  free(o);
+}
+
+static void tpx_tier2_cap_and_no_fix(void **state) {
+  (void)state;
+  char *o;
+  assert_int_equal(cli_run(hgctl, tpx_args("tpx_samples_tier2.csv", "2027-03-15", "--receipt"),
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "\"tier\": 2,");
+  cli_expect(o, "\"value_micro_usd\": 4020000,");
+  cli_expect(o, "\"cap_million_tokens\": 288,");
+  cli_expect(o, "{\"line\": 2, \"weight\": 25165824}");
+  cli_expect(o, "{\"line\": 3, \"weight\": 20971520}");
+  cli_expect(o, "{\"tier\": 1, \"tried\": true, \"sufficient\": false, \"eligible\": 48, "
+                "\"used_samples\": 48, \"providers\": 4,");
+  free(o);
+  /* Nothing in the window: offline there is no history to carry, NO_FIX. */
+  assert_int_equal(cli_run(hgctl, tpx_args("tpx_samples.csv", "2027-03-16", ""), CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "\"status\": \"NO_FIX\"");
+  free(o);
+}
+
+static void tpx_headers_and_grades(void **state) {
+  (void)state;
+  char *o;
+  /* A GPU-hour samples file is not a token file: the header is refused. */
+  char a[2048];
+  snprintf(a, sizeof a,
+           "index fix --samples %s/index_samples.csv --providers %s/tpx_providers.csv --class "
+           "OW671B --grade S --day 2027-03-14",
+           data, data);
+  assert_int_equal(cli_run(hgctl, a, CLI_STDOUT, &o), 1);
+  cli_expect(o, "samples header is wrong");
+  free(o);
+  snprintf(a, sizeof a,
+           "index fix --samples %s/tpx_samples.csv --providers %s/tpx_providers.csv --class "
+           "OW671B --grade A --day 2027-03-14",
+           data, data);
+  assert_int_equal(cli_run(hgctl, a, CLI_STDERR, &o), 2);
+  cli_expect(o, "no grade 'A' for class 'OW671B'");
+  cli_expect(o, "OW671B.S");
+  free(o);
+  snprintf(a, sizeof a,
+           "index fix --samples %s/tpx_samples.csv --providers %s/tpx_providers.csv --class "
+           "OW671B --gpu B200 --grade S --day 2027-03-14",
+           data, data);
+  assert_int_equal(cli_run(hgctl, a, CLI_STDERR, &o), 2);
+  cli_expect(o, "not both");
+  free(o);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s HGCTL DATA_DIR\n", argv[0]);
@@ -241,6 +328,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(bom_accepted),
       cmocka_unit_test(rejected_lines_capped),
       cmocka_unit_test(usage_errors),
+      cmocka_unit_test(tpx_tier1_every_reason),
+      cmocka_unit_test(tpx_tier2_cap_and_no_fix),
+      cmocka_unit_test(tpx_headers_and_grades),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

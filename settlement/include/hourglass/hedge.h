@@ -57,7 +57,8 @@ typedef struct hg_hedge_month {
  * residual is what stays unhedged (negative: over-hedged).
  * Errors (out untouched): HG_EINVAL (gpus <= 0, hours_per_gpu < 0, year not
  * 1970..9999, month not 1..12, round unknown), HG_ERANGE (hours_per_gpu
- * above the month's calendar hours), HG_EOVERFLOW (exposure beyond int64).
+ * above the month's calendar hours), HG_EOVERFLOW (exposure, or the hedged
+ * contracts x 1000 GPU-hours, beyond int64).
  */
 int hg_hedge_size(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned month, int round,
                   hg_hedge_month_t *out);
@@ -158,6 +159,47 @@ typedef struct hg_hedge_ratio {
  */
 int hg_hedge_ratio(const hg_hedge_obs_t *rent, size_t n_rent, const hg_hedge_obs_t *index,
                    size_t n_index, hg_hedge_ratio_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Inference margin: both legs (settlement/CONTRACT.md sections 6.13, 7.3)  */
+/* ------------------------------------------------------------------------ */
+
+/* Output tokens per token contract: 1,000 million (CONTRACT.md 7.3). */
+#define HG_HEDGE_CONTRACT_TOKENS INT64_C(1000000000)
+
+typedef struct hg_hedge_margin {
+  hg_hedge_month_t gpu;         /* GPU-hour leg (hg_hedge_size, nearest): contracts to buy */
+  int64_t tokens_per_gpu_hour;  /* throughput, output tokens per GPU-hour */
+  int64_t tokens;               /* gpu.exposure x tokens_per_gpu_hour: output tokens */
+  int64_t token_contracts;      /* tokens / 10^9 rounded half up: contracts to sell */
+  int64_t token_residual;       /* tokens - token_contracts x 10^9: > 0 unhedged */
+  /* At the given prices (all 0 when both prices are 0): */
+  int64_t revenue_per_gpu_hour; /* token_price x tokens_per_gpu_hour / 10^6, half up, micro-USD */
+  int64_t margin_per_gpu_hour;  /* revenue_per_gpu_hour - rent, micro-USD (signed) */
+  int64_t margin_month;         /* exposure x token_price x tph / 10^6 (half up) - exposure x rent */
+} hg_hedge_margin_t;
+
+/* The margin of one GPU-hour: *revenue = token_price (micro-USD per million
+ * output tokens) x tokens_per_gpu_hour / 10^6 rounded half up, *margin =
+ * *revenue - rent (micro-USD per GPU-hour). HG_EINVAL (tokens_per_gpu_hour
+ * <= 0 or above 10^15, a price < 0 or above 10^12). */
+int hg_hedge_margin_per_gpu_hour(int64_t token_price, int64_t tokens_per_gpu_hour, int64_t rent,
+                                 int64_t *revenue, int64_t *margin);
+
+/*
+ * Sizes the inference-margin hedge of gpus GPUs used hours_per_gpu hours
+ * (0: the whole month) in (year, month), producing tokens_per_gpu_hour
+ * output tokens per GPU-hour: the GPU-hour leg (bought, as hg_hedge_size
+ * rounds to nearest) and the token leg (sold, 10^9 tokens a contract,
+ * rounded half up), and the margin at rent (micro-USD per GPU-hour) and
+ * token_price (micro-USD per million output tokens). Worked example:
+ * settlement/CONTRACT.md section 6.13. Errors (out untouched): those of
+ * hg_hedge_size and of hg_hedge_margin_per_gpu_hour, HG_EOVERFLOW (tokens or
+ * a money figure beyond int64).
+ */
+int hg_hedge_margin(int64_t gpus, int64_t hours_per_gpu, unsigned year, unsigned month,
+                    int64_t tokens_per_gpu_hour, int64_t rent, int64_t token_price,
+                    hg_hedge_margin_t *out);
 
 /* ------------------------------------------------------------------------ */
 /* Exact decimal conversion: USD per GPU-hour <-> USD per million tokens    */

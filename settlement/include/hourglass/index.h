@@ -1,6 +1,8 @@
 /*
- * hourglass/index.h - the rental index IGX-<GPU>-<GRADE> (daily fixing),
- * methodology v1 as written in settlement/CONTRACT.md sections 2 and 3.
+ * hourglass/index.h - the rental index IGX-<GPU>-<GRADE> and the token-price
+ * index TPX-<CLASS>-<GRADE> (daily fixings), methodology v1 as written in
+ * settlement/CONTRACT.md sections 2, 3, 7.1 and 7.2: one computation, two
+ * products (hg_index_product_t).
  *
  * Pure library: no clock, no random source, no floating point, no I/O.
  * Prices are int64 micro-USD per GPU-hour, volumes int64 GPU-hours, days are
@@ -70,6 +72,56 @@ const hg_grade_t *hg_index_grades_default(size_t *n);
 /* Finds grade `code` of GPU model `gpu` in the default table. Returns the
  * static entry or NULL when there is none. */
 const hg_grade_t *hg_index_grade_find(const char *gpu, const char *code);
+
+/* ---------------------------------------------------------- token grades */
+
+/* One output grade (settlement/CONTRACT.md section 7.1): what makes token
+ * offers of different providers the same thing. */
+typedef struct hg_token_grade {
+  char cls[HG_INDEX_GPU_MAX];    /* model class, e.g. "OW671B" */
+  char code[HG_INDEX_GRADE_MAX]; /* "S", "F" */
+  const char *family;            /* the model family, in words */
+  uint32_t input_tokens;         /* I: input tokens per request */
+  uint32_t output_tokens;        /* O: output tokens per request */
+  uint32_t p50_tps_floor;        /* P50 output tokens per second per request */
+  uint32_t min_availability_bp;  /* successful requests, basis points */
+} hg_token_grade_t;
+
+/* The default output grade table (OW70B and OW671B, grades S and F). The
+ * pointer is static; *n receives the entry count. */
+const hg_token_grade_t *hg_index_token_grades_default(size_t *n);
+
+/* Finds grade `code` of model class `cls` in the default table, or NULL. */
+const hg_token_grade_t *hg_index_token_grade_find(const char *cls, const char *code);
+
+/* ------------------------------------------------------------- products */
+
+/*
+ * What an index prices. Both are computed by hg_index_fix, one code path
+ * (settlement/CONTRACT.md sections 3 and 7.2); the product decides only the
+ * CSV headers, the grade table and the index name. For HG_INDEX_TOKENS a
+ * sample's `gpu` field holds the model class, its price is micro-USD per
+ * million output tokens (all-in, section 7.2) and its volume is million
+ * output tokens.
+ */
+typedef enum hg_index_product {
+  HG_INDEX_GPU_HOURS = 0, /* IGX-<GPU>-<GRADE>, USD per GPU-hour */
+  HG_INDEX_TOKENS = 1     /* TPX-<CLASS>-<GRADE>, USD per million output tokens */
+} hg_index_product_t;
+
+/* "IGX" or "TPX"; NULL for an unknown product. */
+const char *hg_index_product_prefix(hg_index_product_t product);
+
+/* The samples header of the product (exactly as the parser requires) and
+ * the name of its volume column ("volume_gpu_hours" /
+ * "volume_million_tokens"). NULL for an unknown product. */
+const char *hg_index_product_header(hg_index_product_t product);
+const char *hg_index_product_volume_name(hg_index_product_t product);
+
+/* True when (underlying, code) is a grade of the product's default table:
+ * hg_index_grade_find for GPU-hours, hg_index_token_grade_find for tokens. */
+int hg_index_product_grade_known(hg_index_product_t product, const char *underlying,
+                                 const char *code);
 
 /* --------------------------------------------------------------- samples */
 
@@ -148,6 +200,13 @@ typedef struct hg_index_sample_set {
  */
 int hg_index_samples_parse(const char *buf, size_t len, hg_index_sample_set_t *out);
 
+/* hg_index_samples_parse for either product: the header required is
+ * hg_index_product_header(product) (for HG_INDEX_TOKENS
+ * ts,provider,region,class,grade,term_days,price_usd_per_million_tokens,volume_million_tokens,kind);
+ * every other rule is the same. HG_EINVAL also for an unknown product. */
+int hg_index_samples_parse_product(const char *buf, size_t len, hg_index_product_t product,
+                                   hg_index_sample_set_t *out);
+
 /* Frees what hg_index_samples_parse allocated; safe on a zeroed set. */
 void hg_index_samples_dispose(hg_index_sample_set_t *set);
 
@@ -174,6 +233,12 @@ typedef struct hg_index_registry {
  * effective_from are an error (HG_INDEX_CSV_DUPLICATE_ROW) on the later line.
  * Returns 0, -ENOMEM or HG_EINVAL. */
 int hg_index_registry_parse(const char *buf, size_t len, hg_index_registry_t *out);
+
+/* hg_index_registry_parse for either product: HG_INDEX_TOKENS requires the
+ * header `provider,class,grade,effective_from` (the class is stored in the
+ * row's `gpu` field). HG_EINVAL also for an unknown product. */
+int hg_index_registry_parse_product(const char *buf, size_t len, hg_index_product_t product,
+                                    hg_index_registry_t *out);
 
 /* Adds one row (for in-memory registries). Returns 0, -ENOMEM, HG_EINVAL
  * (string too long or empty), HG_EEXISTS (same provider, gpu and date). */

@@ -247,6 +247,52 @@ static void convert(void **state) {
   free(o);
 }
 
+/* settlement/CONTRACT.md section 6.13 through the CLI. */
+static void hedge_margin(void **state) {
+  (void)state;
+  char *o;
+  assert_int_equal(cli_run(hgctl,
+                           "hedge margin --gpus 100 --tokens-per-second 300 --months 2027-03 "
+                           "--rent 3.400 --token-price 4.000",
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "2027-03,100,74400,1080000,80352.000000,74,400,80,352.000000,3.400000,4.000000,"
+                "4.320000,0.920000,68448.000000\n");
+  free(o);
+  assert_int_equal(cli_run(hgctl,
+                           "hedge margin --gpus 100 --tokens-per-gpu-hour 720000 --months "
+                           "2027-03 --hours-per-month full --rent 3.4 --token-price 4",
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "2027-03,100,74400,720000,53568.000000,74,400,54,-432.000000,3.400000,4.000000,"
+                "2.880000,-0.520000,-38688.000000\n");
+  free(o);
+  assert_int_equal(cli_run(hgctl, "hedge margin --gpus 100 --months 2027-03 --rent 3.4",
+                           CLI_BOTH, &o),
+                   2);
+  cli_expect(o, "exactly one of --tokens-per-second and --tokens-per-gpu-hour");
+  free(o);
+  assert_int_equal(cli_run(hgctl,
+                           "hedge margin --gpus 1 --tokens-per-second 1.2345 --months 2027-03",
+                           CLI_BOTH, &o),
+                   2);
+  cli_expect(o, "at most 3 decimals");
+  free(o);
+  assert_int_equal(cli_run(hgctl,
+                           "convert --usd-per-million-tokens 4.000 --tokens-per-second 200 "
+                           "--rent 3.400",
+                           CLI_STDOUT, &o),
+                   0);
+  cli_expect(o, "usd_per_gpu_hour 2.88\n");
+  cli_expect(o, "tokens_per_gpu_hour 720000\n");
+  cli_expect(o, "margin_usd_per_gpu_hour -0.520000\n");
+  free(o);
+  assert_int_equal(
+      cli_run(hgctl, "convert --price 3.4 --tokens-per-second 200 --rent 3.4", CLI_BOTH, &o), 2);
+  cli_expect(o, "--rent goes with --usd-per-million-tokens");
+  free(o);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_hedge_cli HGCTL\n");
@@ -260,6 +306,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(hedge_size_with_ratio),
       cmocka_unit_test(hedge_ratio),
       cmocka_unit_test(convert),
+      cmocka_unit_test(hedge_margin),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];
