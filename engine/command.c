@@ -163,8 +163,6 @@ static int encode_admin(const hg_command_t *cmd, Hourglass__V1__Command *m, enc_
     b->li.max_order_qty = c->params.max_order_qty;
     b->li.has_ref_price = c->params.ref_price != 0;
     b->li.ref_price = c->params.ref_price;
-    b->li.has_band_bps = c->params.band_bps != 0;
-    b->li.band_bps = c->params.band_bps;
     b->li.max_orders = c->params.max_orders;
     b->li.max_accounts = c->params.max_accounts;
     b->li.has_default_stp = c->params.default_stp != 0;
@@ -742,7 +740,6 @@ static int decode_admin(const Hourglass__V1__Command *m, hg_command_t *out) {
     c->params.max_price = b->max_price;
     c->params.max_order_qty = b->max_order_qty;
     c->params.ref_price = b->has_ref_price ? b->ref_price : 0;
-    c->params.band_bps = b->has_band_bps ? b->band_bps : 0;
     c->params.max_orders = b->max_orders;
     c->params.max_accounts = b->max_accounts;
     c->params.default_stp = b->has_default_stp ? (uint8_t)b->default_stp : 0;

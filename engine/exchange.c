@@ -366,6 +366,9 @@ static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
                       c->side, price, c->qty, res.reason != 0 ? &res : NULL);
     return;
   }
+  /* The band is the clearing's (CONTRACT.md 4.5): the check above refused a
+   * limit outside it, and a market order walks no further than its edge. */
+  if (c->type == HG_ORD_MARKET) price = c->side == HG_SIDE_BUY ? res.band_high : res.band_low;
   hg_order_new_t o = {
       .order_id = oid,
       .client_order_id = c->client_order_id,

@@ -534,7 +534,7 @@ static hg_book_params_t curve_params(const index_t *x, uint32_t id) {
   return (hg_book_params_t){.instrument_id = id, .tick_size = HG_INDEX_TICK_MICRO_USD,
                             .contract_unit = 1000, .min_price = 1,
                             .max_price = CURVE_MAX_PRICE, .max_order_qty = CURVE_MAX_ORDER_QTY,
-                            .ref_price = x->curve_ref, .band_bps = 0,
+                            .ref_price = x->curve_ref,
                             .max_orders = x->curve_max_orders,
                             .max_accounts = x->curve_max_accounts, .default_stp = 0};
 }

@@ -435,7 +435,7 @@ static void ref_put(ref_writer_t *w, uint64_t key, const uint8_t *val, size_t le
 }
 
 static void put_instrument(void *ctx, const hg_exchange_instrument_info_t *in) {
-  uint8_t b[2 + HG_SYMBOL_MAX + 6 * 8 + 3 * 4 + 1];
+  uint8_t b[2 + HG_SYMBOL_MAX + 6 * 8 + 2 * 4 + 1];
   size_t n = 0, sl = strlen(in->symbol);
   b[n++] = in->halted;
   b[n++] = (uint8_t)sl;
@@ -447,7 +447,6 @@ static void put_instrument(void *ctx, const hg_exchange_instrument_info_t *in) {
   n += hg_st_le(b + n, (uint64_t)in->params.max_price, 8);
   n += hg_st_le(b + n, (uint64_t)in->params.max_order_qty, 8);
   n += hg_st_le(b + n, (uint64_t)in->params.ref_price, 8);
-  n += hg_st_le(b + n, in->params.band_bps, 4);
   n += hg_st_le(b + n, in->params.max_orders, 4);
   n += hg_st_le(b + n, in->params.max_accounts, 4);
   b[n++] = in->params.default_stp;

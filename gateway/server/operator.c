@@ -173,7 +173,6 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
     bp->max_price = l->max_price;
     bp->max_order_qty = l->max_order_qty;
     bp->ref_price = l->has_ref_price ? l->ref_price : 0;
-    bp->band_bps = l->has_band_bps ? l->band_bps : 0;
     bp->max_orders = l->max_orders;
     bp->max_accounts = l->max_accounts;
     bp->default_stp = l->has_default_stp ? (uint8_t)l->default_stp : 0;

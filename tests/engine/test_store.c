@@ -464,7 +464,7 @@ static void test_save_and_load_exchange(void **state) {
   assert_int_equal(rec[0], 1); /* halted */
   assert_int_equal(rec[1], 14);
   assert_memory_equal(rec + 2, "B200.A.2027-04", 14);
-  assert_int_equal(len, 2 + 14 + 48 + 12 + 1);
+  assert_int_equal(len, 2 + 14 + 48 + 8 + 1);
   assert_int_equal(rec[2 + 14 + 40], 2500 & 0xff); /* ref_price, little-endian */
   assert_int_equal(rec[2 + 14 + 41], 2500 >> 8);
   assert_int_equal(hg_store_get(s, HG_STORE_ACCOUNTS, 10, rec, sizeof rec, &len), 0);

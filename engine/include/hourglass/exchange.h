@@ -753,11 +753,8 @@ void hg_exchange_foreach_account(const hg_exchange_t *ex,
 /* Canonical serialization, state hash, restore                              */
 /* ------------------------------------------------------------------------ */
 
-/* Version 3 added each resting order's session_scoped flag. hg_exchange_restore()
- * also reads version 2 (HG_EXCHANGE_FORMAT_OLDEST), every order unscoped, so a
- * data directory written before the flag existed still recovers. */
-#define HG_EXCHANGE_FORMAT_VERSION 3u
-#define HG_EXCHANGE_FORMAT_OLDEST 2u
+/* Version 4 dropped the books' own price band (the band is the clearing's). */
+#define HG_EXCHANGE_FORMAT_VERSION 4u
 #define HG_SHA256_LEN 32
 
 /* Exact size, bytes, of the current serialization. */
@@ -781,11 +778,9 @@ void hg_exchange_hash(const hg_exchange_t *ex, uint8_t out[HG_SHA256_LEN]);
  * Rebuilds the state held in blob[0..len) (a hg_exchange_serialize() output)
  * into ex, which must be empty (just created: no instruments, accounts or
  * applied commands; otherwise HG_ESTATE). Afterwards ex hashes equal to the
- * exchange that wrote blob and applies further commands identically. A
- * version 2 blob (HG_EXCHANGE_FORMAT_OLDEST) is read with every order's
- * session_scoped 0; it then serializes, and hashes, in the current version.
- * Returns 0, HG_EVERSION (a version other than the current one and
- * HG_EXCHANGE_FORMAT_OLDEST), HG_ECORRUPT (anything
+ * exchange that wrote blob and applies further commands identically.
+ * Returns 0, HG_EVERSION (a version other than the current one),
+ * HG_ECORRUPT (anything
  * malformed or inconsistent), HG_EFULL (blob needs more capacity than ex's
  * config has; the clearing tables' capacities in the blob are checked
  * against ex's before anything is allocated) or -ENOMEM. On failure ex is

@@ -220,7 +220,7 @@ int hg_store_restore_snapshot(hg_store_t *s, uint64_t seq, hg_exchange_t *ex);
  * Record layouts (little-endian), for tools that read the tables:
  *   instrument (key id): u8 halted, u8 symbol_len, symbol bytes, i64
  *     tick_size, contract_unit, min_price, max_price, max_order_qty,
- *     ref_price, u32 band_bps, max_orders, max_accounts, u8 default_stp.
+ *     ref_price, u32 max_orders, max_accounts, u8 default_stp.
  *   account (key id): u32 firm, i64 cash (micro-USD).
  *   fixing (key group << 32 | day, group the index id 1.., day the UTC day
  *     number): u8 gpu_len, gpu, u8 grade_len, grade, i64 value (micro-USD
