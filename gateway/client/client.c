@@ -391,8 +391,6 @@ int hg_client_uncork(hg_client_t *c) {
   return rc == -EAGAIN ? -ETIMEDOUT : rc;
 }
 
-static bool body_is_app(uint32_t body_case) { return body_case >= 30 && body_case < 80; }
-
 /* Encodes env into the send buffer (compacting it first if needed). */
 static int enqueue(hg_client_t *c, const Hourglass__V1__Envelope *env) {
   if (c->tx_off > 0 && c->tx_off == c->tx_len) c->tx_off = c->tx_len = 0;
@@ -451,7 +449,7 @@ static int send_env(hg_client_t *c, const Hourglass__V1__Envelope *env) {
 int hg_client_send(hg_client_t *c, Hourglass__V1__Envelope *env, uint64_t *seq) {
   if (env == NULL) return HG_EINVAL;
   if (c->fd < 0 || !c->logged_in) return -ENOTCONN;
-  if (body_is_app(env->body_case)) {
+  if (hg_wire_body_is_request(env->body_case)) {
     env->has_seq = 1;
     env->seq = c->tx_seq;
   } else {
@@ -461,7 +459,7 @@ int hg_client_send(hg_client_t *c, Hourglass__V1__Envelope *env, uint64_t *seq) 
   int rc = send_env_q(c, env, &queued);
   /* The seq is used once the frame is queued, even if writing it failed
    * later: the server may have received it. */
-  if (body_is_app(env->body_case) && queued) {
+  if (hg_wire_body_is_request(env->body_case) && queued) {
     if (seq) *seq = c->tx_seq + c->session.ref_seq_base;
     c->tx_seq++;
   }
@@ -681,7 +679,8 @@ static int next_frame(hg_client_t *c, Hourglass__V1__Envelope **env) {
 }
 
 static bool is_stream_frame(const Hourglass__V1__Envelope *e) {
-  return e->has_seq && e->seq > 0 && e->body_case >= 80 &&
+  return e->has_seq && e->seq > 0 &&
+         (uint32_t)e->body_case >= HOURGLASS__V1__BODY_RANGE__BODY_SERVER_APP_FIRST &&
          e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_SNAPSHOT &&
          e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_LEVEL &&
          e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_TRADE &&

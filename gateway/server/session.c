@@ -118,17 +118,6 @@ uint32_t hg_login_verify(const Hourglass__V1__Login *login, const hg_key_record_
 
 /* ----------------------------------------------------------- state machine */
 
-int hg_sess_body_direction(uint32_t c) {
-  if (c >= 10 && c <= 13) return 1;
-  if (c >= 20 && c <= 25) return 0;
-  if (c >= 30 && c <= 41) return 1;
-  if (c >= 50 && c <= 69) return 1;
-  if (c >= 80 && c <= 93) return 0;
-  return -1;
-}
-
-bool hg_sess_body_is_app(uint32_t c) { return (c >= 30 && c <= 41) || (c >= 50 && c <= 69); }
-
 void hg_sess_init(hg_session_t *s, uint64_t now_ns, uint64_t login_timeout_ns) {
   memset(s, 0, sizeof *s);
   s->state = HG_SESS_AWAIT_LOGIN;
@@ -157,7 +146,7 @@ hg_sess_verdict_t hg_sess_on_frame(hg_session_t *s, const Hourglass__V1__Envelop
   s->last_rx_ns = now_ns;
   s->warned = 0;
   uint32_t c = (uint32_t)env->body_case;
-  int dir = hg_sess_body_direction(c);
+  int dir = hg_wire_body_from_client(c);
   if (env->base.n_unknown_fields != 0 || dir < 0)
     return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_UNKNOWN_MESSAGE);
   if (dir == 0) return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_WRONG_DIRECTION);
@@ -170,7 +159,7 @@ hg_sess_verdict_t hg_sess_on_frame(hg_session_t *s, const Hourglass__V1__Envelop
   }
   if (c == HOURGLASS__V1__ENVELOPE__BODY_LOGIN)
     return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_ALREADY_LOGGED_IN);
-  if (!hg_sess_body_is_app(c)) {
+  if (!hg_wire_body_is_request(c)) {
     if (c == HOURGLASS__V1__ENVELOPE__BODY_RETRANSMIT_REQUEST && s->retransmitting)
       return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_RETRANSMIT_IN_PROGRESS);
     return HG_SV_SESSION;

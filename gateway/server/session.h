@@ -109,9 +109,4 @@ hg_sess_tick_t hg_sess_tick(hg_session_t *s, uint64_t now_ns, uint32_t *term);
 /* Records that we sent a frame (resets the heartbeat timer). */
 static inline void hg_sess_sent(hg_session_t *s, uint64_t now_ns) { s->last_tx_ns = now_ns; }
 
-/* Whether a body case is sent by clients (1), by the server (0), or unknown (-1). */
-int hg_sess_body_direction(uint32_t body_case);
-/* Whether a client body is an application message (needs seq). */
-bool hg_sess_body_is_app(uint32_t body_case);
-
 #endif /* HG_GATEWAY_SESSION_H */

@@ -34,6 +34,7 @@
 #ifndef HOURGLASS_WIRE_H
 #define HOURGLASS_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -130,6 +131,19 @@ int hg_wire_decode(hg_wire_arena_t *a, const uint8_t *body, size_t len,
  * has no recursive messages, so the walk is bounded by its depth.
  */
 int hg_wire_has_unknown(const ProtobufCMessage *m);
+
+/* ------------------------------------------------------------ body ranges */
+
+/*
+ * Who sends an Envelope body (its body_case, the field number), from the
+ * schema's BodyRange: 1 a client, 0 the server, -1 no range (not a body).
+ * Any thread.
+ */
+int hg_wire_body_from_client(uint32_t body_case);
+
+/* Whether a body is a client request: an application message that carries
+ * a seq (BODY_CLIENT_REQUEST_FIRST..LAST). Any thread. */
+bool hg_wire_body_is_request(uint32_t body_case);
 
 /* -------------------------------------------------------------- login proof */
 
