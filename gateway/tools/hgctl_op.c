@@ -8,6 +8,7 @@
  * and prints its Response or SettlementResult as one "KEY=value" line.
  */
 #include "hgctl_args.h"
+#include "hgctl_fmt.h"
 #include "hgctl_net.h"
 #include "hgctl_net_util.h"
 
@@ -64,9 +65,13 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
            r->positions_closed, net_usd(r->final_sum));
   if (r->error) printf(" error=%d", r->error);
   printf("\n");
-  for (size_t i = 0; i < r->n_contracts; i++)
-    printf("DSP instrument=%u dsp=%s tier=%u\n", r->contracts[i]->instrument_id,
-           net_px(r->contracts[i]->dsp), r->contracts[i]->tier);
+  for (size_t i = 0; i < r->n_contracts; i++) {
+    if (r->contracts[i]->tier == 0)
+      printf("DSP instrument=%u %s\n", r->contracts[i]->instrument_id, HGCTL_DSP_SKIPPED);
+    else
+      printf("DSP instrument=%u dsp=%s tier=%u\n", r->contracts[i]->instrument_id,
+             net_px(r->contracts[i]->dsp), r->contracts[i]->tier);
+  }
   for (size_t i = 0; i < r->n_missing; i++) {
     hg_index_day_format(r->missing[i]->day, day);
     if (net_raw) printf("MISSING day=%s status=%u\n", day, r->missing[i]->status);

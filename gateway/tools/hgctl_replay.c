@@ -231,8 +231,13 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
              ev->amount);
     break;
   case HG_XEV_DSP:
-    pos_cycle(rp, ev->instrument_id);
-    if (rp->out)
+    /* Tier 0: no price could be set, the contract is skipped and its fills
+     * carry to the next cycle (CONTRACT.md 5.6), so their sums stay. */
+    if (ev->tier != 0) pos_cycle(rp, ev->instrument_id);
+    if (rp->out && ev->tier == 0)
+      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " %s\n", ev->seq, day,
+              ev->instrument_id, HGCTL_DSP_SKIPPED);
+    else if (rp->out)
       fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%s tier=%u\n",
               ev->seq, day, ev->instrument_id, px(rp, ev->price, b1), ev->tier);
     break;
@@ -684,6 +689,7 @@ static void replay_usage(FILE *o) {
         "  in USD per GPU-hour, money in USD; --raw: ticks and micro-USD, and in the\n"
         "  fills file nanoseconds instead of UTC times):\n"
         "    dsp seq=S day=D instrument=I price=P tier=T   each daily settlement price\n"
+        "                                (or \"skipped ...\" when none could be set)\n"
         "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
         "    cycle seq=S <what> hash=H   after every settlement cycle (end of session,\n"
         "                                daily settlement, expiry)\n"
