@@ -833,6 +833,8 @@ int hgctl_quote(int argc, char **argv) {
   const char *usage =
       "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]   (prices in USD)\n"
       "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
+      "            prints the ACK, each side's report and QUOTED sides=N accepted=A\n"
+      "            refused=R; exits 1 if any side or entry was refused\n"
       "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
   int rc = net_parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   int64_t g = 0, mq = 0, mw = 0;
@@ -868,16 +870,25 @@ int hgctl_quote(int argc, char **argv) {
       rc = EXIT_FAIL;
     }
   }
-  /* The MassQuoteAck, then the quotes' reports (NEW, fills) for a moment. */
+  /* The MassQuoteAck, and each quoted side's first report: NEW, or
+   * REJECTED by the engine (a post-only side that would cross, the band,
+   * risk). A refused side fails the command like a refused order. */
+  int sides = 0, accepted = 0, refused = 0;
+  for (int i = 0; i < nq; i++) sides += (q[i].bid_qty > 0) + (q[i].ask_qty > 0);
+  bool acked = false;
   while (rc == 0) {
     int r = hg_client_recv(c, net_timeout_ms, &e);
     if (r <= 0) {
-      fprintf(stderr, "hgctl %s: no acknowledgement within %d ms\n", cmd, net_timeout_ms);
+      fprintf(stderr, "hgctl %s: no %s within %d ms\n", cmd,
+              acked ? "report for every quoted side" : "acknowledgement", net_timeout_ms);
       rc = EXIT_FAIL;
       break;
     }
     if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->ref_seq == seq) {
       net_print_exec(e);
+      accepted += e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW;
+      refused += e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED;
+      if (acked && accepted + refused >= sides) break;
     } else if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) {
       rc = net_response_status(cmd, e);
       break;
@@ -896,12 +907,28 @@ int hgctl_quote(int argc, char **argv) {
         rc = EXIT_FAIL;
         break;
       }
+      /* Entries the gateway refused send no side (the few that sent a bid
+       * first are counted when their report comes). */
+      for (size_t k = 0; k < a->n_rejects; k++) {
+        uint32_t i = a->rejects[k]->index;
+        if (i < (uint32_t)nq) sides -= (q[i].bid_qty > 0) + (q[i].ask_qty > 0);
+      }
       rc = a->n_rejects > 0 ? EXIT_FAIL : 0; /* a is gone after the next receive */
-      net_print_followers(c, seq, 0, 200);
-      break;
+      acked = true;
+      if (accepted + refused >= sides) break;
     } else if (e->body_case == BODY(TERMINATE)) {
       fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
               e->terminate->code);
+      rc = EXIT_FAIL;
+    }
+  }
+  if (acked) {
+    net_print_followers(c, seq, 0, 200); /* fills that follow at once */
+    printf("QUOTED sides=%d accepted=%d refused=%d\n", sides, accepted, refused);
+    fflush(stdout);
+    if (refused > 0) {
+      fprintf(stderr, "hgctl %s: %d of %d quoted sides refused (the REJECTED lines say why)\n",
+              cmd, refused, sides);
       rc = EXIT_FAIL;
     }
   }

@@ -330,6 +330,23 @@ static void test_quotes_and_drop_copy(void **state) {
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+  assert_non_null(strstr(o.text, "QUOTED sides=2 accepted=2 refused=0\n"));
+
+  /* Both sides refused by the engine (post-only would cross a trader's
+   * 0.500 bid and 0.510 ask): the ACK has no rejects, but the command
+   * fails and says so. */
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "buy", "--qty", "1", "--price", "0.500");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.510");
+  assert_int_equal(o.status, 0);
+  RUN_AS(&o, MM, "quote", "--group", "8", "--quote", "2:1@0.520/1@0.490");
+  if (o.status != 1) fprintf(stderr, "%s%s", o.text, o.err);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.text, "ACK group=8 reason=none(0) rejects=0"));
+  assert_non_null(strstr(o.text, "QUOTED sides=2 accepted=0 refused=2\n"));
+  assert_non_null(strstr(o.err, "2 of 2 quoted sides refused"));
+  RUN(&o, "order", "mass-cancel");
+  assert_int_equal(o.status, 0);
 
   /* Refusals and usage errors. */
   RUN(&o, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
