@@ -6,6 +6,7 @@
 #include "market_api.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,13 @@ void hg_market_api(hg_mdview_t *view, const char *path, const char *query, hg_ht
     fixings(view, strcmp(path, "/api/v1/fixings") != 0, query, r);
     return;
   }
+  /* The per-instrument endpoints; any other path is unknown (404) before
+   * its query is looked at. */
+  bool tob = strcmp(path, "/api/v1/tob") == 0, book = strcmp(path, "/api/v1/book") == 0;
+  if (!tob && !book && strcmp(path, "/api/v1/trades") != 0) {
+    not_found(r, "no such endpoint");
+    return;
+  }
   long id = query_instrument(view, query);
   if (id == -1) {
     r->status = 400;
@@ -199,7 +207,7 @@ void hg_market_api(hg_mdview_t *view, const char *path, const char *query, hg_ht
     not_found(r, "unknown instrument");
     return;
   }
-  if (strcmp(path, "/api/v1/tob") == 0) {
+  if (tob) {
     hg_tob_t t;
     if (hg_mdview_tob(view, (uint32_t)id, &t) != 0) {
       not_found(r, "unknown instrument");
@@ -221,15 +229,13 @@ void hg_market_api(hg_mdview_t *view, const char *path, const char *query, hg_ht
     b->oom = 1;
   } else if (hg_mdview_book(view, (uint32_t)id, &in, bids, &nb, asks, &na, trades, &nt) != 0) {
     not_found(r, "unknown instrument");
-  } else if (strcmp(path, "/api/v1/book") == 0) {
+  } else if (book) {
     json_book(b, &in, bids, nb, asks, na);
     hg_sbuf_puts(b, "}\n");
-  } else if (strcmp(path, "/api/v1/trades") == 0) {
+  } else {
     hg_sbuf_printf(b, "{\"instrument\":%u,", in.id);
     json_trades(b, trades, nt);
     hg_sbuf_puts(b, "}\n");
-  } else {
-    not_found(r, "no such endpoint");
   }
   free(bids);
   free(asks);
