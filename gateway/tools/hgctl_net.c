@@ -563,7 +563,8 @@ void net_on_signal(int sig) {
   (void)sig;
   net_stop = 1;
 }
-/* end-of-session, delist, withdraw: one operator command, one Response. */
+/* An operator command's one Response: OK with the engine seq, and for cash
+ * the amount and the new balance. */
 int net_op_reply(const char *cmd, const char *verb, hg_client_t *c, uint64_t seq) {
   const env_t *e = NULL;
   int rc = net_await_reply(cmd, c, seq, &e);

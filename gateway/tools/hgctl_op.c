@@ -297,12 +297,7 @@ static int op_simple(const char *verb, int argc, char **argv) {
     rc = hg_client_cash(c, (uint32_t)a, b, false, &seq);
   }
   if (rc == 0) {
-    const env_t *e = NULL;
-    rc = net_await_reply(cmd, c, seq, &e);
-    if (rc == 0) {
-      rc = net_response_status(cmd, e);
-      if (rc == 0) printf("OK %s engine_seq=%" PRIu64 "\n", verb, e->response->engine_seq);
-    }
+    rc = net_op_reply(cmd, verb, c, seq);
   } else if (rc != EXIT_FAIL && rc != EXIT_USAGE) {
     rc = EXIT_FAIL;
   }
