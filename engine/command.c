@@ -593,17 +593,6 @@ int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t 
 /* Decode                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static int symbol_ok(const char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > HG_SYMBOL_MAX) return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-             c == '.' || c == '-' || c == '_';
-    if (!ok) return 0;
-  }
-  return 1;
-}
 
 /* Enum values arrive as raw ints: protobuf-c does not range-check them. */
 static int enum_ok(int v, int max) { return v >= 0 && v <= max; }
@@ -728,7 +717,7 @@ static int decode_admin(const Hourglass__V1__Command *m, hg_command_t *out) {
   case HOURGLASS__V1__COMMAND__BODY_LIST_INSTRUMENT: {
     const Hourglass__V1__ListInstrument *b = m->list_instrument;
     if (b->base.n_unknown_fields) return HG_EPARSE;
-    if (b->symbol == NULL || !symbol_ok(b->symbol)) return HG_ERANGE;
+    if (b->symbol == NULL || !hg_symbol_ok(b->symbol, HG_SYMBOL_MAX + 1)) return HG_ERANGE;
     if (b->has_default_stp && !enum_ok(b->default_stp, HG_STP_NONE)) return HG_ERANGE;
     hg_cmd_list_instrument_t *c = &out->u.list;
     out->type = HG_COMMAND_LIST_INSTRUMENT;

@@ -41,17 +41,6 @@
 /* Names and events                                                          */
 /* ------------------------------------------------------------------------ */
 
-int hg_ex__symbol_ok(const char *s, size_t cap) {
-  const char *end = memchr(s, '\0', cap);
-  if (end == NULL || end == s || (size_t)(end - s) > HG_SYMBOL_MAX) return 0;
-  for (const char *p = s; p < end; p++) {
-    char c = *p;
-    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-             c == '.' || c == '-' || c == '_';
-    if (!ok) return 0;
-  }
-  return 1;
-}
 static void emit_simple(hg_exchange_t *ex, uint16_t type, uint32_t instrument_id,
                         hg_account_t account) {
   hg_exchange_event_t ev;
@@ -477,7 +466,7 @@ static void set_delivery_flags(hg_exchange_t *ex, int32_t day) {
  */
 int hg_ex__list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_t *params) {
   uint32_t id = params->instrument_id;
-  if (id == 0 || !hg_ex__symbol_ok(symbol, HG_SYMBOL_MAX + 1)) {
+  if (id == 0 || !hg_symbol_ok(symbol, HG_SYMBOL_MAX + 1)) {
     hg_ex__emit_reject(ex, HG_XREJ_INVALID_PARAMS, id, 0);
     return 0;
   }

@@ -329,7 +329,7 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
     inst->halted = halted;
     r_bytes(r, inst->symbol, sl);
     inst->symbol[sl] = '\0';
-    if (r->bad || !hg_ex__symbol_ok(inst->symbol, sizeof inst->symbol)) return HG_ECORRUPT;
+    if (r->bad || !hg_symbol_ok(inst->symbol, sizeof inst->symbol)) return HG_ECORRUPT;
     for (uint32_t j = 0; j < i; j++)
       if (strcmp(ex->instr[j].symbol, inst->symbol) == 0) return HG_ECORRUPT;
     hg_book_params_t p;
