@@ -555,7 +555,7 @@ int hgctl_orders(int argc, char **argv) {
     rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
                      &ecap, &expired);
   if (rc == 0) {
-    qsort(ev, en, sizeof *ev, cmp_oid);
+    if (en > 1) qsort(ev, en, sizeof *ev, cmp_oid); /* ev is NULL when en is 0 */
     printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", "order_id", "symbol", "side",
            net_raw ? "price" : "price_usd", "qty", "leaves", "group", "clordid");
   }
