@@ -104,7 +104,8 @@ extern "C" {
 typedef enum hg_store_table {
   HG_STORE_INSTRUMENTS = 1,
   HG_STORE_ACCOUNTS = 2,
-  HG_STORE_API_KEYS = 3, /* the gateway's API keys, by key id (layout in gateway.h) */
+  HG_STORE_API_KEYS = 3, /* the gateway's API keys, by key id (layout:
+                            hg_key_record_encode, gateway/server/session.h) */
   HG_STORE_FIXINGS = 4,  /* index fixings, written by hg_store_save_exchange */
   HG_STORE_LEDGER = 5    /* the clearing ledger (cash movements), same */
 } hg_store_table_t;
