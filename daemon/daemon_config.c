@@ -152,9 +152,11 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->pipe_mode = HG_PIPE_MODE_LOOP;
   cfg->wait_spin = 0;
   cfg->rt_priority = 0;
-  cfg->max_instruments = 64;
-  cfg->max_accounts = 4096;
-  cfg->max_book_orders = 1u << 20;
+  hg_exchange_config_t ex;
+  hg_exchange_config_default(&ex);
+  cfg->max_instruments = ex.max_instruments;
+  cfg->max_accounts = ex.max_accounts;
+  cfg->max_book_orders = ex.max_book_orders;
   cfg->max_orders = 1u << 18;
   cfg->max_sessions = 1024;
   cfg->max_frame = 65536;

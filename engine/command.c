@@ -837,7 +837,8 @@ static int decode_settlement(const Hourglass__V1__Command *m, hg_command_t *out)
     const Hourglass__V1__ListCurve *b = m->list_curve;
     if (b->base.n_unknown_fields) return HG_EPARSE;
     if (!hg_name_ok(b->gpu, HG_INDEX_GPU_MAX) || !hg_name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
-        b->year < 1970 || b->year > 9998 || b->month < 1 || b->month > 12)
+        b->year < HG_CURVE_YEAR_MIN || b->year > HG_CURVE_YEAR_MAX || b->month < 1 ||
+        b->month > 12)
       return HG_ERANGE;
     hg_cmd_list_curve_t *c = &out->u.curve;
     out->type = HG_COMMAND_LIST_CURVE;

@@ -241,6 +241,13 @@ static void free_all(hg_exchange_t *ex) {
   free(ex);
 }
 
+void hg_exchange_config_default(hg_exchange_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->max_instruments = 64;
+  cfg->max_accounts = 4096;
+  cfg->max_book_orders = 1u << 20;
+}
+
 int hg_exchange_create(const hg_exchange_config_t *cfg, hg_exchange_sink_fn sink, void *sink_ctx,
                        hg_exchange_t **out) {
   if (cfg == NULL || sink == NULL || out == NULL || cfg->max_instruments == 0 ||

@@ -98,7 +98,7 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
                             const hg_clearing_top_t *tops, size_t ntops,
                             hg_clearing_cycle_report_t *report) {
   if (ntops > 0 && tops == NULL) return HG_EINVAL;
-  uint64_t day = ts / HG_CLR_NS_PER_DAY;
+  uint64_t day = ts / HG_NS_PER_DAY;
   for (uint32_t k = 0; k < c->ninst_order; k++) {
     uint32_t s = c->inst_order[k];
     c->top_bid[s] = c->top_ask[s] = 0;

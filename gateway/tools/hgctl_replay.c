@@ -480,10 +480,8 @@ bool hgctl_replay_set_index(replay_t *rp, const char *index) {
 
 void hgctl_replay_init(replay_t *rp) {
   memset(rp, 0, sizeof *rp);
-  /* The pipeline's default capacities (hg_pipeline_config_init). */
-  rp->xcfg.max_instruments = 64;
-  rp->xcfg.max_accounts = 4096;
-  rp->xcfg.max_book_orders = 1u << 20;
+  /* The capacities an exchange has unless configured otherwise. */
+  hg_exchange_config_default(&rp->xcfg);
   rp->until_ns = UINT64_MAX;
   rp->show = true;
 }
@@ -829,8 +827,8 @@ int hgctl_replay(int argc, char **argv) {
       status = EXIT_USAGE;
       goto out;
     }
-    rp.until_ns = (uint64_t)(dn + 1) * 86400u * 1000000000u;
-    if (day) rp.from_ns = (uint64_t)dn * 86400u * 1000000000u;
+    rp.until_ns = (uint64_t)(dn + 1) * HG_NS_PER_DAY;
+    if (day) rp.from_ns = (uint64_t)dn * HG_NS_PER_DAY;
   }
   if (project) {
     if (index == NULL || fixings != NULL || fsp != NULL) {
@@ -908,7 +906,7 @@ int hgctl_replay(int argc, char **argv) {
   if (!ok) why = "the snapshot does not match the replay";
   if (rp.stopped && rp.out) {
     char d[11];
-    hg_index_day_format((int32_t)(rp.until_ns / 86400000000000ull) - 1, d);
+    hg_index_day_format(hg_civil_day_of_ns(rp.until_ns) - 1, d);
     fprintf(rp.out, "stopped at the end of %s (later commands not replayed)\n", d);
   }
   if (project && hgctl_whatif_project(&rp, project_value, raw, stdout) != 0) goto out;

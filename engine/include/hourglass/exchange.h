@@ -171,6 +171,7 @@
 #include <stdint.h>
 
 #include "hourglass/book.h"
+#include "hourglass/civil.h"
 #include "hourglass/clearing.h"
 #include "hourglass/index.h"
 
@@ -350,10 +351,15 @@ typedef struct hg_cmd_expire {
 /* LIST_CURVE: lists the 12 monthly contracts of (gpu, grade) from (year,
  * month) on, ids first_instrument_id .. +11, and keeps the curve rolling: each
  * EXPIRE of one of its contracts lists the next month with the next id. */
+/* The years a curve may start in: its months, and the month after the last
+ * (listed at a roll), stay within hourglass/civil.h's years. */
+#define HG_CURVE_YEAR_MIN HG_CIVIL_YEAR_MIN
+#define HG_CURVE_YEAR_MAX (HG_CIVIL_YEAR_MAX - 1)
+
 typedef struct hg_cmd_list_curve {
   char gpu[HG_INDEX_GPU_MAX];
   char grade[HG_INDEX_GRADE_MAX];
-  uint16_t year;                /* 1970..9998 */
+  uint16_t year;                /* HG_CURVE_YEAR_MIN..HG_CURVE_YEAR_MAX */
   uint8_t month;                /* 1..12 */
   uint8_t pad_;
   uint32_t first_instrument_id; /* > 0 */
@@ -610,6 +616,12 @@ typedef struct hg_exchange_config {
 } hg_exchange_config_t;
 
 typedef struct hg_exchange hg_exchange_t;
+
+/* The default capacities: 64 instruments, 4,096 accounts, books of up to
+ * 1 << 20 orders, everything else 0 (the defaults above). The pipeline,
+ * hourglassd's configuration and hgctl replay all start from it, so a
+ * replay given no capacities uses those of an exchange that set none. */
+void hg_exchange_config_default(hg_exchange_config_t *cfg);
 
 /*
  * Creates an empty exchange (no instruments, no accounts, last seq 0).
