@@ -59,8 +59,6 @@
 #include "hourglass/names.h"
 #include "hourglass/store.h"
 
-#define EXIT_INPUT 1
-#define EXIT_USAGE 2
 
 static void hex32(const uint8_t h[32], char out[65]) {
   static const char d[] = "0123456789abcdef";
