@@ -113,10 +113,6 @@ int daemon_load_config(const char *path, char **ovr, int novr, hg_daemon_config_
             err.reason);
     return -1;
   }
-  if (cfg->market_data_set)
-    hg_dlog(HG_LOG_WARN, "config",
-            "listen.market_data is no longer used: market data is served on listen.order_entry",
-            NULL);
   return 0;
 }
 
