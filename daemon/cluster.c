@@ -126,7 +126,7 @@
 #define ENTRY_KEY 0x314b4748u     /* "HGK1": an API key */
 #define ADDR_LEN 64               /* an address field in ENTRY_MEMBERS, NUL-padded */
 #define MEMBER_BYTES (8 + 2 * ADDR_LEN)
-#define KEY_BYTES (8 + 4 + 4 + 4 + 4 + 64) /* one key in ENTRY_KEY */
+#define KEY_BYTES (8 + 4 + 4 + 4 + 4 + HG_WIRE_SECRET_MAX) /* one key in ENTRY_KEY */
 
 /* A member's addresses: its Raft address and its order-entry address as
  * clients reach it ("host:port"). */
@@ -495,7 +495,7 @@ static void key_encode(const hg_gateway_key_t *k, uint8_t out[KEY_BYTES]) {
 static int store_keys(daemon_cluster_t *c, uint64_t index, const uint8_t *b, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     const uint8_t *p = b + (size_t)i * KEY_BYTES;
-    uint8_t secret[64];
+    uint8_t secret[HG_WIRE_SECRET_MAX];
     hg_gateway_key_t k = {.key_id = hg_ld64(p), .role = hg_ld32(p + 8),
                           .account = hg_ld32(p + 12), .firm = hg_ld32(p + 16),
                           .secret_len = hg_ld32(p + 20), .secret = secret};
@@ -1373,7 +1373,7 @@ int daemon_cluster_replicate_key(void *ctx, const hg_gateway_key_t *key, uint32_
   daemon_cluster_t *c = ctx;
   if (c->r == NULL || c->stopping) return HG_EUNAVAIL;
   if (!c->writable) return HG_EPERM;
-  if (key->secret_len > 64) return HG_EINVAL;
+  if (key->secret_len > HG_WIRE_SECRET_MAX) return HG_EINVAL;
   key_req_t *q = malloc(sizeof *q);
   if (q == NULL) return -ENOMEM;
   *q = (key_req_t){c, stream, ref_seq};

@@ -57,7 +57,7 @@
 struct hg_client {
   hg_client_config_t cfg; /* host and secret point into this object */
   char host[256];
-  uint8_t secret[64];
+  uint8_t secret[HG_WIRE_SECRET_MAX];
 
   int fd;
   bool logged_in;
@@ -224,7 +224,7 @@ static int tls_setup(hg_client_t *c, const hg_client_config_t *cfg) {
 
 int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out) {
   if (cfg == NULL || out == NULL || cfg->key_id == 0 || cfg->secret == NULL ||
-      cfg->secret_len == 0 || cfg->secret_len > 64 || cfg->max_frame > HG_WIRE_MAX_FRAME_LIMIT)
+      cfg->secret_len == 0 || cfg->secret_len > HG_WIRE_SECRET_MAX || cfg->max_frame > HG_WIRE_MAX_FRAME_LIMIT)
     return HG_EINVAL;
   const char *host = cfg->host ? cfg->host : HG_CLIENT_DEFAULT_HOST;
   if (strlen(host) >= 256) return HG_EINVAL;
@@ -1334,7 +1334,7 @@ int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint6
 
 int hg_client_add_api_key(hg_client_t *c, uint64_t key_id, uint32_t role, uint32_t account,
                           uint32_t firm, const uint8_t *secret, size_t len, uint64_t *seq) {
-  if (secret == NULL || len < 16 || len > 64) return HG_EINVAL;
+  if (secret == NULL || len < HG_WIRE_SECRET_MIN || len > HG_WIRE_SECRET_MAX) return HG_EINVAL;
   Hourglass__V1__AddApiKey m = HOURGLASS__V1__ADD_API_KEY__INIT;
   m.key_id = key_id;
   m.role = role;

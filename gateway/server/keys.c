@@ -74,7 +74,7 @@ int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace) {
 
 /* key as a store record, stored (replace: over a key with its id). */
 static int store_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replace) {
-  if (key == NULL || key->secret == NULL || key->secret_len > 64) return HG_EINVAL;
+  if (key == NULL || key->secret == NULL || key->secret_len > HG_WIRE_SECRET_MAX) return HG_EINVAL;
   hg_key_record_t k;
   memset(&k, 0, sizeof k);
   k.key_id = key->key_id;
@@ -156,7 +156,7 @@ static int decimal(const char *s, uint64_t max, uint64_t *out) {
   return 0;
 }
 
-int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_out[64]) {
+int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_out[HG_WIRE_SECRET_MAX]) {
   char *hash = strchr(line, '#');
   if (hash != NULL) *hash = 0;
   /* Blank-separated fields, whole (a width limit would split a long field
@@ -212,7 +212,7 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line) {
       }
     }
     hg_gateway_key_t k;
-    uint8_t sec[64];
+    uint8_t sec[HG_WIRE_SECRET_MAX];
     rc = hg_gateway_key_line_parse(buf, &k, sec);
     if (rc == 1) {
       rc = 0;

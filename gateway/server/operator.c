@@ -222,7 +222,8 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
      * given: drop copies and risk views follow the key's firm. */
     bool trades = rec.role == HG_ROLE_TRADER || rec.role == HG_ROLE_MARKET_MAKER;
     account_t *a = trades ? gw_account_find(gw, rec.account) : NULL;
-    if (k->secret.len >= 16 && k->secret.len <= 64) rec.secret_len = (uint8_t)k->secret.len;
+    if (k->secret.len >= HG_WIRE_SECRET_MIN && k->secret.len <= HG_WIRE_SECRET_MAX)
+      rec.secret_len = (uint8_t)k->secret.len;
     if (k->base.n_unknown_fields != 0 || hg_key_record_check(&rec) != 0) {
       reason = REJ(INVALID_REQUEST);
     } else if (trades && a == NULL) {

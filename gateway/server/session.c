@@ -57,7 +57,8 @@ void hg_key_record_encode(const hg_key_record_t *k, uint8_t out[HG_KEY_RECORD_SI
   hg_st_le(out + 13, k->account, 4);
   hg_st_le(out + 17, k->firm, 4);
   out[21] = k->secret_len;
-  memcpy(out + 22, k->secret, k->secret_len <= 64 ? k->secret_len : 64);
+  memcpy(out + 22, k->secret,
+         k->secret_len <= HG_WIRE_SECRET_MAX ? k->secret_len : HG_WIRE_SECRET_MAX);
 }
 
 int hg_key_record_decode(const uint8_t *buf, size_t len, hg_key_record_t *out) {
@@ -69,7 +70,7 @@ int hg_key_record_decode(const uint8_t *buf, size_t len, hg_key_record_t *out) {
   k.account = (uint32_t)hg_ld_le(buf + 13, 4);
   k.firm = (uint32_t)hg_ld_le(buf + 17, 4);
   k.secret_len = buf[21];
-  if (k.secret_len > 64) return HG_ECORRUPT;
+  if (k.secret_len > HG_WIRE_SECRET_MAX) return HG_ECORRUPT;
   memcpy(k.secret, buf + 22, k.secret_len);
   if (hg_key_record_check(&k) != 0) return HG_ECORRUPT;
   *out = k;
@@ -77,7 +78,8 @@ int hg_key_record_decode(const uint8_t *buf, size_t len, hg_key_record_t *out) {
 }
 
 int hg_key_record_check(const hg_key_record_t *k) {
-  if (k->key_id == 0 || k->secret_len < 16 || k->secret_len > 64) return HG_EINVAL;
+  if (k->key_id == 0 || k->secret_len < HG_WIRE_SECRET_MIN || k->secret_len > HG_WIRE_SECRET_MAX)
+    return HG_EINVAL;
   switch (k->role) {
   case HOURGLASS__V1__ROLE__ROLE_TRADER:
   case HOURGLASS__V1__ROLE__ROLE_MARKET_MAKER:

@@ -222,7 +222,7 @@ int net_open_session(const char *cmd, hg_client_t **out) {
     return EXIT_USAGE;
   }
   net_timeout_ms = (int)tmo;
-  uint8_t secret[64];
+  uint8_t secret[HG_WIRE_SECRET_MAX];
   int n = hg_client_parse_hex(sec, secret, sizeof secret);
   if (n < 0) {
     fprintf(stderr, "hgctl %s: the secret must be hex, 2 to 128 digits\n", cmd);

@@ -551,10 +551,10 @@ int hgctl_op_add_key(int argc, char **argv) {
   if (fgets(hex, sizeof hex, f) == NULL) hex[0] = '\0';
   fclose(f);
   hex[strcspn(hex, " \t\r\n")] = '\0';
-  uint8_t secret[64];
+  uint8_t secret[HG_WIRE_SECRET_MAX];
   int n = hg_client_parse_hex(hex, secret, sizeof secret);
   hg_wipe(hex, sizeof hex);
-  if (n < 16) {
+  if (n < HG_WIRE_SECRET_MIN) {
     hg_wipe(secret, sizeof secret);
     fprintf(stderr, "hgctl %s: %s must hold 32..128 hex digits (16..64 bytes)\n", cmd, file);
     return EXIT_USAGE;

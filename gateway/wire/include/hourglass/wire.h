@@ -52,6 +52,10 @@ extern "C" {
 /* Login session id length, bytes. */
 #define HG_WIRE_SESSION_ID_LEN 16
 #define HG_WIRE_MAC_LEN 32
+/* An API key's secret: HG_WIRE_SECRET_MIN..HG_WIRE_SECRET_MAX bytes when a
+ * key is made (AddApiKey, keys files); a client logs in with up to MAX. */
+#define HG_WIRE_SECRET_MIN 16
+#define HG_WIRE_SECRET_MAX 64
 /* Arena bytes that always hold the decoded form of a body of up to
  * max_frame bytes (protobuf-c's in-memory structs are at most about 12x the
  * encoded size for our schema: a 2-byte empty QuoteEntry becomes a
