@@ -59,6 +59,35 @@ int gw_key_absent(hg_gateway_t *gw, uint64_t key_id) {
   return rc == 0 ? HG_EEXISTS : rc == HG_ENOTFOUND ? 0 : rc;
 }
 
+/* gateway.h publishes the record's size for those that keep keys. */
+_Static_assert(HG_GATEWAY_KEY_BYTES == HG_KEY_RECORD_SIZE, "key record size");
+
+void hg_gateway_key_encode(const hg_gateway_key_t *key, uint8_t out[HG_GATEWAY_KEY_BYTES]) {
+  hg_key_record_t k;
+  memset(&k, 0, sizeof k);
+  k.key_id = key->key_id;
+  k.role = key->role;
+  k.account = key->account;
+  k.firm = key->firm;
+  k.secret_len = (uint8_t)(key->secret_len <= HG_WIRE_SECRET_MAX ? key->secret_len : 0);
+  memcpy(k.secret, key->secret, k.secret_len);
+  hg_key_record_encode(&k, out);
+  hg_wipe(&k, sizeof k);
+}
+
+int hg_gateway_key_decode(const uint8_t *buf, size_t len, hg_gateway_key_t *key,
+                          uint8_t secret[HG_WIRE_SECRET_MAX]) {
+  hg_key_record_t k;
+  int rc = hg_key_record_decode(buf, len, &k);
+  if (rc == 0) {
+    memcpy(secret, k.secret, k.secret_len);
+    *key = (hg_gateway_key_t){.key_id = k.key_id, .role = k.role, .account = k.account,
+                              .firm = k.firm, .secret = secret, .secret_len = k.secret_len};
+  }
+  hg_wipe(&k, sizeof k);
+  return rc;
+}
+
 int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace) {
   if (hg_key_record_check(k) != 0) return HG_EINVAL;
   if (!replace) {
