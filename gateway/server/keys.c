@@ -62,15 +62,21 @@ int gw_key_absent(hg_gateway_t *gw, uint64_t key_id) {
 /* gateway.h publishes the record's size for those that keep keys. */
 _Static_assert(HG_GATEWAY_KEY_BYTES == HG_KEY_RECORD_SIZE, "key record size");
 
+/* key as a record; a secret longer than a record holds is left out (the
+ * record then fails hg_key_record_check). The caller wipes *k. */
+static void record_of(const hg_gateway_key_t *key, hg_key_record_t *k) {
+  memset(k, 0, sizeof *k);
+  k->key_id = key->key_id;
+  k->role = key->role;
+  k->account = key->account;
+  k->firm = key->firm;
+  k->secret_len = (uint8_t)(key->secret_len <= HG_WIRE_SECRET_MAX ? key->secret_len : 0);
+  memcpy(k->secret, key->secret, k->secret_len);
+}
+
 void hg_gateway_key_encode(const hg_gateway_key_t *key, uint8_t out[HG_GATEWAY_KEY_BYTES]) {
   hg_key_record_t k;
-  memset(&k, 0, sizeof k);
-  k.key_id = key->key_id;
-  k.role = key->role;
-  k.account = key->account;
-  k.firm = key->firm;
-  k.secret_len = (uint8_t)(key->secret_len <= HG_WIRE_SECRET_MAX ? key->secret_len : 0);
-  memcpy(k.secret, key->secret, k.secret_len);
+  record_of(key, &k);
   hg_key_record_encode(&k, out);
   hg_wipe(&k, sizeof k);
 }
@@ -105,13 +111,7 @@ int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace) {
 static int store_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replace) {
   if (key == NULL || key->secret == NULL || key->secret_len > HG_WIRE_SECRET_MAX) return HG_EINVAL;
   hg_key_record_t k;
-  memset(&k, 0, sizeof k);
-  k.key_id = key->key_id;
-  k.role = key->role;
-  k.account = key->account;
-  k.firm = key->firm;
-  k.secret_len = (uint8_t)key->secret_len;
-  memcpy(k.secret, key->secret, key->secret_len);
+  record_of(key, &k);
   int rc = gw_key_store(gw, &k, replace);
   hg_wipe(&k, sizeof k);
   return rc;

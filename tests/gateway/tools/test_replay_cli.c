@@ -164,10 +164,10 @@ static void dir_digest(const char *d, char out[65]) {
   hex(h, out);
 }
 
-/* Writes the scenario into directory d, account 4's last deposit being
- * last_deposit micro-USD, and the final state hash (hex) into hx. */
-static void build(const char *d, int64_t last_deposit, char *hx) {
-  util_log_t log = {0};
+/* A started pipeline on directory d, its clock at 2027-03-30 09:00. */
+static hg_pipeline_t *start(const char *d) {
+  static util_log_t log; /* one pipeline at a time */
+  memset(&log, 0, sizeof log);
   hg_pipeline_config_t cfg;
   util_config(&cfg, d, &log);
   cfg.clock = fake_clock;
@@ -176,6 +176,13 @@ static void build(const char *d, int64_t last_deposit, char *hx) {
   hg_pipeline_t *p = NULL;
   assert_int_equal(hg_pipeline_open(&cfg, &p), 0);
   assert_int_equal(hg_pipeline_start(p), 0);
+  return p;
+}
+
+/* Writes the scenario into directory d, account 4's last deposit being
+ * last_deposit micro-USD, and the final state hash (hex) into hx. */
+static void build(const char *d, int64_t last_deposit, char *hx) {
+  hg_pipeline_t *p = start(d);
 
   hg_command_t c = {0};
   c.type = HG_COMMAND_LIST_INSTRUMENT;
@@ -544,15 +551,7 @@ static void skipped_contract_carries_its_fills(void **state) {
   (void)state;
   char d[64], *o, args[512];
   assert_non_null(util_tmpdir(d, "tools_skip"));
-  util_log_t log = {0};
-  hg_pipeline_config_t cfg;
-  util_config(&cfg, d, &log);
-  cfg.clock = fake_clock;
-  submitted = done = 0;
-  atomic_store(&clock_ns, at(DAY_0330, 9, 0));
-  hg_pipeline_t *p = NULL;
-  assert_int_equal(hg_pipeline_open(&cfg, &p), 0);
-  assert_int_equal(hg_pipeline_start(p), 0);
+  hg_pipeline_t *p = start(d);
   hg_command_t c = {0};
   c.type = HG_COMMAND_LIST_INSTRUMENT;
   snprintf(c.u.list.symbol, sizeof c.u.list.symbol, "B200.A.2027-05");
