@@ -43,12 +43,6 @@
  * it is never handed to a caller, and hg_store_errmsg() names its seq and
  * the reason.
  *
- * Format 1 stores held bare blobs. This build reads such a store, but its
- * snapshots carry no checksum and fail the check as "no snapshot header":
- * recovery then falls back (hourglass/pipeline.h), in the end to a replay
- * of the whole journal. The first snapshot written marks the store format 2
- * (a format 1 build then refuses the store rather than misread it).
- *
  * Pruning keeps the newest keep GOOD snapshots: it walks from the newest,
  * checking each one's CRC, and deletes only what is older than the keep-th
  * good one. A bad snapshot newer than that stays for the operator (hgctl
@@ -86,8 +80,8 @@
 extern "C" {
 #endif
 
-/* Format of the store's layout; a store written by a newer one is refused.
- * 2: snapshots carry the checked header. */
+/* Format of the store's layout, written when the store is made; a store of
+ * another format is refused (HG_EVERSION). */
 #define HG_STORE_FORMAT_VERSION 2u
 
 /* The snapshot header (layout above). */
