@@ -31,6 +31,14 @@ bool hg_text_ok(const char *s, size_t cap) {
   return true;
 }
 
+bool hg_symbol_ok(const char *s, size_t cap) {
+  const char *end = s == NULL ? NULL : memchr(s, '\0', cap);
+  if (end == NULL || end == s) return false;
+  for (const char *q = s; q < end; q++)
+    if (!alnum(*q) && *q != '.' && *q != '-' && *q != '_') return false;
+  return true;
+}
+
 /* Copies the name before the next '.' of *p into out and steps past the dot. */
 static bool take_name(const char **p, char *out, size_t cap) {
   const char *dot = strchr(*p, '.');

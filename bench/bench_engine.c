@@ -161,7 +161,7 @@ static inline uint64_t msg_ts(size_t i) { return 32400000000000ull + (uint64_t)i
     case M_REPLACE: pfx##_book_replace(b, m->oid, m->account, m->price, m->qty, ts); \
       break;                                                                         \
     case M_MASS: (void)pfx##_book_mass_cancel(b, m->account, m->side, ts); break;    \
-    case M_REF: pfx##_book_set_reference(b, m->price); break;                        \
+    case M_REF: break; /* the band is the clearing's: nothing for the book */       \
     case M_EXPIRE: (void)pfx##_book_expire_day(b, ts); break;                        \
     default: break;                                                                  \
     }                                                                                \
@@ -339,7 +339,7 @@ static hg_book_params_t book_params(const workload_t *w, uint32_t max_orders) {
   hg_book_params_t p = {.instrument_id = 1, .tick_size = 1000, .contract_unit = 1000,
                         .min_price = MIN_PRICE, .max_price = MAX_PRICE,
                         .max_order_qty = MAX_ORDER_QTY, .ref_price = w->ref0,
-                        .band_bps = w->band_bps, .max_orders = max_orders,
+                        .max_orders = max_orders,
                         .max_accounts = MAX_ACCOUNTS, .default_stp = 0};
   return p;
 }
@@ -546,6 +546,8 @@ static int generate(const scenario_t *sc, const mix_t *mix, size_t n, uint64_t s
         } else if (r < mix->market_end) { /* market */
           m->type = HG_ORD_MARKET;
           m->tif = HG_TIF_IOC;
+          /* capped at the band's edge, as the exchange caps it */
+          m->price = clamp_band(w, ref, m->side == HG_SIDE_BUY ? MAX_PRICE : MIN_PRICE);
         } else if (r < mix->taker_end) { /* a taker's resting limit near the mid, may cross */
           int64_t off = (int64_t)rng_below(&g.rng, 10) - 1;
           m->price = clamp_band(w, ref, m->side == HG_SIDE_BUY ? mid - off : mid + off);

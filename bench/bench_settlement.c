@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
 
   /* fills: in every contract, account 2k buys from 2k+1, so every account
    * holds a position in every contract */
-  uint64_t ts = DAYNO * HG_CLR_NS_PER_DAY + (uint64_t)10 * 3600 * 1000000000u;
+  uint64_t ts = DAYNO * HG_NS_PER_DAY + (uint64_t)10 * 3600 * 1000000000u;
   double t0 = now();
   uint64_t nfills = 0;
   for (uint32_t i = 0; i < NINST; i++)
@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     tops[i] = (hg_clearing_top_t){.instrument = i + 1, .best_bid = 2001, .best_ask = 2004};
   hg_clearing_cycle_report_t rep;
   t0 = now();
-  check(hg_clearing_daily_cycle(c, 1, DAYNO * HG_CLR_NS_PER_DAY +
+  check(hg_clearing_daily_cycle(c, 1, DAYNO * HG_NS_PER_DAY +
                                           (uint64_t)16 * 3600 * 1000000000u,
                                 tops, NINST, &rep),
         "daily cycle");

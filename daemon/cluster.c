@@ -130,7 +130,7 @@
 #define ENTRY_KEY 0x314b4748u     /* "HGK1": an API key */
 #define ADDR_LEN 64               /* an address field in ENTRY_MEMBERS, NUL-padded */
 #define MEMBER_BYTES (8 + 2 * ADDR_LEN)
-#define KEY_BYTES (8 + 4 + 4 + 4 + 4 + 64) /* one key in ENTRY_KEY */
+#define KEY_BYTES HG_GATEWAY_KEY_BYTES /* one key in ENTRY_KEY */
 
 /* A member's addresses: its Raft address and its order-entry address as
  * clients reach it ("host:port"). */
@@ -488,32 +488,18 @@ static int apply_members(daemon_cluster_t *c, uint64_t index, const uint8_t *b, 
   return 0;
 }
 
-/* ENTRY_KEY: u32 magic, u32 n, then n keys of KEY_BYTES: u64 key id, u32
- * role, account, firm, secret length, 64 bytes of secret (zero-padded).
- * Every node stores them (replacing keys with their ids). */
-static void key_encode(const hg_gateway_key_t *k, uint8_t out[KEY_BYTES]) {
-  memset(out, 0, KEY_BYTES);
-  hg_st64(out, k->key_id);
-  hg_st32(out + 8, k->role);
-  hg_st32(out + 12, k->account);
-  hg_st32(out + 16, k->firm);
-  hg_st32(out + 20, (uint32_t)k->secret_len);
-  memcpy(out + 24, k->secret, k->secret_len);
-}
+/* ENTRY_KEY: u32 magic, u32 n, then n keys of KEY_BYTES, each as
+ * hg_gateway_key_encode writes it. Every node stores them (replacing keys
+ * with their ids). */
 
 /* Stores the n keys at b (KEY_BYTES each). 0, or the key store's error. */
 static int store_keys(daemon_cluster_t *c, uint64_t index, const uint8_t *b, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     const uint8_t *p = b + (size_t)i * KEY_BYTES;
-    uint8_t secret[64];
-    hg_gateway_key_t k = {.key_id = hg_ld64(p), .role = hg_ld32(p + 8),
-                          .account = hg_ld32(p + 12), .firm = hg_ld32(p + 16),
-                          .secret_len = hg_ld32(p + 20), .secret = secret};
-    int rc = HG_EINVAL;
-    if (k.secret_len <= sizeof secret) {
-      memcpy(secret, p + 24, k.secret_len);
-      rc = hg_gateway_apply_key(c->gw, &k);
-    }
+    uint8_t secret[HG_WIRE_SECRET_MAX];
+    hg_gateway_key_t k = {.key_id = hg_ld_le(p + 1, 8)}; /* named in the log if malformed */
+    int rc = hg_gateway_key_decode(p, KEY_BYTES, &k, secret) != 0 ? HG_EINVAL
+                                                                  : hg_gateway_apply_key(c->gw, &k);
     hg_wipe(secret, sizeof secret);
     if (rc == HG_EINVAL)
       CLOG(HG_LOG_ERROR, "an API key from the group is malformed: ignored",
@@ -723,7 +709,7 @@ static int snap_key(void *ctx, const hg_gateway_key_t *key) {
     k->buf = b;
     k->cap = cap;
   }
-  key_encode(key, k->buf + k->len);
+  hg_gateway_key_encode(key, k->buf + k->len);
   k->len += KEY_BYTES;
   return 0;
 }
@@ -1411,14 +1397,14 @@ int daemon_cluster_replicate_key(void *ctx, const hg_gateway_key_t *key, uint32_
   daemon_cluster_t *c = ctx;
   if (c->r == NULL || c->stopping) return HG_EUNAVAIL;
   if (!c->writable) return HG_EPERM;
-  if (key->secret_len > 64) return HG_EINVAL;
+  if (key->secret_len > HG_WIRE_SECRET_MAX) return HG_EINVAL;
   key_req_t *q = malloc(sizeof *q);
   if (q == NULL) return -ENOMEM;
   *q = (key_req_t){c, stream, ref_seq};
   uint8_t buf[8 + KEY_BYTES];
   hg_st32(buf, ENTRY_KEY);
   hg_st32(buf + 4, 1);
-  key_encode(key, buf + 8);
+  hg_gateway_key_encode(key, buf + 8);
   int rc = hg_replica_propose(c->r, buf, sizeof buf, key_done, q);
   hg_wipe(buf, sizeof buf);
   if (rc != 0) free(q);

@@ -154,9 +154,11 @@ void hg_daemon_config_defaults(hg_daemon_config_t *cfg) {
   cfg->pipe_mode = HG_PIPE_MODE_LOOP;
   cfg->wait_spin = 0;
   cfg->rt_priority = 0;
-  cfg->max_instruments = 64;
-  cfg->max_accounts = 4096;
-  cfg->max_book_orders = 1u << 20;
+  hg_exchange_config_t ex;
+  hg_exchange_config_default(&ex);
+  cfg->max_instruments = ex.max_instruments;
+  cfg->max_accounts = ex.max_accounts;
+  cfg->max_book_orders = ex.max_book_orders;
   cfg->max_orders = 1u << 18;
   cfg->max_sessions = 1024;
   cfg->max_frame = 65536;
@@ -417,11 +419,6 @@ static int check_cluster_tls(const hg_daemon_config_t *c, const hg_dcfg_member_t
 }
 
 int hg_daemon_config_check(const hg_daemon_config_t *c, hg_dcfg_error_t *err) {
-  if (c->market_data_set && (strcmp(c->order_entry.host, c->market_data.host) != 0 ||
-                             c->order_entry.port != c->market_data.port))
-    return fail(err, 0, "listen.market_data", HG_EINVAL, "%s",
-                "is no longer used: market data is served on listen.order_entry "
-                "(this value differs from it; remove the key)");
   if ((strcmp(c->order_entry.host, c->http.host) == 0 && c->order_entry.port == c->http.port &&
        c->http.port != 0))
     return fail(err, 0, "listen.http", HG_EINVAL, "%s", "must differ from listen.order_entry");
@@ -531,15 +528,6 @@ int hg_daemon_config_members(const hg_daemon_config_t *c, hg_dcfg_member_t *out,
   return 0;
 }
 
-/* listen.market_data once named a second listener, which had to equal
- * listen.order_entry; the gateway serves market data on its one listener.
- * The key is no longer documented, but a file that still sets it is read:
- * refused by hg_daemon_config_check when it names another address (so no
- * deployed configuration silently changes meaning), accepted when it names
- * the same one (market_data_set tells the daemon to warn). */
-static const keydef_t RETIRED_MARKET_DATA = {"listen.market_data", K_ADDR, OFF(market_data),
-                                             0, 0, 0, 0};
-
 static const keydef_t *find_key(const char *name) {
   for (size_t i = 0; i < NKEYS; i++)
     if (strcmp(KEYS[i].name, name) == 0) return &KEYS[i];
@@ -557,7 +545,6 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
                            hg_dcfg_error_t *err) {
   unsigned char seen[NKEYS];
   memset(seen, 0, sizeof seen);
-  int seen_market_data = 0;
   memset(err, 0, sizeof *err);
   size_t pos = 0;
   unsigned line = 0;
@@ -589,12 +576,7 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
     char *name = trim(s), *value = trim(eq + 1);
     if (*name == '\0') return fail(err, line, "", HG_EPARSE, "%s", "missing key before '='");
     const keydef_t *k = find_key(name);
-    if (k == NULL && strcmp(name, RETIRED_MARKET_DATA.name) == 0) {
-      if (seen_market_data) return fail(err, line, name, HG_EPARSE, "%s", "key given twice");
-      seen_market_data = 1;
-      k = &RETIRED_MARKET_DATA;
-      cfg->market_data_set = 1;
-    } else {
+    {
       if (k == NULL) return fail(err, line, name, HG_ENOTFOUND, "%s", "unknown key");
       if (seen[k - KEYS]) return fail(err, line, name, HG_EPARSE, "%s", "key given twice");
       seen[k - KEYS] = 1;

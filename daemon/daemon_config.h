@@ -81,12 +81,6 @@ typedef struct hg_daemon_config {
   char tls_cert[HG_DCFG_PATH_MAX];
   char tls_key[HG_DCFG_PATH_MAX];
   char tls_client_ca[HG_DCFG_PATH_MAX];
-  /* listen.market_data: no longer used (market data is served on
-   * listen.order_entry). Read only so that a file still setting it is
-   * refused when it names another address, and warned about (the daemon
-   * logs it) when market_data_set and it names the same one. */
-  hg_dcfg_addr_t market_data;
-  int market_data_set;
   /* Cluster mode (hourglassd.h, "Cluster"): cluster.id (0: a single node),
    * cluster.members ("id=raft_ip:port/client_ip:port,..."), cluster.dir
    * ("" = data_dir/raft), cluster.election_timeout_ms (300),
@@ -151,7 +145,6 @@ int hg_daemon_config_parse(hg_daemon_config_t *cfg, const char *text, size_t len
 
 /* Checks the rules that tie keys together (listen.http differs from
  * listen.order_entry, journal.segment_size exceeds journal.batch_bytes + 64,
- * the retired listen.market_data, when set, equals listen.order_entry,
  * tls.cert and tls.key go together, and a non-loopback listen.order_entry
  * has TLS or an explicit tls = off; cluster.id needs pipeline.mode = loop
  * and a cluster.members that lists it, cluster.join needs cluster.id;

@@ -187,7 +187,6 @@ size_t hg_demo_setup(hg_demo_t *d, hg_command_t *out, size_t cap) {
     bp->max_price = 100000;   /* 100 USD per GPU-hour */
     bp->max_order_qty = 1000;
     bp->ref_price = hg_demo_fair(d, (size_t)k);
-    bp->band_bps = 2000;
     bp->max_orders = 1u << 14;
     bp->max_accounts = 64;
     EMIT(c);

@@ -116,10 +116,6 @@ int daemon_load_config(const char *path, char **ovr, int novr, hg_daemon_config_
             err.reason);
     return -1;
   }
-  if (cfg->market_data_set)
-    hg_dlog(HG_LOG_WARN, "config",
-            "listen.market_data is no longer used: market data is served on listen.order_entry",
-            NULL);
   return 0;
 }
 
@@ -185,7 +181,7 @@ int main(int argc, char **argv) {
       dest = argv[++i];
     } else if (strcmp(a, "--demo") == 0) {
       time_t now = time(NULL);
-      int32_t today = (int32_t)(now / 86400);
+      int32_t today = hg_civil_day_of_ns((uint64_t)now * 1000000000u);
       hg_civil_t cd = hg_civil_from_day(today);
       if (d.demo == NULL && hg_demo_create(cd.year, (int)cd.month, (uint64_t)now, &d.demo) != 0) {
         fprintf(stderr, "hourglassd: cannot create the demo market\n");

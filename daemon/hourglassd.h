@@ -5,7 +5,9 @@
  * runs the exchange (start-up, threads, signals, reload, shutdown);
  * http_api.c answers the HTTP port; data_dir.c creates, locks and diagnoses
  * the data directory; tools_main.c holds the tool modes (--state-hash,
- * --backup-*, --scenario). The threads and the lock are described at the top
+ * --backup-*, --scenario); cluster.c runs a node of a Raft group
+ * (cluster.h). The rest have their own headers: daemon_config.h, daemon_log.h,
+ * http.h, market_api.h, mdview.h, demo.h, scenario.h. The threads and the lock are described at the top
  * of hourglassd.c.
  */
 #ifndef HG_DAEMON_HOURGLASSD_H

@@ -37,6 +37,7 @@
 
 #include "hourglass/error.h"
 #include "hourglass/grow.h"
+#include "hourglass/thread.h"
 
 /* ------------------------------------------------------------ text buffer */
 
@@ -641,7 +642,7 @@ int hg_http_start(const hg_http_config_t *cfg, hg_http_t **out) {
     goto fail;
   }
   srv->last_event_ns = mono_ns();
-  rc = -pthread_create(&srv->thread, NULL, thread_main, srv);
+  rc = hg_thread_start("hg-http", 0, thread_main, srv, &srv->thread);
   if (rc == 0) {
     *out = srv;
     return 0;

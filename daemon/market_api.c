@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +318,15 @@ void hg_market_api(hg_mdview_t *view, const char *path, const char *query, hg_ht
     fixings(view, strcmp(path, "/api/v1/fixings") != 0, query, r);
     return;
   }
+  /* The per-instrument endpoints; any other path is unknown (404) before
+   * its query is looked at. */
+  bool tob = strcmp(path, "/api/v1/tob") == 0, book = strcmp(path, "/api/v1/book") == 0;
+  bool candle = strcmp(path, "/api/v1/candles") == 0;
+  bool settle = strcmp(path, "/api/v1/settlements") == 0;
+  if (!tob && !book && !candle && !settle && strcmp(path, "/api/v1/trades") != 0) {
+    not_found(r, "no such endpoint");
+    return;
+  }
   long id = query_instrument(view, query, "instrument");
   if (id == -1) {
     r->status = 400;
@@ -327,15 +337,15 @@ void hg_market_api(hg_mdview_t *view, const char *path, const char *query, hg_ht
     not_found(r, "unknown instrument");
     return;
   }
-  if (strcmp(path, "/api/v1/candles") == 0) {
+  if (candle) {
     candles(view, (uint32_t)id, query, r);
     return;
   }
-  if (strcmp(path, "/api/v1/settlements") == 0) {
+  if (settle) {
     settlements(view, (uint32_t)id, r);
     return;
   }
-  if (strcmp(path, "/api/v1/tob") == 0) {
+  if (tob) {
     hg_tob_t t;
     if (hg_mdview_tob(view, (uint32_t)id, &t) != 0) {
       not_found(r, "unknown instrument");
@@ -357,7 +367,7 @@ void hg_market_api(hg_mdview_t *view, const char *path, const char *query, hg_ht
     b->oom = 1;
   } else if (hg_mdview_book(view, (uint32_t)id, &in, bids, &nb, asks, &na, trades, &nt) != 0) {
     not_found(r, "unknown instrument");
-  } else if (strcmp(path, "/api/v1/book") == 0) {
+  } else if (book) {
     json_book(b, &in, bids, nb, asks, na);
     hg_sbuf_puts(b, "}\n");
   } else { /* /api/v1/trades */

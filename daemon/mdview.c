@@ -1,7 +1,7 @@
 /*
  * mdview.c - the public market-data view (see mdview.h).
  *
- * Structure. Slots, one per instrument id ever seen (ids are not dense, so a
+ * Structure. Slots, one per instrument id ever listed (ids are not dense, so a
  * slot table scanned linearly; instrument counts are small and the last hit
  * is cached). Each slot has two halves:
  *  - work (consumer thread only): the price levels the events reported,
@@ -165,9 +165,7 @@ static work_t *slot(hg_mdview_t *v, uint32_t id, int create) {
   if (!create || v->nslots == v->cap) return NULL;
   uint32_t i = v->nslots++;
   work_t *w = &v->work[i];
-  w->info.id = id;
-  w->info.listed = 1;
-  snprintf(w->info.symbol, sizeof w->info.symbol, "#%u", id);
+  w->info.id = id; /* the caller (a listing) fills in the rest */
   /* relaxed: nids' release store below publishes it. */
   atomic_store_explicit(&v->ids[i], id, memory_order_relaxed);
   /* release: a reader that sees the new count sees the slot's id. */
@@ -293,8 +291,11 @@ static void apply_fixing(hg_mdview_t *v, const hg_exchange_event_t *ev) {
 }
 
 static void apply_one(hg_mdview_t *v, const hg_exchange_event_t *ev) {
-  work_t *w = slot(v, ev->instrument_id, ev->type == HG_XEV_LISTED || ev->type == HG_XEV_BOOK);
-  if (w == NULL) return; /* not an instrument event, or out of slots */
+  /* Only a listing makes a slot: events about ids never listed (an order
+   * rejected as an unknown instrument) stay out of every public view, and
+   * cannot use up the slots later listings need. */
+  work_t *w = slot(v, ev->instrument_id, ev->type == HG_XEV_LISTED);
+  if (w == NULL) return; /* never listed, or out of slots */
   switch (ev->type) {
     case HG_XEV_BOOK:
       switch (ev->book.type) {

@@ -213,7 +213,7 @@ static int keys_file_has(const daemon_t *d, uint64_t id) {
   FILE *f = fopen(d->cfg.keys_file, "r");
   if (f == NULL) return 0;
   char line[512];
-  uint8_t secret[64];
+  uint8_t secret[HG_WIRE_SECRET_MAX];
   int found = 0;
   while (!found && fgets(line, sizeof line, f) != NULL) {
     hg_gateway_key_t k;

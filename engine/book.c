@@ -541,18 +541,8 @@ static void order_rest(hg_book_t *b, const struct taker *t) {
 /* ------------------------------------------------------------------------ */
 /* Validation helpers                                                         */
 
-static bool out_of_band(const hg_book_t *b, hg_price_t p) {
-  hg_price_t ref = b->params.ref_price;
-  uint32_t bps = b->params.band_bps;
-  if (bps == 0 || ref <= 0) return false;
-  __int128 d = (__int128)p - ref;
-  if (d < 0) d = -d;
-  return d * 10000 > (__int128)ref * bps;
-}
-
 static int price_reject(const hg_book_t *b, hg_price_t p) {
   if (p < b->params.min_price || p > b->params.max_price) return HG_REJ_PRICE_OUT_OF_RANGE;
-  if (out_of_band(b, p)) return HG_REJ_PRICE_BAND;
   return HG_REJ_NONE;
 }
 
@@ -564,21 +554,12 @@ static inline bool would_cross(const hg_book_t *b, int side, hg_price_t p) {
   return side == HG_SIDE_BUY ? p >= op : p <= op;
 }
 
-static hg_price_t market_limit(const hg_book_t *b, int side) {
-  hg_price_t ref = b->params.ref_price;
-  int64_t bps = b->params.band_bps;
+/* A market order's limit: its cap clamped to the range, or the range's far
+ * end without one (book.h, new order step 3). */
+static hg_price_t market_limit(const hg_book_t *b, int side, hg_price_t cap) {
   hg_price_t lo = b->params.min_price, hi = b->params.max_price;
-  if (bps == 0 || ref <= 0) return side == HG_SIDE_BUY ? hi : lo;
-  __int128 v;
-  if (side == HG_SIDE_BUY) {
-    v = (__int128)ref * (10000 + bps) / 10000; /* positive, so truncation is floor */
-  } else {
-    __int128 n = (__int128)ref * (10000 - bps);
-    v = n <= 0 ? 0 : (n + 9999) / 10000;
-  }
-  if (v < lo) return lo;
-  if (v > hi) return hi;
-  return (hg_price_t)v;
+  if (cap <= 0) return side == HG_SIDE_BUY ? hi : lo;
+  return cap < lo ? lo : cap > hi ? hi : cap;
 }
 
 static inline uint8_t resolve_stp(const hg_book_t *b, uint8_t stp) {
@@ -880,10 +861,6 @@ void hg_book_set_event_buffer(hg_book_t *b, hg_book_event_t *buf) {
   b->evbuf = buf;
 }
 
-void hg_book_set_reference(hg_book_t *b, hg_price_t ref_price) {
-  b->params.ref_price = ref_price;
-}
-
 const hg_book_params_t *hg_book_params(const hg_book_t *b) {
   return &b->params;
 }
@@ -1000,7 +977,7 @@ void hg_book_submit(hg_book_t *b, const hg_order_new_t *o) {
   t.clid = o->client_order_id;
   t.account = o->account;
   t.smp = o->smp_group;
-  t.price = o->type == HG_ORD_MARKET ? market_limit(b, o->side) : o->price;
+  t.price = o->type == HG_ORD_MARKET ? market_limit(b, o->side, o->price) : o->price;
   t.qty = t.leaves = o->qty;
   t.ts = o->ts;
   t.side = o->side;

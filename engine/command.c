@@ -165,8 +165,6 @@ static int encode_admin(const hg_command_t *cmd, Hourglass__V1__Command *m, enc_
     b->li.max_order_qty = c->params.max_order_qty;
     b->li.has_ref_price = c->params.ref_price != 0;
     b->li.ref_price = c->params.ref_price;
-    b->li.has_band_bps = c->params.band_bps != 0;
-    b->li.band_bps = c->params.band_bps;
     b->li.max_orders = c->params.max_orders;
     b->li.max_accounts = c->params.max_accounts;
     b->li.has_default_stp = c->params.default_stp != 0;
@@ -608,17 +606,6 @@ int hg_command_encode(const hg_command_t *cmd, uint8_t *buf, size_t cap, size_t 
 /* Decode                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static int symbol_ok(const char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > HG_SYMBOL_MAX) return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-             c == '.' || c == '-' || c == '_';
-    if (!ok) return 0;
-  }
-  return 1;
-}
 
 /* Enum values arrive as raw ints: protobuf-c does not range-check them. */
 static int enum_ok(int v, int max) { return v >= 0 && v <= max; }
@@ -743,7 +730,7 @@ static int decode_admin(const Hourglass__V1__Command *m, hg_command_t *out) {
   case HOURGLASS__V1__COMMAND__BODY_LIST_INSTRUMENT: {
     const Hourglass__V1__ListInstrument *b = m->list_instrument;
     if (b->base.n_unknown_fields) return HG_EPARSE;
-    if (b->symbol == NULL || !symbol_ok(b->symbol)) return HG_ERANGE;
+    if (b->symbol == NULL || !hg_symbol_ok(b->symbol, HG_SYMBOL_MAX + 1)) return HG_ERANGE;
     if (b->has_default_stp && !enum_ok(b->default_stp, HG_STP_NONE)) return HG_ERANGE;
     hg_cmd_list_instrument_t *c = &out->u.list;
     out->type = HG_COMMAND_LIST_INSTRUMENT;
@@ -755,7 +742,6 @@ static int decode_admin(const Hourglass__V1__Command *m, hg_command_t *out) {
     c->params.max_price = b->max_price;
     c->params.max_order_qty = b->max_order_qty;
     c->params.ref_price = b->has_ref_price ? b->ref_price : 0;
-    c->params.band_bps = b->has_band_bps ? b->band_bps : 0;
     c->params.max_orders = b->max_orders;
     c->params.max_accounts = b->max_accounts;
     c->params.default_stp = b->has_default_stp ? (uint8_t)b->default_stp : 0;
@@ -873,7 +859,8 @@ static int decode_settlement(const Hourglass__V1__Command *m, hg_command_t *out)
     const Hourglass__V1__ListCurve *b = m->list_curve;
     if (b->base.n_unknown_fields) return HG_EPARSE;
     if (!hg_name_ok(b->gpu, HG_INDEX_GPU_MAX) || !hg_name_ok(b->grade, HG_INDEX_GRADE_MAX) ||
-        b->year < 1970 || b->year > 9998 || b->month < 1 || b->month > 12)
+        b->year < HG_CURVE_YEAR_MIN || b->year > HG_CURVE_YEAR_MAX || b->month < 1 ||
+        b->month > 12)
       return HG_ERANGE;
     hg_cmd_list_curve_t *c = &out->u.curve;
     out->type = HG_COMMAND_LIST_CURVE;

@@ -41,17 +41,6 @@
 /* Names and events                                                          */
 /* ------------------------------------------------------------------------ */
 
-int hg_ex__symbol_ok(const char *s, size_t cap) {
-  const char *end = memchr(s, '\0', cap);
-  if (end == NULL || end == s || (size_t)(end - s) > HG_SYMBOL_MAX) return 0;
-  for (const char *p = s; p < end; p++) {
-    char c = *p;
-    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-             c == '.' || c == '-' || c == '_';
-    if (!ok) return 0;
-  }
-  return 1;
-}
 static void emit_simple(hg_exchange_t *ex, uint16_t type, uint32_t instrument_id,
                         hg_account_t account) {
   hg_exchange_event_t ev;
@@ -271,6 +260,13 @@ static void free_all(hg_exchange_t *ex) {
   free(ex);
 }
 
+void hg_exchange_config_default(hg_exchange_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->max_instruments = 64;
+  cfg->max_accounts = 4096;
+  cfg->max_book_orders = 1u << 20;
+}
+
 int hg_exchange_create(const hg_exchange_config_t *cfg, hg_exchange_sink_fn sink, void *sink_ctx,
                        hg_exchange_t **out) {
   if (cfg == NULL || sink == NULL || out == NULL || cfg->max_instruments == 0 ||
@@ -385,6 +381,9 @@ static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
                       c->side, price, c->qty, res.reason != 0 ? &res : NULL);
     return;
   }
+  /* The band is the clearing's (CONTRACT.md 4.5): the check above refused a
+   * limit outside it, and a market order walks no further than its edge. */
+  if (c->type == HG_ORD_MARKET) price = c->side == HG_SIDE_BUY ? res.band_high : res.band_low;
   hg_order_new_t o = {
       .order_id = oid,
       .client_order_id = c->client_order_id,
@@ -493,7 +492,7 @@ static void set_delivery_flags(hg_exchange_t *ex, int32_t day) {
  */
 int hg_ex__list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_t *params) {
   uint32_t id = params->instrument_id;
-  if (id == 0 || !hg_ex__symbol_ok(symbol, HG_SYMBOL_MAX + 1)) {
+  if (id == 0 || !hg_symbol_ok(symbol, HG_SYMBOL_MAX + 1)) {
     hg_ex__emit_reject(ex, HG_XREJ_INVALID_PARAMS, id, 0);
     return 0;
   }

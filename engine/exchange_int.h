@@ -218,8 +218,6 @@ static inline void clr_fault(hg_exchange_t *ex, int rc) {
 void hg_ex__book_sink(void *ctx, const hg_book_event_t *bev);
 /* Back to the just-created state after a failed restore. */
 void hg_ex__reset(hg_exchange_t *ex);
-/* Whether s is a listable symbol: 1..HG_SYMBOL_MAX of [A-Za-z0-9._-]. */
-int hg_ex__symbol_ok(const char *s, size_t cap);
 /* The clearing's reference price of an instrument and its inclusive price
  * band, in ticks (all 0: no reference; lo and hi 0: the band is off). */
 void hg_ex__ref_band(const hg_exchange_t *ex, uint32_t id, int64_t *ref, int64_t *lo,

@@ -563,19 +563,13 @@ static int do_mark(hg_exchange_t *ex) {
     if (inst == NULL || inst->halted || ex->cur.ts >= inst->cutoff_ts) continue;
     const hg_book_params_t *bp = hg_book_params(inst->book);
     /* the band edge around the mark, kept inside the price band around the
-     * reference (the clearing's, and the book's own if it has one): an order
-     * outside it would be refused (CONTRACT.md 5.12) */
+     * reference (the clearing's, the only one): an order outside it would be
+     * refused (CONTRACT.md 5.12) */
     hg_price_t px = sl->limit, lo = bp->min_price, hi = bp->max_price;
     int64_t ref, blo, bhi;
     hg_ex__ref_band(ex, inst->id, &ref, &blo, &bhi);
     if (blo > lo) lo = blo;
     if (bhi != 0 && bhi < hi) hi = bhi;
-    if (bp->band_bps != 0 && bp->ref_price > 0) {
-      int64_t l = (bp->ref_price * (10000 - (int64_t)bp->band_bps) + 9999) / 10000;
-      int64_t h = bp->ref_price * (10000 + (int64_t)bp->band_bps) / 10000;
-      if (l > lo) lo = l;
-      if (h < hi) hi = h;
-    }
     if (px != 0 && px < lo) px = lo;
     if (px > hi) px = hi;
     hg_qty_t q = sl->qty < bp->max_order_qty ? sl->qty : bp->max_order_qty;
@@ -706,7 +700,7 @@ static hg_book_params_t curve_params(const index_t *x, uint32_t id) {
   return (hg_book_params_t){.instrument_id = id, .tick_size = HG_INDEX_TICK_MICRO_USD,
                             .contract_unit = 1000, .min_price = 1,
                             .max_price = CURVE_MAX_PRICE, .max_order_qty = CURVE_MAX_ORDER_QTY,
-                            .ref_price = x->curve_ref, .band_bps = 0,
+                            .ref_price = x->curve_ref,
                             .max_orders = x->curve_max_orders,
                             .max_accounts = x->curve_max_accounts, .default_stp = 0};
 }
@@ -765,7 +759,7 @@ static int roll_curve(hg_exchange_t *ex, uint32_t slot) {
 static int do_list_curve(hg_exchange_t *ex, const hg_cmd_list_curve_t *c) {
   uint32_t first = c->first_instrument_id;
   if (!hg_name_ok(c->gpu, sizeof c->gpu) || !hg_name_ok(c->grade, sizeof c->grade) ||
-      c->year < 1970 || c->year > 9998 || c->month < 1 || c->month > 12 || first == 0 ||
+      c->year < HG_CURVE_YEAR_MIN || c->year > HG_CURVE_YEAR_MAX || c->month < 1 || c->month > 12 || first == 0 ||
       first > UINT32_MAX - 2 * CURVE_MONTHS || c->max_orders == 0 || c->max_accounts == 0 ||
       c->ref_price < 0 || c->ref_price > CURVE_MAX_PRICE ||
       (hg_ex__idx_is_token(c->gpu, c->grade) &&

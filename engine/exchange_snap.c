@@ -188,14 +188,14 @@ static void w_order(void *ctx, const hg_book_order_t *o) {
  *   u32 n_instruments, then per instrument by id:
  *     u32 id, u8 halted, u8 symbol_len, symbol bytes,
  *     params: i64 tick_size, contract_unit, min_price, max_price,
- *             max_order_qty, ref_price; u32 band_bps, max_orders,
+ *             max_order_qty, ref_price; u32 max_orders,
  *             max_accounts; u8 default_stp,
  *     u32 n_orders, then per order in time priority: u64 order_id,
  *       u64 client_order_id, u32 account, u32 smp_group, i64 price, i64 qty,
  *       i64 leaves, u64 ts, u8 side, tif, stp, post_only,
- *       (version 3) u8 session_scoped,
+ *       u8 session_scoped,
  *   u32 n_accounts, then per account by id: u32 id, u32 firm,
- *   (version 2) i32 last_cycle_day, u64 cycle_time_of_day_ns, u32 band_bps,
+ *   i32 last_cycle_day, u64 cycle_time_of_day_ns, u32 band_bps,
  *   u32 n_indexes, per index in creation order: str gpu, str grade, u8
  *     has_curve, u16 next_year, u8 next_month, u32 next_id, u32 max_orders,
  *     u32 max_accounts, i64 ref; u32 n_fixings, per fixing by day: i64
@@ -229,7 +229,6 @@ static void write_state(const hg_exchange_t *ex, writer_t *w) {
     w_i64(w, p->max_price);
     w_i64(w, p->max_order_qty);
     w_i64(w, p->ref_price);
-    w_u32(w, p->band_bps);
     w_u32(w, p->max_orders);
     w_u32(w, p->max_accounts);
     w_u8(w, p->default_stp);
@@ -316,9 +315,7 @@ static int r_str(reader_t *r, char *dst, size_t cap) {
   return !r->bad && memchr(dst, '\0', n) == NULL;
 }
 
-/* version: of the blob; a version 2 order has no session_scoped byte and is
- * read as an ordinary order (flag 0), as its gateway never set one. */
-static int restore_instruments(hg_exchange_t *ex, reader_t *r, uint32_t version) {
+static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
   uint32_t n = r_u32(r);
   if (r->bad) return HG_ECORRUPT;
   if (n > ex->cfg.max_instruments) return HG_EFULL;
@@ -332,7 +329,7 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r, uint32_t version)
     inst->halted = halted;
     r_bytes(r, inst->symbol, sl);
     inst->symbol[sl] = '\0';
-    if (r->bad || !hg_ex__symbol_ok(inst->symbol, sizeof inst->symbol)) return HG_ECORRUPT;
+    if (r->bad || !hg_symbol_ok(inst->symbol, sizeof inst->symbol)) return HG_ECORRUPT;
     for (uint32_t j = 0; j < i; j++)
       if (strcmp(ex->instr[j].symbol, inst->symbol) == 0) return HG_ECORRUPT;
     hg_book_params_t p;
@@ -344,7 +341,6 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r, uint32_t version)
     p.max_price = r_i64(r);
     p.max_order_qty = r_i64(r);
     p.ref_price = r_i64(r);
-    p.band_bps = r_u32(r);
     p.max_orders = r_u32(r);
     p.max_accounts = r_u32(r);
     p.default_stp = r_u8(r);
@@ -374,7 +370,7 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r, uint32_t version)
       o.tif = r_u8(r);
       o.stp = r_u8(r);
       o.post_only = r_u8(r);
-      o.session_scoped = version >= 3 ? r_u8(r) : 0;
+      o.session_scoped = r_u8(r);
       if (r->bad || o.order_id == 0 || o.order_id > ex->last_seq) return HG_ECORRUPT;
       if (hg_book_restore(inst->book, &o) != 0) return HG_ECORRUPT;
     }
@@ -457,7 +453,7 @@ static int restore_indexes(hg_exchange_t *ex, reader_t *r) {
     x->curve_max_accounts = r_u32(r);
     x->curve_ref = r_i64(r);
     if (r->bad || x->has_curve > 1) return HG_ECORRUPT;
-    if (x->has_curve && (x->next_month < 1 || x->next_month > 12 || x->next_year < 1970 ||
+    if (x->has_curve && (x->next_month < 1 || x->next_month > 12 || x->next_year < HG_CURVE_YEAR_MIN ||
                          x->next_id == 0 || x->curve_max_orders == 0 ||
                          x->curve_max_accounts == 0 || x->curve_ref < 0))
       return HG_ECORRUPT;
@@ -587,14 +583,13 @@ static int restore_all(hg_exchange_t *ex, reader_t *r) {
   uint32_t magic = r_u32(r);
   uint32_t version = r_u32(r);
   if (r->bad || magic != FORMAT_MAGIC || version == 0) return HG_ECORRUPT;
-  if (version != HG_EXCHANGE_FORMAT_VERSION && version != HG_EXCHANGE_FORMAT_OLDEST)
-    return HG_EVERSION;
+  if (version != HG_EXCHANGE_FORMAT_VERSION) return HG_EVERSION;
   ex->last_seq = r_u64(r);
   ex->last_ts = r_u64(r);
   ex->sessions = r_u64(r);
   ex->last_session_date = r_u32(r);
   if (r->bad) return HG_ECORRUPT;
-  int rc = restore_instruments(ex, r, version);
+  int rc = restore_instruments(ex, r);
   if (rc == 0) rc = restore_accounts(ex, r);
   hg_clearing_t *clr = NULL;
   if (rc == 0) rc = restore_settlement(ex, r, &clr);

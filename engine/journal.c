@@ -896,8 +896,6 @@ int hg_journal_set_eventfd(hg_journal_t *j, int fd) {
   return io_uring_register_eventfd(&j->ring, fd);
 }
 
-int hg_journal_in_flight(const hg_journal_t *j) { return j->inflight; }
-
 /* ------------------------------------------------------------------------ */
 /* Recovery                                                                  */
 /* ------------------------------------------------------------------------ */

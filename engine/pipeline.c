@@ -115,9 +115,7 @@ static int is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 void hg_pipeline_config_init(hg_pipeline_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
-  cfg->exchange.max_instruments = 64;
-  cfg->exchange.max_accounts = 4096;
-  cfg->exchange.max_book_orders = 1u << 20;
+  hg_exchange_config_default(&cfg->exchange);
   hg_journal_options_init(&cfg->journal);
   cfg->durability = HG_DURABILITY_DURABLE;
 }

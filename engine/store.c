@@ -172,9 +172,9 @@ static int open_tables(hg_store_t *s) {
       return HG_ECORRUPT;
     }
     uint32_t ver = (uint32_t)hg_ld_le(p, 4);
-    if (ver > HG_STORE_FORMAT_VERSION || ver == 0) {
+    if (ver != HG_STORE_FORMAT_VERSION) {
       mdb_txn_abort(txn);
-      set_msg(s, "state store %s: format version %u, this build reads up to %u", s->dir, ver,
+      set_msg(s, "state store %s: format version %u, this build reads %u", s->dir, ver,
               HG_STORE_FORMAT_VERSION);
       return ver == 0 ? HG_ECORRUPT : HG_EVERSION;
     }
@@ -293,8 +293,7 @@ static int check_value(const MDB_val *k, const MDB_val *v, hg_store_snapshot_t *
   uint64_t seq = hg_ld_be64(k->mv_data);
   if (v->mv_size < HG_STORE_SNAPSHOT_HEADER || ld32(p) != HG_STORE_SNAPSHOT_MAGIC) {
     snprintf(why, why_len,
-             "no snapshot header (%zu bytes; a store format 1 snapshot, which has no checksum, "
-             "or damaged)",
+             "no snapshot header (%zu bytes: damaged)",
              v->mv_size);
     return HG_ECORRUPT;
   }
@@ -435,7 +434,7 @@ static void ref_put(ref_writer_t *w, uint64_t key, const uint8_t *val, size_t le
 }
 
 static void put_instrument(void *ctx, const hg_exchange_instrument_info_t *in) {
-  uint8_t b[2 + HG_SYMBOL_MAX + 6 * 8 + 3 * 4 + 1];
+  uint8_t b[2 + HG_SYMBOL_MAX + 6 * 8 + 2 * 4 + 1];
   size_t n = 0, sl = strlen(in->symbol);
   b[n++] = in->halted;
   b[n++] = (uint8_t)sl;
@@ -447,7 +446,6 @@ static void put_instrument(void *ctx, const hg_exchange_instrument_info_t *in) {
   n += hg_st_le(b + n, (uint64_t)in->params.max_price, 8);
   n += hg_st_le(b + n, (uint64_t)in->params.max_order_qty, 8);
   n += hg_st_le(b + n, (uint64_t)in->params.ref_price, 8);
-  n += hg_st_le(b + n, in->params.band_bps, 4);
   n += hg_st_le(b + n, in->params.max_orders, 4);
   n += hg_st_le(b + n, in->params.max_accounts, 4);
   b[n++] = in->params.default_stp;
@@ -555,14 +553,6 @@ static int prune(MDB_txn *txn, MDB_dbi dbi, MDB_cursor *cur, uint32_t keep) {
   return rc;
 }
 
-/* Marks the store as holding format 2 snapshots (store.h), in txn. */
-static int put_format(hg_store_t *s, MDB_txn *txn) {
-  uint8_t ver[4] = {HG_STORE_FORMAT_VERSION & 0xff, 0, 0, 0};
-  MDB_val k = {.mv_size = sizeof META_VERSION_KEY - 1, .mv_data = (void *)META_VERSION_KEY};
-  MDB_val v = {.mv_size = sizeof ver, .mv_data = ver};
-  return mdb_put(txn, s->meta, &k, &v, 0);
-}
-
 /* Opens the write transaction of a snapshot at seq and a cursor on the
  * snapshots table, refusing a seq below the newest stored one. On failure
  * nothing is left open and the store's message says why. */
@@ -626,7 +616,6 @@ int hg_store_save_snapshot(hg_store_t *s, uint64_t seq, const void *blob, size_t
     uint8_t *dst = v.mv_data;
     if (len > 0) memcpy(dst + HG_STORE_SNAPSHOT_HEADER, blob, len);
     put_header(dst, seq, dst + HG_STORE_SNAPSHOT_HEADER, len);
-    rc = put_format(s, txn);
   }
   return snapshot_end(s, txn, cur, rc, keep, "saving snapshot", "committing snapshot");
 }
@@ -660,7 +649,6 @@ int hg_store_save_exchange(hg_store_t *s, const hg_exchange_t *ex, uint32_t keep
     else
       put_header(dst, seq, dst + HG_STORE_SNAPSHOT_HEADER, len);
   }
-  if (rc == 0) rc = put_format(s, txn);
   if (rc == 0) rc = mdb_drop(txn, s->instruments, 0);
   if (rc == 0) rc = mdb_drop(txn, s->accounts, 0);
   if (rc == 0) {

@@ -674,7 +674,6 @@ hg_replica_role_t hg_replica_role(const hg_replica_t *r) {
   }
 }
 
-uint64_t hg_replica_id(const hg_replica_t *r) { return r->cfg.id; }
 uint64_t hg_replica_term(const hg_replica_t *r) { return r->raft.current_term; }
 uint64_t hg_replica_commit_index(const hg_replica_t *r) { return r->raft.commit_index; }
 uint64_t hg_replica_applied_index(const hg_replica_t *r) {

@@ -271,7 +271,7 @@ static int config_valid(const hg_clearing_config_t *g) {
   if (g->band_bps > 100000 || g->im_rate_bps > 100000 || g->im_rate_delivery_bps > 100000)
     return 0;
   if (g->dsp_max_spread < 0 || g->dsp_max_spread > HG_CLR_PRICE_MAX) return 0;
-  if (g->cycle_time_of_day_ns >= HG_CLR_NS_PER_DAY) return 0;
+  if (g->cycle_time_of_day_ns >= HG_NS_PER_DAY) return 0;
   if (g->dsp_window_ns > g->cycle_time_of_day_ns) return 0;
   if (g->mm_rate_bps == 0 || g->mm_rate_bps > 10000 || g->liq_fee_bps > 10000) return 0;
   if (g->liq_slice_qty <= 0 || g->liq_slice_qty > HG_CLR_QTY_MAX || g->call_cycles == 0 ||
@@ -975,10 +975,10 @@ static int fill_impl(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
     if (br != NIL32 && c->recs[br].pos > HG_CLR_QTY_MAX - qty) return HG_EOVERFLOW;
     if (sr != NIL32 && c->recs[sr].pos < -HG_CLR_QTY_MAX + qty) return HG_EOVERFLOW;
   }
-  uint64_t tod = ts % HG_CLR_NS_PER_DAY;
+  uint64_t tod = ts % HG_NS_PER_DAY;
   int in_window = tod < c->cfg.cycle_time_of_day_ns &&
                   tod >= c->cfg.cycle_time_of_day_ns - c->cfg.dsp_window_ns;
-  uint64_t day = ts / HG_CLR_NS_PER_DAY;
+  uint64_t day = ts / HG_NS_PER_DAY;
   int64_t wq = in->win_day == day ? in->win_q : 0;
   if (in_window && wq > INT64_MAX - qty) return HG_EOVERFLOW;
 

@@ -216,7 +216,7 @@ int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
                             hg_clearing_cycle_report_t *report) {
   int rc0 = hg_clr__load_tops(c, tops, ntops);
   if (rc0 < 0) return rc0;
-  uint64_t day = ts / HG_CLR_NS_PER_DAY;
+  uint64_t day = ts / HG_NS_PER_DAY;
 
   /* pass 1: prices, payments, checks */
   clear_acct_scratch(c);

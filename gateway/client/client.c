@@ -57,7 +57,7 @@
 struct hg_client {
   hg_client_config_t cfg; /* host and secret point into this object */
   char host[256];
-  uint8_t secret[64];
+  uint8_t secret[HG_WIRE_SECRET_MAX];
 
   int fd;
   bool logged_in;
@@ -224,7 +224,7 @@ static int tls_setup(hg_client_t *c, const hg_client_config_t *cfg) {
 
 int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out) {
   if (cfg == NULL || out == NULL || cfg->key_id == 0 || cfg->secret == NULL ||
-      cfg->secret_len == 0 || cfg->secret_len > 64 || cfg->max_frame > HG_WIRE_MAX_FRAME_LIMIT)
+      cfg->secret_len == 0 || cfg->secret_len > HG_WIRE_SECRET_MAX || cfg->max_frame > HG_WIRE_MAX_FRAME_LIMIT)
     return HG_EINVAL;
   const char *host = cfg->host ? cfg->host : HG_CLIENT_DEFAULT_HOST;
   if (strlen(host) >= 256) return HG_EINVAL;
@@ -391,8 +391,6 @@ int hg_client_uncork(hg_client_t *c) {
   return rc == -EAGAIN ? -ETIMEDOUT : rc;
 }
 
-static bool body_is_app(uint32_t body_case) { return body_case >= 30 && body_case < 80; }
-
 /* Encodes env into the send buffer (compacting it first if needed). */
 static int enqueue(hg_client_t *c, const Hourglass__V1__Envelope *env) {
   if (c->tx_off > 0 && c->tx_off == c->tx_len) c->tx_off = c->tx_len = 0;
@@ -451,7 +449,7 @@ static int send_env(hg_client_t *c, const Hourglass__V1__Envelope *env) {
 int hg_client_send(hg_client_t *c, Hourglass__V1__Envelope *env, uint64_t *seq) {
   if (env == NULL) return HG_EINVAL;
   if (c->fd < 0 || !c->logged_in) return -ENOTCONN;
-  if (body_is_app(env->body_case)) {
+  if (hg_wire_body_is_request(env->body_case)) {
     env->has_seq = 1;
     env->seq = c->tx_seq;
   } else {
@@ -461,7 +459,7 @@ int hg_client_send(hg_client_t *c, Hourglass__V1__Envelope *env, uint64_t *seq) 
   int rc = send_env_q(c, env, &queued);
   /* The seq is used once the frame is queued, even if writing it failed
    * later: the server may have received it. */
-  if (body_is_app(env->body_case) && queued) {
+  if (hg_wire_body_is_request(env->body_case) && queued) {
     if (seq) *seq = c->tx_seq + c->session.ref_seq_base;
     c->tx_seq++;
   }
@@ -681,7 +679,8 @@ static int next_frame(hg_client_t *c, Hourglass__V1__Envelope **env) {
 }
 
 static bool is_stream_frame(const Hourglass__V1__Envelope *e) {
-  return e->has_seq && e->seq > 0 && e->body_case >= 80 &&
+  return e->has_seq && e->seq > 0 &&
+         (uint32_t)e->body_case >= HOURGLASS__V1__BODY_RANGE__BODY_SERVER_APP_FIRST &&
          e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_SNAPSHOT &&
          e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_LEVEL &&
          e->body_case != HOURGLASS__V1__ENVELOPE__BODY_MD_TRADE &&
@@ -1346,7 +1345,7 @@ int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint6
 
 int hg_client_add_api_key(hg_client_t *c, uint64_t key_id, uint32_t role, uint32_t account,
                           uint32_t firm, const uint8_t *secret, size_t len, uint64_t *seq) {
-  if (secret == NULL || len < 16 || len > 64) return HG_EINVAL;
+  if (secret == NULL || len < HG_WIRE_SECRET_MIN || len > HG_WIRE_SECRET_MAX) return HG_EINVAL;
   Hourglass__V1__AddApiKey m = HOURGLASS__V1__ADD_API_KEY__INIT;
   m.key_id = key_id;
   m.role = role;

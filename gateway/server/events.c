@@ -400,12 +400,8 @@ void gw_drain(hg_gateway_t *gw) {
         gw_retire(gw, p);
       } else if (p != NULL) {
         if (o->kind == HG_PIPE_UNAVAILABLE) {
-          if (p->kind == P_NEW || p->kind == P_CANCEL || p->kind == P_REPLACE ||
-              p->kind == P_QUOTE) {
-            uint32_t req = p->kind == P_NEW      ? REQ(NEW_ORDER)
-                           : p->kind == P_CANCEL ? REQ(CANCEL)
-                           : p->kind == P_QUOTE  ? REQ(QUOTE)
-                                                 : REQ(REPLACE);
+          uint32_t req = gw_pkind_request(p->kind);
+          if (req != 0) {
             gw_send_order_reject(gw, p->stream, p->ref_seq, req, REJ(UNAVAILABLE), 0, 0, 0,
                                  p->quote_group, gw_cmd_echo(&p->cmd));
           } else if (p->kind != P_INTERNAL) {

@@ -168,6 +168,18 @@ typedef enum pkind {
   P_SETTLE      /* settlement command (one part of a request): SettlementResult */
 } pkind_t;
 
+/* The RequestKind an order request's reject names, by its pending kind;
+ * 0 for a kind that is not an order request (answered by a Response). */
+static inline uint32_t gw_pkind_request(uint32_t kind) {
+  switch (kind) {
+  case P_NEW: return REQ(NEW_ORDER);
+  case P_CANCEL: return REQ(CANCEL);
+  case P_REPLACE: return REQ(REPLACE);
+  case P_QUOTE: return REQ(QUOTE);
+  default: return 0;
+  }
+}
+
 typedef struct pending {
   uint64_t origin;    /* 0: free */
   uint64_t ref_seq;   /* client seq of the request */

@@ -297,10 +297,10 @@ static void handle_frame(conn_t *c, const uint8_t *body, size_t len) {
   uint32_t si = c->stream;
   uint32_t body_case = (uint32_t)env->body_case;
   if (!gw_role_allows(st->role, body_case)) {
-    uint32_t req = body_case == B(NEW_ORDER) ? REQ(NEW_ORDER)
-                   : body_case == B(CANCEL)  ? REQ(CANCEL)
-                   : body_case == B(REPLACE) ? REQ(REPLACE)
-                                             : 0;
+    uint32_t req = gw_pkind_request(body_case == B(NEW_ORDER) ? P_NEW
+                                    : body_case == B(CANCEL)  ? P_CANCEL
+                                    : body_case == B(REPLACE) ? P_REPLACE
+                                                              : 0);
     if (req != 0) {
       reject_echo_t echo = body_case == B(NEW_ORDER) ? gw_new_order_echo(env->new_order)
                            : body_case == B(REPLACE)

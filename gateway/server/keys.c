@@ -59,6 +59,41 @@ int gw_key_absent(hg_gateway_t *gw, uint64_t key_id) {
   return rc == 0 ? HG_EEXISTS : rc == HG_ENOTFOUND ? 0 : rc;
 }
 
+/* gateway.h publishes the record's size for those that keep keys. */
+_Static_assert(HG_GATEWAY_KEY_BYTES == HG_KEY_RECORD_SIZE, "key record size");
+
+/* key as a record; a secret longer than a record holds is left out (the
+ * record then fails hg_key_record_check). The caller wipes *k. */
+static void record_of(const hg_gateway_key_t *key, hg_key_record_t *k) {
+  memset(k, 0, sizeof *k);
+  k->key_id = key->key_id;
+  k->role = key->role;
+  k->account = key->account;
+  k->firm = key->firm;
+  k->secret_len = (uint8_t)(key->secret_len <= HG_WIRE_SECRET_MAX ? key->secret_len : 0);
+  memcpy(k->secret, key->secret, k->secret_len);
+}
+
+void hg_gateway_key_encode(const hg_gateway_key_t *key, uint8_t out[HG_GATEWAY_KEY_BYTES]) {
+  hg_key_record_t k;
+  record_of(key, &k);
+  hg_key_record_encode(&k, out);
+  hg_wipe(&k, sizeof k);
+}
+
+int hg_gateway_key_decode(const uint8_t *buf, size_t len, hg_gateway_key_t *key,
+                          uint8_t secret[HG_WIRE_SECRET_MAX]) {
+  hg_key_record_t k;
+  int rc = hg_key_record_decode(buf, len, &k);
+  if (rc == 0) {
+    memcpy(secret, k.secret, k.secret_len);
+    *key = (hg_gateway_key_t){.key_id = k.key_id, .role = k.role, .account = k.account,
+                              .firm = k.firm, .secret = secret, .secret_len = k.secret_len};
+  }
+  hg_wipe(&k, sizeof k);
+  return rc;
+}
+
 int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace) {
   if (hg_key_record_check(k) != 0) return HG_EINVAL;
   if (!replace) {
@@ -74,15 +109,9 @@ int gw_key_store(hg_gateway_t *gw, const hg_key_record_t *k, int replace) {
 
 /* key as a store record, stored (replace: over a key with its id). */
 static int store_key(hg_gateway_t *gw, const hg_gateway_key_t *key, int replace) {
-  if (key == NULL || key->secret == NULL || key->secret_len > 64) return HG_EINVAL;
+  if (key == NULL || key->secret == NULL || key->secret_len > HG_WIRE_SECRET_MAX) return HG_EINVAL;
   hg_key_record_t k;
-  memset(&k, 0, sizeof k);
-  k.key_id = key->key_id;
-  k.role = key->role;
-  k.account = key->account;
-  k.firm = key->firm;
-  k.secret_len = (uint8_t)key->secret_len;
-  memcpy(k.secret, key->secret, key->secret_len);
+  record_of(key, &k);
   int rc = gw_key_store(gw, &k, replace);
   hg_wipe(&k, sizeof k);
   return rc;
@@ -156,7 +185,7 @@ static int decimal(const char *s, uint64_t max, uint64_t *out) {
   return 0;
 }
 
-int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_out[64]) {
+int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_out[HG_WIRE_SECRET_MAX]) {
   char *hash = strchr(line, '#');
   if (hash != NULL) *hash = 0;
   /* Blank-separated fields, whole (a width limit would split a long field
@@ -212,7 +241,7 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line) {
       }
     }
     hg_gateway_key_t k;
-    uint8_t sec[64];
+    uint8_t sec[HG_WIRE_SECRET_MAX];
     rc = hg_gateway_key_line_parse(buf, &k, sec);
     if (rc == 1) {
       rc = 0;

@@ -357,7 +357,7 @@ void gw_ledger_event(hg_gateway_t *gw, const hg_exchange_event_t *ev) {
     e.price = ev->price;
     e.qty = ev->qty;
     /* The cycle posts VM at the 16:00 of its day, not at the command's ts. */
-    if (ev->type == HG_XEV_VM) e.ts = (uint64_t)ev->day * HG_CLR_NS_PER_DAY + gw->cycle_tod_ns;
+    if (ev->type == HG_XEV_VM) e.ts = (uint64_t)ev->day * HG_NS_PER_DAY + gw->cycle_tod_ns;
     break;
   case HG_XEV_CASH: /* the guarantee's entries, the fund's (account 0) included */
     e.kind = ev->kind;
@@ -366,7 +366,7 @@ void gw_ledger_event(hg_gateway_t *gw, const hg_exchange_event_t *ev) {
     e.price = ev->price;
     e.qty = ev->qty;
     if (ev->command == HG_COMMAND_DAILY_SETTLEMENT)
-      e.ts = (uint64_t)ev->day * HG_CLR_NS_PER_DAY + gw->cycle_tod_ns;
+      e.ts = (uint64_t)ev->day * HG_NS_PER_DAY + gw->cycle_tod_ns;
     break;
   default:
     return;
@@ -385,7 +385,7 @@ static int seed_ledger(hg_gateway_t *gw, const hg_clearing_t *clr) {
     int rc = hg_clearing_ledger_get(clr, i, &e);
     if (rc != 0) return rc;
     /* A recovered cycle shows the time of day this exchange was set up with. */
-    if (e.kind == HG_LEDGER_VM) gw->cycle_tod_ns = e.ts % HG_CLR_NS_PER_DAY;
+    if (e.kind == HG_LEDGER_VM) gw->cycle_tod_ns = e.ts % HG_NS_PER_DAY;
     ledger_append(gw, &e);
     if (gw->ledger_lost) return -ENOMEM;
   }

@@ -174,7 +174,6 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
     bp->max_price = l->max_price;
     bp->max_order_qty = l->max_order_qty;
     bp->ref_price = l->has_ref_price ? l->ref_price : 0;
-    bp->band_bps = l->has_band_bps ? l->band_bps : 0;
     bp->max_orders = l->max_orders;
     bp->max_accounts = l->max_accounts;
     bp->default_stp = l->has_default_stp ? (uint8_t)l->default_stp : 0;
@@ -224,7 +223,8 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
      * given: drop copies and risk views follow the key's firm. */
     bool trades = rec.role == HG_ROLE_TRADER || rec.role == HG_ROLE_MARKET_MAKER;
     account_t *a = trades ? gw_account_find(gw, rec.account) : NULL;
-    if (k->secret.len >= 16 && k->secret.len <= 64) rec.secret_len = (uint8_t)k->secret.len;
+    if (k->secret.len >= HG_WIRE_SECRET_MIN && k->secret.len <= HG_WIRE_SECRET_MAX)
+      rec.secret_len = (uint8_t)k->secret.len;
     if (k->base.n_unknown_fields != 0 || hg_key_record_check(&rec) != 0) {
       reason = REJ(INVALID_REQUEST);
     } else if (trades && a == NULL) {

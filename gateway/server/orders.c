@@ -214,13 +214,19 @@ bool gw_role_allows(uint32_t role, uint32_t body) {
   }
 }
 
+/* The wire's enums carry the book's values (copied as they are below). */
+_Static_assert(HOURGLASS__V1__SIDE__SIDE_SELL == (int)HG_SIDE_SELL, "Side");
+_Static_assert(HOURGLASS__V1__ORD_TYPE__ORD_TYPE_MARKET == (int)HG_ORD_MARKET, "OrdType");
+_Static_assert(HOURGLASS__V1__TIME_IN_FORCE__TIF_FOK == (int)HG_TIF_FOK, "TimeInForce");
+_Static_assert(HOURGLASS__V1__STP_MODE__STP_NONE == (int)HG_STP_NONE, "StpMode");
+
 /* New order -> command; returns 0 or a RejectReason. */
 static uint32_t build_new_order(const Hourglass__V1__NewOrderRequest *r, uint32_t account,
                                 hg_command_t *cmd) {
   if (r->base.n_unknown_fields != 0 || r->instrument_id == 0 ||
-      (r->client_order_id & QUOTE_CLORDID_BIT) != 0 || r->side < 0 || r->side > 1 ||
-      r->type < 0 || r->type > 1 || r->tif < 0 || r->tif > 3 ||
-      (r->has_stp && (r->stp < 0 || r->stp > 4)) ||
+      (r->client_order_id & QUOTE_CLORDID_BIT) != 0 || r->side < 0 ||
+      r->side > (int)HG_SIDE_SELL || r->type < 0 || r->type > (int)HG_ORD_MARKET || r->tif < 0 || r->tif > (int)HG_TIF_FOK ||
+      (r->has_stp && (r->stp < 0 || r->stp > (int)HG_STP_NONE)) ||
       (r->type == HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT && !r->has_price))
     return REJ(INVALID_REQUEST);
   memset(cmd, 0, sizeof *cmd);

@@ -57,7 +57,8 @@ void hg_key_record_encode(const hg_key_record_t *k, uint8_t out[HG_KEY_RECORD_SI
   hg_st_le(out + 13, k->account, 4);
   hg_st_le(out + 17, k->firm, 4);
   out[21] = k->secret_len;
-  memcpy(out + 22, k->secret, k->secret_len <= 64 ? k->secret_len : 64);
+  memcpy(out + 22, k->secret,
+         k->secret_len <= HG_WIRE_SECRET_MAX ? k->secret_len : HG_WIRE_SECRET_MAX);
 }
 
 int hg_key_record_decode(const uint8_t *buf, size_t len, hg_key_record_t *out) {
@@ -69,7 +70,7 @@ int hg_key_record_decode(const uint8_t *buf, size_t len, hg_key_record_t *out) {
   k.account = (uint32_t)hg_ld_le(buf + 13, 4);
   k.firm = (uint32_t)hg_ld_le(buf + 17, 4);
   k.secret_len = buf[21];
-  if (k.secret_len > 64) return HG_ECORRUPT;
+  if (k.secret_len > HG_WIRE_SECRET_MAX) return HG_ECORRUPT;
   memcpy(k.secret, buf + 22, k.secret_len);
   if (hg_key_record_check(&k) != 0) return HG_ECORRUPT;
   *out = k;
@@ -77,7 +78,8 @@ int hg_key_record_decode(const uint8_t *buf, size_t len, hg_key_record_t *out) {
 }
 
 int hg_key_record_check(const hg_key_record_t *k) {
-  if (k->key_id == 0 || k->secret_len < 16 || k->secret_len > 64) return HG_EINVAL;
+  if (k->key_id == 0 || k->secret_len < HG_WIRE_SECRET_MIN || k->secret_len > HG_WIRE_SECRET_MAX)
+    return HG_EINVAL;
   switch (k->role) {
   case HOURGLASS__V1__ROLE__ROLE_TRADER:
   case HOURGLASS__V1__ROLE__ROLE_MARKET_MAKER:
@@ -118,17 +120,6 @@ uint32_t hg_login_verify(const Hourglass__V1__Login *login, const hg_key_record_
 
 /* ----------------------------------------------------------- state machine */
 
-int hg_sess_body_direction(uint32_t c) {
-  if (c >= 10 && c <= 13) return 1;
-  if (c >= 20 && c <= 25) return 0;
-  if (c >= 30 && c <= 41) return 1;
-  if (c >= 50 && c <= 69) return 1;
-  if (c >= 80 && c <= 93) return 0;
-  return -1;
-}
-
-bool hg_sess_body_is_app(uint32_t c) { return (c >= 30 && c <= 41) || (c >= 50 && c <= 69); }
-
 void hg_sess_init(hg_session_t *s, uint64_t now_ns, uint64_t login_timeout_ns) {
   memset(s, 0, sizeof *s);
   s->state = HG_SESS_AWAIT_LOGIN;
@@ -157,7 +148,7 @@ hg_sess_verdict_t hg_sess_on_frame(hg_session_t *s, const Hourglass__V1__Envelop
   s->last_rx_ns = now_ns;
   s->warned = 0;
   uint32_t c = (uint32_t)env->body_case;
-  int dir = hg_sess_body_direction(c);
+  int dir = hg_wire_body_from_client(c);
   if (env->base.n_unknown_fields != 0 || dir < 0)
     return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_UNKNOWN_MESSAGE);
   if (dir == 0) return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_WRONG_DIRECTION);
@@ -170,7 +161,7 @@ hg_sess_verdict_t hg_sess_on_frame(hg_session_t *s, const Hourglass__V1__Envelop
   }
   if (c == HOURGLASS__V1__ENVELOPE__BODY_LOGIN)
     return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_ALREADY_LOGGED_IN);
-  if (!hg_sess_body_is_app(c)) {
+  if (!hg_wire_body_is_request(c)) {
     if (c == HOURGLASS__V1__ENVELOPE__BODY_RETRANSMIT_REQUEST && s->retransmitting)
       return term(t, HOURGLASS__V1__TERMINATE_CODE__TERM_RETRANSMIT_IN_PROGRESS);
     return HG_SV_SESSION;

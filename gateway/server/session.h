@@ -33,11 +33,11 @@ typedef struct hg_key_record {
   uint32_t account;
   uint32_t firm;
   uint8_t secret_len;
-  uint8_t secret[64];
+  uint8_t secret[HG_WIRE_SECRET_MAX];
 } hg_key_record_t;
 
 /* Encoded size of a key record in the store (v1). */
-#define HG_KEY_RECORD_SIZE (1 + 8 + 4 + 4 + 4 + 1 + 64)
+#define HG_KEY_RECORD_SIZE (1 + 8 + 4 + 4 + 4 + 1 + HG_WIRE_SECRET_MAX)
 void hg_key_record_encode(const hg_key_record_t *k, uint8_t out[HG_KEY_RECORD_SIZE]);
 int hg_key_record_decode(const uint8_t *buf, size_t len, hg_key_record_t *out);
 /* 0 if role/account/firm/secret are consistent, HG_EINVAL otherwise. */
@@ -108,10 +108,5 @@ hg_sess_tick_t hg_sess_tick(hg_session_t *s, uint64_t now_ns, uint32_t *term);
 
 /* Records that we sent a frame (resets the heartbeat timer). */
 static inline void hg_sess_sent(hg_session_t *s, uint64_t now_ns) { s->last_tx_ns = now_ns; }
-
-/* Whether a body case is sent by clients (1), by the server (0), or unknown (-1). */
-int hg_sess_body_direction(uint32_t body_case);
-/* Whether a client body is an application message (needs seq). */
-bool hg_sess_body_is_app(uint32_t body_case);
 
 #endif /* HG_GATEWAY_SESSION_H */

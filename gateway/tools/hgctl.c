@@ -24,8 +24,6 @@
 #include "hgctl_net.h"
 #include "hgctl_tools.h"
 
-#define EXIT_INPUT 1
-#define EXIT_USAGE 2
 
 typedef struct command {
   const char *name;

@@ -16,6 +16,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* hgctl's exit statuses, every command: 0 done; 1 refused or failed
+ * (EXIT_INPUT: a local command's input was refused); 2 a usage error. */
+#define EXIT_FAIL 1
+#define EXIT_INPUT EXIT_FAIL
+#define EXIT_USAGE 2
+
 /* One option: "--name value" when val is set, the flag "--name" otherwise. */
 typedef struct hgctl_opt {
   const char *name; /* with the "--" */

@@ -25,6 +25,10 @@
 
 #define HGCTL_FMT_LEN 64
 
+/* What `replay` and `op settle` print for a contract a daily cycle could
+ * set no price for (tier 0): it is skipped, not settled at 0. */
+#define HGCTL_DSP_SKIPPED "skipped (no price: positions and fills carry to the next cycle)"
+
 /* The largest USD price per GPU-hour hgctl takes from a person or a file
  * (an index fixing, an FSP, a rent): no GPU-hour rents for more, so a
  * larger value is a unit mistake (micro-USD or cents pasted as USD). */

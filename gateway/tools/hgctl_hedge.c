@@ -25,8 +25,6 @@
 #include "hourglass/hedge.h"
 #include "hourglass/index.h"
 
-#define EXIT_INPUT 1
-#define EXIT_USAGE 2
 
 #define HEDGE_USD_MAX ((int64_t)HGCTL_USD_PER_GPU_HOUR_MAX * 1000000) /* micro-USD */
 

@@ -292,7 +292,7 @@ int net_open_session(const char *cmd, hg_client_t **out) {
     return EXIT_USAGE;
   }
   net_timeout_ms = (int)tmo;
-  uint8_t secret[64];
+  uint8_t secret[HG_WIRE_SECRET_MAX];
   int n = hg_client_parse_hex(sec, secret, sizeof secret);
   if (n < 0) {
     fprintf(stderr, "hgctl %s: the secret must be hex, 2 to 128 digits\n", cmd);
@@ -707,7 +707,8 @@ void net_on_signal(int sig) {
   (void)sig;
   net_stop = 1;
 }
-/* end-of-session, delist, withdraw: one operator command, one Response. */
+/* An operator command's one Response: OK with the engine seq, and for cash
+ * the amount and the new balance. */
 int net_op_reply(const char *cmd, const char *verb, hg_client_t *c, uint64_t seq) {
   const env_t *e = NULL;
   int rc = net_await_reply(cmd, c, seq, &e);

@@ -17,11 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hgctl_args.h" /* the exit statuses */
 #include "hgctl_table.h"
 #include "hourglass/client.h"
-
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
 
 typedef Hourglass__V1__Envelope env_t;
 #define BODY(x) HOURGLASS__V1__ENVELOPE__BODY_##x

@@ -8,6 +8,7 @@
  * and prints its Response or SettlementResult as one "KEY=value" line.
  */
 #include "hgctl_args.h"
+#include "hgctl_fmt.h"
 #include "hgctl_net.h"
 #include "hgctl_net_util.h"
 
@@ -64,9 +65,13 @@ static int settle_reply(const char *cmd, hg_client_t *c, uint64_t seq) {
            r->positions_closed, net_usd(r->final_sum));
   if (r->error) printf(" error=%d", r->error);
   printf("\n");
-  for (size_t i = 0; i < r->n_contracts; i++)
-    printf("DSP instrument=%u dsp=%s tier=%u\n", r->contracts[i]->instrument_id,
-           net_px(r->contracts[i]->dsp), r->contracts[i]->tier);
+  for (size_t i = 0; i < r->n_contracts; i++) {
+    if (r->contracts[i]->tier == 0)
+      printf("DSP instrument=%u %s\n", r->contracts[i]->instrument_id, HGCTL_DSP_SKIPPED);
+    else
+      printf("DSP instrument=%u dsp=%s tier=%u\n", r->contracts[i]->instrument_id,
+             net_px(r->contracts[i]->dsp), r->contracts[i]->tier);
+  }
   for (size_t i = 0; i < r->n_missing; i++) {
     hg_index_day_format(r->missing[i]->day, day);
     if (net_raw) printf("MISSING day=%s status=%u\n", day, r->missing[i]->status);
@@ -323,12 +328,7 @@ static int op_simple(const char *verb, int argc, char **argv) {
     rc = hg_client_cash(c, (uint32_t)a, b, false, &seq);
   }
   if (rc == 0) {
-    const env_t *e = NULL;
-    rc = net_await_reply(cmd, c, seq, &e);
-    if (rc == 0) {
-      rc = net_response_status(cmd, e);
-      if (rc == 0) printf("OK %s engine_seq=%" PRIu64 "\n", verb, e->response->engine_seq);
-    }
+    rc = net_op_reply(cmd, verb, c, seq);
   } else if (rc != EXIT_FAIL && rc != EXIT_USAGE) {
     rc = EXIT_FAIL;
   }
@@ -582,10 +582,10 @@ int hgctl_op_add_key(int argc, char **argv) {
   if (fgets(hex, sizeof hex, f) == NULL) hex[0] = '\0';
   fclose(f);
   hex[strcspn(hex, " \t\r\n")] = '\0';
-  uint8_t secret[64];
+  uint8_t secret[HG_WIRE_SECRET_MAX];
   int n = hg_client_parse_hex(hex, secret, sizeof secret);
   hg_wipe(hex, sizeof hex);
-  if (n < 16) {
+  if (n < HG_WIRE_SECRET_MIN) {
     hg_wipe(secret, sizeof secret);
     fprintf(stderr, "hgctl %s: %s must hold 32..128 hex digits (16..64 bytes)\n", cmd, file);
     return EXIT_USAGE;

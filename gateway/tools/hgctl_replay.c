@@ -59,8 +59,6 @@
 #include "hourglass/names.h"
 #include "hourglass/store.h"
 
-#define EXIT_INPUT 1
-#define EXIT_USAGE 2
 
 static void hex32(const uint8_t h[32], char out[65]) {
   static const char d[] = "0123456789abcdef";
@@ -231,8 +229,13 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
              ev->amount);
     break;
   case HG_XEV_DSP:
-    pos_cycle(rp, ev->instrument_id);
-    if (rp->out)
+    /* Tier 0: no price could be set, the contract is skipped and its fills
+     * carry to the next cycle (CONTRACT.md 5.6), so their sums stay. */
+    if (ev->tier != 0) pos_cycle(rp, ev->instrument_id);
+    if (rp->out && ev->tier == 0)
+      fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " %s\n", ev->seq, day,
+              ev->instrument_id, HGCTL_DSP_SKIPPED);
+    else if (rp->out)
       fprintf(rp->out, "dsp seq=%" PRIu64 " day=%s instrument=%" PRIu32 " price=%s tier=%u\n",
               ev->seq, day, ev->instrument_id, px(rp, ev->price, b1), ev->tier);
     break;
@@ -475,10 +478,8 @@ bool hgctl_replay_set_index(replay_t *rp, const char *index) {
 
 void hgctl_replay_init(replay_t *rp) {
   memset(rp, 0, sizeof *rp);
-  /* The pipeline's default capacities (hg_pipeline_config_init). */
-  rp->xcfg.max_instruments = 64;
-  rp->xcfg.max_accounts = 4096;
-  rp->xcfg.max_book_orders = 1u << 20;
+  /* The capacities an exchange has unless configured otherwise. */
+  hg_exchange_config_default(&rp->xcfg);
   rp->until_ns = UINT64_MAX;
   rp->show = true;
 }
@@ -684,6 +685,7 @@ static void replay_usage(FILE *o) {
         "  in USD per GPU-hour, money in USD; --raw: ticks and micro-USD, and in the\n"
         "  fills file nanoseconds instead of UTC times):\n"
         "    dsp seq=S day=D instrument=I price=P tier=T   each daily settlement price\n"
+        "                                (or \"skipped ...\" when none could be set)\n"
         "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
         "    cycle seq=S <what> hash=H   after every settlement cycle (end of session,\n"
         "                                daily settlement, expiry)\n"
@@ -825,8 +827,8 @@ int hgctl_replay(int argc, char **argv) {
       status = EXIT_USAGE;
       goto out;
     }
-    rp.until_ns = (uint64_t)(dn + 1) * 86400u * 1000000000u;
-    if (day) rp.from_ns = (uint64_t)dn * 86400u * 1000000000u;
+    rp.until_ns = (uint64_t)(dn + 1) * HG_NS_PER_DAY;
+    if (day) rp.from_ns = (uint64_t)dn * HG_NS_PER_DAY;
   }
   if (project) {
     if (index == NULL || fixings != NULL || fsp != NULL) {
@@ -904,7 +906,7 @@ int hgctl_replay(int argc, char **argv) {
   if (!ok) why = "the snapshot does not match the replay";
   if (rp.stopped && rp.out) {
     char d[11];
-    hg_index_day_format((int32_t)(rp.until_ns / 86400000000000ull) - 1, d);
+    hg_index_day_format(hg_civil_day_of_ns(rp.until_ns) - 1, d);
     fprintf(rp.out, "stopped at the end of %s (later commands not replayed)\n", d);
   }
   if (project && hgctl_whatif_project(&rp, project_value, raw, stdout) != 0) goto out;

@@ -30,8 +30,6 @@
 #include "hourglass/exchange.h"
 #include "hourglass/grow.h"
 
-#define EXIT_INPUT 1
-#define EXIT_USAGE 2
 
 void hgctl_stmt_free(stmt_set_t *s) {
   for (size_t i = 0; i < s->n; i++) free(s->f[i].data);

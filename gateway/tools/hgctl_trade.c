@@ -680,7 +680,7 @@ int hgctl_orders(int argc, char **argv) {
     rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
                      &ecap, &expired);
   if (rc == 0) {
-    if (en > 0) qsort(ev, en, sizeof *ev, cmp_oid); /* ev is NULL when none ended */
+    if (en > 1) qsort(ev, en, sizeof *ev, cmp_oid); /* ev is NULL when none ended */
     if (fmt == HGCTL_OUT_TEXT)
       printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
              cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name);
@@ -979,6 +979,8 @@ int hgctl_quote(int argc, char **argv) {
       "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]   (prices in USD)\n"
       "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
       "  one side only: SYMBOL:BIDQTY@BID/ (bids) or SYMBOL:/ASKQTY@ASK (offers)\n"
+      "            prints the ACK, each side's report and QUOTED sides=N accepted=A\n"
+      "            refused=R; exits 1 if any side or entry was refused\n"
       "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
   int rc = net_parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   int64_t g = 0, mq = 0, mw = 0;
@@ -1014,16 +1016,25 @@ int hgctl_quote(int argc, char **argv) {
       rc = EXIT_FAIL;
     }
   }
-  /* The MassQuoteAck, then the quotes' reports (NEW, fills) for a moment. */
+  /* The MassQuoteAck, and each quoted side's first report: NEW, or
+   * REJECTED by the engine (a post-only side that would cross, the band,
+   * risk). A refused side fails the command like a refused order. */
+  int sides = 0, accepted = 0, refused = 0;
+  for (int i = 0; i < nq; i++) sides += (q[i].bid_qty > 0) + (q[i].ask_qty > 0);
+  bool acked = false;
   while (rc == 0) {
     int r = hg_client_recv(c, net_timeout_ms, &e);
     if (r <= 0) {
-      fprintf(stderr, "hgctl %s: no acknowledgement within %d ms\n", cmd, net_timeout_ms);
+      fprintf(stderr, "hgctl %s: no %s within %d ms\n", cmd,
+              acked ? "report for every quoted side" : "acknowledgement", net_timeout_ms);
       rc = EXIT_FAIL;
       break;
     }
     if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->ref_seq == seq) {
       net_print_exec(e);
+      accepted += e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW;
+      refused += e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED;
+      if (acked && accepted + refused >= sides) break;
     } else if (e->body_case == BODY(RESPONSE) && e->response->ref_seq == seq) {
       rc = net_response_status(cmd, e);
       break;
@@ -1042,12 +1053,28 @@ int hgctl_quote(int argc, char **argv) {
         rc = EXIT_FAIL;
         break;
       }
+      /* Entries the gateway refused send no side (the few that sent a bid
+       * first are counted when their report comes). */
+      for (size_t k = 0; k < a->n_rejects; k++) {
+        uint32_t i = a->rejects[k]->index;
+        if (i < (uint32_t)nq) sides -= (q[i].bid_qty > 0) + (q[i].ask_qty > 0);
+      }
       rc = a->n_rejects > 0 ? EXIT_FAIL : 0; /* a is gone after the next receive */
-      net_print_followers(c, seq, 0, 200);
-      break;
+      acked = true;
+      if (accepted + refused >= sides) break;
     } else if (e->body_case == BODY(TERMINATE)) {
       fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
               e->terminate->code);
+      rc = EXIT_FAIL;
+    }
+  }
+  if (acked) {
+    net_print_followers(c, seq, 0, 200); /* fills that follow at once */
+    printf("QUOTED sides=%d accepted=%d refused=%d\n", sides, accepted, refused);
+    fflush(stdout);
+    if (refused > 0) {
+      fprintf(stderr, "hgctl %s: %d of %d quoted sides refused (the REJECTED lines say why)\n",
+              cmd, refused, sides);
       rc = EXIT_FAIL;
     }
   }

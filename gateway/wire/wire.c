@@ -144,6 +144,30 @@ int hg_wire_envelope_has_unknown(const Hourglass__V1__Envelope *env) {
   return hg_wire_has_unknown(*(ProtobufCMessage *const *)(const void *)(base + f->offset));
 }
 
+/* ------------------------------------------------------------ body ranges */
+
+static bool in_range(uint32_t c, int first, int last) {
+  return c >= (uint32_t)first && c <= (uint32_t)last;
+}
+
+int hg_wire_body_from_client(uint32_t c) {
+  if (in_range(c, HOURGLASS__V1__BODY_RANGE__BODY_CLIENT_SESSION_FIRST,
+               HOURGLASS__V1__BODY_RANGE__BODY_CLIENT_SESSION_LAST) ||
+      hg_wire_body_is_request(c))
+    return 1;
+  if (in_range(c, HOURGLASS__V1__BODY_RANGE__BODY_SERVER_SESSION_FIRST,
+               HOURGLASS__V1__BODY_RANGE__BODY_SERVER_SESSION_LAST) ||
+      in_range(c, HOURGLASS__V1__BODY_RANGE__BODY_SERVER_APP_FIRST,
+               HOURGLASS__V1__BODY_RANGE__BODY_SERVER_APP_LAST))
+    return 0;
+  return -1;
+}
+
+bool hg_wire_body_is_request(uint32_t c) {
+  return in_range(c, HOURGLASS__V1__BODY_RANGE__BODY_CLIENT_REQUEST_FIRST,
+                  HOURGLASS__V1__BODY_RANGE__BODY_CLIENT_REQUEST_LAST);
+}
+
 /* -------------------------------------------------------------- login proof */
 
 void hg_wire_login_mac(const uint8_t *secret, size_t secret_len, uint64_t timestamp_ns,

@@ -106,6 +106,13 @@ static void names_and_symbols(void **state) {
   assert_false(hg_name_ok("", 8));
   assert_false(hg_name_ok("B-200", 8));
   assert_true(hg_name_ok("ABCDEFG", 8));
+  /* Symbol characters: one rule for commands, listings and snapshots. */
+  assert_true(hg_symbol_ok("B200.A.2027-03", 32));
+  assert_true(hg_symbol_ok("x_y", 4));
+  assert_false(hg_symbol_ok("x_yz", 4)); /* no NUL inside cap */
+  assert_false(hg_symbol_ok("", 32));
+  assert_false(hg_symbol_ok("B200 A", 32));
+  assert_false(hg_symbol_ok("B200/A", 32));
   char prov[32] = "Acme Cloud Inc";
   assert_true(hg_text_ok(prov, sizeof prov));
   assert_false(hg_text_ok("Acme, Inc", 32));

@@ -27,7 +27,6 @@ static void defaults_are_documented_values(void **state) {
   hg_daemon_config_defaults(&c);
   assert_string_equal(c.order_entry.host, "127.0.0.1");
   assert_int_equal(c.order_entry.port, 7700);
-  assert_int_equal(c.market_data_set, 0);
   assert_int_equal(c.http.port, 7780);
   assert_string_equal(c.data_dir, "./var");
   assert_int_equal(c.log_level, HG_LOG_INFO);
@@ -47,22 +46,14 @@ static void defaults_are_documented_values(void **state) {
   assert_int_equal(hg_daemon_config_check(&c, &e), 0);
 }
 
-/* listen.market_data is retired: the same address as order entry is read
- * (the daemon warns), another one is refused by the check. */
-static void retired_market_data_key(void **state) {
+/* listen.market_data never shipped: market data is served on the one
+ * gateway listener, and the key is unknown. */
+static void no_market_data_key(void **state) {
   (void)state;
   hg_daemon_config_t c;
   hg_dcfg_error_t e;
-  assert_int_equal(parse(&c, "listen.order_entry = 10.0.0.1:9000\n"
-                             "listen.market_data = 10.0.0.1:9000\ntls = off\n", &e), 0);
-  assert_int_equal(c.market_data_set, 1);
-  assert_int_equal(parse(&c, "listen.order_entry = 10.0.0.1:9000\ntls = off\n", &e), 0);
-  assert_int_equal(c.market_data_set, 0);
-  assert_int_equal(parse(&c, "listen.market_data = 10.0.0.1:9000\n", &e), HG_EINVAL);
+  assert_int_equal(parse(&c, "listen.market_data = 127.0.0.1:7700\n", &e), HG_ENOTFOUND);
   assert_string_equal(e.key, "listen.market_data");
-  /* not a documented key */
-  for (size_t i = 0; i < hg_daemon_config_key_count(); i++)
-    assert_string_not_equal(hg_daemon_config_key_name(i), "listen.market_data");
 }
 
 /* A non-loopback order-entry address needs TLS or an explicit tls = off;
@@ -250,10 +241,6 @@ static void bad_input_names_line_key_and_reason(void **state) {
       {" = 5\n", HG_EPARSE, 1, "", "missing key"},
       {"snapshot.keep = 1\nsnapshot.keep = 2\n", HG_EPARSE, 2, "snapshot.keep", "twice"},
       /* cross-key rules: line 0 */
-      {"listen.market_data = 127.0.0.1:7701\n", HG_EINVAL, 0, "listen.market_data",
-       "no longer used: market data is served on listen.order_entry"},
-      {"listen.market_data = 127.0.0.1:7700\nlisten.market_data = 127.0.0.1:7700\n",
-       HG_EPARSE, 2, "listen.market_data", "twice"},
       {"listen.http = 127.0.0.1:7700\n", HG_EINVAL, 0, "listen.http", "must differ"},
       {"journal.segment_size = 1M\njournal.batch_bytes = 1M\n", HG_EINVAL, 0,
        "journal.segment_size", "batch_bytes"},
@@ -505,7 +492,7 @@ int main(void) {
       cmocka_unit_test(defaults_are_documented_values),
       cmocka_unit_test(every_key_is_set),
       cmocka_unit_test(tls_rules),
-      cmocka_unit_test(retired_market_data_key),
+      cmocka_unit_test(no_market_data_key),
       cmocka_unit_test(comments_blank_lines_and_spacing),
       cmocka_unit_test(bad_input_names_line_key_and_reason),
       cmocka_unit_test(http_tls_rule_accepts),

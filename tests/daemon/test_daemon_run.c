@@ -52,7 +52,7 @@ static void start(run_t *r, const char *rate, const char *mode) {
   snprintf(opt_rate, sizeof opt_rate, "synthetic.orders_per_sec=%s", rate);
   snprintf(opt_mode, sizeof opt_mode, "pipeline.mode=%s", mode != NULL ? mode : "loop");
   char *argv[] = {(char *)g_bin, "-c", r->conf, "-o", r->opt_data, "-o", "listen.http=127.0.0.1:0",
-                  "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
+                  "-o", "listen.order_entry=127.0.0.1:0",
                   "-o", opt_rate, "-o", "snapshot.interval=500", DU_SMALL_OPTS,
                   mode != NULL ? "-o" : NULL, opt_mode, NULL};
   remove(r->log);
@@ -353,7 +353,7 @@ static void demo_prints_real_addresses(void **state) {
   snprintf(log, sizeof log, "%s/d.log", dir);
   snprintf(data, sizeof data, "data_dir=%s/var", dir);
   char *argv[] = {(char *)g_bin, "--demo", "-o", data, "-o", "listen.http=127.0.0.1:0",
-                  "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
+                  "-o", "listen.order_entry=127.0.0.1:0",
                   "-o", "pipeline.inbound_capacity=4096", "-o", "pipeline.outbound_capacity=16384",
                   "-o", "pipeline.staging_capacity=16384", "-o", "journal.segment_size=4M", "-o",
                   "journal.batch_bytes=256K", "-o", "limits.max_instruments=16", "-o",
@@ -477,7 +477,7 @@ static void daemon_over_tls(void **state) {
   snprintf(h_cert, sizeof h_cert, "http.tls_cert=%s", cert);
   snprintf(h_key, sizeof h_key, "http.tls_key=%s", key);
   char *argv[] = {(char *)g_bin, "-o", data, "-o", "listen.http=127.0.0.1:0", "-o",
-                  "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0", "-o",
+                  "listen.order_entry=127.0.0.1:0", "-o",
                   o_cert, "-o", o_key, "-o", h_cert, "-o", h_key, DU_SMALL_OPTS, NULL};
   pid_t pid = du_spawn(argv, log);
   char *b = du_wait_log(log, "msg=\"ready\"", 120);

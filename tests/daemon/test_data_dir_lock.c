@@ -51,7 +51,7 @@ static char *listing(const char *data);
 
 static void start(run_t *r) {
   char *argv[] = {(char *)g_bin, "-c", r->conf, "-o", r->opt_data, "-o", "listen.http=127.0.0.1:0",
-                  "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
+                  "-o", "listen.order_entry=127.0.0.1:0",
                   "-o", "snapshot.interval=3000", DU_SMALL_OPTS, NULL};
   remove(r->log);
   r->pid = du_spawn(argv, r->log);
@@ -239,8 +239,7 @@ static void tools_beside_a_live_daemon(void **state) {
   assert_null(strstr(out, "last_seq="));
   free(out);
   snprintf(cmd, sizeof cmd,
-           "%s -c %s -o data_dir=%s -o listen.http=127.0.0.1:0 -o listen.order_entry=127.0.0.1:0 "
-           "-o listen.market_data=127.0.0.1:0",
+           "%s -c %s -o data_dir=%s -o listen.http=127.0.0.1:0 -o listen.order_entry=127.0.0.1:0",
            b, r.conf, r.data);
   out = expect_exit(&r, cmd, 4);
   assert_non_null(strstr(out, "data directory in use by a running hourglassd"));
@@ -378,7 +377,7 @@ static void full_disk_names_the_disk(void **state) {
   snprintf(text, sizeof text, "log.level = info\ngateway.keys_file = %s\n", keys);
   assert_int_equal(du_write_file(r.conf, text), 0);
   char *argv[] = {(char *)g_bin, "-c", r.conf, "-o", r.opt_data, "-o", "listen.http=127.0.0.1:0",
-                  "-o", "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0",
+                  "-o", "listen.order_entry=127.0.0.1:0",
                   "-o", "gateway.outlog_segment_size=64K", DU_SMALL_OPTS, NULL};
   /* A data directory that has run once, on a disk that has filled since. */
   r.pid = du_spawn(argv, r.log);

@@ -64,6 +64,8 @@ static void refusals(void **state) {
       {"/api/v1/tob", "instrument=2", 404},
       {"/api/v1/trades", "instrument=H100.B.2027-04x", 400},
       {"/api/v1/nothing", "instrument=1", 404},
+      {"/api/v1/nothing", "", 404}, /* an unknown path before any query check */
+      {"/api/v1/bookx", "instrument=", 404},
       {"/api/v1/fixings/receipt", "index=B200.A", 400},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -63,7 +63,7 @@ static void deploy_rolls_back_a_version_that_fails_its_health_check(void **state
   FILE *f = fopen(conf, "w");
   fprintf(f,
           "data_dir = %s/var\nlisten.http = 127.0.0.1:%d\nlisten.order_entry = 127.0.0.1:0\n"
-          "listen.market_data = 127.0.0.1:0\npipeline.inbound_capacity = 4096\n"
+          "pipeline.inbound_capacity = 4096\n"
           "pipeline.outbound_capacity = 16384\npipeline.staging_capacity = 16384\n"
           "journal.segment_size = 1M\njournal.batch_bytes = 256K\n",
           dir, port);
@@ -196,7 +196,7 @@ static void backup_while_running_restores_to_the_same_state_hash(void **state) {
   int port = du_free_port();
   snprintf(opt_http, sizeof opt_http, "listen.http=127.0.0.1:%d", port);
   char *argv[] = {(char *)g_bin, "-o", opt_data, "-o", opt_http, "-o",
-                  "listen.order_entry=127.0.0.1:0", "-o", "listen.market_data=127.0.0.1:0", "-o",
+                  "listen.order_entry=127.0.0.1:0", "-o",
                   "synthetic.orders_per_sec=4000", "-o", "snapshot.interval=700", DU_SMALL_OPTS,
                   NULL};
   pid_t pid = du_spawn(argv, log);

@@ -326,7 +326,7 @@ static void page_shows_the_demo_market(void **state) {
   snprintf(log, sizeof log, "%s/daemon.log", dir);
   char *argv[] = {(char *)g_bin, "--demo", "-o", data, "-o", "listen.http=127.0.0.1:0",
                   "-o", "listen.order_entry=127.0.0.1:0", "-o",
-                  "listen.market_data=127.0.0.1:0", "-o", "pipeline.inbound_capacity=4096", "-o",
+                  "pipeline.inbound_capacity=4096", "-o",
                   "pipeline.outbound_capacity=16384", "-o", "pipeline.staging_capacity=16384",
                   "-o", "journal.segment_size=4M", "-o", "journal.batch_bytes=256K", "-o",
                   "limits.max_instruments=32", "-o",

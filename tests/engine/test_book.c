@@ -259,8 +259,6 @@ static void create_validates_params(void **state) {
   p.default_stp = HG_STP_NONE;
   assert_int_equal(hg_book_create(&p, sink_noop, NULL, &b), 0);
   assert_int_equal(hg_book_params(b)->max_price, p.max_price);
-  hg_book_set_reference(b, 77);
-  assert_int_equal(hg_book_params(b)->ref_price, 77);
   hg_book_destroy(b);
   hg_book_destroy(NULL);
 }
@@ -289,8 +287,6 @@ static void new_order_rejects_in_order(void **state) {
   hg_book_params_t p = default_params();
   p.min_price = 50;
   p.max_price = 150;
-  p.ref_price = 100;
-  p.band_bps = 1000; /* band [90, 110] */
   p.max_order_qty = 100;
   open_book(&p);
   rest(1, 1, B_, 95, 10);
@@ -342,10 +338,6 @@ static void new_order_rejects_in_order(void **state) {
   REJECT_NEW(o, HG_REJ_PRICE_OUT_OF_RANGE);
   o = ord(3, 1, S_, 151, 100);
   REJECT_NEW(o, HG_REJ_PRICE_OUT_OF_RANGE);
-  o = ord(1, 1, B_, 89, 1); /* band before duplicate id */
-  REJECT_NEW(o, HG_REJ_PRICE_BAND);
-  o = ord(3, 1, S_, 111, 1);
-  REJECT_NEW(o, HG_REJ_PRICE_BAND);
   o = ord(2, 1, B_, 110, 1), o.client_order_id = CL(1); /* dup id before dup clordid */
   REJECT_NEW(o, HG_REJ_DUPLICATE_ORDER_ID);
   o = with_tif(ord(1, 2, S_, 95, 1), HG_TIF_IOC); /* an IOC may not reuse a live id */
@@ -358,13 +350,13 @@ static void new_order_rejects_in_order(void **state) {
   REJECT_NEW(o, HG_REJ_POST_ONLY_WOULD_CROSS);
 #undef REJECT_NEW
 
-  /* A market order's price field is ignored: no range or band check. */
+  /* A market order's price is its cap, never a range reject: -99 is none,
+   * so the sell goes down to min_price. */
   o = market(3, 1, S_, 1, HG_TIF_IOC);
   o.price = -99;
   submit(o);
-  EXPECT(ACC(3, CL(3), 1, S_, 90, 1), LVL(B_, 95, 10),
-         CXL(HG_CXL_SELF_TRADE, 3, CL(3), 1, S_, 90, 1));
-  /* The band edges themselves are inside. */
+  EXPECT(ACC(3, CL(3), 1, S_, 50, 1), LVL(B_, 95, 10),
+         CXL(HG_CXL_SELF_TRADE, 3, CL(3), 1, S_, 50, 1));
   rest(4, 2, B_, 90, 1);
   rest(5, 2, S_, 110, 1);
 }
@@ -518,72 +510,52 @@ static void price_time_priority(void **state) {
          LVL(S_, 104, 1));
 }
 
-static void market_orders_use_band_edges(void **state) {
+/* A market order with a cap (the exchange's: the clearing's band edge). */
+static hg_order_new_t capped(hg_oid_t id, hg_account_t acct, int side, hg_qty_t qty, int tif,
+                             hg_price_t cap) {
+  hg_order_new_t o = market(id, acct, side, qty, tif);
+  o.price = cap;
+  return o;
+}
+
+static void market_orders_stop_at_their_cap(void **state) {
   (void)state;
   hg_book_params_t p = default_params();
   p.max_price = 2000;
-  p.band_bps = 250; /* buy edge floor(1026.025) = 1026, sell edge ceil(975.975) = 976 */
   open_book(&p);
   rest(1, 1, S_, 1026, 5);
   rest(2, 1, S_, 1027, 5);
   rest(3, 1, B_, 976, 5);
   rest(4, 1, B_, 975, 5);
-  hg_book_set_reference(book, 1001);
-  p.ref_price = 1001;
-  submit(market(5, 2, B_, 8, HG_TIF_IOC));
+  submit(capped(5, 2, B_, 8, HG_TIF_IOC, 1026));
   EXPECT(ACC(5, CL(5), 2, B_, 1026, 8), FILL(B_, 5, CL(5), 2, 1, CL(1), 1, 1026, 5, 3, 0),
          LVL(S_, 1026, 0), CXL(HG_CXL_IOC_REMAINDER, 5, CL(5), 2, B_, 1026, 3));
-  submit(market(6, 2, S_, 8, HG_TIF_IOC));
+  submit(capped(6, 2, S_, 8, HG_TIF_IOC, 976));
   EXPECT(ACC(6, CL(6), 2, S_, 976, 8), FILL(S_, 6, CL(6), 2, 3, CL(3), 1, 976, 5, 3, 0),
          LVL(B_, 976, 0), CXL(HG_CXL_IOC_REMAINDER, 6, CL(6), 2, S_, 976, 3));
-  /* Market FOK: 5 at 1027 is beyond the edge, so 1 cannot be filled. */
-  submit(market(7, 2, B_, 1, HG_TIF_FOK));
+  /* Market FOK: 5 at 1027 is beyond the cap, so 1 cannot be filled. */
+  submit(capped(7, 2, B_, 1, HG_TIF_FOK, 1026));
   EXPECT(ACC(7, CL(7), 2, B_, 1026, 1), CXL(HG_CXL_FOK_UNFILLED, 7, CL(7), 2, B_, 1026, 1));
-  /* Limits at the edges are inside the band, one tick further is not. */
-  submit(ord(8, 3, S_, 1027, 1));
-  EXPECT(REJ(HG_CMD_NEW, HG_REJ_PRICE_BAND, 8, CL(8), 3, S_, 1027, 1));
-  submit(ord(8, 3, B_, 975, 1));
-  EXPECT(REJ(HG_CMD_NEW, HG_REJ_PRICE_BAND, 8, CL(8), 3, B_, 975, 1));
-  rest(8, 3, S_, 1026, 1);
-  rest(9, 3, B_, 976, 1);
+  /* The book has no band of its own: limits anywhere in range rest. */
+  rest(8, 3, S_, 1999, 1);
+  rest(9, 3, B_, 2, 1);
 
-  /* Clamped to the price range. */
+  /* A cap outside the range is clamped to it. */
   p.max_price = 1020;
   p.min_price = 980;
   open_book(&p);
-  submit(market(1, 1, B_, 1, HG_TIF_IOC));
+  submit(capped(1, 1, B_, 1, HG_TIF_IOC, 5000));
   EXPECT(ACC(1, CL(1), 1, B_, 1020, 1), CXL(HG_CXL_IOC_REMAINDER, 1, CL(1), 1, B_, 1020, 1));
-  submit(market(2, 1, S_, 1, HG_TIF_IOC));
+  submit(capped(2, 1, S_, 1, HG_TIF_IOC, 3));
   EXPECT(ACC(2, CL(2), 1, S_, 980, 1), CXL(HG_CXL_IOC_REMAINDER, 2, CL(2), 1, S_, 980, 1));
-  /* A band of 100% or more: the sell edge would be <= 0. */
-  hg_book_params_t w = default_params();
-  w.ref_price = 300;
-  w.band_bps = 20000;
-  open_book(&w);
-  submit(market(1, 1, S_, 1, HG_TIF_IOC));
-  EXPECT(ACC(1, CL(1), 1, S_, 1, 1), CXL(HG_CXL_IOC_REMAINDER, 1, CL(1), 1, S_, 1, 1));
-  submit(market(2, 1, B_, 1, HG_TIF_IOC));
-  EXPECT(ACC(2, CL(2), 1, B_, 900, 1), CXL(HG_CXL_IOC_REMAINDER, 2, CL(2), 1, B_, 900, 1));
 
-  /* No band (band 0, or no reference): max_price / min_price. */
+  /* No cap (0 or negative): max_price / min_price. */
   p = default_params();
-  p.ref_price = 500;
   open_book(&p);
   submit(market(1, 1, B_, 1, HG_TIF_IOC));
   EXPECT(ACC(1, CL(1), 1, B_, 1000, 1), CXL(HG_CXL_IOC_REMAINDER, 1, CL(1), 1, B_, 1000, 1));
-  p.band_bps = 100;
-  p.ref_price = 0;
-  open_book(&p);
-  submit(market(2, 1, S_, 1, HG_TIF_IOC));
+  submit(capped(2, 1, S_, 1, HG_TIF_IOC, -7));
   EXPECT(ACC(2, CL(2), 1, S_, 1, 1), CXL(HG_CXL_IOC_REMAINDER, 2, CL(2), 1, S_, 1, 1));
-  rest(3, 1, S_, 1000, 1); /* no band: any price in range */
-  /* Setting a reference turns the band on for later orders only. */
-  hg_book_set_reference(book, 500);
-  submit(market(4, 2, B_, 1, HG_TIF_IOC));
-  EXPECT(ACC(4, CL(4), 2, B_, 505, 1), CXL(HG_CXL_IOC_REMAINDER, 4, CL(4), 2, B_, 505, 1));
-  submit(ord(5, 2, B_, 506, 1));
-  EXPECT(REJ(HG_CMD_NEW, HG_REJ_PRICE_BAND, 5, CL(5), 2, B_, 506, 1));
-  assert_int_equal(hg_book_qty_at(book, S_, 1000), 1);
 }
 
 static void fok_fill_or_kill(void **state) {
@@ -818,8 +790,6 @@ static void replace_rejects_leave_order(void **state) {
   hg_book_params_t p = default_params();
   p.min_price = 50;
   p.max_price = 150;
-  p.ref_price = 100;
-  p.band_bps = 1000;
   p.max_order_qty = 100;
   open_book(&p);
   hg_order_new_t o = ord(1, 1, B_, 95, 10);
@@ -843,7 +813,6 @@ static void replace_rejects_leave_order(void **state) {
   REJECT_REP(1, 1, 40, 101, HG_REJ_QTY_TOO_LARGE);
   REJECT_REP(1, 1, 49, 100, HG_REJ_PRICE_OUT_OF_RANGE);
   REJECT_REP(1, 1, 151, 100, HG_REJ_PRICE_OUT_OF_RANGE);
-  REJECT_REP(1, 1, 89, 100, HG_REJ_PRICE_BAND);
   REJECT_REP(1, 1, 105, 5, HG_REJ_POST_ONLY_WOULD_CROSS);
 #undef REJECT_REP
   assert_int_equal(hg_book_find(book, 1, 1, &after), 0);
@@ -1392,8 +1361,6 @@ static hg_book_params_t small_params(void) {
   p.max_order_qty = 20;
   p.max_orders = 24;
   p.max_accounts = 4;
-  p.ref_price = 110;
-  p.band_bps = 800;
   return p;
 }
 
@@ -1657,7 +1624,7 @@ int main(void) {
       T(duplicate_ids_and_reuse),
       T(gtc_day_ioc),
       T(price_time_priority),
-      T(market_orders_use_band_edges),
+      T(market_orders_stop_at_their_cap),
       T(fok_fill_or_kill),
       T(fok_with_stp),
       T(stp_all_modes),

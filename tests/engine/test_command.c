@@ -62,7 +62,7 @@ static size_t all_commands(hg_command_t *out) {
   c.u.list.params = (hg_book_params_t){.instrument_id = 7, .tick_size = 1000,
                                        .contract_unit = 1000, .min_price = 1,
                                        .max_price = 100000, .max_order_qty = 1000,
-                                       .ref_price = 2500, .band_bps = 2000, .max_orders = 4096,
+                                       .ref_price = 2500, .max_orders = 4096,
                                        .max_accounts = 64, .default_stp = HG_STP_NONE};
   out[n++] = c;
   c = base(HG_COMMAND_LIST_INSTRUMENT, 8); /* 31-byte symbol, optional fields absent */

@@ -279,16 +279,13 @@ static void fill_or_kill(void **state) {
   ref_book_destroy(f.book);
 }
 
-static void market_orders_use_band_edge(void **state) {
+static void market_orders_stop_at_their_cap(void **state) {
   (void)state;
   fixture_t f;
   hg_book_params_t p = default_params();
-  p.band_bps = 500;
   open_book(&f, &p);
   rest(&f, 1, 1, S, 1048, 5);
   rest(&f, 2, 1, S, 1049, 5);
-  /* 1049 is outside the new band, but resting orders stay. */
-  ref_book_set_reference(f.book, 999);
   hg_order_new_t o;
   memset(&o, 0, sizeof o);
   o.order_id = 3;
@@ -298,57 +295,44 @@ static void market_orders_use_band_edge(void **state) {
   o.side = B;
   o.type = HG_ORD_MARKET;
   o.tif = HG_TIF_IOC;
+  o.price = 1048; /* the cap: 1049 is beyond it */
   o.ts = ++f.ts;
-  /* floor(999 * 10500 / 10000) = floor(1048.95) = 1048 */
   ref_book_submit(f.book, &o);
   EXPECT(&f, ACC(3, 2, B, 1048, 7), FILL(3, 2, 1, 1, B, 1048, 5, 2, 0), LVL(S, 1048, 0),
          CXL(3, 2, B, 1048, 2, HG_CXL_IOC_REMAINDER));
-  /* Sell: ceil(999 * 9500 / 10000) = ceil(949.05) = 950. */
   o.order_id = 4;
   o.client_order_id = 1004;
   o.side = S;
   o.tif = HG_TIF_FOK;
+  o.price = 950;
   o.ts = ++f.ts;
   ref_book_submit(f.book, &o);
   EXPECT(&f, ACC(4, 2, S, 950, 7), CXL(4, 2, S, 950, 7, HG_CXL_FOK_UNFILLED));
-  /* Band off (reference 0): limits are max_price / min_price. */
-  ref_book_set_reference(f.book, 0);
+  /* No cap: limits are max_price / min_price. */
   o.order_id = 5;
   o.client_order_id = 1005;
   o.side = B;
   o.tif = HG_TIF_IOC;
   o.qty = 1;
+  o.price = 0;
   o.ts = ++f.ts;
   ref_book_submit(f.book, &o);
   EXPECT(&f, ACC(5, 2, B, 100000, 1), FILL(5, 2, 2, 1, B, 1049, 1, 0, 4), LVL(S, 1049, 4));
-  /* A band wider than 100%: the sell edge clamps to min_price. */
-  ref_book_destroy(f.book);
-  p.ref_price = 100;
-  p.band_bps = 20000;
-  open_book(&f, &p);
+  /* A cap outside the range clamps to it. */
   o.order_id = 6;
   o.client_order_id = 1006;
   o.side = S;
+  o.price = -5;
   o.ts = ++f.ts;
   ref_book_submit(f.book, &o);
   EXPECT(&f, ACC(6, 2, S, 1, 1), CXL(6, 2, S, 1, 1, HG_CXL_IOC_REMAINDER));
-  /* Just past a multiple: 10001 * 1 / 10000 = 1.0001 -> ceil 2, and
-   * 10001 * 19999 / 10000 = 20000.9999 -> floor 20000. */
-  ref_book_destroy(f.book);
-  p.band_bps = 9999;
-  p.ref_price = 10001;
-  open_book(&f, &p);
   o.order_id = 7;
   o.client_order_id = 1007;
-  o.ts = ++f.ts;
-  ref_book_submit(f.book, &o);
-  EXPECT(&f, ACC(7, 2, S, 2, 1), CXL(7, 2, S, 2, 1, HG_CXL_IOC_REMAINDER));
-  o.order_id = 8;
-  o.client_order_id = 1008;
   o.side = B;
+  o.price = 200000;
   o.ts = ++f.ts;
   ref_book_submit(f.book, &o);
-  EXPECT(&f, ACC(8, 2, B, 20000, 1), CXL(8, 2, B, 20000, 1, HG_CXL_IOC_REMAINDER));
+  EXPECT(&f, ACC(7, 2, B, 100000, 1), FILL(7, 2, 2, 1, B, 1049, 1, 0, 3), LVL(S, 1049, 3));
   ref_book_destroy(f.book);
 }
 
@@ -356,8 +340,6 @@ static void validation_order(void **state) {
   (void)state;
   fixture_t f;
   hg_book_params_t p = default_params();
-  p.ref_price = 1000;
-  p.band_bps = 500;
   p.max_orders = 3;
   p.max_accounts = 2;
   open_book(&f, &p);
@@ -393,8 +375,6 @@ static void validation_order(void **state) {
   TRY((o.qty = 1001, o.price = 0), HG_REJ_QTY_TOO_LARGE);
   TRY((o.price = 0), HG_REJ_PRICE_OUT_OF_RANGE);
   TRY((o.price = 100001), HG_REJ_PRICE_OUT_OF_RANGE);
-  TRY((o.price = 1051, o.order_id = 1), HG_REJ_PRICE_BAND); /* |51|*10000 > 1000*500 */
-  TRY((o.price = 949), HG_REJ_PRICE_BAND);
   TRY((o.price = 1050, o.order_id = 1), HG_REJ_DUPLICATE_ORDER_ID);
   TRY((o.client_order_id = 1001, o.post_only = 1, o.price = 1010), HG_REJ_DUPLICATE_CLORDID);
   TRY((o.post_only = 1, o.price = 1010), HG_REJ_POST_ONLY_WOULD_CROSS);
@@ -577,7 +557,7 @@ int main(void) {
       cmocka_unit_test(self_trade_modes),
       cmocka_unit_test(self_trade_by_group_and_book_default),
       cmocka_unit_test(fill_or_kill),
-      cmocka_unit_test(market_orders_use_band_edge),
+      cmocka_unit_test(market_orders_stop_at_their_cap),
       cmocka_unit_test(validation_order),
       cmocka_unit_test(cancel_and_unknown),
       cmocka_unit_test(replace_rules),

@@ -548,6 +548,55 @@ static void test_listing_price_ranks_after_the_index(void **state) {
   assert_int_equal(e->price, 3457);
 }
 
+/* One band, the contract's (CONTRACT.md 4.5): after the reference moves more
+ * than 20% from the listing price, a limit order inside the new band is
+ * accepted and a market order is capped at the new band's edge, not the
+ * listing's. Listed as the demo lists: a single contract with a price (the
+ * listing also gave the book a band of 20% around it, until the book's own
+ * band was removed). */
+static void test_band_follows_the_reference(void **state) {
+  fx_t *f = *state;
+  int32_t t = dayn("2027-01-15");
+  f->ts = at(t, 9 * HOUR);
+  hg_command_t c = mk(f, HG_COMMAND_LIST_INSTRUMENT);
+  strcpy(c.u.list.symbol, "B200.A.2027-03");
+  c.u.list.params = (hg_book_params_t){.instrument_id = 1, .tick_size = 1000,
+                                       .contract_unit = 1000, .min_price = 1,
+                                       .max_price = 100000, .max_order_qty = 1000,
+                                       .ref_price = 3000, .max_orders = 64,
+                                       .max_accounts = 8};
+  run(f, &c);
+  find(f, HG_XEV_LISTED, 0);
+  account(f, 1, 10000000000);
+  account(f, 2, 10000000000);
+  /* Index at 4,000 ticks: reference 4,000, band [3,200, 4,800]; the listing
+   * band was [2,400, 3,600]. */
+  publish_fixing(f, "B200", "A", t - 1, 4000000);
+  hg_price_t ref = 0;
+  assert_int_equal(hg_clearing_ref_price(hg_exchange_clearing(f->ex), 1, &ref), 0);
+  assert_int_equal(ref, 4000);
+  order(f, 1, 1, HG_SIDE_SELL, 4700, 2);
+  expect_accepted(f);
+  order(f, 1, 1, HG_SIDE_SELL, 4900, 1); /* outside the band: the clearing's reject */
+  expect_order_reject(f, HG_CLR_REJ_PRICE_BAND);
+  /* A market buy walks up to 4,800: it takes the ask at 4,700. */
+  c = mk(f, HG_COMMAND_NEW_ORDER);
+  c.u.new_order = (hg_cmd_new_order_t){.instrument_id = 1, .account = 2,
+                                       .client_order_id = c.seq, .qty = 1,
+                                       .side = HG_SIDE_BUY, .type = HG_ORD_MARKET,
+                                       .tif = HG_TIF_IOC};
+  run(f, &c);
+  expect_accepted(f);
+  assert_int_equal(f->ev[0].book.price, 4800);
+  assert_int_equal(count(f, HG_XEV_BOOK) >= 2, 1);
+  const hg_exchange_event_t *fill = NULL;
+  for (size_t i = 0; i < f->n; i++)
+    if (f->ev[i].type == HG_XEV_BOOK && f->ev[i].book.type == HG_EV_FILL) fill = &f->ev[i];
+  assert_non_null(fill);
+  assert_int_equal(fill->book.price, 4700);
+  assert_int_equal(fill->book.qty, 1);
+}
+
 /* The reference price and band the clearing checks against are published:
  * on the listing event, after each fixing (the index's contracts only) and
  * after the cycle's DSPs (every contract), and in the instrument listing a
@@ -1390,6 +1439,7 @@ static void test_mark_call_and_liquidation(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_margin_reject_carries_the_numbers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_band_follows_the_reference, setup, teardown),
       cmocka_unit_test_setup_teardown(test_calendar_spread_credit_decides_acceptance, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_position_limit_reject, setup, teardown),

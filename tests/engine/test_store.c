@@ -113,8 +113,8 @@ static void test_snapshots_prune_and_reload(void **state) {
 }
 
 /* Rewrites snapshot seq's stored value with LMDB directly, one byte XORed
- * with x at off (as a flipped disk bit would), or the bare blob (as store
- * format 1 wrote it) if off is SIZE_MAX. */
+ * with x at off (as a flipped disk bit would), or the bare blob (no
+ * header) if off is SIZE_MAX. */
 static void tamper(const char *dir, uint64_t seq, size_t off, uint8_t x) {
   MDB_env *env;
   MDB_txn *txn;
@@ -204,7 +204,7 @@ static void test_snapshot_checks_and_pruning(void **state) {
   assert_int_equal(hg_store_load_snapshot(s, 40, count_cb, &l), HG_ECORRUPT);
   assert_non_null(strstr(hg_store_errmsg(s), "header says 7 bytes, 5 are stored"));
   hg_store_close(s);
-  /* A store format 1 value (no header): no checksum, not trusted. */
+  /* A value with no header: no checksum, not trusted. */
   s = open_ok(f->dir, 0);
   assert_int_equal(hg_store_save_snapshot(s, 60, "a blob of sixty", 15, 0), 0);
   hg_store_close(s);
@@ -315,7 +315,8 @@ static void test_not_an_lmdb_store(void **state) {
 static void test_newer_format_version(void **state) {
   fixture_t *f = *state;
   hg_store_close(open_ok(f->dir, 0));
-  /* Rewrite the version record as a newer build would. */
+  /* Rewrite the version record as a newer build would, then as an older
+   * one: both are refused. */
   MDB_env *env;
   MDB_txn *txn;
   MDB_dbi dbi;
@@ -337,6 +338,18 @@ static void test_newer_format_version(void **state) {
   char want[32];
   snprintf(want, sizeof want, "format version %u", HG_STORE_FORMAT_VERSION + 1);
   assert_non_null(strstr(hg_store_errmsg(s), want));
+  hg_store_close(s);
+  ver[0] = HG_STORE_FORMAT_VERSION - 1;
+  assert_int_equal(mdb_env_create(&env), 0);
+  assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+  assert_int_equal(mdb_env_open(env, f->dir, 0, 0640), 0);
+  assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+  assert_int_equal(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+  assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+  assert_int_equal(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+  assert_int_equal(hg_store_create(&s), 0);
+  assert_int_equal(hg_store_open(s, f->dir, 0), HG_EVERSION);
   hg_store_close(s);
 }
 
@@ -464,7 +477,7 @@ static void test_save_and_load_exchange(void **state) {
   assert_int_equal(rec[0], 1); /* halted */
   assert_int_equal(rec[1], 14);
   assert_memory_equal(rec + 2, "B200.A.2027-04", 14);
-  assert_int_equal(len, 2 + 14 + 48 + 12 + 1);
+  assert_int_equal(len, 2 + 14 + 48 + 8 + 1);
   assert_int_equal(rec[2 + 14 + 40], 2500 & 0xff); /* ref_price, little-endian */
   assert_int_equal(rec[2 + 14 + 41], 2500 >> 8);
   assert_int_equal(hg_store_get(s, HG_STORE_ACCOUNTS, 10, rec, sizeof rec, &len), 0);

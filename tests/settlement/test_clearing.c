@@ -125,7 +125,7 @@ static void instruments_are_validated(void **state) {
   assert_int_equal(ref, 2101);
   /* a cycle with no trade, no quote and no FINAL fixing makes the initial
    * price INST's DSP (tier 3); from then on that DSP is the reference */
-  const uint64_t cycle_ts = 20000 * HG_CLR_NS_PER_DAY + 16 * 3600 * 1000000000ull;
+  const uint64_t cycle_ts = 20000 * HG_NS_PER_DAY + 16 * 3600 * 1000000000ull;
   assert_int_equal(hg_clearing_daily_cycle(c, 1, cycle_ts, NULL, 0, NULL), 0);
   assert_int_equal(hg_clearing_instrument_info(c, INST, &ii), 0);
   assert_int_equal(ii.last_dsp_tier, HG_DSP_TIER_PREVIOUS);

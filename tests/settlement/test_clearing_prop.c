@@ -189,7 +189,7 @@ static void do_cycle(hg_clearing_t *c, unsigned day, uint64_t seq) {
   }
   uint64_t before = hg_clearing_ledger_size(c);
   hg_clearing_cycle_report_t rep;
-  assert_int_equal(hg_clearing_daily_cycle(c, seq, (uint64_t)day * HG_CLR_NS_PER_DAY +
+  assert_int_equal(hg_clearing_daily_cycle(c, seq, (uint64_t)day * HG_NS_PER_DAY +
                                                        (uint64_t)16 * 3600 * 1000000000u,
                                            tops, nt, &rep),
                    0);
@@ -323,7 +323,7 @@ static void one_seed(uint64_t seed) {
     for (int k = 0; k < steps; k++) {
       /* times across the day, some inside [15:55, 16:00) */
       uint64_t tod = rnd(0, 3) == 0 ? (uint64_t)rnd(57300, 57599) : (uint64_t)rnd(0, 57599);
-      uint64_t ts = (uint64_t)day * HG_CLR_NS_PER_DAY + tod * 1000000000u;
+      uint64_t ts = (uint64_t)day * HG_NS_PER_DAY + tod * 1000000000u;
       switch (rnd(0, 9)) {
       case 0: case 1: do_cash(c, seq++); break;
       case 2: case 3: do_order(c); break;

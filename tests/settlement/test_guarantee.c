@@ -17,7 +17,7 @@
 #define GROUP 1u
 #define DAY 20000ull
 #define NS 1000000000ull
-#define AT(day, hour) ((uint64_t)(day) * HG_CLR_NS_PER_DAY + (uint64_t)(hour) * 3600 * NS)
+#define AT(day, hour) ((uint64_t)(day) * HG_NS_PER_DAY + (uint64_t)(hour) * 3600 * NS)
 
 enum { P = 1, M = 2, L = 3, S = 4, B = 5, X = 6, Y = 7 };
 

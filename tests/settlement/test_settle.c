@@ -17,7 +17,7 @@
 #include "hourglass/error.h"
 
 #define NS 1000000000ull
-#define DAY(d) ((uint64_t)(d) * HG_CLR_NS_PER_DAY)
+#define DAY(d) ((uint64_t)(d) * HG_NS_PER_DAY)
 #define AT(d, h, m, s) (DAY(d) + ((uint64_t)(h) * 3600 + (uint64_t)(m) * 60 + (s)) * NS)
 #define D1 20000u /* a UTC day number */
 #define INST 7u

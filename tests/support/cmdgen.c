@@ -25,7 +25,6 @@ void cmdgen_book_params(hg_book_params_t *bp, uint32_t instrument_id, uint32_t m
   bp->max_price = 100000;
   bp->max_order_qty = 1000;
   bp->ref_price = 3000;
-  bp->band_bps = 2000;
   bp->max_orders = max_orders;
   bp->max_accounts = max_accounts;
 }

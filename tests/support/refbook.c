@@ -197,18 +197,6 @@ static void cancel_at(ref_book_t *b, size_t i, int reason, uint64_t ts) {
 
 /* ---- price rules ----------------------------------------------------- */
 
-static int band_active(const ref_book_t *b) {
-  return b->params.band_bps > 0 && b->params.ref_price > 0;
-}
-
-static int outside_band(const ref_book_t *b, hg_price_t p) {
-  if (!band_active(b)) return 0;
-  __int128 ref = b->params.ref_price;
-  __int128 d = (__int128)p - ref;
-  if (d < 0) d = -d;
-  return d * 10000 > ref * (__int128)b->params.band_bps;
-}
-
 static int out_of_range(const ref_book_t *b, hg_price_t p) {
   return p < b->params.min_price || p > b->params.max_price;
 }
@@ -219,15 +207,10 @@ static hg_price_t clamp_price(const ref_book_t *b, __int128 p) {
   return (hg_price_t)p;
 }
 
-/* The limit a market order gets (step 3). */
-static hg_price_t market_limit(const ref_book_t *b, int side) {
-  if (!band_active(b)) return side == HG_SIDE_BUY ? b->params.max_price : b->params.min_price;
-  __int128 ref = b->params.ref_price, bps = b->params.band_bps;
-  if (side == HG_SIDE_BUY) return clamp_price(b, ref * (10000 + bps) / 10000); /* >= 0: floor */
-  __int128 num = ref * (10000 - bps);
-  /* C division truncates toward zero, which is the ceiling for num <= 0. */
-  __int128 c = num > 0 ? (num + 9999) / 10000 : num / 10000;
-  return clamp_price(b, c);
+/* The limit a market order gets (step 3): its cap, clamped, or none. */
+static hg_price_t market_limit(const ref_book_t *b, int side, hg_price_t cap) {
+  if (cap <= 0) return side == HG_SIDE_BUY ? b->params.max_price : b->params.min_price;
+  return clamp_price(b, cap);
 }
 
 /* Would a limit at price on side cross the best opposite price? */
@@ -348,7 +331,6 @@ void ref_book_destroy(ref_book_t *b) {
   free(b);
 }
 
-void ref_book_set_reference(ref_book_t *b, hg_price_t ref_price) { b->params.ref_price = ref_price; }
 
 /* Step 1: the reject reason of a new order, or HG_REJ_NONE. */
 static int validate_new(const ref_book_t *b, const hg_order_new_t *o) {
@@ -367,7 +349,6 @@ static int validate_new(const ref_book_t *b, const hg_order_new_t *o) {
   if (o->qty > b->params.max_order_qty) return HG_REJ_QTY_TOO_LARGE;
   if (o->type == HG_ORD_LIMIT) {
     if (out_of_range(b, o->price)) return HG_REJ_PRICE_OUT_OF_RANGE;
-    if (outside_band(b, o->price)) return HG_REJ_PRICE_BAND;
   }
   if (find_order(b, o->order_id) >= 0) return HG_REJ_DUPLICATE_ORDER_ID;
   if (clordid_live(b, o->account, o->client_order_id)) return HG_REJ_DUPLICATE_CLORDID;
@@ -394,7 +375,7 @@ void ref_book_submit(ref_book_t *b, const hg_order_new_t *o) {
   t.o.client_order_id = o->client_order_id;
   t.o.account = o->account;
   t.o.smp_group = o->smp_group;
-  t.o.price = o->type == HG_ORD_MARKET ? market_limit(b, o->side) : o->price;
+  t.o.price = o->type == HG_ORD_MARKET ? market_limit(b, o->side, o->price) : o->price;
   t.o.qty = o->qty;
   t.o.leaves = o->qty;
   t.o.ts = o->ts;
@@ -447,8 +428,6 @@ void ref_book_replace(ref_book_t *b, hg_oid_t id, hg_account_t acct, hg_price_t 
     reason = HG_REJ_QTY_TOO_LARGE;
   else if (out_of_range(b, new_price))
     reason = HG_REJ_PRICE_OUT_OF_RANGE;
-  else if (outside_band(b, new_price))
-    reason = HG_REJ_PRICE_BAND;
   else if (o->post_only && would_cross(b, o->side, new_price))
     reason = HG_REJ_POST_ONLY_WOULD_CROSS;
   if (reason != HG_REJ_NONE) {

@@ -42,7 +42,6 @@ int ref_book_create(const hg_book_params_t *params, hg_book_sink_fn sink, void *
                     ref_book_t **out);
 /* Frees everything. NULL is a no-op. */
 void ref_book_destroy(ref_book_t *book);
-void ref_book_set_reference(ref_book_t *book, hg_price_t ref_price);
 
 /*
  * Commands. If growing the order array fails (malloc), the process aborts:

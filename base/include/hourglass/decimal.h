@@ -2,7 +2,7 @@
  * hourglass/decimal.h - exact decimal text to scaled integers and back.
  *
  * Money in Hourglass is an integer count of a fixed fraction (prices in
- * ticks of 0.001 USD, index prices in micro-USD, cash in cents): decimal text
+ * ticks of 0.001 USD, index prices and cash in micro-USD): decimal text
  * "12.345" with places 3 is 12345. No floating point anywhere, so what is
  * printed can be typed back and compares equal.
  *

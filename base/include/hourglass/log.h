@@ -1,8 +1,10 @@
 /*
  * hourglass/log.h - the one set of log levels and the log callback every
- * part of Hourglass takes. Libraries (journal, pipeline, gateway) never write
- * to stderr or a file themselves: they call the hg_log_fn their owner gave
- * them, and hourglassd's log (daemon/daemon_log.h) writes the line.
+ * part of Hourglass takes. Libraries (journal, pipeline, gateway) call the
+ * hg_log_fn their owner gave them, and hourglassd's log (daemon/daemon_log.h)
+ * writes the line. Three write to stderr themselves: the journal and the
+ * pipeline when their owner gave no hg_log_fn (a tool or a test still sees
+ * why), and base/crypto.c's last line before it aborts on a libcrypto failure.
  *
  * What is logged never carries customer data (orders, positions, account
  * balances) or secrets (API secrets, HMAC proofs): ids and counts only.

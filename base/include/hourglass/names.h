@@ -24,6 +24,12 @@ bool hg_name_ok_n(const char *s, size_t len, size_t cap);
  * printable ASCII bytes, no ',' and no '"', then a NUL inside the array. */
 bool hg_text_ok(const char *s, size_t cap);
 
+/* The characters an instrument symbol may have, as commands and snapshots
+ * carry it: 1..cap-1 bytes of [A-Za-z0-9._-], then a NUL inside the array
+ * (cap is HG_SYMBOL_MAX + 1 for a symbol). A listing's symbol must also
+ * parse (hg_symbol_parse below); a command only needs to be well formed. */
+bool hg_symbol_ok(const char *s, size_t cap);
+
 /* A contract symbol "<GPU>.<GRADE>.<YYYY-MM>", e.g. "B200.A.2027-03", or a
  * token contract symbol "TOK.<CLASS>.<GRADE>.<YYYY-MM>", e.g.
  * "TOK.OW671B.S.2027-03" (settlement/CONTRACT.md sections 1 and 7.3): GPU or

@@ -1,7 +1,8 @@
 /*
  * hourglass/sha256.h - SHA-256 (FIPS 180-4).
  *
- * Used for the exchange state hash and, by the gateway, for HMAC. Computed
+ * Used for the exchange state hash and the tools' digests (HMAC is
+ * hourglass/hmac.h, also libcrypto's). Computed
  * by OpenSSL's libcrypto (EVP); these calls adapt it (base/crypto.c).
  * Streaming: init, update any number of times with any lengths, final.
  * Pure functions of their inputs; a context is owned by whichever thread

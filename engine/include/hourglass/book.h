@@ -40,8 +40,7 @@
  *     market (HG_REJ_INVALID_TIF); order_id 0 (HG_REJ_INVALID_FIELD);
  *     qty <= 0 (HG_REJ_INVALID_QTY); qty > max_order_qty
  *     (HG_REJ_QTY_TOO_LARGE); for a limit order, price outside
- *     [min_price, max_price] (HG_REJ_PRICE_OUT_OF_RANGE) or outside the
- *     price band (HG_REJ_PRICE_BAND); order_id already live in this book
+ *     [min_price, max_price] (HG_REJ_PRICE_OUT_OF_RANGE); order_id already live in this book
  *     (HG_REJ_DUPLICATE_ORDER_ID); (account, client_order_id) already live
  *     in this book (HG_REJ_DUPLICATE_CLORDID); post-only that would cross
  *     the best opposite price (HG_REJ_POST_ONLY_WOULD_CROSS); for an
@@ -51,11 +50,10 @@
  *     and need no slot.
  *     A rejected order emits exactly one HG_EV_REJECTED and changes nothing.
  *  2. HG_EV_ACCEPTED.
- *  3. A market order becomes an IOC limit order at the band edge:
- *     buy at floor(ref * (10000 + band_bps) / 10000), sell at
- *     ceil(ref * (10000 - band_bps) / 10000), each clamped to
- *     [min_price, max_price]; with no band (band_bps 0 or ref 0) at
- *     max_price / min_price.
+ *  3. A market order becomes an IOC limit order at its price, the caller's
+ *     cap (the exchange gives the edge of the clearing's price band),
+ *     clamped to [min_price, max_price]; with no cap (price <= 0) at
+ *     max_price for a buy, min_price for a sell.
  *  4. FOK only: the quantity it could execute is counted first by walking the
  *     crossing levels best first, each FIFO in time order, applying its STP
  *     mode (a self-matching resting order is counted under NONE, skipped
@@ -91,7 +89,7 @@
  * client_order_id, side, TIF, STP mode and post-only flag):
  *  - HG_REJ_UNKNOWN_ORDER as for cancel; then, in this order, new_qty <= 0
  *    (HG_REJ_INVALID_QTY), > max_order_qty (HG_REJ_QTY_TOO_LARGE), price
- *    out of range or band (as for new), a post-only order whose new price
+ *    out of range (as for new), a post-only order whose new price
  *    would cross (HG_REJ_POST_ONLY_WOULD_CROSS). A rejected replace leaves
  *    the order exactly as it was.
  *  - Same price and new_qty <= current leaves: HG_EV_REPLACED with
@@ -116,8 +114,9 @@
  * then HG_EV_LEVEL. The flag changes nothing else: a scoped order matches,
  * rests, is replaced (keeping the flag) and cancelled like any other.
  *
- * Price band: a limit price p is outside the band when band_bps > 0, the
- * reference price ref > 0 and |p - ref| * 10000 > ref * band_bps.
+ * No price band: the band around the reference price is the clearing's
+ * (settlement/CONTRACT.md 4.5), checked by the exchange before an order
+ * reaches the book, and a market order's cap is its edge (step 3).
  */
 #ifndef HOURGLASS_BOOK_H
 #define HOURGLASS_BOOK_H
@@ -163,7 +162,7 @@ typedef enum hg_stp {
   XX(INVALID_QTY,           3, "quantity must be positive")                     \
   XX(QTY_TOO_LARGE,         4, "quantity above the maximum order size")         \
   XX(PRICE_OUT_OF_RANGE,    5, "price outside the instrument's price range")    \
-  XX(PRICE_BAND,            6, "price outside the band around the reference")   \
+  /* 6 was PRICE_BAND: the band is the clearing's (book.h, top) */           \
   XX(DUPLICATE_ORDER_ID,    7, "order id already live")                         \
   XX(DUPLICATE_CLORDID,     8, "client order id already live for the account")  \
   XX(POST_ONLY_WOULD_CROSS, 9, "post-only order would cross")                   \
@@ -213,7 +212,7 @@ typedef enum hg_book_cmd {
  * One event. Flat and fixed-size so it can be copied into a ring. Fields not
  * listed for a type are zero.
  *  ACCEPTED:  order_id, client_order_id, account, side, price (the limit;
- *             for a market order its band-edge limit), qty (order qty),
+ *             for a market order its cap, as step 3), qty (order qty),
  *             leaves (= qty).
  *  REJECTED:  cmd, reason (hg_reject_t), order_id, client_order_id,
  *             account, side (new only), price and qty as requested.
@@ -267,8 +266,8 @@ typedef struct hg_book_params {
   hg_price_t min_price;   /* lowest valid price, ticks, >= 1 */
   hg_price_t max_price;   /* highest valid price, ticks; max - min < HG_BOOK_MAX_LEVELS */
   hg_qty_t max_order_qty; /* largest order, >= 1 */
-  hg_price_t ref_price;   /* reference price for the band, 0 = none yet */
-  uint32_t band_bps;      /* band half-width in basis points, 0 = no band */
+  hg_price_t ref_price;   /* the listing's price, ticks, 0 = none: the clearing's
+                             first settlement price; the book does not use it */
   uint32_t max_orders;    /* capacity of the resting-order pool, >= 1 */
   uint32_t max_accounts;  /* distinct accounts with live orders, >= 1 */
   uint8_t default_stp;    /* hg_stp_t used for HG_STP_DEFAULT; 0 = CANCEL_INCOMING */
@@ -284,7 +283,8 @@ typedef struct hg_order_new {
   uint64_t client_order_id; /* the client's id, unique among its live orders */
   hg_account_t account;
   uint32_t smp_group;       /* 0 = none; same non-zero group self-matches */
-  hg_price_t price;         /* limit price in ticks; ignored for market */
+  hg_price_t price;         /* limit price in ticks; for a market order its cap
+                               (step 3), <= 0 none */
   hg_qty_t qty;
   uint8_t side;             /* hg_side_t */
   uint8_t type;             /* hg_ord_type_t */
@@ -354,10 +354,7 @@ int hg_book_prefault(hg_book_t *book);
  * call back into the book, and buf's contents change with every event. */
 void hg_book_set_event_buffer(hg_book_t *book, hg_book_event_t *buf);
 
-/* Sets the band reference price (ticks, 0 = none). Resting orders stay. */
-void hg_book_set_reference(hg_book_t *book, hg_price_t ref_price);
-
-/* Returns the params the book was created with (ref_price as currently set). */
+/* Returns the params the book was created with. */
 const hg_book_params_t *hg_book_params(const hg_book_t *book);
 
 /* Commands. Outcomes are events, so these cannot fail and return void. */
@@ -427,8 +424,7 @@ void hg_book_foreach(const hg_book_t *book, void (*fn)(void *ctx, const hg_book_
  * Bad fields: order_id 0, side, STP, post_only or session_scoped out of
  * range, TIF not GTC or
  * DAY, leaves not in [1, qty], qty > max_order_qty, price outside
- * [min_price, max_price]; the band is not checked (the reference may have
- * moved since the order entered).
+ * [min_price, max_price].
  */
 int hg_book_restore(hg_book_t *book, const hg_book_order_t *order);
 

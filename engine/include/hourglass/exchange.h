@@ -201,6 +201,7 @@
 #include <stdint.h>
 
 #include "hourglass/book.h"
+#include "hourglass/civil.h"
 #include "hourglass/clearing.h"
 #include "hourglass/index.h"
 
@@ -382,10 +383,15 @@ typedef struct hg_cmd_expire {
 /* LIST_CURVE: lists the 12 monthly contracts of (gpu, grade) from (year,
  * month) on, ids first_instrument_id .. +11, and keeps the curve rolling: each
  * EXPIRE of one of its contracts lists the next month with the next id. */
+/* The years a curve may start in: its months, and the month after the last
+ * (listed at a roll), stay within hourglass/civil.h's years. */
+#define HG_CURVE_YEAR_MIN HG_CIVIL_YEAR_MIN
+#define HG_CURVE_YEAR_MAX (HG_CIVIL_YEAR_MAX - 1)
+
 typedef struct hg_cmd_list_curve {
   char gpu[HG_INDEX_GPU_MAX];
   char grade[HG_INDEX_GRADE_MAX];
-  uint16_t year;                /* 1970..9998 */
+  uint16_t year;                /* HG_CURVE_YEAR_MIN..HG_CURVE_YEAR_MAX */
   uint8_t month;                /* 1..12 */
   uint8_t pad_;
   uint32_t first_instrument_id; /* > 0 */
@@ -677,6 +683,12 @@ typedef struct hg_exchange_config {
 
 typedef struct hg_exchange hg_exchange_t;
 
+/* The default capacities: 64 instruments, 4,096 accounts, books of up to
+ * 1 << 20 orders, everything else 0 (the defaults above). The pipeline,
+ * hourglassd's configuration and hgctl replay all start from it, so a
+ * replay given no capacities uses those of an exchange that set none. */
+void hg_exchange_config_default(hg_exchange_config_t *cfg);
+
 /*
  * Creates an empty exchange (no instruments, no accounts, last seq 0).
  * Returns 0 and sets *out, HG_EINVAL (a config field is 0, or sink NULL) or
@@ -819,11 +831,8 @@ void hg_exchange_foreach_account(const hg_exchange_t *ex,
 /* Canonical serialization, state hash, restore                              */
 /* ------------------------------------------------------------------------ */
 
-/* Version 3 added each resting order's session_scoped flag. hg_exchange_restore()
- * also reads version 2 (HG_EXCHANGE_FORMAT_OLDEST), every order unscoped, so a
- * data directory written before the flag existed still recovers. */
-#define HG_EXCHANGE_FORMAT_VERSION 3u
-#define HG_EXCHANGE_FORMAT_OLDEST 2u
+/* Version 4 dropped the books' own price band (the band is the clearing's). */
+#define HG_EXCHANGE_FORMAT_VERSION 4u
 #define HG_SHA256_LEN 32
 
 /* Exact size, bytes, of the current serialization. */
@@ -847,11 +856,9 @@ void hg_exchange_hash(const hg_exchange_t *ex, uint8_t out[HG_SHA256_LEN]);
  * Rebuilds the state held in blob[0..len) (a hg_exchange_serialize() output)
  * into ex, which must be empty (just created: no instruments, accounts or
  * applied commands; otherwise HG_ESTATE). Afterwards ex hashes equal to the
- * exchange that wrote blob and applies further commands identically. A
- * version 2 blob (HG_EXCHANGE_FORMAT_OLDEST) is read with every order's
- * session_scoped 0; it then serializes, and hashes, in the current version.
- * Returns 0, HG_EVERSION (a version other than the current one and
- * HG_EXCHANGE_FORMAT_OLDEST), HG_ECORRUPT (anything
+ * exchange that wrote blob and applies further commands identically.
+ * Returns 0, HG_EVERSION (a version other than the current one),
+ * HG_ECORRUPT (anything
  * malformed or inconsistent), HG_EFULL (blob needs more capacity than ex's
  * config has; the clearing tables' capacities in the blob are checked
  * against ex's before anything is allocated) or -ENOMEM. On failure ex is

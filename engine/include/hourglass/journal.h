@@ -322,9 +322,6 @@ int hg_journal_uses_io_uring(const hg_journal_t *j);
  */
 int hg_journal_set_eventfd(hg_journal_t *j, int fd);
 
-/* Nonzero while a batch is with the kernel (io_uring only). */
-int hg_journal_in_flight(const hg_journal_t *j);
-
 /* ------------------------------------------------------------------------ */
 /* Reading (replay, retransmission)                                          */
 /* ------------------------------------------------------------------------ */

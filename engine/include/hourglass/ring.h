@@ -6,8 +6,10 @@
  *
  *   hg_mpsc_ring_t  many producers, one consumer. Gateway threads push
  *                   decoded commands; the sequencer pops them.
- *   hg_spsc_ring_t  one producer, one consumer. The engine pushes events to
- *                   each consumer (gateway, market data, drop copy).
+ *   hg_spsc_ring_t  one producer, one consumer. The sequencer pushes records
+ *                   to the journal writer, and the pipeline pushes released
+ *                   events to each of its consumers (pipeline.h: the gateway,
+ *                   and in hourglassd the market view and the demo).
  *
  * Both are bounded with a power-of-two number of fixed-size slots. The slot
  * size is chosen at create; a message is any byte string up to that size and

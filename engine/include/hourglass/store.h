@@ -43,12 +43,6 @@
  * it is never handed to a caller, and hg_store_errmsg() names its seq and
  * the reason.
  *
- * Format 1 stores held bare blobs. This build reads such a store, but its
- * snapshots carry no checksum and fail the check as "no snapshot header":
- * recovery then falls back (hourglass/pipeline.h), in the end to a replay
- * of the whole journal. The first snapshot written marks the store format 2
- * (a format 1 build then refuses the store rather than misread it).
- *
  * Pruning keeps the newest keep GOOD snapshots: it walks from the newest,
  * checking each one's CRC, and deletes only what is older than the keep-th
  * good one. A bad snapshot newer than that stays for the operator (hgctl
@@ -86,8 +80,8 @@
 extern "C" {
 #endif
 
-/* Format of the store's layout; a store written by a newer one is refused.
- * 2: snapshots carry the checked header. */
+/* Format of the store's layout, written when the store is made; a store of
+ * another format is refused (HG_EVERSION). */
 #define HG_STORE_FORMAT_VERSION 2u
 
 /* The snapshot header (layout above). */
@@ -104,7 +98,8 @@ extern "C" {
 typedef enum hg_store_table {
   HG_STORE_INSTRUMENTS = 1,
   HG_STORE_ACCOUNTS = 2,
-  HG_STORE_API_KEYS = 3, /* the gateway's API keys, by key id (layout in gateway.h) */
+  HG_STORE_API_KEYS = 3, /* the gateway's API keys, by key id (layout:
+                            hg_key_record_encode, gateway/server/session.h) */
   HG_STORE_FIXINGS = 4,  /* index fixings, written by hg_store_save_exchange */
   HG_STORE_LEDGER = 5    /* the clearing ledger (cash movements), same */
 } hg_store_table_t;
@@ -220,7 +215,7 @@ int hg_store_restore_snapshot(hg_store_t *s, uint64_t seq, hg_exchange_t *ex);
  * Record layouts (little-endian), for tools that read the tables:
  *   instrument (key id): u8 halted, u8 symbol_len, symbol bytes, i64
  *     tick_size, contract_unit, min_price, max_price, max_order_qty,
- *     ref_price, u32 band_bps, max_orders, max_accounts, u8 default_stp.
+ *     ref_price, u32 max_orders, max_accounts, u8 default_stp.
  *   account (key id): u32 firm, i64 cash (micro-USD).
  *   fixing (key group << 32 | day, group the index id 1.., day the UTC day
  *     number): u8 gpu_len, gpu, u8 grade_len, grade, i64 value (micro-USD

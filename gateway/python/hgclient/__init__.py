@@ -49,13 +49,13 @@ from .trading import HgError, HgUsageError, Instrument, TradingMixin, dataframe 
 
 DEFAULT_MAX_FRAME = 64 * 1024
 
-# Body names of the oneof that are client application messages (need seq):
-# the Envelope's field numbers 30..79, which proto/hourglass.proto keeps for
-# client requests (trading, queries, operator and settlement commands). Read
-# from the schema, so a request added to it gets its seq here too.
+# Body names of the oneof that are client requests (need seq): the field
+# numbers the schema's BodyRange gives them (BODY_CLIENT_REQUEST_FIRST..LAST),
+# read from proto/hourglass.proto, so a request added there gets its seq here
+# too, as in the gateway and the C client.
 APP_BODIES = frozenset(
     f.name for f in pb.Envelope.DESCRIPTOR.oneofs_by_name["body"].fields
-    if 30 <= f.number <= 79)
+    if pb.BODY_CLIENT_REQUEST_FIRST <= f.number <= pb.BODY_CLIENT_REQUEST_LAST)
 
 
 class ProtocolError(Exception):

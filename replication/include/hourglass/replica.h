@@ -234,7 +234,6 @@ int hg_replica_propose(hg_replica_t *r, const void *data, size_t len,
 
 /* This node's view. Cheap; no I/O. */
 hg_replica_role_t hg_replica_role(const hg_replica_t *r);
-uint64_t hg_replica_id(const hg_replica_t *r);
 uint64_t hg_replica_term(const hg_replica_t *r);
 uint64_t hg_replica_commit_index(const hg_replica_t *r);   /* known committed */
 uint64_t hg_replica_applied_index(const hg_replica_t *r);  /* last applied,

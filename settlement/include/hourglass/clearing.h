@@ -50,6 +50,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hourglass/civil.h" /* HG_NS_PER_DAY */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -73,7 +75,6 @@ typedef int64_t hg_qty_t;   /* contracts */
 #define HG_CLR_FIXING_MAX ((int64_t)1000000000000)  /* 1e12 micro-USD = 1e9 ticks */
 /* instrument field of ledger entries that belong to no instrument */
 #define HG_CLR_NO_INSTRUMENT UINT32_MAX
-#define HG_CLR_NS_PER_DAY ((uint64_t)86400 * 1000000000u)
 
 typedef struct hg_clearing hg_clearing_t;
 

@@ -16,7 +16,8 @@
  *    and its receipt; reads (never writes) the fixing history for carry-forward;
  *  - the fixing history: step 7 (PROVISIONAL -> FINAL, restatement), operator
  *    published external fixings. Records are plain integers and fixed-size
- *    strings so that they can be stored byte for byte (LMDB later).
+ *    strings so that they can be stored byte for byte (the exchange snapshot
+ *    and the store's fixings table, hourglass/store.h).
  *
  * Threads: nothing here is shared or locked. Every object belongs to the thread
  * that created it; const inputs may be read by several threads at once.

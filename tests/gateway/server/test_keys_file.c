@@ -162,12 +162,41 @@ static void test_line_parse(void **state) {
   assert_int_equal(hg_gateway_key_line_parse(line, &k, sec), HG_EPARSE); /* 65 bytes */
 }
 
+/* The one binary encoding of a key (store records, cluster entries): a
+ * round trip, and the shapes it refuses. */
+static void test_key_encoding(void **state) {
+  (void)state;
+  uint8_t secret[HG_WIRE_SECRET_MAX], back[HG_WIRE_SECRET_MAX], buf[HG_GATEWAY_KEY_BYTES];
+  for (size_t i = 0; i < sizeof secret; i++) secret[i] = (uint8_t)(i * 7 + 1);
+  hg_gateway_key_t k = {.key_id = 0x0102030405060708ull, .role = HG_ROLE_TRADER,
+                        .account = 7, .firm = 3, .secret = secret, .secret_len = 20};
+  hg_gateway_key_encode(&k, buf);
+  assert_int_equal(buf[0], 1);    /* version */
+  assert_int_equal(buf[1], 0x08); /* key id, little-endian */
+  hg_gateway_key_t d;
+  assert_int_equal(hg_gateway_key_decode(buf, sizeof buf, &d, back), 0);
+  assert_int_equal(d.key_id, k.key_id);
+  assert_int_equal(d.role, k.role);
+  assert_int_equal(d.account, 7);
+  assert_int_equal(d.firm, 3);
+  assert_int_equal(d.secret_len, 20);
+  assert_ptr_equal(d.secret, back);
+  assert_memory_equal(back, secret, 20);
+  assert_int_equal(hg_gateway_key_decode(buf, sizeof buf - 1, &d, back), HG_ECORRUPT);
+  buf[0] = 2;
+  assert_int_equal(hg_gateway_key_decode(buf, sizeof buf, &d, back), HG_ECORRUPT);
+  k.secret_len = HG_WIRE_SECRET_MIN - 1; /* too short a secret */
+  hg_gateway_key_encode(&k, buf);
+  assert_int_equal(hg_gateway_key_decode(buf, sizeof buf, &d, back), HG_ECORRUPT);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_good_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_lines, setup, teardown),
       cmocka_unit_test_setup_teardown(test_long_lines, setup, teardown),
       cmocka_unit_test(test_line_parse),
+      cmocka_unit_test(test_key_encoding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -232,9 +232,47 @@ static void test_sequencing(void **state) {
   e = envelope(BODY(EXECUTION_REPORT), 7);
   assert_int_equal(hg_sess_on_frame(&s, &e, 1, &t), HG_SV_TERMINATE);
   assert_int_equal(t, TERM(WRONG_DIRECTION));
-  e = envelope(99, 7); /* a body number this version does not know */
+  /* A body number this version does not know arrives as an unknown field. */
+  e = envelope(0, 7);
+  e.base.n_unknown_fields = 1;
   assert_int_equal(hg_sess_on_frame(&s, &e, 1, &t), HG_SV_TERMINATE);
   assert_int_equal(t, TERM(UNKNOWN_MESSAGE));
+  e = envelope(200, 7); /* in no range of the schema's BodyRange */
+  assert_int_equal(hg_sess_on_frame(&s, &e, 1, &t), HG_SV_TERMINATE);
+  assert_int_equal(t, TERM(UNKNOWN_MESSAGE));
+}
+
+/* A request added to the schema in 70..79 ("free for further client
+ * requests") is sequenced like any other, by the same definition the C and
+ * Python clients use (BodyRange); and every body the schema has falls in a
+ * range. */
+static void test_body_ranges_from_the_schema(void **state) {
+  (void)state;
+  hg_session_t s;
+  uint32_t t = 0;
+  hg_sess_init(&s, 0, 5000 * MS);
+  hg_sess_activate(&s, 1000, 0);
+  for (uint32_t body = 70; body <= 79; body++) {
+    Hourglass__V1__Envelope e = envelope(body, body - 69);
+    assert_int_equal(hg_sess_on_frame(&s, &e, 1, &t), HG_SV_APP);
+    assert_true(hg_wire_body_is_request(body));
+  }
+  const ProtobufCMessageDescriptor *d = &hourglass__v1__envelope__descriptor;
+  unsigned bodies = 0;
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) continue;
+    bodies++;
+    int from_client = hg_wire_body_from_client(f->id);
+    if (from_client < 0) fail_msg("body %s (%u) is in no BodyRange", f->name, f->id);
+    /* Requests are what the schema lists between 30 and 79. */
+    assert_int_equal(hg_wire_body_is_request(f->id), f->id >= 30 && f->id < 80);
+  }
+  assert_true(bodies > 40);
+  assert_int_equal(hg_wire_body_from_client(HOURGLASS__V1__ENVELOPE__BODY_LOGIN), 1);
+  assert_int_equal(hg_wire_body_from_client(HOURGLASS__V1__ENVELOPE__BODY_LOGIN_ACK), 0);
+  assert_int_equal(hg_wire_body_from_client(HOURGLASS__V1__ENVELOPE__BODY_CLUSTER_STATUS), 0);
+  assert_false(hg_wire_body_is_request(HOURGLASS__V1__ENVELOPE__BODY_HEARTBEAT));
 }
 
 static void test_timers(void **state) {
@@ -277,6 +315,7 @@ int main(void) {
       cmocka_unit_test(test_throttle),     cmocka_unit_test(test_login_verify),
       cmocka_unit_test(test_key_record),   cmocka_unit_test(test_before_login),
       cmocka_unit_test(test_sequencing),   cmocka_unit_test(test_timers),
+      cmocka_unit_test(test_body_ranges_from_the_schema),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

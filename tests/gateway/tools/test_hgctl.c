@@ -347,6 +347,24 @@ static void test_quotes_and_drop_copy(void **state) {
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:1@0.390/1@0.610");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "ACK group=7 reason=none(0) rejects=0"));
+  assert_non_null(strstr(o.text, "QUOTED sides=2 accepted=2 refused=0\n"));
+
+  /* Both sides refused by the engine (post-only would cross a trader's
+   * 0.500 bid and 0.510 ask): the ACK has no rejects, but the command
+   * fails and says so. */
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "buy", "--qty", "1", "--price", "0.500");
+  assert_int_equal(o.status, 0);
+  RUN(&o, "order", "new", "--instrument", "2", "--side", "sell", "--qty", "1", "--price", "0.510");
+  assert_int_equal(o.status, 0);
+  RUN_AS(&o, MM, "quote", "--group", "8", "--quote", "2:1@0.520/1@0.490");
+  if (o.status != 1) fprintf(stderr, "%s%s", o.text, o.err);
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.text, "ACK group=8 reason=none(0) rejects=0"));
+  assert_non_null(strstr(o.text, "QUOTED sides=2 accepted=0 refused=2\n"));
+  assert_non_null(strstr(o.err, "2 of 2 quoted sides refused"));
+  RUN(&o, "order", "mass-cancel");
+  assert_int_equal(o.status, 0);
+
   /* One side only, the other left out (the old "0@0" still means the same). */
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/1@0.620");
   assert_int_equal(o.status, 0);
@@ -637,6 +655,13 @@ static void test_operator_instrument_option(void **state) {
 static void test_orders_lists_live_orders(void **state) {
   (void)state;
   static hgctl_out_t o;
+  /* A key whose stream holds no order at all (under UBSan this caught
+   * qsort(NULL, 0, ...) of the empty list of ended orders). */
+  RUN_AS(&o, OP, "orders");
+  if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "order_id"));
+  assert_null(strstr(o.text, "B200.A."));
   RUN(&o, "order", "mass-cancel");
   RUN(&o, "orders");
   assert_int_equal(o.status, 0);

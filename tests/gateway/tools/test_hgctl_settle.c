@@ -346,6 +346,9 @@ static void test_settle_expire_statements(void **state) {
   assert_string_equal(after.text, pos_a.text);
   RUN(&r, OPC, "op", "deposit", "--account", "200", "--amount", "0.000007"); /* 7 micro-USD */
   assert_int_equal(r.status, 0);
+  /* As the runbook says: the amount and the new balance, in USD. */
+  assert_non_null(strstr(r.text, "OK deposit engine_seq="));
+  assert_non_null(strstr(r.text, " amount=0.000007 balance="));
   same_statement(&s, TB, "200", NULL, "csv", 1 + 1 + B_DEPOSITS + 3 + 1);
   same_statement(&s, TA, "100", NULL, "csv", 6);
   ts_server_stop(&s);

@@ -164,10 +164,10 @@ static void dir_digest(const char *d, char out[65]) {
   hex(h, out);
 }
 
-/* Writes the scenario into directory d, account 4's last deposit being
- * last_deposit micro-USD, and the final state hash (hex) into hx. */
-static void build(const char *d, int64_t last_deposit, char *hx) {
-  util_log_t log = {0};
+/* A started pipeline on directory d, its clock at 2027-03-30 09:00. */
+static hg_pipeline_t *start(const char *d) {
+  static util_log_t log; /* one pipeline at a time */
+  memset(&log, 0, sizeof log);
   hg_pipeline_config_t cfg;
   util_config(&cfg, d, &log);
   cfg.clock = fake_clock;
@@ -176,6 +176,13 @@ static void build(const char *d, int64_t last_deposit, char *hx) {
   hg_pipeline_t *p = NULL;
   assert_int_equal(hg_pipeline_open(&cfg, &p), 0);
   assert_int_equal(hg_pipeline_start(p), 0);
+  return p;
+}
+
+/* Writes the scenario into directory d, account 4's last deposit being
+ * last_deposit micro-USD, and the final state hash (hex) into hx. */
+static void build(const char *d, int64_t last_deposit, char *hx) {
+  hg_pipeline_t *p = start(d);
 
   hg_command_t c = {0};
   c.type = HG_COMMAND_LIST_INSTRUMENT;
@@ -541,6 +548,64 @@ static void whatif_projection_by_hand(void **state) {
   assert_string_equal(before, after);
 }
 
+/*
+ * A contract with no daily settlement price yet, by hand: B200.A.2027-05
+ * listed without a price, its group's only fixing (2027-03-29, 2.510 USD)
+ * still PROVISIONAL. Acct 1 buys 2 from acct 2 at 2510 at 10:00 on 03-30;
+ * the cycle of 03-30 finds no window trade, no quotes, no previous DSP and
+ * no FINAL fixing: the contract is skipped and the fill carries to the next
+ * cycle (CONTRACT.md 5.6). Projected FSP 2.700: P&L = q x (2700 - 2510)
+ * x 1 USD = acct 1 +380.00, acct 2 -380.00 (CONTRACT.md 4.2/4.3).
+ */
+static void skipped_contract_carries_its_fills(void **state) {
+  (void)state;
+  char d[64], *o, args[512];
+  assert_non_null(util_tmpdir(d, "tools_skip"));
+  hg_pipeline_t *p = start(d);
+  hg_command_t c = {0};
+  c.type = HG_COMMAND_LIST_INSTRUMENT;
+  snprintf(c.u.list.symbol, sizeof c.u.list.symbol, "B200.A.2027-05");
+  cmdgen_book_params(&c.u.list.params, 1, 1024, 16);
+  c.u.list.params.ref_price = 0;
+  submit(p, &c);
+  for (uint32_t a = 1; a <= 2; a++) {
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_ADD_ACCOUNT;
+    c.u.add_account.account = a;
+    c.u.add_account.firm = a;
+    submit(p, &c);
+    cash(p, HG_COMMAND_DEPOSIT, a, 1000000000000ll);
+  }
+  memset(&c, 0, sizeof c);
+  c.type = HG_COMMAND_PUBLISH_FIXING;
+  snprintf(c.u.fixing.gpu, sizeof c.u.fixing.gpu, "B200");
+  snprintf(c.u.fixing.grade, sizeof c.u.fixing.grade, "A");
+  c.u.fixing.day = DAY_0330 - 1;
+  c.u.fixing.value = 2510000;
+  snprintf(c.u.fixing.source, sizeof c.u.fixing.source, "ext");
+  submit(p, &c);
+  atomic_store(&clock_ns, at(DAY_0330, 10, 0));
+  order(p, 1, HG_SIDE_BUY, 2510, 2);
+  order(p, 2, HG_SIDE_SELL, 2510, 2);
+  atomic_store(&clock_ns, at(DAY_0330, 16, 0));
+  daily(p, DAY_0330);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --project 2.7 --index B200.A", d);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "dsp seq=");
+  cli_expect(o, " day=2027-03-30 instrument=1 skipped (no price: positions and fills carry"
+                " to the next cycle)\n");
+  assert_null(strstr(o, "price=0"));
+  cli_expect(o, "  1          B200.A.2027-05            2");
+  cli_expect(o, "2.700             380.00\n");
+  cli_expect(o, "2.700            -380.00\n");
+  cli_expect(o, "verdict: OK (what-if replay)\n");
+  free(o);
+  util_rm_rf(d);
+}
+
 static void statements_written_and_compared(void **state) {
   (void)state;
   char before[65], after[65];
@@ -741,6 +806,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(statement_and_fills),
       cmocka_unit_test(replay_one_day),
       cmocka_unit_test(whatif_projection_by_hand),
+      cmocka_unit_test(skipped_contract_carries_its_fills),
       cmocka_unit_test(statements_written_and_compared),
       cmocka_unit_test(whatif_changes_statements_not_data),
       cmocka_unit_test(errors_are_clear),

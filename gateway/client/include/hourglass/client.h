@@ -93,7 +93,7 @@ typedef struct hg_client_config {
   const char *host;            /* numeric address or name; NULL: 127.0.0.1 (copied) */
   uint16_t port;               /* 0: 7700 */
   uint64_t key_id;             /* > 0 */
-  const uint8_t *secret;       /* 1 .. 64 bytes; copied */
+  const uint8_t *secret;       /* 1 .. HG_WIRE_SECRET_MAX (64) bytes; copied */
   size_t secret_len;
   bool cancel_on_disconnect;   /* asked for at login */
   uint32_t keepalive_ms;       /* asked for at login (the server clamps); 0: 1000 */

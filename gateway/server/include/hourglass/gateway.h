@@ -142,6 +142,7 @@
 #include <uv.h>
 
 #include "hourglass/pipeline.h"
+#include "hourglass/wire.h" /* HG_WIRE_SECRET_MAX */
 
 #ifdef __cplusplus
 extern "C" {
@@ -293,7 +294,7 @@ typedef struct hg_gateway_key {
   uint32_t role;          /* HG_ROLE_* */
   uint32_t account;       /* trader, market maker: > 0; others: 0 */
   uint32_t firm;          /* > 0 except for operators (may be 0) */
-  const uint8_t *secret;  /* 16..64 bytes; copied */
+  const uint8_t *secret;  /* HG_WIRE_SECRET_MIN..MAX (16..64) bytes; copied */
   size_t secret_len;
 } hg_gateway_key_t;
 
@@ -422,7 +423,23 @@ int hg_gateway_load_keys(hg_gateway_t *gw, const char *path, unsigned *line);
  * receives the decoded bytes), 1 for a blank or comment-only line, HG_EPARSE
  * for a bad line. Checks the syntax only (hg_gateway_add_key checks the
  * key). Pure; any thread. */
-int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret[64]);
+int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key,
+                              uint8_t secret[HG_WIRE_SECRET_MAX]);
+
+/* An API key as bytes, the one encoding of a key wherever one is kept (the
+ * key store's records, a cluster's replicated key entries and snapshots):
+ * u8 version 1, u64 key id, u32 role, account, firm (little-endian), u8
+ * secret length, the secret zero-padded to HG_WIRE_SECRET_MAX bytes. */
+#define HG_GATEWAY_KEY_BYTES (1 + 8 + 4 + 4 + 4 + 1 + HG_WIRE_SECRET_MAX)
+
+/* Encodes key (its secret_len at most HG_WIRE_SECRET_MAX) into out. Pure. */
+void hg_gateway_key_encode(const hg_gateway_key_t *key, uint8_t out[HG_GATEWAY_KEY_BYTES]);
+
+/* Decodes buf[0..len) into *key, whose secret then points into secret.
+ * 0, or HG_ECORRUPT (another length or version, or a key whose role,
+ * account, firm or secret length do not go together). Pure. */
+int hg_gateway_key_decode(const uint8_t *buf, size_t len, hg_gateway_key_t *key,
+                          uint8_t secret[HG_WIRE_SECRET_MAX]);
 
 /* Starts accepting, on a new loop thread (in loop mode, with the
  * pipeline's handles on that loop: see above). First, on the owner thread:

@@ -34,6 +34,7 @@
 #ifndef HOURGLASS_WIRE_H
 #define HOURGLASS_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,10 @@ extern "C" {
 /* Login session id length, bytes. */
 #define HG_WIRE_SESSION_ID_LEN 16
 #define HG_WIRE_MAC_LEN 32
+/* An API key's secret: HG_WIRE_SECRET_MIN..HG_WIRE_SECRET_MAX bytes when a
+ * key is made (AddApiKey, keys files); a client logs in with up to MAX. */
+#define HG_WIRE_SECRET_MIN 16
+#define HG_WIRE_SECRET_MAX 64
 /* Arena bytes that always hold the decoded form of a body of up to
  * max_frame bytes (protobuf-c's in-memory structs are at most about 12x the
  * encoded size for our schema: a 2-byte empty QuoteEntry becomes a
@@ -135,6 +140,19 @@ int hg_wire_has_unknown(const ProtobufCMessage *m);
  * its body oneof: the envelope's own unknown fields, then its body's. The
  * same answer, at the cost of one body instead of the whole schema. */
 int hg_wire_envelope_has_unknown(const Hourglass__V1__Envelope *env);
+
+/* ------------------------------------------------------------ body ranges */
+
+/*
+ * Who sends an Envelope body (its body_case, the field number), from the
+ * schema's BodyRange: 1 a client, 0 the server, -1 no range (not a body).
+ * Any thread.
+ */
+int hg_wire_body_from_client(uint32_t body_case);
+
+/* Whether a body is a client request: an application message that carries
+ * a seq (BODY_CLIENT_REQUEST_FIRST..LAST). Any thread. */
+bool hg_wire_body_is_request(uint32_t body_case);
 
 /* -------------------------------------------------------------- login proof */
 
