@@ -251,7 +251,7 @@ static void refuses_bad_name_and_used_directory(void **state) {
   assert_int_equal(du_system(cmd), 2);
   char *msg = du_read(out);
   assert_non_null(msg);
-  assert_non_null(strstr(msg, "unknown scenario 'year' (known: month)"));
+  assert_non_null(strstr(msg, "unknown scenario 'year' (known: month, squeeze)"));
   free(msg);
   /* The second run's directory holds an exchange: refused, left as it was. */
   assert_int_equal(run_scenario(g_dir[1], out), 3);
