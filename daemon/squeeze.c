@@ -32,8 +32,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,6 +40,7 @@
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
 #include "hourglass/exchange.h"
+#include "scenario_run.h"
 
 #define SQ_ORIGIN UINT64_C(0x5d)
 #define SQ_INSTR 1u
@@ -81,14 +80,9 @@ typedef struct sq_fill {
 } sq_fill_t;
 
 typedef struct sq {
-  hg_pipeline_t *p;
-  FILE *out, *err;
-  _Atomic uint64_t now_ns;
-  uint64_t last_ts; /* engine thread only */
+  hg_scenario_run_t run; /* pipeline, clock, output, failure flag */
   int32_t day0, day;
   hg_command_t cmds[SQ_BATCH];
-  hg_pipe_out_t recs[1024];
-  int failed;
   uint64_t coid;
   sq_fill_t fills[SQ_FILLS_MAX];
   size_t nfills;
@@ -100,40 +94,14 @@ typedef struct sq {
   int64_t fund;
 } sq_t;
 
-static uint64_t sq_clock(void *ctx) {
-  sq_t *s = ctx;
-  uint64_t t = atomic_load(&s->now_ns);
-  if (t <= s->last_ts) t = s->last_ts + 1000;
-  s->last_ts = t;
-  return t;
-}
-
 static void sq_time(sq_t *s, int hour, int minute) {
-  atomic_store(&s->now_ns, ((uint64_t)(s->day0 + s->day) * 86400u + (uint64_t)hour * 3600u +
-                            (uint64_t)minute * 60u) *
-                               1000000000u);
-}
-
-static void sq_usd(int64_t micro, char *out, size_t cap) {
-  uint64_t a = micro < 0 ? (uint64_t)0 - (uint64_t)micro : (uint64_t)micro;
-  snprintf(out, cap, "%s%" PRIu64 ".%06" PRIu64, micro < 0 ? "-" : "", a / 1000000u,
-           a % 1000000u);
+  hg_scenario_set_time(&s->run, s->day0 + s->day, hour, minute);
 }
 
 static int sq_index(hg_account_t a) {
   for (int i = 0; i < SQ_NACCT; i++)
     if (sq_accounts[i].id == a) return i;
   return -1;
-}
-
-__attribute__((format(printf, 2, 3))) static void sq_fail(sq_t *s, const char *fmt, ...) {
-  va_list ap;
-  s->failed = 1;
-  fprintf(s->err, "scenario: ");
-  va_start(ap, fmt);
-  vfprintf(s->err, fmt, ap);
-  va_end(ap);
-  fputc('\n', s->err);
 }
 
 /* "2027-06-08 10:05" of an event's timestamp. */
@@ -153,7 +121,7 @@ static void sq_event(sq_t *s, const hg_exchange_event_t *ev) {
   case HG_XEV_BOOK:
     if (ev->book.type == HG_EV_FILL) {
       if (s->nfills == SQ_FILLS_MAX) {
-        sq_fail(s, "more than %d fills", SQ_FILLS_MAX);
+        hg_scenario_fail(&s->run, "more than %d fills", SQ_FILLS_MAX);
         break;
       }
       sq_fill_t *f = &s->fills[s->nfills++];
@@ -168,20 +136,20 @@ static void sq_event(sq_t *s, const hg_exchange_event_t *ev) {
       if (f->liquidated != 0) {
         int k = sq_index(f->liquidated);
         if (k >= 0) s->ever_liq[k] = 1;
-        fprintf(s->out, "%s   liquidation: %s %s %" PRId64 " at %" PRId64 "\n", w,
+        fprintf(s->run.out, "%s   liquidation: %s %s %" PRId64 " at %" PRId64 "\n", w,
                 k >= 0 ? sq_accounts[k].name : "?", f->aggressor == HG_SIDE_BUY ? "buys" : "sells",
                 f->qty, f->price);
       }
     } else if (ev->book.type == HG_EV_REJECTED) {
-      sq_fail(s, "%s: order refused (reason %u)", w, (unsigned)ev->book.reason);
+      hg_scenario_fail(&s->run, "%s: order refused (reason %u)", w, (unsigned)ev->book.reason);
     }
     break;
   case HG_XEV_REJECTED:
-    sq_fail(s, "%s: %s refused: %s", w, hg_command_type_str(ev->command),
+    hg_scenario_fail(&s->run, "%s: %s refused: %s", w, hg_command_type_str(ev->command),
             hg_xreject_str(ev->reason));
     break;
   case HG_XEV_MARK:
-    fprintf(s->out, "%s MARK %" PRId64 " (band %" PRId64 "..%" PRId64 ")\n", w, ev->price,
+    fprintf(s->run.out, "%s MARK %" PRId64 " (band %" PRId64 "..%" PRId64 ")\n", w, ev->price,
             ev->lo, ev->hi);
     break;
   case HG_XEV_MARGIN_CALL:
@@ -190,10 +158,10 @@ static void sq_event(sq_t *s, const hg_exchange_event_t *ev) {
     s->state[i] = ev->status;
     if (ev->status == HG_CLR_LIQUIDATING) s->ever_liq[i] |= 2;
     s->ever_called[i] = 1;
-    sq_usd(ev->balance, a, sizeof a);
-    sq_usd(ev->margin, b, sizeof b);
-    sq_usd(ev->amount, c, sizeof c);
-    fprintf(s->out, "%s   %s %s: equity %s, margin %s, call %s\n", w, sq_accounts[i].name,
+    hg_scenario_usd(ev->balance, a, sizeof a);
+    hg_scenario_usd(ev->margin, b, sizeof b);
+    hg_scenario_usd(ev->amount, c, sizeof c);
+    fprintf(s->run.out, "%s   %s %s: equity %s, margin %s, call %s\n", w, sq_accounts[i].name,
             ev->status == HG_CLR_LIQUIDATING ? "LIQUIDATING" : "CALLED", a, b, c);
     break;
   case HG_XEV_CASH:
@@ -202,13 +170,13 @@ static void sq_event(sq_t *s, const hg_exchange_event_t *ev) {
     if (ev->kind == HG_LEDGER_FUND_COVER) {
       s->cover[i] += ev->amount;
       s->ever_bankrupt[i] = 1;
-      sq_usd(ev->amount, a, sizeof a);
-      fprintf(s->out, "%s   bankrupt: %s, the fund pays %s\n", w, sq_accounts[i].name, a);
+      hg_scenario_usd(ev->amount, a, sizeof a);
+      fprintf(s->run.out, "%s   bankrupt: %s, the fund pays %s\n", w, sq_accounts[i].name, a);
     } else if (ev->kind == HG_LEDGER_SOCIALIZED) {
       s->social[i] += ev->amount;
       if (ev->amount > 0) s->ever_bankrupt[i] = 1;
-      sq_usd(ev->amount, a, sizeof a);
-      fprintf(s->out, "%s   socialized: %s %s\n", w, sq_accounts[i].name, a);
+      hg_scenario_usd(ev->amount, a, sizeof a);
+      fprintf(s->run.out, "%s   socialized: %s %s\n", w, sq_accounts[i].name, a);
     }
     break;
   case HG_XEV_DSP:
@@ -216,9 +184,11 @@ static void sq_event(sq_t *s, const hg_exchange_event_t *ev) {
       s->dsp[s->day] = ev->price;
     break;
   case HG_XEV_CYCLE:
-    if (ev->amount != 0) sq_fail(s, "%s: the cycle's VM sums to %" PRId64, w, ev->amount);
-    sq_usd(ev->hi, a, sizeof a);
-    fprintf(s->out, "%s cycle: DSP %" PRId64 ", VM paid to winners %s, bankrupt %" PRId64 "\n", w,
+    if (ev->amount != 0)
+      hg_scenario_fail(&s->run, "%s: the cycle's VM sums to %" PRId64, w, ev->amount);
+    hg_scenario_usd(ev->hi, a, sizeof a);
+    fprintf(s->run.out,
+            "%s cycle: DSP %" PRId64 ", VM paid to winners %s, bankrupt %" PRId64 "\n", w,
             s->dsp[s->day], a, ev->margin);
     break;
   default:
@@ -226,33 +196,11 @@ static void sq_event(sq_t *s, const hg_exchange_event_t *ev) {
   }
 }
 
-/* Submits s->cmds[0..n) and consumes until every one is processed. */
-static int sq_run(sq_t *s, size_t n) {
-  size_t done = 0;
-  for (size_t i = 0; i < n; i++) {
-    int rc;
-    while ((rc = hg_pipeline_submit(s->p, SQ_ORIGIN, &s->cmds[i])) == HG_EBUSY)
-      hg_pipeline_wait(s->p, 1000000);
-    if (rc != 0) return rc;
-  }
-  while (done < n) {
-    size_t k = hg_pipeline_poll(s->p, s->recs, sizeof s->recs / sizeof s->recs[0]);
-    for (size_t j = 0; j < k; j++) {
-      if (s->recs[j].kind == HG_PIPE_EVENT) {
-        sq_event(s, &s->recs[j].event);
-      } else {
-        if (s->recs[j].kind != HG_PIPE_DONE) return HG_EUNAVAIL;
-        done++;
-      }
-    }
-    if (k == 0) {
-      int rc = hg_pipeline_failed(s->p);
-      if (rc != 0) return rc;
-      hg_pipeline_wait(s->p, 100000000);
-    }
-  }
-  return 0;
+static void sq_record(void *ctx, const hg_pipe_out_t *r) {
+  if (r->kind == HG_PIPE_EVENT) sq_event(ctx, &r->event);
 }
+
+static int sq_run(sq_t *s, size_t n) { return hg_scenario_run_batch(&s->run, s->cmds, n); }
 
 static hg_command_t *sq_add(sq_t *s, size_t *n, uint32_t type) {
   hg_command_t *c = &s->cmds[(*n)++];
@@ -332,13 +280,13 @@ static int sq_setup(sq_t *s) {
   if (rc != 0) return rc;
   char d[11], a[32];
   hg_civil_format_date(s->day0, d);
-  sq_usd(SQ_FUND, a, sizeof a);
-  fprintf(s->out, "%s 09:00 listed B200.A.2027-12 (id %u) at %" PRId64
+  hg_scenario_usd(SQ_FUND, a, sizeof a);
+  fprintf(s->run.out, "%s 09:00 listed B200.A.2027-12 (id %u) at %" PRId64
                   "; the operator funds the insurance fund with %s\n",
           d, SQ_INSTR, sq_price[0], a);
   for (int i = 0; i < SQ_NACCT; i++) {
-    sq_usd(sq_accounts[i].deposit, a, sizeof a);
-    fprintf(s->out, "  account %u %-9s deposits %s\n", (unsigned)sq_accounts[i].id,
+    hg_scenario_usd(sq_accounts[i].deposit, a, sizeof a);
+    fprintf(s->run.out, "  account %u %-9s deposits %s\n", (unsigned)sq_accounts[i].id,
             sq_accounts[i].name, a);
   }
   /* The positions: the producer sells 20 and the maker 10 to the hedgers. */
@@ -350,7 +298,7 @@ static int sq_setup(sq_t *s) {
   sq_order(s, &n, HEDGER2, HG_SIDE_BUY, sq_price[0], 10, HG_TIF_GTC);
   sq_order(s, &n, MAKER, HG_SIDE_SELL, sq_price[0], 10, HG_TIF_IOC);
   if ((rc = sq_run(s, n)) != 0) return rc;
-  fprintf(s->out, "%s 10:00 producer sells 20 to hedger-1 and maker sells 10 to hedger-2 at "
+  fprintf(s->run.out, "%s 10:00 producer sells 20 to hedger-1 and maker sells 10 to hedger-2 at "
                   "%" PRId64 "\n",
           d, sq_price[0]);
   sq_time(s, 16, 0);
@@ -365,8 +313,9 @@ static int sq_day(sq_t *s) {
   sq_time(s, 0, 30);
   sq_fixing(s, &n, s->day0 + s->day - 1, sq_price[s->day - 1]);
   if ((rc = sq_run(s, n)) != 0) return rc;
-  fprintf(s->out, "%s index fixing of the day before: %" PRId64 "; provider's mid today %" PRId64
-                  ", offer %" PRId64 " lots\n",
+  fprintf(s->run.out,
+          "%s index fixing of the day before: %" PRId64 "; provider's mid today %" PRId64
+          ", offer %" PRId64 " lots\n",
           d, sq_price[s->day - 1], sq_price[s->day], sq_ask_qty[s->day]);
   sq_time(s, 10, 0);
   if ((rc = sq_quote(s, sq_ask_qty[s->day])) != 0) return rc;
@@ -382,8 +331,8 @@ static int sq_day(sq_t *s) {
     s->call[PRODUCER] = 0;
     s->state[PRODUCER] = 0;
     if ((rc = sq_run(s, n)) != 0) return rc;
-    sq_usd(c->u.cash.amount, a, sizeof a);
-    fprintf(s->out, "%s 12:00   producer meets its call: deposits %s\n", d, a);
+    hg_scenario_usd(c->u.cash.amount, a, sizeof a);
+    fprintf(s->run.out, "%s 12:00   producer meets its call: deposits %s\n", d, a);
   }
   sq_time(s, 12, 30);
   if ((rc = sq_quote(s, 1)) != 0) return rc;
@@ -451,8 +400,8 @@ static int sq_files(sq_t *s, const hg_clearing_t *c, const char *dir) {
 }
 
 static void sq_report(sq_t *s, const char *dir) {
-  FILE *o = s->out;
-  const hg_exchange_t *ex = hg_pipeline_exchange(s->p);
+  FILE *o = s->run.out;
+  const hg_exchange_t *ex = hg_pipeline_exchange(s->run.p);
   const hg_clearing_t *c = hg_exchange_clearing(ex);
   char a[32], b[32], e[32];
   fprintf(o, "\nDSPs (ticks):");
@@ -464,12 +413,12 @@ static void sq_report(sq_t *s, const char *dir) {
     hg_clearing_account_info_t ai;
     if (hg_clearing_position(c, sq_accounts[i].id, SQ_INSTR, &pos) != 0 ||
         hg_clearing_account_info(c, sq_accounts[i].id, &ai) != 0) {
-      sq_fail(s, "account %u: no clearing record", (unsigned)sq_accounts[i].id);
+      hg_scenario_fail(&s->run, "account %u: no clearing record", (unsigned)sq_accounts[i].id);
       continue;
     }
-    sq_usd(ai.balance, a, sizeof a);
-    sq_usd(s->cover[i], b, sizeof b);
-    sq_usd(s->social[i], e, sizeof e);
+    hg_scenario_usd(ai.balance, a, sizeof a);
+    hg_scenario_usd(s->cover[i], b, sizeof b);
+    hg_scenario_usd(s->social[i], e, sizeof e);
     fprintf(o, "%-7u %-9s %9" PRId64 " %18s %16s %16s\n", (unsigned)sq_accounts[i].id,
             sq_accounts[i].name, pos.pos, a, b, e);
   }
@@ -477,19 +426,15 @@ static void sq_report(sq_t *s, const char *dir) {
   hg_clearing_totals_t t;
   hg_clearing_guarantee(c, &g);
   hg_clearing_totals(c, &t);
-  sq_usd(g.liq_fees, a, sizeof a);
-  sq_usd(g.fund_used, b, sizeof b);
+  hg_scenario_usd(g.liq_fees, a, sizeof a);
+  hg_scenario_usd(g.fund_used, b, sizeof b);
   fprintf(o, "fund: liquidation fees %s, paid to bankrupt accounts %s\n", a, b);
   int conserved = hg_clearing_conserved(c) &&
                   t.balances + t.fund == t.deposits - t.withdrawals - t.fees && g.fund == s->fund;
-  if (!conserved) sq_fail(s, "conservation failed");
-  uint8_t h[HG_SHA256_LEN];
-  char hx[2 * HG_SHA256_LEN + 1];
-  hg_pipeline_state_hash(s->p, h);
-  for (size_t i = 0; i < sizeof h; i++) snprintf(hx + 2 * i, 3, "%02x", h[i]);
-  fprintf(o, "last_seq=%" PRIu64 " state_hash=%s\n", hg_exchange_last_seq(ex), hx);
+  if (!conserved) hg_scenario_fail(&s->run, "conservation failed");
+  hg_scenario_print_hash(&s->run);
   int rc = sq_files(s, c, dir);
-  if (rc != 0) sq_fail(s, "cannot write statements or fills: %s", hg_strerror(rc));
+  if (rc != 0) hg_scenario_fail(&s->run, "cannot write statements or fills: %s", hg_strerror(rc));
   else
     fprintf(o, "statements/<account>.csv|.json, statements/fund.csv|.json and fills.csv in the "
                "data dir\n");
@@ -509,50 +454,24 @@ int hg_scenario_squeeze(const hg_pipeline_config_t *base, const char *data_dir, 
                         FILE *err) {
   sq_t *s = calloc(1, sizeof *s);
   if (s == NULL) return HG_SCENARIO_ERROR;
-  s->out = out;
-  s->err = err;
+  s->run.out = out;
+  s->run.err = err;
   s->day0 = hg_civil_to_day(2027, 6, 7);
-  hg_pipeline_config_t pc = *base;
-  pc.data_dir = data_dir;
-  pc.consumers = 1;
-  pc.mode = HG_PIPE_MODE_THREADS;
-  pc.clock = sq_clock;
-  pc.clock_ctx = s;
-  pc.out_notify = NULL;
-  for (int i = 0; i < HG_PIPE_MAX_CONSUMERS; i++) pc.consumer_notify[i] = NULL;
+  s->run.on_record = sq_record;
+  s->run.ctx = s;
+  s->run.origin = SQ_ORIGIN;
   int result = HG_SCENARIO_ERROR;
-  int rc = hg_pipeline_open(&pc, &s->p);
-  if (rc != 0) {
-    fprintf(err, "scenario: cannot open the pipeline in %s: %s\n", data_dir, hg_strerror(rc));
-    goto done;
-  }
-  if (hg_exchange_last_seq(hg_pipeline_exchange(s->p)) != 0) {
-    fprintf(err, "scenario: %s already holds an exchange; give an empty directory\n", data_dir);
-    goto done;
-  }
-  if ((rc = hg_pipeline_start(s->p)) != 0) {
-    fprintf(err, "scenario: cannot start the pipeline: %s\n", hg_strerror(rc));
-    goto done;
-  }
+  if (hg_scenario_open(&s->run, base, data_dir) != 0) goto done;
   fprintf(out, "Hourglass squeeze scenario: a GPU shortage against a short producer and a thin "
                "maker (simulated time, UTC; prices in ticks of 0.001 USD per GPU-hour)\n");
-  rc = sq_setup(s);
+  int rc = sq_setup(s);
   for (s->day = 1; rc == 0 && s->day <= SQ_DAYS; s->day++) rc = sq_day(s);
-  int src = hg_pipeline_stop(s->p);
-  size_t k;
-  while ((k = hg_pipeline_poll(s->p, s->recs, sizeof s->recs / sizeof s->recs[0])) > 0)
-    for (size_t j = 0; j < k; j++)
-      if (s->recs[j].kind == HG_PIPE_EVENT) sq_event(s, &s->recs[j].event);
-  if (rc == 0) rc = src;
-  if (rc != 0) {
-    fprintf(err, "scenario: pipeline failed: %s\n", hg_strerror(rc));
-    goto done;
-  }
+  if (hg_scenario_stop(&s->run, rc) != 0) goto done;
   sq_report(s, data_dir);
-  result = s->failed ? HG_SCENARIO_FAILED : HG_SCENARIO_OK;
+  result = s->run.failed ? HG_SCENARIO_FAILED : HG_SCENARIO_OK;
 done:
   fflush(out);
-  hg_pipeline_close(s->p);
+  hg_pipeline_close(s->run.p);
   free(s);
   return result;
 }

@@ -79,9 +79,10 @@ static const char g_line[] =
     "squeeze: accounts=5 calls=2 liquidated=2 bankrupt=1 fund_start=1000000000 fund_end=0 "
     "socialized=3769300000 conservation=OK\n";
 
-static char g_dir[2][400];
-static char *g_out[2];
-static int g_rc[2];
+static du_scenario_runs_t g_runs;
+#define g_dir g_runs.dir
+#define g_out g_runs.out
+#define g_rc g_runs.rc
 
 typedef struct fill {
   long long seq, ts, price, qty;
@@ -93,37 +94,14 @@ typedef struct entry {
   char kind[16];
 } entry_t;
 
-static int run_scenario(const char *dir, const char *out_file) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s --scenario squeeze --scenario-dir %s > %s 2> %s.err", g_bin, dir,
-           out_file, out_file);
-  return du_system(cmd);
-}
-
 static int setup(void **state) {
   (void)state;
-  for (int i = 0; i < 2; i++) {
-    char out[1100];
-    if (du_tmpdir(g_dir[i], sizeof g_dir[i], "squeeze") == NULL) return -1;
-    snprintf(out, sizeof out, "%s.out", g_dir[i]);
-    g_rc[i] = run_scenario(g_dir[i], out);
-    g_out[i] = du_read(out);
-    if (g_out[i] == NULL) return -1;
-  }
-  return 0;
+  return du_scenario_runs(&g_runs, g_bin, "squeeze");
 }
 
 static int teardown(void **state) {
   (void)state;
-  for (int i = 0; i < 2; i++) {
-    char p[1100];
-    free(g_out[i]);
-    du_rm_rf(g_dir[i]);
-    snprintf(p, sizeof p, "%s.out", g_dir[i]);
-    remove(p);
-    snprintf(p, sizeof p, "%s.out.err", g_dir[i]);
-    remove(p);
-  }
+  du_scenario_runs_free(&g_runs);
   return 0;
 }
 
@@ -139,7 +117,8 @@ static size_t load_fills(fill_t *f) {
   char *csv = read_in(0, "fills.csv");
   const char *p = strchr(csv, '\n');
   assert_non_null(p);
-  assert_int_equal(strncmp(csv, "seq,ts,instrument,price,qty,buyer,seller,aggressor,liquidated\n", 62), 0);
+  static const char head[] = "seq,ts,instrument,price,qty,buyer,seller,aggressor,liquidated\n";
+  assert_int_equal(strncmp(csv, head, strlen(head)), 0);
   size_t n = 0;
   for (p++; *p; p = strchr(p, '\n') + 1) {
     assert_true(n < MAXF);
@@ -415,25 +394,7 @@ static void waterfall_and_fund(void **state) {
 
 static void journal_replay_gives_the_printed_state_hash(void **state) {
   (void)state;
-  const char *p = strstr(g_out[0], "\nlast_seq=");
-  assert_non_null(p);
-  long long seq = atoll(p + strlen("\nlast_seq="));
-  const char *h = strstr(p, "state_hash=");
-  assert_non_null(h);
-  char hash[80];
-  assert_int_equal(sscanf(h, "state_hash=%64s", hash), 1);
-  char cmd[3000], out[1100];
-  snprintf(out, sizeof out, "%s.replay", g_dir[0]);
-  snprintf(cmd, sizeof cmd, "%s --state-hash --upto %lld -o data_dir=%s > %s 2>/dev/null", g_bin,
-           seq, g_dir[0], out);
-  assert_int_equal(du_system(cmd), 0);
-  char *got = du_read(out);
-  assert_non_null(got);
-  char expect[200];
-  snprintf(expect, sizeof expect, "last_seq=%lld state_hash=%s\n", seq, hash);
-  assert_string_equal(got, expect);
-  free(got);
-  remove(out);
+  assert_true(du_scenario_hash_replays(g_bin, g_dir[0], g_out[0]));
 }
 
 int main(int argc, char **argv) {
