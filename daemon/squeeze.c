@@ -262,8 +262,7 @@ static int sq_setup(sq_t *s) {
   bp->min_price = 1;
   bp->max_price = 100000;
   bp->max_order_qty = 1000;
-  bp->ref_price = sq_price[0];
-  bp->band_bps = 0; /* the clearing's band around the last DSP applies */
+  bp->ref_price = sq_price[0]; /* no book band: the clearing's, around the last DSP */
   bp->max_orders = 1024;
   bp->max_accounts = 16;
   for (int i = 0; i < SQ_NACCT; i++) {
