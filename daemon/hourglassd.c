@@ -80,9 +80,11 @@
  *                         its first record (seq 1, or later in a cluster
  *                         node's journal, which starts after the group's
  *                         snapshot it was seeded from);
- *   --scenario month [--scenario-dir DIR]
- *                         runs a contract's whole life in simulated time on
- *                         a fresh data directory (scenario.h) and exits.
+ *   --scenario month|squeeze [--scenario-dir DIR]
+ *                         runs a contract's whole life (month) or a 60%
+ *                         squeeze through the clearing guarantee (squeeze) in
+ *                         simulated time on a fresh data directory
+ *                         (scenario.h) and exits.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -151,6 +153,11 @@ static void usage(FILE *f) {
           "                      to zero, 1 when a check fails; DIR (default: a new\n"
           "                      directory under $TMPDIR) must be empty and receives\n"
           "                      the journal, the state and the statements\n"
+          "  --scenario squeeze [--scenario-dir DIR]\n"
+          "                      a 60%% squeeze in a week against a short producer\n"
+          "                      and a thin maker: marks, calls, liquidation, a\n"
+          "                      bankruptcy, the insurance fund; ends with one\n"
+          "                      'squeeze: ...' line; statements and fills.csv in DIR\n"
           "  --version\n"
           "data_dir/LOCK: the daemon, --scenario and --state-hash --repair hold it\n"
           "(flock) while they write the directory; a second one exits 4, naming the\n"

@@ -20,13 +20,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "demo.h"
+#include "scenario_run.h"
 #include "hourglass/civil.h"
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
@@ -61,16 +60,11 @@ typedef struct fixing_seen {
 } fixing_seen_t;
 
 typedef struct sim {
-  hg_pipeline_t *p;
+  hg_scenario_run_t run; /* pipeline, clock, output, failure flag */
   hg_demo_t *demo;
-  FILE *out, *err;
-  _Atomic uint64_t now_ns; /* set by the scenario thread between batches */
-  uint64_t last_ts;        /* engine thread only (the clock hook) */
   uint32_t instrument;
   int32_t day0, first_day, last_day; /* listing day; the delivery month */
   hg_command_t cmds[BATCH_MAX];
-  hg_pipe_out_t recs[1024];
-  int failed;
   /* What the events said (consumer = this thread). */
   uint64_t fills, volume, book_rejects, risk_rejects, ended_rejects;
   uint64_t dsp_tier[5], cycles;
@@ -85,43 +79,10 @@ typedef struct sim {
   int64_t cycle_sum_abs;  /* |sum of VM| over cycles: must stay 0 */
 } sim_t;
 
-/* The sequencer's clock: the scenario's time, kept strictly increasing
- * (1 us apart within a batch) so that every command has its own stamp. */
-static uint64_t sim_clock(void *ctx) {
-  sim_t *s = ctx;
-  uint64_t t = atomic_load(&s->now_ns);
-  if (t <= s->last_ts) t = s->last_ts + 1000;
-  s->last_ts = t;
-  return t;
-}
-
-static void set_time(sim_t *s, int32_t day, int hour, int minute) {
-  uint64_t t = ((uint64_t)day * 86400u + (uint64_t)hour * 3600u + (uint64_t)minute * 60u) *
-               1000000000u;
-  atomic_store(&s->now_ns, t);
-}
-
-/* micro-USD as a signed decimal USD amount with six places. */
-static void usd(int64_t micro, char *out, size_t cap) {
-  uint64_t a = micro < 0 ? (uint64_t)0 - (uint64_t)micro : (uint64_t)micro;
-  snprintf(out, cap, "%s%" PRIu64 ".%06" PRIu64, micro < 0 ? "-" : "", a / 1000000u,
-           a % 1000000u);
-}
-
 static int acct_index(hg_account_t a) {
   for (int i = 0; i < NACCT; i++)
     if (accounts[i].id == a) return i;
   return -1;
-}
-
-__attribute__((format(printf, 2, 3))) static void fail(sim_t *s, const char *fmt, ...) {
-  va_list ap;
-  s->failed = 1;
-  fprintf(s->err, "scenario: ");
-  va_start(ap, fmt);
-  vfprintf(s->err, fmt, ap);
-  va_end(ap);
-  fputc('\n', s->err);
 }
 
 static void on_event(sim_t *s, const hg_exchange_event_t *ev) {
@@ -144,7 +105,7 @@ static void on_event(sim_t *s, const hg_exchange_event_t *ev) {
     } else if (ev->command == HG_COMMAND_NEW_ORDER && ev->reason == HG_XREJ_TRADING_ENDED) {
       s->ended_rejects++;
     } else {
-      fail(s, "%s refused: %s (day %d)", hg_command_type_str(ev->command),
+      hg_scenario_fail(&s->run, "%s refused: %s (day %d)", hg_command_type_str(ev->command),
            hg_xreject_str(ev->reason), (int)ev->day);
     }
     break;
@@ -191,44 +152,17 @@ static void on_event(sim_t *s, const hg_exchange_event_t *ev) {
   }
 }
 
+/* Every record polled: the events to the checks, everything to the demo's
+ * makers (they learn their order ids). */
+static void on_record(void *ctx, const hg_pipe_out_t *r) {
+  sim_t *s = ctx;
+  if (r->kind == HG_PIPE_EVENT) on_event(s, &r->event);
+  hg_demo_observe(s->demo, r);
+}
+
 /* Submits s->cmds[0..n) at the current simulated time and consumes until
  * all of them are processed. 0, or a pipeline error. */
-static int run_batch(sim_t *s, size_t n) {
-  size_t done = 0;
-  for (size_t i = 0; i < n; i++) {
-    int rc;
-    while ((rc = hg_pipeline_submit(s->p, ORIGIN, &s->cmds[i])) == HG_EBUSY) {
-      /* Inbound ring full: drain what came back, then retry. */
-      size_t k = hg_pipeline_poll(s->p, s->recs, sizeof s->recs / sizeof s->recs[0]);
-      for (size_t j = 0; j < k; j++) {
-        if (s->recs[j].kind == HG_PIPE_EVENT) on_event(s, &s->recs[j].event);
-        hg_demo_observe(s->demo, &s->recs[j]);
-        if (s->recs[j].kind != HG_PIPE_EVENT) done++;
-      }
-      if (k == 0) hg_pipeline_wait(s->p, 1000000);
-    }
-    if (rc != 0) return rc;
-  }
-  while (done < n) {
-    size_t k = hg_pipeline_poll(s->p, s->recs, sizeof s->recs / sizeof s->recs[0]);
-    for (size_t j = 0; j < k; j++) {
-      const hg_pipe_out_t *r = &s->recs[j];
-      if (r->kind == HG_PIPE_EVENT) {
-        on_event(s, &r->event);
-      } else {
-        if (r->kind != HG_PIPE_DONE) return HG_EUNAVAIL;
-        done++;
-      }
-      hg_demo_observe(s->demo, r);
-    }
-    if (k == 0) {
-      int rc = hg_pipeline_failed(s->p);
-      if (rc != 0) return rc;
-      hg_pipeline_wait(s->p, 100000000);
-    }
-  }
-  return 0;
-}
+static int run_batch(sim_t *s, size_t n) { return hg_scenario_run_batch(&s->run, s->cmds, n); }
 
 static hg_command_t *add(sim_t *s, size_t *n, uint32_t type) {
   hg_command_t *c = &s->cmds[(*n)++];
@@ -300,7 +234,7 @@ static void index_day(sim_t *s, size_t *n, int32_t d) {
 }
 
 static int step_demo(sim_t *s, int32_t d, int hour, int minute) {
-  set_time(s, d, hour, minute);
+  hg_scenario_set_time(&s->run, d, hour, minute);
   size_t n = hg_demo_step(s->demo, s->cmds, BATCH_MAX);
   return run_batch(s, n);
 }
@@ -331,8 +265,8 @@ static int write_statements(sim_t *s, const hg_clearing_t *c, const char *dir) {
 }
 
 static void report(sim_t *s, const char *dir) {
-  FILE *o = s->out;
-  const hg_exchange_t *ex = hg_pipeline_exchange(s->p);
+  FILE *o = s->run.out;
+  const hg_exchange_t *ex = hg_pipeline_exchange(s->run.p);
   const hg_clearing_t *c = hg_exchange_clearing(ex);
   char a[32], b[32], e[32], f[32], g[32], day[32];
   acct_sum_t sum[NACCT];
@@ -357,7 +291,7 @@ static void report(sim_t *s, const char *dir) {
   for (int32_t d = s->first_day; d <= s->last_day; d++) {
     const fixing_seen_t *x = &s->fx[d - s->first_day];
     hg_civil_format_date(d, day);
-    usd(x->value, a, sizeof a);
+    hg_scenario_usd(x->value, a, sizeof a);
     fprintf(o, "  fixing %s %s %s tier %u\n", day, a,
             x->status == HG_INDEX_FINAL ? "FINAL" : x->status == HG_INDEX_PROVISIONAL ? "PROVISIONAL"
                                                                                      : "NONE",
@@ -365,10 +299,10 @@ static void report(sim_t *s, const char *dir) {
     fsum += x->value;
   }
   int64_t nd = s->last_day - s->first_day + 1;
-  usd(fsum, a, sizeof a);
+  hg_scenario_usd(fsum, a, sizeof a);
   fprintf(o, "  %" PRId64 " days, sum %s\n", nd, a);
-  usd(s->fsp * 1000, a, sizeof a);
-  usd(s->last_dsp * 1000, b, sizeof b);
+  hg_scenario_usd(s->fsp * 1000, a, sizeof a);
+  hg_scenario_usd(s->last_dsp * 1000, b, sizeof b);
   hg_civil_format_date(s->last_dsp_day, day);
   fprintf(o, "FSP %" PRId64 " ticks = %s USD per GPU-hour (mean of the %" PRId64
              " FINAL fixings, rounded half up to a tick)\n"
@@ -381,10 +315,10 @@ static void report(sim_t *s, const char *dir) {
   int64_t total = 0, tvm = 0, tfin = 0, tfee = 0;
   for (int i = 0; i < NACCT; i++) {
     int64_t net = sum[i].vm + sum[i].final + sum[i].fees;
-    usd(sum[i].vm, a, sizeof a);
-    usd(sum[i].final, b, sizeof b);
-    usd(sum[i].fees, e, sizeof e);
-    usd(net, f, sizeof f);
+    hg_scenario_usd(sum[i].vm, a, sizeof a);
+    hg_scenario_usd(sum[i].final, b, sizeof b);
+    hg_scenario_usd(sum[i].fees, e, sizeof e);
+    hg_scenario_usd(net, f, sizeof f);
     fprintf(o, "%-7u %-9s %9" PRId64 " %18s %18s %12s %18s\n", (unsigned)accounts[i].id,
             accounts[i].name, sum[i].pos, a, b, e, f);
     total += net;
@@ -392,30 +326,28 @@ static void report(sim_t *s, const char *dir) {
     tfin += sum[i].final;
     tfee += sum[i].fees;
     if (sum[i].vm != s->ev_vm[i] || sum[i].final != s->ev_final[i] || sum[i].pos != s->ev_pos[i])
-      fail(s, "account %u: ledger and events disagree", (unsigned)accounts[i].id);
+      hg_scenario_fail(&s->run, "account %u: ledger and events disagree", (unsigned)accounts[i].id);
   }
-  usd(tvm, a, sizeof a);
-  usd(tfin, b, sizeof b);
-  usd(tfee, e, sizeof e);
-  usd(total, f, sizeof f);
+  hg_scenario_usd(tvm, a, sizeof a);
+  hg_scenario_usd(tfin, b, sizeof b);
+  hg_scenario_usd(tfee, e, sizeof e);
+  hg_scenario_usd(total, f, sizeof f);
   fprintf(o, "%-7s %-9s %9s %18s %18s %12s %18s\n", "total", "", "", a, b, e, f);
-  usd(fee_income, a, sizeof a);
+  hg_scenario_usd(fee_income, a, sizeof a);
   total += fee_income + other;
-  usd(total, g, sizeof g);
+  hg_scenario_usd(total, g, sizeof g);
   fprintf(o, "exchange fee income %s\n", a);
   fprintf(o, "sum of all cash flows: %s %s\n", g, total == 0 ? "(zero: ok)" : "(NOT ZERO)");
   if (total != 0 || other != 0)
-    fail(s, "cash flows sum to %" PRId64 " micro-USD (%" PRId64 " outside the demo accounts)",
-         total, other);
+    hg_scenario_fail(&s->run,
+                     "cash flows sum to %" PRId64 " micro-USD (%" PRId64
+                     " outside the demo accounts)",
+                     total, other);
 
-  uint8_t h[HG_SHA256_LEN];
-  char hx[2 * HG_SHA256_LEN + 1];
-  hg_pipeline_state_hash(s->p, h);
-  for (size_t i = 0; i < sizeof h; i++) snprintf(hx + 2 * i, 3, "%02x", h[i]);
-  fprintf(o, "last_seq=%" PRIu64 " state_hash=%s\n", hg_exchange_last_seq(ex), hx);
+  hg_scenario_print_hash(&s->run);
 
   int rc = write_statements(s, c, dir);
-  if (rc != 0) fail(s, "cannot write statements: %s", hg_strerror(rc));
+  if (rc != 0) hg_scenario_fail(&s->run, "cannot write statements: %s", hg_strerror(rc));
   else
     fprintf(o, "statements: statements/<account>-B200.A.%04d-%02d.csv and .json in the data dir\n",
             YEAR, MONTH);
@@ -424,7 +356,7 @@ static void report(sim_t *s, const char *dir) {
 /* ------------------------------------------------------------------ run */
 
 static int drive(sim_t *s) {
-  FILE *o = s->out;
+  FILE *o = s->run.out;
   char day[32];
   size_t n = 0;
   int rc;
@@ -432,7 +364,7 @@ static int drive(sim_t *s) {
   s->instrument = in[0].id;
 
   /* Listing day: the demo's market, the providers' grades. */
-  set_time(s, s->day0, 9, 0);
+  hg_scenario_set_time(&s->run, s->day0, 9, 0);
   n = hg_demo_setup(s->demo, s->cmds, BATCH_MAX);
   for (int p = 0; p < NPROV; p++) {
     hg_command_t *c = add(s, &n, HG_COMMAND_SET_PROVIDER_GRADE);
@@ -448,12 +380,12 @@ static int drive(sim_t *s) {
 
   for (int32_t d = s->day0; !s->expired; d++) {
     if (d > s->last_day + 31) {
-      fail(s, "no expiry %d days after listing", (int)(d - s->day0));
+      hg_scenario_fail(&s->run, "no expiry %d days after listing", (int)(d - s->day0));
       return 0;
     }
     hg_civil_format_date(d, day);
     if (d > s->day0) { /* yesterday's rental market */
-      set_time(s, d, 0, 30);
+      hg_scenario_set_time(&s->run, d, 0, 30);
       n = 0;
       index_day(s, &n, d - 1);
       if ((rc = run_batch(s, n)) != 0) return rc;
@@ -462,7 +394,7 @@ static int drive(sim_t *s) {
       static const int at[][2] = {{10, 0}, {12, 0}, {14, 0}, {15, 57}};
       for (size_t k = 0; k < sizeof at / sizeof at[0]; k++)
         if ((rc = step_demo(s, d, at[k][0], at[k][1])) != 0) return rc;
-      set_time(s, d, 16, 0);
+      hg_scenario_set_time(&s->run, d, 16, 0);
       n = 0;
       add(s, &n, HG_COMMAND_DAILY_SETTLEMENT)->u.daily.day = d;
       if ((rc = run_batch(s, n)) != 0) return rc;
@@ -472,7 +404,7 @@ static int drive(sim_t *s) {
         fprintf(o, "%s 16:00 last trading day's cycle: trading ends, resting orders expire\n",
                 day);
         /* One more order must be refused. */
-        set_time(s, d, 16, 30);
+        hg_scenario_set_time(&s->run, d, 16, 30);
         n = 0;
         hg_command_t *c = add(s, &n, HG_COMMAND_NEW_ORDER);
         c->u.new_order.instrument_id = s->instrument;
@@ -486,13 +418,13 @@ static int drive(sim_t *s) {
         uint64_t before = s->ended_rejects;
         if ((rc = run_batch(s, n)) != 0) return rc;
         if (s->ended_rejects != before + 1)
-          fail(s, "an order after the last trading day was not refused");
+          hg_scenario_fail(&s->run, "an order after the last trading day was not refused");
         else
           fprintf(o, "%s 16:30 an order after the last trading day is refused: %s\n", day,
                   hg_xreject_str(HG_XREJ_TRADING_ENDED));
       }
     } else {
-      set_time(s, d, 1, 0);
+      hg_scenario_set_time(&s->run, d, 1, 0);
       n = 0;
       add(s, &n, HG_COMMAND_EXPIRE)->u.expire.instrument_id = s->instrument;
       s->missing = 0;
@@ -512,7 +444,7 @@ static int drive(sim_t *s) {
         }
         fputc('\n', o);
       } else {
-        fail(s, "EXPIRE neither settled nor waited for fixings");
+        hg_scenario_fail(&s->run, "EXPIRE neither settled nor waited for fixings");
         return 0;
       }
     }
@@ -525,10 +457,10 @@ static int drive(sim_t *s) {
           s->cycles, s->dsp_tier[1], s->dsp_tier[2], s->dsp_tier[3], s->dsp_tier[4]);
   fprintf(o, "index: %" PRIu64 " fixings computed, %" PRIu64 " finalized\n",
           s->fixings_computed, s->fixings_final);
-  if (s->cycle_sum_abs != 0) fail(s, "a cycle's VM did not sum to zero");
+  if (s->cycle_sum_abs != 0) hg_scenario_fail(&s->run, "a cycle's VM did not sum to zero");
   for (int i = 0; i < NACCT; i++)
     if (s->ev_pos[i] != 0 && s->ev_final[i] == 0 && s->fsp != s->last_dsp)
-      fail(s, "account %u: position left open", (unsigned)accounts[i].id);
+      hg_scenario_fail(&s->run, "account %u: position left open", (unsigned)accounts[i].id);
   return 0;
 }
 
@@ -536,8 +468,8 @@ int hg_scenario_month(const hg_pipeline_config_t *base, const char *data_dir, FI
                       FILE *err) {
   sim_t *s = calloc(1, sizeof *s);
   if (s == NULL) return HG_SCENARIO_ERROR;
-  s->out = out;
-  s->err = err;
+  s->run.out = out;
+  s->run.err = err;
   s->first_day = hg_civil_to_day(YEAR, MONTH, 1);
   s->last_day = hg_civil_to_day(YEAR, MONTH + 1, 1) - 1;
   s->day0 = hg_civil_to_day(YEAR, MONTH - 1, 1);
@@ -547,53 +479,25 @@ int hg_scenario_month(const hg_pipeline_config_t *base, const char *data_dir, FI
     free(s);
     return HG_SCENARIO_ERROR;
   }
-  hg_pipeline_config_t pc = *base;
-  pc.data_dir = data_dir;
-  pc.consumers = 1;
-  pc.mode = HG_PIPE_MODE_THREADS; /* this thread submits and polls; no loop drives it */
-  pc.clock = sim_clock;
-  pc.clock_ctx = s;
-  pc.out_notify = NULL;
-  for (int i = 0; i < HG_PIPE_MAX_CONSUMERS; i++) pc.consumer_notify[i] = NULL;
+  s->run.on_record = on_record;
+  s->run.ctx = s;
+  s->run.origin = ORIGIN;
   int result = HG_SCENARIO_ERROR;
-  rc = hg_pipeline_open(&pc, &s->p);
-  if (rc != 0) {
-    fprintf(err, "scenario: cannot open the pipeline in %s: %s\n", data_dir, hg_strerror(rc));
-    goto done;
-  }
-  if (hg_exchange_last_seq(hg_pipeline_exchange(s->p)) != 0) {
-    fprintf(err, "scenario: %s already holds an exchange; give an empty directory\n", data_dir);
-    goto done;
-  }
-  if ((rc = hg_pipeline_start(s->p)) != 0) {
-    fprintf(err, "scenario: cannot start the pipeline: %s\n", hg_strerror(rc));
-    goto done;
-  }
+  if (hg_scenario_open(&s->run, base, data_dir) != 0) goto done;
   fprintf(out, "Hourglass month scenario: B200.A.%04d-%02d from listing to final settlement "
                "(simulated time, UTC)\n",
           YEAR, MONTH);
-  rc = drive(s);
-  int src = hg_pipeline_stop(s->p);
-  /* Records released by the stop. */
-  size_t k;
-  while ((k = hg_pipeline_poll(s->p, s->recs, sizeof s->recs / sizeof s->recs[0])) > 0)
-    for (size_t j = 0; j < k; j++)
-      if (s->recs[j].kind == HG_PIPE_EVENT) on_event(s, &s->recs[j].event);
-  if (rc == 0) rc = src;
-  if (rc != 0) {
-    fprintf(err, "scenario: pipeline failed: %s\n", hg_strerror(rc));
-    goto done;
-  }
+  if (hg_scenario_stop(&s->run, drive(s)) != 0) goto done;
   if (!s->expired) {
     fprintf(err, "scenario: the contract did not expire\n");
     result = HG_SCENARIO_FAILED;
     goto done;
   }
   report(s, data_dir);
-  result = s->failed ? HG_SCENARIO_FAILED : HG_SCENARIO_OK;
+  result = s->run.failed ? HG_SCENARIO_FAILED : HG_SCENARIO_OK;
 done:
   fflush(out);
-  hg_pipeline_close(s->p);
+  hg_pipeline_close(s->run.p);
   hg_demo_destroy(s->demo);
   free(s);
   return result;

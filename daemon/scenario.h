@@ -26,7 +26,7 @@
 
 #include "hourglass/pipeline.h"
 
-/* Exit statuses of hg_scenario_month(). */
+/* Exit statuses of hg_scenario_month() and hg_scenario_squeeze(). */
 #define HG_SCENARIO_OK 0
 #define HG_SCENARIO_FAILED 1   /* a check failed (cash not zero-sum, a step refused) */
 #define HG_SCENARIO_ERROR 3    /* could not run (data dir, pipeline, memory) */
@@ -43,5 +43,17 @@
  */
 int hg_scenario_month(const hg_pipeline_config_t *base, const char *data_dir, FILE *out,
                       FILE *err);
+
+/*
+ * `hourglassd --scenario squeeze` (daemon/squeeze.c): the clearing guarantee
+ * under a 60% squeeze in a week. Same contract as hg_scenario_month (fresh
+ * data_dir, deterministic output, same exit statuses); writes
+ * data_dir/statements/<account>.csv|.json, statements/fund.csv|.json and
+ * data_dir/fills.csv, and ends its output with the one line
+ * `squeeze: accounts=N calls=C liquidated=L bankrupt=B fund_start=X
+ * fund_end=Y socialized=Z conservation=OK|FAILED`.
+ */
+int hg_scenario_squeeze(const hg_pipeline_config_t *base, const char *data_dir, FILE *out,
+                        FILE *err);
 
 #endif /* HOURGLASS_SCENARIO_H */

@@ -173,8 +173,8 @@ int daemon_backup_journal(const hg_daemon_config_t *cfg, const char *dest, uint6
 /* --scenario: a fresh data directory (given, or a new one under $TMPDIR),
  * named on stderr so that stdout is the scenario's alone. */
 int daemon_scenario(const hg_daemon_config_t *cfg, const char *name, const char *dir) {
-  if (strcmp(name, "month") != 0) {
-    fprintf(stderr, "hourglassd: unknown scenario '%s' (known: month)\n", name);
+  if (strcmp(name, "month") != 0 && strcmp(name, "squeeze") != 0) {
+    fprintf(stderr, "hourglassd: unknown scenario '%s' (known: month, squeeze)\n", name);
     return EXIT_CONFIG;
   }
   char path[HG_DCFG_PATH_MAX];
@@ -187,7 +187,8 @@ int daemon_scenario(const hg_daemon_config_t *cfg, const char *name, const char 
     }
   } else {
     const char *tmp = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/hourglass-month-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(path, sizeof path, "%s/hourglass-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp",
+             name);
     if (mkdtemp(path) == NULL) {
       fprintf(stderr, "hourglassd: cannot create a data directory: %s\n", strerror(errno));
       return EXIT_START;
@@ -200,7 +201,8 @@ int daemon_scenario(const hg_daemon_config_t *cfg, const char *name, const char 
   hg_daemon_config_pipeline(cfg, &pc);
   pc.log = hg_dlog_pipe_cb;
   pc.log_ctx = "pipeline";
-  int rc = hg_scenario_month(&pc, path, stdout, stderr);
+  int rc = strcmp(name, "squeeze") == 0 ? hg_scenario_squeeze(&pc, path, stdout, stderr)
+                                         : hg_scenario_month(&pc, path, stdout, stderr);
   if (rc == HG_SCENARIO_OK) fprintf(stderr, "hourglassd: statements in %s/statements\n", path);
   return rc;
 }

@@ -34,9 +34,10 @@ typedef struct row {
   int64_t vm, fin, fees, net; /* micro-USD */
 } row_t;
 
-static char g_dir[2][400];
-static char *g_out[2];
-static int g_rc[2];
+static du_scenario_runs_t g_runs;
+#define g_dir g_runs.dir
+#define g_out g_runs.out
+#define g_rc g_runs.rc
 
 /* "-12.345678" -> micro-USD; fails the test on anything else. */
 static int64_t micro(const char *s) {
@@ -75,38 +76,17 @@ static long long field_ll(const char *out, const char *key) {
 }
 
 static int run_scenario(const char *dir, const char *out_file) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s --scenario month --scenario-dir %s > %s 2> %s.err", g_bin, dir,
-           out_file, out_file);
-  return du_system(cmd);
+  return du_scenario_run(g_bin, "month", dir, out_file);
 }
 
 static int setup(void **state) {
   (void)state;
-  for (int i = 0; i < 2; i++) {
-    char out[1100];
-    if (du_tmpdir(g_dir[i], sizeof g_dir[i], "month") == NULL) return -1;
-    snprintf(out, sizeof out, "%s.out", g_dir[i]);
-    double t0 = du_now();
-    g_rc[i] = run_scenario(g_dir[i], out);
-    fprintf(stderr, "scenario run %d: exit %d in %.2f s\n", i + 1, g_rc[i], du_now() - t0);
-    g_out[i] = du_read(out);
-    if (g_out[i] == NULL) return -1;
-  }
-  return 0;
+  return du_scenario_runs(&g_runs, g_bin, "month");
 }
 
 static int teardown(void **state) {
   (void)state;
-  for (int i = 0; i < 2; i++) {
-    char p[1100];
-    free(g_out[i]);
-    du_rm_rf(g_dir[i]);
-    snprintf(p, sizeof p, "%s.out", g_dir[i]);
-    remove(p);
-    snprintf(p, sizeof p, "%s.out.err", g_dir[i]);
-    remove(p);
-  }
+  du_scenario_runs_free(&g_runs);
   return 0;
 }
 
@@ -221,26 +201,7 @@ static void second_run_is_byte_identical(void **state) {
 
 static void journal_replay_gives_the_printed_state_hash(void **state) {
   (void)state;
-  const char *p = strstr(g_out[0], "\nlast_seq=");
-  assert_non_null(p);
-  long long seq = atoll(p + strlen("\nlast_seq="));
-  assert_true(seq > 0);
-  const char *h = strstr(p, "state_hash=");
-  assert_non_null(h);
-  char hash[80];
-  assert_int_equal(sscanf(h, "state_hash=%64s", hash), 1);
-  char cmd[3000], out[1100];
-  snprintf(out, sizeof out, "%s.replay", g_dir[0]);
-  snprintf(cmd, sizeof cmd, "%s --state-hash --upto %lld -o data_dir=%s > %s 2>/dev/null", g_bin,
-           seq, g_dir[0], out);
-  assert_int_equal(du_system(cmd), 0);
-  char *got = du_read(out);
-  assert_non_null(got);
-  char expect[200];
-  snprintf(expect, sizeof expect, "last_seq=%lld state_hash=%s\n", seq, hash);
-  assert_string_equal(got, expect);
-  free(got);
-  remove(out);
+  assert_true(du_scenario_hash_replays(g_bin, g_dir[0], g_out[0]));
 }
 
 static void refuses_bad_name_and_used_directory(void **state) {
@@ -251,7 +212,7 @@ static void refuses_bad_name_and_used_directory(void **state) {
   assert_int_equal(du_system(cmd), 2);
   char *msg = du_read(out);
   assert_non_null(msg);
-  assert_non_null(strstr(msg, "unknown scenario 'year' (known: month)"));
+  assert_non_null(strstr(msg, "unknown scenario 'year' (known: month, squeeze)"));
   free(msg);
   /* The second run's directory holds an exchange: refused, left as it was. */
   assert_int_equal(run_scenario(g_dir[1], out), 3);

@@ -299,6 +299,63 @@ int du_system(const char *cmd) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int du_scenario_run(const char *bin, const char *name, const char *dir, const char *out_file) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s --scenario %s --scenario-dir %s > %s 2> %s.err", bin, name, dir,
+           out_file, out_file);
+  return du_system(cmd);
+}
+
+int du_scenario_runs(du_scenario_runs_t *r, const char *bin, const char *name) {
+  memset(r, 0, sizeof *r);
+  for (int i = 0; i < 2; i++) {
+    char out[1100];
+    if (du_tmpdir(r->dir[i], sizeof r->dir[i], name) == NULL) return -1;
+    snprintf(out, sizeof out, "%s.out", r->dir[i]);
+    double t0 = du_now();
+    r->rc[i] = du_scenario_run(bin, name, r->dir[i], out);
+    fprintf(stderr, "scenario %s run %d: exit %d in %.2f s\n", name, i + 1, r->rc[i],
+            du_now() - t0);
+    r->out[i] = du_read(out);
+    if (r->out[i] == NULL) return -1;
+  }
+  return 0;
+}
+
+void du_scenario_runs_free(du_scenario_runs_t *r) {
+  for (int i = 0; i < 2; i++) {
+    char p[1100];
+    free(r->out[i]);
+    r->out[i] = NULL;
+    if (r->dir[i][0] == '\0') continue;
+    du_rm_rf(r->dir[i]);
+    snprintf(p, sizeof p, "%s.out", r->dir[i]);
+    remove(p);
+    snprintf(p, sizeof p, "%s.out.err", r->dir[i]);
+    remove(p);
+  }
+}
+
+int du_scenario_hash_replays(const char *bin, const char *dir, const char *out) {
+  const char *p = strstr(out, "\nlast_seq=");
+  if (p == NULL) return 0;
+  long long seq = atoll(p + strlen("\nlast_seq="));
+  const char *h = strstr(p, "state_hash=");
+  char hash[80];
+  if (seq <= 0 || h == NULL || sscanf(h, "state_hash=%64s", hash) != 1) return 0;
+  char cmd[3000], file[1100], expect[200];
+  snprintf(file, sizeof file, "%s.replay", dir);
+  snprintf(cmd, sizeof cmd, "%s --state-hash --upto %lld -o data_dir=%s > %s 2>/dev/null", bin,
+           seq, dir, file);
+  int ok = du_system(cmd) == 0;
+  char *got = du_read(file);
+  snprintf(expect, sizeof expect, "last_seq=%lld state_hash=%s\n", seq, hash);
+  ok = ok && got != NULL && strcmp(got, expect) == 0;
+  free(got);
+  remove(file);
+  return ok;
+}
+
 int du_cluster_plan(du_node_t *node, int n, const char *root, char *members, size_t members_cap,
                     char *nodes, size_t nodes_cap) {
   size_t ml = 0, nl = 0;

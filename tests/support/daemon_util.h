@@ -92,6 +92,25 @@ int du_free_port(void);
 /* Runs a shell command, returns its exit status (-1 if it did not exit). */
 int du_system(const char *cmd);
 
+/* `hourglassd --scenario NAME` run twice, each on a fresh data directory
+ * (tests/daemon/test_month_scenario.c, test_squeeze_scenario.c): dir[i], its
+ * stdout out[i] (NULL if unreadable) and exit status rc[i]. */
+typedef struct du_scenario_runs {
+  char dir[2][400];
+  char *out[2];
+  int rc[2];
+} du_scenario_runs_t;
+/* Runs `bin --scenario name --scenario-dir dir > out_file 2> out_file.err`;
+ * its exit status. */
+int du_scenario_run(const char *bin, const char *name, const char *dir, const char *out_file);
+/* Both runs; 0, or -1 when a directory or an output could not be had. */
+int du_scenario_runs(du_scenario_runs_t *r, const char *bin, const char *name);
+/* Frees the outputs, removes the directories and output files. */
+void du_scenario_runs_free(du_scenario_runs_t *r);
+/* 1 iff `bin --state-hash --upto SEQ -o data_dir=dir` prints the
+ * "last_seq=SEQ state_hash=H" line found in out (a scenario's output). */
+int du_scenario_hash_replays(const char *bin, const char *dir, const char *out);
+
 /* One hourglassd of a Raft group on loopback (tests/daemon/test_cluster.c,
  * bench/bench_cluster.c). */
 typedef struct du_node {
