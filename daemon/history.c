@@ -227,3 +227,95 @@ int daemon_history_continue(const char *engine_dir, uint64_t snap_seq,
   if (first_out != NULL) *first_out = first;
   return write_note(engine_dir, first, snap_seq);
 }
+
+int daemon_history_fill(const char *journal_dir, const char *from_dir,
+                        const hg_journal_options_t *jo, uint64_t *filled, char *msg,
+                        size_t msg_cap) {
+  *filled = 0;
+  msg[0] = '\0';
+  uint64_t first = 0;
+  int rc = hg_journal_first_seq(journal_dir, &first);
+  if (rc != 0) {
+    snprintf(msg, msg_cap, "%s holds no journal segment", journal_dir);
+    return rc;
+  }
+  if (first <= 1) return 0;
+  char tmp[PATH_CAP], engine[PATH_CAP];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.fill", journal_dir) >= sizeof tmp) return -ENAMETOOLONG;
+  snprintf(engine, sizeof engine, "%s", journal_dir);
+  char *slash = strrchr(engine, '/');
+  if (slash != NULL) *slash = '\0';
+  else snprintf(engine, sizeof engine, ".");
+  hg_journal_reader_t *r = NULL;
+  rc = hg_journal_reader_open(from_dir, 1, &r);
+  if (rc != 0) {
+    snprintf(msg, msg_cap, "%s does not start at seq 1: %s", from_dir, hg_strerror(rc));
+    return rc;
+  }
+  rc = remove_all(tmp);
+  if (rc == 0) rc = daemon_mkdir_p(tmp);
+  hg_journal_options_t o = *jo;
+  o.first_seq = 1;
+  o.durable_floor = 0;
+  o.mark_path = NULL;
+  o.log = NULL;
+  hg_journal_t *j = NULL;
+  if (rc == 0) rc = hg_journal_open(tmp, &o, &j);
+  uint64_t last = 0;
+  hg_journal_record_t rec;
+  while (rc == 0 && last < first - 1) {
+    rc = hg_journal_reader_next(r, first - 1, &rec);
+    if (rc != 0) break;
+    while ((rc = hg_journal_append(j, rec.seq, rec.ts, rec.payload, rec.len)) == HG_EBUSY) {
+      hg_journal_commit(j);
+      hg_journal_poll(j, 100);
+    }
+    if (rc == 0) last = rec.seq;
+  }
+  hg_journal_reader_close(r);
+  if (j != NULL) {
+    int crc = hg_journal_close(j);
+    if (rc == 0) rc = crc;
+  }
+  if (rc == 0 && last != first - 1) rc = HG_ENOTFOUND;
+  if (rc != 0) {
+    snprintf(msg, msg_cap, "%s yields records 1..%" PRIu64 " of the 1..%" PRIu64 " missing: %s",
+             from_dir, last, first - 1, hg_strerror(rc));
+    (void)remove_all(tmp);
+    return rc;
+  }
+  /* Newest segment first: the journal stays a run of whole segments. */
+  for (;;) {
+    DIR *d = opendir(tmp);
+    if (d == NULL) return -errno;
+    unsigned long long f, best = 0;
+    char tail[8], name[64] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+      if (sscanf(e->d_name, "journal-%20llu.%4s", &f, tail) == 2 && strcmp(tail, "hgj") == 0 &&
+          f >= best && strlen(e->d_name) < sizeof name) {
+        best = f;
+        snprintf(name, sizeof name, "%s", e->d_name);
+      }
+    closedir(d);
+    if (name[0] == '\0') break;
+    char from[PATH_CAP], to[PATH_CAP];
+    if ((size_t)snprintf(from, sizeof from, "%s/%s", tmp, name) >= sizeof from ||
+        (size_t)snprintf(to, sizeof to, "%s/%s", journal_dir, name) >= sizeof to)
+      return -ENAMETOOLONG;
+    if (rename(from, to) != 0) return -errno;
+  }
+  int dfd = open(journal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    if (fsync(dfd) != 0) rc = -errno;
+    close(dfd);
+  }
+  (void)remove_all(tmp);
+  if (rc == 0 && readable_upto(journal_dir, 1, first) < first - 1) {
+    snprintf(msg, msg_cap, "%s does not read from seq 1 after the fill", journal_dir);
+    return HG_ECORRUPT;
+  }
+  if (rc == 0) rc = write_note(engine, 1, 0);
+  if (rc == 0) *filled = first - 1;
+  return rc;
+}

@@ -5,6 +5,7 @@
 #ifndef HG_DAEMON_HISTORY_H
 #define HG_DAEMON_HISTORY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hourglass/journal.h"
@@ -38,5 +39,23 @@ int daemon_history_prepare(const char *engine_dir);
  */
 int daemon_history_continue(const char *engine_dir, uint64_t snap_seq,
                             const hg_journal_options_t *jo, uint64_t *first_out);
+
+/*
+ * Fills the records before journal_dir's first seq F (a cluster node's
+ * data_dir/engine/journal started from the group's snapshot) from the
+ * journal in from_dir (another node's data_dir/engine/journal, a backup's
+ * or an archive's journal, which must start at seq 1 and reach F - 1):
+ * every record's CRC and seq are checked as it is copied into new
+ * segments (jo's sizes) beside journal_dir, then those segments are renamed
+ * into it, newest first, so the journal is always a run of whole segments;
+ * the engine directory's history.missing is removed. Nothing in
+ * journal_dir changes before every record is copied. Safe beside the
+ * running node (its journal only writes at its end). *filled: the records
+ * added (0: the journal already starts at seq 1). 0, HG_ENOTFOUND (from_dir
+ * lacks some of them; msg says which), or another error.
+ */
+int daemon_history_fill(const char *journal_dir, const char *from_dir,
+                        const hg_journal_options_t *jo, uint64_t *filled, char *msg,
+                        size_t msg_cap);
 
 #endif /* HG_DAEMON_HISTORY_H */

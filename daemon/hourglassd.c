@@ -80,6 +80,12 @@
  *                         its first record (seq 1, or later in a cluster
  *                         node's journal, which starts after the group's
  *                         snapshot it was seeded from);
+ *   --history-from DIR    fills the records before the first seq of
+ *                         data_dir/journal (a cluster node's engine
+ *                         directory started from the group's snapshot:
+ *                         engine/history.missing) from the journal in DIR
+ *                         (another node's engine/journal, or a backup's or
+ *                         archive's), checking every record (history.h);
  *   --scenario month [--scenario-dir DIR]
  *                         runs a contract's whole life in simulated time on
  *                         a fresh data directory (scenario.h) and exits.
@@ -147,6 +153,8 @@ static void usage(FILE *f) {
           "  --backup-state DEST copy the LMDB store (safe while running)\n"
           "  --backup-keys DEST  copy the gateway's key store (safe while running)\n"
           "  --backup-journal DEST [--max-seq SEQ]\n"
+          "  --history-from DIR   fill data_dir/journal's records before its first seq\n"
+          "                       from the journal in DIR (a cluster node's history)\n"
           "                      copy journal records up to SEQ (the durable seq)\n"
           "  --scenario month [--scenario-dir DIR]\n"
           "                      run one contract (B200.A.2027-03) from listing through\n"
@@ -179,7 +187,7 @@ int main(int argc, char **argv) {
                strcmp(a, "--print-data-dir") == 0) {
       mode = a + 2;
     } else if ((strcmp(a, "--backup-state") == 0 || strcmp(a, "--backup-journal") == 0 ||
-                strcmp(a, "--backup-keys") == 0) &&
+                strcmp(a, "--backup-keys") == 0 || strcmp(a, "--history-from") == 0) &&
                has) {
       mode = a + 2;
       dest = argv[++i];
@@ -245,6 +253,8 @@ int main(int argc, char **argv) {
     rc = daemon_backup_lmdb(&d.cfg, "keys", dest);
   } else if (strcmp(mode, "backup-journal") == 0) {
     rc = daemon_backup_journal(&d.cfg, dest, max_seq);
+  } else if (strcmp(mode, "history-from") == 0) {
+    rc = daemon_history_from(&d.cfg, dest);
   } else if (strcmp(mode, "scenario") == 0) {
     rc = daemon_scenario(&d.cfg, scenario, scenario_dir);
   } else {
