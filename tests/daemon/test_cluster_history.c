@@ -11,8 +11,10 @@
  * --history-from` fills them from another node's journal (the time it
  * takes is printed); then `hgctl replay --data <node>/engine` on every
  * node gives verdict OK from seq 1 and one state hash, each node's hash
- * at its stop. Every wait is on a condition with a generous deadline.
- * Usage: test_cluster_history <hourglassd> <hgctl>. */
+ * at its stop. Last, ops/archive copies a node's journal into an archive
+ * directory (twice: the copy is replaced), and the archive replays.
+ * Every wait is on a condition with a generous deadline.
+ * Usage: test_cluster_history <hourglassd> <hgctl> <ops dir>. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -33,7 +35,7 @@
 
 #define NODES 3
 
-static const char *g_bin, *g_hgctl;
+static const char *g_bin, *g_hgctl, *g_ops;
 static du_node_t g_n[NODES];
 static char g_root[512], g_keys[600], g_members[512], g_nodes[256];
 static uint64_t g_clordid = 1;
@@ -281,16 +283,40 @@ static void wiped_follower_filled(void **state) {
     assert_null(strstr(log, "cannot prepare the journal"));
     free(log);
   }
+  /* ops/archive of the wiped node (filled above) into a directory, twice
+   * (the second replaces the first), then replay of the archive alone. */
+  char cmd[3000], arch[600], out[700], text[8192];
+  snprintf(arch, sizeof arch, "%s/archive", g_root);
+  snprintf(out, sizeof out, "%s/archive.out", g_root);
+  snprintf(cmd, sizeof cmd,
+           "%s/archive --bin %s -o journal.segment_size=1M -o journal.batch_bytes=256K "
+           "-o data_dir=%s/engine "
+           "--metrics-url http://127.0.0.1:%d/metrics %s > %s 2>&1",
+           g_ops, g_bin, g_n[f].dir, g_n[f].http_port, arch, out);
+  for (int k = 0; k < 2; k++) {
+    int rc = du_system(cmd);
+    char *t = du_read(out);
+    if (rc != 0) fail_msg("ops/archive: exit %d\n%s", rc, t != NULL ? t : "");
+    free(t);
+  }
+  snprintf(cmd, sizeof cmd, "%s replay --data %s --max-instruments 8 --max-accounts 64 "
+           "--max-book-orders 65536 > %s 2>&1", g_hgctl, arch, out);
+  int rc = du_system(cmd);
+  char *t = du_read(out);
+  snprintf(text, sizeof text, "%s", t != NULL ? t : "");
+  free(t);
+  if (rc != 0 || strstr(text, "verdict: OK") == NULL) fail_msg("replay of the archive:\n%s", text);
   if (getenv("HG_TEST_KEEP") == NULL) du_rm_rf(g_root);
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s <hourglassd> <hgctl>\n", argv[0]);
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s <hourglassd> <hgctl> <ops dir>\n", argv[0]);
     return 2;
   }
   g_bin = argv[1];
   g_hgctl = argv[2];
+  g_ops = argv[3];
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(group_up),
