@@ -76,8 +76,10 @@
  * rebuild straddled a hold's end, as the hold after it starts afresh.
  *
  * The node's state is rebuilt at every start (and every rebuild): the pipeline's directory
- * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
- * written to data_dir/engine/state before the pipeline opens (which
+ * (data_dir/engine) is emptied except its journal, which is cut back to
+ * the seq of the state the node starts from and continues (history.c: the
+ * node keeps the sequenced history from seq 1); the newest Raft snapshot,
+ * if any, is written to data_dir/engine/state before the pipeline opens (which
  * recovers from it, so the gateway and the market view are seeded from
  * it; the snapshot's member table and keys take effect at once), and
  * libraft re-applies the committed entries after it (the gateway's
