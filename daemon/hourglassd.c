@@ -19,7 +19,7 @@
  *    cluster.id set it also runs the Raft replica and its role timer
  *    (cluster.c: batches proposed, committed batches applied, order entry
  *    on the leader only; the pipeline's data is then data_dir/engine,
- *    emptied at every start and rebuilt from the group);
+ *    rebuilt from the group at every start, its journal kept: history.c);
  *  - hg-marketdata: consumer 1, feeds the market-data view the HTTP port
  *    serves (mdview.h), on its own ring so a slow web reader never holds
  *    the gateway back; after a batch that changed the view it wakes the
@@ -78,8 +78,8 @@
  *                         copies the journal records up to N (the daemon's
  *                         durable seq) into a fresh journal in DEST, from
  *                         its first record (seq 1, or later in a cluster
- *                         node's journal, which starts after the group's
- *                         snapshot it was seeded from);
+ *                         node's journal that starts after the group's
+ *                         snapshot it was seeded from: --history-from);
  *   --history-from DIR    fills the records before the first seq of
  *                         data_dir/journal (a cluster node's engine
  *                         directory started from the group's snapshot:
