@@ -67,24 +67,8 @@ static hg_client_t *client(uint64_t key) {
 
 /* One resting buy, acknowledged: 0, or -1 (refused, no answer). */
 static int one_order(hg_client_t *c) {
-  hg_client_order_t o = {.instrument_id = 1,
-                         .client_order_id = g_clordid++,
-                         .side = HOURGLASS__V1__SIDE__SIDE_BUY,
-                         .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
-                         .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC,
-                         .has_price = true,
-                         .price = 480 + (int64_t)(g_clordid % 20),
-                         .qty = 1};
-  uint64_t seq;
-  if (hg_client_new_order(c, &o, &seq) != 0) return -1;
-  for (;;) {
-    const Hourglass__V1__Envelope *e = NULL;
-    if (hg_client_recv(c, 10000, &e) <= 0) return -1;
-    if (e->body_case != HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT ||
-        e->execution_report->client_order_id != o.client_order_id)
-      continue;
-    return e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW ? 0 : -1;
-  }
+  g_clordid++;
+  return ch_order(c, HOURGLASS__V1__SIDE__SIDE_BUY, 480 + (int64_t)(g_clordid % 20), 1, g_clordid);
 }
 
 /* n acknowledged orders from key 2, logging in again after a refusal or
@@ -106,23 +90,9 @@ static void orders(int n) {
 /* Waits until every running node has applied and made durable what the
  * leader committed; returns that seq. */
 static uint64_t quiesce(void) {
-  for (double end = du_now() + 120;; du_sleep_ms(100)) {
-    supervise();
-    int leader = leader_slot();
-    assert_true(leader >= 0);
-    char *h = du_get(g_n[leader].http_port, "/health");
-    uint64_t want = du_json_u64(h, "committed_seq");
-    free(h);
-    int equal = want != UINT64_MAX;
-    for (int i = 0; i < NODES && equal; i++) {
-      if (g_n[i].pid == 0) continue;
-      char *f = du_get(g_n[i].http_port, "/health");
-      equal = du_json_u64(f, "last_seq") == want && du_json_u64(f, "durable_seq") == want;
-      free(f);
-    }
-    if (equal) return want;
-    if (du_now() > end) fail_msg("nodes did not converge");
-  }
+  uint64_t seq = du_cluster_quiesce(g_n, NODES, 120, supervise);
+  if (seq == UINT64_MAX) fail_msg("nodes did not converge");
+  return seq;
 }
 
 /* Stops node i (SIGTERM); its "stopped" line's state hash into hash. */
