@@ -295,7 +295,7 @@ int daemon_history_fill(const char *journal_dir, const char *from_dir,
       if (sscanf(e->d_name, "journal-%20llu.%4s", &f, tail) == 2 && strcmp(tail, "hgj") == 0 &&
           f >= best && strlen(e->d_name) < sizeof name) {
         best = f;
-        snprintf(name, sizeof name, "%s", e->d_name);
+        memcpy(name, e->d_name, strlen(e->d_name) + 1);
       }
     closedir(d);
     if (name[0] == '\0') break;
