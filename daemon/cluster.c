@@ -76,8 +76,10 @@
  * rebuild straddled a hold's end, as the hold after it starts afresh.
  *
  * The node's state is rebuilt at every start (and every rebuild): the pipeline's directory
- * (data_dir/engine) is emptied; the newest Raft snapshot, if any, is
- * written to data_dir/engine/state before the pipeline opens (which
+ * (data_dir/engine) is emptied except its journal, which is cut back to
+ * the seq of the state the node starts from and continues (history.c: the
+ * node keeps the sequenced history from seq 1); the newest Raft snapshot,
+ * if any, is written to data_dir/engine/state before the pipeline opens (which
  * recovers from it, so the gateway and the market view are seeded from
  * it; the snapshot's member table and keys take effect at once), and
  * libraft re-applies the committed entries after it (the gateway's
@@ -98,7 +100,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -109,6 +110,7 @@
 #include <unistd.h>
 
 #include "daemon_log.h"
+#include "history.h"
 #include "hourglass/bytes.h"
 #include "hourglass/error.h"
 #include "hourglass/hmac.h"
@@ -237,19 +239,6 @@ struct daemon_cluster {
 #define CLOG(level, msg, ...) hg_dlog((level), "cluster", (msg), __VA_ARGS__)
 
 /* ------------------------------------------------------------- data dirs */
-
-static int rm_one(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
-  (void)sb;
-  (void)type;
-  (void)ftw;
-  return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-/* Empties dir (removes it and everything under it). 0 or -errno. */
-static int remove_tree(const char *dir) {
-  if (access(dir, F_OK) != 0) return errno == ENOENT ? 0 : -errno;
-  return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
-}
 
 /* The replica's members into p[0..HG_DCFG_MAX_MEMBERS); returns the rows
  * written (at most HG_DCFG_MAX_MEMBERS). */
@@ -390,8 +379,7 @@ int daemon_cluster_create(const hg_daemon_config_t *cfg, daemon_cluster_t **out)
     snprintf(c->raft_dir, sizeof c->raft_dir, "%s/raft", cfg->data_dir);
   snprintf(c->engine_dir, sizeof c->engine_dir, "%s/engine", cfg->data_dir);
   pthread_mutex_init(&c->mu, NULL);
-  rc = remove_tree(c->engine_dir);
-  if (rc == 0) rc = daemon_mkdir_p(c->engine_dir);
+  rc = daemon_history_prepare(c->engine_dir); /* keeps the journal: history.c */
   if (rc == 0) rc = daemon_mkdir_p(c->raft_dir);
   if (rc != 0) {
     CLOG(HG_LOG_ERROR, "cannot prepare the directories", "raft=%s engine=%s err=%s",
@@ -892,7 +880,14 @@ static int snapshot_restore(void *ctx, uint64_t index, const void *data, size_t 
 }
 
 int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc) {
-  if (c->boot == NULL) return 0;
+  uint64_t first = 0;
+  if (c->boot == NULL) { /* an empty exchange: the group re-applies from entry 1 */
+    int rc = daemon_history_continue(c->engine_dir, 0, &pc->journal, &first);
+    if (rc != 0)
+      CLOG(HG_LOG_ERROR, "cannot prepare the journal", "dir=%s err=%s", c->engine_dir,
+           hg_strerror(rc));
+    return rc;
+  }
   char state[HG_DCFG_PATH_MAX + 16];
   snprintf(state, sizeof state, "%s/state", c->engine_dir);
   hg_exchange_t *ex = NULL;
@@ -903,27 +898,20 @@ int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc) {
   if (rc == 0) rc = hg_store_create(&s);
   if (rc == 0) rc = hg_store_open(s, state, pc->map_size ? pc->map_size : (size_t)1 << 30);
   if (rc == 0) rc = hg_store_save_exchange(s, ex, 2);
-  /* The journal starts after the snapshot: an empty segment at its seq + 1
-   * (the pipeline refuses a snapshot whose journal holds no segment). */
-  char jdir[HG_DCFG_PATH_MAX + 16];
-  snprintf(jdir, sizeof jdir, "%s/journal", c->engine_dir);
-  if (rc == 0) rc = daemon_mkdir_p(jdir);
-  if (rc == 0) {
-    hg_journal_options_t jo = pc->journal;
-    jo.first_seq = hg_exchange_last_seq(ex) + 1;
-    jo.durable_floor = 0;
-    jo.mark_path = NULL;
-    jo.log = NULL;
-    hg_journal_t *j = NULL;
-    rc = hg_journal_open(jdir, &jo, &j);
-    if (rc == 0) rc = hg_journal_close(j);
-  }
+  /* The journal ends at the snapshot's seq (history.c): the pipeline
+   * refuses a snapshot whose journal holds no segment. */
+  uint64_t snap_seq = ex != NULL ? hg_exchange_last_seq(ex) : 0;
+  if (rc == 0) rc = daemon_history_continue(c->engine_dir, snap_seq, &pc->journal, &first);
   if (rc != 0)
     CLOG(HG_LOG_ERROR, "cannot write the group's snapshot to the state store",
            "dir=%s err=%s %s", state, hg_strerror(rc), s != NULL ? hg_store_errmsg(s) : "");
+  else if (first > 1)
+    CLOG(HG_LOG_WARN, "state store seeded from the group's snapshot; the history before the journal is not on this node",
+           "last_seq=%" PRIu64 " journal_first_seq=%" PRIu64 " note=engine/" HG_HISTORY_MISSING_FILE,
+           snap_seq, first);
   else
-    CLOG(HG_LOG_INFO, "state store seeded from the group's snapshot", "last_seq=%" PRIu64,
-           hg_exchange_last_seq(ex));
+    CLOG(HG_LOG_INFO, "state store seeded from the group's snapshot; the journal continues",
+           "last_seq=%" PRIu64, snap_seq);
   hg_store_close(s);
   hg_exchange_destroy(ex);
   free(c->boot);

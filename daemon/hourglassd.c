@@ -19,7 +19,7 @@
  *    cluster.id set it also runs the Raft replica and its role timer
  *    (cluster.c: batches proposed, committed batches applied, order entry
  *    on the leader only; the pipeline's data is then data_dir/engine,
- *    emptied at every start and rebuilt from the group);
+ *    rebuilt from the group at every start, its journal kept: history.c);
  *  - hg-marketdata: consumer 1, feeds the market-data view the HTTP port
  *    serves (mdview.h), on its own ring so a slow web reader never holds
  *    the gateway back; after a batch that changed the view it wakes the
@@ -78,8 +78,14 @@
  *                         copies the journal records up to N (the daemon's
  *                         durable seq) into a fresh journal in DEST, from
  *                         its first record (seq 1, or later in a cluster
- *                         node's journal, which starts after the group's
- *                         snapshot it was seeded from);
+ *                         node's journal that starts after the group's
+ *                         snapshot it was seeded from: --history-from);
+ *   --history-from DIR    fills the records before the first seq of
+ *                         data_dir/journal (a cluster node's engine
+ *                         directory started from the group's snapshot:
+ *                         engine/history.missing) from the journal in DIR
+ *                         (another node's engine/journal, or a backup's or
+ *                         archive's), checking every record (history.h);
  *   --scenario month|squeeze [--scenario-dir DIR]
  *                         runs a contract's whole life (month) or a 60%
  *                         squeeze through the clearing guarantee (squeeze) in
@@ -145,6 +151,8 @@ static void usage(FILE *f) {
           "  --backup-state DEST copy the LMDB store (safe while running)\n"
           "  --backup-keys DEST  copy the gateway's key store (safe while running)\n"
           "  --backup-journal DEST [--max-seq SEQ]\n"
+          "  --history-from DIR   fill data_dir/journal's records before its first seq\n"
+          "                       from the journal in DIR (a cluster node's history)\n"
           "                      copy journal records up to SEQ (the durable seq)\n"
           "  --scenario month [--scenario-dir DIR]\n"
           "                      run one contract (B200.A.2027-03) from listing through\n"
@@ -182,7 +190,7 @@ int main(int argc, char **argv) {
                strcmp(a, "--print-data-dir") == 0) {
       mode = a + 2;
     } else if ((strcmp(a, "--backup-state") == 0 || strcmp(a, "--backup-journal") == 0 ||
-                strcmp(a, "--backup-keys") == 0) &&
+                strcmp(a, "--backup-keys") == 0 || strcmp(a, "--history-from") == 0) &&
                has) {
       mode = a + 2;
       dest = argv[++i];
@@ -248,6 +256,8 @@ int main(int argc, char **argv) {
     rc = daemon_backup_lmdb(&d.cfg, "keys", dest);
   } else if (strcmp(mode, "backup-journal") == 0) {
     rc = daemon_backup_journal(&d.cfg, dest, max_seq);
+  } else if (strcmp(mode, "history-from") == 0) {
+    rc = daemon_history_from(&d.cfg, dest);
   } else if (strcmp(mode, "scenario") == 0) {
     rc = daemon_scenario(&d.cfg, scenario, scenario_dir);
   } else {

@@ -131,6 +131,8 @@ int daemon_lock_data_dir(const char *data_dir);
 int daemon_state_hash(const hg_daemon_config_t *cfg, int repair, uint64_t upto);
 int daemon_backup_lmdb(const hg_daemon_config_t *cfg, const char *sub, const char *dest);
 int daemon_backup_journal(const hg_daemon_config_t *cfg, const char *dest, uint64_t max_seq);
+/* --history-from: daemon_history_fill on cfg->data_dir/journal. Exit status. */
+int daemon_history_from(const hg_daemon_config_t *cfg, const char *from);
 int daemon_scenario(const hg_daemon_config_t *cfg, const char *name, const char *dir);
 
 #endif /* HG_DAEMON_HOURGLASSD_H */

@@ -14,6 +14,7 @@
 #include "daemon_log.h"
 #include "hourglass/error.h"
 #include "hourglass/journal.h"
+#include "history.h"
 #include "hourglassd.h"
 #include "scenario.h"
 
@@ -207,3 +208,22 @@ int daemon_scenario(const hg_daemon_config_t *cfg, const char *name, const char 
   return rc;
 }
 
+
+int daemon_history_from(const hg_daemon_config_t *cfg, const char *from) {
+  char dir[HG_DCFG_PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s/journal", cfg->data_dir);
+  hg_journal_options_t opt;
+  hg_journal_options_init(&opt);
+  opt.segment_size = cfg->journal_segment_size;
+  opt.batch_bytes = cfg->journal_batch_bytes;
+  uint64_t filled = 0;
+  char msg[1024];
+  int rc = daemon_history_fill(dir, from, &opt, &filled, msg, sizeof msg);
+  if (rc != 0) {
+    hg_dlog(HG_LOG_ERROR, "tool", "cannot fill the journal's history", "dir=%s err=%s why=\"%s\"",
+            dir, hg_strerror(rc), msg);
+    return 1;
+  }
+  printf("history_filled=%" PRIu64 "\n", filled);
+  return 0;
+}

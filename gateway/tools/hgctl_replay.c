@@ -536,6 +536,16 @@ int hgctl_replay_run(replay_t *rp, bool check_snap) {
             "hgctl: journal %s does not start at seq 1 (or is missing): a replay from an empty "
             "exchange needs the whole journal\n",
             rp->journal_dir);
+    /* A cluster node that started from the group's snapshot says which
+     * records it lacks and where they are (daemon/history.c). */
+    char note[sizeof rp->journal_dir + 32];
+    snprintf(note, sizeof note, "%s/history.missing", rp->data_dir);
+    FILE *nf = fopen(note, "r");
+    if (nf != NULL) {
+      char line[512];
+      while (fgets(line, sizeof line, nf) != NULL) fprintf(stderr, "hgctl: %s", line);
+      fclose(nf);
+    }
     return rc;
   }
   if (rc != 0) {

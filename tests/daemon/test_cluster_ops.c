@@ -490,23 +490,9 @@ static void transfer_to_new_member(void **state) {
 
 /* The committed seq every running member has applied, waiting for it. */
 static uint64_t quiesce(void) {
-  int leader = leader_slot();
-  assert_true(leader >= 0);
-  for (double end = du_now() + 30;; du_sleep_ms(100)) {
-    char *h = du_get(g_n[leader].http_port, "/health");
-    uint64_t want = du_json_u64(h, "committed_seq");
-    free(h);
-    int equal = want != UINT64_MAX;
-    for (int i = 0; i < SLOTS && equal; i++) {
-      if (g_n[i].pid == 0) continue;
-      char *f = du_get(g_n[i].http_port, "/health");
-      equal = du_json_u64(f, "last_seq") == want && du_json_u64(f, "durable_seq") == want;
-      free(f);
-    }
-    if (equal) return want;
-    if (du_now() > end) fail_msg("nodes did not converge");
-    supervise();
-  }
+  uint64_t seq = du_cluster_quiesce(g_n, SLOTS, 30, supervise);
+  if (seq == UINT64_MAX) fail_msg("nodes did not converge");
+  return seq;
 }
 
 static void backup_from_follower(void **state) {

@@ -468,6 +468,26 @@ int du_cluster_leader(du_node_t *node, int n, double timeout_s, void (*between)(
   return -1;
 }
 
+uint64_t du_cluster_quiesce(du_node_t *node, int n, double timeout_s, void (*between)(void)) {
+  for (double end = du_now() + timeout_s; du_now() < end; du_sleep_ms(100)) {
+    if (between != NULL) between();
+    int leader = taking_orders(node, n);
+    if (leader < 0) continue;
+    char *h = du_get(node[leader].http_port, "/health");
+    uint64_t want = du_json_u64(h, "committed_seq");
+    free(h);
+    int equal = want != UINT64_MAX;
+    for (int i = 0; i < n && equal; i++) {
+      if (node[i].pid == 0) continue;
+      char *f = du_get(node[i].http_port, "/health");
+      equal = du_json_u64(f, "last_seq") == want && du_json_u64(f, "durable_seq") == want;
+      free(f);
+    }
+    if (equal) return want;
+  }
+  return UINT64_MAX;
+}
+
 int du_node_start(du_node_t *node, const char *bin, const char *root, const char *members,
                   const char *keys_file, const char *const *extra) {
   du_node_spawn(node, bin, root, members, keys_file, extra);

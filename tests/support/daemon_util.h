@@ -159,6 +159,12 @@ uint64_t du_json_u64(const char *text, const char *key);
  * be NULL) runs before each round, e.g. to restart nodes that stopped. */
 int du_cluster_leader(du_node_t *node, int n, double timeout_s, void (*between)(void));
 
+/* The seq the node taking orders in node[0..n) says is committed, once
+ * every running node has applied it and made it durable (/health), asking
+ * every 100 ms for up to timeout_s; UINT64_MAX if they did not converge.
+ * between (may be NULL) runs before each round. */
+uint64_t du_cluster_quiesce(du_node_t *node, int n, double timeout_s, void (*between)(void));
+
 /* du_node_spawn, then waits up to 120 s for the daemon's "ready" line.
  * 0, or -1 (it did not start or get ready: node->pid may still be set). */
 int du_node_start(du_node_t *node, const char *bin, const char *root, const char *members,
