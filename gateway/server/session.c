@@ -122,12 +122,12 @@ int hg_sess_body_direction(uint32_t c) {
   if (c >= 10 && c <= 13) return 1;
   if (c >= 20 && c <= 25) return 0;
   if (c >= 30 && c <= 41) return 1;
-  if (c >= 50 && c <= 69) return 1;
+  if (c >= 50 && c <= 71) return 1;
   if (c >= 80 && c <= 93) return 0;
   return -1;
 }
 
-bool hg_sess_body_is_app(uint32_t c) { return (c >= 30 && c <= 41) || (c >= 50 && c <= 69); }
+bool hg_sess_body_is_app(uint32_t c) { return (c >= 30 && c <= 41) || (c >= 50 && c <= 71); }
 
 void hg_sess_init(hg_session_t *s, uint64_t now_ns, uint64_t login_timeout_ns) {
   memset(s, 0, sizeof *s);
