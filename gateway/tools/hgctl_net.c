@@ -440,7 +440,12 @@ void net_print_exec(const env_t *e) {
   printf(" price=%s qty=%" PRId64 " leaves=%" PRId64, net_px(r->price), r->qty, r->leaves);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED)
     printf(" reason=%s(%u)", net_reject_name(r->reason), r->reason);
-  if (r->has_risk_equity) {
+  if (r->has_risk_equity && r->reason == HOURGLASS__V1__REJECT_REASON__REJ_RISK_MARGIN_CALL) {
+    /* A called or liquidating account (settlement/CONTRACT.md 4.6): its
+     * figures at the last marks and the call; only reducing orders pass. */
+    printf(" equity_at_marks=%s initial_margin_at_marks=%s call=%s (reduce only)",
+           net_usd(r->risk_equity), net_usd(r->risk_initial_margin), net_usd(r->risk_high));
+  } else if (r->has_risk_equity) {
     /* low/high are prices for a band reject, position limits otherwise. */
     printf(" equity=%s initial_margin=%s ref_price=%s position=%" PRId64, net_usd(r->risk_equity),
            net_usd(r->risk_initial_margin), net_px(r->risk_ref_price), r->risk_position);
@@ -452,6 +457,7 @@ void net_print_exec(const env_t *e) {
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED)
     printf(" reason=%s(%u)", net_cancel_name(r->reason), r->reason);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL) printf(" maker=%d", r->maker ? 1 : 0);
+  if (r->liquidation) printf(" liquidation=1"); /* the clearing's order (CONTRACT.md 4.6) */
   if (r->drop_copy) printf(" account=%u", r->account);
   /* The request a report answers: a wire number (with several sessions of
    * a key, above 2^32), so for scripts only. */
