@@ -475,11 +475,13 @@ const hgctl_col_t *net_exec_cols(size_t *n) {
   static const hgctl_col_t usd[] = {
       {"exec_type", 1}, {"seq", 0},    {"instrument", 0}, {"symbol", 1}, {"order_id", 0},
       {"clordid", 0},   {"side", 1},   {"price_usd", 0},  {"qty", 0},    {"leaves", 0},
-      {"maker", 0},     {"reason", 1}, {"account", 0},    {"time_utc", 1}};
+      {"maker", 0},     {"reason", 1}, {"account", 0},    {"time_utc", 1},
+      {"liquidation", 0}};
   static const hgctl_col_t raw[] = {
       {"exec_type", 1}, {"seq", 0},    {"instrument", 0}, {"symbol", 1}, {"order_id", 0},
       {"clordid", 0},   {"side", 1},   {"price", 0},      {"qty", 0},    {"leaves", 0},
-      {"maker", 0},     {"reason", 1}, {"account", 0},    {"ts", 0}};
+      {"maker", 0},     {"reason", 1}, {"account", 0},    {"ts", 0},
+      {"liquidation", 0}};
   *n = sizeof usd / sizeof usd[0];
   return net_raw ? raw : usd;
 }
@@ -514,7 +516,9 @@ void net_table_exec(hgctl_table_t *t, const env_t *e, const syms_t *syms) {
                      fill ? (r->maker ? "1" : "0") : NULL,
                      reason,
                      r->drop_copy ? acct : NULL,
-                     r->ts ? ts : NULL};
+                     r->ts ? ts : NULL,
+                     /* a fill of the clearing's liquidation order (CONTRACT.md 4.6) */
+                     fill ? (r->liquidation ? "1" : "0") : NULL};
   hgctl_table_row(t, v);
 }
 

@@ -548,6 +548,21 @@ static void test_margin_in_positions(void **state) {
   ts_server_stop(&s);
 }
 
+/* The next FILL report on c (its own or its drop copy's); fails the test
+ * when none comes within 10 s. Valid until the next receive on c. */
+static const Hourglass__V1__ExecutionReport *await_fill(hg_client_t *c) {
+  double end = du_now() + 10;
+  do {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
+    if (e->body_case == BODY(EXECUTION_REPORT) &&
+        e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL)
+      return e->execution_report;
+  } while (du_now() < end);
+  fail_msg("no fill within 10 s");
+  return NULL;
+}
+
 /* The Positions reply to c's request for account acc; fails the test when
  * it has not arrived within 10 s. Valid until the next receive on c. */
 static const Hourglass__V1__Positions *positions_of(hg_client_t *c, uint32_t acc) {
@@ -571,7 +586,8 @@ static const Hourglass__V1__Positions *positions_of(hg_client_t *c, uint32_t acc
  * IM_M = ceil(440 x 1,000,000 x 1500 / 10000) = 66 USD, MM = ceil(66 USD x
  * 7500 / 10000) = 49.5 USD: MM <= E < IM_M, so A is called for 6 USD, due
  * at daily cycle 1 (none has run). B (short 1 at 500) gains: good. A's
- * risk-increasing buy is refused with MARGIN_CALL and those figures. */
+ * risk-increasing buy is refused with MARGIN_CALL and those figures. Then
+ * a lower mark liquidates A (below). */
 static void test_call_in_positions(void **state) {
   (void)state;
   ch_clock_set(&g_now, ch_day("2027-01-15"), 12 * 3600);
@@ -678,6 +694,40 @@ static void test_call_in_positions(void **state) {
     assert_int_equal(er->risk_high, 6000000);
     break;
   }
+
+  /* Liquidation, seen in the drop copies: B requotes 400 / 402, the mark
+   * is 401, A's E = 120 - 99 = 21 USD < MM = ceil(60.15 x 0.75) = 45.1125
+   * USD. The slice sells 1 (limit ceil(401 x 0.8) = 321) into B's bid at
+   * 400: a fill flagged liquidation in A's report and in firm 1's drop
+   * copy (account A); firm 2's drop copy has only B's side. */
+  assert_int_equal(hg_client_drop_copy(rv1, &seq), 0);
+  assert_int_equal(ch_response(rv1, seq), 0);
+  assert_int_equal(hg_client_drop_copy(rv2, &seq), 0);
+  assert_int_equal(ch_response(rv2, seq), 0);
+  assert_int_equal(hg_client_mass_cancel(tb, 0, HOURGLASS__V1__SIDE_FILTER__SIDES_BOTH, &seq), 0);
+  assert_int_equal(ch_response(tb, seq), 0);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_BUY, 400, 1, 6), 0);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 402, 1, 7), 0);
+  assert_int_equal(hg_client_mark(op, &seq), 0);
+  assert_int_equal(ok_result(op, seq), 0);
+  const Hourglass__V1__ExecutionReport *fill = await_fill(ta);
+  assert_true(fill->liquidation);
+  assert_false(fill->drop_copy);
+  assert_false(fill->has_ref_seq); /* no request of A's: the operator's MARK */
+  assert_int_equal(fill->side, HOURGLASS__V1__SIDE__SIDE_SELL);
+  assert_int_equal(fill->price, 400);
+  assert_int_equal(fill->qty, 1);
+  fill = await_fill(rv1);
+  assert_true(fill->liquidation);
+  assert_true(fill->drop_copy);
+  assert_int_equal(fill->account, ACC_A);
+  fill = await_fill(rv2);
+  assert_true(fill->drop_copy);
+  assert_int_equal(fill->account, ACC_B);
+  assert_true(fill->maker);
+  p = own_positions(ta);
+  assert_int_equal(p->positions[0]->net_qty, 0);
+  if (loop) assert_int_equal(p->standing, HOURGLASS__V1__STANDING__STANDING_GOOD);
   hg_client_t *cl[] = {ta, tb, rv1, rv2, op};
   for (size_t i = 0; i < sizeof cl / sizeof cl[0]; i++) {
     hg_client_logout(cl[i], 1000);

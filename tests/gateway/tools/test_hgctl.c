@@ -479,7 +479,8 @@ static void test_prices_in_usd(void **state) {
   RUN(&o, "executions", "--last", "1", "--format", "csv");
   assert_int_equal(o.status, 0);
   assert_true(strncmp(o.text, "exec_type,seq,instrument,symbol,order_id,clordid,side,price_usd,"
-                              "qty,leaves,maker,reason,account,time_utc\nNEW,", 96) == 0);
+                              "qty,leaves,maker,reason,account,time_utc,liquidation\nNEW,",
+                      121) == 0);
   assert_non_null(strstr(o.text, ",1,B200.A.2027-01,"));
   assert_non_null(strstr(o.text, ",buy,0.550,1,1,,,,"));
   /* --last counts the stream's frames, and the table's symbol lookup
@@ -489,6 +490,7 @@ static void test_prices_in_usd(void **state) {
   assert_non_null(strstr(o.text, "[{\"exec_type\":\"NEW\","));
   assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,\"qty\":1,\"leaves\":1,"
                                   "\"maker\":null,\"reason\":null,\"account\":null,\"time_utc\":\""));
+  assert_non_null(strstr(o.text, "\"liquidation\":null}"));
   RUN(&o, "positions");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, " USD\n"));
