@@ -436,11 +436,11 @@ static void statement_and_fills(void **state) {
    * stamped since), USD, and the aggressor: the side of the order that
    * arrived and took liquidity. */
   assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
-                         "buyer_position,seller_position\n"
-                         "12,12.1,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4\n"
-                         "15,15.1,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2\n"
-                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n"
-                         "85,85.1,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1\n");
+                         "buyer_position,seller_position,liquidated\n"
+                         "12,12.1,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4,\n"
+                         "15,15.1,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2,\n"
+                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5,\n"
+                         "85,85.1,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1,\n");
   free(o);
   snprintf(args, sizeof args, "replay --quiet --raw --data %s " CAPS " --fills %s", dir, fills);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
@@ -448,7 +448,7 @@ static void statement_and_fills(void **state) {
   free(o);
   o = slurp(fills);
   cli_expect(o, "seq,trade_id,ts_ns,instrument,symbol,price_ticks,qty,aggressor,");
-  cli_expect(o, "\n15,15.1,1806422220000000000,1,B200.A.2027-03,3020,2,buy,4,3,2,-2\n");
+  cli_expect(o, "\n15,15.1,1806422220000000000,1,B200.A.2027-03,3020,2,buy,4,3,2,-2,\n");
   free(o);
   remove(fills);
 }
@@ -470,8 +470,8 @@ static void replay_one_day(void **state) {
   free(o);
   o = slurp(fills);
   assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
-                         "buyer_position,seller_position\n"
-                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n");
+                         "buyer_position,seller_position,liquidated\n"
+                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5,\n");
   free(o);
   remove(fills);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --until 2027-03-30", dir);
