@@ -187,6 +187,24 @@ static void replay_prints_the_guarantee(void **state) {
   remove(fills);
 }
 
+/* --project: B200.A.2027-03's whole month fixes at 1,000 USD (FSP
+ * 1,000,000 ticks). Acct 2 (short 2 sold at 3000, no cycle yet) would pay
+ * (2 x 3000 - 2 x 1,000,000) x 1 USD = -1,994,000 USD against 1,000,000 of
+ * cash: bankrupt by 994,000; the fund's 126 covers part, the winners share
+ * 993,874. */
+static void project_lists_bankruptcies(void **state) {
+  (void)state;
+  char args[512], *o;
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --project 1000 --index B200.A", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "what-if the guarantee at final settlement, cash now plus the P&L above (USD):\n"
+                "  bankrupt account=2 firm=2 cash=1000000.00 pnl=-1994000.00 "
+                "shortfall=994000.00\n"
+                "  bankrupt=1 shortfall=994000.00 fund=126.00 fund_used=126.00 "
+                "socialized=993874.00\n");
+  free(o);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_replay_guarantee HGCTL\n");
@@ -195,6 +213,7 @@ int main(int argc, char **argv) {
   hgctl = argv[1];
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(replay_prints_the_guarantee),
+      cmocka_unit_test(project_lists_bankruptcies),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
