@@ -53,11 +53,12 @@ static const sres_t *await_result(hg_client_t *c, uint64_t seq) {
   }
 }
 
-/* c's own Positions reply (any number of positions); fails the test when
- * it has not arrived within 10 s, even while other frames keep coming. */
-static const Hourglass__V1__Positions *own_positions(hg_client_t *c) {
+/* The Positions reply to c's request for account acc (0: its own), any
+ * number of positions; fails the test when it has not arrived within 10 s,
+ * even while other frames keep coming. Valid until the next receive on c. */
+static const Hourglass__V1__Positions *positions_of(hg_client_t *c, uint32_t acc) {
   uint64_t seq = 0;
-  assert_int_equal(hg_client_positions(c, 0, &seq), 0);
+  assert_int_equal(hg_client_positions(c, acc, &seq), 0);
   double end = du_now() + 10;
   do {
     const env_t *e = NULL;
@@ -67,6 +68,8 @@ static const Hourglass__V1__Positions *own_positions(hg_client_t *c) {
   fail_msg("no Positions reply to request %" PRIu64 " within 10 s", seq);
   return NULL;
 }
+
+static const Hourglass__V1__Positions *own_positions(hg_client_t *c) { return positions_of(c, 0); }
 
 /* c's own position in instrument 1: settle price, P&L and open value. */
 static void expect_position(hg_client_t *c, int64_t settle, int64_t pnl, int64_t open_value) {
@@ -560,21 +563,6 @@ static const Hourglass__V1__ExecutionReport *await_fill(hg_client_t *c) {
       return e->execution_report;
   } while (du_now() < end);
   fail_msg("no fill within 10 s");
-  return NULL;
-}
-
-/* The Positions reply to c's request for account acc; fails the test when
- * it has not arrived within 10 s. Valid until the next receive on c. */
-static const Hourglass__V1__Positions *positions_of(hg_client_t *c, uint32_t acc) {
-  uint64_t seq = 0;
-  assert_int_equal(hg_client_positions(c, acc, &seq), 0);
-  double end = du_now() + 10;
-  do {
-    const env_t *e = NULL;
-    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
-    if (e->body_case == BODY(POSITIONS) && e->positions->ref_seq == seq) return e->positions;
-  } while (du_now() < end);
-  fail_msg("no Positions reply to request %" PRIu64 " within 10 s", seq);
   return NULL;
 }
 

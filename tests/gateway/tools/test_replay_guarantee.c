@@ -57,16 +57,7 @@ static uint64_t fake_clock(void *ctx) {
 
 /* Submits one command and waits until it is processed. */
 static void submit(hg_pipeline_t *p, hg_command_t *c) {
-  int rc;
-  while ((rc = hg_pipeline_submit(p, submitted, c)) == HG_EBUSY) assert_true(1);
-  assert_int_equal(rc, 0);
-  submitted++;
-  while (done < submitted) {
-    hg_pipe_out_t out[64];
-    size_t n = hg_pipeline_poll(p, out, 64);
-    for (size_t i = 0; i < n; i++) done += out[i].kind == HG_PIPE_DONE;
-    if (n == 0) assert_int_equal(hg_pipeline_wait(p, 5000000000ll), 0);
-  }
+  assert_int_equal(util_submit_wait(p, c, &submitted, &done), 0);
 }
 
 static void order(hg_pipeline_t *p, uint32_t acct, int side, int64_t price, int64_t qty) {
@@ -137,16 +128,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) fail_msg("cannot open %s", path);
-  char *b = calloc(1, 1 << 16);
-  assert_non_null(b);
-  size_t n = fread(b, 1, (1 << 16) - 1, f);
-  b[n] = '\0';
-  fclose(f);
-  return b;
-}
 
 /* Every call, liquidation and fund movement, in journal order, and the
  * fills export's liquidated column. */
@@ -176,7 +157,7 @@ static void replay_prints_the_guarantee(void **state) {
    * the second mark sends nothing. */
   assert_null(strstr(o, "mark seq=14"));
   free(o);
-  o = slurp(fills);
+  o = cli_slurp(fills);
   assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,"
                          "seller,buyer_position,seller_position,liquidated\n"
                          "10,10.1,2027-02-01T10:00:00.000000009Z,1,B200.A.2027-03,3.000,2,sell,"
