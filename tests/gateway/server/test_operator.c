@@ -610,15 +610,7 @@ static void test_call_in_positions(void **state) {
                            .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_IOC, .has_price = true,
                            .price = 500, .qty = 1};
   assert_int_equal(hg_client_new_order(tb, &ord, &seq), 0);
-  double end = du_now() + 10;
-  for (;;) {
-    if (du_now() > end) fail_msg("no fill for B's sell (request %" PRIu64 ") within 10 s", seq);
-    const env_t *e = NULL;
-    assert_int_equal(hg_client_recv(tb, 5000, &e), 1);
-    if (e->body_case == BODY(EXECUTION_REPORT) &&
-        e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL)
-      break;
-  }
+  assert_int_equal(await_fill(tb)->qty, 1);
   assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_BUY, 438, 1, 3), 0);
   assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 442, 1, 4), 0);
   const Hourglass__V1__Positions *p = own_positions(ta);
@@ -668,7 +660,7 @@ static void test_call_in_positions(void **state) {
                             .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
                             .price = 430, .qty = 1};
   assert_int_equal(hg_client_new_order(ta, &ord, &seq), 0);
-  end = du_now() + 10;
+  double end = du_now() + 10;
   for (;;) {
     if (du_now() > end) fail_msg("no answer to A's buy (request %" PRIu64 ") within 10 s", seq);
     const env_t *e = NULL;
