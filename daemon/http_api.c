@@ -177,6 +177,48 @@ static void metric(hg_sbuf_t *b, const char *name, const char *type, const char 
                  v);
 }
 
+/* The clearing guarantee as Deribit publishes it: the insurance fund and
+ * what went through it, aggregates only (no account ids). Micro-USD as
+ * integers, like every money figure of the exchange. */
+static void metrics_clearing(daemon_t *d, hg_sbuf_t *b) {
+  hg_md_clearing_t g;
+  hg_mdview_clearing(d->view, &g);
+  static const struct {
+    const char *name, *type, *help;
+  } m[] = {
+      {"hourglass_insurance_fund_micro_usd", "gauge", "Insurance fund balance."},
+      {"hourglass_insurance_fund_deposits_micro_usd_total", "counter",
+       "Operator deposits into the insurance fund."},
+      {"hourglass_liquidation_fees_micro_usd_total", "counter",
+       "Liquidation fees paid into the insurance fund."},
+      {"hourglass_insurance_fund_used_micro_usd_total", "counter",
+       "Paid by the insurance fund to cover bankruptcies."},
+      {"hourglass_socialized_loss_micro_usd_total", "counter",
+       "Losses the fund could not cover, charged to the winners of a daily cycle."},
+      {"hourglass_bankruptcies_total", "counter",
+       "Negative cash balances left by a daily cycle (one per holder and cycle)."},
+      {"hourglass_margin_calls_open", "gauge",
+       "Margin calls open as of the last mark round or daily cycle."},
+      {"hourglass_liquidations_open", "gauge",
+       "Liquidations under way as of the last mark round or daily cycle."},
+      {"hourglass_liquidation_fills_total", "counter", "Fills of liquidation orders since start."},
+      {"hourglass_mark_rounds_total", "counter", "Mark rounds since start."},
+  };
+  const int64_t v[] = {g.fund,
+                       g.fund_deposits,
+                       g.liq_fees,
+                       g.fund_used,
+                       g.socialized,
+                       (int64_t)g.bankruptcies,
+                       g.called,
+                       g.liquidating,
+                       (int64_t)g.liquidation_fills,
+                       (int64_t)g.mark_rounds};
+  for (size_t k = 0; k < sizeof m / sizeof m[0]; k++)
+    hg_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRId64 "\n", m[k].name, m[k].help,
+                   m[k].name, m[k].type, m[k].name, v[k]);
+}
+
 static void metrics(daemon_t *d, hg_http_response_t *r) {
   hg_sbuf_t *b = &r->body;
   r->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -247,6 +289,7 @@ static void metrics(daemon_t *d, hg_http_response_t *r) {
   if (pub) {
     metric(b, "hourglass_events_total", "counter", "Pipeline records consumed by the daemon.",
            hg_mdview_records(d->view));
+    metrics_clearing(d, b);
     hg_md_latency_t lat;
     hg_mdview_latency(d->view, &lat);
     hg_sbuf_puts(b, "# HELP hourglass_release_latency_seconds Sequencer stamp to events "

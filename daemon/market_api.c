@@ -232,7 +232,7 @@ static void fixings(hg_mdview_t *view, int receipt, const char *query, hg_http_r
 const char *const hg_market_api_paths[] = {
     "/api/v1/instruments", "/api/v1/fixings",  "/api/v1/fixings/receipt",
     "/api/v1/tob",         "/api/v1/book",     "/api/v1/trades",
-    "/api/v1/candles",     "/api/v1/settlements", NULL};
+    "/api/v1/candles",     "/api/v1/settlements", "/api/v1/clearing", NULL};
 
 /* The "1m", "1h", "1d" of ?interval=: the index in hg_md_intervals_s, or -1. */
 static int query_interval(const char *query) {
@@ -312,6 +312,20 @@ void hg_market_api(hg_mdview_t *view, const char *path, const char *query, hg_ht
     json_instruments(view, b, ins, n);
     hg_sbuf_puts(b, "}\n");
     free(ins);
+    return;
+  }
+  if (strcmp(path, "/api/v1/clearing") == 0) {
+    /* The insurance fund and what went through it (no account ids). */
+    hg_md_clearing_t g;
+    hg_mdview_clearing(view, &g);
+    hg_sbuf_printf(b,
+                   "{\"insurance_fund_micro_usd\":%" PRId64 ",\"fund_deposits_micro_usd\":%" PRId64
+                   ",\"liquidation_fees_micro_usd\":%" PRId64 ",\"fund_used_micro_usd\":%" PRId64
+                   ",\"socialized_micro_usd\":%" PRId64 ",\"bankruptcies\":%" PRIu64
+                   ",\"accounts_called\":%" PRIu32 ",\"accounts_liquidating\":%" PRIu32
+                   ",\"liquidation_fills\":%" PRIu64 ",\"mark_rounds\":%" PRIu64 "}\n",
+                   g.fund, g.fund_deposits, g.liq_fees, g.fund_used, g.socialized, g.bankruptcies,
+                   g.called, g.liquidating, g.liquidation_fills, g.mark_rounds);
     return;
   }
   if (strcmp(path, "/api/v1/fixings") == 0 || strcmp(path, "/api/v1/fixings/receipt") == 0) {

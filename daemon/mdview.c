@@ -77,7 +77,11 @@ struct hg_mdview {
   hg_md_fixing_t fx[HG_MD_FIXINGS]; /* working copy, by (group, day) */
   uint32_t nfx;
   int fx_dirty;
+  hg_md_clearing_t clr;  /* working copy */
+  uint32_t pend_called, pend_liq; /* HG_XEV_MARGIN_CALL events before a cycle's end */
+  int clr_dirty;
   /* shared with readers */
+  hg_md_clearing_t clr_pub; /* guarded by mu */
   hg_md_fixing_t fx_pub[HG_MD_FIXINGS]; /* guarded by mu */
   uint32_t nfx_pub;
   pthread_mutex_t mu; /* guards pub */
@@ -290,6 +294,45 @@ static void apply_fixing(hg_mdview_t *v, const hg_exchange_event_t *ev) {
   v->any_dirty = 1;
 }
 
+/* The guarantee's aggregates (hg_md_clearing_t); other events pass. */
+static void apply_clearing(hg_mdview_t *v, const hg_exchange_event_t *ev) {
+  hg_md_clearing_t *g = &v->clr;
+  switch (ev->type) {
+    case HG_XEV_MARGIN_CALL:
+      if (ev->status == HG_CLR_LIQUIDATING) v->pend_liq++;
+      else v->pend_called++;
+      return;
+    case HG_XEV_MARK_ROUND: /* its counts are after its liquidation fills */
+      g->called = (uint32_t)ev->lo;
+      g->liquidating = (uint32_t)ev->hi;
+      g->fund = ev->balance;
+      g->mark_rounds++;
+      v->pend_called = v->pend_liq = 0;
+      break;
+    case HG_XEV_CYCLE: /* its calls came before it, one event each */
+      g->called = v->pend_called;
+      g->liquidating = v->pend_liq;
+      v->pend_called = v->pend_liq = 0;
+      if (ev->margin > 0) g->bankruptcies += (uint64_t)ev->margin;
+      g->fund_used += ev->price;
+      break;
+    case HG_XEV_CASH:
+      if (ev->account == 0) g->fund = ev->balance; /* the fund's own entries */
+      if (ev->kind == HG_LEDGER_FUND_DEPOSIT) g->fund_deposits += ev->amount;
+      else if (ev->kind == HG_LEDGER_LIQ_FEE && ev->account == 0) g->liq_fees += ev->amount;
+      else if (ev->kind == HG_LEDGER_SOCIALIZED && ev->amount < 0) g->socialized -= ev->amount;
+      break;
+    case HG_XEV_BOOK:
+      if (ev->book.type != HG_EV_FILL || ev->kind != HG_XBOOK_LIQUIDATION) return;
+      g->liquidation_fills++;
+      break;
+    default:
+      return;
+  }
+  v->clr_dirty = 1;
+  v->any_dirty = 1;
+}
+
 static void apply_one(hg_mdview_t *v, const hg_exchange_event_t *ev) {
   /* Only a listing makes a slot: events about ids never listed (an order
    * rejected as an unknown instrument) stay out of every public view, and
@@ -354,6 +397,7 @@ void hg_mdview_apply(hg_mdview_t *v, const hg_pipe_out_t *recs, size_t n, uint64
       v->lat_seq = ev->seq;
       latency(v, now_ns, ev->ts);
     }
+    apply_clearing(v, ev);
     if (ev->type == HG_XEV_FIXING) apply_fixing(v, ev);
     else if (ev->instrument_id != 0) apply_one(v, ev);
   }
@@ -426,6 +470,10 @@ static int publish(hg_mdview_t *v, int wait) {
       copy_pub(v, i);
       v->work[i].dirty = 0;
     }
+  }
+  if (v->clr_dirty) {
+    v->clr_pub = v->clr;
+    v->clr_dirty = 0;
   }
   if (v->fx_dirty) {
     memcpy(v->fx_pub, v->fx, sizeof v->fx);
@@ -513,6 +561,13 @@ int hg_mdview_seed(hg_mdview_t *v, const hg_exchange_t *ex) {
   if (c.tmp == NULL) return -ENOMEM;
   hg_exchange_foreach_instrument(ex, seed_one, &c);
   hg_exchange_foreach_fixing(ex, seed_fixing, &c);
+  hg_clearing_guarantee_t g;
+  hg_clearing_guarantee(hg_exchange_clearing(ex), &g);
+  v->clr = (hg_md_clearing_t){.fund = g.fund, .fund_deposits = g.fund_deposits,
+                              .liq_fees = g.liq_fees, .fund_used = g.fund_used,
+                              .socialized = g.socialized, .bankruptcies = g.bankruptcies,
+                              .called = g.called, .liquidating = g.liquidating};
+  v->clr_dirty = v->any_dirty = 1;
   free(c.tmp);
   publish(v, 1);
   return c.full ? HG_EFULL : 0;
@@ -606,6 +661,12 @@ size_t hg_mdview_fixings(hg_mdview_t *v, hg_md_fixing_t *out, size_t cap) {
   pthread_mutex_unlock(&v->mu);
   qsort(out, n, sizeof *out, fixing_cmp);
   return n;
+}
+
+void hg_mdview_clearing(hg_mdview_t *v, hg_md_clearing_t *out) {
+  pthread_mutex_lock(&v->mu);
+  *out = v->clr_pub;
+  pthread_mutex_unlock(&v->mu);
 }
 
 /* The published slot of id, under mu; NULL when unknown. */

@@ -130,6 +130,23 @@ typedef struct hg_md_latency {
   uint64_t sum_ns;
 } hg_md_latency_t;
 
+/* The clearing guarantee's public aggregates (settlement/CONTRACT.md 4.6,
+ * 4.7), as Deribit publishes its insurance fund: no account ids. Money in
+ * micro-USD. Seeded from the exchange (hg_clearing_guarantee), then followed
+ * from the events (HG_XEV_CASH, HG_XEV_MARK_ROUND, HG_XEV_CYCLE). */
+typedef struct hg_md_clearing {
+  int64_t fund;            /* insurance fund balance */
+  int64_t fund_deposits;   /* operator funding, total */
+  int64_t liq_fees;        /* liquidation fees paid into the fund, total */
+  int64_t fund_used;       /* paid by the fund to bankrupt accounts, total */
+  int64_t socialized;      /* charged to the winners of a cycle, total */
+  uint64_t bankruptcies;   /* (account, daily cycle) pairs left with negative cash */
+  uint32_t called;         /* accounts called, as of the last mark round or cycle */
+  uint32_t liquidating;    /* accounts liquidating, the same */
+  uint64_t liquidation_fills; /* since the view opened (the process started) */
+  uint64_t mark_rounds;       /* the same */
+} hg_md_clearing_t;
+
 typedef struct hg_mdview hg_mdview_t;
 
 /* Allocates a view for up to max_instruments distinct instrument ids,
@@ -189,6 +206,9 @@ uint32_t hg_mdview_trade_cap(const hg_mdview_t *v);
  * of records applied. */
 void hg_mdview_latency(const hg_mdview_t *v, hg_md_latency_t *out);
 uint64_t hg_mdview_records(const hg_mdview_t *v);
+
+/* The published clearing aggregates. Any thread. */
+void hg_mdview_clearing(hg_mdview_t *v, hg_md_clearing_t *out);
 
 /* Copies the kept fixings, oldest day first, into out (cap entries);
  * returns how many. Any thread. */

@@ -441,7 +441,7 @@ __attribute__((format(printf, 2, 3))) static void wprintf(writer_t *w, const cha
   w->len += (size_t)n;
 }
 
-static const char *kind_name(uint32_t k) {
+const char *hg_clearing_ledger_kind_str(uint32_t k) {
   switch (k) {
   case HG_LEDGER_DEPOSIT: return "DEPOSIT";
   case HG_LEDGER_WITHDRAWAL: return "WITHDRAWAL";
@@ -475,13 +475,13 @@ static void statement_line(writer_t *w, const hg_ledger_entry_t *e, int first, i
             ",\"account\":%" PRIu32 ",\"instrument\":%s,\"kind\":\"%s\",\"amount\":%" PRId64
             ",\"balance\":%" PRId64 ",\"price\":%" PRId64 ",\"qty\":%" PRId64 "}",
             first ? "" : ",", e->index, e->seq, e->ts, e->account, inst[0] ? inst : "null",
-            kind_name(e->kind), e->amount, e->balance, e->price, e->qty);
+            hg_clearing_ledger_kind_str(e->kind), e->amount, e->balance, e->price, e->qty);
   } else {
     wprintf(w,
             "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu32 ",%s,%s,%" PRId64 ",%" PRId64
             ",%" PRId64 ",%" PRId64 "\n",
-            e->index, e->seq, e->ts, e->account, inst, kind_name(e->kind), e->amount,
-            e->balance, e->price, e->qty);
+            e->index, e->seq, e->ts, e->account, inst, hg_clearing_ledger_kind_str(e->kind),
+            e->amount, e->balance, e->price, e->qty);
   }
 }
 

@@ -530,6 +530,41 @@ async function loadFixings() {
   }
 }
 
+// The clearing panel: the insurance fund and what went through it, as
+// /api/v1/clearing publishes it (micro-USD; aggregates, no accounts).
+function renderClearing(g) {
+  const money = (m) => (m / 1e6).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 }) + " USD";
+  const rows = [
+    ["insurance fund", money(g.insurance_fund_micro_usd)],
+    ["fund deposits", money(g.fund_deposits_micro_usd)],
+    ["liquidation fees received", money(g.liquidation_fees_micro_usd)],
+    ["paid for bankruptcies", money(g.fund_used_micro_usd)],
+    ["socialized losses", money(g.socialized_micro_usd)],
+    ["bankruptcies", String(g.bankruptcies)],
+    ["accounts called / liquidating", g.accounts_called + " / " + g.accounts_liquidating],
+    ["liquidation fills (since start)", String(g.liquidation_fills)],
+  ];
+  const tb = $("#clearing tbody");
+  tb.textContent = "";
+  for (const [k, v] of rows) {
+    const tr = document.createElement("tr");
+    const a = document.createElement("td");
+    const b = document.createElement("td");
+    a.textContent = k;
+    b.textContent = v;
+    tr.append(a, b);
+    tb.append(tr);
+  }
+}
+
+async function loadClearing() {
+  try {
+    renderClearing(await getJSON("/api/v1/clearing"));
+  } catch (e) {
+    setStatus(false, "disconnected: " + e.message);
+  }
+}
+
 async function loadHistory() {
   if (state.selected === null) return;
   try {
@@ -559,6 +594,7 @@ async function start() {
   }
   follow();
   loadFixings();
+  loadClearing();
   loadHistory();
 }
 
@@ -577,4 +613,5 @@ $("#interval").addEventListener("change", (e) => {
 window.addEventListener("resize", drawAll);
 start();
 setInterval(loadFixings, FIXINGS_MS);
+setInterval(loadClearing, HISTORY_MS);
 setInterval(loadHistory, HISTORY_MS);

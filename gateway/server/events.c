@@ -71,6 +71,9 @@ static void set_ref(Hourglass__V1__ExecutionReport *er, pending_t *p) {
 static void book_accepted(hg_gateway_t *gw, const hg_exchange_event_t *ev, pending_t *p) {
   const hg_book_event_t *be = &ev->book;
   Hourglass__V1__ExecutionReport er;
+  /* A liquidation order is the clearing's, sent for the account within
+   * the operator's MARK: its reports are the account's, not the operator's. */
+  if (ev->kind == HG_XBOOK_LIQUIDATION) p = NULL;
   uint32_t stream = p != NULL ? p->stream : NONE32;
   if (stream == NONE32) stream = gw_owner_stream(gw, NULL, be->account);
   order_t *o = gw_order_add(gw, be, stream);

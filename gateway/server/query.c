@@ -184,7 +184,7 @@ static void firm_accounts(hg_gateway_t *gw, uint32_t firm, uint64_t ref_seq, uin
   gw_stream_send_idx(gw, si, &out);
 }
 
-/* The account's margin from the clearing, in loop mode only: the loop
+/* The account's margin and standing from the clearing, in loop mode only: the loop
  * then owns the exchange between commands (hourglass/pipeline.h). In
  * threads mode the engine thread does, and the fields stay absent. */
 static void account_margin(const hg_gateway_t *gw, uint32_t acct, Hourglass__V1__Positions *m) {
@@ -197,6 +197,14 @@ static void account_margin(const hg_gateway_t *gw, uint32_t acct, Hourglass__V1_
   PB_SET(*m, open_order_margin, info.initial_margin - info.position_margin);
   /* saturates like the margin itself, never wraps */
   PB_SET(*m, excess_equity, gw_sat64((__int128)info.balance - info.initial_margin));
+  hg_clearing_standing_t st;
+  if (hg_clearing_standing(hg_exchange_clearing(hg_pipeline_exchange(gw->pipe)), acct, &st) != 0)
+    return;
+  PB_SET(*m, standing, (Hourglass__V1__Standing)st.state);
+  PB_SET(*m, mark_equity, st.equity);
+  PB_SET(*m, maintenance_margin, st.mm);
+  PB_SET(*m, call_amount, st.call_amount);
+  PB_SET(*m, call_due_cycle, st.call_due);
 }
 
 /* Every position of the account, never cut short: a reply that would not

@@ -440,7 +440,12 @@ void net_print_exec(const env_t *e) {
   printf(" price=%s qty=%" PRId64 " leaves=%" PRId64, net_px(r->price), r->qty, r->leaves);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED)
     printf(" reason=%s(%u)", net_reject_name(r->reason), r->reason);
-  if (r->has_risk_equity) {
+  if (r->has_risk_equity && r->reason == HOURGLASS__V1__REJECT_REASON__REJ_RISK_MARGIN_CALL) {
+    /* A called or liquidating account (settlement/CONTRACT.md 4.6): its
+     * figures at the last marks and the call; only reducing orders pass. */
+    printf(" equity_at_marks=%s initial_margin_at_marks=%s call=%s (reduce only)",
+           net_usd(r->risk_equity), net_usd(r->risk_initial_margin), net_usd(r->risk_high));
+  } else if (r->has_risk_equity) {
     /* low/high are prices for a band reject, position limits otherwise. */
     printf(" equity=%s initial_margin=%s ref_price=%s position=%" PRId64, net_usd(r->risk_equity),
            net_usd(r->risk_initial_margin), net_px(r->risk_ref_price), r->risk_position);
@@ -452,6 +457,7 @@ void net_print_exec(const env_t *e) {
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED)
     printf(" reason=%s(%u)", net_cancel_name(r->reason), r->reason);
   if (r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL) printf(" maker=%d", r->maker ? 1 : 0);
+  if (r->liquidation) printf(" liquidation=1"); /* the clearing's order (CONTRACT.md 4.6) */
   if (r->drop_copy) printf(" account=%u", r->account);
   /* The request a report answers: a wire number (with several sessions of
    * a key, above 2^32), so for scripts only. */
@@ -469,11 +475,13 @@ const hgctl_col_t *net_exec_cols(size_t *n) {
   static const hgctl_col_t usd[] = {
       {"exec_type", 1}, {"seq", 0},    {"instrument", 0}, {"symbol", 1}, {"order_id", 0},
       {"clordid", 0},   {"side", 1},   {"price_usd", 0},  {"qty", 0},    {"leaves", 0},
-      {"maker", 0},     {"reason", 1}, {"account", 0},    {"time_utc", 1}};
+      {"maker", 0},     {"reason", 1}, {"account", 0},    {"time_utc", 1},
+      {"liquidation", 0}};
   static const hgctl_col_t raw[] = {
       {"exec_type", 1}, {"seq", 0},    {"instrument", 0}, {"symbol", 1}, {"order_id", 0},
       {"clordid", 0},   {"side", 1},   {"price", 0},      {"qty", 0},    {"leaves", 0},
-      {"maker", 0},     {"reason", 1}, {"account", 0},    {"ts", 0}};
+      {"maker", 0},     {"reason", 1}, {"account", 0},    {"ts", 0},
+      {"liquidation", 0}};
   *n = sizeof usd / sizeof usd[0];
   return net_raw ? raw : usd;
 }
@@ -508,7 +516,9 @@ void net_table_exec(hgctl_table_t *t, const env_t *e, const syms_t *syms) {
                      fill ? (r->maker ? "1" : "0") : NULL,
                      reason,
                      r->drop_copy ? acct : NULL,
-                     r->ts ? ts : NULL};
+                     r->ts ? ts : NULL,
+                     /* a fill of the clearing's liquidation order (CONTRACT.md 4.6) */
+                     fill ? (r->liquidation ? "1" : "0") : NULL};
   hgctl_table_row(t, v);
 }
 

@@ -171,12 +171,110 @@ static void fill_row(replay_t *rp, const hg_exchange_event_t *ev, hg_account_t b
     hgctl_fmt_time(ev->ts, ts);
   }
   const char *sym = hgctl_replay_symbol(rp, b->instrument_id);
+  /* A liquidation slice is the aggressor: its account is the liquidated one. */
+  char liq[16] = "";
+  if (ev->kind == HG_XBOOK_LIQUIDATION) snprintf(liq, sizeof liq, "%" PRIu32, b->account);
   fprintf(rp->fills,
           "%" PRIu64 ",%" PRIu64 ".%" PRIu32 ",%s,%" PRIu32 ",%s,%s,%" PRId64 ",%s,%" PRIu32
-          ",%" PRIu32 ",%" PRId64 ",%" PRId64 "\n",
+          ",%" PRIu32 ",%" PRId64 ",%" PRId64 ",%s\n",
           ev->seq, ev->seq, rp->fill_k, ts, b->instrument_id, sym ? sym : "", px, b->qty,
           b->side == HG_SIDE_BUY ? "buy" : "sell", buyer, seller,
-          pos_get(rp, b->instrument_id, buyer), pos_get(rp, b->instrument_id, seller));
+          pos_get(rp, b->instrument_id, buyer), pos_get(rp, b->instrument_id, seller), liq);
+}
+
+/* ------------------------------------------------- the clearing guarantee */
+
+static const char *standing_str(unsigned s) {
+  return s == HG_CLR_CALLED ? "called" : s == HG_CLR_LIQUIDATING ? "liquidating" : "good";
+}
+
+/* An HG_XEV_MARGIN_CALL: one line when the account's standing, call or due
+ * cycle differs from what was last printed for it. */
+static void call_note(replay_t *rp, const hg_exchange_event_t *ev) {
+  /* Rounds name accounts in registration order and the table keeps the
+   * order it learnt: the slot after the last one found is nearly always it. */
+  call_slot_t *c = NULL;
+  if (rp->call_hint < rp->n_calls && rp->calls[rp->call_hint].account == ev->account)
+    c = &rp->calls[rp->call_hint];
+  for (size_t i = 0; c == NULL && i < rp->n_calls; i++)
+    if (rp->calls[i].account == ev->account) c = &rp->calls[i];
+  if (c == NULL) {
+    call_slot_t *n = hg_grow(rp->calls, &rp->cap_calls, sizeof *n, rp->n_calls + 1, 64);
+    if (n == NULL) {
+      rp->pos_err = -ENOMEM;
+      return;
+    }
+    rp->calls = n;
+    c = &rp->calls[rp->n_calls++];
+    *c = (call_slot_t){.account = ev->account};
+  }
+  c->seen = true;
+  rp->call_hint = (size_t)(c - rp->calls) + 1;
+  if (c->status == ev->status && c->amount == ev->amount && c->due == (uint64_t)ev->qty) return;
+  c->status = ev->status;
+  c->amount = ev->amount;
+  c->due = (uint64_t)ev->qty;
+  rp->call_lines++;
+  if (!rp->out) return;
+  char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN], b4[HGCTL_FMT_LEN];
+  fprintf(rp->out,
+          "call seq=%" PRIu64 " account=%" PRIu32 " firm=%" PRIu32 " standing=%s%s call=%s"
+          " equity=%s initial_margin=%s maintenance_margin=%s due_cycle=%" PRId64 "\n",
+          ev->seq, ev->account, ev->firm, standing_str(ev->status),
+          ev->kind == HG_CLR_LIQ_MM         ? " (below maintenance)"
+          : ev->kind == HG_CLR_LIQ_DEADLINE ? " (call past due)"
+                                            : "",
+          usd(rp, ev->amount, b1), usd(rp, ev->balance, b2), usd(rp, ev->margin, b3),
+          usd(rp, ev->lo, b4), ev->qty);
+}
+
+/* After a mark round or a cycle: the accounts it no longer names are in
+ * good standing again. */
+static void calls_sweep(replay_t *rp, uint64_t seq) {
+  size_t k = 0;
+  for (size_t i = 0; i < rp->n_calls; i++) {
+    if (rp->calls[i].seen) {
+      rp->calls[i].seen = false;
+      rp->calls[k++] = rp->calls[i];
+    } else if (rp->out) {
+      fprintf(rp->out, "call seq=%" PRIu64 " account=%" PRIu32 " standing=good (cleared)\n", seq,
+              rp->calls[i].account);
+    }
+  }
+  rp->n_calls = k;
+  rp->call_hint = 0;
+}
+
+/* HG_XEV_CASH: a fee to or a payment from the insurance fund (account 0),
+ * or loss sharing. */
+static void cash_line(replay_t *rp, const hg_exchange_event_t *ev) {
+  if (!rp->out) return;
+  char who[24], b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], day[11] = "";
+  if (ev->account == 0) snprintf(who, sizeof who, "fund");
+  else snprintf(who, sizeof who, "%" PRIu32, ev->account);
+  fprintf(rp->out, "cash seq=%" PRIu64 " kind=%s account=%s", ev->seq,
+          hg_clearing_ledger_kind_str(ev->kind), who);
+  if (ev->instrument_id != 0) fprintf(rp->out, " instrument=%" PRIu32, ev->instrument_id);
+  if (ev->kind == HG_LEDGER_FUND_COVER || ev->kind == HG_LEDGER_SOCIALIZED) {
+    hg_index_day_format(ev->day, day);
+    fprintf(rp->out, " day=%s", day);
+  }
+  fprintf(rp->out, " amount=%s balance=%s\n", usd(rp, ev->amount, b1), usd(rp, ev->balance, b2));
+}
+
+/* The guarantee's totals at the end of the replay (aggregates of the
+ * replayed clearing, hg_clearing_guarantee). */
+static void guarantee_summary(const replay_t *rp, FILE *o) {
+  hg_clearing_guarantee_t g;
+  hg_clearing_guarantee(hg_exchange_clearing(rp->ex), &g);
+  char b[6][HGCTL_FMT_LEN];
+  fprintf(o,
+          "guarantee call_changes=%" PRIu64 " liquidation_fills=%" PRIu64 " called=%" PRIu32
+          " liquidating=%" PRIu32 " fund=%s fund_deposits=%s liquidation_fees=%s fund_used=%s"
+          " socialized=%s uncovered=%s bankruptcies=%" PRIu64 "\n",
+          rp->call_lines, rp->liq_fills, g.called, g.liquidating, usd(rp, g.fund, b[0]),
+          usd(rp, g.fund_deposits, b[1]), usd(rp, g.liq_fees, b[2]), usd(rp, g.fund_used, b[3]),
+          usd(rp, g.socialized, b[4]), usd(rp, g.uncovered, b[5]), g.bankruptcies);
 }
 
 
@@ -194,6 +292,18 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
     if (rc != 0) rp->pos_err = rc;
     rp->fill_k++;
     if (rp->fills != NULL && rp->show) fill_row(rp, ev, buyer, seller);
+    if (ev->kind == HG_XBOOK_LIQUIDATION) {
+      rp->liq_fills++;
+      char b1[HGCTL_FMT_LEN];
+      if (rp->out)
+        fprintf(rp->out,
+                "liquidation seq=%" PRIu64 " trade_id=%" PRIu64 ".%" PRIu32 " account=%" PRIu32
+                " instrument=%" PRIu32 " side=%s qty=%" PRId64 " price=%s counterparty=%" PRIu32
+                "\n",
+                ev->seq, ev->seq, rp->fill_k, b->account, b->instrument_id,
+                b->side == HG_SIDE_BUY ? "buy" : "sell", q, px(rp, b->price, b1),
+                b->maker_account);
+    }
     if (rp->trades_of != 0 && (buyer == rp->trades_of || seller == rp->trades_of)) {
       /* a self-trade is two rows: one per side */
       for (int buy = 1; buy >= 0; buy--) {
@@ -241,11 +351,32 @@ static void replay_sink(void *ctx, const hg_exchange_event_t *ev) {
     break;
   case HG_XEV_CYCLE:
     rp->cycle = true;
+    calls_sweep(rp, ev->seq);
+    if (ev->margin > 0) {
+      rp->bankrupt_cycles++;
+      if (rp->out)
+        fprintf(rp->out, "bankruptcy seq=%" PRIu64 " day=%s accounts=%" PRId64 " fund_used=%s\n",
+                ev->seq, day, ev->margin, usd(rp, ev->price, b2));
+    }
     snprintf(rp->cycle_desc, sizeof rp->cycle_desc,
              "DAILY_SETTLEMENT day=%s vm_sum=%s vm_paid=%s vm_received=%s vm_entries=%" PRId64
              " orders_expired=%" PRId64,
              day, usd(rp, ev->amount, b1), usd(rp, ev->lo, b2), usd(rp, ev->hi, b3), ev->balance,
              ev->qty);
+    break;
+  case HG_XEV_MARGIN_CALL:
+    call_note(rp, ev);
+    break;
+  case HG_XEV_MARK_ROUND:
+    calls_sweep(rp, ev->seq);
+    if (rp->out && ev->qty > 0)
+      fprintf(rp->out,
+              "mark seq=%" PRIu64 " evaluated=%" PRId64 " called=%" PRId64 " liquidating=%" PRId64
+              " liquidation_orders=%" PRId64 " liquidation_fills=%" PRId64 " fund=%s\n",
+              ev->seq, ev->amount, ev->lo, ev->hi, ev->qty, ev->margin, usd(rp, ev->balance, b1));
+    break;
+  case HG_XEV_CASH:
+    cash_line(rp, ev);
     break;
   case HG_XEV_FIXING_MISSING:
     if (rp->out)
@@ -491,6 +622,8 @@ void hgctl_replay_dispose(replay_t *rp) {
   free(rp->wf_used);
   free(rp->syms);
   free(rp->trades);
+  free(rp->calls);
+  rp->calls = NULL;
   rp->syms = NULL;
   rp->trades = NULL;
   rp->ex = NULL;
@@ -638,6 +771,7 @@ int hgctl_replay_run(replay_t *rp, bool check_snap) {
   }
   if (bad) return HG_ECORRUPT;
   if (rp->out) fprintf(rp->out, "positions checked=%" PRIu64 " (fills agree with clearing)\n", checked);
+  if (rp->out) guarantee_summary(rp, rp->out);
   if (rp->snap == 1 && rp->stopped) {
     if (rp->out)
       fprintf(rp->out, "snapshot seq=%" PRIu64 " not compared: the replay stopped before it\n",
@@ -699,7 +833,18 @@ static void replay_usage(FILE *o) {
         "    expiry waits seq=S instrument=I day=D status=X   a fixing an expiry lacks\n"
         "    cycle seq=S <what> hash=H   after every settlement cycle (end of session,\n"
         "                                daily settlement, expiry)\n"
+        "    call seq=S account=A firm=F standing=called|liquidating call=X equity=E\n"
+        "         initial_margin=IM maintenance_margin=MM due_cycle=N   a call opened or\n"
+        "                                changed (the guarantee, settlement/CONTRACT.md\n"
+        "                                4.6); standing=good (cleared) when it ends\n"
+        "    liquidation seq=S trade_id=T account=A instrument=I side qty price\n"
+        "                counterparty=C    each liquidation fill\n"
+        "    mark seq=S ...              a mark round that sent liquidation orders\n"
+        "    cash seq=S kind=K account=A|fund amount=X balance=Y   each fund deposit,\n"
+        "                                liquidation fee, fund cover, loss share (4.7)\n"
+        "    bankruptcy seq=S day=D accounts=N fund_used=X   a cycle with bankruptcies\n"
         "    positions checked=N         positions from the fills equal the clearing's\n"
+        "    guarantee ...               calls, liquidations and the fund at the end\n"
         "    snapshot seq=S hash=H matches|MISMATCH   the newest snapshot in DIR/state\n"
         "    snapshot seq=S BAD (why)    it fails its checksum or header checks (a\n"
         "                                restart skips it and falls back)\n"
@@ -719,7 +864,8 @@ static void replay_usage(FILE *o) {
         "  --fills FILE   writes every fill: seq,trade_id (seq.k: the command's k-th\n"
         "                 fill),time_utc,instrument,symbol,price_usd,qty,aggressor (the\n"
         "                 taker's side, buy or sell),buyer,seller,\n"
-        "                 buyer_position,seller_position (positions after the fill);\n"
+        "                 buyer_position,seller_position (positions after the fill),\n"
+        "                 liquidated (the liquidated account of a liquidation fill);\n"
         "                 with --raw ts_ns and price_ticks instead\n"
         "  --fsp I=P      what-if: instrument I's final settlement paid at P USD per\n"
         "                 GPU-hour (ticks with --raw) instead, in the statements; the\n"
@@ -731,7 +877,9 @@ static void replay_usage(FILE *o) {
         "                 delivery month without a FINAL fixing fixes at USD; prints\n"
         "                 per contract the projected FSP, one line for the days filled\n"
         "                 and a row per account of its P&L to final settlement,\n"
-        "                 positions held; then the P&L per firm over all contracts\n"
+        "                 positions held; then the P&L per firm over all contracts,\n"
+        "                 and the accounts it would leave below zero with the\n"
+        "                 insurance fund's use and the share of the winners\n"
         "                 (USD; --raw: micro-USD, ticks).\n"
         "                 Nothing is applied: state, hashes and statements stay\n"
         "                 the journal's\n"
@@ -905,7 +1053,7 @@ int hgctl_replay(int argc, char **argv) {
       goto out;
     }
     fprintf(rp.fills, "seq,trade_id,%s,instrument,symbol,%s,qty,aggressor,buyer,seller,"
-                      "buyer_position,seller_position\n",
+                      "buyer_position,seller_position,liquidated\n",
             raw ? "ts_ns" : "time_utc", raw ? "price_ticks" : "price_usd");
   }
   /* A what-if state differs from the snapshot's by design: not compared. */

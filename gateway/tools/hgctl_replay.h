@@ -46,6 +46,15 @@ typedef struct trade {
 } trade_t;
 
 /* An instrument's symbol, kept after it is delisted or expires. */
+/* An account under a call or liquidating, as the replay last printed it. */
+typedef struct call_slot {
+  hg_account_t account;
+  uint8_t status;   /* hg_clr_standing_t */
+  bool seen;        /* named by the current mark round or cycle */
+  int64_t amount;   /* the call */
+  uint64_t due;     /* cycle count it is due at */
+} call_slot_t;
+
 typedef struct sym_slot {
   uint32_t id;
   char symbol[HG_SYMBOL_MAX + 1];
@@ -94,6 +103,13 @@ typedef struct replay {
 
   fsp_override_t *fsp;
   size_t n_fsp;
+
+  /* The clearing guarantee: the calls as last printed (a call line only
+   * when an account's standing or call changes), cleared when a mark round
+   * or cycle no longer names the account; what the replay saw. */
+  call_slot_t *calls;
+  size_t n_calls, cap_calls, call_hint;
+  uint64_t call_lines, liq_fills, bankrupt_cycles;
 
   /* What-if fixings of one index: rows of the fixings file (owned) and how
    * many journaled fixing commands of each row's day were rewritten. */

@@ -338,22 +338,48 @@ static const hgctl_col_t *position_cols(size_t *n) {
   static const hgctl_col_t usd[] = {
       {"account", 0}, {"instrument", 0}, {"symbol", 1}, {"net", 0}, {"bought", 0}, {"sold", 0},
       {"avg_price", 0}, {"settle_usd", 0}, {"pnl_usd", 0}, {"cash_usd", 0},
-      {"initial_margin_usd", 0}, {"excess_equity_usd", 0}};
+      {"initial_margin_usd", 0}, {"excess_equity_usd", 0}, {"standing", 1},
+      {"mark_equity_usd", 0}, {"maintenance_margin_usd", 0}, {"call_usd", 0},
+      {"call_due_cycle", 0}};
   static const hgctl_col_t raw[] = {
       {"account", 0}, {"instrument", 0}, {"symbol", 1}, {"net", 0}, {"bought", 0}, {"sold", 0},
       {"open_value", 0}, {"settle", 0}, {"pnl", 0}, {"cash", 0},
-      {"initial_margin", 0}, {"excess_equity", 0}};
+      {"initial_margin", 0}, {"excess_equity", 0}, {"standing", 1},
+      {"mark_equity", 0}, {"maintenance_margin", 0}, {"call", 0}, {"call_due_cycle", 0}};
   *n = sizeof usd / sizeof usd[0];
   return net_raw ? raw : usd;
 }
 
+/* The account's standing under the clearing guarantee (settlement/
+ * CONTRACT.md 4.6): good, called (reduce only until the call is met) or
+ * liquidating; NULL when the reply does not carry it (threads mode). */
+static const char *standing_name(const Hourglass__V1__Positions *p) {
+  if (!p->has_standing) return NULL;
+  switch (p->standing) {
+  case HOURGLASS__V1__STANDING__STANDING_GOOD: return "good";
+  case HOURGLASS__V1__STANDING__STANDING_CALLED: return "called";
+  case HOURGLASS__V1__STANDING__STANDING_LIQUIDATING: return "liquidating";
+  default: return "other";
+  }
+}
+
 static void table_positions(hgctl_table_t *t, const Hourglass__V1__Positions *p,
                             const syms_t *syms) {
-  char acct[16], inst[16], net[24], bought[24], sold[24], avg[HGCTL_FMT_LEN];
+  char acct[16], inst[16], net[24], bought[24], sold[24], avg[HGCTL_FMT_LEN], due[24];
   snprintf(acct, sizeof acct, "%u", p->account);
-  const char *cash = net_usd(p->cash);
-  const char *im = p->has_initial_margin ? net_usd(p->initial_margin) : NULL;
-  const char *ee = p->has_excess_equity ? net_usd(p->excess_equity) : NULL;
+  /* The account's figures, copied: the printed forms rotate through eight
+   * buffers and each row takes two more. */
+  char acc_s[6][HGCTL_FMT_LEN];
+  const int64_t acc_v[6] = {p->cash, p->initial_margin, p->excess_equity, p->mark_equity,
+                            p->maintenance_margin, p->call_amount};
+  for (int k = 0; k < 6; k++) snprintf(acc_s[k], sizeof acc_s[k], "%s", net_usd(acc_v[k]));
+  const char *cash = acc_s[0];
+  const char *im = p->has_initial_margin ? acc_s[1] : NULL;
+  const char *ee = p->has_excess_equity ? acc_s[2] : NULL;
+  const char *me = p->has_mark_equity ? acc_s[3] : NULL;
+  const char *mm = p->has_maintenance_margin ? acc_s[4] : NULL;
+  const char *call = p->has_call_amount ? acc_s[5] : NULL;
+  snprintf(due, sizeof due, "%" PRIu64, p->call_due_cycle);
   for (size_t i = 0; i < p->n_positions || (i == 0 && p->n_positions == 0); i++) {
     const Hourglass__V1__Position *x = p->n_positions ? p->positions[i] : NULL;
     if (x != NULL) {
@@ -373,7 +399,12 @@ static void table_positions(hgctl_table_t *t, const Hourglass__V1__Positions *p,
                        x && x->has_pnl ? net_usd(x->pnl) : NULL,
                        cash,
                        im,
-                       ee};
+                       ee,
+                       standing_name(p),
+                       me,
+                       mm,
+                       call,
+                       p->has_call_due_cycle ? due : NULL};
     hgctl_table_row(t, v);
   }
 }
@@ -403,6 +434,16 @@ static void print_positions(const Hourglass__V1__Positions *p, const syms_t *sym
     printf("initial margin %s %s (open orders %s), excess equity %s %s\n",
            net_usd(p->initial_margin), unit, net_usd(p->open_order_margin),
            net_usd(p->excess_equity), unit);
+  }
+  /* The guarantee's view at the last marks (settlement/CONTRACT.md 4.6). */
+  if (p->has_standing && p->has_mark_equity && p->has_maintenance_margin) {
+    const char *unit = net_raw ? "micro-USD" : "USD";
+    printf("standing %s: equity at the marks %s %s, maintenance margin %s %s", standing_name(p),
+           net_usd(p->mark_equity), unit, net_usd(p->maintenance_margin), unit);
+    if (p->standing != HOURGLASS__V1__STANDING__STANDING_GOOD && p->has_call_amount)
+      printf(", call %s %s due at daily cycle %" PRIu64, net_usd(p->call_amount), unit,
+             p->call_due_cycle);
+    printf("\n");
   }
 }
 

@@ -15,6 +15,10 @@
  *
  *   TV x (pos_prev x (FSP - last DSP) + FSP x sum q - sum q x p)
  *
+ * Then the guarantee under it (CONTRACT.md 4.7): the accounts whose cash
+ * would fall below zero, and what the insurance fund would pay and the
+ * winners share.
+ *
  * Nothing is applied to the exchange: the state, its hash and the
  * statements stay the journal's. Integer arithmetic only (128-bit sums).
  */
@@ -192,6 +196,37 @@ static void firm_totals(const replay_t *rp, const acct_list_t *accts, const __in
   fprintf(o, "  %-10s %18s\n", "total", money(total, raw, b));
 }
 
+/* The guarantee under the projection (settlement/CONTRACT.md 4.7): each
+ * account whose cash now plus its projected P&L is below zero would be
+ * bankrupt at final settlement; the fund covers the shortfall as far as it
+ * goes, the winners share the rest. Other contracts' P&L is not counted. */
+static void guarantee_use(const replay_t *rp, const acct_list_t *accts, const __int128 *pnl,
+                          bool raw, FILE *o) {
+  hg_clearing_guarantee_t g;
+  hg_clearing_guarantee(hgctl_replay_ledger(rp), &g);
+  char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN], b4[HGCTL_FMT_LEN];
+  fprintf(o, "what-if the guarantee at final settlement, cash now plus the P&L above (%s):\n",
+          raw ? "micro-USD" : "USD");
+  __int128 shortfall = 0;
+  size_t bankrupt = 0;
+  for (size_t k = 0; k < accts->n; k++) {
+    int64_t cash;
+    uint32_t firm;
+    if (hg_exchange_account(rp->ex, accts->id[k], &cash, &firm) != 0) continue;
+    __int128 after = (__int128)cash + pnl[k];
+    if (after >= 0) continue;
+    bankrupt++;
+    shortfall -= after;
+    fprintf(o, "  bankrupt account=%" PRIu32 " firm=%" PRIu32 " cash=%s pnl=%s shortfall=%s\n",
+            accts->id[k], firm, money(cash, raw, b1), money(pnl[k], raw, b2),
+            money(-after, raw, b3));
+  }
+  __int128 used = shortfall < g.fund ? shortfall : g.fund;
+  fprintf(o, "  bankrupt=%zu shortfall=%s fund=%s fund_used=%s socialized=%s\n", bankrupt,
+          money(shortfall, raw, b1), money(g.fund, raw, b2), money(used, raw, b3),
+          money(shortfall - used, raw, b4));
+}
+
 int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
   inst_list_t l = {.rp = rp};
   hg_exchange_foreach_instrument(rp->ex, pick_instrument, &l);
@@ -215,7 +250,10 @@ int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
     }
     done++;
   }
-  if (done > 0) firm_totals(rp, &accts, pnl, raw, o);
+  if (done > 0) {
+    firm_totals(rp, &accts, pnl, raw, o);
+    guarantee_use(rp, &accts, pnl, raw, o);
+  }
   free(pnl);
   free(accts.id);
   if (done == 0) {

@@ -135,6 +135,11 @@ static void daemon_serves_stops_and_recovers(void **state) {
   assert_non_null(
       strstr(m, "hourglass_instrument_trades_total{instrument=\"SYN.T.2099-12\",id=\"1\"} "));
   assert_non_null(strstr(m, "hourglass_snapshots_total "));
+  /* The clearing guarantee's figures, without accounts. */
+  assert_non_null(strstr(m, "# TYPE hourglass_insurance_fund_micro_usd gauge\n"
+                            "hourglass_insurance_fund_micro_usd "));
+  assert_non_null(strstr(m, "\nhourglass_bankruptcies_total "));
+  assert_non_null(strstr(m, "\nhourglass_socialized_loss_micro_usd_total "));
   assert_null(strstr(m, "account")); /* aggregates only */
   free(m);
   assert_int_equal(du_metric(r.port, "hourglass_journal_failed"), 0);

@@ -2,8 +2,9 @@
  * applied as the pipeline releases them: the day's open/high/low/volume
  * (starting again on a new UTC day), OHLC candles per interval in their
  * fixed rings (the oldest dropped), the settlement history (a re-run of a
- * day replaces it) and open interest summed from a cycle's VM events; and
- * what the API and the stream make of them. */
+ * day replaces it) and open interest summed from a cycle's VM events; the
+ * clearing guarantee's aggregates; and what the API and the stream make of
+ * them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -226,11 +227,94 @@ static void stream_sends_what_a_trade_changed(void **state) {
   hg_mdview_destroy(v);
 }
 
+static void clearing_event(hg_mdview_t *v, hg_exchange_event_t ev) {
+  ev.seq = ++g_seq;
+  ev.ts = at(0, 12, 0, 0);
+  apply(v, &ev);
+}
+
+/* The guarantee's aggregates from its events (engine/include/hourglass/
+ * exchange.h): a fund deposit of 100 USD; a mark round that called one
+ * account and liquidated another, whose slice filled and paid a 2 USD fee
+ * (one entry on the account, one on the fund); a daily cycle that called
+ * two accounts, had 1 bankruptcy, paid 30 USD from the fund and charged 5
+ * USD to a winner (SOCIALIZED entries: - on the winner, + on the bankrupt,
+ * which is not counted). /api/v1/clearing says the same, without accounts. */
+static void clearing_aggregates(void **state) {
+  (void)state;
+  hg_mdview_t *v = market_fixture();
+  assert_non_null(v);
+  hg_md_clearing_t g;
+  hg_mdview_clearing(v, &g);
+  assert_int_equal(g.fund, 0);
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_FUND_DEPOSIT,
+                                          .amount = 100000000, .balance = 100000000});
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_MARGIN_CALL, .account = 4001,
+                                          .status = HG_CLR_CALLED});
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_MARGIN_CALL, .account = 4002,
+                                          .status = HG_CLR_LIQUIDATING});
+  hg_exchange_event_t f = {.type = HG_XEV_BOOK, .kind = HG_XBOOK_LIQUIDATION, .instrument_id = 1};
+  f.book.type = HG_EV_FILL;
+  f.book.instrument_id = 1;
+  f.book.price = 3400;
+  f.book.qty = 1;
+  clearing_event(v, f);
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_LIQ_FEE,
+                                          .account = 4002, .instrument_id = 1,
+                                          .amount = -2000000, .balance = 5000000});
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_LIQ_FEE,
+                                          .instrument_id = 1, .amount = 2000000,
+                                          .balance = 102000000});
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_MARK_ROUND, .amount = 5, .lo = 1,
+                                          .hi = 0, .qty = 1, .margin = 1,
+                                          .balance = 102000000});
+  hg_mdview_clearing(v, &g);
+  assert_int_equal(g.fund, 102000000);
+  assert_int_equal(g.fund_deposits, 100000000);
+  assert_int_equal(g.liq_fees, 2000000);
+  assert_int_equal(g.called, 1);
+  assert_int_equal(g.liquidating, 0);
+  assert_int_equal(g.liquidation_fills, 1);
+  assert_int_equal(g.mark_rounds, 1);
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_FUND_COVER,
+                                          .amount = -30000000, .balance = 72000000});
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_FUND_COVER,
+                                          .account = 4003, .amount = 30000000});
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_SOCIALIZED,
+                                          .account = 4004, .amount = -5000000});
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_SOCIALIZED,
+                                          .account = 4003, .amount = 5000000});
+  for (uint32_t a = 4001; a <= 4002; a++)
+    clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_MARGIN_CALL, .account = a,
+                                            .status = HG_CLR_CALLED});
+  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CYCLE, .margin = 1,
+                                          .price = 30000000});
+  hg_mdview_clearing(v, &g);
+  assert_int_equal(g.fund, 72000000);
+  assert_int_equal(g.fund_used, 30000000);
+  assert_int_equal(g.socialized, 5000000);
+  assert_int_equal(g.bankruptcies, 1);
+  assert_int_equal(g.called, 2);
+  assert_int_equal(g.liquidating, 0);
+  hg_http_response_t r = {200, NULL, {0}};
+  hg_market_api(v, "/api/v1/clearing", "", &r);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.body.p,
+                      "{\"insurance_fund_micro_usd\":72000000,\"fund_deposits_micro_usd\":100000000,"
+                      "\"liquidation_fees_micro_usd\":2000000,\"fund_used_micro_usd\":30000000,"
+                      "\"socialized_micro_usd\":5000000,\"bankruptcies\":1,\"accounts_called\":2,"
+                      "\"accounts_liquidating\":0,\"liquidation_fills\":1,\"mark_rounds\":1}\n");
+  assert_null(strstr(r.body.p, "4001"));
+  hg_sbuf_free(&r.body);
+  hg_mdview_destroy(v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(day_figures_and_candles),
       cmocka_unit_test(settlements_and_open_interest),
       cmocka_unit_test(stream_sends_what_a_trade_changed),
+      cmocka_unit_test(clearing_aggregates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

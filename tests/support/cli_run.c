@@ -41,3 +41,14 @@ int cli_run(const char *bin, const char *args, const char *redirect, char **out)
 void cli_expect(const char *hay, const char *needle) {
   if (strstr(hay, needle) == NULL) fail_msg("missing '%s' in:\n%s", needle, hay);
 }
+
+char *cli_slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) fail_msg("cannot open %s", path);
+  char *b = calloc(1, 1 << 20);
+  assert_non_null(b);
+  size_t n = fread(b, 1, (1 << 20) - 1, f);
+  b[n] = '\0';
+  fclose(f);
+  return b;
+}

@@ -23,4 +23,8 @@ int cli_run(const char *bin, const char *args, const char *redirect, char **out)
 /* Fails the test, showing hay, unless needle occurs in it. */
 void cli_expect(const char *hay, const char *needle);
 
+/* The first MiB of file path, NUL-terminated, malloc'd (the caller frees
+ * it); fails the test when it cannot be read. */
+char *cli_slurp(const char *path);
+
 #endif /* HOURGLASS_TESTS_CLI_RUN_H */

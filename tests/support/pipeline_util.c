@@ -112,3 +112,19 @@ int util_run_cmdgen(hg_pipeline_t *p, uint64_t from, uint64_t to, uint64_t seed)
   }
   return 0;
 }
+
+int util_submit_wait(hg_pipeline_t *p, const hg_command_t *c, uint64_t *submitted,
+                     uint64_t *done) {
+  int rc;
+  while ((rc = hg_pipeline_submit(p, *submitted, c)) == HG_EBUSY) {
+  }
+  if (rc != 0) return rc;
+  (*submitted)++;
+  while (*done < *submitted) {
+    hg_pipe_out_t out[64];
+    size_t n = hg_pipeline_poll(p, out, 64);
+    for (size_t i = 0; i < n; i++) *done += out[i].kind == HG_PIPE_DONE;
+    if (n == 0 && (rc = hg_pipeline_wait(p, 5000000000ll)) != 0) return rc;
+  }
+  return 0;
+}

@@ -51,6 +51,13 @@ const hg_clearing_config_t *util_no_risk(void);
  * book orders, small rings and 4 MiB journal segments), logging to log. */
 void util_config(hg_pipeline_config_t *cfg, const char *dir, util_log_t *log);
 
+/* Submits c with origin *submitted (then incremented), waiting while the
+ * inbound ring is full, and polls until *done (DONE records counted) has
+ * caught up, so that a clock the caller sets next is not read for c. 0, or
+ * the error of submit or wait (-ETIMEDOUT after 5 s without output). */
+int util_submit_wait(hg_pipeline_t *p, const hg_command_t *c, uint64_t *submitted,
+                     uint64_t *done);
+
 /* Submits commands [from, to) of cmdgen's stream with seed (origin = the
  * index), polling the output while the inbound ring is full, then waits
  * until seq `to` is released. For a pipeline whose last seq is `from`, so

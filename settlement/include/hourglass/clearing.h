@@ -738,6 +738,10 @@ int hg_clearing_conserved(const hg_clearing_t *c);
  * truncated (buf may be NULL with cap 0 to size it). FILE variants return
  * -EIO on a write error. HG_ENOTFOUND (account).
  */
+/* The ledger kind's name as statements print it ("LIQ_FEE"); "UNKNOWN" if unknown.
+ * Static, any thread. */
+const char *hg_clearing_ledger_kind_str(uint32_t kind);
+
 int hg_clearing_statement_csv(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,
                               char *buf, size_t cap, size_t *len);
 int hg_clearing_statement_json(const hg_clearing_t *c, hg_account_t account, uint32_t instrument,

@@ -25,6 +25,8 @@
 #define OP2 2u
 #define TA 10u
 #define TB 11u
+#define RV1 20u /* risk viewer of firm 1 */
+#define RV2 21u /* risk viewer of firm 2 */
 #define ACC_A 100u
 #define ACC_B 200u
 #define TV 1000000 /* tick value per contract, micro-USD */
@@ -51,11 +53,12 @@ static const sres_t *await_result(hg_client_t *c, uint64_t seq) {
   }
 }
 
-/* c's own Positions reply (any number of positions); fails the test when
- * it has not arrived within 10 s, even while other frames keep coming. */
-static const Hourglass__V1__Positions *own_positions(hg_client_t *c) {
+/* The Positions reply to c's request for account acc (0: its own), any
+ * number of positions; fails the test when it has not arrived within 10 s,
+ * even while other frames keep coming. Valid until the next receive on c. */
+static const Hourglass__V1__Positions *positions_of(hg_client_t *c, uint32_t acc) {
   uint64_t seq = 0;
-  assert_int_equal(hg_client_positions(c, 0, &seq), 0);
+  assert_int_equal(hg_client_positions(c, acc, &seq), 0);
   double end = du_now() + 10;
   do {
     const env_t *e = NULL;
@@ -65,6 +68,8 @@ static const Hourglass__V1__Positions *own_positions(hg_client_t *c) {
   fail_msg("no Positions reply to request %" PRIu64 " within 10 s", seq);
   return NULL;
 }
+
+static const Hourglass__V1__Positions *own_positions(hg_client_t *c) { return positions_of(c, 0); }
 
 /* c's own position in instrument 1: settle price, P&L and open value. */
 static void expect_position(hg_client_t *c, int64_t settle, int64_t pnl, int64_t open_value) {
@@ -546,11 +551,177 @@ static void test_margin_in_positions(void **state) {
   ts_server_stop(&s);
 }
 
+/* The next FILL report on c (its own or its drop copy's); fails the test
+ * when none comes within 10 s. Valid until the next receive on c. */
+static const Hourglass__V1__ExecutionReport *await_fill(hg_client_t *c) {
+  double end = du_now() + 10;
+  do {
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(c, 5000, &e), 1);
+    if (e->body_case == BODY(EXECUTION_REPORT) &&
+        e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL)
+      return e->execution_report;
+  } while (du_now() < end);
+  fail_msg("no fill within 10 s");
+  return NULL;
+}
+
+/* A margin call as its account, its firm's risk viewer and another firm's
+ * risk viewer see it (settlement/CONTRACT.md 4.6; default clearing: IM
+ * 1500 bps, MM 7500 bps of IM, tick value 1 USD, call due one cycle on).
+ * A (120 USD) buys 1 at 500 from B; B then quotes 438 / 442, so the mark
+ * is their mid, 440. At the marks: E = 120 + (440 - 500) = 60 USD,
+ * IM_M = ceil(440 x 1,000,000 x 1500 / 10000) = 66 USD, MM = ceil(66 USD x
+ * 7500 / 10000) = 49.5 USD: MM <= E < IM_M, so A is called for 6 USD, due
+ * at daily cycle 1 (none has run). B (short 1 at 500) gains: good. A's
+ * risk-increasing buy is refused with MARGIN_CALL and those figures. Then
+ * a lower mark liquidates A (below). */
+static void test_call_in_positions(void **state) {
+  (void)state;
+  ch_clock_set(&g_now, ch_day("2027-01-15"), 12 * 3600);
+  hg_clearing_config_t clr;
+  hg_clearing_config_default(&clr);
+  ts_server_t s;
+  ts_server_options_t o = {.clock = ch_clock_read, .clock_ctx = &g_now, .clearing = &clr};
+  assert_int_equal(ts_server_create(&s, &o), 0);
+  assert_int_equal(ts_server_add_key(&s, OP, HG_ROLE_OPERATOR, 0, 0), 0);
+  assert_int_equal(ts_server_add_key(&s, TA, HG_ROLE_TRADER, ACC_A, 1), 0);
+  assert_int_equal(ts_server_add_key(&s, TB, HG_ROLE_TRADER, ACC_B, 2), 0);
+  assert_int_equal(ts_server_add_key(&s, RV1, HG_ROLE_RISK_VIEWER, 0, 1), 0);
+  assert_int_equal(ts_server_add_key(&s, RV2, HG_ROLE_RISK_VIEWER, 0, 2), 0);
+  assert_int_equal(ts_server_run(&s), 0);
+  bool loop = ts_pipe_mode(&o) == HG_PIPE_MODE_LOOP;
+  hg_client_t *op = login(&s, OP, 0);
+  uint64_t seq = 0;
+  assert_int_equal(ch_list_contract(op), 0);
+  const uint32_t acc[] = {ACC_A, ACC_B}, firm[] = {1, 2};
+  const int64_t cash[] = {120000000, 1000000000};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(hg_client_add_account(op, acc[i], firm[i], &seq), 0);
+    assert_int_equal(ch_response(op, seq), 0);
+    assert_int_equal(hg_client_cash(op, acc[i], cash[i], false, &seq), 0);
+    assert_int_equal(ch_response(op, seq), 0);
+  }
+  hg_client_t *ta = login(&s, TA, 0), *tb = login(&s, TB, 0);
+  assert_int_equal(ch_order(ta, HOURGLASS__V1__SIDE__SIDE_BUY, 500, 1, 1), 0);
+  hg_client_order_t ord = {.instrument_id = 1, .client_order_id = 2,
+                           .side = HOURGLASS__V1__SIDE__SIDE_SELL,
+                           .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                           .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_IOC, .has_price = true,
+                           .price = 500, .qty = 1};
+  assert_int_equal(hg_client_new_order(tb, &ord, &seq), 0);
+  assert_int_equal(await_fill(tb)->qty, 1);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_BUY, 438, 1, 3), 0);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 442, 1, 4), 0);
+  const Hourglass__V1__Positions *p = own_positions(ta);
+  assert_int_equal(p->has_standing, loop);
+  if (loop) assert_int_equal(p->standing, HOURGLASS__V1__STANDING__STANDING_GOOD);
+  assert_int_equal(hg_client_mark(op, &seq), 0);
+  assert_int_equal(ok_result(op, seq), 0);
+
+  p = own_positions(ta);
+  assert_int_equal(p->has_standing, loop);
+  if (loop) {
+    assert_int_equal(p->standing, HOURGLASS__V1__STANDING__STANDING_CALLED);
+    assert_int_equal(p->mark_equity, 60000000);
+    assert_int_equal(p->maintenance_margin, 49500000);
+    assert_int_equal(p->call_amount, 6000000);
+    assert_int_equal(p->call_due_cycle, 1);
+  }
+  p = own_positions(tb);
+  if (loop) {
+    assert_int_equal(p->standing, HOURGLASS__V1__STANDING__STANDING_GOOD);
+    assert_int_equal(p->call_amount, 0);
+    assert_int_equal(p->call_due_cycle, 0);
+  }
+  /* Firm 1's risk viewer sees A's call; firm 2's cannot see A at all. */
+  hg_client_t *rv1 = login(&s, RV1, 0), *rv2 = login(&s, RV2, 0);
+  p = positions_of(rv1, ACC_A);
+  assert_int_equal(p->reason, 0);
+  assert_int_equal(p->account, ACC_A);
+  if (loop) {
+    assert_int_equal(p->standing, HOURGLASS__V1__STANDING__STANDING_CALLED);
+    assert_int_equal(p->call_amount, 6000000);
+  }
+  p = positions_of(rv2, ACC_A);
+  assert_int_equal(p->reason, HOURGLASS__V1__REJECT_REASON__REJ_UNKNOWN_ACCOUNT);
+  assert_int_equal(p->account, 0);
+  assert_false(p->has_standing);
+  assert_false(p->has_call_amount);
+  assert_false(p->has_mark_equity);
+  p = positions_of(rv2, 0); /* its firm's list: B only */
+  assert_int_equal(p->n_firm_accounts, 1);
+  assert_int_equal(p->firm_accounts[0], ACC_B);
+
+  /* A's buy would add risk: MARGIN_CALL with the figures at the marks. */
+  ord = (hg_client_order_t){.instrument_id = 1, .client_order_id = 5,
+                            .side = HOURGLASS__V1__SIDE__SIDE_BUY,
+                            .type = HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT,
+                            .tif = HOURGLASS__V1__TIME_IN_FORCE__TIF_GTC, .has_price = true,
+                            .price = 430, .qty = 1};
+  assert_int_equal(hg_client_new_order(ta, &ord, &seq), 0);
+  double end = du_now() + 10;
+  for (;;) {
+    if (du_now() > end) fail_msg("no answer to A's buy (request %" PRIu64 ") within 10 s", seq);
+    const env_t *e = NULL;
+    assert_int_equal(hg_client_recv(ta, 5000, &e), 1);
+    if (e->body_case != BODY(EXECUTION_REPORT) || e->execution_report->ref_seq != seq) continue;
+    const Hourglass__V1__ExecutionReport *er = e->execution_report;
+    assert_int_equal(er->exec_type, HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED);
+    assert_int_equal(er->reason, HOURGLASS__V1__REJECT_REASON__REJ_RISK_MARGIN_CALL);
+    assert_int_equal(er->risk_equity, 60000000);
+    assert_int_equal(er->risk_initial_margin, 66000000);
+    assert_int_equal(er->risk_high, 6000000);
+    break;
+  }
+
+  /* Liquidation, seen in the drop copies: B requotes 400 / 402, the mark
+   * is 401, A's E = 120 - 99 = 21 USD < MM = ceil(60.15 x 0.75) = 45.1125
+   * USD. The slice sells 1 (limit ceil(401 x 0.8) = 321) into B's bid at
+   * 400: a fill flagged liquidation in A's report and in firm 1's drop
+   * copy (account A); firm 2's drop copy has only B's side. */
+  assert_int_equal(hg_client_drop_copy(rv1, &seq), 0);
+  assert_int_equal(ch_response(rv1, seq), 0);
+  assert_int_equal(hg_client_drop_copy(rv2, &seq), 0);
+  assert_int_equal(ch_response(rv2, seq), 0);
+  assert_int_equal(hg_client_mass_cancel(tb, 0, HOURGLASS__V1__SIDE_FILTER__SIDES_BOTH, &seq), 0);
+  assert_int_equal(ch_response(tb, seq), 0);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_BUY, 400, 1, 6), 0);
+  assert_int_equal(ch_order(tb, HOURGLASS__V1__SIDE__SIDE_SELL, 402, 1, 7), 0);
+  assert_int_equal(hg_client_mark(op, &seq), 0);
+  assert_int_equal(ok_result(op, seq), 0);
+  const Hourglass__V1__ExecutionReport *fill = await_fill(ta);
+  assert_true(fill->liquidation);
+  assert_false(fill->drop_copy);
+  assert_false(fill->has_ref_seq); /* no request of A's: the operator's MARK */
+  assert_int_equal(fill->side, HOURGLASS__V1__SIDE__SIDE_SELL);
+  assert_int_equal(fill->price, 400);
+  assert_int_equal(fill->qty, 1);
+  fill = await_fill(rv1);
+  assert_true(fill->liquidation);
+  assert_true(fill->drop_copy);
+  assert_int_equal(fill->account, ACC_A);
+  fill = await_fill(rv2);
+  assert_true(fill->drop_copy);
+  assert_int_equal(fill->account, ACC_B);
+  assert_true(fill->maker);
+  p = own_positions(ta);
+  assert_int_equal(p->positions[0]->net_qty, 0);
+  if (loop) assert_int_equal(p->standing, HOURGLASS__V1__STANDING__STANDING_GOOD);
+  hg_client_t *cl[] = {ta, tb, rv1, rv2, op};
+  for (size_t i = 0; i < sizeof cl / sizeof cl[0]; i++) {
+    hg_client_logout(cl[i], 1000);
+    hg_client_destroy(cl[i]);
+  }
+  ts_server_stop(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_settlement_through_gateway),
       cmocka_unit_test(test_reference_in_instrument_info),
       cmocka_unit_test(test_margin_in_positions),
+      cmocka_unit_test(test_call_in_positions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,6 +198,19 @@ static void test_before_login(void **state) {
   assert_int_equal(t, TERM(UNKNOWN_MESSAGE));
 }
 
+/* Every client request of the Envelope is a known client-to-server
+ * application message, the operator's MARK and FUND_DEPOSIT (70, 71)
+ * included. */
+static void test_client_requests_known(void **state) {
+  (void)state;
+  const uint32_t req[] = {BODY(NEW_ORDER), BODY(STATEMENT_REQUEST), BODY(CLUSTER_REQUEST),
+                          BODY(MARK), BODY(FUND_DEPOSIT)};
+  for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
+    assert_int_equal(hg_wire_body_from_client(req[i]), 1);
+    assert_true(hg_wire_body_is_request(req[i]));
+  }
+}
+
 static void test_sequencing(void **state) {
   (void)state;
   hg_session_t s;
@@ -312,6 +325,7 @@ static void test_timers(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_client_requests_known),
       cmocka_unit_test(test_throttle),     cmocka_unit_test(test_login_verify),
       cmocka_unit_test(test_key_record),   cmocka_unit_test(test_before_login),
       cmocka_unit_test(test_sequencing),   cmocka_unit_test(test_timers),

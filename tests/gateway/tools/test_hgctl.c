@@ -204,6 +204,10 @@ static void test_follow_sees_a_fill(void **state) {
    * runs the exchange (loop mode). */
   assert_int_equal(strstr(o.text, "initial margin 0.00 USD (open orders 0.00), excess equity ") != NULL,
                    ts_pipe_mode(NULL) == HG_PIPE_MODE_LOOP);
+  /* No mark round has run: good standing, no call line. */
+  assert_int_equal(strstr(o.text, "standing good: equity at the marks ") != NULL,
+                   ts_pipe_mode(NULL) == HG_PIPE_MODE_LOOP);
+  assert_null(strstr(o.text, " due at daily cycle "));
   RUN(&o, "positions", "--raw");
   assert_non_null(strstr(o.text, "        1800        500     -300000000\n"));
   RUN(&o, "order", "mass-cancel");
@@ -284,10 +288,14 @@ static void test_risk_viewer_positions_whole_firm(void **state) {
    * positions as one row with the contract columns empty. */
   RUN_AS(&o, RV, "positions", "--format", "csv");
   assert_int_equal(o.status, 0);
-  assert_true(strncmp(o.text,
-                      "account,instrument,symbol,net,bought,sold,avg_price,settle_usd,pnl_usd,"
-                      "cash_usd,initial_margin_usd,excess_equity_usd\n", 114) == 0);
+  const char *hdr = "account,instrument,symbol,net,bought,sold,avg_price,settle_usd,pnl_usd,"
+                    "cash_usd,initial_margin_usd,excess_equity_usd,standing,mark_equity_usd,"
+                    "maintenance_margin_usd,call_usd,call_due_cycle\n";
+  assert_true(strncmp(o.text, hdr, strlen(hdr)) == 0);
   assert_non_null(strstr(o.text, "\n150,,,,,,,,,0.00,"));
+  /* The standing columns: good, no call (loop mode; empty otherwise). */
+  if (ts_pipe_mode(NULL) == HG_PIPE_MODE_LOOP)
+    assert_non_null(strstr(o.text, ",good,0.00,0.00,0.00,0\n"));
   assert_non_null(strstr(o.text, "\n100,"));
   assert_null(strstr(o.text, "\n200,"));
   RUN_AS(&o, RV, "positions", "--format", "json", "--account", "150");
@@ -489,7 +497,8 @@ static void test_prices_in_usd(void **state) {
   RUN(&o, "executions", "--last", "1", "--format", "csv");
   assert_int_equal(o.status, 0);
   assert_true(strncmp(o.text, "exec_type,seq,instrument,symbol,order_id,clordid,side,price_usd,"
-                              "qty,leaves,maker,reason,account,time_utc\nNEW,", 96) == 0);
+                              "qty,leaves,maker,reason,account,time_utc,liquidation\nNEW,",
+                      121) == 0);
   assert_non_null(strstr(o.text, ",1,B200.A.2027-01,"));
   assert_non_null(strstr(o.text, ",buy,0.550,1,1,,,,"));
   /* --last counts the stream's frames, and the table's symbol lookup
@@ -499,6 +508,7 @@ static void test_prices_in_usd(void **state) {
   assert_non_null(strstr(o.text, "[{\"exec_type\":\"NEW\","));
   assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,\"qty\":1,\"leaves\":1,"
                                   "\"maker\":null,\"reason\":null,\"account\":null,\"time_utc\":\""));
+  assert_non_null(strstr(o.text, "\"liquidation\":null}"));
   RUN(&o, "positions");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, " USD\n"));

@@ -80,16 +80,7 @@ static uint64_t fake_clock(void *ctx) {
 /* Submits one command and waits until it is processed, so that the clock
  * the test sets next cannot be read for it. */
 static void submit(hg_pipeline_t *p, hg_command_t *c) {
-  int rc;
-  while ((rc = hg_pipeline_submit(p, submitted, c)) == HG_EBUSY) assert_true(1);
-  assert_int_equal(rc, 0);
-  submitted++;
-  while (done < submitted) {
-    hg_pipe_out_t out[64];
-    size_t n = hg_pipeline_poll(p, out, 64);
-    for (size_t i = 0; i < n; i++) done += out[i].kind == HG_PIPE_DONE;
-    if (n == 0) assert_int_equal(hg_pipeline_wait(p, 5000000000ll), 0);
-  }
+  assert_int_equal(util_submit_wait(p, c, &submitted, &done), 0);
 }
 
 static void order(hg_pipeline_t *p, uint32_t acct, int side, int64_t price, int64_t qty) {
@@ -273,16 +264,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) fail_msg("cannot open %s", path);
-  char *b = calloc(1, 1 << 20);
-  assert_non_null(b);
-  size_t n = fread(b, 1, (1 << 20) - 1, f);
-  b[n] = '\0';
-  fclose(f);
-  return b;
-}
 
 static void replay_hashes_and_snapshot(void **state) {
   (void)state;
@@ -438,24 +419,24 @@ static void statement_and_fills(void **state) {
   snprintf(args, sizeof args, "replay --quiet --data %s " CAPS " --fills %s", dir, fills);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   free(o);
-  o = slurp(fills);
+  o = cli_slurp(fills);
   /* UTC times (the sequencer's clock: the time set, +1 ns per command
    * stamped since), USD, and the aggressor: the side of the order that
    * arrived and took liquidity. */
   assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
-                         "buyer_position,seller_position\n"
-                         "12,12.1,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4\n"
-                         "15,15.1,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2\n"
-                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n"
-                         "85,85.1,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1\n");
+                         "buyer_position,seller_position,liquidated\n"
+                         "12,12.1,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4,\n"
+                         "15,15.1,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2,\n"
+                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5,\n"
+                         "85,85.1,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1,\n");
   free(o);
   snprintf(args, sizeof args, "replay --quiet --raw --data %s " CAPS " --fills %s", dir, fills);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
   cli_expect(o, "verdict: OK\n"); /* --quiet keeps the verdict */
   free(o);
-  o = slurp(fills);
+  o = cli_slurp(fills);
   cli_expect(o, "seq,trade_id,ts_ns,instrument,symbol,price_ticks,qty,aggressor,");
-  cli_expect(o, "\n15,15.1,1806422220000000000,1,B200.A.2027-03,3020,2,buy,4,3,2,-2\n");
+  cli_expect(o, "\n15,15.1,1806422220000000000,1,B200.A.2027-03,3020,2,buy,4,3,2,-2,\n");
   free(o);
   remove(fills);
 }
@@ -475,10 +456,10 @@ static void replay_one_day(void **state) {
   cli_expect(o, "stopped at the end of 2027-03-31");
   cli_expect(o, "verdict: OK\n");
   free(o);
-  o = slurp(fills);
+  o = cli_slurp(fills);
   assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
-                         "buyer_position,seller_position\n"
-                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5\n");
+                         "buyer_position,seller_position,liquidated\n"
+                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5,\n");
   free(o);
   remove(fills);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --until 2027-03-30", dir);
@@ -619,14 +600,14 @@ static void statements_written_and_compared(void **state) {
   free(o);
   /* The replay's files are the statement command's output byte for byte. */
   snprintf(path, sizeof path, "%s/account-2.csv", rec);
-  char *file = slurp(path);
+  char *file = cli_slurp(path);
   snprintf(args, sizeof args, "statement --data %s " CAPS " --account 2", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
   assert_string_equal(file, o);
   free(o);
   free(file);
   snprintf(path, sizeof path, "%s/account-3-instrument-1.json", rec);
-  file = slurp(path);
+  file = cli_slurp(path);
   snprintf(args, sizeof args,
            "statement --data %s " CAPS " --account 3 --instrument 1 --format json", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
@@ -693,16 +674,16 @@ static void whatif_changes_statements_not_data(void **state) {
   cli_expect(o, want);
   free(o);
   snprintf(path, sizeof path, "%s/account-1-instrument-1.csv", w);
-  file = slurp(path);
+  file = cli_slurp(path);
   cli_expect(file, ",1,1,FINAL,384000000,1000400000000,3100,4\n");
   free(file);
   snprintf(path, sizeof path, "%s/account-4.csv", w);
-  file = slurp(path);
+  file = cli_slurp(path);
   cli_expect(file, ",4,1,FINAL,192000000,1000160000000,3100,2\n");
   cli_expect(file, ",4,,DEPOSIT,5000000,1000165000000,0,0\n");
   free(file);
   snprintf(path, sizeof path, "%s/account-3.json", w);
-  file = slurp(path);
+  file = cli_slurp(path);
   cli_expect(file,
              "\"kind\":\"FINAL\",\"amount\":-480000000,\"balance\":999600000000,\"price\":3100");
   free(file);
@@ -728,7 +709,7 @@ static void whatif_changes_statements_not_data(void **state) {
   assert_null(strstr(o, want)); /* another state */
   free(o);
   snprintf(path, sizeof path, "%s/account-1.csv", w);
-  file = slurp(path);
+  file = cli_slurp(path);
   cli_expect(file, ",1,1,FINAL,-16000000,1000000000000,3000,4\n");
   free(file);
 
@@ -741,7 +722,7 @@ static void whatif_changes_statements_not_data(void **state) {
   assert_null(strstr(o, "EXPIRE instrument=1"));
   free(o);
   snprintf(path, sizeof path, "%s/account-1.csv", w);
-  file = slurp(path);
+  file = cli_slurp(path);
   assert_null(strstr(file, "FINAL"));
   free(file);
 

@@ -91,7 +91,7 @@ static void dsp_recomputed_from_fills(void **state) {
   char line[512];
   assert_non_null(fgets(line, sizeof line, f));
   assert_string_equal(line, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,"
-                            "buyer,seller,buyer_position,seller_position\n");
+                            "buyer,seller,buyer_position,seller_position,liquidated\n");
   /* Per day of February and March ([month - 2][day]), the window's sum of
    * qty and of qty x price. */
   int64_t q[2][32] = {{0}}, qp[2][32] = {{0}};
