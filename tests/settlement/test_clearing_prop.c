@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "../support/test_gen.h"
+
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
 
@@ -31,17 +33,6 @@
 #define D0 20500u
 
 static unsigned g_seeds = 20;
-static uint64_t rng;
-
-static uint64_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-static int64_t rnd(int64_t lo, int64_t hi) { /* inclusive */
-  return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1));
-}
 
 typedef struct mfill {
   int acct;
@@ -261,33 +252,16 @@ static void do_final(hg_clearing_t *c, int i, uint64_t seq) {
   m.settled[i] = 1;
 }
 
-typedef struct blob {
-  unsigned char *p;
-  size_t len, cap;
-} blob_t;
-
-static int blob_write(void *ctx, const void *data, size_t len) {
-  blob_t *b = ctx;
-  if (b->len + len > b->cap) {
-    b->cap = (b->len + len) * 2;
-    b->p = realloc(b->p, b->cap);
-    assert_non_null(b->p);
-  }
-  memcpy(b->p + b->len, data, len);
-  b->len += len;
-  return 0;
-}
-
 /* Replaces c by a copy restored from its snapshot, after checking that the
  * copy serializes to the same bytes. */
 static hg_clearing_t *swap_for_restored(hg_clearing_t *c) {
-  blob_t b1 = {0}, b2 = {0};
-  assert_int_equal(hg_clearing_serialize(c, blob_write, &b1), 0);
+  buf_t b1 = {0}, b2 = {0};
+  assert_int_equal(hg_clearing_serialize(c, put, &b1), 0);
   hg_clearing_t *r = NULL;
-  assert_int_equal(hg_clearing_restore(b1.p, b1.len, &r), 0);
-  assert_int_equal(hg_clearing_serialize(r, blob_write, &b2), 0);
-  assert_int_equal(b1.len, b2.len);
-  assert_memory_equal(b1.p, b2.p, b1.len);
+  assert_int_equal(hg_clearing_restore(b1.p, b1.n, &r), 0);
+  assert_int_equal(hg_clearing_serialize(r, put, &b2), 0);
+  assert_int_equal(b1.n, b2.n);
+  assert_memory_equal(b1.p, b2.p, b1.n);
   free(b1.p);
   free(b2.p);
   hg_clearing_destroy(c);

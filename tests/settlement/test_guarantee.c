@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "../support/test_gen.h"
+
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
 
@@ -435,22 +437,6 @@ static void uncovered_rest_stays_negative(void **state) {
 }
 
 /* ---- snapshot ---- */
-typedef struct buf {
-  unsigned char *p;
-  size_t n, cap;
-} buf_t;
-
-static int put(void *ctx, const void *d, size_t len) {
-  buf_t *b = ctx;
-  if (b->n + len > b->cap) {
-    b->cap = (b->n + len) * 2;
-    b->p = realloc(b->p, b->cap);
-    assert_non_null(b->p);
-  }
-  memcpy(b->p + b->n, d, len);
-  b->n += len;
-  return 0;
-}
 
 static void snapshot_round_trips_the_guarantee(void **state) {
   (void)state;

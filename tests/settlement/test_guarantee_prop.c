@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "../support/test_gen.h"
+
 #include "hourglass/clearing.h"
 #include "hourglass/error.h"
 
@@ -33,34 +35,7 @@
 #define NS 1000000000ull
 
 static unsigned g_seeds = 12;
-static uint64_t rng;
 
-static uint64_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-static int64_t rnd(int64_t lo, int64_t hi) {
-  return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1));
-}
-
-typedef struct buf {
-  unsigned char *p;
-  size_t n, cap;
-} buf_t;
-
-static int put(void *ctx, const void *d, size_t len) {
-  buf_t *b = ctx;
-  if (b->n + len > b->cap) {
-    b->cap = (b->n + len) * 2;
-    b->p = realloc(b->p, b->cap);
-    if (b->p == NULL) return -1;
-  }
-  memcpy(b->p + b->n, d, len);
-  b->n += len;
-  return 0;
-}
 
 static void snap(const hg_clearing_t *c, buf_t *b) {
   b->n = 0;
