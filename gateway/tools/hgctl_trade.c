@@ -560,172 +560,86 @@ int hgctl_executions(int argc, char **argv) {
 
 /* ----------------------------------------------------------------- orders */
 
-/* The protocol answers an order's status by id (OrderStatusRequest) and has
- * no "all open orders" request, so `hgctl orders` finds the candidates in
- * the key's own stream (retransmitted from seq 1, 1000 frames a request):
- * every order id of a NEW report, less those a CANCELLED or a FILL with
- * leaves 0 ended. Each remaining one is asked for its status, so what is
- * printed is live now. If the gateway no longer keeps the stream's start
- * (REJ_RETRANSMIT_EXPIRED), orders entered before the kept part are not
- * seen: hgctl says so and exits 1. */
-typedef struct order_ref {
-  uint64_t oid;
-  uint32_t instrument;
-} order_ref_t;
-
-static int cmp_oid(const void *a, const void *b) {
-  uint64_t x = ((const order_ref_t *)a)->oid, y = ((const order_ref_t *)b)->oid;
-  return x < y ? -1 : x > y;
-}
-
-static int push_ref(order_ref_t **v, size_t *n, size_t *cap, uint64_t oid, uint32_t inst) {
-  order_ref_t *nv = hg_grow(*v, cap, sizeof *nv, *n + 1, 256);
-  if (nv == NULL) return -ENOMEM;
-  *v = nv;
-  (*v)[(*n)++] = (order_ref_t){oid, inst};
-  return 0;
-}
-
-/* Reads the key's stream [from, next) into the new and ended order lists.
- * Returns 0 (with *expired set if the gateway no longer keeps its start),
- * or EXIT_FAIL after printing why. */
-static int scan_stream(const char *cmd, hg_client_t *c, uint64_t next, order_ref_t **nv,
-                       size_t *nn, size_t *ncap, order_ref_t **ev, size_t *en, size_t *ecap,
-                       bool *expired) {
-  uint64_t from = 1;
-  *expired = false;
-  while (from < next) {
-    uint32_t count = next - from > 1000 ? 1000 : (uint32_t)(next - from);
-    int rc = hg_client_retransmit(c, from, count);
-    if (rc != 0) {
-      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
-      return EXIT_FAIL;
-    }
-    uint32_t left = count + 1; /* the header, then count frames */
-    while (left > 0) {
-      const env_t *e = NULL;
-      int r = hg_client_recv(c, net_timeout_ms, &e);
-      if (r == -EINTR) continue;
-      if (r <= 0) {
-        fprintf(stderr, "hgctl %s: %s while reading the order history\n", cmd,
-                r == 0 ? "no reply" : hg_strerror(r));
-        return EXIT_FAIL;
-      }
-      if (e->body_case == BODY(TERMINATE)) {
-        fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
-                e->terminate->code);
-        return EXIT_FAIL;
-      }
-      if (e->body_case == BODY(RETRANSMISSION)) {
-        uint32_t why = e->retransmission->reason;
-        if (why == HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED) {
-          /* The start is gone: look for the oldest part still kept. */
-          *expired = true;
-          left = 0;
-          count = (uint32_t)((next - from + 1) / 2);
-          if (count == 0) count = 1;
-        } else if (why != 0) {
-          fprintf(stderr, "hgctl %s: order history not available (%s)\n", cmd, net_reject_name(why));
-          return EXIT_FAIL;
-        } else {
-          left = e->retransmission->count;
-          count = e->retransmission->count;
-        }
-        continue;
-      }
-      if (!e->has_seq || e->seq >= next) continue; /* live traffic */
-      left--;
-      if (e->body_case != BODY(EXECUTION_REPORT)) continue;
-      const Hourglass__V1__ExecutionReport *x = e->execution_report;
-      bool ended = x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED ||
-                   (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL && x->leaves == 0);
-      int pr = 0;
-      if (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW && x->order_id)
-        pr = push_ref(nv, nn, ncap, x->order_id, x->instrument_id);
-      else if (ended && x->order_id)
-        pr = push_ref(ev, en, ecap, x->order_id, x->instrument_id);
-      if (pr != 0) {
-        fprintf(stderr, "hgctl %s: out of memory\n", cmd);
-        return EXIT_FAIL;
-      }
-    }
-    if (count == 0) {
-      fprintf(stderr, "hgctl %s: the gateway resent no frame from seq %" PRIu64 "\n", cmd, from);
-      return EXIT_FAIL;
-    }
-    from += count;
-  }
-  return 0;
-}
+/* The live orders come from the gateway's own list (OpenOrdersRequest),
+ * page by page: nothing is replayed from the key's stream, so the answer
+ * does not depend on how much of it the gateway still keeps. */
+#define ORDERS_PAGE 1000u
 
 int hgctl_orders(int argc, char **argv) {
-  const char *cmd = "orders", *fmt_s = NULL;
-  const opt_t opts[] = {CONN_OPTS, {"format", &fmt_s, NULL}};
+  const char *cmd = "orders", *fmt_s = NULL, *account = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "orders [--format text|json|csv]   (this key's live orders: price, "
-                     "quantity, what is left)\n");
+                     "orders [--account N] [--format text|json|csv]\n"
+                     "  live orders (price, quantity, what is left), by account and order id:\n"
+                     "  traders and market makers the own account's; risk viewers every\n"
+                     "  account of the own firm, or the one --account names\n");
   hgctl_out_t fmt;
   if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
-  const hgctl_col_t cols[] = {{"order_id", 0}, {"symbol", 1}, {"side", 1},
+  int64_t acc = 0;
+  if (account && (rc = net_need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) return rc;
+  const hgctl_col_t cols[] = {{"account", 0}, {"order_id", 0}, {"symbol", 1}, {"side", 1},
                               {net_raw ? "price" : "price_usd", 0}, {"qty", 0}, {"leaves", 0},
                               {"group", 0}, {"clordid", 0}};
   hgctl_table_t t;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   static syms_t syms;
-  order_ref_t *nv = NULL, *ev = NULL;
-  size_t nn = 0, ncap = 0, en = 0, ecap = 0;
-  bool expired = false;
-  if ((rc = net_fetch_symbols(cmd, c, &syms)) == 0)
-    rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
-                     &ecap, &expired);
-  if (rc == 0) {
-    if (en > 1) qsort(ev, en, sizeof *ev, cmp_oid); /* ev is NULL when none ended */
+  if ((rc = net_fetch_symbols(cmd, c, &syms)) == 0) {
     if (fmt == HGCTL_OUT_TEXT)
-      printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
-             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name);
+      printf("%-8s %-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
+             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name,
+             cols[8].name);
     else hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
   }
-  for (size_t i = 0; rc == 0 && i < nn; i++) {
-    if (en > 0 && bsearch(&nv[i], ev, en, sizeof *ev, cmp_oid) != NULL) continue;
+  uint32_t from_acc = 0;
+  uint64_t from = 0;
+  while (rc == 0) {
     uint64_t seq = 0;
     const env_t *e = NULL;
-    if (hg_client_order_status(c, nv[i].instrument, nv[i].oid, &seq) != 0) {
+    if (hg_client_open_orders(c, (uint32_t)acc, 0, from_acc, from, ORDERS_PAGE, &seq) != 0) {
       fprintf(stderr, "hgctl %s: send failed\n", cmd);
       rc = EXIT_FAIL;
       break;
     }
     if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) break;
     rc = net_response_status(cmd, e);
-    if (rc != 0 || e->body_case != BODY(ORDER_STATUS)) {
+    if (rc != 0 || e->body_case != BODY(OPEN_ORDERS)) {
       if (rc == 0) rc = EXIT_FAIL;
       break;
     }
-    const Hourglass__V1__OrderStatus *st = e->order_status;
-    if (!st->live) continue;
-    char group[12] = "-", oid[24], qty[24], leaves[24], clid[24];
-    if (st->quote_group) snprintf(group, sizeof group, "%u", st->quote_group);
-    snprintf(oid, sizeof oid, "%" PRIu64, st->order_id);
-    snprintf(qty, sizeof qty, "%" PRId64, st->qty);
-    snprintf(leaves, sizeof leaves, "%" PRId64, st->leaves);
-    snprintf(clid, sizeof clid, "%" PRIu64, st->client_order_id);
-    const char *v[] = {oid,    net_symbol_of(&syms, st->instrument_id),
-                       st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
-                       net_px(st->price), qty, leaves, group, clid};
-    if (fmt == HGCTL_OUT_TEXT)
-      printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", v[0], v[1], v[2], v[3], v[4], v[5],
-             v[6], v[7]);
-    else hgctl_table_row(&t, v);
+    const Hourglass__V1__OpenOrders *m = e->open_orders;
+    if (m->reason != 0) {
+      fprintf(stderr, "hgctl %s: refused: %s (%u)%s\n", cmd, net_reject_name(m->reason),
+              m->reason,
+              m->reason == HOURGLASS__V1__REJECT_REASON__REJ_UNKNOWN_ACCOUNT
+                  ? ": not an account this key may see"
+                  : "");
+      rc = EXIT_FAIL;
+      break;
+    }
+    for (size_t i = 0; i < m->n_orders; i++) {
+      const Hourglass__V1__OpenOrder *o = m->orders[i];
+      char group[12] = "-", acct[12], oid[24], qty[24], leaves[24], clid[24];
+      if (o->quote_group) snprintf(group, sizeof group, "%u", o->quote_group);
+      snprintf(acct, sizeof acct, "%u", o->account);
+      snprintf(oid, sizeof oid, "%" PRIu64, o->order_id);
+      snprintf(qty, sizeof qty, "%" PRId64, o->qty);
+      snprintf(leaves, sizeof leaves, "%" PRId64, o->leaves);
+      snprintf(clid, sizeof clid, "%" PRIu64, o->client_order_id);
+      const char *v[] = {acct, oid, net_symbol_of(&syms, o->instrument_id),
+                         o->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
+                         net_px(o->price), qty, leaves, group, clid};
+      if (fmt == HGCTL_OUT_TEXT)
+        printf("%-8s %-12s %-20s %-4s %10s %10s %10s %-6s %s\n", v[0], v[1], v[2], v[3], v[4],
+               v[5], v[6], v[7], v[8]);
+      else hgctl_table_row(&t, v);
+    }
+    if (m->next_order_id == 0) break;
+    from_acc = m->next_account;
+    from = m->next_order_id;
   }
   if (rc == 0 && fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
   fflush(stdout);
-  if (rc == 0 && expired) {
-    fprintf(stderr, "hgctl %s: the gateway no longer keeps all of this key's history: orders "
-                    "entered in the part it dropped may be missing above\n", cmd);
-    rc = EXIT_FAIL;
-  }
-  free(nv);
-  free(ev);
   net_close_session(c);
   return rc;
 }

@@ -650,8 +650,9 @@ static void test_operator_instrument_option(void **state) {
   assert_non_null(strstr(o.text, "trading"));
 }
 
-/* hgctl orders: the key's live orders, found in its stream and confirmed
- * by their status; cancelled and filled ones are gone. */
+/* hgctl orders: the account's live orders from the gateway's list
+ * (OpenOrdersRequest); cancelled and filled ones are gone; a risk viewer
+ * sees its firm's, never another firm's. */
 static void test_orders_lists_live_orders(void **state) {
   (void)state;
   static hgctl_out_t o;
@@ -707,7 +708,9 @@ static void test_orders_lists_live_orders(void **state) {
   /* For scripts: the text's column names, a missing group empty or null. */
   RUN(&o, "orders", "--format", "csv");
   assert_int_equal(o.status, 0);
-  assert_true(strncmp(o.text, "order_id,symbol,side,price_usd,qty,leaves,group,clordid\n", 56) == 0);
+  assert_true(strncmp(o.text, "account,order_id,symbol,side,price_usd,qty,leaves,group,clordid\n",
+                      64) == 0);
+  assert_non_null(strstr(o.text, "\n100,"));
   assert_non_null(strstr(o.text, ",B200.A.2027-01,buy,0.450,2,2,,4501\n"));
   RUN(&o, "orders", "--format", "json");
   assert_int_equal(o.status, 0);
@@ -716,6 +719,19 @@ static void test_orders_lists_live_orders(void **state) {
   RUN(&o, "orders", "--format", "xml");
   assert_int_equal(o.status, 2);
   assert_non_null(strstr(o.err, "--format must be text, json or csv"));
+  /* The firm's risk viewer: the same order under ACC_A; ACC_B (firm 2)
+   * is refused like an account that does not exist. */
+  RUN_AS(&o, RV, "orders", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "\n100,"));
+  assert_non_null(strstr(o.text, ",B200.A.2027-01,buy,0.450,2,2,,4501\n"));
+  assert_null(strstr(o.text, "\n200,"));
+  RUN_AS(&o, RV, "orders", "--account", "200");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "not an account this key may see"));
+  RUN_AS(&o, RV, "orders", "--account", "999");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "not an account this key may see"));
   RUN(&o, "order", "mass-cancel");
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }
