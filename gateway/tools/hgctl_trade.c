@@ -886,19 +886,28 @@ int hgctl_quote(int argc, char **argv) {
       return EXIT_USAGE;
     }
   }
-  const char *group = NULL, *mmp_qty = NULL, *mmp_win = NULL;
+  const char *group = NULL, *mmp_qty = NULL, *mmp_win = NULL, *fmt_s = NULL;
   const opt_t opts[] = {CONN_OPTS, {"group", &group, NULL}, {"mmp-qty", &mmp_qty, NULL},
-                        {"mmp-window-ms", &mmp_win, NULL}};
+                        {"mmp-window-ms", &mmp_win, NULL}, {"format", &fmt_s, NULL}};
   const char *usage =
       "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]   (prices in USD)\n"
       "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
+      "            [--format text|json|csv]\n"
       "  one side only: SYMBOL:BIDQTY@BID/ (bids) or SYMBOL:/ASKQTY@ASK (offers)\n"
       "            prints the ACK, each side's report and QUOTED sides=N accepted=A\n"
       "            refused=R; exits 1 if any side or entry was refused\n"
+      "  json and csv: the quote's execution reports in the columns of `executions`,\n"
+      "  and a REJECTED row (symbol, reason) per entry the gateway refused\n"
       "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
   int rc = net_parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   int64_t g = 0, mq = 0, mw = 0;
-  if (rc || (rc = net_need_num(cmd, "group", group, 1, UINT32_MAX, &g)) ||
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
+  if (reset && fmt != HGCTL_OUT_TEXT) {
+    fprintf(stderr, "hgctl %s: prints one line, no table: leave out --format\n", cmd);
+    return EXIT_USAGE;
+  }
+  if ((rc = net_need_num(cmd, "group", group, 1, UINT32_MAX, &g)) ||
       (mmp_qty && (rc = net_need_num(cmd, "mmp-qty", mmp_qty, 1, INT64_MAX, &mq))) ||
       (mmp_win && (rc = net_need_num(cmd, "mmp-window-ms", mmp_win, 1, UINT32_MAX, &mw))))
     return rc;
@@ -919,6 +928,13 @@ int hgctl_quote(int argc, char **argv) {
   }
   Hourglass__V1__QuoteEntry q[QUOTES_MAX];
   const Hourglass__V1__QuoteEntry *qp[QUOTES_MAX];
+  static syms_t syms;
+  hgctl_table_t t;
+  memset(&t, 0, sizeof t); /* t.f stays NULL until the table starts */
+  size_t ncols = 0;
+  const hgctl_col_t *cols = net_exec_cols(&ncols);
+  if (fmt != HGCTL_OUT_TEXT && (rc = net_fetch_symbols(cmd, c, &syms)) == 0)
+    hgctl_table_start(&t, stdout, fmt, cols, ncols);
   for (int i = 0; i < nq && rc == 0; i++) {
     rc = parse_quote(cmd, c, quotes[i], &q[i]);
     qp[i] = &q[i];
@@ -945,7 +961,8 @@ int hgctl_quote(int argc, char **argv) {
       break;
     }
     if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->ref_seq == seq) {
-      net_print_exec(e);
+      if (fmt == HGCTL_OUT_TEXT) net_print_exec(e);
+      else net_table_exec(&t, e, &syms);
       accepted += e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW;
       refused += e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED;
       if (acked && accepted + refused >= sides) break;
@@ -954,13 +971,27 @@ int hgctl_quote(int argc, char **argv) {
       break;
     } else if (e->body_case == BODY(MASS_QUOTE_ACK) && e->mass_quote_ack->ref_seq == seq) {
       const Hourglass__V1__MassQuoteAck *a = e->mass_quote_ack;
-      printf("ACK group=%u reason=%s(%u) rejects=%zu\n", a->quote_group, net_reject_name(a->reason),
-             a->reason, a->n_rejects);
-      for (size_t k = 0; k < a->n_rejects; k++)
-        printf("REJECT quote=%s reason=%s(%u)\n", quotes[a->rejects[k]->index < (uint32_t)nq
-                                                             ? a->rejects[k]->index
-                                                             : 0],
-               net_reject_name(a->rejects[k]->reason), a->rejects[k]->reason);
+      if (fmt == HGCTL_OUT_TEXT)
+        printf("ACK group=%u reason=%s(%u) rejects=%zu\n", a->quote_group,
+               net_reject_name(a->reason), a->reason, a->n_rejects);
+      for (size_t k = 0; k < a->n_rejects; k++) {
+        uint32_t ix = a->rejects[k]->index < (uint32_t)nq ? a->rejects[k]->index : 0;
+        if (fmt == HGCTL_OUT_TEXT) {
+          printf("REJECT quote=%s reason=%s(%u)\n", quotes[ix],
+                 net_reject_name(a->rejects[k]->reason), a->rejects[k]->reason);
+          continue;
+        }
+        /* The gateway's refusal of an entry: no report, one row in the
+         * executions' columns (exec_type, instrument, symbol, reason). */
+        char inst[16];
+        snprintf(inst, sizeof inst, "%u", q[ix].instrument_id);
+        const char *v[16] = {NULL};
+        v[0] = "REJECTED";
+        v[2] = inst;
+        v[3] = net_symbol_of(&syms, q[ix].instrument_id);
+        v[11] = net_reject_name(a->rejects[k]->reason);
+        hgctl_table_row(&t, v);
+      }
       fflush(stdout);
       if (a->reason != 0) {
         fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, net_reject_name(a->reason), a->reason);
@@ -983,8 +1014,17 @@ int hgctl_quote(int argc, char **argv) {
     }
   }
   if (acked) {
-    net_print_followers(c, seq, 0, 200); /* fills that follow at once */
-    printf("QUOTED sides=%d accepted=%d refused=%d\n", sides, accepted, refused);
+    if (fmt == HGCTL_OUT_TEXT) {
+      net_print_followers(c, seq, 0, 200); /* fills that follow at once */
+    } else {
+      /* The same, as rows (net_print_followers prints lines). */
+      while (hg_client_recv(c, 200, &e) == 1)
+        if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->ref_seq == seq)
+          net_table_exec(&t, e, &syms);
+    }
+    /* A table keeps stdout for its rows: the summary goes to stderr. */
+    fprintf(fmt == HGCTL_OUT_TEXT ? stdout : stderr, "QUOTED sides=%d accepted=%d refused=%d\n",
+            sides, accepted, refused);
     fflush(stdout);
     if (refused > 0) {
       fprintf(stderr, "hgctl %s: %d of %d quoted sides refused (the REJECTED lines say why)\n",
@@ -992,6 +1032,8 @@ int hgctl_quote(int argc, char **argv) {
       rc = EXIT_FAIL;
     }
   }
+  /* The table stays valid JSON whatever ended the quote (errors: stderr). */
+  if (fmt != HGCTL_OUT_TEXT && t.f != NULL) hgctl_table_end(&t);
   net_close_session(c);
   return rc;
 }

@@ -372,6 +372,25 @@ static void test_quotes_and_drop_copy(void **state) {
   RUN(&o, "ladder", "2", "--once", "--depth", "1");
   assert_non_null(strstr(o.text, "| 0.620        1"));
   assert_null(strstr(o.text, "0.390"));
+  /* For scripts: the quote's reports in the columns of executions. */
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "b200.a.2027-02:/1@0.630", "--format", "csv");
+  if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "exec_type,seq,instrument,symbol,order_id,clordid,side,price_usd,qty,"
+                              "leaves,maker,reason,account,time_utc\n", 98) == 0);
+  assert_non_null(strstr(o.text, "\nNEW,"));
+  assert_non_null(strstr(o.text, ",2,B200.A.2027-02,"));
+  assert_non_null(strstr(o.text, ",sell,0.630,1,1,,,,"));
+  assert_null(strstr(o.text, "ACK "));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/1@0.620", "--format", "json");
+  assert_int_equal(o.status, 0);
+  assert_true(o.text[0] == '[');
+  assert_non_null(strstr(o.text, "{\"exec_type\":\"NEW\",\"seq\":"));
+  assert_non_null(strstr(o.text, "\"side\":\"sell\",\"price_usd\":0.620,\"qty\":1,"));
+  assert_non_null(strstr(o.text, "}]\n"));
+  RUN_AS(&o, MM, "quote", "reset", "--group", "7", "--format", "csv");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "leave out --format"));
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/");
   assert_int_equal(o.status, 2);
   assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
