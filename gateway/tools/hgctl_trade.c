@@ -462,6 +462,104 @@ int hgctl_positions(int argc, char **argv) {
   return rc;
 }
 
+/* Frames a history request asks for at once (the client's default
+ * retransmit_max). */
+#define HISTORY_CHUNK 1000u
+
+/* What read_history does with each execution report of the history. */
+typedef struct history {
+  uint64_t seqs[HISTORY_CHUNK]; /* scan: the reports' seqs in this chunk */
+  size_t n;
+  hgctl_out_t fmt;              /* print: how */
+  hgctl_table_t *t;
+  const syms_t *syms;
+  bool print;
+} history_t;
+
+/* Resends the key's stream [lo, lo + count) and hands each execution
+ * report in it to h (kept or printed). Live frames (seq >= *end) that
+ * arrive meanwhile are not handled here: *end moves past them, so that a
+ * later request fetches them in order. *expired: the gateway no longer
+ * keeps the start. 0, or EXIT_FAIL after printing why. */
+static int read_history(const char *cmd, hg_client_t *c, uint64_t lo, uint32_t count,
+                        uint64_t *end, history_t *h, bool *expired) {
+  int rc = hg_client_retransmit(c, lo, count);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  h->n = 0;
+  *expired = false;
+  uint32_t left = count + 1; /* the header, then count frames */
+  while (left > 0 && !net_stop) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, net_timeout_ms, &e);
+    if (r == -EINTR) continue;
+    if (r == 0) {
+      fprintf(stderr, "hgctl %s: the gateway did not resend the history in time\n", cmd);
+      return EXIT_FAIL;
+    }
+    if (net_stream_ended(cmd, r, e)) return EXIT_FAIL;
+    if (e->body_case == BODY(RETRANSMISSION)) {
+      uint32_t why = e->retransmission->reason;
+      if (why == HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED) {
+        *expired = true;
+        return 0;
+      }
+      if (why != 0) {
+        fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd, net_reject_name(why));
+        return EXIT_FAIL;
+      }
+      left = e->retransmission->count;
+      continue;
+    }
+    if (!e->has_seq || e->seq == 0) continue; /* market data, heartbeats */
+    if (e->seq >= lo + count) {
+      if (e->seq + 1 > *end) *end = e->seq + 1;
+      continue;
+    }
+    if (e->seq < lo) continue;
+    left--;
+    if (e->body_case != BODY(EXECUTION_REPORT)) continue;
+    if (!h->print) {
+      if (h->n < HISTORY_CHUNK) h->seqs[h->n++] = e->seq;
+    } else if (h->fmt == HGCTL_OUT_TEXT) {
+      net_print_exec(e);
+    } else {
+      net_table_exec(h->t, e, h->syms);
+    }
+  }
+  return 0;
+}
+
+/* The seq from which [from, next) holds the last n execution reports of
+ * the stream before next (all of them when it has fewer, or all the
+ * gateway keeps), found by scanning back a chunk at a time. */
+static int history_start(const char *cmd, hg_client_t *c, uint64_t next, uint64_t n,
+                         uint64_t *end, history_t *h, uint64_t *from) {
+  uint64_t hi = next, found = 0;
+  *from = next;
+  while (found < n && hi > 1) {
+    uint64_t lo = hi > HISTORY_CHUNK ? hi - HISTORY_CHUNK : 1;
+    bool expired = false;
+    int rc = read_history(cmd, c, lo, (uint32_t)(hi - lo), end, h, &expired);
+    if (rc != 0) return rc;
+    if (expired) {
+      fprintf(stderr, "hgctl %s: the gateway no longer keeps older frames: fewer than %" PRIu64
+                      " reports shown\n", cmd, n);
+      return 0;
+    }
+    if (found + h->n >= n) {
+      *from = h->seqs[h->n - (n - found)];
+      return 0;
+    }
+    found += h->n;
+    *from = lo;
+    hi = lo;
+  }
+  return 0;
+}
+
 int hgctl_executions(int argc, char **argv) {
   const char *cmd = "executions";
   const char *last = NULL, *fmt_s = NULL;
@@ -470,7 +568,9 @@ int hgctl_executions(int argc, char **argv) {
                         {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
                      "executions [--last N (default 20)] [--follow] [--format text|json|csv]\n"
-                     "  json: one array, or with --follow one object per line\n");
+                     "  the key's last N execution reports (0..1000), oldest first; then, with\n"
+                     "  --follow, new ones as they come. json: one array, or with --follow one\n"
+                     "  object per line\n");
   hgctl_out_t fmt;
   if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
   int64_t n = 20;
@@ -478,6 +578,7 @@ int hgctl_executions(int argc, char **argv) {
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   static syms_t syms;
+  static history_t h;
   hgctl_table_t t;
   if (fmt != HGCTL_OUT_TEXT) {
     if ((rc = net_fetch_symbols(cmd, c, &syms)) != 0) {
@@ -491,35 +592,36 @@ int hgctl_executions(int argc, char **argv) {
   }
   signal(SIGINT, net_on_signal);
   signal(SIGTERM, net_on_signal);
-  /* The last n frames of this key's stream, then (with --follow) live ones. */
-  uint64_t next = hg_client_session(c)->login_next_seq;
-  uint64_t from = next > (uint64_t)n ? next - (uint64_t)n : 1;
-  uint32_t count = (uint32_t)(next - from);
-  uint32_t left = 0;
-  if (count > 0) {
-    rc = hg_client_retransmit(c, from, count);
-    if (rc != 0) {
-      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
-      net_close_session(c);
-      return EXIT_FAIL;
-    }
-    left = count + 1; /* the header, then count frames */
-  }
-  rc = 0;
-  /* Following, frames up to floor were printed before a failover: the
-   * stream is resumed after them at the new leader. */
-  uint64_t seen = 0, floor = 0;
-  while (!net_stop && (follow || left > 0)) {
-    const env_t *e = NULL;
-    int r = hg_client_recv(c, follow ? 500 : net_timeout_ms, &e);
-    if (r == 0) {
-      if (follow) continue;
-      fprintf(stderr, "hgctl %s: the gateway did not resend the history in time\n", cmd);
-      rc = EXIT_FAIL;
+  /* The last n reports of this key's stream (frames of other kinds, the
+   * symbol lookup's reply among them, do not count), in seq order, and
+   * any that arrive meanwhile; then (with --follow) live ones. */
+  uint64_t next = hg_client_session(c)->login_next_seq, from = next, end = next;
+  memset(&h, 0, sizeof h);
+  h.fmt = fmt;
+  h.t = &t;
+  h.syms = &syms;
+  if (n > 0) rc = history_start(cmd, c, next, (uint64_t)n, &end, &h, &from);
+  h.print = true;
+  while (rc == 0 && from < end && !net_stop) {
+    uint32_t count = end - from > HISTORY_CHUNK ? HISTORY_CHUNK : (uint32_t)(end - from);
+    bool expired = false;
+    rc = read_history(cmd, c, from, count, &end, &h, &expired);
+    if (expired) {
+      fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd,
+              net_reject_name(HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED));
       break;
     }
-    if (r == -EINTR) continue;
-    if (follow && net_stream_lost(r, e)) {
+    from += count;
+  }
+  fflush(stdout);
+  /* Following, frames up to floor were printed before a failover: the
+   * stream is resumed after them at the new leader. */
+  uint64_t seen = end > 0 ? end - 1 : 0, floor = 0;
+  while (rc == 0 && follow && !net_stop) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, 500, &e);
+    if (r == 0 || r == -EINTR) continue;
+    if (net_stream_lost(r, e)) {
       if ((rc = net_reconnect(cmd, c, r)) != 0) break;
       floor = seen;
       uint64_t now_next = hg_client_session(c)->login_next_seq;
@@ -527,31 +629,19 @@ int hgctl_executions(int argc, char **argv) {
                                                        (uint32_t)(now_next - floor - 1)) != 0)
         fprintf(stderr, "hgctl %s: cannot ask for frames %" PRIu64 "..%" PRIu64 "\n", cmd,
                 floor + 1, now_next - 1);
-      left = 0;
       continue;
     }
     if (net_stream_ended(cmd, r, e)) {
       rc = EXIT_FAIL;
       break;
     }
-    if (e->has_seq && e->seq <= floor) continue; /* printed before the failover */
+    if (e->has_seq && e->seq != 0 && e->seq <= floor) continue; /* printed before the failover */
     if (e->has_seq && e->seq > seen) seen = e->seq;
-    if (e->body_case == BODY(RETRANSMISSION)) {
-      if (e->retransmission->reason != 0) {
-        fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd,
-                net_reject_name(e->retransmission->reason));
-        left = 0;
-      } else if (left > 0) {
-        left = e->retransmission->count;
-      }
-      continue;
-    }
-    if (e->has_seq && left > 0 && e->seq < next) left--;
-    if (e->body_case == BODY(EXECUTION_REPORT)) {
-      if (fmt == HGCTL_OUT_TEXT) net_print_exec(e);
-      else net_table_exec(&t, e, &syms);
-      if (follow) fflush(stdout); /* a tail is read as it happens, often through a pipe */
-    }
+    if (e->body_case != BODY(EXECUTION_REPORT) || (e->has_seq && e->seq != 0 && e->seq < end))
+      continue; /* shown above */
+    if (fmt == HGCTL_OUT_TEXT) net_print_exec(e);
+    else net_table_exec(&t, e, &syms);
+    fflush(stdout); /* a tail is read as it happens, often through a pipe */
   }
   if (fmt != HGCTL_OUT_TEXT && rc == 0) hgctl_table_end(&t);
   net_close_session(c);
@@ -697,10 +787,15 @@ int hgctl_ladder(int argc, char **argv) {
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   uint32_t id = 0;
-  if ((rc = net_resolve_instrument(cmd, c, pos[0], &id))) {
+  static syms_t syms;
+  if ((rc = net_resolve_instrument(cmd, c, pos[0], &id)) ||
+      (rc = net_fetch_symbols(cmd, c, &syms))) {
     net_close_session(c);
     return rc;
   }
+  /* The instrument's own symbol, however it was named (b200.a.2027-03, 1). */
+  const char *sym = net_symbol_of(&syms, id);
+  if (strcmp(sym, "-") == 0) sym = pos[0];
   signal(SIGINT, net_on_signal);
   signal(SIGTERM, net_on_signal);
   bool tty = isatty(STDOUT_FILENO) && !once;
@@ -785,7 +880,7 @@ int hgctl_ladder(int argc, char **argv) {
       if (rc != 0) break;
     }
     if (once && have) {
-      draw(pos[0], id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, false);
+      draw(sym, id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, false);
       break;
     }
     /* Redraw at most 20 times a second. */
@@ -793,7 +888,7 @@ int hgctl_ladder(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     long ms = (now.tv_sec - last_draw.tv_sec) * 1000 + (now.tv_nsec - last_draw.tv_nsec) / 1000000;
     if (dirty && have && ms >= 50) {
-      draw(pos[0], id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, tty);
+      draw(sym, id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, tty);
       if (!tty) puts("");
       dirty = false;
       last_draw = now;

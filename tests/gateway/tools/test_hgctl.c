@@ -122,6 +122,12 @@ static void test_orders_and_queries(void **state) {
   RUN(&o, "ladder", "B200.A.2027-01", "--once", "--depth", "3", "--raw");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "           2          510 |"));
+  /* Named in lower case or by id, the ladder shows the listed symbol. */
+  RUN(&o, "ladder", "b200.a.2027-01", "--once", "--depth", "1");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01 (id 1)"));
+  RUN(&o, "ladder", "1", "--once", "--depth", "1");
+  assert_non_null(strstr(o.text, "B200.A.2027-01 (id 1)"));
 
   RUN(&o, "order", "cancel", "--instrument", "1", "--order-id", oid_s);
   assert_int_equal(o.status, 0);
@@ -511,11 +517,29 @@ static void test_prices_in_usd(void **state) {
                               "qty,leaves,maker,reason,account,time_utc\nNEW,", 96) == 0);
   assert_non_null(strstr(o.text, ",1,B200.A.2027-01,"));
   assert_non_null(strstr(o.text, ",buy,0.550,1,1,,,,"));
-  /* --last counts the stream's frames, and the table's symbol lookup
-   * answered in it: three frames back reach the report again. */
+  /* --last counts execution reports, not frames: the symbol lookups'
+   * replies of the runs above are in the stream after the report, and
+   * --last 1 still finds it; --last 2 is it and the report before. */
+  RUN(&o, "executions", "--last", "1", "--format", "json");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "[{\"exec_type\":\"NEW\",", 20) == 0);
+  assert_null(strstr(o.text, "},{"));
+  assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,"));
+  RUN(&o, "executions", "--last", "2", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  {
+    int rows = 0;
+    for (const char *p = strchr(o.text, '\n'); p != NULL && p[1] != '\0'; p = strchr(p + 1, '\n'))
+      rows++;
+    assert_int_equal(rows, 2);
+  }
+  RUN(&o, "executions", "--last", "0");
+  assert_int_equal(o.status, 0);
+  assert_null(strstr(o.text, "NEW "));
   RUN(&o, "executions", "--last", "3", "--format", "json");
   assert_int_equal(o.status, 0);
-  assert_non_null(strstr(o.text, "[{\"exec_type\":\"NEW\","));
+  assert_true(o.text[0] == '[');
+  assert_non_null(strstr(o.text, "{\"exec_type\":\"NEW\","));
   assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,\"qty\":1,\"leaves\":1,"
                                   "\"maker\":null,\"reason\":null,\"account\":null,\"time_utc\":\""));
   RUN(&o, "positions");
