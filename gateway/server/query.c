@@ -259,6 +259,18 @@ void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   gw_stream_send_idx(gw, si, &out);
 }
 
+/* The account a request naming `asked` (0: none) may see: a trader's or
+ * market maker's own (asked 0 or the own), a risk viewer's account of its
+ * firm (asked). NULL for any other, which the reply must not tell from an
+ * account that does not exist. */
+static account_t *account_in_reach(hg_gateway_t *gw, const stream_t *st, uint32_t asked) {
+  bool viewer = st->role == HG_ROLE_RISK_VIEWER;
+  uint32_t acct = viewer || asked != 0 ? asked : st->account;
+  if (acct == 0 || (!viewer && acct != st->account)) return NULL;
+  account_t *a = gw_account_find(gw, acct);
+  return a == NULL || (viewer && a->firm != st->firm) ? NULL : a;
+}
+
 /* -------------------------------------------------------------- statements */
 
 /* Entries of one Statement page at most. */
@@ -287,16 +299,12 @@ void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   out.body_case = B(STATEMENT);
   out.statement = &m;
   m.ref_seq = env->seq;
-  uint32_t acct = st->account;
-  if (st->role == HG_ROLE_RISK_VIEWER) acct = r->has_account ? r->account : 0;
-  else if (r->has_account && r->account != 0 && r->account != acct) acct = 0;
-  account_t *a = acct != 0 ? gw_account_find(gw, acct) : NULL;
-  /* Another firm's account, or another account of a trader, answers like
-   * one that does not exist. */
-  if (a == NULL || (st->role == HG_ROLE_RISK_VIEWER && a->firm != st->firm)) {
+  account_t *a = account_in_reach(gw, st, r->account);
+  if (a == NULL) {
     stmt_refuse(gw, si, &out, REJ(UNKNOWN_ACCOUNT));
     return;
   }
+  uint32_t acct = a->id;
   if (r->base.n_unknown_fields != 0 || r->instrument_id == HG_CLR_NO_INSTRUMENT ||
       gw->ledger_lost) {
     stmt_refuse(gw, si, &out, gw->ledger_lost ? REJ(UNAVAILABLE) : REJ(INVALID_REQUEST));
@@ -517,19 +525,15 @@ void gw_handle_open_orders(conn_t *c, stream_t *st, uint32_t si, const env_t *en
   out.body_case = B(OPEN_ORDERS);
   out.open_orders = &m;
   m.ref_seq = env->seq;
-  bool viewer = st->role == HG_ROLE_RISK_VIEWER;
-  uint32_t acct = st->account;
-  if (viewer) acct = r->account;
-  else if (r->account != 0 && r->account != acct) acct = 0;
-  account_t *a = acct != 0 ? gw_account_find(gw, acct) : NULL;
-  /* Another firm's account, or another account of a trader, answers like
-   * one that does not exist. */
-  if ((acct != 0 || !viewer) && (a == NULL || (viewer && a->firm != st->firm))) {
+  /* A risk viewer naming no account asks for its whole firm. */
+  bool firm = st->role == HG_ROLE_RISK_VIEWER && r->account == 0;
+  account_t *a = firm ? NULL : account_in_reach(gw, st, r->account);
+  if (!firm && a == NULL) {
     open_orders_refuse(gw, si, &out, REJ(UNKNOWN_ACCOUNT));
     return;
   }
   if (r->base.n_unknown_fields != 0 || r->limit > OPEN_ORDERS_PAGE_MAX ||
-      (a != NULL && r->from_account != 0 && r->from_account != acct)) {
+      (a != NULL && r->from_account != 0 && r->from_account != a->id)) {
     open_orders_refuse(gw, si, &out, REJ(INVALID_REQUEST));
     return;
   }
@@ -547,7 +551,7 @@ void gw_handle_open_orders(conn_t *c, stream_t *st, uint32_t si, const env_t *en
   m.orders = (void *)(oo + page);
   uint32_t inst = r->instrument_id;
   if (a != NULL) {
-    m.account = acct;
+    m.account = a->id;
     m.has_account = 1;
     open_orders_account(gw, a, r->from_order_id, inst, oo, &m, page);
   } else {

@@ -31,6 +31,16 @@ static void keys(ts_server_t *s) {
   assert_int_equal(ts_server_add_key(s, V2, HG_ROLE_RISK_VIEWER, 0, FIRM2), 0);
 }
 
+/* The sessions of TA, TB, TC, V1, V2 and OP, in that order. */
+static void login_all(const ts_server_t *s, gt_client_t *const *all) {
+  const uint64_t ids[] = {TA, TB, TC, V1, V2, OP};
+  for (int k = 0; k < 6; k++) assert_true(gt_login(all[k], s->port, ids[k], 0, 0) != 0);
+}
+
+static void close_all(gt_client_t *const *all) {
+  for (int k = 0; k < 6; k++) gt_close(all[k]);
+}
+
 /* The next frame of body `want`, skipping every other (fills, market
  * data, heartbeats); NULL after 5 s without one. */
 static env_t *wait_body(gt_client_t *c, uint32_t want) {
@@ -147,13 +157,9 @@ static void test_open_orders(void **state) {
   assert_int_equal(ts_server_start(&s, 0, NULL, keys), 0);
   const uint32_t accounts[] = {ACC_A, ACC_B, ACC_C}, firms[] = {FIRM1, FIRM1, FIRM2};
   assert_int_equal(gt_setup_market(&s, OP, 2, accounts, firms, 3), 0);
-  gt_client_t a, b, c, v1, v2, op;
-  assert_true(gt_login(&a, s.port, TA, 0, 0) != 0);
-  assert_true(gt_login(&b, s.port, TB, 0, 0) != 0);
-  assert_true(gt_login(&c, s.port, TC, 0, 0) != 0);
-  assert_true(gt_login(&v1, s.port, V1, 0, 0) != 0);
-  assert_true(gt_login(&v2, s.port, V2, 0, 0) != 0);
-  assert_true(gt_login(&op, s.port, OP, 0, 0) != 0);
+  static gt_client_t a, b, c, v1, v2, op;
+  gt_client_t *all[] = {&a, &b, &c, &v1, &v2, &op};
+  login_all(&s, all);
 
   /* A: one order in instrument 2 first, five bids in 1, one more in 2, so
    * that the recovered books (seeded instrument by instrument) are not in
@@ -268,20 +274,10 @@ static void test_open_orders(void **state) {
 
     if (round == 1) break;
     /* The exchange restarts on its data directory: the same orders. */
-    gt_close(&a);
-    gt_close(&b);
-    gt_close(&c);
-    gt_close(&v1);
-    gt_close(&v2);
-    gt_close(&op);
+    close_all(all);
     ts_server_halt(&s);
     assert_int_equal(ts_server_reopen(&s, 0, NULL, NULL), 0);
-    assert_true(gt_login(&a, s.port, TA, 0, 0) != 0);
-    assert_true(gt_login(&b, s.port, TB, 0, 0) != 0);
-    assert_true(gt_login(&c, s.port, TC, 0, 0) != 0);
-    assert_true(gt_login(&v1, s.port, V1, 0, 0) != 0);
-    assert_true(gt_login(&v2, s.port, V2, 0, 0) != 0);
-    assert_true(gt_login(&op, s.port, OP, 0, 0) != 0);
+    login_all(&s, all);
   }
 
   /* Orders entered after the restart come after the recovered ones. */
@@ -291,12 +287,7 @@ static void test_open_orders(void **state) {
   assert_int_equal(p.oid[5], late);
   assert_int_equal(p.oid[4], a3);
 
-  gt_close(&a);
-  gt_close(&b);
-  gt_close(&c);
-  gt_close(&v1);
-  gt_close(&v2);
-  gt_close(&op);
+  close_all(all);
   ts_server_stop(&s);
 }
 
