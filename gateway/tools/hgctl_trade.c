@@ -674,13 +674,8 @@ int hgctl_orders(int argc, char **argv) {
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   static syms_t syms;
-  if ((rc = net_fetch_symbols(cmd, c, &syms)) == 0) {
-    if (fmt == HGCTL_OUT_TEXT)
-      printf("%-8s %-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
-             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name,
-             cols[8].name);
-    else hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
-  }
+  rc = net_fetch_symbols(cmd, c, &syms);
+  bool started = false; /* the header goes out with the first page, not before a refusal */
   uint32_t from_acc = 0;
   uint64_t from = 0;
   while (rc == 0) {
@@ -707,6 +702,12 @@ int hgctl_orders(int argc, char **argv) {
       rc = EXIT_FAIL;
       break;
     }
+    if (!started && fmt == HGCTL_OUT_TEXT)
+      printf("%-8s %-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
+             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name,
+             cols[8].name);
+    else if (!started) hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
+    started = true;
     for (size_t i = 0; i < m->n_orders; i++) {
       const Hourglass__V1__OpenOrder *o = m->orders[i];
       char group[12] = "-", acct[12], oid[24], qty[24], leaves[24], clid[24];
@@ -728,7 +729,7 @@ int hgctl_orders(int argc, char **argv) {
     from_acc = m->next_account;
     from = m->next_order_id;
   }
-  if (rc == 0 && fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
+  if (rc == 0 && started && fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
   fflush(stdout);
   net_close_session(c);
   return rc;
