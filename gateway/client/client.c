@@ -1336,6 +1336,23 @@ int hg_client_statement(hg_client_t *c, uint32_t account, uint32_t instrument_id
   ENV_SEND(c, statement_request, STATEMENT_REQUEST, &m, seq);
 }
 
+int hg_client_open_orders(hg_client_t *c, uint32_t account, uint32_t instrument_id,
+                          uint32_t from_account, uint64_t from_order_id, uint32_t limit,
+                          uint64_t *seq) {
+  Hourglass__V1__OpenOrdersRequest m = HOURGLASS__V1__OPEN_ORDERS_REQUEST__INIT;
+  m.has_account = account != 0;
+  m.account = account;
+  m.has_instrument_id = instrument_id != 0;
+  m.instrument_id = instrument_id;
+  m.has_from_account = from_account != 0;
+  m.from_account = from_account;
+  m.has_from_order_id = from_order_id != 0;
+  m.from_order_id = from_order_id;
+  m.has_limit = limit != 0;
+  m.limit = limit;
+  ENV_SEND(c, open_orders_request, OPEN_ORDERS_REQUEST, &m, seq);
+}
+
 int hg_client_add_account(hg_client_t *c, uint32_t account, uint32_t firm, uint64_t *seq) {
   Hourglass__V1__AddAccount m = HOURGLASS__V1__ADD_ACCOUNT__INIT;
   m.account = account;

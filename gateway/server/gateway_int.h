@@ -207,6 +207,9 @@ typedef struct order {
   uint32_t conn_gen;
   uint32_t quote_group;    /* 0: not a quote */
   uint32_t prev, next;     /* the stream's list; NONE32 ends */
+  /* The account's list (OpenOrdersRequest), ascending order id: aslot is
+   * the account's slot, NONE32 when not linked (account not in the table). */
+  uint32_t aslot, aprev, anext;
   uint8_t side, cod, cancel_sent;
   uint8_t scoped;          /* session-scoped (COD order or quote): SESSIONS_ENDED cancels it */
 } order_t;
@@ -236,6 +239,7 @@ typedef struct account {
   int64_t cash;
   uint32_t stream;         /* first stream of this account; NONE32 */
   uint64_t lhead, ltail;   /* its ledger entries (index + 1 in gw->ledger; 0: none) */
+  uint32_t ohead, otail;   /* its live orders (order_t.aprev/anext), by id; NONE32 */
   /* Attach to start only: the account held live orders at attach, and the
    * key whose stream hg_gateway_start() opens for their reports (0: none). */
   uint8_t recovered;
@@ -603,6 +607,10 @@ void gw_order_remove(hg_gateway_t *gw, order_t *o);
 void gw_order_set_scoped(hg_gateway_t *gw, order_t *o);
 /* Moves o to stream's list of orders (NONE32: none), in place. */
 void gw_order_move(hg_gateway_t *gw, order_t *o, uint32_t stream);
+/* The account's first live order with id >= from (NONE32: none); O(1)
+ * when from is live in that account (a page's cursor), else a walk of the
+ * account's own orders. Follow order_t.anext from there. */
+uint32_t gw_account_orders_from(hg_gateway_t *gw, const account_t *a, uint64_t from);
 account_t *gw_account_find(hg_gateway_t *gw, uint32_t id);
 account_t *gw_account_add(hg_gateway_t *gw, uint32_t id, uint32_t firm, int64_t cash);
 /* A fill (or a final settlement's closing) of qty at price (ticks). */
@@ -695,6 +703,7 @@ bool gw_md_unsubscribe(conn_t *c, instr_t *in);
 void gw_md_unsubscribe_all(conn_t *c);
 void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env);
 void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env);
+void gw_handle_open_orders(conn_t *c, stream_t *st, uint32_t si, const env_t *env);
 void gw_handle_instruments(conn_t *c, uint32_t si, const env_t *env);
 void gw_handle_md_subscribe(conn_t *c, uint32_t si, const env_t *env);
 void gw_handle_md_unsubscribe(conn_t *c, uint32_t si, const env_t *env);

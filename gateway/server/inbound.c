@@ -326,6 +326,7 @@ static void handle_frame(conn_t *c, const uint8_t *body, size_t len) {
   case B(MD_UNSUBSCRIBE): gw_handle_md_unsubscribe(c, si, env); break;
   case B(DROP_COPY_SUBSCRIBE): gw_handle_drop_copy(c, si, env); break;
   case B(STATEMENT_REQUEST): gw_handle_statement(c, st, si, env); break;
+  case B(OPEN_ORDERS_REQUEST): gw_handle_open_orders(c, st, si, env); break;
   default: gw_handle_operator(c, si, env); break;
   }
 }

@@ -168,6 +168,41 @@ static void order_link(hg_gateway_t *gw, uint32_t i) {
   st->orders = i;
 }
 
+/* Appends order i to its account's list: order ids are command seqs, so
+ * events add them in ascending order (the seed sorts its own, seed_sort). */
+static void order_link_account(hg_gateway_t *gw, uint32_t i) {
+  order_t *o = &gw->orders[i];
+  uint32_t ai = gw_map_get(&gw->account_map, o->account);
+  o->aslot = ai;
+  o->aprev = o->anext = NONE32;
+  if (ai == NONE32) return;
+  account_t *a = &gw->accounts[ai];
+  o->aprev = a->otail;
+  if (a->otail != NONE32) gw->orders[a->otail].anext = i;
+  else a->ohead = i;
+  a->otail = i;
+}
+
+static void order_unlink_account(hg_gateway_t *gw, order_t *o) {
+  if (o->aslot == NONE32) return;
+  account_t *a = &gw->accounts[o->aslot];
+  if (o->aprev != NONE32) gw->orders[o->aprev].anext = o->anext;
+  else a->ohead = o->anext;
+  if (o->anext != NONE32) gw->orders[o->anext].aprev = o->aprev;
+  else a->otail = o->aprev;
+  o->aslot = NONE32;
+}
+
+uint32_t gw_account_orders_from(hg_gateway_t *gw, const account_t *a, uint64_t from) {
+  if (from != 0) {
+    uint32_t i = gw_map_get(&gw->order_map, from);
+    if (i != NONE32 && gw->orders[i].aslot == (uint32_t)(a - gw->accounts)) return i;
+  }
+  uint32_t i = a->ohead;
+  while (i != NONE32 && gw->orders[i].order_id < from) i = gw->orders[i].anext;
+  return i;
+}
+
 order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stream) {
   if (gw->free_order == NONE32) return NULL;
   uint32_t i = gw->free_order;
@@ -184,6 +219,7 @@ order_t *gw_order_add(hg_gateway_t *gw, const hg_book_event_t *be, uint32_t stre
   o->side = be->side;
   o->stream = stream;
   order_link(gw, i);
+  order_link_account(gw, i);
   gw_map_put(&gw->order_map, o->order_id, i);
   gw->n_orders++;
   assert(gw->n_orders <= gw->cfg.max_orders);
@@ -222,6 +258,7 @@ void gw_order_remove(hg_gateway_t *gw, order_t *o) {
     gw->n_scoped--;
   }
   order_unlink(gw, o);
+  order_unlink_account(gw, o);
   gw_map_del(&gw->order_map, o->order_id);
   o->order_id = 0;
   o->next = gw->free_order;
@@ -246,6 +283,7 @@ account_t *gw_account_add(hg_gateway_t *gw, uint32_t id, uint32_t firm, int64_t 
     if (i == gw->cfg.max_accounts) return NULL;
     a = &gw->accounts[i];
     a->stream = NONE32;
+    a->ohead = a->otail = NONE32;
     gw_map_put(&gw->account_map, id, i);
   }
   a->id = id;
@@ -489,12 +527,42 @@ static void seed_positions(hg_gateway_t *gw, const hg_clearing_t *clr) {
   }
 }
 
+static const order_t *sort_orders; /* seed_sort's qsort only (attach, one thread) */
+
+static int cmp_order_id(const void *x, const void *y) {
+  uint64_t a = sort_orders[*(const uint32_t *)x].order_id;
+  uint64_t b = sort_orders[*(const uint32_t *)y].order_id;
+  return (a > b) - (a < b);
+}
+
+/* The seed adds orders book by book: relinks each account's list in order
+ * id order, which later events keep by appending. */
+static int seed_sort(hg_gateway_t *gw) {
+  if (gw->n_orders == 0) return 0;
+  uint32_t *ix = malloc((size_t)gw->n_orders * sizeof *ix);
+  if (ix == NULL) return -ENOMEM;
+  sort_orders = gw->orders;
+  for (uint32_t k = 0; k < gw->cfg.max_accounts; k++) {
+    account_t *a = &gw->accounts[k];
+    if (a->id == 0 || a->ohead == NONE32) continue;
+    uint32_t n = 0;
+    for (uint32_t i = a->ohead; i != NONE32; i = gw->orders[i].anext) ix[n++] = i;
+    qsort(ix, n, sizeof *ix, cmp_order_id);
+    a->ohead = a->otail = NONE32;
+    for (uint32_t j = 0; j < n; j++) order_link_account(gw, ix[j]);
+  }
+  sort_orders = NULL;
+  free(ix);
+  return 0;
+}
+
 int hg_gateway_attach(hg_gateway_t *gw, hg_pipeline_t *p) {
   if (gw->pipe != NULL || gw->started || p == NULL) return HG_ESTATE;
   const hg_exchange_t *ex = hg_pipeline_exchange(p);
   seed_ctx_t s = {.gw = gw, .ex = ex, .rc = 0};
   hg_exchange_foreach_account(ex, seed_account, &s);
   if (s.rc == 0) hg_exchange_foreach_instrument(ex, seed_instrument, &s);
+  if (s.rc == 0) s.rc = seed_sort(gw);
   if (s.rc == 0) seed_positions(gw, hg_exchange_clearing(ex));
   if (s.rc == 0) s.rc = seed_ledger(gw, hg_exchange_clearing(ex));
   if (s.orders_full)

@@ -189,6 +189,7 @@ bool gw_role_allows(uint32_t role, uint32_t body) {
     return role == HG_ROLE_MARKET_MAKER;
   case B(POSITIONS_REQUEST):
   case B(STATEMENT_REQUEST):
+  case B(OPEN_ORDERS_REQUEST):
     return role != HG_ROLE_OPERATOR;
   case B(INSTRUMENTS_REQUEST):
   case B(MD_SUBSCRIBE):

@@ -1,6 +1,7 @@
 /*
  * query.c - requests answered from the mirror: market data subscriptions and
- * snapshots, positions, statements and the instrument list. Loop thread.
+ * snapshots, positions, statements, open orders and the instrument list.
+ * Loop thread.
  */
 #include "gateway_int.h"
 
@@ -155,6 +156,24 @@ static int cmp_u32(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The ids of the firm's accounts from `from` up, ascending, in the arena
+ * (*n of them); NULL when there are none, more than max, or the arena is
+ * spent (*n says which). */
+static uint32_t *firm_ids(hg_gateway_t *gw, uint32_t firm, uint32_t from, size_t max, size_t *n) {
+  size_t k = 0;
+  for (uint32_t i = 0; i < gw->cfg.max_accounts; i++)
+    k += gw->accounts[i].id != 0 && gw->accounts[i].id >= from && gw->accounts[i].firm == firm;
+  *n = k;
+  uint32_t *ids = k > 0 && k <= max ? arena_take(gw, k * sizeof *ids) : NULL;
+  if (ids == NULL) return NULL;
+  k = 0;
+  for (uint32_t i = 0; i < gw->cfg.max_accounts; i++)
+    if (gw->accounts[i].id != 0 && gw->accounts[i].id >= from && gw->accounts[i].firm == firm)
+      ids[k++] = gw->accounts[i].id;
+  qsort(ids, k, sizeof *ids, cmp_u32);
+  return ids;
+}
+
 /* A risk viewer's PositionsRequest without an account: the firm's account
  * ids, ascending (a firm with more than fit max_frame is refused whole,
  * REJ_GATEWAY_FULL). */
@@ -162,19 +181,12 @@ static void firm_accounts(hg_gateway_t *gw, uint32_t firm, uint64_t ref_seq, uin
   Hourglass__V1__Positions m = HOURGLASS__V1__POSITIONS__INIT;
   m.ref_seq = ref_seq;
   size_t n = 0;
-  for (uint32_t i = 0; i < gw->cfg.max_accounts; i++)
-    if (gw->accounts[i].id != 0 && gw->accounts[i].firm == firm) n++;
   /* Five bytes an id at most (packed varints). */
-  uint32_t *ids = n > 0 && REPLY_FIXED_MAX + n * 5 <= gw->cfg.max_frame
-                      ? arena_take(gw, n * sizeof *ids)
-                      : NULL;
+  size_t max = gw->cfg.max_frame > REPLY_FIXED_MAX ? (gw->cfg.max_frame - REPLY_FIXED_MAX) / 5 : 0;
+  uint32_t *ids = firm_ids(gw, firm, 0, max, &n);
   if (n > 0 && ids == NULL) {
     PB_SET(m, reason, REJ(GATEWAY_FULL));
   } else {
-    size_t k = 0;
-    for (uint32_t i = 0; i < gw->cfg.max_accounts; i++)
-      if (gw->accounts[i].id != 0 && gw->accounts[i].firm == firm) ids[k++] = gw->accounts[i].id;
-    qsort(ids, n, sizeof *ids, cmp_u32);
     m.n_firm_accounts = n;
     m.firm_accounts = ids;
   }
@@ -255,6 +267,18 @@ void gw_handle_positions(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   gw_stream_send_idx(gw, si, &out);
 }
 
+/* The account a request naming `asked` (0: none) may see: a trader's or
+ * market maker's own (asked 0 or the own), a risk viewer's account of its
+ * firm (asked). NULL for any other, which the reply must not tell from an
+ * account that does not exist. */
+static account_t *account_in_reach(hg_gateway_t *gw, const stream_t *st, uint32_t asked) {
+  bool viewer = st->role == HG_ROLE_RISK_VIEWER;
+  uint32_t acct = viewer || asked != 0 ? asked : st->account;
+  if (acct == 0 || (!viewer && acct != st->account)) return NULL;
+  account_t *a = gw_account_find(gw, acct);
+  return a == NULL || (viewer && a->firm != st->firm) ? NULL : a;
+}
+
 /* -------------------------------------------------------------- statements */
 
 /* Entries of one Statement page at most. */
@@ -283,16 +307,12 @@ void gw_handle_statement(conn_t *c, stream_t *st, uint32_t si, const env_t *env)
   out.body_case = B(STATEMENT);
   out.statement = &m;
   m.ref_seq = env->seq;
-  uint32_t acct = st->account;
-  if (st->role == HG_ROLE_RISK_VIEWER) acct = r->has_account ? r->account : 0;
-  else if (r->has_account && r->account != 0 && r->account != acct) acct = 0;
-  account_t *a = acct != 0 ? gw_account_find(gw, acct) : NULL;
-  /* Another firm's account, or another account of a trader, answers like
-   * one that does not exist. */
-  if (a == NULL || (st->role == HG_ROLE_RISK_VIEWER && a->firm != st->firm)) {
+  account_t *a = account_in_reach(gw, st, r->account);
+  if (a == NULL) {
     stmt_refuse(gw, si, &out, REJ(UNKNOWN_ACCOUNT));
     return;
   }
+  uint32_t acct = a->id;
   if (r->base.n_unknown_fields != 0 || r->instrument_id == HG_CLR_NO_INSTRUMENT ||
       gw->ledger_lost) {
     stmt_refuse(gw, si, &out, gw->ledger_lost ? REJ(UNAVAILABLE) : REJ(INVALID_REQUEST));
@@ -454,4 +474,108 @@ void gw_handle_drop_copy(conn_t *c, uint32_t si, const env_t *env) {
     gw->drop_list[gw->n_drop++] = c->idx;
   }
   gw_send_response(gw, si, env->seq, 0, NULL);
+}
+
+/* ------------------------------------------------------------- open orders */
+
+/* Orders of one OpenOrders page at most (and a request's limit). */
+#define OPEN_ORDERS_PAGE_MAX 1000u
+/* OpenOrder{account, instrument_id, side, quote_group: 4 * 6; order_id,
+ * client_order_id, price, qty, leaves: 5 * 11} + 2 = 81, rounded up. */
+#define OPEN_ORDER_ENCODED_MAX 96u
+
+/* An OpenOrders that only says why there is none. */
+static void open_orders_refuse(hg_gateway_t *gw, uint32_t si, env_t *out, uint32_t reason) {
+  out->open_orders->has_reason = 1;
+  out->open_orders->reason = reason;
+  gw_stream_send_idx(gw, si, out);
+}
+
+/* Adds the account's live orders from order id `from` to the page (room
+ * for `page`); returns 0, or 1 when the page is full with more to come
+ * (next_account, next_order_id set). Walks the account's own list only. */
+static int open_orders_account(hg_gateway_t *gw, const account_t *a, uint64_t from,
+                               uint32_t inst, Hourglass__V1__OpenOrder *oo,
+                               Hourglass__V1__OpenOrders *m, size_t page) {
+  for (uint32_t i = gw_account_orders_from(gw, a, from); i != NONE32; i = gw->orders[i].anext) {
+    const order_t *o = &gw->orders[i];
+    if (inst != 0 && o->instrument_id != inst) continue;
+    if (m->n_orders == page) {
+      PB_SET(*m, next_account, a->id);
+      PB_SET(*m, next_order_id, o->order_id);
+      return 1;
+    }
+    Hourglass__V1__OpenOrder *x = &oo[m->n_orders];
+    hourglass__v1__open_order__init(x);
+    x->account = o->account;
+    x->instrument_id = o->instrument_id;
+    x->order_id = o->order_id;
+    if (o->client_order_id != 0) PB_SET(*x, client_order_id, o->client_order_id);
+    x->side = (Hourglass__V1__Side)o->side;
+    x->price = o->price;
+    x->qty = o->qty;
+    x->leaves = o->leaves;
+    if (o->quote_group != 0) PB_SET(*x, quote_group, o->quote_group);
+    m->orders[m->n_orders++] = x;
+  }
+  return 0;
+}
+
+/* One page of live orders, by account then order id, from the mirror's
+ * per-account lists: never a walk of the whole order table. A risk
+ * viewer's request without an account covers its firm's accounts in id
+ * order (the account table is scanned, the orders are not). */
+void gw_handle_open_orders(conn_t *c, stream_t *st, uint32_t si, const env_t *env) {
+  hg_gateway_t *gw = c->gw;
+  const Hourglass__V1__OpenOrdersRequest *r = env->open_orders_request;
+  Hourglass__V1__OpenOrders m = HOURGLASS__V1__OPEN_ORDERS__INIT;
+  env_t out = HOURGLASS__V1__ENVELOPE__INIT;
+  out.body_case = B(OPEN_ORDERS);
+  out.open_orders = &m;
+  m.ref_seq = env->seq;
+  /* A risk viewer naming no account asks for its whole firm. */
+  bool firm = st->role == HG_ROLE_RISK_VIEWER && r->account == 0;
+  account_t *a = firm ? NULL : account_in_reach(gw, st, r->account);
+  if (!firm && a == NULL) {
+    open_orders_refuse(gw, si, &out, REJ(UNKNOWN_ACCOUNT));
+    return;
+  }
+  if (r->base.n_unknown_fields != 0 || r->limit > OPEN_ORDERS_PAGE_MAX ||
+      (a != NULL && r->from_account != 0 && r->from_account != a->id)) {
+    open_orders_refuse(gw, si, &out, REJ(INVALID_REQUEST));
+    return;
+  }
+  size_t page = r->limit != 0 ? r->limit : OPEN_ORDERS_PAGE_MAX;
+  /* A smaller configured frame gets smaller pages (never below one order). */
+  size_t fit = gw->cfg.max_frame > REPLY_FIXED_MAX + OPEN_ORDER_ENCODED_MAX
+                   ? (gw->cfg.max_frame - REPLY_FIXED_MAX) / OPEN_ORDER_ENCODED_MAX
+                   : 1;
+  if (page > fit) page = fit;
+  Hourglass__V1__OpenOrder *oo = arena_take(gw, page * (sizeof *oo + sizeof(void *)));
+  if (oo == NULL) {
+    open_orders_refuse(gw, si, &out, REJ(GATEWAY_FULL));
+    return;
+  }
+  m.orders = (void *)(oo + page);
+  uint32_t inst = r->instrument_id;
+  if (a != NULL) {
+    m.account = a->id;
+    m.has_account = 1;
+    open_orders_account(gw, a, r->from_order_id, inst, oo, &m, page);
+  } else {
+    /* The firm's accounts from from_account up, in id order (the account
+     * table is scanned once, the orders never). */
+    size_t na = 0;
+    uint32_t *ids = firm_ids(gw, st->firm, r->from_account, gw->cfg.max_accounts, &na);
+    if (na > 0 && ids == NULL) {
+      open_orders_refuse(gw, si, &out, REJ(GATEWAY_FULL));
+      return;
+    }
+    for (size_t j = 0; j < na; j++) {
+      uint64_t from = ids[j] == r->from_account ? r->from_order_id : 0;
+      if (open_orders_account(gw, gw_account_find(gw, ids[j]), from, inst, oo, &m, page) != 0)
+        break;
+    }
+  }
+  gw_stream_send_idx(gw, si, &out);
 }

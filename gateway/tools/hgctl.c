@@ -395,7 +395,8 @@ static const command_t ORDER_CMDS[] = {
 static const command_t INSTRUMENTS_CMDS[] = {{"", "list instruments", hgctl_instruments}};
 static const command_t LADDER_CMDS[] = {{"", "SYMBOL: live depth ladder", hgctl_ladder}};
 static const command_t POSITIONS_CMDS[] = {{"", "positions and cash", hgctl_positions}};
-static const command_t ORDERS_CMDS[] = {{"", "this key's live orders", hgctl_orders}};
+static const command_t ORDERS_CMDS[] = {
+    {"", "live orders of the account (a risk viewer: its firm)", hgctl_orders}};
 static const command_t EXECUTIONS_CMDS[] = {
     {"", "recent execution reports (--follow: tail)", hgctl_executions}};
 

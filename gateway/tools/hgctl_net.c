@@ -548,6 +548,7 @@ int net_await_reply(const char *cmd, hg_client_t *c, uint64_t seq, const env_t *
     case BODY(SETTLEMENT_RESULT): ref = f->settlement_result->ref_seq; break;
     case BODY(STATEMENT): ref = f->statement->ref_seq; break;
     case BODY(CLUSTER_STATUS): ref = f->cluster_status->ref_seq; break;
+    case BODY(OPEN_ORDERS): ref = f->open_orders->ref_seq; break;
     case BODY(TERMINATE):
       fprintf(stderr, "hgctl %s: the gateway ended the session (code %u%s%s)\n", cmd,
               f->terminate->code, f->terminate->text ? ": " : "",

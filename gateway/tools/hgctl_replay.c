@@ -825,6 +825,7 @@ static void replay_usage(FILE *o) {
         "                    [--fsp INSTRUMENT=USD[,INSTRUMENT=USD...]]\n"
         "                    [--fixings FILE --index GPU.GRADE]\n"
         "                    [--project USD --index GPU.GRADE] [--quiet] [capacities]\n"
+        "                    [--format text|json|csv]   (the what-if tables)\n"
         "  Replays DIR's journal from an empty exchange, read-only, and prints (prices\n"
         "  in USD per GPU-hour, money in USD; --raw: ticks and micro-USD, and in the\n"
         "  fills file nanoseconds instead of UTC times):\n"
@@ -893,6 +894,10 @@ static void replay_usage(FILE *o) {
         "                 line end with (what-if): another state. The snapshot is not\n"
         "                 compared. Nothing is written unless --out is given. Prints\n"
         "                 each account's cash against the journal's as a table.\n"
+        "  --format json|csv   the --project and --fixings tables for scripts, alone\n"
+        "                 on stdout (stable columns; `row` says what a row sums:\n"
+        "                 account, firm or total); every other line, the verdict\n"
+        "                 included, goes to stderr\n"
         "  Exit: 0 replay matched (snapshot and --expect), 1 differences or errors.\n"
         "  Nothing under DIR is written. Meant for a stopped exchange's directory (or a\n"
         "  copy): on a running one the journal's in-flight tail may read as corrupt and\n"
@@ -935,7 +940,7 @@ static int parse_fsp_list(const char *s, replay_t *rp) {
 int hgctl_replay(int argc, char **argv) {
   const char *data = NULL, *out_dir = NULL, *expect = NULL, *fills = NULL, *fsp = NULL,
              *mi = NULL, *ma = NULL, *mo = NULL, *fixings = NULL, *index = NULL, *until = NULL,
-             *day = NULL, *project = NULL;
+             *day = NULL, *project = NULL, *fmt_s = NULL;
   bool quiet = false, raw = false;
   const hgctl_opt_t opts[] = {{"--data", &data, NULL},
                         {"--out", &out_dir, NULL},
@@ -949,6 +954,7 @@ int hgctl_replay(int argc, char **argv) {
                         {"--until", &until, NULL},
                         {"--day", &day, NULL},
                         {"--project", &project, NULL},
+                        {"--format", &fmt_s, NULL},
                         {"--max-instruments", &mi, NULL},
                         {"--max-accounts", &ma, NULL},
                         {"--max-book-orders", &mo, NULL}};
@@ -960,10 +966,19 @@ int hgctl_replay(int argc, char **argv) {
     replay_usage(stderr);
     return EXIT_USAGE;
   }
+  hgctl_out_t fmt = HGCTL_OUT_TEXT;
+  if (hgctl_out_parse(fmt_s, &fmt) != 0 ||
+      (fmt != HGCTL_OUT_TEXT && ((!project && !fixings) || expect))) {
+    fprintf(stderr, "hgctl replay: --format must be text, json or csv, and json or csv goes "
+                    "with --project or --fixings (their tables), without --expect\n");
+    return EXIT_USAGE;
+  }
+  /* A table for scripts has stdout to itself: every other line to stderr. */
+  FILE *lines = fmt == HGCTL_OUT_TEXT ? stdout : stderr;
   replay_t rp;
   hgctl_replay_init(&rp);
   rp.data_dir = data;
-  rp.out = quiet ? NULL : stdout;
+  rp.out = quiet ? NULL : lines;
   rp.raw = raw;
   if ((rc = hgctl_parse_caps("replay", mi, ma, mo, &rp.xcfg)) != 0) return rc;
   int status = EXIT_INPUT;
@@ -1067,7 +1082,7 @@ int hgctl_replay(int argc, char **argv) {
     hg_index_day_format(hg_civil_day_of_ns(rp.until_ns) - 1, d);
     fprintf(rp.out, "stopped at the end of %s (later commands not replayed)\n", d);
   }
-  if (project && hgctl_whatif_project(&rp, project_value, raw, stdout) != 0) goto out;
+  if (project && hgctl_whatif_project(&rp, project_value, raw, fmt, stdout) != 0) goto out;
   if (rp.n_wf) {
     /* The journal's own replay, to the same point, for the change table. */
     replay_t base;
@@ -1076,7 +1091,7 @@ int hgctl_replay(int argc, char **argv) {
     base.xcfg = rp.xcfg;
     base.until_ns = rp.until_ns;
     rc = hgctl_replay_run(&base, false);
-    if (rc == 0) rc = hgctl_whatif_cash_table(&rp, &base, raw, stdout);
+    if (rc == 0) rc = hgctl_whatif_cash_table(&rp, &base, raw, fmt, stdout);
     hgctl_replay_dispose(&base);
     if (rc != 0) goto out;
   }
@@ -1099,7 +1114,7 @@ int hgctl_replay(int argc, char **argv) {
   if (expect) {
     long d = hgctl_stmt_compare(&rp, &set, expect);
     if (d < 0) goto out;
-    printf("statements compared with %s: %ld difference(s)\n", expect, d);
+    fprintf(lines, "statements compared with %s: %ld difference(s)\n", expect, d);
     if (d > 0) {
       snprintf(why_buf, sizeof why_buf, "%s%s%ld statement difference(s)", why ? why : "",
                why ? "; " : "", d);
@@ -1111,9 +1126,9 @@ int hgctl_replay(int argc, char **argv) {
 out:
   /* The verdict, also under --quiet. */
   if (status == 0)
-    printf("verdict: OK%s\n", rp.n_wf || rp.n_fsp || project ? " (what-if replay)" : "");
+    fprintf(lines, "verdict: OK%s\n", rp.n_wf || rp.n_fsp || project ? " (what-if replay)" : "");
   else if (status == EXIT_INPUT)
-    printf("verdict: FAILED (%s)\n", why ? why : "see the error above");
+    fprintf(lines, "verdict: FAILED (%s)\n", why ? why : "see the error above");
   if (rp.fills && fclose(rp.fills) != 0) status = EXIT_INPUT;
   hgctl_stmt_free(&set);
   free(rp.fsp);

@@ -16,6 +16,7 @@
 #include "hourglass/exchange.h"
 #include "hourglass/hedge.h"
 #include "hourglass/index.h"
+#include "hgctl_table.h"
 
 /* A FINAL price override of one instrument (what-if). */
 typedef struct fsp_override {
@@ -164,15 +165,20 @@ int hgctl_replay_run(replay_t *rp, bool check_snap);
  * (settlement/CONTRACT.md section 4.3, one rounding) and each account's P&L
  * from now to final settlement, positions held, is printed on o as a table:
  * TV x (pos_prev x (FSP - last DSP) + FSP x q - sum q x p) over the fills
- * since the last DSP (section 5.6), USD (raw: ticks and micro-USD). Changes
- * nothing. 0, or HG_ENOTFOUND (no open contract of the index; printed).
+ * since the last DSP (section 5.6), USD (raw: ticks and micro-USD), then
+ * the P&L per firm. fmt JSON or CSV: one table on o instead (hgctl_table.h;
+ * column `row`: "account" per account and contract, "firm" per firm,
+ * "total"), the per-contract notes on stderr. Changes nothing. 0, or
+ * HG_ENOTFOUND (no open contract of the index; printed).
  */
-int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o);
+int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, hgctl_out_t fmt, FILE *o);
 
 /* Each account's cash in the what-if replay wf against the journal's
- * replay base, as a table on o (USD; raw: micro-USD), with the total. 0 or
+ * replay base, as a table on o (USD; raw: micro-USD), with the total (fmt
+ * JSON or CSV: hgctl_table.h, column `row` "account" or "total"). 0 or
  * -ENOMEM. */
-int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, FILE *o);
+int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, hgctl_out_t fmt,
+                            FILE *o);
 
 /* --max-instruments, --max-accounts, --max-book-orders (NULL: default) into
  * *x. 0, or EXIT_USAGE (2) after printing why. */

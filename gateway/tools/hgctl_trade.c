@@ -503,6 +503,104 @@ int hgctl_positions(int argc, char **argv) {
   return rc;
 }
 
+/* Frames a history request asks for at once (the client's default
+ * retransmit_max). */
+#define HISTORY_CHUNK 1000u
+
+/* What read_history does with each execution report of the history. */
+typedef struct history {
+  uint64_t seqs[HISTORY_CHUNK]; /* scan: the reports' seqs in this chunk */
+  size_t n;
+  hgctl_out_t fmt;              /* print: how */
+  hgctl_table_t *t;
+  const syms_t *syms;
+  bool print;
+} history_t;
+
+/* Resends the key's stream [lo, lo + count) and hands each execution
+ * report in it to h (kept or printed). Live frames (seq >= *end) that
+ * arrive meanwhile are not handled here: *end moves past them, so that a
+ * later request fetches them in order. *expired: the gateway no longer
+ * keeps the start. 0, or EXIT_FAIL after printing why. */
+static int read_history(const char *cmd, hg_client_t *c, uint64_t lo, uint32_t count,
+                        uint64_t *end, history_t *h, bool *expired) {
+  int rc = hg_client_retransmit(c, lo, count);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
+    return EXIT_FAIL;
+  }
+  h->n = 0;
+  *expired = false;
+  uint32_t left = count + 1; /* the header, then count frames */
+  while (left > 0 && !net_stop) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, net_timeout_ms, &e);
+    if (r == -EINTR) continue;
+    if (r == 0) {
+      fprintf(stderr, "hgctl %s: the gateway did not resend the history in time\n", cmd);
+      return EXIT_FAIL;
+    }
+    if (net_stream_ended(cmd, r, e)) return EXIT_FAIL;
+    if (e->body_case == BODY(RETRANSMISSION)) {
+      uint32_t why = e->retransmission->reason;
+      if (why == HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED) {
+        *expired = true;
+        return 0;
+      }
+      if (why != 0) {
+        fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd, net_reject_name(why));
+        return EXIT_FAIL;
+      }
+      left = e->retransmission->count;
+      continue;
+    }
+    if (!e->has_seq || e->seq == 0) continue; /* market data, heartbeats */
+    if (e->seq >= lo + count) {
+      if (e->seq + 1 > *end) *end = e->seq + 1;
+      continue;
+    }
+    if (e->seq < lo) continue;
+    left--;
+    if (e->body_case != BODY(EXECUTION_REPORT)) continue;
+    if (!h->print) {
+      if (h->n < HISTORY_CHUNK) h->seqs[h->n++] = e->seq;
+    } else if (h->fmt == HGCTL_OUT_TEXT) {
+      net_print_exec(e);
+    } else {
+      net_table_exec(h->t, e, h->syms);
+    }
+  }
+  return 0;
+}
+
+/* The seq from which [from, next) holds the last n execution reports of
+ * the stream before next (all of them when it has fewer, or all the
+ * gateway keeps), found by scanning back a chunk at a time. */
+static int history_start(const char *cmd, hg_client_t *c, uint64_t next, uint64_t n,
+                         uint64_t *end, history_t *h, uint64_t *from) {
+  uint64_t hi = next, found = 0;
+  *from = next;
+  while (found < n && hi > 1) {
+    uint64_t lo = hi > HISTORY_CHUNK ? hi - HISTORY_CHUNK : 1;
+    bool expired = false;
+    int rc = read_history(cmd, c, lo, (uint32_t)(hi - lo), end, h, &expired);
+    if (rc != 0) return rc;
+    if (expired) {
+      fprintf(stderr, "hgctl %s: the gateway no longer keeps older frames: fewer than %" PRIu64
+                      " reports shown\n", cmd, n);
+      return 0;
+    }
+    if (found + h->n >= n) {
+      *from = h->seqs[h->n - (n - found)];
+      return 0;
+    }
+    found += h->n;
+    *from = lo;
+    hi = lo;
+  }
+  return 0;
+}
+
 int hgctl_executions(int argc, char **argv) {
   const char *cmd = "executions";
   const char *last = NULL, *fmt_s = NULL;
@@ -511,7 +609,9 @@ int hgctl_executions(int argc, char **argv) {
                         {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
                      "executions [--last N (default 20)] [--follow] [--format text|json|csv]\n"
-                     "  json: one array, or with --follow one object per line\n");
+                     "  the key's last N execution reports (0..1000), oldest first; then, with\n"
+                     "  --follow, new ones as they come. json: one array, or with --follow one\n"
+                     "  object per line\n");
   hgctl_out_t fmt;
   if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
   int64_t n = 20;
@@ -519,6 +619,7 @@ int hgctl_executions(int argc, char **argv) {
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   static syms_t syms;
+  static history_t h;
   hgctl_table_t t;
   if (fmt != HGCTL_OUT_TEXT) {
     if ((rc = net_fetch_symbols(cmd, c, &syms)) != 0) {
@@ -532,35 +633,36 @@ int hgctl_executions(int argc, char **argv) {
   }
   signal(SIGINT, net_on_signal);
   signal(SIGTERM, net_on_signal);
-  /* The last n frames of this key's stream, then (with --follow) live ones. */
-  uint64_t next = hg_client_session(c)->login_next_seq;
-  uint64_t from = next > (uint64_t)n ? next - (uint64_t)n : 1;
-  uint32_t count = (uint32_t)(next - from);
-  uint32_t left = 0;
-  if (count > 0) {
-    rc = hg_client_retransmit(c, from, count);
-    if (rc != 0) {
-      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
-      net_close_session(c);
-      return EXIT_FAIL;
-    }
-    left = count + 1; /* the header, then count frames */
-  }
-  rc = 0;
-  /* Following, frames up to floor were printed before a failover: the
-   * stream is resumed after them at the new leader. */
-  uint64_t seen = 0, floor = 0;
-  while (!net_stop && (follow || left > 0)) {
-    const env_t *e = NULL;
-    int r = hg_client_recv(c, follow ? 500 : net_timeout_ms, &e);
-    if (r == 0) {
-      if (follow) continue;
-      fprintf(stderr, "hgctl %s: the gateway did not resend the history in time\n", cmd);
-      rc = EXIT_FAIL;
+  /* The last n reports of this key's stream (frames of other kinds, the
+   * symbol lookup's reply among them, do not count), in seq order, and
+   * any that arrive meanwhile; then (with --follow) live ones. */
+  uint64_t next = hg_client_session(c)->login_next_seq, from = next, end = next;
+  memset(&h, 0, sizeof h);
+  h.fmt = fmt;
+  h.t = &t;
+  h.syms = &syms;
+  if (n > 0) rc = history_start(cmd, c, next, (uint64_t)n, &end, &h, &from);
+  h.print = true;
+  while (rc == 0 && from < end && !net_stop) {
+    uint32_t count = end - from > HISTORY_CHUNK ? HISTORY_CHUNK : (uint32_t)(end - from);
+    bool expired = false;
+    rc = read_history(cmd, c, from, count, &end, &h, &expired);
+    if (expired) {
+      fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd,
+              net_reject_name(HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED));
       break;
     }
-    if (r == -EINTR) continue;
-    if (follow && net_stream_lost(r, e)) {
+    from += count;
+  }
+  fflush(stdout);
+  /* Following, frames up to floor were printed before a failover: the
+   * stream is resumed after them at the new leader. */
+  uint64_t seen = end > 0 ? end - 1 : 0, floor = 0;
+  while (rc == 0 && follow && !net_stop) {
+    const env_t *e = NULL;
+    int r = hg_client_recv(c, 500, &e);
+    if (r == 0 || r == -EINTR) continue;
+    if (net_stream_lost(r, e)) {
       if ((rc = net_reconnect(cmd, c, r)) != 0) break;
       floor = seen;
       uint64_t now_next = hg_client_session(c)->login_next_seq;
@@ -568,31 +670,19 @@ int hgctl_executions(int argc, char **argv) {
                                                        (uint32_t)(now_next - floor - 1)) != 0)
         fprintf(stderr, "hgctl %s: cannot ask for frames %" PRIu64 "..%" PRIu64 "\n", cmd,
                 floor + 1, now_next - 1);
-      left = 0;
       continue;
     }
     if (net_stream_ended(cmd, r, e)) {
       rc = EXIT_FAIL;
       break;
     }
-    if (e->has_seq && e->seq <= floor) continue; /* printed before the failover */
+    if (e->has_seq && e->seq != 0 && e->seq <= floor) continue; /* printed before the failover */
     if (e->has_seq && e->seq > seen) seen = e->seq;
-    if (e->body_case == BODY(RETRANSMISSION)) {
-      if (e->retransmission->reason != 0) {
-        fprintf(stderr, "hgctl %s: history not available (%s)\n", cmd,
-                net_reject_name(e->retransmission->reason));
-        left = 0;
-      } else if (left > 0) {
-        left = e->retransmission->count;
-      }
-      continue;
-    }
-    if (e->has_seq && left > 0 && e->seq < next) left--;
-    if (e->body_case == BODY(EXECUTION_REPORT)) {
-      if (fmt == HGCTL_OUT_TEXT) net_print_exec(e);
-      else net_table_exec(&t, e, &syms);
-      if (follow) fflush(stdout); /* a tail is read as it happens, often through a pipe */
-    }
+    if (e->body_case != BODY(EXECUTION_REPORT) || (e->has_seq && e->seq != 0 && e->seq < end))
+      continue; /* shown above */
+    if (fmt == HGCTL_OUT_TEXT) net_print_exec(e);
+    else net_table_exec(&t, e, &syms);
+    fflush(stdout); /* a tail is read as it happens, often through a pipe */
   }
   if (fmt != HGCTL_OUT_TEXT && rc == 0) hgctl_table_end(&t);
   net_close_session(c);
@@ -601,172 +691,87 @@ int hgctl_executions(int argc, char **argv) {
 
 /* ----------------------------------------------------------------- orders */
 
-/* The protocol answers an order's status by id (OrderStatusRequest) and has
- * no "all open orders" request, so `hgctl orders` finds the candidates in
- * the key's own stream (retransmitted from seq 1, 1000 frames a request):
- * every order id of a NEW report, less those a CANCELLED or a FILL with
- * leaves 0 ended. Each remaining one is asked for its status, so what is
- * printed is live now. If the gateway no longer keeps the stream's start
- * (REJ_RETRANSMIT_EXPIRED), orders entered before the kept part are not
- * seen: hgctl says so and exits 1. */
-typedef struct order_ref {
-  uint64_t oid;
-  uint32_t instrument;
-} order_ref_t;
-
-static int cmp_oid(const void *a, const void *b) {
-  uint64_t x = ((const order_ref_t *)a)->oid, y = ((const order_ref_t *)b)->oid;
-  return x < y ? -1 : x > y;
-}
-
-static int push_ref(order_ref_t **v, size_t *n, size_t *cap, uint64_t oid, uint32_t inst) {
-  order_ref_t *nv = hg_grow(*v, cap, sizeof *nv, *n + 1, 256);
-  if (nv == NULL) return -ENOMEM;
-  *v = nv;
-  (*v)[(*n)++] = (order_ref_t){oid, inst};
-  return 0;
-}
-
-/* Reads the key's stream [from, next) into the new and ended order lists.
- * Returns 0 (with *expired set if the gateway no longer keeps its start),
- * or EXIT_FAIL after printing why. */
-static int scan_stream(const char *cmd, hg_client_t *c, uint64_t next, order_ref_t **nv,
-                       size_t *nn, size_t *ncap, order_ref_t **ev, size_t *en, size_t *ecap,
-                       bool *expired) {
-  uint64_t from = 1;
-  *expired = false;
-  while (from < next) {
-    uint32_t count = next - from > 1000 ? 1000 : (uint32_t)(next - from);
-    int rc = hg_client_retransmit(c, from, count);
-    if (rc != 0) {
-      fprintf(stderr, "hgctl %s: %s\n", cmd, hg_strerror(rc));
-      return EXIT_FAIL;
-    }
-    uint32_t left = count + 1; /* the header, then count frames */
-    while (left > 0) {
-      const env_t *e = NULL;
-      int r = hg_client_recv(c, net_timeout_ms, &e);
-      if (r == -EINTR) continue;
-      if (r <= 0) {
-        fprintf(stderr, "hgctl %s: %s while reading the order history\n", cmd,
-                r == 0 ? "no reply" : hg_strerror(r));
-        return EXIT_FAIL;
-      }
-      if (e->body_case == BODY(TERMINATE)) {
-        fprintf(stderr, "hgctl %s: the gateway ended the session (code %u)\n", cmd,
-                e->terminate->code);
-        return EXIT_FAIL;
-      }
-      if (e->body_case == BODY(RETRANSMISSION)) {
-        uint32_t why = e->retransmission->reason;
-        if (why == HOURGLASS__V1__REJECT_REASON__REJ_RETRANSMIT_EXPIRED) {
-          /* The start is gone: look for the oldest part still kept. */
-          *expired = true;
-          left = 0;
-          count = (uint32_t)((next - from + 1) / 2);
-          if (count == 0) count = 1;
-        } else if (why != 0) {
-          fprintf(stderr, "hgctl %s: order history not available (%s)\n", cmd, net_reject_name(why));
-          return EXIT_FAIL;
-        } else {
-          left = e->retransmission->count;
-          count = e->retransmission->count;
-        }
-        continue;
-      }
-      if (!e->has_seq || e->seq >= next) continue; /* live traffic */
-      left--;
-      if (e->body_case != BODY(EXECUTION_REPORT)) continue;
-      const Hourglass__V1__ExecutionReport *x = e->execution_report;
-      bool ended = x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED ||
-                   (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_FILL && x->leaves == 0);
-      int pr = 0;
-      if (x->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW && x->order_id)
-        pr = push_ref(nv, nn, ncap, x->order_id, x->instrument_id);
-      else if (ended && x->order_id)
-        pr = push_ref(ev, en, ecap, x->order_id, x->instrument_id);
-      if (pr != 0) {
-        fprintf(stderr, "hgctl %s: out of memory\n", cmd);
-        return EXIT_FAIL;
-      }
-    }
-    if (count == 0) {
-      fprintf(stderr, "hgctl %s: the gateway resent no frame from seq %" PRIu64 "\n", cmd, from);
-      return EXIT_FAIL;
-    }
-    from += count;
-  }
-  return 0;
-}
+/* The live orders come from the gateway's own list (OpenOrdersRequest),
+ * page by page: nothing is replayed from the key's stream, so the answer
+ * does not depend on how much of it the gateway still keeps. */
+#define ORDERS_PAGE 1000u
 
 int hgctl_orders(int argc, char **argv) {
-  const char *cmd = "orders", *fmt_s = NULL;
-  const opt_t opts[] = {CONN_OPTS, {"format", &fmt_s, NULL}};
+  const char *cmd = "orders", *fmt_s = NULL, *account = NULL;
+  const opt_t opts[] = {CONN_OPTS, {"account", &account, NULL}, {"format", &fmt_s, NULL}};
   int rc = net_parse(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0,
-                     "orders [--format text|json|csv]   (this key's live orders: price, "
-                     "quantity, what is left)\n");
+                     "orders [--account N] [--format text|json|csv]\n"
+                     "  live orders (price, quantity, what is left), by account and order id:\n"
+                     "  traders and market makers the own account's; risk viewers every\n"
+                     "  account of the own firm, or the one --account names\n");
   hgctl_out_t fmt;
   if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
-  const hgctl_col_t cols[] = {{"order_id", 0}, {"symbol", 1}, {"side", 1},
+  int64_t acc = 0;
+  if (account && (rc = net_need_num(cmd, "account", account, 1, UINT32_MAX, &acc))) return rc;
+  const hgctl_col_t cols[] = {{"account", 0}, {"order_id", 0}, {"symbol", 1}, {"side", 1},
                               {net_raw ? "price" : "price_usd", 0}, {"qty", 0}, {"leaves", 0},
                               {"group", 0}, {"clordid", 0}};
   hgctl_table_t t;
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   static syms_t syms;
-  order_ref_t *nv = NULL, *ev = NULL;
-  size_t nn = 0, ncap = 0, en = 0, ecap = 0;
-  bool expired = false;
-  if ((rc = net_fetch_symbols(cmd, c, &syms)) == 0)
-    rc = scan_stream(cmd, c, hg_client_session(c)->login_next_seq, &nv, &nn, &ncap, &ev, &en,
-                     &ecap, &expired);
-  if (rc == 0) {
-    if (en > 1) qsort(ev, en, sizeof *ev, cmp_oid); /* ev is NULL when none ended */
-    if (fmt == HGCTL_OUT_TEXT)
-      printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
-             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name);
-    else hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
-  }
-  for (size_t i = 0; rc == 0 && i < nn; i++) {
-    if (en > 0 && bsearch(&nv[i], ev, en, sizeof *ev, cmp_oid) != NULL) continue;
+  rc = net_fetch_symbols(cmd, c, &syms);
+  bool started = false; /* the header goes out with the first page, not before a refusal */
+  uint32_t from_acc = 0;
+  uint64_t from = 0;
+  while (rc == 0) {
     uint64_t seq = 0;
     const env_t *e = NULL;
-    if (hg_client_order_status(c, nv[i].instrument, nv[i].oid, &seq) != 0) {
+    if (hg_client_open_orders(c, (uint32_t)acc, 0, from_acc, from, ORDERS_PAGE, &seq) != 0) {
       fprintf(stderr, "hgctl %s: send failed\n", cmd);
       rc = EXIT_FAIL;
       break;
     }
     if ((rc = net_await_reply(cmd, c, seq, &e)) != 0) break;
     rc = net_response_status(cmd, e);
-    if (rc != 0 || e->body_case != BODY(ORDER_STATUS)) {
+    if (rc != 0 || e->body_case != BODY(OPEN_ORDERS)) {
       if (rc == 0) rc = EXIT_FAIL;
       break;
     }
-    const Hourglass__V1__OrderStatus *st = e->order_status;
-    if (!st->live) continue;
-    char group[12] = "-", oid[24], qty[24], leaves[24], clid[24];
-    if (st->quote_group) snprintf(group, sizeof group, "%u", st->quote_group);
-    snprintf(oid, sizeof oid, "%" PRIu64, st->order_id);
-    snprintf(qty, sizeof qty, "%" PRId64, st->qty);
-    snprintf(leaves, sizeof leaves, "%" PRId64, st->leaves);
-    snprintf(clid, sizeof clid, "%" PRIu64, st->client_order_id);
-    const char *v[] = {oid,    net_symbol_of(&syms, st->instrument_id),
-                       st->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
-                       net_px(st->price), qty, leaves, group, clid};
-    if (fmt == HGCTL_OUT_TEXT)
-      printf("%-12s %-20s %-4s %10s %10s %10s %-6s %s\n", v[0], v[1], v[2], v[3], v[4], v[5],
-             v[6], v[7]);
-    else hgctl_table_row(&t, v);
+    const Hourglass__V1__OpenOrders *m = e->open_orders;
+    if (m->reason != 0) {
+      fprintf(stderr, "hgctl %s: refused: %s (%u)%s\n", cmd, net_reject_name(m->reason),
+              m->reason,
+              m->reason == HOURGLASS__V1__REJECT_REASON__REJ_UNKNOWN_ACCOUNT
+                  ? ": not an account this key may see"
+                  : "");
+      rc = EXIT_FAIL;
+      break;
+    }
+    if (!started && fmt == HGCTL_OUT_TEXT)
+      printf("%-8s %-12s %-20s %-4s %10s %10s %10s %-6s %s\n", cols[0].name, cols[1].name,
+             cols[2].name, cols[3].name, cols[4].name, cols[5].name, cols[6].name, cols[7].name,
+             cols[8].name);
+    else if (!started) hgctl_table_start(&t, stdout, fmt, cols, sizeof cols / sizeof cols[0]);
+    started = true;
+    for (size_t i = 0; i < m->n_orders; i++) {
+      const Hourglass__V1__OpenOrder *o = m->orders[i];
+      char group[12] = "-", acct[12], oid[24], qty[24], leaves[24], clid[24];
+      if (o->quote_group) snprintf(group, sizeof group, "%u", o->quote_group);
+      snprintf(acct, sizeof acct, "%u", o->account);
+      snprintf(oid, sizeof oid, "%" PRIu64, o->order_id);
+      snprintf(qty, sizeof qty, "%" PRId64, o->qty);
+      snprintf(leaves, sizeof leaves, "%" PRId64, o->leaves);
+      snprintf(clid, sizeof clid, "%" PRIu64, o->client_order_id);
+      const char *v[] = {acct, oid, net_symbol_of(&syms, o->instrument_id),
+                         o->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
+                         net_px(o->price), qty, leaves, group, clid};
+      if (fmt == HGCTL_OUT_TEXT)
+        printf("%-8s %-12s %-20s %-4s %10s %10s %10s %-6s %s\n", v[0], v[1], v[2], v[3], v[4],
+               v[5], v[6], v[7], v[8]);
+      else hgctl_table_row(&t, v);
+    }
+    if (m->next_order_id == 0) break;
+    from_acc = m->next_account;
+    from = m->next_order_id;
   }
-  if (rc == 0 && fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
+  if (rc == 0 && started && fmt != HGCTL_OUT_TEXT) hgctl_table_end(&t);
   fflush(stdout);
-  if (rc == 0 && expired) {
-    fprintf(stderr, "hgctl %s: the gateway no longer keeps all of this key's history: orders "
-                    "entered in the part it dropped may be missing above\n", cmd);
-    rc = EXIT_FAIL;
-  }
-  free(nv);
-  free(ev);
   net_close_session(c);
   return rc;
 }
@@ -824,10 +829,15 @@ int hgctl_ladder(int argc, char **argv) {
   hg_client_t *c = NULL;
   if ((rc = net_open_session(cmd, &c))) return rc;
   uint32_t id = 0;
-  if ((rc = net_resolve_instrument(cmd, c, pos[0], &id))) {
+  static syms_t syms;
+  if ((rc = net_resolve_instrument(cmd, c, pos[0], &id)) ||
+      (rc = net_fetch_symbols(cmd, c, &syms))) {
     net_close_session(c);
     return rc;
   }
+  /* The instrument's own symbol, however it was named (b200.a.2027-03, 1). */
+  const char *sym = net_symbol_of(&syms, id);
+  if (strcmp(sym, "-") == 0) sym = pos[0];
   signal(SIGINT, net_on_signal);
   signal(SIGTERM, net_on_signal);
   bool tty = isatty(STDOUT_FILENO) && !once;
@@ -912,7 +922,7 @@ int hgctl_ladder(int argc, char **argv) {
       if (rc != 0) break;
     }
     if (once && have) {
-      draw(pos[0], id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, false);
+      draw(sym, id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, false);
       break;
     }
     /* Redraw at most 20 times a second. */
@@ -920,7 +930,7 @@ int hgctl_ladder(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     long ms = (now.tv_sec - last_draw.tv_sec) * 1000 + (now.tv_nsec - last_draw.tv_nsec) / 1000000;
     if (dirty && have && ms >= 50) {
-      draw(pos[0], id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, tty);
+      draw(sym, id, &bids, &asks, (int)depth, md_seq, state, last_px, last_qty, tty);
       if (!tty) puts("");
       dirty = false;
       last_draw = now;
@@ -1013,19 +1023,28 @@ int hgctl_quote(int argc, char **argv) {
       return EXIT_USAGE;
     }
   }
-  const char *group = NULL, *mmp_qty = NULL, *mmp_win = NULL;
+  const char *group = NULL, *mmp_qty = NULL, *mmp_win = NULL, *fmt_s = NULL;
   const opt_t opts[] = {CONN_OPTS, {"group", &group, NULL}, {"mmp-qty", &mmp_qty, NULL},
-                        {"mmp-window-ms", &mmp_win, NULL}};
+                        {"mmp-window-ms", &mmp_win, NULL}, {"format", &fmt_s, NULL}};
   const char *usage =
       "quote --group G --quote SYMBOL:BIDQTY@BID/ASKQTY@ASK [--quote ...]   (prices in USD)\n"
       "            [--mmp-qty Q --mmp-window-ms MS]   (market makers; replaces the quotes)\n"
+      "            [--format text|json|csv]\n"
       "  one side only: SYMBOL:BIDQTY@BID/ (bids) or SYMBOL:/ASKQTY@ASK (offers)\n"
       "            prints the ACK, each side's report and QUOTED sides=N accepted=A\n"
       "            refused=R; exits 1 if any side or entry was refused\n"
+      "  json and csv: the quote's execution reports in the columns of `executions`,\n"
+      "  and a REJECTED row (symbol, reason) per entry the gateway refused\n"
       "       hgctl quote reset --group G   (re-enables a group pulled by protection)\n";
   int rc = net_parse(cmd, nr, rest, opts, sizeof opts / sizeof opts[0], NULL, 0, usage);
   int64_t g = 0, mq = 0, mw = 0;
-  if (rc || (rc = net_need_num(cmd, "group", group, 1, UINT32_MAX, &g)) ||
+  hgctl_out_t fmt;
+  if (rc || (rc = net_need_format(cmd, fmt_s, &fmt))) return rc;
+  if (reset && fmt != HGCTL_OUT_TEXT) {
+    fprintf(stderr, "hgctl %s: prints one line, no table: leave out --format\n", cmd);
+    return EXIT_USAGE;
+  }
+  if ((rc = net_need_num(cmd, "group", group, 1, UINT32_MAX, &g)) ||
       (mmp_qty && (rc = net_need_num(cmd, "mmp-qty", mmp_qty, 1, INT64_MAX, &mq))) ||
       (mmp_win && (rc = net_need_num(cmd, "mmp-window-ms", mmp_win, 1, UINT32_MAX, &mw))))
     return rc;
@@ -1046,6 +1065,13 @@ int hgctl_quote(int argc, char **argv) {
   }
   Hourglass__V1__QuoteEntry q[QUOTES_MAX];
   const Hourglass__V1__QuoteEntry *qp[QUOTES_MAX];
+  static syms_t syms;
+  hgctl_table_t t;
+  memset(&t, 0, sizeof t); /* t.f stays NULL until the table starts */
+  size_t ncols = 0;
+  const hgctl_col_t *cols = net_exec_cols(&ncols);
+  if (fmt != HGCTL_OUT_TEXT && (rc = net_fetch_symbols(cmd, c, &syms)) == 0)
+    hgctl_table_start(&t, stdout, fmt, cols, ncols);
   for (int i = 0; i < nq && rc == 0; i++) {
     rc = parse_quote(cmd, c, quotes[i], &q[i]);
     qp[i] = &q[i];
@@ -1072,7 +1098,8 @@ int hgctl_quote(int argc, char **argv) {
       break;
     }
     if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->ref_seq == seq) {
-      net_print_exec(e);
+      if (fmt == HGCTL_OUT_TEXT) net_print_exec(e);
+      else net_table_exec(&t, e, &syms);
       accepted += e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_NEW;
       refused += e->execution_report->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_REJECTED;
       if (acked && accepted + refused >= sides) break;
@@ -1081,13 +1108,27 @@ int hgctl_quote(int argc, char **argv) {
       break;
     } else if (e->body_case == BODY(MASS_QUOTE_ACK) && e->mass_quote_ack->ref_seq == seq) {
       const Hourglass__V1__MassQuoteAck *a = e->mass_quote_ack;
-      printf("ACK group=%u reason=%s(%u) rejects=%zu\n", a->quote_group, net_reject_name(a->reason),
-             a->reason, a->n_rejects);
-      for (size_t k = 0; k < a->n_rejects; k++)
-        printf("REJECT quote=%s reason=%s(%u)\n", quotes[a->rejects[k]->index < (uint32_t)nq
-                                                             ? a->rejects[k]->index
-                                                             : 0],
-               net_reject_name(a->rejects[k]->reason), a->rejects[k]->reason);
+      if (fmt == HGCTL_OUT_TEXT)
+        printf("ACK group=%u reason=%s(%u) rejects=%zu\n", a->quote_group,
+               net_reject_name(a->reason), a->reason, a->n_rejects);
+      for (size_t k = 0; k < a->n_rejects; k++) {
+        uint32_t ix = a->rejects[k]->index < (uint32_t)nq ? a->rejects[k]->index : 0;
+        if (fmt == HGCTL_OUT_TEXT) {
+          printf("REJECT quote=%s reason=%s(%u)\n", quotes[ix],
+                 net_reject_name(a->rejects[k]->reason), a->rejects[k]->reason);
+          continue;
+        }
+        /* The gateway's refusal of an entry: no report, one row in the
+         * executions' columns (exec_type, instrument, symbol, reason). */
+        char inst[16];
+        snprintf(inst, sizeof inst, "%u", q[ix].instrument_id);
+        const char *v[16] = {NULL};
+        v[0] = "REJECTED";
+        v[2] = inst;
+        v[3] = net_symbol_of(&syms, q[ix].instrument_id);
+        v[11] = net_reject_name(a->rejects[k]->reason);
+        hgctl_table_row(&t, v);
+      }
       fflush(stdout);
       if (a->reason != 0) {
         fprintf(stderr, "hgctl %s: refused: %s (%u)\n", cmd, net_reject_name(a->reason), a->reason);
@@ -1110,8 +1151,17 @@ int hgctl_quote(int argc, char **argv) {
     }
   }
   if (acked) {
-    net_print_followers(c, seq, 0, 200); /* fills that follow at once */
-    printf("QUOTED sides=%d accepted=%d refused=%d\n", sides, accepted, refused);
+    if (fmt == HGCTL_OUT_TEXT) {
+      net_print_followers(c, seq, 0, 200); /* fills that follow at once */
+    } else {
+      /* The same, as rows (net_print_followers prints lines). */
+      while (hg_client_recv(c, 200, &e) == 1)
+        if (e->body_case == BODY(EXECUTION_REPORT) && e->execution_report->ref_seq == seq)
+          net_table_exec(&t, e, &syms);
+    }
+    /* A table keeps stdout for its rows: the summary goes to stderr. */
+    fprintf(fmt == HGCTL_OUT_TEXT ? stdout : stderr, "QUOTED sides=%d accepted=%d refused=%d\n",
+            sides, accepted, refused);
     fflush(stdout);
     if (refused > 0) {
       fprintf(stderr, "hgctl %s: %d of %d quoted sides refused (the REJECTED lines say why)\n",
@@ -1119,6 +1169,8 @@ int hgctl_quote(int argc, char **argv) {
       rc = EXIT_FAIL;
     }
   }
+  /* The table stays valid JSON whatever ended the quote (errors: stderr). */
+  if (fmt != HGCTL_OUT_TEXT && t.f != NULL) hgctl_table_end(&t);
   net_close_session(c);
   return rc;
 }

@@ -21,6 +21,10 @@
  *
  * Nothing is applied to the exchange: the state, its hash and the
  * statements stay the journal's. Integer arithmetic only (128-bit sums).
+ *
+ * With --format json|csv the tables are one table each (hgctl_table.h):
+ * stable columns, a `row` column saying what a row sums (an account's
+ * contract, a firm, the total), and the notes around them on stderr.
  */
 #include "hgctl_fmt.h"
 #include "hgctl_replay.h"
@@ -62,11 +66,35 @@ static const char *money(__int128 v, bool raw, char *buf) {
   return hgctl_fmt_money_raw((int64_t)v, raw, buf);
 }
 
+/* The projection's table for scripts (hgctl_whatif_project). */
+static const hgctl_col_t *project_cols(bool raw, size_t *n) {
+  static const hgctl_col_t usd[] = {
+      {"row", 1},      {"firm", 0},         {"account", 0}, {"instrument", 0}, {"symbol", 1},
+      {"position", 0}, {"last_dsp_usd", 0}, {"fsp_usd", 0}, {"pnl_usd", 0}};
+  static const hgctl_col_t ticks[] = {
+      {"row", 1},      {"firm", 0},     {"account", 0}, {"instrument", 0}, {"symbol", 1},
+      {"position", 0}, {"last_dsp", 0}, {"fsp", 0},     {"pnl", 0}};
+  *n = sizeof usd / sizeof usd[0];
+  return raw ? ticks : usd;
+}
+
+/* A money cell: NULL (missing) rather than a word where a number goes. */
+static const char *money_cell(__int128 v, bool raw, char *buf) {
+  return v > INT64_MAX || v < INT64_MIN ? NULL : hgctl_fmt_money_raw((int64_t)v, raw, buf);
+}
+
+static uint32_t firm_of(const replay_t *rp, hg_account_t acct) {
+  int64_t cash;
+  uint32_t f = 0;
+  return hg_exchange_account(rp->ex, acct, &cash, &f) == 0 ? f : 0;
+}
+
 /* One contract: the projected FSP, one line for the days the value fills,
  * and the P&L table, one row per account holding it; each account's P&L is
  * added to pnl_acc[k] (accts->id[k]) for the firm totals. */
 static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool raw,
-                       const acct_list_t *accts, __int128 *pnl_acc, FILE *o) {
+                       const acct_list_t *accts, __int128 *pnl_acc, hgctl_table_t *t, FILE *o) {
+  FILE *note = t != NULL ? stderr : o; /* a table keeps stdout for itself */
   const hg_clearing_t *c = hgctl_replay_ledger(rp);
   hg_clearing_instrument_info_t ii;
   if (hg_clearing_instrument_info(c, inst, &ii) != 0 || ii.settled) return 0;
@@ -76,7 +104,7 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
   hg_clearing_fixing_t fx[31];
   unsigned kept = 0;
   char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN], day[11], last_day[11];
-  fprintf(o, "what-if %s (instrument %" PRIu32 "): the rest of %04u-%02u fixes at %s\n",
+  fprintf(note, "what-if %s (instrument %" PRIu32 "): the rest of %04u-%02u fixes at %s\n",
           sym ? sym : "?", inst, year, month, hgctl_fmt_decimal(value, 6, b1));
   unsigned unpublished = 0, provisional = 0, nofix = 0;
   day[0] = last_day[0] = '\0';
@@ -99,7 +127,7 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
   }
   /* One line, not one per day: how many days take the value, and why. */
   if (kept < nd)
-    fprintf(o, "  %u days %s%s%s take %s (what-if): %u not published, %u PROVISIONAL, %u NO_FIX\n",
+    fprintf(note, "  %u days %s%s%s take %s (what-if): %u not published, %u PROVISIONAL, %u NO_FIX\n",
             nd - kept, day, last_day[0] ? ".." : "", last_day, b1, unpublished, provisional,
             nofix);
   hg_clearing_fsp_t fsp;
@@ -110,13 +138,15 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
   }
   int64_t tv = ii.inst.tick_value > 0 ? ii.inst.tick_value : TV_DEFAULT;
   int64_t last = ii.inst.last_dsp;
-  fprintf(o, "what-if fsp=%s (%u FINAL fixings kept, %u filled) last_dsp=%s\n",
+  fprintf(note, "what-if fsp=%s (%u FINAL fixings kept, %u filled) last_dsp=%s\n",
           hgctl_fmt_price_raw(fsp.fsp, raw, b1), kept, nd - kept,
           last ? hgctl_fmt_price_raw(last, raw, b2) : "none");
-  fprintf(o, "what-if P&L to final settlement, positions held (%s):\n",
-          raw ? "micro-USD; prices in ticks" : "USD; prices in USD per GPU-hour");
-  fprintf(o, "  %-10s %-16s %10s %10s %10s %18s\n", "account", "symbol", "position", "last_dsp",
-          "fsp", "pnl");
+  if (t == NULL) {
+    fprintf(o, "what-if P&L to final settlement, positions held (%s):\n",
+            raw ? "micro-USD; prices in ticks" : "USD; prices in USD per GPU-hour");
+    fprintf(o, "  %-10s %-16s %10s %10s %10s %18s\n", "account", "symbol", "position",
+            "last_dsp", "fsp", "pnl");
+  }
   __int128 total = 0;
   for (size_t k = 0; k < accts->n; k++) {
     hg_clearing_position_t p;
@@ -127,21 +157,45 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
                    tv;
     total += pnl;
     pnl_acc[k] += pnl;
+    if (t != NULL) {
+      char firm[16], acct[16], id[16], pos[24];
+      snprintf(firm, sizeof firm, "%" PRIu32, firm_of(rp, accts->id[k]));
+      snprintf(acct, sizeof acct, "%" PRIu32, accts->id[k]);
+      snprintf(id, sizeof id, "%" PRIu32, inst);
+      snprintf(pos, sizeof pos, "%" PRId64, p.pos);
+      const char *v[] = {"account", firm, acct, id, sym, pos,
+                         last ? hgctl_fmt_price_raw(last, raw, b1) : NULL,
+                         hgctl_fmt_price_raw(fsp.fsp, raw, b2), money_cell(pnl, raw, b3)};
+      hgctl_table_row(t, v);
+      continue;
+    }
     fprintf(o, "  %-10" PRIu32 " %-16s %10" PRId64 " %10s %10s %18s\n", accts->id[k],
             sym ? sym : "?", p.pos, last ? hgctl_fmt_price_raw(last, raw, b1) : "none",
             hgctl_fmt_price_raw(fsp.fsp, raw, b2), money(pnl, raw, b3));
   }
-  fprintf(o, "  %-10s %-16s %10s %10s %10s %18s\n", "total", "", "", "", "", money(total, raw, b3));
+  if (t == NULL)
+    fprintf(o, "  %-10s %-16s %10s %10s %10s %18s\n", "total", "", "", "", "",
+            money(total, raw, b3));
   return total == 0 ? 0 : HG_ECORRUPT;
 }
 
-int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, FILE *o) {
+int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, hgctl_out_t fmt,
+                            FILE *o) {
   acct_list_t accts;
   if (hgctl_replay_accounts(wf, &accts) != 0) return -ENOMEM;
   char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN];
-  fprintf(o, "what-if cash change per account against the journal (%s):\n",
-          raw ? "micro-USD" : "USD");
-  fprintf(o, "  %-10s %20s %20s %18s\n", "account", "journal", "what-if", "change");
+  hgctl_table_t t;
+  if (fmt != HGCTL_OUT_TEXT) {
+    static const hgctl_col_t usd[] = {{"row", 1},          {"firm", 0},        {"account", 0},
+                                      {"journal_usd", 0},  {"whatif_usd", 0},  {"change_usd", 0}};
+    static const hgctl_col_t micro[] = {{"row", 1},     {"firm", 0},    {"account", 0},
+                                        {"journal", 0}, {"whatif", 0},  {"change", 0}};
+    hgctl_table_start(&t, o, fmt, raw ? micro : usd, sizeof usd / sizeof usd[0]);
+  } else {
+    fprintf(o, "what-if cash change per account against the journal (%s):\n",
+            raw ? "micro-USD" : "USD");
+    fprintf(o, "  %-10s %20s %20s %18s\n", "account", "journal", "what-if", "change");
+  }
   __int128 total = 0;
   for (size_t k = 0; k < accts.n; k++) {
     int64_t cw = 0, cb = 0;
@@ -150,10 +204,25 @@ int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, 
     if (hg_exchange_account(base->ex, accts.id[k], &cb, &firm) != 0) cb = 0;
     __int128 d = (__int128)cw - cb;
     total += d;
+    if (fmt != HGCTL_OUT_TEXT) {
+      char f[16], a[16];
+      snprintf(f, sizeof f, "%" PRIu32, firm);
+      snprintf(a, sizeof a, "%" PRIu32, accts.id[k]);
+      const char *v[] = {"account", f, a, money_cell(cb, raw, b1), money_cell(cw, raw, b2),
+                         money_cell(d, raw, b3)};
+      hgctl_table_row(&t, v);
+      continue;
+    }
     fprintf(o, "  %-10" PRIu32 " %20s %20s %18s\n", accts.id[k], money(cb, raw, b1),
             money(cw, raw, b2), money(d, raw, b3));
   }
-  fprintf(o, "  %-10s %20s %20s %18s\n", "total", "", "", money(total, raw, b3));
+  if (fmt != HGCTL_OUT_TEXT) {
+    const char *v[] = {"total", NULL, NULL, NULL, NULL, money_cell(total, raw, b3)};
+    hgctl_table_row(&t, v);
+    hgctl_table_end(&t);
+  } else {
+    fprintf(o, "  %-10s %20s %20s %18s\n", "total", "", "", money(total, raw, b3));
+  }
   free(accts.id);
   return 0;
 }
@@ -161,11 +230,13 @@ int hgctl_whatif_cash_table(const replay_t *wf, const replay_t *base, bool raw, 
 /* The projected P&L summed over every contract, per firm (ascending) and
  * in all (zero: the contracts' totals are). */
 static void firm_totals(const replay_t *rp, const acct_list_t *accts, const __int128 *pnl,
-                        bool raw, FILE *o) {
+                        bool raw, hgctl_table_t *t, FILE *o) {
   char b[HGCTL_FMT_LEN];
-  fprintf(o, "what-if P&L to final settlement per firm, all contracts (%s):\n",
-          raw ? "micro-USD" : "USD");
-  fprintf(o, "  %-10s %18s\n", "firm", "pnl");
+  if (t == NULL) {
+    fprintf(o, "what-if P&L to final settlement per firm, all contracts (%s):\n",
+            raw ? "micro-USD" : "USD");
+    fprintf(o, "  %-10s %18s\n", "firm", "pnl");
+  }
   __int128 total = 0;
   int64_t prev = -1; /* the last firm printed */
   for (;;) {
@@ -189,11 +260,23 @@ static void firm_totals(const replay_t *rp, const acct_list_t *accts, const __in
       if (hg_exchange_account(rp->ex, accts->id[k], &cash, &f) == 0 && f == firm) sum += pnl[k];
     }
     total += sum;
-    fprintf(o, "  %-10" PRIu32 " %18s\n", firm, money(sum, raw, b));
+    if (t != NULL) {
+      char f[16];
+      snprintf(f, sizeof f, "%" PRIu32, firm);
+      const char *v[] = {"firm", f, NULL, NULL, NULL, NULL, NULL, NULL, money_cell(sum, raw, b)};
+      hgctl_table_row(t, v);
+    } else {
+      fprintf(o, "  %-10" PRIu32 " %18s\n", firm, money(sum, raw, b));
+    }
     if (firm == UINT32_MAX) break;
     prev = firm;
   }
-  fprintf(o, "  %-10s %18s\n", "total", money(total, raw, b));
+  if (t != NULL) {
+    const char *v[] = {"total", NULL, NULL, NULL, NULL, NULL, NULL, NULL, money_cell(total, raw, b)};
+    hgctl_table_row(t, v);
+  } else {
+    fprintf(o, "  %-10s %18s\n", "total", money(total, raw, b));
+  }
 }
 
 /* The guarantee under the projection (settlement/CONTRACT.md 4.7): each
@@ -227,7 +310,7 @@ static void guarantee_use(const replay_t *rp, const acct_list_t *accts, const __
           money(shortfall - used, raw, b4));
 }
 
-int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
+int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, hgctl_out_t fmt, FILE *o) {
   inst_list_t l = {.rp = rp};
   hg_exchange_foreach_instrument(rp->ex, pick_instrument, &l);
   acct_list_t accts;
@@ -237,12 +320,19 @@ int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
     free(accts.id);
     return -ENOMEM;
   }
+  hgctl_table_t table, *t = NULL;
+  if (fmt != HGCTL_OUT_TEXT) {
+    size_t ncols;
+    const hgctl_col_t *cols = project_cols(raw, &ncols);
+    hgctl_table_start(&table, o, fmt, cols, ncols);
+    t = &table;
+  }
   size_t done = 0;
   for (size_t k = 0; k < l.n; k++) {
     hg_clearing_instrument_info_t ii;
     if (hg_clearing_instrument_info(hgctl_replay_ledger(rp), l.id[k], &ii) != 0 || ii.settled)
       continue;
-    int rc = project_one(rp, l.id[k], value, raw, &accts, pnl, o);
+    int rc = project_one(rp, l.id[k], value, raw, &accts, pnl, t, o);
     if (rc != 0) {
       free(pnl);
       free(accts.id);
@@ -251,9 +341,12 @@ int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
     done++;
   }
   if (done > 0) {
-    firm_totals(rp, &accts, pnl, raw, o);
-    guarantee_use(rp, &accts, pnl, raw, o);
+    firm_totals(rp, &accts, pnl, raw, t, o);
+    /* a json or csv table keeps stdout to itself: the guarantee's lines go
+     * beside the replay's own, to stderr */
+    guarantee_use(rp, &accts, pnl, raw, t != NULL ? stderr : o);
   }
+  if (t != NULL) hgctl_table_end(t);
   free(pnl);
   free(accts.id);
   if (done == 0) {
@@ -262,6 +355,6 @@ int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, FILE *o) {
     return HG_ENOTFOUND;
   }
   fputs("what-if: nothing was applied; the state, its hashes and the statements are the "
-        "journal's\n", o);
+        "journal's\n", t != NULL ? stderr : o);
   return 0;
 }

@@ -352,6 +352,20 @@ class Client(TradingMixin):
         env.positions_request.SetInParent()
         return self.send(env)
 
+    def open_orders(self, account=0, instrument_id=0, from_account=0, from_order_id=0,
+                    limit=0):
+        """OpenOrdersRequest: one page of live orders, answered by
+        `open_orders` (proto/README.md, "Open orders"); returns the seq."""
+        env = pb.Envelope()
+        r = env.open_orders_request
+        r.SetInParent()
+        for name, v in (("account", account), ("instrument_id", instrument_id),
+                        ("from_account", from_account), ("from_order_id", from_order_id),
+                        ("limit", limit)):
+            if v:
+                setattr(r, name, v)
+        return self.send(env)
+
     def md_subscribe(self, instrument_id, depth=10):
         """Asks for an instrument's market data: a MarketDataSnapshot, then
         increments (MarketData does the bookkeeping). Refused by a Response."""

@@ -4,6 +4,7 @@
     python3 -m hgclient order --instrument B200.A.2027-03 --side buy --qty 3 --price 3.300
     python3 -m hgclient cancel --instrument B200.A.2027-03 --order-id N
     python3 -m hgclient positions [--account N] [--format text|json|csv]
+    python3 -m hgclient orders [--account N] [--format text|json|csv]
     python3 -m hgclient md --instrument B200.A.2027-03 [--depth 5] [--idle 10] [--count N]
 
 The address and key come from --host, --port, --key-id, --secret (hex) or
@@ -98,6 +99,9 @@ def _parser():
     p = sub.add_parser("positions", parents=[fmt],
                        help="positions and cash (a risk viewer: every account of its firm)")
     p.add_argument("--account", type=int, default=None)
+    q = sub.add_parser("orders", parents=[fmt],
+                       help="live orders (a risk viewer: every account of its firm)")
+    q.add_argument("--account", type=int, default=None)
     m = sub.add_parser("md", help="print an instrument's book and trades as they change")
     m.add_argument("--instrument", required=True, help="symbol (any case) or id")
     m.add_argument("--depth", type=int, default=5)
@@ -153,6 +157,10 @@ def _run(args):
             for a in accts:
                 print("account %d cash %s USD, initial margin %s USD, excess equity %s USD" % (
                     a["account"], a["cash_usd"], a["initial_margin_usd"], a["excess_equity_usd"]))
+    elif args.cmd == "orders":
+        _table(c.open_order_list(args.account), args.format,
+               ["account", "order_id", "client_order_id", "symbol", "side", "price_usd", "qty",
+                "leaves", "quote_group"])
     else:
         inst = c.instrument(args.instrument)
         md = MarketData(c)

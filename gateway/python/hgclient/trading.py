@@ -239,6 +239,35 @@ class TradingMixin:
                 if p.HasField("excess_equity") else None})
         return pos_rows, acct_rows
 
+    def open_order_list(self, account=None, instrument=None, timeout=5.0):
+        """The live orders from the gateway's list (OpenOrdersRequest, every
+        page), one dict each: account, order_id, client_order_id, symbol,
+        side, price_usd, qty, leaves, quote_group (None: not a quote); by
+        account, then order id. The key's account; a risk viewer: every
+        account of its firm, or `account`'s. instrument: symbol or id, None
+        for all."""
+        if self._instruments is None:
+            self.list_instruments()
+        inst_id = self.instrument(instrument).id if instrument is not None else 0
+        rows, from_account, from_oid = [], 0, 0
+        while True:
+            seq = self.open_orders(account or 0, inst_id, from_account, from_oid)
+            m = self._reply(seq, "open_orders", timeout).open_orders
+            if m.reason:
+                raise HgError("open orders refused: %s (%d)" % (
+                    _enum_name(pb.RejectReason, m.reason, "REJ_"), m.reason))
+            for o in m.orders:
+                inst = self.instrument(o.instrument_id)  # cached above: reads nothing
+                rows.append({
+                    "account": o.account, "order_id": o.order_id,
+                    "client_order_id": o.client_order_id, "symbol": inst.symbol,
+                    "side": "sell" if o.side == pb.SIDE_SELL else "buy",
+                    "price_usd": inst.usd(o.price), "qty": o.qty, "leaves": o.leaves,
+                    "quote_group": o.quote_group or None})
+            if not m.next_order_id:
+                return rows
+            from_account, from_oid = m.next_account, m.next_order_id
+
     def report(self, r):
         """An ExecutionReport as a dict: time (UTC), exec_type, order_id,
         client_order_id, symbol, side, price_usd, qty, leaves, maker, reason

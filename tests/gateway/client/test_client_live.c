@@ -1,7 +1,8 @@
 /*
  * test_client_live.c - the client library against the real gateway over
  * loopback TCP: login and a refused login, the order lifecycle (new, replace,
- * cancel, mass cancel) with ref_seq matching, instruments and positions,
+ * cancel, mass cancel) with ref_seq matching, instruments, open orders and
+ * positions,
  * market data, and recovery of the execution stream after a reconnect
  * (frames produced while disconnected arrive once, in order).
  */
@@ -132,6 +133,20 @@ static void test_order_lifecycle(void **state) {
   o = limit(9, HOURGLASS__V1__SIDE__SIDE_SELL, 900, 1);
   assert_int_equal(hg_client_new_order(a, &o, NULL), 0);
   expect(a, HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT);
+  /* Both listed, one a page: the cursor leads to the second. */
+  assert_int_equal(hg_client_open_orders(a, 0, 0, 0, 0, 1, &seq), 0);
+  e = expect(a, HOURGLASS__V1__ENVELOPE__BODY_OPEN_ORDERS);
+  assert_int_equal(e->open_orders->ref_seq, seq);
+  assert_int_equal(e->open_orders->n_orders, 1);
+  assert_int_equal(e->open_orders->orders[0]->client_order_id, 8);
+  assert_int_equal(e->open_orders->next_account, ACC_A);
+  uint64_t next = e->open_orders->next_order_id;
+  assert_int_equal(hg_client_open_orders(a, 0, 1, ACC_A, next, 0, &seq), 0);
+  e = expect(a, HOURGLASS__V1__ENVELOPE__BODY_OPEN_ORDERS);
+  assert_int_equal(e->open_orders->n_orders, 1);
+  assert_int_equal(e->open_orders->orders[0]->order_id, next);
+  assert_int_equal(e->open_orders->orders[0]->client_order_id, 9);
+  assert_int_equal(e->open_orders->next_order_id, 0);
   assert_int_equal(hg_client_mass_cancel(a, 1, HOURGLASS__V1__SIDE_FILTER__SIDES_BUY, &seq), 0);
   e = expect(a, HOURGLASS__V1__ENVELOPE__BODY_EXECUTION_REPORT);
   assert_int_equal(e->execution_report->exec_type, HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED);

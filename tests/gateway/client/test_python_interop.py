@@ -131,6 +131,17 @@ def main():
     check(pos.ref_seq == seq and pos.account == acc_a, "positions header")
     net = {p.instrument_id: p.net_qty for p in pos.positions}
     check(net.get(2) == 2, "position %r" % net)
+    # B's remaining 1 lot is its only live order, in symbols and USD too.
+    seq = b.open_orders(limit=10)
+    oo = b.expect("open_orders").open_orders
+    check(oo.ref_seq == seq and oo.account == b.ack.account and len(oo.orders) == 1, "open orders %s" % oo)
+    check(oo.orders[0].order_id == rb.order_id and oo.orders[0].leaves == 1, "open order %s" % oo)
+    rows = b.open_order_list()
+    check(len(rows) == 1 and rows[0]["symbol"] == "B200.A.2027-02" and rows[0]["side"] == "sell"
+          and rows[0]["qty"] == 3 and rows[0]["leaves"] == 1, "open_order_list %r" % rows)
+    check(a.open_order_list() == [], "a has no live order")
+    seq = a.open_orders(account=b.ack.account)
+    check(a.expect("open_orders").open_orders.reason == pb.REJ_UNKNOWN_ACCOUNT, "another account")
     b.mass_cancel()
     r = b.expect("execution_report").execution_report
     check(r.exec_type == pb.EXEC_CANCELLED and r.reason == pb.CXL_MASS_CANCEL, "mass cancel")
@@ -144,7 +155,8 @@ def main():
     # Every client request carries a seq, settlement commands and statement
     # requests included (without one the session would end, TERM_MISSING_SEQ).
     for body in ("compute_fixing", "publish_samples", "daily_settlement", "expire",
-                 "list_curve", "statement_request", "new_order", "add_api_key"):
+                 "list_curve", "statement_request", "new_order", "add_api_key",
+                 "open_orders_request"):
         check(body in APP_BODIES, "%s not sequenced" % body)
     for body in ("login", "logout", "heartbeat", "retransmit_request", "execution_report"):
         check(body not in APP_BODIES, "%s sequenced" % body)

@@ -46,6 +46,7 @@ replace = field(1, 1) + field(2, 42) + field(3, 1010) + field(4, -2)
 report = (field(1, 1) + field(2, 1) + field(3, 9) + field(4, 7) + field(7, 1) +
           field(8, 1000) + field(9, 3) + field(10, 3) + field(12, 77) + field(13, 1 << 60) +
           field(14, 5))
+open_orders = field(1, 101) + field(2, 1) + field(3, 101) + field(4, 42) + field(5, 2)
 
 seeds = {
     "orders.bin": b"\x01" + frame(envelope(1, 12, b"")) + frame(envelope(2, 30, new_order)) +
@@ -53,6 +54,8 @@ seeds = {
                   frame(envelope(5, 32, replace)),
     "report.bin": b"\x01" + frame(envelope(1, 80, report)) + frame(envelope(2, 12, b"")),
     "before_login.bin": b"\x00" + frame(envelope(1, 30, new_order)),
+    "open_orders.bin": b"\x01" + frame(envelope(1, 72, open_orders)) +
+                       frame(envelope(2, 72, b"")),
 }
 
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_seeds")

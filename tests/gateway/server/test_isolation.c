@@ -1,8 +1,8 @@
 /*
  * Isolation property test: many accounts in two firms trade at random over
  * the gateway (new orders of every TIF, cancels, replaces and status queries
- * aimed at anyone's order ids, mass cancels, position and statement
- * queries for anyone's account), with a drop
+ * aimed at anyone's order ids, mass cancels, position, statement and
+ * open-orders queries for anyone's account), with a drop
  * copy risk viewer per firm and a market data subscriber. Every frame every
  * session receives is checked: a trader's frames concern only its own
  * account (client order ids come from per-account ranges, so any foreign
@@ -75,7 +75,7 @@ static uint32_t owner_of(uint64_t oid) {
   return 0;
 }
 
-static int n_own_statements, n_refused_statements;
+static int n_own_statements, n_refused_statements, n_own_open, n_refused_open;
 
 static void note_reply(trader_t *t, uint64_t ref_seq) {
   if (ref_seq == 0) return; /* not a direct reply (a fill of a resting order) */
@@ -162,6 +162,26 @@ static void check_trader_frame(trader_t *t, env_t *e) {
       assert_int_equal(st->n_positions, 0);
       assert_false(st->has_next_index);
       n_refused_statements++;
+    }
+    break;
+  }
+  case BODY(OPEN_ORDERS): {
+    /* Own live orders only (ids this trader was acknowledged), or for any
+     * other account exactly the unknown-account reply. */
+    const Hourglass__V1__OpenOrders *oo = e->open_orders;
+    note_reply(t, oo->ref_seq);
+    if (oo->reason == 0) {
+      assert_int_equal(oo->account, t->account);
+      for (size_t k = 0; k < oo->n_orders; k++) {
+        assert_int_equal(oo->orders[k]->account, t->account);
+        assert_true(owns(t, oo->orders[k]->order_id));
+      }
+      n_own_open++;
+    } else {
+      assert_int_equal(oo->reason, REJ(UNKNOWN_ACCOUNT));
+      assert_false(oo->has_account || oo->has_next_account || oo->has_next_order_id);
+      assert_int_equal(oo->n_orders, 0);
+      n_refused_open++;
     }
     break;
   }
@@ -255,7 +275,7 @@ static void tls_on(hg_gateway_config_t *cfg) {
 static void run_isolation(void (*tweak)(hg_gateway_config_t *)) {
   memset(tr, 0, sizeof tr);
   n_all = 0;
-  n_own_statements = n_refused_statements = 0;
+  n_own_statements = n_refused_statements = n_own_open = n_refused_open = 0;
   ts_server_t s;
   assert_int_equal(ts_server_start(&s, 1, tweak, keys), 0);
   uint32_t acc[N_TRADERS + 1], firm[N_TRADERS + 1];
@@ -341,6 +361,18 @@ static void run_isolation(void (*tweak)(hg_gateway_config_t *)) {
       }
       /* fall through */
     default: {
+      if (rnd() % 2) {
+        Hourglass__V1__OpenOrdersRequest orq = HOURGLASS__V1__OPEN_ORDERS_REQUEST__INIT;
+        if (rnd() % 2) {
+          orq.has_account = 1;
+          orq.account = 201 + (uint32_t)(rnd() % (N_TRADERS + 1)); /* 207: no such account */
+        }
+        env_t q = HOURGLASS__V1__ENVELOPE__INIT;
+        q.body_case = BODY(OPEN_ORDERS_REQUEST);
+        q.open_orders_request = &orq;
+        gt_send(&t->c, &q);
+        break;
+      }
       Hourglass__V1__PositionsRequest pr = HOURGLASS__V1__POSITIONS_REQUEST__INIT;
       if (rnd() % 2) {
         pr.has_account = 1;
@@ -369,6 +401,8 @@ static void run_isolation(void (*tweak)(hg_gateway_config_t *)) {
   assert_true(frames > N_STEPS);
   assert_true(n_own_statements > 5);
   assert_true(n_refused_statements > 5);
+  assert_true(n_own_open > 2);
+  assert_true(n_refused_open > 2);
   for (int i = 0; i < N_TRADERS; i++) gt_close(&tr[i].c);
   gt_close(&viewers[0]);
   gt_close(&viewers[1]);

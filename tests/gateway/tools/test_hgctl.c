@@ -122,6 +122,12 @@ static void test_orders_and_queries(void **state) {
   RUN(&o, "ladder", "B200.A.2027-01", "--once", "--depth", "3", "--raw");
   assert_int_equal(o.status, 0);
   assert_non_null(strstr(o.text, "           2          510 |"));
+  /* Named in lower case or by id, the ladder shows the listed symbol. */
+  RUN(&o, "ladder", "b200.a.2027-01", "--once", "--depth", "1");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "B200.A.2027-01 (id 1)"));
+  RUN(&o, "ladder", "1", "--once", "--depth", "1");
+  assert_non_null(strstr(o.text, "B200.A.2027-01 (id 1)"));
 
   RUN(&o, "order", "cancel", "--instrument", "1", "--order-id", oid_s);
   assert_int_equal(o.status, 0);
@@ -380,6 +386,25 @@ static void test_quotes_and_drop_copy(void **state) {
   RUN(&o, "ladder", "2", "--once", "--depth", "1");
   assert_non_null(strstr(o.text, "| 0.620        1"));
   assert_null(strstr(o.text, "0.390"));
+  /* For scripts: the quote's reports in the columns of executions. */
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "b200.a.2027-02:/1@0.630", "--format", "csv");
+  if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "exec_type,seq,instrument,symbol,order_id,clordid,side,price_usd,qty,"
+                              "leaves,maker,reason,account,time_utc\n", 98) == 0);
+  assert_non_null(strstr(o.text, "\nNEW,"));
+  assert_non_null(strstr(o.text, ",2,B200.A.2027-02,"));
+  assert_non_null(strstr(o.text, ",sell,0.630,1,1,,,,"));
+  assert_null(strstr(o.text, "ACK "));
+  RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/1@0.620", "--format", "json");
+  assert_int_equal(o.status, 0);
+  assert_true(o.text[0] == '[');
+  assert_non_null(strstr(o.text, "{\"exec_type\":\"NEW\",\"seq\":"));
+  assert_non_null(strstr(o.text, "\"side\":\"sell\",\"price_usd\":0.620,\"qty\":1,"));
+  assert_non_null(strstr(o.text, "}]\n"));
+  RUN_AS(&o, MM, "quote", "reset", "--group", "7", "--format", "csv");
+  assert_int_equal(o.status, 2);
+  assert_non_null(strstr(o.err, "leave out --format"));
   RUN_AS(&o, MM, "quote", "--group", "7", "--quote", "2:/");
   assert_int_equal(o.status, 2);
   assert_non_null(strstr(o.err, "must be SYMBOL:BIDQTY@BID/ASKQTY@ASK"));
@@ -501,11 +526,29 @@ static void test_prices_in_usd(void **state) {
                       121) == 0);
   assert_non_null(strstr(o.text, ",1,B200.A.2027-01,"));
   assert_non_null(strstr(o.text, ",buy,0.550,1,1,,,,"));
-  /* --last counts the stream's frames, and the table's symbol lookup
-   * answered in it: three frames back reach the report again. */
+  /* --last counts execution reports, not frames: the symbol lookups'
+   * replies of the runs above are in the stream after the report, and
+   * --last 1 still finds it; --last 2 is it and the report before. */
+  RUN(&o, "executions", "--last", "1", "--format", "json");
+  assert_int_equal(o.status, 0);
+  assert_true(strncmp(o.text, "[{\"exec_type\":\"NEW\",", 20) == 0);
+  assert_null(strstr(o.text, "},{"));
+  assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,"));
+  RUN(&o, "executions", "--last", "2", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  {
+    int rows = 0;
+    for (const char *p = strchr(o.text, '\n'); p != NULL && p[1] != '\0'; p = strchr(p + 1, '\n'))
+      rows++;
+    assert_int_equal(rows, 2);
+  }
+  RUN(&o, "executions", "--last", "0");
+  assert_int_equal(o.status, 0);
+  assert_null(strstr(o.text, "NEW "));
   RUN(&o, "executions", "--last", "3", "--format", "json");
   assert_int_equal(o.status, 0);
-  assert_non_null(strstr(o.text, "[{\"exec_type\":\"NEW\","));
+  assert_true(o.text[0] == '[');
+  assert_non_null(strstr(o.text, "{\"exec_type\":\"NEW\","));
   assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,\"qty\":1,\"leaves\":1,"
                                   "\"maker\":null,\"reason\":null,\"account\":null,\"time_utc\":\""));
   assert_non_null(strstr(o.text, "\"liquidation\":null}"));
@@ -660,18 +703,17 @@ static void test_operator_instrument_option(void **state) {
   assert_non_null(strstr(o.text, "trading"));
 }
 
-/* hgctl orders: the key's live orders, found in its stream and confirmed
- * by their status; cancelled and filled ones are gone. */
+/* hgctl orders: the account's live orders from the gateway's list
+ * (OpenOrdersRequest); cancelled and filled ones are gone; a risk viewer
+ * sees its firm's, never another firm's. */
 static void test_orders_lists_live_orders(void **state) {
   (void)state;
   static hgctl_out_t o;
-  /* A key whose stream holds no order at all (under UBSan this caught
-   * qsort(NULL, 0, ...) of the empty list of ended orders). */
+  /* Operators see no account's orders: refused, one line. */
   RUN_AS(&o, OP, "orders");
-  if (o.status != 0) fprintf(stderr, "%s%s", o.text, o.err);
-  assert_int_equal(o.status, 0);
-  assert_non_null(strstr(o.text, "order_id"));
-  assert_null(strstr(o.text, "B200.A."));
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "hgctl orders: refused: not_permitted (131)"));
+  assert_null(strstr(o.text, "order_id"));
   RUN(&o, "order", "mass-cancel");
   RUN(&o, "orders");
   assert_int_equal(o.status, 0);
@@ -717,7 +759,9 @@ static void test_orders_lists_live_orders(void **state) {
   /* For scripts: the text's column names, a missing group empty or null. */
   RUN(&o, "orders", "--format", "csv");
   assert_int_equal(o.status, 0);
-  assert_true(strncmp(o.text, "order_id,symbol,side,price_usd,qty,leaves,group,clordid\n", 56) == 0);
+  assert_true(strncmp(o.text, "account,order_id,symbol,side,price_usd,qty,leaves,group,clordid\n",
+                      64) == 0);
+  assert_non_null(strstr(o.text, "\n100,"));
   assert_non_null(strstr(o.text, ",B200.A.2027-01,buy,0.450,2,2,,4501\n"));
   RUN(&o, "orders", "--format", "json");
   assert_int_equal(o.status, 0);
@@ -726,6 +770,19 @@ static void test_orders_lists_live_orders(void **state) {
   RUN(&o, "orders", "--format", "xml");
   assert_int_equal(o.status, 2);
   assert_non_null(strstr(o.err, "--format must be text, json or csv"));
+  /* The firm's risk viewer: the same order under ACC_A; ACC_B (firm 2)
+   * is refused like an account that does not exist. */
+  RUN_AS(&o, RV, "orders", "--format", "csv");
+  assert_int_equal(o.status, 0);
+  assert_non_null(strstr(o.text, "\n100,"));
+  assert_non_null(strstr(o.text, ",B200.A.2027-01,buy,0.450,2,2,,4501\n"));
+  assert_null(strstr(o.text, "\n200,"));
+  RUN_AS(&o, RV, "orders", "--account", "200");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "not an account this key may see"));
+  RUN_AS(&o, RV, "orders", "--account", "999");
+  assert_int_equal(o.status, 1);
+  assert_non_null(strstr(o.err, "not an account this key may see"));
   RUN(&o, "order", "mass-cancel");
   assert_non_null(strstr(o.text, "cancelled 1 order"));
 }

@@ -521,6 +521,39 @@ static void whatif_projection_by_hand(void **state) {
   cli_expect(o, "3200          200000000\n");
   cli_expect(o, "3200         -200000000\n");
   free(o);
+  /* For scripts: the same figures as one table alone on stdout, a row per
+   * account and contract, then per firm, then the total. */
+  snprintf(args, sizeof args,
+           "replay --data %s " CAPS " --until 2027-03-30 --project 3.0105 --index B200.A "
+           "--format csv", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  assert_string_equal(o, "row,firm,account,instrument,symbol,position,last_dsp_usd,fsp_usd,pnl_usd\n"
+                         "account,1,1,1,B200.A.2027-03,4,3.020,3.011,-36.00\n"
+                         "account,1,2,1,B200.A.2027-03,-4,3.020,3.011,36.00\n"
+                         "account,2,3,1,B200.A.2027-03,-2,3.020,3.011,18.00\n"
+                         "account,2,4,1,B200.A.2027-03,2,3.020,3.011,-18.00\n"
+                         "firm,1,,,,,,,0.00\n"
+                         "firm,2,,,,,,,0.00\n"
+                         "total,,,,,,,,0.00\n");
+  free(o);
+  snprintf(args, sizeof args,
+           "replay --data %s " CAPS " --project 3.2 --index B200.A --raw --format json", dir);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  assert_true(o[0] == '[');
+  cli_expect(o, "{\"row\":\"account\",\"firm\":1,\"account\":1,\"instrument\":2,"
+                "\"symbol\":\"B200.A.2027-04\",\"position\":1,\"last_dsp\":3000,\"fsp\":3200,"
+                "\"pnl\":200000000}");
+  cli_expect(o, "{\"row\":\"total\",");
+  assert_null(strstr(o, "verdict"));
+  free(o);
+  /* The verdict and the replay's lines are still there, on stderr. */
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "verdict: OK (what-if replay)\n");
+  free(o);
+  expect_run(2, "goes with --project or --fixings",
+             "replay --data %s " CAPS " --format csv", dir);
+  expect_run(2, "--format must be text, json or csv",
+             "replay --data %s " CAPS " --project 3.2 --index B200.A --format xml", dir);
   expect_run(2, "--project needs --index", "replay --data %s " CAPS " --project 3.2", dir);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --project 3.2x --index B200.A", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 2);
@@ -707,6 +740,16 @@ static void whatif_changes_statements_not_data(void **state) {
   cli_expect(o, "  total                                                              0.00\n");
   snprintf(want, sizeof want, "hash=%s", hash_hex);
   assert_null(strstr(o, want)); /* another state */
+  free(o);
+  snprintf(args, sizeof args,
+           "replay --data %s " CAPS " --fixings %s --index B200.A --format csv", dir, fx);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  assert_string_equal(o, "row,firm,account,journal_usd,whatif_usd,change_usd\n"
+                         "account,1,1,1000040.00,1000000.00,-40.00\n"
+                         "account,1,2,999680.00,999690.00,10.00\n"
+                         "account,2,3,1000050.00,1000100.00,50.00\n"
+                         "account,2,4,999985.00,999965.00,-20.00\n"
+                         "total,,,,,0.00\n");
   free(o);
   snprintf(path, sizeof path, "%s/account-1.csv", w);
   file = cli_slurp(path);

@@ -345,6 +345,19 @@ int hg_client_drop_copy(hg_client_t *c, uint64_t *seq);
  */
 int hg_client_statement(hg_client_t *c, uint32_t account, uint32_t instrument_id,
                         uint64_t from_index, uint64_t *seq);
+/*
+ * OpenOrdersRequest: one page of live orders (by account, then order id,
+ * from from_account/from_order_id; instrument_id 0: every instrument; at
+ * most limit, 1..1000, 0: 1000), answered by one OpenOrders with this
+ * request's ref_seq. account 0: the own account (traders, market makers),
+ * the whole firm (risk viewers, who may also name an account of it). An
+ * OpenOrders with next_order_id != 0 has more: ask again with from_account
+ * = next_account and from_order_id = next_order_id. Returns
+ * hg_client_send's errors.
+ */
+int hg_client_open_orders(hg_client_t *c, uint32_t account, uint32_t instrument_id,
+                          uint32_t from_account, uint64_t from_order_id, uint32_t limit,
+                          uint64_t *seq);
 
 /*
  * Asks the server to resend its stream frames [from_seq, from_seq + count)
