@@ -678,6 +678,7 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
   for (uint32_t i = 0; i < ex->n_instr; i++)
     if (ex->instr[i].last_day <= c->day)
       expired += hg_ex__cancel_all(ex, &ex->instr[i], HG_XCXL_EXPIRED);
+  expired += hg_ex__spread_cycle(ex, c->day);
   ex->last_cycle_day = c->day;
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_CYCLE);
@@ -791,7 +792,8 @@ static int do_list_curve(hg_exchange_t *ex, const hg_cmd_list_curve_t *c) {
   for (uint32_t k = 0; k < CURVE_MONTHS; k++) {
     char sym[HG_SYMBOL_MAX + 1];
     contract_symbol(x, y, m, sym);
-    int clash = x->has_curve || instr_find(ex, first + k) != NULL;
+    int clash = x->has_curve || instr_find(ex, first + k) != NULL ||
+                hg_ex__spread_taken(ex, first + k, sym);
     for (uint32_t i = 0; i < ex->n_instr && !clash; i++)
       if (strcmp(ex->instr[i].symbol, sym) == 0) clash = 1;
     hg_clearing_instrument_info_t info;
@@ -890,6 +892,7 @@ static int do_expire(hg_exchange_t *ex, const hg_cmd_expire_t *c) {
   clr_fault(ex, hg_clearing_instrument_remove(ex->clr, inst->id));
   uint32_t id = inst->id;
   hg_ex__remove_instrument(ex, pos);
+  hg_ex__spread_drop_leg(ex, id); /* a spread goes with its leg */
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_EXPIRED);
   ev.instrument_id = id;

@@ -961,7 +961,7 @@ static int fill_impl(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
   instrument_t *in = &c->insts[is];
   if (in->settled) return HG_ESTATE;
   if (qty <= 0 || qty > HG_CLR_QTY_MAX || price <= 0 || price > HG_CLR_PRICE_MAX ||
-      (flags & ~(HG_CLR_FILL_BUY_RESTING | HG_CLR_FILL_SELL_RESTING)) != 0)
+      (flags & ~(HG_CLR_FILL_BUY_RESTING | HG_CLR_FILL_SELL_RESTING | HG_CLR_FILL_NO_DSP)) != 0)
     return HG_EINVAL;
   uint32_t br = rec_find(c, bs, is), sr = rec_find(c, ss, is);
   uint32_t need = (br == NIL32) + (sr == NIL32 && ss != bs);
@@ -976,7 +976,7 @@ static int fill_impl(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
     if (sr != NIL32 && c->recs[sr].pos < -HG_CLR_QTY_MAX + qty) return HG_EOVERFLOW;
   }
   uint64_t tod = ts % HG_CLR_NS_PER_DAY;
-  int in_window = tod < c->cfg.cycle_time_of_day_ns &&
+  int in_window = !(flags & HG_CLR_FILL_NO_DSP) && tod < c->cfg.cycle_time_of_day_ns &&
                   tod >= c->cfg.cycle_time_of_day_ns - c->cfg.dsp_window_ns;
   uint64_t day = ts / HG_CLR_NS_PER_DAY;
   int64_t wq = in->win_day == day ? in->win_q : 0;

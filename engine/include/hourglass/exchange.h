@@ -300,6 +300,15 @@ typedef struct hg_cmd_mass_cancel {
 typedef struct hg_cmd_list_instrument {
   char symbol[HG_SYMBOL_MAX + 1]; /* NUL-terminated; [A-Za-z0-9._-], 1..31 bytes */
   hg_book_params_t params;        /* params.instrument_id is the new id, > 0 */
+  /* An inference-margin spread MARGIN.<CLASS>.<GRADE>.<YYYY-MM>
+   * (settlement/CONTRACT.md 7.4): its token leg (the listed
+   * TOK.<CLASS>.<GRADE>.<YYYY-MM>), its GPU-hour leg (a listed GPU-hour
+   * contract of the same month) and the ratio n_t : n_g (1..100 each). All
+   * four are 0 for any other listing. */
+  uint32_t leg_token_id;
+  uint32_t leg_gpu_id;
+  uint32_t ratio_token;
+  uint32_t ratio_gpu;
 } hg_cmd_list_instrument_t;
 
 /* DELIST_INSTRUMENT, HALT and RESUME. */
@@ -486,7 +495,9 @@ const char *hg_command_type_str(uint32_t type);
   XX(FIXING_FINAL,         77, "the fixing is FINAL and never changes")       \
   XX(NO_FIXING,            78, "no fixing for that day")                      \
   XX(SETTLEMENT_FAILED,    79, "settlement could not be applied")          \
-  XX(ALREADY_SETTLED,      80, "the daily cycle of that day has already run")
+  XX(ALREADY_SETTLED,      80, "the daily cycle of that day has already run") \
+  XX(SPREAD_LEG_BAND,      81, "a leg of the spread would trade outside its band") \
+  XX(SPREAD_ORDER,         82, "spread orders are limit orders; replace is not offered")
 
 typedef enum hg_xreject {
 #define HG_XREJECT_ENUM(name, num, msg) HG_XREJ_##name = num,
@@ -587,6 +598,16 @@ typedef enum hg_xevent_type {
                               .hi = liquidating, .qty = liquidation orders
                               sent, .margin = liquidation fills, .balance =
                               insurance fund after */
+  HG_XEV_SPREAD_LEG = 27,  /* after the HG_XEV_BOOK fill of a spread book
+                              (.instrument_id = the spread), one per leg per
+                              side: .instrument_id = the leg, .account, .firm
+                              = 0, .kind = the leg's hg_side_t for that
+                              account, .price = the leg price (ticks), .qty =
+                              leg contracts, .lo = the spread's id, .hi = the
+                              spread fill's price (S, ticks), .amount = the
+                              account's spread order id. Order: token leg
+                              buyer, token leg seller, GPU leg buyer, GPU
+                              leg seller. */
   HG_XEV_CASH = 26         /* a ledger entry of the guarantee: .account (0 =
                               the insurance fund), .firm, .instrument_id (0 =
                               none), .kind = hg_ledger_kind_t (FUND_DEPOSIT,
@@ -746,6 +767,12 @@ typedef struct hg_exchange_instrument_info {
   int64_t ref_price;       /* the clearing's reference price, ticks (0: none) */
   int64_t band_low;        /* its inclusive price band, ticks (0, 0: no band) */
   int64_t band_high;
+  /* A spread (CONTRACT.md 7.4): its legs and ratio; all 0 otherwise. A
+   * spread has no reference price or band of its own (ref_price 0). */
+  uint32_t leg_token_id;
+  uint32_t leg_gpu_id;
+  uint32_t ratio_token;
+  uint32_t ratio_gpu;
 } hg_exchange_instrument_info_t;
 
 typedef struct hg_exchange_account_info {
@@ -819,10 +846,12 @@ void hg_exchange_foreach_account(const hg_exchange_t *ex,
 /* Canonical serialization, state hash, restore                              */
 /* ------------------------------------------------------------------------ */
 
-/* Version 3 added each resting order's session_scoped flag. hg_exchange_restore()
- * also reads version 2 (HG_EXCHANGE_FORMAT_OLDEST), every order unscoped, so a
- * data directory written before the flag existed still recovers. */
-#define HG_EXCHANGE_FORMAT_VERSION 3u
+/* Version 4 added the spread instruments (after the clearing bytes; a
+ * version 2 or 3 blob has none). Version 3 added each resting order's
+ * session_scoped flag. hg_exchange_restore() reads every version from 2
+ * (HG_EXCHANGE_FORMAT_OLDEST) on, a version 2 order unscoped, so a data
+ * directory written before either existed still recovers. */
+#define HG_EXCHANGE_FORMAT_VERSION 4u
 #define HG_EXCHANGE_FORMAT_OLDEST 2u
 #define HG_SHA256_LEN 32
 
@@ -850,8 +879,8 @@ void hg_exchange_hash(const hg_exchange_t *ex, uint8_t out[HG_SHA256_LEN]);
  * exchange that wrote blob and applies further commands identically. A
  * version 2 blob (HG_EXCHANGE_FORMAT_OLDEST) is read with every order's
  * session_scoped 0; it then serializes, and hashes, in the current version.
- * Returns 0, HG_EVERSION (a version other than the current one and
- * HG_EXCHANGE_FORMAT_OLDEST), HG_ECORRUPT (anything
+ * Returns 0, HG_EVERSION (a version outside HG_EXCHANGE_FORMAT_OLDEST ..
+ * HG_EXCHANGE_FORMAT_VERSION), HG_ECORRUPT (anything
  * malformed or inconsistent), HG_EFULL (blob needs more capacity than ex's
  * config has; the clearing tables' capacities in the blob are checked
  * against ex's before anything is allocated) or -ENOMEM. On failure ex is

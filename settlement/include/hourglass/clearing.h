@@ -356,6 +356,9 @@ int hg_clearing_open_remove(hg_clearing_t *c, hg_account_t account, uint32_t ins
  * resting order; its open quantity is reduced by qty in the same call. */
 #define HG_CLR_FILL_BUY_RESTING 1u
 #define HG_CLR_FILL_SELL_RESTING 2u
+/* the fill is a leg of a spread trade: it stays out of the DSP window's VWAP
+ * (settlement/CONTRACT.md 7.4) */
+#define HG_CLR_FILL_NO_DSP 4u
 
 /*
  * One execution of qty (> 0) at price (1..HG_CLR_PRICE_MAX) between buyer and
