@@ -284,6 +284,9 @@ void hg_ex__spread_drop_leg(hg_exchange_t *ex, uint32_t leg);
  * trading day it is lose their resting orders; returns orders cancelled. */
 int64_t hg_ex__spread_cycle(hg_exchange_t *ex, int32_t day);
 void hg_ex__spread_free(hg_exchange_t *ex);
+/* Gives the clearing the spreads' pairs (after a listing, delisting or
+ * restore). */
+void hg_ex__spread_sync(hg_exchange_t *ex);
 /* The spread book sink: keeps the legs' open quantities and positions. */
 void hg_ex__spread_sink(void *ctx, const hg_book_event_t *bev);
 /* P_t of section 7.4 for spread price s and GPU reference rg. */

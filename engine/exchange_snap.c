@@ -672,6 +672,7 @@ static int restore_all(hg_exchange_t *ex, reader_t *r) {
   }
   hg_clearing_destroy(ex->clr);
   ex->clr = clr;
+  hg_ex__spread_sync(ex); /* the pairs are the spreads' */
   ex->flags_day = -1; /* the next command sets the flags for its own day */
   return 0;
 }

@@ -21,6 +21,9 @@
  *    inside its own), then checks each leg's margin and limits with the
  *    clearing's own check, the token leg counted open while the GPU leg is
  *    checked.
+ * The clearing knows the pairs (hg_clearing_spreads_set, kept in step by
+ * hg_ex__spread_sync) and gives complete packages the inter-commodity
+ * credit of 7.4 in every margin it computes.
  * Spreads live in their own small table (ex->spr, by id), not among the
  * contracts: nothing that walks the contracts (DSP, VM, marks, delivery
  * flags, the clearing's tables) ever meets one, and the order path of a
@@ -50,6 +53,14 @@ int hg_ex__spread_taken(const hg_exchange_t *ex, uint32_t id, const char *symbol
     if (ex->spr[i].id == id || (symbol != NULL && strcmp(ex->spr[i].symbol, symbol) == 0))
       return 1;
   return 0;
+}
+
+void hg_ex__spread_sync(hg_exchange_t *ex) {
+  hg_clearing_spread_t pairs[HG_EX_MAX_SPREADS];
+  for (uint32_t i = 0; i < ex->n_spr; i++)
+    pairs[i] = (hg_clearing_spread_t){ex->spr[i].leg_t, ex->spr[i].leg_g, ex->spr[i].n_t,
+                                      ex->spr[i].n_g};
+  clr_fault(ex, hg_clearing_spreads_set(ex->clr, pairs, ex->n_spr));
 }
 
 int64_t hg_ex__spread_token_price(const spread_t *sp, int64_t s, int64_t rg) {
@@ -134,6 +145,7 @@ int hg_ex__spread_list(hg_exchange_t *ex, const hg_cmd_list_instrument_t *c) {
   sp->last_day = lt->last_day;
   sp->cutoff_ts = lt->cutoff_ts;
   ex->n_spr++;
+  hg_ex__spread_sync(ex);
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_LISTED);
   ev.instrument_id = id;
@@ -174,6 +186,7 @@ void hg_ex__spread_delist(hg_exchange_t *ex, spread_t *sp, uint16_t reason) {
   memmove(&ex->spr[pos], &ex->spr[pos + 1], (size_t)(ex->n_spr - pos - 1) * sizeof *ex->spr);
   ex->n_spr--;
   memset(&ex->spr[ex->n_spr], 0, sizeof *ex->spr);
+  hg_ex__spread_sync(ex);
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_DELISTED);
   ev.instrument_id = id;

@@ -1,8 +1,8 @@
 /*
  * The inference-margin spread (settlement/CONTRACT.md 7.4, 5.14, example
  * 6.14) through engine commands: listing and its refusals; leg prices by
- * the published rule (hand-computed figures of 6.14); the leg band as a
- * pre-trade check; orders the spread book refuses; a property test of
+ * the published rule and the inter-commodity credit (hand-computed figures
+ * of 6.14); the leg band as a pre-trade check; orders the spread book refuses; a property test of
  * spread matching against a simple price-time model with, after every
  * command, both legs on every fill at the rule's prices, leg positions and
  * open quantities = ratio x spread fills and resting spread orders, and the
@@ -274,7 +274,58 @@ static void test_leg_prices_6_14(void **state) {
   order(&f, SPREAD, 13, HG_SIDE_SELL, 921, 1, HG_TIF_IOC);
   assert_int_equal(find(&f, HG_XEV_SPREAD_LEG, 0)->price, 4001);
   assert_int_equal(find(&f, HG_XEV_SPREAD_LEG, 2)->price, 3400);
-  /* the spread's legs stay out of the DSP window: no last-trade VWAP */
+  fx_destroy(&f);
+}
+
+/* Section 6.14's credit: short 54 token contracts (ref 4,000), long 50
+ * GPU-hour contracts (ref 3,400): 2 packages, credit 17,370,000,000, IM
+ * 40,530,000,000 instead of 57,900,000,000. */
+static void test_credit_6_14(void **state) {
+  (void)state;
+  fx_t f;
+  fx_create(&f);
+  list(&f, "B200.A.2027-03", GPU, 3400);
+  list(&f, "TOK.OW671B.S.2027-03", TOKEN, 4000);
+  account(&f, 10);
+  account(&f, 11);
+  /* the legs traded outright: no credit while the spread is not listed */
+  order(&f, TOKEN, 10, HG_SIDE_SELL, 4000, 54, HG_TIF_GTC);
+  order(&f, TOKEN, 11, HG_SIDE_BUY, 4000, 54, HG_TIF_GTC);
+  order(&f, GPU, 10, HG_SIDE_BUY, 3400, 50, HG_TIF_GTC);
+  order(&f, GPU, 11, HG_SIDE_SELL, 3400, 50, HG_TIF_GTC);
+  int64_t im;
+  assert_int_equal(hg_clearing_initial_margin(hg_exchange_clearing(f.ex), 10, &im), 0);
+  assert_int_equal(im, 57900000000);
+  list_spread(&f, "MARGIN.OW671B.S.2027-03", SPREAD, TOKEN, GPU, NT, NG, 30);
+  assert_int_equal(hg_clearing_initial_margin(hg_exchange_clearing(f.ex), 10, &im), 0);
+  assert_int_equal(im, 40530000000);
+  assert_int_equal(hg_clearing_initial_margin(hg_exchange_clearing(f.ex), 11, &im), 0);
+  assert_int_equal(im, 40530000000);
+  /* the credit survives a snapshot: the restored exchange gives it too */
+  size_t len = hg_exchange_serialized_size(f.ex);
+  uint8_t *blob = malloc(len);
+  assert_int_equal(hg_exchange_serialize(f.ex, blob, len, &len), 0);
+  fx_t g;
+  fx_create(&g);
+  assert_int_equal(hg_exchange_restore(g.ex, blob, len), 0);
+  assert_int_equal(hg_clearing_initial_margin(hg_exchange_clearing(g.ex), 10, &im), 0);
+  assert_int_equal(im, 40530000000);
+  free(blob);
+  fx_destroy(&g);
+  /* one package less than two: 53 token contracts give k = 1 */
+  order(&f, TOKEN, 10, HG_SIDE_BUY, 4000, 1, HG_TIF_GTC);
+  order(&f, TOKEN, 11, HG_SIDE_SELL, 4000, 1, HG_TIF_IOC); /* 10 is short 53 */
+  assert_int_equal(hg_clearing_initial_margin(hg_exchange_clearing(f.ex), 10, &im), 0);
+  /* 53 x 600,000,000 + 50 x 510,000,000 - floor((27 x 600,000,000 + 25 x
+   * 510,000,000) x 0.3) = 31,800,000,000 + 25,500,000,000 - 8,685,000,000 */
+  assert_int_equal(im, 48615000000);
+  /* delisting the spread takes the credit away */
+  hg_command_t c = mk(&f, HG_COMMAND_DELIST_INSTRUMENT);
+  c.u.instrument.instrument_id = SPREAD;
+  apply(&f, &c);
+  assert_int_equal(f.ev[0].type, HG_XEV_DELISTED);
+  assert_int_equal(hg_clearing_initial_margin(hg_exchange_clearing(f.ex), 10, &im), 0);
+  assert_int_equal(im, 57300000000);
   fx_destroy(&f);
 }
 
@@ -520,6 +571,7 @@ int main(void) {
       cmocka_unit_test(test_listing),
       cmocka_unit_test(test_leg_prices_6_14),
       cmocka_unit_test(test_leg_band),
+      cmocka_unit_test(test_credit_6_14),
       cmocka_unit_test(test_property_matching_and_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
