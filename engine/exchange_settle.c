@@ -508,18 +508,22 @@ static void collect_account_order(void *ctx, const hg_book_order_t *o) {
 
 /* Cancels every resting order of account in every book (id order, time
  * priority), relabelled HG_XCXL_LIQUIDATION. */
+static void cancel_account_orders(hg_exchange_t *ex, hg_book_t *book, hg_account_t account) {
+  ex->scratch_n = 0;
+  hg_book_foreach(book, collect_account_order, ex);
+  ex->cur.relabel = HG_XCXL_LIQUIDATION;
+  for (uint32_t k = 0; k < ex->scratch_n; k++)
+    hg_book_cancel(book, ex->scratch[k].order_id, account, ex->cur.ts);
+  ex->cur.relabel = 0;
+  ex->scratch_n = 0;
+}
+
+/* ... and then in every spread book (id order): a spread order holds open
+ * quantity on its legs. */
 static void cancel_for_liquidation(hg_exchange_t *ex, hg_account_t account) {
   ex->cur.liq_account = account;
-  for (uint32_t i = 0; i < ex->n_instr; i++) {
-    instrument_t *inst = &ex->instr[i];
-    ex->scratch_n = 0;
-    hg_book_foreach(inst->book, collect_account_order, ex);
-    ex->cur.relabel = HG_XCXL_LIQUIDATION;
-    for (uint32_t k = 0; k < ex->scratch_n; k++)
-      hg_book_cancel(inst->book, ex->scratch[k].order_id, account, ex->cur.ts);
-    ex->cur.relabel = 0;
-    ex->scratch_n = 0;
-  }
+  for (uint32_t i = 0; i < ex->n_instr; i++) cancel_account_orders(ex, ex->instr[i].book, account);
+  for (uint32_t i = 0; i < ex->n_spr; i++) cancel_account_orders(ex, ex->spr[i].book, account);
 }
 
 /* MARK: a mark round, then the liquidation slices (exchange.h). */

@@ -151,8 +151,8 @@ int hg_ex__spread_list(hg_exchange_t *ex, const hg_cmd_list_instrument_t *c) {
   ev.instrument_id = id;
   memcpy(ev.listed.symbol, sp->symbol, sizeof ev.listed.symbol);
   ev.listed.params = *params;
-  ev.lo = sp->leg_t;
-  ev.hi = sp->leg_g;
+  ev.amount = sp->leg_t;
+  ev.balance = sp->leg_g;
   ev.qty = sp->n_t;
   ev.margin = sp->n_g;
   ex->sink(ex->sink_ctx, &ev);

@@ -134,8 +134,10 @@ static void market(fx_t *f) {
   list(f, "TOK.OW671B.S.2027-03", TOKEN, 4012);
   list_spread(f, "MARGIN.OW671B.S.2027-03", SPREAD, TOKEN, GPU, NT, NG, 30);
   assert_int_equal(f->ev[0].type, HG_XEV_LISTED);
-  assert_int_equal(f->ev[0].lo, TOKEN);
-  assert_int_equal(f->ev[0].hi, GPU);
+  assert_int_equal(f->ev[0].amount, TOKEN);
+  assert_int_equal(f->ev[0].balance, GPU);
+  assert_int_equal(f->ev[0].price, 0); /* no reference or band of its own */
+  assert_int_equal(f->ev[0].lo, 0);
   assert_int_equal(f->ev[0].qty, NT);
   assert_int_equal(f->ev[0].margin, NG);
   for (hg_account_t a = 10; a <= 13; a++) account(f, a);

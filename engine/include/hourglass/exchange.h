@@ -103,6 +103,33 @@
  *  - DELIST_INSTRUMENT: refused (HG_XREJ_NOT_IN_STATE) while any account
  *    holds a position in it; positions close by EXPIRE only.
  *
+ * The inference-margin spread (settlement/CONTRACT.md 7.4 and 5.14):
+ *  - LIST_INSTRUMENT with leg_token_id, leg_gpu_id, ratio_token and
+ *    ratio_gpu set (or a symbol MARGIN.*) lists a spread: symbol
+ *    MARGIN.<CLASS>.<GRADE>.<YYYY-MM>, token leg the listed
+ *    TOK.<CLASS>.<GRADE>.<YYYY-MM>, GPU leg a listed GPU-hour contract of
+ *    the same month, ratios 1..100, max_order_qty x the larger ratio at most
+ *    the clearing's max_order_qty (else INVALID_PARAMS); id or symbol taken
+ *    (INSTRUMENT_EXISTS), HG_EX_MAX_SPREADS (32) listed (CAPACITY). It has
+ *    its own book and no clearing record; the clearing gets its pair for the
+ *    inter-commodity credit. hg_exchange_foreach_instrument reports spreads
+ *    after the contracts, with their legs.
+ *  - NEW_ORDER in a spread: a limit order (else HG_XREJ_SPREAD_ORDER), price
+ *    S in ticks. Refused when the GPU leg has no reference (the clearing's
+ *    NO_REFERENCE) or the token leg at S is outside its band
+ *    (HG_XREJ_SPREAD_LEG_BAND, .lo/.hi = the token leg's band); then the
+ *    clearing's check of the token leg (n_t x qty at P_t, the order's side)
+ *    and of the GPU leg (n_g x qty at R_g, the other side, the token leg
+ *    counted open); its rejects as for any order. Resting quantity is open
+ *    on both legs. Each fill (HG_XEV_BOOK, the spread's id and price) is
+ *    followed by four HG_XEV_SPREAD_LEG events and booked on the legs, out
+ *    of the DSP window. REPLACE is HG_XREJ_SPREAD_ORDER; CANCEL, MASS_CANCEL,
+ *    HALT, RESUME, DELIST, END_OF_SESSION, SESSIONS_ENDED and a MARK's
+ *    liquidation cancels work as for a contract; a DAILY_SETTLEMENT on the
+ *    legs' last trading day cancels its orders (HG_XCXL_EXPIRED) and the
+ *    EXPIRE of either leg delists it (HG_XEV_DELISTED after HG_XEV_EXPIRED's
+ *    ledger events, before HG_XEV_EXPIRED).
+ *
  * Settlement commands (operator commands; rejects are HG_XEV_REJECTED with
  * .group/.day where they apply; nothing changes on a reject):
  *  - SET_PROVIDER_GRADE: bad strings or day (INVALID_PARAMS), an effective
@@ -529,7 +556,10 @@ typedef enum hg_xevent_type {
                               and .balance (cash now, 0 for an unknown
                               account) */
   HG_XEV_LISTED = 3,       /* .instrument_id; .price, .lo, .hi = reference
-                              price and band as in HG_XEV_REFERENCE */
+                              price and band as in HG_XEV_REFERENCE (0 for
+                              a spread); a spread's .amount = token leg id,
+                              .balance = GPU-hour leg id, .qty = n_t,
+                              .margin = n_g */
   HG_XEV_DELISTED = 4,     /* .instrument_id; .amount = orders cancelled */
   HG_XEV_HALTED = 5,       /* .instrument_id */
   HG_XEV_RESUMED = 6,      /* .instrument_id */
