@@ -227,19 +227,7 @@ void hg_ex__book_sink(void *ctx, const hg_book_event_t *bev) {
     break;
   default: break;
   }
-  hg_exchange_event_t *ev = &ex->bev;
-  ev->seq = ex->cur.seq;
-  ev->ts = ex->cur.ts;
-  ev->type = HG_XEV_BOOK;
-  ev->command = (uint16_t)ex->cur.type;
-  ev->instrument_id = bev->instrument_id;
-  ev->account = bev->account;
-  /* The exchange's books build their events in ev->book already
-   * (hg_book_set_event_buffer): copying an event just written would stall on
-   * store forwarding. */
-  if (bev != &ev->book) ev->book = *bev;
-  if (ex->cur.relabel != 0 && bev->type == HG_EV_CANCELLED && bev->reason == HG_CXL_USER)
-    ev->book.reason = ex->cur.relabel;
+  hg_exchange_event_t *ev = book_event(ex, bev);
   if (__builtin_expect(ex->cur.liq, 0)) {
     ev->kind = HG_XBOOK_LIQUIDATION;
     ex->sink(ex->sink_ctx, ev);
@@ -368,6 +356,26 @@ void hg_exchange_set_sink(hg_exchange_t *ex, hg_exchange_sink_fn sink, void *sin
 /* Commands                                                                  */
 /* ------------------------------------------------------------------------ */
 
+void hg_ex__submit(hg_exchange_t *ex, hg_book_t *book, const hg_cmd_new_order_t *c, hg_oid_t oid,
+                   hg_price_t price) {
+  hg_order_new_t o = {
+      .order_id = oid,
+      .client_order_id = c->client_order_id,
+      .account = c->account,
+      .smp_group = c->smp_group,
+      .price = price,
+      .qty = c->qty,
+      .side = c->side,
+      .type = c->type,
+      .tif = c->tif,
+      .stp = c->stp,
+      .post_only = c->post_only,
+      .session_scoped = c->session_scoped != 0,
+      .ts = ex->cur.ts,
+  };
+  hg_book_submit(book, &o);
+}
+
 static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
   hg_oid_t oid = ex->cur.seq;
   /* A market order's price means nothing and is not journaled; zero it so
@@ -394,22 +402,7 @@ static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
                       c->side, price, c->qty, res.reason != 0 ? &res : NULL);
     return;
   }
-  hg_order_new_t o = {
-      .order_id = oid,
-      .client_order_id = c->client_order_id,
-      .account = c->account,
-      .smp_group = c->smp_group,
-      .price = price,
-      .qty = c->qty,
-      .side = c->side,
-      .type = c->type,
-      .tif = c->tif,
-      .stp = c->stp,
-      .post_only = c->post_only,
-      .session_scoped = c->session_scoped != 0,
-      .ts = ex->cur.ts,
-  };
-  hg_book_submit(inst->book, &o);
+  hg_ex__submit(ex, inst->book, c, oid, price);
 }
 
 static void do_cancel(hg_exchange_t *ex, const hg_cmd_cancel_t *c) {
@@ -625,14 +618,14 @@ static void collect_order(void *ctx, const hg_book_order_t *o) {
     ex->scratch[ex->scratch_n++] = (order_ref_t){o->order_id, o->account};
 }
 
-/* Cancels every resting order of inst in time priority, relabelled with
+/* Cancels every resting order of a book (a contract's or a spread's) in time priority, relabelled with
  * reason; returns how many. */
-uint32_t hg_ex__cancel_all(hg_exchange_t *ex, instrument_t *inst, uint16_t reason) {
+uint32_t hg_ex__cancel_all(hg_exchange_t *ex, hg_book_t *book, uint16_t reason) {
   ex->scratch_n = 0;
-  hg_book_foreach(inst->book, collect_order, ex);
+  hg_book_foreach(book, collect_order, ex);
   ex->cur.relabel = reason;
   for (uint32_t i = 0; i < ex->scratch_n; i++)
-    hg_book_cancel(inst->book, ex->scratch[i].order_id, ex->scratch[i].account, ex->cur.ts);
+    hg_book_cancel(book, ex->scratch[i].order_id, ex->scratch[i].account, ex->cur.ts);
   ex->cur.relabel = 0;
   uint32_t n = ex->scratch_n;
   ex->scratch_n = 0;
@@ -664,7 +657,7 @@ static void do_delist(hg_exchange_t *ex, uint32_t id) {
     hg_ex__emit_reject(ex, HG_XREJ_NOT_IN_STATE, id, 0);
     return;
   }
-  uint32_t cancelled = hg_ex__cancel_all(ex, &ex->instr[pos], HG_XCXL_DELISTED);
+  uint32_t cancelled = hg_ex__cancel_all(ex, ex->instr[pos].book, HG_XCXL_DELISTED);
   hg_ex__remove_instrument(ex, pos);
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_DELISTED);
@@ -895,20 +888,22 @@ const hg_book_t *hg_exchange_book(const hg_exchange_t *ex, uint32_t instrument_i
   return inst->book;
 }
 
-int hg_exchange_instrument_status(const hg_exchange_t *ex, uint32_t instrument_id, int *halted) {
-  const instrument_t *inst = instr_find(ex, instrument_id);
-  const spread_t *sp = inst == NULL ? hg_ex__spread_find((hg_exchange_t *)ex, instrument_id) : NULL;
+/* A listed contract's or spread's halted flag and symbol, or HG_ENOTFOUND. */
+static int instrument_head(const hg_exchange_t *ex, uint32_t id, int *halted, char *sym) {
+  const instrument_t *inst = instr_find(ex, id);
+  const spread_t *sp = inst == NULL ? hg_ex__spread_find((hg_exchange_t *)ex, id) : NULL;
   if (inst == NULL && sp == NULL) return HG_ENOTFOUND;
-  *halted = inst != NULL ? inst->halted : sp->halted;
+  if (halted != NULL) *halted = inst != NULL ? inst->halted : sp->halted;
+  if (sym != NULL) memcpy(sym, inst != NULL ? inst->symbol : sp->symbol, HG_SYMBOL_MAX + 1);
   return 0;
 }
 
+int hg_exchange_instrument_status(const hg_exchange_t *ex, uint32_t instrument_id, int *halted) {
+  return instrument_head(ex, instrument_id, halted, NULL);
+}
+
 int hg_exchange_instrument_symbol(const hg_exchange_t *ex, uint32_t instrument_id, char *sym) {
-  const instrument_t *inst = instr_find(ex, instrument_id);
-  const spread_t *sp = inst == NULL ? hg_ex__spread_find((hg_exchange_t *)ex, instrument_id) : NULL;
-  if (inst == NULL && sp == NULL) return HG_ENOTFOUND;
-  memcpy(sym, inst != NULL ? inst->symbol : sp->symbol, HG_SYMBOL_MAX + 1);
-  return 0;
+  return instrument_head(ex, instrument_id, NULL, sym);
 }
 
 uint32_t hg_exchange_instrument_count(const hg_exchange_t *ex) { return ex->n_instr + ex->n_spr; }

@@ -228,6 +228,24 @@ static inline void event_init(const hg_exchange_t *ex, hg_exchange_event_t *ev, 
   ev->command = (uint16_t)ex->cur.type;
 }
 
+/* The exchange event of a book event, stamped with the current command in
+ * ex->bev (a cancel relabelled when the command asks). The exchange's books
+ * build their events in ex->bev.book already (hg_book_set_event_buffer):
+ * copying an event just written would stall on store forwarding. */
+static inline hg_exchange_event_t *book_event(hg_exchange_t *ex, const hg_book_event_t *bev) {
+  hg_exchange_event_t *ev = &ex->bev;
+  ev->seq = ex->cur.seq;
+  ev->ts = ex->cur.ts;
+  ev->type = HG_XEV_BOOK;
+  ev->command = (uint16_t)ex->cur.type;
+  ev->instrument_id = bev->instrument_id;
+  ev->account = bev->account;
+  if (bev != &ev->book) ev->book = *bev;
+  if (ex->cur.relabel != 0 && bev->type == HG_EV_CANCELLED && bev->reason == HG_CXL_USER)
+    ev->book.reason = ex->cur.relabel;
+  return ev;
+}
+
 /* Records the first failed clearing call (sticky; see exchange.c). */
 static inline void clr_fault(hg_exchange_t *ex, int rc) {
   if (rc != 0 && ex->fault == 0) ex->fault = rc;
@@ -254,7 +272,7 @@ void hg_ex__set_month(hg_exchange_t *ex, instrument_t *inst, uint32_t year, uint
 int hg_ex__list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_t *params);
 /* Cancels every resting order of inst in time priority, relabelled with
  * reason; returns how many. */
-uint32_t hg_ex__cancel_all(hg_exchange_t *ex, instrument_t *inst, uint16_t reason);
+uint32_t hg_ex__cancel_all(hg_exchange_t *ex, hg_book_t *book, uint16_t reason);
 /* Emits HG_XEV_CASH for each ledger entry from index from on (the
  * guarantee's kinds; day: the cycle's, or -1 outside a cycle). */
 void hg_ex__emit_cash(hg_exchange_t *ex, uint64_t from, int32_t day);
@@ -262,6 +280,9 @@ void hg_ex__emit_cash(hg_exchange_t *ex, uint64_t from, int32_t day);
 void hg_ex__remove_instrument(hg_exchange_t *ex, uint32_t pos);
 /* Expires every book's day orders; returns how many. */
 int64_t hg_ex__expire_day_orders(hg_exchange_t *ex);
+/* Submits the NEW_ORDER c to book as order oid at price (exchange.c). */
+void hg_ex__submit(hg_exchange_t *ex, hg_book_t *book, const hg_cmd_new_order_t *c, hg_oid_t oid,
+                   hg_price_t price);
 /* The book-shaped reject of an order command (exchange.c). */
 void hg_ex__emit_order_reject(hg_exchange_t *ex, uint8_t cmd, uint16_t reason,
                               uint32_t instrument_id, hg_account_t account, hg_oid_t order_id,

@@ -681,7 +681,7 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
    * what still rests can never trade and stops counting for margin. */
   for (uint32_t i = 0; i < ex->n_instr; i++)
     if (ex->instr[i].last_day <= c->day)
-      expired += hg_ex__cancel_all(ex, &ex->instr[i], HG_XCXL_EXPIRED);
+      expired += hg_ex__cancel_all(ex, ex->instr[i].book, HG_XCXL_EXPIRED);
   expired += hg_ex__spread_cycle(ex, c->day);
   ex->last_cycle_day = c->day;
   hg_exchange_event_t ev;
@@ -882,7 +882,7 @@ static int do_expire(hg_exchange_t *ex, const hg_cmd_expire_t *c) {
   }
   /* Orders were cancelled at the last trading day's cycle; a resting order
    * could only be left by a listing after that cycle. */
-  uint32_t cancelled = hg_ex__cancel_all(ex, inst, HG_XCXL_EXPIRED);
+  uint32_t cancelled = hg_ex__cancel_all(ex, inst->book, HG_XCXL_EXPIRED);
   uint64_t before = hg_clearing_ledger_size(ex->clr);
   rc = hg_clearing_final_settle(ex->clr, inst->id, fsp.fsp, ex->cur.seq, ex->cur.ts);
   if (rc == -ENOMEM) return rc;

@@ -210,6 +210,15 @@ static void w_order(void *ctx, const hg_book_order_t *o) {
  * (str = u8 length + bytes.) Cash, positions and the ledger are the
  * clearing's.
  */
+/* An instrument's id, halted flag and symbol. */
+static void w_head(writer_t *w, uint32_t id, uint8_t halted, const char *symbol) {
+  size_t sl = strlen(symbol);
+  w_u32(w, id);
+  w_u8(w, halted);
+  w_u8(w, (uint8_t)sl);
+  w_bytes(w, symbol, sl);
+}
+
 /* A book's params, then its orders in time priority. */
 static void w_book(writer_t *w, const hg_book_t *book) {
   const hg_book_params_t *p = hg_book_params(book);
@@ -237,11 +246,7 @@ static void write_state(const hg_exchange_t *ex, writer_t *w) {
   w_u32(w, ex->n_instr);
   for (uint32_t i = 0; i < ex->n_instr; i++) {
     const instrument_t *inst = &ex->instr[i];
-    size_t sl = strlen(inst->symbol);
-    w_u32(w, inst->id);
-    w_u8(w, inst->halted);
-    w_u8(w, (uint8_t)sl);
-    w_bytes(w, inst->symbol, sl);
+    w_head(w, inst->id, inst->halted, inst->symbol);
     w_book(w, inst->book);
   }
   w_u32(w, ex->n_acct);
@@ -256,11 +261,7 @@ static void write_state(const hg_exchange_t *ex, writer_t *w) {
   w_u32(w, ex->n_spr);
   for (uint32_t i = 0; i < ex->n_spr; i++) {
     const spread_t *sp = &ex->spr[i];
-    size_t sl = strlen(sp->symbol);
-    w_u32(w, sp->id);
-    w_u8(w, sp->halted);
-    w_u8(w, (uint8_t)sl);
-    w_bytes(w, sp->symbol, sl);
+    w_head(w, sp->id, sp->halted, sp->symbol);
     w_u32(w, sp->leg_t);
     w_u32(w, sp->leg_g);
     w_u32(w, sp->n_t);

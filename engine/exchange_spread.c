@@ -159,27 +159,8 @@ int hg_ex__spread_list(hg_exchange_t *ex, const hg_cmd_list_instrument_t *c) {
   return 0;
 }
 
-static void collect(void *ctx, const hg_book_order_t *o) {
-  hg_exchange_t *ex = ctx;
-  if (ex->scratch_n < ex->cfg.max_book_orders)
-    ex->scratch[ex->scratch_n++] = (order_ref_t){o->order_id, o->account};
-}
-
-/* Cancels every resting order of sp in time priority, relabelled. */
-static uint32_t cancel_all(hg_exchange_t *ex, spread_t *sp, uint16_t reason) {
-  ex->scratch_n = 0;
-  hg_book_foreach(sp->book, collect, ex);
-  ex->cur.relabel = reason;
-  for (uint32_t i = 0; i < ex->scratch_n; i++)
-    hg_book_cancel(sp->book, ex->scratch[i].order_id, ex->scratch[i].account, ex->cur.ts);
-  ex->cur.relabel = 0;
-  uint32_t n = ex->scratch_n;
-  ex->scratch_n = 0;
-  return n;
-}
-
 void hg_ex__spread_delist(hg_exchange_t *ex, spread_t *sp, uint16_t reason) {
-  uint32_t n = cancel_all(ex, sp, reason);
+  uint32_t n = hg_ex__cancel_all(ex, sp->book, reason);
   uint32_t id = sp->id;
   hg_book_destroy(sp->book);
   uint32_t pos = (uint32_t)(sp - ex->spr);
@@ -208,7 +189,7 @@ int64_t hg_ex__spread_cycle(hg_exchange_t *ex, int32_t day) {
   for (uint32_t i = 0; i < ex->n_spr; i++) {
     spread_t *sp = &ex->spr[i];
     n += hg_book_expire_day(sp->book, ex->cur.ts);
-    if (sp->last_day <= day) n += cancel_all(ex, sp, HG_XCXL_EXPIRED);
+    if (sp->last_day <= day) n += hg_ex__cancel_all(ex, sp->book, HG_XCXL_EXPIRED);
   }
   return n;
 }
@@ -277,22 +258,7 @@ void hg_ex__spread_new_order(hg_exchange_t *ex, spread_t *sp, const hg_cmd_new_o
                              c->side, price, c->qty, res.reason != 0 ? &res : NULL);
     return;
   }
-  hg_order_new_t o = {
-      .order_id = oid,
-      .client_order_id = c->client_order_id,
-      .account = c->account,
-      .smp_group = c->smp_group,
-      .price = price,
-      .qty = c->qty,
-      .side = c->side,
-      .type = c->type,
-      .tif = c->tif,
-      .stp = c->stp,
-      .post_only = c->post_only,
-      .session_scoped = c->session_scoped != 0,
-      .ts = ex->cur.ts,
-  };
-  hg_book_submit(sp->book, &o);
+  hg_ex__submit(ex, sp->book, c, oid, price);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -363,16 +329,7 @@ void hg_ex__spread_sink(void *ctx, const hg_book_event_t *bev) {
   }
   default: break;
   }
-  hg_exchange_event_t *ev = &ex->bev;
-  ev->seq = ex->cur.seq;
-  ev->ts = ex->cur.ts;
-  ev->type = HG_XEV_BOOK;
-  ev->command = (uint16_t)ex->cur.type;
-  ev->instrument_id = bev->instrument_id;
-  ev->account = bev->account;
-  if (bev != &ev->book) ev->book = *bev;
-  if (ex->cur.relabel != 0 && bev->type == HG_EV_CANCELLED && bev->reason == HG_CXL_USER)
-    ev->book.reason = ex->cur.relabel;
+  hg_exchange_event_t *ev = book_event(ex, bev);
   ex->sink(ex->sink_ctx, ev);
   if (bev->type != HG_EV_FILL) return;
   hg_book_event_t f = ev->book; /* the leg events reuse nothing of ev */
