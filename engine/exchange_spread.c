@@ -249,7 +249,10 @@ void hg_ex__spread_new_order(hg_exchange_t *ex, spread_t *sp, const hg_cmd_new_o
   hg_clearing_result_t res;
   memset(&res, 0, sizeof res);
   uint16_t rej = 0;
-  if (sp->halted) rej = HG_XREJ_INSTRUMENT_HALTED;
+  const instrument_t *lt = instr_find(ex, sp->leg_t), *lg = instr_find(ex, sp->leg_g);
+  /* a leg that cannot trade stops the spread: no leg trades without the other */
+  if (sp->halted || lt == NULL || lg == NULL || lt->halted || lg->halted)
+    rej = HG_XREJ_INSTRUMENT_HALTED;
   else if (ex->cur.ts >= sp->cutoff_ts) rej = HG_XREJ_TRADING_ENDED;
   else if (acct_find(ex, c->account) == NULL) rej = HG_XREJ_UNKNOWN_ACCOUNT;
   else rej = spread_check(ex, sp, c, &res);

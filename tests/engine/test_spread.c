@@ -365,6 +365,15 @@ static void test_leg_band(void **state) {
                                    .new_price = 901, .new_qty = 1};
   apply(&f, &c);
   assert_int_equal(book_ev(&f, HG_EV_REJECTED)->book.reason, HG_XREJ_SPREAD_ORDER);
+  /* a halted leg halts the spread's new orders */
+  c = mk(&f, HG_COMMAND_HALT);
+  c.u.instrument.instrument_id = GPU;
+  apply(&f, &c);
+  order(&f, SPREAD, 12, HG_SIDE_SELL, 900, 1, HG_TIF_GTC);
+  assert_int_equal(book_ev(&f, HG_EV_REJECTED)->book.reason, HG_XREJ_INSTRUMENT_HALTED);
+  c = mk(&f, HG_COMMAND_RESUME);
+  c.u.instrument.instrument_id = GPU;
+  apply(&f, &c);
   /* a cancel frees both legs' open quantity */
   c = mk(&f, HG_COMMAND_CANCEL);
   c.u.cancel = (hg_cmd_cancel_t){.instrument_id = SPREAD, .account = 11, .order_id = id};

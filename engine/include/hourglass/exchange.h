@@ -115,7 +115,7 @@
  *    inter-commodity credit. hg_exchange_foreach_instrument reports spreads
  *    after the contracts, with their legs.
  *  - NEW_ORDER in a spread: a limit order (else HG_XREJ_SPREAD_ORDER), price
- *    S in ticks. Refused when the GPU leg has no reference (the clearing's
+ *    S in ticks; the spread or either leg halted is INSTRUMENT_HALTED. Refused when the GPU leg has no reference (the clearing's
  *    NO_REFERENCE) or the token leg at S is outside its band
  *    (HG_XREJ_SPREAD_LEG_BAND, .lo/.hi = the token leg's band); then the
  *    clearing's check of the token leg (n_t x qty at P_t, the order's side)
