@@ -917,6 +917,16 @@ int hg_exchange_account(const hg_exchange_t *ex, hg_account_t account, int64_t *
   return 0;
 }
 
+static void info_head(hg_exchange_instrument_info_t *info, uint32_t id, uint8_t halted,
+                      const char *symbol, const hg_book_t *book) {
+  memset(info, 0, sizeof *info);
+  info->id = id;
+  info->halted = halted;
+  memcpy(info->symbol, symbol, sizeof info->symbol);
+  info->params = *hg_book_params(book);
+  info->orders = hg_book_order_count(book);
+}
+
 void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
                                     void (*fn)(void *ctx,
                                                const hg_exchange_instrument_info_t *info),
@@ -924,24 +934,14 @@ void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
   for (uint32_t i = 0; i < ex->n_instr; i++) {
     const instrument_t *inst = &ex->instr[i];
     hg_exchange_instrument_info_t info;
-    memset(&info, 0, sizeof info);
-    info.id = inst->id;
-    info.halted = inst->halted;
-    memcpy(info.symbol, inst->symbol, sizeof info.symbol);
-    info.params = *hg_book_params(inst->book);
-    info.orders = hg_book_order_count(inst->book);
+    info_head(&info, inst->id, inst->halted, inst->symbol, inst->book);
     hg_ex__ref_band(ex, inst->id, &info.ref_price, &info.band_low, &info.band_high);
     fn(ctx, &info);
   }
   for (uint32_t i = 0; i < ex->n_spr; i++) { /* spreads after the contracts */
     const spread_t *sp = &ex->spr[i];
     hg_exchange_instrument_info_t info;
-    memset(&info, 0, sizeof info);
-    info.id = sp->id;
-    info.halted = sp->halted;
-    memcpy(info.symbol, sp->symbol, sizeof info.symbol);
-    info.params = *hg_book_params(sp->book);
-    info.orders = hg_book_order_count(sp->book);
+    info_head(&info, sp->id, sp->halted, sp->symbol, sp->book);
     info.leg_token_id = sp->leg_t;
     info.leg_gpu_id = sp->leg_g;
     info.ratio_token = sp->n_t;
