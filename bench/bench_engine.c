@@ -64,6 +64,7 @@
 #endif
 
 #include "hourglass/book.h"
+#include "hourglass/exchange.h"
 #include "hourglass/ring.h"
 /* Weak: an engine tree older than hg_book_prefault (A/B runs) leaves it NULL. */
 extern int hg_book_prefault(hg_book_t *book) __attribute__((weak));
@@ -1568,6 +1569,135 @@ static int parse_u64(const char *s, uint64_t *out) {
   return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Spread orders through the exchange (settlement/CONTRACT.md 7.4)           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct spread_count {
+  uint64_t events, fills, rejects;
+} spread_count_t;
+
+static void spread_sink(void *ctx, const hg_exchange_event_t *ev) {
+  spread_count_t *n = ctx;
+  n->events++;
+  if (ev->type == HG_XEV_BOOK && ev->book.type == HG_EV_FILL) n->fills++;
+  if (ev->type == HG_XEV_BOOK && ev->book.type == HG_EV_REJECTED &&
+      ev->book.reason != HG_REJ_UNKNOWN_ORDER)
+    n->rejects++;
+}
+
+/* The same command stream (limit orders around a mid, two cancels in five)
+ * applied to a plain contract and to the 27:25 spread of section 6.14, each
+ * through hg_exchange_apply on a fresh exchange; returns Mmsg/s, and the
+ * events per message in *evs. Margin, band and limits are off so that no
+ * message is a risk reject: what is measured is the book and the booking
+ * of fills (two legs, four leg events per spread fill). */
+static double spread_run(int spread, size_t n, uint64_t seed, spread_count_t *cnt) {
+  hg_clearing_config_t ccfg;
+  hg_clearing_config_default(&ccfg);
+  ccfg.band_bps = 0;
+  ccfg.im_rate_bps = ccfg.im_rate_delivery_bps = 0;
+  ccfg.position_limit = ccfg.position_limit_delivery = HG_CLR_QTY_MAX;
+  ccfg.max_positions = 1024;
+  hg_exchange_config_t cfg = {.max_instruments = 4, .max_accounts = 64, .max_book_orders = 1 << 16,
+                              .clearing = &ccfg};
+  spread_count_t events = {0};
+  hg_exchange_t *ex = NULL;
+  int crc = hg_exchange_create(&cfg, spread_sink, &events, &ex);
+  if (crc != 0) {
+    fprintf(stderr, "bench_engine: spread exchange: %d\n", crc);
+    return 0;
+  }
+  hg_command_t *cmds = xcalloc(n + 64, sizeof *cmds);
+  size_t k = 0;
+  uint64_t seq = 0;
+  hg_book_params_t bp = {.tick_size = 1000, .contract_unit = 1000, .min_price = 1,
+                         .max_price = 100000, .max_order_qty = 30, .max_orders = 1 << 16,
+                         .max_accounts = 64};
+  const char *syms[3] = {"B200.A.2027-03", "TOK.OW671B.S.2027-03", "MARGIN.OW671B.S.2027-03"};
+  for (uint32_t i = 0; i < 3; i++) {
+    hg_command_t *c = &cmds[k++];
+    c->seq = ++seq;
+    c->type = HG_COMMAND_LIST_INSTRUMENT;
+    snprintf(c->u.list.symbol, sizeof c->u.list.symbol, "%s", syms[i]);
+    c->u.list.params = bp;
+    c->u.list.params.instrument_id = i + 1;
+    c->u.list.params.ref_price = i == 0 ? 3400 : i == 1 ? 4000 : 0;
+    if (i == 2) {
+      c->u.list.leg_token_id = 2;
+      c->u.list.leg_gpu_id = 1;
+      c->u.list.ratio_token = 27;
+      c->u.list.ratio_gpu = 25;
+    }
+  }
+  for (hg_account_t a = 1; a <= 32; a++) {
+    hg_command_t *c = &cmds[k++];
+    c->seq = ++seq;
+    c->type = HG_COMMAND_ADD_ACCOUNT;
+    c->u.add_account = (hg_cmd_add_account_t){a, a};
+  }
+  size_t setup = k;
+  rng_t r = {seed};
+  uint32_t id = spread ? 3 : 1;
+  int64_t mid = spread ? 920 : 3400;
+  uint64_t recent[64] = {0}; /* the last orders; a cancel takes the oldest */
+  size_t nrecent = 0;
+  for (size_t i = 0; i < n; i++) {
+    hg_command_t *c = &cmds[k++];
+    c->seq = ++seq;
+    c->ts = msg_ts(i);
+    uint64_t x = rng_next(&r);
+    if (i % 5 >= 3) {
+      uint64_t old = recent[nrecent % 64]; /* 64 orders back */
+      c->type = HG_COMMAND_CANCEL;
+      c->u.cancel = (hg_cmd_cancel_t){id, (hg_account_t)(1 + old % 32), old};
+      continue;
+    }
+    c->type = HG_COMMAND_NEW_ORDER;
+    int side = (x >> 8) & 1 ? HG_SIDE_SELL : HG_SIDE_BUY;
+    int64_t off = (int64_t)((x >> 16) % 7) - 3;
+    c->u.new_order = (hg_cmd_new_order_t){.instrument_id = id,
+                                          .account = (hg_account_t)(1 + c->seq % 32),
+                                          .client_order_id = c->seq,
+                                          .price = side == HG_SIDE_BUY ? mid - off : mid + off,
+                                          .qty = 1 + (int64_t)((x >> 32) % 3),
+                                          .side = (uint8_t)side,
+                                          .type = HG_ORD_LIMIT,
+                                          .tif = HG_TIF_GTC,
+                                          .stp = HG_STP_NONE};
+    recent[nrecent++ % 64] = c->seq;
+  }
+  for (size_t i = 0; i < setup; i++) (void)hg_exchange_apply(ex, &cmds[i]);
+  events = (spread_count_t){0};
+  double t0 = now_s();
+  for (size_t i = setup; i < k; i++) (void)hg_exchange_apply(ex, &cmds[i]);
+  double t = now_s() - t0;
+  hg_exchange_destroy(ex);
+  free(cmds);
+  *cnt = events;
+  return t > 0 ? (double)n / t / 1e6 : 0;
+}
+
+static void run_spread_bench(const options_t *o) {
+  size_t n = o->messages < 400000 ? o->messages : 400000;
+  double best_s = 0, best_p = 0;
+  spread_count_t cp, cs;
+  for (int rep = 0; rep < 3; rep++) {
+    double p = spread_run(0, n, o->seed + (uint64_t)rep, &cp);
+    double s = spread_run(1, n, o->seed + (uint64_t)rep, &cs);
+    if (p > best_p) best_p = p;
+    if (s > best_s) best_s = s;
+  }
+  printf("\n== spread orders through the exchange: %zu messages, the same stream on a plain"
+         " contract and on a 27:25 MARGIN spread (best of 3)\n", n);
+  printf("  plain %.2f Mmsg/s (%" PRIu64 " fills, %" PRIu64 " events, %" PRIu64
+         " rejects), spread %.2f Mmsg/s (%" PRIu64 " fills, %" PRIu64 " events, %" PRIu64
+         " rejects)\n",
+         best_p, cp.fills, cp.events, cp.rejects, best_s, cs.fills, cs.events, cs.rejects);
+  printf("RESULT engine.spread_mmsgs %.2f Mmsg/s\n", best_s);
+  printf("RESULT engine.spread_vs_plain_ratio %.2f x\n", best_s / best_p);
+}
+
 int main(int argc, char **argv) {
   options_t o = {.messages = 0, .seed = 1, .reps = 5, .ref_prefix = 200000, .ref_budget = 4.0};
   for (int i = 1; i < argc; i++) {
@@ -1594,6 +1724,11 @@ int main(int argc, char **argv) {
     }
   }
   calibrate_timer();
+  if (o.scenario && !strcmp(o.scenario, "spread")) { /* the spread bench alone */
+    if (!o.messages) o.messages = 400000;
+    run_spread_bench(&o);
+    return 0;
+  }
   if (o.demo) {
     if (!o.messages) o.messages = 300000;
     return run_demo(&o);
@@ -1632,6 +1767,7 @@ int main(int argc, char **argv) {
     if (have_mask) (void)pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
   }
   hg_spsc_ring_destroy(ring);
+  if (!o.scenario) run_spread_bench(&o);
   if (!nres) {
     fprintf(stderr, "bench_engine: no scenario named '%s'\n", o.scenario);
     usage(stderr);

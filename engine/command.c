@@ -169,6 +169,14 @@ static int encode_admin(const hg_command_t *cmd, Hourglass__V1__Command *m, enc_
     b->li.max_accounts = c->params.max_accounts;
     b->li.has_default_stp = c->params.default_stp != 0;
     b->li.default_stp = (Hourglass__V1__StpMode)c->params.default_stp;
+    b->li.has_leg_token_id = c->leg_token_id != 0;
+    b->li.leg_token_id = c->leg_token_id;
+    b->li.has_leg_gpu_id = c->leg_gpu_id != 0;
+    b->li.leg_gpu_id = c->leg_gpu_id;
+    b->li.has_ratio_token = c->ratio_token != 0;
+    b->li.ratio_token = c->ratio_token;
+    b->li.has_ratio_gpu = c->ratio_gpu != 0;
+    b->li.ratio_gpu = c->ratio_gpu;
     m->body_case = HOURGLASS__V1__COMMAND__BODY_LIST_INSTRUMENT;
     m->list_instrument = &b->li;
     break;
@@ -745,6 +753,10 @@ static int decode_admin(const Hourglass__V1__Command *m, hg_command_t *out) {
     c->params.max_orders = b->max_orders;
     c->params.max_accounts = b->max_accounts;
     c->params.default_stp = b->has_default_stp ? (uint8_t)b->default_stp : 0;
+    c->leg_token_id = b->has_leg_token_id ? b->leg_token_id : 0;
+    c->leg_gpu_id = b->has_leg_gpu_id ? b->leg_gpu_id : 0;
+    c->ratio_token = b->has_ratio_token ? b->ratio_token : 0;
+    c->ratio_gpu = b->has_ratio_gpu ? b->ratio_gpu : 0;
     return 0;
   }
   case HOURGLASS__V1__COMMAND__BODY_DELIST_INSTRUMENT:

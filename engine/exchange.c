@@ -62,7 +62,7 @@ void hg_ex__emit_reject(hg_exchange_t *ex, uint16_t reason, uint32_t instrument_
 
 /* An exchange-level reject of an order command, shaped like the book's own
  * rejects so that the gateway answers every order reject the same way. */
-static void emit_order_reject(hg_exchange_t *ex, uint8_t cmd, uint16_t reason,
+void hg_ex__emit_order_reject(hg_exchange_t *ex, uint8_t cmd, uint16_t reason,
                               uint32_t instrument_id, hg_account_t account, hg_oid_t order_id,
                               uint64_t client_order_id, uint8_t side, hg_price_t price,
                               hg_qty_t qty, const hg_clearing_result_t *res) {
@@ -216,19 +216,7 @@ void hg_ex__book_sink(void *ctx, const hg_book_event_t *bev) {
     break;
   default: break;
   }
-  hg_exchange_event_t *ev = &ex->bev;
-  ev->seq = ex->cur.seq;
-  ev->ts = ex->cur.ts;
-  ev->type = HG_XEV_BOOK;
-  ev->command = (uint16_t)ex->cur.type;
-  ev->instrument_id = bev->instrument_id;
-  ev->account = bev->account;
-  /* The exchange's books build their events in ev->book already
-   * (hg_book_set_event_buffer): copying an event just written would stall on
-   * store forwarding. */
-  if (bev != &ev->book) ev->book = *bev;
-  if (ex->cur.relabel != 0 && bev->type == HG_EV_CANCELLED && bev->reason == HG_CXL_USER)
-    ev->book.reason = ex->cur.relabel;
+  hg_exchange_event_t *ev = book_event(ex, bev);
   if (__builtin_expect(ex->cur.liq, 0)) {
     ev->kind = HG_XBOOK_LIQUIDATION;
     ex->sink(ex->sink_ctx, ev);
@@ -245,6 +233,7 @@ void hg_ex__book_sink(void *ctx, const hg_book_event_t *bev) {
 
 static void free_all(hg_exchange_t *ex) {
   for (uint32_t i = 0; i < ex->n_instr; i++) hg_book_destroy(ex->instr[i].book);
+  hg_ex__spread_free(ex);
   if (ex->idx != NULL) hg_ex__free_indexes(ex);
   hg_clearing_destroy(ex->clr);
   hg_index_registry_dispose(&ex->reg);
@@ -330,6 +319,7 @@ int hg_exchange_create(const hg_exchange_config_t *cfg, hg_exchange_sink_fn sink
  * installs its clearing state: the empty one is still in place. */
 void hg_ex__reset(hg_exchange_t *ex) {
   for (uint32_t i = 0; i < ex->n_instr; i++) hg_book_destroy(ex->instr[i].book);
+  hg_ex__spread_free(ex);
   memset(ex->instr, 0, (size_t)ex->cfg.max_instruments * sizeof *ex->instr);
   memset(ex->acct, 0, (size_t)ex->cfg.max_accounts * sizeof *ex->acct);
   ex->n_instr = 0;
@@ -362,28 +352,8 @@ void hg_exchange_set_sink(hg_exchange_t *ex, hg_exchange_sink_fn sink, void *sin
 /* Commands                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
-  hg_oid_t oid = ex->cur.seq;
-  /* A market order's price means nothing and is not journaled; zero it so
-   * that applying the struct and replaying its encoding emit the same. */
-  hg_price_t price = c->type == HG_ORD_MARKET ? 0 : c->price;
-  uint16_t rej = 0;
-  hg_clearing_result_t res;
-  memset(&res, 0, sizeof res);
-  instrument_t *inst = instr_find(ex, c->instrument_id);
-  if (inst == NULL) rej = HG_XREJ_UNKNOWN_INSTRUMENT;
-  else if (inst->halted) rej = HG_XREJ_INSTRUMENT_HALTED;
-  else if (ex->cur.ts >= inst->cutoff_ts) rej = HG_XREJ_TRADING_ENDED;
-  else if (acct_find(ex, c->account) == NULL) rej = HG_XREJ_UNKNOWN_ACCOUNT;
-  else rej = risk_check_new_order(ex, inst, c, price, &res);
-  if (rej != 0) {
-    emit_order_reject(ex, HG_CMD_NEW, rej, c->instrument_id, c->account, oid, c->client_order_id,
-                      c->side, price, c->qty, res.reason != 0 ? &res : NULL);
-    return;
-  }
-  /* The band is the clearing's (CONTRACT.md 4.5): the check above refused a
-   * limit outside it, and a market order walks no further than its edge. */
-  if (c->type == HG_ORD_MARKET) price = c->side == HG_SIDE_BUY ? res.band_high : res.band_low;
+void hg_ex__submit(hg_exchange_t *ex, hg_book_t *book, const hg_cmd_new_order_t *c, hg_oid_t oid,
+                   hg_price_t price) {
   hg_order_new_t o = {
       .order_id = oid,
       .client_order_id = c->client_order_id,
@@ -399,20 +369,57 @@ static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
       .session_scoped = c->session_scoped != 0,
       .ts = ex->cur.ts,
   };
-  hg_book_submit(inst->book, &o);
+  hg_book_submit(book, &o);
+}
+
+static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
+  hg_oid_t oid = ex->cur.seq;
+  /* A market order's price means nothing and is not journaled; zero it so
+   * that applying the struct and replaying its encoding emit the same. */
+  hg_price_t price = c->type == HG_ORD_MARKET ? 0 : c->price;
+  uint16_t rej = 0;
+  hg_clearing_result_t res;
+  memset(&res, 0, sizeof res);
+  instrument_t *inst = instr_find(ex, c->instrument_id);
+  if (__builtin_expect(inst == NULL && ex->n_spr != 0, 0)) {
+    spread_t *sp = hg_ex__spread_find(ex, c->instrument_id);
+    if (sp != NULL) {
+      hg_ex__spread_new_order(ex, sp, c);
+      return;
+    }
+  }
+  if (inst == NULL) rej = HG_XREJ_UNKNOWN_INSTRUMENT;
+  else if (inst->halted) rej = HG_XREJ_INSTRUMENT_HALTED;
+  else if (ex->cur.ts >= inst->cutoff_ts) rej = HG_XREJ_TRADING_ENDED;
+  else if (acct_find(ex, c->account) == NULL) rej = HG_XREJ_UNKNOWN_ACCOUNT;
+  else rej = risk_check_new_order(ex, inst, c, price, &res);
+  if (rej != 0) {
+    hg_ex__emit_order_reject(ex, HG_CMD_NEW, rej, c->instrument_id, c->account, oid, c->client_order_id,
+                      c->side, price, c->qty, res.reason != 0 ? &res : NULL);
+    return;
+  }
+  /* The band is the clearing's (CONTRACT.md 4.5): the check above refused a
+   * limit outside it, and a market order walks no further than its edge. */
+  if (c->type == HG_ORD_MARKET) price = c->side == HG_SIDE_BUY ? res.band_high : res.band_low;
+  hg_ex__submit(ex, inst->book, c, oid, price);
 }
 
 static void do_cancel(hg_exchange_t *ex, const hg_cmd_cancel_t *c) {
   instrument_t *inst = instr_find(ex, c->instrument_id);
+  hg_book_t *book = inst != NULL ? inst->book : NULL;
+  if (__builtin_expect(inst == NULL && ex->n_spr != 0, 0)) {
+    spread_t *sp = hg_ex__spread_find(ex, c->instrument_id);
+    if (sp != NULL) book = sp->book;
+  }
   uint16_t rej = 0;
-  if (inst == NULL) rej = HG_XREJ_UNKNOWN_INSTRUMENT;
+  if (book == NULL) rej = HG_XREJ_UNKNOWN_INSTRUMENT;
   else if (acct_find(ex, c->account) == NULL) rej = HG_XREJ_UNKNOWN_ACCOUNT;
   if (rej != 0) {
-    emit_order_reject(ex, HG_CMD_CANCEL, rej, c->instrument_id, c->account, c->order_id, 0, 0, 0,
+    hg_ex__emit_order_reject(ex, HG_CMD_CANCEL, rej, c->instrument_id, c->account, c->order_id, 0, 0, 0,
                       0, NULL);
     return;
   }
-  hg_book_cancel(inst->book, c->order_id, c->account, ex->cur.ts);
+  hg_book_cancel(book, c->order_id, c->account, ex->cur.ts);
 }
 
 static void do_replace(hg_exchange_t *ex, const hg_cmd_replace_t *c) {
@@ -420,13 +427,16 @@ static void do_replace(hg_exchange_t *ex, const hg_cmd_replace_t *c) {
   uint16_t rej = 0;
   hg_clearing_result_t res;
   memset(&res, 0, sizeof res);
-  if (inst == NULL) rej = HG_XREJ_UNKNOWN_INSTRUMENT;
+  if (inst == NULL)
+    rej = ex->n_spr != 0 && hg_ex__spread_find(ex, c->instrument_id) != NULL
+              ? HG_XREJ_SPREAD_ORDER
+              : HG_XREJ_UNKNOWN_INSTRUMENT;
   else if (inst->halted) rej = HG_XREJ_INSTRUMENT_HALTED;
   else if (ex->cur.ts >= inst->cutoff_ts) rej = HG_XREJ_TRADING_ENDED;
   else if (acct_find(ex, c->account) == NULL) rej = HG_XREJ_UNKNOWN_ACCOUNT;
   else rej = risk_check_replace(ex, inst, c, &res);
   if (rej != 0) {
-    emit_order_reject(ex, HG_CMD_REPLACE, rej, c->instrument_id, c->account, c->order_id, 0, 0,
+    hg_ex__emit_order_reject(ex, HG_CMD_REPLACE, rej, c->instrument_id, c->account, c->order_id, 0, 0,
                       c->new_price, c->new_qty, res.reason != 0 ? &res : NULL);
     return;
   }
@@ -445,15 +455,18 @@ static void do_mass_cancel(hg_exchange_t *ex, const hg_cmd_mass_cancel_t *c) {
   }
   if (c->instrument_id != 0) {
     instrument_t *inst = instr_find(ex, c->instrument_id);
-    if (inst == NULL) {
+    spread_t *sp = inst == NULL ? hg_ex__spread_find(ex, c->instrument_id) : NULL;
+    if (inst == NULL && sp == NULL) {
       hg_ex__emit_reject(ex, HG_XREJ_UNKNOWN_INSTRUMENT, c->instrument_id, c->account);
       return;
     }
-    hg_book_mass_cancel(inst->book, c->account, c->sides, ex->cur.ts);
+    hg_book_mass_cancel(inst != NULL ? inst->book : sp->book, c->account, c->sides, ex->cur.ts);
     return;
   }
   for (uint32_t i = 0; i < ex->n_instr; i++)
     hg_book_mass_cancel(ex->instr[i].book, c->account, c->sides, ex->cur.ts);
+  for (uint32_t i = 0; i < ex->n_spr; i++)
+    hg_book_mass_cancel(ex->spr[i].book, c->account, c->sides, ex->cur.ts);
 }
 
 /* Fills the delivery-month fields of inst from (year, month). */
@@ -500,6 +513,7 @@ int hg_ex__list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_
   uint32_t pos = instr_pos(ex, id, &found);
   for (uint32_t i = 0; i < ex->n_instr && !found; i++)
     if (strcmp(ex->instr[i].symbol, symbol) == 0) found = 1;
+  if (!found) found = hg_ex__spread_taken(ex, id, symbol);
   if (found) {
     hg_ex__emit_reject(ex, HG_XREJ_INSTRUMENT_EXISTS, id, 0);
     return 0;
@@ -589,6 +603,9 @@ static int do_list(hg_exchange_t *ex, const hg_cmd_list_instrument_t *c) {
     hg_ex__emit_reject(ex, HG_XREJ_INVALID_PARAMS, c->params.instrument_id, 0);
     return 0;
   }
+  if (c->leg_token_id != 0 || c->leg_gpu_id != 0 || c->ratio_token != 0 || c->ratio_gpu != 0 ||
+      strncmp(c->symbol, "MARGIN.", 7) == 0)
+    return hg_ex__spread_list(ex, c);
   return hg_ex__list_one(ex, c->symbol, &c->params);
 }
 
@@ -600,14 +617,14 @@ static void collect_order(void *ctx, const hg_book_order_t *o) {
     ex->scratch[ex->scratch_n++] = (order_ref_t){o->order_id, o->account};
 }
 
-/* Cancels every resting order of inst in time priority, relabelled with
+/* Cancels every resting order of a book (a contract's or a spread's) in time priority, relabelled with
  * reason; returns how many. */
-uint32_t hg_ex__cancel_all(hg_exchange_t *ex, instrument_t *inst, uint16_t reason) {
+uint32_t hg_ex__cancel_all(hg_exchange_t *ex, hg_book_t *book, uint16_t reason) {
   ex->scratch_n = 0;
-  hg_book_foreach(inst->book, collect_order, ex);
+  hg_book_foreach(book, collect_order, ex);
   ex->cur.relabel = reason;
   for (uint32_t i = 0; i < ex->scratch_n; i++)
-    hg_book_cancel(inst->book, ex->scratch[i].order_id, ex->scratch[i].account, ex->cur.ts);
+    hg_book_cancel(book, ex->scratch[i].order_id, ex->scratch[i].account, ex->cur.ts);
   ex->cur.relabel = 0;
   uint32_t n = ex->scratch_n;
   ex->scratch_n = 0;
@@ -627,7 +644,9 @@ static void do_delist(hg_exchange_t *ex, uint32_t id) {
   int found;
   uint32_t pos = instr_pos(ex, id, &found);
   if (!found) {
-    hg_ex__emit_reject(ex, HG_XREJ_UNKNOWN_INSTRUMENT, id, 0);
+    spread_t *sp = hg_ex__spread_find(ex, id);
+    if (sp != NULL) hg_ex__spread_delist(ex, sp, HG_XCXL_DELISTED);
+    else hg_ex__emit_reject(ex, HG_XREJ_UNKNOWN_INSTRUMENT, id, 0);
     return;
   }
   /* Open positions are closed by expiry and final settlement, never by a
@@ -637,7 +656,7 @@ static void do_delist(hg_exchange_t *ex, uint32_t id) {
     hg_ex__emit_reject(ex, HG_XREJ_NOT_IN_STATE, id, 0);
     return;
   }
-  uint32_t cancelled = hg_ex__cancel_all(ex, &ex->instr[pos], HG_XCXL_DELISTED);
+  uint32_t cancelled = hg_ex__cancel_all(ex, ex->instr[pos].book, HG_XCXL_DELISTED);
   hg_ex__remove_instrument(ex, pos);
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_DELISTED);
@@ -648,15 +667,17 @@ static void do_delist(hg_exchange_t *ex, uint32_t id) {
 
 static void do_halt(hg_exchange_t *ex, uint32_t id, int halt) {
   instrument_t *inst = instr_find(ex, id);
-  if (inst == NULL) {
+  spread_t *sp = inst == NULL ? hg_ex__spread_find(ex, id) : NULL;
+  uint8_t *halted = inst != NULL ? &inst->halted : sp != NULL ? &sp->halted : NULL;
+  if (halted == NULL) {
     hg_ex__emit_reject(ex, HG_XREJ_UNKNOWN_INSTRUMENT, id, 0);
     return;
   }
-  if (inst->halted == (halt ? 1 : 0)) {
+  if (*halted == (halt ? 1 : 0)) {
     hg_ex__emit_reject(ex, HG_XREJ_NOT_IN_STATE, id, 0);
     return;
   }
-  inst->halted = halt ? 1 : 0;
+  *halted = halt ? 1 : 0;
   emit_simple(ex, halt ? HG_XEV_HALTED : HG_XEV_RESUMED, id, 0);
 }
 
@@ -669,6 +690,8 @@ int64_t hg_ex__expire_day_orders(hg_exchange_t *ex) {
 
 static void do_end_of_session(hg_exchange_t *ex, const hg_cmd_end_of_session_t *c) {
   int64_t expired = hg_ex__expire_day_orders(ex);
+  for (uint32_t i = 0; i < ex->n_spr; i++)
+    expired += hg_book_expire_day(ex->spr[i].book, ex->cur.ts);
   ex->sessions++;
   ex->last_session_date = c->session_date;
   hg_exchange_event_t ev;
@@ -683,6 +706,8 @@ static void do_sessions_ended(hg_exchange_t *ex) {
   int64_t cancelled = 0;
   for (uint32_t i = 0; i < ex->n_instr; i++)
     cancelled += hg_book_cancel_scoped(ex->instr[i].book, ex->cur.ts);
+  for (uint32_t i = 0; i < ex->n_spr; i++)
+    cancelled += hg_book_cancel_scoped(ex->spr[i].book, ex->cur.ts);
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_SESSIONS_ENDED);
   ev.amount = cancelled;
@@ -855,24 +880,32 @@ uint64_t hg_exchange_last_seq(const hg_exchange_t *ex) { return ex->last_seq; }
 
 const hg_book_t *hg_exchange_book(const hg_exchange_t *ex, uint32_t instrument_id) {
   const instrument_t *inst = instr_find(ex, instrument_id);
-  return inst != NULL ? inst->book : NULL;
+  if (inst == NULL) {
+    const spread_t *sp = hg_ex__spread_find((hg_exchange_t *)ex, instrument_id);
+    return sp != NULL ? sp->book : NULL;
+  }
+  return inst->book;
+}
+
+/* A listed contract's or spread's halted flag and symbol, or HG_ENOTFOUND. */
+static int instrument_head(const hg_exchange_t *ex, uint32_t id, int *halted, char *sym) {
+  const instrument_t *inst = instr_find(ex, id);
+  const spread_t *sp = inst == NULL ? hg_ex__spread_find((hg_exchange_t *)ex, id) : NULL;
+  if (inst == NULL && sp == NULL) return HG_ENOTFOUND;
+  if (halted != NULL) *halted = inst != NULL ? inst->halted : sp->halted;
+  if (sym != NULL) memcpy(sym, inst != NULL ? inst->symbol : sp->symbol, HG_SYMBOL_MAX + 1);
+  return 0;
 }
 
 int hg_exchange_instrument_status(const hg_exchange_t *ex, uint32_t instrument_id, int *halted) {
-  const instrument_t *inst = instr_find(ex, instrument_id);
-  if (inst == NULL) return HG_ENOTFOUND;
-  *halted = inst->halted;
-  return 0;
+  return instrument_head(ex, instrument_id, halted, NULL);
 }
 
 int hg_exchange_instrument_symbol(const hg_exchange_t *ex, uint32_t instrument_id, char *sym) {
-  const instrument_t *inst = instr_find(ex, instrument_id);
-  if (inst == NULL) return HG_ENOTFOUND;
-  memcpy(sym, inst->symbol, sizeof inst->symbol);
-  return 0;
+  return instrument_head(ex, instrument_id, NULL, sym);
 }
 
-uint32_t hg_exchange_instrument_count(const hg_exchange_t *ex) { return ex->n_instr; }
+uint32_t hg_exchange_instrument_count(const hg_exchange_t *ex) { return ex->n_instr + ex->n_spr; }
 
 int hg_exchange_account(const hg_exchange_t *ex, hg_account_t account, int64_t *cash,
                         uint32_t *firm) {
@@ -883,6 +916,16 @@ int hg_exchange_account(const hg_exchange_t *ex, hg_account_t account, int64_t *
   return 0;
 }
 
+static void info_head(hg_exchange_instrument_info_t *info, uint32_t id, uint8_t halted,
+                      const char *symbol, const hg_book_t *book) {
+  memset(info, 0, sizeof *info);
+  info->id = id;
+  info->halted = halted;
+  memcpy(info->symbol, symbol, sizeof info->symbol);
+  info->params = *hg_book_params(book);
+  info->orders = hg_book_order_count(book);
+}
+
 void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
                                     void (*fn)(void *ctx,
                                                const hg_exchange_instrument_info_t *info),
@@ -890,13 +933,18 @@ void hg_exchange_foreach_instrument(const hg_exchange_t *ex,
   for (uint32_t i = 0; i < ex->n_instr; i++) {
     const instrument_t *inst = &ex->instr[i];
     hg_exchange_instrument_info_t info;
-    memset(&info, 0, sizeof info);
-    info.id = inst->id;
-    info.halted = inst->halted;
-    memcpy(info.symbol, inst->symbol, sizeof info.symbol);
-    info.params = *hg_book_params(inst->book);
-    info.orders = hg_book_order_count(inst->book);
+    info_head(&info, inst->id, inst->halted, inst->symbol, inst->book);
     hg_ex__ref_band(ex, inst->id, &info.ref_price, &info.band_low, &info.band_high);
+    fn(ctx, &info);
+  }
+  for (uint32_t i = 0; i < ex->n_spr; i++) { /* spreads after the contracts */
+    const spread_t *sp = &ex->spr[i];
+    hg_exchange_instrument_info_t info;
+    info_head(&info, sp->id, sp->halted, sp->symbol, sp->book);
+    info.leg_token_id = sp->leg_t;
+    info.leg_gpu_id = sp->leg_g;
+    info.ratio_token = sp->n_t;
+    info.ratio_gpu = sp->n_g;
     fn(ctx, &info);
   }
 }

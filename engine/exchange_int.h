@@ -52,6 +52,25 @@ typedef struct instrument {
   uint64_t cutoff_ts; /* last trading day, cycle time of day (16:00 UTC), ns */
 } instrument_t;
 
+/* An inference-margin spread (settlement/CONTRACT.md 7.4): its own book,
+ * no clearing record; its fills are booked on the two legs
+ * (exchange_spread.c). */
+typedef struct spread {
+  uint32_t id;
+  uint8_t halted;
+  char symbol[HG_SYMBOL_MAX + 1];
+  hg_book_t *book;   /* owned by the exchange */
+  uint32_t leg_t;    /* token leg's instrument id */
+  uint32_t leg_g;    /* GPU-hour leg's instrument id */
+  uint32_t n_t, n_g; /* ratio, 1..HG_EX_SPREAD_RATIO_MAX each */
+  int32_t last_day;  /* last calendar day of the delivery month */
+  uint64_t cutoff_ts;
+} spread_t;
+
+/* Spreads listed at once; their table lives in the exchange. */
+#define HG_EX_MAX_SPREADS 32
+#define HG_EX_SPREAD_RATIO_MAX 100
+
 typedef struct account {
   hg_account_t id;
   uint32_t firm;
@@ -140,6 +159,8 @@ struct hg_exchange {
    * create, and no 216-byte clear runs per event. bev for events the book
    * emits, rev for the exchange's own order rejects. */
   hg_exchange_event_t bev, rev;
+  spread_t spr[HG_EX_MAX_SPREADS]; /* by id, n_spr used */
+  uint32_t n_spr;
 };
 
 /* A day a command may name: 0..HG_DAY_MAX. */
@@ -207,6 +228,24 @@ static inline void event_init(const hg_exchange_t *ex, hg_exchange_event_t *ev, 
   ev->command = (uint16_t)ex->cur.type;
 }
 
+/* The exchange event of a book event, stamped with the current command in
+ * ex->bev (a cancel relabelled when the command asks). The exchange's books
+ * build their events in ex->bev.book already (hg_book_set_event_buffer):
+ * copying an event just written would stall on store forwarding. */
+static inline hg_exchange_event_t *book_event(hg_exchange_t *ex, const hg_book_event_t *bev) {
+  hg_exchange_event_t *ev = &ex->bev;
+  ev->seq = ex->cur.seq;
+  ev->ts = ex->cur.ts;
+  ev->type = HG_XEV_BOOK;
+  ev->command = (uint16_t)ex->cur.type;
+  ev->instrument_id = bev->instrument_id;
+  ev->account = bev->account;
+  if (bev != &ev->book) ev->book = *bev;
+  if (ex->cur.relabel != 0 && bev->type == HG_EV_CANCELLED && bev->reason == HG_CXL_USER)
+    ev->book.reason = ex->cur.relabel;
+  return ev;
+}
+
 /* Records the first failed clearing call (sticky; see exchange.c). */
 static inline void clr_fault(hg_exchange_t *ex, int rc) {
   if (rc != 0 && ex->fault == 0) ex->fault = rc;
@@ -231,7 +270,7 @@ void hg_ex__set_month(hg_exchange_t *ex, instrument_t *inst, uint32_t year, uint
 int hg_ex__list_one(hg_exchange_t *ex, const char *symbol, const hg_book_params_t *params);
 /* Cancels every resting order of inst in time priority, relabelled with
  * reason; returns how many. */
-uint32_t hg_ex__cancel_all(hg_exchange_t *ex, instrument_t *inst, uint16_t reason);
+uint32_t hg_ex__cancel_all(hg_exchange_t *ex, hg_book_t *book, uint16_t reason);
 /* Emits HG_XEV_CASH for each ledger entry from index from on (the
  * guarantee's kinds; day: the cycle's, or -1 outside a cycle). */
 void hg_ex__emit_cash(hg_exchange_t *ex, uint64_t from, int32_t day);
@@ -239,6 +278,38 @@ void hg_ex__emit_cash(hg_exchange_t *ex, uint64_t from, int32_t day);
 void hg_ex__remove_instrument(hg_exchange_t *ex, uint32_t pos);
 /* Expires every book's day orders; returns how many. */
 int64_t hg_ex__expire_day_orders(hg_exchange_t *ex);
+/* Submits the NEW_ORDER c to book as order oid at price (exchange.c). */
+void hg_ex__submit(hg_exchange_t *ex, hg_book_t *book, const hg_cmd_new_order_t *c, hg_oid_t oid,
+                   hg_price_t price);
+/* The book-shaped reject of an order command (exchange.c). */
+void hg_ex__emit_order_reject(hg_exchange_t *ex, uint8_t cmd, uint16_t reason,
+                              uint32_t instrument_id, hg_account_t account, hg_oid_t order_id,
+                              uint64_t client_order_id, uint8_t side, hg_price_t price,
+                              hg_qty_t qty, const hg_clearing_result_t *res);
+
+/* exchange_spread.c: the inference-margin spread (CONTRACT.md 7.4). */
+spread_t *hg_ex__spread_find(hg_exchange_t *ex, uint32_t id);
+/* Whether id or symbol is taken by a spread. */
+int hg_ex__spread_taken(const hg_exchange_t *ex, uint32_t id, const char *symbol);
+/* LIST_INSTRUMENT of a spread (legs named): emits LISTED or a reject. */
+int hg_ex__spread_list(hg_exchange_t *ex, const hg_cmd_list_instrument_t *c);
+void hg_ex__spread_new_order(hg_exchange_t *ex, spread_t *sp, const hg_cmd_new_order_t *c);
+/* Cancels every resting order of the spread (reason as hg_ex__cancel_all)
+ * and removes it; emits HG_XEV_DELISTED. */
+void hg_ex__spread_delist(hg_exchange_t *ex, spread_t *sp, uint16_t reason);
+/* Delists every spread with leg id (the leg expires). */
+void hg_ex__spread_drop_leg(hg_exchange_t *ex, uint32_t leg);
+/* The daily cycle of day: DAY orders expire and the spreads whose last
+ * trading day it is lose their resting orders; returns orders cancelled. */
+int64_t hg_ex__spread_cycle(hg_exchange_t *ex, int32_t day);
+void hg_ex__spread_free(hg_exchange_t *ex);
+/* Gives the clearing the spreads' pairs (after a listing, delisting or
+ * restore). */
+void hg_ex__spread_sync(hg_exchange_t *ex);
+/* The spread book sink: keeps the legs' open quantities and positions. */
+void hg_ex__spread_sink(void *ctx, const hg_book_event_t *bev);
+/* P_t of section 7.4 for spread price s and GPU reference rg. */
+int64_t hg_ex__spread_token_price(const spread_t *sp, int64_t s, int64_t rg);
 
 /* exchange_settle.c */
 

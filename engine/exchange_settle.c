@@ -508,18 +508,22 @@ static void collect_account_order(void *ctx, const hg_book_order_t *o) {
 
 /* Cancels every resting order of account in every book (id order, time
  * priority), relabelled HG_XCXL_LIQUIDATION. */
+static void cancel_account_orders(hg_exchange_t *ex, hg_book_t *book, hg_account_t account) {
+  ex->scratch_n = 0;
+  hg_book_foreach(book, collect_account_order, ex);
+  ex->cur.relabel = HG_XCXL_LIQUIDATION;
+  for (uint32_t k = 0; k < ex->scratch_n; k++)
+    hg_book_cancel(book, ex->scratch[k].order_id, account, ex->cur.ts);
+  ex->cur.relabel = 0;
+  ex->scratch_n = 0;
+}
+
+/* ... and then in every spread book (id order): a spread order holds open
+ * quantity on its legs. */
 static void cancel_for_liquidation(hg_exchange_t *ex, hg_account_t account) {
   ex->cur.liq_account = account;
-  for (uint32_t i = 0; i < ex->n_instr; i++) {
-    instrument_t *inst = &ex->instr[i];
-    ex->scratch_n = 0;
-    hg_book_foreach(inst->book, collect_account_order, ex);
-    ex->cur.relabel = HG_XCXL_LIQUIDATION;
-    for (uint32_t k = 0; k < ex->scratch_n; k++)
-      hg_book_cancel(inst->book, ex->scratch[k].order_id, account, ex->cur.ts);
-    ex->cur.relabel = 0;
-    ex->scratch_n = 0;
-  }
+  for (uint32_t i = 0; i < ex->n_instr; i++) cancel_account_orders(ex, ex->instr[i].book, account);
+  for (uint32_t i = 0; i < ex->n_spr; i++) cancel_account_orders(ex, ex->spr[i].book, account);
 }
 
 /* MARK: a mark round, then the liquidation slices (exchange.h). */
@@ -671,7 +675,8 @@ static int do_daily(hg_exchange_t *ex, const hg_cmd_daily_settlement_t *c) {
    * what still rests can never trade and stops counting for margin. */
   for (uint32_t i = 0; i < ex->n_instr; i++)
     if (ex->instr[i].last_day <= c->day)
-      expired += hg_ex__cancel_all(ex, &ex->instr[i], HG_XCXL_EXPIRED);
+      expired += hg_ex__cancel_all(ex, ex->instr[i].book, HG_XCXL_EXPIRED);
+  expired += hg_ex__spread_cycle(ex, c->day);
   ex->last_cycle_day = c->day;
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_CYCLE);
@@ -785,7 +790,8 @@ static int do_list_curve(hg_exchange_t *ex, const hg_cmd_list_curve_t *c) {
   for (uint32_t k = 0; k < CURVE_MONTHS; k++) {
     char sym[HG_SYMBOL_MAX + 1];
     contract_symbol(x, y, m, sym);
-    int clash = x->has_curve || instr_find(ex, first + k) != NULL;
+    int clash = x->has_curve || instr_find(ex, first + k) != NULL ||
+                hg_ex__spread_taken(ex, first + k, sym);
     for (uint32_t i = 0; i < ex->n_instr && !clash; i++)
       if (strcmp(ex->instr[i].symbol, sym) == 0) clash = 1;
     hg_clearing_instrument_info_t info;
@@ -870,7 +876,7 @@ static int do_expire(hg_exchange_t *ex, const hg_cmd_expire_t *c) {
   }
   /* Orders were cancelled at the last trading day's cycle; a resting order
    * could only be left by a listing after that cycle. */
-  uint32_t cancelled = hg_ex__cancel_all(ex, inst, HG_XCXL_EXPIRED);
+  uint32_t cancelled = hg_ex__cancel_all(ex, inst->book, HG_XCXL_EXPIRED);
   uint64_t before = hg_clearing_ledger_size(ex->clr);
   rc = hg_clearing_final_settle(ex->clr, inst->id, fsp.fsp, ex->cur.seq, ex->cur.ts);
   if (rc == -ENOMEM) return rc;
@@ -884,6 +890,7 @@ static int do_expire(hg_exchange_t *ex, const hg_cmd_expire_t *c) {
   clr_fault(ex, hg_clearing_instrument_remove(ex->clr, inst->id));
   uint32_t id = inst->id;
   hg_ex__remove_instrument(ex, pos);
+  hg_ex__spread_drop_leg(ex, id); /* a spread goes with its leg */
   hg_exchange_event_t ev;
   event_init(ex, &ev, HG_XEV_EXPIRED);
   ev.instrument_id = id;

@@ -203,10 +203,38 @@ static void w_order(void *ctx, const hg_book_order_t *o) {
  *     u32 n_receipts, per receipt by day (see w_receipt),
  *   u32 n_registry_rows (sorted): str provider, gpu, grade, i32 from,
  *   u32 n_staged, in publication order: u32 index, i32 day, sample,
- *   u64 clearing_len, the hg_clearing_serialize() bytes.
+ *   u64 clearing_len, the hg_clearing_serialize() bytes,
+ *   u32 n_spreads, per spread by id: u32 id, u8 halted, u8
+ *     symbol_len, symbol bytes, u32 leg_token, leg_gpu, n_t, n_g, then its
+ *     params and orders as an instrument's.
  * (str = u8 length + bytes.) Cash, positions and the ledger are the
  * clearing's.
  */
+/* An instrument's id, halted flag and symbol. */
+static void w_head(writer_t *w, uint32_t id, uint8_t halted, const char *symbol) {
+  size_t sl = strlen(symbol);
+  w_u32(w, id);
+  w_u8(w, halted);
+  w_u8(w, (uint8_t)sl);
+  w_bytes(w, symbol, sl);
+}
+
+/* A book's params, then its orders in time priority. */
+static void w_book(writer_t *w, const hg_book_t *book) {
+  const hg_book_params_t *p = hg_book_params(book);
+  w_i64(w, p->tick_size);
+  w_i64(w, p->contract_unit);
+  w_i64(w, p->min_price);
+  w_i64(w, p->max_price);
+  w_i64(w, p->max_order_qty);
+  w_i64(w, p->ref_price);
+  w_u32(w, p->max_orders);
+  w_u32(w, p->max_accounts);
+  w_u8(w, p->default_stp);
+  w_u32(w, hg_book_order_count(book));
+  hg_book_foreach(book, w_order, w);
+}
+
 static void write_state(const hg_exchange_t *ex, writer_t *w) {
   w_u32(w, FORMAT_MAGIC);
   w_u32(w, HG_EXCHANGE_FORMAT_VERSION);
@@ -217,23 +245,8 @@ static void write_state(const hg_exchange_t *ex, writer_t *w) {
   w_u32(w, ex->n_instr);
   for (uint32_t i = 0; i < ex->n_instr; i++) {
     const instrument_t *inst = &ex->instr[i];
-    const hg_book_params_t *p = hg_book_params(inst->book);
-    size_t sl = strlen(inst->symbol);
-    w_u32(w, inst->id);
-    w_u8(w, inst->halted);
-    w_u8(w, (uint8_t)sl);
-    w_bytes(w, inst->symbol, sl);
-    w_i64(w, p->tick_size);
-    w_i64(w, p->contract_unit);
-    w_i64(w, p->min_price);
-    w_i64(w, p->max_price);
-    w_i64(w, p->max_order_qty);
-    w_i64(w, p->ref_price);
-    w_u32(w, p->max_orders);
-    w_u32(w, p->max_accounts);
-    w_u8(w, p->default_stp);
-    w_u32(w, hg_book_order_count(inst->book));
-    hg_book_foreach(inst->book, w_order, w);
+    w_head(w, inst->id, inst->halted, inst->symbol);
+    w_book(w, inst->book);
   }
   w_u32(w, ex->n_acct);
   for (uint32_t i = 0; i < ex->n_acct; i++) {
@@ -244,6 +257,16 @@ static void write_state(const hg_exchange_t *ex, writer_t *w) {
   w_u64(w, ex->ccfg.cycle_time_of_day_ns);
   w_u32(w, ex->ccfg.band_bps);
   write_settlement(ex, w);
+  w_u32(w, ex->n_spr);
+  for (uint32_t i = 0; i < ex->n_spr; i++) {
+    const spread_t *sp = &ex->spr[i];
+    w_head(w, sp->id, sp->halted, sp->symbol);
+    w_u32(w, sp->leg_t);
+    w_u32(w, sp->leg_g);
+    w_u32(w, sp->n_t);
+    w_u32(w, sp->n_g);
+    w_book(w, sp->book);
+  }
 }
 
 size_t hg_exchange_serialized_size(const hg_exchange_t *ex) {
@@ -315,6 +338,89 @@ static int r_str(reader_t *r, char *dst, size_t cap) {
   return !r->bad && memchr(dst, '\0', n) == NULL;
 }
 
+/* A book's params and orders (w_book) into a new book of id with sink.
+ * *count is set to slot + 1 once the book exists, so that a reset frees it. */
+static int r_book(hg_exchange_t *ex, reader_t *r, uint32_t id,
+                  void (*sink)(void *, const hg_book_event_t *), hg_book_t **out,
+                  uint32_t *count, uint32_t slot) {
+  hg_book_params_t p;
+  memset(&p, 0, sizeof p);
+  p.instrument_id = id;
+  p.tick_size = r_i64(r);
+  p.contract_unit = r_i64(r);
+  p.min_price = r_i64(r);
+  p.max_price = r_i64(r);
+  p.max_order_qty = r_i64(r);
+  p.ref_price = r_i64(r);
+  p.max_orders = r_u32(r);
+  p.max_accounts = r_u32(r);
+  p.default_stp = r_u8(r);
+  uint32_t n_orders = r_u32(r);
+  if (r->bad) return HG_ECORRUPT;
+  if (p.max_orders > ex->cfg.max_book_orders || p.max_accounts > ex->cfg.max_accounts)
+    return HG_EFULL;
+  if (n_orders > p.max_orders) return HG_ECORRUPT;
+  int rc = hg_book_create(&p, sink, ex, out);
+  if (rc == -ENOMEM) return rc;
+  if (rc != 0) return HG_ECORRUPT;
+  hg_book_set_event_buffer(*out, &ex->bev.book);
+  *count = slot + 1; /* from here on hg_ex__reset() frees the book */
+  if (sink == hg_ex__book_sink) instr_dir_refresh(ex, slot);
+  for (uint32_t k = 0; k < n_orders; k++) {
+    hg_book_order_t o;
+    memset(&o, 0, sizeof o);
+    o.order_id = r_u64(r);
+    o.client_order_id = r_u64(r);
+    o.account = r_u32(r);
+    o.smp_group = r_u32(r);
+    o.price = r_i64(r);
+    o.qty = r_i64(r);
+    o.leaves = r_i64(r);
+    o.ts = r_u64(r);
+    o.side = r_u8(r);
+    o.tif = r_u8(r);
+    o.stp = r_u8(r);
+    o.post_only = r_u8(r);
+    o.session_scoped = r_u8(r);
+    if (r->bad || o.order_id == 0 || o.order_id > ex->last_seq) return HG_ECORRUPT;
+    if (hg_book_restore(*out, &o) != 0) return HG_ECORRUPT;
+  }
+  return 0;
+}
+
+/* The spreads, after the clearing: their legs must be listed contracts. */
+static int restore_spreads(hg_exchange_t *ex, reader_t *r) {
+  uint32_t n = r_u32(r);
+  if (r->bad) return HG_ECORRUPT;
+  if (n > HG_EX_MAX_SPREADS) return HG_EFULL;
+  for (uint32_t i = 0; i < n; i++) {
+    spread_t *sp = &ex->spr[i];
+    sp->id = r_u32(r);
+    uint8_t halted = r_u8(r);
+    uint8_t sl = r_u8(r);
+    if (r->bad || sp->id == 0 || halted > 1 || sl == 0 || sl > HG_SYMBOL_MAX) return HG_ECORRUPT;
+    if ((i > 0 && sp->id <= ex->spr[i - 1].id) || instr_find(ex, sp->id) != NULL)
+      return HG_ECORRUPT;
+    sp->halted = halted;
+    r_bytes(r, sp->symbol, sl);
+    sp->symbol[sl] = '\0';
+    sp->leg_t = r_u32(r);
+    sp->leg_g = r_u32(r);
+    sp->n_t = r_u32(r);
+    sp->n_g = r_u32(r);
+    const instrument_t *lt = instr_find(ex, sp->leg_t);
+    if (r->bad || !hg_symbol_ok(sp->symbol, sizeof sp->symbol) || lt == NULL ||
+        instr_find(ex, sp->leg_g) == NULL || sp->n_t == 0 || sp->n_g == 0 ||
+        sp->n_t > HG_EX_SPREAD_RATIO_MAX || sp->n_g > HG_EX_SPREAD_RATIO_MAX)
+      return HG_ECORRUPT;
+    sp->last_day = lt->last_day;
+    sp->cutoff_ts = lt->cutoff_ts;
+    int rc = r_book(ex, r, sp->id, hg_ex__spread_sink, &sp->book, &ex->n_spr, i);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
 static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
   uint32_t n = r_u32(r);
   if (r->bad) return HG_ECORRUPT;
@@ -332,48 +438,8 @@ static int restore_instruments(hg_exchange_t *ex, reader_t *r) {
     if (r->bad || !hg_symbol_ok(inst->symbol, sizeof inst->symbol)) return HG_ECORRUPT;
     for (uint32_t j = 0; j < i; j++)
       if (strcmp(ex->instr[j].symbol, inst->symbol) == 0) return HG_ECORRUPT;
-    hg_book_params_t p;
-    memset(&p, 0, sizeof p);
-    p.instrument_id = inst->id;
-    p.tick_size = r_i64(r);
-    p.contract_unit = r_i64(r);
-    p.min_price = r_i64(r);
-    p.max_price = r_i64(r);
-    p.max_order_qty = r_i64(r);
-    p.ref_price = r_i64(r);
-    p.max_orders = r_u32(r);
-    p.max_accounts = r_u32(r);
-    p.default_stp = r_u8(r);
-    uint32_t n_orders = r_u32(r);
-    if (r->bad) return HG_ECORRUPT;
-    if (p.max_orders > ex->cfg.max_book_orders || p.max_accounts > ex->cfg.max_accounts)
-      return HG_EFULL;
-    if (n_orders > p.max_orders) return HG_ECORRUPT;
-    int rc = hg_book_create(&p, hg_ex__book_sink, ex, &inst->book);
-    if (rc == -ENOMEM) return rc;
-    if (rc != 0) return HG_ECORRUPT;
-    hg_book_set_event_buffer(inst->book, &ex->bev.book);
-    ex->n_instr = i + 1; /* from here on hg_ex__reset() frees the book */
-    instr_dir_refresh(ex, i);
-    for (uint32_t k = 0; k < n_orders; k++) {
-      hg_book_order_t o;
-      memset(&o, 0, sizeof o);
-      o.order_id = r_u64(r);
-      o.client_order_id = r_u64(r);
-      o.account = r_u32(r);
-      o.smp_group = r_u32(r);
-      o.price = r_i64(r);
-      o.qty = r_i64(r);
-      o.leaves = r_i64(r);
-      o.ts = r_u64(r);
-      o.side = r_u8(r);
-      o.tif = r_u8(r);
-      o.stp = r_u8(r);
-      o.post_only = r_u8(r);
-      o.session_scoped = r_u8(r);
-      if (r->bad || o.order_id == 0 || o.order_id > ex->last_seq) return HG_ECORRUPT;
-      if (hg_book_restore(inst->book, &o) != 0) return HG_ECORRUPT;
-    }
+    int rc = r_book(ex, r, inst->id, hg_ex__book_sink, &inst->book, &ex->n_instr, i);
+    if (rc != 0) return rc;
   }
   return 0;
 }
@@ -593,6 +659,7 @@ static int restore_all(hg_exchange_t *ex, reader_t *r) {
   if (rc == 0) rc = restore_accounts(ex, r);
   hg_clearing_t *clr = NULL;
   if (rc == 0) rc = restore_settlement(ex, r, &clr);
+  if (rc == 0) rc = restore_spreads(ex, r);
   if (rc == 0 && (r->bad || r->left != 0)) rc = HG_ECORRUPT;
   if (rc != 0) {
     hg_clearing_destroy(clr);
@@ -600,6 +667,7 @@ static int restore_all(hg_exchange_t *ex, reader_t *r) {
   }
   hg_clearing_destroy(ex->clr);
   ex->clr = clr;
+  hg_ex__spread_sync(ex); /* the pairs are the spreads' */
   ex->flags_day = -1; /* the next command sets the flags for its own day */
   return 0;
 }

@@ -553,6 +553,76 @@ static void margin_add(hg_clearing_t *c, uint32_t *ntouched, const instrument_t 
   else c->grp_s[g] += m;
 }
 
+/* Worst case (4.4) of account slot s in instrument slot is, counting
+ * extra_qty on side when is == extra_inst; the open quantity only when
+ * orders > 0. */
+static int64_t worst_case(const hg_clearing_t *c, uint32_t s, uint32_t is, uint32_t extra_inst,
+                          int side, int64_t extra_qty, int orders) {
+  uint32_t r = rec_find(c, s, is);
+  int64_t pos = 0, ob = 0, os = 0;
+  if (r != NIL32) {
+    pos = c->recs[r].pos;
+    if (orders > 0) {
+      ob = c->recs[r].open_buy;
+      os = c->recs[r].open_sell;
+    }
+  }
+  if (is == extra_inst) {
+    if (side == HG_CLR_BUY) ob += extra_qty;
+    else os += extra_qty;
+  }
+  int64_t a = pos + ob, b = pos - os;
+  return (a < 0 ? -a : a) >= (b < 0 ? -b : b) ? a : b;
+}
+
+/* The inter-commodity credit of account slot s (CONTRACT.md 7.4), same
+ * arguments as account_im. Each pair's legs' contracts are used once: a
+ * leg in several pairs gives what earlier pairs left. */
+static i128 spread_credit(hg_clearing_t *c, uint32_t s, uint32_t extra_inst, int side,
+                          int64_t extra_qty, int orders) {
+  i128 credit = 0;
+  int64_t used_t[HG_CLR_MAX_SPREADS], used_g[HG_CLR_MAX_SPREADS];
+  for (uint32_t i = 0; i < c->nspreads; i++) {
+    const hg_clearing_spread_t *p = &c->spreads[i];
+    used_t[i] = used_g[i] = 0;
+    uint32_t it = inst_lookup(c, p->token), ig = inst_lookup(c, p->gpu);
+    if (it == NIL32 || ig == NIL32) continue;
+    int64_t wt = worst_case(c, s, it, extra_inst, side, extra_qty, orders);
+    int64_t wg = worst_case(c, s, ig, extra_inst, side, extra_qty, orders);
+    if (wt == 0 || wg == 0 || (wt > 0) == (wg > 0)) continue;
+    int64_t at = wt < 0 ? -wt : wt, ag = wg < 0 ? -wg : wg;
+    for (uint32_t j = 0; j < i; j++) { /* contracts earlier pairs used */
+      if (c->spreads[j].token == p->token) at -= used_t[j];
+      if (c->spreads[j].gpu == p->gpu) ag -= used_g[j];
+    }
+    int64_t k = at / (int64_t)p->n_t < ag / (int64_t)p->n_g ? at / (int64_t)p->n_t
+                                                             : ag / (int64_t)p->n_g;
+    if (k <= 0) continue;
+    used_t[i] = k * p->n_t;
+    used_g[i] = k * p->n_g;
+    const instrument_t *t = &c->insts[it], *g = &c->insts[ig];
+    int at_mark = orders < 0;
+    hg_price_t rt = at_mark && t->mark > 0 ? t->mark : ref_price(c, t);
+    hg_price_t rg = at_mark && g->mark > 0 ? g->mark : ref_price(c, g);
+    i128 mt = contract_margin(1, rt, hg_clr__tv(c, t),
+                              t->def.in_delivery ? c->cfg.im_rate_delivery_bps : c->cfg.im_rate_bps);
+    i128 mg = contract_margin(1, rg, hg_clr__tv(c, g),
+                              g->def.in_delivery ? c->cfg.im_rate_delivery_bps : c->cfg.im_rate_bps);
+    credit += (i128)k * ((i128)p->n_t * mt + (i128)p->n_g * mg) * HG_CLR_SPREAD_CREDIT_BPS / 10000;
+  }
+  return credit;
+}
+
+int hg_clearing_spreads_set(hg_clearing_t *c, const hg_clearing_spread_t *pairs, size_t n) {
+  if (n > HG_CLR_MAX_SPREADS || (n > 0 && pairs == NULL)) return HG_EINVAL;
+  for (size_t i = 0; i < n; i++)
+    if (pairs[i].n_t == 0 || pairs[i].n_g == 0 || pairs[i].n_t > 100 || pairs[i].n_g > 100)
+      return HG_EINVAL;
+  if (n > 0) memcpy(c->spreads, pairs, n * sizeof *pairs);
+  c->nspreads = (uint32_t)n;
+  return 0;
+}
+
 /* Initial margin of account slot s, with extra_qty added to the open quantity
  * of side on instrument slot extra_inst (NIL32 = none); orders 0 leaves every
  * open quantity out (the positions' margin alone), orders -1 too and prices
@@ -583,6 +653,8 @@ static i128 account_im(hg_clearing_t *c, uint32_t s, uint32_t extra_inst, int si
     im += l + sh - (l < sh ? l : sh) / 2;
     c->grp_l[g] = c->grp_s[g] = 0;
   }
+  if (__builtin_expect(c->nspreads != 0, 0))
+    im -= spread_credit(c, s, extra_inst, side, extra_qty, orders);
   return im;
 }
 
@@ -961,7 +1033,7 @@ static int fill_impl(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
   instrument_t *in = &c->insts[is];
   if (in->settled) return HG_ESTATE;
   if (qty <= 0 || qty > HG_CLR_QTY_MAX || price <= 0 || price > HG_CLR_PRICE_MAX ||
-      (flags & ~(HG_CLR_FILL_BUY_RESTING | HG_CLR_FILL_SELL_RESTING)) != 0)
+      (flags & ~(HG_CLR_FILL_BUY_RESTING | HG_CLR_FILL_SELL_RESTING | HG_CLR_FILL_NO_DSP)) != 0)
     return HG_EINVAL;
   uint32_t br = rec_find(c, bs, is), sr = rec_find(c, ss, is);
   uint32_t need = (br == NIL32) + (sr == NIL32 && ss != bs);
@@ -976,7 +1048,7 @@ static int fill_impl(hg_clearing_t *c, uint32_t instrument, hg_account_t buyer,
     if (sr != NIL32 && c->recs[sr].pos < -HG_CLR_QTY_MAX + qty) return HG_EOVERFLOW;
   }
   uint64_t tod = ts % HG_NS_PER_DAY;
-  int in_window = tod < c->cfg.cycle_time_of_day_ns &&
+  int in_window = !(flags & HG_CLR_FILL_NO_DSP) && tod < c->cfg.cycle_time_of_day_ns &&
                   tod >= c->cfg.cycle_time_of_day_ns - c->cfg.dsp_window_ns;
   uint64_t day = ts / HG_NS_PER_DAY;
   int64_t wq = in->win_day == day ? in->win_q : 0;

@@ -134,6 +134,11 @@ struct hg_clearing {
    * configured product is too large (then rec_map is used). */
   uint32_t *rec_dir;
 
+  /* the inter-commodity pairs (hg_clearing_spreads_set), in the owner's
+   * order; not serialized: the owner sets them again after a restore */
+  hg_clearing_spread_t spreads[HG_CLR_MAX_SPREADS];
+  uint32_t nspreads;
+
   /* margin scratch: per group L and S, and the groups touched */
   i128 *grp_l, *grp_s;
   uint32_t *grp_touched;

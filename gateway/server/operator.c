@@ -177,6 +177,11 @@ void gw_handle_operator(conn_t *c, uint32_t si, const env_t *env) {
     bp->max_orders = l->max_orders;
     bp->max_accounts = l->max_accounts;
     bp->default_stp = l->has_default_stp ? (uint8_t)l->default_stp : 0;
+    /* a spread's legs and ratio (settlement/CONTRACT.md 7.4) */
+    cmd.u.list.leg_token_id = l->has_leg_token_id ? l->leg_token_id : 0;
+    cmd.u.list.leg_gpu_id = l->has_leg_gpu_id ? l->leg_gpu_id : 0;
+    cmd.u.list.ratio_token = l->has_ratio_token ? l->ratio_token : 0;
+    cmd.u.list.ratio_gpu = l->has_ratio_gpu ? l->ratio_gpu : 0;
     break;
   }
   case B(DELIST_INSTRUMENT):

@@ -64,6 +64,10 @@ static size_t all_commands(hg_command_t *out) {
                                        .max_price = 100000, .max_order_qty = 1000,
                                        .ref_price = 2500, .max_orders = 4096,
                                        .max_accounts = 64, .default_stp = HG_STP_NONE};
+  c.u.list.leg_token_id = 12; /* a spread's legs and ratio round-trip too */
+  c.u.list.leg_gpu_id = 11;
+  c.u.list.ratio_token = 27;
+  c.u.list.ratio_gpu = 25;
   out[n++] = c;
   c = base(HG_COMMAND_LIST_INSTRUMENT, 8); /* 31-byte symbol, optional fields absent */
   strcpy(c.u.list.symbol, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_-.09");

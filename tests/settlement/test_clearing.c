@@ -223,7 +223,7 @@ static void fills_move_positions_of_both_sides(void **state) {
                    HG_EINVAL); /* buyer has no open buy */
   assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 0, 2010, 0, 0), HG_EINVAL);
   assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1, 0, 0, 0), HG_EINVAL);
-  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1, 2010, 0, 4u), HG_EINVAL);
+  assert_int_equal(hg_clearing_fill(c, INST, 1, 2, 1, 2010, 0, 8u), HG_EINVAL);
   assert_int_equal(hg_clearing_fill(c, INST, 1, 9, 1, 2010, 0, 0), HG_ENOTFOUND);
   assert_int_equal(hg_clearing_fill(c, 99, 1, 2, 1, 2010, 0, 0), HG_ENOTFOUND);
   assert_int_equal(hg_clearing_position(c, 1, INST, &p), 0);

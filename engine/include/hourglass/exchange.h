@@ -103,6 +103,33 @@
  *  - DELIST_INSTRUMENT: refused (HG_XREJ_NOT_IN_STATE) while any account
  *    holds a position in it; positions close by EXPIRE only.
  *
+ * The inference-margin spread (settlement/CONTRACT.md 7.4 and 5.14):
+ *  - LIST_INSTRUMENT with leg_token_id, leg_gpu_id, ratio_token and
+ *    ratio_gpu set (or a symbol MARGIN.*) lists a spread: symbol
+ *    MARGIN.<CLASS>.<GRADE>.<YYYY-MM>, token leg the listed
+ *    TOK.<CLASS>.<GRADE>.<YYYY-MM>, GPU leg a listed GPU-hour contract of
+ *    the same month, ratios 1..100, max_order_qty x the larger ratio at most
+ *    the clearing's max_order_qty (else INVALID_PARAMS); id or symbol taken
+ *    (INSTRUMENT_EXISTS), HG_EX_MAX_SPREADS (32) listed (CAPACITY). It has
+ *    its own book and no clearing record; the clearing gets its pair for the
+ *    inter-commodity credit. hg_exchange_foreach_instrument reports spreads
+ *    after the contracts, with their legs.
+ *  - NEW_ORDER in a spread: a limit order (else HG_XREJ_SPREAD_ORDER), price
+ *    S in ticks; the spread or either leg halted is INSTRUMENT_HALTED. Refused when the GPU leg has no reference (the clearing's
+ *    NO_REFERENCE) or the token leg at S is outside its band
+ *    (HG_XREJ_SPREAD_LEG_BAND, .lo/.hi = the token leg's band); then the
+ *    clearing's check of the token leg (n_t x qty at P_t, the order's side)
+ *    and of the GPU leg (n_g x qty at R_g, the other side, the token leg
+ *    counted open); its rejects as for any order. Resting quantity is open
+ *    on both legs. Each fill (HG_XEV_BOOK, the spread's id and price) is
+ *    followed by four HG_XEV_SPREAD_LEG events and booked on the legs, out
+ *    of the DSP window. REPLACE is HG_XREJ_SPREAD_ORDER; CANCEL, MASS_CANCEL,
+ *    HALT, RESUME, DELIST, END_OF_SESSION, SESSIONS_ENDED and a MARK's
+ *    liquidation cancels work as for a contract; a DAILY_SETTLEMENT on the
+ *    legs' last trading day cancels its orders (HG_XCXL_EXPIRED) and the
+ *    EXPIRE of either leg delists it (HG_XEV_DELISTED after HG_XEV_EXPIRED's
+ *    ledger events, before HG_XEV_EXPIRED).
+ *
  * Settlement commands (operator commands; rejects are HG_XEV_REJECTED with
  * .group/.day where they apply; nothing changes on a reject):
  *  - SET_PROVIDER_GRADE: bad strings or day (INVALID_PARAMS), an effective
@@ -301,6 +328,15 @@ typedef struct hg_cmd_mass_cancel {
 typedef struct hg_cmd_list_instrument {
   char symbol[HG_SYMBOL_MAX + 1]; /* NUL-terminated; [A-Za-z0-9._-], 1..31 bytes */
   hg_book_params_t params;        /* params.instrument_id is the new id, > 0 */
+  /* An inference-margin spread MARGIN.<CLASS>.<GRADE>.<YYYY-MM>
+   * (settlement/CONTRACT.md 7.4): its token leg (the listed
+   * TOK.<CLASS>.<GRADE>.<YYYY-MM>), its GPU-hour leg (a listed GPU-hour
+   * contract of the same month) and the ratio n_t : n_g (1..100 each). All
+   * four are 0 for any other listing. */
+  uint32_t leg_token_id;
+  uint32_t leg_gpu_id;
+  uint32_t ratio_token;
+  uint32_t ratio_gpu;
 } hg_cmd_list_instrument_t;
 
 /* DELIST_INSTRUMENT, HALT and RESUME. */
@@ -492,7 +528,9 @@ const char *hg_command_type_str(uint32_t type);
   XX(FIXING_FINAL,         77, "the fixing is FINAL and never changes")       \
   XX(NO_FIXING,            78, "no fixing for that day")                      \
   XX(SETTLEMENT_FAILED,    79, "settlement could not be applied")          \
-  XX(ALREADY_SETTLED,      80, "the daily cycle of that day has already run")
+  XX(ALREADY_SETTLED,      80, "the daily cycle of that day has already run") \
+  XX(SPREAD_LEG_BAND,      81, "a leg of the spread would trade outside its band") \
+  XX(SPREAD_ORDER,         82, "spread orders are limit orders; replace is not offered")
 
 typedef enum hg_xreject {
 #define HG_XREJECT_ENUM(name, num, msg) HG_XREJ_##name = num,
@@ -524,7 +562,10 @@ typedef enum hg_xevent_type {
                               and .balance (cash now, 0 for an unknown
                               account) */
   HG_XEV_LISTED = 3,       /* .instrument_id; .price, .lo, .hi = reference
-                              price and band as in HG_XEV_REFERENCE */
+                              price and band as in HG_XEV_REFERENCE (0 for
+                              a spread); a spread's .amount = token leg id,
+                              .balance = GPU-hour leg id, .qty = n_t,
+                              .margin = n_g */
   HG_XEV_DELISTED = 4,     /* .instrument_id; .amount = orders cancelled */
   HG_XEV_HALTED = 5,       /* .instrument_id */
   HG_XEV_RESUMED = 6,      /* .instrument_id */
@@ -593,6 +634,16 @@ typedef enum hg_xevent_type {
                               .hi = liquidating, .qty = liquidation orders
                               sent, .margin = liquidation fills, .balance =
                               insurance fund after */
+  HG_XEV_SPREAD_LEG = 27,  /* after the HG_XEV_BOOK fill of a spread book
+                              (.instrument_id = the spread), one per leg per
+                              side: .instrument_id = the leg, .account, .firm
+                              = 0, .kind = the leg's hg_side_t for that
+                              account, .price = the leg price (ticks), .qty =
+                              leg contracts, .lo = the spread's id, .hi = the
+                              spread fill's price (S, ticks), .amount = the
+                              account's spread order id. Order: token leg
+                              buyer, token leg seller, GPU leg buyer, GPU
+                              leg seller. */
   HG_XEV_CASH = 26         /* a ledger entry of the guarantee: .account (0 =
                               the insurance fund), .firm, .instrument_id (0 =
                               none), .kind = hg_ledger_kind_t (FUND_DEPOSIT,
@@ -758,6 +809,12 @@ typedef struct hg_exchange_instrument_info {
   int64_t ref_price;       /* the clearing's reference price, ticks (0: none) */
   int64_t band_low;        /* its inclusive price band, ticks (0, 0: no band) */
   int64_t band_high;
+  /* A spread (CONTRACT.md 7.4): its legs and ratio; all 0 otherwise. A
+   * spread has no reference price or band of its own (ref_price 0). */
+  uint32_t leg_token_id;
+  uint32_t leg_gpu_id;
+  uint32_t ratio_token;
+  uint32_t ratio_gpu;
 } hg_exchange_instrument_info_t;
 
 typedef struct hg_exchange_account_info {
@@ -831,7 +888,9 @@ void hg_exchange_foreach_account(const hg_exchange_t *ex,
 /* Canonical serialization, state hash, restore                              */
 /* ------------------------------------------------------------------------ */
 
-/* Version 4 dropped the books' own price band (the band is the clearing's). */
+/* Version 4: the books carry no price band of their own (the band is the
+ * clearing's), and the spread instruments follow the clearing bytes.
+ * hg_exchange_restore() reads this version only. */
 #define HG_EXCHANGE_FORMAT_VERSION 4u
 #define HG_SHA256_LEN 32
 

@@ -297,6 +297,28 @@ int hg_clearing_ref_price(const hg_clearing_t *c, uint32_t instrument, hg_price_
 int hg_clearing_instrument_info(const hg_clearing_t *c, uint32_t instrument,
                                 hg_clearing_instrument_info_t *out);
 
+/*
+ * Inter-commodity spreads (settlement/CONTRACT.md 7.4): each pairs a token
+ * contract with a GPU-hour contract in a ratio n_t : n_g. For each pair,
+ * with w_t and w_g the account's worst cases (4.4) in the two contracts,
+ * of opposite signs, k = min(floor(|w_t| / n_t), floor(|w_g| / n_g))
+ * complete packages get a credit of floor(k x (n_t x m_t + n_g x m_g) x
+ * HG_CLR_SPREAD_CREDIT_BPS / 10000), m_t and m_g the per-contract margins
+ * (4.4; at the marks where the margin is at the marks), subtracted from the
+ * initial margin after the group margins, pairs in the order given (a leg
+ * in two pairs gives its contracts to the first first). The table replaces
+ * the previous one; it is not part of the clearing's serialization: its
+ * owner (the exchange, from its spread instruments) sets it again after a
+ * restore. HG_EINVAL (n > HG_CLR_MAX_SPREADS, a ratio outside 1..100).
+ */
+#define HG_CLR_MAX_SPREADS 32
+#define HG_CLR_SPREAD_CREDIT_BPS 3000
+typedef struct hg_clearing_spread {
+  uint32_t token, gpu; /* instrument ids */
+  uint32_t n_t, n_g;
+} hg_clearing_spread_t;
+int hg_clearing_spreads_set(hg_clearing_t *c, const hg_clearing_spread_t *pairs, size_t n);
+
 /* ------------------------------------------------------------------------ */
 /* Order path                                                               */
 /* ------------------------------------------------------------------------ */
@@ -357,6 +379,9 @@ int hg_clearing_open_remove(hg_clearing_t *c, hg_account_t account, uint32_t ins
  * resting order; its open quantity is reduced by qty in the same call. */
 #define HG_CLR_FILL_BUY_RESTING 1u
 #define HG_CLR_FILL_SELL_RESTING 2u
+/* the fill is a leg of a spread trade: it stays out of the DSP window's VWAP
+ * (settlement/CONTRACT.md 7.4) */
+#define HG_CLR_FILL_NO_DSP 4u
 
 /*
  * One execution of qty (> 0) at price (1..HG_CLR_PRICE_MAX) between buyer and
