@@ -75,7 +75,8 @@ static void *marker_main(void *arg) {
       struct timespec now, step = {0, 20000000L};
       clock_gettime(CLOCK_MONOTONIC, &now);
       if (atomic_load(&g->stop_marker)) return NULL;
-      int64_t left = (int64_t)(next.tv_sec - now.tv_sec) * 1000000000LL + (next.tv_nsec - now.tv_nsec);
+      int64_t left = (int64_t)(next.tv_sec - now.tv_sec) * 1000000000LL +
+                     (next.tv_nsec - now.tv_nsec);
       if (left <= 0) break;
       if (left < step.tv_nsec) step.tv_nsec = (long)left;
       nanosleep(&step, NULL);
