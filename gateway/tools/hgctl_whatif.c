@@ -369,7 +369,8 @@ static const char *standing_word(int state) {
  * projected contract quoted at its projected FSP (both sides, so its mark is
  * that price when it lies inside the band around its reference; outside, the
  * mark rule takes the last trade or the reference, clamped), every other
- * contract at its last mark. Then each account holding a position with the
+ * contract at its last mark (one never marked: by the rule, from its last
+ * trade or its reference). Then each account holding a position with the
  * standing the round leaves it in, and the fund's use if the liquidating
  * accounts were closed out at the marks: a negative equity is what the
  * account would owe after its position is gone; the fund pays it as far as
