@@ -12,7 +12,13 @@
  * flight, replies held until durable) and durable (gateway, journal in
  * --dir); gateway and durable run the pipeline in hourglassd's default
  * mode (pipeline.mode = loop), gateway_threads and durable_threads are the
- * same in threads mode, for comparison (RESULT gateway.threads_*). All
+ * same in threads mode, for comparison (RESULT gateway.threads_*);
+ * gateway_marks is gateway with marks running: a MARK command every 1 s
+ * through the same pipeline as the orders, as hourglassd's mark timer
+ * sends them (targets.c marker_main, daemon/serve.c mark_tick), and
+ * gateway.marks_rtt_p50_ratio (p99 too) its round trip over gateway's,
+ * per round, runs seconds apart: the order path's cost with marks
+ * running (gateway.rtt_p50_floor_ratio stays the gateway's alone). All
  * start once; each round then runs them one after the other, so a noisy
  * spell hits neighbours alike: 3 short rounds with --quick, 5 otherwise.
  * Figures are medians over the rounds; a ratio is the median of the
@@ -55,24 +61,26 @@
 #define NSESS 16u
 #define MAX_ROUNDS 32
 #define KEEPALIVE_MS 60000u /* a fleet is silent while the others run */
+#define MARK_MS 1000u       /* hourglassd's default clearing.mark_interval_ms */
 
 enum {
   T_EPOLL,
   T_ECHO,
   T_GATEWAY,
+  T_GW_MARKS,
   T_COMMIT,
   T_DURABLE,
   T_GW_THREADS,
   T_DUR_THREADS,
   N_TARGETS
 };
-static const char *const NAMES[N_TARGETS] = {"epoll",   "echo",           "gateway",
-                                             "commit",  "durable",        "gateway_threads",
-                                             "durable_threads"};
+static const char *const NAMES[N_TARGETS] = {
+    "epoll",   "echo",            "gateway",        "gateway_marks",
+    "commit",  "durable",         "gateway_threads", "durable_threads"};
 
 typedef struct target {
   lg_fleet_t f;
-  tg_gateway_t *gw;  /* T_GATEWAY, T_DURABLE */
+  tg_gateway_t *gw;  /* T_GATEWAY, T_GW_MARKS, T_DURABLE, the threads ones */
   tg_floor_t *floor; /* T_EPOLL, T_ECHO, T_COMMIT */
   bool on;            /* started (all of them unless --only) */
   double p50[MAX_ROUNDS], p99[MAX_ROUNDS], cpu[MAX_ROUNDS], gen_cpu[MAX_ROUNDS], wakes[MAX_ROUNDS];
@@ -213,6 +221,9 @@ static void print_results(const target_t *t, int rounds) {
   printf("RESULT gateway.rtt_p99_echo_floor_ratio %.2f x\n", ratio(gw->p99, uv->p99, rounds));
   printf("RESULT gateway.cpu_floor_ratio %.2f x\n", ratio(gw->cpu, ep->cpu, rounds));
   printf("RESULT gateway.cpu_echo_floor_ratio %.2f x\n", ratio(gw->cpu, uv->cpu, rounds));
+  /* the order path's cost with marks running: same gateway, same run */
+  printf("RESULT gateway.marks_rtt_p50_ratio %.2f x\n", ratio(t[T_GW_MARKS].p50, gw->p50, rounds));
+  printf("RESULT gateway.marks_rtt_p99_ratio %.2f x\n", ratio(t[T_GW_MARKS].p99, gw->p99, rounds));
   printf("RESULT gateway.threads_rtt_p50_us %.0f us\n", median(gt->p50, rounds));
   printf("RESULT gateway.threads_rtt_p99_us %.0f us\n", median(gt->p99, rounds));
   print_mode("threads_", gt, &t[T_DUR_THREADS], t, rounds);
@@ -242,8 +253,8 @@ int main(int argc, char **argv) {
   static target_t t[N_TARGETS];
   bool all = only_parse(only, t);
   if (!any_on(t)) {
-    fprintf(stderr, "bench_floor: --only takes names among epoll, echo, gateway, commit, durable, "
-                    "gateway_threads, durable_threads\n");
+    fprintf(stderr, "bench_floor: --only takes names among epoll, echo, gateway, gateway_marks, "
+                    "commit, durable, gateway_threads, durable_threads\n");
     return 2;
   }
   if (rounds <= 0) rounds = quick ? 3 : 5;
@@ -265,6 +276,9 @@ int main(int argc, char **argv) {
     t[T_ECHO].floor = tg_floor_start(TG_ECHO, NULL, 0, NSESS, KEEPALIVE_MS, &t[T_ECHO].f);
   tg_gateway_opts_t go = {.dir = shm_dir, .sessions = NSESS, .keepalive_ms = KEEPALIVE_MS};
   if (t[T_GATEWAY].on) t[T_GATEWAY].gw = tg_gateway_up(&go, &t[T_GATEWAY].f);
+  go.mark_ms = MARK_MS;
+  if (t[T_GW_MARKS].on) t[T_GW_MARKS].gw = tg_gateway_up(&go, &t[T_GW_MARKS].f);
+  go.mark_ms = 0;
   go.threads_mode = 1;
   if (t[T_GW_THREADS].on) t[T_GW_THREADS].gw = tg_gateway_up(&go, &t[T_GW_THREADS].f);
   go.threads_mode = 0;
@@ -307,13 +321,15 @@ int main(int argc, char **argv) {
   if (all) {
     for (int r = 0; r < rounds; r++)
       printf("# round %d ratios: gateway/epoll p50 %.2f p99 %.2f, gateway/echo p50 %.2f p99 %.2f, "
-             "durable/commit p50 %.2f p99 %.2f (threads mode: %.2f %.2f, %.2f %.2f)\n",
+             "durable/commit p50 %.2f p99 %.2f (threads mode: %.2f %.2f, %.2f %.2f), "
+             "gateway_marks/gateway p50 %.2f p99 %.2f\n",
              r + 1, t[T_GATEWAY].p50[r] / t[T_EPOLL].p50[r], t[T_GATEWAY].p99[r] / t[T_EPOLL].p99[r],
              t[T_GATEWAY].p50[r] / t[T_ECHO].p50[r], t[T_GATEWAY].p99[r] / t[T_ECHO].p99[r],
              t[T_DURABLE].p50[r] / t[T_COMMIT].p50[r], t[T_DURABLE].p99[r] / t[T_COMMIT].p99[r],
              t[T_GW_THREADS].p50[r] / t[T_EPOLL].p50[r], t[T_GW_THREADS].p99[r] / t[T_EPOLL].p99[r],
              t[T_DUR_THREADS].p50[r] / t[T_COMMIT].p50[r],
-             t[T_DUR_THREADS].p99[r] / t[T_COMMIT].p99[r]);
+             t[T_DUR_THREADS].p99[r] / t[T_COMMIT].p99[r],
+             t[T_GW_MARKS].p50[r] / t[T_GATEWAY].p50[r], t[T_GW_MARKS].p99[r] / t[T_GATEWAY].p99[r]);
   }
   printf("# medians over %d rounds, us:", rounds);
   for (int k = 0; k < N_TARGETS; k++)
@@ -339,6 +355,9 @@ int main(int argc, char **argv) {
   for (int k = 0; k < N_TARGETS; k++)
     if (t[k].on) printf(" %s %zu", NAMES[k], reply_frame_bytes(&t[k].f));
   printf("\n");
+  if (t[T_GW_MARKS].on)
+    printf("# marks: %llu MARK commands through gateway_marks' pipeline\n",
+           (unsigned long long)tg_gateway_marks(t[T_GW_MARKS].gw));
   for (int k = 0; k < N_TARGETS; k++) {
     if (!t[k].on) continue;
     if (t[k].floor != NULL) tg_floor_stop(t[k].floor, &t[k].f);

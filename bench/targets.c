@@ -46,7 +46,55 @@
 struct tg_gateway {
   ts_server_t s;
   char tls_dir[256]; /* "": plain */
+  uint32_t mark_ms;  /* 0: no marker thread */
+  pthread_t marker;
+  atomic_bool stop_marker;
+  _Atomic uint64_t marks; /* MARK commands queued */
 };
+
+/* The origin of the marker's MARK commands: hourglassd's mark timer's
+ * (daemon/serve.c); no one waits for their results. */
+#define TG_MARK_ORIGIN (UINT64_C(0x4d) << 56)
+
+/* The marker thread: hourglassd's mark timer (daemon/serve.c mark_tick),
+ * on its own thread since the bench has no daemon main loop: every
+ * mark_ms, a MARK command through the pipeline's normal command path when
+ * commands were sequenced since the last one. Wakes every 20 ms at most to
+ * see whether it should stop. */
+static void *marker_main(void *arg) {
+  tg_gateway_t *g = arg;
+  pthread_setname_np(pthread_self(), "bench-marker");
+  uint64_t seen_seq = 0;
+  struct timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  while (!atomic_load(&g->stop_marker)) {
+    next.tv_nsec += (long)(g->mark_ms % 1000u) * 1000000L;
+    next.tv_sec += g->mark_ms / 1000u + next.tv_nsec / 1000000000L;
+    next.tv_nsec %= 1000000000L;
+    for (;;) {
+      struct timespec now, step = {0, 20000000L};
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (atomic_load(&g->stop_marker)) return NULL;
+      int64_t left = (int64_t)(next.tv_sec - now.tv_sec) * 1000000000LL +
+                     (next.tv_nsec - now.tv_nsec);
+      if (left <= 0) break;
+      if (left < step.tv_nsec) step.tv_nsec = (long)left;
+      nanosleep(&step, NULL);
+    }
+    hg_pipeline_stats_t st;
+    hg_pipeline_stats(g->s.p, &st);
+    if (st.last_seq == seen_seq) continue;
+    hg_command_t c;
+    memset(&c, 0, sizeof c);
+    c.type = HG_COMMAND_MARK;
+    /* busy: the next tick tries again, as the daemon's timer does */
+    if (hg_pipeline_submit(g->s.p, TG_MARK_ORIGIN, &c) == 0) {
+      seen_seq = st.last_seq + 1;
+      atomic_fetch_add(&g->marks, 1);
+    }
+  }
+  return NULL;
+}
 
 /* The certificate files of the TLS gateway (ts_server_options_t.tweak
  * takes no context; one TLS gateway at a time). */
@@ -119,10 +167,20 @@ tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f) {
     }
     hg_client_flush(f->sess[i].c, 1000);
   }
+  if (o->mark_ms != 0) {
+    g->mark_ms = o->mark_ms;
+    if ((rc = pthread_create(&g->marker, NULL, marker_main, g)) != 0) lg_die("marker thread", -rc);
+  }
   return g;
 }
 
+uint64_t tg_gateway_marks(tg_gateway_t *g) { return atomic_load(&g->marks); }
+
 void tg_gateway_down(tg_gateway_t *g, lg_fleet_t *f) {
+  if (g->mark_ms != 0) {
+    atomic_store(&g->stop_marker, true);
+    pthread_join(g->marker, NULL);
+  }
   lg_fleet_close(f);
   ts_server_stop(&g->s);
   if (g->tls_dir[0] != '\0') util_rm_rf(g->tls_dir);

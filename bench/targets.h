@@ -62,6 +62,9 @@ typedef struct tg_gateway_opts {
   uint32_t keepalive_ms; /* of the sessions; 0: 5000 */
   bool tls;            /* TLS 1.3 listener (throwaway certificates) and TLS sessions */
   int threads_mode;    /* nonzero: pipeline.mode = threads; 0: loop (hourglassd's default) */
+  uint32_t mark_ms;    /* nonzero: a MARK command every mark_ms through the pipeline, as
+                          hourglassd's mark timer sends it (daemon/serve.c), while
+                          commands were sequenced since the last; 0: none */
 } tg_gateway_opts_t;
 
 /* Starts the real gateway and logs o->sessions sessions of *f in to it
@@ -70,8 +73,13 @@ typedef struct tg_gateway_opts {
  * by tg_gateway_down. */
 tg_gateway_t *tg_gateway_up(const tg_gateway_opts_t *o, lg_fleet_t *f);
 
-/* Closes f's sessions, stops the server and removes its data directory. */
+/* Closes f's sessions, stops the server (and its marker, if any) and
+ * removes its data directory. */
 void tg_gateway_down(tg_gateway_t *g, lg_fleet_t *f);
+
+/* The MARK commands the gateway's marker has queued so far (0 without
+ * o->mark_ms). */
+uint64_t tg_gateway_marks(tg_gateway_t *g);
 
 typedef enum tg_floor_kind { TG_ECHO, TG_COMMIT, TG_EPOLL } tg_floor_kind_t;
 

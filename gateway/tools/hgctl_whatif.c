@@ -17,14 +17,18 @@
  *
  * Then the guarantee under it (CONTRACT.md 4.7): the accounts whose cash
  * would fall below zero, and what the insurance fund would pay and the
- * winners share.
+ * winners share. Then the clearing's own mark round (4.6) at the projected
+ * FSPs, run on a copy of the replayed clearing state (standing_use): each
+ * account's standing, call and margins, and the fund's use if the
+ * liquidating accounts were closed out at the marks.
  *
  * Nothing is applied to the exchange: the state, its hash and the
  * statements stay the journal's. Integer arithmetic only (128-bit sums).
  *
  * With --format json|csv the tables are one table each (hgctl_table.h):
- * stable columns, a `row` column saying what a row sums (an account's
- * contract, a firm, the total), and the notes around them on stderr.
+ * stable columns, a `row` column saying what a row is (an account's
+ * contract, a firm, the total, a projected mark, an account's standing,
+ * the fund's use), and the notes around them on stderr.
  */
 #include "hgctl_fmt.h"
 #include "hgctl_replay.h"
@@ -44,6 +48,7 @@
 #include "hourglass/names.h"
 
 #define TV_DEFAULT 1000000 /* settlement/CONTRACT.md section 1, micro-USD */
+#define PROJECT_NCOLS 19 /* project_cols() */
 
 typedef struct inst_list {
   uint32_t id[256];
@@ -69,12 +74,22 @@ static const char *money(__int128 v, bool raw, char *buf) {
 /* The projection's table for scripts (hgctl_whatif_project). */
 static const hgctl_col_t *project_cols(bool raw, size_t *n) {
   static const hgctl_col_t usd[] = {
-      {"row", 1},      {"firm", 0},         {"account", 0}, {"instrument", 0}, {"symbol", 1},
-      {"position", 0}, {"last_dsp_usd", 0}, {"fsp_usd", 0}, {"pnl_usd", 0}};
+      {"row", 1},           {"firm", 0},          {"account", 0},
+      {"instrument", 0},    {"symbol", 1},        {"position", 0},
+      {"last_dsp_usd", 0},  {"fsp_usd", 0},       {"pnl_usd", 0},
+      {"mark_usd", 0},      {"standing", 1},      {"equity_usd", 0},
+      {"initial_margin_usd", 0}, {"maintenance_margin_usd", 0}, {"call_usd", 0},
+      {"shortfall_usd", 0}, {"fund_usd", 0},      {"fund_used_usd", 0},
+      {"socialized_usd", 0}};
   static const hgctl_col_t ticks[] = {
-      {"row", 1},      {"firm", 0},     {"account", 0}, {"instrument", 0}, {"symbol", 1},
-      {"position", 0}, {"last_dsp", 0}, {"fsp", 0},     {"pnl", 0}};
-  *n = sizeof usd / sizeof usd[0];
+      {"row", 1},        {"firm", 0},     {"account", 0},        {"instrument", 0},
+      {"symbol", 1},     {"position", 0}, {"last_dsp", 0},       {"fsp", 0},
+      {"pnl", 0},        {"mark", 0},     {"standing", 1},       {"equity", 0},
+      {"initial_margin", 0}, {"maintenance_margin", 0}, {"call", 0}, {"shortfall", 0},
+      {"fund", 0},       {"fund_used", 0}, {"socialized", 0}};
+  _Static_assert(sizeof usd / sizeof usd[0] == PROJECT_NCOLS, "usd columns");
+  _Static_assert(sizeof ticks / sizeof ticks[0] == PROJECT_NCOLS, "ticks columns");
+  *n = PROJECT_NCOLS;
   return raw ? ticks : usd;
 }
 
@@ -93,7 +108,8 @@ static uint32_t firm_of(const replay_t *rp, hg_account_t acct) {
  * and the P&L table, one row per account holding it; each account's P&L is
  * added to pnl_acc[k] (accts->id[k]) for the firm totals. */
 static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool raw,
-                       const acct_list_t *accts, __int128 *pnl_acc, hgctl_table_t *t, FILE *o) {
+                       const acct_list_t *accts, __int128 *pnl_acc, hgctl_table_t *t, FILE *o,
+                       hg_price_t *fsp_out) {
   FILE *note = t != NULL ? stderr : o; /* a table keeps stdout for itself */
   const hg_clearing_t *c = hgctl_replay_ledger(rp);
   hg_clearing_instrument_info_t ii;
@@ -136,6 +152,7 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
     fprintf(stderr, "hgctl replay: %s: FSP: %s\n", sym ? sym : "?", hg_strerror(rc));
     return rc;
   }
+  *fsp_out = fsp.fsp;
   int64_t tv = ii.inst.tick_value > 0 ? ii.inst.tick_value : TV_DEFAULT;
   int64_t last = ii.inst.last_dsp;
   fprintf(note, "what-if fsp=%s (%u FINAL fixings kept, %u filled) last_dsp=%s\n",
@@ -163,7 +180,7 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
       snprintf(acct, sizeof acct, "%" PRIu32, accts->id[k]);
       snprintf(id, sizeof id, "%" PRIu32, inst);
       snprintf(pos, sizeof pos, "%" PRId64, p.pos);
-      const char *v[] = {"account", firm, acct, id, sym, pos,
+      const char *v[PROJECT_NCOLS] = {"account", firm, acct, id, sym, pos,
                          last ? hgctl_fmt_price_raw(last, raw, b1) : NULL,
                          hgctl_fmt_price_raw(fsp.fsp, raw, b2), money_cell(pnl, raw, b3)};
       hgctl_table_row(t, v);
@@ -263,7 +280,8 @@ static void firm_totals(const replay_t *rp, const acct_list_t *accts, const __in
     if (t != NULL) {
       char f[16];
       snprintf(f, sizeof f, "%" PRIu32, firm);
-      const char *v[] = {"firm", f, NULL, NULL, NULL, NULL, NULL, NULL, money_cell(sum, raw, b)};
+      const char *v[PROJECT_NCOLS] = {"firm", f,    NULL, NULL, NULL,
+                                      NULL,   NULL, NULL, money_cell(sum, raw, b)};
       hgctl_table_row(t, v);
     } else {
       fprintf(o, "  %-10" PRIu32 " %18s\n", firm, money(sum, raw, b));
@@ -272,7 +290,8 @@ static void firm_totals(const replay_t *rp, const acct_list_t *accts, const __in
     prev = firm;
   }
   if (t != NULL) {
-    const char *v[] = {"total", NULL, NULL, NULL, NULL, NULL, NULL, NULL, money_cell(total, raw, b)};
+    const char *v[PROJECT_NCOLS] = {"total", NULL, NULL, NULL, NULL,
+                                    NULL,    NULL, NULL, money_cell(total, raw, b)};
     hgctl_table_row(t, v);
   } else {
     fprintf(o, "  %-10s %18s\n", "total", money(total, raw, b));
@@ -310,6 +329,153 @@ static void guarantee_use(const replay_t *rp, const acct_list_t *accts, const __
           money(shortfall - used, raw, b4));
 }
 
+/* A growing copy of a serialized clearing state (hg_clearing_write_fn). */
+typedef struct blob {
+  unsigned char *p;
+  size_t n, cap;
+} blob_t;
+
+static int blob_write(void *ctx, const void *data, size_t len) {
+  blob_t *b = ctx;
+  if (b->n + len > b->cap) {
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->n + len) cap *= 2;
+    unsigned char *q = realloc(b->p, cap);
+    if (q == NULL) return -ENOMEM;
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, data, len);
+  b->n += len;
+  return 0;
+}
+
+typedef struct all_insts {
+  uint32_t id[256];
+  size_t n;
+} all_insts_t;
+
+static void every_instrument(void *ctx, const hg_exchange_instrument_info_t *info) {
+  all_insts_t *l = ctx;
+  if (l->n < sizeof l->id / sizeof l->id[0]) l->id[l->n++] = info->id;
+}
+
+static const char *standing_word(int state) {
+  return state == HG_CLR_LIQUIDATING ? "liquidating" : state == HG_CLR_CALLED ? "called" : "good";
+}
+
+/* The clearing's own mark round at the projection (CONTRACT.md 4.6, 4.7),
+ * on a copy of the replayed clearing state (serialize, restore): each
+ * projected contract quoted at its projected FSP (both sides, so its mark is
+ * that price when it lies inside the band around its reference; outside, the
+ * mark rule takes the last trade or the reference, clamped), every other
+ * contract at its last mark (one never marked: by the rule, from its last
+ * trade or its reference). Then each account holding a position with the
+ * standing the round leaves it in, and the fund's use if the liquidating
+ * accounts were closed out at the marks: a negative equity is what the
+ * account would owe after its position is gone; the fund pays it as far as
+ * it goes, the winners share the rest. The replayed state is not touched. */
+static int standing_use(const replay_t *rp, const inst_list_t *l, const hg_price_t *proj,
+                        const acct_list_t *accts, bool raw, hgctl_table_t *t, FILE *o) {
+  FILE *note = t != NULL ? stderr : o;
+  blob_t b = {0};
+  hg_clearing_t *cp = NULL;
+  int rc = hg_clearing_serialize(hgctl_replay_ledger(rp), blob_write, &b);
+  if (rc == 0) rc = hg_clearing_restore(b.p, b.n, &cp);
+  free(b.p);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl replay: what-if marks: copying the clearing state: %s\n",
+            hg_strerror(rc));
+    return rc;
+  }
+  all_insts_t all = {0};
+  hg_exchange_foreach_instrument(rp->ex, every_instrument, &all);
+  hg_clearing_top_t tops[256];
+  size_t nt = 0;
+  for (size_t i = 0; i < all.n; i++) {
+    hg_price_t m = 0;
+    for (size_t k = 0; k < l->n; k++)
+      if (l->id[k] == all.id[i] && proj[k] > 0) m = proj[k];
+    if (m == 0 && (hg_clearing_mark_get(cp, all.id[i], &m, NULL) != 0 || m <= 0)) continue;
+    tops[nt++] = (hg_clearing_top_t){.instrument = all.id[i], .best_bid = m, .best_ask = m};
+  }
+  rc = hg_clearing_mark(cp, tops, nt, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "hgctl replay: what-if marks: %s\n", hg_strerror(rc));
+    hg_clearing_destroy(cp);
+    return rc;
+  }
+  char b1[HGCTL_FMT_LEN], b2[HGCTL_FMT_LEN], b3[HGCTL_FMT_LEN], b4[HGCTL_FMT_LEN],
+      b5[HGCTL_FMT_LEN];
+  fprintf(note, "what-if standing at the projected marks, the clearing's mark round on a copy "
+                "(%s):\n", raw ? "micro-USD; prices in ticks" : "USD");
+  for (size_t k = 0; k < l->n; k++) {
+    hg_price_t m = 0;
+    if (proj[k] <= 0 || hg_clearing_mark_get(cp, l->id[k], &m, NULL) != 0) continue;
+    const char *sym = hgctl_replay_symbol(rp, l->id[k]);
+    fprintf(note, "  mark %s instrument=%" PRIu32 " projected=%s mark=%s%s\n", sym ? sym : "?",
+            l->id[k], hgctl_fmt_price_raw(proj[k], raw, b1), hgctl_fmt_price_raw(m, raw, b2),
+            m != proj[k] ? " (the projection lies outside the band around the reference: the mark "
+                           "rule takes the last trade or the reference, within the band)"
+                         : "");
+    if (t != NULL) {
+      char id[16];
+      snprintf(id, sizeof id, "%" PRIu32, l->id[k]);
+      const char *v[PROJECT_NCOLS] = {"mark", NULL, NULL, id, sym, NULL, NULL,
+                                      hgctl_fmt_price_raw(proj[k], raw, b1), NULL,
+                                      hgctl_fmt_price_raw(m, raw, b2)};
+      hgctl_table_row(t, v);
+    }
+  }
+  __int128 shortfall = 0;
+  uint32_t called = 0, liquidating = 0;
+  for (size_t k = 0; k < accts->n; k++) {
+    hg_clearing_standing_t st;
+    if (hg_clearing_standing(cp, accts->id[k], &st) != 0) continue;
+    if (st.im == 0 && st.state == HG_CLR_OK) continue; /* holds no position */
+    /* equity saturates at INT64_MIN: its negation saturates too */
+    int64_t owed = st.state != HG_CLR_LIQUIDATING || st.equity >= 0 ? 0
+                   : st.equity == INT64_MIN                          ? INT64_MAX
+                                                                     : -st.equity;
+    shortfall += owed;
+    called += st.state == HG_CLR_CALLED;
+    liquidating += st.state == HG_CLR_LIQUIDATING;
+    uint32_t firm = firm_of(rp, accts->id[k]);
+    if (t != NULL) {
+      char f[16], a[16];
+      snprintf(f, sizeof f, "%" PRIu32, firm);
+      snprintf(a, sizeof a, "%" PRIu32, accts->id[k]);
+      const char *v[PROJECT_NCOLS] = {
+          "standing", f, a, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+          standing_word(st.state), money_cell(st.equity, raw, b1), money_cell(st.im, raw, b2),
+          money_cell(st.mm, raw, b3), money_cell(st.call_amount, raw, b4),
+          money_cell(owed, raw, b5)};
+      hgctl_table_row(t, v);
+    }
+    fprintf(note, "  account=%" PRIu32 " firm=%" PRIu32 " standing=%s equity=%s "
+                  "initial_margin=%s maintenance_margin=%s call=%s shortfall=%s\n",
+            accts->id[k], firm, standing_word(st.state), money(st.equity, raw, b1),
+            money(st.im, raw, b2), money(st.mm, raw, b3), money(st.call_amount, raw, b4),
+            money(owed, raw, b5));
+  }
+  hg_clearing_guarantee_t g;
+  hg_clearing_guarantee(cp, &g);
+  hg_clearing_destroy(cp);
+  __int128 used = shortfall < g.fund ? shortfall : g.fund;
+  fprintf(note, "  called=%" PRIu32 " liquidating=%" PRIu32 " shortfall=%s fund=%s fund_used=%s "
+                "socialized=%s\n", called, liquidating, money(shortfall, raw, b1),
+          money(g.fund, raw, b2), money(used, raw, b3), money(shortfall - used, raw, b4));
+  if (t != NULL) {
+    const char *v[PROJECT_NCOLS] = {"guarantee", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                    NULL, NULL, NULL, NULL, NULL, NULL,
+                                    money_cell(shortfall, raw, b1), money_cell(g.fund, raw, b2),
+                                    money_cell(used, raw, b3),
+                                    money_cell(shortfall - used, raw, b4)};
+    hgctl_table_row(t, v);
+  }
+  return 0;
+}
+
 int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, hgctl_out_t fmt, FILE *o) {
   inst_list_t l = {.rp = rp};
   hg_exchange_foreach_instrument(rp->ex, pick_instrument, &l);
@@ -328,11 +494,12 @@ int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, hgctl_out_
     t = &table;
   }
   size_t done = 0;
+  hg_price_t proj[sizeof l.id / sizeof l.id[0]] = {0}; /* projected FSP per l.id, 0: none */
   for (size_t k = 0; k < l.n; k++) {
     hg_clearing_instrument_info_t ii;
     if (hg_clearing_instrument_info(hgctl_replay_ledger(rp), l.id[k], &ii) != 0 || ii.settled)
       continue;
-    int rc = project_one(rp, l.id[k], value, raw, &accts, pnl, t, o);
+    int rc = project_one(rp, l.id[k], value, raw, &accts, pnl, t, o, &proj[k]);
     if (rc != 0) {
       free(pnl);
       free(accts.id);
@@ -345,6 +512,13 @@ int hgctl_whatif_project(const replay_t *rp, int64_t value, bool raw, hgctl_out_
     /* a json or csv table keeps stdout to itself: the guarantee's lines go
      * beside the replay's own, to stderr */
     guarantee_use(rp, &accts, pnl, raw, t != NULL ? stderr : o);
+    int rc = standing_use(rp, &l, proj, &accts, raw, t, o);
+    if (rc != 0) {
+      if (t != NULL) hgctl_table_end(t);
+      free(pnl);
+      free(accts.id);
+      return rc;
+    }
   }
   if (t != NULL) hgctl_table_end(t);
   free(pnl);

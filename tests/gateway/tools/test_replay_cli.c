@@ -527,14 +527,26 @@ static void whatif_projection_by_hand(void **state) {
            "replay --data %s " CAPS " --until 2027-03-30 --project 3.0105 --index B200.A "
            "--format csv", dir);
   assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
-  assert_string_equal(o, "row,firm,account,instrument,symbol,position,last_dsp_usd,fsp_usd,pnl_usd\n"
-                         "account,1,1,1,B200.A.2027-03,4,3.020,3.011,-36.00\n"
-                         "account,1,2,1,B200.A.2027-03,-4,3.020,3.011,36.00\n"
-                         "account,2,3,1,B200.A.2027-03,-2,3.020,3.011,18.00\n"
-                         "account,2,4,1,B200.A.2027-03,2,3.020,3.011,-18.00\n"
-                         "firm,1,,,,,,,0.00\n"
-                         "firm,2,,,,,,,0.00\n"
-                         "total,,,,,,,,0.00\n");
+  /* Then the clearing's mark round at the projection (test_replay_guarantee
+   * checks its figures by hand): every account good at mark 3011, IM in the
+   * delivery month 2000 bps (4 x ceil(3011 x 0.2) = 2,408.80 USD). */
+  assert_string_equal(o, "row,firm,account,instrument,symbol,position,last_dsp_usd,fsp_usd,pnl_usd,"
+                         "mark_usd,standing,equity_usd,initial_margin_usd,"
+                         "maintenance_margin_usd,call_usd,shortfall_usd,fund_usd,"
+                         "fund_used_usd,socialized_usd\n"
+                         "account,1,1,1,B200.A.2027-03,4,3.020,3.011,-36.00,,,,,,,,,,\n"
+                         "account,1,2,1,B200.A.2027-03,-4,3.020,3.011,36.00,,,,,,,,,,\n"
+                         "account,2,3,1,B200.A.2027-03,-2,3.020,3.011,18.00,,,,,,,,,,\n"
+                         "account,2,4,1,B200.A.2027-03,2,3.020,3.011,-18.00,,,,,,,,,,\n"
+                         "firm,1,,,,,,,0.00,,,,,,,,,,\n"
+                         "firm,2,,,,,,,0.00,,,,,,,,,,\n"
+                         "total,,,,,,,,0.00,,,,,,,,,,\n"
+                         "mark,,,1,B200.A.2027-03,,,3.011,,3.011,,,,,,,,,\n"
+                         "standing,1,1,,,,,,,,good,1000044.00,2408.80,1806.60,0.00,0.00,,,\n"
+                         "standing,1,2,,,,,,,,good,999706.00,2408.80,1806.60,0.00,0.00,,,\n"
+                         "standing,2,3,,,,,,,,good,1000018.00,1204.40,903.30,0.00,0.00,,,\n"
+                         "standing,2,4,,,,,,,,good,999982.00,1204.40,903.30,0.00,0.00,,,\n"
+                         "guarantee,,,,,,,,,,,,,,,0.00,0.00,0.00,0.00\n");
   free(o);
   snprintf(args, sizeof args,
            "replay --data %s " CAPS " --project 3.2 --index B200.A --raw --format json", dir);
@@ -542,7 +554,7 @@ static void whatif_projection_by_hand(void **state) {
   assert_true(o[0] == '[');
   cli_expect(o, "{\"row\":\"account\",\"firm\":1,\"account\":1,\"instrument\":2,"
                 "\"symbol\":\"B200.A.2027-04\",\"position\":1,\"last_dsp\":3000,\"fsp\":3200,"
-                "\"pnl\":200000000}");
+                "\"pnl\":200000000,\"mark\":null,");
   cli_expect(o, "{\"row\":\"total\",");
   assert_null(strstr(o, "verdict"));
   free(o);

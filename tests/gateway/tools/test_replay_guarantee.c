@@ -70,12 +70,15 @@ static void order(hg_pipeline_t *p, uint32_t acct, int side, int64_t price, int6
   submit(p, &c);
 }
 
-static void build(const char *d) {
+/* The pipeline on data directory d, started at 2027-02-01 10:00 UTC, with
+ * B200.A.2027-03 listed (seq 1). */
+static hg_pipeline_t *market_open(const char *d) {
   util_log_t log = {0};
   hg_pipeline_config_t cfg;
   util_config(&cfg, d, &log);
   cfg.clock = fake_clock;
   atomic_store(&clock_ns, (uint64_t)DAY_0201 * 24 * NS_H + 10 * NS_H);
+  submitted = done = 0;
   hg_pipeline_t *p = NULL;
   assert_int_equal(hg_pipeline_open(&cfg, &p), 0);
   assert_int_equal(hg_pipeline_start(p), 0);
@@ -84,35 +87,69 @@ static void build(const char *d) {
   snprintf(c.u.list.symbol, sizeof c.u.list.symbol, "B200.A.2027-03");
   cmdgen_book_params(&c.u.list.params, 1, 1024, 16);
   submit(p, &c);
-  for (uint32_t a = 1; a <= 3; a++) {
-    memset(&c, 0, sizeof c);
-    c.type = HG_COMMAND_ADD_ACCOUNT;
-    c.u.add_account.account = a;
-    c.u.add_account.firm = a == 1 ? 1 : 2;
-    submit(p, &c);
-  }
-  for (uint32_t a = 1; a <= 3; a++) {
-    memset(&c, 0, sizeof c);
-    c.type = HG_COMMAND_DEPOSIT;
-    c.u.cash.account = a;
-    c.u.cash.amount = a == 1 ? 1000000000 : 1000000000000;
-    submit(p, &c);
-  }
-  memset(&c, 0, sizeof c);
-  c.type = HG_COMMAND_FUND_DEPOSIT;
-  c.u.fund.amount = 100000000;
+  return p;
+}
+
+static void market_close(hg_pipeline_t *p, uint64_t commands) {
+  assert_int_equal(submitted, commands);
+  assert_int_equal(hg_pipeline_stop(p), 0);
+  hg_pipeline_close(p);
+}
+
+static void add_account(hg_pipeline_t *p, uint32_t acct, uint32_t firm) {
+  hg_command_t c = {0};
+  c.type = HG_COMMAND_ADD_ACCOUNT;
+  c.u.add_account.account = acct;
+  c.u.add_account.firm = firm;
   submit(p, &c);
+}
+
+/* A deposit to acct, or to the insurance fund with acct 0. */
+static void deposit(hg_pipeline_t *p, uint32_t acct, int64_t amount) {
+  hg_command_t c = {0};
+  if (acct == 0) {
+    c.type = HG_COMMAND_FUND_DEPOSIT;
+    c.u.fund.amount = amount;
+  } else {
+    c.type = HG_COMMAND_DEPOSIT;
+    c.u.cash.account = acct;
+    c.u.cash.amount = amount;
+  }
+  submit(p, &c);
+}
+
+static void build(const char *d) {
+  hg_pipeline_t *p = market_open(d);
+  for (uint32_t a = 1; a <= 3; a++) add_account(p, a, a == 1 ? 1 : 2);
+  for (uint32_t a = 1; a <= 3; a++) deposit(p, a, a == 1 ? 1000000000 : 1000000000000);
+  deposit(p, 0, 100000000);
   order(p, 1, HG_SIDE_BUY, 3000, 2);
   order(p, 2, HG_SIDE_SELL, 3000, 2);
   order(p, 3, HG_SIDE_BUY, 2600, 5);
   order(p, 3, HG_SIDE_SELL, 2610, 5);
-  memset(&c, 0, sizeof c);
+  hg_command_t c = {0};
   c.type = HG_COMMAND_MARK;
   submit(p, &c);
   submit(p, &c);
-  assert_int_equal(submitted, 14);
-  assert_int_equal(hg_pipeline_stop(p), 0);
-  hg_pipeline_close(p);
+  market_close(p, 14);
+}
+
+/* The journal for the mark what-if (test project_marks_standing): no MARK,
+ * so nothing is called in the journal itself. */
+static void build_marks(const char *d) {
+  hg_pipeline_t *p = market_open(d);
+  static const uint32_t firm[] = {0, 1, 2, 1};
+  static const int64_t cash[] = {0, 1000000000, 2000000000, 1800000000};
+  for (uint32_t a = 1; a <= 3; a++) {
+    add_account(p, a, firm[a]);
+    deposit(p, a, cash[a]);
+  }
+  deposit(p, 0, 100000000);
+  order(p, 1, HG_SIDE_BUY, 3000, 2);
+  order(p, 2, HG_SIDE_SELL, 3000, 2);
+  order(p, 3, HG_SIDE_BUY, 3000, 2);
+  order(p, 2, HG_SIDE_SELL, 3000, 2);
+  market_close(p, 12);
 }
 
 static int setup(void **state) {
@@ -172,7 +209,9 @@ static void replay_prints_the_guarantee(void **state) {
  * 1,000,000 ticks). Acct 2 (short 2 sold at 3000, no cycle yet) would pay
  * (2 x 3000 - 2 x 1,000,000) x 1 USD = -1,994,000 USD against 1,000,000 of
  * cash: bankrupt by 994,000; the fund's 126 covers part, the winners share
- * 993,874. */
+ * 993,874. The mark round: 1,000,000 ticks lies outside the band around
+ * the reference 3000, so the mark rule takes the last trade (the
+ * liquidation fill at 2600, inside the band), and the line says so. */
 static void project_lists_bankruptcies(void **state) {
   (void)state;
   char args[512], *o;
@@ -183,7 +222,77 @@ static void project_lists_bankruptcies(void **state) {
                 "shortfall=994000.00\n"
                 "  bankrupt=1 shortfall=994000.00 fund=126.00 fund_used=126.00 "
                 "socialized=993874.00\n");
+  cli_expect(o, "  mark B200.A.2027-03 instrument=1 projected=1000.000 mark=2.600 (the "
+                "projection lies outside the band around the reference: the mark rule takes "
+                "the last trade or the reference, within the band)\n");
   free(o);
+}
+
+/* --project runs the clearing's own mark round at the projection, on a copy
+ * (settlement/CONTRACT.md 4.6, 4.7). The journal (build_marks): accounts 1
+ * (firm 1, 1,000 USD), 2 (firm 2, 2,000 USD), 3 (firm 1, 1,800 USD), fund
+ * 100 USD; acct 1 and acct 3 each buy 2 @ 3000 from acct 2 (IM at the
+ * reference 3000: 2 x 450 = 900 <= 1,000 and <= 1,800; acct 2 short 4:
+ * 1,800 <= 2,000). No MARK in the journal.
+ * --project 2.4: every day of 2027-03 fixes at 2.4 USD, FSP 2400 ticks,
+ * inside the band [ceil(3000 x 0.8), floor(3000 x 1.2)] = [2400, 3600], so
+ * the quoted mid 2400 is the mark. At M = 2400 (TV 1 USD a tick, IM 1500
+ * bps, MM 7500 bps of IM):
+ *   IM per contract = ceil(2400 x 1,000,000 x 1500 / 10000) = 360 USD.
+ *   acct 1: E = 1,000 + 2 x (2400 - 3000) = -200; IM_M = 720;
+ *           MM = ceil(720 x 0.75) = 540: E < MM, liquidating; call =
+ *           IM_M - E = 920; closed at the mark it owes 200 (shortfall).
+ *   acct 2: E = 2,000 + 4 x 600 = 4,400; IM_M = 1,440, MM 1,080: good.
+ *   acct 3: E = 1,800 - 1,200 = 600; IM_M = 720, MM = 540: 540 <= 600 <
+ *           720, called for 720 - 600 = 120.
+ *   Fund 100 pays 100 of the 200; the winners share 100.
+ * The final settlement lines agree: acct 1's cash 1,000 + P&L -1,200 =
+ * -200. */
+static void project_marks_standing(void **state) {
+  (void)state;
+  char d[64], args[512], *o;
+  assert_non_null(util_tmpdir(d, "guarantee-marks"));
+  build_marks(d);
+  snprintf(args, sizeof args, "replay --data %s " CAPS " --project 2.4 --index B200.A", d);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  cli_expect(o, "  bankrupt account=1 firm=1 cash=1000.00 pnl=-1200.00 shortfall=200.00\n"
+                "  bankrupt=1 shortfall=200.00 fund=100.00 fund_used=100.00 "
+                "socialized=100.00\n");
+  cli_expect(o, "what-if standing at the projected marks, the clearing's mark round on a copy "
+                "(USD):\n"
+                "  mark B200.A.2027-03 instrument=1 projected=2.400 mark=2.400\n"
+                "  account=1 firm=1 standing=liquidating equity=-200.00 "
+                "initial_margin=720.00 maintenance_margin=540.00 call=920.00 "
+                "shortfall=200.00\n"
+                "  account=2 firm=2 standing=good equity=4400.00 initial_margin=1440.00 "
+                "maintenance_margin=1080.00 call=0.00 shortfall=0.00\n"
+                "  account=3 firm=1 standing=called equity=600.00 initial_margin=720.00 "
+                "maintenance_margin=540.00 call=120.00 shortfall=0.00\n"
+                "  called=1 liquidating=1 shortfall=200.00 fund=100.00 fund_used=100.00 "
+                "socialized=100.00\n");
+  cli_expect(o, "verdict: OK (what-if replay)\n");
+  free(o);
+  /* For scripts: the same figures as rows of the projection's one table. */
+  snprintf(args, sizeof args,
+           "replay --data %s " CAPS " --project 2.4 --index B200.A --format csv", d);
+  assert_int_equal(cli_run(hgctl, args, CLI_STDOUT, &o), 0);
+  cli_expect(o, "row,firm,account,instrument,symbol,position,last_dsp_usd,fsp_usd,pnl_usd,"
+                "mark_usd,standing,equity_usd,initial_margin_usd,maintenance_margin_usd,"
+                "call_usd,shortfall_usd,fund_usd,fund_used_usd,socialized_usd\n");
+  cli_expect(o, "mark,,,1,B200.A.2027-03,,,2.400,,2.400,,,,,,,,,\n"
+                "standing,1,1,,,,,,,,liquidating,-200.00,720.00,540.00,920.00,200.00,,,\n"
+                "standing,2,2,,,,,,,,good,4400.00,1440.00,1080.00,0.00,0.00,,,\n"
+                "standing,1,3,,,,,,,,called,600.00,720.00,540.00,120.00,0.00,,,\n"
+                "guarantee,,,,,,,,,,,,,,,200.00,100.00,100.00,100.00\n");
+  assert_null(strstr(o, "what-if standing"));
+  free(o);
+  /* Nothing was applied: the journal's own replay has no call. */
+  snprintf(args, sizeof args, "replay --data %s " CAPS, d);
+  assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
+  assert_null(strstr(o, "call seq="));
+  cli_expect(o, "verdict: OK\n");
+  free(o);
+  util_rm_rf(d);
 }
 
 int main(int argc, char **argv) {
@@ -195,6 +304,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(replay_prints_the_guarantee),
       cmocka_unit_test(project_lists_bankruptcies),
+      cmocka_unit_test(project_marks_standing),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
