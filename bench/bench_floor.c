@@ -320,23 +320,26 @@ int main(int argc, char **argv) {
   }
   if (all) {
     for (int r = 0; r < rounds; r++)
-      printf("# round %d ratios: gateway/epoll p50 %.2f p99 %.2f, gateway/echo p50 %.2f p99 %.2f, "
-             "durable/commit p50 %.2f p99 %.2f (threads mode: %.2f %.2f, %.2f %.2f), "
-             "gateway_marks/gateway p50 %.2f p99 %.2f\n",
-             r + 1, t[T_GATEWAY].p50[r] / t[T_EPOLL].p50[r], t[T_GATEWAY].p99[r] / t[T_EPOLL].p99[r],
-             t[T_GATEWAY].p50[r] / t[T_ECHO].p50[r], t[T_GATEWAY].p99[r] / t[T_ECHO].p99[r],
-             t[T_DURABLE].p50[r] / t[T_COMMIT].p50[r], t[T_DURABLE].p99[r] / t[T_COMMIT].p99[r],
-             t[T_GW_THREADS].p50[r] / t[T_EPOLL].p50[r], t[T_GW_THREADS].p99[r] / t[T_EPOLL].p99[r],
-             t[T_DUR_THREADS].p50[r] / t[T_COMMIT].p50[r],
-             t[T_DUR_THREADS].p99[r] / t[T_COMMIT].p99[r],
-             t[T_GW_MARKS].p50[r] / t[T_GATEWAY].p50[r], t[T_GW_MARKS].p99[r] / t[T_GATEWAY].p99[r]);
+      printf(
+          "# round %d ratios: gateway/epoll p50 %.2f p99 %.2f, gateway/echo p50 %.2f p99 %.2f, "
+          "durable/commit p50 %.2f p99 %.2f (threads mode: %.2f %.2f, %.2f %.2f), "
+          "gateway_marks/gateway p50 %.2f p99 %.2f\n",
+          r + 1, t[T_GATEWAY].p50[r] / t[T_EPOLL].p50[r], t[T_GATEWAY].p99[r] / t[T_EPOLL].p99[r],
+          t[T_GATEWAY].p50[r] / t[T_ECHO].p50[r], t[T_GATEWAY].p99[r] / t[T_ECHO].p99[r],
+          t[T_DURABLE].p50[r] / t[T_COMMIT].p50[r], t[T_DURABLE].p99[r] / t[T_COMMIT].p99[r],
+          t[T_GW_THREADS].p50[r] / t[T_EPOLL].p50[r], t[T_GW_THREADS].p99[r] / t[T_EPOLL].p99[r],
+          t[T_DUR_THREADS].p50[r] / t[T_COMMIT].p50[r],
+          t[T_DUR_THREADS].p99[r] / t[T_COMMIT].p99[r], t[T_GW_MARKS].p50[r] / t[T_GATEWAY].p50[r],
+          t[T_GW_MARKS].p99[r] / t[T_GATEWAY].p99[r]);
   }
   printf("# medians over %d rounds, us:", rounds);
   for (int k = 0; k < N_TARGETS; k++)
-    if (t[k].on) printf(" %s p50 %.0f p99 %.0f", NAMES[k], median(t[k].p50, rounds), median(t[k].p99, rounds));
+    if (t[k].on)
+      printf(" %s p50 %.0f p99 %.0f", NAMES[k], median(t[k].p50, rounds), median(t[k].p99, rounds));
   printf("\n# cpu us per order, server threads (generator thread):");
   for (int k = 0; k < N_TARGETS; k++)
-    if (t[k].on) printf(" %s %.2f (%.2f)", NAMES[k], median(t[k].cpu, rounds), median(t[k].gen_cpu, rounds));
+    if (t[k].on)
+      printf(" %s %.2f (%.2f)", NAMES[k], median(t[k].cpu, rounds), median(t[k].gen_cpu, rounds));
   printf("\n# wake-ups per order (context switches of the server threads):");
   for (int k = 0; k < N_TARGETS; k++)
     if (t[k].on) printf(" %s %.2f", NAMES[k], median(t[k].wakes, rounds));

@@ -906,9 +906,11 @@ int daemon_cluster_seed(daemon_cluster_t *c, const hg_pipeline_config_t *pc) {
     CLOG(HG_LOG_ERROR, "cannot write the group's snapshot to the state store",
            "dir=%s err=%s %s", state, hg_strerror(rc), s != NULL ? hg_store_errmsg(s) : "");
   else if (first > 1)
-    CLOG(HG_LOG_WARN, "state store seeded from the group's snapshot; the history before the journal is not on this node",
-           "last_seq=%" PRIu64 " journal_first_seq=%" PRIu64 " note=engine/" HG_HISTORY_MISSING_FILE,
-           snap_seq, first);
+    CLOG(HG_LOG_WARN,
+         "state store seeded from the group's snapshot; the history before the journal is not on "
+         "this node",
+         "last_seq=%" PRIu64 " journal_first_seq=%" PRIu64 " note=engine/" HG_HISTORY_MISSING_FILE,
+         snap_seq, first);
   else
     CLOG(HG_LOG_INFO, "state store seeded from the group's snapshot; the journal continues",
            "last_seq=%" PRIu64, snap_seq);

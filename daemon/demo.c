@@ -3,8 +3,8 @@
  * token curve, TOK.OW671B.S (settlement/CONTRACT.md section 7.3), whose
  * front months maker 0 quotes five levels a side around 4.000 USD per
  * million output tokens once it has seen them LISTED (an exchange without
- * room for the curve refuses it, and then nothing is quoted); the month scenario (hg_demo_create_months) lists
- * no token curve, so its commands are those of a demo without one.
+ * room for the curve refuses it, and then nothing is quoted); the month scenario
+ * (hg_demo_create_months) lists no token curve, so its commands are those of a demo without one.
  *
  * Two makers keep five levels a side each (ten price
  * levels a side in all, 2 to 15 ticks from the fair value) in each of the twelve

@@ -7,8 +7,8 @@
  * the data directory; tools_main.c holds the tool modes (--state-hash,
  * --backup-*, --scenario); cluster.c runs a node of a Raft group
  * (cluster.h). The rest have their own headers: daemon_config.h, daemon_log.h,
- * http.h, market_api.h, mdview.h, demo.h, scenario.h. The threads and the lock are described at the top
- * of hourglassd.c.
+ * http.h, market_api.h, mdview.h, demo.h, scenario.h. The threads and the lock are described at the
+ * top of hourglassd.c.
  */
 #ifndef HG_DAEMON_HOURGLASSD_H
 #define HG_DAEMON_HOURGLASSD_H

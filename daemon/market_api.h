@@ -64,10 +64,10 @@ extern const char *const hg_market_api_paths[];
  * only for the watchers of that book: the levels that changed (qty 0: the
  * level is gone; a book holds the best hg_mdview_depth levels), or, where
  * shorter, "bids_full"/"asks_full" with the whole side; and the trades
- * since the previous event, newest first. A reconnect gets a new snapshot. hg_market_stream_t holds what
- * was sent: the snapshot is made from it, so snapshot plus the events
- * after it always give the present state. (After an allocation failure in
- * an encode, the next one sends every field and whole books.) */
+ * since the previous event, newest first. A reconnect gets a new snapshot. hg_market_stream_t holds
+ * what was sent: the snapshot is made from it, so snapshot plus the events after it always give the
+ * present state. (After an allocation failure in an encode, the next one sends every field and
+ * whole books.) */
 typedef struct hg_market_stream hg_market_stream_t;
 
 /* 0 and *out, or -ENOMEM. Any thread; then used by one thread only. */

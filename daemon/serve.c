@@ -284,8 +284,9 @@ static int demo_keys(daemon_t *d) {
     char hx[2 * sizeof secret + 1];
     daemon_hex(secret, sizeof secret, hx);
     hg_wipe(secret, sizeof secret);
-    n += (size_t)snprintf(demo_key_lines + n, cap - n, "  %-26s export HG_KEY_ID=%llu HG_SECRET=%s\n",
-                          keys[i].what, (unsigned long long)keys[i].id, hx);
+    n += (size_t)snprintf(demo_key_lines + n, cap - n,
+                          "  %-26s export HG_KEY_ID=%llu HG_SECRET=%s\n", keys[i].what,
+                          (unsigned long long)keys[i].id, hx);
   }
   return 0;
 }

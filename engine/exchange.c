@@ -394,8 +394,9 @@ static void do_new_order(hg_exchange_t *ex, const hg_cmd_new_order_t *c) {
   else if (acct_find(ex, c->account) == NULL) rej = HG_XREJ_UNKNOWN_ACCOUNT;
   else rej = risk_check_new_order(ex, inst, c, price, &res);
   if (rej != 0) {
-    hg_ex__emit_order_reject(ex, HG_CMD_NEW, rej, c->instrument_id, c->account, oid, c->client_order_id,
-                      c->side, price, c->qty, res.reason != 0 ? &res : NULL);
+    hg_ex__emit_order_reject(ex, HG_CMD_NEW, rej, c->instrument_id, c->account, oid,
+                             c->client_order_id, c->side, price, c->qty,
+                             res.reason != 0 ? &res : NULL);
     return;
   }
   /* The band is the clearing's (CONTRACT.md 4.5): the check above refused a
@@ -415,8 +416,8 @@ static void do_cancel(hg_exchange_t *ex, const hg_cmd_cancel_t *c) {
   if (book == NULL) rej = HG_XREJ_UNKNOWN_INSTRUMENT;
   else if (acct_find(ex, c->account) == NULL) rej = HG_XREJ_UNKNOWN_ACCOUNT;
   if (rej != 0) {
-    hg_ex__emit_order_reject(ex, HG_CMD_CANCEL, rej, c->instrument_id, c->account, c->order_id, 0, 0, 0,
-                      0, NULL);
+    hg_ex__emit_order_reject(ex, HG_CMD_CANCEL, rej, c->instrument_id, c->account, c->order_id, 0,
+                             0, 0, 0, NULL);
     return;
   }
   hg_book_cancel(book, c->order_id, c->account, ex->cur.ts);
@@ -436,8 +437,8 @@ static void do_replace(hg_exchange_t *ex, const hg_cmd_replace_t *c) {
   else if (acct_find(ex, c->account) == NULL) rej = HG_XREJ_UNKNOWN_ACCOUNT;
   else rej = risk_check_replace(ex, inst, c, &res);
   if (rej != 0) {
-    hg_ex__emit_order_reject(ex, HG_CMD_REPLACE, rej, c->instrument_id, c->account, c->order_id, 0, 0,
-                      c->new_price, c->new_qty, res.reason != 0 ? &res : NULL);
+    hg_ex__emit_order_reject(ex, HG_CMD_REPLACE, rej, c->instrument_id, c->account, c->order_id, 0,
+                             0, c->new_price, c->new_qty, res.reason != 0 ? &res : NULL);
     return;
   }
   hg_book_replace(inst->book, c->order_id, c->account, c->new_price, c->new_qty, ex->cur.ts);
@@ -617,8 +618,8 @@ static void collect_order(void *ctx, const hg_book_order_t *o) {
     ex->scratch[ex->scratch_n++] = (order_ref_t){o->order_id, o->account};
 }
 
-/* Cancels every resting order of a book (a contract's or a spread's) in time priority, relabelled with
- * reason; returns how many. */
+/* Cancels every resting order of a book (a contract's or a spread's) in time priority, relabelled
+ * with reason; returns how many. */
 uint32_t hg_ex__cancel_all(hg_exchange_t *ex, hg_book_t *book, uint16_t reason) {
   ex->scratch_n = 0;
   hg_book_foreach(book, collect_order, ex);

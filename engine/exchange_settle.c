@@ -764,9 +764,9 @@ static int roll_curve(hg_exchange_t *ex, uint32_t slot) {
 static int do_list_curve(hg_exchange_t *ex, const hg_cmd_list_curve_t *c) {
   uint32_t first = c->first_instrument_id;
   if (!hg_name_ok(c->gpu, sizeof c->gpu) || !hg_name_ok(c->grade, sizeof c->grade) ||
-      c->year < HG_CURVE_YEAR_MIN || c->year > HG_CURVE_YEAR_MAX || c->month < 1 || c->month > 12 || first == 0 ||
-      first > UINT32_MAX - 2 * CURVE_MONTHS || c->max_orders == 0 || c->max_accounts == 0 ||
-      c->ref_price < 0 || c->ref_price > CURVE_MAX_PRICE ||
+      c->year < HG_CURVE_YEAR_MIN || c->year > HG_CURVE_YEAR_MAX || c->month < 1 || c->month > 12 ||
+      first == 0 || first > UINT32_MAX - 2 * CURVE_MONTHS || c->max_orders == 0 ||
+      c->max_accounts == 0 || c->ref_price < 0 || c->ref_price > CURVE_MAX_PRICE ||
       (hg_ex__idx_is_token(c->gpu, c->grade) &&
        strlen(c->gpu) + strlen(c->grade) > TOKEN_NAMES_MAX)) {
     hg_ex__emit_reject(ex, HG_XREJ_INVALID_PARAMS, first, 0);

@@ -519,9 +519,10 @@ static int restore_indexes(hg_exchange_t *ex, reader_t *r) {
     x->curve_max_accounts = r_u32(r);
     x->curve_ref = r_i64(r);
     if (r->bad || x->has_curve > 1) return HG_ECORRUPT;
-    if (x->has_curve && (x->next_month < 1 || x->next_month > 12 || x->next_year < HG_CURVE_YEAR_MIN ||
-                         x->next_id == 0 || x->curve_max_orders == 0 ||
-                         x->curve_max_accounts == 0 || x->curve_ref < 0))
+    if (x->has_curve &&
+        (x->next_month < 1 || x->next_month > 12 || x->next_year < HG_CURVE_YEAR_MIN ||
+         x->next_id == 0 || x->curve_max_orders == 0 || x->curve_max_accounts == 0 ||
+         x->curve_ref < 0))
       return HG_ECORRUPT;
     uint32_t nf = r_u32(r);
     if (r->bad) return HG_ECORRUPT;

@@ -604,10 +604,12 @@ static i128 spread_credit(hg_clearing_t *c, uint32_t s, uint32_t extra_inst, int
     int at_mark = orders < 0;
     hg_price_t rt = at_mark && t->mark > 0 ? t->mark : ref_price(c, t);
     hg_price_t rg = at_mark && g->mark > 0 ? g->mark : ref_price(c, g);
-    i128 mt = contract_margin(1, rt, hg_clr__tv(c, t),
-                              t->def.in_delivery ? c->cfg.im_rate_delivery_bps : c->cfg.im_rate_bps);
-    i128 mg = contract_margin(1, rg, hg_clr__tv(c, g),
-                              g->def.in_delivery ? c->cfg.im_rate_delivery_bps : c->cfg.im_rate_bps);
+    i128 mt =
+        contract_margin(1, rt, hg_clr__tv(c, t),
+                        t->def.in_delivery ? c->cfg.im_rate_delivery_bps : c->cfg.im_rate_bps);
+    i128 mg =
+        contract_margin(1, rg, hg_clr__tv(c, g),
+                        g->def.in_delivery ? c->cfg.im_rate_delivery_bps : c->cfg.im_rate_bps);
     credit += (i128)k * ((i128)p->n_t * mt + (i128)p->n_g * mg) * HG_CLR_SPREAD_CREDIT_BPS / 10000;
   }
   return credit;

@@ -224,7 +224,8 @@ static int tls_setup(hg_client_t *c, const hg_client_config_t *cfg) {
 
 int hg_client_create(const hg_client_config_t *cfg, hg_client_t **out) {
   if (cfg == NULL || out == NULL || cfg->key_id == 0 || cfg->secret == NULL ||
-      cfg->secret_len == 0 || cfg->secret_len > HG_WIRE_SECRET_MAX || cfg->max_frame > HG_WIRE_MAX_FRAME_LIMIT)
+      cfg->secret_len == 0 || cfg->secret_len > HG_WIRE_SECRET_MAX ||
+      cfg->max_frame > HG_WIRE_MAX_FRAME_LIMIT)
     return HG_EINVAL;
   const char *host = cfg->host ? cfg->host : HG_CLIENT_DEFAULT_HOST;
   if (strlen(host) >= 256) return HG_EINVAL;

@@ -185,7 +185,8 @@ static int decimal(const char *s, uint64_t max, uint64_t *out) {
   return 0;
 }
 
-int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key, uint8_t secret_out[HG_WIRE_SECRET_MAX]) {
+int hg_gateway_key_line_parse(char *line, hg_gateway_key_t *key,
+                              uint8_t secret_out[HG_WIRE_SECRET_MAX]) {
   char *hash = strchr(line, '#');
   if (hash != NULL) *hash = 0;
   /* Blank-separated fields, whole (a width limit would split a long field

@@ -345,9 +345,10 @@ static void settle_refuse(hg_gateway_t *gw, uint32_t stream, uint64_t ref_seq, u
 
 static void handle_settlement(conn_t *c, uint32_t si, const env_t *env) {
   hg_gateway_t *gw = c->gw;
-  uint32_t command = env->body_case == B(MARK)           ? HG_COMMAND_MARK
-                     : env->body_case == B(FUND_DEPOSIT) ? HG_COMMAND_FUND_DEPOSIT
-                                                         : (uint32_t)env->body_case - SETTLE_CMD_OFFSET;
+  uint32_t command = env->body_case == B(MARK) ? HG_COMMAND_MARK
+                     : env->body_case == B(FUND_DEPOSIT)
+                         ? HG_COMMAND_FUND_DEPOSIT
+                         : (uint32_t)env->body_case - SETTLE_CMD_OFFSET;
   size_t total = 1, per = 1;
   if (env->body_case == B(PUBLISH_SAMPLES)) {
     total = env->publish_samples->n_samples;

@@ -225,8 +225,8 @@ _Static_assert(HOURGLASS__V1__STP_MODE__STP_NONE == (int)HG_STP_NONE, "StpMode")
 static uint32_t build_new_order(const Hourglass__V1__NewOrderRequest *r, uint32_t account,
                                 hg_command_t *cmd) {
   if (r->base.n_unknown_fields != 0 || r->instrument_id == 0 ||
-      (r->client_order_id & QUOTE_CLORDID_BIT) != 0 || r->side < 0 ||
-      r->side > (int)HG_SIDE_SELL || r->type < 0 || r->type > (int)HG_ORD_MARKET || r->tif < 0 || r->tif > (int)HG_TIF_FOK ||
+      (r->client_order_id & QUOTE_CLORDID_BIT) != 0 || r->side < 0 || r->side > (int)HG_SIDE_SELL ||
+      r->type < 0 || r->type > (int)HG_ORD_MARKET || r->tif < 0 || r->tif > (int)HG_TIF_FOK ||
       (r->has_stp && (r->stp < 0 || r->stp > (int)HG_STP_NONE)) ||
       (r->type == HOURGLASS__V1__ORD_TYPE__ORD_TYPE_LIMIT && !r->has_price))
     return REJ(INVALID_REQUEST);

@@ -503,20 +503,13 @@ void net_table_exec(hgctl_table_t *t, const env_t *e, const syms_t *syms) {
                        : r->exec_type == HOURGLASS__V1__EXEC_TYPE__EXEC_CANCELLED
                            ? net_cancel_name(r->reason)
                            : NULL;
-  const char *v[] = {exec_name(r->exec_type),
-                     seq,
-                     inst,
-                     net_symbol_of(syms, r->instrument_id),
-                     oid,
+  const char *v[] = {exec_name(r->exec_type), seq, inst, net_symbol_of(syms, r->instrument_id), oid,
                      clid,
-                     !r->has_side ? NULL : r->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell" : "buy",
-                     net_px(r->price),
-                     qty,
-                     leaves,
-                     fill ? (r->maker ? "1" : "0") : NULL,
-                     reason,
-                     r->drop_copy ? acct : NULL,
-                     r->ts ? ts : NULL,
+                     !r->has_side                                ? NULL
+                     : r->side == HOURGLASS__V1__SIDE__SIDE_SELL ? "sell"
+                                                                 : "buy",
+                     net_px(r->price), qty, leaves, fill ? (r->maker ? "1" : "0") : NULL, reason,
+                     r->drop_copy ? acct : NULL, r->ts ? ts : NULL,
                      /* a fill of the clearing's liquidation order (CONTRACT.md 4.6) */
                      fill ? (r->liquidation ? "1" : "0") : NULL};
   hgctl_table_row(t, v);

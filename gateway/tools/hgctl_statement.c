@@ -483,29 +483,30 @@ long hgctl_stmt_compare(const replay_t *rp, const stmt_set_t *set, const char *d
 /* --------------------------------------------------------- statement */
 
 static void statement_usage(FILE *o) {
-  fputs("usage: hgctl statement --data DIR --account A [--instrument I] [--format csv|json]\n"
-        "                       [--trades] [capacities]\n"
-        "  Replays the data directory's journal (read-only) and prints account A's\n"
-        "  statement: every cash movement (deposits, withdrawals, variation margin,\n"
-        "  final settlement, fees), oldest first, with the balance after each; only\n"
-        "  those of instrument I with --instrument. CSV (default) or JSON, in the\n"
-        "  ledger's units (micro-USD, ticks, ns, instrument ids: what a replay\n"
-        "  compares byte for byte).\n"
-        "  --usd          instead in USD, USD per GPU-hour, UTC times and symbols:\n"
-        "                 index,seq,time_utc,account,instrument,symbol,kind,amount_usd,\n"
-        "                 balance_usd,price_usd,qty (price and qty: VM and FINAL only;\n"
-        "                 with --remote the symbol of a contract no longer listed is empty)\n"
-        "  --trades       instead, the account's trades (CSV): trade_id (seq.k, as\n"
-        "                 in replay --fills),seq,time_utc,instrument,symbol,side,\n"
-        "                 aggressor (yes: the account's order took liquidity),\n"
-        "                 price_usd,qty,position_after, and settled_by_index and\n"
-        "                 settled_by_seq: the statement entry (VM or FINAL) whose\n"
-        "                 amount includes the trade, empty while none has\n" CAPS_HELP
-        "   or: hgctl statement --remote [--account N] [--instrument I] [--format csv|json] [--usd]\n"
-        "  The same statement of the own account from the gateway (risk viewers:\n"
-        "  --account of the own firm); 'hgctl statement --remote --help' for the\n"
-        "  connection options.\n",
-        o);
+  fputs(
+      "usage: hgctl statement --data DIR --account A [--instrument I] [--format csv|json]\n"
+      "                       [--trades] [capacities]\n"
+      "  Replays the data directory's journal (read-only) and prints account A's\n"
+      "  statement: every cash movement (deposits, withdrawals, variation margin,\n"
+      "  final settlement, fees), oldest first, with the balance after each; only\n"
+      "  those of instrument I with --instrument. CSV (default) or JSON, in the\n"
+      "  ledger's units (micro-USD, ticks, ns, instrument ids: what a replay\n"
+      "  compares byte for byte).\n"
+      "  --usd          instead in USD, USD per GPU-hour, UTC times and symbols:\n"
+      "                 index,seq,time_utc,account,instrument,symbol,kind,amount_usd,\n"
+      "                 balance_usd,price_usd,qty (price and qty: VM and FINAL only;\n"
+      "                 with --remote the symbol of a contract no longer listed is empty)\n"
+      "  --trades       instead, the account's trades (CSV): trade_id (seq.k, as\n"
+      "                 in replay --fills),seq,time_utc,instrument,symbol,side,\n"
+      "                 aggressor (yes: the account's order took liquidity),\n"
+      "                 price_usd,qty,position_after, and settled_by_index and\n"
+      "                 settled_by_seq: the statement entry (VM or FINAL) whose\n"
+      "                 amount includes the trade, empty while none has\n" CAPS_HELP
+      "   or: hgctl statement --remote [--account N] [--instrument I] [--format csv|json] [--usd]\n"
+      "  The same statement of the own account from the gateway (risk viewers:\n"
+      "  --account of the own firm); 'hgctl statement --remote --help' for the\n"
+      "  connection options.\n",
+      o);
 }
 
 /* The account's trades (rp->trades), each with the ledger entry that

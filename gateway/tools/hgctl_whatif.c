@@ -143,9 +143,9 @@ static int project_one(const replay_t *rp, uint32_t inst, int64_t value, bool ra
   }
   /* One line, not one per day: how many days take the value, and why. */
   if (kept < nd)
-    fprintf(note, "  %u days %s%s%s take %s (what-if): %u not published, %u PROVISIONAL, %u NO_FIX\n",
-            nd - kept, day, last_day[0] ? ".." : "", last_day, b1, unpublished, provisional,
-            nofix);
+    fprintf(note,
+            "  %u days %s%s%s take %s (what-if): %u not published, %u PROVISIONAL, %u NO_FIX\n",
+            nd - kept, day, last_day[0] ? ".." : "", last_day, b1, unpublished, provisional, nofix);
   hg_clearing_fsp_t fsp;
   int rc = hg_clearing_fsp(year, month, fx, nd, &fsp);
   if (rc != 0) {

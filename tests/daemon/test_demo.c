@@ -50,7 +50,8 @@ static void run_demo(run_t *r, uint64_t seed, int steps) {
   memset(r, 0, sizeof *r);
   r->hash = 0xcbf29ce484222325ull;
   assert_int_equal(hg_demo_create(2026, 12, seed, &r->demo), 0);
-  hg_exchange_config_t cfg = {.max_instruments = 32, .max_accounts = 64, .max_book_orders = 1u << 14};
+  hg_exchange_config_t cfg = {
+      .max_instruments = 32, .max_accounts = 64, .max_book_orders = 1u << 14};
   assert_int_equal(hg_exchange_create(&cfg, sink, r, &r->ex), 0);
   hg_command_t cmds[512];
   size_t n = hg_demo_setup(r->demo, cmds, 512);
@@ -97,12 +98,13 @@ static void setup_publishes_an_index_history(void **state) {
   memset(&r, 0, sizeof r);
   assert_int_equal(hg_demo_create(2026, 12, 1, &r.demo), 0);
   hg_demo_set_today(r.demo, 20424); /* 2025-12-02 */
-  hg_exchange_config_t cfg = {.max_instruments = 32, .max_accounts = 64, .max_book_orders = 1u << 14};
+  hg_exchange_config_t cfg = {
+      .max_instruments = 32, .max_accounts = 64, .max_book_orders = 1u << 14};
   assert_int_equal(hg_exchange_create(&cfg, sink, &r, &r.ex), 0);
   static hg_command_t cmds[700];
   size_t n = hg_demo_setup(r.demo, cmds, 700);
-  /* listings (the B200 months and the token curve), accounts and deposits, 6 grades, per day 18 sample batches
-   * and a computation, 27 finalizations */
+  /* listings (the B200 months and the token curve), accounts and deposits, 6 grades, per day 18
+   * sample batches and a computation, 27 finalizations */
   assert_int_equal(n, HG_DEMO_MONTHS + 11 + 6 + 30 * 19 + 27);
   apply(&r, cmds, n);
   assert_int_equal(r.rejects, 0);

@@ -125,7 +125,8 @@ static void stream_snapshot_then_changes(void **state) {
   static const char snap[] = "event: snapshot\ndata: {\"instruments\":[{\"id\":1,";
   assert_true(strncmp(out.p, snap, sizeof snap - 1) == 0);
   assert_non_null(strstr(out.p, "{\"id\":7,\"symbol\":\"H100.B.2027-04\""));
-  assert_non_null(strstr(out.p, "\"book\":{\"instrument\":7,\"bids\":[],\"asks\":[],\"trades\":[]}"));
+  assert_non_null(
+      strstr(out.p, "\"book\":{\"instrument\":7,\"bids\":[],\"asks\":[],\"trades\":[]}"));
   assert_string_equal(out.p + out.len - 3, "}\n\n");
   /* one data line: no newline inside the JSON */
   const char *data = strstr(out.p, "data: ");
@@ -189,7 +190,8 @@ static char *describe_openapi(void) {
            "assert d[\"openapi\"].startswith(\"3.\")\n"
            "for p, o in d[\"paths\"].items():\n"
            "  g = o[\"get\"]\n"
-           "  q = \"&\".join(x[\"name\"] + \"=\" + x[\"example\"] for x in g[\"parameters\"] if x[\"required\"])\n"
+           "  q = \"&\".join(x[\"name\"] + \"=\" + x[\"example\"] for x in g[\"parameters\"] if "
+           "x[\"required\"])\n"
            "  print(p, q, \",\".join(g[\"responses\"]), sep=\"\\t\")' %s",
            path);
   FILE *f = popen(cmd, "r");

@@ -203,10 +203,11 @@ static void stream_sends_what_a_trade_changed(void **state) {
   memcpy(hdr, out.p, 8);
   assert_int_equal(hdr[0], 0);
   char *delta = strndup(out.p + 8, hdr[1]);
-  assert_string_equal(delta, "event: delta\ndata: {\"instruments\":[{\"id\":7,\"trades\":1,"
-                             "\"volume\":2,\"last_price\":3400,\"last_qty\":2,"
-                             "\"day\":\"2027-01-04\",\"open\":3400,\"high\":3400,\"low\":3400,"
-                             "\"day_volume\":2}]}\n\n");
+  assert_string_equal(delta,
+                      "event: delta\ndata: {\"instruments\":[{\"id\":7,\"trades\":1,"
+                      "\"volume\":2,\"last_price\":3400,\"last_qty\":2,"
+                      "\"day\":\"2027-01-04\",\"open\":3400,\"high\":3400,\"low\":3400,"
+                      "\"day_volume\":2}]}\n\n");
   free(delta);
   /* frame 2: the book of 7, topic 7, with the trade */
   size_t off = 8 + hdr[1];
@@ -282,8 +283,10 @@ static void clearing_aggregates(void **state) {
                                           .account = 4003, .amount = 30000000});
   clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_SOCIALIZED,
                                           .account = 4004, .amount = -5000000});
-  clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_CASH, .kind = HG_LEDGER_SOCIALIZED,
-                                          .account = 4003, .amount = 5000000});
+  clearing_event(
+      v,
+      (hg_exchange_event_t){
+          .type = HG_XEV_CASH, .kind = HG_LEDGER_SOCIALIZED, .account = 4003, .amount = 5000000});
   for (uint32_t a = 4001; a <= 4002; a++)
     clearing_event(v, (hg_exchange_event_t){.type = HG_XEV_MARGIN_CALL, .account = a,
                                             .status = HG_CLR_CALLED});

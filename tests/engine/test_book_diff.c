@@ -663,7 +663,8 @@ static void differential(void **state) {
   fprintf(stderr, "\n  replaced: kept=%" PRIu64 " lost=%" PRIu64 "\n  rejects:", seen_kept[1],
           seen_kept[0]);
   for (int i = 1; i < HG_REJ_BOOK_LAST_; i++)
-    if (strcmp(hg_reject_str(i), "unknown") != 0) fprintf(stderr, " %d:%" PRIu64, i, seen_reject[i]);
+    if (strcmp(hg_reject_str(i), "unknown") != 0)
+      fprintf(stderr, " %d:%" PRIu64, i, seen_reject[i]);
   fprintf(stderr, "\n  cancels:");
   for (int i = 1; i < HG_CXL_BOOK_LAST_; i++) fprintf(stderr, " %d:%" PRIu64, i, seen_cancel[i]);
   fprintf(stderr, "\n");

@@ -115,8 +115,8 @@
  *    inter-commodity credit. hg_exchange_foreach_instrument reports spreads
  *    after the contracts, with their legs.
  *  - NEW_ORDER in a spread: a limit order (else HG_XREJ_SPREAD_ORDER), price
- *    S in ticks; the spread or either leg halted is INSTRUMENT_HALTED. Refused when the GPU leg has no reference (the clearing's
- *    NO_REFERENCE) or the token leg at S is outside its band
+ *    S in ticks; the spread or either leg halted is INSTRUMENT_HALTED. Refused when the GPU leg has
+ * no reference (the clearing's NO_REFERENCE) or the token leg at S is outside its band
  *    (HG_XREJ_SPREAD_LEG_BAND, .lo/.hi = the token leg's band); then the
  *    clearing's check of the token leg (n_t x qty at P_t, the order's side)
  *    and of the GPU leg (n_g x qty at R_g, the other side, the token leg
@@ -157,11 +157,10 @@
  *    HG_XEV_REFERENCE per listed contract of that index.
  *  - DAILY_SETTLEMENT (day): refused (ALREADY_SETTLED) unless day is after
  *    the last settled day, and (NOT_IN_STATE) unless the command's ts is at
- *    or after 16:00 UTC of day (the cycle time is day's 16:00, never a clock). DSP per contract by the
- *    tiers (HG_XEV_DSP each, in id order), then HG_XEV_REFERENCE for every
- *    contract (its reference price and band now), variation margin for every
- *    position (HG_XEV_VM each, in the clearing's ledger order), checked to
- *    sum to exactly zero; then every DAY order expires, contracts whose last
+ *    or after 16:00 UTC of day (the cycle time is day's 16:00, never a clock). DSP per contract by
+ * the tiers (HG_XEV_DSP each, in id order), then HG_XEV_REFERENCE for every contract (its reference
+ * price and band now), variation margin for every position (HG_XEV_VM each, in the clearing's
+ * ledger order), checked to sum to exactly zero; then every DAY order expires, contracts whose last
  *    trading day this is lose their resting orders (HG_XCXL_EXPIRED);
  *    HG_XEV_CYCLE last. The cycle does not move the delivery-month flags
  *    (see "Delivery month" above).

@@ -532,11 +532,10 @@ typedef struct hg_clearing_cycle_report {
  * order; anything beyond stays negative and is reported as uncovered); then
  * every settled instrument's mark becomes its DSP and every account holding
  * a position is evaluated as by hg_clearing_mark, calls due at this cycle
- * (cycle count, see hg_clearing_guarantee) becoming liquidations. Checks that VM sums to exactly zero per
- * instrument before changing anything: HG_ECORRUPT otherwise (never
- * expected). Other errors, all leaving the state unchanged: HG_EINVAL (tops
- * names an unknown instrument, or bad prices), HG_EOVERFLOW, HG_EFULL or
- * -ENOMEM (ledger). report may be NULL.
+ * (cycle count, see hg_clearing_guarantee) becoming liquidations. Checks that VM sums to exactly
+ * zero per instrument before changing anything: HG_ECORRUPT otherwise (never expected). Other
+ * errors, all leaving the state unchanged: HG_EINVAL (tops names an unknown instrument, or bad
+ * prices), HG_EOVERFLOW, HG_EFULL or -ENOMEM (ledger). report may be NULL.
  */
 int hg_clearing_daily_cycle(hg_clearing_t *c, uint64_t seq, uint64_t ts,
                             const hg_clearing_top_t *tops, size_t ntops,

@@ -549,8 +549,9 @@ static void test_prices_in_usd(void **state) {
   assert_int_equal(o.status, 0);
   assert_true(o.text[0] == '[');
   assert_non_null(strstr(o.text, "{\"exec_type\":\"NEW\","));
-  assert_non_null(strstr(o.text, "\"side\":\"buy\",\"price_usd\":0.550,\"qty\":1,\"leaves\":1,"
-                                  "\"maker\":null,\"reason\":null,\"account\":null,\"time_utc\":\""));
+  assert_non_null(strstr(o.text,
+                         "\"side\":\"buy\",\"price_usd\":0.550,\"qty\":1,\"leaves\":1,"
+                         "\"maker\":null,\"reason\":null,\"account\":null,\"time_utc\":\""));
   assert_non_null(strstr(o.text, "\"liquidation\":null}"));
   RUN(&o, "positions");
   assert_int_equal(o.status, 0);
@@ -765,8 +766,9 @@ static void test_orders_lists_live_orders(void **state) {
   assert_non_null(strstr(o.text, ",B200.A.2027-01,buy,0.450,2,2,,4501\n"));
   RUN(&o, "orders", "--format", "json");
   assert_int_equal(o.status, 0);
-  assert_non_null(strstr(o.text, "\"symbol\":\"B200.A.2027-01\",\"side\":\"buy\",\"price_usd\":0.450,"
-                                  "\"qty\":2,\"leaves\":2,\"group\":null,\"clordid\":4501}]\n"));
+  assert_non_null(strstr(o.text,
+                         "\"symbol\":\"B200.A.2027-01\",\"side\":\"buy\",\"price_usd\":0.450,"
+                         "\"qty\":2,\"leaves\":2,\"group\":null,\"clordid\":4501}]\n"));
   RUN(&o, "orders", "--format", "xml");
   assert_int_equal(o.status, 2);
   assert_non_null(strstr(o.err, "--format must be text, json or csv"));

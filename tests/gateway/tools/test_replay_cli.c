@@ -423,12 +423,14 @@ static void statement_and_fills(void **state) {
   /* UTC times (the sequencer's clock: the time set, +1 ns per command
    * stamped since), USD, and the aggressor: the side of the order that
    * arrived and took liquidity. */
-  assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
-                         "buyer_position,seller_position,liquidated\n"
-                         "12,12.1,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4,\n"
-                         "15,15.1,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2,\n"
-                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5,\n"
-                         "85,85.1,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1,\n");
+  assert_string_equal(
+      o,
+      "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
+      "buyer_position,seller_position,liquidated\n"
+      "12,12.1,2027-03-30T09:00:00.000000011Z,1,B200.A.2027-03,3.000,4,sell,1,2,4,-4,\n"
+      "15,15.1,2027-03-30T15:57:00.000000000Z,1,B200.A.2027-03,3.020,2,buy,4,3,2,-2,\n"
+      "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5,\n"
+      "85,85.1,2027-04-03T09:00:00.000000065Z,2,B200.A.2027-04,3.000,1,sell,1,2,1,-1,\n");
   free(o);
   snprintf(args, sizeof args, "replay --quiet --raw --data %s " CAPS " --fills %s", dir, fills);
   assert_int_equal(cli_run(hgctl, args, CLI_BOTH, &o), 0);
@@ -457,9 +459,11 @@ static void replay_one_day(void **state) {
   cli_expect(o, "verdict: OK\n");
   free(o);
   o = cli_slurp(fills);
-  assert_string_equal(o, "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
-                         "buyer_position,seller_position,liquidated\n"
-                         "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5,\n");
+  assert_string_equal(
+      o,
+      "seq,trade_id,time_utc,instrument,symbol,price_usd,qty,aggressor,buyer,seller,"
+      "buyer_position,seller_position,liquidated\n"
+      "17,17.1,2027-03-31T10:00:00.000000000Z,1,B200.A.2027-03,3.020,3,buy,2,3,-1,-5,\n");
   free(o);
   remove(fills);
   snprintf(args, sizeof args, "replay --data %s " CAPS " --until 2027-03-30", dir);
