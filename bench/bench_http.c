@@ -124,9 +124,8 @@ int main(int argc, char **argv) {
   snprintf(log, sizeof log, "%s/daemon.log", dir);
   const char *bin = du_daemon_path(given);
   if (bin == NULL) die("cannot find hourglassd: use --daemon PATH");
-  char *av[] = {(char *)bin, "--demo", "-o", data, "-o",
-                "listen.http=127.0.0.1:0", "-o", "listen.order_entry=127.0.0.1:0", "-o",
-                "listen.market_data=127.0.0.1:0", NULL};
+  char *av[] = {(char *)bin, "--demo", "-o", data, "-o", "listen.http=127.0.0.1:0",
+                "-o", "listen.order_entry=127.0.0.1:0", NULL};
   pid_t pid = du_spawn(av, log);
   char *l = du_wait_log(log, "msg=\"ready\"", 120);
   if (l == NULL) die("daemon not ready after 120 s");
