@@ -669,8 +669,8 @@ static void differential(void **state) {
   for (int i = 1; i < HG_CXL_BOOK_LAST_; i++) fprintf(stderr, " %d:%" PRIu64, i, seen_cancel[i]);
   fprintf(stderr, "\n");
   /* The generator must reach every outcome, or the comparison proves little.
-   * Only over the mixed seeds: one seed's params may rule some out. Numbers
-   * no longer used (hg_reject_str says "unknown") are skipped. */
+   * Only over the mixed seeds: one seed's params may rule some out. Reserved
+   * numbers (hg_reject_str says "unknown") are skipped. */
   if (!opt_have_seed && total_commands >= 100000) {
     for (int i = 1; i < HG_REJ_BOOK_LAST_; i++)
       if (seen_reject[i] == 0 && strcmp(hg_reject_str(i), "unknown") != 0)

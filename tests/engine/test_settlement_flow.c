@@ -551,9 +551,7 @@ static void test_listing_price_ranks_after_the_index(void **state) {
 /* One band, the contract's (CONTRACT.md 4.5): after the reference moves more
  * than 20% from the listing price, a limit order inside the new band is
  * accepted and a market order is capped at the new band's edge, not the
- * listing's. Listed as the demo lists: a single contract with a price (the
- * listing also gave the book a band of 20% around it, until the book's own
- * band was removed). */
+ * listing's. Listed as the demo lists: a single contract with a price. */
 static void test_band_follows_the_reference(void **state) {
   fx_t *f = *state;
   int32_t t = dayn("2027-01-15");
